@@ -1,0 +1,1 @@
+//! Runnable programs, one per contract: see examples/.

@@ -1,0 +1,81 @@
+//! Fault points: named moments inside the repository's operations where a test can stop,
+//! delay or kill the process to prove what happens when work is interrupted there. In
+//! production the hook is [`NoFaults`], which does nothing.
+
+use std::fmt;
+
+/// A named moment at which [`FaultPoints::reached`] is called.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FaultPoint {
+    /// `create_repository` wrote the initial objects; no ref or marker exists yet.
+    InitialObjectsWritten,
+    /// `seal` wrote the Candidate's objects; its ref is not yet created.
+    ObjectsWritten,
+    /// `seal` created the Candidate ref.
+    Published,
+    /// Integration: the dispatch claim was acknowledged.
+    IntegrationClaimed,
+    /// Integration: the target update was submitted to the store.
+    IntegrationSubmitted,
+    /// Integration: the store acknowledged the target update.
+    IntegrationAcknowledged,
+    /// Integration: the guard withheld the update after the claim.
+    IntegrationWithheld,
+}
+
+impl FaultPoint {
+    /// The seed's name of the point (stable: fault tests select points by it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::InitialObjectsWritten => "initial-objects-written",
+            Self::ObjectsWritten => "objects-written",
+            Self::Published => "published",
+            Self::IntegrationClaimed => "integration-claimed",
+            Self::IntegrationSubmitted => "integration-submitted",
+            Self::IntegrationAcknowledged => "integration-acknowledged",
+            Self::IntegrationWithheld => "integration-withheld",
+        }
+    }
+
+    /// Every point, for tests that iterate over them.
+    pub const ALL: [FaultPoint; 7] = [
+        Self::InitialObjectsWritten,
+        Self::ObjectsWritten,
+        Self::Published,
+        Self::IntegrationClaimed,
+        Self::IntegrationSubmitted,
+        Self::IntegrationAcknowledged,
+        Self::IntegrationWithheld,
+    ];
+
+    /// The point with the seed's `name`.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|point| point.name() == name)
+    }
+}
+
+impl fmt::Display for FaultPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A hook called at each [`FaultPoint`].
+pub trait FaultPoints: Send + Sync {
+    fn reached(&self, point: FaultPoint);
+}
+
+/// The production hook: does nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoFaults;
+
+impl FaultPoints for NoFaults {
+    fn reached(&self, _point: FaultPoint) {}
+}
+
+impl<F: Fn(FaultPoint) + Send + Sync> FaultPoints for F {
+    fn reached(&self, point: FaultPoint) {
+        self(point)
+    }
+}

@@ -1,0 +1,324 @@
+//! Git object encoding: blobs, trees and commits as bytes, and their SHA-1 ids. Pure functions;
+//! nothing here touches a repository.
+
+use std::fmt;
+
+use sha1::{Digest as _, Sha1};
+
+/// The kind of a Git object sf writes or reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ObjectKind {
+    Blob,
+    Tree,
+    Commit,
+}
+
+impl ObjectKind {
+    /// Git's name for the kind.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Blob => "blob",
+            Self::Tree => "tree",
+            Self::Commit => "commit",
+        }
+    }
+
+    /// Parses Git's name; tags and anything else are `None` (sf never stores them).
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "blob" => Some(Self::Blob),
+            "tree" => Some(Self::Tree),
+            "commit" => Some(Self::Commit),
+            _ => None,
+        }
+    }
+
+    /// Git's numeric pack type.
+    pub fn pack_type(self) -> u8 {
+        match self {
+            Self::Commit => 1,
+            Self::Tree => 2,
+            Self::Blob => 3,
+        }
+    }
+}
+
+/// A full SHA-1 object id, always 40 lowercase hex characters when written.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectId([u8; 20]);
+
+impl ObjectId {
+    /// The all-zero id Git uses for "absent"; never the id of an object sf writes.
+    pub const ZERO: Self = Self([0; 20]);
+
+    pub fn from_bytes(bytes: [u8; 20]) -> Self {
+        Self(bytes)
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 20] {
+        &self.0
+    }
+
+    /// Parses exactly 40 lowercase hex characters.
+    pub fn parse_hex(text: &str) -> Option<Self> {
+        if text.len() != 40
+            || !text
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return None;
+        }
+        let mut bytes = [0; 20];
+        hex::decode_to_slice(text, &mut bytes).ok()?;
+        Some(Self(bytes))
+    }
+
+    pub fn to_hex(&self) -> String {
+        hex::encode(self.0)
+    }
+}
+
+impl fmt::Display for ObjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+impl fmt::Debug for ObjectId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ObjectId({})", self.to_hex())
+    }
+}
+
+/// The header Git hashes in front of an object's body.
+pub fn object_header(kind: ObjectKind, len: usize) -> Vec<u8> {
+    format!("{} {len}\0", kind.as_str()).into_bytes()
+}
+
+/// The SHA-1 id of an object of `kind` with `body`.
+pub fn object_id(kind: ObjectKind, body: &[u8]) -> ObjectId {
+    let mut hasher = Sha1::new();
+    hasher.update(object_header(kind, body.len()));
+    hasher.update(body);
+    ObjectId(hasher.finalize().into())
+}
+
+/// The mode of a tree entry. sf stores only regular non-executable files and directories.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryMode {
+    File,
+    Tree,
+}
+
+impl EntryMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::File => "100644",
+            Self::Tree => "40000",
+        }
+    }
+}
+
+/// One entry of a tree object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TreeEntry {
+    pub mode: EntryMode,
+    pub name: String,
+    pub id: ObjectId,
+}
+
+/// Git's tree order: names compared bytewise, a tree's name as if followed by `/`.
+fn tree_order_key(entry: &TreeEntry) -> Vec<u8> {
+    let mut key = entry.name.as_bytes().to_vec();
+    if entry.mode == EntryMode::Tree {
+        key.push(b'/');
+    }
+    key
+}
+
+/// Encodes a tree body. Entries are sorted into Git's order; duplicate names are the caller's
+/// bug and are checked by the callers that build trees from validated paths.
+pub fn encode_tree(entries: &[TreeEntry]) -> Vec<u8> {
+    let mut sorted: Vec<&TreeEntry> = entries.iter().collect();
+    sorted.sort_by_key(|entry| tree_order_key(entry));
+    let mut body = Vec::new();
+    for entry in sorted {
+        body.extend_from_slice(entry.mode.as_str().as_bytes());
+        body.push(b' ');
+        body.extend_from_slice(entry.name.as_bytes());
+        body.push(0);
+        body.extend_from_slice(entry.id.as_bytes());
+    }
+    body
+}
+
+/// Decodes a tree body exactly as sf writes it: modes 100644 and 40000 only, names without
+/// `/` or NUL, strictly in Git's order. Anything else is `None`.
+pub fn decode_tree(body: &[u8]) -> Option<Vec<TreeEntry>> {
+    let mut entries = Vec::new();
+    let mut rest = body;
+    while !rest.is_empty() {
+        let space = rest.iter().position(|&b| b == b' ')?;
+        let mode = match &rest[..space] {
+            b"100644" => EntryMode::File,
+            b"40000" => EntryMode::Tree,
+            _ => return None,
+        };
+        rest = &rest[space + 1..];
+        let nul = rest.iter().position(|&b| b == 0)?;
+        let name = std::str::from_utf8(&rest[..nul]).ok()?;
+        if name.is_empty() || name.contains('/') {
+            return None;
+        }
+        rest = &rest[nul + 1..];
+        if rest.len() < 20 {
+            return None;
+        }
+        let mut id = [0; 20];
+        id.copy_from_slice(&rest[..20]);
+        rest = &rest[20..];
+        entries.push(TreeEntry {
+            mode,
+            name: name.to_owned(),
+            id: ObjectId(id),
+        });
+    }
+    let in_order = entries
+        .windows(2)
+        .all(|pair| tree_order_key(&pair[0]) < tree_order_key(&pair[1]));
+    in_order.then_some(entries)
+}
+
+/// A commit as sf writes it: one tree, zero or more parents, one identity line used as both
+/// author and committer, and a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Commit {
+    pub tree: ObjectId,
+    pub parents: Vec<ObjectId>,
+    pub ident: String,
+    pub message: String,
+}
+
+/// Encodes a commit body.
+pub fn encode_commit(commit: &Commit) -> Vec<u8> {
+    let mut body = format!("tree {}\n", commit.tree);
+    for parent in &commit.parents {
+        body.push_str(&format!("parent {parent}\n"));
+    }
+    body.push_str(&format!(
+        "author {}\ncommitter {}\n\n{}",
+        commit.ident, commit.ident, commit.message
+    ));
+    body.into_bytes()
+}
+
+/// Decodes a commit body written in sf's canonical shape; anything else (extra headers,
+/// signatures, differing author and committer, non-UTF-8) is `None`. Callers compare the
+/// re-encoding with the bytes they read, so a decode is never a repair.
+pub fn decode_commit(body: &[u8]) -> Option<Commit> {
+    let text = std::str::from_utf8(body).ok()?;
+    let (headers, message) = text.split_once("\n\n")?;
+    let mut lines = headers.split('\n');
+    let tree = ObjectId::parse_hex(lines.next()?.strip_prefix("tree ")?)?;
+    let mut parents = Vec::new();
+    let mut line = lines.next()?;
+    while let Some(parent) = line.strip_prefix("parent ") {
+        parents.push(ObjectId::parse_hex(parent)?);
+        line = lines.next()?;
+    }
+    let author = line.strip_prefix("author ")?;
+    let committer = lines.next()?.strip_prefix("committer ")?;
+    if lines.next().is_some() || author != committer {
+        return None;
+    }
+    let commit = Commit {
+        tree,
+        parents,
+        ident: author.to_owned(),
+        message: message.to_owned(),
+    };
+    (encode_commit(&commit) == body).then_some(commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_match_git() {
+        // `git hash-object -t blob --stdin </dev/null` and `printf 'hello\n' | git hash-object --stdin`
+        assert_eq!(
+            object_id(ObjectKind::Blob, b"").to_hex(),
+            "e69de29bb2d1d6434b8b29ae775ad8c2e48c5391"
+        );
+        assert_eq!(
+            object_id(ObjectKind::Blob, b"hello\n").to_hex(),
+            "ce013625030ba8dba906f756967f9e9ca394464a"
+        );
+        // The empty tree.
+        assert_eq!(
+            object_id(ObjectKind::Tree, &encode_tree(&[])).to_hex(),
+            "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+        );
+    }
+
+    #[test]
+    fn tree_order_puts_directories_after_dotted_files() {
+        let id = object_id(ObjectKind::Blob, b"");
+        let entries = vec![
+            TreeEntry {
+                mode: EntryMode::Tree,
+                name: "a".into(),
+                id,
+            },
+            TreeEntry {
+                mode: EntryMode::File,
+                name: "a.b".into(),
+                id,
+            },
+        ];
+        let body = encode_tree(&entries);
+        let decoded = decode_tree(&body).unwrap();
+        assert_eq!(decoded[0].name, "a.b");
+        assert_eq!(decoded[1].name, "a");
+    }
+
+    #[test]
+    fn decode_refuses_out_of_order_and_foreign_modes() {
+        let id = object_id(ObjectKind::Blob, b"");
+        let mut body = Vec::new();
+        for name in ["b", "a"] {
+            body.extend_from_slice(b"100644 ");
+            body.extend_from_slice(name.as_bytes());
+            body.push(0);
+            body.extend_from_slice(id.as_bytes());
+        }
+        assert!(decode_tree(&body).is_none());
+        let mut exec = b"100755 x\0".to_vec();
+        exec.extend_from_slice(id.as_bytes());
+        assert!(decode_tree(&exec).is_none());
+    }
+
+    #[test]
+    fn commit_round_trip_is_exact() {
+        let commit = Commit {
+            tree: object_id(ObjectKind::Tree, &[]),
+            parents: vec![object_id(ObjectKind::Blob, b"x")],
+            ident: "sf <sf@invalid> 0 +0000".into(),
+            message: "hello\n".into(),
+        };
+        let body = encode_commit(&commit);
+        assert_eq!(decode_commit(&body), Some(commit));
+        let mut signed = body.clone();
+        signed.splice(0..0, b"gpgsig x\n".iter().copied());
+        assert!(decode_commit(&signed).is_none());
+    }
+
+    #[test]
+    fn parse_hex_is_strict() {
+        assert!(ObjectId::parse_hex(&"a".repeat(40)).is_some());
+        assert!(ObjectId::parse_hex(&"A".repeat(40)).is_none());
+        assert!(ObjectId::parse_hex(&"a".repeat(39)).is_none());
+        assert!(ObjectId::parse_hex(&"g".repeat(40)).is_none());
+    }
+}

@@ -1,0 +1,17 @@
+//! sf-host: the contracts, the core and (later) the plugin host of sf.
+//!
+//! sf seals proposals of text edits as immutable Candidates in an owned bare Git repository,
+//! exports their exact bytes, and (in later modules) runs their frozen checks, keeps their
+//! evidence and integrates them at most once. The core here never names a backend: it works
+//! over the traits in [`contracts`].
+
+pub mod canonical;
+pub mod contracts;
+pub mod fault;
+pub mod git_object;
+pub mod repository;
+pub mod snapshot;
+pub mod source_path;
+
+/// The version of sf, recorded in records that name the code that wrote them.
+pub const SF_VERSION: &str = env!("CARGO_PKG_VERSION");

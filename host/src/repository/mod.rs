@@ -1,0 +1,1 @@
+//! Owned repositories: create, open, seal, export.

@@ -1,0 +1,1 @@
+//! sf-git-cli: the ObjectStore over the git binary.

@@ -1,0 +1,2 @@
+//! sf-sdk: what plugin authors depend on.
+pub use sf_host::contracts;

@@ -1,0 +1,1 @@
+//! sf-tests: shared helpers for the cross-crate tests.
