@@ -185,8 +185,11 @@ pub trait ObjectStoreFactory: Send + Sync {
 /// The object database and refs of one owned repository.
 ///
 /// Every method checks the root's ownership before it starts anything and again before it
-/// accepts a result. `Err` means nothing was started; once a write may have started, ref
-/// methods answer with a [`RefUpdate`].
+/// accepts a result. `Err` means no ref was touched; once a ref write may have started, ref
+/// methods answer with a [`RefUpdate`]. [`write_objects`](Self::write_objects) is the one
+/// exception to "nothing started": an `Err` after it started may leave some of the objects
+/// written, which is harmless because objects no ref names are unreachable and a later
+/// identical write completes them.
 pub trait ObjectStore: Send + Sync {
     /// The root this store owns.
     fn root(&self) -> &StoreRoot;
