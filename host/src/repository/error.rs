@@ -1,0 +1,211 @@
+//! The repository's typed errors: a stable code each, the input at fault and the rule.
+
+use std::path::PathBuf;
+
+use crate::contracts::ObjectStoreError;
+
+/// Why a proposal was rejected. Each reason has a stable code; a rejected proposal wrote
+/// nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Rejection {
+    /// The proposal is not well-formed JSON (syntax, numbers, nesting, size).
+    InvalidJson,
+    /// The proposal is not valid UTF-8.
+    InvalidUtf8,
+    /// A key appears twice in one object.
+    DuplicateKey,
+    /// A field that the record does not declare, including a claimed `passed` or `verified`.
+    UnknownField,
+    /// A declared field is absent.
+    MissingField,
+    /// A field has the wrong JSON type or an invalid value (a malformed digest, say).
+    WrongType,
+    /// No edits at all.
+    NoEdits,
+    /// More edits than the limit.
+    TooManyEdits,
+    /// `prior` is null and `text` is null: an edit that does nothing.
+    EmptyEdit,
+    /// `prior` names a digest other than the current file's.
+    WrongPrior,
+    /// `prior` is given but no such file exists.
+    AbsentFile,
+    /// `prior` is null but the file exists.
+    FileExists,
+    /// The new text equals the current text.
+    NoChange,
+    /// A path appears twice (compared ignoring case).
+    DuplicatePath,
+    /// A path is outside the frozen scope.
+    OutsideScope,
+    /// A path breaks the grammar.
+    BadPath,
+    /// A `.` or `..` segment.
+    DotSegment,
+    /// A `.git*` segment.
+    GitSegment,
+    /// A path longer than the limit.
+    PathTooLong,
+    /// Two resulting paths differ only in case.
+    CaseCollision,
+    /// A resulting path is both a file and a directory.
+    FileDirectoryClash,
+    /// Text holds a NUL character.
+    NulByte,
+    /// Text is a Git LFS pointer.
+    LfsPointer,
+    /// A file larger than the per-file limit.
+    FileTooLarge,
+    /// The resulting source holds more files than the limit.
+    TooManyFiles,
+    /// The resulting source holds more bytes than the limit.
+    SourceTooLarge,
+    /// The proposal's paths and texts together exceed the limit.
+    ProposalTooLarge,
+}
+
+impl Rejection {
+    /// The stable kebab-case code of the reason.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::InvalidJson => "invalid-json",
+            Self::InvalidUtf8 => "invalid-utf8",
+            Self::DuplicateKey => "duplicate-key",
+            Self::UnknownField => "unknown-field",
+            Self::MissingField => "missing-field",
+            Self::WrongType => "wrong-type",
+            Self::NoEdits => "no-edits",
+            Self::TooManyEdits => "too-many-edits",
+            Self::EmptyEdit => "empty-edit",
+            Self::WrongPrior => "wrong-prior",
+            Self::AbsentFile => "absent-file",
+            Self::FileExists => "file-exists",
+            Self::NoChange => "no-change",
+            Self::DuplicatePath => "duplicate-path",
+            Self::OutsideScope => "outside-scope",
+            Self::BadPath => "bad-path",
+            Self::DotSegment => "dot-segment",
+            Self::GitSegment => "git-segment",
+            Self::PathTooLong => "path-too-long",
+            Self::CaseCollision => "case-collision",
+            Self::FileDirectoryClash => "file-directory-clash",
+            Self::NulByte => "nul-byte",
+            Self::LfsPointer => "lfs-pointer",
+            Self::FileTooLarge => "file-too-large",
+            Self::TooManyFiles => "too-many-files",
+            Self::SourceTooLarge => "source-too-large",
+            Self::ProposalTooLarge => "proposal-too-large",
+        }
+    }
+}
+
+/// A repository operation's failure. The code says what kind; the fields name the input at
+/// fault. Every error from `create_repository`, `seal` and `export_candidate` before their
+/// first write means nothing was written.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RepositoryError {
+    /// An argument breaks a rule; nothing was read or written.
+    #[error("invalid input: {input}: {rule}")]
+    InvalidInput { input: String, rule: String },
+    /// A proposal was rejected; nothing was written.
+    #[error("proposal rejected ({}): {input}: {detail}", reason.code())]
+    Rejected {
+        reason: Rejection,
+        input: String,
+        detail: String,
+    },
+    /// The path to create exists; sf never adopts it.
+    #[error("{} already exists; sf never adopts an existing path: choose a new path", path.display())]
+    Exists { path: PathBuf },
+    /// The owned root is missing, replaced or tampered with, or the store cannot be used.
+    #[error("repository unavailable: {reason}")]
+    Unavailable { reason: String },
+    /// The Candidate or object asked for does not exist.
+    #[error("not found: {what}")]
+    Missing { what: String },
+    /// Stored data failed verification; it is reported, never repaired.
+    #[error("corrupt: {what}")]
+    Corrupt { what: String },
+    /// A different record already holds this identity.
+    #[error("conflict: {what}")]
+    Conflict { what: String },
+    /// Git (or the store's tool) failed or did not answer in time.
+    #[error("git failed: {detail}")]
+    GitFailed { detail: String },
+}
+
+impl RepositoryError {
+    /// The stable kebab-case code of the error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidInput { .. } => "invalid-input",
+            Self::Rejected { .. } => "rejected",
+            Self::Exists { .. } => "exists",
+            Self::Unavailable { .. } => "unavailable",
+            Self::Missing { .. } => "missing",
+            Self::Corrupt { .. } => "corrupt",
+            Self::Conflict { .. } => "conflict",
+            Self::GitFailed { .. } => "git-failed",
+        }
+    }
+
+    /// The rejection reason, for a rejected proposal.
+    pub fn rejection(&self) -> Option<Rejection> {
+        match self {
+            Self::Rejected { reason, .. } => Some(*reason),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn invalid(input: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            input: input.into(),
+            rule: rule.into(),
+        }
+    }
+
+    pub(crate) fn rejected(
+        reason: Rejection,
+        input: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self::Rejected {
+            reason,
+            input: input.into(),
+            detail: detail.into(),
+        }
+    }
+
+    pub(crate) fn corrupt(what: impl Into<String>) -> Self {
+        Self::Corrupt { what: what.into() }
+    }
+}
+
+impl From<ObjectStoreError> for RepositoryError {
+    fn from(error: ObjectStoreError) -> Self {
+        match error {
+            ObjectStoreError::InvalidInput { input, rule } => Self::InvalidInput {
+                input,
+                rule: rule.to_owned(),
+            },
+            ObjectStoreError::Exists { path } => Self::Exists { path },
+            ObjectStoreError::Unavailable { reason } => Self::Unavailable { reason },
+            // Stored data larger than anything sf writes, or a ref of ours turned symbolic,
+            // can only be tampering.
+            ObjectStoreError::Corrupt { what } | ObjectStoreError::Limit { what } => {
+                Self::Corrupt { what }
+            }
+            ObjectStoreError::SymbolicRef { name } => Self::Corrupt {
+                what: format!("ref {name} is symbolic"),
+            },
+            ObjectStoreError::Timeout { what } => Self::GitFailed {
+                detail: format!("timed out: {what}"),
+            },
+            ObjectStoreError::GitFailed { command, detail } => Self::GitFailed {
+                detail: format!("{command}: {detail}"),
+            },
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! The repository's identity record, its ownership marker, and the fixed encodings and limits
+//! that every stored object of the repository follows.
+
+use std::time::Duration;
+
+use crate::canonical::{self, Value, object};
+use crate::git_object::ObjectId;
+
+use super::error::RepositoryError;
+use super::record::{FieldError, Fields, ID_RULE, is_valid_id};
+
+/// The protocol string of [`RepositoryIdentity`] and of the ownership marker.
+pub const REPOSITORY_PROTOCOL: &str = "sf-repository/1";
+/// The protocol string of Candidate manifests and Candidate commit messages.
+pub const CANDIDATE_PROTOCOL: &str = "sf-candidate/1";
+/// The protocol string of seal commit messages.
+pub const SEAL_PROTOCOL: &str = "sf-seal/1";
+/// The author and committer of every commit sf writes. A fixed time makes equal inputs give
+/// equal commits, which is what lets identical seals converge.
+pub const IDENT: &str = "sf <sf@localhost.invalid> 0 +0000";
+/// The largest commit body sf reads (seed 001: MAX_COMMIT_BYTES).
+pub const MAX_COMMIT_BYTES: u64 = 4096;
+/// The byte budget of one tree level when reading.
+pub const MAX_TREE_LEVEL_BYTES: u64 = 4 * 1024 * 1024;
+/// The default bound on each store operation.
+pub const DEFAULT_GIT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest repository path accepted, in bytes.
+pub const MAX_REPOSITORY_PATH_BYTES: usize = 1024;
+/// The longest target ref accepted, in bytes.
+pub const MAX_TARGET_REF_BYTES: usize = 128;
+
+/// The bounds of a repository's source and of one proposal; see docs/repository.md.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RepositoryLimits {
+    /// Files in one source tree.
+    pub max_files: usize,
+    /// UTF-8 bytes of one file.
+    pub max_file_bytes: usize,
+    /// UTF-8 bytes of all files of one source tree together.
+    pub max_source_bytes: usize,
+    /// Bytes of one path.
+    pub max_path_bytes: usize,
+    /// Edits in one proposal.
+    pub max_edits: usize,
+    /// Bytes of a proposal's paths plus its replacement texts.
+    pub max_proposal_bytes: usize,
+}
+
+/// The limits every repository enforces before any write.
+pub const REPOSITORY_LIMITS: RepositoryLimits = RepositoryLimits {
+    max_files: 1024,
+    max_file_bytes: 1024 * 1024,
+    max_source_bytes: 8 * 1024 * 1024,
+    max_path_bytes: crate::source_path::MAX_PATH_BYTES,
+    max_edits: 64,
+    max_proposal_bytes: 512 * 1024,
+};
+
+/// Who a repository is: persist it and hand it back to [`open_repository`](super::open_repository).
+/// Serialised (as the ownership marker, too) with the seed's field names.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RepositoryIdentity {
+    pub product_id: String,
+    /// The canonical absolute path of the root.
+    pub path: String,
+    pub dev: u64,
+    pub ino: u64,
+    /// 32 lowercase hex characters of randomness drawn at creation.
+    pub nonce: String,
+    pub target_ref: String,
+    /// The initial commit.
+    pub initial: ObjectId,
+}
+
+impl RepositoryIdentity {
+    /// The record as a JSON value (`protocol`, `productId`, `path`, `dev`, `ino`, `nonce`,
+    /// `objectFormat`, `targetRef`, `initial`).
+    pub fn to_value(&self) -> Value {
+        object([
+            ("protocol", REPOSITORY_PROTOCOL.into()),
+            ("productId", self.product_id.as_str().into()),
+            ("path", self.path.as_str().into()),
+            ("dev", Value::Integer(self.dev as i64)),
+            ("ino", Value::Integer(self.ino as i64)),
+            ("nonce", self.nonce.as_str().into()),
+            ("objectFormat", "sha1".into()),
+            ("targetRef", self.target_ref.as_str().into()),
+            ("initial", self.initial.to_hex().into()),
+        ])
+    }
+
+    /// The canonical JSON bytes of the record: what the ownership marker holds.
+    pub fn to_canonical_bytes(&self) -> Vec<u8> {
+        // Every field is bounded (paths 1 KiB, ids 128 bytes), far below the 1 MiB bound, and
+        // dev/ino were checked to be safe integers when the identity was made or parsed.
+        canonical::encode(&self.to_value()).unwrap_or_default()
+    }
+
+    pub(crate) fn from_value(value: &Value, path: &str) -> Result<Self, FieldError> {
+        let fields = Fields::exact(
+            value,
+            path,
+            &[
+                "protocol",
+                "productId",
+                "path",
+                "dev",
+                "ino",
+                "nonce",
+                "objectFormat",
+                "targetRef",
+                "initial",
+            ],
+        )?;
+        fields.literal("protocol", REPOSITORY_PROTOCOL)?;
+        fields.literal("objectFormat", "sha1")?;
+        let product_id = fields.string("productId")?;
+        if !is_valid_id(product_id) {
+            return Err(FieldError::wrong(&fields.path("productId"), ID_RULE));
+        }
+        let root = fields.string("path")?;
+        check_root_path(root).map_err(|rule| FieldError::wrong(&fields.path("path"), rule))?;
+        let nonce = fields.string("nonce")?;
+        if nonce.len() != 32
+            || !nonce
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
+            return Err(FieldError::wrong(
+                &fields.path("nonce"),
+                "must be 32 lowercase hex characters",
+            ));
+        }
+        let target_ref = fields.string("targetRef")?;
+        check_target_ref(target_ref)
+            .map_err(|rule| FieldError::wrong(&fields.path("targetRef"), rule))?;
+        Ok(Self {
+            product_id: product_id.to_owned(),
+            path: root.to_owned(),
+            dev: fields.natural("dev")?,
+            ino: fields.natural("ino")?,
+            nonce: nonce.to_owned(),
+            target_ref: target_ref.to_owned(),
+            initial: fields.object_id("initial")?,
+        })
+    }
+}
+
+/// Parses a persisted identity exactly: canonical or not, but every field declared, typed and
+/// valid, and nothing else.
+pub fn parse_repository_identity(bytes: &[u8]) -> Result<RepositoryIdentity, RepositoryError> {
+    let value = canonical::parse(bytes)
+        .map_err(|error| RepositoryError::invalid("repository identity", error.to_string()))?;
+    RepositoryIdentity::from_value(&value, "identity")
+        .map_err(|error| RepositoryError::invalid(error.field, error.rule))
+}
+
+/// Checks a target ref: `^refs/heads/[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$`,
+/// at most 128 bytes, no `..`, no segment ending in `.` or `.lock`.
+pub fn check_target_ref(name: &str) -> Result<(), &'static str> {
+    const RULE: &str = "a target ref matches ^refs/heads/[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$, \
+                        is at most 128 bytes, contains no .. and has no segment ending in . or .lock";
+    if name.len() > MAX_TARGET_REF_BYTES || name.contains("..") {
+        return Err(RULE);
+    }
+    let Some(rest) = name.strip_prefix("refs/heads/") else {
+        return Err(RULE);
+    };
+    for segment in rest.split('/') {
+        let bytes = segment.as_bytes();
+        let first_ok = bytes
+            .first()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-'));
+        let rest_ok = bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !first_ok || !rest_ok || segment.ends_with('.') || segment.ends_with(".lock") {
+            return Err(RULE);
+        }
+    }
+    Ok(())
+}
+
+/// Checks the textual shape of a root path: absolute, normalised, at most 1024 bytes. Whether
+/// it is canonical on disk is the store's check.
+pub fn check_root_path(path: &str) -> Result<(), &'static str> {
+    const RULE: &str = "a repository path is absolute and normalised (no empty, . or .. segment, no trailing /), \
+                        at most 1024 bytes, without NUL";
+    if path.len() > MAX_REPOSITORY_PATH_BYTES || path.contains('\0') || path == "/" {
+        return Err(RULE);
+    }
+    let Some(rest) = path.strip_prefix('/') else {
+        return Err(RULE);
+    };
+    if rest
+        .split('/')
+        .any(|segment| segment.is_empty() || segment == "." || segment == "..")
+    {
+        return Err(RULE);
+    }
+    Ok(())
+}
+
+/// The message of a repository's initial commit. The nonce makes every repository's initial
+/// commit, and so every Candidate built on it, distinct.
+pub fn initial_message(product_id: &str, nonce: &str) -> String {
+    format!("{REPOSITORY_PROTOCOL} initial\n\nproduct: {product_id}\nnonce: {nonce}\n")
+}
+
+/// The message of a seal commit.
+pub fn seal_message() -> String {
+    format!("{SEAL_PROTOCOL}\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn target_refs() {
+        for good in ["refs/heads/main", "refs/heads/a/b-c_d.e", "refs/heads/_x"] {
+            assert_eq!(check_target_ref(good), Ok(()), "{good}");
+        }
+        for bad in [
+            "refs/heads/",
+            "refs/heads/.x",
+            "refs/heads/a..b",
+            "refs/heads/a.",
+            "refs/heads/a.lock",
+            "refs/heads/a//b",
+            "refs/tags/v1",
+            "HEAD",
+            "refs/heads/a b",
+        ] {
+            assert!(check_target_ref(bad).is_err(), "{bad}");
+        }
+        let long = format!("refs/heads/{}", "a".repeat(117));
+        assert_eq!(long.len(), 128);
+        assert_eq!(check_target_ref(&long), Ok(()));
+        assert!(check_target_ref(&format!("{long}a")).is_err());
+    }
+
+    #[test]
+    fn root_paths() {
+        assert!(check_root_path("/a/b").is_ok());
+        for bad in ["a/b", "/", "/a/", "/a//b", "/a/./b", "/a/../b", ""] {
+            assert!(check_root_path(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn identity_round_trip() {
+        let identity = RepositoryIdentity {
+            product_id: "p".into(),
+            path: "/r".into(),
+            dev: 1,
+            ino: 2,
+            nonce: "0".repeat(32),
+            target_ref: "refs/heads/main".into(),
+            initial: ObjectId::from_bytes([7; 20]),
+        };
+        let bytes = identity.to_canonical_bytes();
+        assert_eq!(parse_repository_identity(&bytes).unwrap(), identity);
+        let extra = String::from_utf8(bytes)
+            .unwrap()
+            .replacen('{', "{\"extra\":1,", 1);
+        assert_eq!(
+            parse_repository_identity(extra.as_bytes())
+                .unwrap_err()
+                .code(),
+            "invalid-input"
+        );
+    }
+}

@@ -1,0 +1,282 @@
+//! Proposals: a bounded list of whole-file text edits, parsed strictly, validated as a whole
+//! and applied in memory to a base source before anything is built or written.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::canonical::{self, Digest, Value, object};
+use crate::source_path;
+
+use super::error::{Rejection, RepositoryError};
+use super::identity::REPOSITORY_LIMITS;
+use super::record::{FieldError, FieldErrorKind, Fields, JsonErrorKind, index};
+use super::source::{SourceFile, check_text, path_rejection};
+
+/// One edit. `prior: None` creates a file that must not exist; otherwise `prior` is the
+/// current file's SHA-256. `text: None` deletes the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileEdit {
+    pub path: String,
+    pub prior: Option<Digest>,
+    pub text: Option<String>,
+}
+
+/// A proposal of 1 to 64 edits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Proposal {
+    pub edits: Vec<FileEdit>,
+}
+
+impl Proposal {
+    /// The proposal's canonical record: edits sorted by path, so that the same edits listed
+    /// in another order are the same proposal.
+    pub fn to_value(&self) -> Value {
+        let mut edits: Vec<&FileEdit> = self.edits.iter().collect();
+        edits.sort_by(|a, b| a.path.cmp(&b.path));
+        let edits = edits
+            .into_iter()
+            .map(|edit| {
+                object([
+                    ("path", edit.path.as_str().into()),
+                    ("prior", edit.prior.as_ref().map(ToString::to_string).into()),
+                    ("text", edit.text.clone().into()),
+                ])
+            })
+            .collect();
+        object([("edits", Value::Array(edits))])
+    }
+}
+
+fn rejected_field(error: FieldError) -> RepositoryError {
+    let reason = match error.kind {
+        FieldErrorKind::Unknown => Rejection::UnknownField,
+        FieldErrorKind::Missing => Rejection::MissingField,
+        FieldErrorKind::WrongType => Rejection::WrongType,
+        FieldErrorKind::Json(JsonErrorKind::InvalidUtf8) => Rejection::InvalidUtf8,
+        FieldErrorKind::Json(JsonErrorKind::DuplicateKey) => Rejection::DuplicateKey,
+        FieldErrorKind::Json(JsonErrorKind::Other) => Rejection::InvalidJson,
+    };
+    RepositoryError::rejected(reason, error.field, error.rule)
+}
+
+/// Parses a proposal from JSON bytes: `{"edits":[{"path","prior","text"}…]}` and nothing
+/// else. Shape only; [`validate_proposal`] and the seal check the rest.
+pub fn parse_proposal(bytes: &[u8]) -> Result<Proposal, RepositoryError> {
+    let value = canonical::parse(bytes)
+        .map_err(|error| rejected_field(FieldError::json("proposal", &error)))?;
+    proposal_from_value(&value).map_err(rejected_field)
+}
+
+fn proposal_from_value(value: &Value) -> Result<Proposal, FieldError> {
+    let fields = Fields::exact(value, "proposal", &["edits"])?;
+    let items = fields.array("edits")?;
+    let mut edits = Vec::with_capacity(items.len());
+    for (at, item) in items.iter().enumerate() {
+        let edit = Fields::exact(
+            item,
+            &index("proposal.edits", at),
+            &["path", "prior", "text"],
+        )?;
+        edits.push(FileEdit {
+            path: edit.string("path")?.to_owned(),
+            prior: edit.nullable_digest("prior")?,
+            text: edit.nullable_string("text")?.map(str::to_owned),
+        });
+    }
+    Ok(Proposal { edits })
+}
+
+/// Validates a proposal on its own (without a base): edit count, paths, texts, duplicates,
+/// scope and size. Returns the proposal's digest.
+pub fn validate_proposal(proposal: &Proposal, scope: &[String]) -> Result<Digest, RepositoryError> {
+    let edits = &proposal.edits;
+    if edits.is_empty() {
+        return Err(RepositoryError::rejected(
+            Rejection::NoEdits,
+            "proposal.edits",
+            "a proposal holds at least one edit",
+        ));
+    }
+    if edits.len() > REPOSITORY_LIMITS.max_edits {
+        return Err(RepositoryError::rejected(
+            Rejection::TooManyEdits,
+            "proposal.edits",
+            format!(
+                "a proposal holds at most {} edits",
+                REPOSITORY_LIMITS.max_edits
+            ),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    let mut proposal_bytes = 0usize;
+    for (at, edit) in edits.iter().enumerate() {
+        let field = format!("proposal.edits[{at}] ({})", edit.path);
+        source_path::check_path(&edit.path).map_err(|rule| {
+            RepositoryError::rejected(path_rejection(rule), &field, rule.describe())
+        })?;
+        if !seen.insert(edit.path.to_ascii_lowercase()) {
+            return Err(RepositoryError::rejected(
+                Rejection::DuplicatePath,
+                &field,
+                "each path appears once in a proposal (compared ignoring case)",
+            ));
+        }
+        if !scope
+            .iter()
+            .any(|entry| edit.path == *entry || edit.path.starts_with(&format!("{entry}/")))
+        {
+            return Err(RepositoryError::rejected(
+                Rejection::OutsideScope,
+                &field,
+                "every edit equals a scope entry or sits below one",
+            ));
+        }
+        if edit.prior.is_none() && edit.text.is_none() {
+            return Err(RepositoryError::rejected(
+                Rejection::EmptyEdit,
+                &field,
+                "prior and text are not both null: an edit creates, replaces or deletes a file",
+            ));
+        }
+        if let Some(text) = &edit.text {
+            check_text(text)
+                .map_err(|(reason, rule)| RepositoryError::rejected(reason, &field, rule))?;
+        }
+        proposal_bytes += edit.path.len() + edit.text.as_ref().map_or(0, String::len);
+    }
+    if proposal_bytes > REPOSITORY_LIMITS.max_proposal_bytes {
+        return Err(RepositoryError::rejected(
+            Rejection::ProposalTooLarge,
+            "proposal",
+            format!(
+                "a proposal's paths and texts hold at most {} bytes together",
+                REPOSITORY_LIMITS.max_proposal_bytes
+            ),
+        ));
+    }
+    canonical::digest(&proposal.to_value()).map_err(|error| {
+        RepositoryError::invalid(
+            "proposal",
+            format!("its canonical JSON must fit the 1 MiB bound: {error}"),
+        )
+    })
+}
+
+/// Applies validated edits to the base's files, checking priors, and the resulting source
+/// against the supported subset and limits. Returns the new files sorted by path.
+pub(crate) fn apply_edits(
+    base: &[SourceFile],
+    proposal: &Proposal,
+) -> Result<Vec<SourceFile>, RepositoryError> {
+    let mut files: BTreeMap<&str, &SourceFile> =
+        base.iter().map(|file| (file.path.as_str(), file)).collect();
+    let mut added: Vec<SourceFile> = Vec::new();
+    for (at, edit) in proposal.edits.iter().enumerate() {
+        let field = format!("proposal.edits[{at}] ({})", edit.path);
+        let current = files.get(edit.path.as_str()).copied();
+        match (&edit.prior, current) {
+            (None, Some(_)) => {
+                return Err(RepositoryError::rejected(
+                    Rejection::FileExists,
+                    &field,
+                    "prior null creates a file, and this file exists",
+                ));
+            }
+            (Some(_), None) => {
+                return Err(RepositoryError::rejected(
+                    Rejection::AbsentFile,
+                    &field,
+                    "prior names a file that does not exist",
+                ));
+            }
+            (Some(prior), Some(file)) if *prior != file.sha256 => {
+                return Err(RepositoryError::rejected(
+                    Rejection::WrongPrior,
+                    &field,
+                    format!("prior must be the current file's sha256, {}", file.sha256),
+                ));
+            }
+            (Some(_), Some(file)) if edit.text.as_deref() == Some(file.text.as_str()) => {
+                return Err(RepositoryError::rejected(
+                    Rejection::NoChange,
+                    &field,
+                    "the new text equals the current text",
+                ));
+            }
+            _ => {}
+        }
+        files.remove(edit.path.as_str());
+        if let Some(text) = &edit.text {
+            added.push(SourceFile::new(edit.path.clone(), text.clone()));
+        }
+    }
+    let mut result: Vec<SourceFile> = files.into_values().cloned().chain(added).collect();
+    result.sort_by(|a, b| a.path.cmp(&b.path));
+    super::source::check_source(&result).map_err(|(reason, path, rule)| {
+        RepositoryError::rejected(reason, format!("resulting source: {path}"), rule)
+    })?;
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_is_strict() {
+        let good = br#"{"edits":[{"path":"a","prior":null,"text":"x"}]}"#;
+        assert_eq!(parse_proposal(good).unwrap().edits.len(), 1);
+        let cases: &[(&[u8], Rejection)] = &[
+            (br#"{"edits":[],"passed":true}"#, Rejection::UnknownField),
+            (
+                br#"{"edits":[{"path":"a","prior":null}]}"#,
+                Rejection::MissingField,
+            ),
+            (
+                br#"{"edits":[{"path":1,"prior":null,"text":"x"}]}"#,
+                Rejection::WrongType,
+            ),
+            (
+                br#"{"edits":[{"path":"a","prior":"sha256:AB","text":"x"}]}"#,
+                Rejection::WrongType,
+            ),
+            (br#"{"edits":[],"edits":[]}"#, Rejection::DuplicateKey),
+            (
+                b"{\"edits\":[{\"path\":\"a\",\"prior\":null,\"text\":\"\xff\"}]}",
+                Rejection::InvalidUtf8,
+            ),
+            (b"{\"edits\":", Rejection::InvalidJson),
+        ];
+        for (bytes, reason) in cases {
+            assert_eq!(
+                parse_proposal(bytes).unwrap_err().rejection(),
+                Some(*reason),
+                "{}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+
+    #[test]
+    fn digest_ignores_edit_order() {
+        let a = FileEdit {
+            path: "a".into(),
+            prior: None,
+            text: Some("1".into()),
+        };
+        let b = FileEdit {
+            path: "b".into(),
+            prior: None,
+            text: Some("2".into()),
+        };
+        let scope = vec!["a".to_owned(), "b".to_owned()];
+        let one = validate_proposal(
+            &Proposal {
+                edits: vec![a.clone(), b.clone()],
+            },
+            &scope,
+        )
+        .unwrap();
+        let two = validate_proposal(&Proposal { edits: vec![b, a] }, &scope).unwrap();
+        assert_eq!(one, two);
+    }
+}
