@@ -1,1 +1,188 @@
-//! sf-tests: shared helpers for the cross-crate tests.
+//! sf-tests: shared helpers for the cross-crate tests: private directories, repositories over
+//! the real git binary, frozen inputs and proposals, and a whole-tree hash to prove that a
+//! refused operation wrote nothing.
+
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use sf_host::canonical::Digest;
+use sf_host::contracts::ObjectStoreFactory;
+use sf_host::repository::{
+    CreateRepository, FileEdit, FrozenInputs, Proposal, Repository, RepositoryIdentity,
+    RepositoryOptions, Slice, SourceText, create_repository, open_repository,
+};
+
+/// A private (0700), canonical temporary directory: what an owned root's parent must be.
+pub fn private_dir() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("sf-test-")
+        .tempdir()
+        .expect("temporary directory");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+        .expect("chmod 0700");
+    let path = dir
+        .path()
+        .canonicalize()
+        .expect("canonical temporary directory");
+    (dir, path)
+}
+
+/// The git-cli store factory with its default (pinned, root-owned) git binary.
+pub fn git_factory() -> Arc<dyn ObjectStoreFactory> {
+    Arc::new(
+        sf_git_cli::GitCliFactory::new(sf_git_cli::GitCliConfig::default())
+            .expect("git-cli factory"),
+    )
+}
+
+/// Source texts from `(path, text)` pairs.
+pub fn texts(files: &[(&str, &str)]) -> Vec<SourceText> {
+    files
+        .iter()
+        .map(|(path, text)| SourceText {
+            path: (*path).into(),
+            text: (*text).into(),
+        })
+        .collect()
+}
+
+/// A repository over a store factory, in a private directory that lives as long as it does.
+pub struct TestRepo {
+    pub dir: tempfile::TempDir,
+    pub parent: PathBuf,
+    pub path: PathBuf,
+    pub factory: Arc<dyn ObjectStoreFactory>,
+    pub identity: RepositoryIdentity,
+    pub repo: Repository,
+}
+
+impl TestRepo {
+    /// Creates `repo` under a fresh private directory, with `files` on `refs/heads/main`.
+    pub fn create(
+        factory: Arc<dyn ObjectStoreFactory>,
+        product: &str,
+        files: &[(&str, &str)],
+    ) -> Self {
+        let (dir, parent) = private_dir();
+        let path = parent.join("repo");
+        let identity = create_repository(
+            factory.as_ref(),
+            &CreateRepository {
+                path: path.to_str().expect("UTF-8 path").into(),
+                product_id: product.into(),
+                target_ref: "refs/heads/main".into(),
+                files: texts(files),
+            },
+            &RepositoryOptions::default(),
+        )
+        .expect("create repository");
+        let repo = open_repository(factory.as_ref(), &identity, RepositoryOptions::default())
+            .expect("open repository");
+        Self {
+            dir,
+            parent,
+            path,
+            factory,
+            identity,
+            repo,
+        }
+    }
+
+    /// Creates a repository over the real git binary.
+    pub fn git(files: &[(&str, &str)]) -> Self {
+        Self::create(git_factory(), "product-1", files)
+    }
+
+    /// Opens another handle on the same repository.
+    pub fn reopen(&self) -> Repository {
+        open_repository(
+            self.factory.as_ref(),
+            &self.identity,
+            RepositoryOptions::default(),
+        )
+        .expect("reopen")
+    }
+
+    /// The whole on-disk tree's hash.
+    pub fn tree_hash(&self) -> String {
+        tree_hash(&self.path)
+    }
+}
+
+/// Frozen inputs on `base` with `scope` and fixed placeholder digests.
+pub fn frozen(base: sf_host::git_object::ObjectId, scope: &[&str]) -> FrozenInputs {
+    FrozenInputs {
+        base,
+        slice: Slice {
+            id: "slice-1".into(),
+            revision: 1,
+        },
+        scope: scope.iter().map(|path| (*path).to_owned()).collect(),
+        acceptance: Digest::of(b"acceptance"),
+        recipe: Digest::of(b"recipe"),
+        environment: Digest::of(b"environment"),
+    }
+}
+
+/// An edit replacing `prior_text` (or creating, when `None`) with `text` (or deleting).
+pub fn edit(path: &str, prior_text: Option<&str>, text: Option<&str>) -> FileEdit {
+    FileEdit {
+        path: path.into(),
+        prior: prior_text.map(|prior| Digest::of(prior.as_bytes())),
+        text: text.map(str::to_owned),
+    }
+}
+
+/// A proposal of `edits`.
+pub fn proposal(edits: Vec<FileEdit>) -> Proposal {
+    Proposal { edits }
+}
+
+/// A hash of everything under `root` (not following links): each entry's relative path,
+/// type, permission bits, owner, link count, size, and content or link target. Two equal
+/// hashes mean nothing was written, created, removed, re-permissioned or relinked.
+pub fn tree_hash(root: &Path) -> String {
+    use sha2::{Digest as _, Sha256};
+    let mut hasher = Sha256::new();
+    let mut stack = vec![root.to_path_buf()];
+    let mut entries = Vec::new();
+    while let Some(path) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).expect("lstat");
+        let relative = path
+            .strip_prefix(root)
+            .expect("under root")
+            .to_string_lossy()
+            .into_owned();
+        let kind = meta.file_type();
+        let mut line = format!(
+            "{relative}\0{:o}\0{}\0{}\0{}\0",
+            meta.mode(),
+            meta.uid(),
+            meta.nlink(),
+            meta.len()
+        );
+        if kind.is_dir() {
+            for child in std::fs::read_dir(&path).expect("read_dir") {
+                stack.push(child.expect("dir entry").path());
+            }
+        } else if kind.is_symlink() {
+            line.push_str(
+                &std::fs::read_link(&path)
+                    .expect("readlink")
+                    .to_string_lossy(),
+            );
+        } else if kind.is_file() {
+            line.push_str(&hex::encode(Sha256::digest(
+                std::fs::read(&path).expect("read"),
+            )));
+        }
+        entries.push(line);
+    }
+    entries.sort();
+    for entry in entries {
+        hasher.update(entry.as_bytes());
+        hasher.update(b"\n");
+    }
+    hex::encode(hasher.finalize())
+}

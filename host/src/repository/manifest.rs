@@ -67,6 +67,27 @@ impl FrozenInputs {
         Ok(())
     }
 
+    /// The frozen inputs as a JSON record (what [`FrozenInputs::from_json`] reads).
+    pub fn to_value(&self) -> Value {
+        object([
+            ("base", self.base.to_hex().into()),
+            (
+                "slice",
+                object([
+                    ("id", self.slice.id.as_str().into()),
+                    ("revision", Value::Integer(self.slice.revision as i64)),
+                ]),
+            ),
+            (
+                "scope",
+                Value::Array(self.scope.iter().map(|p| p.as_str().into()).collect()),
+            ),
+            ("acceptance", self.acceptance.to_string().into()),
+            ("recipe", self.recipe.to_string().into()),
+            ("environment", self.environment.to_string().into()),
+        ])
+    }
+
     /// Parses frozen inputs from JSON: `{base, slice: {id, revision}, scope, acceptance,
     /// recipe, environment}`, strictly.
     pub fn from_json(bytes: &[u8]) -> Result<Self, RepositoryError> {

@@ -1,1 +1,39 @@
-//! sf-git-cli: the ObjectStore over the git binary.
+//! sf-git-cli: the [`ObjectStore`](sf_host::contracts::ObjectStore) over the git binary.
+//!
+//! A [`GitCliFactory`] pins one root-owned Git binary and hands out a [`GitCliStore`] per
+//! owned root. Git is an execution surface, so it is hidden behind a fixed one: four
+//! subcommands with fixed arguments, a cleared environment, hooks and every automatic
+//! maintenance off, and time and output bounds. The root is a bare repository whose layout
+//! the store writes itself and re-checks, byte for byte, before every Git process starts and
+//! again before its result is accepted (seed 001, invariants 2 and 13).
+//!
+//! Modules, one job each:
+//! - `layout`: the fixed on-disk layout and the exclusive creation of a root;
+//! - `ownership`: the check that a root is still exactly the one created;
+//! - `binary`: pinning and digesting the Git binary;
+//! - `runner`: spawning Git with a fixed surface and hard bounds;
+//! - `pack`: encoding objects as a pack for `unpack-objects`;
+//! - `batch`: parsing `cat-file --batch` answers;
+//! - `refs`: parsing `for-each-ref` output and judging ref files Git skipped;
+//! - `store`: the trait implementation;
+//! - `factory`: configuration and the factory.
+
+mod batch;
+mod binary;
+mod errors;
+mod factory;
+mod layout;
+mod ownership;
+mod pack;
+mod refs;
+mod runner;
+mod store;
+
+pub use binary::DEFAULT_GIT_PATHS;
+pub use factory::{GitCliConfig, GitCliFactory};
+pub use layout::{
+    CONFIG, HEAD, HEAD_LOCK, MARKER_MAX_BYTES, MARKER_NAME, PATH_MAX_BYTES, TOP_LEVEL,
+};
+pub use ownership::FINALISATION_SEARCH_LIMIT;
+pub use refs::{LIST_REFS_OUTPUT_BYTES, LIST_REFS_WALK_ENTRIES, READ_REF_OUTPUT_BYTES};
+pub use store::GitCliStore;

@@ -1,0 +1,481 @@
+//! The [`ObjectStore`] implementation: each trait method as a sequence of ownership checks,
+//! one bounded Git process and strict parsing of its answer.
+//!
+//! Order inside every method: validate arguments, check the deadline, check ownership, spawn,
+//! check ownership again, and only then look at what Git said. Ref writes turn every
+//! uncertainty after the spawn into [`RefUpdate::Unknown`]; before the spawn they are `Err`.
+
+use std::collections::HashSet;
+use std::io::ErrorKind;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use sf_host::contracts::{
+    EncodedObject, ObjectStore, ObjectStoreError, READ_FRAMING_BYTES, RefName, RefUpdate, RefValue,
+    StoreRoot, StoredObject,
+};
+use sf_host::git_object::ObjectId;
+
+use crate::batch;
+use crate::errors::{before, limit, timeout, unavailable};
+use crate::layout::{MARKER_MAX_BYTES, MARKER_NAME, sync_dir, write_new_file};
+use crate::ownership::{RefSlot, check_loose_objects, check_ref_path, check_root};
+use crate::pack;
+use crate::refs::{
+    LIST_REFS_OUTPUT_BYTES, READ_REF_OUTPUT_BYTES, Unlisted, judge_unlisted, parse_listing,
+    walk_ref_files,
+};
+use crate::runner::{Ending, GitRun, GitRunner, Subcommand};
+
+/// Output cap for `unpack-objects -q`, which should write nothing to stdout.
+const UNPACK_OUTPUT_BYTES: u64 = 64 * 1024;
+
+/// One owned root, served through the pinned Git binary. Obtained only from
+/// [`GitCliFactory`](crate::GitCliFactory).
+#[derive(Debug)]
+pub struct GitCliStore {
+    root: StoreRoot,
+    runner: GitRunner,
+    /// `None` while unmarked; the marker bytes once marked. Guarded so that two `mark` calls
+    /// cannot both pass the "unmarked" check.
+    marker: Mutex<Option<Arc<[u8]>>>,
+}
+
+impl GitCliStore {
+    pub(crate) fn new(root: StoreRoot, runner: GitRunner, marker: Option<Arc<[u8]>>) -> Self {
+        Self {
+            root,
+            runner,
+            marker: Mutex::new(marker),
+        }
+    }
+
+    /// Whether the root has been marked (through this store or before it was opened).
+    pub fn is_marked(&self) -> bool {
+        self.marker().is_some()
+    }
+
+    fn marker(&self) -> Option<Arc<[u8]>> {
+        self.marker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The whole-root ownership check, with the marker state as this store knows it.
+    pub(crate) fn check_ownership(&self) -> Result<(), ObjectStoreError> {
+        check_root(&self.root, self.marker().as_deref())
+    }
+
+    /// Refuses a ref operation on a name whose slot cannot hold a ref.
+    fn check_slot(&self, name: &RefName) -> Result<RefSlot, ObjectStoreError> {
+        let slot = check_ref_path(&self.root.path, name)?;
+        if let RefSlot::Blocked(rule) = slot {
+            return Err(ObjectStoreError::InvalidInput {
+                input: format!("ref name {name}"),
+                rule,
+            });
+        }
+        Ok(slot)
+    }
+
+    /// Runs a read-only Git command between two ownership checks and maps how it ended to an
+    /// error unless it exited 0.
+    fn run_read(
+        &self,
+        subcommand: &Subcommand<'_>,
+        stdin: Vec<u8>,
+        stdout_cap: u64,
+        deadline: Instant,
+    ) -> Result<GitRun, ObjectStoreError> {
+        self.check_ownership()?;
+        let run = self
+            .runner
+            .run(&self.root.path, subcommand, stdin, stdout_cap, deadline)?;
+        if matches!(run.ending, Ending::TimedOut) {
+            return Err(timeout(subcommand.describe()));
+        }
+        self.check_ownership()?;
+        match run.ending {
+            Ending::OutputOverflow => Err(limit(format!(
+                "{} wrote more than {stdout_cap} bytes",
+                subcommand.describe()
+            ))),
+            _ if !run.succeeded() => Err(ObjectStoreError::GitFailed {
+                command: subcommand.describe(),
+                detail: run.describe_ending(),
+            }),
+            _ => Ok(run),
+        }
+    }
+
+    /// Reads one ref: Git's listing first, then the file itself if Git listed nothing (a
+    /// dangling symbolic ref or a broken file).
+    fn read_ref_value(
+        &self,
+        name: &RefName,
+        deadline: Instant,
+    ) -> Result<Option<RefValue>, ObjectStoreError> {
+        before(deadline, "read_ref")?;
+        self.check_ownership()?;
+        check_ref_path(&self.root.path, name)?;
+        let subcommand = Subcommand::ForEachRef {
+            pattern: name.as_str(),
+        };
+        let run = self.run_read(&subcommand, Vec::new(), READ_REF_OUTPUT_BYTES, deadline)?;
+        // The pattern also matches refs below `name/`; only the exact name answers.
+        if let Some(value) = parse_listing(&run.stdout)?.remove(name) {
+            return Ok(Some(value));
+        }
+        let path = self.root.path.join(name.as_str());
+        Ok(match judge_unlisted(&path, name.as_str())? {
+            Unlisted::Absent => None,
+            Unlisted::Symbolic(target) => Some(RefValue::Symbolic(target)),
+            Unlisted::Direct(id) => Some(RefValue::Direct(id)),
+        })
+    }
+
+    /// `update-ref --no-deref name new old` and its outcome. Only a failure to start is `Err`;
+    /// from the spawn on, every answer is a [`RefUpdate`].
+    fn update_ref(
+        &self,
+        name: &RefName,
+        new: &ObjectId,
+        old: &ObjectId,
+        deadline: Instant,
+    ) -> Result<RefUpdate, ObjectStoreError> {
+        before(deadline, "update-ref")?;
+        self.check_ownership()?;
+        self.check_slot(name)?;
+        let subcommand = Subcommand::UpdateRef { name, new, old };
+        let run = self.runner.run(
+            &self.root.path,
+            &subcommand,
+            Vec::new(),
+            READ_REF_OUTPUT_BYTES,
+            deadline,
+        )?;
+        let unknown = |why: String| RefUpdate::Unknown {
+            reason: format!("{}: {why}", subcommand.describe()),
+        };
+        let exited_with_code =
+            matches!(&run.ending, Ending::Exited(status) if status.code().is_some());
+        if !exited_with_code {
+            return Ok(unknown(run.describe_ending()));
+        }
+        if let Err(error) = self.check_ownership() {
+            return Ok(unknown(format!(
+                "{}; the ownership check after it failed: {error}",
+                run.describe_ending()
+            )));
+        }
+        let readback = match self.read_ref_value(name, deadline) {
+            Ok(readback) => readback,
+            Err(error) => {
+                return Ok(unknown(format!(
+                    "{}; the readback failed: {error}",
+                    run.describe_ending()
+                )));
+            }
+        };
+        let wanted = RefValue::Direct(*new);
+        // Refused only when Git failed and the ref holds a third value: neither the new one
+        // (the write may have landed) nor the old one (then the ref did hold what was
+        // expected and Git failed for another reason, such as a lock held by another Git).
+        let previous = (*old != ObjectId::ZERO).then_some(RefValue::Direct(*old));
+        Ok(match (run.succeeded(), readback) {
+            (true, Some(current)) if current == wanted => RefUpdate::Applied,
+            (false, Some(current)) if current != wanted && Some(&current) != previous.as_ref() => {
+                RefUpdate::Refused {
+                    current: Some(current),
+                }
+            }
+            (_, readback) => unknown(format!(
+                "{}; the readback found {readback:?}",
+                run.describe_ending()
+            )),
+        })
+    }
+}
+
+/// Refuses the zero id, which `update-ref` reads as "delete" or "must be absent".
+fn nonzero(id: &ObjectId, role: &str) -> Result<(), ObjectStoreError> {
+    if *id == ObjectId::ZERO {
+        return Err(ObjectStoreError::InvalidInput {
+            input: format!("{role} {id}"),
+            rule: "a ref value is never the all-zero id",
+        });
+    }
+    Ok(())
+}
+
+/// Checks a listing prefix: `refs/` alone, or `refs/` and valid ref-name segments, ending in
+/// `/`. The rules keep Git's pattern matching literal (no glob characters).
+fn check_prefix(prefix: &str) -> Result<(), ObjectStoreError> {
+    let refuse = |rule: &'static str| ObjectStoreError::InvalidInput {
+        input: format!("ref prefix {prefix:?}"),
+        rule,
+    };
+    let Some(stem) = prefix.strip_suffix('/') else {
+        return Err(refuse("a ref prefix ends in /"));
+    };
+    if stem != "refs" && RefName::parse(stem).is_err() {
+        return Err(refuse(
+            "a ref prefix is refs/ followed by valid ref-name segments, each ending in /",
+        ));
+    }
+    Ok(())
+}
+
+/// The ids of `ids` in order of first appearance.
+fn unique_ids(ids: &[ObjectId]) -> Vec<ObjectId> {
+    let mut seen = HashSet::new();
+    ids.iter().copied().filter(|id| seen.insert(*id)).collect()
+}
+
+impl ObjectStore for GitCliStore {
+    fn root(&self) -> &StoreRoot {
+        &self.root
+    }
+
+    fn mark(&self, marker: &[u8], deadline: Instant) -> Result<(), ObjectStoreError> {
+        if marker.len() > MARKER_MAX_BYTES {
+            return Err(ObjectStoreError::InvalidInput {
+                input: format!("a marker of {} bytes", marker.len()),
+                rule: "a marker is at most 64 KiB",
+            });
+        }
+        before(deadline, "mark")?;
+        let mut state = self.marker.lock().unwrap_or_else(PoisonError::into_inner);
+        if state.is_some() {
+            return Err(ObjectStoreError::InvalidInput {
+                input: format!("mark of {}", self.root.path.display()),
+                rule: "a root is marked once; this root is already marked",
+            });
+        }
+        check_root(&self.root, None)?;
+        let path = self.root.path.join(MARKER_NAME);
+        write_new_file(&path, marker).map_err(|error| {
+            if error.kind() == ErrorKind::AlreadyExists {
+                unavailable(&path, "a marker already exists; a root is marked once")
+            } else {
+                unavailable(&path, "the marker could not be written and synced")
+            }
+        })?;
+        let marker: Arc<[u8]> = Arc::from(marker);
+        // From here the marker is on disk: the store must check it whatever happens next.
+        *state = Some(Arc::clone(&marker));
+        drop(state);
+        sync_dir(&self.root.path)
+            .map_err(|_| unavailable(&self.root.path, "the root could not be synced"))?;
+        check_root(&self.root, Some(&marker))
+    }
+
+    fn write_objects(
+        &self,
+        objects: &[EncodedObject],
+        deadline: Instant,
+    ) -> Result<(), ObjectStoreError> {
+        if let Some(forged) = objects.iter().find(|object| !object.verify()) {
+            return Err(ObjectStoreError::InvalidInput {
+                input: format!("object {} ({})", forged.id, forged.kind.as_str()),
+                rule: "an object's id is the SHA-1 of its kind, size and body",
+            });
+        }
+        let mut seen = HashSet::new();
+        let unique: Vec<&EncodedObject> = objects
+            .iter()
+            .filter(|object| seen.insert(object.id))
+            .collect();
+        before(deadline, "write_objects")?;
+        self.check_ownership()?;
+        if unique.is_empty() {
+            return Ok(());
+        }
+        let pack = pack::encode(&unique)?;
+        check_loose_objects(&self.root.path, &unique)?;
+        let subcommand = Subcommand::UnpackObjects;
+        let run = self.runner.run(
+            &self.root.path,
+            &subcommand,
+            pack,
+            UNPACK_OUTPUT_BYTES,
+            deadline,
+        )?;
+        if matches!(run.ending, Ending::TimedOut) {
+            return Err(timeout(subcommand.describe()));
+        }
+        self.check_ownership()?;
+        check_loose_objects(&self.root.path, &unique)?;
+        if !run.succeeded() {
+            return Err(ObjectStoreError::GitFailed {
+                command: subcommand.describe(),
+                detail: run.describe_ending(),
+            });
+        }
+        Ok(())
+    }
+
+    fn read_objects(
+        &self,
+        ids: &[ObjectId],
+        budget: u64,
+        deadline: Instant,
+    ) -> Result<Vec<Option<StoredObject>>, ObjectStoreError> {
+        let unique = unique_ids(ids);
+        before(deadline, "read_objects")?;
+        self.check_ownership()?;
+        if unique.is_empty() {
+            return Ok(Vec::new());
+        }
+        let framing = READ_FRAMING_BYTES.saturating_mul(unique.len() as u64);
+        if framing > budget {
+            return Err(limit(format!(
+                "{} objects need {framing} framing bytes, over the budget of {budget}",
+                unique.len()
+            )));
+        }
+        let mut request = Vec::with_capacity(unique.len() * 41);
+        for id in &unique {
+            request.extend_from_slice(id.to_hex().as_bytes());
+            request.push(b'\n');
+        }
+        // cat-file frames each answer in at most 64 bytes, so output past the budget means
+        // the answer would be past it too.
+        let run = self.run_read(&Subcommand::CatFileBatch, request, budget, deadline)?;
+        let answers = batch::parse(&unique, &run.stdout)?;
+        let bodies: u64 = answers
+            .iter()
+            .flatten()
+            .map(|object| object.body.len() as u64)
+            .sum();
+        let total = bodies.saturating_add(framing);
+        if total > budget {
+            return Err(limit(format!(
+                "the answer needs {total} bytes, over the budget of {budget}"
+            )));
+        }
+        let mut by_id = std::collections::HashMap::with_capacity(unique.len());
+        for (id, answer) in unique.iter().zip(answers) {
+            by_id.insert(*id, answer);
+        }
+        Ok(ids
+            .iter()
+            .map(|id| by_id.get(id).cloned().flatten())
+            .collect())
+    }
+
+    fn read_ref(
+        &self,
+        name: &RefName,
+        deadline: Instant,
+    ) -> Result<Option<RefValue>, ObjectStoreError> {
+        self.read_ref_value(name, deadline)
+    }
+
+    fn list_refs(
+        &self,
+        prefix: &str,
+        deadline: Instant,
+    ) -> Result<Vec<(RefName, RefValue)>, ObjectStoreError> {
+        check_prefix(prefix)?;
+        before(deadline, "list_refs")?;
+        let subcommand = Subcommand::ForEachRef { pattern: prefix };
+        let run = self.run_read(&subcommand, Vec::new(), LIST_REFS_OUTPUT_BYTES, deadline)?;
+        let mut refs = parse_listing(&run.stdout)?;
+        refs.retain(|name, _| name.as_str().starts_with(prefix));
+        let dir = self.root.path.join(prefix.trim_end_matches('/'));
+        for (name, path) in walk_ref_files(&dir, prefix)? {
+            let Ok(parsed) = RefName::parse(&name) else {
+                return Err(crate::errors::corrupt(format!(
+                    "a ref file {name:?} breaks sf's ref-name rules"
+                )));
+            };
+            if refs.contains_key(&parsed) {
+                continue;
+            }
+            // A direct ref Git did not list appeared after it listed; it is left out, as it
+            // would be had the listing come a moment earlier.
+            if let Unlisted::Symbolic(target) = judge_unlisted(&path, &name)? {
+                refs.insert(parsed, RefValue::Symbolic(target));
+            }
+        }
+        self.check_ownership()?;
+        Ok(refs.into_iter().collect())
+    }
+
+    fn create_ref(
+        &self,
+        name: &RefName,
+        value: &ObjectId,
+        deadline: Instant,
+    ) -> Result<RefUpdate, ObjectStoreError> {
+        nonzero(value, "ref value")?;
+        before(deadline, "create_ref")?;
+        self.check_ownership()?;
+        self.check_slot(name)?;
+        // An existing ref, even one naming `value`, is refused with what it holds; nothing
+        // is started for it.
+        if let Some(current) = self.read_ref_value(name, deadline)? {
+            return Ok(RefUpdate::Refused {
+                current: Some(current),
+            });
+        }
+        self.update_ref(name, value, &ObjectId::ZERO, deadline)
+    }
+
+    fn compare_and_swap_ref(
+        &self,
+        name: &RefName,
+        expected: &ObjectId,
+        new: &ObjectId,
+        deadline: Instant,
+    ) -> Result<RefUpdate, ObjectStoreError> {
+        nonzero(expected, "expected value")?;
+        nonzero(new, "new value")?;
+        before(deadline, "compare_and_swap_ref")?;
+        self.check_ownership()?;
+        self.check_slot(name)?;
+        match self.read_ref_value(name, deadline)? {
+            Some(RefValue::Symbolic(_)) => {
+                return Err(ObjectStoreError::SymbolicRef {
+                    name: name.to_string(),
+                });
+            }
+            Some(RefValue::Direct(current)) if current == *expected => {}
+            // The ref does not hold `expected` now; update-ref would refuse the same way.
+            current => return Ok(RefUpdate::Refused { current }),
+        }
+        self.update_ref(name, new, expected, deadline)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes() {
+        for good in ["refs/", "refs/heads/", "refs/sf/candidates/"] {
+            check_prefix(good).expect(good);
+        }
+        for bad in [
+            "refs",
+            "refs/heads",
+            "heads/",
+            "refs/*/",
+            "refs//",
+            "refs/a..b/",
+            "",
+        ] {
+            assert_eq!(check_prefix(bad).expect_err(bad).code(), "invalid-input");
+        }
+    }
+
+    #[test]
+    fn unique_keeps_first_order() {
+        let a = ObjectId::from_bytes([1; 20]);
+        let b = ObjectId::from_bytes([2; 20]);
+        assert_eq!(unique_ids(&[b, a, b, a]), vec![b, a]);
+    }
+}

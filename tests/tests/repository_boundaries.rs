@@ -1,0 +1,659 @@
+//! Boundaries over the real git binary: sf never adopts a path, never opens a root that is
+//! unmarked, moved, replaced, re-permissioned or foreign, refuses a root replaced between two
+//! git processes, and re-verifies every export without repairing anything.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sf_host::canonical::{self, Digest, Value};
+use sf_host::contracts::{EncodedObject, ObjectStore, RefName, RefUpdate, StoreRoot};
+use sf_host::fault::FaultPoint;
+use sf_host::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
+use sf_host::repository::{
+    CreateRepository, IDENT, RepositoryOptions, SealedCandidate, candidate_message, candidate_ref,
+    create_repository, open_repository,
+};
+use sf_tests::{TestRepo, edit, frozen, git_factory, private_dir, proposal, texts, tree_hash};
+
+const FILES: &[(&str, &str)] = &[("src/a.txt", "alpha\n"), ("src/b.txt", "beta\n")];
+
+fn deadline() -> Instant {
+    Instant::now() + Duration::from_secs(30)
+}
+
+fn create_at(
+    path: &Path,
+) -> Result<sf_host::repository::RepositoryIdentity, sf_host::repository::RepositoryError> {
+    create_repository(
+        git_factory().as_ref(),
+        &CreateRepository {
+            path: path.to_str().unwrap().into(),
+            product_id: "product-1".into(),
+            target_ref: "refs/heads/main".into(),
+            files: texts(FILES),
+        },
+        &RepositoryOptions::default(),
+    )
+}
+
+fn seal_one(test: &TestRepo) -> SealedCandidate {
+    test.repo
+        .seal(
+            &frozen(test.identity.initial, &["src"]),
+            &proposal(vec![
+                edit("src/a.txt", Some("alpha\n"), Some("one\n")),
+                edit("src/c.txt", None, Some("c\n")),
+            ]),
+        )
+        .unwrap()
+}
+
+fn open_code(test: &TestRepo) -> &'static str {
+    match open_repository(
+        test.factory.as_ref(),
+        &test.identity,
+        RepositoryOptions::default(),
+    ) {
+        Ok(_) => "opened",
+        Err(error) => error.code(),
+    }
+}
+
+/// The raw store of a repository, to forge what a hostile writer could.
+fn raw_store(test: &TestRepo) -> Box<dyn ObjectStore> {
+    let root = StoreRoot {
+        path: test.path.clone(),
+        dev: test.identity.dev,
+        ino: test.identity.ino,
+    };
+    test.factory
+        .open(&root, &test.identity.to_canonical_bytes(), deadline())
+        .unwrap()
+}
+
+fn loose_path(test: &TestRepo, id: &ObjectId) -> std::path::PathBuf {
+    let hex = id.to_hex();
+    test.path.join("objects").join(&hex[..2]).join(&hex[2..])
+}
+
+#[test]
+fn create_never_adopts_an_existing_path() {
+    let (_dir, parent) = private_dir();
+    for (name, make) in [
+        (
+            "empty-dir",
+            &(|p: &Path| std::fs::create_dir(p).unwrap()) as &dyn Fn(&Path),
+        ),
+        ("file", &|p: &Path| std::fs::write(p, b"x").unwrap()),
+        ("symlink", &|p: &Path| {
+            std::os::unix::fs::symlink("/tmp", p).unwrap()
+        }),
+    ] {
+        let path = parent.join(name);
+        make(&path);
+        let before = tree_hash(&parent);
+        let error = create_at(&path).unwrap_err();
+        assert_eq!(error.code(), "exists", "{name}: {error}");
+        assert_eq!(tree_hash(&parent), before, "{name}: something was written");
+    }
+    // And an existing repository is not recreated either.
+    let path = parent.join("repo");
+    create_at(&path).unwrap();
+    let before = tree_hash(&path);
+    assert_eq!(create_at(&path).unwrap_err().code(), "exists");
+    assert_eq!(tree_hash(&path), before);
+}
+
+#[test]
+fn create_refuses_unsafe_parents_and_non_canonical_paths() {
+    let (_dir, parent) = private_dir();
+    std::fs::create_dir(parent.join("real")).unwrap();
+    std::os::unix::fs::symlink(parent.join("real"), parent.join("link")).unwrap();
+    std::fs::create_dir(parent.join("open")).unwrap();
+    std::fs::set_permissions(parent.join("open"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    for (path, code) in [
+        (parent.join("link/repo"), "invalid-input"),
+        (parent.join("open/repo"), "unavailable"),
+        (parent.join("missing/repo"), "unavailable"),
+    ] {
+        let error = create_at(&path).unwrap_err();
+        assert!(
+            matches!(error.code(), "invalid-input" | "unavailable"),
+            "{}: {error}",
+            path.display()
+        );
+        let _ = code;
+        assert!(!parent.join("real/repo").exists() && !parent.join("open/repo").exists());
+    }
+    for bad in ["relative/repo", "/a/../b", "/a/./b", "/a//b", "/a/b/"] {
+        let error = create_repository(
+            git_factory().as_ref(),
+            &CreateRepository {
+                path: bad.into(),
+                product_id: "p".into(),
+                target_ref: "refs/heads/main".into(),
+                files: vec![],
+            },
+            &RepositoryOptions::default(),
+        )
+        .unwrap_err();
+        assert_eq!(error.code(), "invalid-input", "{bad}");
+    }
+}
+
+#[test]
+fn an_unmarked_root_never_opens_and_is_never_recreated() {
+    let test = TestRepo::git(FILES);
+    std::fs::remove_file(test.path.join("sf-repository.json")).unwrap();
+    assert_eq!(open_code(&test), "unavailable");
+    assert_eq!(test.repo.target().unwrap_err().code(), "unavailable");
+    assert_eq!(create_at(&test.path).unwrap_err().code(), "exists");
+    assert!(!test.path.join("sf-repository.json").exists());
+}
+
+#[test]
+fn a_changed_marker_never_opens() {
+    let test = TestRepo::git(FILES);
+    let marker = test.path.join("sf-repository.json");
+    let mut bytes = std::fs::read(&marker).unwrap();
+    bytes.push(b'\n');
+    std::fs::write(&marker, &bytes).unwrap();
+    assert_eq!(open_code(&test), "unavailable");
+}
+
+#[test]
+fn a_moved_root_never_opens() {
+    let test = TestRepo::git(FILES);
+    let moved = test.parent.join("moved");
+    std::fs::rename(&test.path, &moved).unwrap();
+    assert_eq!(open_code(&test), "unavailable");
+    // Opening the moved directory under its new path fails too: the marker names the old one.
+    let mut identity = test.identity.clone();
+    identity.path = moved.to_str().unwrap().into();
+    let error = open_repository(
+        test.factory.as_ref(),
+        &identity,
+        RepositoryOptions::default(),
+    )
+    .unwrap_err();
+    assert_eq!(error.code(), "unavailable");
+    // And the old path is not recreated by any operation.
+    assert!(test.repo.target().is_err());
+    assert!(!test.path.exists());
+}
+
+#[test]
+fn a_replaced_root_never_opens() {
+    let test = TestRepo::git(FILES);
+    let copy = test.parent.join("copy");
+    let status = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&test.path)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::rename(&test.path, test.parent.join("old")).unwrap();
+    std::fs::rename(&copy, &test.path).unwrap();
+    // Byte-identical content, another inode.
+    assert_eq!(open_code(&test), "unavailable");
+    assert_eq!(test.repo.target().unwrap_err().code(), "unavailable");
+}
+
+#[test]
+fn a_re_permissioned_or_foreign_root_never_opens() {
+    let test = TestRepo::git(FILES);
+    std::fs::set_permissions(&test.path, std::fs::Permissions::from_mode(0o750)).unwrap();
+    assert_eq!(open_code(&test), "unavailable");
+    std::fs::set_permissions(&test.path, std::fs::Permissions::from_mode(0o700)).unwrap();
+    assert_eq!(open_code(&test), "opened");
+    // Another owner (the tests run as root in CI; elsewhere chown is refused and the case is
+    // shown by the mode check above).
+    if nix::unistd::geteuid().is_root() {
+        nix::unistd::chown(&test.path, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+        assert_eq!(open_code(&test), "unavailable");
+        assert_eq!(test.repo.target().unwrap_err().code(), "unavailable");
+    }
+}
+
+#[test]
+fn tampered_layout_never_opens() {
+    for (name, tamper) in [
+        (
+            "hooks directory",
+            &(|p: &Path| std::fs::create_dir(p.join("hooks")).unwrap()) as &dyn Fn(&Path),
+        ),
+        ("packed-refs", &|p: &Path| {
+            std::fs::write(p.join("packed-refs"), b"").unwrap()
+        }),
+        ("config changed", &|p: &Path| {
+            let mut config = std::fs::read(p.join("config")).unwrap();
+            config.extend_from_slice(b"[core]\n\tfsmonitor = true\n");
+            std::fs::write(p.join("config"), config).unwrap();
+        }),
+        ("HEAD changed", &|p: &Path| {
+            std::fs::write(p.join("HEAD"), b"ref: refs/heads/other\n").unwrap()
+        }),
+        ("objects is a symlink", &|p: &Path| {
+            std::fs::rename(p.join("objects"), p.join("../objects-elsewhere")).unwrap();
+            std::os::unix::fs::symlink(p.join("../objects-elsewhere"), p.join("objects")).unwrap();
+        }),
+        ("non-empty HEAD.lock", &|p: &Path| {
+            std::fs::write(p.join("HEAD.lock"), b"x").unwrap()
+        }),
+        ("config.lock", &|p: &Path| {
+            std::fs::write(p.join("config.lock"), b"").unwrap()
+        }),
+    ] {
+        let test = TestRepo::git(FILES);
+        tamper(&test.path);
+        assert_eq!(open_code(&test), "unavailable", "{name}");
+        assert_eq!(
+            test.repo.target().unwrap_err().code(),
+            "unavailable",
+            "{name}"
+        );
+    }
+    // Git's own empty HEAD.lock is tolerated.
+    let test = TestRepo::git(FILES);
+    std::fs::write(test.path.join("HEAD.lock"), b"").unwrap();
+    assert_eq!(open_code(&test), "opened");
+    seal_one(&test);
+    assert!(
+        test.path.join("HEAD.lock").exists(),
+        "HEAD.lock was touched"
+    );
+}
+
+#[test]
+fn a_root_replaced_between_two_git_processes_is_refused() {
+    let test = TestRepo::git(FILES);
+    let path = test.path.clone();
+    let parent = test.parent.clone();
+    let swapped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = swapped.clone();
+    let options = RepositoryOptions {
+        faults: Arc::new(move |point: FaultPoint| {
+            if point == FaultPoint::ObjectsWritten
+                && !flag.swap(true, std::sync::atomic::Ordering::SeqCst)
+            {
+                // Replace the root with a byte-identical copy between the object write and
+                // the ref creation.
+                let copy = parent.join("copy");
+                assert!(
+                    std::process::Command::new("cp")
+                        .arg("-a")
+                        .arg(&path)
+                        .arg(&copy)
+                        .status()
+                        .unwrap()
+                        .success()
+                );
+                std::fs::rename(&path, parent.join("original")).unwrap();
+                std::fs::rename(&copy, &path).unwrap();
+            }
+        }),
+        ..RepositoryOptions::default()
+    };
+    let repo = open_repository(test.factory.as_ref(), &test.identity, options).unwrap();
+    let inputs = frozen(test.identity.initial, &["src"]);
+    let edits = proposal(vec![edit("src/c.txt", None, Some("c\n"))]);
+    let error = repo.seal(&inputs, &edits).unwrap_err();
+    assert!(swapped.load(std::sync::atomic::Ordering::SeqCst));
+    assert_eq!(error.code(), "unavailable", "{error}");
+    // Neither the replacement nor the original got a Candidate ref.
+    for root in [test.path.clone(), test.parent.join("original")] {
+        let refs = std::process::Command::new("git")
+            .args([
+                "--git-dir",
+                root.to_str().unwrap(),
+                "for-each-ref",
+                "refs/sf/",
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            refs.stdout.is_empty(),
+            "{}: {}",
+            root.display(),
+            String::from_utf8_lossy(&refs.stdout)
+        );
+    }
+    // Putting the original back makes the repository whole again, and the seal completes.
+    std::fs::rename(&test.path, test.parent.join("replacement")).unwrap();
+    std::fs::rename(test.parent.join("original"), &test.path).unwrap();
+    let sealed = test.repo.seal(&inputs, &edits).unwrap();
+    assert_eq!(test.repo.export_candidate(&sealed.digest).unwrap(), sealed);
+}
+
+#[test]
+fn corrupt_missing_or_swapped_objects_never_qualify() {
+    type Tamper = fn(&TestRepo, &SealedCandidate);
+    let cases: &[(&str, Tamper)] = &[
+        ("a blob's bytes replaced", |test, sealed| {
+            let file = sealed
+                .manifest
+                .files
+                .iter()
+                .find(|f| f.path == "src/c.txt")
+                .unwrap();
+            let path = loose_path(test, &file.blob);
+            // A well-formed object of other content under the blob's name.
+            let other = git_object::object_header(ObjectKind::Blob, 2)
+                .into_iter()
+                .chain(*b"C\n")
+                .collect::<Vec<u8>>();
+            write_loose(&path, &other);
+        }),
+        ("a blob missing", |test, sealed| {
+            let file = sealed
+                .manifest
+                .files
+                .iter()
+                .find(|f| f.path == "src/c.txt")
+                .unwrap();
+            std::fs::remove_file(loose_path(test, &file.blob)).unwrap();
+        }),
+        ("two blobs swapped", |test, sealed| {
+            let a = sealed
+                .manifest
+                .files
+                .iter()
+                .find(|f| f.path == "src/a.txt")
+                .unwrap();
+            let c = sealed
+                .manifest
+                .files
+                .iter()
+                .find(|f| f.path == "src/c.txt")
+                .unwrap();
+            let (pa, pc) = (loose_path(test, &a.blob), loose_path(test, &c.blob));
+            let tmp = pa.with_extension("swap");
+            std::fs::rename(&pa, &tmp).unwrap();
+            std::fs::rename(&pc, &pa).unwrap();
+            std::fs::rename(&tmp, &pc).unwrap();
+        }),
+        ("M missing", |test, sealed| {
+            std::fs::remove_file(loose_path(test, &sealed.manifest.commit)).unwrap()
+        }),
+        ("the Candidate tree missing", |test, sealed| {
+            std::fs::remove_file(loose_path(test, &sealed.manifest.tree)).unwrap()
+        }),
+        ("the Candidate ref names a blob", |test, sealed| {
+            let file = &sealed.manifest.files[0];
+            let name = candidate_ref(&sealed.digest);
+            std::fs::write(test.path.join(name.as_str()), format!("{}\n", file.blob)).unwrap();
+        }),
+        ("the Candidate ref names M", |test, sealed| {
+            let name = candidate_ref(&sealed.digest);
+            std::fs::write(
+                test.path.join(name.as_str()),
+                format!("{}\n", sealed.manifest.commit),
+            )
+            .unwrap();
+        }),
+    ];
+    for (name, tamper) in cases {
+        let test = TestRepo::git(FILES);
+        let sealed = seal_one(&test);
+        tamper(&test, &sealed);
+        let before = test.tree_hash();
+        let error = test.repo.export_candidate(&sealed.digest).unwrap_err();
+        assert_eq!(error.code(), "corrupt", "{name}: {error}");
+        // A replayed seal does not repair it either.
+        let again = test.repo.seal(
+            &sealed.manifest.frozen(),
+            &proposal(vec![
+                edit("src/a.txt", Some("alpha\n"), Some("one\n")),
+                edit("src/c.txt", None, Some("c\n")),
+            ]),
+        );
+        assert!(again.is_err(), "{name}: a replay adopted tampered data");
+        assert_eq!(test.tree_hash(), before, "{name}: something was repaired");
+    }
+}
+
+/// Writes a loose object file holding `raw` (header and body), replacing whatever was there.
+fn write_loose(path: &Path, raw: &[u8]) {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(raw).unwrap();
+    let _ = std::fs::remove_file(path);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, encoder.finish().unwrap()).unwrap();
+}
+
+/// Publishes a forged Candidate: `manifest` bytes under their own digest, with a seal commit
+/// over `commit`, written through the raw store as a hostile writer could.
+fn publish_forged(
+    test: &TestRepo,
+    manifest: Vec<u8>,
+    commit: ObjectId,
+    extra: Vec<EncodedObject>,
+) -> Digest {
+    let digest = Digest::of(&manifest);
+    let blob = EncodedObject::new(ObjectKind::Blob, manifest);
+    let tree = EncodedObject::new(
+        ObjectKind::Tree,
+        git_object::encode_tree(&[TreeEntry {
+            mode: EntryMode::File,
+            name: "manifest.json".into(),
+            id: blob.id,
+        }]),
+    );
+    let seal = EncodedObject::new(
+        ObjectKind::Commit,
+        git_object::encode_commit(&Commit {
+            tree: tree.id,
+            parents: vec![commit],
+            ident: IDENT.into(),
+            message: "sf-seal/1\n".into(),
+        }),
+    );
+    let store = raw_store(test);
+    let mut objects = extra;
+    objects.extend([blob, tree, seal.clone()]);
+    store.write_objects(&objects, deadline()).unwrap();
+    let name: RefName = candidate_ref(&digest);
+    assert_eq!(
+        store.create_ref(&name, &seal.id, deadline()).unwrap(),
+        RefUpdate::Applied
+    );
+    digest
+}
+
+fn with_field(manifest: &Value, path: &[&str], value: Value) -> Vec<u8> {
+    fn set(target: &mut Value, path: &[&str], value: Value) {
+        let Value::Object(map) = target else {
+            panic!("not an object")
+        };
+        if path.len() == 1 {
+            map.insert(path[0].into(), value);
+        } else {
+            set(map.get_mut(path[0]).unwrap(), &path[1..], value);
+        }
+    }
+    let mut copy = manifest.clone();
+    set(&mut copy, path, value);
+    canonical::encode(&copy).unwrap()
+}
+
+#[test]
+fn forged_manifests_never_qualify() {
+    let test = TestRepo::git(FILES);
+    let sealed = seal_one(&test);
+    let manifest = canonical::parse(&sealed.manifest_bytes).unwrap();
+    let m = sealed.manifest.commit;
+    let other_nonce = "f".repeat(32);
+    let wrong_sha = Digest::of(b"x").to_string();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "another repository's nonce",
+            with_field(
+                &manifest,
+                &["repository", "nonce"],
+                other_nonce.as_str().into(),
+            ),
+        ),
+        (
+            "another product",
+            with_field(&manifest, &["repository", "productId"], "product-2".into()),
+        ),
+        ("a file's sha256", {
+            let Value::Object(map) = &manifest else {
+                unreachable!()
+            };
+            let mut files = map["files"].clone();
+            let Value::Array(items) = &mut files else {
+                unreachable!()
+            };
+            let Value::Object(first) = &mut items[0] else {
+                unreachable!()
+            };
+            first.insert("sha256".into(), wrong_sha.as_str().into());
+            with_field(&manifest, &["files"], files)
+        }),
+        ("a file dropped", {
+            let Value::Object(map) = &manifest else {
+                unreachable!()
+            };
+            let mut files = map["files"].clone();
+            let Value::Array(items) = &mut files else {
+                unreachable!()
+            };
+            items.pop();
+            with_field(&manifest, &["files"], files)
+        }),
+        (
+            "the slice revision",
+            with_field(&manifest, &["slice", "revision"], Value::Integer(7)),
+        ),
+        (
+            "the proposal digest",
+            with_field(
+                &manifest,
+                &["proposal", "digest"],
+                wrong_sha.as_str().into(),
+            ),
+        ),
+        (
+            "an extra field",
+            with_field(&manifest, &["passed"], Value::Bool(true)),
+        ),
+        (
+            "the base tree",
+            with_field(
+                &manifest,
+                &["base", "tree"],
+                sealed.manifest.tree.to_hex().into(),
+            ),
+        ),
+        ("not canonical", {
+            let mut bytes = sealed.manifest_bytes.clone();
+            bytes.insert(1, b' ');
+            bytes
+        }),
+        ("not JSON", b"not json".to_vec()),
+    ];
+    for (name, bytes) in cases {
+        let before_export = test.repo.export_candidate(&sealed.digest).unwrap();
+        let digest = publish_forged(&test, bytes, m, vec![]);
+        let error = test.repo.export_candidate(&digest).unwrap_err();
+        assert_eq!(error.code(), "corrupt", "{name}: {error}");
+        // The genuine Candidate is unaffected.
+        assert_eq!(
+            test.repo.export_candidate(&sealed.digest).unwrap(),
+            before_export
+        );
+    }
+}
+
+#[test]
+fn a_manifest_of_another_repository_never_qualifies() {
+    let one = TestRepo::git(FILES);
+    let two = TestRepo::git(FILES);
+    // The same edits in both: every tree and blob of two's Candidate is then in one as well,
+    // and only two's commits and manifest need copying.
+    seal_one(&one);
+    let sealed = seal_one(&two);
+    let two_store = raw_store(&two);
+    let mut objects = Vec::new();
+    for id in [two.identity.initial, sealed.manifest.commit] {
+        let body = two_store
+            .read_objects(&[id], 1 << 20, deadline())
+            .unwrap()
+            .remove(0)
+            .unwrap()
+            .body;
+        objects.push(EncodedObject::new(ObjectKind::Commit, body));
+    }
+    let digest = publish_forged(
+        &one,
+        sealed.manifest_bytes.clone(),
+        sealed.manifest.commit,
+        objects,
+    );
+    assert_eq!(digest, sealed.digest);
+    let error = one.repo.export_candidate(&digest).unwrap_err();
+    assert_eq!(error.code(), "corrupt", "{error}");
+    assert!(error.to_string().contains("another repository"), "{error}");
+}
+
+#[test]
+fn a_base_that_is_not_a_factory_commit_never_qualifies() {
+    let test = TestRepo::git(FILES);
+    let sealed = seal_one(&test);
+    let base = test.repo.snapshot(&test.identity.initial).unwrap();
+    // A commit over the base tree by someone else: not a factory commit.
+    let foreign = EncodedObject::new(
+        ObjectKind::Commit,
+        git_object::encode_commit(&Commit {
+            tree: base.tree,
+            parents: vec![],
+            ident: "mallory <m@example.com> 0 +0000".into(),
+            message: "looks fine\n".into(),
+        }),
+    );
+    let manifest = canonical::parse(&sealed.manifest_bytes).unwrap();
+    let bytes = with_field(&manifest, &["base", "commit"], foreign.id.to_hex().into());
+    // M rebuilt consistently on the foreign base, so only the base check can catch it.
+    let frozen_inputs = {
+        let mut f = sealed.manifest.frozen();
+        f.base = foreign.id;
+        f
+    };
+    let m = EncodedObject::new(
+        ObjectKind::Commit,
+        git_object::encode_commit(&Commit {
+            tree: sealed.manifest.tree,
+            parents: vec![foreign.id],
+            ident: IDENT.into(),
+            message: candidate_message(
+                "product-1",
+                &frozen_inputs,
+                &sealed.manifest.proposal_digest,
+            ),
+        }),
+    );
+    let bytes = {
+        let value = canonical::parse(&bytes).unwrap();
+        with_field(&value, &["commit"], m.id.to_hex().into())
+    };
+    let digest = publish_forged(&test, bytes, m.id, vec![foreign.clone(), m]);
+    let error = test.repo.export_candidate(&digest).unwrap_err();
+    assert_eq!(error.code(), "corrupt", "{error}");
+    assert!(
+        error.to_string().contains("not a factory commit"),
+        "{error}"
+    );
+    // And a seal on that base is refused before anything is written.
+    let before = test.tree_hash();
+    let refused = test.repo.seal(
+        &frozen(foreign.id, &["src"]),
+        &proposal(vec![edit("src/z", None, Some("z"))]),
+    );
+    assert_eq!(refused.unwrap_err().code(), "invalid-input");
+    assert_eq!(test.tree_hash(), before);
+}
