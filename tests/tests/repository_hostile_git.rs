@@ -171,10 +171,11 @@ fn hooks_path_and_fsmonitor_in_the_repository_config_never_run() {
 fn a_promisor_remote_with_a_command_never_runs() {
     let test = TestRepo::git(FILES);
     let marker = test.parent.join("ssh-ran");
+    let ssh = script(&test.parent, "ssh.sh", &marker);
     let promisor = format!(
         "[extensions]\n\tpartialClone = origin\n[remote \"origin\"]\n\turl = ssh://example.invalid/x\n\tpromisor = true\n\
-         [core]\n\tsshCommand = touch '{}'; false\n",
-        marker.display()
+         [core]\n\tsshCommand = {}\n",
+        ssh.display()
     );
     let control = copy(&test, "control");
     let config = std::fs::read_to_string(control.join("config"))
@@ -341,7 +342,7 @@ fn the_callers_environment_never_reaches_git() {
         .env("GIT_DIR", "/nonexistent")
         .env("GIT_OBJECT_DIRECTORY", &elsewhere)
         .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &elsewhere)
-        .env("GIT_SSH_COMMAND", format!("touch '{}'", marker.display()))
+        .env("GIT_SSH_COMMAND", script(&test.parent, "env-ssh.sh", &marker))
         .env("GIT_EXEC_PATH", &hooks)
         .env("GIT_TRACE", test.parent.join("trace").display().to_string());
     let output = child.output().unwrap();
