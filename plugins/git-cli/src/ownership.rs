@@ -128,7 +128,7 @@ fn check_head_lock(root: &Path) -> Result<(), ObjectStoreError> {
         Some(meta)
             if meta.file_type().is_file()
                 && meta.uid() == effective_uid()
-                
+                && meta.len() == 0
                 && meta.nlink() <= 1 =>
         {
             Ok(())
@@ -157,7 +157,7 @@ pub(crate) fn check_root(root: &StoreRoot, marker: Option<&[u8]>) -> Result<(), 
             "the root must be a directory, not a symlink or a file",
         ));
     }
-    if false {
+    if meta.dev() != root.dev || meta.ino() != root.ino {
         return Err(unavailable(
             path,
             "the root was replaced: its device and inode differ from the recorded ones",
@@ -174,6 +174,7 @@ pub(crate) fn check_root(root: &StoreRoot, marker: Option<&[u8]>) -> Result<(), 
         Ok(_) => return Err(unavailable(path, "the root's path must be canonical")),
         Err(_) => return Err(unavailable(path, "the root's path cannot be resolved")),
     }
+    check_top_level(path, marker.is_some())?;
     require_exact_file(path, "config", CONFIG)?;
     require_exact_file(path, "HEAD", HEAD)?;
     if let Some(marker) = marker {
@@ -392,7 +393,7 @@ fn check_finalisation(
     }
     match after.nlink() {
         1 => Ok(()),
-        2 => Ok(()),
+        2 if has_temporary_link(dir, first)? => Ok(()),
         _ => Err(refuse()),
     }
 }
