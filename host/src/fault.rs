@@ -18,7 +18,7 @@ pub enum FaultPoint {
     IntegrationClaimed,
     /// Integration: the target update was submitted to the store.
     IntegrationSubmitted,
-    /// Integration: the store acknowledged the target update.
+    /// Integration: the store confirmed the target update and the receipt write was attempted.
     IntegrationAcknowledged,
     /// Integration: the guard withheld the update after the claim.
     IntegrationWithheld,

@@ -8,6 +8,7 @@
 pub mod canonical;
 pub mod contracts;
 pub mod fault;
+pub mod gate;
 pub mod git_object;
 pub mod repository;
 pub mod snapshot;

@@ -186,3 +186,41 @@ pub fn tree_hash(root: &Path) -> String {
     }
     hex::encode(hasher.finalize())
 }
+
+/// An integration payload for `sealed` in `identity`'s repository, for action `action`
+/// occurrence `occurrence`.
+pub fn payload(
+    identity: &RepositoryIdentity,
+    sealed: &sf_host::repository::SealedCandidate,
+    action: &str,
+    occurrence: u64,
+) -> sf_host::repository::IntegrationPayload {
+    use sf_host::repository::{Action, IntegrationPayload, Owner};
+    IntegrationPayload {
+        action: Action {
+            id: action.into(),
+            occurrence,
+        },
+        product: identity.product_id.clone(),
+        slice: sealed.manifest.slice.clone(),
+        repository: identity.clone(),
+        target_ref: identity.target_ref.clone(),
+        base: sealed.manifest.base_commit,
+        commit: sealed.manifest.commit,
+        candidate: sealed.digest.clone(),
+        proof: Digest::of(b"proof"),
+        owner: Owner {
+            id: "owner-1".into(),
+            generation: 1,
+        },
+    }
+}
+
+/// Writes `value`'s canonical JSON to `path`.
+pub fn write_json(path: &Path, value: &sf_host::canonical::Value) {
+    std::fs::write(
+        path,
+        sf_host::canonical::encode(value).expect("canonical JSON"),
+    )
+    .expect("write JSON");
+}

@@ -342,7 +342,10 @@ fn the_callers_environment_never_reaches_git() {
         .env("GIT_DIR", "/nonexistent")
         .env("GIT_OBJECT_DIRECTORY", &elsewhere)
         .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &elsewhere)
-        .env("GIT_SSH_COMMAND", script(&test.parent, "env-ssh.sh", &marker))
+        .env(
+            "GIT_SSH_COMMAND",
+            script(&test.parent, "env-ssh.sh", &marker),
+        )
         .env("GIT_EXEC_PATH", &hooks)
         .env("GIT_TRACE", test.parent.join("trace").display().to_string());
     let output = child.output().unwrap();

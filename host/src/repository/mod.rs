@@ -8,6 +8,7 @@
 
 mod error;
 mod identity;
+mod integration;
 mod manifest;
 mod proposal;
 mod record;
@@ -32,6 +33,11 @@ pub use identity::{
     MAX_TARGET_REF_BYTES, MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS, REPOSITORY_PROTOCOL,
     RepositoryIdentity, RepositoryLimits, SEAL_PROTOCOL, check_target_ref,
     parse_repository_identity,
+};
+pub use integration::{
+    Action, INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationObservation,
+    IntegrationPayload, IntegrationReceipt, Invocation, MALFORMED_GUARD_ANSWER, MAX_PAYLOAD_BYTES,
+    ObservationStamp, Owner, Postcondition, PreparedIntegration,
 };
 pub use manifest::{
     CandidateManifest, FrozenInputs, MAX_SCOPE_ENTRIES, ManifestEdit, ManifestFile,

@@ -1,15 +1,23 @@
-//! A child process for the cross-process tests: seals a proposal in an existing repository,
-//! optionally killing itself with SIGKILL at a named fault point, and prints the Candidate
-//! digest. Arguments: `seal <identity.json> <frozen.json> <proposal.json> [--kill-at <point>]
-//! [--wait-for <file>]` (`--wait-for` spins until the file exists, so racing children start
-//! together).
+//! A child process for the cross-process tests, optionally killing itself with SIGKILL at a
+//! named fault point:
+//!
+//! - `seal <identity.json> <frozen.json> <proposal.json> [flags]` seals a proposal in an
+//!   existing repository and prints the Candidate digest;
+//! - `invoke <identity.json> <prepared.json> <gate.json|-> [flags]` invokes a prepared
+//!   integration (with the file gate, or none for `-`) and prints the observation as JSON;
+//! - `inspect <identity.json> <prepared.json> -` prints the inspection as JSON.
+//!
+//! Flags: `--kill-at <point>`, `--wait-for <file>` (spins until the file exists, so racing
+//! children start together).
 
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use sf_host::fault::FaultPoint;
+use sf_host::gate::FileGate;
 use sf_host::repository::{
-    FrozenInputs, RepositoryOptions, open_repository, parse_proposal, parse_repository_identity,
+    FrozenInputs, PreparedIntegration, RepositoryOptions, open_repository, parse_proposal,
+    parse_repository_identity,
 };
 
 fn main() -> ExitCode {
@@ -27,12 +35,9 @@ fn main() -> ExitCode {
 
 fn run() -> Result<String, String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [command, identity, frozen, proposal, rest @ ..] = args.as_slice() else {
-        return Err("usage: seal <identity.json> <frozen.json> <proposal.json> [--kill-at <point>] [--wait-for <file>]".into());
+    let [command, identity, first, second, rest @ ..] = args.as_slice() else {
+        return Err("usage: seal|invoke|inspect <identity.json> <file> <file|-> [--kill-at <point>] [--wait-for <file>]".into());
     };
-    if command != "seal" {
-        return Err(format!("unknown command {command}"));
-    }
     let mut kill_at = None;
     let mut wait_for = None;
     let mut rest = rest.iter();
@@ -50,8 +55,6 @@ fn run() -> Result<String, String> {
     }
     let read = |path: &str| std::fs::read(path).map_err(|error| format!("{path}: {error}"));
     let identity = parse_repository_identity(&read(identity)?).map_err(|e| e.to_string())?;
-    let frozen = FrozenInputs::from_json(&read(frozen)?).map_err(|e| e.to_string())?;
-    let proposal = parse_proposal(&read(proposal)?).map_err(|e| e.to_string())?;
     let mut options = RepositoryOptions::default();
     if let Some(point) = kill_at {
         options.faults = Arc::new(move |reached: FaultPoint| {
@@ -65,13 +68,37 @@ fn run() -> Result<String, String> {
         .map_err(|e| e.to_string())?;
     let repo =
         open_repository(&factory, &identity, options).map_err(|e| format!("{}: {e}", e.code()))?;
-    if let Some(file) = wait_for {
-        while !std::path::Path::new(&file).exists() {
-            std::thread::yield_now();
+    let wait = || {
+        if let Some(file) = &wait_for {
+            while !std::path::Path::new(file).exists() {
+                std::thread::yield_now();
+            }
         }
+    };
+    let failed = |e: sf_host::repository::RepositoryError| format!("{}: {e}", e.code());
+    match command.as_str() {
+        "seal" => {
+            let frozen = FrozenInputs::from_json(&read(first)?).map_err(|e| e.to_string())?;
+            let proposal = parse_proposal(&read(second)?).map_err(|e| e.to_string())?;
+            wait();
+            let sealed = repo.seal(&frozen, &proposal).map_err(failed)?;
+            Ok(sealed.digest.to_string())
+        }
+        "invoke" | "inspect" => {
+            let prepared =
+                PreparedIntegration::from_json(&read(first)?).map_err(|e| e.to_string())?;
+            let gate: Option<Arc<dyn sf_host::contracts::Gate>> = (second != "-")
+                .then(|| Arc::new(FileGate::new(second)) as Arc<dyn sf_host::contracts::Gate>);
+            wait();
+            let observed = if command == "invoke" {
+                repo.invoke_once(&prepared, gate).map_err(failed)?
+            } else {
+                repo.inspect_integration(&prepared).map_err(failed)?
+            };
+            let bytes =
+                sf_host::canonical::encode(&observed.to_value()).map_err(|e| e.to_string())?;
+            Ok(String::from_utf8_lossy(&bytes).into_owned())
+        }
+        other => Err(format!("unknown command {other}")),
     }
-    let sealed = repo
-        .seal(&frozen, &proposal)
-        .map_err(|e| format!("{}: {e}", e.code()))?;
-    Ok(sealed.digest.to_string())
 }
