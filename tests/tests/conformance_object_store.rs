@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use sf_sdk::conformance::object_store::{Harness, run_all};
-use sf_sdk::contracts::ObjectStoreFactory;
+use sf_sdk::contracts::{ObjectStore, ObjectStoreFactory, RefName};
 use sf_sdk::testing::InMemoryObjectStoreFactory;
 
 /// A harness whose fresh paths are `repo-N` inside one private, canonical temporary directory.
@@ -36,7 +36,27 @@ impl<F> PrivateDirHarness<F> {
     }
 }
 
-impl<F: ObjectStoreFactory> Harness for PrivateDirHarness<F> {
+/// How a backend's root is tampered with to hold a symbolic ref.
+trait Tamper {
+    fn make_symbolic_ref(&self, store: &dyn ObjectStore, name: &RefName, target: &str) -> bool;
+}
+
+impl Tamper for InMemoryObjectStoreFactory {
+    fn make_symbolic_ref(&self, store: &dyn ObjectStore, name: &RefName, target: &str) -> bool {
+        self.store_at(&store.root().path)
+            .is_some_and(|store| store.set_symbolic_ref(name, target))
+    }
+}
+
+impl Tamper for sf_git_cli::GitCliFactory {
+    fn make_symbolic_ref(&self, store: &dyn ObjectStore, name: &RefName, target: &str) -> bool {
+        // A loose ref file holding `ref: <target>`, as `git symbolic-ref` would write it.
+        let path = store.root().path.join(name.as_str());
+        std::fs::write(path, format!("ref: {target}\n")).is_ok()
+    }
+}
+
+impl<F: ObjectStoreFactory + Tamper> Harness for PrivateDirHarness<F> {
     fn factory(&self) -> &dyn ObjectStoreFactory {
         &self.factory
     }
@@ -44,6 +64,10 @@ impl<F: ObjectStoreFactory> Harness for PrivateDirHarness<F> {
     fn fresh_path(&self) -> PathBuf {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         self.parent.join(format!("repo-{n}"))
+    }
+
+    fn make_symbolic_ref(&self, store: &dyn ObjectStore, name: &RefName, target: &str) -> bool {
+        self.factory.make_symbolic_ref(store, name, target)
     }
 }
 

@@ -657,3 +657,38 @@ fn a_base_that_is_not_a_factory_commit_never_qualifies() {
     assert_eq!(refused.unwrap_err().code(), "invalid-input");
     assert_eq!(test.tree_hash(), before);
 }
+
+#[test]
+fn a_create_interrupted_before_the_marker_never_opens_and_is_never_adopted() {
+    let (_dir, parent) = private_dir();
+    let path = parent.join("interrupted");
+    let options = RepositoryOptions {
+        faults: Arc::new(|point: FaultPoint| {
+            if point == FaultPoint::InitialObjectsWritten {
+                panic!("interrupted at {point}");
+            }
+        }),
+        ..RepositoryOptions::default()
+    };
+    let request = CreateRepository {
+        path: path.to_str().unwrap().into(),
+        product_id: "product-1".into(),
+        target_ref: "refs/heads/main".into(),
+        files: texts(FILES),
+    };
+    let factory = git_factory();
+    let interrupted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        create_repository(factory.as_ref(), &request, &options)
+    }));
+    assert!(interrupted.is_err(), "the fault point was not reached");
+    // The directory exists with the initial objects but no target ref and no marker.
+    assert!(path.join("objects").is_dir());
+    assert!(!path.join("sf-repository.json").exists());
+    assert!(!path.join("refs/heads/main").exists());
+    // It is never adopted: creating again is `exists`, and nothing was written.
+    let before = tree_hash(&path);
+    let error =
+        create_repository(factory.as_ref(), &request, &RepositoryOptions::default()).unwrap_err();
+    assert_eq!(error.code(), "exists");
+    assert_eq!(tree_hash(&path), before);
+}

@@ -177,9 +177,9 @@ pub(crate) fn is_candidate_message(message: &str, product_id: &str) -> bool {
     else {
         return false;
     };
-    let revision_ok = revision
-        .parse::<u64>()
-        .is_ok_and(|r| r >= 1 && r.to_string() == revision);
+    let revision_ok = revision.parse::<u64>().is_ok_and(|r| {
+        r >= 1 && r <= canonical::MAX_SAFE_INTEGER as u64 && r.to_string() == revision
+    });
     let digests_ok = ["acceptance: ", "recipe: ", "environment: ", "proposal: "]
         .iter()
         .zip(&lines[1..])

@@ -271,11 +271,14 @@ impl Repository {
                 crate::contracts::ObjectStoreError::Limit { .. } => not_factory(commit),
                 other => other.into(),
             })?;
-        let object = answer
-            .into_iter()
-            .next()
-            .flatten()
-            .ok_or_else(|| RepositoryError::Missing { what: what.clone() })?;
+        let object = answer.into_iter().next().flatten().ok_or_else(|| {
+            if *commit == self.identity.initial {
+                // The identity pins it: its absence can only be tampering.
+                RepositoryError::corrupt(format!("the pinned initial commit {commit} is missing"))
+            } else {
+                RepositoryError::Missing { what: what.clone() }
+            }
+        })?;
         if git_object::object_id(object.kind, &object.body) != *commit {
             return Err(RepositoryError::corrupt(format!(
                 "{what}: stored bytes do not hash to its id"

@@ -50,6 +50,14 @@ pub trait Harness {
     fn deadline(&self) -> Instant {
         Instant::now() + Duration::from_secs(120)
     }
+
+    /// Makes `name` in `store`'s root a symbolic ref to `target`, as tampering from outside
+    /// would (sf never writes one). Returns false when the backend offers no way to do it;
+    /// the symbolic-ref case then fails, so every harness should implement it.
+    fn make_symbolic_ref(&self, store: &dyn ObjectStore, name: &RefName, target: &str) -> bool {
+        let _ = (store, name, target);
+        false
+    }
 }
 
 /// One case of the suite: it panics, naming what went wrong, if the backend fails it.
@@ -75,6 +83,10 @@ pub const CASES: &[(&str, Case)] = &[
         open_checks_marker_and_identity,
     ),
     ("mark_twice_is_refused", mark_twice_is_refused),
+    (
+        "compare_and_swap_refuses_a_symbolic_ref",
+        compare_and_swap_refuses_a_symbolic_ref,
+    ),
     ("objects_round_trip", objects_round_trip),
     ("write_objects_is_idempotent", write_objects_is_idempotent),
     ("forged_object_is_refused", forged_object_is_refused),
@@ -736,6 +748,49 @@ pub fn compare_and_swap_moves_only_from_expected(harness: &dyn Harness) {
     );
 }
 
+/// A symbolic ref reads as symbolic, and a compare-and-swap of it is refused before anything
+/// starts (`symbolic-ref`), leaving it as it was: integration relies on never moving or
+/// dereferencing one.
+pub fn compare_and_swap_refuses_a_symbolic_ref(harness: &dyn Harness) {
+    let first = Closure::new("symbolic");
+    let second = Closure::new("symbolic, second");
+    let store = opened_with(harness, &first);
+    write(harness, store.as_ref(), &second.objects());
+    let target = name("refs/heads/main");
+    let link = name("refs/heads/link");
+    assert_eq!(
+        create_ref(harness, store.as_ref(), &target, &first.commit.id),
+        RefUpdate::Applied
+    );
+    assert!(
+        harness.make_symbolic_ref(store.as_ref(), &link, target.as_str()),
+        "the harness cannot make a symbolic ref; implement Harness::make_symbolic_ref"
+    );
+    assert_eq!(
+        read_ref(harness, store.as_ref(), &link),
+        Some(RefValue::Symbolic(target.as_str().to_owned()))
+    );
+    let result = store.compare_and_swap_ref(
+        &link,
+        &first.commit.id,
+        &second.commit.id,
+        harness.deadline(),
+    );
+    assert_code(result, "symbolic-ref", "a swap of a symbolic ref");
+    assert_eq!(
+        read_ref(harness, store.as_ref(), &target),
+        Some(RefValue::Direct(first.commit.id)),
+        "a refused swap of a symbolic ref moved its target"
+    );
+    assert_eq!(
+        create_ref(harness, store.as_ref(), &link, &second.commit.id),
+        RefUpdate::Refused {
+            current: Some(RefValue::Symbolic(target.as_str().to_owned()))
+        },
+        "a create over a symbolic ref"
+    );
+}
+
 /// `list_refs` answers exactly the refs under the prefix, sorted by name.
 pub fn list_refs_filters_and_sorts(harness: &dyn Harness) {
     let first = Closure::new("list");
@@ -828,6 +883,8 @@ mod tests {
     struct Memory<F> {
         factory: F,
         next: AtomicU64,
+        /// Shares the roots of `factory`, to tamper with them.
+        roots: InMemoryObjectStoreFactory,
     }
 
     impl<F: ObjectStoreFactory> Harness for Memory<F> {
@@ -839,23 +896,35 @@ mod tests {
             let n = self.next.fetch_add(1, Ordering::Relaxed);
             PathBuf::from(format!("/memory/conformance/repo-{n}"))
         }
+
+        fn make_symbolic_ref(&self, store: &dyn ObjectStore, name: &RefName, target: &str) -> bool {
+            self.roots
+                .store_at(&store.root().path)
+                .is_some_and(|store| store.set_symbolic_ref(name, target))
+        }
     }
 
-    fn memory<F>(factory: F) -> Memory<F> {
+    fn memory<F>(factory: F, roots: InMemoryObjectStoreFactory) -> Memory<F> {
         Memory {
             factory,
             next: AtomicU64::new(0),
+            roots,
         }
+    }
+
+    fn plain_memory() -> Memory<InMemoryObjectStoreFactory> {
+        let factory = InMemoryObjectStoreFactory::new();
+        memory(factory.clone(), factory)
     }
 
     #[test]
     fn the_in_memory_store_passes() {
-        run_all(&memory(InMemoryObjectStoreFactory::new()));
+        run_all(&plain_memory());
     }
 
     #[test]
     fn every_case_runs_by_name() {
-        let harness = memory(InMemoryObjectStoreFactory::new());
+        let harness = plain_memory();
         for (name, _) in CASES {
             run_case(&harness, name);
         }
@@ -1018,10 +1087,14 @@ mod tests {
             (Flaw::AcceptsForgery, "forged_object_is_refused"),
         ];
         for (flaw, case) in cases {
-            let harness = memory(Flawed {
-                inner: InMemoryObjectStoreFactory::new(),
-                flaw,
-            });
+            let roots = InMemoryObjectStoreFactory::new();
+            let harness = memory(
+                Flawed {
+                    inner: roots.clone(),
+                    flaw,
+                },
+                roots,
+            );
             let outcome = panic::catch_unwind(AssertUnwindSafe(|| run_case(&harness, case)));
             assert!(outcome.is_err(), "{case} passed a flawed store");
             let all = panic::catch_unwind(AssertUnwindSafe(|| run_all(&harness)));
