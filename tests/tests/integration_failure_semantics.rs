@@ -7,10 +7,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sf_host::contracts::{GateAnswer, GateError, ObjectStore, ObjectStoreError, RefUpdate, StoreRoot};
+use sf_host::contracts::{
+    GateAnswer, GateError, ObjectStore, ObjectStoreError, RefUpdate, StoreRoot,
+};
 use sf_host::repository::{
-    CreateRepository, Invocation, PreparedIntegration, Repository, RepositoryIdentity, RepositoryOptions,
-    create_repository, open_repository,
+    CreateRepository, Invocation, PreparedIntegration, Repository, RepositoryIdentity,
+    RepositoryOptions, create_repository, open_repository,
 };
 use sf_sdk::mocks::{MockGate, MockObjectStore, MockObjectStoreFactory};
 use sf_sdk::testing::InMemoryObjectStoreFactory;
@@ -38,20 +40,34 @@ fn new_world() -> World {
     .unwrap();
     let repo = open_repository(&factory, &identity, RepositoryOptions::default()).unwrap();
     let sealed = repo
-        .seal(&frozen(identity.initial, &["src"]), &proposal(vec![edit("src/a.txt", Some("alpha\n"), Some("one\n"))]))
+        .seal(
+            &frozen(identity.initial, &["src"]),
+            &proposal(vec![edit("src/a.txt", Some("alpha\n"), Some("one\n"))]),
+        )
         .unwrap();
-    let prepared = repo.prepare_integration(&payload(&identity, &sealed, "deliver", 1)).unwrap();
-    World { factory, identity, repo, prepared }
+    let prepared = repo
+        .prepare_integration(&payload(&identity, &sealed, "deliver", 1))
+        .unwrap();
+    World {
+        factory,
+        identity,
+        repo,
+        prepared,
+    }
 }
 
-type Override<T> = Box<dyn Fn(&dyn ObjectStore, &str) -> Option<Result<T, ObjectStoreError>> + Send + Sync>;
+type Override<T> =
+    Box<dyn Fn(&dyn ObjectStore, &str) -> Option<Result<T, ObjectStoreError>> + Send + Sync>;
+
+/// A fault for the Nth `write_objects` call (counting from 0); `None` delegates.
+type WriteFault = Box<dyn Fn(usize) -> Option<Result<(), ObjectStoreError>> + Send + Sync>;
 
 /// Faults to inject; `None` from an override delegates to the real store.
 #[derive(Default)]
 struct Faults {
     create_ref: Option<Override<RefUpdate>>,
     compare_and_swap: Option<Override<RefUpdate>>,
-    write_objects: Option<Box<dyn Fn(usize) -> Option<Result<(), ObjectStoreError>> + Send + Sync>>,
+    write_objects: Option<WriteFault>,
 }
 
 /// A mock store delegating every call to `inner` except where `faults` says otherwise; the
@@ -74,46 +90,68 @@ fn faulty(inner: Box<dyn ObjectStore>, faults: Faults, max_cas: usize) -> MockOb
         i.write_objects(objects, d)
     });
     let i = inner.clone();
-    mock.expect_read_objects().returning(move |ids, b, d| i.read_objects(ids, b, d));
+    mock.expect_read_objects()
+        .returning(move |ids, b, d| i.read_objects(ids, b, d));
     let i = inner.clone();
-    mock.expect_read_ref().returning(move |n, d| i.read_ref(n, d));
+    mock.expect_read_ref()
+        .returning(move |n, d| i.read_ref(n, d));
     let i = inner.clone();
-    mock.expect_list_refs().returning(move |p, d| i.list_refs(p, d));
+    mock.expect_list_refs()
+        .returning(move |p, d| i.list_refs(p, d));
     let i = inner.clone();
     let create_fault = faults.create_ref;
     mock.expect_create_ref().returning(move |name, value, d| {
-        if let Some(result) = create_fault.as_ref().and_then(|f| f(i.as_ref(), name.as_str())) {
+        if let Some(result) = create_fault
+            .as_ref()
+            .and_then(|f| f(i.as_ref(), name.as_str()))
+        {
             return result;
         }
         i.create_ref(name, value, d)
     });
     let i = inner.clone();
     let cas_fault = faults.compare_and_swap;
-    mock.expect_compare_and_swap_ref().times(0..=max_cas).returning(move |name, expected, new, d| {
-        if let Some(result) = cas_fault.as_ref().and_then(|f| f(i.as_ref(), name.as_str())) {
-            return result;
-        }
-        i.compare_and_swap_ref(name, expected, new, d)
-    });
+    mock.expect_compare_and_swap_ref()
+        .times(0..=max_cas)
+        .returning(move |name, expected, new, d| {
+            if let Some(result) = cas_fault
+                .as_ref()
+                .and_then(|f| f(i.as_ref(), name.as_str()))
+            {
+                return result;
+            }
+            i.compare_and_swap_ref(name, expected, new, d)
+        });
     mock
 }
 
 /// Opens the world's repository through a mock factory handing out a faulty store.
 fn open_faulty(world: &World, faults: Faults, max_cas: usize) -> Repository {
     let inner = world.factory.open_store(
-        &StoreRoot { path: world.identity.path.clone().into(), dev: world.identity.dev, ino: world.identity.ino },
+        &StoreRoot {
+            path: world.identity.path.clone().into(),
+            dev: world.identity.dev,
+            ino: world.identity.ino,
+        },
         &world.identity.to_canonical_bytes(),
         Instant::now() + Duration::from_secs(5),
     );
     let store = faulty(Box::new(inner.unwrap()), faults, max_cas);
     let mut factory = MockObjectStoreFactory::new();
-    factory.expect_open().return_once(move |_, _, _| Ok(Box::new(store)));
+    factory
+        .expect_open()
+        .return_once(move |_, _, _| Ok(Box::new(store)));
     open_repository(&factory, &world.identity, RepositoryOptions::default()).unwrap()
 }
 
-fn gate(times: usize, answer: impl Fn() -> Result<GateAnswer, GateError> + Send + Sync + 'static) -> Arc<MockGate> {
+fn gate(
+    times: usize,
+    answer: impl Fn() -> Result<GateAnswer, GateError> + Send + Sync + 'static,
+) -> Arc<MockGate> {
     let mut gate = MockGate::new();
-    gate.expect_current().times(times).returning(move |_| answer());
+    gate.expect_current()
+        .times(times)
+        .returning(move |_| answer());
     Arc::new(gate)
 }
 
@@ -127,7 +165,11 @@ fn an_unknown_compare_and_swap_is_unknown_and_dispatched() {
     let repo = open_faulty(
         &world,
         Faults {
-            compare_and_swap: Some(Box::new(|_, _| Some(Ok(RefUpdate::Unknown { reason: "git was killed".into() })))),
+            compare_and_swap: Some(Box::new(|_, _| {
+                Some(Ok(RefUpdate::Unknown {
+                    reason: "git was killed".into(),
+                }))
+            })),
             ..Faults::default()
         },
         1,
@@ -135,7 +177,13 @@ fn an_unknown_compare_and_swap_is_unknown_and_dispatched() {
     let observed = repo.invoke_once(&world.prepared, Some(allow(1))).unwrap();
     assert_eq!(observed.invocation, Invocation::Unknown);
     assert!(observed.dispatched);
-    assert!(observed.problem.as_deref().unwrap().contains("git was killed"));
+    assert!(
+        observed
+            .problem
+            .as_deref()
+            .unwrap()
+            .contains("git was killed")
+    );
     assert!(observed.receipt.is_none());
     // Nothing resolves it later, and nothing retries.
     let later = world.repo.invoke_once(&world.prepared, None).unwrap();
@@ -149,7 +197,9 @@ fn a_refused_compare_and_swap_is_unknown_not_failed() {
     let repo = open_faulty(
         &world,
         Faults {
-            compare_and_swap: Some(Box::new(|_, _| Some(Ok(RefUpdate::Refused { current: None })))),
+            compare_and_swap: Some(Box::new(|_, _| {
+                Some(Ok(RefUpdate::Refused { current: None }))
+            })),
             ..Faults::default()
         },
         1,
@@ -166,13 +216,17 @@ fn a_compare_and_swap_error_before_spawn_is_err_and_the_claim_stays() {
         &world,
         Faults {
             compare_and_swap: Some(Box::new(|_, _| {
-                Some(Err(ObjectStoreError::Unavailable { reason: "root replaced".into() }))
+                Some(Err(ObjectStoreError::Unavailable {
+                    reason: "root replaced".into(),
+                }))
             })),
             ..Faults::default()
         },
         1,
     );
-    let error = repo.invoke_once(&world.prepared, Some(allow(1))).unwrap_err();
+    let error = repo
+        .invoke_once(&world.prepared, Some(allow(1)))
+        .unwrap_err();
     assert_eq!(error.code(), "unavailable");
     let seen = world.repo.inspect_integration(&world.prepared).unwrap();
     assert_eq!(seen.invocation, Invocation::Unknown);
@@ -187,7 +241,11 @@ fn a_receipt_that_cannot_be_written_keeps_confirmed() {
         &world,
         Faults {
             create_ref: Some(Box::new(|_, name| {
-                name.ends_with("/receipt").then(|| Err(ObjectStoreError::Unavailable { reason: "disk full".into() }))
+                name.ends_with("/receipt").then(|| {
+                    Err(ObjectStoreError::Unavailable {
+                        reason: "disk full".into(),
+                    })
+                })
             })),
             ..Faults::default()
         },
@@ -197,9 +255,19 @@ fn a_receipt_that_cannot_be_written_keeps_confirmed() {
     assert_eq!(observed.invocation, Invocation::Confirmed);
     assert!(observed.dispatched);
     assert!(observed.receipt.is_none());
-    assert!(observed.problem.as_deref().unwrap().contains("disk full"), "{observed:?}");
+    assert!(
+        observed.problem.as_deref().unwrap().contains("disk full"),
+        "{observed:?}"
+    );
     // Later inspection reports what it reads: a claim without a receipt is unknown.
-    assert_eq!(world.repo.inspect_integration(&world.prepared).unwrap().invocation, Invocation::Unknown);
+    assert_eq!(
+        world
+            .repo
+            .inspect_integration(&world.prepared)
+            .unwrap()
+            .invocation,
+        Invocation::Unknown
+    );
     assert_eq!(world.repo.target().unwrap(), world.prepared.payload.commit);
 }
 
@@ -210,7 +278,14 @@ fn a_receipt_object_write_failure_keeps_confirmed() {
     let repo = open_faulty(
         &world,
         Faults {
-            write_objects: Some(Box::new(|n| (n == 1).then(|| Err(ObjectStoreError::GitFailed { command: "unpack-objects".into(), detail: "EIO".into() })))),
+            write_objects: Some(Box::new(|n| {
+                (n == 1).then(|| {
+                    Err(ObjectStoreError::GitFailed {
+                        command: "unpack-objects".into(),
+                        detail: "EIO".into(),
+                    })
+                })
+            })),
             ..Faults::default()
         },
         1,
@@ -226,13 +301,29 @@ fn a_claim_write_failure_is_err_and_starts_nothing() {
     let repo = open_faulty(
         &world,
         Faults {
-            write_objects: Some(Box::new(|_| Some(Err(ObjectStoreError::Unavailable { reason: "gone".into() })))),
+            write_objects: Some(Box::new(|_| {
+                Some(Err(ObjectStoreError::Unavailable {
+                    reason: "gone".into(),
+                }))
+            })),
             ..Faults::default()
         },
         0,
     );
-    assert_eq!(repo.invoke_once(&world.prepared, Some(allow(0))).unwrap_err().code(), "unavailable");
-    assert_eq!(world.repo.inspect_integration(&world.prepared).unwrap().invocation, Invocation::NotDispatched);
+    assert_eq!(
+        repo.invoke_once(&world.prepared, Some(allow(0)))
+            .unwrap_err()
+            .code(),
+        "unavailable"
+    );
+    assert_eq!(
+        world
+            .repo
+            .inspect_integration(&world.prepared)
+            .unwrap()
+            .invocation,
+        Invocation::NotDispatched
+    );
 }
 
 #[test]
@@ -242,43 +333,93 @@ fn an_unacknowledged_claim_is_git_failed_and_starts_nothing() {
         &world,
         Faults {
             create_ref: Some(Box::new(|_, name| {
-                name.ends_with("/dispatch").then(|| Ok(RefUpdate::Unknown { reason: "timed out".into() }))
+                name.ends_with("/dispatch").then(|| {
+                    Ok(RefUpdate::Unknown {
+                        reason: "timed out".into(),
+                    })
+                })
             })),
             ..Faults::default()
         },
         0,
     );
-    let error = repo.invoke_once(&world.prepared, Some(allow(0))).unwrap_err();
+    let error = repo
+        .invoke_once(&world.prepared, Some(allow(0)))
+        .unwrap_err();
     assert_eq!(error.code(), "git-failed", "{error}");
     assert_eq!(world.repo.target().unwrap(), world.identity.initial);
 }
 
 #[test]
 fn a_gate_that_refuses_fails_or_answers_late_withholds() {
-    let late_bound = Duration::from_millis(300);
+    let late_bound = Duration::from_millis(1000);
     let cases: Vec<(&str, Arc<MockGate>, &str)> = vec![
-        ("refuses", gate(1, || Ok(GateAnswer::Refuse { reason: "closed".into() })), "withheld before submission: closed"),
-        ("fails", gate(1, || Err(GateError::Timeout)), "withheld before submission: the guard failed"),
-        ("malformed", gate(1, || Ok(GateAnswer::Refuse { reason: "x".repeat(300) })), "withheld before submission: the guard answered neither"),
-        ("late", gate(1, move || {
-            std::thread::sleep(Duration::from_millis(500));
-            Ok(GateAnswer::Proceed)
-        }), "withheld before submission: the guard did not answer within 300 ms"),
+        (
+            "refuses",
+            gate(1, || {
+                Ok(GateAnswer::Refuse {
+                    reason: "closed".into(),
+                })
+            }),
+            "withheld before submission: closed",
+        ),
+        (
+            "fails",
+            gate(1, || Err(GateError::Timeout)),
+            "withheld before submission: the guard failed",
+        ),
+        (
+            "malformed",
+            gate(1, || {
+                Ok(GateAnswer::Refuse {
+                    reason: "x".repeat(300),
+                })
+            }),
+            "withheld before submission: the guard answered neither",
+        ),
+        (
+            "late",
+            gate(1, move || {
+                std::thread::sleep(Duration::from_millis(2500));
+                Ok(GateAnswer::Proceed)
+            }),
+            "withheld before submission: the guard did not answer within 1000 ms",
+        ),
     ];
     for (name, gate, problem) in cases {
         let world = new_world();
-        let options = RepositoryOptions { git_timeout: late_bound, ..RepositoryOptions::default() };
+        let options = RepositoryOptions {
+            git_timeout: if name == "late" {
+                late_bound
+            } else {
+                Duration::from_secs(30)
+            },
+            ..RepositoryOptions::default()
+        };
         let repo = open_repository(&world.factory, &world.identity, options).unwrap();
-        let observed = repo.invoke_once(&world.prepared, Some(gate.clone())).unwrap();
+        let observed = repo
+            .invoke_once(&world.prepared, Some(gate.clone()))
+            .unwrap();
         assert_eq!(observed.invocation, Invocation::Withheld, "{name}");
-        assert!(!observed.dispatched && observed.dispatch.is_some(), "{name}");
-        assert!(observed.problem.as_deref().unwrap().starts_with(problem), "{name}: {:?}", observed.problem);
-        assert_eq!(world.repo.target().unwrap(), world.identity.initial, "{name}: moved");
+        assert!(
+            !observed.dispatched && observed.dispatch.is_some(),
+            "{name}"
+        );
+        assert!(
+            observed.problem.as_deref().unwrap().starts_with(problem),
+            "{name}: {:?}",
+            observed.problem
+        );
+        assert_eq!(
+            world.repo.target().unwrap(),
+            world.identity.initial,
+            "{name}: moved"
+        );
         // Consulted exactly once: the mock's `times(1)` is checked at its checkpoint, once the
         // guard thread (abandoned, for the late case) has let go of its clone.
         drop(repo);
         let waited = Instant::now();
-        while Arc::strong_count(&gate) > 1 && waited.elapsed() < Duration::from_secs(5) {
+        while Arc::strong_count(&gate) > 1 && waited.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(10));
         }
         Arc::try_unwrap(gate).ok().unwrap().checkpoint();
@@ -290,23 +431,36 @@ fn the_gate_is_never_consulted_by_a_replay_a_stale_base_or_a_losing_claimant() {
     // Replay.
     let world = new_world();
     world.repo.invoke_once(&world.prepared, None).unwrap();
-    let replay = world.repo.invoke_once(&world.prepared, Some(allow(0))).unwrap();
+    let replay = world
+        .repo
+        .invoke_once(&world.prepared, Some(allow(0)))
+        .unwrap();
     assert!(!replay.dispatched);
     // Stale base: another intent moved the target.
     let world = world_with_stale_base();
-    let stale = world.repo.invoke_once(&world.prepared, Some(allow(0))).unwrap();
+    let stale = world
+        .repo
+        .invoke_once(&world.prepared, Some(allow(0)))
+        .unwrap();
     assert_eq!(stale.invocation, Invocation::NotDispatched);
     // Losing claimant: between this call's read and its claim, another call claims and
     // moves the target.
     let world = new_world();
-    let rival = open_repository(&world.factory, &world.identity, RepositoryOptions::default()).unwrap();
+    let rival = open_repository(
+        &world.factory,
+        &world.identity,
+        RepositoryOptions::default(),
+    )
+    .unwrap();
     let prepared = world.prepared.clone();
     let rival_done = std::sync::Mutex::new(false);
     let repo = open_faulty(
         &world,
         Faults {
             create_ref: Some(Box::new(move |_, name| {
-                if name.ends_with("/dispatch") && !std::mem::replace(&mut *rival_done.lock().unwrap(), true) {
+                if name.ends_with("/dispatch")
+                    && !std::mem::replace(&mut *rival_done.lock().unwrap(), true)
+                {
                     let won = rival.invoke_once(&prepared, None).unwrap();
                     assert_eq!(won.invocation, Invocation::Confirmed);
                 }
@@ -318,16 +472,29 @@ fn the_gate_is_never_consulted_by_a_replay_a_stale_base_or_a_losing_claimant() {
     );
     let lost = repo.invoke_once(&world.prepared, Some(allow(0))).unwrap();
     assert!(!lost.dispatched, "{lost:?}");
-    assert_eq!(lost.invocation, Invocation::Confirmed, "it reports the winner's receipt");
+    assert_eq!(
+        lost.invocation,
+        Invocation::Confirmed,
+        "it reports the winner's receipt"
+    );
 }
 
 fn world_with_stale_base() -> World {
     let world = new_world();
     let other = world
         .repo
-        .seal(&frozen(world.identity.initial, &["src"]), &proposal(vec![edit("src/a.txt", Some("alpha\n"), Some("other\n"))]))
+        .seal(
+            &frozen(world.identity.initial, &["src"]),
+            &proposal(vec![edit("src/a.txt", Some("alpha\n"), Some("other\n"))]),
+        )
         .unwrap();
-    let other = world.repo.prepare_integration(&payload(&world.identity, &other, "other", 1)).unwrap();
-    assert_eq!(world.repo.invoke_once(&other, None).unwrap().invocation, Invocation::Confirmed);
+    let other = world
+        .repo
+        .prepare_integration(&payload(&world.identity, &other, "other", 1))
+        .unwrap();
+    assert_eq!(
+        world.repo.invoke_once(&other, None).unwrap().invocation,
+        Invocation::Confirmed
+    );
     world
 }
