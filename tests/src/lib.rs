@@ -224,3 +224,24 @@ pub fn write_json(path: &Path, value: &sf_host::canonical::Value) {
     )
     .expect("write JSON");
 }
+
+/// A `sf-test-child seal` command for `inputs` and `edits` in `identity`'s repository: writes
+/// `identity.json`, `frozen.json` and `proposal.json` into `work` and names them. `child` is
+/// the path of the test child binary (`env!("CARGO_BIN_EXE_sf-test-child")` in a test).
+pub fn seal_child(
+    child: &str,
+    work: &Path,
+    identity: &RepositoryIdentity,
+    inputs: &FrozenInputs,
+    edits: &Proposal,
+) -> std::process::Command {
+    std::fs::write(work.join("identity.json"), identity.to_canonical_bytes())
+        .expect("write identity");
+    write_json(&work.join("frozen.json"), &inputs.to_value());
+    write_json(&work.join("proposal.json"), &edits.to_value());
+    let mut command = std::process::Command::new(child);
+    command
+        .arg("seal")
+        .args(["identity.json", "frozen.json", "proposal.json"].map(|file| work.join(file)));
+    command
+}

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sf_tests::{TestRepo, edit, frozen, proposal};
+use sf_tests::{TestRepo, edit, frozen, proposal, seal_child};
 
 const FILES: &[(&str, &str)] = &[("src/a.txt", "alpha\n")];
 
@@ -316,25 +316,13 @@ fn the_callers_environment_never_reaches_git() {
     std::fs::create_dir(&work).unwrap();
     let inputs = frozen(test.identity.initial, &["src"]);
     let edits = proposal(vec![edit("src/a.txt", Some("alpha\n"), Some("env\n"))]);
-    std::fs::write(
-        work.join("identity.json"),
-        test.identity.to_canonical_bytes(),
-    )
-    .unwrap();
-    std::fs::write(
-        work.join("frozen.json"),
-        sf_host::canonical::encode(&inputs.to_value()).unwrap(),
-    )
-    .unwrap();
-    std::fs::write(
-        work.join("proposal.json"),
-        sf_host::canonical::encode(&edits.to_value()).unwrap(),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_sf-test-child"));
-    child
-        .arg("seal")
-        .args(["identity.json", "frozen.json", "proposal.json"].map(|f| work.join(f)));
+    let mut child = seal_child(
+        env!("CARGO_BIN_EXE_sf-test-child"),
+        &work,
+        &test.identity,
+        &inputs,
+        &edits,
+    );
     for (_, envs) in &variants {
         child.envs(envs.iter().map(|(k, v)| (*k, v.as_str())));
     }

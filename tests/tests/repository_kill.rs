@@ -5,7 +5,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::process::Command;
 
 use sf_host::repository::RepositoryError;
-use sf_tests::{TestRepo, edit, frozen, proposal};
+use sf_tests::{TestRepo, edit, frozen, proposal, seal_child};
 
 const FILES: &[(&str, &str)] = &[("src/a.txt", "alpha\n")];
 
@@ -18,24 +18,8 @@ fn seal_in_child(test: &TestRepo, kill_at: &str, tag: &str) -> std::process::Out
         Some("alpha\n"),
         Some(&format!("{tag}\n")),
     )]);
-    std::fs::write(
-        work.join("identity.json"),
-        test.identity.to_canonical_bytes(),
-    )
-    .unwrap();
-    std::fs::write(
-        work.join("frozen.json"),
-        sf_host::canonical::encode(&inputs.to_value()).unwrap(),
-    )
-    .unwrap();
-    std::fs::write(
-        work.join("proposal.json"),
-        sf_host::canonical::encode(&edits.to_value()).unwrap(),
-    )
-    .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_sf-test-child"))
-        .arg("seal")
-        .args(["identity.json", "frozen.json", "proposal.json"].map(|f| work.join(f)))
+    let child = env!("CARGO_BIN_EXE_sf-test-child");
+    seal_child(child, &work, &test.identity, &inputs, &edits)
         .args(["--kill-at", kill_at])
         .output()
         .unwrap()

@@ -9,7 +9,7 @@ use sf_host::canonical::Digest;
 use sf_host::contracts::RefName;
 use sf_host::repository::{CANDIDATE_REF_PREFIX, RepositoryError};
 use sf_host::snapshot::snapshot_digest;
-use sf_tests::{TestRepo, edit, frozen, proposal};
+use sf_tests::{TestRepo, edit, frozen, proposal, seal_child};
 
 const FILES: &[(&str, &str)] = &[
     ("src/a.txt", "alpha\n"),
@@ -201,27 +201,11 @@ fn concurrent_identical_seals_in_processes_converge_on_one_ref() {
     std::fs::create_dir(&work).unwrap();
     let inputs = frozen(test.identity.initial, &["src"]);
     let edits = proposal(vec![edit("src/y.txt", None, Some("y\n"))]);
-    std::fs::write(
-        work.join("identity.json"),
-        test.identity.to_canonical_bytes(),
-    )
-    .unwrap();
-    std::fs::write(
-        work.join("frozen.json"),
-        sf_host::canonical::encode(&inputs.to_value()).unwrap(),
-    )
-    .unwrap();
-    std::fs::write(
-        work.join("proposal.json"),
-        sf_host::canonical::encode(&edits.to_value()).unwrap(),
-    )
-    .unwrap();
     let go = work.join("go");
+    let child = env!("CARGO_BIN_EXE_sf-test-child");
     let children: Vec<_> = (0..4)
         .map(|_| {
-            Command::new(env!("CARGO_BIN_EXE_sf-test-child"))
-                .arg("seal")
-                .args(["identity.json", "frozen.json", "proposal.json"].map(|f| work.join(f)))
+            seal_child(child, &work, &test.identity, &inputs, &edits)
                 .arg("--wait-for")
                 .arg(&go)
                 .stdout(std::process::Stdio::piped())

@@ -9,7 +9,7 @@ use crate::source_path;
 use super::error::RepositoryError;
 use super::identity::{CANDIDATE_PROTOCOL, RepositoryIdentity};
 use super::record::{FieldError, Fields, ID_RULE, index, is_valid_id};
-use super::source::FILE_MODE;
+use super::source::{FILE_MODE, SourceFile};
 
 /// The most scope entries frozen inputs may hold.
 pub const MAX_SCOPE_ENTRIES: usize = 64;
@@ -19,6 +19,20 @@ pub const MAX_SCOPE_ENTRIES: usize = 64;
 pub struct Slice {
     pub id: String,
     pub revision: u64,
+}
+
+impl Slice {
+    /// The Slice as a JSON record: `{id, revision}`.
+    pub fn to_value(&self) -> Value {
+        object([
+            ("id", self.id.as_str().into()),
+            ("revision", Value::Integer(self.revision as i64)),
+        ])
+    }
+}
+
+fn scope_value(scope: &[String]) -> Value {
+    Value::Array(scope.iter().map(|path| path.as_str().into()).collect())
 }
 
 /// What a Candidate is sealed for: its base B, its Slice, the paths it may touch, and the
@@ -71,17 +85,8 @@ impl FrozenInputs {
     pub fn to_value(&self) -> Value {
         object([
             ("base", self.base.to_hex().into()),
-            (
-                "slice",
-                object([
-                    ("id", self.slice.id.as_str().into()),
-                    ("revision", Value::Integer(self.slice.revision as i64)),
-                ]),
-            ),
-            (
-                "scope",
-                Value::Array(self.scope.iter().map(|p| p.as_str().into()).collect()),
-            ),
+            ("slice", self.slice.to_value()),
+            ("scope", scope_value(&self.scope)),
             ("acceptance", self.acceptance.to_string().into()),
             ("recipe", self.recipe.to_string().into()),
             ("environment", self.environment.to_string().into()),
@@ -196,6 +201,17 @@ pub struct ManifestFile {
     pub bytes: u64,
 }
 
+impl From<&SourceFile> for ManifestFile {
+    fn from(file: &SourceFile) -> Self {
+        Self {
+            path: file.path.clone(),
+            blob: file.blob,
+            sha256: file.sha256.clone(),
+            bytes: file.bytes,
+        }
+    }
+}
+
 /// One edit as the manifest records it: `next` is the new bytes' digest, or `None` for a
 /// deletion; never the text.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -265,17 +281,8 @@ impl CandidateManifest {
         object([
             ("protocol", CANDIDATE_PROTOCOL.into()),
             ("repository", self.repository.to_value()),
-            (
-                "slice",
-                object([
-                    ("id", self.slice.id.as_str().into()),
-                    ("revision", Value::Integer(self.slice.revision as i64)),
-                ]),
-            ),
-            (
-                "scope",
-                Value::Array(self.scope.iter().map(|p| p.as_str().into()).collect()),
-            ),
+            ("slice", self.slice.to_value()),
+            ("scope", scope_value(&self.scope)),
             ("acceptance", self.acceptance.to_string().into()),
             ("recipe", self.recipe.to_string().into()),
             ("environment", self.environment.to_string().into()),

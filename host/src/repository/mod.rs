@@ -11,8 +11,8 @@ mod identity;
 mod integration;
 mod manifest;
 mod proposal;
-mod record;
-mod source;
+pub(crate) mod record;
+pub(crate) mod source;
 
 use std::io::Read as _;
 use std::path::Path;
@@ -362,15 +362,7 @@ impl Repository {
             base_tree: base.tree,
             commit: commit.id,
             tree: built.tree,
-            files: files
-                .iter()
-                .map(|file| ManifestFile {
-                    path: file.path.clone(),
-                    blob: file.blob,
-                    sha256: file.sha256.clone(),
-                    bytes: file.bytes,
-                })
-                .collect(),
+            files: files.iter().map(ManifestFile::from).collect(),
             proposal_digest,
             edits,
         };
@@ -535,15 +527,7 @@ impl Repository {
         }
         // Every tree and blob, read back and re-checked; the listing must equal the manifest's.
         let files = source::read_tree(store, manifest.tree, "Candidate tree", self.deadline())?;
-        let listed: Vec<ManifestFile> = files
-            .iter()
-            .map(|file| ManifestFile {
-                path: file.path.clone(),
-                blob: file.blob,
-                sha256: file.sha256.clone(),
-                bytes: file.bytes,
-            })
-            .collect();
+        let listed: Vec<ManifestFile> = files.iter().map(ManifestFile::from).collect();
         if listed != manifest.files {
             return Err(RepositoryError::corrupt(format!(
                 "Candidate tree {} does not match the manifest's files",

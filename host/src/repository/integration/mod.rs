@@ -28,6 +28,7 @@ use super::{Repository, random_nonce, source};
 
 pub use guard::MALFORMED_GUARD_ANSWER;
 use guard::consult;
+use observation::Seen;
 use observation::now_rfc3339;
 pub use observation::{
     IntegrationObservation, IntegrationReceipt, Invocation, ObservationStamp, Postcondition,
@@ -383,17 +384,37 @@ impl Repository {
             (None, Some(_)) => Invocation::Unknown,
             (None, None) => Invocation::NotDispatched,
         };
+        self.report(
+            prepared,
+            Seen {
+                target,
+                postcondition,
+                dispatch,
+                receipt,
+                invocation,
+                dispatched: false,
+                problem: None,
+            },
+        )
+    }
+
+    /// Stamps what a call saw as an observation of `prepared`.
+    fn report(
+        &self,
+        prepared: &PreparedIntegration,
+        seen: Seen,
+    ) -> Result<IntegrationObservation, RepositoryError> {
         Ok(IntegrationObservation {
             intent: prepared.digest.clone(),
             observation: self.stamp()?,
             target_ref: self.identity.target_ref.clone(),
-            target,
-            postcondition,
-            dispatch,
-            receipt,
-            invocation,
-            dispatched: false,
-            problem: None,
+            target: seen.target,
+            postcondition: seen.postcondition,
+            dispatch: seen.dispatch,
+            receipt: seen.receipt,
+            invocation: seen.invocation,
+            dispatched: seen.dispatched,
+            problem: seen.problem,
         })
     }
 
@@ -409,27 +430,6 @@ impl Repository {
     ) -> Result<IntegrationObservation, RepositoryError> {
         let refs = self.check_prepared(prepared)?;
         let payload = &prepared.payload;
-        let observation = |target,
-                           postcondition,
-                           dispatch,
-                           receipt,
-                           invocation,
-                           dispatched,
-                           problem|
-         -> Result<IntegrationObservation, RepositoryError> {
-            Ok(IntegrationObservation {
-                intent: prepared.digest.clone(),
-                observation: self.stamp()?,
-                target_ref: self.identity.target_ref.clone(),
-                target,
-                postcondition,
-                dispatch,
-                receipt,
-                invocation,
-                dispatched,
-                problem,
-            })
-        };
         // A claim exists: replay, start nothing.
         if self.read_dispatch(&refs, prepared)?.is_some() {
             return self.inspect_integration(prepared);
@@ -441,64 +441,42 @@ impl Repository {
             } else {
                 Postcondition::NotObserved
             };
-            return observation(
-                Some(target),
-                postcondition,
-                None,
-                None,
-                Invocation::NotDispatched,
-                false,
-                Some(format!(
-                    "stale base: the target names {target}, not the intent's base {}; no claim was made",
-                    payload.base
-                )),
+            return self.report(
+                prepared,
+                Seen {
+                    target: Some(target),
+                    postcondition,
+                    dispatch: None,
+                    receipt: None,
+                    invocation: Invocation::NotDispatched,
+                    dispatched: false,
+                    problem: Some(format!(
+                        "stale base: the target names {target}, not the intent's base {}; no claim was made",
+                        payload.base
+                    )),
+                },
             );
         }
-        // Claim with a create-only dispatch ref naming a fresh commit.
-        let tree = empty_tree();
-        let claim = commit_object(
-            tree.id,
-            vec![prepared.intent],
-            dispatch_message(&prepared.digest, &random_nonce()?),
-        );
-        self.store
-            .write_objects(&[tree, claim.clone()], self.deadline())?;
-        let held = match self
-            .store
-            .create_ref(&refs.dispatch, &claim.id, self.deadline())?
-        {
-            RefUpdate::Applied => true,
-            RefUpdate::Refused { .. } | RefUpdate::Unknown { .. } => {
-                match self.read_direct(&refs.dispatch)? {
-                    Some(other) if other != claim.id => false,
-                    _ => {
-                        return Err(RepositoryError::GitFailed {
-                            detail: format!(
-                                "the claim {} on {} was not acknowledged; nothing was started",
-                                claim.id, refs.dispatch
-                            ),
-                        });
-                    }
-                }
-            }
-        };
-        if !held {
+        let Some(claim) = self.claim(&refs, prepared)? else {
             // Another call holds the claim: report what it left, start nothing.
             return self.inspect_integration(prepared);
-        }
+        };
         self.options.faults.reached(FaultPoint::IntegrationClaimed);
         if let Some(gate) = gate
             && let Err(reason) = consult(gate, self.options.git_timeout)
         {
             self.options.faults.reached(FaultPoint::IntegrationWithheld);
-            return observation(
-                Some(target),
-                Postcondition::NotObserved,
-                Some(claim.id),
-                None,
-                Invocation::Withheld,
-                false,
-                Some(format!("withheld before submission: {reason}")),
+            return self.report(
+                prepared,
+                Seen {
+                    target: Some(target),
+                    postcondition: Postcondition::NotObserved,
+                    dispatch: Some(claim),
+                    receipt: None,
+                    invocation: Invocation::Withheld,
+                    dispatched: false,
+                    problem: Some(format!("withheld before submission: {reason}")),
+                },
             );
         }
         let name = RefName::parse(&self.identity.target_ref)?;
@@ -514,80 +492,124 @@ impl Repository {
             self.deadline(),
         )?;
         let (after, postcondition, read_problem) = self.observe_target(prepared);
-        match outcome {
+        let (invocation, receipt, problem) = match outcome {
             RefUpdate::Applied => {
-                let receipt = commit_object(
-                    empty_tree().id,
-                    vec![claim.id],
-                    receipt_message(&prepared.digest, &payload.commit),
-                );
-                let written = self
-                    .store
-                    .write_objects(std::slice::from_ref(&receipt), self.deadline())
-                    .map_err(|error| error.to_string())
-                    .and_then(|()| {
-                        self.store
-                            .create_ref(&refs.receipt, &receipt.id, self.deadline())
-                            .map_err(|error| error.to_string())
-                    });
-                // Fired once the confirmed update's receipt write has been attempted, so a
-                // process killed here has retained what inspection needs to say confirmed.
-                self.options
-                    .faults
-                    .reached(FaultPoint::IntegrationAcknowledged);
-                let (receipt, problem) = match written {
-                    Ok(RefUpdate::Applied) => (
-                        Some(IntegrationReceipt {
-                            id: receipt.id,
-                            target: payload.commit,
-                        }),
-                        None,
-                    ),
-                    Ok(other) => (
-                        None,
-                        Some(format!(
-                            "the update is confirmed but the receipt was not retained: {other:?}"
-                        )),
-                    ),
-                    Err(error) => (
-                        None,
-                        Some(format!(
-                            "the update is confirmed but the receipt was not retained: {error}"
-                        )),
-                    ),
-                };
-                observation(
-                    after,
-                    postcondition,
-                    Some(claim.id),
-                    receipt,
-                    Invocation::Confirmed,
-                    true,
-                    problem,
-                )
+                let (receipt, problem) = self.retain_receipt(&refs, prepared, claim);
+                (Invocation::Confirmed, receipt, problem)
             }
-            RefUpdate::Refused { current } => observation(
-                after,
-                postcondition,
-                Some(claim.id),
-                None,
+            RefUpdate::Refused { current } => (
                 Invocation::Unknown,
-                true,
+                None,
                 Some(format!(
                     "the update was not confirmed (the store refused; the target read {current:?}); unknown is not failed{}",
                     suffix(read_problem)
                 )),
             ),
-            RefUpdate::Unknown { reason } => observation(
-                after,
-                postcondition,
-                Some(claim.id),
-                None,
+            RefUpdate::Unknown { reason } => (
                 Invocation::Unknown,
-                true,
+                None,
                 Some(format!(
                     "the update was not confirmed: {reason}{}",
                     suffix(read_problem)
+                )),
+            ),
+        };
+        self.report(
+            prepared,
+            Seen {
+                target: after,
+                postcondition,
+                dispatch: Some(claim),
+                receipt,
+                invocation,
+                dispatched: true,
+                problem,
+            },
+        )
+    }
+
+    /// Claims the intent with a create-only dispatch ref naming a fresh commit D. `Some(D)`
+    /// when this call holds the claim, `None` when another call's claim won; `Err`
+    /// (`git-failed`) when the store did not acknowledge the claim and the ref is absent or
+    /// names this call's own D: nothing was started.
+    fn claim(
+        &self,
+        refs: &IntegrationRefs,
+        prepared: &PreparedIntegration,
+    ) -> Result<Option<ObjectId>, RepositoryError> {
+        let tree = empty_tree();
+        let claim = commit_object(
+            tree.id,
+            vec![prepared.intent],
+            dispatch_message(&prepared.digest, &random_nonce()?),
+        );
+        self.store
+            .write_objects(&[tree, claim.clone()], self.deadline())?;
+        match self
+            .store
+            .create_ref(&refs.dispatch, &claim.id, self.deadline())?
+        {
+            RefUpdate::Applied => Ok(Some(claim.id)),
+            RefUpdate::Refused { .. } | RefUpdate::Unknown { .. } => {
+                match self.read_direct(&refs.dispatch)? {
+                    Some(other) if other != claim.id => Ok(None),
+                    _ => Err(RepositoryError::GitFailed {
+                        detail: format!(
+                            "the claim {} on {} was not acknowledged; nothing was started",
+                            claim.id, refs.dispatch
+                        ),
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Writes the receipt R (parent D) of a confirmed update. A receipt that cannot be
+    /// retained keeps the update confirmed, with the reason as the problem.
+    fn retain_receipt(
+        &self,
+        refs: &IntegrationRefs,
+        prepared: &PreparedIntegration,
+        claim: ObjectId,
+    ) -> (Option<IntegrationReceipt>, Option<String>) {
+        let target = prepared.payload.commit;
+        let receipt = commit_object(
+            empty_tree().id,
+            vec![claim],
+            receipt_message(&prepared.digest, &target),
+        );
+        let written = self
+            .store
+            .write_objects(std::slice::from_ref(&receipt), self.deadline())
+            .map_err(|error| error.to_string())
+            .and_then(|()| {
+                self.store
+                    .create_ref(&refs.receipt, &receipt.id, self.deadline())
+                    .map_err(|error| error.to_string())
+            });
+        // Fired once the receipt write has been attempted, so a process killed here has
+        // retained what inspection needs to say confirmed.
+        self.options
+            .faults
+            .reached(FaultPoint::IntegrationAcknowledged);
+        match written {
+            Ok(RefUpdate::Applied) => (
+                Some(IntegrationReceipt {
+                    id: receipt.id,
+                    target,
+                }),
+                None,
+            ),
+            Ok(other) => (
+                None,
+                Some(format!(
+                    "the update is confirmed but the receipt was not retained: {other:?}"
+                )),
+            ),
+            Err(error) => (
+                None,
+                Some(format!(
+                    "the update is confirmed but the receipt was not retained: {error}"
                 )),
             ),
         }

@@ -121,6 +121,17 @@ impl IntegrationObservation {
     }
 }
 
+/// What one call read or did, before it is stamped as an observation.
+pub(super) struct Seen {
+    pub target: Option<ObjectId>,
+    pub postcondition: Postcondition,
+    pub dispatch: Option<ObjectId>,
+    pub receipt: Option<IntegrationReceipt>,
+    pub invocation: Invocation,
+    pub dispatched: bool,
+    pub problem: Option<String>,
+}
+
 /// RFC 3339 UTC with milliseconds, from the system clock.
 pub(super) fn now_rfc3339() -> String {
     let since = SystemTime::now()

@@ -61,13 +61,7 @@ impl IntegrationPayload {
                 ]),
             ),
             ("product", self.product.as_str().into()),
-            (
-                "slice",
-                object([
-                    ("id", self.slice.id.as_str().into()),
-                    ("revision", int(self.slice.revision)),
-                ]),
-            ),
+            ("slice", self.slice.to_value()),
             ("repository", self.repository.to_value()),
             ("ref", self.target_ref.as_str().into()),
             ("base", self.base.to_hex().into()),
