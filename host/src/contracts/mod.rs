@@ -1,9 +1,15 @@
 //! The contracts every backend implements, with their request, answer and error types; and
 //! nothing else. Later issues add the Executor, EvidenceStore and Gate beside ObjectStore.
 
+pub mod executor;
 pub mod gate;
 pub mod object_store;
 
+pub use executor::{
+    BOUNDS_PROTOCOL, CancelToken, Enforcement, Executor, ExecutorError, LandlockStatus,
+    NamespaceDisposition, ProfileDescription, ReadableKind, ReadablePath, RunAnswer, RunBounds,
+    RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
+};
 pub use gate::{Gate, GateAnswer, GateError, is_valid_reason};
 pub use object_store::{
     EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreFactory, READ_FRAMING_BYTES, RefName,

@@ -5,4 +5,5 @@
 //! A backend's test crate implements the suite's `Harness` and calls its `run_all`; each case
 //! is also a public function, so a failing one can be run alone.
 
+pub mod executor;
 pub mod object_store;

@@ -5,6 +5,8 @@
 //! Every backend here passes the same conformance suite as the real ones
 //! ([`crate::conformance`]).
 
+mod executor;
 mod object_store;
 
+pub use executor::{ScriptedExecutor, ScriptedRun};
 pub use object_store::{InMemoryObjectStore, InMemoryObjectStoreFactory};

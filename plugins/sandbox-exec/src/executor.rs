@@ -1,0 +1,429 @@
+//! The configured Executor: one runtime, one profile, one launcher.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sf_host::contracts::{
+    CancelToken, Enforcement, Executor, ExecutorError, LandlockStatus, ProfileDescription,
+    RunAnswer, RunIdentities, RunRequest, RuntimeDescription,
+};
+use sf_host::snapshot::SnapshotFile;
+
+use crate::plan::{LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan, PlanFile, Resource};
+use crate::profile::{
+    self, HOSTNAME, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits, NetworkMode, PROC_OPTIONS,
+    PROGRAM_DIR, Profile, ROOT_TMPFS_OPTIONS, SCRATCH_DIR, STAGE,
+};
+use crate::runtime::{BindSource, Runtime, RuntimeConfig, device_sources};
+use crate::supervisor::{Launch, supervise};
+
+/// The file name of the launcher program built by this crate.
+pub const LAUNCHER_NAME: &str = "sf-sandbox-launcher";
+
+/// How the sandbox-exec Executor is configured.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxConfig {
+    pub runtime: RuntimeConfig,
+    #[serde(default)]
+    pub limits: Limits,
+    /// The launcher program. `None`: `sf-sandbox-launcher` in the directory of the current
+    /// executable, else in its parent directory (where Cargo puts binaries relative to test
+    /// and example executables).
+    #[serde(default)]
+    pub launcher: Option<PathBuf>,
+    /// The host uid and gid the sandbox runs as when sf runs as root (default: 65534, nobody).
+    #[serde(default = "default_outside_id")]
+    pub outside_id_when_root: u32,
+    /// How the network namespace is made. `None`: one shared empty namespace when sf runs as
+    /// root (cheaper), a new one per run otherwise (the only way without privilege).
+    #[serde(default)]
+    pub network: Option<NetworkMode>,
+}
+
+fn default_outside_id() -> u32 {
+    profile::DEFAULT_OUTSIDE_ID_WHEN_ROOT
+}
+
+impl SandboxConfig {
+    /// The defaults for `runtime`.
+    pub fn new(runtime: RuntimeConfig) -> Self {
+        Self {
+            runtime,
+            limits: Limits::default(),
+            launcher: None,
+            outside_id_when_root: default_outside_id(),
+            network: None,
+        }
+    }
+}
+
+/// Runs programs confined (see the crate documentation).
+#[derive(Debug)]
+pub struct SandboxExecutor {
+    runtime: Runtime,
+    profile: Profile,
+    launcher: PathBuf,
+    devices: std::collections::BTreeMap<PathBuf, BindSource>,
+    network: Option<OwnedFd>,
+}
+
+fn invalid(input: String, rule: &'static str) -> ExecutorError {
+    ExecutorError::InvalidInput { input, rule }
+}
+
+impl SandboxExecutor {
+    /// Resolves the runtime, compiles the profile, finds and checks the launcher and, in the
+    /// shared network mode, makes the empty network namespace. Runs nothing.
+    pub fn new(config: SandboxConfig) -> Result<Self, ExecutorError> {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        if config.outside_id_when_root == 0 {
+            return Err(invalid(
+                "outside_id_when_root = 0".to_owned(),
+                "the sandbox never runs as host root",
+            ));
+        }
+        let runtime = Runtime::new(config.runtime.clone(), root)?;
+        for path in runtime
+            .layout()
+            .binds
+            .keys()
+            .chain(runtime.layout().symlinks.keys())
+            .chain(runtime.layout().directories.iter())
+        {
+            if profile::is_reserved(path) {
+                return Err(invalid(
+                    format!("runtime path {}", path.display()),
+                    "a runtime path is not under /sf, /proc or /dev, which the sandbox reserves",
+                ));
+            }
+        }
+        let network = match config.network {
+            Some(mode) => mode,
+            None if root => NetworkMode::SharedEmpty,
+            None => NetworkMode::New,
+        };
+        let shared = match network {
+            NetworkMode::SharedEmpty => Some(empty_network_namespace()?),
+            NetworkMode::New => None,
+        };
+        let profile = Profile::new(config.limits, network, config.outside_id_when_root)?;
+        let launcher = find_launcher(config.launcher.as_deref())?;
+        Ok(Self {
+            runtime,
+            profile,
+            launcher,
+            devices: device_sources()?,
+            network: shared,
+        })
+    }
+
+    /// The launcher program this Executor starts.
+    pub fn launcher(&self) -> &Path {
+        &self.launcher
+    }
+
+    /// The runtime as configured.
+    pub fn runtime_config(&self) -> &RuntimeConfig {
+        self.runtime.config()
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &Limits {
+        &self.profile.limits
+    }
+
+    /// How each run's network namespace is made.
+    pub fn network(&self) -> NetworkMode {
+        self.profile.network
+    }
+
+    fn plan(&self, request: &RunRequest) -> Result<Plan, ExecutorError> {
+        let text = |path: &Path| crate::runtime::path_text(path);
+        let mut rules = Vec::new();
+        for (path, source) in &self.runtime.layout().binds {
+            let access = if source.directory {
+                profile::runtime_directory_access()
+            } else {
+                profile::runtime_file_access()
+            };
+            rules.push(LandlockRule {
+                path: text(path)?,
+                access: access.bits(),
+            });
+        }
+        for (path, access) in [
+            (PROGRAM_DIR, profile::snapshot_access()),
+            (INPUT_DIR, profile::snapshot_access()),
+            (SCRATCH_DIR, profile::scratch_access()),
+            ("/proc", profile::proc_access()),
+        ] {
+            rules.push(LandlockRule {
+                path: path.to_owned(),
+                access: access.bits(),
+            });
+        }
+        for device in self.devices.keys() {
+            let device = text(device)?;
+            rules.push(LandlockRule {
+                access: profile::device_access(&device).bits(),
+                path: device,
+            });
+        }
+        let limits = &self.profile.limits;
+        let executable = text(&self.runtime.config().executable)?;
+        let mut argv = vec![
+            executable.clone(),
+            format!("{PROGRAM_DIR}/{}", request.entry),
+        ];
+        argv.extend(request.args.iter().cloned());
+        Ok(Plan {
+            protocol: PLAN_PROTOCOL,
+            outside_id_when_root: self.profile.outside_id_when_root,
+            inside_id: INSIDE_ID,
+            join_network: self.network.is_some(),
+            hostname: HOSTNAME.to_owned(),
+            stage: STAGE.to_owned(),
+            root_tmpfs_options: ROOT_TMPFS_OPTIONS.to_owned(),
+            layout: self.runtime.layout().clone(),
+            devices: self.devices.clone(),
+            proc_options: PROC_OPTIONS.to_owned(),
+            program_dir: PROGRAM_DIR.to_owned(),
+            program_options: snapshot_tmpfs_options(&request.program),
+            input_dir: INPUT_DIR.to_owned(),
+            input_options: snapshot_tmpfs_options(&request.input),
+            scratch_dir: SCRATCH_DIR.to_owned(),
+            scratch_options: profile::scratch_options(limits),
+            program: plan_files(&request.program),
+            input: plan_files(&request.input),
+            landlock: LandlockPlan {
+                abi: LANDLOCK_ABI_NUMBER,
+                handled_fs: profile::handled_fs().bits(),
+                handled_net: profile::handled_net().bits(),
+                scopes: profile::scopes().bits(),
+                rules,
+            },
+            seccomp: self
+                .profile
+                .filters
+                .iter()
+                .map(|filter| hex::encode(filter.bytes()))
+                .collect(),
+            rlimits: vec![
+                (
+                    Resource::Cpu,
+                    limits.cpu_seconds,
+                    limits.cpu_seconds.saturating_add(1),
+                ),
+                (
+                    Resource::AddressSpace,
+                    limits.address_space_bytes,
+                    limits.address_space_bytes,
+                ),
+                (
+                    Resource::FileSize,
+                    limits.file_size_bytes,
+                    limits.file_size_bytes,
+                ),
+                (Resource::OpenFiles, limits.open_files, limits.open_files),
+                (Resource::Processes, limits.processes, limits.processes),
+                (Resource::Core, 0, 0),
+            ],
+            environment: profile::environment()
+                .into_iter()
+                .map(|(key, value)| (key.to_owned(), value.to_owned()))
+                .collect(),
+            cwd: PROGRAM_DIR.to_owned(),
+            executable,
+            argv,
+        })
+    }
+}
+
+fn plan_files(files: &[SnapshotFile]) -> Vec<PlanFile> {
+    files
+        .iter()
+        .map(|file| PlanFile {
+            path: file.path.clone(),
+            size: file.content.len() as u64,
+        })
+        .collect()
+}
+
+/// tmpfs options that fit `files` exactly enough: their pages, one inode per file and
+/// directory, and a little slack.
+fn snapshot_tmpfs_options(files: &[SnapshotFile]) -> String {
+    const PAGE: u64 = 4096;
+    let pages: u64 = files
+        .iter()
+        .map(|file| (file.content.len() as u64).div_ceil(PAGE))
+        .sum();
+    let mut directories = std::collections::BTreeSet::new();
+    for file in files {
+        let mut path = Path::new(&file.path);
+        while let Some(parent) = path.parent() {
+            if parent.as_os_str().is_empty() {
+                break;
+            }
+            directories.insert(parent.to_path_buf());
+            path = parent;
+        }
+    }
+    format!(
+        "size={},nr_inodes={},mode=0755",
+        (pages + 16) * PAGE,
+        files.len() + directories.len() + 16
+    )
+}
+
+impl Executor for SandboxExecutor {
+    fn describe_runtime(&self) -> Result<RuntimeDescription, ExecutorError> {
+        self.runtime.describe()
+    }
+
+    fn profile(&self) -> Result<ProfileDescription, ExecutorError> {
+        Ok(self.profile.description.clone())
+    }
+
+    fn run(&self, request: &RunRequest, cancel: &CancelToken) -> Result<RunAnswer, ExecutorError> {
+        if cancel.is_cancelled() {
+            return Err(ExecutorError::Aborted);
+        }
+        let (program, input) = request.check()?;
+        let runtime = self.runtime.describe()?;
+        let plan = self.plan(request)?;
+        let header = serde_json::to_vec(&plan).map_err(|error| ExecutorError::Unavailable {
+            mechanism: "launcher".to_owned(),
+            reason: format!("the plan did not encode: {error}"),
+        })?;
+        let files = request
+            .program
+            .iter()
+            .chain(request.input.iter())
+            .map(|file| file.content.as_slice())
+            .collect();
+        let ran = supervise(Launch {
+            launcher: &self.launcher,
+            header,
+            files,
+            network: self.network.as_ref().map(|fd| fd.as_fd()),
+            bounds: request.bounds,
+            cancel,
+        })?;
+        let enforcement = match &ran.landlock {
+            Some((abi, status)) if status == LandlockStatus::FullyEnforced.code() => Enforcement {
+                landlock_abi: *abi,
+                landlock: LandlockStatus::FullyEnforced,
+            },
+            Some((abi, _)) => Enforcement {
+                landlock_abi: *abi,
+                landlock: LandlockStatus::PartiallyEnforced,
+            },
+            None => Enforcement {
+                landlock_abi: 0,
+                landlock: LandlockStatus::NotEnforced,
+            },
+        };
+        Ok(RunAnswer {
+            status: ran.status,
+            exit_code: ran.exit_code,
+            signal: ran.signal,
+            stdout: ran.stdout,
+            stderr: ran.stderr,
+            times: ran.times,
+            bounds: request.bounds,
+            identities: RunIdentities {
+                program,
+                input,
+                runtime: runtime.digest,
+                profile: self.profile.description.digest.clone(),
+                bounds: request.bounds.digest(),
+                enforcement,
+            },
+            namespace: ran.namespace,
+            problems: ran.problems,
+        })
+    }
+}
+
+/// Makes an empty network namespace owned by the initial user namespace, held by a
+/// descriptor: a short-lived thread unshares its own network namespace and opens it.
+fn empty_network_namespace() -> Result<OwnedFd, ExecutorError> {
+    let made = std::thread::spawn(|| -> std::io::Result<OwnedFd> {
+        // SAFETY: unshare of this thread's network namespace only; the thread ends next.
+        if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let file = std::fs::File::open("/proc/thread-self/ns/net")?;
+        Ok(OwnedFd::from(file))
+    })
+    .join();
+    match made {
+        Ok(Ok(fd)) => Ok(fd),
+        Ok(Err(error)) => Err(ExecutorError::Unavailable {
+            mechanism: "network-namespace".to_owned(),
+            reason: format!("making the shared empty network namespace: {error}"),
+        }),
+        Err(_) => Err(ExecutorError::Unavailable {
+            mechanism: "network-namespace".to_owned(),
+            reason: "the thread making the network namespace panicked".to_owned(),
+        }),
+    }
+}
+
+/// Finds the launcher and checks that no one but root or this user can change it.
+fn find_launcher(configured: Option<&Path>) -> Result<PathBuf, ExecutorError> {
+    let candidates: Vec<PathBuf> = match configured {
+        Some(path) => vec![path.to_path_buf()],
+        None => {
+            let exe = std::env::current_exe().map_err(|error| ExecutorError::Unavailable {
+                mechanism: "launcher".to_owned(),
+                reason: format!("the current executable is unknown: {error}"),
+            })?;
+            exe.ancestors()
+                .skip(1)
+                .take(2)
+                .map(|dir| dir.join(LAUNCHER_NAME))
+                .collect()
+        }
+    };
+    let Some(found) = candidates.iter().find(|path| path.is_file()) else {
+        return Err(ExecutorError::Unavailable {
+            mechanism: "launcher".to_owned(),
+            reason: format!(
+                "{LAUNCHER_NAME} was not found (looked at {}); build it with `cargo build -p \
+                 sf-sandbox-exec` and keep it beside the sf executable, or configure its path",
+                candidates
+                    .iter()
+                    .map(|path| path.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
+    };
+    let path = found
+        .canonicalize()
+        .map_err(|error| ExecutorError::Unavailable {
+            mechanism: "launcher".to_owned(),
+            reason: format!("{}: {error}", found.display()),
+        })?;
+    let metadata = std::fs::metadata(&path).map_err(|error| ExecutorError::Unavailable {
+        mechanism: "launcher".to_owned(),
+        reason: format!("{}: {error}", path.display()),
+    })?;
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let mode = metadata.permissions().mode();
+    if (metadata.uid() != 0 && metadata.uid() != euid) || mode & 0o022 != 0 || mode & 0o100 == 0 {
+        return Err(ExecutorError::Unavailable {
+            mechanism: "launcher".to_owned(),
+            reason: format!(
+                "{} must be executable, owned by root or this user and writable by no one else",
+                path.display()
+            ),
+        });
+    }
+    Ok(path)
+}

@@ -1,0 +1,255 @@
+//! The program's process: every per-process confinement, then the exec of the runtime.
+//!
+//! Order matters: descriptors first (so nothing inherited survives), rlimits, then the
+//! capability steps that themselves need CAP_SETPCAP (securebits, bounding set), then the
+//! empty capability sets and no_new_privs, then Landlock and finally seccomp (whose filter
+//! still allows the report write and the exec).
+
+use std::ffi::CString;
+use std::os::fd::RawFd;
+
+use landlock::{
+    AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+};
+
+use super::sys::{self, Failure, Step, check, cstring};
+use super::{SOCKET, fail, report};
+use crate::plan::{Plan, Report, Resource};
+use crate::seccomp;
+
+/// Confines this process as `plan` says and execs the runtime. Never returns.
+pub fn confine_and_exec(plan: &Plan) -> ! {
+    // SAFETY: a duplicate of the report socket that closes itself on exec.
+    let channel = unsafe { libc::fcntl(SOCKET, libc::F_DUPFD_CLOEXEC, 3) };
+    let channel = if channel < 0 { SOCKET } else { channel };
+    super::REPORTS.store(channel, std::sync::atomic::Ordering::SeqCst);
+    match confine(plan, channel) {
+        Ok(exec) => {
+            report(channel, &exec.report);
+            // SAFETY: null-terminated arrays of pointers into CStrings that live until exec.
+            unsafe {
+                libc::execve(exec.path.as_ptr(), exec.argv.as_ptr(), exec.envp.as_ptr());
+            }
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            report(channel, &Report::ExecFailed { errno });
+            sys::exit_now(127)
+        }
+        Err(failure) => {
+            report(channel, &fail(failure));
+            sys::exit_now(126)
+        }
+    }
+}
+
+/// What execve needs, prepared before seccomp applies.
+struct Exec {
+    path: CString,
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+    report: Report,
+}
+
+fn confine(plan: &Plan, channel: RawFd) -> Step<Exec> {
+    // SAFETY: setsid and descriptor juggling on this process's own table.
+    unsafe {
+        // A new session: no controlling terminal to inject input into.
+        libc::setsid();
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
+        if null < 0 {
+            return Err(Failure::last("file-descriptors", "open /dev/null"));
+        }
+        if libc::dup2(null, 0) < 0 {
+            return Err(Failure::last("file-descriptors", "dup2 /dev/null"));
+        }
+        if null != 0 {
+            libc::close(null);
+        }
+    }
+    if channel >= 3 {
+        sys::close_range(3, channel as u32 - 1);
+        sys::close_range(channel as u32 + 1, u32::MAX);
+    } else {
+        sys::close_range(3, u32::MAX);
+    }
+
+    for (resource, soft, hard) in &plan.rlimits {
+        let which = match resource {
+            Resource::Cpu => libc::RLIMIT_CPU,
+            Resource::AddressSpace => libc::RLIMIT_AS,
+            Resource::FileSize => libc::RLIMIT_FSIZE,
+            Resource::OpenFiles => libc::RLIMIT_NOFILE,
+            Resource::Processes => libc::RLIMIT_NPROC,
+            Resource::Core => libc::RLIMIT_CORE,
+        };
+        let limit = libc::rlimit {
+            rlim_cur: *soft,
+            rlim_max: *hard,
+        };
+        // SAFETY: a valid rlimit.
+        check(
+            unsafe { libc::setrlimit(which, &limit) }.into(),
+            "rlimits",
+            format!("setrlimit {resource:?}"),
+        )?;
+    }
+
+    std::env::set_current_dir(&plan.cwd)
+        .map_err(|error| Failure::new("mount", format!("chdir {}: {error}", plan.cwd)))?;
+
+    // Everything execve needs, allocated now.
+    let path = cstring(&plan.executable, "exec")?;
+    let mut strings = Vec::new();
+    for arg in &plan.argv {
+        strings.push(cstring(arg, "exec")?);
+    }
+    let argc = strings.len();
+    for (key, value) in &plan.environment {
+        strings.push(cstring(&format!("{key}={value}"), "exec")?);
+    }
+    let mut argv: Vec<*const libc::c_char> = strings[..argc].iter().map(|s| s.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = strings[argc..].iter().map(|s| s.as_ptr()).collect();
+    envp.push(std::ptr::null());
+    let filters = plan
+        .seccomp
+        .iter()
+        .map(|text| {
+            hex::decode(text)
+                .ok()
+                .and_then(|bytes| seccomp::decode(&bytes))
+                .ok_or_else(|| Failure::new("seccomp", "a filter in the plan does not decode"))
+        })
+        .collect::<Step<Vec<_>>>()?;
+
+    drop_capabilities()?;
+    // SAFETY: prctl with integer arguments.
+    check(
+        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into(),
+        "no-new-privs",
+        "PR_SET_NO_NEW_PRIVS",
+    )?;
+    let landlock = apply_landlock(plan)?;
+    for filter in &filters {
+        seccompiler::apply_filter(filter)
+            .map_err(|error| Failure::new("seccomp", format!("installing a filter: {error}")))?;
+    }
+    Ok(Exec {
+        path,
+        _strings: strings,
+        argv,
+        envp,
+        report: landlock,
+    })
+}
+
+fn drop_capabilities() -> Step {
+    const SECBIT_NOROOT: libc::c_ulong = 1 << 0;
+    const SECBIT_NOROOT_LOCKED: libc::c_ulong = 1 << 1;
+    const SECBIT_NO_SETUID_FIXUP: libc::c_ulong = 1 << 2;
+    const SECBIT_NO_SETUID_FIXUP_LOCKED: libc::c_ulong = 1 << 3;
+    const SECBIT_KEEP_CAPS_LOCKED: libc::c_ulong = 1 << 5;
+    const SECBIT_NO_CAP_AMBIENT_RAISE: libc::c_ulong = 1 << 6;
+    const SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED: libc::c_ulong = 1 << 7;
+    // SAFETY: prctl with integer arguments.
+    unsafe {
+        check(
+            libc::prctl(
+                libc::PR_SET_SECUREBITS,
+                SECBIT_NOROOT
+                    | SECBIT_NOROOT_LOCKED
+                    | SECBIT_NO_SETUID_FIXUP
+                    | SECBIT_NO_SETUID_FIXUP_LOCKED
+                    | SECBIT_KEEP_CAPS_LOCKED
+                    | SECBIT_NO_CAP_AMBIENT_RAISE
+                    | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+                0,
+                0,
+                0,
+            )
+            .into(),
+            "capabilities",
+            "PR_SET_SECUREBITS",
+        )?;
+        // Every capability the kernel knows: dropping one past the last fails with EINVAL.
+        for capability in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 {
+                if std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                    break;
+                }
+                return Err(Failure::last(
+                    "capabilities",
+                    format!("PR_CAPBSET_DROP {capability}"),
+                ));
+            }
+        }
+        check(
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_CLEAR_ALL,
+                0,
+                0,
+                0,
+            )
+            .into(),
+            "capabilities",
+            "PR_CAP_AMBIENT_CLEAR_ALL",
+        )?;
+    }
+    sys::capset_empty().map_err(|error| Failure::new("capabilities", format!("capset: {error}")))
+}
+
+fn apply_landlock(plan: &Plan) -> Step<Report> {
+    let kernel_abi = sys::landlock_abi();
+    let wanted = plan.landlock.abi;
+    if kernel_abi < wanted {
+        return Err(Failure::new(
+            "landlock",
+            format!(
+                "the profile needs Landlock ABI {wanted} but the kernel offers {kernel_abi}; \
+                 nothing runs with less confinement"
+            ),
+        ));
+    }
+    let invalid = |what: &str| Failure::new("landlock", format!("the plan's {what} do not decode"));
+    let handled_fs =
+        BitFlags::<AccessFs>::from_bits(plan.landlock.handled_fs).map_err(|_| invalid("rights"))?;
+    let handled_net = BitFlags::<AccessNet>::from_bits(plan.landlock.handled_net)
+        .map_err(|_| invalid("network rights"))?;
+    let scopes =
+        BitFlags::<Scope>::from_bits(plan.landlock.scopes).map_err(|_| invalid("scopes"))?;
+    let error = |error: landlock::RulesetError| Failure::new("landlock", error.to_string());
+    let mut ruleset = Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(handled_fs)
+        .map_err(error)?
+        .handle_access(handled_net)
+        .map_err(error)?
+        .scope(scopes)
+        .map_err(error)?
+        .create()
+        .map_err(error)?;
+    for rule in &plan.landlock.rules {
+        let access = BitFlags::<AccessFs>::from_bits(rule.access).map_err(|_| invalid("rules"))?;
+        let fd = PathFd::new(&rule.path)
+            .map_err(|error| Failure::new("landlock", format!("{}: {error}", rule.path)))?;
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(error)?;
+    }
+    let status = ruleset.restrict_self().map_err(error)?;
+    if status.ruleset != RulesetStatus::FullyEnforced || !status.no_new_privs {
+        return Err(Failure::new(
+            "landlock",
+            format!(
+                "the ruleset was not fully enforced ({:?}); nothing runs with less confinement",
+                status.ruleset
+            ),
+        ));
+    }
+    Ok(Report::Confined {
+        landlock_abi: kernel_abi,
+        landlock: "fully-enforced".to_owned(),
+    })
+}

@@ -1,0 +1,408 @@
+//! The launcher: the small, single-threaded helper program (`sf-sandbox-launcher`) that
+//! builds the sandbox and execs the runtime in it.
+//!
+//! The supervisor starts it with `std::process::Command`; nothing runs between that fork and
+//! the exec but std's own async-signal-safe steps, and everything below runs in a fresh,
+//! single-threaded process. Three processes take part:
+//!
+//! 1. The launcher (host pid namespace): closes every inherited descriptor, reads the plan,
+//!    enters the shared empty network namespace when one is passed, gives up root for the
+//!    configured unprivileged user when started as root, sets its parent-death signal,
+//!    unshares user, mount, pid, ipc, uts (and, without a shared one, network) namespaces,
+//!    maps its user to the unprivileged id inside with setgroups denied, sets the host name
+//!    and forks the init. Then it only watches: it kills the init (SIGKILL) when the
+//!    supervisor asks or goes away, and reports the init's end and resource use.
+//! 2. The init (pid 1 of the new pid namespace): builds the root (see [`mounts`]), pivots
+//!    into it, forks the program's process, reaps, reports how that process ended, and
+//!    exits, which makes the kernel kill everything left in the namespace.
+//! 3. The program's process (see [`confine`]): drops every privilege, applies Landlock,
+//!    seccomp and rlimits, closes every other descriptor and execs the runtime.
+
+mod confine;
+mod mounts;
+pub(crate) mod sys;
+
+use std::io::Read;
+use std::os::fd::{FromRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use crate::plan::{MAX_HEADER_BYTES, PLAN_PROTOCOL, Plan, Report};
+use sys::{Failure, Step, check};
+
+/// The launcher's end of the socket to the supervisor.
+const SOCKET: RawFd = 0;
+
+/// Where reports go: [`SOCKET`], until the program's process moves it out of the way.
+static REPORTS: AtomicI32 = AtomicI32::new(SOCKET);
+
+/// The launcher's entry point. Never returns.
+pub fn main() -> ! {
+    // A panic is a setup failure like any other: report it and stop, never run on.
+    std::panic::set_hook(Box::new(|info| {
+        report(
+            REPORTS.load(Ordering::SeqCst),
+            &Report::Fail {
+                mechanism: "launcher".to_owned(),
+                detail: format!("the launcher panicked: {info}"),
+            },
+        );
+        sys::exit_now(126);
+    }));
+    // Descriptors the supervisor's process left open without close-on-exec must not reach
+    // the sandbox: close them before anything else.
+    sys::close_range(3, u32::MAX);
+    match launch() {
+        Ok(code) => sys::exit_now(code),
+        Err(failure) => {
+            report(SOCKET, &fail(failure));
+            sys::exit_now(126)
+        }
+    }
+}
+
+fn fail(failure: Failure) -> Report {
+    Report::Fail {
+        mechanism: failure.mechanism.to_owned(),
+        detail: failure.detail,
+    }
+}
+
+/// Writes one report line.
+pub(crate) fn report(fd: RawFd, report: &Report) {
+    let mut line = report.encode().into_bytes();
+    line.push(b'\n');
+    sys::write_all(fd, &line);
+}
+
+/// The plan and the bytes of every program and input file, in plan order.
+struct Received {
+    plan: Plan,
+    files: Vec<Vec<u8>>,
+    network: Option<RawFd>,
+}
+
+fn read_plan() -> Step<Received> {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut length = [0u8; 8];
+    let mut cmsg = nix::cmsg_space!([RawFd; 1]);
+    let mut network = None;
+    let first = {
+        let mut iov = [std::io::IoSliceMut::new(&mut length)];
+        let message = recvmsg::<()>(
+            SOCKET,
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        )
+        .map_err(|error| Failure::new("launcher", format!("reading the plan: {error}")))?;
+        for control in message
+            .cmsgs()
+            .map_err(|error| Failure::new("launcher", format!("reading the plan: {error}")))?
+        {
+            if let ControlMessageOwned::ScmRights(fds) = control {
+                for fd in fds {
+                    if network.is_none() {
+                        network = Some(fd);
+                    } else {
+                        // SAFETY: a descriptor just received and owned by no one else.
+                        unsafe { libc::close(fd) };
+                    }
+                }
+            }
+        }
+        message.bytes
+    };
+    // SAFETY: fd 0 is the socket the supervisor gave; it stays open for the whole process,
+    // so the stream is never dropped (it is forgotten below).
+    let mut socket = std::mem::ManuallyDrop::new(unsafe { UnixStream::from_raw_fd(SOCKET) });
+    let read_error =
+        |error: std::io::Error| Failure::new("launcher", format!("reading the plan: {error}"));
+    socket
+        .read_exact(&mut length[first..])
+        .map_err(read_error)?;
+    let header_length = u64::from_le_bytes(length);
+    if header_length > MAX_HEADER_BYTES {
+        return Err(Failure::new("launcher", "the plan header is too large"));
+    }
+    let mut header = vec![0u8; header_length as usize];
+    socket.read_exact(&mut header).map_err(read_error)?;
+    let plan: Plan = serde_json::from_slice(&header)
+        .map_err(|error| Failure::new("launcher", format!("the plan does not parse: {error}")))?;
+    if plan.protocol != PLAN_PROTOCOL {
+        return Err(Failure::new(
+            "launcher",
+            format!(
+                "plan protocol {} but this launcher speaks {PLAN_PROTOCOL}; install the \
+                 launcher built with this plugin",
+                plan.protocol
+            ),
+        ));
+    }
+    if plan.file_bytes() > 2 * sf_host::snapshot::MAX_SNAPSHOT_BYTES {
+        return Err(Failure::new("launcher", "the plan's files are too large"));
+    }
+    let mut files = Vec::with_capacity(plan.program.len() + plan.input.len());
+    for file in plan.program.iter().chain(plan.input.iter()) {
+        let mut bytes = vec![0u8; file.size as usize];
+        socket.read_exact(&mut bytes).map_err(read_error)?;
+        files.push(bytes);
+    }
+    Ok(Received {
+        plan,
+        files,
+        network,
+    })
+}
+
+/// The launcher's own steps; returns its exit code once the init has been reaped.
+fn launch() -> Step<i32> {
+    let received = read_plan()?;
+    let plan = &received.plan;
+
+    let mut namespaces = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    if plan.join_network {
+        let fd = received
+            .network
+            .ok_or_else(|| Failure::new("network-namespace", "no namespace descriptor came"))?;
+        // SAFETY: setns on a received descriptor; it is closed right after.
+        let rc = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
+        check(
+            rc.into(),
+            "network-namespace",
+            "setns into the shared network namespace",
+        )?;
+        // SAFETY: our own descriptor, not used again.
+        unsafe { libc::close(fd) };
+    } else {
+        namespaces |= libc::CLONE_NEWNET;
+    }
+
+    // SAFETY: plain credential queries and changes of this single-threaded process.
+    let outside = unsafe {
+        if libc::geteuid() == 0 {
+            let id = plan.outside_id_when_root;
+            check(
+                libc::setgroups(0, std::ptr::null()).into(),
+                "identity",
+                "setgroups",
+            )?;
+            check(libc::setresgid(id, id, id).into(), "identity", "setresgid")?;
+            check(libc::setresuid(id, id, id).into(), "identity", "setresuid")?;
+            // A credential change clears the dumpable flag, which would make /proc/self/*
+            // root-owned and the uid map unwritable.
+            check(
+                libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0).into(),
+                "identity",
+                "dumpable",
+            )?;
+            (id, id)
+        } else {
+            (libc::geteuid(), libc::getegid())
+        }
+    };
+    if outside.0 == 0 {
+        return Err(Failure::new(
+            "identity",
+            "the sandbox would run as host root; configure a non-zero outside id",
+        ));
+    }
+    // If the supervisor's thread goes away, so does the launcher (and with it, the init).
+    // SAFETY: prctl with integer arguments. Set after the credential change, which clears it.
+    check(
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) }.into(),
+        "launcher",
+        "PR_SET_PDEATHSIG",
+    )?;
+
+    // SAFETY: unshare of a single-threaded process.
+    check(
+        unsafe { libc::unshare(namespaces) }.into(),
+        "user-namespace",
+        "unshare(user, mount, pid, ipc, uts, network)",
+    )?;
+    write_file("/proc/self/setgroups", "deny")?;
+    write_file(
+        "/proc/self/uid_map",
+        &format!("{} {} 1\n", plan.inside_id, outside.0),
+    )?;
+    write_file(
+        "/proc/self/gid_map",
+        &format!("{} {} 1\n", plan.inside_id, outside.1),
+    )?;
+    let hostname = plan.hostname.as_bytes();
+    // SAFETY: a valid buffer of the given length.
+    check(
+        unsafe { libc::sethostname(hostname.as_ptr().cast(), hostname.len()) }.into(),
+        "uts-namespace",
+        "sethostname",
+    )?;
+
+    // The init learns that the launcher died through this pipe's other end closing.
+    let mut alive = [0 as RawFd; 2];
+    // SAFETY: a two-element array for pipe2.
+    check(
+        unsafe { libc::pipe2(alive.as_mut_ptr(), libc::O_CLOEXEC) }.into(),
+        "launcher",
+        "pipe2",
+    )?;
+    // SAFETY: fork of a single-threaded process; the child runs only its own code.
+    let init = unsafe { libc::fork() };
+    check(init.into(), "pid-namespace", "fork of the namespace's init")?;
+    if init == 0 {
+        // SAFETY: closing the child's copy of the write end.
+        unsafe { libc::close(alive[1]) };
+        init_main(&received, alive[0]);
+    }
+    // SAFETY: closing our copy of the read end.
+    unsafe { libc::close(alive[0]) };
+    watch(init)
+}
+
+fn write_file(path: &str, content: &str) -> Step {
+    std::fs::write(path, content)
+        .map_err(|error| Failure::new("user-namespace", format!("writing {path}: {error}")))
+}
+
+/// Waits for the init, killing it when the supervisor asks (or is gone); reports its end.
+fn watch(init: libc::pid_t) -> Step<i32> {
+    // The run's output belongs to the program alone.
+    // SAFETY: closing our own standard output and error.
+    unsafe {
+        libc::close(1);
+        libc::close(2);
+    }
+    let pidfd = sys::pidfd_open(init)
+        .map_err(|error| Failure::new("launcher", format!("pidfd_open: {error}")))?;
+    let mut killed = false;
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: pidfd,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: if killed { -1 } else { SOCKET },
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: a valid array of two pollfd.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if ready < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            // SAFETY: kill of our own unreaped child.
+            unsafe { libc::kill(init, libc::SIGKILL) };
+            break;
+        }
+        if fds[0].revents != 0 {
+            break;
+        }
+        if fds[1].revents != 0 {
+            let mut byte = [0u8; 1];
+            // SAFETY: a one-byte buffer.
+            let read = unsafe { libc::read(SOCKET, byte.as_mut_ptr().cast(), 1) };
+            if read == 1 && byte[0] != b'k' {
+                continue;
+            }
+            // `k`, end of file or an error: the supervisor wants the run ended.
+            // SAFETY: kill of our own child, which cannot have been reaped yet.
+            unsafe { libc::kill(init, libc::SIGKILL) };
+            killed = true;
+        }
+    }
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value to be overwritten.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: valid pointers to status and usage.
+        let reaped = unsafe { libc::wait4(init, &mut status, libc::__WALL, &mut usage) };
+        if reaped == init {
+            break;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return Err(Failure::last("launcher", "wait4 of the init"));
+        }
+    }
+    let micros = |time: libc::timeval| time.tv_sec as u64 * 1_000_000 + time.tv_usec as u64;
+    report(
+        SOCKET,
+        &Report::Done {
+            user_us: micros(usage.ru_utime),
+            system_us: micros(usage.ru_stime),
+            max_rss_kib: usage.ru_maxrss.max(0) as u64,
+        },
+    );
+    Ok(0)
+}
+
+/// The namespace's init: builds the root, starts the program, reaps, reports, exits.
+fn init_main(received: &Received, alive: RawFd) -> ! {
+    // SAFETY: prctl and poll on our own descriptor.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        let mut parent = libc::pollfd {
+            fd: alive,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // The launcher died before the death signal was set: stop here.
+        if libc::poll(&mut parent, 1, 0) != 0 {
+            sys::exit_now(125);
+        }
+    }
+    if let Err(failure) = mounts::build_root(&received.plan, &received.files) {
+        report(SOCKET, &fail(failure));
+        sys::exit_now(126);
+    }
+    // SAFETY: fork of a single-threaded process.
+    let program = unsafe { libc::fork() };
+    if program < 0 {
+        report(
+            SOCKET,
+            &fail(Failure::last("pid-namespace", "fork of the program")),
+        );
+        sys::exit_now(126);
+    }
+    if program == 0 {
+        // SAFETY: closing the pipe end the program must not hold.
+        unsafe { libc::close(alive) };
+        confine::confine_and_exec(&received.plan);
+    }
+    // SAFETY: closing our standard output and error (the program's own copies stay), and
+    // making this process undumpable so that the program cannot reach it through /proc.
+    unsafe {
+        libc::close(1);
+        libc::close(2);
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+    loop {
+        let mut status = 0;
+        // SAFETY: a valid status pointer.
+        let reaped = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+        if reaped == program {
+            let line = if libc::WIFEXITED(status) {
+                Report::Exit {
+                    code: libc::WEXITSTATUS(status),
+                }
+            } else {
+                Report::Signal {
+                    signal: libc::WTERMSIG(status),
+                }
+            };
+            report(SOCKET, &line);
+            // Exiting kills every process left in the namespace.
+            sys::exit_now(0);
+        }
+        if reaped < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            sys::exit_now(0);
+        }
+    }
+}

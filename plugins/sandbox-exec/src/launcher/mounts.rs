@@ -1,0 +1,258 @@
+//! The sandbox's file system, built by the init in its private mount namespace:
+//!
+//! 1. every mount becomes private (recursively), so nothing propagates back to the host;
+//! 2. each runtime path and device is cloned (`open_tree`) before anything covers it, its
+//!    device and inode are checked against the configuration, and the clone is made
+//!    read-only, nosuid and nodev (devices: read-only, nosuid, noexec), recursively;
+//! 3. a small tmpfs over the stage directory becomes the new root: it gets the runtime's
+//!    directories and symbolic links, the clones attached at their own paths, the program and
+//!    input on tmpfs mounts of their own (filled, then read-only, nosuid, nodev, noexec), the
+//!    size-capped scratch, and a fresh /proc (only this pid namespace, `subset=pid`);
+//! 4. the root is made read-only, `pivot_root` enters it and the old root is detached.
+
+use std::ffi::CString;
+use std::fs;
+use std::os::fd::RawFd;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use super::sys::{self, Failure, Step, cpath, cstring};
+use crate::plan::Plan;
+
+/// One cloned tree waiting to be attached.
+struct Tree {
+    path: PathBuf,
+    fd: RawFd,
+    directory: bool,
+}
+
+/// Builds the root described by `plan` and pivots into it. `files` holds the program's and
+/// then the input's bytes, in plan order.
+pub fn build_root(plan: &Plan, files: &[Vec<u8>]) -> Step {
+    sys::mount(c"none", c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
+        .map_err(|error| Failure::new("mount", format!("making / private: {error}")))?;
+
+    let mut trees = Vec::new();
+    let runtime_flags = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+    let device_flags = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
+    let sources = plan
+        .layout
+        .binds
+        .iter()
+        .map(|(path, source)| (path, source, runtime_flags))
+        .chain(
+            plan.devices
+                .iter()
+                .map(|(path, source)| (path, source, device_flags)),
+        );
+    for (path, source, flags) in sources {
+        let name = cpath(path, "mount")?;
+        let fd = sys::open_tree_clone(&name).map_err(|error| {
+            Failure::new("mount", format!("cloning {}: {error}", path.display()))
+        })?;
+        // SAFETY: zeroed stat is a valid value to be overwritten.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid descriptor and stat buffer.
+        if unsafe { libc::fstat(fd, &mut stat) } != 0
+            || stat.st_dev != source.dev
+            || stat.st_ino != source.ino
+        {
+            return Err(Failure::new(
+                "runtime",
+                format!(
+                    "{} is not the file it was when the runtime was configured; configure the \
+                     Executor again",
+                    path.display()
+                ),
+            ));
+        }
+        sys::mount_setattr(
+            fd,
+            c"",
+            libc::AT_EMPTY_PATH as u32 | sys::AT_RECURSIVE,
+            flags,
+        )
+        .map_err(|error| {
+            Failure::new(
+                "mount",
+                format!("making {} read-only: {error}", path.display()),
+            )
+        })?;
+        trees.push(Tree {
+            path: path.clone(),
+            fd,
+            directory: source.directory,
+        });
+    }
+
+    let stage = PathBuf::from(&plan.stage);
+    let stage_metadata = fs::symlink_metadata(&stage)
+        .map_err(|error| Failure::new("mount", format!("stage {}: {error}", stage.display())))?;
+    if !stage_metadata.is_dir() {
+        return Err(Failure::new(
+            "mount",
+            format!("stage {} is not a directory", stage.display()),
+        ));
+    }
+    let stage_name = cpath(&stage, "mount")?;
+    mount_tmpfs(
+        &stage_name,
+        &plan.root_tmpfs_options,
+        libc::MS_NOSUID | libc::MS_NODEV,
+    )?;
+    let inside = |path: &Path| stage.join(path.strip_prefix("/").unwrap_or(path));
+
+    for directory in &plan.layout.directories {
+        make_directories(&inside(directory))?;
+    }
+    for (link, target) in &plan.layout.symlinks {
+        let at = inside(link);
+        if let Some(parent) = at.parent() {
+            make_directories(parent)?;
+        }
+        std::os::unix::fs::symlink(target, &at)
+            .map_err(|error| Failure::new("mount", format!("link {}: {error}", link.display())))?;
+    }
+    for tree in &trees {
+        let at = inside(&tree.path);
+        if tree.directory {
+            make_directories(&at)?;
+        } else {
+            if let Some(parent) = at.parent() {
+                make_directories(parent)?;
+            }
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o444)
+                .open(&at)
+                .map_err(|error| {
+                    Failure::new(
+                        "mount",
+                        format!("mount point {}: {error}", tree.path.display()),
+                    )
+                })?;
+        }
+        sys::move_mount(tree.fd, &cpath(&at, "mount")?).map_err(|error| {
+            Failure::new(
+                "mount",
+                format!("attaching {}: {error}", tree.path.display()),
+            )
+        })?;
+        // SAFETY: the clone's descriptor is not used again.
+        unsafe { libc::close(tree.fd) };
+    }
+
+    let snapshot_flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    let program_count = plan.program.len();
+    for (dir, entries, contents, options) in [
+        (
+            &plan.program_dir,
+            &plan.program,
+            &files[..program_count],
+            &plan.program_options,
+        ),
+        (
+            &plan.input_dir,
+            &plan.input,
+            &files[program_count..],
+            &plan.input_options,
+        ),
+    ] {
+        let at = inside(Path::new(dir));
+        make_directories(&at)?;
+        let name = cpath(&at, "mount")?;
+        mount_tmpfs(&name, options, snapshot_flags)?;
+        for (entry, content) in entries.iter().zip(contents) {
+            let path = at.join(&entry.path);
+            if let Some(parent) = path.parent() {
+                make_directories(parent)?;
+            }
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o444)
+                .open(&path)
+                .and_then(|mut file| std::io::Write::write_all(&mut file, content))
+                .map_err(|error| {
+                    Failure::new("mount", format!("writing {dir}/{}: {error}", entry.path))
+                })?;
+        }
+        sys::mount_setattr(libc::AT_FDCWD, &name, 0, sys::MOUNT_ATTR_RDONLY)
+            .map_err(|error| Failure::new("mount", format!("making {dir} read-only: {error}")))?;
+    }
+
+    let scratch = inside(Path::new(&plan.scratch_dir));
+    make_directories(&scratch)?;
+    mount_tmpfs(
+        &cpath(&scratch, "mount")?,
+        &plan.scratch_options,
+        snapshot_flags,
+    )?;
+
+    let proc_dir = inside(Path::new("/proc"));
+    make_directories(&proc_dir)?;
+    sys::mount(
+        c"proc",
+        &cpath(&proc_dir, "proc")?,
+        Some(c"proc"),
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
+        Some(&cstring(&plan.proc_options, "proc")?),
+    )
+    .map_err(|error| Failure::new("proc", format!("mounting a fresh /proc: {error}")))?;
+
+    sys::mount_setattr(libc::AT_FDCWD, &stage_name, 0, sys::MOUNT_ATTR_RDONLY)
+        .map_err(|error| Failure::new("mount", format!("making the root read-only: {error}")))?;
+
+    std::env::set_current_dir(&stage)
+        .map_err(|error| Failure::new("pivot-root", format!("chdir to the stage: {error}")))?;
+    sys::pivot_root_here()
+        .map_err(|error| Failure::new("pivot-root", format!("pivot_root: {error}")))?;
+    // SAFETY: detaching the old root, now stacked on "."; nothing refers to it any more.
+    if unsafe { libc::umount2(c".".as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(Failure::last("pivot-root", "detaching the old root"));
+    }
+    std::env::set_current_dir("/")
+        .map_err(|error| Failure::new("pivot-root", format!("chdir to /: {error}")))?;
+    Ok(())
+}
+
+fn mount_tmpfs(target: &CString, options: &str, flags: libc::c_ulong) -> Step {
+    sys::mount(
+        c"tmpfs",
+        target,
+        Some(c"tmpfs"),
+        flags,
+        Some(&cstring(options, "mount")?),
+    )
+    .map_err(|error| {
+        Failure::new(
+            "mount",
+            format!("tmpfs at {}: {error}", target.to_string_lossy()),
+        )
+    })
+}
+
+fn make_directories(path: &Path) -> Step {
+    match fs::symlink_metadata(path) {
+        Ok(metadata) if metadata.is_dir() => return Ok(()),
+        Ok(metadata) => {
+            return Err(Failure::new(
+                "mount",
+                format!(
+                    "{} exists and is not a directory (mode {:o})",
+                    path.display(),
+                    metadata.mode()
+                ),
+            ));
+        }
+        Err(_) => {}
+    }
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(path)
+        .map_err(|error| Failure::new("mount", format!("directory {}: {error}", path.display())))?;
+    let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o755));
+    Ok(())
+}

@@ -1,0 +1,45 @@
+//! sf-sandbox-exec: the [`Executor`](sf_host::contracts::Executor) that confines one program
+//! on Linux.
+//!
+//! A [`SandboxExecutor`] is configured with one runtime (an executable and the host paths a
+//! program may read) and a set of limits. Each run starts the `sf-sandbox-launcher` helper
+//! (built by this crate), hands it a plan over a socket, and bounds the run from outside: the
+//! launcher puts the program in new user, mount, pid, network, ipc and uts namespaces as an
+//! unprivileged user, on a read-only tmpfs root holding only the runtime's files, the program
+//! and input (read-only, at `/sf/program` and `/sf/input`), a size-capped scratch
+//! (`/sf/scratch`), a fresh `/proc` and four device files; it drops every capability, sets
+//! no_new_privs, applies Landlock and seccomp and rlimits, closes every other descriptor and
+//! execs the runtime with a cleared environment. `docs/sandbox.md` has the threat model.
+//!
+//! Modules, one job each:
+//! - `runtime`: resolving and digesting a runtime;
+//! - `profile`: the confinement recipe and its digest;
+//! - `seccomp`: the seccomp filters;
+//! - `plan`: what the supervisor hands the launcher and what comes back;
+//! - `supervisor`: starting the launcher and bounding the run;
+//! - `executor`: configuration and the trait implementation;
+//! - `placement`: refusing protected paths the profile can read;
+//! - `launcher`: the helper program's code (namespaces, mounts, confinement).
+//!
+//! Only x86_64 Linux is supported; the crate refuses to build elsewhere.
+
+#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
+compile_error!("sf-sandbox-exec supports x86_64 Linux only");
+
+mod executor;
+#[doc(hidden)]
+pub mod launcher;
+mod placement;
+mod plan;
+mod profile;
+mod runtime;
+mod seccomp;
+mod supervisor;
+
+pub use executor::{LAUNCHER_NAME, SandboxConfig, SandboxExecutor};
+pub use placement::placement_problem;
+pub use profile::{
+    DEFAULT_OUTSIDE_ID_WHEN_ROOT, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits, NetworkMode,
+    PROFILE_PROTOCOL, PROGRAM_DIR, SCRATCH_DIR,
+};
+pub use runtime::{DEVICES, LIBRARY_DIRECTORIES, RUNTIME_PROTOCOL, RuntimeConfig};

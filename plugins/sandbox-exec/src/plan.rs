@@ -1,0 +1,223 @@
+//! What the supervisor hands the launcher, and what the launcher reports back.
+//!
+//! The launcher's standard input is one end of a Unix stream socket pair. The supervisor
+//! writes the plan on it: eight bytes (little-endian length of the header), the header as
+//! JSON, then the bytes of every program file and every input file, in header order, raw.
+//! When the run enters a shared network namespace, its file descriptor travels with the first
+//! eight bytes (SCM_RIGHTS). Afterwards the supervisor writes one byte, `k`, to have the
+//! launcher kill the run; end of file means the same.
+//!
+//! The launcher and its two children write reports back on the same socket, one line each,
+//! in an order the process tree makes certain: `fail`, or `confined` (then perhaps
+//! `exec-failed`), then `exit`/`signal`, then `done`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::runtime::{BindSource, Layout};
+
+/// The version of this exchange; a launcher refuses any other.
+pub const PLAN_PROTOCOL: u32 = 1;
+
+/// The largest header accepted (the file bytes follow it and are bounded separately).
+pub const MAX_HEADER_BYTES: u64 = 4 << 20;
+
+/// One file of a snapshot, whose bytes follow the header.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanFile {
+    pub path: String,
+    pub size: u64,
+}
+
+/// A resource limit to set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Resource {
+    Cpu,
+    AddressSpace,
+    FileSize,
+    OpenFiles,
+    Processes,
+    Core,
+}
+
+/// One Landlock rule: a path inside the sandbox and the access rights (kernel bits).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LandlockRule {
+    pub path: String,
+    pub access: u64,
+}
+
+/// The Landlock ruleset.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LandlockPlan {
+    /// The ABI whose rights are handled; the kernel must enforce them all.
+    pub abi: u32,
+    pub handled_fs: u64,
+    pub handled_net: u64,
+    pub scopes: u64,
+    pub rules: Vec<LandlockRule>,
+}
+
+/// Everything the launcher does, decided by the supervisor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub protocol: u32,
+    /// The host uid and gid to become first when started as root.
+    pub outside_id_when_root: u32,
+    /// The uid and gid inside the user namespace.
+    pub inside_id: u32,
+    /// Whether a network namespace descriptor comes with the header (else a new one is made).
+    pub join_network: bool,
+    pub hostname: String,
+    pub stage: String,
+    pub root_tmpfs_options: String,
+    pub layout: Layout,
+    pub devices: BTreeMap<PathBuf, BindSource>,
+    pub proc_options: String,
+    pub program_dir: String,
+    /// tmpfs options of the program's file system, sized to it.
+    pub program_options: String,
+    pub input_dir: String,
+    pub input_options: String,
+    pub scratch_dir: String,
+    pub scratch_options: String,
+    pub program: Vec<PlanFile>,
+    pub input: Vec<PlanFile>,
+    pub landlock: LandlockPlan,
+    /// Each seccomp filter's instructions as hex of [`crate::seccomp::encode`].
+    pub seccomp: Vec<String>,
+    pub rlimits: Vec<(Resource, u64, u64)>,
+    pub environment: Vec<(String, String)>,
+    pub cwd: String,
+    pub executable: String,
+    pub argv: Vec<String>,
+}
+
+impl Plan {
+    /// The total file bytes that follow the header.
+    pub fn file_bytes(&self) -> u64 {
+        self.program
+            .iter()
+            .chain(self.input.iter())
+            .map(|file| file.size)
+            .sum()
+    }
+}
+
+/// A report line from the launcher side.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Report {
+    /// Setup failed at `mechanism`; nothing of the program ran.
+    Fail { mechanism: String, detail: String },
+    /// The program's process is confined and about to exec the runtime.
+    Confined { landlock_abi: u32, landlock: String },
+    /// The exec of the runtime failed with this errno; nothing of the program ran.
+    ExecFailed { errno: i32 },
+    /// The program's first process exited with this code.
+    Exit { code: i32 },
+    /// The program's first process was killed by this signal.
+    Signal { signal: i32 },
+    /// The namespace's init was reaped (the whole pid namespace is gone), with the resource
+    /// use of every reaped process of the run.
+    Done {
+        user_us: u64,
+        system_us: u64,
+        max_rss_kib: u64,
+    },
+}
+
+impl Report {
+    /// The report as one line (without the newline). Text fields have line breaks replaced.
+    pub fn encode(&self) -> String {
+        match self {
+            Self::Fail { mechanism, detail } => format!(
+                "fail {} {}",
+                mechanism.replace(char::is_whitespace, "-"),
+                detail.replace(['\n', '\r'], " ")
+            ),
+            Self::Confined {
+                landlock_abi,
+                landlock,
+            } => format!("confined {landlock_abi} {landlock}"),
+            Self::ExecFailed { errno } => format!("exec-failed {errno}"),
+            Self::Exit { code } => format!("exit {code}"),
+            Self::Signal { signal } => format!("signal {signal}"),
+            Self::Done {
+                user_us,
+                system_us,
+                max_rss_kib,
+            } => format!("done {user_us} {system_us} {max_rss_kib}"),
+        }
+    }
+
+    /// Parses one line; `None` for anything else.
+    pub fn parse(line: &str) -> Option<Self> {
+        let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+        let mut fields = rest.split(' ');
+        let mut number = || fields.next()?.parse::<u64>().ok();
+        Some(match word {
+            "fail" => {
+                let (mechanism, detail) = rest.split_once(' ').unwrap_or((rest, ""));
+                Self::Fail {
+                    mechanism: mechanism.to_owned(),
+                    detail: detail.to_owned(),
+                }
+            }
+            "confined" => {
+                let (abi, status) = rest.split_once(' ')?;
+                Self::Confined {
+                    landlock_abi: abi.parse().ok()?,
+                    landlock: status.to_owned(),
+                }
+            }
+            "exec-failed" => Self::ExecFailed {
+                errno: rest.parse().ok()?,
+            },
+            "exit" => Self::Exit {
+                code: rest.parse().ok()?,
+            },
+            "signal" => Self::Signal {
+                signal: rest.parse().ok()?,
+            },
+            "done" => Self::Done {
+                user_us: number()?,
+                system_us: number()?,
+                max_rss_kib: number()?,
+            },
+            _ => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_round_trip() {
+        for report in [
+            Report::Fail {
+                mechanism: "user-namespace".into(),
+                detail: "unshare: EPERM".into(),
+            },
+            Report::Confined {
+                landlock_abi: 7,
+                landlock: "fully-enforced".into(),
+            },
+            Report::ExecFailed { errno: 2 },
+            Report::Exit { code: -1 },
+            Report::Signal { signal: 9 },
+            Report::Done {
+                user_us: 1,
+                system_us: 2,
+                max_rss_kib: 3,
+            },
+        ] {
+            assert_eq!(Report::parse(&report.encode()), Some(report));
+        }
+        assert_eq!(Report::parse("bogus"), None);
+        assert_eq!(Report::parse("exit x"), None);
+    }
+}

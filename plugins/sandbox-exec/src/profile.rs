@@ -1,0 +1,541 @@
+//! The confinement profile: the whole recipe besides the runtime's own paths, as canonical
+//! JSON, and its digest. The launcher is handed exactly what this recipe says (the plan is
+//! built from it), so the digest names what is enforced.
+
+use std::path::Path;
+
+use landlock::{ABI, Access, AccessFs, AccessNet, BitFlags, Scope};
+use serde::{Deserialize, Serialize};
+use sf_host::canonical::{self, Digest, Value};
+use sf_host::contracts::{ExecutorError, ProfileDescription};
+
+use crate::runtime::DEVICES;
+use crate::seccomp::{self, NamedFilter};
+
+/// The protocol string of the profile's canonical document.
+pub const PROFILE_PROTOCOL: &str = "sf-sandbox-profile/1";
+
+/// Where the program's files are, read-only, inside the sandbox.
+pub const PROGRAM_DIR: &str = "/sf/program";
+/// Where the input's files are, read-only.
+pub const INPUT_DIR: &str = "/sf/input";
+/// The writable, size-capped scratch directory (also HOME and TMPDIR).
+pub const SCRATCH_DIR: &str = "/sf/scratch";
+/// The user and group id of the program inside its user namespace: not 0, so the program is
+/// never root even inside.
+pub const INSIDE_ID: u32 = 1000;
+/// The host user the sandbox runs as when sf runs as root (nobody).
+pub const DEFAULT_OUTSIDE_ID_WHEN_ROOT: u32 = 65534;
+/// The host name inside the sandbox.
+pub const HOSTNAME: &str = "sf-sandbox";
+/// The directory the launcher builds the new root over, in its private mount namespace.
+pub const STAGE: &str = "/tmp";
+/// The size of the sandbox's root file system, which holds only directories and links.
+pub const ROOT_TMPFS_OPTIONS: &str = "size=1m,nr_inodes=4096,mode=0755";
+/// The options of the fresh /proc: only the sandbox's own processes, nothing of /proc/sys.
+pub const PROC_OPTIONS: &str = "subset=pid";
+
+/// The resource limits every process of a run gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// RLIMIT_CPU (seconds, per process): SIGXCPU at this, SIGKILL one second later.
+    pub cpu_seconds: u64,
+    /// RLIMIT_AS (bytes, per process).
+    pub address_space_bytes: u64,
+    /// RLIMIT_FSIZE (bytes, per file written).
+    pub file_size_bytes: u64,
+    /// RLIMIT_NOFILE.
+    pub open_files: u64,
+    /// RLIMIT_NPROC: processes of the sandbox's user, counted inside its user namespace
+    /// (including the launcher's two).
+    pub processes: u64,
+    /// The size of the scratch file system in bytes.
+    pub scratch_bytes: u64,
+    /// The most files and directories the scratch may hold.
+    pub scratch_inodes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            cpu_seconds: 300,
+            address_space_bytes: 4 << 30,
+            file_size_bytes: 16 << 20,
+            open_files: 256,
+            processes: 64,
+            scratch_bytes: 16 << 20,
+            scratch_inodes: 4096,
+        }
+    }
+}
+
+/// How the network namespace is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum NetworkMode {
+    /// A new, empty network namespace per run.
+    New,
+    /// One empty network namespace, made once by the Executor (root only) and owned by the
+    /// initial user namespace, entered by each run: no run can configure it (it holds no
+    /// capability there), its loopback stays down, and Landlock's abstract-socket scope keeps
+    /// runs from reaching each other's abstract sockets. Saves the cost of making and
+    /// destroying a network namespace per run.
+    SharedEmpty,
+}
+
+/// The Landlock ABI the profile targets: every access right and scope of this ABI is
+/// handled, and a kernel that cannot enforce them all is refused.
+pub const LANDLOCK_ABI: ABI = ABI::V6;
+/// [`LANDLOCK_ABI`] as a number.
+pub const LANDLOCK_ABI_NUMBER: u32 = 6;
+
+/// Access rights by name, in the order the recipe lists them.
+const FS_RIGHTS: &[(&str, AccessFs)] = &[
+    ("execute", AccessFs::Execute),
+    ("write_file", AccessFs::WriteFile),
+    ("read_file", AccessFs::ReadFile),
+    ("read_dir", AccessFs::ReadDir),
+    ("remove_dir", AccessFs::RemoveDir),
+    ("remove_file", AccessFs::RemoveFile),
+    ("make_char", AccessFs::MakeChar),
+    ("make_dir", AccessFs::MakeDir),
+    ("make_reg", AccessFs::MakeReg),
+    ("make_sock", AccessFs::MakeSock),
+    ("make_fifo", AccessFs::MakeFifo),
+    ("make_block", AccessFs::MakeBlock),
+    ("make_sym", AccessFs::MakeSym),
+    ("refer", AccessFs::Refer),
+    ("truncate", AccessFs::Truncate),
+    ("ioctl_dev", AccessFs::IoctlDev),
+];
+
+/// The access a class of paths gets.
+pub fn runtime_directory_access() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir | AccessFs::Execute
+}
+
+pub fn runtime_file_access() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::Execute
+}
+
+pub fn snapshot_access() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir
+}
+
+pub fn scratch_access() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile
+        | AccessFs::ReadDir
+        | AccessFs::WriteFile
+        | AccessFs::RemoveDir
+        | AccessFs::RemoveFile
+        | AccessFs::MakeDir
+        | AccessFs::MakeReg
+        | AccessFs::MakeSock
+        | AccessFs::MakeFifo
+        | AccessFs::MakeSym
+        | AccessFs::Refer
+        | AccessFs::Truncate
+}
+
+pub fn device_access(device: &str) -> BitFlags<AccessFs> {
+    if device == "/dev/null" {
+        AccessFs::ReadFile | AccessFs::WriteFile
+    } else {
+        AccessFs::ReadFile.into()
+    }
+}
+
+pub fn proc_access() -> BitFlags<AccessFs> {
+    AccessFs::ReadFile | AccessFs::ReadDir
+}
+
+pub fn handled_fs() -> BitFlags<AccessFs> {
+    AccessFs::from_all(LANDLOCK_ABI)
+}
+
+pub fn handled_net() -> BitFlags<AccessNet> {
+    AccessNet::from_all(LANDLOCK_ABI)
+}
+
+pub fn scopes() -> BitFlags<Scope> {
+    Scope::from_all(LANDLOCK_ABI)
+}
+
+fn names(access: BitFlags<AccessFs>) -> Value {
+    Value::Array(
+        FS_RIGHTS
+            .iter()
+            .filter(|(_, right)| access.contains(*right))
+            .map(|(name, _)| Value::from(*name))
+            .collect(),
+    )
+}
+
+fn strings(items: &[&str]) -> Value {
+    Value::Array(items.iter().map(|item| Value::from(*item)).collect())
+}
+
+fn integer(value: u64) -> Value {
+    Value::Integer(
+        i64::try_from(value)
+            .unwrap_or(canonical::MAX_SAFE_INTEGER)
+            .min(canonical::MAX_SAFE_INTEGER),
+    )
+}
+
+/// The fixed environment of every program.
+pub fn environment() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("HOME", SCRATCH_DIR),
+        ("LANG", "C.UTF-8"),
+        ("PATH", "/usr/bin:/bin"),
+        ("TMPDIR", SCRATCH_DIR),
+    ]
+}
+
+/// Everything the profile fixes.
+#[derive(Clone, Debug)]
+pub struct Profile {
+    pub limits: Limits,
+    pub network: NetworkMode,
+    pub outside_id_when_root: u32,
+    pub filters: Vec<NamedFilter>,
+    pub description: ProfileDescription,
+}
+
+impl Profile {
+    /// Builds and digests the profile.
+    pub fn new(
+        limits: Limits,
+        network: NetworkMode,
+        outside_id_when_root: u32,
+    ) -> Result<Self, ExecutorError> {
+        check_limits(&limits)?;
+        let filters = seccomp::filters().map_err(|error| ExecutorError::Unavailable {
+            mechanism: "seccomp".to_owned(),
+            reason: format!("the filters did not compile: {error}"),
+        })?;
+        let recipe = recipe(&limits, network, outside_id_when_root, &filters);
+        let recipe = canonical::encode(&recipe).map_err(|error| ExecutorError::Unavailable {
+            mechanism: "profile".to_owned(),
+            reason: format!("the recipe did not encode: {error}"),
+        })?;
+        let digest = Digest::of(&recipe);
+        Ok(Self {
+            limits,
+            network,
+            outside_id_when_root,
+            filters,
+            description: ProfileDescription { recipe, digest },
+        })
+    }
+}
+
+fn check_limits(limits: &Limits) -> Result<(), ExecutorError> {
+    let positive = [
+        ("cpu_seconds", limits.cpu_seconds),
+        ("address_space_bytes", limits.address_space_bytes),
+        ("file_size_bytes", limits.file_size_bytes),
+        ("open_files", limits.open_files),
+        ("processes", limits.processes),
+        ("scratch_bytes", limits.scratch_bytes),
+        ("scratch_inodes", limits.scratch_inodes),
+    ];
+    for (name, value) in positive {
+        if value == 0 || value > canonical::MAX_SAFE_INTEGER as u64 {
+            return Err(ExecutorError::InvalidInput {
+                input: format!("limit {name} = {value}"),
+                rule: "every limit is positive and at most 2^53 - 1",
+            });
+        }
+    }
+    if limits.open_files < 16 || limits.processes < 4 {
+        return Err(ExecutorError::InvalidInput {
+            input: format!(
+                "open_files {} / processes {}",
+                limits.open_files, limits.processes
+            ),
+            rule: "a sandbox needs at least 16 open files and 4 processes to start",
+        });
+    }
+    Ok(())
+}
+
+fn recipe(
+    limits: &Limits,
+    network: NetworkMode,
+    outside_id_when_root: u32,
+    filters: &[NamedFilter],
+) -> Value {
+    let bind = |target: &str, flags: &[&str]| {
+        canonical::object([
+            ("target", Value::from(target)),
+            ("type", Value::from("bind")),
+            ("recursive", Value::Bool(true)),
+            ("flags", strings(flags)),
+            (
+                "checkedIdentity",
+                Value::from("device and inode as configured"),
+            ),
+        ])
+    };
+    let tmpfs = |target: &str, options: String, flags: &[&str]| {
+        canonical::object([
+            ("target", Value::from(target)),
+            ("type", Value::from("tmpfs")),
+            ("options", Value::from(options)),
+            ("flags", strings(flags)),
+        ])
+    };
+    let mut mounts = vec![
+        canonical::object([
+            ("target", Value::from("/")),
+            ("type", Value::from("tmpfs")),
+            ("options", Value::from(ROOT_TMPFS_OPTIONS)),
+            ("flags", strings(&["ro", "nosuid", "nodev"])),
+            ("builtOver", Value::from(STAGE)),
+        ]),
+        bind("<each runtime path>", &["ro", "nosuid", "nodev"]),
+    ];
+    mounts.extend(
+        DEVICES
+            .iter()
+            .map(|device| bind(device, &["ro", "nosuid", "noexec"])),
+    );
+    mounts.push(canonical::object([
+        ("target", Value::from("/proc")),
+        ("type", Value::from("proc")),
+        ("options", Value::from(PROC_OPTIONS)),
+        ("flags", strings(&["ro", "nosuid", "nodev", "noexec"])),
+    ]));
+    let snapshot_flags = ["ro", "nosuid", "nodev", "noexec"];
+    mounts.push(tmpfs(
+        PROGRAM_DIR,
+        "sized to the program".to_owned(),
+        &snapshot_flags,
+    ));
+    mounts.push(tmpfs(
+        INPUT_DIR,
+        "sized to the input".to_owned(),
+        &snapshot_flags,
+    ));
+    mounts.push(tmpfs(
+        SCRATCH_DIR,
+        scratch_options(limits),
+        &["nosuid", "nodev", "noexec"],
+    ));
+
+    let mut rules = vec![
+        canonical::object([
+            ("path", Value::from("<each runtime directory>")),
+            ("access", names(runtime_directory_access())),
+        ]),
+        canonical::object([
+            ("path", Value::from("<each runtime file>")),
+            ("access", names(runtime_file_access())),
+        ]),
+    ];
+    for (path, access) in [
+        (PROGRAM_DIR, snapshot_access()),
+        (INPUT_DIR, snapshot_access()),
+        (SCRATCH_DIR, scratch_access()),
+        ("/proc", proc_access()),
+    ] {
+        rules.push(canonical::object([
+            ("path", Value::from(path)),
+            ("access", names(access)),
+        ]));
+    }
+    for device in DEVICES {
+        rules.push(canonical::object([
+            ("path", Value::from(*device)),
+            ("access", names(device_access(device))),
+        ]));
+    }
+    let landlock = canonical::object([
+        ("abi", integer(u64::from(LANDLOCK_ABI_NUMBER))),
+        ("requirement", Value::from("fully-enforced")),
+        ("handledFs", names(handled_fs())),
+        (
+            "handledNet",
+            strings(
+                &[
+                    ("bind_tcp", AccessNet::BindTcp),
+                    ("connect_tcp", AccessNet::ConnectTcp),
+                ]
+                .iter()
+                .filter(|(_, right)| handled_net().contains(*right))
+                .map(|(name, _)| *name)
+                .collect::<Vec<_>>(),
+            ),
+        ),
+        (
+            "scopes",
+            strings(
+                &[
+                    ("abstract_unix_socket", Scope::AbstractUnixSocket),
+                    ("signal", Scope::Signal),
+                ]
+                .iter()
+                .filter(|(_, scope)| scopes().contains(*scope))
+                .map(|(name, _)| *name)
+                .collect::<Vec<_>>(),
+            ),
+        ),
+        ("rules", Value::Array(rules)),
+    ]);
+    let seccomp = canonical::object([
+        (
+            "filters",
+            Value::Array(
+                filters
+                    .iter()
+                    .map(|filter| {
+                        canonical::object([
+                            ("name", Value::from(filter.name)),
+                            ("bpf", Value::from(hex::encode(filter.bytes()))),
+                        ])
+                    })
+                    .collect(),
+            ),
+        ),
+        ("deniedCalls", strings(&seccomp::denied_names())),
+        (
+            "cloneDeniedFlags",
+            strings(
+                &seccomp::CLONE_NAMESPACE_FLAGS
+                    .iter()
+                    .map(|(name, _)| *name)
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+        (
+            "ioctlDenied",
+            strings(
+                &seccomp::DENIED_IOCTLS
+                    .iter()
+                    .map(|(name, _)| *name)
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+        (
+            "socketFamiliesAllowed",
+            strings(
+                &seccomp::ALLOWED_FAMILIES
+                    .iter()
+                    .map(|(name, _)| *name)
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+        ("clone3", Value::from("ENOSYS")),
+        ("foreignArchitecture", Value::from("kill-process")),
+        ("x32", Value::from("kill-process")),
+    ]);
+    let rlimits = canonical::object([
+        ("cpuSeconds", integer(limits.cpu_seconds)),
+        ("addressSpaceBytes", integer(limits.address_space_bytes)),
+        ("fileSizeBytes", integer(limits.file_size_bytes)),
+        ("openFiles", integer(limits.open_files)),
+        ("processes", integer(limits.processes)),
+        ("coreBytes", integer(0)),
+    ]);
+    let environment = Value::Object(
+        environment()
+            .into_iter()
+            .map(|(key, value)| (key.to_owned(), Value::from(value)))
+            .collect(),
+    );
+    canonical::object([
+        ("protocol", Value::from(PROFILE_PROTOCOL)),
+        (
+            "namespaces",
+            strings(&["user", "mount", "pid", "network", "ipc", "uts"]),
+        ),
+        (
+            "network",
+            Value::from(match network {
+                NetworkMode::New => "new-empty",
+                NetworkMode::SharedEmpty => "shared-empty-owned-by-initial-user-namespace",
+            }),
+        ),
+        (
+            "identity",
+            canonical::object([
+                ("insideUid", integer(u64::from(INSIDE_ID))),
+                ("insideGid", integer(u64::from(INSIDE_ID))),
+                ("outsideWhenRoot", integer(u64::from(outside_id_when_root))),
+                ("outsideOtherwise", Value::from("the caller's uid and gid")),
+                ("setgroups", Value::from("deny")),
+            ]),
+        ),
+        ("hostname", Value::from(HOSTNAME)),
+        ("mountPropagation", Value::from("private, recursive")),
+        ("mounts", Value::Array(mounts)),
+        ("pivotRoot", Value::from("old root detached")),
+        (
+            "capabilities",
+            Value::from(
+                "none: bounding set and ambient cleared, securebits locked, effective, \
+                 permitted and inheritable empty",
+            ),
+        ),
+        ("noNewPrivileges", Value::Bool(true)),
+        ("landlock", landlock),
+        ("seccomp", seccomp),
+        ("rlimits", rlimits),
+        ("environment", environment),
+        ("workingDirectory", Value::from(PROGRAM_DIR)),
+        (
+            "argv",
+            strings(&["<runtime executable>", "/sf/program/<entry>", "<args>…"]),
+        ),
+        (
+            "fileDescriptors",
+            Value::from("0 /dev/null, 1 stdout pipe, 2 stderr pipe; every other one closed"),
+        ),
+        (
+            "processes",
+            Value::from(
+                "the namespace's init reaps; when the program ends, or on timeout, output \
+                 limit or cancellation, the init dies and the kernel kills the whole pid \
+                 namespace",
+            ),
+        ),
+    ])
+}
+
+/// The scratch tmpfs options.
+pub fn scratch_options(limits: &Limits) -> String {
+    format!(
+        "size={},nr_inodes={},mode=0700",
+        limits.scratch_bytes, limits.scratch_inodes
+    )
+}
+
+/// Whether `path` is one of the sandbox's fixed paths (a runtime path may not be).
+pub fn is_reserved(path: &Path) -> bool {
+    ["/sf", "/proc", "/dev"]
+        .iter()
+        .any(|reserved| path.starts_with(reserved))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digest_covers_limits_and_mode() {
+        let base = Profile::new(Limits::default(), NetworkMode::New, 65534).unwrap();
+        let same = Profile::new(Limits::default(), NetworkMode::New, 65534).unwrap();
+        assert_eq!(base.description, same.description);
+        let limits = Limits {
+            open_files: 300,
+            ..Limits::default()
+        };
+        let other = Profile::new(limits, NetworkMode::New, 65534).unwrap();
+        assert_ne!(base.description.digest, other.description.digest);
+        let shared = Profile::new(Limits::default(), NetworkMode::SharedEmpty, 65534).unwrap();
+        assert_ne!(base.description.digest, shared.description.digest);
+        let text = String::from_utf8(base.description.recipe).unwrap();
+        assert!(text.contains("\"bpf\""), "{text}");
+    }
+}

@@ -1,0 +1,451 @@
+//! The supervisor: starts the launcher, hands it the plan, and bounds the run.
+//!
+//! One thread polls the launcher's socket and the program's stdout and stderr (all
+//! non-blocking), so output is read concurrently with hard byte caps. The wall-clock timeout
+//! runs on the monotonic clock from just before the launcher starts. When the timeout passes,
+//! an output cap is exceeded or the caller cancels, the supervisor asks the launcher to kill
+//! the namespace's init (SIGKILL), which makes the kernel kill every process of the pid
+//! namespace; the launcher reports once the init is reaped, that is once the namespace is
+//! gone. Should the launcher not answer within a grace period, the supervisor kills it, and
+//! the init, whose parent-death signal is SIGKILL, dies with it.
+
+use std::io::{ErrorKind, IoSlice, Read};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+use sf_host::contracts::{
+    CancelToken, ExecutorError, NamespaceDisposition, RunBounds, RunStatus, RunTimes,
+};
+
+use crate::plan::Report;
+
+/// How often cancellation is checked while nothing else happens.
+const CANCEL_TICK: Duration = Duration::from_millis(10);
+/// How long the launcher has to confirm a kill before it is killed itself.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+/// How long output is still drained after the launcher itself was killed.
+const DRAIN_GRACE: Duration = Duration::from_secs(1);
+
+/// What to launch.
+pub(crate) struct Launch<'a> {
+    pub launcher: &'a Path,
+    pub header: Vec<u8>,
+    pub files: Vec<&'a [u8]>,
+    pub network: Option<BorrowedFd<'a>>,
+    pub bounds: RunBounds,
+    pub cancel: &'a CancelToken,
+}
+
+/// What happened to a run that started.
+#[derive(Debug)]
+pub(crate) struct Ran {
+    pub status: RunStatus,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub times: RunTimes,
+    /// The Landlock ABI and status the program's process reported, if it got that far.
+    pub landlock: Option<(u32, String)>,
+    pub namespace: NamespaceDisposition,
+    pub problems: Vec<String>,
+}
+
+/// Why the supervisor stopped the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    TimedOut,
+    OutputLimit,
+    Aborted,
+}
+
+/// One output stream, capped.
+struct Capped {
+    kept: Vec<u8>,
+    limit: u64,
+    exceeded: bool,
+    open: bool,
+}
+
+impl Capped {
+    fn new(limit: u64) -> Self {
+        Self {
+            kept: Vec::new(),
+            limit,
+            exceeded: false,
+            open: true,
+        }
+    }
+
+    /// Takes `bytes`, keeping at most the limit; returns whether the limit was passed.
+    fn take(&mut self, bytes: &[u8]) -> bool {
+        let room = usize::try_from(self.limit.saturating_sub(self.kept.len() as u64))
+            .unwrap_or(usize::MAX);
+        if bytes.len() > room {
+            self.kept.extend_from_slice(&bytes[..room]);
+            self.exceeded = true;
+        } else {
+            self.kept.extend_from_slice(bytes);
+        }
+        self.exceeded
+    }
+}
+
+/// Runs one launch to its end. `Err` only when the program did not start.
+pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
+    let start = Instant::now();
+    let deadline = start + launch.bounds.timeout;
+    let (mut socket, theirs) = UnixStream::pair()
+        .map_err(|error| unavailable_launcher(format!("a socket pair: {error}")))?;
+    let mut child = Command::new(launch.launcher)
+        .env_clear()
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|error| unavailable_launcher(format!("{}: {error}", launch.launcher.display())))?;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let stderr = child.stderr.take().expect("stderr is piped");
+
+    let mut problems = Vec::new();
+    if let Err(error) = send_plan(&mut socket, &launch, deadline) {
+        // The launcher ended early (its report says why) or the deadline passed.
+        problems.push(format!("handing over the plan: {error}"));
+    }
+
+    let mut reports = Vec::new();
+    let mut out = Capped::new(launch.bounds.stdout_limit);
+    let mut err = Capped::new(launch.bounds.stderr_limit);
+    let mut socket_open = true;
+    let mut pending = Vec::new();
+    let mut stop: Option<Stop> = None;
+    let mut kill_sent: Option<Instant> = None;
+    let mut launcher_killed: Option<Instant> = None;
+    let mut ended = false;
+    for stream in [socket.as_fd(), stdout.as_fd(), stderr.as_fd()] {
+        set_nonblocking(stream);
+    }
+    let mut stdout = stdout;
+    let mut stderr = stderr;
+    let mut buffer = vec![0u8; 64 * 1024];
+
+    while socket_open || out.open || err.open {
+        let now = Instant::now();
+        if stop.is_none() && !ended {
+            if launch.cancel.is_cancelled() {
+                stop = Some(Stop::Aborted);
+            } else if now >= deadline {
+                stop = Some(Stop::TimedOut);
+            }
+        }
+        if stop.is_some() && kill_sent.is_none() {
+            let _ = send_all(&socket, b"k");
+            kill_sent = Some(now);
+        }
+        if let Some(sent) = kill_sent
+            && launcher_killed.is_none()
+            && now >= sent + KILL_GRACE
+        {
+            let _ = child.kill();
+            launcher_killed = Some(now);
+            problems.push("the launcher did not confirm the kill in time and was killed".into());
+        }
+        if let Some(killed) = launcher_killed
+            && now >= killed + DRAIN_GRACE
+        {
+            problems.push("output was still open after the launcher was killed".into());
+            break;
+        }
+        let wake = if kill_sent.is_some() || ended {
+            CANCEL_TICK.max(Duration::from_millis(50))
+        } else {
+            deadline.saturating_duration_since(now).min(CANCEL_TICK)
+        };
+
+        let mut fds = Vec::with_capacity(3);
+        let mut which = Vec::with_capacity(3);
+        if socket_open {
+            fds.push(PollFd::new(socket.as_fd(), PollFlags::POLLIN));
+            which.push(0);
+        }
+        if out.open {
+            fds.push(PollFd::new(stdout.as_fd(), PollFlags::POLLIN));
+            which.push(1);
+        }
+        if err.open {
+            fds.push(PollFd::new(stderr.as_fd(), PollFlags::POLLIN));
+            which.push(2);
+        }
+        let timeout =
+            PollTimeout::try_from(wake.as_millis().max(1) as u64).unwrap_or(PollTimeout::MAX);
+        match poll(&mut fds, timeout) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(error) => {
+                problems.push(format!("poll: {error}"));
+                stop.get_or_insert(Stop::Aborted);
+                continue;
+            }
+        }
+        let ready: Vec<usize> = fds
+            .iter()
+            .zip(&which)
+            .filter(|(fd, _)| fd.revents().is_some_and(|events| !events.is_empty()))
+            .map(|(_, which)| *which)
+            .collect();
+        drop(fds);
+        for stream in ready {
+            match stream {
+                0 => match read_some(&mut socket, &mut buffer) {
+                    ReadResult::Nothing => {}
+                    ReadResult::End => socket_open = false,
+                    ReadResult::Data(read) => {
+                        pending.extend_from_slice(&buffer[..read]);
+                        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+                            let line: Vec<u8> = pending.drain(..=end).collect();
+                            let text = String::from_utf8_lossy(&line[..line.len() - 1]);
+                            match Report::parse(&text) {
+                                Some(report) => {
+                                    if matches!(report, Report::Exit { .. } | Report::Signal { .. })
+                                    {
+                                        ended = true;
+                                    }
+                                    reports.push(report);
+                                }
+                                None => problems.push(format!("unreadable report {text:?}")),
+                            }
+                        }
+                    }
+                },
+                1 | 2 => {
+                    let (pipe, capped): (&mut dyn Read, &mut Capped) = if stream == 1 {
+                        (&mut stdout, &mut out)
+                    } else {
+                        (&mut stderr, &mut err)
+                    };
+                    match read_some(pipe, &mut buffer) {
+                        ReadResult::Nothing => {}
+                        ReadResult::End => capped.open = false,
+                        ReadResult::Data(read) => {
+                            if capped.take(&buffer[..read]) {
+                                // Past the cap: stop reading this stream and end the run.
+                                capped.open = false;
+                                stop.get_or_insert(Stop::OutputLimit);
+                                if kill_sent.is_none() {
+                                    let _ = send_all(&socket, b"k");
+                                    kill_sent = Some(Instant::now());
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => unreachable!("three streams"),
+            }
+        }
+    }
+    let end = Instant::now();
+    let launcher_status = wait_launcher(&mut child, launcher_killed.is_some());
+
+    let mut confined = None;
+    let mut exit_code = None;
+    let mut signal = None;
+    let mut usage = None;
+    let mut failure = None;
+    let mut exec_failed = None;
+    for report in reports {
+        match report {
+            Report::Fail { mechanism, detail } => {
+                failure.get_or_insert((mechanism, detail));
+            }
+            Report::Confined {
+                landlock_abi,
+                landlock,
+            } => confined = Some((landlock_abi, landlock)),
+            Report::ExecFailed { errno } => exec_failed = Some(errno),
+            Report::Exit { code } => exit_code = Some(code),
+            Report::Signal { signal: number } => signal = Some(number),
+            Report::Done {
+                user_us,
+                system_us,
+                max_rss_kib,
+            } => usage = Some((user_us, system_us, max_rss_kib)),
+        }
+    }
+    if out.exceeded || err.exceeded {
+        stop = Some(Stop::OutputLimit);
+    }
+    if confined.is_none() && stop.is_none() {
+        return Err(match failure {
+            Some((mechanism, detail)) => ExecutorError::Unavailable {
+                mechanism,
+                reason: detail,
+            },
+            None => unavailable_launcher(format!(
+                "the launcher ended without a report ({launcher_status}); {}",
+                problems.join("; ")
+            )),
+        });
+    }
+    if let Some(errno) = exec_failed
+        && stop.is_none()
+    {
+        return Err(ExecutorError::Unavailable {
+            mechanism: "runtime".to_owned(),
+            reason: format!(
+                "the runtime could not be executed inside the sandbox: {}",
+                std::io::Error::from_raw_os_error(errno)
+            ),
+        });
+    }
+    let namespace = if usage.is_some() {
+        NamespaceDisposition::Reaped
+    } else {
+        NamespaceDisposition::Unconfirmed {
+            reason: format!("the launcher did not report the init's end ({launcher_status})"),
+        }
+    };
+    let (user_us, system_us, max_rss_kib) = usage.unwrap_or((0, 0, 0));
+    let status = match stop {
+        Some(Stop::OutputLimit) => RunStatus::OutputLimit,
+        Some(Stop::TimedOut) => RunStatus::TimedOut,
+        Some(Stop::Aborted) => RunStatus::Aborted,
+        None => match (exit_code, signal) {
+            (Some(_), _) => RunStatus::Exited,
+            (None, Some(_)) => RunStatus::Signalled,
+            (None, None) => {
+                problems.push(format!(
+                    "the program's end was not reported ({launcher_status})"
+                ));
+                RunStatus::Aborted
+            }
+        },
+    };
+    let (exit_code, signal) = match status {
+        RunStatus::Exited => (exit_code, None),
+        RunStatus::Signalled => (None, signal),
+        _ => (None, None),
+    };
+    Ok(Ran {
+        status,
+        exit_code,
+        signal,
+        stdout: out.kept,
+        stderr: err.kept,
+        times: RunTimes {
+            wall: end - start,
+            user: Duration::from_micros(user_us),
+            system: Duration::from_micros(system_us),
+            max_rss_kib,
+        },
+        landlock: confined,
+        namespace,
+        problems,
+    })
+}
+
+fn unavailable_launcher(reason: String) -> ExecutorError {
+    ExecutorError::Unavailable {
+        mechanism: "launcher".to_owned(),
+        reason,
+    }
+}
+
+fn set_nonblocking(fd: BorrowedFd<'_>) {
+    // SAFETY: fcntl on a descriptor we own.
+    unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+}
+
+/// What one non-blocking read found.
+enum ReadResult {
+    Data(usize),
+    /// End of file, or an error that ends the stream.
+    End,
+    /// Nothing after all (a spurious wake-up).
+    Nothing,
+}
+
+fn read_some(pipe: &mut dyn Read, buffer: &mut [u8]) -> ReadResult {
+    loop {
+        match pipe.read(buffer) {
+            Ok(0) => return ReadResult::End,
+            Ok(read) => return ReadResult::Data(read),
+            Err(error) if error.kind() == ErrorKind::Interrupted => continue,
+            Err(error) if error.kind() == ErrorKind::WouldBlock => return ReadResult::Nothing,
+            Err(_) => return ReadResult::End,
+        }
+    }
+}
+
+fn send_plan(
+    socket: &mut UnixStream,
+    launch: &Launch<'_>,
+    deadline: Instant,
+) -> std::io::Result<()> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    socket.set_write_timeout(Some(remaining.max(Duration::from_millis(1))))?;
+    let length = (launch.header.len() as u64).to_le_bytes();
+    let fds;
+    let controls: Vec<ControlMessage<'_>> = match launch.network {
+        Some(fd) => {
+            fds = [fd.as_raw_fd()];
+            vec![ControlMessage::ScmRights(&fds)]
+        }
+        None => Vec::new(),
+    };
+    let sent = sendmsg::<()>(
+        socket.as_raw_fd(),
+        &[IoSlice::new(&length)],
+        &controls,
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .map_err(std::io::Error::from)?;
+    send_all(socket, &length[sent..])?;
+    send_all(socket, &launch.header)?;
+    for file in &launch.files {
+        send_all(socket, file)?;
+    }
+    Ok(())
+}
+
+/// Writes all of `bytes` without ever raising SIGPIPE (the host process may not ignore it).
+fn send_all(socket: &UnixStream, mut bytes: &[u8]) -> std::io::Result<()> {
+    while !bytes.is_empty() {
+        match nix::sys::socket::send(socket.as_raw_fd(), bytes, MsgFlags::MSG_NOSIGNAL) {
+            Ok(sent) => bytes = &bytes[sent..],
+            Err(nix::errno::Errno::EINTR) => {}
+            Err(error) => return Err(std::io::Error::from(error)),
+        }
+    }
+    Ok(())
+}
+
+fn wait_launcher(child: &mut Child, killed: bool) -> String {
+    if !killed {
+        // The launcher writes its last report just before it exits; give it a moment.
+        let until = Instant::now() + KILL_GRACE;
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return status.to_string(),
+                Ok(None) if Instant::now() < until => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                _ => break,
+            }
+        }
+        let _ = child.kill();
+    }
+    match child.wait() {
+        Ok(status) => status.to_string(),
+        Err(error) => format!("not reaped: {error}"),
+    }
+}

@@ -1,0 +1,421 @@
+//! The Executor conformance suite.
+//!
+//! Programs are runtime-specific, so the suite asks the harness for a program that shows
+//! each [`Behaviour`]; everything else (the identities, the bounds, cancellation, the
+//! "Err only before anything started" rule) it checks the same way for every backend.
+//!
+//! ```no_run
+//! # use sf_sdk::conformance::executor::{Behaviour, Harness, Program, run_all};
+//! # use sf_sdk::contracts::Executor;
+//! # use sf_sdk::testing::ScriptedExecutor;
+//! struct Scripted(ScriptedExecutor);
+//! impl Harness for Scripted {
+//!     fn executor(&self) -> &dyn Executor { &self.0 }
+//!     fn program(&self, behaviour: &Behaviour) -> Program {
+//!         sf_sdk::conformance::executor::scripted_program(behaviour)
+//!     }
+//! }
+//! run_all(&Scripted(ScriptedExecutor::new()));
+//! ```
+
+use std::any::Any;
+use std::panic::{self, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use sf_host::contracts::{
+    CancelToken, Executor, NamespaceDisposition, RunBounds, RunRequest, RunStatus,
+};
+use sf_host::snapshot::{MAX_SNAPSHOT_BYTES, SnapshotFile, snapshot_digest};
+
+/// What a program must do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Behaviour {
+    /// Write `stdout` and then argument 0 and a newline to stdout, `stderr` to stderr, the
+    /// bytes of input file `input` (if any) to stdout, and exit with `code`. The texts hold
+    /// no newline, quote or backslash; the suite passes the argument.
+    Print {
+        /// The text written to stdout first.
+        stdout: String,
+        /// The text written to stderr.
+        stderr: String,
+        /// The input file whose bytes follow on stdout.
+        input: Option<String>,
+        /// The exit code.
+        code: i32,
+    },
+    /// Do nothing for much longer than any timeout the suite uses (at least a minute).
+    Sleep,
+    /// Write to stdout without end.
+    Flood,
+}
+
+/// A program for the harness's runtime: its files, the entry file and leading arguments
+/// (the suite appends its own after them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Program {
+    /// The program's files.
+    pub files: Vec<SnapshotFile>,
+    /// The entry file, one of `files`.
+    pub entry: String,
+    /// Leading arguments.
+    pub args: Vec<String>,
+}
+
+/// What a backend's test supplies to run the suite against it.
+pub trait Harness {
+    /// The backend under test.
+    fn executor(&self) -> &dyn Executor;
+
+    /// A program that shows `behaviour` under the executor's runtime.
+    fn program(&self, behaviour: &Behaviour) -> Program;
+
+    /// Extra time a run may take beyond its timeout before the suite calls it late. The
+    /// default suits a loaded two-core machine.
+    fn margin(&self) -> Duration {
+        Duration::from_secs(3)
+    }
+}
+
+/// The program for [`crate::testing::ScriptedExecutor`]'s interpreter.
+pub fn scripted_program(behaviour: &Behaviour) -> Program {
+    let text = match behaviour {
+        Behaviour::Print {
+            stdout,
+            stderr,
+            input,
+            code,
+        } => {
+            let mut text = format!("out {stdout}\narg 0\nerr {stderr}\n");
+            if let Some(path) = input {
+                text.push_str(&format!("cat-input {path}\n"));
+            }
+            text.push_str(&format!("exit {code}\n"));
+            text
+        }
+        Behaviour::Sleep => "sleep\n".to_owned(),
+        Behaviour::Flood => "flood\n".to_owned(),
+    };
+    Program {
+        files: vec![SnapshotFile {
+            path: "main.script".into(),
+            content: text.into_bytes(),
+        }],
+        entry: "main.script".into(),
+        args: Vec::new(),
+    }
+}
+
+/// One case of the suite: it panics, naming what went wrong, if the backend fails it.
+pub type Case = fn(&dyn Harness);
+
+/// Every case, by name.
+pub const CASES: &[(&str, Case)] = &[
+    ("descriptions_are_stable", descriptions_are_stable),
+    ("exit_code_and_output", exit_code_and_output),
+    ("identities_name_what_ran", identities_name_what_ran),
+    ("same_request_same_identities", same_request_same_identities),
+    ("invalid_input_is_refused", invalid_input_is_refused),
+    (
+        "cancelled_before_start_starts_nothing",
+        cancelled_before_start_starts_nothing,
+    ),
+    ("timeout_stops_the_run", timeout_stops_the_run),
+    (
+        "output_limit_keeps_exactly_the_limit",
+        output_limit_keeps_exactly_the_limit,
+    ),
+    ("cancel_during_run_aborts", cancel_during_run_aborts),
+];
+
+/// Runs every case, then panics listing the failures, if any.
+pub fn run_all(harness: &dyn Harness) {
+    let mut failures = Vec::new();
+    for (name, case) in CASES {
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| case(harness))) {
+            failures.push(format!("{name}: {}", panic_message(payload.as_ref())));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "executor conformance: {} of {} cases failed:\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n")
+    );
+}
+
+/// Runs the case called `name`; panics if there is none.
+pub fn run_case(harness: &dyn Harness, name: &str) {
+    let Some((_, case)) = CASES.iter().find(|(case, _)| *case == name) else {
+        panic!("no executor conformance case is called {name:?}");
+    };
+    case(harness);
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
+
+fn input() -> Vec<SnapshotFile> {
+    vec![SnapshotFile {
+        path: "data/input.txt".into(),
+        content: b"input-bytes".to_vec(),
+    }]
+}
+
+fn request(harness: &dyn Harness, behaviour: &Behaviour, bounds: RunBounds) -> RunRequest {
+    let program = harness.program(behaviour);
+    let mut args = program.args;
+    args.push("argument-zero".into());
+    RunRequest {
+        program: program.files,
+        entry: program.entry,
+        args,
+        input: input(),
+        bounds,
+    }
+}
+
+fn printing() -> Behaviour {
+    Behaviour::Print {
+        stdout: "out-text".into(),
+        stderr: "err-text".into(),
+        input: Some("data/input.txt".into()),
+        code: 3,
+    }
+}
+
+fn bounds() -> RunBounds {
+    RunBounds::new(Duration::from_secs(30), 1 << 20)
+}
+
+/// `describe_runtime` and `profile` answer, and answer the same twice.
+pub fn descriptions_are_stable(harness: &dyn Harness) {
+    let executor = harness.executor();
+    let runtime = executor
+        .describe_runtime()
+        .expect("describe_runtime answers");
+    assert_eq!(
+        runtime,
+        executor.describe_runtime().unwrap(),
+        "describe_runtime is stable"
+    );
+    let profile = executor.profile().expect("profile answers");
+    assert_eq!(profile, executor.profile().unwrap(), "profile is stable");
+    assert_eq!(
+        profile.digest,
+        sf_host::canonical::Digest::of(&profile.recipe),
+        "the profile digest is the digest of its recipe"
+    );
+}
+
+/// A program that prints and exits: status exited, its code, exactly its output.
+pub fn exit_code_and_output(harness: &dyn Harness) {
+    let answer = harness
+        .executor()
+        .run(
+            &request(harness, &printing(), bounds()),
+            &CancelToken::new(),
+        )
+        .expect("the run starts");
+    assert_eq!(answer.status, RunStatus::Exited, "{answer:?}");
+    assert_eq!(answer.exit_code, Some(3), "{answer:?}");
+    assert_eq!(answer.signal, None);
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        "out-text\nargument-zero\ninput-bytes",
+        "{answer:?}"
+    );
+    assert_eq!(String::from_utf8_lossy(&answer.stderr), "err-text\n");
+    assert_eq!(answer.namespace, NamespaceDisposition::Reaped);
+}
+
+/// The identities are the request's digests and the executor's descriptions.
+pub fn identities_name_what_ran(harness: &dyn Harness) {
+    let executor = harness.executor();
+    let request = request(harness, &printing(), bounds());
+    let answer = executor.run(&request, &CancelToken::new()).unwrap();
+    let identities = &answer.identities;
+    assert_eq!(
+        identities.program,
+        snapshot_digest(&request.program).unwrap()
+    );
+    assert_eq!(identities.input, snapshot_digest(&request.input).unwrap());
+    assert_eq!(
+        identities.runtime,
+        executor.describe_runtime().unwrap().digest
+    );
+    assert_eq!(identities.profile, executor.profile().unwrap().digest);
+    assert_eq!(answer.bounds, request.bounds);
+    assert_eq!(identities.bounds, request.bounds.digest());
+}
+
+/// The same request twice gives the same identities; one changed input byte changes only
+/// the input digest.
+pub fn same_request_same_identities(harness: &dyn Harness) {
+    let executor = harness.executor();
+    let request = request(harness, &printing(), bounds());
+    let first = executor.run(&request, &CancelToken::new()).unwrap();
+    let second = executor.run(&request, &CancelToken::new()).unwrap();
+    assert_eq!(first.identities, second.identities);
+    let mut changed = request.clone();
+    changed.input[0].content[0] ^= 1;
+    let third = executor.run(&changed, &CancelToken::new()).unwrap();
+    assert_ne!(third.identities.input, first.identities.input);
+    assert_eq!(third.identities.program, first.identities.program);
+    assert_eq!(third.identities.runtime, first.identities.runtime);
+    assert_eq!(third.identities.profile, first.identities.profile);
+    assert_eq!(third.identities.bounds, first.identities.bounds);
+}
+
+/// Invalid requests are `invalid-input` errors.
+pub fn invalid_input_is_refused(harness: &dyn Harness) {
+    let executor = harness.executor();
+    let good = request(harness, &printing(), bounds());
+    let mut cases = Vec::new();
+    let mut bad = good.clone();
+    bad.entry = "not-a-file-of-the-program".into();
+    cases.push(("missing entry", bad));
+    let mut bad = good.clone();
+    bad.args.push("nul\0inside".into());
+    cases.push(("NUL in an argument", bad));
+    let mut bad = good.clone();
+    bad.bounds.timeout = Duration::ZERO;
+    cases.push(("zero timeout", bad));
+    let mut bad = good.clone();
+    bad.input.push(SnapshotFile {
+        path: "../escape".into(),
+        content: Vec::new(),
+    });
+    cases.push(("bad input path", bad));
+    let mut bad = good.clone();
+    bad.program.push(SnapshotFile {
+        path: "huge.bin".into(),
+        content: vec![0; MAX_SNAPSHOT_BYTES as usize + 1],
+    });
+    cases.push(("oversized program", bad));
+    for (what, bad) in cases {
+        match executor.run(&bad, &CancelToken::new()) {
+            Err(error) => assert_eq!(error.code(), "invalid-input", "{what}: {error}"),
+            Ok(answer) => panic!("{what}: a run started: {answer:?}"),
+        }
+    }
+}
+
+/// A token cancelled before the call starts nothing: `aborted` error.
+pub fn cancelled_before_start_starts_nothing(harness: &dyn Harness) {
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let error = harness
+        .executor()
+        .run(&request(harness, &printing(), bounds()), &cancel)
+        .expect_err("nothing starts");
+    assert_eq!(error.code(), "aborted");
+}
+
+/// A program that outlives its timeout is stopped: timed-out, in time.
+pub fn timeout_stops_the_run(harness: &dyn Harness) {
+    let timeout = Duration::from_millis(300);
+    let start = Instant::now();
+    let answer = harness
+        .executor()
+        .run(
+            &request(harness, &Behaviour::Sleep, RunBounds::new(timeout, 1 << 16)),
+            &CancelToken::new(),
+        )
+        .expect("the run starts");
+    let took = start.elapsed();
+    assert_eq!(answer.status, RunStatus::TimedOut, "{answer:?}");
+    assert_eq!(answer.exit_code, None);
+    assert!(took >= timeout, "stopped early: {took:?}");
+    assert!(took < timeout + harness.margin(), "stopped late: {took:?}");
+    assert_eq!(answer.namespace, NamespaceDisposition::Reaped);
+}
+
+/// A flood stops at the limit, keeping exactly the limit's bytes.
+pub fn output_limit_keeps_exactly_the_limit(harness: &dyn Harness) {
+    let limit = 64 * 1024;
+    let answer = harness
+        .executor()
+        .run(
+            &request(
+                harness,
+                &Behaviour::Flood,
+                RunBounds::new(Duration::from_secs(30), limit),
+            ),
+            &CancelToken::new(),
+        )
+        .expect("the run starts");
+    assert_eq!(answer.status, RunStatus::OutputLimit, "{answer:?}");
+    assert_eq!(answer.stdout.len() as u64, limit);
+}
+
+/// Cancelling while the program runs aborts it promptly.
+pub fn cancel_during_run_aborts(harness: &dyn Harness) {
+    let cancel = CancelToken::new();
+    let trigger = cancel.clone();
+    let canceller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        trigger.cancel();
+    });
+    let start = Instant::now();
+    let answer = harness
+        .executor()
+        .run(
+            &request(
+                harness,
+                &Behaviour::Sleep,
+                RunBounds::new(Duration::from_secs(60), 1 << 16),
+            ),
+            &cancel,
+        )
+        .expect("the run starts");
+    canceller.join().unwrap();
+    assert_eq!(answer.status, RunStatus::Aborted, "{answer:?}");
+    assert!(
+        start.elapsed() < Duration::from_millis(200) + harness.margin(),
+        "aborted late: {:?}",
+        start.elapsed()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::ScriptedExecutor;
+
+    struct Scripted(ScriptedExecutor);
+
+    impl Harness for Scripted {
+        fn executor(&self) -> &dyn Executor {
+            &self.0
+        }
+
+        fn program(&self, behaviour: &Behaviour) -> Program {
+            scripted_program(behaviour)
+        }
+    }
+
+    #[test]
+    fn scripted_executor_conforms() {
+        run_all(&Scripted(ScriptedExecutor::new()));
+    }
+
+    #[test]
+    fn scripted_results_are_answered_and_requests_recorded() {
+        let executor = ScriptedExecutor::new();
+        executor.push(Ok(crate::testing::ScriptedRun::exited(7, b"scripted")));
+        let harness = Scripted(executor);
+        let request = request(&harness, &printing(), bounds());
+        let answer = harness.0.run(&request, &CancelToken::new()).unwrap();
+        assert_eq!(answer.exit_code, Some(7));
+        assert_eq!(answer.stdout, b"scripted");
+        assert_eq!(harness.0.requests(), vec![request]);
+    }
+}

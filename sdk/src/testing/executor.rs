@@ -1,0 +1,252 @@
+//! A scripted Executor: it runs nothing, records every request, and answers either with
+//! results scripted in advance or, when none is queued, by interpreting the entry file as a
+//! tiny program, so that it passes the same conformance suite as a real Executor.
+//!
+//! The entry file's lines, in order:
+//!
+//! | line | effect |
+//! |---|---|
+//! | `out <text>` | `<text>` and a newline on stdout |
+//! | `err <text>` | `<text>` and a newline on stderr |
+//! | `arg <n>` | argument `n` (from 0) and a newline on stdout |
+//! | `cat-input <path>` | the input file's bytes on stdout |
+//! | `flood` | stdout without end (the run stops at the stdout limit) |
+//! | `sleep` | nothing more happens until the timeout or a cancellation (in real time) |
+//! | `signal <n>` | the run ends by signal `n` |
+//! | `exit <n>` | the run ends with exit code `n` |
+//!
+//! Output past a limit ends the run with `output-limit` and exactly the limit's bytes, as
+//! the contract says. A program that ends without `exit` or `signal` exits 0.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use sf_host::canonical::Digest;
+use sf_host::contracts::{
+    CancelToken, Enforcement, Executor, ExecutorError, LandlockStatus, NamespaceDisposition,
+    ProfileDescription, ReadableKind, ReadablePath, RunAnswer, RunIdentities, RunRequest,
+    RunStatus, RunTimes, RuntimeDescription,
+};
+
+/// One scripted outcome of a run that started.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScriptedRun {
+    /// How the run ended.
+    pub status: RunStatus,
+    /// The exit code, kept only when `status` is exited.
+    pub exit_code: Option<i32>,
+    /// The signal, kept only when `status` is signalled.
+    pub signal: Option<i32>,
+    /// stdout (cut to the request's limit, which makes the status output-limit).
+    pub stdout: Vec<u8>,
+    /// stderr (likewise).
+    pub stderr: Vec<u8>,
+}
+
+impl ScriptedRun {
+    /// A run that exited with `code` after writing `stdout`.
+    pub fn exited(code: i32, stdout: &[u8]) -> Self {
+        Self {
+            status: RunStatus::Exited,
+            exit_code: Some(code),
+            signal: None,
+            stdout: stdout.to_vec(),
+            stderr: Vec::new(),
+        }
+    }
+}
+
+/// The scripted Executor. Identities are computed as a real Executor would (from the
+/// request and its fixed descriptions); enforcement is reported as Landlock ABI 0, not
+/// enforced, because nothing is confined.
+#[derive(Debug)]
+pub struct ScriptedExecutor {
+    runtime: RuntimeDescription,
+    profile: ProfileDescription,
+    script: Mutex<VecDeque<Result<ScriptedRun, ExecutorError>>>,
+    requests: Mutex<Vec<RunRequest>>,
+}
+
+impl Default for ScriptedExecutor {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl ScriptedExecutor {
+    /// An executor with a fixed runtime (`/scripted/runtime`) and profile.
+    pub fn new() -> Self {
+        let recipe = br#"{"protocol":"sf-scripted-profile/1"}"#.to_vec();
+        Self {
+            runtime: RuntimeDescription {
+                executable: PathBuf::from("/scripted/runtime"),
+                readable: vec![ReadablePath {
+                    path: PathBuf::from("/scripted/runtime"),
+                    kind: ReadableKind::File,
+                }],
+                digest: Digest::of(b"sf-scripted-runtime/1"),
+            },
+            profile: ProfileDescription {
+                digest: Digest::of(&recipe),
+                recipe,
+            },
+            script: Mutex::new(VecDeque::new()),
+            requests: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Queues the outcome of the next run that gets past validation (an `Err` is returned
+    /// as it is, as if nothing started).
+    pub fn push(&self, outcome: Result<ScriptedRun, ExecutorError>) {
+        lock(&self.script).push_back(outcome);
+    }
+
+    /// Every request that got past validation, in order.
+    pub fn requests(&self) -> Vec<RunRequest> {
+        lock(&self.requests).clone()
+    }
+
+    fn interpret(&self, request: &RunRequest, cancel: &CancelToken, start: Instant) -> ScriptedRun {
+        let entry = request
+            .program
+            .iter()
+            .find(|file| file.path == request.entry)
+            .map(|file| String::from_utf8_lossy(&file.content).into_owned())
+            .unwrap_or_default();
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let ended = |status: RunStatus, stdout: Vec<u8>, stderr: Vec<u8>| ScriptedRun {
+            status,
+            exit_code: None,
+            signal: None,
+            stdout,
+            stderr,
+        };
+        for line in entry.lines() {
+            let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+            match word {
+                "out" => {
+                    stdout.extend_from_slice(rest.as_bytes());
+                    stdout.push(b'\n');
+                }
+                "err" => {
+                    stderr.extend_from_slice(rest.as_bytes());
+                    stderr.push(b'\n');
+                }
+                "arg" => {
+                    if let Some(arg) = rest.parse::<usize>().ok().and_then(|n| request.args.get(n))
+                    {
+                        stdout.extend_from_slice(arg.as_bytes());
+                        stdout.push(b'\n');
+                    }
+                }
+                "cat-input" => {
+                    if let Some(file) = request.input.iter().find(|file| file.path == rest) {
+                        stdout.extend_from_slice(&file.content);
+                    }
+                }
+                "flood" => {
+                    let limit = request.bounds.stdout_limit as usize;
+                    stdout.resize(limit + 1, b'x');
+                }
+                "sleep" => loop {
+                    if cancel.is_cancelled() {
+                        return ended(RunStatus::Aborted, stdout, stderr);
+                    }
+                    if start.elapsed() >= request.bounds.timeout {
+                        return ended(RunStatus::TimedOut, stdout, stderr);
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                },
+                "signal" => {
+                    return ScriptedRun {
+                        signal: Some(rest.parse().unwrap_or(9)),
+                        ..ended(RunStatus::Signalled, stdout, stderr)
+                    };
+                }
+                "exit" => {
+                    return ScriptedRun {
+                        exit_code: Some(rest.parse().unwrap_or(1)),
+                        ..ended(RunStatus::Exited, stdout, stderr)
+                    };
+                }
+                _ => {}
+            }
+        }
+        ScriptedRun {
+            exit_code: Some(0),
+            ..ended(RunStatus::Exited, stdout, stderr)
+        }
+    }
+}
+
+impl Executor for ScriptedExecutor {
+    fn describe_runtime(&self) -> Result<RuntimeDescription, ExecutorError> {
+        Ok(self.runtime.clone())
+    }
+
+    fn profile(&self) -> Result<ProfileDescription, ExecutorError> {
+        Ok(self.profile.clone())
+    }
+
+    fn run(&self, request: &RunRequest, cancel: &CancelToken) -> Result<RunAnswer, ExecutorError> {
+        if cancel.is_cancelled() {
+            return Err(ExecutorError::Aborted);
+        }
+        let (program, input) = request.check()?;
+        let start = Instant::now();
+        lock(&self.requests).push(request.clone());
+        let scripted = lock(&self.script).pop_front();
+        let mut run = match scripted {
+            Some(outcome) => outcome?,
+            None => self.interpret(request, cancel, start),
+        };
+        // Output past a limit ends the run, keeping exactly the limit's bytes.
+        for (bytes, limit) in [
+            (&mut run.stdout, request.bounds.stdout_limit),
+            (&mut run.stderr, request.bounds.stderr_limit),
+        ] {
+            if bytes.len() as u64 > limit {
+                bytes.truncate(limit as usize);
+                run.status = RunStatus::OutputLimit;
+            }
+        }
+        if !matches!(run.status, RunStatus::Exited) {
+            run.exit_code = None;
+        }
+        if !matches!(run.status, RunStatus::Signalled) {
+            run.signal = None;
+        }
+        Ok(RunAnswer {
+            status: run.status,
+            exit_code: run.exit_code,
+            signal: run.signal,
+            stdout: run.stdout,
+            stderr: run.stderr,
+            times: RunTimes {
+                wall: start.elapsed(),
+                ..RunTimes::default()
+            },
+            bounds: request.bounds,
+            identities: RunIdentities {
+                program,
+                input,
+                runtime: self.runtime.digest.clone(),
+                profile: self.profile.digest.clone(),
+                bounds: request.bounds.digest(),
+                enforcement: Enforcement {
+                    landlock_abi: 0,
+                    landlock: LandlockStatus::NotEnforced,
+                },
+            },
+            namespace: NamespaceDisposition::Reaped,
+            problems: Vec::new(),
+        })
+    }
+}
