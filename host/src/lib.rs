@@ -6,12 +6,15 @@
 //! over the traits in [`contracts`].
 
 pub mod canonical;
+pub mod cli;
 pub mod contracts;
 pub mod fault;
 pub mod gate;
 pub mod git_object;
+pub mod plugin;
 pub mod repository;
 pub mod snapshot;
+pub mod source_dir;
 pub mod source_path;
 
 /// The version of sf, recorded in records that name the code that wrote them.

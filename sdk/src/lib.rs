@@ -4,14 +4,23 @@
 //!   types (re-exported from the host, so host and plugins agree on them exactly).
 //! - [`testing`]: in-memory backends with test hooks, for tests of code over the contracts.
 //! - [`conformance`]: one suite per contract that every backend must pass.
+//! - [`export`]: the [`export_plugin!`] macro that turns trait implementations into a plugin
+//!   library sf loads at run time (see docs/plugins.md).
 //! - `mocks` (feature `mocks`): mockall fakes of the contracts, for faults that cannot be
 //!   made for real.
 
 #![warn(missing_docs)]
 
+/// serde and serde_json as the sdk uses them, so that a plugin's configuration type can derive
+/// `Deserialize` with `#[serde(crate = "sf_sdk::serde")]` without its own dependency.
+pub use serde;
+pub use serde_json;
 pub use sf_host::contracts;
+/// The object ids and encodings the contracts use.
+pub use sf_host::git_object;
 
 pub mod conformance;
+pub mod export;
 #[cfg(feature = "mocks")]
 pub mod mocks;
 pub mod testing;

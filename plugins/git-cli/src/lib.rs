@@ -16,7 +16,9 @@
 //! - `batch`: parsing `cat-file --batch` answers;
 //! - `refs`: parsing `for-each-ref` output and judging ref files Git skipped;
 //! - `store`: the trait implementation;
-//! - `factory`: configuration and the factory.
+//! - `factory`: configuration and the factory;
+//! - `plugin`: the `git-cli` configuration section, its typetag registration, and the
+//!   `export_plugin!` that makes the cdylib a plugin sf loads at run time.
 
 mod batch;
 mod binary;
@@ -25,6 +27,7 @@ mod factory;
 mod layout;
 mod ownership;
 mod pack;
+mod plugin;
 mod refs;
 mod runner;
 mod store;
@@ -35,5 +38,6 @@ pub use layout::{
     CONFIG, HEAD, HEAD_LOCK, MARKER_MAX_BYTES, MARKER_NAME, PATH_MAX_BYTES, TOP_LEVEL,
 };
 pub use ownership::FINALISATION_SEARCH_LIMIT;
+pub use plugin::GitCliBackend;
 pub use refs::{LIST_REFS_OUTPUT_BYTES, LIST_REFS_WALK_ENTRIES, READ_REF_OUTPUT_BYTES};
 pub use store::GitCliStore;

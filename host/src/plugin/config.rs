@@ -1,0 +1,414 @@
+//! Configuration (`sf.toml`): which backend serves each contract, by tag.
+//!
+//! ```toml
+//! [object_store]
+//! type = "git-cli"          # the tag
+//! git = "/usr/bin/git"      # the rest of the section is the backend's configuration
+//! ```
+//!
+//! A tag resolves in two steps. Backends compiled into the running program register their
+//! configuration type with typetag (`#[typetag::serde(name = "…")] impl ObjectStoreBackend`);
+//! a tag typetag knows is deserialized into that type and builds the backend directly. Any
+//! other tag is looked up in the manifests on the plugin path (first match wins), and the
+//! section (without `type`) is handed to the plugin as a JSON object. A tag neither knows is
+//! an error listing every known tag.
+//!
+//! A section the file leaves out takes its embedded default ([`DEFAULT_CONFIG`]); with no
+//! file at all, every section does. The `sf` binary links no backend, so its defaults resolve
+//! through the plugin path: `git-cli` is the `sf-git-cli` plugin shipped beside `sf`.
+
+use std::fmt::Debug;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::de;
+
+use super::error::PluginError;
+use super::loader;
+use super::object_store_adapter::PluginObjectStoreFactory;
+use super::object_store_protocol::CONTRACT as OBJECT_STORE;
+use super::search::{self, PluginPath};
+use crate::contracts::{ObjectStoreError, ObjectStoreFactory};
+
+/// The configuration used where a file leaves a section out, or when there is no file.
+pub const DEFAULT_CONFIG: &str = "[object_store]\ntype = \"git-cli\"\n";
+
+/// The sections a configuration may hold.
+pub const SECTIONS: &[&str] = &["object_store"];
+
+/// The largest configuration file read.
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// An ObjectStore backend compiled into the running program, configured from its section.
+///
+/// Implement it on the backend's configuration type and register it under its tag:
+///
+/// ```text
+/// #[typetag::serde(name = "git-cli")]
+/// impl ObjectStoreBackend for GitCliBackend {
+///     fn factory(&self) -> Result<Arc<dyn ObjectStoreFactory>, ObjectStoreError> { … }
+/// }
+/// ```
+#[typetag::serde(tag = "type")]
+pub trait ObjectStoreBackend: Debug + Send + Sync {
+    /// Builds the configured factory.
+    fn factory(&self) -> Result<Arc<dyn ObjectStoreFactory>, ObjectStoreError>;
+}
+
+/// The tags of the ObjectStore backends compiled into the running program, sorted.
+pub fn compiled_object_store_tags() -> Vec<&'static str> {
+    // typetag keeps its registry private; asking it for a tag no backend can have ("") makes
+    // it name every registered tag in its "unknown variant" error, which this error type keeps.
+    #[derive(Debug)]
+    enum Probe {
+        Known(&'static [&'static str]),
+        Other,
+    }
+    impl std::fmt::Display for Probe {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{self:?}")
+        }
+    }
+    impl std::error::Error for Probe {}
+    impl de::Error for Probe {
+        fn custom<T: std::fmt::Display>(_: T) -> Self {
+            Self::Other
+        }
+        fn unknown_variant(_: &str, expected: &'static [&'static str]) -> Self {
+            Self::Known(expected)
+        }
+    }
+    let probe: de::value::MapDeserializer<'_, _, Probe> =
+        de::value::MapDeserializer::new([("type", "")].into_iter());
+    let mut tags = match <Box<dyn ObjectStoreBackend> as serde::Deserialize>::deserialize(probe) {
+        Err(Probe::Known(expected)) => expected.to_vec(),
+        _ => Vec::new(),
+    };
+    tags.sort_unstable();
+    tags
+}
+
+/// Where a configuration came from, for error messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigOrigin {
+    /// The embedded defaults.
+    Defaults,
+    /// A file.
+    File(PathBuf),
+}
+
+impl std::fmt::Display for ConfigOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Defaults => f.write_str("the embedded default configuration"),
+            Self::File(path) => write!(f, "configuration file {}", path.display()),
+        }
+    }
+}
+
+/// Why a configuration cannot be read or resolved.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error(
+        "configuration file {}: cannot be read ({detail}); pass an existing sf.toml to --config",
+        path.display()
+    )]
+    Unreadable { path: PathBuf, detail: String },
+    /// The file is not a valid configuration.
+    #[error("{origin}: {detail}")]
+    Invalid {
+        origin: ConfigOrigin,
+        detail: String,
+    },
+    /// No compiled-in backend and no plugin on the plugin path serves the tag.
+    #[error(
+        "{origin}: [{section}] type {tag:?} is not known; known types: {}. Fix the type, or put \
+         the plugin that provides it on the plugin path ({})",
+        if known.is_empty() { "none".to_owned() } else { known.join(", ") },
+        plugin_path.iter().map(|dir| dir.display().to_string()).collect::<Vec<_>>().join(":")
+    )]
+    UnknownTag {
+        origin: ConfigOrigin,
+        section: String,
+        tag: String,
+        known: Vec<String>,
+        plugin_path: Vec<PathBuf>,
+    },
+    /// A compiled-in backend refused its configuration or failed to start.
+    #[error("{origin}: [{section}] type {tag:?}: {detail}")]
+    Backend {
+        origin: ConfigOrigin,
+        section: String,
+        tag: String,
+        detail: String,
+    },
+    /// The plugin that serves the tag failed to load, check or instantiate.
+    #[error("{origin}: [{section}] type {tag:?}: {error}")]
+    Plugin {
+        origin: ConfigOrigin,
+        section: String,
+        tag: String,
+        error: Box<PluginError>,
+    },
+}
+
+impl ConfigError {
+    /// The stable kebab-case code of the error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Unreadable { .. } => "config-unreadable",
+            Self::Invalid { .. } => "config-invalid",
+            Self::UnknownTag { .. } => "unknown-tag",
+            Self::Backend { .. } => "backend-failed",
+            Self::Plugin { error, .. } => error.code(),
+        }
+    }
+}
+
+/// One backend section: its tag and the rest of its fields.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Section {
+    tag: String,
+    fields: toml::Table,
+}
+
+impl Section {
+    /// The tag (`type`).
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// The section's fields other than `type`.
+    pub fn fields(&self) -> &toml::Table {
+        &self.fields
+    }
+}
+
+/// A parsed configuration: one backend section per contract.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    origin: ConfigOrigin,
+    object_store: Section,
+}
+
+impl Config {
+    /// The embedded defaults.
+    pub fn defaults() -> Self {
+        Self::parse(DEFAULT_CONFIG, ConfigOrigin::Defaults)
+            .expect("the embedded default configuration is valid")
+    }
+
+    /// Reads `path`, or takes the embedded defaults when there is none.
+    pub fn load(path: Option<&Path>) -> Result<Self, ConfigError> {
+        let Some(path) = path else {
+            return Ok(Self::defaults());
+        };
+        let unreadable = |detail: String| ConfigError::Unreadable {
+            path: path.to_owned(),
+            detail,
+        };
+        let meta = std::fs::metadata(path).map_err(|error| unreadable(error.to_string()))?;
+        if !meta.is_file() {
+            return Err(unreadable("not a regular file".into()));
+        }
+        if meta.len() > MAX_CONFIG_BYTES {
+            return Err(unreadable(format!("larger than {MAX_CONFIG_BYTES} bytes")));
+        }
+        let bytes = std::fs::read(path).map_err(|error| unreadable(error.to_string()))?;
+        let text = String::from_utf8(bytes).map_err(|_| ConfigError::Invalid {
+            origin: ConfigOrigin::File(path.to_owned()),
+            detail: "not UTF-8".into(),
+        })?;
+        Self::parse(&text, ConfigOrigin::File(path.to_owned()))
+    }
+
+    /// Parses configuration text. Every top-level key must be a known section holding a
+    /// table with a string `type`; sections left out take their defaults.
+    pub fn parse(text: &str, origin: ConfigOrigin) -> Result<Self, ConfigError> {
+        let invalid = |detail: String| ConfigError::Invalid {
+            origin: origin.clone(),
+            detail,
+        };
+        let mut table: toml::Table = text
+            .parse()
+            .map_err(|error: toml::de::Error| invalid(error.to_string().trim_end().to_owned()))?;
+        if let Some(unknown) = table.keys().find(|key| !SECTIONS.contains(&key.as_str())) {
+            return Err(invalid(format!(
+                "unknown section [{unknown}]; the known sections are {}",
+                SECTIONS
+                    .iter()
+                    .map(|section| format!("[{section}]"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        let object_store = match table.remove("object_store") {
+            Some(value) => section("object_store", value).map_err(invalid)?,
+            None if origin == ConfigOrigin::Defaults => {
+                return Err(invalid("the defaults lack [object_store]".into()));
+            }
+            None => Self::defaults().object_store,
+        };
+        Ok(Self {
+            origin,
+            object_store,
+        })
+    }
+
+    /// Where this configuration came from.
+    pub fn origin(&self) -> &ConfigOrigin {
+        &self.origin
+    }
+
+    /// The `[object_store]` section.
+    pub fn object_store_section(&self) -> &Section {
+        &self.object_store
+    }
+
+    /// Builds the configured ObjectStore factory: a compiled-in backend if one is registered
+    /// under the tag, otherwise the plugin on `plugins` whose manifest lists it.
+    pub fn object_store(
+        &self,
+        plugins: &PluginPath,
+    ) -> Result<Arc<dyn ObjectStoreFactory>, ConfigError> {
+        let section = &self.object_store;
+        let name = "object_store";
+        let backend_error = |detail: String| ConfigError::Backend {
+            origin: self.origin.clone(),
+            section: name.into(),
+            tag: section.tag.clone(),
+            detail,
+        };
+        if compiled_object_store_tags().contains(&section.tag.as_str()) {
+            let mut table = section.fields.clone();
+            table.insert("type".into(), toml::Value::String(section.tag.clone()));
+            let backend: Box<dyn ObjectStoreBackend> = toml::Value::Table(table)
+                .try_into()
+                .map_err(|error: toml::de::Error| {
+                    backend_error(format!(
+                        "invalid configuration: {}",
+                        error.to_string().trim_end()
+                    ))
+                })?;
+            return backend
+                .factory()
+                .map_err(|error| backend_error(error.to_string()));
+        }
+        let plugin_error = |error: PluginError| ConfigError::Plugin {
+            origin: self.origin.clone(),
+            section: name.into(),
+            tag: section.tag.clone(),
+            error: Box::new(error),
+        };
+        let found = plugins.discover().map_err(plugin_error)?;
+        let Some(candidate) = search::find(&found, OBJECT_STORE, &section.tag) else {
+            let mut known: Vec<String> = compiled_object_store_tags()
+                .into_iter()
+                .map(|tag| format!("{tag} (compiled in)"))
+                .collect();
+            for (tag, plugin, library) in search::tags(&found, OBJECT_STORE) {
+                known.push(format!("{tag} (plugin {plugin}, {})", library.display()));
+            }
+            for broken in found.iter().filter(|found| found.manifest.is_err()) {
+                eprintln!(
+                    "sf: warning: skipping {}: {}",
+                    broken.manifest_file.display(),
+                    broken
+                        .manifest
+                        .as_ref()
+                        .err()
+                        .map(ToString::to_string)
+                        .unwrap_or_default()
+                );
+            }
+            return Err(ConfigError::UnknownTag {
+                origin: self.origin.clone(),
+                section: name.into(),
+                tag: section.tag.clone(),
+                known,
+                plugin_path: plugins.dirs().to_vec(),
+            });
+        };
+        let plugin = loader::load(&candidate.library).map_err(plugin_error)?;
+        let fields = serde_json::to_value(&section.fields)
+            .ok()
+            .and_then(|value| match value {
+                serde_json::Value::Object(map) => Some(map),
+                _ => None,
+            })
+            .ok_or_else(|| backend_error("the section cannot be expressed as JSON".into()))?;
+        let factory =
+            PluginObjectStoreFactory::new(&plugin, &section.tag, &fields).map_err(plugin_error)?;
+        Ok(Arc::new(factory))
+    }
+}
+
+fn section(name: &str, value: toml::Value) -> Result<Section, String> {
+    let toml::Value::Table(mut fields) = value else {
+        return Err(format!("[{name}] must be a table"));
+    };
+    let tag = match fields.remove("type") {
+        Some(toml::Value::String(tag)) => tag,
+        Some(_) => return Err(format!("[{name}] type must be a string")),
+        None => {
+            return Err(format!(
+                "[{name}] has no type; name its backend, for example type = \"git-cli\""
+            ));
+        }
+    };
+    super::manifest::check_word(&tag)
+        .map_err(|rule| format!("[{name}] type {tag:?} is not a tag: {rule}"))?;
+    Ok(Section { tag, fields })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_name_git_cli() {
+        let config = Config::defaults();
+        assert_eq!(config.object_store_section().tag(), "git-cli");
+        assert!(config.object_store_section().fields().is_empty());
+    }
+
+    #[test]
+    fn missing_sections_take_defaults() {
+        let config = Config::parse("", ConfigOrigin::File("/x".into())).unwrap();
+        assert_eq!(config.object_store_section().tag(), "git-cli");
+    }
+
+    #[test]
+    fn bad_configurations_are_refused() {
+        for (text, needle) in [
+            ("[object_store", "TOML parse error"),
+            ("[executor_x]\ntype = \"a\"", "unknown section"),
+            ("object_store = 1", "must be a table"),
+            ("[object_store]\ngit = \"/usr/bin/git\"", "has no type"),
+            ("[object_store]\ntype = 1", "must be a string"),
+            ("[object_store]\ntype = \"Git CLI\"", "is not a tag"),
+        ] {
+            let error = Config::parse(text, ConfigOrigin::File("/x".into())).unwrap_err();
+            assert_eq!(error.code(), "config-invalid", "{text}");
+            assert!(error.to_string().contains(needle), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn unknown_tags_list_the_known_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::parse(
+            "[object_store]\ntype = \"no-such-store\"",
+            ConfigOrigin::File("/x".into()),
+        )
+        .unwrap();
+        let error = config
+            .object_store(&PluginPath::new([dir.path().to_owned()]))
+            .err()
+            .expect("an unknown tag");
+        assert_eq!(error.code(), "unknown-tag");
+        assert!(error.to_string().contains("known types"), "{error}");
+    }
+}

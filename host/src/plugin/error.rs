@@ -1,0 +1,219 @@
+//! The plugin host's typed errors. Each names the plugin (by name once its manifest was read,
+//! by library path before) and says what to do about it.
+
+use std::path::PathBuf;
+
+use super::abi::{ABI_MAJOR, ABI_MINOR, ENTRY_SYMBOL, MAGIC};
+
+/// Why a plugin could not be found, loaded, checked, instantiated or called.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PluginError {
+    /// The manifest file beside the library cannot be read.
+    #[error(
+        "plugin library {}: its manifest file {} cannot be read ({detail}); a plugin ships its \
+         manifest beside its library: rebuild the plugin (its build script writes the file) or \
+         copy the manifest next to the library",
+        library.display(),
+        manifest.display()
+    )]
+    MissingManifest {
+        library: PathBuf,
+        manifest: PathBuf,
+        detail: String,
+    },
+    /// The manifest file is not a valid manifest.
+    #[error("plugin manifest {}: {detail}; fix the file or rebuild the plugin", file.display())]
+    InvalidManifest { file: PathBuf, detail: String },
+    /// The library named by a manifest is not there.
+    #[error(
+        "plugin {plugin}: its library {} cannot be used ({detail}); build the plugin, or remove \
+         its manifest {} from the plugin path",
+        library.display(),
+        manifest.display()
+    )]
+    MissingLibrary {
+        plugin: String,
+        library: PathBuf,
+        manifest: PathBuf,
+        detail: String,
+    },
+    /// A plugin file or directory could be changed by someone else.
+    #[error(
+        "plugin {plugin}: {} is not safe to load: {rule}; fix its owner or permissions \
+         (for example chmod go-w)",
+        path.display()
+    )]
+    Insecure {
+        plugin: String,
+        path: PathBuf,
+        rule: String,
+    },
+    /// The dynamic loader refused the library.
+    #[error(
+        "plugin {plugin}: {} could not be loaded: {detail}; rebuild it for this platform",
+        library.display()
+    )]
+    LoadFailed {
+        plugin: String,
+        library: PathBuf,
+        detail: String,
+    },
+    /// The library does not export the entry symbol.
+    #[error(
+        "plugin {plugin}: {} exports no {ENTRY_SYMBOL} ({detail}): it is not an sf plugin; \
+         build it with sf_sdk::export_plugin!",
+        library.display()
+    )]
+    MissingEntry {
+        plugin: String,
+        library: PathBuf,
+        detail: String,
+    },
+    /// The entry table does not start with the magic number.
+    #[error(
+        "plugin {plugin}: {} returned a table with the magic number {found:#018x}, not \
+         {MAGIC:#018x}: it is not an sf plugin table; rebuild the plugin with sf-sdk",
+        library.display()
+    )]
+    WrongMagic {
+        plugin: String,
+        library: PathBuf,
+        found: u64,
+    },
+    /// The plugin speaks another ABI major version.
+    #[error(
+        "plugin {plugin}: {} was built for ABI {found} and this sf speaks ABI \
+         {ABI_MAJOR}.{ABI_MINOR}; the major versions must match: rebuild the plugin against an \
+         sf-sdk of ABI {ABI_MAJOR}, or use an sf that speaks its ABI",
+        library.display()
+    )]
+    AbiMismatch {
+        plugin: String,
+        library: PathBuf,
+        /// `major` or `major.minor`, as far as it is known (the manifest file names only the
+        /// major).
+        found: String,
+    },
+    /// The entry table is not usable (null table, null function, bad strings).
+    #[error(
+        "plugin {plugin}: {} returned a malformed entry table: {detail}; rebuild the plugin \
+         with sf-sdk",
+        library.display()
+    )]
+    MalformedTable {
+        plugin: String,
+        library: PathBuf,
+        detail: String,
+    },
+    /// The manifest file beside the library is not the manifest compiled into it.
+    #[error(
+        "plugin {plugin}: the manifest file {} is not the manifest compiled into {} ({detail}); \
+         the two must be byte-identical: reinstall the library together with its manifest",
+        manifest.display(),
+        library.display()
+    )]
+    ManifestMismatch {
+        plugin: String,
+        library: PathBuf,
+        manifest: PathBuf,
+        detail: String,
+    },
+    /// The plugin does not provide the contract asked for, or this sf does not know it.
+    #[error(
+        "plugin {plugin} does not provide the contract {contract} ({detail}); it provides: {}",
+        list(provided)
+    )]
+    UnknownContract {
+        plugin: String,
+        contract: String,
+        provided: Vec<String>,
+        detail: String,
+    },
+    /// The plugin does not serve the tag asked for.
+    #[error(
+        "plugin {plugin} does not provide the {contract} type {tag:?}; it provides: {}",
+        list(provided)
+    )]
+    UnknownTag {
+        plugin: String,
+        contract: String,
+        tag: String,
+        provided: Vec<String>,
+    },
+    /// The plugin panicked; the panic was caught inside the plugin and sf kept running.
+    #[error(
+        "plugin {plugin} panicked in {during}: {message}; the plugin is faulty: report it to \
+         its author, or configure another backend"
+    )]
+    Panicked {
+        plugin: String,
+        during: String,
+        message: String,
+    },
+    /// The plugin answered with bytes that are not a well-formed reply.
+    #[error(
+        "plugin {plugin} answered {during} with a malformed message: {detail}; the plugin is \
+         faulty or was built against an incompatible sf-sdk: rebuild it, or configure another \
+         backend"
+    )]
+    MalformedMessage {
+        plugin: String,
+        during: String,
+        detail: String,
+    },
+    /// The plugin does not know a method this sf called (an older minor version).
+    #[error(
+        "plugin {plugin} does not support {method} ({detail}); rebuild it against a newer sf-sdk"
+    )]
+    UnsupportedMethod {
+        plugin: String,
+        method: String,
+        detail: String,
+    },
+    /// The plugin refused to serve the call (bad configuration, a backend that could not
+    /// start, a request it could not read).
+    #[error("plugin {plugin} refused {during} ({code}): {message}")]
+    Refused {
+        plugin: String,
+        during: String,
+        code: String,
+        message: String,
+    },
+    /// A plugin directory cannot be used.
+    #[error("plugin path: {}: {detail}", path.display())]
+    PluginPath { path: PathBuf, detail: String },
+}
+
+fn list(items: &[String]) -> String {
+    if items.is_empty() {
+        "nothing".to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+impl PluginError {
+    /// The stable kebab-case code of the error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::MissingManifest { .. } => "missing-manifest",
+            Self::InvalidManifest { .. } => "invalid-manifest",
+            Self::MissingLibrary { .. } => "missing-library",
+            Self::Insecure { .. } => "insecure-plugin",
+            Self::LoadFailed { .. } => "load-failed",
+            Self::MissingEntry { .. } => "missing-entry",
+            Self::WrongMagic { .. } => "wrong-magic",
+            Self::AbiMismatch { .. } => "abi-mismatch",
+            Self::MalformedTable { .. } => "malformed-table",
+            Self::ManifestMismatch { .. } => "manifest-mismatch",
+            Self::UnknownContract { .. } => "unknown-contract",
+            Self::UnknownTag { .. } => "unknown-tag",
+            Self::Panicked { .. } => "plugin-panicked",
+            Self::MalformedMessage { .. } => "malformed-message",
+            Self::UnsupportedMethod { .. } => "unsupported-method",
+            Self::Refused { .. } => "plugin-refused",
+            Self::PluginPath { .. } => "plugin-path",
+        }
+    }
+}

@@ -1,0 +1,305 @@
+//! [`ObjectStoreFactory`] and [`ObjectStore`] over a loaded plugin: every trait method is one
+//! `call` with the message of [`super::object_store_protocol`], and every answer, error and
+//! failure comes back as the trait's own value.
+//!
+//! What a plugin's failure becomes, method by method:
+//! - a contract error: the same [`ObjectStoreError`], code and fields;
+//! - for `create_ref` and `compare_and_swap_ref`, a panic or a malformed reply after the call
+//!   was made: `Ok(RefUpdate::Unknown)`, because the write may have happened (never `Err`,
+//!   which would claim nothing started);
+//! - otherwise a panic: `unavailable`; a malformed reply: `corrupt`; a method the plugin does
+//!   not support or a request it refused: `unavailable`; each naming the plugin and the fix.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::error::PluginError;
+use super::loader::{CallReply, Instance, LoadedPlugin};
+use super::message::MessageError;
+use super::object_store_protocol::{self as wire, DecodedError, method};
+use crate::contracts::{
+    EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreFactory, RefName, RefUpdate, RefValue,
+    StoreRoot, StoredObject,
+};
+use crate::git_object::ObjectId;
+
+/// An ObjectStore factory living in a plugin.
+#[derive(Debug)]
+pub struct PluginObjectStoreFactory {
+    instance: Instance,
+    tag: String,
+}
+
+impl PluginObjectStoreFactory {
+    /// Instantiates the `object-store` contract of `plugin` under `tag` with `config`.
+    pub fn new(
+        plugin: &Arc<LoadedPlugin>,
+        tag: &str,
+        config: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, PluginError> {
+        Ok(Self {
+            instance: plugin.instantiate(wire::CONTRACT, tag, config)?,
+            tag: tag.to_owned(),
+        })
+    }
+
+    /// The plugin serving this factory.
+    pub fn plugin(&self) -> &Arc<LoadedPlugin> {
+        self.instance.plugin()
+    }
+
+    /// The tag this factory was made under.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    fn make_store(
+        &self,
+        method: &str,
+        request: &[u8],
+    ) -> Result<Box<dyn ObjectStore>, ObjectStoreError> {
+        let plugin = self.instance.plugin();
+        self.instance
+            .call(method, request, |reply| match reply {
+                CallReply::Answer {
+                    bytes,
+                    new_instance,
+                } => {
+                    let root = wire::decode_root(bytes)
+                        .map_err(|error| malformed(plugin, method, error))?;
+                    let Some(instance) = new_instance else {
+                        return Err(malformed_text(
+                            plugin,
+                            method,
+                            "the answer carries no store instance",
+                        ));
+                    };
+                    Ok(Box::new(PluginObjectStore { instance, root }) as Box<dyn ObjectStore>)
+                }
+                CallReply::ContractError { bytes } => Err(contract_error(plugin, method, bytes)),
+            })
+            .map_err(plugin_failure)?
+    }
+}
+
+impl ObjectStoreFactory for PluginObjectStoreFactory {
+    fn create(
+        &self,
+        path: &Path,
+        deadline: Instant,
+    ) -> Result<Box<dyn ObjectStore>, ObjectStoreError> {
+        self.make_store(method::CREATE, &wire::encode_create(path, deadline))
+    }
+
+    fn open(
+        &self,
+        root: &StoreRoot,
+        marker: &[u8],
+        deadline: Instant,
+    ) -> Result<Box<dyn ObjectStore>, ObjectStoreError> {
+        self.make_store(method::OPEN, &wire::encode_open(root, marker, deadline))
+    }
+}
+
+/// One store living in a plugin; dropping it releases the plugin's store.
+#[derive(Debug)]
+pub struct PluginObjectStore {
+    instance: Instance,
+    root: StoreRoot,
+}
+
+impl PluginObjectStore {
+    /// Calls a method whose answer `decode` reads; failures map as the module says.
+    fn call<T>(
+        &self,
+        method: &str,
+        request: &[u8],
+        decode: impl FnOnce(&[u8]) -> Result<T, MessageError>,
+    ) -> Result<T, ObjectStoreError> {
+        let plugin = self.instance.plugin();
+        self.instance
+            .call(method, request, |reply| match reply {
+                CallReply::Answer {
+                    bytes,
+                    new_instance,
+                } => {
+                    if new_instance.is_some() {
+                        return Err(malformed_text(
+                            plugin,
+                            method,
+                            "a store method answered with a new instance",
+                        ));
+                    }
+                    decode(bytes).map_err(|error| malformed(plugin, method, error))
+                }
+                CallReply::ContractError { bytes } => Err(contract_error(plugin, method, bytes)),
+            })
+            .map_err(plugin_failure)?
+    }
+
+    /// Calls a ref write: once the call was made, anything but a well-formed answer or
+    /// contract error is `Unknown`.
+    fn ref_write(&self, method: &str, request: &[u8]) -> Result<RefUpdate, ObjectStoreError> {
+        let plugin = self.instance.plugin();
+        let unknown = |reason: String| RefUpdate::Unknown { reason };
+        let outcome = self.instance.call(method, request, |reply| match reply {
+            CallReply::Answer {
+                bytes,
+                new_instance,
+            } => {
+                if new_instance.is_some() {
+                    return Ok(unknown(format!(
+                        "plugin {} answered {method} with a new instance; the ref's state is \
+                         unknown",
+                        plugin.name()
+                    )));
+                }
+                Ok(wire::decode_ref_update(bytes)
+                    .unwrap_or_else(|error| unknown(malformed(plugin, method, error).to_string())))
+            }
+            CallReply::ContractError { bytes } => match wire::decode_error(bytes) {
+                Ok(_) => Err(contract_error(plugin, method, bytes)),
+                Err(error) => Ok(unknown(malformed(plugin, method, error).to_string())),
+            },
+        });
+        match outcome {
+            Ok(result) => result,
+            // Refused before the method ran: nothing started.
+            Err(error @ (PluginError::UnsupportedMethod { .. } | PluginError::Refused { .. })) => {
+                Err(plugin_failure(error))
+            }
+            Err(error) => Ok(unknown(format!(
+                "{error}; the ref write may or may not have happened"
+            ))),
+        }
+    }
+}
+
+impl ObjectStore for PluginObjectStore {
+    fn root(&self) -> &StoreRoot {
+        &self.root
+    }
+
+    fn mark(&self, marker: &[u8], deadline: Instant) -> Result<(), ObjectStoreError> {
+        self.call(
+            method::MARK,
+            &wire::encode_mark(marker, deadline),
+            super::protocol::Empty::decode,
+        )
+    }
+
+    fn write_objects(
+        &self,
+        objects: &[EncodedObject],
+        deadline: Instant,
+    ) -> Result<(), ObjectStoreError> {
+        self.call(
+            method::WRITE_OBJECTS,
+            &wire::encode_write_objects(objects, deadline),
+            super::protocol::Empty::decode,
+        )
+    }
+
+    fn read_objects(
+        &self,
+        ids: &[ObjectId],
+        budget: u64,
+        deadline: Instant,
+    ) -> Result<Vec<Option<StoredObject>>, ObjectStoreError> {
+        self.call(
+            method::READ_OBJECTS,
+            &wire::encode_read_objects(ids, budget, deadline),
+            wire::decode_objects,
+        )
+    }
+
+    fn read_ref(
+        &self,
+        name: &RefName,
+        deadline: Instant,
+    ) -> Result<Option<RefValue>, ObjectStoreError> {
+        self.call(
+            method::READ_REF,
+            &wire::encode_read_ref(name, deadline),
+            wire::decode_ref_value,
+        )
+    }
+
+    fn list_refs(
+        &self,
+        prefix: &str,
+        deadline: Instant,
+    ) -> Result<Vec<(RefName, RefValue)>, ObjectStoreError> {
+        self.call(
+            method::LIST_REFS,
+            &wire::encode_list_refs(prefix, deadline),
+            wire::decode_ref_list,
+        )
+    }
+
+    fn create_ref(
+        &self,
+        name: &RefName,
+        value: &ObjectId,
+        deadline: Instant,
+    ) -> Result<RefUpdate, ObjectStoreError> {
+        self.ref_write(
+            method::CREATE_REF,
+            &wire::encode_create_ref(name, value, deadline),
+        )
+    }
+
+    fn compare_and_swap_ref(
+        &self,
+        name: &RefName,
+        expected: &ObjectId,
+        new: &ObjectId,
+        deadline: Instant,
+    ) -> Result<RefUpdate, ObjectStoreError> {
+        self.ref_write(
+            method::COMPARE_AND_SWAP_REF,
+            &wire::encode_compare_and_swap_ref(name, expected, new, deadline),
+        )
+    }
+}
+
+fn malformed(plugin: &LoadedPlugin, method: &str, error: MessageError) -> ObjectStoreError {
+    malformed_text(plugin, method, &error.to_string())
+}
+
+fn malformed_text(plugin: &LoadedPlugin, method: &str, detail: &str) -> ObjectStoreError {
+    plugin_failure(PluginError::MalformedMessage {
+        plugin: plugin.name().to_owned(),
+        during: method.to_owned(),
+        detail: detail.to_owned(),
+    })
+}
+
+/// A contract error reply, decoded; an unreadable one is itself a malformed message.
+fn contract_error(plugin: &LoadedPlugin, method: &str, bytes: &[u8]) -> ObjectStoreError {
+    match wire::decode_error(bytes) {
+        Ok(DecodedError::Known(error)) => error,
+        Ok(DecodedError::Unknown { code, message }) => ObjectStoreError::Unavailable {
+            reason: format!(
+                "plugin {} refused {method} with an error this sf does not know ({code}): \
+                 {message}",
+                plugin.name()
+            ),
+        },
+        Err(error) => malformed(plugin, method, error),
+    }
+}
+
+/// A plugin failure as the contract's error: malformed replies are `corrupt` (an answer that
+/// failed verification), everything else `unavailable` (the store cannot be used).
+pub fn plugin_failure(error: PluginError) -> ObjectStoreError {
+    match error {
+        PluginError::MalformedMessage { .. } => ObjectStoreError::Corrupt {
+            what: error.to_string(),
+        },
+        other => ObjectStoreError::Unavailable {
+            reason: other.to_string(),
+        },
+    }
+}

@@ -1,0 +1,537 @@
+//! Exporting contract implementations as an sf plugin library: the [`export_plugin!`](crate::export_plugin) macro
+//! and the runtime it expands to.
+//!
+//! A plugin crate builds as a `cdylib`, keeps its manifest in a file (conventionally
+//! `sf-plugin.json` beside its `Cargo.toml`), copies that file beside the built library in a
+//! build script, and invokes the macro once at its crate root:
+//!
+//! ```text
+//! sf_sdk::export_plugin! {
+//!     manifest: "sf-plugin.json",
+//!     object_store: {
+//!         "example-memory" => make_store,
+//!     },
+//! }
+//!
+//! fn make_store(config: &sf_sdk::export::PluginConfig) -> Result<MyFactory, String> { … }
+//! ```
+//!
+//! The macro generates the `sf_plugin_entry_v1` symbol and its static table (magic, ABI
+//! version, sdk version, the manifest compiled in with `include_str!`, and the four C
+//! functions). Every function runs the plugin's code under `catch_unwind`: a panic becomes a
+//! `STATUS_PANIC` reply and the host keeps running. A plugin built with `panic = "abort"` could
+//! not do that, so the macro refuses to compile under it. It also generates a unit test that
+//! checks that the manifest lists exactly the exported contracts and tags.
+//!
+//! The functions here are public so that the macro can call them from the plugin crate; a
+//! plugin never needs to call them itself.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::ffi::c_void;
+use std::fmt::Display;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use serde::de::DeserializeOwned;
+use sf_host::contracts::{ObjectStore, ObjectStoreFactory};
+use sf_host::plugin::object_store_protocol::{self as wire, Request};
+use sf_host::plugin::protocol::{self, Empty, PanicReply, PluginErrorReply};
+use sf_host::plugin::{PluginManifest, abi};
+
+pub use sf_host::plugin::abi::{
+    ABI_MAJOR, ABI_MINOR, MAGIC, PluginEntryV1, SfBuffer, SfBytes, SfStr, StaticEntry,
+};
+
+/// The version of this sdk, recorded in every plugin's table.
+pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Makes an ObjectStore factory from a configuration.
+pub type ObjectStoreConstructor = fn(&PluginConfig) -> Result<Box<dyn ObjectStoreFactory>, String>;
+
+/// What a plugin exports: its manifest and one constructor per tag of each contract.
+pub struct PluginDefinition {
+    /// The manifest, byte for byte as in the manifest file.
+    pub manifest: &'static str,
+    /// `(tag, constructor)` for the `object-store` contract.
+    pub object_stores: &'static [(&'static str, ObjectStoreConstructor)],
+}
+
+impl PluginDefinition {
+    /// Checks that the manifest is valid, of this sdk's ABI, and lists exactly the contracts
+    /// and tags that have constructors.
+    pub fn check(&self) -> Result<PluginManifest, String> {
+        let manifest = PluginManifest::parse(self.manifest.as_bytes())
+            .map_err(|error| format!("the manifest is invalid: {error}"))?;
+        if manifest.abi != ABI_MAJOR {
+            return Err(format!(
+                "the manifest says abi {}, and this sf-sdk builds ABI {ABI_MAJOR}",
+                manifest.abi
+            ));
+        }
+        let mut exported: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        if !self.object_stores.is_empty() {
+            let mut tags: Vec<String> = self
+                .object_stores
+                .iter()
+                .map(|(tag, _)| (*tag).to_owned())
+                .collect();
+            tags.sort();
+            exported.insert(wire::CONTRACT.to_owned(), tags);
+        }
+        let mut listed = manifest.contracts.clone();
+        for tags in listed.values_mut() {
+            tags.sort();
+        }
+        if listed != exported {
+            return Err(format!(
+                "the manifest lists {listed:?}, and the plugin exports {exported:?}"
+            ));
+        }
+        Ok(manifest)
+    }
+}
+
+/// A plugin instance's configuration: its section of `sf.toml` as JSON.
+#[derive(Clone, Debug)]
+pub struct PluginConfig {
+    tag: String,
+    fields: serde_json::Map<String, serde_json::Value>,
+}
+
+impl PluginConfig {
+    /// The tag (`type`) the instance is made for.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// The section's fields, without `type`.
+    pub fn fields(&self) -> &serde_json::Map<String, serde_json::Value> {
+        &self.fields
+    }
+
+    /// The fields (without `type`) as a `T`. Use `#[serde(deny_unknown_fields)]` on `T` so
+    /// that a misspelt key is refused rather than ignored.
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, String> {
+        serde_json::from_value(serde_json::Value::Object(self.fields.clone()))
+            .map_err(|error| format!("invalid configuration for type {:?}: {error}", self.tag))
+    }
+}
+
+/// Boxes a constructor's result; what the macro wraps every `object_store` constructor in.
+pub fn object_store_factory<F, E>(made: Result<F, E>) -> Result<Box<dyn ObjectStoreFactory>, String>
+where
+    F: ObjectStoreFactory + 'static,
+    E: Display,
+{
+    made.map(|factory| Box::new(factory) as Box<dyn ObjectStoreFactory>)
+        .map_err(|error| error.to_string())
+}
+
+/// The entry table of a plugin; a `const fn` so that it can live in a `static`.
+pub const fn entry_table(manifest: &'static str, instantiate: abi::InstantiateFn) -> PluginEntryV1 {
+    PluginEntryV1 {
+        magic: MAGIC,
+        abi_major: ABI_MAJOR,
+        abi_minor: ABI_MINOR,
+        sdk_version: SfStr::from_static(SDK_VERSION),
+        manifest: SfStr::from_static(manifest),
+        instantiate: Some(instantiate),
+        call: Some(call),
+        free_buf: Some(free_buf),
+        drop_instance: Some(drop_instance),
+    }
+}
+
+/// One instance handed to the host.
+enum Instance {
+    ObjectStoreFactory(Box<dyn ObjectStoreFactory>),
+    ObjectStore(Box<dyn ObjectStore>),
+}
+
+/// How a call ended, before it is written to the reply.
+enum Outcome {
+    Ok(Vec<u8>),
+    ContractError(Vec<u8>),
+    PluginError(PluginErrorReply),
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic without a message".to_owned()
+    }
+}
+
+/// Runs `body` under `catch_unwind`: a panic becomes a panic report, never an unwind out of
+/// the library.
+fn run(body: impl FnOnce() -> Outcome) -> (i32, Vec<u8>) {
+    match catch_unwind(AssertUnwindSafe(body)) {
+        Ok(Outcome::Ok(bytes)) => (abi::STATUS_OK, bytes),
+        Ok(Outcome::ContractError(bytes)) => (abi::STATUS_CONTRACT_ERROR, bytes),
+        Ok(Outcome::PluginError(error)) => (abi::STATUS_PLUGIN_ERROR, error.encode()),
+        Err(payload) => {
+            let message = panic_message(payload.as_ref());
+            // Dropping a payload can itself panic; keep that inside the plugin too.
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+            (abi::STATUS_PANIC, PanicReply { message }.encode())
+        }
+    }
+}
+
+/// Hands `bytes` to the host as the reply.
+///
+/// # Safety
+/// `reply` must be null or valid for one write.
+unsafe fn write_reply(reply: *mut SfBuffer, bytes: Vec<u8>) {
+    if !reply.is_null() {
+        // SAFETY: the caller promises `reply` is valid for a write.
+        unsafe { reply.write(SfBuffer::from_vec(bytes)) };
+    }
+}
+
+fn plugin_error(code: &str, message: impl Into<String>) -> Outcome {
+    Outcome::PluginError(PluginErrorReply::new(code, message))
+}
+
+/// The body of the table's `instantiate`: parses the configuration, finds the constructor
+/// for its tag and hands the new instance to the host.
+///
+/// # Safety
+/// The arguments must satisfy [`abi::InstantiateFn`]'s contract.
+pub unsafe fn instantiate(
+    definition: &PluginDefinition,
+    contract: SfBytes,
+    config: SfBytes,
+    instance: *mut *mut c_void,
+    reply: *mut SfBuffer,
+) -> i32 {
+    let (status, bytes) = run(|| {
+        if let Err(detail) = definition.check() {
+            return plugin_error(protocol::EXPORTS_MISMATCH, detail);
+        }
+        // SAFETY: the host lends both spans for the call.
+        let (Some(contract), Some(config)) =
+            (unsafe { contract.as_slice() }, unsafe { config.as_slice() })
+        else {
+            return plugin_error(protocol::MALFORMED_REQUEST, "a null argument");
+        };
+        let Ok(contract) = std::str::from_utf8(contract) else {
+            return plugin_error(protocol::MALFORMED_REQUEST, "the contract is not UTF-8");
+        };
+        let mut fields: serde_json::Map<String, serde_json::Value> =
+            match serde_json::from_slice(config) {
+                Ok(fields) => fields,
+                Err(error) => {
+                    return plugin_error(
+                        protocol::INVALID_CONFIG,
+                        format!("the configuration is not a JSON object: {error}"),
+                    );
+                }
+            };
+        let tag = match fields.remove("type") {
+            Some(serde_json::Value::String(tag)) => tag,
+            _ => return plugin_error(protocol::INVALID_CONFIG, "the configuration has no type"),
+        };
+        let config = PluginConfig { tag, fields };
+        let made = match contract {
+            wire::CONTRACT => {
+                let Some((_, constructor)) = definition
+                    .object_stores
+                    .iter()
+                    .find(|(tag, _)| *tag == config.tag)
+                else {
+                    return plugin_error(
+                        protocol::UNKNOWN_TAG,
+                        format!("no {contract} type {:?} here", config.tag),
+                    );
+                };
+                constructor(&config).map(Instance::ObjectStoreFactory)
+            }
+            other => {
+                return plugin_error(
+                    protocol::UNKNOWN_CONTRACT,
+                    format!("this plugin does not provide the contract {other:?}"),
+                );
+            }
+        };
+        match made {
+            Ok(made) => {
+                if !instance.is_null() {
+                    // SAFETY: the host passes a valid out-pointer.
+                    unsafe { instance.write(Box::into_raw(Box::new(made)).cast()) };
+                }
+                Outcome::Ok(Empty::encode())
+            }
+            Err(message) => plugin_error(protocol::INSTANTIATE_FAILED, message),
+        }
+    });
+    // SAFETY: the host passes a valid out-pointer for the reply.
+    unsafe { write_reply(reply, bytes) };
+    status
+}
+
+/// The table's `call`.
+///
+/// # Safety
+/// The arguments must satisfy [`abi::CallFn`]'s contract.
+pub unsafe extern "C" fn call(
+    instance: *mut c_void,
+    method: SfBytes,
+    request: SfBytes,
+    reply: *mut SfBuffer,
+    new_instance: *mut *mut c_void,
+) -> i32 {
+    let (status, bytes) = run(|| {
+        // SAFETY: a live handle this library made; shared use is what the contracts allow.
+        let Some(target) = (unsafe { instance.cast::<Instance>().as_ref() }) else {
+            return plugin_error(protocol::MALFORMED_REQUEST, "a null instance");
+        };
+        // SAFETY: the host lends both spans for the call.
+        let (Some(method), Some(request)) =
+            (unsafe { method.as_slice() }, unsafe { request.as_slice() })
+        else {
+            return plugin_error(protocol::MALFORMED_REQUEST, "a null argument");
+        };
+        let Ok(method) = std::str::from_utf8(method) else {
+            return plugin_error(protocol::UNSUPPORTED_METHOD, "the method is not UTF-8");
+        };
+        match target {
+            Instance::ObjectStoreFactory(factory) => {
+                serve_factory(factory.as_ref(), method, request, new_instance)
+            }
+            Instance::ObjectStore(store) => serve_store(store.as_ref(), method, request),
+        }
+    });
+    // SAFETY: the host passes a valid out-pointer for the reply.
+    unsafe { write_reply(reply, bytes) };
+    status
+}
+
+fn decode(method: &str, request: &[u8]) -> Result<Request, Outcome> {
+    match Request::decode(method, request) {
+        Ok(Some(request)) => Ok(request),
+        Ok(None) => Err(plugin_error(
+            protocol::UNSUPPORTED_METHOD,
+            format!(
+                "{method:?} is not a method of the {} contract",
+                wire::CONTRACT
+            ),
+        )),
+        Err(error) => Err(plugin_error(
+            protocol::MALFORMED_REQUEST,
+            format!("{method}: {error}"),
+        )),
+    }
+}
+
+fn serve_factory(
+    factory: &dyn ObjectStoreFactory,
+    method: &str,
+    request: &[u8],
+    new_instance: *mut *mut c_void,
+) -> Outcome {
+    let request = match decode(method, request) {
+        Ok(request) => request,
+        Err(outcome) => return outcome,
+    };
+    let made = match request {
+        Request::Create { path, deadline } => factory.create(&path, deadline),
+        Request::Open {
+            root,
+            marker,
+            deadline,
+        } => factory.open(&root, &marker, deadline),
+        _ => {
+            return plugin_error(
+                protocol::UNSUPPORTED_METHOD,
+                format!("{method} is a store method, and this instance is a factory"),
+            );
+        }
+    };
+    match made {
+        Ok(store) => {
+            let answer = wire::encode_root(store.root());
+            if new_instance.is_null() {
+                return plugin_error(protocol::MALFORMED_REQUEST, "no place for the new store");
+            }
+            let handle = Box::into_raw(Box::new(Instance::ObjectStore(store)));
+            // SAFETY: the host passes a valid out-pointer (checked non-null above).
+            unsafe { new_instance.write(handle.cast()) };
+            Outcome::Ok(answer)
+        }
+        Err(error) => Outcome::ContractError(wire::encode_error(&error)),
+    }
+}
+
+fn serve_store(store: &dyn ObjectStore, method: &str, request: &[u8]) -> Outcome {
+    let request = match decode(method, request) {
+        Ok(request) => request,
+        Err(outcome) => return outcome,
+    };
+    let answer = match request {
+        Request::Mark { marker, deadline } => {
+            store.mark(&marker, deadline).map(|()| Empty::encode())
+        }
+        Request::WriteObjects { objects, deadline } => store
+            .write_objects(&objects, deadline)
+            .map(|()| Empty::encode()),
+        Request::ReadObjects {
+            ids,
+            budget,
+            deadline,
+        } => store
+            .read_objects(&ids, budget, deadline)
+            .map(|objects| wire::encode_objects(&objects)),
+        Request::ReadRef { name, deadline } => store
+            .read_ref(&name, deadline)
+            .map(|value| wire::encode_ref_value(value.as_ref())),
+        Request::ListRefs { prefix, deadline } => store
+            .list_refs(&prefix, deadline)
+            .map(|refs| wire::encode_ref_list(&refs)),
+        Request::CreateRef {
+            name,
+            value,
+            deadline,
+        } => store
+            .create_ref(&name, &value, deadline)
+            .map(|update| wire::encode_ref_update(&update)),
+        Request::CompareAndSwapRef {
+            name,
+            expected,
+            new,
+            deadline,
+        } => store
+            .compare_and_swap_ref(&name, &expected, &new, deadline)
+            .map(|update| wire::encode_ref_update(&update)),
+        Request::Create { .. } | Request::Open { .. } => {
+            return plugin_error(
+                protocol::UNSUPPORTED_METHOD,
+                format!("{method} is a factory method, and this instance is a store"),
+            );
+        }
+    };
+    match answer {
+        Ok(bytes) => Outcome::Ok(bytes),
+        Err(error) => Outcome::ContractError(wire::encode_error(&error)),
+    }
+}
+
+/// The table's `free_buf`.
+///
+/// # Safety
+/// `buffer` must be a reply this library made and not yet freed.
+pub unsafe extern "C" fn free_buf(buffer: SfBuffer) {
+    // Freeing cannot panic (it only deallocates), but nothing may unwind out of here.
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        // SAFETY: forwarded from the caller.
+        unsafe { buffer.free() }
+    }));
+}
+
+/// The table's `drop_instance`: drops the instance under `catch_unwind`.
+///
+/// # Safety
+/// `instance` must be a live handle this library made, used by no running call and never
+/// again.
+pub unsafe extern "C" fn drop_instance(instance: *mut c_void) -> i32 {
+    if instance.is_null() {
+        return abi::STATUS_OK;
+    }
+    // SAFETY: the caller hands back ownership of a handle made by `Box::into_raw`.
+    let owned = unsafe { Box::from_raw(instance.cast::<Instance>()) };
+    match catch_unwind(AssertUnwindSafe(move || drop(owned))) {
+        Ok(()) => abi::STATUS_OK,
+        Err(payload) => {
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+            abi::STATUS_PANIC
+        }
+    }
+}
+
+/// Exports a plugin: see the [module documentation](self).
+///
+/// ```text
+/// sf_sdk::export_plugin! {
+///     manifest: "sf-plugin.json",            // relative to the crate's Cargo.toml
+///     object_store: {
+///         "my-store" => my_store_constructor, // fn(&PluginConfig) -> Result<F, E>
+///     },
+/// }
+/// ```
+#[macro_export]
+macro_rules! export_plugin {
+    (
+        manifest: $manifest:literal,
+        object_store: { $($tag:literal => $constructor:expr),+ $(,)? } $(,)?
+    ) => {
+        #[cfg(panic = "abort")]
+        ::core::compile_error!(
+            "sf plugins must be built with panic = \"unwind\": export_plugin! catches every \
+             panic so that the host keeps running, which panic = \"abort\" makes impossible. \
+             Set panic = \"unwind\" in the [profile] sections of the workspace's Cargo.toml."
+        );
+
+        #[doc(hidden)]
+        static __SF_PLUGIN_DEFINITION: $crate::export::PluginDefinition =
+            $crate::export::PluginDefinition {
+                manifest: ::core::include_str!(::core::concat!(
+                    ::core::env!("CARGO_MANIFEST_DIR"),
+                    "/",
+                    $manifest
+                )),
+                object_stores: &[$((
+                    $tag,
+                    (|config: &$crate::export::PluginConfig| {
+                        $crate::export::object_store_factory(($constructor)(config))
+                    }) as $crate::export::ObjectStoreConstructor,
+                )),+],
+            };
+
+        #[doc(hidden)]
+        unsafe extern "C" fn __sf_plugin_instantiate(
+            contract: $crate::export::SfBytes,
+            config: $crate::export::SfBytes,
+            instance: *mut *mut ::core::ffi::c_void,
+            reply: *mut $crate::export::SfBuffer,
+        ) -> i32 {
+            // SAFETY: the host calls this through the ABI with valid arguments.
+            unsafe {
+                $crate::export::instantiate(
+                    &__SF_PLUGIN_DEFINITION,
+                    contract,
+                    config,
+                    instance,
+                    reply,
+                )
+            }
+        }
+
+        #[doc(hidden)]
+        static __SF_PLUGIN_ENTRY: $crate::export::StaticEntry =
+            $crate::export::StaticEntry($crate::export::entry_table(
+                ::core::include_str!(::core::concat!(
+                    ::core::env!("CARGO_MANIFEST_DIR"),
+                    "/",
+                    $manifest
+                )),
+                __sf_plugin_instantiate,
+            ));
+
+        /// The sf plugin entry point: returns this library's static entry table.
+        #[unsafe(no_mangle)]
+        pub extern "C" fn sf_plugin_entry_v1() -> *const $crate::export::PluginEntryV1 {
+            &__SF_PLUGIN_ENTRY.0
+        }
+
+        #[cfg(test)]
+        #[test]
+        fn sf_plugin_manifest_lists_exactly_the_exports() {
+            if let Err(problem) = __SF_PLUGIN_DEFINITION.check() {
+                panic!("export_plugin!: {problem}");
+            }
+        }
+    };
+}

@@ -1,0 +1,228 @@
+//! Plugin libraries and the `sf` binary for the tests that load them at run time.
+//!
+//! `cargo test` does not promise to build a dependency's `cdylib`, nor a binary of another
+//! package, so the first test that needs them runs `cargo build` once per test process, into
+//! the same target directory the test itself was built in (found from the test executable's
+//! path: `<target>/<profile>/deps/<test>`). Cargo's own lock serialises it with any other
+//! build; once everything is fresh it takes a fraction of a second.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The packages whose libraries (and the `sf` binary) the plugin tests load.
+const PACKAGES: &[&str] = &[
+    "sf-host",
+    "sf-git-cli",
+    "sf-test-hostile-plugin",
+    "sf-example-out-of-tree-plugin",
+];
+
+/// Where the built artifacts are.
+#[derive(Debug)]
+pub struct Built {
+    /// `<target>/<profile>`: the directory of `sf`, so the first entry of its plugin path.
+    pub dir: PathBuf,
+    /// The `sf` binary.
+    pub sf: PathBuf,
+    /// The git-cli plugin library.
+    pub git_cli: PathBuf,
+    /// The hostile test plugin library.
+    pub hostile: PathBuf,
+    /// The out-of-tree example plugin library.
+    pub example: PathBuf,
+}
+
+fn library(dir: &Path, crate_name: &str) -> PathBuf {
+    dir.join(format!(
+        "{}{crate_name}{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ))
+}
+
+/// Builds (once per process) and returns the plugin libraries and the `sf` binary.
+pub fn built() -> &'static Built {
+    static BUILT: OnceLock<Built> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test executable's path");
+        // <target>/<profile>/deps/<test executable>
+        let dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test executable lives in <target>/<profile>/deps")
+            .to_path_buf();
+        let target = dir.parent().expect("<target>/<profile>");
+        let profile = dir
+            .file_name()
+            .and_then(|name| name.to_str())
+            .expect("a UTF-8 profile directory name");
+        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("the workspace root above tests/");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+        let mut command = Command::new(cargo);
+        command
+            .current_dir(workspace)
+            .arg("build")
+            .arg("--quiet")
+            .arg("--manifest-path")
+            .arg(workspace.join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(target);
+        // sf-tests joins the build so that shared dependencies resolve to the same features
+        // as in the test build itself and are not compiled a second time.
+        for package in PACKAGES.iter().chain(&["sf-tests"]) {
+            command.arg("-p").arg(package);
+        }
+        command.args(["--lib", "--bin", "sf"]);
+        match profile {
+            "debug" => {}
+            "release" => {
+                command.arg("--release");
+            }
+            other => {
+                command.args(["--profile", other]);
+            }
+        }
+        let output = command.output().expect("running cargo build");
+        assert!(
+            output.status.success(),
+            "cargo build of the plugin libraries failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let built = Built {
+            sf: dir.join("sf"),
+            git_cli: library(&dir, "sf_git_cli"),
+            hostile: library(&dir, "sf_test_hostile_plugin"),
+            example: library(&dir, "sf_example_out_of_tree_plugin"),
+            dir,
+        };
+        for path in [&built.sf, &built.git_cli, &built.hostile, &built.example] {
+            assert!(path.is_file(), "{} was not built", path.display());
+        }
+        // sf refuses plugin files and directories that group or others may write. Under a
+        // umask of 002 cargo's outputs are group-writable; take that away so that the tests
+        // do not depend on the umask of whoever runs them.
+        for path in [
+            built.dir.clone(),
+            built.git_cli.clone(),
+            built.hostile.clone(),
+            built.example.clone(),
+        ] {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(&path)
+                .expect("built artifact")
+                .permissions()
+                .mode();
+            if mode & 0o022 != 0 {
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & !0o022))
+                    .expect("chmod go-w on a built plugin");
+            }
+        }
+        built
+    })
+}
+
+/// A command running the built `sf` with a clean plugin environment: no `SF_PLUGIN_PATH`
+/// and none of the hostile plugin's switches, unless the caller sets them.
+pub fn sf() -> Command {
+    let mut command = Command::new(&built().sf);
+    for name in [
+        "SF_PLUGIN_PATH",
+        "SF_HOSTILE_ENTRY",
+        "SF_HOSTILE_REPLY",
+        "SF_HOSTILE_REPLY_SCOPE",
+    ] {
+        command.env_remove(name);
+    }
+    command
+}
+
+/// What a `sf --json` run printed and how it ended.
+#[derive(Debug)]
+pub struct Envelope {
+    /// The parsed envelope (exactly one JSON value on stdout).
+    pub json: serde_json::Value,
+    /// The exit code (`None`: killed by a signal).
+    pub code: Option<i32>,
+    /// Everything on stderr.
+    pub stderr: String,
+}
+
+impl Envelope {
+    /// Parses the output of a `--json` run, asserting that stdout is exactly one envelope of
+    /// the documented shape whose `ok` agrees with the exit status.
+    pub fn parse(output: Output) -> Self {
+        let stdout = String::from_utf8(output.stdout).expect("UTF-8 stdout");
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        let json: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|error| {
+            panic!("stdout is not one JSON value ({error}):\n{stdout}\nstderr:\n{stderr}")
+        });
+        assert_eq!(json["schemaVersion"], 1, "{json}");
+        let ok = json["ok"].as_bool().expect("ok is a boolean");
+        let keys: Vec<&String> = json.as_object().expect("an object").keys().collect();
+        if ok {
+            assert_eq!(keys, ["ok", "result", "schemaVersion"], "{json}");
+            assert_eq!(
+                output.status.code(),
+                Some(0),
+                "ok but exit {:?}",
+                output.status
+            );
+        } else {
+            assert_eq!(keys, ["error", "ok", "schemaVersion"], "{json}");
+            let error = json["error"].as_object().expect("error is an object");
+            assert!(
+                error["code"].is_string() && error["message"].is_string(),
+                "{json}"
+            );
+            assert_eq!(error.len(), 2, "{json}");
+            assert!(
+                output.status.code().is_some_and(|code| code != 0),
+                "not ok but exit {:?}",
+                output.status
+            );
+        }
+        Self {
+            json,
+            code: output.status.code(),
+            stderr,
+        }
+    }
+
+    /// The result of an ok envelope (panics, showing the error, otherwise).
+    pub fn result(&self) -> &serde_json::Value {
+        assert_eq!(
+            self.json["ok"], true,
+            "expected ok, got {}\nstderr:\n{}",
+            self.json, self.stderr
+        );
+        &self.json["result"]
+    }
+
+    /// The error code of a failed envelope (panics otherwise).
+    pub fn error_code(&self) -> &str {
+        assert_eq!(
+            self.json["ok"], false,
+            "expected a failure, got {}",
+            self.json
+        );
+        self.json["error"]["code"].as_str().expect("a code")
+    }
+
+    /// The error message of a failed envelope (panics otherwise).
+    pub fn error_message(&self) -> &str {
+        assert_eq!(
+            self.json["ok"], false,
+            "expected a failure, got {}",
+            self.json
+        );
+        self.json["error"]["message"].as_str().expect("a message")
+    }
+}
+
+/// Runs `command` (which must pass `--json`) and parses its envelope.
+pub fn run_json(command: &mut Command) -> Envelope {
+    Envelope::parse(command.output().expect("running sf"))
+}
