@@ -49,6 +49,9 @@ pub use source::{SourceFile, SourceSnapshot, SourceText};
 
 /// The prefix of every Candidate ref.
 pub const CANDIDATE_REF_PREFIX: &str = "refs/sf/candidates/";
+/// How long a seal waits for a Candidate ref whose creation the store could not confirm to
+/// settle (a concurrent identical seal holding Git's lock on it).
+const CANDIDATE_REF_PATIENCE: Duration = Duration::from_secs(2);
 /// The name of the manifest in a seal commit's tree.
 pub const MANIFEST_NAME: &str = "manifest.json";
 
@@ -393,19 +396,50 @@ impl Repository {
             RefUpdate::Refused {
                 current: Some(RefValue::Direct(current)),
             } if current == seal_commit => Ok(()),
-            RefUpdate::Refused { current } => Err(RepositoryError::corrupt(format!(
+            RefUpdate::Refused {
+                current: Some(current),
+            } => Err(RepositoryError::corrupt(format!(
                 "{name} names {current:?}, not the seal commit {seal_commit}"
             ))),
-            RefUpdate::Unknown { reason } => match self.store.read_ref(&name, self.deadline())? {
-                Some(RefValue::Direct(current)) if current == seal_commit => Ok(()),
-                _ => Err(RepositoryError::GitFailed {
-                    detail: format!("publishing {name}: {reason}"),
-                }),
-            },
+            RefUpdate::Refused { current: None } => {
+                self.settle_candidate_ref(&name, seal_commit, "the store refused an absent ref")
+            }
+            RefUpdate::Unknown { reason } => self.settle_candidate_ref(&name, seal_commit, &reason),
         };
         published?;
         self.options.faults.reached(FaultPoint::Published);
         self.export_candidate(&digest)
+    }
+
+    /// After a Candidate ref creation the store could not confirm: a concurrent identical seal
+    /// may hold Git's lock on the ref and publish the same S a moment later (Git refuses the
+    /// loser while the winner's lock exists). Publishing is idempotent, so this call waits, for
+    /// a bounded time and reading only, until the ref names S; anything else is reported.
+    fn settle_candidate_ref(
+        &self,
+        name: &RefName,
+        seal_commit: ObjectId,
+        reason: &str,
+    ) -> Result<(), RepositoryError> {
+        let patience = Instant::now() + CANDIDATE_REF_PATIENCE.min(self.options.git_timeout);
+        loop {
+            match self.store.read_ref(name, self.deadline())? {
+                Some(RefValue::Direct(current)) if current == seal_commit => return Ok(()),
+                Some(current) => {
+                    return Err(RepositoryError::corrupt(format!(
+                        "{name} names {current:?}, not the seal commit {seal_commit}"
+                    )));
+                }
+                None if Instant::now() < patience => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                None => {
+                    return Err(RepositoryError::GitFailed {
+                        detail: format!("publishing {name}: {reason}"),
+                    });
+                }
+            }
+        }
     }
 
     /// Exports the Candidate `digest` names, re-verifying everything (the seal commit, the
