@@ -14,6 +14,7 @@
 
 mod common;
 mod export;
+mod integrate;
 mod plugins;
 mod repo;
 mod seal;
@@ -68,6 +69,9 @@ enum Command {
     Export(export::ExportArgs),
     /// List the files of a factory commit (default: the target), with their sha256
     Snapshot(snapshot::SnapshotArgs),
+    /// Integrate a sealed Candidate into the target ref, at most once per prepared intent
+    #[command(subcommand)]
+    Integrate(integrate::IntegrateCommand),
     /// Plugins on the plugin path
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
@@ -79,6 +83,7 @@ fn dispatch(context: &Context, command: Command) -> Result<Output, CliError> {
         Command::Seal(args) => seal::run(context, args),
         Command::Export(args) => export::run(context, args),
         Command::Snapshot(args) => snapshot::run(context, args),
+        Command::Integrate(command) => integrate::run(context, command),
         Command::Plugins(command) => plugins::run(context, command),
     }
 }
