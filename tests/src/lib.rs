@@ -227,20 +227,23 @@ pub fn write_json(path: &Path, value: &sf_host::canonical::Value) {
     .expect("write JSON");
 }
 
-/// A `sf-test-child seal` command for `inputs` and `edits` in `identity`'s repository: writes
-/// `identity.json`, `frozen.json` and `proposal.json` into `work` and names them. `child` is
-/// the path of the test child binary (`env!("CARGO_BIN_EXE_sf-test-child")` in a test).
-pub fn seal_child(
-    child: &str,
+/// Writes what a `sf-test-child seal` needs into `work`: `identity.json`, `frozen.json` and
+/// `proposal.json`. Write once, before any child that reads them starts.
+pub fn write_seal_inputs(
     work: &Path,
     identity: &RepositoryIdentity,
     inputs: &FrozenInputs,
     edits: &Proposal,
-) -> std::process::Command {
+) {
     std::fs::write(work.join("identity.json"), identity.to_canonical_bytes())
         .expect("write identity");
     write_json(&work.join("frozen.json"), &inputs.to_value());
     write_json(&work.join("proposal.json"), &edits.to_value());
+}
+
+/// A `sf-test-child seal` command over the inputs [`write_seal_inputs`] wrote into `work`.
+/// `child` is the test child binary (`env!("CARGO_BIN_EXE_sf-test-child")` in a test).
+pub fn seal_command(child: &str, work: &Path) -> std::process::Command {
     let mut command = std::process::Command::new(child);
     command
         .arg("seal")

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use sf_tests::{TestRepo, edit, frozen, proposal, seal_child};
+use sf_tests::{TestRepo, edit, frozen, proposal, seal_command, write_seal_inputs};
 
 const FILES: &[(&str, &str)] = &[("src/a.txt", "alpha\n")];
 
@@ -316,13 +316,8 @@ fn the_callers_environment_never_reaches_git() {
     std::fs::create_dir(&work).unwrap();
     let inputs = frozen(test.identity.initial, &["src"]);
     let edits = proposal(vec![edit("src/a.txt", Some("alpha\n"), Some("env\n"))]);
-    let mut child = seal_child(
-        env!("CARGO_BIN_EXE_sf-test-child"),
-        &work,
-        &test.identity,
-        &inputs,
-        &edits,
-    );
+    write_seal_inputs(&work, &test.identity, &inputs, &edits);
+    let mut child = seal_command(env!("CARGO_BIN_EXE_sf-test-child"), &work);
     for (_, envs) in &variants {
         child.envs(envs.iter().map(|(k, v)| (*k, v.as_str())));
     }

@@ -5,7 +5,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::process::Command;
 
 use sf_host::repository::RepositoryError;
-use sf_tests::{TestRepo, edit, frozen, proposal, seal_child};
+use sf_tests::{TestRepo, edit, frozen, proposal, seal_command, write_seal_inputs};
 
 const FILES: &[(&str, &str)] = &[("src/a.txt", "alpha\n")];
 
@@ -18,8 +18,8 @@ fn seal_in_child(test: &TestRepo, kill_at: &str, tag: &str) -> std::process::Out
         Some("alpha\n"),
         Some(&format!("{tag}\n")),
     )]);
-    let child = env!("CARGO_BIN_EXE_sf-test-child");
-    seal_child(child, &work, &test.identity, &inputs, &edits)
+    write_seal_inputs(&work, &test.identity, &inputs, &edits);
+    seal_command(env!("CARGO_BIN_EXE_sf-test-child"), &work)
         .args(["--kill-at", kill_at])
         .output()
         .unwrap()

@@ -9,7 +9,7 @@ use sf_host::canonical::Digest;
 use sf_host::contracts::RefName;
 use sf_host::repository::{CANDIDATE_REF_PREFIX, RepositoryError};
 use sf_host::snapshot::snapshot_digest;
-use sf_tests::{TestRepo, edit, frozen, proposal, seal_child};
+use sf_tests::{TestRepo, edit, frozen, proposal, seal_command, write_seal_inputs};
 
 const FILES: &[(&str, &str)] = &[
     ("src/a.txt", "alpha\n"),
@@ -203,9 +203,10 @@ fn concurrent_identical_seals_in_processes_converge_on_one_ref() {
     let edits = proposal(vec![edit("src/y.txt", None, Some("y\n"))]);
     let go = work.join("go");
     let child = env!("CARGO_BIN_EXE_sf-test-child");
+    write_seal_inputs(&work, &test.identity, &inputs, &edits);
     let children: Vec<_> = (0..4)
         .map(|_| {
-            seal_child(child, &work, &test.identity, &inputs, &edits)
+            seal_command(child, &work)
                 .arg("--wait-for")
                 .arg(&go)
                 .stdout(std::process::Stdio::piped())
