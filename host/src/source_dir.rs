@@ -3,11 +3,16 @@
 //! store exactly (a symbolic link, a device, a socket, a non-UTF-8 file or name, a path
 //! outside the grammar, an empty directory, more than the limits) is refused with the path
 //! at fault; nothing is skipped silently.
+//!
+//! [`read_snapshot_dir`] reads a directory the same way as a file snapshot (a program or an
+//! input to run): the same rules, except that contents are bytes (any bytes: a snapshot holds
+//! bytes) and the limits are the snapshot's.
 
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use crate::repository::{REPOSITORY_LIMITS, SourceText};
+use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile};
 use crate::source_path::{self, PathRule};
 
 /// Why a directory cannot be read as a source.
@@ -60,6 +65,54 @@ impl SourceDirError {
 /// through descriptors opened without following links, and no file is read past the
 /// per-file limit, so a huge or hostile tree fails fast.
 pub fn read_source_dir(root: &Path) -> Result<Vec<SourceText>, SourceDirError> {
+    let limits = Limits {
+        max_files: REPOSITORY_LIMITS.max_files,
+        max_file_bytes: REPOSITORY_LIMITS.max_file_bytes,
+        max_total_bytes: REPOSITORY_LIMITS.max_source_bytes,
+        holder: "a repository's source",
+    };
+    let files = read_dir_files(root, &limits, |path, bytes| {
+        String::from_utf8(bytes).map_err(|_| SourceDirError::NotUtf8 {
+            path: path.to_owned(),
+        })
+    })?;
+    Ok(files
+        .into_iter()
+        .map(|(path, text)| SourceText { path, text })
+        .collect())
+}
+
+/// Reads every file under `root` (which must be a directory) as a file snapshot, sorted by
+/// path: the rules of [`read_source_dir`] with any bytes as content, and at most
+/// [`MAX_SNAPSHOT_FILES`] files and [`MAX_SNAPSHOT_BYTES`] bytes.
+pub fn read_snapshot_dir(root: &Path) -> Result<Vec<SnapshotFile>, SourceDirError> {
+    let limits = Limits {
+        max_files: MAX_SNAPSHOT_FILES,
+        max_file_bytes: MAX_SNAPSHOT_BYTES as usize,
+        max_total_bytes: MAX_SNAPSHOT_BYTES as usize,
+        holder: "a snapshot",
+    };
+    let files = read_dir_files(root, &limits, |_, bytes| Ok(bytes))?;
+    Ok(files
+        .into_iter()
+        .map(|(path, content)| SnapshotFile { path, content })
+        .collect())
+}
+
+/// The limits of one kind of directory read, and what the limits are of (for messages).
+struct Limits {
+    max_files: usize,
+    max_file_bytes: usize,
+    max_total_bytes: usize,
+    holder: &'static str,
+}
+
+/// Reads every file under `root` as `(relative path, convert(bytes))`, sorted by path.
+fn read_dir_files<T>(
+    root: &Path,
+    limits: &Limits,
+    convert: impl Fn(&Path, Vec<u8>) -> Result<T, SourceDirError>,
+) -> Result<Vec<(String, T)>, SourceDirError> {
     let meta = std::fs::metadata(root).map_err(|error| SourceDirError::NotADirectory {
         path: root.to_owned(),
         detail: error.to_string(),
@@ -72,15 +125,17 @@ pub fn read_source_dir(root: &Path) -> Result<Vec<SourceText>, SourceDirError> {
     }
     let mut files = Vec::new();
     let mut total = 0usize;
-    walk(root, root, &mut files, &mut total)?;
-    files.sort_by(|a: &SourceText, b| a.path.cmp(&b.path));
+    walk(root, root, limits, &convert, &mut files, &mut total)?;
+    files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(files)
 }
 
-fn walk(
+fn walk<T>(
     root: &Path,
     dir: &Path,
-    files: &mut Vec<SourceText>,
+    limits: &Limits,
+    convert: &impl Fn(&Path, Vec<u8>) -> Result<T, SourceDirError>,
+    files: &mut Vec<(String, T)>,
     total: &mut usize,
 ) -> Result<(), SourceDirError> {
     let unreadable = |path: &Path, error: std::io::Error| SourceDirError::Unreadable {
@@ -105,36 +160,33 @@ fn walk(
             return Err(SourceDirError::Symlink { path });
         }
         if kind.is_dir() {
-            walk(root, &path, files, total)?;
+            walk(root, &path, limits, convert, files, total)?;
             continue;
         }
         if !kind.is_file() {
             return Err(SourceDirError::NotRegular { path });
         }
-        if files.len() >= REPOSITORY_LIMITS.max_files {
+        if files.len() >= limits.max_files {
             return Err(SourceDirError::TooLarge {
                 path: root.to_owned(),
                 limit: format!(
-                    "holds more than {} files, the most a repository's source may hold",
-                    REPOSITORY_LIMITS.max_files
+                    "holds more than {} files, the most {} may hold",
+                    limits.max_files, limits.holder
                 ),
             });
         }
-        let text = read_text(&path)?;
-        *total += text.len();
-        if *total > REPOSITORY_LIMITS.max_source_bytes {
+        let bytes = read_bytes(&path, limits.max_file_bytes)?;
+        *total += bytes.len();
+        if *total > limits.max_total_bytes {
             return Err(SourceDirError::TooLarge {
                 path: root.to_owned(),
                 limit: format!(
-                    "holds more than {} bytes, the most a repository's source may hold",
-                    REPOSITORY_LIMITS.max_source_bytes
+                    "holds more than {} bytes, the most {} may hold",
+                    limits.max_total_bytes, limits.holder
                 ),
             });
         }
-        files.push(SourceText {
-            path: relative,
-            text,
-        });
+        files.push((relative, convert(&path, bytes)?));
     }
     Ok(())
 }
@@ -156,7 +208,7 @@ fn relative_path(root: &Path, path: &Path) -> Result<String, SourceDirError> {
     Ok(relative)
 }
 
-fn read_text(path: &Path) -> Result<String, SourceDirError> {
+fn read_bytes(path: &Path, limit: usize) -> Result<Vec<u8>, SourceDirError> {
     use std::os::unix::fs::OpenOptionsExt as _;
     let unreadable = |error: std::io::Error| SourceDirError::Unreadable {
         path: path.to_owned(),
@@ -173,7 +225,6 @@ fn read_text(path: &Path) -> Result<String, SourceDirError> {
             path: path.to_owned(),
         });
     }
-    let limit = REPOSITORY_LIMITS.max_file_bytes;
     let mut bytes = Vec::new();
     file.take(limit as u64 + 1)
         .read_to_end(&mut bytes)
@@ -184,9 +235,7 @@ fn read_text(path: &Path) -> Result<String, SourceDirError> {
             limit: format!("is larger than {limit} bytes, the most one file may hold"),
         });
     }
-    String::from_utf8(bytes).map_err(|_| SourceDirError::NotUtf8 {
-        path: path.to_owned(),
-    })
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -252,5 +301,28 @@ mod tests {
         }
         let missing = read_source_dir(Path::new("/nonexistent/sf-source")).unwrap_err();
         assert_eq!(missing.code(), "not-a-directory");
+    }
+
+    #[test]
+    fn snapshots_keep_bytes_and_refuse_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("bin")).unwrap();
+        fs::write(dir.path().join("bin/blob"), [0xff, 0x00, 0xfe]).unwrap();
+        fs::write(dir.path().join("main.sh"), "echo hi\n").unwrap();
+        let files = read_snapshot_dir(dir.path()).unwrap();
+        assert_eq!(files.len(), 2);
+        assert_eq!(files[0].path, "bin/blob");
+        assert_eq!(files[0].content, [0xff, 0x00, 0xfe]);
+        assert_eq!(files[1].content, b"echo hi\n");
+        let empty = tempfile::tempdir().unwrap();
+        assert!(read_snapshot_dir(empty.path()).unwrap().is_empty());
+        std::os::unix::fs::symlink("/etc/passwd", dir.path().join("l")).unwrap();
+        assert_eq!(read_snapshot_dir(dir.path()).unwrap_err().code(), "symlink");
+        assert_eq!(
+            read_snapshot_dir(&dir.path().join("main.sh"))
+                .unwrap_err()
+                .code(),
+            "not-a-directory"
+        );
     }
 }

@@ -11,10 +11,18 @@
 //!     object_store: {
 //!         "example-memory" => make_store,
 //!     },
+//!     executor: {                      // optional, like object_store; at least one of the two
+//!         "my-executor" => make_executor,
+//!     },
 //! }
 //!
 //! fn make_store(config: &sf_sdk::export::PluginConfig) -> Result<MyFactory, String> { … }
+//! fn make_executor(config: &sf_sdk::export::PluginConfig) -> Result<MyExecutor, String> { … }
 //! ```
+//!
+//! An executor instance also serves `cancel`: the host calls it from another thread while a
+//! `run` of the same instance is in flight, naming the run by the id the `run` request
+//! carried; the runtime here keeps one [`CancelToken`] per run in flight and cancels it.
 //!
 //! The macro generates the `sf_plugin_entry_v1` symbol and its static table (magic, ABI
 //! version, sdk version, the manifest compiled in with `include_str!`, and the four C
@@ -27,13 +35,15 @@
 //! plugin never needs to call them itself.
 
 use std::any::Any;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::c_void;
 use std::fmt::Display;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Mutex, PoisonError};
 
 use serde::de::DeserializeOwned;
-use sf_host::contracts::{ObjectStore, ObjectStoreFactory};
+use sf_host::contracts::{CancelToken, Executor, ObjectStore, ObjectStoreFactory};
+use sf_host::plugin::executor_protocol as executor_wire;
 use sf_host::plugin::object_store_protocol::{self as wire, Request};
 use sf_host::plugin::protocol::{self, Empty, PanicReply, PluginErrorReply};
 use sf_host::plugin::{PluginManifest, abi};
@@ -48,12 +58,17 @@ pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Makes an ObjectStore factory from a configuration.
 pub type ObjectStoreConstructor = fn(&PluginConfig) -> Result<Box<dyn ObjectStoreFactory>, String>;
 
+/// Makes an Executor from a configuration.
+pub type ExecutorConstructor = fn(&PluginConfig) -> Result<Box<dyn Executor>, String>;
+
 /// What a plugin exports: its manifest and one constructor per tag of each contract.
 pub struct PluginDefinition {
     /// The manifest, byte for byte as in the manifest file.
     pub manifest: &'static str,
     /// `(tag, constructor)` for the `object-store` contract.
     pub object_stores: &'static [(&'static str, ObjectStoreConstructor)],
+    /// `(tag, constructor)` for the `executor` contract.
+    pub executors: &'static [(&'static str, ExecutorConstructor)],
 }
 
 impl PluginDefinition {
@@ -69,14 +84,22 @@ impl PluginDefinition {
             ));
         }
         let mut exported: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        if !self.object_stores.is_empty() {
-            let mut tags: Vec<String> = self
-                .object_stores
-                .iter()
-                .map(|(tag, _)| (*tag).to_owned())
-                .collect();
-            tags.sort();
-            exported.insert(wire::CONTRACT.to_owned(), tags);
+        let contracts: [(&str, Vec<&str>); 2] = [
+            (
+                wire::CONTRACT,
+                self.object_stores.iter().map(|(tag, _)| *tag).collect(),
+            ),
+            (
+                executor_wire::CONTRACT,
+                self.executors.iter().map(|(tag, _)| *tag).collect(),
+            ),
+        ];
+        for (contract, tags) in contracts {
+            if !tags.is_empty() {
+                let mut tags: Vec<String> = tags.into_iter().map(str::to_owned).collect();
+                tags.sort();
+                exported.insert(contract.to_owned(), tags);
+            }
         }
         let mut listed = manifest.contracts.clone();
         for tags in listed.values_mut() {
@@ -117,6 +140,16 @@ impl PluginConfig {
     }
 }
 
+/// Boxes a constructor's result; what the macro wraps every `executor` constructor in.
+pub fn executor<X, E>(made: Result<X, E>) -> Result<Box<dyn Executor>, String>
+where
+    X: Executor + 'static,
+    E: Display,
+{
+    made.map(|executor| Box::new(executor) as Box<dyn Executor>)
+        .map_err(|error| error.to_string())
+}
+
 /// Boxes a constructor's result; what the macro wraps every `object_store` constructor in.
 pub fn object_store_factory<F, E>(made: Result<F, E>) -> Result<Box<dyn ObjectStoreFactory>, String>
 where
@@ -146,6 +179,76 @@ pub const fn entry_table(manifest: &'static str, instantiate: abi::InstantiateFn
 enum Instance {
     ObjectStoreFactory(Box<dyn ObjectStoreFactory>),
     ObjectStore(Box<dyn ObjectStore>),
+    Executor(ExecutorInstance),
+}
+
+/// The most cancellations remembered for runs that are not in flight (cancelled before they
+/// registered, or after they ended). Run ids only grow, so the oldest are dropped first.
+const MAX_EARLY_CANCELS: usize = 1024;
+
+/// An Executor and the cancel tokens of its runs in flight, by the host's run id.
+struct ExecutorInstance {
+    executor: Box<dyn Executor>,
+    runs: Mutex<Runs>,
+}
+
+#[derive(Default)]
+struct Runs {
+    in_flight: HashMap<u64, CancelToken>,
+    early_cancels: BTreeSet<u64>,
+}
+
+impl ExecutorInstance {
+    fn new(executor: Box<dyn Executor>) -> Self {
+        Self {
+            executor,
+            runs: Mutex::default(),
+        }
+    }
+
+    fn runs(&self) -> std::sync::MutexGuard<'_, Runs> {
+        self.runs.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers run `id` and returns its token (already cancelled if a `cancel` came first);
+    /// `None` if a run with that id is in flight.
+    fn register(&self, id: u64) -> Option<CancelToken> {
+        let mut runs = self.runs();
+        if runs.in_flight.contains_key(&id) {
+            return None;
+        }
+        let token = CancelToken::new();
+        if runs.early_cancels.remove(&id) {
+            token.cancel();
+        }
+        runs.in_flight.insert(id, token.clone());
+        Some(token)
+    }
+
+    fn cancel(&self, id: u64) {
+        let mut runs = self.runs();
+        match runs.in_flight.get(&id) {
+            Some(token) => token.cancel(),
+            None => {
+                runs.early_cancels.insert(id);
+                while runs.early_cancels.len() > MAX_EARLY_CANCELS {
+                    runs.early_cancels.pop_first();
+                }
+            }
+        }
+    }
+}
+
+/// Removes a run from its instance's table when the run ends, even by a panic.
+struct Registered<'a> {
+    instance: &'a ExecutorInstance,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.instance.runs().in_flight.remove(&self.id);
+    }
 }
 
 /// How a call ended, before it is written to the reply.
@@ -250,6 +353,19 @@ pub unsafe fn instantiate(
                 };
                 constructor(&config).map(Instance::ObjectStoreFactory)
             }
+            executor_wire::CONTRACT => {
+                let Some((_, constructor)) = definition
+                    .executors
+                    .iter()
+                    .find(|(tag, _)| *tag == config.tag)
+                else {
+                    return plugin_error(
+                        protocol::UNKNOWN_TAG,
+                        format!("no {contract} type {:?} here", config.tag),
+                    );
+                };
+                constructor(&config).map(|made| Instance::Executor(ExecutorInstance::new(made)))
+            }
             other => {
                 return plugin_error(
                     protocol::UNKNOWN_CONTRACT,
@@ -303,6 +419,7 @@ pub unsafe extern "C" fn call(
                 serve_factory(factory.as_ref(), method, request, new_instance)
             }
             Instance::ObjectStore(store) => serve_store(store.as_ref(), method, request),
+            Instance::Executor(executor) => serve_executor(executor, method, request),
         }
     });
     // SAFETY: the host passes a valid out-pointer for the reply.
@@ -419,6 +536,56 @@ fn serve_store(store: &dyn ObjectStore, method: &str, request: &[u8]) -> Outcome
     }
 }
 
+fn serve_executor(instance: &ExecutorInstance, method: &str, request: &[u8]) -> Outcome {
+    let request = match executor_wire::Request::decode(method, request) {
+        Ok(Some(request)) => request,
+        Ok(None) => {
+            return plugin_error(
+                protocol::UNSUPPORTED_METHOD,
+                format!(
+                    "{method:?} is not a method of the {} contract",
+                    executor_wire::CONTRACT
+                ),
+            );
+        }
+        Err(error) => {
+            return plugin_error(protocol::MALFORMED_REQUEST, format!("{method}: {error}"));
+        }
+    };
+    let executor = instance.executor.as_ref();
+    let answer = match request {
+        executor_wire::Request::DescribeRuntime => executor
+            .describe_runtime()
+            .map(|runtime| executor_wire::encode_runtime(&runtime)),
+        executor_wire::Request::Profile => executor
+            .profile()
+            .map(|profile| executor_wire::encode_profile(&profile)),
+        executor_wire::Request::Run { run_id, request } => {
+            let Some(token) = instance.register(run_id) else {
+                return plugin_error(
+                    protocol::MALFORMED_REQUEST,
+                    format!("run: a run with id {run_id} is already in flight"),
+                );
+            };
+            let _registered = Registered {
+                instance,
+                id: run_id,
+            };
+            executor
+                .run(&request, &token)
+                .map(|answer| executor_wire::encode_answer(&answer))
+        }
+        executor_wire::Request::Cancel { run_id } => {
+            instance.cancel(run_id);
+            Ok(executor_wire::encode_cancelled())
+        }
+    };
+    match answer {
+        Ok(bytes) => Outcome::Ok(bytes),
+        Err(error) => Outcome::ContractError(executor_wire::encode_error(&error)),
+    }
+}
+
 /// The table's `free_buf`.
 ///
 /// # Safety
@@ -456,16 +623,21 @@ pub unsafe extern "C" fn drop_instance(instance: *mut c_void) -> i32 {
 /// ```text
 /// sf_sdk::export_plugin! {
 ///     manifest: "sf-plugin.json",            // relative to the crate's Cargo.toml
-///     object_store: {
+///     object_store: {                        // optional
 ///         "my-store" => my_store_constructor, // fn(&PluginConfig) -> Result<F, E>
+///     },
+///     executor: {                            // optional
+///         "my-executor" => my_executor_constructor, // fn(&PluginConfig) -> Result<X, E>
 ///     },
 /// }
 /// ```
 #[macro_export]
 macro_rules! export_plugin {
     (
-        manifest: $manifest:literal,
-        object_store: { $($tag:literal => $constructor:expr),+ $(,)? } $(,)?
+        manifest: $manifest:literal
+        $(, object_store: { $($store_tag:literal => $store_constructor:expr),+ $(,)? })?
+        $(, executor: { $($executor_tag:literal => $executor_constructor:expr),+ $(,)? })?
+        $(,)?
     ) => {
         #[cfg(panic = "abort")]
         ::core::compile_error!(
@@ -482,12 +654,18 @@ macro_rules! export_plugin {
                     "/",
                     $manifest
                 )),
-                object_stores: &[$((
-                    $tag,
+                object_stores: &[$($((
+                    $store_tag,
                     (|config: &$crate::export::PluginConfig| {
-                        $crate::export::object_store_factory(($constructor)(config))
+                        $crate::export::object_store_factory(($store_constructor)(config))
                     }) as $crate::export::ObjectStoreConstructor,
-                )),+],
+                )),+)?],
+                executors: &[$($((
+                    $executor_tag,
+                    (|config: &$crate::export::PluginConfig| {
+                        $crate::export::executor(($executor_constructor)(config))
+                    }) as $crate::export::ExecutorConstructor,
+                )),+)?],
             };
 
         #[doc(hidden)]
@@ -534,4 +712,41 @@ macro_rules! export_plugin {
             }
         }
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::ScriptedExecutor;
+
+    #[test]
+    fn cancels_reach_their_run_early_or_late() {
+        let instance = ExecutorInstance::new(Box::new(ScriptedExecutor::new()));
+        // A cancel before its run registered is kept: the run starts cancelled.
+        instance.cancel(1);
+        assert!(instance.register(1).unwrap().is_cancelled());
+        // A cancel of a run in flight cancels that run only.
+        let two = instance.register(2).unwrap();
+        let three = instance.register(3).unwrap();
+        assert!(instance.register(2).is_none(), "one run per id in flight");
+        instance.cancel(3);
+        assert!(!two.is_cancelled() && three.is_cancelled());
+        // Ended runs leave the table; late cancels are remembered, boundedly.
+        {
+            let _ended = Registered {
+                instance: &instance,
+                id: 2,
+            };
+        }
+        assert!(!instance.runs().in_flight.contains_key(&2));
+        for id in 100..100 + 2 * MAX_EARLY_CANCELS as u64 {
+            instance.cancel(id);
+        }
+        let runs = instance.runs();
+        assert_eq!(runs.early_cancels.len(), MAX_EARLY_CANCELS);
+        assert_eq!(
+            runs.early_cancels.first().copied(),
+            Some(100 + MAX_EARLY_CANCELS as u64)
+        );
+    }
 }

@@ -14,6 +14,8 @@ use std::sync::OnceLock;
 const PACKAGES: &[&str] = &[
     "sf-host",
     "sf-git-cli",
+    "sf-sandbox-exec",
+    "sf-sandbox-exec-plugin",
     "sf-test-hostile-plugin",
     "sf-example-out-of-tree-plugin",
 ];
@@ -27,6 +29,10 @@ pub struct Built {
     pub sf: PathBuf,
     /// The git-cli plugin library.
     pub git_cli: PathBuf,
+    /// The sandbox-exec plugin library (package sf-sandbox-exec-plugin).
+    pub sandbox_exec: PathBuf,
+    /// The sandbox-exec launcher, beside the library.
+    pub launcher: PathBuf,
     /// The hostile test plugin library.
     pub hostile: PathBuf,
     /// The out-of-tree example plugin library.
@@ -75,7 +81,7 @@ pub fn built() -> &'static Built {
         for package in PACKAGES.iter().chain(&["sf-tests"]) {
             command.arg("-p").arg(package);
         }
-        command.args(["--lib", "--bin", "sf"]);
+        command.args(["--lib", "--bin", "sf", "--bin", "sf-sandbox-launcher"]);
         match profile {
             "debug" => {}
             "release" => {
@@ -94,11 +100,20 @@ pub fn built() -> &'static Built {
         let built = Built {
             sf: dir.join("sf"),
             git_cli: library(&dir, "sf_git_cli"),
+            sandbox_exec: library(&dir, "sf_sandbox_exec_plugin"),
+            launcher: dir.join("sf-sandbox-launcher"),
             hostile: library(&dir, "sf_test_hostile_plugin"),
             example: library(&dir, "sf_example_out_of_tree_plugin"),
             dir,
         };
-        for path in [&built.sf, &built.git_cli, &built.hostile, &built.example] {
+        for path in [
+            &built.sf,
+            &built.git_cli,
+            &built.sandbox_exec,
+            &built.launcher,
+            &built.hostile,
+            &built.example,
+        ] {
             assert!(path.is_file(), "{} was not built", path.display());
         }
         // sf refuses plugin files and directories that group or others may write. Under a
@@ -107,6 +122,8 @@ pub fn built() -> &'static Built {
         for path in [
             built.dir.clone(),
             built.git_cli.clone(),
+            built.sandbox_exec.clone(),
+            built.launcher.clone(),
             built.hostile.clone(),
             built.example.clone(),
         ] {

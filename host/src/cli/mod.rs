@@ -13,6 +13,7 @@
 //! Result<Output, CliError>`, a variant in `Command`, and a line in `dispatch`.
 
 mod common;
+mod exec;
 mod export;
 mod integrate;
 mod plugins;
@@ -50,7 +51,7 @@ pub struct Cli {
 /// The flags every command takes.
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// The sf.toml naming each backend (default: the embedded defaults: git-cli)
+    /// The sf.toml naming each backend (default: the embedded defaults: git-cli, sandbox-exec)
     #[arg(long, global = true, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Print exactly one JSON envelope on stdout instead of text
@@ -69,6 +70,8 @@ enum Command {
     Export(export::ExportArgs),
     /// List the files of a factory commit (default: the target), with their sha256
     Snapshot(snapshot::SnapshotArgs),
+    /// Run one program through the configured Executor and print its answer
+    Exec(exec::ExecArgs),
     /// Integrate a sealed Candidate into the target ref, at most once per prepared intent
     #[command(subcommand)]
     Integrate(integrate::IntegrateCommand),
@@ -83,6 +86,7 @@ fn dispatch(context: &Context, command: Command) -> Result<Output, CliError> {
         Command::Seal(args) => seal::run(context, args),
         Command::Export(args) => export::run(context, args),
         Command::Snapshot(args) => snapshot::run(context, args),
+        Command::Exec(args) => exec::run(context, args),
         Command::Integrate(command) => integrate::run(context, command),
         Command::Plugins(command) => plugins::run(context, command),
     }

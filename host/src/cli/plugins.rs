@@ -6,7 +6,9 @@ use clap::{Args, Subcommand};
 
 use super::common::{CliError, Context, Output};
 use crate::plugin::abi::{ABI_MAJOR, ABI_MINOR};
-use crate::plugin::{KNOWN_CONTRACTS, LoadedPlugin, PluginPath, compiled_object_store_tags};
+use crate::plugin::{
+    KNOWN_CONTRACTS, LoadedPlugin, PluginPath, compiled_executor_tags, compiled_object_store_tags,
+};
 
 #[derive(Debug, Subcommand)]
 pub enum PluginsCommand {
@@ -46,6 +48,13 @@ fn list(context: &Context) -> Result<Output, CliError> {
         text.push_str(&format!(
             "compiled in: object-store: {}\n",
             compiled.join(", ")
+        ));
+    }
+    let compiled_executors = compiled_executor_tags();
+    if !compiled_executors.is_empty() {
+        text.push_str(&format!(
+            "compiled in: executor: {}\n",
+            compiled_executors.join(", ")
         ));
     }
     text.push_str("plugins:\n");
@@ -89,18 +98,20 @@ fn list(context: &Context) -> Result<Output, CliError> {
         }
     }
     let section = config.object_store_section();
+    let executor = config.executor_section();
     text.push_str(&format!(
-        "configured ({}): object_store = {}\n",
+        "configured ({}): object_store = {}, executor = {}\n",
         config.origin(),
-        section.tag()
+        section.tag(),
+        executor.tag()
     ));
     Ok(Output {
         json: serde_json::json!({
             "pluginPath": path.dirs().iter().map(|dir| dir.display().to_string()).collect::<Vec<_>>(),
-            "compiled": {"object-store": compiled},
+            "compiled": {"object-store": compiled, "executor": compiled_executors},
             "plugins": plugins,
             "problems": problems,
-            "configured": {"object_store": section.tag()},
+            "configured": {"object_store": section.tag(), "executor": executor.tag()},
         }),
         text,
     })

@@ -4,10 +4,15 @@
 //! [object_store]
 //! type = "git-cli"          # the tag
 //! git = "/usr/bin/git"      # the rest of the section is the backend's configuration
+//!
+//! [executor]
+//! type = "sandbox-exec"
+//! runtime = "sh"
 //! ```
 //!
 //! A tag resolves in two steps. Backends compiled into the running program register their
-//! configuration type with typetag (`#[typetag::serde(name = "…")] impl ObjectStoreBackend`);
+//! configuration type with typetag (`#[typetag::serde(name = "…")] impl ObjectStoreBackend`,
+//! `impl ExecutorBackend`);
 //! a tag typetag knows is deserialized into that type and builds the backend directly. Any
 //! other tag is looked up in the manifests on the plugin path (first match wins), and the
 //! section (without `type`) is handed to the plugin as a JSON object. A tag neither knows is
@@ -15,7 +20,9 @@
 //!
 //! A section the file leaves out takes its embedded default ([`DEFAULT_CONFIG`]); with no
 //! file at all, every section does. The `sf` binary links no backend, so its defaults resolve
-//! through the plugin path: `git-cli` is the `sf-git-cli` plugin shipped beside `sf`.
+//! through the plugin path: `git-cli` is the `sf-git-cli` plugin shipped beside `sf`, and
+//! `sandbox-exec` the `sf-sandbox-exec` plugin. A section is resolved only when a command
+//! needs its contract.
 
 use std::fmt::Debug;
 use std::path::{Path, PathBuf};
@@ -24,17 +31,20 @@ use std::sync::Arc;
 use serde::de;
 
 use super::error::PluginError;
-use super::loader;
+use super::executor_adapter::PluginExecutor;
+use super::executor_protocol::CONTRACT as EXECUTOR;
+use super::loader::{self, LoadedPlugin};
 use super::object_store_adapter::PluginObjectStoreFactory;
 use super::object_store_protocol::CONTRACT as OBJECT_STORE;
 use super::search::{self, PluginPath};
-use crate::contracts::{ObjectStoreError, ObjectStoreFactory};
+use crate::contracts::{Executor, ExecutorError, ObjectStoreError, ObjectStoreFactory};
 
 /// The configuration used where a file leaves a section out, or when there is no file.
-pub const DEFAULT_CONFIG: &str = "[object_store]\ntype = \"git-cli\"\n";
+pub const DEFAULT_CONFIG: &str =
+    "[object_store]\ntype = \"git-cli\"\n\n[executor]\ntype = \"sandbox-exec\"\n";
 
 /// The sections a configuration may hold.
-pub const SECTIONS: &[&str] = &["object_store"];
+pub const SECTIONS: &[&str] = &["object_store", "executor"];
 
 /// The largest configuration file read.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
@@ -55,8 +65,32 @@ pub trait ObjectStoreBackend: Debug + Send + Sync {
     fn factory(&self) -> Result<Arc<dyn ObjectStoreFactory>, ObjectStoreError>;
 }
 
+/// An Executor backend compiled into the running program, configured from its section.
+///
+/// ```text
+/// #[typetag::serde(name = "sandbox-exec")]
+/// impl ExecutorBackend for SandboxExecBackend {
+///     fn executor(&self) -> Result<Arc<dyn Executor>, ExecutorError> { … }
+/// }
+/// ```
+#[typetag::serde(tag = "type")]
+pub trait ExecutorBackend: Debug + Send + Sync {
+    /// Builds the configured Executor.
+    fn executor(&self) -> Result<Arc<dyn Executor>, ExecutorError>;
+}
+
 /// The tags of the ObjectStore backends compiled into the running program, sorted.
 pub fn compiled_object_store_tags() -> Vec<&'static str> {
+    compiled_tags::<Box<dyn ObjectStoreBackend>>()
+}
+
+/// The tags of the Executor backends compiled into the running program, sorted.
+pub fn compiled_executor_tags() -> Vec<&'static str> {
+    compiled_tags::<Box<dyn ExecutorBackend>>()
+}
+
+/// The tags typetag registered for the trait object `B` (a `Box<dyn …Backend>`), sorted.
+fn compiled_tags<B: for<'de> serde::Deserialize<'de>>() -> Vec<&'static str> {
     // typetag keeps its registry private; asking it for a tag no backend can have ("") makes
     // it name every registered tag in its "unknown variant" error, which this error type keeps.
     #[derive(Debug)]
@@ -80,7 +114,7 @@ pub fn compiled_object_store_tags() -> Vec<&'static str> {
     }
     let probe: de::value::MapDeserializer<'_, _, Probe> =
         de::value::MapDeserializer::new([("type", "")].into_iter());
-    let mut tags = match <Box<dyn ObjectStoreBackend> as serde::Deserialize>::deserialize(probe) {
+    let mut tags = match B::deserialize(probe) {
         Err(Probe::Known(expected)) => expected.to_vec(),
         _ => Vec::new(),
     };
@@ -191,6 +225,18 @@ impl Section {
 pub struct Config {
     origin: ConfigOrigin,
     object_store: Section,
+    executor: Section,
+}
+
+/// How a section's tag resolved.
+enum Resolved<B> {
+    /// A backend compiled into the running program.
+    Compiled(B),
+    /// A plugin, with the section's fields (without `type`) as JSON.
+    Plugin(
+        Arc<LoadedPlugin>,
+        serde_json::Map<String, serde_json::Value>,
+    ),
 }
 
 impl Config {
@@ -244,16 +290,29 @@ impl Config {
                     .join(", ")
             )));
         }
-        let object_store = match table.remove("object_store") {
-            Some(value) => section("object_store", value).map_err(invalid)?,
+        let mut take = |name: &str| match table.remove(name) {
+            Some(value) => section(name, value).map(Some).map_err(invalid),
             None if origin == ConfigOrigin::Defaults => {
-                return Err(invalid("the defaults lack [object_store]".into()));
+                Err(invalid(format!("the defaults lack [{name}]")))
             }
-            None => Self::defaults().object_store,
+            None => Ok(None),
+        };
+        let object_store = take("object_store")?;
+        let executor = take("executor")?;
+        let (object_store, executor) = match (object_store, executor) {
+            (Some(object_store), Some(executor)) => (object_store, executor),
+            (object_store, executor) => {
+                let defaults = Self::defaults();
+                (
+                    object_store.unwrap_or(defaults.object_store),
+                    executor.unwrap_or(defaults.executor),
+                )
+            }
         };
         Ok(Self {
             origin,
             object_store,
+            executor,
         })
     }
 
@@ -267,48 +326,95 @@ impl Config {
         &self.object_store
     }
 
-    /// Builds the configured ObjectStore factory: a compiled-in backend if one is registered
-    /// under the tag, otherwise the plugin on `plugins` whose manifest lists it.
-    pub fn object_store(
-        &self,
-        plugins: &PluginPath,
-    ) -> Result<Arc<dyn ObjectStoreFactory>, ConfigError> {
-        let section = &self.object_store;
-        let name = "object_store";
-        let backend_error = |detail: String| ConfigError::Backend {
+    /// The `[executor]` section.
+    pub fn executor_section(&self) -> &Section {
+        &self.executor
+    }
+
+    /// Sets `key` of the `[executor]` section to `value` (how `sf exec --runtime` names the
+    /// runtime); `type` cannot be set this way.
+    pub fn set_executor_field(&mut self, key: &str, value: toml::Value) {
+        if key != "type" {
+            self.executor.fields.insert(key.to_owned(), value);
+        }
+    }
+
+    /// Builds the configured Executor: a compiled-in backend if one is registered under the
+    /// tag, otherwise the plugin on `plugins` whose manifest lists it.
+    pub fn executor(&self, plugins: &PluginPath) -> Result<Arc<dyn Executor>, ConfigError> {
+        let name = "executor";
+        let section = &self.executor;
+        match self.resolve::<Box<dyn ExecutorBackend>>(
+            name,
+            section,
+            EXECUTOR,
+            compiled_executor_tags(),
+            plugins,
+        )? {
+            Resolved::Compiled(backend) => backend
+                .executor()
+                .map_err(|error| self.backend_error(name, section, error.to_string())),
+            Resolved::Plugin(plugin, fields) => {
+                let executor = PluginExecutor::new(&plugin, &section.tag, &fields)
+                    .map_err(|error| self.plugin_error(name, section, error))?;
+                Ok(Arc::new(executor))
+            }
+        }
+    }
+
+    fn backend_error(&self, name: &str, section: &Section, detail: String) -> ConfigError {
+        ConfigError::Backend {
             origin: self.origin.clone(),
             section: name.into(),
             tag: section.tag.clone(),
             detail,
-        };
-        if compiled_object_store_tags().contains(&section.tag.as_str()) {
-            let mut table = section.fields.clone();
-            table.insert("type".into(), toml::Value::String(section.tag.clone()));
-            let backend: Box<dyn ObjectStoreBackend> = toml::Value::Table(table)
-                .try_into()
-                .map_err(|error: toml::de::Error| {
-                    backend_error(format!(
-                        "invalid configuration: {}",
-                        error.to_string().trim_end()
-                    ))
-                })?;
-            return backend
-                .factory()
-                .map_err(|error| backend_error(error.to_string()));
         }
-        let plugin_error = |error: PluginError| ConfigError::Plugin {
+    }
+
+    fn plugin_error(&self, name: &str, section: &Section, error: PluginError) -> ConfigError {
+        ConfigError::Plugin {
             origin: self.origin.clone(),
             section: name.into(),
             tag: section.tag.clone(),
             error: Box::new(error),
-        };
-        let found = plugins.discover().map_err(plugin_error)?;
-        let Some(candidate) = search::find(&found, OBJECT_STORE, &section.tag) else {
-            let mut known: Vec<String> = compiled_object_store_tags()
+        }
+    }
+
+    /// Resolves `section` (named `name`, of `contract`): to the compiled-in backend `B` if
+    /// `compiled` holds its tag, else to the first plugin on `plugins` that lists the tag
+    /// under the contract, loaded and checked.
+    fn resolve<B: for<'de> serde::Deserialize<'de>>(
+        &self,
+        name: &str,
+        section: &Section,
+        contract: &str,
+        compiled: Vec<&'static str>,
+        plugins: &PluginPath,
+    ) -> Result<Resolved<B>, ConfigError> {
+        if compiled.contains(&section.tag.as_str()) {
+            let mut table = section.fields.clone();
+            table.insert("type".into(), toml::Value::String(section.tag.clone()));
+            let backend: B =
+                toml::Value::Table(table)
+                    .try_into()
+                    .map_err(|error: toml::de::Error| {
+                        self.backend_error(
+                            name,
+                            section,
+                            format!("invalid configuration: {}", error.to_string().trim_end()),
+                        )
+                    })?;
+            return Ok(Resolved::Compiled(backend));
+        }
+        let found = plugins
+            .discover()
+            .map_err(|error| self.plugin_error(name, section, error))?;
+        let Some(candidate) = search::find(&found, contract, &section.tag) else {
+            let mut known: Vec<String> = compiled
                 .into_iter()
                 .map(|tag| format!("{tag} (compiled in)"))
                 .collect();
-            for (tag, plugin, library) in search::tags(&found, OBJECT_STORE) {
+            for (tag, plugin, library) in search::tags(&found, contract) {
                 known.push(format!("{tag} (plugin {plugin}, {})", library.display()));
             }
             for broken in found.iter().filter(|found| found.manifest.is_err()) {
@@ -331,17 +437,48 @@ impl Config {
                 plugin_path: plugins.dirs().to_vec(),
             });
         };
-        let plugin = loader::load(&candidate.library).map_err(plugin_error)?;
+        let plugin = loader::load(&candidate.library)
+            .map_err(|error| self.plugin_error(name, section, error))?;
         let fields = serde_json::to_value(&section.fields)
             .ok()
             .and_then(|value| match value {
                 serde_json::Value::Object(map) => Some(map),
                 _ => None,
             })
-            .ok_or_else(|| backend_error("the section cannot be expressed as JSON".into()))?;
-        let factory =
-            PluginObjectStoreFactory::new(&plugin, &section.tag, &fields).map_err(plugin_error)?;
-        Ok(Arc::new(factory))
+            .ok_or_else(|| {
+                self.backend_error(
+                    name,
+                    section,
+                    "the section cannot be expressed as JSON".into(),
+                )
+            })?;
+        Ok(Resolved::Plugin(plugin, fields))
+    }
+
+    /// Builds the configured ObjectStore factory: a compiled-in backend if one is registered
+    /// under the tag, otherwise the plugin on `plugins` whose manifest lists it.
+    pub fn object_store(
+        &self,
+        plugins: &PluginPath,
+    ) -> Result<Arc<dyn ObjectStoreFactory>, ConfigError> {
+        let name = "object_store";
+        let section = &self.object_store;
+        match self.resolve::<Box<dyn ObjectStoreBackend>>(
+            name,
+            section,
+            OBJECT_STORE,
+            compiled_object_store_tags(),
+            plugins,
+        )? {
+            Resolved::Compiled(backend) => backend
+                .factory()
+                .map_err(|error| self.backend_error(name, section, error.to_string())),
+            Resolved::Plugin(plugin, fields) => {
+                let factory = PluginObjectStoreFactory::new(&plugin, &section.tag, &fields)
+                    .map_err(|error| self.plugin_error(name, section, error))?;
+                Ok(Arc::new(factory))
+            }
+        }
     }
 }
 
@@ -372,12 +509,28 @@ mod tests {
         let config = Config::defaults();
         assert_eq!(config.object_store_section().tag(), "git-cli");
         assert!(config.object_store_section().fields().is_empty());
+        assert_eq!(config.executor_section().tag(), "sandbox-exec");
     }
 
     #[test]
     fn missing_sections_take_defaults() {
         let config = Config::parse("", ConfigOrigin::File("/x".into())).unwrap();
         assert_eq!(config.object_store_section().tag(), "git-cli");
+        assert_eq!(config.executor_section().tag(), "sandbox-exec");
+        let mut config = Config::parse(
+            "[executor]\ntype = \"other\"\nruntime = \"sh\"\n",
+            ConfigOrigin::File("/x".into()),
+        )
+        .unwrap();
+        assert_eq!(config.object_store_section().tag(), "git-cli");
+        assert_eq!(config.executor_section().tag(), "other");
+        config.set_executor_field("runtime", toml::Value::from("python3"));
+        config.set_executor_field("type", toml::Value::from("ignored"));
+        assert_eq!(config.executor_section().tag(), "other");
+        assert_eq!(
+            config.executor_section().fields()["runtime"].as_str(),
+            Some("python3")
+        );
     }
 
     #[test]
@@ -410,5 +563,16 @@ mod tests {
             .expect("an unknown tag");
         assert_eq!(error.code(), "unknown-tag");
         assert!(error.to_string().contains("known types"), "{error}");
+        let config = Config::parse(
+            "[executor]\ntype = \"no-such-executor\"",
+            ConfigOrigin::File("/x".into()),
+        )
+        .unwrap();
+        let error = config
+            .executor(&PluginPath::new([dir.path().to_owned()]))
+            .err()
+            .expect("an unknown tag");
+        assert_eq!(error.code(), "unknown-tag");
+        assert!(error.to_string().contains("[executor]"), "{error}");
     }
 }

@@ -28,14 +28,13 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::message::{self, MessageBuilder, MessageError, Sections};
-use super::protocol::{deadline_in, remaining_ms};
+use super::protocol::{ExactFields, deadline_in, intern_rule, remaining_ms};
 use crate::contracts::{
     EncodedObject, ObjectStoreError, RefName, RefUpdate, RefValue, StoreRoot, StoredObject,
 };
@@ -487,7 +486,7 @@ pub fn decode_error(bytes: &[u8]) -> Result<DecodedError, MessageError> {
     let error = match code.as_str() {
         "invalid-input" => ObjectStoreError::InvalidInput {
             input: fields.string("input")?,
-            rule: intern(fields.string("rule")?),
+            rule: intern_rule(fields.string("rule")?),
         },
         "exists" => ObjectStoreError::Exists {
             path: PathBuf::from(OsStr::from_bytes(sections.take(fields.index("path")?)?)),
@@ -519,74 +518,6 @@ pub fn decode_error(bytes: &[u8]) -> Result<DecodedError, MessageError> {
     fields.finish()?;
     sections.finish()?;
     Ok(DecodedError::Known(error))
-}
-
-/// The most distinct rule texts interned; past it, a fixed text stands in.
-const MAX_INTERNED_RULES: usize = 4096;
-/// The longest rule text interned.
-const MAX_RULE_BYTES: usize = 4096;
-
-/// `ObjectStoreError::InvalidInput` carries its rule as `&'static str`. A rule that crossed the
-/// ABI is a `String`, so each distinct text is leaked once; the table is bounded so that a
-/// hostile plugin cannot grow it without limit.
-fn intern(rule: String) -> &'static str {
-    static RULES: OnceLock<Mutex<std::collections::HashSet<&'static str>>> = OnceLock::new();
-    const NOT_KEPT: &str =
-        "(the plugin's rule text was not kept: too many distinct or too long rule texts)";
-    if rule.len() > MAX_RULE_BYTES {
-        return NOT_KEPT;
-    }
-    let mut rules = RULES
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner);
-    if let Some(found) = rules.get(rule.as_str()) {
-        return found;
-    }
-    if rules.len() >= MAX_INTERNED_RULES {
-        return NOT_KEPT;
-    }
-    let leaked: &'static str = Box::leak(rule.into_boxed_str());
-    rules.insert(leaked);
-    leaked
-}
-
-/// A JSON object read field by field, refusing absent, mistyped and undeclared fields.
-struct ExactFields(BTreeMap<String, Value>);
-
-impl ExactFields {
-    fn new(map: BTreeMap<String, Value>) -> Self {
-        Self(map)
-    }
-
-    fn string(&mut self, key: &str) -> Result<String, MessageError> {
-        match self.0.remove(key) {
-            Some(Value::String(text)) => Ok(text),
-            Some(_) => Err(MessageError::field(key, "must be a string")),
-            None => Err(MessageError::field(key, "is missing")),
-        }
-    }
-
-    fn index(&mut self, key: &str) -> Result<usize, MessageError> {
-        match self.0.remove(key) {
-            Some(Value::Number(number)) => number
-                .as_u64()
-                .and_then(|n| usize::try_from(n).ok())
-                .ok_or_else(|| MessageError::field(key, "must be a section index")),
-            Some(_) => Err(MessageError::field(key, "must be a section index")),
-            None => Err(MessageError::field(key, "is missing")),
-        }
-    }
-
-    fn finish(self) -> Result<(), MessageError> {
-        match self.0.keys().next() {
-            Some(key) => Err(MessageError::field(
-                key.clone(),
-                "is not a field of this error",
-            )),
-            None => Ok(()),
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

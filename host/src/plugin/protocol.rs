@@ -1,9 +1,13 @@
 //! The messages every contract shares: the plugin-level error (`STATUS_PLUGIN_ERROR`), the
-//! panic report (`STATUS_PANIC`), the empty answer, and deadlines as remaining milliseconds.
+//! panic report (`STATUS_PANIC`), the empty answer, deadlines as remaining milliseconds, and
+//! the helpers the contracts' error decoders share (exact fields, interned rule texts).
 
+use std::collections::BTreeMap;
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::message::{self, MessageError};
 
@@ -101,6 +105,78 @@ pub fn deadline_in(ms: u64) -> Instant {
     let now = Instant::now();
     now.checked_add(Duration::from_millis(ms).min(CENTURY))
         .unwrap_or(now + CENTURY)
+}
+
+/// The most distinct rule texts interned; past it, a fixed text stands in.
+const MAX_INTERNED_RULES: usize = 4096;
+/// The longest rule text interned.
+const MAX_RULE_BYTES: usize = 4096;
+
+/// The contracts' `InvalidInput` errors carry their rule as `&'static str`. A rule that
+/// crossed the ABI is a `String`, so each distinct text is leaked once; the table (shared by
+/// every contract) is bounded so that a hostile plugin cannot grow it without limit.
+pub fn intern_rule(rule: String) -> &'static str {
+    static RULES: OnceLock<Mutex<std::collections::HashSet<&'static str>>> = OnceLock::new();
+    const NOT_KEPT: &str =
+        "(the plugin's rule text was not kept: too many distinct or too long rule texts)";
+    if rule.len() > MAX_RULE_BYTES {
+        return NOT_KEPT;
+    }
+    let mut rules = RULES
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if let Some(found) = rules.get(rule.as_str()) {
+        return found;
+    }
+    if rules.len() >= MAX_INTERNED_RULES {
+        return NOT_KEPT;
+    }
+    let leaked: &'static str = Box::leak(rule.into_boxed_str());
+    rules.insert(leaked);
+    leaked
+}
+
+/// A JSON object read field by field, refusing absent, mistyped and undeclared fields: how
+/// the contracts decode their error replies, whose fields depend on the code.
+pub struct ExactFields(BTreeMap<String, Value>);
+
+impl ExactFields {
+    pub fn new(map: BTreeMap<String, Value>) -> Self {
+        Self(map)
+    }
+
+    /// The string field `key`.
+    pub fn string(&mut self, key: &str) -> Result<String, MessageError> {
+        match self.0.remove(key) {
+            Some(Value::String(text)) => Ok(text),
+            Some(_) => Err(MessageError::field(key, "must be a string")),
+            None => Err(MessageError::field(key, "is missing")),
+        }
+    }
+
+    /// The section index field `key`.
+    pub fn index(&mut self, key: &str) -> Result<usize, MessageError> {
+        match self.0.remove(key) {
+            Some(Value::Number(number)) => number
+                .as_u64()
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| MessageError::field(key, "must be a section index")),
+            Some(_) => Err(MessageError::field(key, "must be a section index")),
+            None => Err(MessageError::field(key, "is missing")),
+        }
+    }
+
+    /// Refuses any field not taken.
+    pub fn finish(self) -> Result<(), MessageError> {
+        match self.0.keys().next() {
+            Some(key) => Err(MessageError::field(
+                key.clone(),
+                "is not a field of this error",
+            )),
+            None => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 //! - `supervisor`: starting the launcher and bounding the run;
 //! - `executor`: configuration and the trait implementation;
 //! - `placement`: refusing protected paths the profile can read;
+//! - [`plugin`]: the `[executor]` configuration and the plugin export;
 //! - `launcher`: the helper program's code (namespaces, mounts, confinement).
 //!
 //! Only x86_64 Linux is supported; the crate refuses to build elsewhere.
@@ -31,6 +32,7 @@ mod executor;
 pub mod launcher;
 mod placement;
 mod plan;
+pub mod plugin;
 mod profile;
 mod runtime;
 mod seccomp;

@@ -37,6 +37,7 @@ const MANIFEST: &str = include_str!("../sf-plugin.json");
 static DEFINITION: PluginDefinition = PluginDefinition {
     manifest: MANIFEST,
     object_stores: &[("panicking", panicking as ObjectStoreConstructor)],
+    executors: &[],
 };
 
 #[derive(sf_sdk::serde::Deserialize)]

@@ -1,0 +1,512 @@
+//! [`Executor`] over a loaded plugin: every trait method is one `call` with the message of
+//! [`super::executor_protocol`], and every answer, error and failure comes back as the trait's
+//! own value.
+//!
+//! # Cancellation
+//!
+//! The [`CancelToken`] lives in the host, the run in the plugin. While `run` is in flight, a
+//! watcher thread of the adapter polls the token every [`CANCEL_TICK`]; once it is cancelled,
+//! the watcher calls the instance's `cancel` method with the run's id (calls on one instance
+//! may run concurrently), and the plugin cancels the run's own token. So cancellation reaches
+//! the plugin within a tick, and the run answers `aborted` as it would in-process.
+//!
+//! # What a plugin's failure becomes
+//!
+//! - `describe_runtime` and `profile`: a contract error is the same [`ExecutorError`];
+//!   anything else (panic, malformed reply, unsupported method) is `unavailable` with
+//!   mechanism `plugin`, naming the plugin and the fix.
+//! - `run`: the request is checked here first, so an invalid request is `invalid-input`
+//!   without crossing the boundary, and a token cancelled before the call is `aborted`. A
+//!   contract error is the same [`ExecutorError`] (the plugin says nothing started). A method
+//!   the plugin does not support or a request it refused before running anything is
+//!   `unavailable`. But a **panic or a malformed reply after the call was made** may come
+//!   after the program started: answering `Err` would claim that nothing ran. It becomes an
+//!   answer instead: status `aborted` ("the Executor lost control of the run"), no output,
+//!   the namespace `unconfirmed`, the failure in `problems`, and the runtime, profile and
+//!   bounds identities set to [`unknown_identity`] digests, which match no real description,
+//!   so that a judge pinning identities never takes such an answer as evidence of anything.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use super::error::PluginError;
+use super::executor_protocol::{self as wire, DecodedError, method};
+use super::loader::{CallReply, Instance, LoadedPlugin};
+use super::message::MessageError;
+use crate::canonical::Digest;
+use crate::contracts::{
+    CancelToken, Enforcement, Executor, ExecutorError, LandlockStatus, NamespaceDisposition,
+    ProfileDescription, RunAnswer, RunIdentities, RunRequest, RunStatus, RunTimes,
+    RuntimeDescription,
+};
+
+/// How often the adapter looks at a run's cancel token.
+pub const CANCEL_TICK: Duration = Duration::from_millis(10);
+
+/// The protocol string of the digests that stand for an identity nobody can vouch for.
+pub const UNKNOWN_IDENTITY_PROTOCOL: &str = "sf-executor-identity-unknown/1";
+
+/// The digest standing for identity `what` (`runtime`, `profile`, `bounds`) of a run whose
+/// Executor failed: the digest of `sf-executor-identity-unknown/1\n<what>`, which is no
+/// runtime's, profile's or bounds' digest (theirs are digests of other documents).
+pub fn unknown_identity(what: &str) -> Digest {
+    Digest::of(format!("{UNKNOWN_IDENTITY_PROTOCOL}\n{what}").as_bytes())
+}
+
+/// An Executor living in a plugin.
+#[derive(Debug)]
+pub struct PluginExecutor {
+    instance: Instance,
+    tag: String,
+    next_run: AtomicU64,
+}
+
+impl PluginExecutor {
+    /// Instantiates the `executor` contract of `plugin` under `tag` with `config`.
+    pub fn new(
+        plugin: &Arc<LoadedPlugin>,
+        tag: &str,
+        config: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, PluginError> {
+        Ok(Self {
+            instance: plugin.instantiate(wire::CONTRACT, tag, config)?,
+            tag: tag.to_owned(),
+            next_run: AtomicU64::new(1),
+        })
+    }
+
+    /// The plugin serving this Executor.
+    pub fn plugin(&self) -> &Arc<LoadedPlugin> {
+        self.instance.plugin()
+    }
+
+    /// The tag this Executor was made under.
+    pub fn tag(&self) -> &str {
+        &self.tag
+    }
+
+    /// Calls a describing method; every failure is an `Err` (nothing runs in them).
+    fn describe<T>(
+        &self,
+        method: &str,
+        decode: impl FnOnce(&[u8]) -> Result<T, MessageError>,
+    ) -> Result<T, ExecutorError> {
+        let plugin = self.instance.plugin().name();
+        self.instance
+            .call(method, &wire::encode_no_arguments(), |reply| match reply {
+                CallReply::Answer {
+                    bytes,
+                    new_instance,
+                } => {
+                    if new_instance.is_some() {
+                        return Err(plugin_failure(malformed(
+                            plugin,
+                            method,
+                            "the answer carries a new instance",
+                        )));
+                    }
+                    decode(bytes).map_err(|error| {
+                        plugin_failure(malformed(plugin, method, &error.to_string()))
+                    })
+                }
+                CallReply::ContractError { bytes } => match wire::decode_error(bytes) {
+                    Ok(decoded) => Err(contract_error(plugin, method, decoded)),
+                    Err(error) => Err(plugin_failure(malformed(
+                        plugin,
+                        method,
+                        &error.to_string(),
+                    ))),
+                },
+            })
+            .map_err(plugin_failure)?
+    }
+
+    /// Watches `cancel` until `finished`, and forwards a cancellation to the plugin once.
+    /// Returns a problem to report if forwarding failed.
+    fn watch(&self, run_id: u64, cancel: &CancelToken, finished: &AtomicBool) -> Option<String> {
+        loop {
+            if finished.load(Ordering::SeqCst) {
+                return None;
+            }
+            if cancel.is_cancelled() {
+                return self.forward_cancel(run_id);
+            }
+            std::thread::park_timeout(CANCEL_TICK);
+        }
+    }
+
+    /// Calls `cancel {runId}`; a problem to report if that failed.
+    fn forward_cancel(&self, run_id: u64) -> Option<String> {
+        let plugin = self.instance.plugin().name();
+        let request = wire::encode_cancel(run_id);
+        let sent = self
+            .instance
+            .call(method::CANCEL, &request, |reply| match reply {
+                CallReply::Answer {
+                    bytes,
+                    new_instance: None,
+                } => wire::decode_cancelled(bytes).map_err(|error| error.to_string()),
+                CallReply::Answer { .. } => Err("the answer carries a new instance".to_owned()),
+                CallReply::ContractError { bytes } => {
+                    Err(format!("a contract error: {:?}", wire::decode_error(bytes)))
+                }
+            });
+        let failure = match sent {
+            Ok(Ok(())) => return None,
+            Ok(Err(detail)) => malformed(plugin, method::CANCEL, &detail).to_string(),
+            Err(error) => error.to_string(),
+        };
+        Some(format!(
+            "forwarding the cancellation to plugin {plugin} failed ({failure}); the run went on \
+             to its own end"
+        ))
+    }
+}
+
+impl Executor for PluginExecutor {
+    fn describe_runtime(&self) -> Result<RuntimeDescription, ExecutorError> {
+        self.describe(method::DESCRIBE_RUNTIME, wire::decode_runtime)
+    }
+
+    fn profile(&self) -> Result<ProfileDescription, ExecutorError> {
+        self.describe(method::PROFILE, wire::decode_profile)
+    }
+
+    fn run(&self, request: &RunRequest, cancel: &CancelToken) -> Result<RunAnswer, ExecutorError> {
+        if cancel.is_cancelled() {
+            return Err(ExecutorError::Aborted);
+        }
+        // Checked here too, so that an invalid request never crosses and a lost-control answer
+        // can name what was asked.
+        let (program, input) = request.check()?;
+        let run_id = self.next_run.fetch_add(1, Ordering::Relaxed);
+        let bytes = wire::encode_run(run_id, request);
+        let plugin = self.instance.plugin();
+        let started = Instant::now();
+        let finished = AtomicBool::new(false);
+        let (outcome, cancel_problem) = std::thread::scope(|scope| {
+            let watcher = std::thread::Builder::new()
+                .name("sf-cancel-watch".into())
+                .spawn_scoped(scope, || self.watch(run_id, cancel, &finished));
+            let outcome = self.instance.call(method::RUN, &bytes, |reply| {
+                read_run_reply(plugin.name(), reply)
+            });
+            finished.store(true, Ordering::SeqCst);
+            let problem = match watcher {
+                Ok(watcher) => {
+                    watcher.thread().unpark();
+                    watcher
+                        .join()
+                        .unwrap_or_else(|_| Some("the cancellation watcher panicked".to_owned()))
+                }
+                // Without a watcher the run still ends at its own bounds; say why a cancel
+                // may have gone unheard.
+                Err(error) => cancel.is_cancelled().then(|| {
+                    format!("no thread to forward the cancellation ({error}); it was not sent")
+                }),
+            };
+            (outcome, problem)
+        });
+        let mut result = finish_run(
+            plugin.name(),
+            request,
+            (program, input),
+            started.elapsed(),
+            outcome,
+        );
+        if let Ok(answer) = &mut result {
+            answer.problems.extend(cancel_problem);
+        }
+        result
+    }
+}
+
+/// What a `run` call's outcome means for the caller: the rules of the module documentation.
+/// `digests` are the request's program and input digests, `wall` the time the call took.
+pub fn finish_run(
+    plugin: &str,
+    request: &RunRequest,
+    digests: (Digest, Digest),
+    wall: Duration,
+    outcome: Result<RunReply, PluginError>,
+) -> Result<RunAnswer, ExecutorError> {
+    let detail = match outcome {
+        Ok(RunReply::Answer(answer)) => return Ok(*answer),
+        Ok(RunReply::Refused(error)) => return Err(error),
+        Ok(RunReply::Lost(detail)) => detail,
+        // Refused before the method ran: the sdk answers these before calling the trait.
+        Err(error @ (PluginError::UnsupportedMethod { .. } | PluginError::Refused { .. })) => {
+            return Err(plugin_failure(error));
+        }
+        Err(error) => error.to_string(),
+    };
+    let (program, input) = digests;
+    Ok(RunAnswer {
+        status: RunStatus::Aborted,
+        exit_code: None,
+        signal: None,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+        times: RunTimes {
+            wall,
+            ..RunTimes::default()
+        },
+        bounds: request.bounds,
+        identities: RunIdentities {
+            program,
+            input,
+            runtime: unknown_identity("runtime"),
+            profile: unknown_identity("profile"),
+            bounds: unknown_identity("bounds"),
+            enforcement: Enforcement {
+                landlock_abi: 0,
+                landlock: LandlockStatus::NotEnforced,
+            },
+        },
+        namespace: NamespaceDisposition::Unconfirmed {
+            reason: format!(
+                "plugin {plugin} failed during run, so whether the program started and whether \
+                 its processes ended is unknown"
+            ),
+        },
+        problems: vec![detail],
+    })
+}
+
+/// A `run` reply, read while the plugin's buffer is alive.
+#[derive(Debug)]
+pub enum RunReply {
+    Answer(Box<RunAnswer>),
+    /// A contract error: nothing started, the plugin says.
+    Refused(ExecutorError),
+    /// Not a well-formed answer or error: what happened is unknown.
+    Lost(String),
+}
+
+/// Reads a `run` reply of plugin `plugin`.
+pub fn read_run_reply(plugin: &str, reply: CallReply<'_>) -> RunReply {
+    match reply {
+        CallReply::Answer {
+            bytes,
+            new_instance,
+        } => {
+            if new_instance.is_some() {
+                return RunReply::Lost(
+                    malformed(plugin, method::RUN, "the answer carries a new instance").to_string(),
+                );
+            }
+            match wire::decode_answer(bytes) {
+                Ok(answer) => RunReply::Answer(Box::new(answer)),
+                Err(error) => {
+                    RunReply::Lost(malformed(plugin, method::RUN, &error.to_string()).to_string())
+                }
+            }
+        }
+        CallReply::ContractError { bytes } => match wire::decode_error(bytes) {
+            Ok(decoded) => RunReply::Refused(contract_error(plugin, method::RUN, decoded)),
+            Err(error) => {
+                RunReply::Lost(malformed(plugin, method::RUN, &error.to_string()).to_string())
+            }
+        },
+    }
+}
+
+fn malformed(plugin: &str, method: &str, detail: &str) -> PluginError {
+    PluginError::MalformedMessage {
+        plugin: plugin.to_owned(),
+        during: method.to_owned(),
+        detail: detail.to_owned(),
+    }
+}
+
+/// A decoded contract error; a code this host does not know is still "nothing started".
+fn contract_error(plugin: &str, method: &str, decoded: DecodedError) -> ExecutorError {
+    match decoded {
+        DecodedError::Known(error) => error,
+        DecodedError::Unknown { code, message } => ExecutorError::Unavailable {
+            mechanism: "plugin".to_owned(),
+            reason: format!(
+                "plugin {plugin} refused {method} with an error this sf does not know \
+                 ({code}): {message}"
+            ),
+        },
+    }
+}
+
+/// A plugin failure where nothing ran: `unavailable`, mechanism `plugin`.
+pub fn plugin_failure(error: PluginError) -> ExecutorError {
+    ExecutorError::Unavailable {
+        mechanism: "plugin".to_owned(),
+        reason: error.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contracts::RunBounds;
+    use crate::snapshot::SnapshotFile;
+
+    fn request() -> RunRequest {
+        RunRequest {
+            program: vec![SnapshotFile {
+                path: "main.sh".into(),
+                content: b"echo hi".to_vec(),
+            }],
+            entry: "main.sh".into(),
+            args: Vec::new(),
+            input: Vec::new(),
+            bounds: RunBounds::new(Duration::from_secs(1), 1024),
+        }
+    }
+
+    fn finish(outcome: Result<RunReply, PluginError>) -> Result<RunAnswer, ExecutorError> {
+        let request = request();
+        let digests = request.check().unwrap();
+        finish_run("p", &request, digests, Duration::from_millis(5), outcome)
+    }
+
+    fn reply(bytes: &[u8], error: bool) -> RunReply {
+        read_run_reply(
+            "p",
+            if error {
+                CallReply::ContractError { bytes }
+            } else {
+                CallReply::Answer {
+                    bytes,
+                    new_instance: None,
+                }
+            },
+        )
+    }
+
+    #[track_caller]
+    fn assert_lost(result: Result<RunAnswer, ExecutorError>, needle: &str) {
+        let answer = result.expect("a lost run is an answer, never an error");
+        assert_eq!(answer.status, RunStatus::Aborted);
+        assert!(matches!(
+            answer.namespace,
+            NamespaceDisposition::Unconfirmed { .. }
+        ));
+        assert!(answer.stdout.is_empty() && answer.exit_code.is_none());
+        assert_eq!(answer.identities.runtime, unknown_identity("runtime"));
+        assert_eq!(answer.identities.profile, unknown_identity("profile"));
+        assert_eq!(answer.identities.bounds, unknown_identity("bounds"));
+        assert_eq!(
+            answer.identities.enforcement.landlock,
+            LandlockStatus::NotEnforced
+        );
+        let (program, input) = request().check().unwrap();
+        assert_eq!(
+            (&answer.identities.program, &answer.identities.input),
+            (&program, &input)
+        );
+        assert!(
+            answer
+                .problems
+                .iter()
+                .any(|problem| problem.contains(needle)),
+            "{:?}",
+            answer.problems
+        );
+    }
+
+    #[test]
+    fn unknown_identities_are_distinct_and_fixed() {
+        assert_ne!(unknown_identity("runtime"), unknown_identity("profile"));
+        assert_eq!(unknown_identity("bounds"), unknown_identity("bounds"));
+        let bounds = RunBounds::new(Duration::from_secs(1), 1);
+        assert_ne!(unknown_identity("bounds"), bounds.digest());
+    }
+
+    #[test]
+    fn failures_after_the_call_are_aborted_answers() {
+        assert_lost(
+            finish(Err(PluginError::Panicked {
+                plugin: "p".into(),
+                during: "run".into(),
+                message: "boom".into(),
+            })),
+            "boom",
+        );
+        assert_lost(
+            finish(Err(PluginError::MalformedMessage {
+                plugin: "p".into(),
+                during: "run".into(),
+                detail: "status 42".into(),
+            })),
+            "status 42",
+        );
+        assert_lost(finish(Ok(reply(b"garbage", false))), "malformed message");
+        assert_lost(finish(Ok(reply(b"garbage", true))), "malformed message");
+        let wrong_shape = crate::plugin::message::encode_header(&serde_json::json!({"x": 1}));
+        assert_lost(finish(Ok(reply(&wrong_shape, false))), "malformed message");
+    }
+
+    #[test]
+    fn refusals_before_the_run_are_errors() {
+        let error = wire::encode_error(&ExecutorError::Unavailable {
+            mechanism: "landlock".into(),
+            reason: "old kernel".into(),
+        });
+        assert_eq!(
+            finish(Ok(reply(&error, true))).unwrap_err(),
+            ExecutorError::Unavailable {
+                mechanism: "landlock".into(),
+                reason: "old kernel".into(),
+            }
+        );
+        let unknown = crate::plugin::message::encode_header(
+            &serde_json::json!({"code": "frozen", "message": "later"}),
+        );
+        let error = finish(Ok(reply(&unknown, true))).unwrap_err();
+        assert_eq!(error.code(), "unavailable");
+        assert!(error.to_string().contains("frozen"), "{error}");
+        for refusal in [
+            PluginError::UnsupportedMethod {
+                plugin: "p".into(),
+                method: "run".into(),
+                detail: "old".into(),
+            },
+            PluginError::Refused {
+                plugin: "p".into(),
+                during: "run".into(),
+                code: "malformed-request".into(),
+                message: "bad".into(),
+            },
+        ] {
+            assert_eq!(finish(Err(refusal)).unwrap_err().code(), "unavailable");
+        }
+    }
+
+    #[test]
+    fn answers_pass_through_unchanged() {
+        let request = request();
+        let (program, input) = request.check().unwrap();
+        let answer = RunAnswer {
+            status: RunStatus::Exited,
+            exit_code: Some(3),
+            signal: None,
+            stdout: b"\xffout".to_vec(),
+            stderr: b"err".to_vec(),
+            times: RunTimes::default(),
+            bounds: request.bounds,
+            identities: RunIdentities {
+                program,
+                input,
+                runtime: Digest::of(b"r"),
+                profile: Digest::of(b"p"),
+                bounds: request.bounds.digest(),
+                enforcement: Enforcement {
+                    landlock_abi: 7,
+                    landlock: LandlockStatus::FullyEnforced,
+                },
+            },
+            namespace: NamespaceDisposition::Reaped,
+            problems: Vec::new(),
+        };
+        let bytes = wire::encode_answer(&answer);
+        assert_eq!(finish(Ok(reply(&bytes, false))).unwrap(), answer);
+    }
+}

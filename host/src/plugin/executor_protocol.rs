@@ -1,0 +1,818 @@
+//! The `executor` contract on the wire: one request and one answer shape per method of
+//! [`Executor`](crate::contracts::Executor), a `cancel` method for cancellation across the
+//! boundary, and the error encoding that keeps every [`ExecutorError`] code and field.
+//!
+//! Both sides use this module: the host encodes requests and decodes answers, the sdk decodes
+//! requests and encodes answers. Bulk bytes (program and input file contents, stdout, stderr,
+//! the profile recipe, runtime paths) travel as raw sections; digests as `sha256:` text;
+//! durations as `{secs, nanos}` so that every `Duration` survives exactly.
+//!
+//! | method | request header | answer header |
+//! |---|---|---|
+//! | `describe_runtime` | `{}` | `{executable, readable: [{path, kind}], digest}` |
+//! | `profile` | `{}` | `{recipe, digest}` |
+//! | `run` | `{runId, program: [{path, content}], entry, args, input: [{path, content}], bounds}` | the answer (below) |
+//! | `cancel` | `{runId}` | `{}` |
+//!
+//! `executable`, `readable[].path`, `recipe` and every `content` are section indexes; `kind`
+//! is `file` or `subtree`. `bounds` is `{timeout, stdoutLimit, stderrLimit}`. The answer of
+//! `run` is `{status, exitCode, signal, stdout, stderr, times: {wall, user, system,
+//! maxRssKib}, bounds, identities: {program, input, runtime, profile, bounds, enforcement:
+//! {landlockAbi, landlock}}, namespace, problems}` with `stdout` and `stderr` section indexes,
+//! `namespace` `{"disposition":"reaped"}` or `{"disposition":"unconfirmed","reason":…}`.
+//!
+//! # Cancellation
+//!
+//! The host names each run with a `runId` (unique per instance for the life of the process).
+//! While `run` is in flight, another thread of the host may call `cancel` with that id on the
+//! same instance: the plugin cancels the run's token, and the run ends as `aborted`. A
+//! `cancel` that arrives before its run registered is remembered (a bounded set), so the run
+//! then starts nothing and answers the error `aborted`; one that arrives after its run ended
+//! is remembered too and never matched again.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::message::{self, MessageBuilder, MessageError, Sections};
+use super::protocol::{Empty, ExactFields, intern_rule};
+use crate::canonical::Digest;
+use crate::contracts::{
+    Enforcement, ExecutorError, LandlockStatus, NamespaceDisposition, ProfileDescription,
+    ReadableKind, ReadablePath, RunAnswer, RunBounds, RunIdentities, RunRequest, RunStatus,
+    RunTimes, RuntimeDescription,
+};
+use crate::snapshot::SnapshotFile;
+
+/// The contract's name in manifests and in `instantiate`.
+pub const CONTRACT: &str = "executor";
+
+/// The method names, as sent in `call`.
+pub mod method {
+    pub const DESCRIBE_RUNTIME: &str = "describe_runtime";
+    pub const PROFILE: &str = "profile";
+    pub const RUN: &str = "run";
+    pub const CANCEL: &str = "cancel";
+}
+
+/// A request, as the plugin side decodes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    DescribeRuntime,
+    Profile,
+    Run { run_id: u64, request: RunRequest },
+    Cancel { run_id: u64 },
+}
+
+impl Request {
+    /// Decodes the request of `method`. `Ok(None)`: the method is not one of this contract's.
+    pub fn decode(method: &str, bytes: &[u8]) -> Result<Option<Self>, MessageError> {
+        let request = match method {
+            method::DESCRIBE_RUNTIME => {
+                Empty::decode(bytes)?;
+                Self::DescribeRuntime
+            }
+            method::PROFILE => {
+                Empty::decode(bytes)?;
+                Self::Profile
+            }
+            method::RUN => {
+                let (header, mut sections) = message::decode::<RunHeader>(bytes)?;
+                let program = decode_files(&header.program, &mut sections)?;
+                let input = decode_files(&header.input, &mut sections)?;
+                sections.finish()?;
+                Self::Run {
+                    run_id: header.run_id,
+                    request: RunRequest {
+                        program,
+                        entry: header.entry,
+                        args: header.args,
+                        input,
+                        bounds: header.bounds.decode("bounds")?,
+                    },
+                }
+            }
+            method::CANCEL => {
+                let (header, sections) = message::decode::<CancelHeader>(bytes)?;
+                sections.finish()?;
+                Self::Cancel {
+                    run_id: header.run_id,
+                }
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(request))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests: encoding (host side)
+
+/// `describe_runtime` and `profile` take no arguments.
+pub fn encode_no_arguments() -> Vec<u8> {
+    Empty::encode()
+}
+
+/// `run`.
+pub fn encode_run(run_id: u64, request: &RunRequest) -> Vec<u8> {
+    let mut builder = MessageBuilder::new();
+    let program = encode_files(&request.program, &mut builder);
+    let input = encode_files(&request.input, &mut builder);
+    builder.encode(&RunHeader {
+        run_id,
+        program,
+        entry: request.entry.clone(),
+        args: request.args.clone(),
+        input,
+        bounds: BoundsHeader::encode(&request.bounds),
+    })
+}
+
+/// `cancel`.
+pub fn encode_cancel(run_id: u64) -> Vec<u8> {
+    message::encode_header(&CancelHeader { run_id })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+/// The answer of `describe_runtime`.
+pub fn encode_runtime(runtime: &RuntimeDescription) -> Vec<u8> {
+    let mut builder = MessageBuilder::new();
+    let executable = builder.section(runtime.executable.as_os_str().as_bytes());
+    let readable = runtime
+        .readable
+        .iter()
+        .map(|path| ReadableHeader {
+            path: builder.section(path.path.as_os_str().as_bytes()),
+            kind: match path.kind {
+                ReadableKind::File => "file",
+                ReadableKind::Subtree => "subtree",
+            }
+            .to_owned(),
+        })
+        .collect();
+    builder.encode(&RuntimeAnswer {
+        executable,
+        readable,
+        digest: runtime.digest.to_string(),
+    })
+}
+
+pub fn decode_runtime(bytes: &[u8]) -> Result<RuntimeDescription, MessageError> {
+    let (answer, mut sections) = message::decode::<RuntimeAnswer>(bytes)?;
+    let executable = path(sections.take(answer.executable)?);
+    let mut readable = Vec::with_capacity(answer.readable.len());
+    for (at, entry) in answer.readable.iter().enumerate() {
+        readable.push(ReadablePath {
+            path: path(sections.take(entry.path)?),
+            kind: match entry.kind.as_str() {
+                "file" => ReadableKind::File,
+                "subtree" => ReadableKind::Subtree,
+                _ => {
+                    return Err(MessageError::field(
+                        format!("readable[{at}].kind"),
+                        "must be file or subtree",
+                    ));
+                }
+            },
+        });
+    }
+    sections.finish()?;
+    Ok(RuntimeDescription {
+        executable,
+        readable,
+        digest: parse_digest(&answer.digest, "digest")?,
+    })
+}
+
+/// The answer of `profile`.
+pub fn encode_profile(profile: &ProfileDescription) -> Vec<u8> {
+    let mut builder = MessageBuilder::new();
+    let recipe = builder.section(&profile.recipe);
+    builder.encode(&ProfileAnswer {
+        recipe,
+        digest: profile.digest.to_string(),
+    })
+}
+
+pub fn decode_profile(bytes: &[u8]) -> Result<ProfileDescription, MessageError> {
+    let (answer, mut sections) = message::decode::<ProfileAnswer>(bytes)?;
+    let recipe = sections.take(answer.recipe)?.to_vec();
+    sections.finish()?;
+    Ok(ProfileDescription {
+        recipe,
+        digest: parse_digest(&answer.digest, "digest")?,
+    })
+}
+
+/// The answer of `run`.
+pub fn encode_answer(answer: &RunAnswer) -> Vec<u8> {
+    let mut builder = MessageBuilder::new();
+    let stdout = builder.section(&answer.stdout);
+    let stderr = builder.section(&answer.stderr);
+    let identities = &answer.identities;
+    builder.encode(&AnswerHeader {
+        status: answer.status.code().to_owned(),
+        exit_code: answer.exit_code,
+        signal: answer.signal,
+        stdout,
+        stderr,
+        times: TimesHeader {
+            wall: DurationHeader::encode(answer.times.wall),
+            user: DurationHeader::encode(answer.times.user),
+            system: DurationHeader::encode(answer.times.system),
+            max_rss_kib: answer.times.max_rss_kib,
+        },
+        bounds: BoundsHeader::encode(&answer.bounds),
+        identities: IdentitiesHeader {
+            program: identities.program.to_string(),
+            input: identities.input.to_string(),
+            runtime: identities.runtime.to_string(),
+            profile: identities.profile.to_string(),
+            bounds: identities.bounds.to_string(),
+            enforcement: EnforcementHeader {
+                landlock_abi: identities.enforcement.landlock_abi,
+                landlock: identities.enforcement.landlock.code().to_owned(),
+            },
+        },
+        namespace: match &answer.namespace {
+            NamespaceDisposition::Reaped => NamespaceHeader::Reaped {},
+            NamespaceDisposition::Unconfirmed { reason } => NamespaceHeader::Unconfirmed {
+                reason: reason.clone(),
+            },
+        },
+        problems: answer.problems.clone(),
+    })
+}
+
+pub fn decode_answer(bytes: &[u8]) -> Result<RunAnswer, MessageError> {
+    let (answer, mut sections) = message::decode::<AnswerHeader>(bytes)?;
+    let stdout = sections.take(answer.stdout)?.to_vec();
+    let stderr = sections.take(answer.stderr)?.to_vec();
+    sections.finish()?;
+    let identities = answer.identities;
+    let landlock = match identities.enforcement.landlock.as_str() {
+        "fully-enforced" => LandlockStatus::FullyEnforced,
+        "partially-enforced" => LandlockStatus::PartiallyEnforced,
+        "not-enforced" => LandlockStatus::NotEnforced,
+        _ => {
+            return Err(MessageError::field(
+                "identities.enforcement.landlock",
+                "must be fully-enforced, partially-enforced or not-enforced",
+            ));
+        }
+    };
+    Ok(RunAnswer {
+        status: parse_status(&answer.status)?,
+        exit_code: answer.exit_code,
+        signal: answer.signal,
+        stdout,
+        stderr,
+        times: RunTimes {
+            wall: answer.times.wall.decode("times.wall")?,
+            user: answer.times.user.decode("times.user")?,
+            system: answer.times.system.decode("times.system")?,
+            max_rss_kib: answer.times.max_rss_kib,
+        },
+        bounds: answer.bounds.decode("bounds")?,
+        identities: RunIdentities {
+            program: parse_digest(&identities.program, "identities.program")?,
+            input: parse_digest(&identities.input, "identities.input")?,
+            runtime: parse_digest(&identities.runtime, "identities.runtime")?,
+            profile: parse_digest(&identities.profile, "identities.profile")?,
+            bounds: parse_digest(&identities.bounds, "identities.bounds")?,
+            enforcement: Enforcement {
+                landlock_abi: identities.enforcement.landlock_abi,
+                landlock,
+            },
+        },
+        namespace: match answer.namespace {
+            NamespaceHeader::Reaped {} => NamespaceDisposition::Reaped,
+            NamespaceHeader::Unconfirmed { reason } => NamespaceDisposition::Unconfirmed { reason },
+        },
+        problems: answer.problems,
+    })
+}
+
+/// The answer of `cancel`.
+pub fn encode_cancelled() -> Vec<u8> {
+    Empty::encode()
+}
+
+pub fn decode_cancelled(bytes: &[u8]) -> Result<(), MessageError> {
+    Empty::decode(bytes)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// An error reply as the host decodes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecodedError {
+    /// A code this host knows, with every field.
+    Known(ExecutorError),
+    /// A code this host does not know (a plugin of a newer minor): still an `Err`, so still
+    /// "nothing started", with the plugin's own words.
+    Unknown { code: String, message: String },
+}
+
+/// Encodes `error` with its code, its display text and every field.
+pub fn encode_error(error: &ExecutorError) -> Vec<u8> {
+    let mut header = BTreeMap::new();
+    let mut text = |key: &str, value: &str| {
+        header.insert(key.to_owned(), Value::String(value.to_owned()));
+    };
+    text("code", error.code());
+    text("message", &error.to_string());
+    match error {
+        ExecutorError::InvalidInput { input, rule } => {
+            text("input", input);
+            text("rule", rule);
+        }
+        ExecutorError::Unavailable { mechanism, reason } => {
+            text("mechanism", mechanism);
+            text("reason", reason);
+        }
+        ExecutorError::Aborted => {}
+    }
+    message::encode_header(&header)
+}
+
+/// Decodes an error reply.
+pub fn decode_error(bytes: &[u8]) -> Result<DecodedError, MessageError> {
+    let (header, sections) = message::decode::<BTreeMap<String, Value>>(bytes)?;
+    let mut fields = ExactFields::new(header);
+    let code = fields.string("code")?;
+    let message = fields.string("message")?;
+    let error = match code.as_str() {
+        "invalid-input" => ExecutorError::InvalidInput {
+            input: fields.string("input")?,
+            rule: intern_rule(fields.string("rule")?),
+        },
+        "unavailable" => ExecutorError::Unavailable {
+            mechanism: fields.string("mechanism")?,
+            reason: fields.string("reason")?,
+        },
+        "aborted" => ExecutorError::Aborted,
+        _ => {
+            // Unknown codes may carry fields this host cannot name; only the framing counts.
+            return Ok(DecodedError::Unknown { code, message });
+        }
+    };
+    fields.finish()?;
+    sections.finish()?;
+    Ok(DecodedError::Known(error))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Header shapes
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RunHeader {
+    run_id: u64,
+    program: Vec<FileHeader>,
+    entry: String,
+    args: Vec<String>,
+    input: Vec<FileHeader>,
+    bounds: BoundsHeader,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CancelHeader {
+    run_id: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileHeader {
+    path: String,
+    content: usize,
+}
+
+fn encode_files<'a>(
+    files: &'a [SnapshotFile],
+    builder: &mut MessageBuilder<'a>,
+) -> Vec<FileHeader> {
+    files
+        .iter()
+        .map(|file| FileHeader {
+            path: file.path.clone(),
+            content: builder.section(&file.content),
+        })
+        .collect()
+}
+
+fn decode_files(
+    files: &[FileHeader],
+    sections: &mut Sections<'_>,
+) -> Result<Vec<SnapshotFile>, MessageError> {
+    files
+        .iter()
+        .map(|file| {
+            Ok(SnapshotFile {
+                path: file.path.clone(),
+                content: sections.take(file.content)?.to_vec(),
+            })
+        })
+        .collect()
+}
+
+/// A `Duration`, exactly: whole seconds and the nanoseconds below one second.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DurationHeader {
+    secs: u64,
+    nanos: u32,
+}
+
+impl DurationHeader {
+    fn encode(duration: Duration) -> Self {
+        Self {
+            secs: duration.as_secs(),
+            nanos: duration.subsec_nanos(),
+        }
+    }
+
+    fn decode(&self, field: &str) -> Result<Duration, MessageError> {
+        if self.nanos >= 1_000_000_000 {
+            return Err(MessageError::field(
+                format!("{field}.nanos"),
+                "must be below one second",
+            ));
+        }
+        Ok(Duration::new(self.secs, self.nanos))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct BoundsHeader {
+    timeout: DurationHeader,
+    stdout_limit: u64,
+    stderr_limit: u64,
+}
+
+impl BoundsHeader {
+    fn encode(bounds: &RunBounds) -> Self {
+        Self {
+            timeout: DurationHeader::encode(bounds.timeout),
+            stdout_limit: bounds.stdout_limit,
+            stderr_limit: bounds.stderr_limit,
+        }
+    }
+
+    fn decode(&self, field: &str) -> Result<RunBounds, MessageError> {
+        Ok(RunBounds {
+            timeout: self.timeout.decode(&format!("{field}.timeout"))?,
+            stdout_limit: self.stdout_limit,
+            stderr_limit: self.stderr_limit,
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadableHeader {
+    path: usize,
+    kind: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuntimeAnswer {
+    executable: usize,
+    readable: Vec<ReadableHeader>,
+    digest: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileAnswer {
+    recipe: usize,
+    digest: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TimesHeader {
+    wall: DurationHeader,
+    user: DurationHeader,
+    system: DurationHeader,
+    max_rss_kib: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct EnforcementHeader {
+    landlock_abi: u32,
+    landlock: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentitiesHeader {
+    program: String,
+    input: String,
+    runtime: String,
+    profile: String,
+    bounds: String,
+    enforcement: EnforcementHeader,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "disposition", rename_all = "lowercase", deny_unknown_fields)]
+enum NamespaceHeader {
+    Reaped {},
+    Unconfirmed { reason: String },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct AnswerHeader {
+    status: String,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    stdout: usize,
+    stderr: usize,
+    times: TimesHeader,
+    bounds: BoundsHeader,
+    identities: IdentitiesHeader,
+    namespace: NamespaceHeader,
+    problems: Vec<String>,
+}
+
+fn path(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(OsStr::from_bytes(bytes))
+}
+
+fn parse_digest(text: &str, field: &str) -> Result<Digest, MessageError> {
+    Digest::parse(text).ok_or_else(|| {
+        MessageError::field(field, "must be sha256: and 64 lowercase hex characters")
+    })
+}
+
+fn parse_status(text: &str) -> Result<RunStatus, MessageError> {
+    [
+        RunStatus::Exited,
+        RunStatus::Signalled,
+        RunStatus::TimedOut,
+        RunStatus::OutputLimit,
+        RunStatus::Aborted,
+    ]
+    .into_iter()
+    .find(|status| status.code() == text)
+    .ok_or_else(|| {
+        MessageError::field(
+            "status",
+            "must be exited, signalled, timed-out, output-limit or aborted",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, content: &[u8]) -> SnapshotFile {
+        SnapshotFile {
+            path: path.into(),
+            content: content.to_vec(),
+        }
+    }
+
+    fn request() -> RunRequest {
+        RunRequest {
+            program: vec![file("main.sh", b"echo \xff\x00"), file("lib/a.sh", b"")],
+            entry: "main.sh".into(),
+            args: vec!["one".into(), String::new(), "th ree\u{e9}".into()],
+            input: vec![file("data/in.bin", &[0, 1, 2, 255])],
+            bounds: RunBounds {
+                timeout: Duration::new(3, 1),
+                stdout_limit: u64::MAX,
+                stderr_limit: 0,
+            },
+        }
+    }
+
+    fn answer() -> RunAnswer {
+        RunAnswer {
+            status: RunStatus::Signalled,
+            exit_code: None,
+            signal: Some(9),
+            stdout: b"\xff\xfeout".to_vec(),
+            stderr: Vec::new(),
+            times: RunTimes {
+                wall: Duration::new(u64::MAX, 999_999_999),
+                user: Duration::from_nanos(1),
+                system: Duration::ZERO,
+                max_rss_kib: u64::MAX,
+            },
+            bounds: request().bounds,
+            identities: RunIdentities {
+                program: Digest::of(b"p"),
+                input: Digest::of(b"i"),
+                runtime: Digest::of(b"r"),
+                profile: Digest::of(b"f"),
+                bounds: Digest::of(b"b"),
+                enforcement: Enforcement {
+                    landlock_abi: 7,
+                    landlock: LandlockStatus::PartiallyEnforced,
+                },
+            },
+            namespace: NamespaceDisposition::Unconfirmed {
+                reason: "lost".into(),
+            },
+            problems: vec!["one".into(), "two".into()],
+        }
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        let request = request();
+        let decoded = Request::decode(method::RUN, &encode_run(u64::MAX, &request))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            decoded,
+            Request::Run {
+                run_id: u64::MAX,
+                request
+            }
+        );
+        assert_eq!(
+            Request::decode(method::CANCEL, &encode_cancel(7))
+                .unwrap()
+                .unwrap(),
+            Request::Cancel { run_id: 7 }
+        );
+        assert_eq!(
+            Request::decode(method::DESCRIBE_RUNTIME, &encode_no_arguments())
+                .unwrap()
+                .unwrap(),
+            Request::DescribeRuntime
+        );
+        assert_eq!(
+            Request::decode(method::PROFILE, &encode_no_arguments())
+                .unwrap()
+                .unwrap(),
+            Request::Profile
+        );
+        assert_eq!(Request::decode("frobnicate", b"").unwrap(), None);
+        assert!(Request::decode(method::RUN, &encode_cancel(1)).is_err());
+        assert!(Request::decode(method::PROFILE, &encode_cancel(1)).is_err());
+    }
+
+    #[test]
+    fn answers_round_trip() {
+        let answer = answer();
+        assert_eq!(decode_answer(&encode_answer(&answer)).unwrap(), answer);
+        for status in [
+            RunStatus::Exited,
+            RunStatus::TimedOut,
+            RunStatus::OutputLimit,
+            RunStatus::Aborted,
+        ] {
+            let mut other = answer.clone();
+            other.status = status;
+            other.exit_code = Some(-1);
+            other.namespace = NamespaceDisposition::Reaped;
+            other.identities.enforcement.landlock = LandlockStatus::FullyEnforced;
+            assert_eq!(decode_answer(&encode_answer(&other)).unwrap(), other);
+        }
+        let runtime = RuntimeDescription {
+            executable: path(b"/usr/bin/\xffodd"),
+            readable: vec![
+                ReadablePath {
+                    path: "/dev/null".into(),
+                    kind: ReadableKind::File,
+                },
+                ReadablePath {
+                    path: "/usr/lib".into(),
+                    kind: ReadableKind::Subtree,
+                },
+            ],
+            digest: Digest::of(b"runtime"),
+        };
+        assert_eq!(decode_runtime(&encode_runtime(&runtime)).unwrap(), runtime);
+        let profile = ProfileDescription {
+            recipe: b"{\"a\":1}\x00".to_vec(),
+            digest: Digest::of(b"recipe"),
+        };
+        assert_eq!(decode_profile(&encode_profile(&profile)).unwrap(), profile);
+        decode_cancelled(&encode_cancelled()).unwrap();
+        assert!(decode_answer(&encode_profile(&profile)).is_err());
+    }
+
+    #[test]
+    fn errors_round_trip() {
+        for error in [
+            ExecutorError::InvalidInput {
+                input: "entry \"x\"".into(),
+                rule: "the entry is a file of the program",
+            },
+            ExecutorError::Unavailable {
+                mechanism: "landlock".into(),
+                reason: "ABI 3".into(),
+            },
+            ExecutorError::Aborted,
+        ] {
+            assert_eq!(
+                decode_error(&encode_error(&error)).unwrap(),
+                DecodedError::Known(error)
+            );
+        }
+        let unknown = message::encode_header(&serde_json::json!({
+            "code": "frozen", "message": "a newer code", "extra": 1
+        }));
+        assert_eq!(
+            decode_error(&unknown).unwrap(),
+            DecodedError::Unknown {
+                code: "frozen".into(),
+                message: "a newer code".into()
+            }
+        );
+        let missing = message::encode_header(&serde_json::json!({
+            "code": "unavailable", "message": "m", "reason": "r"
+        }));
+        assert!(decode_error(&missing).is_err());
+        let extra = message::encode_header(&serde_json::json!({
+            "code": "aborted", "message": "m", "more": "x"
+        }));
+        assert!(decode_error(&extra).is_err());
+    }
+
+    #[test]
+    fn malformed_values_are_refused() {
+        let mut header: Value =
+            serde_json::from_slice(message::split(&encode_answer(&answer())).unwrap().header)
+                .unwrap();
+        let reframe = |header: &Value| {
+            let mut builder = MessageBuilder::new();
+            builder.section(b"out");
+            builder.section(b"err");
+            builder.encode(header)
+        };
+        for (pointer, value) in [
+            ("/status", Value::from("finished")),
+            ("/times/wall/nanos", Value::from(1_000_000_000u64)),
+            ("/identities/program", Value::from("sha256:00")),
+            ("/identities/enforcement/landlock", Value::from("maybe")),
+            ("/exitCode", Value::from(1u64 << 40)),
+            ("/namespace", serde_json::json!({"disposition": "lost"})),
+        ] {
+            let saved = header.pointer(pointer).unwrap().clone();
+            *header.pointer_mut(pointer).unwrap() = value;
+            assert!(decode_answer(&reframe(&header)).is_err(), "{pointer}");
+            *header.pointer_mut(pointer).unwrap() = saved;
+        }
+        assert!(decode_answer(&reframe(&header)).is_ok());
+    }
+
+    #[test]
+    fn decoders_never_panic_on_garbage() {
+        let seeds = [
+            encode_run(1, &request()),
+            encode_answer(&answer()),
+            encode_error(&ExecutorError::Aborted),
+            encode_cancel(3),
+        ];
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for round in 0..4000 {
+            let mut bytes = seeds[round % seeds.len()].clone();
+            match next() % 3 {
+                0 if !bytes.is_empty() => {
+                    let at = next() as usize % bytes.len();
+                    bytes[at] ^= next() as u8 | 1;
+                }
+                1 => bytes.truncate(next() as usize % (bytes.len() + 1)),
+                _ => bytes.extend((0..next() % 16).map(|_| next() as u8)),
+            }
+            for method in [
+                method::RUN,
+                method::CANCEL,
+                method::PROFILE,
+                method::DESCRIBE_RUNTIME,
+            ] {
+                let _ = Request::decode(method, &bytes);
+            }
+            let _ = decode_answer(&bytes);
+            let _ = decode_runtime(&bytes);
+            let _ = decode_profile(&bytes);
+            let _ = decode_error(&bytes);
+        }
+    }
+}
