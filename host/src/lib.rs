@@ -5,15 +5,21 @@
 //! evidence and integrates them at most once. The core here never names a backend: it works
 //! over the traits in [`contracts`].
 
+pub mod assurance;
 pub mod canonical;
 pub mod cli;
+pub mod collector;
 pub mod contracts;
+pub mod evidence;
 pub mod fault;
+pub mod fence;
 pub mod gate;
 pub mod git_object;
 pub mod plugin;
+pub mod private_dir;
 pub mod repository;
 pub mod snapshot;
+pub mod snapshot_store;
 pub mod source_dir;
 pub mod source_path;
 

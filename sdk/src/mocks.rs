@@ -56,3 +56,26 @@ mockall::mock! {
         fn current(&self, deadline: Instant) -> Result<GateAnswer, GateError>;
     }
 }
+
+mockall::mock! {
+    /// A fake [`EvidenceStore`](sf_host::contracts::EvidenceStore): a put that fails, a get
+    /// that answers other bytes.
+    pub EvidenceStore {}
+    impl sf_host::contracts::EvidenceStore for EvidenceStore {
+        fn put(
+            &self,
+            record: &sf_host::contracts::EvidenceRecord,
+            deadline: Instant,
+        ) -> Result<sf_host::canonical::Digest, sf_host::contracts::EvidenceStoreError>;
+        fn get(
+            &self,
+            id: &sf_host::canonical::Digest,
+            deadline: Instant,
+        ) -> Result<sf_host::contracts::EvidenceRecord, sf_host::contracts::EvidenceStoreError>;
+        fn find(
+            &self,
+            pins: &sf_host::canonical::Digest,
+            deadline: Instant,
+        ) -> Result<Vec<sf_host::canonical::Digest>, sf_host::contracts::EvidenceStoreError>;
+    }
+}

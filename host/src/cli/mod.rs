@@ -12,10 +12,12 @@
 //! Adding a subcommand: a module with an `Args` struct and a `run(&Context, Args) ->
 //! Result<Output, CliError>`, a variant in `Command`, and a line in `dispatch`.
 
+mod assure;
 mod common;
 mod exec;
 mod export;
 mod integrate;
+mod oats;
 mod plugins;
 mod repo;
 mod seal;
@@ -78,6 +80,19 @@ enum Command {
     /// Plugins on the plugin path
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
+    /// oats capability packages as plugins (runs the sf-oats program; `sf oats --help`)
+    #[command(disable_help_flag = true)]
+    Oats(oats::OatsArgs),
+    /// Slices: freeze the acceptance, recipe, environment and inputs a Candidate is sealed for
+    #[command(subcommand)]
+    Slice(assure::SliceCommand),
+    /// Run each frozen process check of a Candidate once in the sandbox; one record per run
+    Collect(assure::CollectArgs),
+    /// Judge a Candidate's evidence: verified, failed or inconclusive
+    Judge(assure::JudgeArgs),
+    /// Read Evidence records
+    #[command(subcommand)]
+    Evidence(assure::EvidenceCommand),
 }
 
 fn dispatch(context: &Context, command: Command) -> Result<Output, CliError> {
@@ -89,6 +104,11 @@ fn dispatch(context: &Context, command: Command) -> Result<Output, CliError> {
         Command::Exec(args) => exec::run(context, args),
         Command::Integrate(command) => integrate::run(context, command),
         Command::Plugins(command) => plugins::run(context, command),
+        Command::Oats(args) => oats::run(context, args),
+        Command::Slice(command) => assure::run_slice(context, command),
+        Command::Collect(args) => assure::run_collect(context, args),
+        Command::Judge(args) => assure::run_judge(context, args),
+        Command::Evidence(command) => assure::run_evidence(context, command),
     }
 }
 

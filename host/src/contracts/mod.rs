@@ -1,10 +1,15 @@
 //! The contracts every backend implements, with their request, answer and error types; and
 //! nothing else. Later issues add the Executor, EvidenceStore and Gate beside ObjectStore.
 
+pub mod evidence_store;
 pub mod executor;
 pub mod gate;
 pub mod object_store;
 
+pub use evidence_store::{
+    AttemptId, EVIDENCE_PROTOCOL, EvidenceRecord, EvidenceStore, EvidenceStoreError,
+    MAX_RECORD_BYTES,
+};
 pub use executor::{
     BOUNDS_PROTOCOL, CancelToken, Enforcement, Executor, ExecutorError, LandlockStatus,
     NamespaceDisposition, ProfileDescription, ReadableKind, ReadablePath, RunAnswer, RunBounds,

@@ -5,8 +5,10 @@
 //! Every backend here passes the same conformance suite as the real ones
 //! ([`crate::conformance`]).
 
+mod evidence_store;
 mod executor;
 mod object_store;
 
+pub use evidence_store::InMemoryEvidenceStore;
 pub use executor::{ScriptedExecutor, ScriptedRun};
 pub use object_store::{InMemoryObjectStore, InMemoryObjectStoreFactory};

@@ -1,0 +1,402 @@
+//! Repository Assurance: the judge. It reads only Evidence (the records filed under the pins
+//! and written by one attempt) and says Verified, Failed or Inconclusive.
+//!
+//! - **Verified** only when every process check has exactly one attributable record and every
+//!   outcome meets its expectation.
+//! - **Failed** when every process check has exactly one attributable record and at least one
+//!   outcome does not meet its expectation.
+//! - **Inconclusive** otherwise, with the reasons: a check without a record or with more than
+//!   one, a record that is not attributable (a collector error, an identity that differs from
+//!   the pins, a stopped run, a run past the deadline), a record that cannot be read or
+//!   parsed, a record for a check the acceptance does not have, or a store that cannot be
+//!   searched.
+//!
+//! A record is attributable when the judge itself finds that its collector closure is the
+//! recipe's, it names the pinned Candidate and the check's phase and stage, it was observed
+//! without problems, its program, input, runtime, profile and bounds identities equal the
+//! pinned ones (the bounds with the effective timeout, at most the recipe's, and the recipe's
+//! output limit), Landlock was fully enforced, the run exited or was signalled and was reaped,
+//! and it ended by the deadline. An outcome meets its expectation when the run exited with the
+//! expected code and, if the expectation names one, its stdout has the expected SHA-256. A
+//! signalled run is an outcome (the program crashed or was killed by a limit of the pinned
+//! profile) that meets no expectation.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use crate::canonical::{self, Digest, Value, object};
+use crate::contracts::{AttemptId, EvidenceStore, LandlockStatus, RunStatus};
+use crate::evidence::get_verified;
+
+use super::acceptance::{Acceptance, ProcessCheck};
+use super::environment::EnvironmentRecord;
+use super::observation::{OBSERVATION_FORMAT, Observation, ObservationStatus};
+use super::pins::RepositoryPins;
+use super::recipe::Recipe;
+use super::{AssuranceError, sanitize_problems};
+
+/// The protocol string of the Verdict record.
+pub const VERDICT_PROTOCOL: &str = "sf-repository-verdict/1";
+
+/// The judge's outcome.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Verified,
+    Failed,
+    Inconclusive,
+}
+
+impl Outcome {
+    /// The outcome as written in records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Verified => "verified",
+            Self::Failed => "failed",
+            Self::Inconclusive => "inconclusive",
+        }
+    }
+}
+
+/// What the judge found for one process check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckVerdict {
+    pub check: String,
+    /// The one record of the check, when there is exactly one.
+    pub record: Option<Digest>,
+    pub attributable: bool,
+    /// Whether the outcome met the expectation; `None` unless attributable.
+    pub met: Option<bool>,
+    /// Why the check is not attributable, or how its outcome missed.
+    pub problems: Vec<String>,
+}
+
+/// The judge's answer: the outcome, per check, and the reasons for an Inconclusive one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    pub pins: Digest,
+    pub attempt: AttemptId,
+    pub outcome: Outcome,
+    pub checks: Vec<CheckVerdict>,
+    pub reasons: Vec<String>,
+}
+
+impl Verdict {
+    /// The Verdict as its canonical JSON value (`sf-repository-verdict/1`).
+    pub fn to_value(&self) -> Value {
+        let checks = self
+            .checks
+            .iter()
+            .map(|check| {
+                object([
+                    ("check", check.check.as_str().into()),
+                    (
+                        "record",
+                        check.record.as_ref().map(ToString::to_string).into(),
+                    ),
+                    ("attributable", Value::Bool(check.attributable)),
+                    ("met", check.met.map_or(Value::Null, Value::Bool)),
+                    (
+                        "problems",
+                        Value::Array(
+                            sanitize_problems(&check.problems)
+                                .into_iter()
+                                .map(Value::from)
+                                .collect(),
+                        ),
+                    ),
+                ])
+            })
+            .collect();
+        object([
+            ("protocol", VERDICT_PROTOCOL.into()),
+            ("pins", self.pins.to_string().into()),
+            ("attempt", self.attempt.to_value()),
+            ("outcome", self.outcome.as_str().into()),
+            ("checks", Value::Array(checks)),
+            (
+                "reasons",
+                Value::Array(
+                    sanitize_problems(&self.reasons)
+                        .into_iter()
+                        .map(Value::from)
+                        .collect(),
+                ),
+            ),
+        ])
+    }
+
+    /// The canonical bytes of the Verdict.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, AssuranceError> {
+        canonical::encode(&self.to_value())
+            .map_err(|error| AssuranceError::invalid("verdict", error.to_string()))
+    }
+}
+
+/// What the judge judges: the pins, the frozen records they pin, and the attempt whose
+/// records count (records of other attempts under the same pins are inert).
+#[derive(Clone, Copy, Debug)]
+pub struct JudgeRequest<'a> {
+    pub pins: &'a RepositoryPins,
+    pub acceptance: &'a Acceptance,
+    pub recipe: &'a Recipe,
+    pub environment: &'a EnvironmentRecord,
+    pub attempt: &'a AttemptId,
+}
+
+/// Checks that the records given are the ones the pins name, returning the pins digest.
+pub(crate) fn check_records(
+    pins: &RepositoryPins,
+    acceptance: &Acceptance,
+    recipe: &Recipe,
+    environment: &EnvironmentRecord,
+) -> Result<Digest, AssuranceError> {
+    pins.validate()?;
+    acceptance.validate()?;
+    recipe.validate()?;
+    environment.validate()?;
+    for (what, digest, pinned) in [
+        ("acceptance", acceptance.digest()?, &pins.acceptance),
+        ("recipe", recipe.digest()?, &pins.recipe),
+        ("environment", environment.digest()?, &pins.environment),
+    ] {
+        if digest != *pinned {
+            return Err(AssuranceError::invalid(
+                what,
+                format!("the record hashes to {digest}, but the pins name {pinned}"),
+            ));
+        }
+    }
+    pins.digest()
+}
+
+/// Judges the evidence in `store` for `request`. `Err` only when the request itself is
+/// invalid (records that are not the pinned ones); everything about the evidence is in the
+/// Verdict.
+pub fn judge(
+    request: &JudgeRequest<'_>,
+    store: &dyn EvidenceStore,
+    deadline: Instant,
+) -> Result<Verdict, AssuranceError> {
+    let pins_digest = check_records(
+        request.pins,
+        request.acceptance,
+        request.recipe,
+        request.environment,
+    )?;
+    let environment_digest = request.environment.digest()?;
+    let mut reasons = Vec::new();
+    let mut by_check: BTreeMap<String, Vec<(Digest, Observation)>> = BTreeMap::new();
+    match store.find(&pins_digest, deadline) {
+        Err(error) => reasons.push(format!("the evidence store could not be searched: {error}")),
+        Ok(ids) => {
+            for id in ids {
+                let record = match get_verified(store, &id, deadline) {
+                    Ok(record) => record,
+                    Err(error) => {
+                        reasons.push(format!("record {id} cannot be read: {error}"));
+                        continue;
+                    }
+                };
+                if record.pins() != &pins_digest {
+                    reasons.push(format!("record {id} is filed under other pins"));
+                    continue;
+                }
+                if record.attempt() != request.attempt {
+                    continue;
+                }
+                if record.format() != OBSERVATION_FORMAT {
+                    reasons.push(format!(
+                        "record {id} holds {:?}, not a repository observation",
+                        record.format()
+                    ));
+                    continue;
+                }
+                match Observation::decode(record.payload()) {
+                    Ok(observation) => by_check
+                        .entry(observation.facts.check.clone())
+                        .or_default()
+                        .push((id, observation)),
+                    Err(error) => reasons.push(format!("record {id} does not parse: {error}")),
+                }
+            }
+        }
+    }
+    let mut checks = Vec::new();
+    let mut complete = true;
+    let mut all_met = true;
+    for check in request.acceptance.process_checks() {
+        let records = by_check.remove(&check.id).unwrap_or_default();
+        let verdict = match records.as_slice() {
+            [] => CheckVerdict {
+                check: check.id.clone(),
+                record: None,
+                attributable: false,
+                met: None,
+                problems: vec!["no record of this attempt".into()],
+            },
+            [(id, observation)] => judge_one(request, &environment_digest, check, id, observation),
+            many => CheckVerdict {
+                check: check.id.clone(),
+                record: None,
+                attributable: false,
+                met: None,
+                problems: vec![format!(
+                    "{} records of this attempt; a run has exactly one",
+                    many.len()
+                )],
+            },
+        };
+        if !verdict.attributable {
+            complete = false;
+            reasons.push(format!(
+                "check {}: {}",
+                check.id,
+                verdict.problems.join("; ")
+            ));
+        } else if verdict.met != Some(true) {
+            all_met = false;
+        }
+        checks.push(verdict);
+    }
+    for (check, records) in by_check {
+        reasons.push(format!(
+            "{} record(s) for check {check:?}, which the acceptance does not have",
+            records.len()
+        ));
+    }
+    let outcome = if !reasons.is_empty() || !complete {
+        Outcome::Inconclusive
+    } else if all_met {
+        Outcome::Verified
+    } else {
+        Outcome::Failed
+    };
+    Ok(Verdict {
+        pins: pins_digest,
+        attempt: request.attempt.clone(),
+        outcome,
+        checks,
+        reasons,
+    })
+}
+
+fn judge_one(
+    request: &JudgeRequest<'_>,
+    environment_digest: &Digest,
+    check: &ProcessCheck,
+    id: &Digest,
+    observation: &Observation,
+) -> CheckVerdict {
+    let mut problems = Vec::new();
+    let verdict = |problems: Vec<String>, met: Option<bool>| CheckVerdict {
+        check: check.id.clone(),
+        record: Some(id.clone()),
+        attributable: met.is_some(),
+        met,
+        problems,
+    };
+    let facts = &observation.facts;
+    let pins = request.pins;
+    let recipe = request.recipe;
+    if facts.collector != recipe.collector_closure {
+        problems.push(format!(
+            "written by collector {}, not the recipe's {}",
+            facts.collector, recipe.collector_closure
+        ));
+    }
+    if facts.candidate != pins.candidate.digest {
+        problems.push(format!("names Candidate {}", facts.candidate));
+    }
+    if facts.phase != check.phase || facts.stage != check.stage {
+        problems.push("names another phase or stage than the check".into());
+    }
+    if facts.status != ObservationStatus::Observed {
+        problems.push(format!("the run was {}", facts.status.as_str()));
+    }
+    if !facts.attributable || !facts.problems.is_empty() {
+        problems.push(format!(
+            "the collector found it not attributable: {}",
+            facts.problems.join("; ")
+        ));
+    }
+    if facts.environment.as_ref() != Some(environment_digest) {
+        problems.push("the environment of the run is not the pinned one".into());
+    }
+    match (&facts.identities, &facts.process) {
+        (Some(ids), Some(process)) => {
+            let expected_program = pins.program(check.stage);
+            if ids.program != *expected_program {
+                problems.push(format!(
+                    "program {} is not the pinned {expected_program}",
+                    ids.program
+                ));
+            }
+            if ids.input != check.input {
+                problems.push(format!(
+                    "input {} is not the pinned {}",
+                    ids.input, check.input
+                ));
+            }
+            if ids.runtime != request.environment.runtime {
+                problems.push(format!("runtime {} is not the pinned one", ids.runtime));
+            }
+            if ids.profile != request.environment.profile {
+                problems.push(format!("profile {} is not the pinned one", ids.profile));
+            }
+            if ids.enforcement.landlock != LandlockStatus::FullyEnforced {
+                problems.push(format!("Landlock was {}", ids.enforcement.landlock.code()));
+            }
+            if process.timeout_ms == 0 || process.timeout_ms > recipe.timeout_ms {
+                problems.push(format!(
+                    "timeout {} ms is not within the recipe's {} ms",
+                    process.timeout_ms, recipe.timeout_ms
+                ));
+            } else if ids.bounds != recipe.bounds(process.timeout_ms).digest()
+                || process.output_limit != recipe.output_limit
+            {
+                problems.push("the bounds enforced are not the pinned ones".into());
+            }
+            match process.status {
+                RunStatus::Exited | RunStatus::Signalled => {}
+                other => problems.push(format!("the run was stopped ({})", other.code())),
+            }
+            if !process.reaped {
+                problems.push("the executor did not confirm that every process ended".into());
+            }
+        }
+        _ => problems.push("no process facts or identities".into()),
+    }
+    match (facts.started_at, facts.ended_at) {
+        (Some(started), Some(ended)) if started <= ended && ended <= facts.deadline => {}
+        (Some(_), Some(_)) => problems.push("the run ended after the deadline".into()),
+        _ => problems.push("no start and end times".into()),
+    }
+    if !problems.is_empty() {
+        return verdict(problems, None);
+    }
+    let process = facts.process.as_ref().expect("checked above");
+    let expectation = &check.expectation;
+    let mut missed = Vec::new();
+    if process.status != RunStatus::Exited {
+        missed.push(format!(
+            "the program was ended by signal {}",
+            process.signal.unwrap_or(0)
+        ));
+    } else if process.exit_code != Some(expectation.exit_code) {
+        missed.push(format!(
+            "exit code {}, expected {}",
+            process
+                .exit_code
+                .map_or_else(|| "none".to_owned(), |code| code.to_string()),
+            expectation.exit_code
+        ));
+    }
+    if let Some(expected) = &expectation.stdout_digest {
+        let actual = Digest::of(&observation.stdout);
+        if actual != *expected {
+            missed.push(format!("stdout hashes to {actual}, expected {expected}"));
+        }
+    }
+    let met = missed.is_empty();
+    verdict(missed, Some(met))
+}

@@ -1,0 +1,70 @@
+//! Repository Assurance: the frozen records a Candidate is sealed for (acceptance, recipe,
+//! environment), the pins that bind a collection to them, the observation each run is
+//! recorded as, and the judge that reads only Evidence and says Verified, Failed or
+//! Inconclusive.
+//!
+//! Every record is strict canonical JSON with a protocol string; the exact fields are in
+//! `docs/formats.md`. `from_json` accepts any valid JSON holding exactly the declared fields;
+//! digests are always taken over the canonical re-encoding.
+
+pub mod acceptance;
+pub mod environment;
+pub mod judge;
+pub mod observation;
+pub mod pins;
+pub mod recipe;
+pub mod time;
+
+use crate::canonical::{self, Digest, Value};
+use crate::repository::record::FieldError;
+
+pub use acceptance::{
+    ACCEPTANCE_PROTOCOL, Acceptance, Check, Expectation, Phase, ProcessCheck, ReviewCheck, Stage,
+};
+pub use environment::{ENVIRONMENT_PROTOCOL, EnvironmentRecord, current_environment, platform};
+pub use judge::{CheckVerdict, JudgeRequest, Outcome, VERDICT_PROTOCOL, Verdict, judge};
+pub use observation::{
+    OBSERVATION_FORMAT, Observation, ObservationFacts, ObservationStatus, ProcessFacts,
+    sanitize_problem, sanitize_problems,
+};
+pub use pins::{BasePins, CandidatePins, PINS_PROTOCOL, RepositoryPins};
+pub use recipe::{RECIPE_PROTOCOL, Recipe};
+
+/// Why an assurance record or request is not acceptable.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AssuranceError {
+    /// A record or request breaks a rule; the input names the field.
+    #[error("invalid input: {input}: {rule}")]
+    InvalidInput { input: String, rule: String },
+}
+
+impl AssuranceError {
+    /// The stable kebab-case code of the error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidInput { .. } => "invalid-input",
+        }
+    }
+
+    pub(crate) fn invalid(input: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            input: input.into(),
+            rule: rule.into(),
+        }
+    }
+}
+
+fn record_digest(value: &Value, what: &str) -> Result<Digest, AssuranceError> {
+    canonical::digest(value).map_err(|error| AssuranceError::invalid(what, error.to_string()))
+}
+
+fn record_from_json<T>(
+    bytes: &[u8],
+    what: &str,
+    from_value: fn(&Value) -> Result<T, FieldError>,
+) -> Result<T, AssuranceError> {
+    let value = canonical::parse(bytes)
+        .map_err(|error| AssuranceError::invalid(what, error.to_string()))?;
+    from_value(&value).map_err(|error| AssuranceError::invalid(error.field, error.rule))
+}

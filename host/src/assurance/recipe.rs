@@ -1,0 +1,133 @@
+//! The recipe (`sf-repository-recipe/1`): how a Slice's checks are run. It pins the collector
+//! closure (so records are never attributed to other code), the timeout and output limit of
+//! every run, and the runtime executable.
+
+use std::path::Path;
+
+use crate::canonical::{self, Digest, Value, object};
+use crate::contracts::executor::{MAX_TIMEOUT, RunBounds};
+use crate::repository::record::{FieldError, Fields};
+
+use super::{AssuranceError, record_digest, record_from_json};
+
+/// The protocol string of the recipe record.
+pub const RECIPE_PROTOCOL: &str = "sf-repository-recipe/1";
+/// The largest output limit a recipe may set, per stream (8 MiB): two full streams and the
+/// facts stay inside one Evidence record.
+pub const MAX_OUTPUT_LIMIT: u64 = 8 * 1024 * 1024;
+
+/// How a Slice's checks are run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recipe {
+    /// The collector closure the records must be attributed to.
+    pub collector_closure: Digest,
+    /// The timeout of each run, in milliseconds: 1 to 3,600,000.
+    pub timeout_ms: u64,
+    /// The limit of stdout and of stderr, each, in bytes: 1 to 8 MiB.
+    pub output_limit: u64,
+    /// The absolute path of the runtime executable (`/bin/sh`, `/usr/bin/python3`, …) as the
+    /// executor is configured with it.
+    pub runtime: String,
+}
+
+impl Recipe {
+    /// Checks the bounds and the runtime path.
+    pub fn validate(&self) -> Result<(), AssuranceError> {
+        if self.timeout_ms == 0 || self.timeout_ms > MAX_TIMEOUT.as_millis() as u64 {
+            return Err(AssuranceError::invalid(
+                "recipe.timeoutMs",
+                "is 1 to 3600000",
+            ));
+        }
+        if self.output_limit == 0 || self.output_limit > MAX_OUTPUT_LIMIT {
+            return Err(AssuranceError::invalid(
+                "recipe.outputLimit",
+                "is 1 to 8388608 bytes",
+            ));
+        }
+        let path = Path::new(&self.runtime);
+        if !path.is_absolute()
+            || self.runtime.len() > 1024
+            || self.runtime.contains('\0')
+            || path.components().any(|c| {
+                matches!(
+                    c,
+                    std::path::Component::ParentDir | std::path::Component::CurDir
+                )
+            })
+        {
+            return Err(AssuranceError::invalid(
+                "recipe.runtime",
+                "is an absolute path without . or .. segments, at most 1024 bytes",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The bounds of a run with timeout `timeout_ms` (the effective one, at most the
+    /// recipe's) under this recipe's output limit.
+    pub fn bounds(&self, timeout_ms: u64) -> RunBounds {
+        RunBounds::new(
+            std::time::Duration::from_millis(timeout_ms),
+            self.output_limit,
+        )
+    }
+
+    /// The record as a JSON value.
+    pub fn to_value(&self) -> Value {
+        object([
+            ("protocol", RECIPE_PROTOCOL.into()),
+            (
+                "collector",
+                object([("closure", self.collector_closure.to_string().into())]),
+            ),
+            ("timeoutMs", Value::Integer(self.timeout_ms as i64)),
+            ("outputLimit", Value::Integer(self.output_limit as i64)),
+            ("runtime", self.runtime.as_str().into()),
+        ])
+    }
+
+    /// The canonical bytes of the record.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, AssuranceError> {
+        canonical::encode(&self.to_value())
+            .map_err(|error| AssuranceError::invalid("recipe", error.to_string()))
+    }
+
+    /// The `sha256:` of the canonical bytes.
+    pub fn digest(&self) -> Result<Digest, AssuranceError> {
+        record_digest(&self.to_value(), "recipe")
+    }
+
+    /// Parses a recipe strictly and validates it.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, AssuranceError> {
+        let recipe = record_from_json(bytes, "recipe", Self::from_value)?;
+        recipe.validate()?;
+        Ok(recipe)
+    }
+
+    pub(crate) fn from_value(value: &Value) -> Result<Self, FieldError> {
+        let fields = Fields::exact(
+            value,
+            "recipe",
+            &[
+                "protocol",
+                "collector",
+                "timeoutMs",
+                "outputLimit",
+                "runtime",
+            ],
+        )?;
+        fields.literal("protocol", RECIPE_PROTOCOL)?;
+        let collector = Fields::exact(
+            fields.value("collector"),
+            &fields.path("collector"),
+            &["closure"],
+        )?;
+        Ok(Self {
+            collector_closure: collector.digest("closure")?,
+            timeout_ms: fields.positive("timeoutMs")?,
+            output_limit: fields.positive("outputLimit")?,
+            runtime: fields.string("runtime")?.to_owned(),
+        })
+    }
+}

@@ -1,0 +1,103 @@
+//! Materialising the trees a collection runs: the base B from its repository snapshot, and
+//! the Candidate's exported files checked against its manifest. Byte-exact: every file's
+//! bytes must give its recorded size, SHA-256 and Git blob id, and the Git tree built from
+//! the files must be the recorded tree.
+
+use crate::canonical::Digest;
+use crate::git_object::{self, ObjectId, ObjectKind};
+use crate::repository::source::{SourceFile, build_tree};
+use crate::repository::{SealedCandidate, SourceSnapshot};
+use crate::snapshot::{SnapshotFile, snapshot_digest};
+
+/// A tree's files as a program snapshot, with its snapshot digest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MaterialisedTree {
+    pub files: Vec<SnapshotFile>,
+    pub digest: Digest,
+}
+
+fn check_files(files: &[SourceFile], tree: &ObjectId, what: &str) -> Result<(), String> {
+    for pair in files.windows(2) {
+        if pair[0].path.as_bytes() >= pair[1].path.as_bytes() {
+            return Err(format!(
+                "{what}: the files are not in path order at {}",
+                pair[1].path
+            ));
+        }
+    }
+    for file in files {
+        let bytes = file.text.as_bytes();
+        if bytes.len() as u64 != file.bytes
+            || Digest::of(bytes) != file.sha256
+            || git_object::object_id(ObjectKind::Blob, bytes) != file.blob
+        {
+            return Err(format!(
+                "{what}: {} does not give its recorded size, sha256 and blob id",
+                file.path
+            ));
+        }
+    }
+    let rebuilt = build_tree(files).tree;
+    if rebuilt != *tree {
+        return Err(format!(
+            "{what}: the files build tree {rebuilt}, not {tree}"
+        ));
+    }
+    Ok(())
+}
+
+fn snapshot_of(files: &[SourceFile], what: &str) -> Result<MaterialisedTree, String> {
+    let files: Vec<SnapshotFile> = files
+        .iter()
+        .map(|file| SnapshotFile {
+            path: file.path.clone(),
+            content: file.text.as_bytes().to_vec(),
+        })
+        .collect();
+    let digest = snapshot_digest(&files).map_err(|error| format!("{what}: {error}"))?;
+    Ok(MaterialisedTree { files, digest })
+}
+
+/// The files of the base `snapshot`, which must be the snapshot of `commit` with `tree`,
+/// byte-exactly, as fresh copies.
+pub fn materialise_base(
+    snapshot: &SourceSnapshot,
+    commit: &ObjectId,
+    tree: &ObjectId,
+) -> Result<MaterialisedTree, String> {
+    if snapshot.commit != *commit || snapshot.tree != *tree {
+        return Err(format!(
+            "the base snapshot is of commit {} with tree {}, not {commit} with {tree}",
+            snapshot.commit, snapshot.tree
+        ));
+    }
+    check_files(&snapshot.files, tree, "base")?;
+    snapshot_of(&snapshot.files, "base")
+}
+
+/// The Candidate's exported files, checked against its manifest: the same paths with the
+/// recorded sizes, SHA-256s and blob ids, building the recorded tree M^{tree}.
+pub fn materialise_candidate(sealed: &SealedCandidate) -> Result<MaterialisedTree, String> {
+    let mut files = Vec::with_capacity(sealed.files.len());
+    for file in &sealed.files {
+        let text = String::from_utf8(file.content.clone())
+            .map_err(|_| format!("Candidate: {} is not UTF-8", file.path))?;
+        files.push(SourceFile::new(file.path.clone(), text));
+    }
+    files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    if files.len() != sealed.manifest.files.len()
+        || files
+            .iter()
+            .zip(&sealed.manifest.files)
+            .any(|(file, listed)| {
+                file.path != listed.path
+                    || file.blob != listed.blob
+                    || file.sha256 != listed.sha256
+                    || file.bytes != listed.bytes
+            })
+    {
+        return Err("Candidate: the files are not the ones its manifest lists".into());
+    }
+    check_files(&files, &sealed.manifest.tree, "Candidate")?;
+    snapshot_of(&files, "Candidate")
+}

@@ -1,0 +1,904 @@
+//! The repository collector (seed 000): runs each frozen process check of one sealed
+//! Candidate once, in the confined executor, under the pins it was sealed for, and stores
+//! exactly one `sf-repository-observation/1` Evidence record per run. It observes and never
+//! judges; it never runs Candidate or base code in its own process, never reads or writes Git,
+//! and works only over `dyn Executor`, `dyn EvidenceStore` and `dyn Gate`.
+//!
+//! **Before anything starts** ([`CollectError::InvalidInput`], nothing started or stored): the
+//! pins are valid and the acceptance, recipe and environment hash to the pinned digests; the
+//! hold is on the pinned Product's fence and active; the recipe pins this code's
+//! [`collector_closure`]; the sealed Candidate's manifest bytes hash to the pinned Candidate
+//! and name the pinned repository, Slice, base, commit and records (so nothing runs under
+//! records the Candidate was not sealed for); the Candidate's files build its recorded tree
+//! and give the pinned snapshot; the base gives its recorded tree and pinned snapshot; every
+//! input a process check names is given and gives its digest; the deadline is a timestamp
+//! records can hold. All bytes are copied then, so later changes to the caller's values
+//! change nothing that runs.
+//!
+//! **Before each run, in this order**: the cancel token is not cancelled; the gate says
+//! proceed (a refusal, an error, a malformed or late answer, or a read still unanswered at
+//! the deadline or on cancellation makes this check and every later one not-started, and the
+//! gate is not asked again); the hold is active (else the collection stops with
+//! [`CollectError::Released`]); the executor's runtime executable is the recipe's and its
+//! environment equals the pinned one; no protected path is readable under the runtime
+//! ([`placement_problem`]); the entry is a file of the stage's tree; program and input fit the
+//! snapshot bounds; at least 1 ms remains before the deadline. Each failure is a not-started
+//! run with its reason.
+//!
+//! **One run**: the effective timeout is min(recipe timeout, time left); start and end times
+//! come from the collector's clock around `Executor::run`. An executor `Err` is not-started
+//! (the contract says it started nothing); a panic is unresolved. A run whose identities
+//! differ from the pinned program, input, runtime, profile or bounds, that was stopped
+//! (timeout, output limit, abort), whose processes were not confirmed reaped, whose Landlock
+//! was not fully enforced, or that ended after the deadline, is recorded with those problems
+//! and is not attributable: the judge can only find it Inconclusive.
+//!
+//! **One record per run**: every check, started or not, becomes one observation and one
+//! `EvidenceStore::put`, after the hold is asserted again. A put that fails makes that run
+//! storage-failed and stops the collection: later checks are not-started with no record, and
+//! the caller must issue no Verdict for this attempt ([`CollectResult::may_judge`]).
+
+mod base;
+mod closure;
+mod placement;
+
+use std::collections::BTreeMap;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::mpsc::{RecvTimeoutError, channel};
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::assurance::judge::check_records;
+use crate::assurance::{
+    Acceptance, EnvironmentRecord, OBSERVATION_FORMAT, Observation, ObservationFacts,
+    ObservationStatus, ProcessCheck, ProcessFacts, Recipe, RepositoryPins, Stage, time,
+};
+use crate::canonical::{self, Digest};
+use crate::contracts::{
+    AttemptId, CancelToken, EvidenceRecord, EvidenceStore, Executor, Gate, GateAnswer,
+    LandlockStatus, NamespaceDisposition, RunAnswer, RunIdentities, RunRequest, RunStatus,
+    RuntimeDescription, is_valid_reason,
+};
+use crate::fence::Hold;
+use crate::repository::{CandidateManifest, SealedCandidate, SourceSnapshot};
+use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile, snapshot_digest};
+
+pub use base::{MaterialisedTree, materialise_base, materialise_candidate};
+pub use closure::{COLLECTOR_NAME, collector_closure, collector_sources};
+pub use placement::{MAX_PROTECTED_PATHS, placement_problem};
+
+/// How long one `put` may take.
+pub const STORE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a pending gate read looks at the deadline and the cancel token.
+const GATE_POLL: Duration = Duration::from_millis(5);
+
+/// The collector's clock: where a run's start and end times, and the time left before the
+/// deadline, come from.
+pub trait Clock: Send + Sync {
+    fn now(&self) -> SystemTime;
+}
+
+/// The system's wall clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> SystemTime {
+        SystemTime::now()
+    }
+}
+
+/// What one collection runs.
+#[derive(Clone, Debug)]
+pub struct CollectRequest {
+    pub pins: RepositoryPins,
+    /// The frozen records the pins name.
+    pub acceptance: Acceptance,
+    pub recipe: Recipe,
+    pub environment: EnvironmentRecord,
+    /// The sealed Candidate, as exported.
+    pub sealed: SealedCandidate,
+    /// The base B's snapshot (`Repository::snapshot(base)`).
+    pub base: SourceSnapshot,
+    /// The inputs, by snapshot digest (from the snapshot store).
+    pub inputs: BTreeMap<Digest, Vec<SnapshotFile>>,
+    /// When the collection must be over.
+    pub deadline: SystemTime,
+}
+
+/// How far one check's run got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RunState {
+    /// The executor answered; the record says whether it is attributable.
+    Observed,
+    /// The executor panicked: something may have started.
+    Unresolved,
+    /// Nothing was started.
+    NotStarted,
+    /// The run's record could not be stored; the collection stopped here.
+    StorageFailed,
+}
+
+impl RunState {
+    /// The state's stable kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Observed => "observed",
+            Self::Unresolved => "unresolved",
+            Self::NotStarted => "not-started",
+            Self::StorageFailed => "storage-failed",
+        }
+    }
+}
+
+/// One process check's run, in acceptance order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CollectedRun {
+    pub check: String,
+    /// The stored record's id; `None` when nothing was stored for the check.
+    pub evidence: Option<Digest>,
+    pub state: RunState,
+    pub identities: Option<RunIdentities>,
+    pub problems: Vec<String>,
+}
+
+/// The outcome of a collection that ran to its end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CollectResult {
+    pub attempt: AttemptId,
+    /// The pins digest every record is filed under.
+    pub pins: Digest,
+    pub runs: Vec<CollectedRun>,
+    /// The ids of the records stored, in run order.
+    pub evidence: Vec<Digest>,
+    /// The environment at the start and at the end (`None` when it could not be described).
+    pub environment_before: Option<EnvironmentRecord>,
+    pub environment_after: Option<EnvironmentRecord>,
+}
+
+impl CollectResult {
+    /// Whether a record could not be stored (the collection stopped there).
+    pub fn storage_failed(&self) -> bool {
+        self.runs
+            .iter()
+            .any(|run| run.state == RunState::StorageFailed)
+    }
+
+    /// Whether a Verdict may be issued for this attempt: every record was stored and the
+    /// environment was described, and unchanged, at both ends.
+    pub fn may_judge(&self) -> bool {
+        !self.storage_failed()
+            && self.environment_before.is_some()
+            && self.environment_before == self.environment_after
+    }
+}
+
+/// Why a collection started nothing, or stopped.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CollectError {
+    /// A request, an option or the pins break a rule; nothing was started or stored.
+    #[error("invalid input: {input}: {rule}")]
+    InvalidInput { input: String, rule: String },
+    /// The hold ended (or could not be confirmed) before a run or a put: nothing further was
+    /// started or stored. Records stored earlier (`stored`) stand and are inert.
+    #[error("the hold of attempt {attempt} ended: {reason}")]
+    Released {
+        attempt: AttemptId,
+        reason: String,
+        stored: Vec<Digest>,
+    },
+}
+
+impl CollectError {
+    /// The stable kebab-case code of the error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidInput { .. } => "invalid-input",
+            Self::Released { .. } => "released",
+        }
+    }
+
+    fn invalid(input: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            input: input.into(),
+            rule: rule.into(),
+        }
+    }
+}
+
+/// The repository collector (see the module documentation).
+pub struct RepositoryCollector {
+    store: Arc<dyn EvidenceStore>,
+    executor: Arc<dyn Executor>,
+    protected: Vec<PathBuf>,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for RepositoryCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RepositoryCollector")
+            .field("protected", &self.protected)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Everything validated and copied before the first run.
+struct Prepared {
+    pins: Digest,
+    closure: Digest,
+    candidate: MaterialisedTree,
+    base: MaterialisedTree,
+    inputs: BTreeMap<Digest, Vec<SnapshotFile>>,
+    deadline: u64,
+    checks: Vec<ProcessCheck>,
+}
+
+/// What one check's run produced, before it is stored.
+struct Ran {
+    observation: Observation,
+    state: RunState,
+}
+
+impl RepositoryCollector {
+    /// A collector storing into `store` and running on `executor`. `protected_paths` (1 to
+    /// 256 absolute paths, kept as given) are what a Candidate must never read: the evidence
+    /// database, the repository, the fence, the snapshot store, the slice directory. Refused
+    /// when the runtime cannot be described or a protected path is readable under it.
+    pub fn new(
+        store: Arc<dyn EvidenceStore>,
+        executor: Arc<dyn Executor>,
+        protected_paths: Vec<PathBuf>,
+    ) -> Result<Self, CollectError> {
+        let runtime = executor.describe_runtime().map_err(|error| {
+            CollectError::invalid(
+                "executor",
+                format!("its runtime must be describable to place the protected paths: {error}"),
+            )
+        })?;
+        if let Some(problem) = placement_problem(&protected_paths, &runtime) {
+            return Err(CollectError::invalid("protected paths", problem));
+        }
+        Ok(Self {
+            store,
+            executor,
+            protected: protected_paths,
+            clock: Arc::new(SystemClock),
+        })
+    }
+
+    /// The same collector with another clock (tests).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The environment the executor provides now (`None` when it cannot be described).
+    pub fn current_environment(&self) -> Option<EnvironmentRecord> {
+        crate::assurance::current_environment(self.executor.as_ref()).ok()
+    }
+
+    /// Runs every process check of `request` once (see the module documentation).
+    pub fn collect(
+        &self,
+        request: &CollectRequest,
+        gate: Arc<dyn Gate>,
+        hold: &Hold,
+        cancel: &CancelToken,
+    ) -> Result<CollectResult, CollectError> {
+        self.collect_with_progress(request, gate, hold, cancel, &mut |_| {})
+    }
+
+    /// [`RepositoryCollector::collect`], calling `progress` once per check as it is settled.
+    pub fn collect_with_progress(
+        &self,
+        request: &CollectRequest,
+        gate: Arc<dyn Gate>,
+        hold: &Hold,
+        cancel: &CancelToken,
+        progress: &mut dyn FnMut(&CollectedRun),
+    ) -> Result<CollectResult, CollectError> {
+        let prepared = self.prepare(request, hold)?;
+        let environment_before = self.current_environment();
+        let attempt = hold.attempt().clone();
+        let mut runs = Vec::new();
+        let mut stored = Vec::new();
+        let mut gate_closed: Option<String> = None;
+        let mut storage_failed = false;
+        for check in &prepared.checks {
+            if storage_failed {
+                let run = CollectedRun {
+                    check: check.id.clone(),
+                    evidence: None,
+                    state: RunState::NotStarted,
+                    identities: None,
+                    problems: vec![
+                        "an earlier record could not be stored; nothing further is started or stored"
+                            .into(),
+                    ],
+                };
+                progress(&run);
+                runs.push(run);
+                continue;
+            }
+            let released =
+                |error: crate::fence::FenceError, stored: &[Digest]| CollectError::Released {
+                    attempt: attempt.clone(),
+                    reason: error.to_string(),
+                    stored: stored.to_vec(),
+                };
+            let ran = self.run_one(
+                request,
+                &prepared,
+                check,
+                &gate,
+                &mut gate_closed,
+                hold,
+                cancel,
+            );
+            let ran = match ran {
+                Ok(ran) => ran,
+                Err(error) => return Err(released(error, &stored)),
+            };
+            hold.assert_active()
+                .map_err(|error| released(error, &stored))?;
+            let identities = ran.observation.facts.identities.clone();
+            let put = ran
+                .observation
+                .encode()
+                .map_err(|error| error.to_string())
+                .and_then(|payload| {
+                    EvidenceRecord::new(
+                        prepared.pins.clone(),
+                        attempt.clone(),
+                        OBSERVATION_FORMAT,
+                        &payload,
+                    )
+                    .map_err(|error| error.to_string())
+                })
+                .and_then(|record| {
+                    self.store
+                        .put(&record, Instant::now() + STORE_TIMEOUT)
+                        .map_err(|error| error.to_string())
+                        .and_then(|id| {
+                            // The store's id is checked, never trusted.
+                            if id == record.id() {
+                                Ok(id)
+                            } else {
+                                Err(format!(
+                                    "the store answered id {id} for record {}",
+                                    record.id()
+                                ))
+                            }
+                        })
+                });
+            let run = match put {
+                Ok(id) => {
+                    stored.push(id.clone());
+                    CollectedRun {
+                        check: check.id.clone(),
+                        evidence: Some(id),
+                        state: ran.state,
+                        identities,
+                        problems: ran.observation.facts.problems.clone(),
+                    }
+                }
+                Err(error) => {
+                    storage_failed = true;
+                    let mut problems = ran.observation.facts.problems.clone();
+                    problems.push(format!("the record could not be stored: {error}"));
+                    CollectedRun {
+                        check: check.id.clone(),
+                        evidence: None,
+                        state: RunState::StorageFailed,
+                        identities,
+                        problems,
+                    }
+                }
+            };
+            progress(&run);
+            runs.push(run);
+        }
+        Ok(CollectResult {
+            attempt,
+            pins: prepared.pins,
+            runs,
+            evidence: stored,
+            environment_before,
+            environment_after: self.current_environment(),
+        })
+    }
+
+    fn prepare(&self, request: &CollectRequest, hold: &Hold) -> Result<Prepared, CollectError> {
+        let invalid = |input: &str, rule: String| CollectError::invalid(input, rule);
+        let pins = &request.pins;
+        let pins_digest = check_records(
+            pins,
+            &request.acceptance,
+            &request.recipe,
+            &request.environment,
+        )
+        .map_err(|error| match error {
+            crate::assurance::AssuranceError::InvalidInput { input, rule } => {
+                CollectError::InvalidInput { input, rule }
+            }
+        })?;
+        if hold.attempt().product != pins.product() {
+            return Err(invalid(
+                "hold",
+                format!(
+                    "is on the fence of {}, not of the pinned Product {}",
+                    hold.attempt().product,
+                    pins.product()
+                ),
+            ));
+        }
+        hold.assert_active()
+            .map_err(|error| CollectError::Released {
+                attempt: hold.attempt().clone(),
+                reason: error.to_string(),
+                stored: Vec::new(),
+            })?;
+        let closure = collector_closure();
+        if request.recipe.collector_closure != closure {
+            return Err(invalid(
+                "recipe.collector.closure",
+                format!(
+                    "pins collector {}, but this code is {closure}; records are never attributed to other code",
+                    request.recipe.collector_closure
+                ),
+            ));
+        }
+        self.check_sealed(request)?;
+        let candidate =
+            materialise_candidate(&request.sealed).map_err(|why| invalid("sealed", why))?;
+        if candidate.digest != pins.candidate.snapshot {
+            return Err(invalid(
+                "sealed.files",
+                format!(
+                    "give snapshot {}, not the pinned {}",
+                    candidate.digest, pins.candidate.snapshot
+                ),
+            ));
+        }
+        let base = materialise_base(&request.base, &pins.base.commit, &pins.base.tree)
+            .map_err(|why| invalid("base", why))?;
+        if base.digest != pins.base.snapshot {
+            return Err(invalid(
+                "base",
+                format!(
+                    "gives snapshot {}, not the pinned {}",
+                    base.digest, pins.base.snapshot
+                ),
+            ));
+        }
+        let checks: Vec<ProcessCheck> = request.acceptance.process_checks().cloned().collect();
+        let mut inputs = BTreeMap::new();
+        for check in &checks {
+            let files = request.inputs.get(&check.input).ok_or_else(|| {
+                invalid(
+                    &format!("inputs[{}]", check.input),
+                    format!("check {} names this input, which was not given", check.id),
+                )
+            })?;
+            let digest = snapshot_digest(files)
+                .map_err(|error| invalid(&format!("inputs[{}]", check.input), error.to_string()))?;
+            if digest != check.input {
+                return Err(invalid(
+                    &format!("inputs[{}]", check.input),
+                    format!("the files give {digest}"),
+                ));
+            }
+            inputs.insert(check.input.clone(), files.clone());
+        }
+        let deadline = time::to_millis(request.deadline)
+            .ok_or_else(|| invalid("deadline", "is a time between 1970 and 9999".into()))?;
+        Ok(Prepared {
+            pins: pins_digest,
+            closure,
+            candidate,
+            base,
+            inputs,
+            deadline,
+            checks,
+        })
+    }
+
+    /// The sealed Candidate must be the pinned one, and sealed for exactly these pins.
+    fn check_sealed(&self, request: &CollectRequest) -> Result<(), CollectError> {
+        let sealed = &request.sealed;
+        let pins = &request.pins;
+        let refuse = |what: &str| {
+            CollectError::invalid(
+                format!("pins.{what}"),
+                "is not what the Candidate was sealed for; nothing runs under records the \
+                 Candidate was not sealed for",
+            )
+        };
+        let digest = Digest::of(&sealed.manifest_bytes);
+        if digest != pins.candidate.digest || sealed.digest != digest {
+            return Err(refuse("candidate.digest"));
+        }
+        let manifest = canonical::parse_canonical(&sealed.manifest_bytes)
+            .ok()
+            .and_then(|value| CandidateManifest::from_value(&value).ok())
+            .filter(|manifest| *manifest == sealed.manifest)
+            .ok_or_else(|| {
+                CollectError::invalid(
+                    "sealed.manifest",
+                    "the manifest bytes are not the canonical manifest the Candidate carries",
+                )
+            })?;
+        if manifest.repository != pins.repository {
+            return Err(refuse("repository"));
+        }
+        if manifest.slice != pins.slice {
+            return Err(refuse("slice"));
+        }
+        if manifest.base_commit != pins.base.commit || manifest.base_tree != pins.base.tree {
+            return Err(refuse("base"));
+        }
+        if manifest.commit != pins.candidate.commit {
+            return Err(refuse("candidate.commit"));
+        }
+        if manifest.acceptance != pins.acceptance {
+            return Err(refuse("acceptance"));
+        }
+        if manifest.recipe != pins.recipe {
+            return Err(refuse("recipe"));
+        }
+        if manifest.environment != pins.environment {
+            return Err(refuse("environment"));
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn run_one(
+        &self,
+        request: &CollectRequest,
+        prepared: &Prepared,
+        check: &ProcessCheck,
+        gate: &Arc<dyn Gate>,
+        gate_closed: &mut Option<String>,
+        hold: &Hold,
+        cancel: &CancelToken,
+    ) -> Result<Ran, crate::fence::FenceError> {
+        let mut facts = ObservationFacts {
+            collector: prepared.closure.clone(),
+            candidate: request.pins.candidate.digest.clone(),
+            check: check.id.clone(),
+            phase: check.phase,
+            stage: check.stage,
+            status: ObservationStatus::NotStarted,
+            attributable: false,
+            problems: Vec::new(),
+            environment: None,
+            identities: None,
+            process: None,
+            started_at: None,
+            ended_at: None,
+            deadline: prepared.deadline,
+        };
+        let not_started = |mut facts: ObservationFacts, problem: String| {
+            facts.problems = vec![problem];
+            Ran {
+                observation: Observation {
+                    facts,
+                    stdout: Vec::new(),
+                    stderr: Vec::new(),
+                },
+                state: RunState::NotStarted,
+            }
+        };
+        if let Some(reason) = gate_closed {
+            return Ok(not_started(facts, reason.clone()));
+        }
+        if cancel.is_cancelled() {
+            return Ok(not_started(facts, "aborted before the run".into()));
+        }
+        if let Err(reason) = self.read_gate(gate, prepared.deadline, cancel) {
+            *gate_closed = Some(reason.clone());
+            return Ok(not_started(facts, reason));
+        }
+        hold.assert_active()?;
+        let runtime = match self.executor.describe_runtime() {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                return Ok(not_started(
+                    facts,
+                    format!("the runtime cannot be described: {error}"),
+                ));
+            }
+        };
+        let environment = match self.executor.profile() {
+            Ok(profile) => EnvironmentRecord {
+                runtime: runtime.digest.clone(),
+                profile: profile.digest,
+                platform: crate::assurance::platform(),
+                sf: crate::SF_VERSION.to_owned(),
+            },
+            Err(error) => {
+                return Ok(not_started(
+                    facts,
+                    format!("the profile cannot be described: {error}"),
+                ));
+            }
+        };
+        facts.environment = environment.digest().ok();
+        if let Some(problem) = environment_problem(&runtime, &environment, request) {
+            return Ok(not_started(facts, problem));
+        }
+        if let Some(problem) = placement_problem(&self.protected, &runtime) {
+            return Ok(not_started(
+                facts,
+                format!("a protected path is readable under the runtime: {problem}"),
+            ));
+        }
+        let program = match check.stage {
+            Stage::Base => &prepared.base.files,
+            Stage::Candidate => &prepared.candidate.files,
+        };
+        if !program.iter().any(|file| file.path == check.entry) {
+            return Ok(not_started(
+                facts,
+                format!(
+                    "the entry {} is not a file of the {} tree",
+                    check.entry,
+                    check.stage.as_str()
+                ),
+            ));
+        }
+        let input = &prepared.inputs[&check.input];
+        for (what, files) in [("program", program), ("input", input)] {
+            let bytes: u64 = files.iter().map(|file| file.content.len() as u64).sum();
+            if bytes > MAX_SNAPSHOT_BYTES || files.len() > MAX_SNAPSHOT_FILES {
+                return Ok(not_started(
+                    facts,
+                    format!("the {what} is oversized for the executor ({bytes} bytes)"),
+                ));
+            }
+        }
+        let now = time::to_millis(self.clock.now()).unwrap_or(u64::MAX);
+        let left = prepared.deadline.saturating_sub(now);
+        if left < 1 {
+            return Ok(not_started(
+                facts,
+                "the deadline passed before the run".into(),
+            ));
+        }
+        let timeout_ms = request.recipe.timeout_ms.min(left);
+        let bounds = request.recipe.bounds(timeout_ms);
+        let run = RunRequest {
+            program: program.clone(),
+            entry: check.entry.clone(),
+            args: check.args.clone(),
+            input: input.clone(),
+            bounds,
+        };
+        let started = self.clock.now();
+        let answer = catch_unwind(AssertUnwindSafe(|| self.executor.run(&run, cancel)));
+        let ended = self.clock.now();
+        facts.started_at = time::to_millis(started);
+        facts.ended_at = time::to_millis(ended);
+        let answer = match answer {
+            Err(panic) => {
+                facts.status = ObservationStatus::Unresolved;
+                facts.problems = vec![format!(
+                    "the executor panicked; the run's outcome is unknown: {}",
+                    panic_text(panic.as_ref())
+                )];
+                return Ok(Ran {
+                    observation: Observation {
+                        facts,
+                        stdout: Vec::new(),
+                        stderr: Vec::new(),
+                    },
+                    state: RunState::Unresolved,
+                });
+            }
+            Ok(Err(error)) => {
+                return Ok(not_started(
+                    facts,
+                    format!("the executor refused ({}): {error}", error.code()),
+                ));
+            }
+            Ok(Ok(answer)) => answer,
+        };
+        facts.status = ObservationStatus::Observed;
+        facts.problems = answer_problems(
+            &answer,
+            &request.pins,
+            check,
+            &environment,
+            &bounds,
+            facts.ended_at,
+            prepared.deadline,
+        );
+        facts.attributable = facts.problems.is_empty();
+        facts.identities = Some(answer.identities.clone());
+        facts.process = Some(ProcessFacts {
+            status: answer.status,
+            exit_code: answer.exit_code,
+            signal: answer.signal,
+            timeout_ms,
+            output_limit: request.recipe.output_limit,
+            wall_ms: answer.times.wall.as_millis() as u64,
+            user_ms: answer.times.user.as_millis() as u64,
+            system_ms: answer.times.system.as_millis() as u64,
+            max_rss_kib: answer.times.max_rss_kib,
+            reaped: answer.namespace == NamespaceDisposition::Reaped,
+        });
+        Ok(Ran {
+            observation: Observation {
+                facts,
+                stdout: answer.stdout,
+                stderr: answer.stderr,
+            },
+            state: RunState::Observed,
+        })
+    }
+
+    /// Asks the gate on a thread of its own, so that a read still pending at the deadline or
+    /// on cancellation is abandoned. `Err` with the reason for anything but a timely proceed.
+    fn read_gate(
+        &self,
+        gate: &Arc<dyn Gate>,
+        deadline: u64,
+        cancel: &CancelToken,
+    ) -> Result<(), String> {
+        let now = time::to_millis(self.clock.now()).unwrap_or(u64::MAX);
+        if now >= deadline {
+            return Err("the deadline passed before the gate was read".into());
+        }
+        let by = Instant::now() + Duration::from_millis(deadline - now);
+        let (sender, receiver) = channel();
+        let reader = Arc::clone(gate);
+        std::thread::Builder::new()
+            .name("sf-gate-read".into())
+            .spawn(move || {
+                let answer = catch_unwind(AssertUnwindSafe(|| reader.current(by)));
+                let _ = sender.send(answer);
+            })
+            .map_err(|error| format!("the gate could not be read: {error}"))?;
+        let answer = loop {
+            match receiver.recv_timeout(GATE_POLL) {
+                Ok(answer) => break answer,
+                Err(RecvTimeoutError::Timeout) => {
+                    if cancel.is_cancelled() {
+                        return Err("aborted before the run (while the gate was read)".into());
+                    }
+                    if Instant::now() >= by {
+                        return Err("the deadline passed while the gate was read".into());
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err("the gate read ended without an answer".into());
+                }
+            }
+        };
+        match answer {
+            Err(panic) => Err(format!("the gate panicked: {}", panic_text(panic.as_ref()))),
+            Ok(Err(error)) => Err(format!(
+                "the gate gave no answer ({}): {error}",
+                error.code()
+            )),
+            Ok(Ok(GateAnswer::Refuse { reason })) => Err(if is_valid_reason(&reason) {
+                format!("the gate refused: {reason}")
+            } else {
+                "the gate refused (with a malformed reason)".into()
+            }),
+            Ok(Ok(GateAnswer::Proceed)) if Instant::now() > by => {
+                Err("the gate answered after the deadline".into())
+            }
+            Ok(Ok(GateAnswer::Proceed)) => Ok(()),
+        }
+    }
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
+/// Why the executor's environment now is not the pinned one, or `None`.
+fn environment_problem(
+    runtime: &RuntimeDescription,
+    environment: &EnvironmentRecord,
+    request: &CollectRequest,
+) -> Option<String> {
+    if runtime.executable.as_os_str() != request.recipe.runtime.as_str() {
+        return Some(format!(
+            "the runtime changed: the executor runs {}, the recipe pins {}",
+            runtime.executable.display(),
+            request.recipe.runtime
+        ));
+    }
+    let pinned = &request.environment;
+    let mut differences = Vec::new();
+    if environment.runtime != pinned.runtime {
+        differences.push(format!(
+            "runtime {} (pinned {})",
+            environment.runtime, pinned.runtime
+        ));
+    }
+    if environment.profile != pinned.profile {
+        differences.push(format!(
+            "profile {} (pinned {})",
+            environment.profile, pinned.profile
+        ));
+    }
+    if environment.platform != pinned.platform {
+        differences.push(format!(
+            "platform {} (pinned {})",
+            environment.platform, pinned.platform
+        ));
+    }
+    if environment.sf != pinned.sf {
+        differences.push(format!("sf {} (pinned {})", environment.sf, pinned.sf));
+    }
+    (!differences.is_empty()).then(|| {
+        format!(
+            "the runtime changed: the environment record differs from the pinned one: {}",
+            differences.join(", ")
+        )
+    })
+}
+
+/// Why an executor's answer is not attributable to the pinned run, or nothing.
+fn answer_problems(
+    answer: &RunAnswer,
+    pins: &RepositoryPins,
+    check: &ProcessCheck,
+    environment: &EnvironmentRecord,
+    bounds: &crate::contracts::RunBounds,
+    ended_at: Option<u64>,
+    deadline: u64,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let ids = &answer.identities;
+    let expected_program = pins.program(check.stage);
+    for (what, actual, expected) in [
+        ("program", &ids.program, expected_program),
+        ("input", &ids.input, &check.input),
+        ("runtime", &ids.runtime, &environment.runtime),
+        ("profile", &ids.profile, &environment.profile),
+        ("bounds", &ids.bounds, &bounds.digest()),
+    ] {
+        if actual != expected {
+            problems.push(format!(
+                "the executor reports {what} {actual}, not the pinned {expected}"
+            ));
+        }
+    }
+    if answer.bounds != *bounds {
+        problems.push("the executor enforced other bounds than requested".into());
+    }
+    if ids.enforcement.landlock != LandlockStatus::FullyEnforced {
+        problems.push(format!(
+            "Landlock was {} (ABI {})",
+            ids.enforcement.landlock.code(),
+            ids.enforcement.landlock_abi
+        ));
+    }
+    match answer.status {
+        RunStatus::Exited | RunStatus::Signalled => {}
+        stopped => problems.push(format!("the run was stopped ({})", stopped.code())),
+    }
+    if let NamespaceDisposition::Unconfirmed { reason } = &answer.namespace {
+        problems.push(format!(
+            "the executor could not confirm that every process ended: {reason}"
+        ));
+    }
+    for problem in &answer.problems {
+        problems.push(format!("executor: {problem}"));
+    }
+    if ended_at.is_none_or(|ended| ended > deadline) {
+        problems.push("the run ended after the deadline".into());
+    }
+    problems
+}

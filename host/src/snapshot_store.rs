@@ -1,0 +1,557 @@
+//! The write-once snapshot store: a Slice's frozen fixture inputs, kept by snapshot digest
+//! (seed 000, invariant 8).
+//!
+//! A store is one private directory of this user. `put` refuses, before any write, files that
+//! do not give the expected digest, more than [`SNAPSHOT_LIMITS`] allows, or anything the
+//! executor's snapshot rules refuse. It writes `<root>/tmp-<hex>` (exclusive create, mode
+//! 0400, fsynced; a leftover temporary from an interrupted put is removed and written anew,
+//! never adopted), publishes it with a non-replacing `link` to `<root>/<hex>`, removes the
+//! temporary name and fsyncs the directory. An equal entry replays; different bytes under the
+//! name are `conflict`. `read` opens without following links, re-hashes every file and
+//! recomputes the digest; anything else is `corrupt` and is never repaired. A root that is not
+//! a canonical private directory of this user, or that was replaced since it was opened, is
+//! `unavailable`. One writer at a time (the owner) is assumed: two concurrent puts of the same
+//! digest share a temporary name.
+//!
+//! File format (`sf-delivery-snapshot/1`):
+//!
+//! ```text
+//! "sf-delivery-snapshot/1\n"
+//! <manifest length, decimal>"\n"
+//! <canonical JSON {"digest":"sha256:…","files":[{"bytes":N,"path":"…","sha256":"sha256:…"},…],"protocol":"sf-delivery-snapshot/1"}>
+//! <each file's bytes, in the manifest's (path byte) order>
+//! ```
+
+use std::io::{Read as _, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+
+use crate::canonical::{self, Digest, Value, object};
+use crate::private_dir::{self, PrivateDir};
+use crate::snapshot::{SnapshotFile, snapshot_digest};
+
+/// The protocol string of a stored snapshot file and its manifest.
+pub const SNAPSHOT_FORMAT: &str = "sf-delivery-snapshot/1";
+
+/// How much one stored snapshot may hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotLimits {
+    pub max_files: usize,
+    pub max_bytes: u64,
+}
+
+/// The limits of the snapshot store: 256 files and 15 MiB of content, so that an input plus
+/// its framing stays inside the executor's 16 MiB snapshot bound.
+pub const SNAPSHOT_LIMITS: SnapshotLimits = SnapshotLimits {
+    max_files: 256,
+    max_bytes: 15 * 1024 * 1024,
+};
+
+/// One file as a manifest lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotEntry {
+    pub path: String,
+    pub bytes: u64,
+    pub sha256: Digest,
+}
+
+/// What a stored snapshot holds: its digest and its files' identities, in path order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotManifest {
+    pub digest: Digest,
+    pub files: Vec<SnapshotEntry>,
+}
+
+impl SnapshotManifest {
+    /// The manifest of checked `files` with digest `digest`.
+    fn of(files: &[SnapshotFile], digest: Digest) -> Self {
+        let mut files: Vec<SnapshotEntry> = files
+            .iter()
+            .map(|file| SnapshotEntry {
+                path: file.path.clone(),
+                bytes: file.content.len() as u64,
+                sha256: Digest::of(&file.content),
+            })
+            .collect();
+        files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+        Self { digest, files }
+    }
+
+    /// The manifest as its canonical JSON value.
+    pub fn to_value(&self) -> Value {
+        object([
+            ("protocol", SNAPSHOT_FORMAT.into()),
+            ("digest", self.digest.to_string().into()),
+            (
+                "files",
+                Value::Array(
+                    self.files
+                        .iter()
+                        .map(|file| {
+                            object([
+                                ("path", file.path.as_str().into()),
+                                ("bytes", Value::Integer(file.bytes as i64)),
+                                ("sha256", file.sha256.to_string().into()),
+                            ])
+                        })
+                        .collect(),
+                ),
+            ),
+        ])
+    }
+
+    fn from_value(value: &Value) -> Option<Self> {
+        let Value::Object(map) = value else {
+            return None;
+        };
+        if map.len() != 3 || map.get("protocol") != Some(&Value::from(SNAPSHOT_FORMAT)) {
+            return None;
+        }
+        let digest = match map.get("digest")? {
+            Value::String(text) => Digest::parse(text)?,
+            _ => return None,
+        };
+        let Value::Array(items) = map.get("files")? else {
+            return None;
+        };
+        let mut files = Vec::with_capacity(items.len());
+        for item in items {
+            let Value::Object(entry) = item else {
+                return None;
+            };
+            match (
+                entry.get("path"),
+                entry.get("bytes"),
+                entry.get("sha256"),
+                entry.len(),
+            ) {
+                (
+                    Some(Value::String(path)),
+                    Some(Value::Integer(bytes)),
+                    Some(Value::String(sha256)),
+                    3,
+                ) if *bytes >= 0 => files.push(SnapshotEntry {
+                    path: path.clone(),
+                    bytes: *bytes as u64,
+                    sha256: Digest::parse(sha256)?,
+                }),
+                _ => return None,
+            }
+        }
+        Some(Self { digest, files })
+    }
+}
+
+/// Why the snapshot store refused or failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotStoreError {
+    /// The files or the expected digest break a rule; nothing was written.
+    #[error("invalid input: {input}: {rule}")]
+    InvalidInput { input: String, rule: String },
+    /// No snapshot is stored under the digest.
+    #[error("no snapshot {digest}")]
+    Missing { digest: String },
+    /// A stored snapshot failed verification; reported, never repaired.
+    #[error("snapshot {digest} is corrupt: {what}")]
+    Corrupt { digest: String, what: String },
+    /// Different bytes are already published under the digest.
+    #[error("snapshot {digest} already holds different bytes")]
+    Conflict { digest: String },
+    /// The root cannot be used.
+    #[error("snapshot store unavailable: {reason}")]
+    Unavailable { reason: String },
+}
+
+impl SnapshotStoreError {
+    /// The stable kebab-case code of the error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidInput { .. } => "invalid-input",
+            Self::Missing { .. } => "missing",
+            Self::Corrupt { .. } => "corrupt",
+            Self::Conflict { .. } => "conflict",
+            Self::Unavailable { .. } => "unavailable",
+        }
+    }
+}
+
+fn unavailable(reason: impl Into<String>) -> SnapshotStoreError {
+    SnapshotStoreError::Unavailable {
+        reason: reason.into(),
+    }
+}
+
+/// Checks `files` against the store's rules and `expected`, returning their manifest.
+pub fn check_snapshot(
+    files: &[SnapshotFile],
+    expected: &Digest,
+) -> Result<SnapshotManifest, SnapshotStoreError> {
+    let invalid = |input: String, rule: String| SnapshotStoreError::InvalidInput { input, rule };
+    if files.len() > SNAPSHOT_LIMITS.max_files {
+        return Err(invalid(
+            format!("{} files", files.len()),
+            format!(
+                "a stored snapshot holds at most {} files",
+                SNAPSHOT_LIMITS.max_files
+            ),
+        ));
+    }
+    let total: u64 = files.iter().map(|file| file.content.len() as u64).sum();
+    if total > SNAPSHOT_LIMITS.max_bytes {
+        return Err(invalid(
+            format!("{total} bytes"),
+            format!(
+                "a stored snapshot holds at most {} bytes",
+                SNAPSHOT_LIMITS.max_bytes
+            ),
+        ));
+    }
+    let digest =
+        snapshot_digest(files).map_err(|error| invalid("files".into(), error.to_string()))?;
+    if digest != *expected {
+        return Err(invalid(
+            format!("expected digest {expected}"),
+            format!("the files give {digest}"),
+        ));
+    }
+    Ok(SnapshotManifest::of(files, digest))
+}
+
+/// The snapshot store (see the module documentation).
+#[derive(Debug)]
+pub struct SnapshotStore {
+    root: PrivateDir,
+}
+
+impl SnapshotStore {
+    /// Opens the store at `root`, creating the directory (0700) if it does not exist. It must
+    /// be a canonical private directory of this user whose parent no one else can write.
+    pub fn open(root: &Path) -> Result<Self, SnapshotStoreError> {
+        Ok(Self {
+            root: PrivateDir::create_or_check(root).map_err(unavailable)?,
+        })
+    }
+
+    /// The root directory.
+    pub fn root(&self) -> &Path {
+        self.root.path()
+    }
+
+    fn entry(&self, digest: &Digest) -> PathBuf {
+        self.root.path().join(digest.hex())
+    }
+
+    /// Stores `files` under `expected` (see the module documentation) and returns the
+    /// manifest. Replays an equal entry; refuses different bytes under the name.
+    pub fn put(
+        &self,
+        files: &[SnapshotFile],
+        expected: &Digest,
+    ) -> Result<SnapshotManifest, SnapshotStoreError> {
+        let manifest = check_snapshot(files, expected)?;
+        let bytes = encode(&manifest, files)?;
+        self.root.recheck().map_err(unavailable)?;
+        let hex = expected.hex();
+        let published = self.entry(expected);
+        let temporary = self.root.path().join(format!("tmp-{hex}"));
+        let failed = |what: &str, error: std::io::Error| {
+            unavailable(format!("{what} {}: {error}", temporary.display()))
+        };
+        // A leftover temporary (an interrupted put) is removed, never adopted.
+        match std::fs::remove_file(&temporary) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(failed("removing the leftover", error)),
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o400)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(&temporary)
+            .map_err(|error| failed("creating", error))?;
+        file.write_all(&bytes)
+            .map_err(|error| failed("writing", error))?;
+        file.sync_all().map_err(|error| failed("syncing", error))?;
+        drop(file);
+        let linked = std::fs::hard_link(&temporary, &published);
+        let removed = std::fs::remove_file(&temporary);
+        let outcome = match linked {
+            Ok(()) => Ok(manifest),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                match read_entry(&published, expected) {
+                    Ok(existing) if existing == bytes => Ok(manifest),
+                    _ => Err(SnapshotStoreError::Conflict {
+                        digest: expected.to_string(),
+                    }),
+                }
+            }
+            Err(error) => Err(unavailable(format!(
+                "publishing {}: {error}",
+                published.display()
+            ))),
+        };
+        removed.map_err(|error| failed("removing", error))?;
+        private_dir::sync_dir(self.root.path())
+            .map_err(|error| unavailable(format!("syncing {}: {error}", self.root().display())))?;
+        outcome
+    }
+
+    /// The files stored under `digest`, every one re-hashed and the digest recomputed.
+    pub fn read(&self, digest: &Digest) -> Result<Vec<SnapshotFile>, SnapshotStoreError> {
+        self.root.recheck().map_err(unavailable)?;
+        let bytes = read_entry(&self.entry(digest), digest)?;
+        decode(&bytes, digest).map_err(|what| SnapshotStoreError::Corrupt {
+            digest: digest.to_string(),
+            what,
+        })
+    }
+}
+
+fn encode(
+    manifest: &SnapshotManifest,
+    files: &[SnapshotFile],
+) -> Result<Vec<u8>, SnapshotStoreError> {
+    let header = canonical::encode(&manifest.to_value()).map_err(|error| {
+        SnapshotStoreError::InvalidInput {
+            input: "files".into(),
+            rule: format!("the manifest must fit canonical JSON's bound: {error}"),
+        }
+    })?;
+    let mut sorted: Vec<&SnapshotFile> = files.iter().collect();
+    sorted.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(SNAPSHOT_FORMAT.as_bytes());
+    bytes.push(b'\n');
+    bytes.extend_from_slice(header.len().to_string().as_bytes());
+    bytes.push(b'\n');
+    bytes.extend_from_slice(&header);
+    for file in sorted {
+        bytes.extend_from_slice(&file.content);
+    }
+    Ok(bytes)
+}
+
+/// The largest stored file: the framing, a manifest of at most canonical JSON's bound, and
+/// the content limit.
+const MAX_ENTRY_BYTES: u64 = 64 + canonical::MAX_BYTES as u64 + SNAPSHOT_LIMITS.max_bytes;
+
+fn read_entry(path: &Path, digest: &Digest) -> Result<Vec<u8>, SnapshotStoreError> {
+    let corrupt = |what: String| SnapshotStoreError::Corrupt {
+        digest: digest.to_string(),
+        what,
+    };
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            return Err(SnapshotStoreError::Missing {
+                digest: digest.to_string(),
+            });
+        }
+        Err(error) if error.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(corrupt("the entry is a symbolic link".into()));
+        }
+        Err(error) => return Err(unavailable(format!("{}: {error}", path.display()))),
+    };
+    let meta = file
+        .metadata()
+        .map_err(|error| unavailable(format!("{}: {error}", path.display())))?;
+    if !meta.is_file() {
+        return Err(corrupt("the entry is not a regular file".into()));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_ENTRY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| unavailable(format!("{}: {error}", path.display())))?;
+    if bytes.len() as u64 > MAX_ENTRY_BYTES {
+        return Err(corrupt("larger than any snapshot sf stores".into()));
+    }
+    Ok(bytes)
+}
+
+fn decode(bytes: &[u8], digest: &Digest) -> Result<Vec<SnapshotFile>, String> {
+    let rest = bytes
+        .strip_prefix(SNAPSHOT_FORMAT.as_bytes())
+        .and_then(|rest| rest.strip_prefix(b"\n"))
+        .ok_or("does not start with sf-delivery-snapshot/1")?;
+    let newline = rest
+        .iter()
+        .take(9)
+        .position(|&b| b == b'\n')
+        .ok_or("no manifest length line")?;
+    let digits = &rest[..newline];
+    if digits.is_empty()
+        || !digits.iter().all(u8::is_ascii_digit)
+        || (digits.len() > 1 && digits[0] == b'0')
+    {
+        return Err("the manifest length is not a decimal without leading zeros".into());
+    }
+    let length: usize = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .ok_or("the manifest length is not a number")?;
+    let body = &rest[newline + 1..];
+    if length > body.len() {
+        return Err("the manifest runs past the end".into());
+    }
+    let value = canonical::parse_canonical(&body[..length])
+        .map_err(|error| format!("manifest: {error}"))?;
+    let manifest = SnapshotManifest::from_value(&value)
+        .ok_or("the manifest does not hold exactly protocol, digest and files")?;
+    if manifest.digest != *digest {
+        return Err(format!("the manifest names {}", manifest.digest));
+    }
+    let mut content = &body[length..];
+    let mut files = Vec::with_capacity(manifest.files.len());
+    for entry in &manifest.files {
+        let size = usize::try_from(entry.bytes).map_err(|_| "a file size is too large")?;
+        if size > content.len() {
+            return Err(format!("{} runs past the end", entry.path));
+        }
+        let (file, rest) = content.split_at(size);
+        if Digest::of(file) != entry.sha256 {
+            return Err(format!(
+                "{} does not hash to its recorded sha256",
+                entry.path
+            ));
+        }
+        files.push(SnapshotFile {
+            path: entry.path.clone(),
+            content: file.to_vec(),
+        });
+        content = rest;
+    }
+    if !content.is_empty() {
+        return Err("bytes follow the last file".into());
+    }
+    let sorted = files
+        .windows(2)
+        .all(|pair| pair[0].path.as_bytes() < pair[1].path.as_bytes());
+    if !sorted {
+        return Err("the files are not in path order".into());
+    }
+    let recomputed = snapshot_digest(&files).map_err(|error| error.to_string())?;
+    if recomputed != *digest {
+        return Err(format!("the files give {recomputed}"));
+    }
+    if manifest.files.len() > SNAPSHOT_LIMITS.max_files {
+        return Err("more files than the store allows".into());
+    }
+    Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn file(path: &str, content: &str) -> SnapshotFile {
+        SnapshotFile {
+            path: path.into(),
+            content: content.as_bytes().to_vec(),
+        }
+    }
+
+    fn store() -> (tempfile::TempDir, SnapshotStore) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let root = dir.path().canonicalize().unwrap().join("snapshots");
+        let store = SnapshotStore::open(&root).unwrap();
+        (dir, store)
+    }
+
+    #[test]
+    fn put_read_replay_and_leftovers() {
+        let (_dir, store) = store();
+        let files = vec![file("b.txt", "2"), file("a/x.txt", "1")];
+        let digest = snapshot_digest(&files).unwrap();
+        // A leftover temporary is replaced, never adopted.
+        let leftover = store.root().join(format!("tmp-{}", digest.hex()));
+        std::fs::write(&leftover, b"garbage").unwrap();
+        let manifest = store.put(&files, &digest).unwrap();
+        assert_eq!(manifest.files[0].path, "a/x.txt");
+        assert!(!leftover.exists());
+        let read = store.read(&digest).unwrap();
+        assert_eq!(snapshot_digest(&read).unwrap(), digest);
+        let entry = store.root().join(digest.hex());
+        let mode = std::fs::metadata(&entry).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o400);
+        // Replay.
+        assert_eq!(store.put(&files, &digest).unwrap(), manifest);
+        assert_eq!(std::fs::read_dir(store.root()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn refuses_before_writing() {
+        let (_dir, store) = store();
+        let files = vec![file("a", "1")];
+        let wrong = Digest::of(b"x");
+        assert_eq!(
+            store.put(&files, &wrong).unwrap_err().code(),
+            "invalid-input"
+        );
+        let bad = vec![file("../a", "1")];
+        assert_eq!(store.put(&bad, &wrong).unwrap_err().code(), "invalid-input");
+        let many: Vec<SnapshotFile> = (0..257).map(|n| file(&format!("f{n}"), "")).collect();
+        let digest = snapshot_digest(&many).unwrap();
+        assert_eq!(
+            store.put(&many, &digest).unwrap_err().code(),
+            "invalid-input"
+        );
+        let big = vec![SnapshotFile {
+            path: "big".into(),
+            content: vec![0; SNAPSHOT_LIMITS.max_bytes as usize + 1],
+        }];
+        let digest = snapshot_digest(&big).unwrap();
+        assert_eq!(
+            store.put(&big, &digest).unwrap_err().code(),
+            "invalid-input"
+        );
+        assert_eq!(std::fs::read_dir(store.root()).unwrap().count(), 0);
+        assert_eq!(store.read(&digest).unwrap_err().code(), "missing");
+    }
+
+    #[test]
+    fn corruption_and_conflict_are_reported_never_repaired() {
+        let (_dir, store) = store();
+        let files = vec![file("a", "hello")];
+        let digest = snapshot_digest(&files).unwrap();
+        store.put(&files, &digest).unwrap();
+        let entry = store.root().join(digest.hex());
+        let mut bytes = std::fs::read(&entry).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(&entry, &bytes).unwrap();
+        assert_eq!(store.read(&digest).unwrap_err().code(), "corrupt");
+        assert_eq!(store.put(&files, &digest).unwrap_err().code(), "conflict");
+        // Still the corrupt bytes: nothing was repaired.
+        assert_eq!(std::fs::read(&entry).unwrap(), bytes);
+        // A link in place of the entry is corrupt too.
+        std::fs::remove_file(&entry).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &entry).unwrap();
+        assert_eq!(store.read(&digest).unwrap_err().code(), "corrupt");
+    }
+
+    #[test]
+    fn a_root_that_is_not_private_is_unavailable() {
+        let (_dir, store) = store();
+        let root = store.root().to_path_buf();
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let files = vec![file("a", "1")];
+        let digest = snapshot_digest(&files).unwrap();
+        assert_eq!(
+            store.put(&files, &digest).unwrap_err().code(),
+            "unavailable"
+        );
+        assert_eq!(
+            SnapshotStore::open(&root).unwrap_err().code(),
+            "unavailable"
+        );
+    }
+}

@@ -1,0 +1,794 @@
+//! [`Oats`]: registering, showing and trusting capabilities, and preparing and running
+//! their commands. Operations, binding phases and hooks are in their own modules, over the
+//! same preparation: before every run the artifact is walked and hashed again, compared with
+//! the registered integrity (a difference resets trust and refuses the run), its manifest
+//! is read from the hashed bytes, containment is checked again, and an executable surface
+//! runs only when trusted.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Read as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use sf_host::contracts::{CancelToken, Executor, RunAnswer, RunIdentities, RunStatus};
+use sf_host::snapshot::SnapshotFile;
+
+use crate::artifact::{self, Artifact};
+use crate::containment;
+use crate::error::{ErrorCode, OatsError, Result};
+use crate::launch::{self, Cwd, Launch, Place};
+use crate::manifest::{self, MANIFEST_FILE, MANIFEST_LIMITS, Manifest};
+use crate::registry::{Registry, RegistryEntry};
+
+/// The largest value of one environment variable (bytes of UTF-8).
+pub const MAX_ENVIRONMENT_VALUE: usize = 8192;
+
+/// Bounds and placement for runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OatsOptions {
+    /// Where the Executor places a run's input snapshot (sandbox-exec: `/sf/input`).
+    pub input_dir: String,
+    /// The timeout of a command (oats sets none; sf bounds every run).
+    pub command_timeout: Duration,
+    /// The timeout of an operation (oats: at most 240 s).
+    pub operation_timeout: Duration,
+    /// The timeout of a hook (oats: 120 s).
+    pub hook_timeout: Duration,
+    /// The timeout of a binding phase (oats: at most 30 s).
+    pub binding_timeout: Duration,
+    /// The most stdout (and, separately, stderr) bytes kept from a command, operation or
+    /// hook; binding phases keep 1 MiB.
+    pub output_limit: u64,
+}
+
+impl Default for OatsOptions {
+    fn default() -> Self {
+        Self {
+            input_dir: sf_sandbox_exec::INPUT_DIR.to_owned(),
+            command_timeout: Duration::from_secs(600),
+            operation_timeout: Duration::from_secs(240),
+            hook_timeout: Duration::from_secs(120),
+            binding_timeout: Duration::from_secs(30),
+            output_limit: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// What a caller supplies to one run.
+#[derive(Clone, Debug, Default)]
+pub struct RunContext {
+    /// Values for names the capability declares in `environment` (only those; only once
+    /// trusted). Each value: no NUL, CR or LF, at most 8192 bytes.
+    pub environment: BTreeMap<String, String>,
+    /// Setting values over the manifest's defaults (`OATS_SETTINGS`).
+    pub settings: Map<String, Value>,
+    /// Cancels the run.
+    pub cancel: CancelToken,
+}
+
+/// The executable surface of a capability: what trust approves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Surface {
+    pub capability: String,
+    pub integrity: String,
+    /// Command name → argv (`node <script> <tokens…>`).
+    pub commands: BTreeMap<String, Vec<String>>,
+    /// Operation name → its command, kind, context and argument flags.
+    pub operations: BTreeMap<String, Value>,
+    /// Binding phase → command name.
+    pub binding: BTreeMap<String, String>,
+    /// Hook event → command text and whether it is required.
+    pub hooks: BTreeMap<String, (String, bool)>,
+    /// The launch environment names trust approves.
+    pub environment: Vec<String>,
+    pub environment_namespaces: Vec<String>,
+}
+
+impl Surface {
+    /// The surface of `manifest` at `integrity`.
+    pub fn of(manifest: &Manifest, integrity: &str) -> Self {
+        Self {
+            capability: manifest.capability.clone(),
+            integrity: integrity.to_owned(),
+            commands: manifest
+                .commands
+                .iter()
+                .map(|(name, line)| {
+                    let mut argv = vec!["node".to_owned(), line.script.clone()];
+                    argv.extend(line.args.iter().cloned());
+                    (name.clone(), argv)
+                })
+                .collect(),
+            operations: manifest
+                .operations
+                .iter()
+                .map(|(name, op)| {
+                    (
+                        name.clone(),
+                        json!({
+                            "command": op.command,
+                            "kind": match op.kind { manifest::OperationKind::Action => "action", manifest::OperationKind::View => "view" },
+                            "context": match op.context { manifest::OperationContext::Home => "home", manifest::OperationContext::Scope => "scope" },
+                            "args": op.args.iter().map(|a| json!({"name": a.name, "flag": a.flag(), "required": a.required})).collect::<Vec<_>>(),
+                        }),
+                    )
+                })
+                .collect(),
+            binding: manifest
+                .binding
+                .iter()
+                .flat_map(|b| {
+                    [
+                        ("normalize".to_owned(), b.normalize.clone()),
+                        ("bind".to_owned(), b.bind.clone()),
+                        ("check".to_owned(), b.check.clone()),
+                    ]
+                })
+                .collect(),
+            hooks: manifest
+                .hooks
+                .iter()
+                .map(|(event, hook)| {
+                    (
+                        event.as_str().to_owned(),
+                        (hook.command.text.clone(), hook.required),
+                    )
+                })
+                .collect(),
+            environment: manifest.environment.clone(),
+            environment_namespaces: manifest.environment_namespaces.clone(),
+        }
+    }
+
+    /// The surface as JSON.
+    pub fn to_json(&self) -> Value {
+        json!({
+            "capability": self.capability,
+            "integrity": self.integrity,
+            "commands": self.commands,
+            "operations": self.operations,
+            "binding": self.binding,
+            "hooks": self.hooks.iter().map(|(event, (command, required))| (event.clone(), json!({"command": command, "required": required}))).collect::<Map<_, _>>(),
+            "environment": self.environment,
+            "environmentNamespaces": self.environment_namespaces,
+        })
+    }
+
+    /// The surface as text for an operator to review.
+    pub fn to_text(&self) -> String {
+        let mut out = format!(
+            "capability {}\nintegrity  {}\n",
+            self.capability, self.integrity
+        );
+        let mut section = |title: &str, lines: Vec<String>| {
+            out.push_str(title);
+            out.push('\n');
+            if lines.is_empty() {
+                out.push_str("  (none)\n");
+            }
+            for line in lines {
+                out.push_str("  ");
+                out.push_str(&line);
+                out.push('\n');
+            }
+        };
+        section(
+            "commands:",
+            self.commands
+                .iter()
+                .map(|(name, argv)| format!("{name}: {}", argv.join(" ")))
+                .collect(),
+        );
+        section(
+            "operations:",
+            self.operations
+                .iter()
+                .map(|(name, op)| format!("{name}: {op}"))
+                .collect(),
+        );
+        section(
+            "binding phases:",
+            self.binding
+                .iter()
+                .map(|(phase, command)| format!("{phase}: {command}"))
+                .collect(),
+        );
+        section(
+            "hooks:",
+            self.hooks
+                .iter()
+                .map(|(event, (command, required))| {
+                    format!(
+                        "{event}: {command}{}",
+                        if *required { " (required)" } else { "" }
+                    )
+                })
+                .collect(),
+        );
+        section("environment:", self.environment.clone());
+        if !self.environment_namespaces.is_empty() {
+            section(
+                "environment namespaces:",
+                self.environment_namespaces.clone(),
+            );
+        }
+        out
+    }
+}
+
+/// The result of registering a directory.
+#[derive(Clone, Debug)]
+pub struct Registration {
+    pub entry: RegistryEntry,
+    pub manifest: Manifest,
+    pub surface: Surface,
+    /// Whether the capability has an executable surface that needs trust.
+    pub executable: bool,
+}
+
+/// The result of a trust approval.
+#[derive(Clone, Debug)]
+pub struct TrustOutcome {
+    pub entry: RegistryEntry,
+    pub surface: Surface,
+    /// False for a capability with no executable surface: nothing needed approval.
+    pub needed: bool,
+}
+
+/// What `show` found.
+#[derive(Clone, Debug)]
+pub struct Shown {
+    /// The entry (after a reset of trust, if the bytes changed).
+    pub entry: RegistryEntry,
+    /// The verified manifest and surface, or why the capability cannot be used now.
+    pub state: std::result::Result<(Manifest, Surface), OatsError>,
+}
+
+/// A capability ready to run: its registry entry, the manifest and the exact files, all
+/// from one walk that matched the registered integrity.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    pub entry: RegistryEntry,
+    pub manifest: Manifest,
+    pub artifact: Artifact,
+    /// The program files of a run (artifact and launcher).
+    pub program: Vec<SnapshotFile>,
+}
+
+/// The outcome of a command that started.
+#[derive(Clone, Debug)]
+pub struct CommandOutcome {
+    pub capability: String,
+    pub integrity: String,
+    pub command: String,
+    /// `node <script> <tokens…> <args…>`.
+    pub argv: Vec<String>,
+    pub status: RunStatus,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// What the Executor enforced.
+    pub identities: RunIdentities,
+}
+
+/// oats capabilities registered as sf plugins, run through one Executor.
+pub struct Oats {
+    pub(crate) registry: Registry,
+    pub(crate) executor: Arc<dyn Executor>,
+    pub(crate) options: OatsOptions,
+}
+
+impl std::fmt::Debug for Oats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Oats")
+            .field("registry", &self.registry)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Oats {
+    /// Opens the registry in `state_dir` (private; created if absent) and runs capabilities
+    /// through `executor`.
+    pub fn new(
+        state_dir: &Path,
+        executor: Arc<dyn Executor>,
+        options: OatsOptions,
+    ) -> Result<Self> {
+        Ok(Self {
+            registry: Registry::open(state_dir)?,
+            executor,
+            options,
+        })
+    }
+
+    /// [`Oats::new`] with the default: sandbox-exec with the Node runtime
+    /// (`/usr/bin/node` and the library directories), its launcher found beside the current
+    /// executable.
+    pub fn with_sandbox(state_dir: &Path) -> Result<Self> {
+        let config = sf_sandbox_exec::SandboxConfig::new(sf_sandbox_exec::RuntimeConfig::node());
+        let executor = sf_sandbox_exec::SandboxExecutor::new(config).map_err(|error| {
+            OatsError::new(
+                ErrorCode::ExecutorUnavailable,
+                "sandbox-exec",
+                error.to_string(),
+            )
+        })?;
+        Self::new(state_dir, Arc::new(executor), OatsOptions::default())
+    }
+
+    /// The registry.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &OatsOptions {
+        &self.options
+    }
+
+    /// Registers the capability in `dir`: strict manifest, compatibility, containment,
+    /// integrity. Nothing is registered when any check fails. Re-registering the same
+    /// directory records its current bytes; trust survives only when they are identical.
+    pub fn register(&self, dir: &Path) -> Result<Registration> {
+        let root = fs::canonicalize(dir).map_err(|error| {
+            OatsError::new(
+                ErrorCode::Io,
+                dir.display().to_string(),
+                format!("the capability directory cannot be resolved: {error}"),
+            )
+        })?;
+        if !root.is_dir() {
+            return Err(OatsError::new(
+                ErrorCode::Io,
+                dir.display().to_string(),
+                "is not a directory; register the directory that holds oats.json",
+            ));
+        }
+        let bytes = read_manifest(&root)?;
+        let manifest = manifest::parse(&bytes)?;
+        containment::check(&root, &manifest)?;
+        let artifact = artifact::walk(&root)?;
+        if artifact.entries.get(MANIFEST_FILE)
+            != Some(&artifact::Entry::File {
+                executable: is_owner_exec(&root.join(MANIFEST_FILE)),
+                content: bytes.clone(),
+            })
+        {
+            return Err(OatsError::new(
+                ErrorCode::IntegrityDrift,
+                root.join(MANIFEST_FILE).display().to_string(),
+                "oats.json changed while the capability was being registered; retry",
+            ));
+        }
+        let executable = manifest.is_executable();
+        if executable {
+            artifact.program_files()?;
+        }
+        let others = self.registry.read()?;
+        let namespace_owner = manifest.command.as_ref().and_then(|command| {
+            others.values().find(|other| {
+                other.id != manifest.capability
+                    && read_manifest(&other.path)
+                        .ok()
+                        .and_then(|bytes| manifest::parse(&bytes).ok())
+                        .is_some_and(|m| m.command.as_deref() == Some(command))
+            })
+        });
+        if let Some(owner) = namespace_owner {
+            return Err(OatsError::new(
+                ErrorCode::DuplicateNamespace,
+                "command",
+                format!(
+                    "the command namespace {:?} is already claimed by {} ({})",
+                    manifest.command.as_deref().unwrap_or_default(),
+                    owner.id,
+                    owner.path.display()
+                ),
+            ));
+        }
+        let entry = self.registry.update(|entries| {
+            if let Some(existing) = entries.get(&manifest.capability)
+                && existing.path != root
+            {
+                return Err(OatsError::new(
+                    ErrorCode::DuplicateCapabilityId,
+                    manifest.capability.clone(),
+                    format!(
+                        "is already registered from {}; unregister it first to register {}",
+                        existing.path.display(),
+                        root.display()
+                    ),
+                ));
+            }
+            if let Some(other) = entries
+                .values()
+                .find(|other| other.path == root && other.id != manifest.capability)
+            {
+                return Err(OatsError::new(
+                    ErrorCode::DuplicateCapabilityId,
+                    root.display().to_string(),
+                    format!(
+                        "this directory is registered as {}; unregister that id first",
+                        other.id
+                    ),
+                ));
+            }
+            let trusted = entries.get(&manifest.capability).is_some_and(|existing| {
+                existing.trusted && existing.integrity == artifact.integrity
+            });
+            let entry = RegistryEntry {
+                id: manifest.capability.clone(),
+                version: manifest.version.clone(),
+                path: root.clone(),
+                integrity: artifact.integrity.clone(),
+                trusted,
+            };
+            entries.insert(entry.id.clone(), entry.clone());
+            Ok(entry)
+        })?;
+        Ok(Registration {
+            surface: Surface::of(&manifest, &entry.integrity),
+            entry,
+            manifest,
+            executable,
+        })
+    }
+
+    /// Removes a registration (the directory is left alone).
+    pub fn unregister(&self, id: &str) -> Result<RegistryEntry> {
+        self.registry.update(|entries| {
+            entries
+                .remove(id)
+                .ok_or_else(|| crate::registry::unknown(id))
+        })
+    }
+
+    /// Every registered capability.
+    pub fn list(&self) -> Result<Vec<RegistryEntry>> {
+        Ok(self.registry.read()?.into_values().collect())
+    }
+
+    /// One capability as it is now: its entry and, when its bytes still match, its manifest
+    /// and surface. Changed bytes reset trust (as any check does).
+    pub fn show(&self, id: &str) -> Result<Shown> {
+        let entry = self.registry.get(id)?;
+        let state = self.verify(&entry).map(|(artifact, manifest)| {
+            let surface = Surface::of(&manifest, &artifact.integrity);
+            (manifest, surface)
+        });
+        let entry = self.registry.get(id)?;
+        Ok(Shown { entry, state })
+    }
+
+    /// Approves the executable surface of exactly the registered bytes. `reviewed`: the
+    /// integrity the operator reviewed (from `show`); when given it must be the registered
+    /// one. Refused when the bytes changed since registration (`integrity-drift`).
+    pub fn trust(&self, id: &str, reviewed: Option<&str>) -> Result<TrustOutcome> {
+        let entry = self.registry.get(id)?;
+        if let Some(reviewed) = reviewed
+            && reviewed != entry.integrity
+        {
+            return Err(OatsError::new(
+                ErrorCode::IntegrityDrift,
+                id,
+                format!(
+                    "the reviewed integrity {reviewed} is not the registered {}; review the registered bytes with `sf oats show {id}`",
+                    entry.integrity
+                ),
+            ));
+        }
+        let (artifact, manifest) = self.verify(&entry)?;
+        let surface = Surface::of(&manifest, &artifact.integrity);
+        if !manifest.is_executable() {
+            return Ok(TrustOutcome {
+                entry,
+                surface,
+                needed: false,
+            });
+        }
+        let entry = self.registry.update(|entries| {
+            let Some(current) = entries.get_mut(id) else {
+                return Err(crate::registry::unknown(id));
+            };
+            if current.integrity != artifact.integrity {
+                return Err(OatsError::new(
+                    ErrorCode::IntegrityDrift,
+                    id,
+                    "the registration changed while trust was being approved; review again",
+                ));
+            }
+            current.trusted = true;
+            Ok(current.clone())
+        })?;
+        Ok(TrustOutcome {
+            entry,
+            surface,
+            needed: true,
+        })
+    }
+
+    /// Walks and hashes the artifact, compares it with `entry` (resetting trust on a
+    /// difference), reads the manifest from the hashed bytes and checks containment.
+    pub(crate) fn verify(&self, entry: &RegistryEntry) -> Result<(Artifact, Manifest)> {
+        let root = match fs::canonicalize(&entry.path) {
+            Ok(root) if root == entry.path => root,
+            Ok(other) => {
+                self.reset_trust(entry)?;
+                return Err(OatsError::new(
+                    ErrorCode::IntegrityDrift,
+                    entry.id.clone(),
+                    format!(
+                        "{} now resolves to {}; the registered directory was replaced, and trust was reset",
+                        entry.path.display(),
+                        other.display()
+                    ),
+                ));
+            }
+            Err(error) => {
+                return Err(OatsError::new(
+                    ErrorCode::Io,
+                    entry.id.clone(),
+                    format!("{}: {error}", entry.path.display()),
+                ));
+            }
+        };
+        let artifact = match artifact::walk(&root) {
+            Ok(artifact) => artifact,
+            Err(error) => {
+                self.reset_trust(entry)?;
+                return Err(error);
+            }
+        };
+        if artifact.integrity != entry.integrity {
+            self.reset_trust(entry)?;
+            return Err(OatsError::new(
+                ErrorCode::IntegrityDrift,
+                entry.id.clone(),
+                format!(
+                    "the bytes in {} changed since registration (registered {}, now {}); trust was reset and nothing runs. Review the change, then `sf oats register {}` and `sf oats trust {}`",
+                    entry.path.display(),
+                    entry.integrity,
+                    artifact.integrity,
+                    entry.path.display(),
+                    entry.id
+                ),
+            ));
+        }
+        let Some(bytes) = artifact.entries.get(MANIFEST_FILE).and_then(|e| match e {
+            artifact::Entry::File { content, .. } => Some(content.clone()),
+            artifact::Entry::Link { .. } => None,
+        }) else {
+            return Err(OatsError::new(
+                ErrorCode::InvalidManifest,
+                MANIFEST_FILE,
+                "the artifact has no regular oats.json",
+            ));
+        };
+        let manifest = manifest::parse(&bytes)?;
+        if manifest.capability != entry.id {
+            return Err(OatsError::new(
+                ErrorCode::RegistryCorrupt,
+                entry.id.clone(),
+                format!("the manifest declares {:?}", manifest.capability),
+            ));
+        }
+        containment::check(&root, &manifest)?;
+        Ok((artifact, manifest))
+    }
+
+    fn reset_trust(&self, entry: &RegistryEntry) -> Result<()> {
+        self.registry.update(|entries| {
+            if let Some(current) = entries.get_mut(&entry.id)
+                && current.integrity == entry.integrity
+            {
+                current.trusted = false;
+            }
+            Ok(())
+        })
+    }
+
+    /// Everything a run needs, checked now: see the module documentation. With
+    /// `require_trust`, an untrusted executable capability is refused with
+    /// `E_CAPABILITY_BLOCKED`.
+    pub fn prepare(&self, id: &str, require_trust: bool) -> Result<Prepared> {
+        let entry = self.registry.get(id)?;
+        let (artifact, manifest) = self.verify(&entry)?;
+        if require_trust && manifest.is_executable() && !entry.trusted {
+            return Err(blocked(id));
+        }
+        let mut program = artifact.program_files()?;
+        program.extend(launch::launcher_files());
+        Ok(Prepared {
+            entry,
+            manifest,
+            artifact,
+            program,
+        })
+    }
+
+    /// The approved environment for a run: `context.environment`, each name declared by
+    /// the manifest, each value acceptable.
+    pub(crate) fn approved_environment(
+        manifest: &Manifest,
+        context: &RunContext,
+    ) -> Result<BTreeMap<String, String>> {
+        for (name, value) in &context.environment {
+            if !manifest.environment.contains(name) {
+                return Err(OatsError::new(
+                    ErrorCode::InvalidEnvironment,
+                    name.clone(),
+                    format!(
+                        "is not in {}'s declared environment ({}); only declared, trusted names reach a run",
+                        manifest.capability,
+                        manifest.environment.join(", ")
+                    ),
+                ));
+            }
+            check_environment_value(name, value)?;
+        }
+        Ok(context.environment.clone())
+    }
+
+    pub(crate) fn base_environment(
+        manifest: &Manifest,
+        context: &RunContext,
+    ) -> Result<(BTreeMap<String, String>, BTreeMap<String, Place>)> {
+        let mut env = Self::approved_environment(manifest, context)?;
+        let settings = manifest::effective_settings(manifest, &context.settings)?;
+        env.insert("OATS_CAPABILITY".into(), manifest.capability.clone());
+        env.insert("OATS_SETTINGS".into(), Value::Object(settings).to_string());
+        if let Some(layer) = manifest.layer {
+            env.insert("OATS_LAYER".into(), layer.as_str().into());
+        }
+        let mut places = BTreeMap::new();
+        places.insert("OATS_CLI_BIN".to_owned(), Place::Kernel);
+        Ok((env, places))
+    }
+
+    pub(crate) fn launch(
+        &self,
+        prepared: &Prepared,
+        launch: &Launch,
+        cancel: &CancelToken,
+    ) -> Result<RunAnswer> {
+        launch::run(
+            self.executor.as_ref(),
+            &prepared.program,
+            &self.options.input_dir,
+            launch,
+            cancel,
+        )
+    }
+
+    /// Runs command `name` of capability `id` as `node <script> <tokens…> <args…>`, with
+    /// the private home as its working directory and empty standard input. `Err` only when
+    /// nothing started.
+    pub fn run_command(
+        &self,
+        id: &str,
+        name: &str,
+        args: &[String],
+        context: &RunContext,
+    ) -> Result<CommandOutcome> {
+        let prepared = self.prepare(id, true)?;
+        let Some(line) = prepared.manifest.commands.get(name) else {
+            return Err(OatsError::new(
+                ErrorCode::UnknownCommand,
+                name,
+                format!(
+                    "{id} declares no command {name:?} (commands: {})",
+                    manifest::command_names(&prepared.manifest)
+                ),
+            ));
+        };
+        let (env, places) = Self::base_environment(&prepared.manifest, context)?;
+        let mut all_args = line.args.clone();
+        all_args.extend(args.iter().cloned());
+        let launch = Launch {
+            script: line.script.clone(),
+            args: all_args,
+            env,
+            places,
+            cwd: Cwd::Home,
+            stdin: String::new(),
+            timeout: self.options.command_timeout,
+            output_limit: self.options.output_limit,
+        };
+        let answer = self.launch(&prepared, &launch, &context.cancel)?;
+        Ok(CommandOutcome {
+            capability: prepared.entry.id.clone(),
+            integrity: prepared.entry.integrity.clone(),
+            command: name.to_owned(),
+            argv: launch.argv(),
+            status: answer.status,
+            exit_code: answer.exit_code,
+            signal: answer.signal,
+            stdout: answer.stdout,
+            stderr: answer.stderr,
+            identities: answer.identities,
+        })
+    }
+}
+
+/// The `E_CAPABILITY_BLOCKED` error for `id`.
+pub fn blocked(id: &str) -> OatsError {
+    OatsError::new(
+        ErrorCode::CapabilityBlocked,
+        id,
+        format!(
+            "not trusted: approve it with `sf oats trust {id}` after reviewing `sf oats show {id}`; until then nothing of its executable surface runs"
+        ),
+    )
+}
+
+/// Checks one environment value: no NUL, CR or LF; at most 8192 bytes.
+pub fn check_environment_value(name: &str, value: &str) -> Result<()> {
+    if value.contains(['\0', '\r', '\n']) {
+        return Err(OatsError::new(
+            ErrorCode::InvalidEnvironment,
+            name,
+            "a value holds no NUL, CR or LF",
+        ));
+    }
+    if value.len() > MAX_ENVIRONMENT_VALUE {
+        return Err(OatsError::new(
+            ErrorCode::InvalidEnvironment,
+            name,
+            format!("a value is at most {MAX_ENVIRONMENT_VALUE} bytes"),
+        ));
+    }
+    Ok(())
+}
+
+fn is_owner_exec(path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    fs::symlink_metadata(path).is_ok_and(|m| m.mode() & 0o100 != 0)
+}
+
+/// Reads `<root>/oats.json`: a regular file (not a link), within the manifest bound.
+pub(crate) fn read_manifest(root: &Path) -> Result<Vec<u8>> {
+    let path: PathBuf = root.join(MANIFEST_FILE);
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path)
+        .map_err(|error| {
+            let message = if error.kind() == std::io::ErrorKind::NotFound {
+                format!(
+                    "{} has no oats.json; a capability directory holds its manifest at its root",
+                    root.display()
+                )
+            } else {
+                format!("{}: {error}", path.display())
+            };
+            OatsError::new(ErrorCode::InvalidManifest, MANIFEST_FILE, message)
+        })?;
+    let metadata = file
+        .metadata()
+        .map_err(|error| OatsError::io(path.display(), &error))?;
+    if !metadata.is_file() {
+        return Err(OatsError::new(
+            ErrorCode::InvalidManifest,
+            MANIFEST_FILE,
+            "is not a regular file",
+        ));
+    }
+    let mut bytes = Vec::new();
+    file.take(MANIFEST_LIMITS.bytes as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| OatsError::io(path.display(), &error))?;
+    if bytes.len() > MANIFEST_LIMITS.bytes {
+        return Err(OatsError::new(
+            ErrorCode::TooLarge,
+            MANIFEST_FILE,
+            format!("a manifest is at most {} bytes", MANIFEST_LIMITS.bytes),
+        ));
+    }
+    Ok(bytes)
+}

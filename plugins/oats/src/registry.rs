@@ -1,0 +1,283 @@
+//! The registry: one canonical JSON file in sf's state directory that holds, per registered
+//! capability, `{id, version, path, integrity, trusted}`.
+//!
+//! ```text
+//! <state>/oats/registry.json
+//! {"capabilities":{"<id>":{"id":…,"integrity":"oats.tree-exec.v1:sha256-…","path":…,
+//!   "trusted":false,"version":…}},"protocol":"sf-oats-registry/1"}
+//! ```
+//!
+//! The state directory is private (sf-host's `PrivateDir` rule: canonical, owned by this
+//! user, mode 0700, parent not writable by others). Every change is a read-modify-write under
+//! an exclusive `flock` on `registry.lock`, written to a new file, synced and renamed over
+//! the old one, then the directory is synced. A registry that is not exactly what sf writes
+//! is `registry-corrupt` and is never repaired.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::Write as _;
+use std::os::fd::AsRawFd as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use sf_host::canonical::{self, Value};
+use sf_host::private_dir::PrivateDir;
+
+use crate::artifact;
+use crate::error::{ErrorCode, OatsError, Result};
+
+/// The protocol string of the registry file.
+pub const REGISTRY_PROTOCOL: &str = "sf-oats-registry/1";
+/// The registry's file name in the state directory.
+pub const REGISTRY_FILE: &str = "registry.json";
+const LOCK_FILE: &str = "registry.lock";
+
+/// One registered capability.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegistryEntry {
+    /// The capability id (the manifest's `capability`).
+    pub id: String,
+    /// The manifest's `version`.
+    pub version: String,
+    /// The canonical path of the capability directory.
+    pub path: PathBuf,
+    /// The `oats.tree-exec.v1` integrity of the registered bytes.
+    pub integrity: String,
+    /// Whether an operator approved the executable surface of exactly these bytes.
+    pub trusted: bool,
+}
+
+impl RegistryEntry {
+    fn to_value(&self) -> Value {
+        canonical::object([
+            ("id", Value::from(self.id.as_str())),
+            ("version", Value::from(self.version.as_str())),
+            (
+                "path",
+                Value::from(self.path.to_string_lossy().into_owned()),
+            ),
+            ("integrity", Value::from(self.integrity.as_str())),
+            ("trusted", Value::Bool(self.trusted)),
+        ])
+    }
+
+    fn from_value(key: &str, value: &Value) -> std::result::Result<Self, String> {
+        let Value::Object(map) = value else {
+            return Err(format!("capabilities.{key} is not an object"));
+        };
+        let fields = ["id", "integrity", "path", "trusted", "version"];
+        if map.len() != fields.len() || !fields.iter().all(|f| map.contains_key(*f)) {
+            return Err(format!(
+                "capabilities.{key} must hold exactly {}",
+                fields.join(", ")
+            ));
+        }
+        let text = |field: &str| match &map[field] {
+            Value::String(text) => Ok(text.clone()),
+            _ => Err(format!("capabilities.{key}.{field} is not a string")),
+        };
+        let entry = Self {
+            id: text("id")?,
+            version: text("version")?,
+            path: PathBuf::from(text("path")?),
+            integrity: text("integrity")?,
+            trusted: match &map["trusted"] {
+                Value::Bool(flag) => *flag,
+                _ => return Err(format!("capabilities.{key}.trusted is not a boolean")),
+            },
+        };
+        if entry.id != key {
+            return Err(format!("capabilities.{key}.id names {:?}", entry.id));
+        }
+        if !crate::grammar::is_capability_id(&entry.id) {
+            return Err(format!("capabilities.{key}: not a capability id"));
+        }
+        if !artifact::is_integrity(&entry.integrity) {
+            return Err(format!("capabilities.{key}.integrity is malformed"));
+        }
+        if !entry.path.is_absolute() {
+            return Err(format!("capabilities.{key}.path is not absolute"));
+        }
+        Ok(entry)
+    }
+}
+
+/// The registry in one state directory.
+#[derive(Debug)]
+pub struct Registry {
+    dir: PrivateDir,
+}
+
+static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// An exclusive lock on the registry, released when dropped.
+struct Locked {
+    _file: fs::File,
+}
+
+impl Registry {
+    /// Opens (creating if needed) the registry in `state_dir`, which must be private.
+    pub fn open(state_dir: &Path) -> Result<Self> {
+        let dir = PrivateDir::create_or_check(state_dir).map_err(|problem| {
+            OatsError::new(
+                ErrorCode::StateDirectory,
+                state_dir.display().to_string(),
+                format!("{problem}; sf keeps the oats registry in a private directory"),
+            )
+        })?;
+        Ok(Self { dir })
+    }
+
+    /// The state directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn file(&self) -> PathBuf {
+        self.dir.path().join(REGISTRY_FILE)
+    }
+
+    fn lock(&self) -> Result<Locked> {
+        self.dir.recheck().map_err(|problem| {
+            OatsError::new(
+                ErrorCode::StateDirectory,
+                self.dir.path().display().to_string(),
+                problem,
+            )
+        })?;
+        let path = self.dir.path().join(LOCK_FILE);
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .map_err(|error| OatsError::io(path.display(), &error))?;
+        // SAFETY: flock on a descriptor this function owns.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(OatsError::io(
+                path.display(),
+                &std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(Locked { _file: file })
+    }
+
+    /// Every entry, by id.
+    pub fn read(&self) -> Result<BTreeMap<String, RegistryEntry>> {
+        let path = self.file();
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(BTreeMap::new());
+            }
+            Err(error) => return Err(OatsError::io(path.display(), &error)),
+        };
+        let corrupt = |what: String| {
+            OatsError::new(
+                ErrorCode::RegistryCorrupt,
+                path.display().to_string(),
+                format!(
+                    "{what}; sf never repairs it: restore it from a backup or move it away and register again"
+                ),
+            )
+        };
+        let value =
+            canonical::parse_canonical(&bytes).map_err(|error| corrupt(error.to_string()))?;
+        let Value::Object(top) = &value else {
+            return Err(corrupt("not an object".into()));
+        };
+        if top.len() != 2 || top.get("protocol") != Some(&Value::from(REGISTRY_PROTOCOL)) {
+            return Err(corrupt(format!(
+                "must hold exactly protocol {REGISTRY_PROTOCOL:?} and capabilities"
+            )));
+        }
+        let Some(Value::Object(capabilities)) = top.get("capabilities") else {
+            return Err(corrupt("capabilities is not an object".into()));
+        };
+        let mut entries = BTreeMap::new();
+        for (key, value) in capabilities {
+            entries.insert(
+                key.clone(),
+                RegistryEntry::from_value(key, value).map_err(corrupt)?,
+            );
+        }
+        Ok(entries)
+    }
+
+    /// One entry, or `unknown-capability`.
+    pub fn get(&self, id: &str) -> Result<RegistryEntry> {
+        self.read()?.remove(id).ok_or_else(|| unknown(id))
+    }
+
+    /// Applies `change` to the entries under the lock and writes the result. `change` may
+    /// refuse, in which case nothing is written.
+    pub fn update<T>(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, RegistryEntry>) -> Result<T>,
+    ) -> Result<T> {
+        let _locked = self.lock()?;
+        let mut entries = self.read()?;
+        let before = entries.clone();
+        let answer = change(&mut entries)?;
+        if entries != before {
+            self.write(&entries)?;
+        }
+        Ok(answer)
+    }
+
+    fn write(&self, entries: &BTreeMap<String, RegistryEntry>) -> Result<()> {
+        let document = Value::Object(
+            [
+                ("protocol".to_owned(), Value::from(REGISTRY_PROTOCOL)),
+                (
+                    "capabilities".to_owned(),
+                    Value::Object(
+                        entries
+                            .iter()
+                            .map(|(id, entry)| (id.clone(), entry.to_value()))
+                            .collect(),
+                    ),
+                ),
+            ]
+            .into_iter()
+            .collect(),
+        );
+        let bytes = canonical::encode(&document).map_err(|error| {
+            OatsError::new(ErrorCode::Io, REGISTRY_FILE, format!("encoding: {error}"))
+        })?;
+        let temporary = self.dir.path().join(format!(
+            ".{REGISTRY_FILE}.{}.{}",
+            std::process::id(),
+            TEMP_COUNTER.fetch_add(1, Ordering::SeqCst)
+        ));
+        let result = (|| -> std::io::Result<()> {
+            let mut file = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&temporary)?;
+            file.write_all(&bytes)?;
+            file.sync_all()?;
+            fs::rename(&temporary, self.file())?;
+            fs::File::open(self.dir.path())?.sync_all()
+        })();
+        if let Err(error) = result {
+            let _ = fs::remove_file(&temporary);
+            return Err(OatsError::io(self.file().display(), &error));
+        }
+        Ok(())
+    }
+}
+
+/// The `unknown-capability` error for `id`.
+pub fn unknown(id: &str) -> OatsError {
+    OatsError::new(
+        ErrorCode::UnknownCapability,
+        id,
+        "no capability is registered under this id; register its directory with `sf oats register DIR` (see `sf oats list`)",
+    )
+}

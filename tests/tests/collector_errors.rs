@@ -1,0 +1,554 @@
+//! Every collector error is Inconclusive, never Verified or Failed (issue 6, "Must show" 2;
+//! seed 000, invariants 3-6 and "Failure semantics"). Real components throughout (real git,
+//! real sandboxed runs, a real SQLite file, a real fence); the executor is wrapped only to
+//! inject a refusal, a panic or a relabelled answer, and the evidence store is a mockall fake
+//! only for the put that fails.
+
+mod collector_support;
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, SystemTime};
+
+use collector_support::*;
+use sf_host::assurance::Outcome;
+use sf_host::collector::{CollectError, CollectResult, RunState};
+use sf_host::contracts::{EvidenceStore, EvidenceStoreError, Gate, GateAnswer, GateError};
+use sf_host::fence::Hold;
+use sf_sandbox_exec::{RuntimeConfig, SandboxConfig, SandboxExecutor};
+
+/// Asserts every run is not-started with a problem containing `reason`, each with a record.
+fn all_not_started(result: &CollectResult, reason: &str) {
+    assert_eq!(result.runs.len(), 4);
+    for run in &result.runs {
+        assert_eq!(run.state, RunState::NotStarted, "{run:?}");
+        assert!(
+            run.evidence.is_some(),
+            "a not-started run is recorded: {run:?}"
+        );
+        assert!(
+            run.problems.iter().any(|problem| problem.contains(reason)),
+            "{reason:?} not in {run:?}"
+        );
+    }
+}
+
+fn inconclusive(scenario: &Scenario, request: &sf_host::collector::CollectRequest, hold: &Hold) {
+    let verdict = scenario.judge(request, hold.attempt());
+    assert_eq!(verdict.outcome, Outcome::Inconclusive, "{verdict:#?}");
+    assert!(!verdict.reasons.is_empty());
+}
+
+#[test]
+fn gate_refuses() {
+    let scenario = Scenario::real();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let counter = asked.clone();
+    let gate: Arc<dyn Gate> = Arc::new(FnGate(move |_| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Ok(GateAnswer::Refuse {
+            reason: "release frozen".into(),
+        })
+    }));
+    let executor = Faulty::new(scenario.executor.clone(), Fault::None);
+    let request = scenario.request(SUM_FIXED);
+    let hold = scenario.fence.acquire().unwrap();
+    let result = scenario
+        .collector_over(executor.clone())
+        .collect(&request, gate, &hold, &cancel())
+        .unwrap();
+    all_not_started(&result, "the gate refused: release frozen");
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        1,
+        "the gate is not asked again"
+    );
+    assert_eq!(executor.runs(), 0);
+    assert_eq!(scenario.records(), 4);
+    inconclusive(&scenario, &request, &hold);
+}
+
+#[test]
+fn gate_unreadable() {
+    let scenario = Scenario::real();
+    // The real file gate over a file that does not exist.
+    let gate: Arc<dyn Gate> = Arc::new(sf_host::gate::FileGate::new(
+        scenario.root.join("absent.json"),
+    ));
+    let request = scenario.request(SUM_FIXED);
+    let hold = scenario.fence.acquire().unwrap();
+    let result = scenario
+        .collector()
+        .collect(&request, gate, &hold, &cancel())
+        .unwrap();
+    all_not_started(&result, "the gate gave no answer (unavailable)");
+    inconclusive(&scenario, &request, &hold);
+}
+
+#[test]
+fn gate_answer_malformed_or_late() {
+    let scenario = Scenario::real();
+    let hold = scenario.fence.acquire().unwrap();
+    // A gate that says its deadline passed.
+    let late: Arc<dyn Gate> = Arc::new(FnGate(|_| Err(GateError::Timeout)));
+    let request = scenario.request(SUM_FIXED);
+    let result = scenario
+        .collector()
+        .collect(&request, late, &hold, &cancel())
+        .unwrap();
+    all_not_started(&result, "the gate gave no answer (timeout)");
+    inconclusive(&scenario, &request, &hold);
+    drop(hold);
+
+    // A gate still unanswered when the collection's deadline passes is abandoned.
+    let hold = scenario.fence.acquire().unwrap();
+    let stuck: Arc<dyn Gate> = Arc::new(FnGate(|deadline: std::time::Instant| {
+        std::thread::sleep(
+            deadline.saturating_duration_since(std::time::Instant::now())
+                + Duration::from_millis(500),
+        );
+        Ok(GateAnswer::Proceed)
+    }));
+    let mut request = scenario.request(SUM_FIXED);
+    request.deadline = SystemTime::now() + Duration::from_millis(800);
+    let result = scenario
+        .collector()
+        .collect(&request, stuck, &hold, &cancel())
+        .unwrap();
+    all_not_started(&result, "the deadline passed while the gate was read");
+    inconclusive(&scenario, &request, &hold);
+}
+
+#[test]
+fn hold_released_before_a_run() {
+    let scenario = Scenario::real();
+    let hold = Arc::new(scenario.fence.acquire().unwrap());
+    let inside = hold.clone();
+    // The hold ends while the gate is read: the assertion after the gate read stops it.
+    let gate: Arc<dyn Gate> = Arc::new(FnGate(move |_| {
+        inside.release();
+        Ok(GateAnswer::Proceed)
+    }));
+    let executor = Faulty::new(scenario.executor.clone(), Fault::None);
+    let request = scenario.request(SUM_FIXED);
+    let error = scenario
+        .collector_over(executor.clone())
+        .collect(&request, gate, &hold, &cancel())
+        .unwrap_err();
+    assert_eq!(error.code(), "released", "{error}");
+    assert!(matches!(&error, CollectError::Released { stored, .. } if stored.is_empty()));
+    assert_eq!(executor.runs(), 0, "nothing started");
+    assert_eq!(scenario.records(), 0, "nothing stored");
+    inconclusive(&scenario, &request, &hold);
+}
+
+#[test]
+fn hold_released_before_a_put() {
+    let scenario = Scenario::real();
+    let hold = Arc::new(scenario.fence.acquire().unwrap());
+    let executor = Faulty::new(scenario.executor.clone(), Fault::ReleaseHold(hold.clone()));
+    let request = scenario.request(SUM_FIXED);
+    let error = scenario
+        .collector_over(executor.clone())
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap_err();
+    assert_eq!(error.code(), "released");
+    assert_eq!(
+        executor.runs(),
+        1,
+        "the run completed; nothing further started"
+    );
+    assert_eq!(scenario.records(), 0, "its record was not stored");
+    inconclusive(&scenario, &request, &hold);
+    // The next attempt takes the fence with a higher epoch.
+    assert_eq!(scenario.fence.acquire().unwrap().attempt().epoch, 2);
+}
+
+#[test]
+fn deadline_passed() {
+    let scenario = Scenario::real();
+    let hold = scenario.fence.acquire().unwrap();
+    let mut request = scenario.request(SUM_FIXED);
+    request.deadline = SystemTime::now() - Duration::from_secs(1);
+    let executor = Faulty::new(scenario.executor.clone(), Fault::None);
+    let result = scenario
+        .collector_over(executor.clone())
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap();
+    all_not_started(&result, "the deadline passed");
+    assert_eq!(executor.runs(), 0);
+    inconclusive(&scenario, &request, &hold);
+}
+
+#[test]
+fn placement_problem_found_before_a_launch() {
+    let scenario = Scenario::real();
+    // A protected path that is not readable at construction…
+    let later = scenario.root.join("later");
+    let mut protected = scenario.protected();
+    protected.push(later.join("secrets"));
+    let executor = Faulty::new(scenario.executor.clone(), Fault::None);
+    let collector = sf_host::collector::RepositoryCollector::new(
+        scenario.store.clone(),
+        executor.clone(),
+        protected,
+    )
+    .unwrap();
+    // …becomes readable before the collection: its parent is now a name of /usr/lib.
+    std::os::unix::fs::symlink("/usr/lib", &later).unwrap();
+    let hold = scenario.fence.acquire().unwrap();
+    let request = scenario.request(SUM_FIXED);
+    let result = collector
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap();
+    all_not_started(&result, "a protected path is readable under the runtime");
+    assert_eq!(executor.runs(), 0);
+    inconclusive(&scenario, &request, &hold);
+}
+
+#[test]
+fn runtime_changed() {
+    // A runtime whose executable is a copy of /bin/sh that can be changed for real.
+    let public = tempfile::Builder::new()
+        .prefix("sf-runtime-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(public.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shell = public.path().canonicalize().unwrap().join("sh");
+    std::fs::copy("/bin/sh", &shell).unwrap();
+    std::fs::set_permissions(&shell, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut config =
+        SandboxConfig::new(RuntimeConfig::with_libraries(&shell, &["/usr/bin", "/bin"]));
+    config.launcher = Some(launcher().to_path_buf());
+    let executor = Arc::new(SandboxExecutor::new(config).unwrap());
+    let scenario = Scenario::new(executor, Options::default());
+    let request = scenario.request(SUM_FIXED);
+    let hold = scenario.fence.acquire().unwrap();
+    // The runtime is upgraded after the environment was frozen.
+    let mut bytes = std::fs::read(&shell).unwrap();
+    bytes.push(0);
+    std::fs::write(&shell, bytes).unwrap();
+    let result = scenario
+        .collector()
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap();
+    all_not_started(
+        &result,
+        "the environment record differs from the pinned one",
+    );
+    assert!(!result.may_judge() || result.environment_before != Some(request.environment.clone()));
+    inconclusive(&scenario, &request, &hold);
+}
+
+#[test]
+fn executor_refuses_or_panics() {
+    let scenario = Scenario::real();
+    let request = scenario.request(SUM_FIXED);
+
+    let hold = scenario.fence.acquire().unwrap();
+    let refusing = Faulty::new(scenario.executor.clone(), Fault::Refuse);
+    let result = scenario
+        .collector_over(refusing.clone())
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap();
+    all_not_started(&result, "the executor refused (unavailable)");
+    assert_eq!(
+        refusing.runs(),
+        4,
+        "at most one process per check, no retry"
+    );
+    inconclusive(&scenario, &request, &hold);
+    drop(hold);
+
+    let hold = scenario.fence.acquire().unwrap();
+    let panicking = Faulty::new(scenario.executor.clone(), Fault::Panic);
+    let result = scenario
+        .collector_over(panicking.clone())
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap();
+    assert!(
+        result
+            .runs
+            .iter()
+            .all(|run| run.state == RunState::Unresolved
+                && run.evidence.is_some()
+                && run.problems[0].contains("the executor panicked"))
+    );
+    assert_eq!(panicking.runs(), 4);
+    inconclusive(&scenario, &request, &hold);
+}
+
+#[test]
+fn run_timed_out() {
+    let scenario = Scenario::new(
+        sandbox(),
+        Options {
+            timeout_ms: 1_500,
+            ..Options::default()
+        },
+    );
+    let request = scenario.request("while :; do :; done\n");
+    let hold = scenario.fence.acquire().unwrap();
+    let result = scenario
+        .collector()
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap();
+    let after = result
+        .runs
+        .iter()
+        .find(|run| run.check == "bug-fixed")
+        .unwrap();
+    assert_eq!(after.state, RunState::Observed);
+    assert!(
+        after
+            .problems
+            .iter()
+            .any(|p| p.contains("the run was stopped (timed-out)")),
+        "{after:?}"
+    );
+    let verdict = scenario.judge(&request, hold.attempt());
+    assert_eq!(verdict.outcome, Outcome::Inconclusive, "{verdict:#?}");
+    let check = verdict
+        .checks
+        .iter()
+        .find(|c| c.check == "bug-fixed")
+        .unwrap();
+    assert!(!check.attributable && check.met.is_none());
+}
+
+#[test]
+fn output_limit() {
+    let scenario = Scenario::real();
+    // 256 KiB on stdout against a 64 KiB limit.
+    let flood = "s=xxxxxxxxxxxxxxxx\ni=0\nwhile [ $i -lt 14 ]; do s=\"$s$s\"; i=$((i + 1)); done\necho \"$s\"\n";
+    let request = scenario.request(flood);
+    let hold = scenario.fence.acquire().unwrap();
+    let result = scenario
+        .collector()
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap();
+    let guard = result
+        .runs
+        .iter()
+        .find(|run| run.check == "empty-candidate")
+        .unwrap();
+    assert!(
+        guard
+            .problems
+            .iter()
+            .any(|p| p.contains("the run was stopped (output-limit)")),
+        "{guard:?}"
+    );
+    let verdict = scenario.judge(&request, hold.attempt());
+    assert_eq!(verdict.outcome, Outcome::Inconclusive, "{verdict:#?}");
+}
+
+#[test]
+fn identities_differ_from_the_pins() {
+    let scenario = Scenario::real();
+    let request = scenario.request(SUM_FIXED);
+    let hold = scenario.fence.acquire().unwrap();
+    let relabelling = Faulty::new(scenario.executor.clone(), Fault::Relabel);
+    let result = scenario
+        .collector_over(relabelling)
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap();
+    for run in &result.runs {
+        assert_eq!(run.state, RunState::Observed);
+        assert!(
+            run.problems
+                .iter()
+                .any(|p| p.contains("the executor reports program")),
+            "{run:?}"
+        );
+    }
+    let verdict = scenario.judge(&request, hold.attempt());
+    assert_eq!(verdict.outcome, Outcome::Inconclusive, "{verdict:#?}");
+    assert!(
+        verdict
+            .checks
+            .iter()
+            .all(|c| c.problems.iter().any(|p| p.contains("program")))
+    );
+}
+
+/// The second put fails: that run is storage-failed, nothing further is started or stored,
+/// later checks are not-started without a record, and no Verdict may be issued.
+#[test]
+fn evidence_put_fails() {
+    let scenario = Scenario::real();
+    let real = scenario.store.clone();
+    let puts = Arc::new(AtomicUsize::new(0));
+    let mut mock = sf_sdk::mocks::MockEvidenceStore::new();
+    let counter = puts.clone();
+    mock.expect_put().returning(move |record, deadline| {
+        if counter.fetch_add(1, Ordering::SeqCst) == 1 {
+            Err(EvidenceStoreError::Unavailable {
+                reason: "injected: the disk is full".into(),
+            })
+        } else {
+            real.put(record, deadline)
+        }
+    });
+    let store: Arc<dyn EvidenceStore> = Arc::new(mock);
+    let executor = Faulty::new(scenario.executor.clone(), Fault::None);
+    let collector =
+        sf_host::collector::RepositoryCollector::new(store, executor.clone(), scenario.protected())
+            .unwrap();
+    let request = scenario.request(SUM_FIXED);
+    let hold = scenario.fence.acquire().unwrap();
+    let result = collector
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap();
+    let states: Vec<RunState> = result.runs.iter().map(|run| run.state).collect();
+    assert_eq!(
+        states,
+        [
+            RunState::Observed,
+            RunState::StorageFailed,
+            RunState::NotStarted,
+            RunState::NotStarted
+        ]
+    );
+    assert!(result.runs[2..].iter().all(|run| run.evidence.is_none()));
+    assert!(
+        result.runs[1]
+            .problems
+            .iter()
+            .any(|p| p.contains("the disk is full"))
+    );
+    assert_eq!(executor.runs(), 2, "nothing started after the failed put");
+    assert_eq!(
+        puts.load(Ordering::SeqCst),
+        2,
+        "nothing stored after the failed put"
+    );
+    assert_eq!(result.evidence.len(), 1);
+    assert_eq!(scenario.records(), 1);
+    assert!(
+        result.storage_failed() && !result.may_judge(),
+        "no Verdict may be issued"
+    );
+    inconclusive(&scenario, &request, &hold);
+}
+
+/// Pins other than the ones the Candidate was sealed for are refused before anything runs or
+/// is stored.
+#[test]
+fn pins_not_the_ones_the_candidate_was_sealed_for() {
+    let scenario = Scenario::real();
+    let executor = Faulty::new(scenario.executor.clone(), Fault::None);
+    let collector = scenario.collector_over(executor.clone());
+    let hold = scenario.fence.acquire().unwrap();
+    let good = scenario.request(SUM_FIXED);
+
+    // A Candidate sealed for another recipe (a longer timeout), collected under this one.
+    let mut other_recipe = scenario.recipe.clone();
+    other_recipe.timeout_ms += 1;
+    let mut frozen = scenario.frozen();
+    frozen.recipe = other_recipe.digest().unwrap();
+    let sealed_elsewhere = scenario.seal_for(&frozen, SUM_FIXED);
+    let mut request = scenario.request_for(sealed_elsewhere.clone());
+    request.pins.recipe = scenario.recipe.digest().unwrap();
+    let error = collector
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap_err();
+    assert_eq!(error.code(), "invalid-input");
+    assert!(error.to_string().contains("pins.recipe"), "{error}");
+    // The same with its own recipe given but ours pinned: the records do not match the pins.
+    let mut request = scenario.request_for(sealed_elsewhere);
+    request.recipe = scenario.recipe.clone();
+    assert_eq!(
+        collector
+            .collect(&request, proceed(), &hold, &cancel())
+            .unwrap_err()
+            .code(),
+        "invalid-input"
+    );
+
+    // Pins of another Candidate, another Slice, another base snapshot, another repository.
+    let other = scenario.request(SUM_STILL_BUGGY);
+    let mut request = good.clone();
+    request.pins.candidate = other.pins.candidate.clone();
+    assert!(
+        collector
+            .collect(&request, proceed(), &hold, &cancel())
+            .unwrap_err()
+            .to_string()
+            .contains("pins.candidate")
+    );
+    let mut request = good.clone();
+    request.pins.slice.revision = 2;
+    assert!(
+        collector
+            .collect(&request, proceed(), &hold, &cancel())
+            .unwrap_err()
+            .to_string()
+            .contains("pins.slice")
+    );
+    let mut request = good.clone();
+    request.pins.base.snapshot = sf_host::canonical::Digest::of(b"another base");
+    assert!(
+        collector
+            .collect(&request, proceed(), &hold, &cancel())
+            .unwrap_err()
+            .to_string()
+            .contains("base")
+    );
+    let mut request = good.clone();
+    request.pins.repository.nonce = "0".repeat(32);
+    assert!(
+        collector
+            .collect(&request, proceed(), &hold, &cancel())
+            .unwrap_err()
+            .to_string()
+            .contains("pins.repository")
+    );
+    // A recipe pinning another collector closure: records are never attributed to other code.
+    let mut closure = scenario.frozen();
+    let mut foreign = scenario.recipe.clone();
+    foreign.collector_closure = sf_host::canonical::Digest::of(b"other code");
+    closure.recipe = foreign.digest().unwrap();
+    let mut request = scenario.request_for(scenario.seal_for(&closure, SUM_FIXED));
+    request.recipe = foreign;
+    assert!(
+        collector
+            .collect(&request, proceed(), &hold, &cancel())
+            .unwrap_err()
+            .to_string()
+            .contains("closure")
+    );
+    // Candidate files changed after sealing.
+    let mut request = good.clone();
+    request.sealed.files[0].content.push(b'\n');
+    assert_eq!(
+        collector
+            .collect(&request, proceed(), &hold, &cancel())
+            .unwrap_err()
+            .code(),
+        "invalid-input"
+    );
+    // A hold on another Product's fence.
+    let other_fence = sf_host::fence::Fence::open(&scenario.fence_dir, "another-product").unwrap();
+    let other_hold = other_fence.acquire().unwrap();
+    assert!(
+        collector
+            .collect(&good, proceed(), &other_hold, &cancel())
+            .unwrap_err()
+            .to_string()
+            .contains("hold")
+    );
+
+    assert_eq!(executor.runs(), 0, "nothing started");
+    assert_eq!(scenario.records(), 0, "nothing stored");
+    // And the good request still runs.
+    let result = collector
+        .collect(&good, proceed(), &hold, &cancel())
+        .unwrap();
+    assert_eq!(result.evidence.len(), 4);
+    assert_eq!(
+        scenario.judge(&good, hold.attempt()).outcome,
+        Outcome::Verified
+    );
+}

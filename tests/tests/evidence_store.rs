@@ -1,0 +1,302 @@
+//! The EvidenceStore conformance suite against the built-in SQLite store (a real file) and
+//! the in-memory store, and what only the SQLite file can show: the write-once triggers,
+//! corruption made with a separate connection reported `corrupt` and never repaired,
+//! durability across reopening, WAL with synchronous=FULL, and the private directory rule.
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sf_host::canonical::Digest;
+use sf_host::contracts::{AttemptId, EvidenceRecord, EvidenceStore};
+use sf_host::evidence::SqliteEvidenceStore;
+use sf_sdk::conformance::evidence_store::{Harness, run_all};
+use sf_sdk::testing::InMemoryEvidenceStore;
+
+/// A private directory for database files: `<private>/store`, 0700, whose parent (a private
+/// temporary directory) no one else can write.
+fn private_dir() -> (tempfile::TempDir, PathBuf) {
+    let (dir, parent) = sf_tests::private_dir();
+    let store = parent.join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o700)).unwrap();
+    (dir, store)
+}
+
+fn deadline() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+const TRIGGERS_SQL: &str = "
+CREATE TRIGGER evidence_no_update BEFORE UPDATE ON evidence
+BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;
+CREATE TRIGGER evidence_no_delete BEFORE DELETE ON evidence
+BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;";
+
+/// Changes the record under `id` in the database file at `path` with a separate connection:
+/// drops the write-once triggers, flips the last byte of the record, and puts the triggers
+/// back (an intruder covering their tracks).
+fn corrupt_row(path: &Path, id: &Digest) {
+    let connection = rusqlite::Connection::open(path).unwrap();
+    connection
+        .execute_batch("DROP TRIGGER evidence_no_update; DROP TRIGGER evidence_no_delete;")
+        .unwrap();
+    let mut bytes: Vec<u8> = connection
+        .query_row(
+            "SELECT record FROM evidence WHERE id = ?1",
+            [id.to_string()],
+            |row| row.get(0),
+        )
+        .unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    let changed = connection
+        .execute(
+            "UPDATE evidence SET record = ?1 WHERE id = ?2",
+            rusqlite::params![bytes, id.to_string()],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    connection.execute_batch(TRIGGERS_SQL).unwrap();
+}
+
+struct SqliteHarness {
+    _dir: tempfile::TempDir,
+    parent: PathBuf,
+    next: AtomicU64,
+    paths: Mutex<Vec<(Arc<dyn EvidenceStore>, PathBuf)>>,
+}
+
+impl Harness for SqliteHarness {
+    fn fresh_store(&self) -> Arc<dyn EvidenceStore> {
+        let n = self.next.fetch_add(1, Ordering::SeqCst);
+        let path = self.parent.join(format!("evidence-{n}.db"));
+        let store: Arc<dyn EvidenceStore> = Arc::new(SqliteEvidenceStore::open(&path).unwrap());
+        self.paths.lock().unwrap().push((store.clone(), path));
+        store
+    }
+
+    fn corrupt(&self, store: &Arc<dyn EvidenceStore>, id: &Digest) -> bool {
+        let paths = self.paths.lock().unwrap();
+        let Some((_, path)) = paths.iter().find(|(made, _)| Arc::ptr_eq(made, store)) else {
+            return false;
+        };
+        corrupt_row(path, id);
+        true
+    }
+}
+
+#[test]
+fn sqlite_evidence_store_conforms() {
+    let (dir, parent) = private_dir();
+    run_all(&SqliteHarness {
+        _dir: dir,
+        parent,
+        next: 0.into(),
+        paths: Mutex::new(Vec::new()),
+    });
+}
+
+struct MemoryHarness(Mutex<Vec<Arc<InMemoryEvidenceStore>>>);
+
+impl Harness for MemoryHarness {
+    fn fresh_store(&self) -> Arc<dyn EvidenceStore> {
+        let store = Arc::new(InMemoryEvidenceStore::new());
+        self.0.lock().unwrap().push(store.clone());
+        store
+    }
+
+    fn corrupt(&self, store: &Arc<dyn EvidenceStore>, id: &Digest) -> bool {
+        let stores = self.0.lock().unwrap();
+        stores
+            .iter()
+            .find(|made| std::ptr::addr_eq(Arc::as_ptr(made), Arc::as_ptr(store)))
+            .is_some_and(|made| made.flip_last_byte(id))
+    }
+}
+
+#[test]
+fn in_memory_evidence_store_conforms() {
+    run_all(&MemoryHarness(Mutex::new(Vec::new())));
+}
+
+fn record(payload: &[u8]) -> EvidenceRecord {
+    EvidenceRecord::new(
+        Digest::of(b"pins"),
+        AttemptId {
+            product: "p".into(),
+            epoch: 1,
+        },
+        "sf-test-payload/1",
+        payload,
+    )
+    .unwrap()
+}
+
+#[test]
+fn triggers_refuse_update_and_delete() {
+    let (_dir, parent) = private_dir();
+    let path = parent.join("evidence.db");
+    let store = SqliteEvidenceStore::open(&path).unwrap();
+    let id = store.put(&record(b"kept"), deadline()).unwrap();
+    let connection = rusqlite::Connection::open(&path).unwrap();
+    let update = connection.execute(
+        "UPDATE evidence SET record = x'00' WHERE id = ?1",
+        [id.to_string()],
+    );
+    assert!(update.unwrap_err().to_string().contains("write-once"));
+    let delete = connection.execute("DELETE FROM evidence", []);
+    assert!(delete.unwrap_err().to_string().contains("write-once"));
+    let meta = connection.execute("UPDATE meta SET value = 'x'", []);
+    assert!(meta.unwrap_err().to_string().contains("write-once"));
+    assert_eq!(store.get(&id, deadline()).unwrap().payload(), b"kept");
+}
+
+#[test]
+fn a_corrupt_row_is_reported_and_never_repaired() {
+    let (_dir, parent) = private_dir();
+    let path = parent.join("evidence.db");
+    let store = SqliteEvidenceStore::open(&path).unwrap();
+    let good = store.put(&record(b"good"), deadline()).unwrap();
+    let bad = store.put(&record(b"to be damaged"), deadline()).unwrap();
+    corrupt_row(&path, &bad);
+    let tampered: Vec<u8> = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT record FROM evidence WHERE id = ?1",
+            [bad.to_string()],
+            |row| row.get(0),
+        )
+        .unwrap();
+    for store in [store, SqliteEvidenceStore::open(&path).unwrap()] {
+        assert_eq!(store.get(&bad, deadline()).unwrap_err().code(), "corrupt");
+        assert_eq!(store.get(&good, deadline()).unwrap().payload(), b"good");
+        assert_eq!(
+            store.find(&Digest::of(b"pins"), deadline()).unwrap(),
+            vec![good.clone(), bad.clone()]
+        );
+    }
+    let after: Vec<u8> = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT record FROM evidence WHERE id = ?1",
+            [bad.to_string()],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(after, tampered, "the corrupt row was left as it was");
+}
+
+#[test]
+fn a_database_without_its_triggers_is_refused() {
+    let (_dir, parent) = private_dir();
+    let path = parent.join("evidence.db");
+    let store = SqliteEvidenceStore::open(&path).unwrap();
+    store.put(&record(b"one"), deadline()).unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch("DROP TRIGGER evidence_no_delete;")
+        .unwrap();
+    assert_eq!(
+        store.put(&record(b"two"), deadline()).unwrap_err().code(),
+        "corrupt"
+    );
+    assert_eq!(
+        SqliteEvidenceStore::open(&path).unwrap_err().code(),
+        "corrupt"
+    );
+    assert_eq!(store.count().unwrap(), 1);
+}
+
+#[test]
+fn records_survive_reopening_and_the_file_is_private() {
+    let (_dir, parent) = private_dir();
+    let path = parent.join("evidence.db");
+    let ids: Vec<Digest> = {
+        let store = SqliteEvidenceStore::open(&path).unwrap();
+        (0..3u8)
+            .map(|n| store.put(&record(&[n]), deadline()).unwrap())
+            .collect()
+    };
+    let store = SqliteEvidenceStore::open(&path).unwrap();
+    assert_eq!(store.find(&Digest::of(b"pins"), deadline()).unwrap(), ids);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let connection = rusqlite::Connection::open(&path).unwrap();
+    let journal: String = connection
+        .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+        .unwrap();
+    assert_eq!(journal, "wal");
+    for companion in ["evidence.db-wal", "evidence.db-shm"] {
+        let companion = parent.join(companion);
+        if companion.exists() {
+            assert_eq!(
+                std::fs::metadata(&companion).unwrap().permissions().mode() & 0o077,
+                0
+            );
+        }
+    }
+}
+
+#[test]
+fn roots_and_files_that_are_not_private_are_unavailable() {
+    let (_dir, parent) = private_dir();
+    // A world-readable directory.
+    let open_dir = parent.join("open");
+    std::fs::create_dir(&open_dir).unwrap();
+    std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert_eq!(
+        SqliteEvidenceStore::open(&open_dir.join("e.db"))
+            .unwrap_err()
+            .code(),
+        "unavailable"
+    );
+    // A non-canonical path (through a link).
+    std::os::unix::fs::symlink(&parent, parent.join("link")).unwrap();
+    assert_eq!(
+        SqliteEvidenceStore::open(&parent.join("link").join("e.db"))
+            .unwrap_err()
+            .code(),
+        "unavailable"
+    );
+    // A link in place of the file.
+    std::os::unix::fs::symlink("/etc/passwd", parent.join("linked.db")).unwrap();
+    assert_eq!(
+        SqliteEvidenceStore::open(&parent.join("linked.db"))
+            .unwrap_err()
+            .code(),
+        "unavailable"
+    );
+    // A file others can read.
+    std::fs::write(parent.join("readable.db"), b"").unwrap();
+    std::fs::set_permissions(
+        parent.join("readable.db"),
+        std::fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    assert_eq!(
+        SqliteEvidenceStore::open(&parent.join("readable.db"))
+            .unwrap_err()
+            .code(),
+        "unavailable"
+    );
+    // Not a database.
+    std::fs::write(parent.join("garbage.db"), vec![7u8; 4096]).unwrap();
+    std::fs::set_permissions(
+        parent.join("garbage.db"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    assert!(SqliteEvidenceStore::open(&parent.join("garbage.db")).is_err());
+    // A store whose file is replaced after opening refuses every call.
+    let path = parent.join("evidence.db");
+    let store = SqliteEvidenceStore::open(&path).unwrap();
+    std::fs::rename(&path, parent.join("moved.db")).unwrap();
+    SqliteEvidenceStore::open(&path).unwrap();
+    assert_eq!(
+        store.put(&record(b"x"), deadline()).unwrap_err().code(),
+        "unavailable"
+    );
+}

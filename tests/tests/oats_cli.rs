@@ -1,0 +1,218 @@
+//! The `sf oats` command line (sf-oats's `cli::run`, which `sf oats` execs): every command,
+//! text and `--json` envelopes, exit statuses, over the real sandbox.
+
+mod oats_support;
+
+use std::ffi::OsString;
+use std::path::Path;
+
+use oats_support::{Bench, launcher};
+use serde_json::{Value, json};
+
+/// Runs `sf oats <args>` with `state`; returns (status, stdout, stderr).
+fn sf_oats(state: &Path, args: &[&str]) -> (u8, String, String) {
+    launcher();
+    let mut argv: Vec<OsString> = vec!["sf-oats".into(), "--state".into(), state.into()];
+    argv.extend(args.iter().map(OsString::from));
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    let status = sf_oats::cli::run(argv, &mut stdout, &mut stderr);
+    (
+        status,
+        String::from_utf8(stdout).unwrap(),
+        String::from_utf8(stderr).unwrap(),
+    )
+}
+
+fn envelope(state: &Path, args: &[&str]) -> (u8, Value) {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let (status, stdout, _) = sf_oats(state, &all);
+    let value: Value = serde_json::from_str(stdout.trim_end())
+        .unwrap_or_else(|e| panic!("{e}: {stdout:?} for {args:?}"));
+    assert_eq!(stdout.matches('\n').count(), 1, "one envelope: {stdout}");
+    assert_eq!(value["schemaVersion"], 1);
+    assert_eq!(status == 0, value["ok"] == true, "{value}");
+    (status, value)
+}
+
+#[test]
+fn the_command_line_registers_trusts_and_runs() {
+    let bench = Bench::new();
+    let state = bench.root.join("sf-state");
+    let tool = bench.fixture("tool", "tool");
+    let tool = tool.to_str().unwrap();
+
+    let (status, stdout, _) = sf_oats(&state, &["register", tool]);
+    assert_eq!(status, 0);
+    assert!(
+        stdout.contains("untrusted: review with `sf oats show acme.tool`"),
+        "{stdout}"
+    );
+    let (_, listed) = envelope(&state, &["list"]);
+    assert_eq!(listed["result"]["capabilities"][0]["trusted"], false);
+
+    // Untrusted: nothing runs, the error names the trust command.
+    let (status, value) = envelope(&state, &["run", "acme.tool", "echo"]);
+    assert_eq!(status, 1);
+    assert_eq!(value["error"]["code"], "E_CAPABILITY_BLOCKED");
+    assert!(
+        value["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sf oats trust acme.tool")
+    );
+
+    let (_, shown) = envelope(&state, &["show", "acme.tool"]);
+    let integrity = shown["result"]["integrity"].as_str().unwrap().to_owned();
+    assert_eq!(
+        shown["result"]["surface"]["environment"],
+        json!(["ACME_TOKEN", "ACME_REGION"])
+    );
+    let (status, value) = envelope(&state, &["trust", "acme.tool", "--integrity", "nope"]);
+    assert_eq!(
+        (status, value["error"]["code"].as_str()),
+        (1, Some("integrity-drift"))
+    );
+    let (status, _, stderr) = sf_oats(&state, &["trust", "acme.tool", "--integrity", &integrity]);
+    assert_eq!(status, 0);
+    assert!(
+        stderr.contains("approving the executable surface of acme.tool"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("ACME_TOKEN"),
+        "the environment is disclosed: {stderr}"
+    );
+
+    // A command passes the script's output and status through.
+    let (status, stdout, _) = sf_oats(&state, &["run", "acme.tool", "echo", "--", "x", "--y"]);
+    assert_eq!(status, 0);
+    let seen: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(seen["argv"], json!(["echo", "x", "--y"]));
+    let (status, stdout, _) = sf_oats(&state, &["run", "acme.tool", "provider-fails"]);
+    assert_eq!(status, 1);
+    assert!(stdout.contains("E_ACME_BROKEN"));
+    let (status, value) = envelope(&state, &["run", "acme.tool", "kernel"]);
+    assert_eq!(status, 0, "the run itself succeeded");
+    assert_eq!(value["result"]["exitCode"], 1);
+
+    // Operations: the receipt, and oats's codes.
+    let (_, value) = envelope(
+        &state,
+        &[
+            "operation",
+            "acme.tool",
+            "report",
+            "--arg",
+            "target=main",
+            "--setting",
+            "mode=fancy",
+        ],
+    );
+    assert_eq!(
+        value["result"]["result"],
+        json!({"args": ["--target", "main"], "mode": "fancy", "operation": "report"})
+    );
+    let (status, value) = envelope(&state, &["operation", "acme.tool", "two"]);
+    assert_eq!(
+        (status, value["error"]["code"].as_str()),
+        (1, Some("E_OPERATION_RESULT"))
+    );
+    let (_, value) = envelope(&state, &["operation", "acme.tool", "report"]);
+    assert_eq!(value["error"]["code"], "E_BAD_ARGS");
+
+    // The gate.
+    let binding = bench.root.join("binding.json");
+    std::fs::write(&binding, r#"{"status":"ready"}"#).unwrap();
+    let binding = binding.to_str().unwrap();
+    let (status, stdout, _) = sf_oats(&state, &["gate", "acme.tool", "--binding", binding]);
+    assert_eq!((status, stdout.as_str()), (0, "proceed\n"));
+    std::fs::write(binding, r#"{"status":"unavailable","problems":["down"]}"#).unwrap();
+    let (_, value) = envelope(&state, &["gate", "acme.tool", "--binding", binding]);
+    assert_eq!(value["error"]["code"], "gate-refused");
+    assert_eq!(
+        value["error"]["message"],
+        "acme.tool binding check: unavailable (down)"
+    );
+
+    // Usage errors are status 2, with a usage envelope under --json.
+    let (status, stdout, _) = sf_oats(&state, &["--json", "frobnicate"]);
+    assert_eq!(status, 2);
+    assert!(stdout.contains(r#""code":"usage""#), "{stdout}");
+}
+
+#[test]
+fn the_command_line_runs_hooks() {
+    let bench = Bench::new();
+    let state = bench.root.join("sf-state");
+    let hooks = bench.fixture("hooks", "hooks");
+    assert_eq!(sf_oats(&state, &["register", hooks.to_str().unwrap()]).0, 0);
+    let home = bench.root.join("instance");
+    let home = home.to_str().unwrap();
+    // Untrusted required hook: refused before the home exists.
+    let (_, value) = envelope(&state, &["hook", "spawn", "--home", home]);
+    assert_eq!(value["error"]["code"], "E_REQUIRED_HOOK_UNTRUSTED");
+    assert!(!Path::new(home).exists());
+    assert_eq!(sf_oats(&state, &["trust", "acme.hooks"]).0, 0);
+
+    let (_, value) = envelope(
+        &state,
+        &[
+            "hook",
+            "spawn",
+            "--home",
+            home,
+            "--capability",
+            "acme.hooks",
+            "--setting",
+            r#"acme.hooks:spawnEnv={"ACME_SESSION":"s-9"}"#,
+        ],
+    );
+    assert_eq!(value["result"]["outcome"], "spawned", "{value}");
+    assert_eq!(value["result"]["env"], json!({"ACME_SESSION": "s-9"}));
+    let (status, stdout, _) = sf_oats(&state, &["hook", "retire", "--home", home]);
+    assert_eq!(status, 0);
+    assert!(stdout.starts_with("retired "), "{stdout}");
+    assert!(!Path::new(home).exists());
+
+    // A failing required spawn whose compensation fails: quarantined, then retried.
+    let (status, value) = envelope(
+        &state,
+        &[
+            "hook",
+            "spawn",
+            "--home",
+            home,
+            "--setting",
+            "acme.hooks:spawn=fail",
+            "--setting",
+            "acme.hooks:retire=fail",
+        ],
+    );
+    assert_eq!(status, 1);
+    assert_eq!(value["error"]["code"], "E_REQUIRED_HOOK_FAILED");
+    assert!(
+        value["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("INCOMPLETE")
+    );
+    let (_, value) = envelope(
+        &state,
+        &[
+            "hook",
+            "retire",
+            "--home",
+            home,
+            "--setting",
+            "acme.hooks:retire=fail",
+        ],
+    );
+    assert_eq!(value["error"]["code"], "rollback-incomplete");
+    let (_, value) = envelope(&state, &["hook", "retire", "--home", home]);
+    assert_eq!(value["result"]["outcome"], "cleared", "{value}");
+    assert!(!Path::new(home).exists());
+    let (_, value) = envelope(&state, &["hook", "launch", "--home", home]);
+    assert_eq!(value["error"]["code"], "unsupported-hook");
+}
