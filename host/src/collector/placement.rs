@@ -13,6 +13,9 @@
 //! - **it cannot be placed**: it is not absolute, a component cannot be examined, the next
 //!   component is a symbolic link that does not resolve now, the prefix cannot be resolved,
 //!   or a `..` follows a component that does not exist;
+//! - **it is a second name**: as written or as resolved it lies under `/proc` (where
+//!   `/proc/<pid>/root`, `/proc/self/cwd` and the like name other files) or is `/dev/fd`,
+//!   `/dev/stdin`, `/dev/stdout` or `/dev/stderr` or below them;
 //! - **by device and inode**: the prefix, or any directory above it as the kernel resolves
 //!   `..`, is a readable subtree; or the whole path exists and is a readable subtree or file,
 //!   or a directory above one;
@@ -120,6 +123,14 @@ pub fn placement_problem(protected: &[PathBuf], runtime: &RuntimeDescription) ->
     })
 }
 
+/// Whether `path` lies where Linux gives other files second names.
+fn is_second_name(path: &Path) -> bool {
+    path.starts_with("/proc")
+        || ["/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr"]
+            .iter()
+            .any(|prefix| path.starts_with(prefix))
+}
+
 fn problem_of(path: &Path, readable: &[Readable]) -> Option<String> {
     if !path.is_absolute() || path.as_os_str().as_encoded_bytes().contains(&0) {
         return Some("cannot be placed: not an absolute path".into());
@@ -169,6 +180,14 @@ fn problem_of(path: &Path, readable: &[Readable]) -> Option<String> {
     let mut resolved = resolved_prefix.clone();
     for component in rest {
         resolved.push(component.as_os_str());
+    }
+
+    // Second names: a path through /proc or /dev/fd names another file, whatever it says.
+    if [lexical(path), resolved.clone()]
+        .iter()
+        .any(|name| is_second_name(name))
+    {
+        return Some("is a second name (under /proc or /dev/fd) for another file".into());
     }
 
     // By device and inode.
@@ -283,5 +302,16 @@ mod tests {
         assert!(ok(private.join("alias/y")).is_some());
         assert!(ok(PathBuf::from("relative")).is_some());
         assert!(placement_problem(&[], &runtime).is_some());
+        for second in [
+            "/proc/self/root/etc",
+            "/proc/1/cwd",
+            "/dev/fd/3",
+            "/dev/stdin",
+        ] {
+            assert!(
+                placement_problem(&[PathBuf::from(second)], &runtime).is_some(),
+                "{second}"
+            );
+        }
     }
 }

@@ -18,7 +18,6 @@
 //! - `plan`: what the supervisor hands the launcher and what comes back;
 //! - `supervisor`: starting the launcher and bounding the run;
 //! - `executor`: configuration and the trait implementation;
-//! - `placement`: refusing protected paths the profile can read;
 //! - [`plugin`]: the `[executor]` configuration and the plugin export;
 //! - `launcher`: the helper program's code (namespaces, mounts, confinement).
 //!
@@ -30,7 +29,6 @@ compile_error!("sf-sandbox-exec supports x86_64 Linux only");
 mod executor;
 #[doc(hidden)]
 pub mod launcher;
-mod placement;
 mod plan;
 pub mod plugin;
 mod profile;
@@ -39,9 +37,11 @@ mod seccomp;
 mod supervisor;
 
 pub use executor::{LAUNCHER_NAME, SandboxConfig, SandboxExecutor};
-pub use placement::placement_problem;
 pub use profile::{
     DEFAULT_OUTSIDE_ID_WHEN_ROOT, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits, NetworkMode,
     PROFILE_PROTOCOL, PROGRAM_DIR, SCRATCH_DIR,
 };
 pub use runtime::{DEVICES, LIBRARY_DIRECTORIES, RUNTIME_PROTOCOL, RuntimeConfig};
+/// Placement works on the contract's `RuntimeDescription` only, so it lives in the core,
+/// where the collector checks it before every launch; re-exported for callers of this crate.
+pub use sf_host::collector::placement_problem;
