@@ -33,6 +33,8 @@ pub struct Built {
     pub sandbox_exec: PathBuf,
     /// The sandbox-exec launcher, beside the library.
     pub launcher: PathBuf,
+    /// The sandbox-exec probe program (run inside the sandbox by the confinement tests).
+    pub probe: PathBuf,
     /// The hostile test plugin library.
     pub hostile: PathBuf,
     /// The out-of-tree example plugin library.
@@ -81,7 +83,15 @@ pub fn built() -> &'static Built {
         for package in PACKAGES.iter().chain(&["sf-tests"]) {
             command.arg("-p").arg(package);
         }
-        command.args(["--lib", "--bin", "sf", "--bin", "sf-sandbox-launcher"]);
+        command.args([
+            "--lib",
+            "--bin",
+            "sf",
+            "--bin",
+            "sf-sandbox-launcher",
+            "--bin",
+            "sf-sandbox-probe",
+        ]);
         match profile {
             "debug" => {}
             "release" => {
@@ -102,6 +112,7 @@ pub fn built() -> &'static Built {
             git_cli: library(&dir, "sf_git_cli"),
             sandbox_exec: library(&dir, "sf_sandbox_exec_plugin"),
             launcher: dir.join("sf-sandbox-launcher"),
+            probe: dir.join("sf-sandbox-probe"),
             hostile: library(&dir, "sf_test_hostile_plugin"),
             example: library(&dir, "sf_example_out_of_tree_plugin"),
             dir,
@@ -111,6 +122,7 @@ pub fn built() -> &'static Built {
             &built.git_cli,
             &built.sandbox_exec,
             &built.launcher,
+            &built.probe,
             &built.hostile,
             &built.example,
         ] {

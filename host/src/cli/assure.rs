@@ -52,47 +52,47 @@ pub enum SliceCommand {
 pub struct FreezeArgs {
     /// The Slice directory (slice.json, acceptance.json, recipe.json, inputs/<name>/)
     #[arg(long, value_name = "SLICE")]
-    dir: PathBuf,
+    pub(super) dir: PathBuf,
     /// The repository identity file; the Candidate's base is its target now
     #[arg(long, value_name = "FILE")]
-    identity: PathBuf,
+    pub(super) identity: PathBuf,
 }
 
 #[derive(Debug, Args)]
 pub struct CollectArgs {
     /// The repository identity file
     #[arg(long, value_name = "FILE")]
-    identity: PathBuf,
+    pub(super) identity: PathBuf,
     /// The Candidate digest (from `sf seal`)
     #[arg(long, value_name = "DIGEST")]
-    candidate: String,
+    pub(super) candidate: String,
     /// The frozen Slice directory
     #[arg(long, value_name = "SLICE")]
-    slice: PathBuf,
+    pub(super) slice: PathBuf,
     /// A gate file ({"proceed": true} or {"proceed": false, "reason": …}), read before every
     /// run; without it every run may proceed
     #[arg(long, value_name = "FILE")]
-    gate: Option<PathBuf>,
+    pub(super) gate: Option<PathBuf>,
     /// When the collection must be over (RFC 3339 UTC, e.g. 2026-01-01T12:00:00Z); default: in
     /// one hour
     #[arg(long, value_name = "ISO")]
-    deadline: Option<String>,
+    pub(super) deadline: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct JudgeArgs {
     /// The repository identity file
     #[arg(long, value_name = "FILE")]
-    identity: PathBuf,
+    pub(super) identity: PathBuf,
     /// The Candidate digest
     #[arg(long, value_name = "DIGEST")]
-    candidate: String,
+    pub(super) candidate: String,
     /// The frozen Slice directory
     #[arg(long, value_name = "SLICE")]
-    slice: PathBuf,
+    pub(super) slice: PathBuf,
     /// The attempt (fence epoch) to judge; default: the latest
     #[arg(long, value_name = "EPOCH")]
-    attempt: Option<u64>,
+    pub(super) attempt: Option<u64>,
 }
 
 /// `sf evidence …`.
@@ -117,13 +117,13 @@ pub struct GetArgs {
 pub struct FindArgs {
     /// The Candidate digest
     #[arg(long, value_name = "DIGEST")]
-    candidate: String,
+    pub(super) candidate: String,
     /// The repository identity file
     #[arg(long, value_name = "FILE")]
-    identity: PathBuf,
+    pub(super) identity: PathBuf,
     /// The frozen Slice directory
     #[arg(long, value_name = "SLICE")]
-    slice: PathBuf,
+    pub(super) slice: PathBuf,
 }
 
 fn invalid(what: impl std::fmt::Display, detail: impl std::fmt::Display) -> CliError {
@@ -575,6 +575,11 @@ fn verdict_output(verdict: &Verdict) -> Output {
 
 /// `sf judge`.
 pub fn run_judge(context: &Context, args: JudgeArgs) -> Result<Output, CliError> {
+    Ok(verdict_output(&judge_verdict(context, args)?))
+}
+
+/// The Verdict `sf judge` prints.
+pub fn judge_verdict(context: &Context, args: JudgeArgs) -> Result<Verdict, CliError> {
     let loaded = load(
         context,
         &args.identity,
@@ -599,7 +604,7 @@ pub fn run_judge(context: &Context, args: JudgeArgs) -> Result<Output, CliError>
     }
     let attempt = AttemptId { product, epoch };
     let request = &loaded.request;
-    let verdict = judge(
+    judge(
         &JudgeRequest {
             pins: &request.pins,
             acceptance: &request.acceptance,
@@ -610,8 +615,7 @@ pub fn run_judge(context: &Context, args: JudgeArgs) -> Result<Output, CliError>
         store.as_ref(),
         Instant::now() + Duration::from_secs(60),
     )
-    .map_err(|error| invalid("the frozen records", error))?;
-    Ok(verdict_output(&verdict))
+    .map_err(|error| invalid("the frozen records", error))
 }
 
 /// `sf evidence …`.

@@ -37,55 +37,55 @@ pub enum IntegrateCommand {
 pub struct PrepareArgs {
     /// The repository identity file (from `sf repo create --identity-out`)
     #[arg(long, value_name = "FILE")]
-    identity: PathBuf,
+    pub(super) identity: PathBuf,
     /// The whole payload as JSON; otherwise give the flags below and the rest comes from the
     /// Candidate
     #[arg(long, value_name = "FILE", conflicts_with_all = ["candidate", "action", "occurrence", "proof", "owner", "generation"])]
-    payload: Option<PathBuf>,
+    pub(super) payload: Option<PathBuf>,
     /// The Candidate digest (sha256:…)
     #[arg(long, value_name = "DIGEST", required_unless_present = "payload")]
-    candidate: Option<String>,
+    pub(super) candidate: Option<String>,
     /// The action id
     #[arg(long, value_name = "ID", required_unless_present = "payload")]
-    action: Option<String>,
+    pub(super) action: Option<String>,
     /// The action's occurrence (a positive integer; a new effect needs a new occurrence)
     #[arg(long, value_name = "N", required_unless_present = "payload")]
-    occurrence: Option<u64>,
+    pub(super) occurrence: Option<u64>,
     /// The digest of whatever admitted this integration (sha256:…)
     #[arg(long, value_name = "DIGEST", required_unless_present = "payload")]
-    proof: Option<String>,
+    pub(super) proof: Option<String>,
     /// The owner id
     #[arg(long, value_name = "ID", required_unless_present = "payload")]
-    owner: Option<String>,
+    pub(super) owner: Option<String>,
     /// The owner's generation (a positive integer)
     #[arg(long, value_name = "N", required_unless_present = "payload")]
-    generation: Option<u64>,
+    pub(super) generation: Option<u64>,
     /// Also write the prepared record to this new file (never overwritten)
     #[arg(long, value_name = "FILE")]
-    prepared_out: Option<PathBuf>,
+    pub(super) prepared_out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 pub struct InvokeArgs {
     /// The repository identity file
     #[arg(long, value_name = "FILE")]
-    identity: PathBuf,
+    pub(super) identity: PathBuf,
     /// The prepared record (from `sf integrate prepare --prepared-out`)
     #[arg(long, value_name = "FILE")]
-    prepared: PathBuf,
+    pub(super) prepared: PathBuf,
     /// A gate file read immediately before the move: exactly {"proceed": true} lets it start
     #[arg(long, value_name = "FILE")]
-    gate: Option<PathBuf>,
+    pub(super) gate: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
 pub struct InspectArgs {
     /// The repository identity file
     #[arg(long, value_name = "FILE")]
-    identity: PathBuf,
+    pub(super) identity: PathBuf,
     /// The prepared record
     #[arg(long, value_name = "FILE")]
-    prepared: PathBuf,
+    pub(super) prepared: PathBuf,
 }
 
 pub fn run(context: &Context, command: IntegrateCommand) -> Result<Output, CliError> {

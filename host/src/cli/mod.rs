@@ -14,6 +14,7 @@
 
 mod assure;
 mod common;
+mod demo;
 mod exec;
 mod export;
 mod integrate;
@@ -93,6 +94,8 @@ enum Command {
     /// Read Evidence records
     #[command(subcommand)]
     Evidence(assure::EvidenceCommand),
+    /// Run the whole pipeline on a bundled sample project: seal, collect, judge, integrate
+    Demo(demo::DemoArgs),
 }
 
 fn dispatch(context: &Context, command: Command) -> Result<Output, CliError> {
@@ -109,6 +112,7 @@ fn dispatch(context: &Context, command: Command) -> Result<Output, CliError> {
         Command::Collect(args) => assure::run_collect(context, args),
         Command::Judge(args) => assure::run_judge(context, args),
         Command::Evidence(command) => assure::run_evidence(context, command),
+        Command::Demo(args) => demo::run(context, args),
     }
 }
 

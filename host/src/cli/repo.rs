@@ -21,19 +21,19 @@ pub struct CreateArgs {
     /// Where to create the repository: a path that does not exist, in a directory of this
     /// user that no one else can write
     #[arg(long, value_name = "DIR")]
-    path: PathBuf,
+    pub(super) path: PathBuf,
     /// The product id (letters, digits, . _ -)
     #[arg(long, value_name = "ID")]
-    product: String,
+    pub(super) product: String,
     /// The target ref, for example refs/heads/main
     #[arg(long, value_name = "REF")]
-    target: String,
+    pub(super) target: String,
     /// The directory of UTF-8 text files to start from
     #[arg(long, value_name = "SRC_DIR")]
-    from: PathBuf,
+    pub(super) from: PathBuf,
     /// Write the repository identity (needed by every later command) to this new file
     #[arg(long, value_name = "FILE")]
-    identity_out: Option<PathBuf>,
+    pub(super) identity_out: Option<PathBuf>,
 }
 
 pub fn run(context: &Context, command: RepoCommand) -> Result<Output, CliError> {

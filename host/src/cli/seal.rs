@@ -13,13 +13,13 @@ use crate::repository::{
 pub struct SealArgs {
     /// The repository identity file (from `sf repo create --identity-out`)
     #[arg(long, value_name = "FILE")]
-    identity: PathBuf,
+    pub(super) identity: PathBuf,
     /// The frozen inputs: {base, slice: {id, revision}, scope, acceptance, recipe, environment}
     #[arg(long, value_name = "FILE")]
-    frozen: PathBuf,
+    pub(super) frozen: PathBuf,
     /// The proposal: {edits: [{path, prior, text}]}
     #[arg(long, value_name = "FILE")]
-    proposal: PathBuf,
+    pub(super) proposal: PathBuf,
 }
 
 pub fn run(context: &Context, args: SealArgs) -> Result<Output, CliError> {

@@ -19,8 +19,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use sf_host::assurance::{
@@ -52,43 +51,9 @@ pub const SUM_STILL_BUGGY: &str = "total=0\nprev=\nwhile read -r n; do\n  if [ -
 /// `check.sh`: runs `sum.sh` on the numbers and compares with the expected sum.
 pub const CHECK: &str = "got=$(sh /sf/program/sum.sh /sf/input/numbers.txt)\nread -r want < /sf/input/expected.txt\nif [ \"$got\" = \"$want\" ]; then echo ok; exit 0; fi\necho \"wrong: $got\"\nexit 1\n";
 
-/// The launcher program, built once per test binary (Cargo builds another package's
-/// binaries only for that package's own tests).
+/// The sandbox launcher, built with the plugin libraries once per test binary.
 pub fn launcher() -> &'static Path {
-    static LAUNCHER: OnceLock<PathBuf> = OnceLock::new();
-    LAUNCHER.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test executable");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test runs from target/<profile>/deps")
-            .to_path_buf();
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("tests/ is inside the workspace");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut command = Command::new(cargo);
-        command.current_dir(workspace).args([
-            "build",
-            "--quiet",
-            "-p",
-            "sf-sandbox-exec",
-            "--bins",
-        ]);
-        if profile_dir
-            .file_name()
-            .is_some_and(|name| name == "release")
-        {
-            command.arg("--release");
-        }
-        assert!(
-            command.status().expect("cargo runs").success(),
-            "building the launcher failed"
-        );
-        let launcher = profile_dir.join(sf_sandbox_exec::LAUNCHER_NAME);
-        assert!(launcher.is_file(), "{}", launcher.display());
-        launcher
-    })
+    &sf_tests::plugins::built().launcher
 }
 
 /// The real sandbox-exec Executor with the `/bin/sh` runtime.

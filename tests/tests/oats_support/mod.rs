@@ -9,7 +9,6 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
 use serde_json::Value;
@@ -22,43 +21,9 @@ pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/oats")
 }
 
-/// The sandbox launcher, built once per test binary.
+/// The sandbox launcher, built with the plugin libraries once per test binary.
 pub fn launcher() -> &'static Path {
-    static LAUNCHER: OnceLock<PathBuf> = OnceLock::new();
-    LAUNCHER.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test executable");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test runs from target/<profile>/deps")
-            .to_path_buf();
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("tests/ is inside the workspace");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut command = Command::new(cargo);
-        command.current_dir(workspace).args([
-            "build",
-            "--quiet",
-            "-p",
-            "sf-sandbox-exec",
-            "--bins",
-        ]);
-        if profile_dir
-            .file_name()
-            .is_some_and(|name| name == "release")
-        {
-            command.arg("--release");
-        }
-        let status = command.status().expect("cargo runs");
-        assert!(
-            status.success(),
-            "building sf-sandbox-exec's programs failed"
-        );
-        let launcher = profile_dir.join("sf-sandbox-launcher");
-        assert!(launcher.is_file(), "{}", launcher.display());
-        launcher
-    })
+    &sf_tests::plugins::built().launcher
 }
 
 /// sandbox-exec with the Node runtime, shared by the tests of one binary.

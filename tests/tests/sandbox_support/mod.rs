@@ -1,16 +1,15 @@
 //! Shared set-up of the sandbox tests: the launcher and probe programs, a probe runtime every
 //! user can read, and helpers to run probes and read their verdicts.
 //!
-//! Cargo builds another package's binaries only for that package's own tests, so the first
-//! test that needs them runs `cargo build -p sf-sandbox-exec --bins` (a no-op when they are
-//! fresh) into the target directory this test binary lives in.
+//! Cargo builds another package's binaries only for that package's own tests, so the launcher
+//! and the probe come from `sf_tests::plugins::built()`, which builds them (with the plugin
+//! libraries) once per test binary into the target directory it lives in.
 
 #![allow(dead_code)]
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -24,52 +23,13 @@ pub struct Binaries {
     pub probe: PathBuf,
 }
 
-/// Builds (once per test binary) and finds the launcher and the probe.
-pub fn binaries() -> &'static Binaries {
-    static BINARIES: OnceLock<Binaries> = OnceLock::new();
-    BINARIES.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test executable");
-        // target/<profile>/deps/<test> → target/<profile>
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test runs from target/<profile>/deps")
-            .to_path_buf();
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("tests/ is inside the workspace");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut command = Command::new(cargo);
-        command.current_dir(workspace).args([
-            "build",
-            "--quiet",
-            "-p",
-            "sf-sandbox-exec",
-            "--bins",
-        ]);
-        if profile_dir
-            .file_name()
-            .is_some_and(|name| name == "release")
-        {
-            command.arg("--release");
-        }
-        let status = command.status().expect("cargo runs");
-        assert!(
-            status.success(),
-            "building sf-sandbox-exec's programs failed"
-        );
-        let binaries = Binaries {
-            launcher: profile_dir.join("sf-sandbox-launcher"),
-            probe: profile_dir.join("sf-sandbox-probe"),
-        };
-        assert!(
-            binaries.launcher.is_file(),
-            "{}",
-            binaries.launcher.display()
-        );
-        assert!(binaries.probe.is_file(), "{}", binaries.probe.display());
-        binaries
-    })
+/// The launcher and the probe, built with the plugin libraries once per test binary.
+pub fn binaries() -> Binaries {
+    let built = sf_tests::plugins::built();
+    Binaries {
+        launcher: built.launcher.clone(),
+        probe: built.probe.clone(),
+    }
 }
 
 /// A directory every user can search, removed when dropped (the sandbox's host user must
