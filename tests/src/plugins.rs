@@ -49,63 +49,88 @@ fn library(dir: &Path, crate_name: &str) -> PathBuf {
     ))
 }
 
+/// Runs `cargo build` of `packages` with `targets` (cargo's target selection flags) into the
+/// target directory and profile this test was built in, and returns `<target>/<profile>`.
+/// sf-tests joins the build so that shared dependencies resolve to the same features as in
+/// the test build itself and are not compiled a second time.
+pub fn cargo_build(packages: &[&str], targets: &[&str]) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test executable's path");
+    // <target>/<profile>/deps/<test executable>
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test executable lives in <target>/<profile>/deps")
+        .to_path_buf();
+    let target = dir.parent().expect("<target>/<profile>");
+    let profile = dir
+        .file_name()
+        .and_then(|name| name.to_str())
+        .expect("a UTF-8 profile directory name");
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the workspace root above tests/");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(workspace)
+        .arg("build")
+        .arg("--quiet")
+        .arg("--manifest-path")
+        .arg(workspace.join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(target);
+    for package in packages.iter().chain(&["sf-tests"]) {
+        command.arg("-p").arg(package);
+    }
+    command.args(targets);
+    match profile {
+        "debug" => {}
+        "release" => {
+            command.arg("--release");
+        }
+        other => {
+            command.args(["--profile", other]);
+        }
+    }
+    let output = command.output().expect("running cargo build");
+    assert!(
+        output.status.success(),
+        "cargo build of {packages:?} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    dir
+}
+
+/// Takes group and other write permission away from `path`: sf refuses plugin files,
+/// launchers and their directories that others may write, and under a umask of 002 cargo's
+/// outputs are group-writable, so the tests must not depend on the umask of whoever runs them.
+pub fn strip_group_write(path: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(path)
+        .unwrap_or_else(|error| panic!("{} was not built: {error}", path.display()))
+        .permissions()
+        .mode();
+    if mode & 0o022 != 0 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & !0o022))
+            .expect("chmod go-w on a built artifact");
+    }
+}
+
 /// Builds (once per process) and returns the plugin libraries and the `sf` binary.
 pub fn built() -> &'static Built {
     static BUILT: OnceLock<Built> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test executable's path");
-        // <target>/<profile>/deps/<test executable>
-        let dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test executable lives in <target>/<profile>/deps")
-            .to_path_buf();
-        let target = dir.parent().expect("<target>/<profile>");
-        let profile = dir
-            .file_name()
-            .and_then(|name| name.to_str())
-            .expect("a UTF-8 profile directory name");
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("the workspace root above tests/");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-        let mut command = Command::new(cargo);
-        command
-            .current_dir(workspace)
-            .arg("build")
-            .arg("--quiet")
-            .arg("--manifest-path")
-            .arg(workspace.join("Cargo.toml"))
-            .arg("--target-dir")
-            .arg(target);
-        // sf-tests joins the build so that shared dependencies resolve to the same features
-        // as in the test build itself and are not compiled a second time.
-        for package in PACKAGES.iter().chain(&["sf-tests"]) {
-            command.arg("-p").arg(package);
-        }
-        command.args([
-            "--lib",
-            "--bin",
-            "sf",
-            "--bin",
-            "sf-sandbox-launcher",
-            "--bin",
-            "sf-sandbox-probe",
-        ]);
-        match profile {
-            "debug" => {}
-            "release" => {
-                command.arg("--release");
-            }
-            other => {
-                command.args(["--profile", other]);
-            }
-        }
-        let output = command.output().expect("running cargo build");
-        assert!(
-            output.status.success(),
-            "cargo build of the plugin libraries failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
+        let dir = cargo_build(
+            PACKAGES,
+            &[
+                "--lib",
+                "--bin",
+                "sf",
+                "--bin",
+                "sf-sandbox-launcher",
+                "--bin",
+                "sf-sandbox-probe",
+            ],
         );
         let built = Built {
             sf: dir.join("sf"),
@@ -118,6 +143,7 @@ pub fn built() -> &'static Built {
             dir,
         };
         for path in [
+            &built.dir,
             &built.sf,
             &built.git_cli,
             &built.sandbox_exec,
@@ -126,28 +152,7 @@ pub fn built() -> &'static Built {
             &built.hostile,
             &built.example,
         ] {
-            assert!(path.is_file(), "{} was not built", path.display());
-        }
-        // sf refuses plugin files and directories that group or others may write. Under a
-        // umask of 002 cargo's outputs are group-writable; take that away so that the tests
-        // do not depend on the umask of whoever runs them.
-        for path in [
-            built.dir.clone(),
-            built.git_cli.clone(),
-            built.sandbox_exec.clone(),
-            built.launcher.clone(),
-            built.hostile.clone(),
-            built.example.clone(),
-        ] {
-            use std::os::unix::fs::PermissionsExt as _;
-            let mode = std::fs::metadata(&path)
-                .expect("built artifact")
-                .permissions()
-                .mode();
-            if mode & 0o022 != 0 {
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & !0o022))
-                    .expect("chmod go-w on a built plugin");
-            }
+            strip_group_write(path);
         }
         built
     })

@@ -11,72 +11,17 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use sf_tests::plugins::{cargo_build, strip_group_write};
+
 /// `<target>/<profile>/examples`, after building the examples and the launcher once.
 fn examples_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test executable's path");
-        // <target>/<profile>/deps/<test executable>
-        let dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test executable lives in <target>/<profile>/deps")
-            .to_path_buf();
-        let target = dir.parent().expect("<target>/<profile>");
-        let profile = dir
-            .file_name()
-            .and_then(|name| name.to_str())
-            .expect("a UTF-8 profile directory name");
-        let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("the workspace root above tests/");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-        let mut command = Command::new(cargo);
-        command
-            .current_dir(workspace)
-            .args(["build", "--quiet", "--manifest-path"])
-            .arg(workspace.join("Cargo.toml"))
-            .arg("--target-dir")
-            .arg(target)
-            // sf-tests joins so that shared dependencies keep the test build's features.
-            .args([
-                "-p",
-                "sf-examples",
-                "-p",
-                "sf-sandbox-exec",
-                "-p",
-                "sf-tests",
-            ])
-            .args(["--examples", "--bin", "sf-sandbox-launcher"]);
-        match profile {
-            "debug" => {}
-            "release" => {
-                command.arg("--release");
-            }
-            other => {
-                command.args(["--profile", other]);
-            }
-        }
-        let output = command.output().expect("running cargo build");
-        assert!(
-            output.status.success(),
-            "cargo build of the examples failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
+        let dir = cargo_build(
+            &["sf-examples", "sf-sandbox-exec"],
+            &["--examples", "--bin", "sf-sandbox-launcher"],
         );
-        // The Executor refuses a launcher that group or others may write; under a umask of
-        // 002 cargo's outputs are group-writable.
-        let launcher = dir.join("sf-sandbox-launcher");
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let mode = std::fs::metadata(&launcher)
-                .expect("the launcher was built")
-                .permissions()
-                .mode();
-            if mode & 0o022 != 0 {
-                std::fs::set_permissions(&launcher, std::fs::Permissions::from_mode(mode & !0o022))
-                    .expect("chmod go-w on the launcher");
-            }
-        }
+        strip_group_write(&dir.join("sf-sandbox-launcher"));
         dir.join("examples")
     })
 }
