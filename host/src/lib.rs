@@ -13,6 +13,7 @@ pub mod contracts;
 pub mod evidence;
 pub mod fault;
 pub mod fence;
+pub mod framing;
 pub mod gate;
 pub mod git_object;
 pub mod plugin;

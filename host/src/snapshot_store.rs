@@ -321,11 +321,7 @@ fn encode(
     })?;
     let mut sorted: Vec<&SnapshotFile> = files.iter().collect();
     sorted.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-    let mut bytes = Vec::new();
-    bytes.extend_from_slice(SNAPSHOT_FORMAT.as_bytes());
-    bytes.push(b'\n');
-    bytes.extend_from_slice(header.len().to_string().as_bytes());
-    bytes.push(b'\n');
+    let mut bytes = crate::framing::prefix(SNAPSHOT_FORMAT, header.len());
     bytes.extend_from_slice(&header);
     for file in sorted {
         bytes.extend_from_slice(&file.content);
@@ -375,38 +371,13 @@ fn read_entry(path: &Path, digest: &Digest) -> Result<Vec<u8>, SnapshotStoreErro
 }
 
 fn decode(bytes: &[u8], digest: &Digest) -> Result<Vec<SnapshotFile>, String> {
-    let rest = bytes
-        .strip_prefix(SNAPSHOT_FORMAT.as_bytes())
-        .and_then(|rest| rest.strip_prefix(b"\n"))
-        .ok_or("does not start with sf-delivery-snapshot/1")?;
-    let newline = rest
-        .iter()
-        .take(9)
-        .position(|&b| b == b'\n')
-        .ok_or("no manifest length line")?;
-    let digits = &rest[..newline];
-    if digits.is_empty()
-        || !digits.iter().all(u8::is_ascii_digit)
-        || (digits.len() > 1 && digits[0] == b'0')
-    {
-        return Err("the manifest length is not a decimal without leading zeros".into());
-    }
-    let length: usize = std::str::from_utf8(digits)
-        .ok()
-        .and_then(|text| text.parse().ok())
-        .ok_or("the manifest length is not a number")?;
-    let body = &rest[newline + 1..];
-    if length > body.len() {
-        return Err("the manifest runs past the end".into());
-    }
-    let value = canonical::parse_canonical(&body[..length])
-        .map_err(|error| format!("manifest: {error}"))?;
+    let (head, mut content) = crate::framing::split(bytes, SNAPSHOT_FORMAT, "manifest", 8)?;
+    let value = canonical::parse_canonical(head).map_err(|error| format!("manifest: {error}"))?;
     let manifest = SnapshotManifest::from_value(&value)
         .ok_or("the manifest does not hold exactly protocol, digest and files")?;
     if manifest.digest != *digest {
         return Err(format!("the manifest names {}", manifest.digest));
     }
-    let mut content = &body[length..];
     let mut files = Vec::with_capacity(manifest.files.len());
     for entry in &manifest.files {
         let size = usize::try_from(entry.bytes).map_err(|_| "a file size is too large")?;

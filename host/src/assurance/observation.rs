@@ -269,10 +269,7 @@ impl Observation {
             .map_err(|error| AssuranceError::invalid("observation facts", error.to_string()))?;
         let mut bytes =
             Vec::with_capacity(64 + facts.len() + self.stdout.len() + self.stderr.len());
-        bytes.extend_from_slice(OBSERVATION_FORMAT.as_bytes());
-        bytes.push(b'\n');
-        bytes.extend_from_slice(facts.len().to_string().as_bytes());
-        bytes.push(b'\n');
+        bytes.extend_from_slice(&crate::framing::prefix(OBSERVATION_FORMAT, facts.len()));
         bytes.extend_from_slice(&facts);
         bytes.extend_from_slice(&self.stdout);
         bytes.extend_from_slice(&self.stderr);
@@ -282,35 +279,10 @@ impl Observation {
     /// Decodes an observation strictly: the exact framing, canonical facts with exactly the
     /// declared fields, and output bytes of exactly the lengths and digests the facts name.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let rest = bytes
-            .strip_prefix(OBSERVATION_FORMAT.as_bytes())
-            .and_then(|rest| rest.strip_prefix(b"\n"))
-            .ok_or("does not start with sf-repository-observation/1")?;
-        let newline = rest
-            .iter()
-            .take(9)
-            .position(|&b| b == b'\n')
-            .ok_or("no facts length line")?;
-        let digits = &rest[..newline];
-        if digits.is_empty()
-            || !digits.iter().all(u8::is_ascii_digit)
-            || (digits.len() > 1 && digits[0] == b'0')
-        {
-            return Err("the facts length is not a decimal without leading zeros".into());
-        }
-        let length: usize = std::str::from_utf8(digits)
-            .ok()
-            .and_then(|text| text.parse().ok())
-            .ok_or("the facts length is not a number")?;
-        let body = &rest[newline + 1..];
-        if length > body.len() {
-            return Err("the facts run past the end".into());
-        }
-        let value = canonical::parse_canonical(&body[..length])
-            .map_err(|error| format!("facts: {error}"))?;
+        let (head, streams) = crate::framing::split(bytes, OBSERVATION_FORMAT, "facts", 8)?;
+        let value = canonical::parse_canonical(head).map_err(|error| format!("facts: {error}"))?;
         let (facts, stdout_len, stdout_sha, stderr_len, stderr_sha) =
             facts_from_value(&value).map_err(|error| format!("{}: {}", error.field, error.rule))?;
-        let streams = &body[length..];
         if stdout_len.checked_add(stderr_len) != Some(streams.len()) {
             return Err("the output bytes are not the lengths the facts name".into());
         }

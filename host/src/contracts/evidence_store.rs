@@ -163,10 +163,7 @@ impl EvidenceRecord {
         let header = canonical::encode(&header)
             .map_err(|error| invalid("record header", &error.to_string()))?;
         let mut bytes = Vec::with_capacity(32 + header.len() + payload.len());
-        bytes.extend_from_slice(EVIDENCE_PROTOCOL.as_bytes());
-        bytes.push(b'\n');
-        bytes.extend_from_slice(header.len().to_string().as_bytes());
-        bytes.push(b'\n');
+        bytes.extend_from_slice(&crate::framing::prefix(EVIDENCE_PROTOCOL, header.len()));
         bytes.extend_from_slice(&header);
         let payload_at = bytes.len();
         bytes.extend_from_slice(payload);
@@ -203,34 +200,12 @@ impl EvidenceRecord {
         if bytes.len() > MAX_RECORD_BYTES {
             return Err("larger than 32 MiB".into());
         }
-        let rest = bytes
-            .strip_prefix(EVIDENCE_PROTOCOL.as_bytes())
-            .and_then(|rest| rest.strip_prefix(b"\n"))
-            .ok_or("does not start with sf-evidence/1")?;
-        let newline = rest
-            .iter()
-            .take(8)
-            .position(|&b| b == b'\n')
-            .ok_or("no header length line")?;
-        let digits = &rest[..newline];
-        if digits.is_empty()
-            || !digits.iter().all(u8::is_ascii_digit)
-            || (digits.len() > 1 && digits[0] == b'0')
-        {
-            return Err("the header length is not a decimal without leading zeros".into());
-        }
-        let header_len: usize = std::str::from_utf8(digits)
-            .ok()
-            .and_then(|text| text.parse().ok())
-            .ok_or("the header length is not a number")?;
-        if header_len > MAX_HEADER_BYTES {
+        let (head, payload) = crate::framing::split(&bytes, EVIDENCE_PROTOCOL, "header", 7)?;
+        if head.len() > MAX_HEADER_BYTES {
             return Err("the header is larger than 64 KiB".into());
         }
-        let header_at = EVIDENCE_PROTOCOL.len() + 1 + newline + 1;
-        let payload_at = header_at
-            .checked_add(header_len)
-            .filter(|end| *end <= bytes.len())
-            .ok_or("the header runs past the end")?;
+        let payload_at = bytes.len() - payload.len();
+        let header_at = payload_at - head.len();
         let header = canonical::parse_canonical(&bytes[header_at..payload_at])
             .map_err(|error| format!("header: {error}"))?;
         let Value::Object(map) = &header else {
