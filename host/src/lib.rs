@@ -16,6 +16,8 @@ pub mod fence;
 pub mod framing;
 pub mod gate;
 pub mod git_object;
+pub mod git_process;
+pub mod git_source;
 pub mod plugin;
 pub mod private_dir;
 pub mod repository;

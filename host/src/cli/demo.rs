@@ -213,7 +213,9 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
             path: repository.clone(),
             product: PRODUCT.into(),
             target: TARGET.into(),
-            from: root.join("project"),
+            from: Some(root.join("project")),
+            from_git: None,
+            rev: None,
             identity_out: Some(identity.clone()),
         }),
     )?;

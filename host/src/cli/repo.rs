@@ -1,22 +1,26 @@
-//! `sf repo create`: a new owned repository from a directory of text files.
+//! `sf repo create`: a new owned repository from a directory of text files, or from the text
+//! files of a tree of an existing Git repository (`--from-git REPO --rev REV`).
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
 
-use clap::{Args, Subcommand};
+use clap::{ArgGroup, Args, Subcommand};
 
 use super::common::{CliError, Context, Output, absolute_new_path, json_value, repository_error};
+use crate::git_source::read_git_source;
 use crate::repository::{CreateRepository, RepositoryOptions, create_repository};
 use crate::source_dir::read_source_dir;
 
 #[derive(Debug, Subcommand)]
 pub enum RepoCommand {
-    /// Create an owned repository holding the files of a directory as its initial commit
+    /// Create an owned repository holding the files of a directory (--from) or of a Git
+    /// repository's tree (--from-git with --rev) as its initial commit
     Create(CreateArgs),
 }
 
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("source").required(true).args(["from", "from_git"])))]
 pub struct CreateArgs {
     /// Where to create the repository: a path that does not exist, in a directory of this
     /// user that no one else can write
@@ -28,9 +32,17 @@ pub struct CreateArgs {
     /// The target ref, for example refs/heads/main
     #[arg(long, value_name = "REF")]
     pub(super) target: String,
-    /// The directory of UTF-8 text files to start from
+    /// The directory of UTF-8 text files to start from (or use --from-git)
     #[arg(long, value_name = "SRC_DIR")]
-    pub(super) from: PathBuf,
+    pub(super) from: Option<PathBuf>,
+    /// An existing Git repository (a work tree or a bare repository) whose tree at --rev to
+    /// start from: its files must all be UTF-8 text of mode 100644 (no binary file, symbolic
+    /// link, submodule or executable); every path at fault is listed otherwise
+    #[arg(long, value_name = "REPO", requires = "rev")]
+    pub(super) from_git: Option<PathBuf>,
+    /// With --from-git: the branch, tag or commit whose tree to read
+    #[arg(long, value_name = "REV", requires = "from_git")]
+    pub(super) rev: Option<String>,
     /// Write the repository identity (needed by every later command) to this new file
     #[arg(long, value_name = "FILE")]
     pub(super) identity_out: Option<PathBuf>,
@@ -68,12 +80,26 @@ fn create(context: &Context, args: CreateArgs) -> Result<Output, CliError> {
         }
         None => None,
     };
-    let files = read_source_dir(&args.from).map_err(|error| {
-        CliError::new(
-            error.code(),
-            format!("--from: {error} (nothing was created)"),
-        )
-    })?;
+    let files = match (&args.from, &args.from_git, &args.rev) {
+        (Some(dir), None, None) => read_source_dir(dir).map_err(|error| {
+            CliError::new(
+                error.code(),
+                format!("--from: {error} (nothing was created)"),
+            )
+        })?,
+        (None, Some(repo), Some(rev)) => read_git_source(repo, rev).map_err(|error| {
+            CliError::new(
+                error.code(),
+                format!("--from-git: {error}\n(nothing was created)"),
+            )
+        })?,
+        _ => {
+            return Err(CliError::new(
+                "invalid-input",
+                "give either --from SRC_DIR or --from-git REPO with --rev REV",
+            ));
+        }
+    };
     let factory = context.object_store()?;
     let identity = create_repository(
         factory.as_ref(),
