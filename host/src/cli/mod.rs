@@ -40,8 +40,10 @@ pub const EXIT_FAILURE: u8 = 1;
 /// Exit status of a usage error (unknown flag, missing argument).
 pub const EXIT_USAGE: u8 = 2;
 
-/// sf: seal machine-made code changes as immutable Candidates in owned Git repositories, and
-/// export their exact bytes. Backends are plugins loaded at run time.
+/// sf: seal machine-made code changes as immutable Candidates in owned Git repositories, run
+/// their frozen checks confined, keep one write-once Evidence record per run, judge it, and move
+/// the target ref at most once per approved intent, behind a gate. Backends are plugins loaded
+/// at run time. Start with `sf demo`.
 #[derive(Debug, Parser)]
 #[command(name = "sf", version, propagate_version = true)]
 pub struct Cli {
