@@ -18,8 +18,6 @@
 //! run_all(&Scripted(ScriptedExecutor::new()));
 //! ```
 
-use std::any::Any;
-use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use sf_host::contracts::{
@@ -127,39 +125,15 @@ pub const CASES: &[(&str, Case)] = &[
     ("cancel_during_run_aborts", cancel_during_run_aborts),
 ];
 
-/// Runs every case, then panics listing the failures, if any.
+/// Runs every case in [`CASES`], then panics naming each case that failed (with its message)
+/// if any did.
 pub fn run_all(harness: &dyn Harness) {
-    let mut failures = Vec::new();
-    for (name, case) in CASES {
-        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| case(harness))) {
-            failures.push(format!("{name}: {}", panic_message(payload.as_ref())));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "executor conformance: {} of {} cases failed:\n{}",
-        failures.len(),
-        CASES.len(),
-        failures.join("\n")
-    );
+    super::run_cases("executor", CASES, harness);
 }
 
 /// Runs the case called `name`; panics if there is none.
 pub fn run_case(harness: &dyn Harness, name: &str) {
-    let Some((_, case)) = CASES.iter().find(|(case, _)| *case == name) else {
-        panic!("no executor conformance case is called {name:?}");
-    };
-    case(harness);
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a panic without a message".to_owned()
-    }
+    super::run_named("executor", CASES, harness, name);
 }
 
 fn input() -> Vec<SnapshotFile> {

@@ -30,8 +30,9 @@
 //! run_all(&Harnessed(Switch(Mutex::new(Setting::Open))));
 //! ```
 
-use std::any::Any;
 use std::panic::{self, AssertUnwindSafe};
+
+use super::panic_message;
 use std::time::{Duration, Instant};
 
 use sf_host::contracts::{Gate, GateAnswer, GateError, is_valid_reason};
@@ -86,39 +87,15 @@ const CASES: &[(&str, Case)] = &[
     ),
 ];
 
-/// Runs every case, then panics listing the failures, if any.
+/// Runs every case in [`CASES`], then panics naming each case that failed (with its message)
+/// if any did.
 pub fn run_all(harness: &dyn Harness) {
-    let mut failures = Vec::new();
-    for (name, case) in CASES {
-        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| case(harness))) {
-            failures.push(format!("{name}: {}", panic_message(payload.as_ref())));
-        }
-    }
-    assert!(
-        failures.is_empty(),
-        "gate conformance: {} of {} cases failed:\n{}",
-        failures.len(),
-        CASES.len(),
-        failures.join("\n")
-    );
+    super::run_cases("gate", CASES, harness);
 }
 
 /// Runs the case called `name`; panics if there is none.
 pub fn run_case(harness: &dyn Harness, name: &str) {
-    let Some((_, case)) = CASES.iter().find(|(case, _)| *case == name) else {
-        panic!("no gate conformance case is called {name:?}");
-    };
-    case(harness);
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a panic without a message".to_owned()
-    }
+    super::run_named("gate", CASES, harness, name);
 }
 
 /// Asks the gate with a deadline `patience` ahead; fails on a panic or a late answer.
