@@ -58,8 +58,9 @@ pub struct FreezeArgs {
     pub(super) identity: PathBuf,
 }
 
+/// Which Candidate, in which repository, under which frozen Slice.
 #[derive(Debug, Args)]
-pub struct CollectArgs {
+pub struct CandidateInSlice {
     /// The repository identity file
     #[arg(long, value_name = "FILE")]
     pub(super) identity: PathBuf,
@@ -69,6 +70,12 @@ pub struct CollectArgs {
     /// The frozen Slice directory
     #[arg(long, value_name = "SLICE")]
     pub(super) slice: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CollectArgs {
+    #[command(flatten)]
+    pub(super) target: CandidateInSlice,
     /// A gate file ({"proceed": true} or {"proceed": false, "reason": …}), read before every
     /// run; without it every run may proceed
     #[arg(long, value_name = "FILE")]
@@ -81,15 +88,8 @@ pub struct CollectArgs {
 
 #[derive(Debug, Args)]
 pub struct JudgeArgs {
-    /// The repository identity file
-    #[arg(long, value_name = "FILE")]
-    pub(super) identity: PathBuf,
-    /// The Candidate digest
-    #[arg(long, value_name = "DIGEST")]
-    pub(super) candidate: String,
-    /// The frozen Slice directory
-    #[arg(long, value_name = "SLICE")]
-    pub(super) slice: PathBuf,
+    #[command(flatten)]
+    pub(super) target: CandidateInSlice,
     /// The attempt (fence epoch) to judge; default: the latest
     #[arg(long, value_name = "EPOCH")]
     pub(super) attempt: Option<u64>,
@@ -483,20 +483,20 @@ pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliEr
     };
     let loaded = load(
         context,
-        &args.identity,
-        &args.candidate,
-        &args.slice,
+        &args.target.identity,
+        &args.target.candidate,
+        &args.target.slice,
         deadline,
     )?;
     let executor = executor(context)?;
-    let store = evidence_store(&args.slice)?;
+    let store = evidence_store(&args.target.slice)?;
     let product = loaded.repository.identity().product_id.clone();
-    let fence = fence(&args.slice, &product)?;
-    let slice_dir = std::fs::canonicalize(&args.slice)
-        .map_err(|error| invalid(format!("--slice {}", args.slice.display()), error))?;
+    let fence = fence(&args.target.slice, &product)?;
+    let slice_dir = std::fs::canonicalize(&args.target.slice)
+        .map_err(|error| invalid(format!("--slice {}", args.target.slice.display()), error))?;
     let protected = vec![
         slice_dir.clone(),
-        state(&args.slice, "")?,
+        state(&args.target.slice, "")?,
         PathBuf::from(&loaded.repository.identity().path),
     ];
     let collector = RepositoryCollector::new(store, executor, protected)
@@ -582,16 +582,16 @@ pub fn run_judge(context: &Context, args: JudgeArgs) -> Result<Output, CliError>
 pub fn judge_verdict(context: &Context, args: JudgeArgs) -> Result<Verdict, CliError> {
     let loaded = load(
         context,
-        &args.identity,
-        &args.candidate,
-        &args.slice,
+        &args.target.identity,
+        &args.target.candidate,
+        &args.target.slice,
         SystemTime::now(),
     )?;
-    let store = evidence_store(&args.slice)?;
+    let store = evidence_store(&args.target.slice)?;
     let product = loaded.repository.identity().product_id.clone();
     let epoch = match args.attempt {
         Some(epoch) => epoch,
-        None => fence(&args.slice, &product)?
+        None => fence(&args.target.slice, &product)?
             .last_epoch()
             .map_err(|error| coded(error.code(), "the fence", error))?,
     };

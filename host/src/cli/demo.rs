@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::assure::{self, CollectArgs, FreezeArgs, JudgeArgs, SliceCommand};
+use super::assure::{self, CandidateInSlice, CollectArgs, FreezeArgs, JudgeArgs, SliceCommand};
 use super::common::{CliError, Context, Output, absolute_new_path};
 use super::integrate::{self, InspectArgs, IntegrateCommand, InvokeArgs, PrepareArgs};
 use super::repo::{self, CreateArgs, RepoCommand};
@@ -440,9 +440,11 @@ fn candidate(
     let collected = assure::run_collect(
         context,
         CollectArgs {
-            identity: identity.clone(),
-            candidate: ids.digest.clone(),
-            slice: slice.clone(),
+            target: CandidateInSlice {
+                identity: identity.clone(),
+                candidate: ids.digest.clone(),
+                slice: slice.clone(),
+            },
             gate: None,
             deadline: None,
         },
@@ -461,9 +463,11 @@ fn candidate(
     let verdict = assure::judge_verdict(
         context,
         JudgeArgs {
-            identity,
-            candidate: ids.digest.clone(),
-            slice,
+            target: CandidateInSlice {
+                identity,
+                candidate: ids.digest.clone(),
+                slice,
+            },
             attempt: None,
         },
     )?;

@@ -313,14 +313,7 @@ pub fn decode_cancelled(bytes: &[u8]) -> Result<(), MessageError> {
 // Errors
 
 /// An error reply as the host decodes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum DecodedError {
-    /// A code this host knows, with every field.
-    Known(ExecutorError),
-    /// A code this host does not know (a plugin of a newer minor): still an `Err`, so still
-    /// "nothing started", with the plugin's own words.
-    Unknown { code: String, message: String },
-}
+pub type DecodedError = super::protocol::DecodedError<ExecutorError>;
 
 /// Encodes `error` with its code, its display text and every field.
 pub fn encode_error(error: &ExecutorError) -> Vec<u8> {

@@ -200,3 +200,13 @@ mod tests {
         assert!(Empty::decode(&reply.encode()).is_err());
     }
 }
+
+/// An error reply as the host decodes it, for a contract whose error type is `E`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DecodedError<E> {
+    /// A code this host knows, with every field.
+    Known(E),
+    /// A code this host does not know (a plugin of a newer minor): still an `Err`, so still
+    /// "nothing started", with the plugin's own words.
+    Unknown { code: String, message: String },
+}
