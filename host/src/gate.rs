@@ -1,4 +1,8 @@
-//! Built-in gates. The file gate reads a small JSON file on every call: exactly
+//! Built-in gates: [`OpenGate`] (every call proceeds; the default) and [`FileGate`]. In
+//! `sf.toml` they are `[gate] type = "open"` and `type = "file", path = "…"` (see
+//! [`crate::plugin::builtin`]).
+//!
+//! The file gate reads a small JSON file on every call: exactly
 //! `{"proceed": true}` proceeds, `{"proceed": false, "reason": "…"}` refuses with that reason,
 //! and anything else (absent, unreadable, not a regular file, too large, malformed, extra
 //! fields) is an error, which every caller treats as a refusal.
@@ -10,6 +14,16 @@ use std::time::Instant;
 
 use crate::canonical::{self, Value};
 use crate::contracts::{Gate, GateAnswer, GateError, is_valid_reason};
+
+/// A gate that always proceeds: what runs when no gate is configured.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenGate;
+
+impl Gate for OpenGate {
+    fn current(&self, _deadline: Instant) -> Result<GateAnswer, GateError> {
+        Ok(GateAnswer::Proceed)
+    }
+}
 
 /// The largest gate file read.
 pub const MAX_GATE_FILE_BYTES: u64 = 4096;

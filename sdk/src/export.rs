@@ -11,13 +11,21 @@
 //!     object_store: {
 //!         "example-memory" => make_store,
 //!     },
-//!     executor: {                      // optional, like object_store; at least one of the two
+//!     executor: {                      // each group optional, in this order; at least one
 //!         "my-executor" => make_executor,
+//!     },
+//!     evidence_store: {
+//!         "my-evidence" => make_evidence_store,
+//!     },
+//!     gate: {
+//!         "my-gate" => make_gate,
 //!     },
 //! }
 //!
 //! fn make_store(config: &sf_sdk::export::PluginConfig) -> Result<MyFactory, String> { … }
 //! fn make_executor(config: &sf_sdk::export::PluginConfig) -> Result<MyExecutor, String> { … }
+//! fn make_evidence_store(config: &sf_sdk::export::PluginConfig) -> Result<MyStore, String> { … }
+//! fn make_gate(config: &sf_sdk::export::PluginConfig) -> Result<MyGate, String> { … }
 //! ```
 //!
 //! An executor instance also serves `cancel`: the host calls it from another thread while a
@@ -42,8 +50,12 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, PoisonError};
 
 use serde::de::DeserializeOwned;
-use sf_host::contracts::{CancelToken, Executor, ObjectStore, ObjectStoreFactory};
+use sf_host::contracts::{
+    CancelToken, EvidenceStore, Executor, Gate, ObjectStore, ObjectStoreFactory,
+};
+use sf_host::plugin::evidence_store_protocol as evidence_wire;
 use sf_host::plugin::executor_protocol as executor_wire;
+use sf_host::plugin::gate_protocol as gate_wire;
 use sf_host::plugin::object_store_protocol::{self as wire, Request};
 use sf_host::plugin::protocol::{self, Empty, PanicReply, PluginErrorReply};
 use sf_host::plugin::{PluginManifest, abi};
@@ -61,6 +73,12 @@ pub type ObjectStoreConstructor = fn(&PluginConfig) -> Result<Box<dyn ObjectStor
 /// Makes an Executor from a configuration.
 pub type ExecutorConstructor = fn(&PluginConfig) -> Result<Box<dyn Executor>, String>;
 
+/// Makes an EvidenceStore from a configuration.
+pub type EvidenceStoreConstructor = fn(&PluginConfig) -> Result<Box<dyn EvidenceStore>, String>;
+
+/// Makes a Gate from a configuration.
+pub type GateConstructor = fn(&PluginConfig) -> Result<Box<dyn Gate>, String>;
+
 /// What a plugin exports: its manifest and one constructor per tag of each contract.
 pub struct PluginDefinition {
     /// The manifest, byte for byte as in the manifest file.
@@ -69,6 +87,10 @@ pub struct PluginDefinition {
     pub object_stores: &'static [(&'static str, ObjectStoreConstructor)],
     /// `(tag, constructor)` for the `executor` contract.
     pub executors: &'static [(&'static str, ExecutorConstructor)],
+    /// `(tag, constructor)` for the `evidence-store` contract.
+    pub evidence_stores: &'static [(&'static str, EvidenceStoreConstructor)],
+    /// `(tag, constructor)` for the `gate` contract.
+    pub gates: &'static [(&'static str, GateConstructor)],
 }
 
 impl PluginDefinition {
@@ -84,15 +106,11 @@ impl PluginDefinition {
             ));
         }
         let mut exported: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let contracts: [(&str, Vec<&str>); 2] = [
-            (
-                wire::CONTRACT,
-                self.object_stores.iter().map(|(tag, _)| *tag).collect(),
-            ),
-            (
-                executor_wire::CONTRACT,
-                self.executors.iter().map(|(tag, _)| *tag).collect(),
-            ),
+        let contracts: [(&str, Vec<&str>); 4] = [
+            (wire::CONTRACT, tags(self.object_stores)),
+            (executor_wire::CONTRACT, tags(self.executors)),
+            (evidence_wire::CONTRACT, tags(self.evidence_stores)),
+            (gate_wire::CONTRACT, tags(self.gates)),
         ];
         for (contract, tags) in contracts {
             if !tags.is_empty() {
@@ -112,6 +130,18 @@ impl PluginDefinition {
         }
         Ok(manifest)
     }
+}
+
+fn tags<C>(constructors: &[(&'static str, C)]) -> Vec<&'static str> {
+    constructors.iter().map(|(tag, _)| *tag).collect()
+}
+
+/// The constructor registered under `tag`.
+fn constructor<C: Copy>(constructors: &[(&'static str, C)], tag: &str) -> Option<C> {
+    constructors
+        .iter()
+        .find(|(registered, _)| *registered == tag)
+        .map(|(_, constructor)| *constructor)
 }
 
 /// A plugin instance's configuration: its section of `sf.toml` as JSON.
@@ -150,6 +180,26 @@ where
         .map_err(|error| error.to_string())
 }
 
+/// Boxes a constructor's result; what the macro wraps every `evidence_store` constructor in.
+pub fn evidence_store<S, E>(made: Result<S, E>) -> Result<Box<dyn EvidenceStore>, String>
+where
+    S: EvidenceStore + 'static,
+    E: Display,
+{
+    made.map(|store| Box::new(store) as Box<dyn EvidenceStore>)
+        .map_err(|error| error.to_string())
+}
+
+/// Boxes a constructor's result; what the macro wraps every `gate` constructor in.
+pub fn gate<G, E>(made: Result<G, E>) -> Result<Box<dyn Gate>, String>
+where
+    G: Gate + 'static,
+    E: Display,
+{
+    made.map(|gate| Box::new(gate) as Box<dyn Gate>)
+        .map_err(|error| error.to_string())
+}
+
 /// Boxes a constructor's result; what the macro wraps every `object_store` constructor in.
 pub fn object_store_factory<F, E>(made: Result<F, E>) -> Result<Box<dyn ObjectStoreFactory>, String>
 where
@@ -180,6 +230,8 @@ enum Instance {
     ObjectStoreFactory(Box<dyn ObjectStoreFactory>),
     ObjectStore(Box<dyn ObjectStore>),
     Executor(ExecutorInstance),
+    EvidenceStore(Box<dyn EvidenceStore>),
+    Gate(Box<dyn Gate>),
 }
 
 /// The most cancellations remembered for runs that are not in flight (cancelled before they
@@ -339,33 +391,31 @@ pub unsafe fn instantiate(
             _ => return plugin_error(protocol::INVALID_CONFIG, "the configuration has no type"),
         };
         let config = PluginConfig { tag, fields };
+        let unknown_tag = || {
+            plugin_error(
+                protocol::UNKNOWN_TAG,
+                format!("no {contract} type {:?} here", config.tag),
+            )
+        };
         let made = match contract {
-            wire::CONTRACT => {
-                let Some((_, constructor)) = definition
-                    .object_stores
-                    .iter()
-                    .find(|(tag, _)| *tag == config.tag)
-                else {
-                    return plugin_error(
-                        protocol::UNKNOWN_TAG,
-                        format!("no {contract} type {:?} here", config.tag),
-                    );
-                };
-                constructor(&config).map(Instance::ObjectStoreFactory)
-            }
-            executor_wire::CONTRACT => {
-                let Some((_, constructor)) = definition
-                    .executors
-                    .iter()
-                    .find(|(tag, _)| *tag == config.tag)
-                else {
-                    return plugin_error(
-                        protocol::UNKNOWN_TAG,
-                        format!("no {contract} type {:?} here", config.tag),
-                    );
-                };
-                constructor(&config).map(|made| Instance::Executor(ExecutorInstance::new(made)))
-            }
+            wire::CONTRACT => match constructor(definition.object_stores, &config.tag) {
+                Some(make) => make(&config).map(Instance::ObjectStoreFactory),
+                None => return unknown_tag(),
+            },
+            executor_wire::CONTRACT => match constructor(definition.executors, &config.tag) {
+                Some(make) => {
+                    make(&config).map(|made| Instance::Executor(ExecutorInstance::new(made)))
+                }
+                None => return unknown_tag(),
+            },
+            evidence_wire::CONTRACT => match constructor(definition.evidence_stores, &config.tag) {
+                Some(make) => make(&config).map(Instance::EvidenceStore),
+                None => return unknown_tag(),
+            },
+            gate_wire::CONTRACT => match constructor(definition.gates, &config.tag) {
+                Some(make) => make(&config).map(Instance::Gate),
+                None => return unknown_tag(),
+            },
             other => {
                 return plugin_error(
                     protocol::UNKNOWN_CONTRACT,
@@ -420,6 +470,8 @@ pub unsafe extern "C" fn call(
             }
             Instance::ObjectStore(store) => serve_store(store.as_ref(), method, request),
             Instance::Executor(executor) => serve_executor(executor, method, request),
+            Instance::EvidenceStore(store) => serve_evidence_store(store.as_ref(), method, request),
+            Instance::Gate(gate) => serve_gate(gate.as_ref(), method, request),
         }
     });
     // SAFETY: the host passes a valid out-pointer for the reply.
@@ -428,20 +480,7 @@ pub unsafe extern "C" fn call(
 }
 
 fn decode(method: &str, request: &[u8]) -> Result<Request, Outcome> {
-    match Request::decode(method, request) {
-        Ok(Some(request)) => Ok(request),
-        Ok(None) => Err(plugin_error(
-            protocol::UNSUPPORTED_METHOD,
-            format!(
-                "{method:?} is not a method of the {} contract",
-                wire::CONTRACT
-            ),
-        )),
-        Err(error) => Err(plugin_error(
-            protocol::MALFORMED_REQUEST,
-            format!("{method}: {error}"),
-        )),
-    }
+    undecodable(wire::CONTRACT, method, Request::decode(method, request))
 }
 
 fn serve_factory(
@@ -537,20 +576,13 @@ fn serve_store(store: &dyn ObjectStore, method: &str, request: &[u8]) -> Outcome
 }
 
 fn serve_executor(instance: &ExecutorInstance, method: &str, request: &[u8]) -> Outcome {
-    let request = match executor_wire::Request::decode(method, request) {
-        Ok(Some(request)) => request,
-        Ok(None) => {
-            return plugin_error(
-                protocol::UNSUPPORTED_METHOD,
-                format!(
-                    "{method:?} is not a method of the {} contract",
-                    executor_wire::CONTRACT
-                ),
-            );
-        }
-        Err(error) => {
-            return plugin_error(protocol::MALFORMED_REQUEST, format!("{method}: {error}"));
-        }
+    let request = match undecodable(
+        executor_wire::CONTRACT,
+        method,
+        executor_wire::Request::decode(method, request),
+    ) {
+        Ok(request) => request,
+        Err(outcome) => return outcome,
     };
     let executor = instance.executor.as_ref();
     let answer = match request {
@@ -583,6 +615,67 @@ fn serve_executor(instance: &ExecutorInstance, method: &str, request: &[u8]) -> 
     match answer {
         Ok(bytes) => Outcome::Ok(bytes),
         Err(error) => Outcome::ContractError(executor_wire::encode_error(&error)),
+    }
+}
+
+/// A request the contract does not know or that does not decode.
+fn undecodable<R>(
+    contract: &str,
+    method: &str,
+    decoded: Result<Option<R>, sf_host::plugin::message::MessageError>,
+) -> Result<R, Outcome> {
+    match decoded {
+        Ok(Some(request)) => Ok(request),
+        Ok(None) => Err(plugin_error(
+            protocol::UNSUPPORTED_METHOD,
+            format!("{method:?} is not a method of the {contract} contract"),
+        )),
+        Err(error) => Err(plugin_error(
+            protocol::MALFORMED_REQUEST,
+            format!("{method}: {error}"),
+        )),
+    }
+}
+
+fn serve_evidence_store(store: &dyn EvidenceStore, method: &str, request: &[u8]) -> Outcome {
+    let request = match undecodable(
+        evidence_wire::CONTRACT,
+        method,
+        evidence_wire::Request::decode(method, request),
+    ) {
+        Ok(request) => request,
+        Err(outcome) => return outcome,
+    };
+    let answer = match request {
+        evidence_wire::Request::Put { record, deadline } => store
+            .put(&record, deadline)
+            .map(|id| evidence_wire::encode_id(&id)),
+        evidence_wire::Request::Get { id, deadline } => store
+            .get(&id, deadline)
+            .map(|record| evidence_wire::encode_record(&record)),
+        evidence_wire::Request::Find { pins, deadline } => store
+            .find(&pins, deadline)
+            .map(|ids| evidence_wire::encode_ids(&ids)),
+    };
+    match answer {
+        Ok(bytes) => Outcome::Ok(bytes),
+        Err(error) => Outcome::ContractError(evidence_wire::encode_error(&error)),
+    }
+}
+
+fn serve_gate(gate: &dyn Gate, method: &str, request: &[u8]) -> Outcome {
+    let request = match undecodable(
+        gate_wire::CONTRACT,
+        method,
+        gate_wire::Request::decode(method, request),
+    ) {
+        Ok(request) => request,
+        Err(outcome) => return outcome,
+    };
+    let gate_wire::Request::Current { deadline } = request;
+    match gate.current(deadline) {
+        Ok(answer) => Outcome::Ok(gate_wire::encode_answer(&answer)),
+        Err(error) => Outcome::ContractError(gate_wire::encode_error(&error)),
     }
 }
 
@@ -629,6 +722,12 @@ pub unsafe extern "C" fn drop_instance(instance: *mut c_void) -> i32 {
 ///     executor: {                            // optional
 ///         "my-executor" => my_executor_constructor, // fn(&PluginConfig) -> Result<X, E>
 ///     },
+///     evidence_store: {                      // optional
+///         "my-evidence" => my_store_constructor, // fn(&PluginConfig) -> Result<S, E>
+///     },
+///     gate: {                                // optional
+///         "my-gate" => my_gate_constructor,  // fn(&PluginConfig) -> Result<G, E>
+///     },
 /// }
 /// ```
 #[macro_export]
@@ -637,6 +736,8 @@ macro_rules! export_plugin {
         manifest: $manifest:literal
         $(, object_store: { $($store_tag:literal => $store_constructor:expr),+ $(,)? })?
         $(, executor: { $($executor_tag:literal => $executor_constructor:expr),+ $(,)? })?
+        $(, evidence_store: { $($evidence_tag:literal => $evidence_constructor:expr),+ $(,)? })?
+        $(, gate: { $($gate_tag:literal => $gate_constructor:expr),+ $(,)? })?
         $(,)?
     ) => {
         #[cfg(panic = "abort")]
@@ -665,6 +766,18 @@ macro_rules! export_plugin {
                     (|config: &$crate::export::PluginConfig| {
                         $crate::export::executor(($executor_constructor)(config))
                     }) as $crate::export::ExecutorConstructor,
+                )),+)?],
+                evidence_stores: &[$($((
+                    $evidence_tag,
+                    (|config: &$crate::export::PluginConfig| {
+                        $crate::export::evidence_store(($evidence_constructor)(config))
+                    }) as $crate::export::EvidenceStoreConstructor,
+                )),+)?],
+                gates: &[$($((
+                    $gate_tag,
+                    (|config: &$crate::export::PluginConfig| {
+                        $crate::export::gate(($gate_constructor)(config))
+                    }) as $crate::export::GateConstructor,
                 )),+)?],
             };
 

@@ -15,6 +15,8 @@
 /// `Deserialize` with `#[serde(crate = "sf_sdk::serde")]` without its own dependency.
 pub use serde;
 pub use serde_json;
+/// The `sha256:` digests (Evidence record ids, pins) and canonical JSON the contracts use.
+pub use sf_host::canonical;
 pub use sf_host::contracts;
 /// The object ids and encodings the contracts use.
 pub use sf_host::git_object;

@@ -250,3 +250,37 @@ pub fn seal_command(child: &str, work: &Path) -> std::process::Command {
         .args(["identity.json", "frozen.json", "proposal.json"].map(|file| work.join(file)));
     command
 }
+
+/// The SQLite store's write-once triggers, as its schema creates them.
+const EVIDENCE_TRIGGERS_SQL: &str = "
+CREATE TRIGGER evidence_no_update BEFORE UPDATE ON evidence
+BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;
+CREATE TRIGGER evidence_no_delete BEFORE DELETE ON evidence
+BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;";
+
+/// Changes the record under `id` in the SQLite evidence database at `path` with a separate
+/// connection: drops the write-once triggers, flips the last byte of the record, and puts the
+/// triggers back (an intruder covering their tracks).
+pub fn corrupt_evidence_row(path: &Path, id: &sf_host::canonical::Digest) {
+    let connection = rusqlite::Connection::open(path).unwrap();
+    connection
+        .execute_batch("DROP TRIGGER evidence_no_update; DROP TRIGGER evidence_no_delete;")
+        .unwrap();
+    let mut bytes: Vec<u8> = connection
+        .query_row(
+            "SELECT record FROM evidence WHERE id = ?1",
+            [id.to_string()],
+            |row| row.get(0),
+        )
+        .unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    let changed = connection
+        .execute(
+            "UPDATE evidence SET record = ?1 WHERE id = ?2",
+            rusqlite::params![bytes, id.to_string()],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    connection.execute_batch(EVIDENCE_TRIGGERS_SQL).unwrap();
+}

@@ -17,6 +17,7 @@ const PACKAGES: &[&str] = &[
     "sf-sandbox-exec",
     "sf-sandbox-exec-plugin",
     "sf-test-hostile-plugin",
+    "sf-test-backends-plugin",
     "sf-example-out-of-tree-plugin",
 ];
 
@@ -37,6 +38,9 @@ pub struct Built {
     pub probe: PathBuf,
     /// The hostile test plugin library.
     pub hostile: PathBuf,
+    /// The test plugin exporting sf's SQLite EvidenceStore and file Gate (`test-sqlite`,
+    /// `test-file-gate`).
+    pub backends: PathBuf,
     /// The out-of-tree example plugin library.
     pub example: PathBuf,
 }
@@ -139,6 +143,7 @@ pub fn built() -> &'static Built {
             launcher: dir.join("sf-sandbox-launcher"),
             probe: dir.join("sf-sandbox-probe"),
             hostile: library(&dir, "sf_test_hostile_plugin"),
+            backends: library(&dir, "sf_test_backends_plugin"),
             example: library(&dir, "sf_example_out_of_tree_plugin"),
             dir,
         };
@@ -150,6 +155,7 @@ pub fn built() -> &'static Built {
             &built.launcher,
             &built.probe,
             &built.hostile,
+            &built.backends,
             &built.example,
         ] {
             strip_group_write(path);

@@ -4,7 +4,7 @@
 //! durability across reopening, WAL with synchronous=FULL, and the private directory rule.
 
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -29,39 +29,6 @@ fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(60)
 }
 
-const TRIGGERS_SQL: &str = "
-CREATE TRIGGER evidence_no_update BEFORE UPDATE ON evidence
-BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;
-CREATE TRIGGER evidence_no_delete BEFORE DELETE ON evidence
-BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;";
-
-/// Changes the record under `id` in the database file at `path` with a separate connection:
-/// drops the write-once triggers, flips the last byte of the record, and puts the triggers
-/// back (an intruder covering their tracks).
-fn corrupt_row(path: &Path, id: &Digest) {
-    let connection = rusqlite::Connection::open(path).unwrap();
-    connection
-        .execute_batch("DROP TRIGGER evidence_no_update; DROP TRIGGER evidence_no_delete;")
-        .unwrap();
-    let mut bytes: Vec<u8> = connection
-        .query_row(
-            "SELECT record FROM evidence WHERE id = ?1",
-            [id.to_string()],
-            |row| row.get(0),
-        )
-        .unwrap();
-    let last = bytes.len() - 1;
-    bytes[last] ^= 1;
-    let changed = connection
-        .execute(
-            "UPDATE evidence SET record = ?1 WHERE id = ?2",
-            rusqlite::params![bytes, id.to_string()],
-        )
-        .unwrap();
-    assert_eq!(changed, 1);
-    connection.execute_batch(TRIGGERS_SQL).unwrap();
-}
-
 struct SqliteHarness {
     _dir: tempfile::TempDir,
     parent: PathBuf,
@@ -83,7 +50,7 @@ impl Harness for SqliteHarness {
         let Some((_, path)) = paths.iter().find(|(made, _)| Arc::ptr_eq(made, store)) else {
             return false;
         };
-        corrupt_row(path, id);
+        sf_tests::corrupt_evidence_row(path, id);
         true
     }
 }
@@ -161,7 +128,7 @@ fn a_corrupt_row_is_reported_and_never_repaired() {
     let store = SqliteEvidenceStore::open(&path).unwrap();
     let good = store.put(&record(b"good"), deadline()).unwrap();
     let bad = store.put(&record(b"to be damaged"), deadline()).unwrap();
-    corrupt_row(&path, &bad);
+    sf_tests::corrupt_evidence_row(&path, &bad);
     let tampered: Vec<u8> = rusqlite::Connection::open(&path)
         .unwrap()
         .query_row(

@@ -28,12 +28,9 @@ use crate::canonical::{self, Digest, Value, object};
 use crate::collector::{
     CollectRequest, CollectedRun, RepositoryCollector, collector_closure, materialise_base,
 };
-use crate::contracts::{
-    AttemptId, CancelToken, EvidenceStore, Executor, Gate, GateAnswer, GateError,
-};
-use crate::evidence::{SqliteEvidenceStore, get_verified};
+use crate::contracts::{AttemptId, CancelToken, EvidenceStore};
+use crate::evidence::get_verified;
 use crate::fence::Fence;
-use crate::plugin::PluginPath;
 use crate::private_dir::PrivateDir;
 use crate::repository::{FrozenInputs, ID_RULE, Repository, Slice, is_valid_id};
 use crate::snapshot::snapshot_digest;
@@ -77,7 +74,7 @@ pub struct CollectArgs {
     #[command(flatten)]
     pub(super) target: CandidateInSlice,
     /// A gate file ({"proceed": true} or {"proceed": false, "reason": …}), read before every
-    /// run; without it every run may proceed
+    /// run, in place of the configured [gate] (default: open, every run may proceed)
     #[arg(long, value_name = "FILE")]
     pub(super) gate: Option<PathBuf>,
     /// When the collection must be over (RFC 3339 UTC, e.g. 2026-01-01T12:00:00Z); default: in
@@ -178,15 +175,6 @@ fn write_once(path: &Path, bytes: &[u8]) -> Result<(), CliError> {
         }
         Err(error) => Err(coded("unavailable", path.display(), error)),
     }
-}
-
-fn executor(context: &Context) -> Result<Arc<dyn Executor>, CliError> {
-    let config = context.config()?;
-    let plugins =
-        PluginPath::from_env().map_err(|error| CliError::new(error.code(), error.to_string()))?;
-    config
-        .executor(&plugins)
-        .map_err(|error| CliError::new(error.code(), error.to_string()))
 }
 
 /// `sf slice freeze`.
@@ -302,7 +290,7 @@ pub fn run_slice(context: &Context, command: SliceCommand) -> Result<Output, Cli
             ));
         }
     };
-    let executor = executor(context)?;
+    let executor = context.executor()?;
     let runtime = executor
         .describe_runtime()
         .map_err(|error| coded(error.code(), "the configured executor's runtime", error))?;
@@ -438,25 +426,14 @@ fn load(
     })
 }
 
-fn evidence_store(slice: &Path) -> Result<Arc<SqliteEvidenceStore>, CliError> {
-    let dir = state(slice, "evidence")?;
-    SqliteEvidenceStore::open(&dir.join("evidence.db"))
-        .map(Arc::new)
-        .map_err(|error| coded(error.code(), "the evidence store", error))
+/// The configured EvidenceStore; a local one keeps its files in `SLICE/state/evidence/`.
+fn evidence_store(context: &Context, slice: &Path) -> Result<Arc<dyn EvidenceStore>, CliError> {
+    context.evidence_store(&state(slice, "evidence")?)
 }
 
 fn fence(slice: &Path, product: &str) -> Result<Fence, CliError> {
     Fence::open(&state(slice, "fence")?, product)
         .map_err(|error| coded(error.code(), "the fence", error))
-}
-
-/// A gate that always proceeds (no `--gate`).
-struct Open;
-
-impl Gate for Open {
-    fn current(&self, _deadline: Instant) -> Result<GateAnswer, GateError> {
-        Ok(GateAnswer::Proceed)
-    }
 }
 
 fn run_json(run: &CollectedRun) -> serde_json::Value {
@@ -488,8 +465,8 @@ pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliEr
         &args.target.slice,
         deadline,
     )?;
-    let executor = executor(context)?;
-    let store = evidence_store(&args.target.slice)?;
+    let executor = context.executor()?;
+    let store = evidence_store(context, &args.target.slice)?;
     let product = loaded.repository.identity().product_id.clone();
     let fence = fence(&args.target.slice, &product)?;
     let slice_dir = std::fs::canonicalize(&args.target.slice)
@@ -501,10 +478,7 @@ pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliEr
     ];
     let collector = RepositoryCollector::new(store, executor, protected)
         .map_err(|error| coded(error.code(), "the collector", error))?;
-    let gate: Arc<dyn Gate> = match &args.gate {
-        Some(path) => Arc::new(crate::gate::FileGate::new(path)),
-        None => Arc::new(Open),
-    };
+    let gate = context.gate(args.gate.as_deref())?;
     let hold = fence.acquire().map_err(|error| {
         coded(
             error.code(),
@@ -587,7 +561,7 @@ pub fn judge_verdict(context: &Context, args: JudgeArgs) -> Result<Verdict, CliE
         &args.target.slice,
         SystemTime::now(),
     )?;
-    let store = evidence_store(&args.target.slice)?;
+    let store = evidence_store(context, &args.target.slice)?;
     let product = loaded.repository.identity().product_id.clone();
     let epoch = match args.attempt {
         Some(epoch) => epoch,
@@ -623,7 +597,7 @@ pub fn run_evidence(context: &Context, command: EvidenceCommand) -> Result<Outpu
     match command {
         EvidenceCommand::Get(args) => {
             let id = parse_digest(&args.id, "ID")?;
-            let store = evidence_store(&args.slice)?;
+            let store = evidence_store(context, &args.slice)?;
             let record = get_verified(
                 store.as_ref(),
                 &id,
@@ -680,7 +654,7 @@ pub fn run_evidence(context: &Context, command: EvidenceCommand) -> Result<Outpu
                 .pins
                 .digest()
                 .map_err(|error| invalid("the pins", error))?;
-            let store = evidence_store(&args.slice)?;
+            let store = evidence_store(context, &args.slice)?;
             let ids = store
                 .find(&pins, Instant::now() + Duration::from_secs(60))
                 .map_err(|error| coded(error.code(), "the evidence store", error))?;

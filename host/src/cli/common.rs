@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::canonical::Value;
-use crate::contracts::ObjectStoreFactory;
-use crate::plugin::{Config, PluginPath};
+use crate::contracts::{EvidenceStore, Executor, Gate, ObjectStoreFactory};
+use crate::plugin::{Config, ConfigError, PluginPath};
 use crate::repository::{
     Repository, RepositoryError, RepositoryIdentity, RepositoryOptions, open_repository,
     parse_repository_identity,
@@ -35,12 +35,40 @@ impl Context {
 
     /// The configured ObjectStore factory, through the plugin path when the tag is a plugin's.
     pub fn object_store(&self) -> Result<Arc<dyn ObjectStoreFactory>, CliError> {
-        let config = self.config()?;
-        let plugins = PluginPath::from_env()
-            .map_err(|error| CliError::new(error.code(), error.to_string()))?;
-        config
-            .object_store(&plugins)
-            .map_err(|error| CliError::new(error.code(), error.to_string()))
+        self.config()?
+            .object_store(&plugin_path()?)
+            .map_err(config_error)
+    }
+
+    /// The configured Executor.
+    pub fn executor(&self) -> Result<Arc<dyn Executor>, CliError> {
+        self.config()?
+            .executor(&plugin_path()?)
+            .map_err(config_error)
+    }
+
+    /// The configured EvidenceStore; `state_dir` is where a local store keeps its files by
+    /// default (the Slice's evidence directory).
+    pub fn evidence_store(&self, state_dir: &Path) -> Result<Arc<dyn EvidenceStore>, CliError> {
+        self.config()?
+            .evidence_store(&plugin_path()?, state_dir)
+            .map_err(config_error)
+    }
+
+    /// The configured Gate, or the file gate reading `file` when a command's `--gate FILE`
+    /// overrides the configuration.
+    pub fn gate(&self, file: Option<&Path>) -> Result<Arc<dyn Gate>, CliError> {
+        let mut config = self.config()?;
+        if let Some(file) = file {
+            let file = std::path::absolute(file).map_err(|error| {
+                CliError::new(
+                    "invalid-input",
+                    format!("--gate {}: {error}", file.display()),
+                )
+            })?;
+            config.set_file_gate(&file);
+        }
+        config.gate(&plugin_path()?).map_err(config_error)
     }
 
     /// Opens the repository the identity file names, with the configured store.
@@ -185,4 +213,13 @@ pub fn absolute_new_path(path: &Path, what: &str) -> Result<PathBuf, CliError> {
         ))
     })?;
     Ok(parent.join(name))
+}
+
+/// The plugin path from the environment.
+fn plugin_path() -> Result<PluginPath, CliError> {
+    PluginPath::from_env().map_err(|error| CliError::new(error.code(), error.to_string()))
+}
+
+fn config_error(error: ConfigError) -> CliError {
+    CliError::new(error.code(), error.to_string())
 }

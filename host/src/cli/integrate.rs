@@ -9,7 +9,6 @@
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 
@@ -17,8 +16,6 @@ use super::common::{
     CliError, Context, Output, absolute_new_path, json_value, read_input, repository_error,
 };
 use crate::canonical::{self, Digest};
-use crate::contracts::Gate;
-use crate::gate::FileGate;
 use crate::repository::{
     Action, IntegrationObservation, IntegrationPayload, Owner, PreparedIntegration, RepositoryError,
 };
@@ -73,7 +70,8 @@ pub struct InvokeArgs {
     /// The prepared record (from `sf integrate prepare --prepared-out`)
     #[arg(long, value_name = "FILE")]
     pub(super) prepared: PathBuf,
-    /// A gate file read immediately before the move: exactly {"proceed": true} lets it start
+    /// A gate file read immediately before the move, in place of the configured [gate]:
+    /// exactly {"proceed": true} lets it start
     #[arg(long, value_name = "FILE")]
     pub(super) gate: Option<PathBuf>,
 }
@@ -206,12 +204,9 @@ fn read_prepared(path: &Path) -> Result<PreparedIntegration, CliError> {
 fn invoke(context: &Context, args: InvokeArgs) -> Result<Output, CliError> {
     let prepared = read_prepared(&args.prepared)?;
     let repository = context.open_repository(&args.identity)?;
-    let gate = args
-        .gate
-        .as_ref()
-        .map(|file| Arc::new(FileGate::new(file)) as Arc<dyn Gate>);
+    let gate = context.gate(args.gate.as_deref())?;
     let observed = repository
-        .invoke_once(&prepared, gate)
+        .invoke_once(&prepared, Some(gate))
         .map_err(|error| integration_error("invoking the integration", &error))?;
     Ok(describe(&observed))
 }

@@ -26,8 +26,9 @@ pub const MAGIC: u64 = u64::from_be_bytes(*b"sfplugin");
 /// The ABI major version this host and this sdk speak. A plugin with another major is refused.
 pub const ABI_MAJOR: u32 = 1;
 
-/// The ABI minor version this host and this sdk speak.
-pub const ABI_MINOR: u32 = 0;
+/// The ABI minor version this host and this sdk speak. Minor 1 added the `evidence-store` and
+/// `gate` contracts.
+pub const ABI_MINOR: u32 = 1;
 
 /// The call succeeded; the reply is the answer message.
 pub const STATUS_OK: i32 = 0;

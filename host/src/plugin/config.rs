@@ -8,11 +8,18 @@
 //! [executor]
 //! type = "sandbox-exec"
 //! runtime = "sh"
+//!
+//! [evidence_store]
+//! type = "sqlite"           # path = "/var/lib/sf/evidence.db"; default: the Slice's own
+//!
+//! [gate]
+//! type = "file"             # or "open", or a plugin's tag such as "oats-binding"
+//! path = "/etc/sf/gate.json"
 //! ```
 //!
 //! A tag resolves in two steps. Backends compiled into the running program register their
 //! configuration type with typetag (`#[typetag::serde(name = "…")] impl ObjectStoreBackend`,
-//! `impl ExecutorBackend`);
+//! `impl ExecutorBackend`, `impl EvidenceStoreBackend`, `impl GateBackend`);
 //! a tag typetag knows is deserialized into that type and builds the backend directly. Any
 //! other tag is looked up in the manifests on the plugin path (first match wins), and the
 //! section (without `type`) is handed to the plugin as a JSON object. A tag neither knows is
@@ -21,7 +28,8 @@
 //! A section the file leaves out takes its embedded default ([`DEFAULT_CONFIG`]); with no
 //! file at all, every section does. The `sf` binary links no backend, so its defaults resolve
 //! through the plugin path: `git-cli` is the `sf-git-cli` plugin shipped beside `sf`, and
-//! `sandbox-exec` the `sf-sandbox-exec` plugin. A section is resolved only when a command
+//! `sandbox-exec` the `sf-sandbox-exec` plugin. The `sqlite` evidence store and the `open` and
+//! `file` gates are compiled into sf-host itself. A section is resolved only when a command
 //! needs its contract.
 
 use std::fmt::Debug;
@@ -31,20 +39,28 @@ use std::sync::Arc;
 use serde::de;
 
 use super::error::PluginError;
+use super::evidence_store_adapter::PluginEvidenceStore;
+use super::evidence_store_protocol::CONTRACT as EVIDENCE_STORE;
 use super::executor_adapter::PluginExecutor;
 use super::executor_protocol::CONTRACT as EXECUTOR;
+use super::gate_adapter::PluginGate;
+use super::gate_protocol::CONTRACT as GATE;
 use super::loader::{self, LoadedPlugin};
 use super::object_store_adapter::PluginObjectStoreFactory;
 use super::object_store_protocol::CONTRACT as OBJECT_STORE;
 use super::search::{self, PluginPath};
-use crate::contracts::{Executor, ExecutorError, ObjectStoreError, ObjectStoreFactory};
+use crate::contracts::{
+    EvidenceStore, EvidenceStoreError, Executor, ExecutorError, Gate, GateError, ObjectStoreError,
+    ObjectStoreFactory,
+};
 
 /// The configuration used where a file leaves a section out, or when there is no file.
-pub const DEFAULT_CONFIG: &str =
-    "[object_store]\ntype = \"git-cli\"\n\n[executor]\ntype = \"sandbox-exec\"\n";
+pub const DEFAULT_CONFIG: &str = "[object_store]\ntype = \"git-cli\"\n\n[executor]\ntype = \
+                                  \"sandbox-exec\"\n\n[evidence_store]\ntype = \"sqlite\"\n\n\
+                                  [gate]\ntype = \"open\"\n";
 
 /// The sections a configuration may hold.
-pub const SECTIONS: &[&str] = &["object_store", "executor"];
+pub const SECTIONS: &[&str] = &["object_store", "executor", "evidence_store", "gate"];
 
 /// The largest configuration file read.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
@@ -79,6 +95,38 @@ pub trait ExecutorBackend: Debug + Send + Sync {
     fn executor(&self) -> Result<Arc<dyn Executor>, ExecutorError>;
 }
 
+/// An EvidenceStore backend compiled into the running program, configured from its section.
+///
+/// ```text
+/// #[typetag::serde(name = "sqlite")]
+/// impl EvidenceStoreBackend for SqliteBackend {
+///     fn evidence_store(&self, state_dir: &Path) -> Result<Arc<dyn EvidenceStore>, EvidenceStoreError> { … }
+/// }
+/// ```
+#[typetag::serde(tag = "type")]
+pub trait EvidenceStoreBackend: Debug + Send + Sync {
+    /// Builds the configured store. `state_dir` is the directory sf keeps the current
+    /// Slice's evidence in; a backend whose section names no location of its own uses it.
+    fn evidence_store(
+        &self,
+        state_dir: &Path,
+    ) -> Result<Arc<dyn EvidenceStore>, EvidenceStoreError>;
+}
+
+/// A Gate backend compiled into the running program, configured from its section.
+///
+/// ```text
+/// #[typetag::serde(name = "file")]
+/// impl GateBackend for FileGateBackend {
+///     fn gate(&self) -> Result<Arc<dyn Gate>, GateError> { … }
+/// }
+/// ```
+#[typetag::serde(tag = "type")]
+pub trait GateBackend: Debug + Send + Sync {
+    /// Builds the configured gate.
+    fn gate(&self) -> Result<Arc<dyn Gate>, GateError>;
+}
+
 /// The tags of the ObjectStore backends compiled into the running program, sorted.
 pub fn compiled_object_store_tags() -> Vec<&'static str> {
     compiled_tags::<Box<dyn ObjectStoreBackend>>()
@@ -87,6 +135,16 @@ pub fn compiled_object_store_tags() -> Vec<&'static str> {
 /// The tags of the Executor backends compiled into the running program, sorted.
 pub fn compiled_executor_tags() -> Vec<&'static str> {
     compiled_tags::<Box<dyn ExecutorBackend>>()
+}
+
+/// The tags of the EvidenceStore backends compiled into the running program, sorted.
+pub fn compiled_evidence_store_tags() -> Vec<&'static str> {
+    compiled_tags::<Box<dyn EvidenceStoreBackend>>()
+}
+
+/// The tags of the Gate backends compiled into the running program, sorted.
+pub fn compiled_gate_tags() -> Vec<&'static str> {
+    compiled_tags::<Box<dyn GateBackend>>()
 }
 
 /// The tags typetag registered for the trait object `B` (a `Box<dyn …Backend>`), sorted.
@@ -226,6 +284,8 @@ pub struct Config {
     origin: ConfigOrigin,
     object_store: Section,
     executor: Section,
+    evidence_store: Section,
+    gate: Section,
 }
 
 /// How a section's tag resolved.
@@ -299,20 +359,19 @@ impl Config {
         };
         let object_store = take("object_store")?;
         let executor = take("executor")?;
-        let (object_store, executor) = match (object_store, executor) {
-            (Some(object_store), Some(executor)) => (object_store, executor),
-            (object_store, executor) => {
-                let defaults = Self::defaults();
-                (
-                    object_store.unwrap_or(defaults.object_store),
-                    executor.unwrap_or(defaults.executor),
-                )
-            }
+        let evidence_store = take("evidence_store")?;
+        let gate = take("gate")?;
+        // A section left out takes its default; the defaults themselves lack none (`take`
+        // refused that above), so they never recurse here.
+        let or_default = |taken: Option<Section>, pick: fn(Self) -> Section| {
+            taken.unwrap_or_else(|| pick(Self::defaults()))
         };
         Ok(Self {
+            object_store: or_default(object_store, |config| config.object_store),
+            executor: or_default(executor, |config| config.executor),
+            evidence_store: or_default(evidence_store, |config| config.evidence_store),
+            gate: or_default(gate, |config| config.gate),
             origin,
-            object_store,
-            executor,
         })
     }
 
@@ -329,6 +388,29 @@ impl Config {
     /// The `[executor]` section.
     pub fn executor_section(&self) -> &Section {
         &self.executor
+    }
+
+    /// The `[evidence_store]` section.
+    pub fn evidence_store_section(&self) -> &Section {
+        &self.evidence_store
+    }
+
+    /// The `[gate]` section.
+    pub fn gate_section(&self) -> &Section {
+        &self.gate
+    }
+
+    /// Makes `[gate]` the file gate reading `path` (how `--gate FILE` overrides the file).
+    pub fn set_file_gate(&mut self, path: &Path) {
+        let mut fields = toml::Table::new();
+        fields.insert(
+            "path".to_owned(),
+            toml::Value::String(path.to_string_lossy().into_owned()),
+        );
+        self.gate = Section {
+            tag: "file".to_owned(),
+            fields,
+        };
     }
 
     /// Sets `key` of the `[executor]` section to `value` (how `sf exec --runtime` names the
@@ -358,6 +440,57 @@ impl Config {
                 let executor = PluginExecutor::new(&plugin, &section.tag, &fields)
                     .map_err(|error| self.plugin_error(name, section, error))?;
                 Ok(Arc::new(executor))
+            }
+        }
+    }
+
+    /// Builds the configured EvidenceStore: a compiled-in backend if one is registered under
+    /// the tag (given `state_dir`, the current Slice's evidence directory), otherwise the
+    /// plugin on `plugins` whose manifest lists it (configured by its section alone).
+    pub fn evidence_store(
+        &self,
+        plugins: &PluginPath,
+        state_dir: &Path,
+    ) -> Result<Arc<dyn EvidenceStore>, ConfigError> {
+        let name = "evidence_store";
+        let section = &self.evidence_store;
+        match self.resolve::<Box<dyn EvidenceStoreBackend>>(
+            name,
+            section,
+            EVIDENCE_STORE,
+            compiled_evidence_store_tags(),
+            plugins,
+        )? {
+            Resolved::Compiled(backend) => backend
+                .evidence_store(state_dir)
+                .map_err(|error| self.backend_error(name, section, error.to_string())),
+            Resolved::Plugin(plugin, fields) => {
+                let store = PluginEvidenceStore::new(&plugin, &section.tag, &fields)
+                    .map_err(|error| self.plugin_error(name, section, error))?;
+                Ok(Arc::new(store))
+            }
+        }
+    }
+
+    /// Builds the configured Gate: a compiled-in backend if one is registered under the tag,
+    /// otherwise the plugin on `plugins` whose manifest lists it.
+    pub fn gate(&self, plugins: &PluginPath) -> Result<Arc<dyn Gate>, ConfigError> {
+        let name = "gate";
+        let section = &self.gate;
+        match self.resolve::<Box<dyn GateBackend>>(
+            name,
+            section,
+            GATE,
+            compiled_gate_tags(),
+            plugins,
+        )? {
+            Resolved::Compiled(backend) => backend
+                .gate()
+                .map_err(|error| self.backend_error(name, section, error.to_string())),
+            Resolved::Plugin(plugin, fields) => {
+                let gate = PluginGate::new(&plugin, &section.tag, &fields)
+                    .map_err(|error| self.plugin_error(name, section, error))?;
+                Ok(Arc::new(gate))
             }
         }
     }
@@ -510,6 +643,8 @@ mod tests {
         assert_eq!(config.object_store_section().tag(), "git-cli");
         assert!(config.object_store_section().fields().is_empty());
         assert_eq!(config.executor_section().tag(), "sandbox-exec");
+        assert_eq!(config.evidence_store_section().tag(), "sqlite");
+        assert_eq!(config.gate_section().tag(), "open");
     }
 
     #[test]

@@ -6,7 +6,8 @@
 //! A plugin is found through its manifest file on the plugin path (the directory of the `sf`
 //! executable, then `SF_PLUGIN_PATH`), checked before it is opened, opened once and never
 //! unloaded, checked again through its entry table, and then used only through the adapters'
-//! trait implementations ([`object_store_adapter`], [`executor_adapter`]). See
+//! trait implementations ([`object_store_adapter`], [`executor_adapter`],
+//! [`evidence_store_adapter`], [`gate_adapter`]). See
 //! docs/plugins.md.
 //!
 //! Modules, one job each:
@@ -15,19 +16,29 @@
 //! - [`protocol`]: messages every contract shares (plugin errors, panics, deadlines);
 //! - [`object_store_protocol`]: the `object-store` contract's requests, answers and errors;
 //! - [`executor_protocol`]: the `executor` contract's requests, answers and errors;
+//! - [`evidence_store_protocol`]: the `evidence-store` contract's requests, answers and errors;
+//! - [`gate_protocol`]: the `gate` contract's request, answers and errors;
 //! - [`manifest`]: the manifest record and its file beside the library;
 //! - [`loader`]: checking and opening a library, instances and raw calls;
 //! - [`object_store_adapter`]: `ObjectStoreFactory` and `ObjectStore` over a plugin;
 //! - [`executor_adapter`]: `Executor` over a plugin, with cancellation across the boundary;
+//! - [`evidence_store_adapter`]: `EvidenceStore` over a plugin, its answers re-verified;
+//! - [`gate_adapter`]: `Gate` over a plugin, every failure a refusal;
 //! - [`search`]: the plugin path and discovery of manifests;
 //! - [`config`]: `sf.toml`, typetag registration and tag resolution;
+//! - [`builtin`]: sf-host's own compiled-in backends (`sqlite`, `open`, `file`);
 //! - [`error`]: the typed errors.
 
 pub mod abi;
+pub mod builtin;
 pub mod config;
 pub mod error;
+pub mod evidence_store_adapter;
+pub mod evidence_store_protocol;
 pub mod executor_adapter;
 pub mod executor_protocol;
+pub mod gate_adapter;
+pub mod gate_protocol;
 pub mod loader;
 pub mod manifest;
 pub mod message;
@@ -37,11 +48,14 @@ pub mod protocol;
 pub mod search;
 
 pub use config::{
-    Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG, ExecutorBackend, ObjectStoreBackend,
-    compiled_executor_tags, compiled_object_store_tags,
+    Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG, EvidenceStoreBackend, ExecutorBackend,
+    GateBackend, ObjectStoreBackend, compiled_evidence_store_tags, compiled_executor_tags,
+    compiled_gate_tags, compiled_object_store_tags,
 };
 pub use error::PluginError;
+pub use evidence_store_adapter::PluginEvidenceStore;
 pub use executor_adapter::PluginExecutor;
+pub use gate_adapter::PluginGate;
 pub use loader::{Instance, LoadedPlugin, load};
 pub use manifest::PluginManifest;
 pub use object_store_adapter::{PluginObjectStore, PluginObjectStoreFactory};
@@ -49,5 +63,9 @@ pub use search::{Discovered, PLUGIN_PATH_ENV, PluginPath};
 
 /// The contracts this sf can instantiate from a plugin. A manifest may list others (from a
 /// newer sf); they are reported, never instantiated.
-pub const KNOWN_CONTRACTS: &[&str] =
-    &[object_store_protocol::CONTRACT, executor_protocol::CONTRACT];
+pub const KNOWN_CONTRACTS: &[&str] = &[
+    object_store_protocol::CONTRACT,
+    executor_protocol::CONTRACT,
+    evidence_store_protocol::CONTRACT,
+    gate_protocol::CONTRACT,
+];

@@ -14,6 +14,7 @@
 //! - The `panicking` ObjectStore tag panics: `panic_in = "instantiate"` in its constructor,
 //!   `"factory"` in `create` and `open`, `"store"` (the default) in every store method and in
 //!   the store's destructor.
+//! - The `panicking` Gate and EvidenceStore tags panic in every method.
 //!
 //! A manifest mismatch needs no code: the tests copy the library beside an edited manifest.
 
@@ -22,12 +23,13 @@ use std::path::Path;
 use std::time::Instant;
 
 use sf_sdk::contracts::{
-    EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreFactory, RefName, RefUpdate, RefValue,
-    StoreRoot, StoredObject,
+    EncodedObject, EvidenceRecord, EvidenceStore, EvidenceStoreError, Gate, GateAnswer, GateError,
+    ObjectStore, ObjectStoreError, ObjectStoreFactory, RefName, RefUpdate, RefValue, StoreRoot,
+    StoredObject,
 };
 use sf_sdk::export::{
-    ObjectStoreConstructor, PluginConfig, PluginDefinition, PluginEntryV1, SfBuffer, SfBytes,
-    StaticEntry,
+    EvidenceStoreConstructor, GateConstructor, ObjectStoreConstructor, PluginConfig,
+    PluginDefinition, PluginEntryV1, SfBuffer, SfBytes, StaticEntry,
 };
 use sf_sdk::git_object::ObjectId;
 use sf_sdk::testing::InMemoryObjectStoreFactory;
@@ -38,7 +40,52 @@ static DEFINITION: PluginDefinition = PluginDefinition {
     manifest: MANIFEST,
     object_stores: &[("panicking", panicking as ObjectStoreConstructor)],
     executors: &[],
+    evidence_stores: &[("panicking", panicking_evidence as EvidenceStoreConstructor)],
+    gates: &[("panicking", panicking_gate as GateConstructor)],
 };
+
+/// A Gate and an EvidenceStore that panic in every method.
+struct Panicking;
+
+impl Gate for Panicking {
+    fn current(&self, _: Instant) -> Result<GateAnswer, GateError> {
+        panic!("hostile: panic in current")
+    }
+}
+
+impl EvidenceStore for Panicking {
+    fn put(
+        &self,
+        _: &EvidenceRecord,
+        _: Instant,
+    ) -> Result<sf_sdk::canonical::Digest, EvidenceStoreError> {
+        panic!("hostile: panic in put")
+    }
+
+    fn get(
+        &self,
+        _: &sf_sdk::canonical::Digest,
+        _: Instant,
+    ) -> Result<EvidenceRecord, EvidenceStoreError> {
+        panic!("hostile: panic in get")
+    }
+
+    fn find(
+        &self,
+        _: &sf_sdk::canonical::Digest,
+        _: Instant,
+    ) -> Result<Vec<sf_sdk::canonical::Digest>, EvidenceStoreError> {
+        panic!("hostile: panic in find")
+    }
+}
+
+fn panicking_gate(_: &PluginConfig) -> Result<Box<dyn Gate>, String> {
+    Ok(Box::new(Panicking))
+}
+
+fn panicking_evidence(_: &PluginConfig) -> Result<Box<dyn EvidenceStore>, String> {
+    Ok(Box::new(Panicking))
+}
 
 #[derive(sf_sdk::serde::Deserialize)]
 #[serde(crate = "sf_sdk::serde", deny_unknown_fields)]

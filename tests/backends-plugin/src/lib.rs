@@ -1,0 +1,41 @@
+//! sf's built-in SQLite EvidenceStore and file Gate, exported as a dynamic plugin under test
+//! tags (`test-sqlite`, `test-file-gate`), for tests only.
+//!
+//! sf links both backends itself; exporting them again through `export_plugin!` lets the
+//! evidence-store and gate conformance suites, and `sf.toml` resolution through the plugin
+//! path, run against real backends on the far side of the real loader and ABI.
+
+use std::path::PathBuf;
+
+use sf_host::evidence::SqliteEvidenceStore;
+use sf_host::gate::FileGate;
+use sf_host::plugin::builtin::FileGateBackend;
+use sf_sdk::export::PluginConfig;
+
+/// `[evidence_store] type = "test-sqlite", path = "/abs/evidence.db"`.
+#[derive(sf_sdk::serde::Deserialize)]
+#[serde(crate = "sf_sdk::serde", deny_unknown_fields)]
+struct SqliteConfig {
+    path: PathBuf,
+}
+
+fn sqlite(config: &PluginConfig) -> Result<SqliteEvidenceStore, String> {
+    let SqliteConfig { path } = config.parse()?;
+    SqliteEvidenceStore::open(&path).map_err(|error| error.to_string())
+}
+
+/// `[gate] type = "test-file-gate", path = "/abs/gate.json"`: the `file` gate's fields.
+fn file_gate(config: &PluginConfig) -> Result<FileGate, String> {
+    let backend: FileGateBackend = config.parse()?;
+    backend.file_gate().map_err(|error| error.to_string())
+}
+
+sf_sdk::export_plugin! {
+    manifest: "sf-plugin.json",
+    evidence_store: {
+        "test-sqlite" => sqlite,
+    },
+    gate: {
+        "test-file-gate" => file_gate,
+    },
+}

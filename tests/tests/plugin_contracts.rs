@@ -1,0 +1,340 @@
+//! The EvidenceStore and Gate contracts through the plugin machinery: sf's own SQLite store
+//! and file gate exported by a test plugin and loaded through the real loader and adapters
+//! pass the same conformance suites as when linked; `[evidence_store]` and `[gate]` sections
+//! resolve compiled-in tags and plugin tags; a plugin that panics in every method is a typed
+//! error (for a gate, a refusal) and the host keeps running; and `sf integrate invoke` and
+//! `sf collect` take their gate from `sf.toml`.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sf_host::canonical::Digest;
+use sf_host::contracts::{AttemptId, EvidenceRecord, EvidenceStore, Gate, GateAnswer, GateError};
+use sf_host::plugin::{Config, ConfigOrigin, PluginEvidenceStore, PluginGate, PluginPath, load};
+use sf_sdk::conformance::{evidence_store, gate};
+use sf_tests::plugins::{built, run_json, sf};
+use sf_tests::{TestRepo, edit, frozen, proposal};
+
+fn config(fields: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+    match fields {
+        serde_json::Value::Object(map) => map,
+        _ => panic!("an object"),
+    }
+}
+
+/// A private directory inside `parent` for SQLite files: the store wants its directory
+/// private and that directory's parent writable by no one else.
+fn store_dir(parent: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = parent.join("store");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+struct SqliteOverAbi {
+    _dir: tempfile::TempDir,
+    parent: PathBuf,
+    next: AtomicU64,
+    paths: Mutex<Vec<(Arc<dyn EvidenceStore>, PathBuf)>>,
+}
+
+impl evidence_store::Harness for SqliteOverAbi {
+    fn fresh_store(&self) -> Arc<dyn EvidenceStore> {
+        let plugin = load(&built().backends).unwrap_or_else(|error| panic!("{error}"));
+        let path = self.parent.join(format!(
+            "evidence-{}.db",
+            self.next.fetch_add(1, Ordering::SeqCst)
+        ));
+        let store: Arc<dyn EvidenceStore> = Arc::new(
+            PluginEvidenceStore::new(&plugin, "test-sqlite", &config(json!({"path": path})))
+                .unwrap_or_else(|error| panic!("{error}")),
+        );
+        self.paths.lock().unwrap().push((store.clone(), path));
+        store
+    }
+
+    fn corrupt(&self, store: &Arc<dyn EvidenceStore>, id: &Digest) -> bool {
+        let paths = self.paths.lock().unwrap();
+        let Some((_, path)) = paths.iter().find(|(made, _)| Arc::ptr_eq(made, store)) else {
+            return false;
+        };
+        sf_tests::corrupt_evidence_row(path, id);
+        true
+    }
+}
+
+#[test]
+fn sqlite_evidence_store_loaded_as_a_plugin_conforms() {
+    let (dir, parent) = sf_tests::private_dir();
+    evidence_store::run_all(&SqliteOverAbi {
+        parent: store_dir(&parent),
+        _dir: dir,
+        next: 0.into(),
+        paths: Mutex::new(Vec::new()),
+    });
+}
+
+struct FileGateOverAbi {
+    gate: PluginGate,
+    file: PathBuf,
+}
+
+impl gate::Harness for FileGateOverAbi {
+    fn gate(&self) -> &dyn Gate {
+        &self.gate
+    }
+
+    fn set(&self, setting: gate::Setting) {
+        let bytes: &[u8] = match setting {
+            gate::Setting::Open => br#"{"proceed": true}"#,
+            gate::Setting::Closed => br#"{"proceed": false, "reason": "closed by the test"}"#,
+            gate::Setting::Broken => b"{not json",
+        };
+        std::fs::write(&self.file, bytes).unwrap();
+    }
+}
+
+#[test]
+fn file_gate_loaded_as_a_plugin_conforms() {
+    let (_dir, parent) = sf_tests::private_dir();
+    let file = parent.join("gate.json");
+    let plugin = load(&built().backends).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(plugin.name(), "test-backends");
+    let gate = PluginGate::new(&plugin, "test-file-gate", &config(json!({"path": file})))
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(gate.tag(), "test-file-gate");
+    gate::run_all(&FileGateOverAbi { gate, file });
+}
+
+fn record() -> EvidenceRecord {
+    EvidenceRecord::new(
+        Digest::of(b"pins"),
+        AttemptId {
+            product: "p".into(),
+            epoch: 1,
+        },
+        "sf-test/1",
+        b"payload",
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_plugin_that_panics_is_a_typed_error_and_a_gate_that_panics_refuses() {
+    let plugin = load(&built().hostile).unwrap_or_else(|error| panic!("{error}"));
+    let later = Instant::now() + Duration::from_secs(30);
+    let gate = PluginGate::new(&plugin, "panicking", &serde_json::Map::new()).unwrap();
+    for _ in 0..2 {
+        let error = gate.current(later).expect_err("a panic is never a proceed");
+        let GateError::Unavailable { reason } = &error else {
+            panic!("{error:?}");
+        };
+        assert!(reason.contains("panic in current"), "{reason}");
+        assert!(reason.contains("hostile"), "{reason}");
+    }
+    let store = PluginEvidenceStore::new(&plugin, "panicking", &serde_json::Map::new()).unwrap();
+    let record = record();
+    let errors = [
+        store.put(&record, later).map(|_| ()).unwrap_err(),
+        store.get(&record.id(), later).map(|_| ()).unwrap_err(),
+        store.find(&record.id(), later).map(|_| ()).unwrap_err(),
+    ];
+    for (error, method) in errors.iter().zip(["put", "get", "find"]) {
+        assert_eq!(error.code(), "unavailable", "{method}: {error}");
+        assert!(
+            error.to_string().contains(&format!("panic in {method}")),
+            "{error}"
+        );
+    }
+    // The host is still here and the plugin still answers.
+    assert!(gate.current(later).is_err());
+}
+
+#[test]
+fn a_passed_deadline_is_a_timeout_without_a_call() {
+    let plugin = load(&built().hostile).unwrap_or_else(|error| panic!("{error}"));
+    // The panicking gate would answer unavailable if it were called.
+    let gate = PluginGate::new(&plugin, "panicking", &serde_json::Map::new()).unwrap();
+    assert_eq!(
+        gate.current(Instant::now() - Duration::from_millis(1)),
+        Err(GateError::Timeout)
+    );
+}
+
+fn parse(text: &str) -> Config {
+    Config::parse(text, ConfigOrigin::File("/test/sf.toml".into()))
+        .unwrap_or_else(|error| panic!("{error}"))
+}
+
+#[test]
+fn sections_resolve_compiled_in_and_plugin_tags() {
+    let (_dir, parent) = sf_tests::private_dir();
+    let parent = store_dir(&parent);
+    let plugins = PluginPath::new([built().dir.clone()]);
+    let later = Instant::now() + Duration::from_secs(30);
+    let file = parent.join("gate.json");
+    std::fs::write(&file, br#"{"proceed": false, "reason": "frozen"}"#).unwrap();
+
+    // The defaults: an open gate and the SQLite store in the given directory.
+    let defaults = Config::defaults();
+    assert_eq!(
+        defaults.gate(&plugins).unwrap().current(later),
+        Ok(GateAnswer::Proceed)
+    );
+    let store = defaults.evidence_store(&plugins, &parent).unwrap();
+    let id = store.put(&record(), later).unwrap();
+    assert!(parent.join("evidence.db").is_file());
+    assert_eq!(store.get(&id, later).unwrap(), record());
+
+    // Compiled-in file gate and a plugin's gate, from the same kind of section.
+    for tag in ["file", "test-file-gate"] {
+        let config = parse(&format!(
+            "[gate]\ntype = \"{tag}\"\npath = \"{}\"\n",
+            file.display()
+        ));
+        assert_eq!(
+            config.gate(&plugins).unwrap().current(later),
+            Ok(GateAnswer::Refuse {
+                reason: "frozen".into()
+            }),
+            "{tag}"
+        );
+    }
+
+    // A plugin's evidence store, configured by its section alone.
+    let db = parent.join("plugin-evidence.db");
+    let config = parse(&format!(
+        "[evidence_store]\ntype = \"test-sqlite\"\npath = \"{}\"\n",
+        db.display()
+    ));
+    let store = config
+        .evidence_store(&plugins, Path::new("/unused"))
+        .unwrap();
+    assert_eq!(store.put(&record(), later).unwrap(), id);
+    assert_eq!(
+        store.find(&record().pins().clone(), later).unwrap(),
+        vec![id]
+    );
+
+    // Bad sections are refused, naming the section and the rule.
+    let relative = parse("[gate]\ntype = \"file\"\npath = \"gate.json\"\n");
+    let error = relative.gate(&plugins).err().expect("a relative path");
+    assert!(error.to_string().contains("absolute"), "{error}");
+    let misspelt = parse("[gate]\ntype = \"file\"\npaht = \"/x\"\n");
+    let error = misspelt.gate(&plugins).err().expect("an unknown field");
+    assert!(error.to_string().contains("[gate]"), "{error}");
+    let unknown = parse("[gate]\ntype = \"no-such-gate\"\n");
+    let error = unknown.gate(&plugins).err().expect("an unknown tag");
+    assert_eq!(error.code(), "unknown-tag");
+    for known in [
+        "file (compiled in)",
+        "open (compiled in)",
+        "test-file-gate (plugin test-backends",
+    ] {
+        assert!(error.to_string().contains(known), "{known}: {error}");
+    }
+    let unknown = parse("[evidence_store]\ntype = \"no-such-store\"\n");
+    let error = unknown
+        .evidence_store(&plugins, &parent)
+        .err()
+        .expect("an unknown tag");
+    assert!(
+        error.to_string().contains("sqlite (compiled in)"),
+        "{error}"
+    );
+    assert!(error.to_string().contains("test-sqlite (plugin"), "{error}");
+}
+
+/// `sf integrate invoke --config` takes its gate from `[gate]`: a closed file gate, then the
+/// same file through the plugin's gate, withholds; `--gate FILE` overrides the section.
+#[test]
+fn integrate_invoke_takes_its_gate_from_the_configuration() {
+    let test = TestRepo::git(&[("src/a.txt", "alpha\n")]);
+    let sealed = test
+        .repo
+        .seal(
+            &frozen(test.identity.initial, &["src"]),
+            &proposal(vec![edit("src/a.txt", Some("alpha\n"), Some("one\n"))]),
+        )
+        .unwrap();
+    let identity = test.parent.join("identity.json");
+    std::fs::write(&identity, test.identity.to_canonical_bytes()).unwrap();
+    let prepare = |occurrence: u64| {
+        let prepared = test.parent.join(format!("prepared-{occurrence}.json"));
+        let made = run_json(
+            sf().args(["integrate", "prepare", "--json", "--identity"])
+                .arg(&identity)
+                .args([
+                    "--candidate",
+                    &sealed.digest.to_string(),
+                    "--action",
+                    "release",
+                ])
+                .args(["--occurrence", &occurrence.to_string()])
+                .args(["--proof", &Digest::of(b"proof").to_string()])
+                .args(["--owner", "owner-1", "--generation", "1", "--prepared-out"])
+                .arg(&prepared),
+        );
+        assert_eq!(made.code, Some(0), "{:?}", made.json);
+        prepared
+    };
+    let invoke = |config: &Path, prepared: &Path, gate: Option<&Path>| {
+        let mut command = sf();
+        command
+            .args(["integrate", "invoke", "--json", "--config"])
+            .arg(config)
+            .arg("--identity")
+            .arg(&identity)
+            .arg("--prepared")
+            .arg(prepared)
+            .env("SF_PLUGIN_PATH", &built().dir);
+        if let Some(gate) = gate {
+            command.arg("--gate").arg(gate);
+        }
+        run_json(&mut command)
+    };
+
+    let closed = test.parent.join("closed.json");
+    std::fs::write(
+        &closed,
+        br#"{"proceed": false, "reason": "release freeze"}"#,
+    )
+    .unwrap();
+    let open = test.parent.join("open.json");
+    std::fs::write(&open, br#"{"proceed": true}"#).unwrap();
+    let mut configs = Vec::new();
+    for (occurrence, tag) in [(1, "file"), (2, "test-file-gate")] {
+        let config = test.parent.join(format!("{tag}.toml"));
+        std::fs::write(
+            &config,
+            format!(
+                "[gate]\ntype = \"{tag}\"\npath = \"{}\"\n",
+                closed.display()
+            ),
+        )
+        .unwrap();
+        let withheld = invoke(&config, &prepare(occurrence), None);
+        assert_eq!(withheld.code, Some(0), "{tag}: {:?}", withheld.json);
+        assert_eq!(withheld.result()["invocation"], json!("withheld"), "{tag}");
+        assert_eq!(
+            withheld.result()["problem"],
+            json!("withheld before submission: release freeze"),
+            "{tag}"
+        );
+        assert_eq!(test.repo.target().unwrap(), test.identity.initial);
+        configs.push(config);
+    }
+    // --gate FILE overrides the configured (closed) gate.
+    let moved = invoke(&configs[0], &prepare(3), Some(&open));
+    assert_eq!(
+        moved.result()["invocation"],
+        json!("confirmed"),
+        "{:?}",
+        moved.json
+    );
+    assert_eq!(test.repo.target().unwrap(), sealed.manifest.commit);
+}
