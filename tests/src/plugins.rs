@@ -18,6 +18,7 @@ const PACKAGES: &[&str] = &[
     "sf-sandbox-exec-plugin",
     "sf-test-hostile-plugin",
     "sf-test-backends-plugin",
+    "sf-oats-plugin",
     "sf-example-out-of-tree-plugin",
 ];
 
@@ -41,6 +42,8 @@ pub struct Built {
     /// The test plugin exporting sf's SQLite EvidenceStore and file Gate (`test-sqlite`,
     /// `test-file-gate`).
     pub backends: PathBuf,
+    /// The oats plugin library (`[gate] type = "oats-binding"`).
+    pub oats: PathBuf,
     /// The out-of-tree example plugin library.
     pub example: PathBuf,
 }
@@ -144,6 +147,7 @@ pub fn built() -> &'static Built {
             probe: dir.join("sf-sandbox-probe"),
             hostile: library(&dir, "sf_test_hostile_plugin"),
             backends: library(&dir, "sf_test_backends_plugin"),
+            oats: library(&dir, "sf_oats_plugin"),
             example: library(&dir, "sf_example_out_of_tree_plugin"),
             dir,
         };
@@ -156,6 +160,7 @@ pub fn built() -> &'static Built {
             &built.probe,
             &built.hostile,
             &built.backends,
+            &built.oats,
             &built.example,
         ] {
             strip_group_write(path);

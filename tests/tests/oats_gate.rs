@@ -154,14 +154,16 @@ impl conformance::Harness for FileHarness {
     }
 }
 
+/// A gate answered by a capability's `binding.check`, linked or loaded as a plugin; the
+/// harness sets the binding the check reads.
 struct OatsHarness {
-    gate: OatsBindingGate,
+    gate: Box<dyn Gate>,
     binding: PathBuf,
 }
 
 impl conformance::Harness for OatsHarness {
     fn gate(&self) -> &dyn Gate {
-        &self.gate
+        self.gate.as_ref()
     }
     fn set(&self, setting: Setting) {
         let binding = match setting {
@@ -183,14 +185,15 @@ fn gates_pass_the_gate_conformance_suite() {
     let oats = trusted(&bench, "tool", "acme.tool", OatsOptions::default());
     let binding = bench.root.join("binding.json");
     let harness = OatsHarness {
-        gate: OatsBindingGate::new(
+        gate: Box::new(OatsBindingGate::new(
             oats,
             OatsBindingGateConfig {
                 capability: "acme.tool".into(),
                 binding_file: Some(binding.clone()),
                 action: None,
+                state: None,
             },
-        ),
+        )),
         binding,
     };
     conformance::run_all(&harness);
@@ -278,6 +281,7 @@ fn a_capability_check_drives_integration() {
             capability: "oats.okf".into(),
             binding_file: Some(binding.clone()),
             action: None,
+            state: None,
         },
     ));
 
@@ -333,4 +337,145 @@ fn a_capability_check_drives_integration() {
         "{observed:?}"
     );
     assert!(!oats.registry().get("oats.okf").unwrap().trusted);
+}
+
+/// sf's state directory in `bench` with `acme.tool` registered and trusted in its `oats/`
+/// registry, as `sf oats --state` would leave it.
+fn state_with_trusted_tool(bench: &Bench) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let state = bench.root.join("sf-state");
+    std::fs::create_dir(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let oats = Oats::new(&state.join("oats"), sandbox(), OatsOptions::default()).unwrap();
+    oats.register(&bench.fixture("tool", "tool")).unwrap();
+    oats.trust("acme.tool", None).unwrap();
+    state
+}
+
+/// The `oats-binding` gate loaded from the sf-oats plugin library through the real loader
+/// passes the same suite, and refuses with the capability's reason.
+#[test]
+fn the_oats_gate_plugin_conforms_through_the_loader() {
+    let bench = Bench::new();
+    let state = state_with_trusted_tool(&bench);
+    let binding = bench.root.join("binding.json");
+    let plugin = sf_host::plugin::load(&sf_tests::plugins::built().oats)
+        .unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(plugin.name(), "oats");
+    let config = json!({"capability": "acme.tool", "binding_file": binding, "state": state});
+    let gate =
+        sf_host::plugin::PluginGate::new(&plugin, "oats-binding", config.as_object().unwrap())
+            .unwrap_or_else(|error| panic!("{error}"));
+    let harness = OatsHarness {
+        gate: Box::new(gate),
+        binding,
+    };
+    conformance::run_all(&harness);
+    conformance::Harness::set(&harness, Setting::Closed);
+    assert_eq!(
+        harness
+            .gate
+            .current(Instant::now() + Duration::from_secs(30)),
+        Ok(GateAnswer::Refuse {
+            reason: "acme.tool binding check: unavailable (provider-down)".into()
+        })
+    );
+
+    // A section naming an unknown field, or a state directory that does not exist, is
+    // refused when the gate is made, naming the problem.
+    for (config, needle) in [
+        (
+            json!({"capability": "acme.tool", "bindng_file": "/x"}),
+            "bindng_file",
+        ),
+        (
+            json!({"capability": "acme.tool", "state": bench.root.join("missing")}),
+            "register and trust capability acme.tool",
+        ),
+    ] {
+        let error =
+            sf_host::plugin::PluginGate::new(&plugin, "oats-binding", config.as_object().unwrap())
+                .expect_err("refused");
+        assert!(error.to_string().contains(needle), "{error}");
+    }
+}
+
+/// `[gate] type = "oats-binding"` in `sf.toml`: `sf integrate invoke` withholds the move
+/// with the capability's reason while the check is not ready, and moves the target once it is.
+#[test]
+fn sf_toml_selects_the_oats_binding_gate() {
+    use sf_tests::plugins::{run_json, sf};
+    let bench = Bench::new();
+    let state = state_with_trusted_tool(&bench);
+    let binding = bench.root.join("binding.json");
+    let config = bench.root.join("sf.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[gate]\ntype = \"oats-binding\"\ncapability = \"acme.tool\"\nbinding_file = \
+             \"{}\"\nstate = \"{}\"\n",
+            binding.display(),
+            state.display()
+        ),
+    )
+    .unwrap();
+    let test = TestRepo::git(FILES);
+    let identity = test.parent.join("identity.json");
+    std::fs::write(&identity, test.identity.to_canonical_bytes()).unwrap();
+    let invoke = |occurrence: u64| {
+        let base = test.identity.initial;
+        let sealed = test
+            .repo
+            .seal(
+                &frozen(base, &["src"]),
+                &proposal(vec![edit("src/a.txt", Some("alpha\n"), Some("beta\n"))]),
+            )
+            .unwrap();
+        let intent = test
+            .repo
+            .prepare_integration(&payload(&test.identity, &sealed, "deliver", occurrence))
+            .unwrap();
+        let prepared = test.parent.join(format!("prepared-{occurrence}.json"));
+        std::fs::write(
+            &prepared,
+            sf_host::canonical::encode(&intent.to_value()).unwrap(),
+        )
+        .unwrap();
+        run_json(
+            sf().args(["integrate", "invoke", "--json", "--config"])
+                .arg(&config)
+                .arg("--identity")
+                .arg(&identity)
+                .arg("--prepared")
+                .arg(&prepared),
+        )
+    };
+
+    std::fs::write(
+        &binding,
+        json!({"status": "unavailable", "problems": ["provider-down"]}).to_string(),
+    )
+    .unwrap();
+    let withheld = invoke(1);
+    assert_eq!(
+        withheld.result()["invocation"],
+        json!("withheld"),
+        "{:?}",
+        withheld.json
+    );
+    assert_eq!(
+        withheld.result()["problem"],
+        json!("withheld before submission: acme.tool binding check: unavailable (provider-down)")
+    );
+    assert_eq!(test.repo.target().unwrap(), test.identity.initial);
+
+    std::fs::write(&binding, json!({"status": "ready"}).to_string()).unwrap();
+    let moved = invoke(2);
+    assert_eq!(
+        moved.result()["invocation"],
+        json!("confirmed"),
+        "{:?}",
+        moved.json
+    );
+    assert_ne!(test.repo.target().unwrap(), test.identity.initial);
 }

@@ -228,14 +228,7 @@ fn pairs(items: &[String], what: &str) -> Result<Vec<(String, String)>, Failure>
 
 /// The caller's values for the names `id` declares.
 fn context_for(oats: &Oats, id: &str, settings: &[(String, String)]) -> RunContext {
-    let mut context = RunContext::default();
-    if let Ok(prepared) = oats.prepare(id, false) {
-        for name in &prepared.manifest.environment {
-            if let Some(value) = std::env::var_os(name).and_then(|v| v.into_string().ok()) {
-                context.environment.insert(name.clone(), value);
-            }
-        }
-    }
+    let mut context = oats.declared_environment(id);
     for (name, value) in settings {
         context.settings.insert(name.clone(), parse_value(value));
     }
@@ -419,6 +412,7 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
                     capability: args.id.clone(),
                     binding_file: args.binding,
                     action: args.action,
+                    state: None,
                 },
             )
             .with_context(context);

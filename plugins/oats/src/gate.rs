@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use sf_host::contracts::{Gate, GateAnswer, GateError, is_valid_reason};
 
 use crate::binding::{self, CheckStatus, PhaseOutcome, WIRE_LIMITS};
+use crate::error::{ErrorCode, OatsError};
 use crate::host::{Oats, RunContext};
 use crate::json;
 use crate::manifest::Phase;
@@ -40,7 +41,11 @@ pub const DEFAULT_ACTION: &str = "sf.integrate";
 /// capability = "acme.policy"
 /// binding_file = "/etc/sf/acme-binding.json"   # optional: the bound binding, read per call
 /// action = "sf.integrate"                      # optional
+/// state = "/var/lib/sf"                        # optional: sf's state directory
 /// ```
+///
+/// In `sf.toml` the section resolves to the `sf-oats-plugin` library (`libsf_oats_plugin.so`,
+/// built beside `sf`), which makes the gate with [`OatsBindingGate::configured`].
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OatsBindingGateConfig {
@@ -54,6 +59,12 @@ pub struct OatsBindingGateConfig {
     /// The action named in the check's input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<String>,
+    /// sf's state directory, whose `oats/` registry holds the capability (as `sf oats
+    /// --state` names it). Absent: chosen as `sf oats` chooses it (`$SF_STATE_DIR`, then
+    /// `$XDG_STATE_HOME/sf`, then `~/.local/state/sf`). Only [`OatsBindingGate::configured`]
+    /// reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<PathBuf>,
 }
 
 /// A [`Gate`] answered by a capability's `binding.check`.
@@ -72,6 +83,36 @@ impl OatsBindingGate {
             config,
             context: RunContext::default(),
         }
+    }
+
+    /// The gate a configuration section describes, on its own: the registry in the state
+    /// directory (which must exist: register and trust the capability with `sf oats` first),
+    /// sandbox-exec with the Node runtime and `launcher` (default: beside the current
+    /// executable), and the capability's declared environment taken from this process's.
+    pub fn configured(
+        config: OatsBindingGateConfig,
+        launcher: Option<PathBuf>,
+    ) -> crate::error::Result<Self> {
+        let state = crate::cli::state_dir(config.state.as_deref()).ok_or_else(|| {
+            OatsError::new(
+                ErrorCode::StateDirectory,
+                "state",
+                "no state directory: set state in the [gate] section or SF_STATE_DIR",
+            )
+        })?;
+        let state = state.canonicalize().map_err(|error| {
+            OatsError::new(
+                ErrorCode::StateDirectory,
+                state.display().to_string(),
+                format!(
+                    "{error}; register and trust capability {} with `sf oats` first",
+                    config.capability
+                ),
+            )
+        })?;
+        let oats = Oats::with_sandbox_launcher(&state.join("oats"), launcher)?;
+        let context = oats.declared_environment(&config.capability);
+        Ok(Self::new(Arc::new(oats), config).with_context(context))
     }
 
     /// The same gate with `context` (settings and approved environment) for every check.

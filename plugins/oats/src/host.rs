@@ -311,7 +311,14 @@ impl Oats {
     /// (`/usr/bin/node` and the library directories), its launcher found beside the current
     /// executable.
     pub fn with_sandbox(state_dir: &Path) -> Result<Self> {
-        let config = sf_sandbox_exec::SandboxConfig::new(sf_sandbox_exec::RuntimeConfig::node());
+        Self::with_sandbox_launcher(state_dir, None)
+    }
+
+    /// [`Oats::with_sandbox`] with the sandbox launcher at `launcher` (`None`: the default).
+    pub fn with_sandbox_launcher(state_dir: &Path, launcher: Option<PathBuf>) -> Result<Self> {
+        let mut config =
+            sf_sandbox_exec::SandboxConfig::new(sf_sandbox_exec::RuntimeConfig::node());
+        config.launcher = launcher;
         let executor = sf_sandbox_exec::SandboxExecutor::new(config).map_err(|error| {
             OatsError::new(
                 ErrorCode::ExecutorUnavailable,
@@ -591,6 +598,21 @@ impl Oats {
             }
             Ok(())
         })
+    }
+
+    /// A run context holding, of the environment names capability `id` declares, those this
+    /// process has (as UTF-8); nothing when the capability cannot be read. Every run checks
+    /// the context against the approved environment again.
+    pub fn declared_environment(&self, id: &str) -> RunContext {
+        let mut context = RunContext::default();
+        if let Ok(prepared) = self.prepare(id, false) {
+            for name in &prepared.manifest.environment {
+                if let Some(value) = std::env::var_os(name).and_then(|v| v.into_string().ok()) {
+                    context.environment.insert(name.clone(), value);
+                }
+            }
+        }
+        context
     }
 
     /// Everything a run needs, checked now: see the module documentation. With
