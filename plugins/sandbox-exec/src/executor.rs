@@ -1,6 +1,6 @@
 //! The configured Executor: one runtime, one profile, one launcher.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -18,6 +18,7 @@ use crate::profile::{
 };
 use crate::runtime::{BindSource, Runtime, RuntimeConfig, device_sources};
 use crate::supervisor::{Launch, supervise};
+use crate::zygote::ForkServer;
 
 /// The file name of the launcher program built by this crate.
 pub const LAUNCHER_NAME: &str = "sf-sandbox-launcher";
@@ -66,7 +67,8 @@ pub struct SandboxExecutor {
     profile: Profile,
     launcher: PathBuf,
     devices: std::collections::BTreeMap<PathBuf, BindSource>,
-    network: Option<OwnedFd>,
+    /// The long-lived launcher that forks one launcher per run (started by the first run).
+    server: ForkServer,
 }
 
 fn invalid(input: String, rule: &'static str) -> ExecutorError {
@@ -114,15 +116,22 @@ impl SandboxExecutor {
         Ok(Self {
             runtime,
             profile,
+            server: ForkServer::new(launcher.clone(), shared, config.outside_id_when_root),
             launcher,
             devices: device_sources()?,
-            network: shared,
         })
     }
 
     /// The launcher program this Executor starts.
     pub fn launcher(&self) -> &Path {
         &self.launcher
+    }
+
+    /// The host pid of this Executor's fork server (the long-lived launcher that forks one
+    /// launcher per run), if it is running: it starts with the first run, is restarted by the
+    /// next run if it died, and exits when the Executor is dropped. For tests and diagnostics.
+    pub fn fork_server_pid(&self) -> Option<u32> {
+        self.server.pid()
     }
 
     /// The runtime as configured.
@@ -183,7 +192,7 @@ impl SandboxExecutor {
             protocol: PLAN_PROTOCOL,
             outside_id_when_root: self.profile.outside_id_when_root,
             inside_id: INSIDE_ID,
-            join_network: self.network.is_some(),
+            join_network: self.server.joins_network(),
             hostname: HOSTNAME.to_owned(),
             stage: STAGE.to_owned(),
             root_tmpfs_options: ROOT_TMPFS_OPTIONS.to_owned(),
@@ -305,10 +314,9 @@ impl Executor for SandboxExecutor {
             .map(|file| file.content.as_slice())
             .collect();
         let ran = supervise(Launch {
-            launcher: &self.launcher,
+            server: &self.server,
             header,
             files,
-            network: self.network.as_ref().map(|fd| fd.as_fd()),
             bounds: request.bounds,
             cancel,
         })?;

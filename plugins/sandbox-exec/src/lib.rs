@@ -35,6 +35,7 @@ mod profile;
 mod runtime;
 mod seccomp;
 mod supervisor;
+mod zygote;
 
 pub use executor::{LAUNCHER_NAME, SandboxConfig, SandboxExecutor};
 pub use profile::{

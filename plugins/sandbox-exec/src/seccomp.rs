@@ -1,26 +1,28 @@
-//! The seccomp filters, compiled once with seccompiler; their bytes are part of the profile.
+//! The seccomp filter; its bytes are part of the profile.
 //!
-//! Three filters are stacked (the kernel applies the most restrictive answer):
-//! - `deny`: everything is allowed except the calls that reach outside the sandbox or change
-//!   its confinement, which fail with EPERM: ptrace, the mount family, unshare, setns,
-//!   pivot_root, chroot, the key calls, bpf, perf_event_open, userfaultfd, io_uring (whose
-//!   operations seccomp cannot see), module and kexec loading, handle opens, cross-process
-//!   memory access, `ioctl(TIOCSTI)` and `ioctl(TIOCLINUX)` (terminal input injection),
-//!   `clone` with any namespace flag, and `socket`/`socketpair` outside AF_UNIX, AF_INET and
-//!   AF_INET6 (so no netlink, packet, vsock or other families);
-//! - `clone3`: clone3 fails with ENOSYS, because its flags live in memory seccomp cannot
-//!   read; C libraries then fall back to clone, which the first filter checks;
-//! - `x32`: a system call number with the x32 bit kills the process, so that no call slips
-//!   past the first two under its x32 number (seccompiler checks only the architecture).
+//! One filter, assembled here (it used to be three stacked seccompiler filters; one filter
+//! with a binary search is much cheaper to install, because the kernel builds its per-call
+//! action cache by emulating the filter for every call number, and cheaper per call):
+//! - any architecture but x86_64 kills the process;
+//! - any call number with the x32 bit kills the process, so that no call slips past under
+//!   its x32 number;
+//! - EPERM for the calls that reach outside the sandbox or change its confinement: ptrace,
+//!   the mount family, unshare, setns, pivot_root, chroot, the key calls, bpf,
+//!   perf_event_open, userfaultfd, io_uring (whose operations seccomp cannot see), module and
+//!   kexec loading, handle opens, cross-process memory access;
+//! - EPERM for `ioctl(TIOCSTI)` and `ioctl(TIOCLINUX)` (terminal input injection), `clone`
+//!   with any namespace flag, and `socket`/`socketpair` outside AF_UNIX, AF_INET and AF_INET6
+//!   (so no netlink, packet, vsock or other families);
+//! - ENOSYS for clone3, because its flags live in memory seccomp cannot read; C libraries then
+//!   fall back to clone, which is checked;
+//! - everything else is allowed.
 //!
-//! Every filter kills the process on a foreign architecture (seccompiler's prologue).
+//! A unit test runs the filter on every call number (native and x32), foreign architectures
+//! and the argument values that matter, against the three seccompiler filters it replaced.
 
 use std::collections::BTreeMap;
 
-use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
-    SeccompRule, TargetArch, sock_filter,
-};
+use seccompiler::{BpfProgram, sock_filter};
 
 /// One compiled filter and its name in the profile.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,120 +140,220 @@ pub const ALLOWED_FAMILIES: &[(&str, u64)] = &[
 /// The x32 system call bit.
 const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 
-fn condition(index: u8, len: SeccompCmpArgLen, op: SeccompCmpOp, value: u64) -> SeccompCondition {
-    SeccompCondition::new(index, len, op, value).expect("a valid argument index")
-}
-
-fn rule(conditions: Vec<SeccompCondition>) -> SeccompRule {
-    SeccompRule::new(conditions).expect("a non-empty condition list")
-}
-
-fn compile(
-    rules: BTreeMap<i64, Vec<SeccompRule>>,
-    match_action: SeccompAction,
-) -> Result<BpfProgram, seccompiler::Error> {
-    let filter = SeccompFilter::new(
-        rules,
-        SeccompAction::Allow,
-        match_action,
-        TargetArch::x86_64,
-    )?;
-    Ok(filter.try_into()?)
-}
-
-/// Compiles the three filters, in the order they are applied.
+/// The one filter applied: see the module documentation.
 pub fn filters() -> Result<Vec<NamedFilter>, seccompiler::Error> {
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED
-        .iter()
-        .map(|(_, number)| (*number, Vec::new()))
-        .collect();
-    rules.insert(
-        libc::SYS_clone,
-        CLONE_NAMESPACE_FLAGS
-            .iter()
-            .map(|(_, flag)| {
-                rule(vec![condition(
-                    0,
-                    SeccompCmpArgLen::Qword,
-                    SeccompCmpOp::MaskedEq(*flag),
-                    *flag,
-                )])
-            })
-            .collect(),
-    );
-    rules.insert(
-        libc::SYS_ioctl,
-        DENIED_IOCTLS
-            .iter()
-            .map(|(_, request)| {
-                rule(vec![condition(
-                    1,
-                    SeccompCmpArgLen::Dword,
-                    SeccompCmpOp::Eq,
-                    *request,
-                )])
-            })
-            .collect(),
-    );
-    let other_family = || {
-        rule(
-            ALLOWED_FAMILIES
-                .iter()
-                .map(|(_, family)| condition(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, *family))
-                .collect(),
-        )
-    };
-    rules.insert(libc::SYS_socket, vec![other_family()]);
-    rules.insert(libc::SYS_socketpair, vec![other_family()]);
-    let deny = compile(rules, SeccompAction::Errno(libc::EPERM as u32))?;
-
-    let clone3 = compile(
-        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-        SeccompAction::Errno(libc::ENOSYS as u32),
-    )?;
-
-    // seccompiler's own prologue (the architecture check) followed by the x32 check.
-    let mut x32 = compile(BTreeMap::new(), SeccompAction::KillProcess)?;
-    let allow = x32.pop().expect("a filter ends in its default action");
-    x32.extend([
-        // A = seccomp_data.nr
-        sock_filter {
-            code: 0x20,
-            jt: 0,
-            jf: 0,
-            k: 0,
-        },
-        // if A >= X32_SYSCALL_BIT: kill the process, else allow
-        sock_filter {
-            code: 0x35,
-            jt: 0,
-            jf: 1,
-            k: X32_SYSCALL_BIT,
-        },
-        sock_filter {
-            code: 0x06,
-            jt: 0,
-            jf: 0,
-            k: libc::SECCOMP_RET_KILL_PROCESS,
-        },
-        allow,
-    ]);
-
-    Ok(vec![
-        NamedFilter {
-            name: "deny",
-            program: deny,
-        },
-        NamedFilter {
-            name: "clone3",
-            program: clone3,
-        },
-        NamedFilter {
-            name: "x32",
-            program: x32,
-        },
-    ])
+    Ok(vec![NamedFilter {
+        name: "merged",
+        program: merged(),
+    }])
 }
+
+/// What the filter answers for one system call number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Verdict {
+    /// EPERM, whatever the arguments.
+    Deny,
+    /// `clone`: EPERM when the flags (argument 0) carry a namespace flag.
+    Clone,
+    /// `ioctl`: EPERM for the denied requests (argument 1).
+    Ioctl,
+    /// `socket`, `socketpair`: EPERM outside the allowed families (argument 0).
+    Socket,
+    /// `clone3`: ENOSYS.
+    Clone3,
+}
+
+/// Where a jump goes.
+#[derive(Clone, Copy, Debug)]
+enum Target {
+    Next,
+    Label(usize),
+}
+
+/// One instruction with symbolic jump targets.
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    /// A = the 32-bit word at this offset of `seccomp_data`.
+    Load(u32),
+    JumpEq(u32, Target, Target),
+    JumpGe(u32, Target, Target),
+    JumpSet(u32, Target, Target),
+    Return(u32),
+    /// Marks the position of a label (emits nothing).
+    Label(usize),
+}
+
+/// `offsetof(struct seccomp_data, args[index])`, low half (little-endian).
+const fn argument_low(index: u32) -> u32 {
+    16 + 8 * index
+}
+
+const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_JEQ_K: u16 = 0x15;
+const BPF_JGE_K: u16 = 0x35;
+const BPF_JSET_K: u16 = 0x45;
+const BPF_RET_K: u16 = 0x06;
+
+fn errno(number: i32) -> u32 {
+    libc::SECCOMP_RET_ERRNO | (number as u32 & libc::SECCOMP_RET_DATA)
+}
+
+/// Resolves labels into a program; every jump is forward and fits in 8 bits.
+fn assemble(ops: &[Op]) -> BpfProgram {
+    let mut positions = BTreeMap::new();
+    let mut pc = 0usize;
+    for op in ops {
+        match op {
+            Op::Label(label) => {
+                positions.insert(*label, pc);
+            }
+            _ => pc += 1,
+        }
+    }
+    let mut program = Vec::with_capacity(pc);
+    for op in ops {
+        let here = program.len();
+        let offset = |target: &Target| -> u8 {
+            match target {
+                Target::Next => 0,
+                Target::Label(label) => {
+                    let to = positions[label];
+                    assert!(to > here, "seccomp jumps go forward");
+                    u8::try_from(to - here - 1).expect("a seccomp jump fits in 8 bits")
+                }
+            }
+        };
+        let (code, jt, jf, k) = match op {
+            Op::Label(_) => continue,
+            Op::Load(offset) => (BPF_LD_W_ABS, 0, 0, *offset),
+            Op::JumpEq(k, t, f) => (BPF_JEQ_K, offset(t), offset(f), *k),
+            Op::JumpGe(k, t, f) => (BPF_JGE_K, offset(t), offset(f), *k),
+            Op::JumpSet(k, t, f) => (BPF_JSET_K, offset(t), offset(f), *k),
+            Op::Return(k) => (BPF_RET_K, 0, 0, *k),
+        };
+        program.push(sock_filter { code, jt, jf, k });
+    }
+    program
+}
+
+// Labels of the shared blocks at the end of the program.
+const ALLOW: usize = 0;
+const EPERM: usize = 1;
+const KILL: usize = 2;
+const ENOSYS: usize = 3;
+const CLONE: usize = 4;
+const IOCTL: usize = 5;
+const SOCKET: usize = 6;
+/// Labels of the search tree's nodes start here.
+const TREE: usize = 100;
+
+fn verdict_label(verdict: Verdict) -> usize {
+    match verdict {
+        Verdict::Deny => EPERM,
+        Verdict::Clone => CLONE,
+        Verdict::Ioctl => IOCTL,
+        Verdict::Socket => SOCKET,
+        Verdict::Clone3 => ENOSYS,
+    }
+}
+
+/// Emits a binary search over `calls` (sorted by number, A = the number): each call jumps
+/// to its verdict's block, anything else to ALLOW. Small ranges are a chain of comparisons.
+fn search(calls: &[(u32, Verdict)], ops: &mut Vec<Op>, next_label: &mut usize) {
+    if calls.len() <= 4 {
+        for (number, verdict) in calls {
+            ops.push(Op::JumpEq(
+                *number,
+                Target::Label(verdict_label(*verdict)),
+                Target::Next,
+            ));
+        }
+        ops.push(Op::Return(libc::SECCOMP_RET_ALLOW));
+        return;
+    }
+    let middle = calls.len() / 2;
+    let upper = *next_label;
+    *next_label += 1;
+    ops.push(Op::JumpGe(
+        calls[middle].0,
+        Target::Label(upper),
+        Target::Next,
+    ));
+    search(&calls[..middle], ops, next_label);
+    ops.push(Op::Label(upper));
+    search(&calls[middle..], ops, next_label);
+}
+
+/// The merged filter: the architecture check (anything but x86_64 kills the process), the
+/// x32 check (any number with the x32 bit kills the process), then a binary search over the
+/// filtered call numbers; every call not listed is allowed.
+fn merged() -> BpfProgram {
+    let mut calls: Vec<(u32, Verdict)> = DENIED
+        .iter()
+        .map(|(_, number)| (*number as u32, Verdict::Deny))
+        .collect();
+    calls.extend([
+        (libc::SYS_clone as u32, Verdict::Clone),
+        (libc::SYS_ioctl as u32, Verdict::Ioctl),
+        (libc::SYS_socket as u32, Verdict::Socket),
+        (libc::SYS_socketpair as u32, Verdict::Socket),
+        (libc::SYS_clone3 as u32, Verdict::Clone3),
+    ]);
+    calls.sort();
+    calls.dedup();
+    assert!(
+        calls.windows(2).all(|pair| pair[0].0 != pair[1].0),
+        "one verdict per call"
+    );
+
+    let mut ops = vec![
+        Op::Load(4),
+        Op::JumpEq(AUDIT_ARCH_X86_64, Target::Next, Target::Label(KILL)),
+        Op::Load(0),
+        Op::JumpGe(X32_SYSCALL_BIT, Target::Label(KILL), Target::Next),
+    ];
+    let mut next_label = TREE;
+    search(&calls, &mut ops, &mut next_label);
+
+    // clone: the flags are an unsigned long of which the kernel reads the low 32 bits, where
+    // every namespace flag is.
+    let namespace_mask = CLONE_NAMESPACE_FLAGS
+        .iter()
+        .fold(0u64, |mask, (_, flag)| mask | flag);
+    let namespace_mask = u32::try_from(namespace_mask).expect("namespace flags are 32-bit");
+    ops.extend([
+        Op::Label(CLONE),
+        Op::Load(argument_low(0)),
+        Op::JumpSet(namespace_mask, Target::Label(EPERM), Target::Label(ALLOW)),
+    ]);
+    // ioctl: the request is an unsigned int (the low 32 bits of argument 1).
+    ops.extend([Op::Label(IOCTL), Op::Load(argument_low(1))]);
+    for (_, request) in DENIED_IOCTLS {
+        let request = u32::try_from(*request).expect("ioctl requests are 32-bit");
+        ops.push(Op::JumpEq(request, Target::Label(EPERM), Target::Next));
+    }
+    ops.push(Op::Return(libc::SECCOMP_RET_ALLOW));
+    // socket, socketpair: the family is an int (the low 32 bits of argument 0).
+    ops.extend([Op::Label(SOCKET), Op::Load(argument_low(0))]);
+    for (_, family) in ALLOWED_FAMILIES {
+        let family = u32::try_from(*family).expect("families are 32-bit");
+        ops.push(Op::JumpEq(family, Target::Label(ALLOW), Target::Next));
+    }
+    ops.extend([
+        Op::Label(EPERM),
+        Op::Return(errno(libc::EPERM)),
+        Op::Label(ALLOW),
+        Op::Return(libc::SECCOMP_RET_ALLOW),
+        Op::Label(ENOSYS),
+        Op::Return(errno(libc::ENOSYS)),
+        Op::Label(KILL),
+        Op::Return(libc::SECCOMP_RET_KILL_PROCESS),
+    ]);
+    assemble(&ops)
+}
+
+/// `AUDIT_ARCH_X86_64`.
+const AUDIT_ARCH_X86_64: u32 = 0xC000_003E;
 
 /// The names of the calls denied outright, for the recipe.
 pub fn denied_names() -> Vec<&'static str> {
@@ -261,6 +363,267 @@ pub fn denied_names() -> Vec<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+
+    fn condition(
+        index: u8,
+        len: SeccompCmpArgLen,
+        op: SeccompCmpOp,
+        value: u64,
+    ) -> SeccompCondition {
+        SeccompCondition::new(index, len, op, value).expect("a valid argument index")
+    }
+
+    fn rule(conditions: Vec<SeccompCondition>) -> SeccompRule {
+        SeccompRule::new(conditions).expect("a non-empty condition list")
+    }
+
+    fn compile(
+        rules: BTreeMap<i64, Vec<SeccompRule>>,
+        match_action: SeccompAction,
+    ) -> Result<BpfProgram, seccompiler::Error> {
+        let filter = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            match_action,
+            TargetArch::x86_64,
+        )?;
+        Ok(filter.try_into()?)
+    }
+
+    /// The three stacked seccompiler filters this crate applied before the merged one, kept as
+    /// the reference the merged filter must agree with.
+    fn reference_filters() -> Result<Vec<NamedFilter>, seccompiler::Error> {
+        let mut rules: BTreeMap<i64, Vec<SeccompRule>> = DENIED
+            .iter()
+            .map(|(_, number)| (*number, Vec::new()))
+            .collect();
+        rules.insert(
+            libc::SYS_clone,
+            CLONE_NAMESPACE_FLAGS
+                .iter()
+                .map(|(_, flag)| {
+                    rule(vec![condition(
+                        0,
+                        SeccompCmpArgLen::Qword,
+                        SeccompCmpOp::MaskedEq(*flag),
+                        *flag,
+                    )])
+                })
+                .collect(),
+        );
+        rules.insert(
+            libc::SYS_ioctl,
+            DENIED_IOCTLS
+                .iter()
+                .map(|(_, request)| {
+                    rule(vec![condition(
+                        1,
+                        SeccompCmpArgLen::Dword,
+                        SeccompCmpOp::Eq,
+                        *request,
+                    )])
+                })
+                .collect(),
+        );
+        let other_family = || {
+            rule(
+                ALLOWED_FAMILIES
+                    .iter()
+                    .map(|(_, family)| {
+                        condition(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, *family)
+                    })
+                    .collect(),
+            )
+        };
+        rules.insert(libc::SYS_socket, vec![other_family()]);
+        rules.insert(libc::SYS_socketpair, vec![other_family()]);
+        let deny = compile(rules, SeccompAction::Errno(libc::EPERM as u32))?;
+
+        let clone3 = compile(
+            BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+            SeccompAction::Errno(libc::ENOSYS as u32),
+        )?;
+
+        // seccompiler's own prologue (the architecture check) followed by the x32 check.
+        let mut x32 = compile(BTreeMap::new(), SeccompAction::KillProcess)?;
+        let allow = x32.pop().expect("a filter ends in its default action");
+        x32.extend([
+            // A = seccomp_data.nr
+            sock_filter {
+                code: 0x20,
+                jt: 0,
+                jf: 0,
+                k: 0,
+            },
+            // if A >= X32_SYSCALL_BIT: kill the process, else allow
+            sock_filter {
+                code: 0x35,
+                jt: 0,
+                jf: 1,
+                k: X32_SYSCALL_BIT,
+            },
+            sock_filter {
+                code: 0x06,
+                jt: 0,
+                jf: 0,
+                k: libc::SECCOMP_RET_KILL_PROCESS,
+            },
+            allow,
+        ]);
+
+        Ok(vec![
+            NamedFilter {
+                name: "deny",
+                program: deny,
+            },
+            NamedFilter {
+                name: "clone3",
+                program: clone3,
+            },
+            NamedFilter {
+                name: "x32",
+                program: x32,
+            },
+        ])
+    }
+
+    /// Runs a classic BPF seccomp program on one `seccomp_data` (nr, arch, args).
+    fn evaluate(program: &[sock_filter], nr: u32, arch: u32, args: [u64; 6]) -> u32 {
+        let word = |offset: u32| -> u32 {
+            match offset {
+                0 => nr,
+                4 => arch,
+                8 | 12 => 0,
+                16..=63 => {
+                    let arg = args[((offset - 16) / 8) as usize];
+                    if offset.is_multiple_of(8) {
+                        arg as u32
+                    } else {
+                        (arg >> 32) as u32
+                    }
+                }
+                _ => panic!("load outside seccomp_data: {offset}"),
+            }
+        };
+        let mut a = 0u32;
+        let mut pc = 0usize;
+        loop {
+            let ins = &program[pc];
+            pc += 1;
+            let jump = |taken: bool| if taken { ins.jt } else { ins.jf } as usize;
+            match ins.code {
+                0x20 => a = word(ins.k),
+                0x15 => pc += jump(a == ins.k),
+                0x25 => pc += jump(a > ins.k),
+                0x35 => pc += jump(a >= ins.k),
+                0x45 => pc += jump(a & ins.k != 0),
+                0x05 => pc += ins.k as usize,
+                0x06 => return ins.k,
+                0x54 => a &= ins.k,
+                code => panic!("instruction {code:#x} not modelled"),
+            }
+        }
+    }
+
+    /// The kernel's answer for stacked filters: the most restrictive action wins (kill before
+    /// errno before allow), and among errnos the most recently installed filter's.
+    fn stacked(filters: &[BpfProgram], nr: u32, arch: u32, args: [u64; 6]) -> u32 {
+        let rank = |action: u32| match action & libc::SECCOMP_RET_ACTION_FULL {
+            libc::SECCOMP_RET_KILL_PROCESS => 0,
+            libc::SECCOMP_RET_KILL_THREAD => 1,
+            libc::SECCOMP_RET_ERRNO => 3,
+            libc::SECCOMP_RET_ALLOW => 9,
+            other => panic!("action {other:#x} not modelled"),
+        };
+        let mut best = libc::SECCOMP_RET_ALLOW;
+        for filter in filters {
+            let answer = evaluate(filter, nr, arch, args);
+            if rank(answer) <= rank(best) {
+                best = answer;
+            }
+        }
+        best
+    }
+
+    #[test]
+    fn the_merged_filter_answers_as_the_three_stacked_filters() {
+        let reference: Vec<BpfProgram> = reference_filters()
+            .unwrap()
+            .into_iter()
+            .map(|filter| filter.program)
+            .collect();
+        let merged = filters().unwrap();
+        assert_eq!(merged.len(), 1);
+        let merged = &merged[0].program;
+        assert!(
+            merged.len() * 2 < reference.iter().map(Vec::len).sum::<usize>(),
+            "the merged filter is shorter: {} instructions",
+            merged.len()
+        );
+        let mut values: Vec<u64> =
+            vec![0, 1, 2, 10, 16, 17, 38, 40, 0xffff_ffff, 1 << 32, u64::MAX];
+        values.extend(CLONE_NAMESPACE_FLAGS.iter().map(|(_, flag)| *flag));
+        values.extend(
+            CLONE_NAMESPACE_FLAGS
+                .iter()
+                .map(|(_, flag)| *flag | (1 << 40)),
+        );
+        values.extend(
+            CLONE_NAMESPACE_FLAGS
+                .iter()
+                .map(|(_, flag)| *flag | libc::SIGCHLD as u64),
+        );
+        values.extend(DENIED_IOCTLS.iter().map(|(_, request)| *request));
+        values.extend(
+            DENIED_IOCTLS
+                .iter()
+                .map(|(_, request)| *request | (7 << 32)),
+        );
+        values.extend(
+            ALLOWED_FAMILIES
+                .iter()
+                .map(|(_, family)| *family | (1 << 33)),
+        );
+        values.extend(0..48);
+        let arches = [AUDIT_ARCH_X86_64, 0x4000_0003, 0];
+        let numbers = (0u32..1024)
+            .chain((0u32..1024).map(|nr| nr | X32_SYSCALL_BIT))
+            .chain([u32::MAX, 0x8000_0000]);
+        let mut checked = 0;
+        for nr in numbers {
+            for arch in arches {
+                let argument_sensitive = [
+                    libc::SYS_clone,
+                    libc::SYS_ioctl,
+                    libc::SYS_socket,
+                    libc::SYS_socketpair,
+                ]
+                .contains(&(nr as i64))
+                    && arch == AUDIT_ARCH_X86_64;
+                let samples: &[u64] = if argument_sensitive {
+                    &values
+                } else {
+                    &[0, u64::MAX]
+                };
+                for &first in samples {
+                    for &second in samples {
+                        let args = [first, second, 0, 0, 0, 0];
+                        assert_eq!(
+                            evaluate(merged, nr, arch, args),
+                            stacked(&reference, nr, arch, args),
+                            "nr {nr:#x} arch {arch:#x} args {first:#x} {second:#x}"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000);
+    }
 
     #[test]
     fn filters_compile_deterministically_and_round_trip() {

@@ -1,4 +1,4 @@
-//! The supervisor: starts the launcher, hands it the plan, and bounds the run.
+//! The supervisor: has the fork server fork a launcher, hands it the plan, and bounds the run.
 //!
 //! One thread polls the launcher's socket and the program's stdout and stderr (all
 //! non-blocking), so output is read concurrently with hard byte caps. The wall-clock timeout
@@ -9,20 +9,20 @@
 //! gone. Should the launcher not answer within a grace period, the supervisor kills it, and
 //! the init, whose parent-death signal is SIGKILL, dies with it.
 
-use std::io::{ErrorKind, IoSlice, Read};
+use std::fs::File;
+use std::io::{ErrorKind, Read};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+use nix::sys::socket::MsgFlags;
 use sf_host::contracts::{
     CancelToken, ExecutorError, NamespaceDisposition, RunBounds, RunStatus, RunTimes,
 };
 
 use crate::plan::Report;
+use crate::zygote::ForkServer;
 
 /// How often cancellation is checked while nothing else happens.
 const CANCEL_TICK: Duration = Duration::from_millis(10);
@@ -33,10 +33,9 @@ const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
 /// What to launch.
 pub(crate) struct Launch<'a> {
-    pub launcher: &'a Path,
+    pub server: &'a ForkServer,
     pub header: Vec<u8>,
     pub files: Vec<&'a [u8]>,
-    pub network: Option<BorrowedFd<'a>>,
     pub bounds: RunBounds,
     pub cancel: &'a CancelToken,
 }
@@ -102,15 +101,13 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let deadline = start + launch.bounds.timeout;
     let (mut socket, theirs) = UnixStream::pair()
         .map_err(|error| unavailable_launcher(format!("a socket pair: {error}")))?;
-    let mut child = Command::new(launch.launcher)
-        .env_clear()
-        .stdin(Stdio::from(OwnedFd::from(theirs)))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|error| unavailable_launcher(format!("{}: {error}", launch.launcher.display())))?;
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let stderr = child.stderr.take().expect("stderr is piped");
+    let (stdout, stdout_end) = pipe()?;
+    let (stderr, stderr_end) = pipe()?;
+    // Our copies of the launcher's ends are closed once it has been forked, so that the
+    // streams end when the run's processes are gone.
+    let launcher = launch
+        .server
+        .fork_run(OwnedFd::from(theirs), stdout_end, stderr_end)?;
 
     let mut problems = Vec::new();
     if let Err(error) = send_plan(&mut socket, &launch, deadline) {
@@ -151,7 +148,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
             && launcher_killed.is_none()
             && now >= sent + KILL_GRACE
         {
-            let _ = child.kill();
+            kill_launcher(&launcher);
             launcher_killed = Some(now);
             problems.push("the launcher did not confirm the kill in time and was killed".into());
         }
@@ -250,7 +247,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
         }
     }
     let end = Instant::now();
-    let launcher_status = wait_launcher(&mut child, launcher_killed.is_some());
+    let launcher_status = launcher_state(&launcher, launcher_killed.is_some());
 
     let mut confined = None;
     let mut exit_code = None;
@@ -393,23 +390,7 @@ fn send_plan(
     let remaining = deadline.saturating_duration_since(Instant::now());
     socket.set_write_timeout(Some(remaining.max(Duration::from_millis(1))))?;
     let length = (launch.header.len() as u64).to_le_bytes();
-    let fds;
-    let controls: Vec<ControlMessage<'_>> = match launch.network {
-        Some(fd) => {
-            fds = [fd.as_raw_fd()];
-            vec![ControlMessage::ScmRights(&fds)]
-        }
-        None => Vec::new(),
-    };
-    let sent = sendmsg::<()>(
-        socket.as_raw_fd(),
-        &[IoSlice::new(&length)],
-        &controls,
-        MsgFlags::MSG_NOSIGNAL,
-        None,
-    )
-    .map_err(std::io::Error::from)?;
-    send_all(socket, &length[sent..])?;
+    send_all(socket, &length)?;
     send_all(socket, &launch.header)?;
     for file in &launch.files {
         send_all(socket, file)?;
@@ -429,23 +410,43 @@ fn send_all(socket: &UnixStream, mut bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-fn wait_launcher(child: &mut Child, killed: bool) -> String {
-    if !killed {
-        // The launcher writes its last report just before it exits; give it a moment.
-        let until = Instant::now() + KILL_GRACE;
-        loop {
-            match child.try_wait() {
-                Ok(Some(status)) => return status.to_string(),
-                Ok(None) if Instant::now() < until => {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-                _ => break,
-            }
-        }
-        let _ = child.kill();
+/// A close-on-exec pipe: (read end, write end).
+fn pipe() -> Result<(File, OwnedFd), ExecutorError> {
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|error| unavailable_launcher(format!("a pipe: {error}")))?;
+    Ok((File::from(read), write))
+}
+
+/// SIGKILL to the launcher through its pidfd (which names it and no later process).
+fn kill_launcher(pidfd: &OwnedFd) {
+    // SAFETY: pidfd_send_signal with a valid pidfd and no siginfo.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0 as libc::c_uint,
+        );
     }
-    match child.wait() {
-        Ok(status) => status.to_string(),
-        Err(error) => format!("not reaped: {error}"),
+}
+
+/// Describes the launcher once every stream has ended. Its socket end closed, so it is
+/// exiting (the fork server reaps it); if it somehow still runs, it is killed.
+fn launcher_state(pidfd: &OwnedFd, killed: bool) -> String {
+    let mut fd = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no waiting.
+    let ended = unsafe { libc::poll(&mut fd, 1, 0) } == 1;
+    match (ended, killed) {
+        (true, false) => "the launcher ended".to_owned(),
+        (true, true) | (false, true) => "the launcher was killed".to_owned(),
+        (false, false) => {
+            kill_launcher(pidfd);
+            "the launcher closed its socket and was killed".to_owned()
+        }
     }
 }

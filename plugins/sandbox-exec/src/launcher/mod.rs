@@ -21,6 +21,9 @@
 mod confine;
 mod mounts;
 pub(crate) mod sys;
+mod zygote;
+
+pub(crate) use zygote::ARGUMENT as ZYGOTE_ARGUMENT;
 
 use std::io::Read;
 use std::os::fd::{FromRawFd, RawFd};
@@ -36,8 +39,31 @@ const SOCKET: RawFd = 0;
 /// Where reports go: [`SOCKET`], until the program's process moves it out of the way.
 static REPORTS: AtomicI32 = AtomicI32::new(SOCKET);
 
-/// The launcher's entry point. Never returns.
+/// The launcher's entry point. Never returns. With the single argument `--zygote` it is the
+/// fork server (see [`zygote`]); otherwise it runs one plan read from its standard input.
 pub fn main() -> ! {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|arg| arg == zygote::ARGUMENT)
+    {
+        zygote::main()
+    }
+    // Descriptors the supervisor's process left open without close-on-exec must not reach
+    // the sandbox: close them before anything else.
+    sys::close_range(3, u32::MAX);
+    run_plan(None)
+}
+
+/// What a fork server already did for the launcher it forked, once for all its runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Prepared {
+    /// Whether this process is already in the shared empty network namespace.
+    pub network_joined: bool,
+}
+
+/// Runs the plan read from the socket at [`SOCKET`], with stdout and stderr at 1 and 2 and
+/// nothing else open. Never returns.
+pub(crate) fn run_plan(prepared: Option<Prepared>) -> ! {
     // A panic is a setup failure like any other: report it and stop, never run on.
     std::panic::set_hook(Box::new(|info| {
         report(
@@ -49,10 +75,7 @@ pub fn main() -> ! {
         );
         sys::exit_now(126);
     }));
-    // Descriptors the supervisor's process left open without close-on-exec must not reach
-    // the sandbox: close them before anything else.
-    sys::close_range(3, u32::MAX);
-    match launch() {
+    match launch(prepared) {
         Ok(code) => sys::exit_now(code),
         Err(failure) => {
             report(SOCKET, &fail(failure));
@@ -156,16 +179,27 @@ fn read_plan() -> Step<Received> {
 }
 
 /// The launcher's own steps; returns its exit code once the init has been reaped.
-fn launch() -> Step<i32> {
+fn launch(prepared: Option<Prepared>) -> Step<i32> {
     let received = read_plan()?;
     let plan = &received.plan;
+    if let Some(prepared) = prepared
+        && prepared.network_joined != plan.join_network
+    {
+        return Err(Failure::new(
+            "network-namespace",
+            "the fork server's network namespace does not match the plan",
+        ));
+    }
+    let network_joined = prepared.is_some_and(|prepared| prepared.network_joined);
 
     let mut namespaces = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
-    if plan.join_network {
+    if network_joined {
+        // The fork server entered the shared namespace once, before it forked this process.
+    } else if plan.join_network {
         let fd = received
             .network
             .ok_or_else(|| Failure::new("network-namespace", "no namespace descriptor came"))?;

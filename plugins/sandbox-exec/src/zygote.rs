@@ -1,0 +1,290 @@
+//! The host's side of the fork server (see `launcher::zygote` for the protocol): started
+//! lazily by the first run, restarted when it has died, stopped when the Executor is dropped.
+
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg,
+    sendmsg, setsockopt, socketpair, sockopt,
+};
+use nix::sys::time::TimeVal;
+use sf_host::contracts::ExecutorError;
+
+use crate::plan::Report;
+
+/// How long the fork server may take to answer one message before it is taken for dead.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a stopped fork server has to exit on its own before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// The fork server of one Executor.
+#[derive(Debug)]
+pub(crate) struct ForkServer {
+    launcher: PathBuf,
+    network: Option<OwnedFd>,
+    outside_id_when_root: u32,
+    running: Mutex<Option<Running>>,
+}
+
+#[derive(Debug)]
+struct Running {
+    child: Child,
+    control: OwnedFd,
+}
+
+/// Why a request got no pidfd.
+enum Failed {
+    /// The fork server is gone or does not answer: start another.
+    Dead(String),
+    /// It answered with a failure: report it.
+    Refused(ExecutorError),
+}
+
+fn unavailable(reason: String) -> ExecutorError {
+    ExecutorError::Unavailable {
+        mechanism: "launcher".to_owned(),
+        reason,
+    }
+}
+
+impl ForkServer {
+    /// A fork server that will run `launcher`, enter `network` (when given) and, as root,
+    /// become `outside_id_when_root`. Starts nothing yet.
+    pub fn new(launcher: PathBuf, network: Option<OwnedFd>, outside_id_when_root: u32) -> Self {
+        Self {
+            launcher,
+            network,
+            outside_id_when_root,
+            running: Mutex::new(None),
+        }
+    }
+
+    /// Whether runs are in the shared empty network namespace.
+    pub fn joins_network(&self) -> bool {
+        self.network.is_some()
+    }
+
+    /// The host pid of the fork server, if one is running.
+    pub fn pid(&self) -> Option<u32> {
+        let running = self
+            .running
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        running.as_ref().map(|running| running.child.id())
+    }
+
+    /// Has the fork server fork a launcher for one run, which gets `socket` as its standard
+    /// input and `stdout`, `stderr` as its standard output and error (the caller's copies are
+    /// closed here). Returns a pidfd of that launcher. Starts (or restarts, once) the fork
+    /// server when it is not running.
+    pub fn fork_run(
+        &self,
+        socket: OwnedFd,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+    ) -> Result<OwnedFd, ExecutorError> {
+        let fds = [socket.as_raw_fd(), stdout.as_raw_fd(), stderr.as_raw_fd()];
+        let mut running = self
+            .running
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        let mut last = String::new();
+        for _ in 0..2 {
+            if let Some(server) = running.as_mut()
+                && !matches!(server.child.try_wait(), Ok(None))
+            {
+                stop(running.take().expect("checked above"));
+            }
+            if running.is_none() {
+                *running = Some(self.start()?);
+            }
+            let server = running.as_mut().expect("started above");
+            match request(server, &fds) {
+                Ok(pidfd) => return Ok(pidfd),
+                Err(Failed::Refused(error)) => return Err(error),
+                Err(Failed::Dead(reason)) => {
+                    last = reason;
+                    stop(running.take().expect("present above"));
+                }
+            }
+        }
+        Err(unavailable(format!(
+            "the launcher's fork server ended before it forked the run: {last}"
+        )))
+    }
+
+    fn start(&self) -> Result<Running, ExecutorError> {
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .map_err(|error| unavailable(format!("a socket pair: {error}")))?;
+        let timeout = TimeVal::new(ANSWER_TIMEOUT.as_secs() as i64, 0);
+        setsockopt(&ours, sockopt::ReceiveTimeout, &timeout)
+            .map_err(|error| unavailable(format!("a receive timeout: {error}")))?;
+        let child = Command::new(&self.launcher)
+            .arg(crate::launcher::ZYGOTE_ARGUMENT)
+            .env_clear()
+            .stdin(Stdio::from(theirs))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|error| unavailable(format!("{}: {error}", self.launcher.display())))?;
+        let server = Running {
+            child,
+            control: ours,
+        };
+        let init = format!(
+            "init {} {}",
+            u8::from(self.network.is_some()),
+            self.outside_id_when_root
+        );
+        let fds = self.network.as_ref().map(|fd| [fd.as_raw_fd()]);
+        let answer = send(
+            &server.control,
+            init.as_bytes(),
+            fds.as_ref().map(|f| &f[..]),
+        )
+        .and_then(|()| receive(&server.control));
+        match answer {
+            Ok((text, fds)) if text == "ready" && fds.is_empty() => Ok(server),
+            Ok((text, _)) => {
+                stop(server);
+                Err(match Report::parse(&text) {
+                    Some(Report::Fail { mechanism, detail }) => ExecutorError::Unavailable {
+                        mechanism,
+                        reason: detail,
+                    },
+                    _ => unavailable(format!("the fork server answered {text:?}")),
+                })
+            }
+            Err(reason) => {
+                stop(server);
+                Err(unavailable(format!(
+                    "the fork server did not start: {reason}"
+                )))
+            }
+        }
+    }
+}
+
+impl Drop for ForkServer {
+    fn drop(&mut self) {
+        let running = self
+            .running
+            .get_mut()
+            .unwrap_or_else(|poison| poison.into_inner());
+        if let Some(server) = running.take() {
+            stop(server);
+        }
+    }
+}
+
+/// Closes the control socket, which makes the fork server exit, and reaps it (killing it if
+/// it has not exited in time).
+fn stop(server: Running) {
+    let Running { mut child, control } = server;
+    drop(control);
+    if let Ok(pidfd) = crate::launcher::sys::pidfd_open(child.id() as libc::pid_t) {
+        let mut fd = libc::pollfd {
+            fd: pidfd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; then closing our own pidfd.
+        unsafe {
+            libc::poll(&mut fd, 1, EXIT_GRACE.as_millis() as libc::c_int);
+            libc::close(pidfd);
+        }
+    }
+    if !matches!(child.try_wait(), Ok(Some(_))) {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+fn request(server: &Running, fds: &[RawFd; 3]) -> Result<OwnedFd, Failed> {
+    send(&server.control, b"run", Some(fds)).map_err(Failed::Dead)?;
+    let (text, mut received) = receive(&server.control).map_err(Failed::Dead)?;
+    if let Some(pid) = text.strip_prefix("forked ")
+        && pid.parse::<u32>().is_ok()
+        && received.len() == 1
+    {
+        return Ok(received.pop().expect("one descriptor"));
+    }
+    Err(match Report::parse(&text) {
+        Some(Report::Fail { mechanism, detail }) => Failed::Refused(ExecutorError::Unavailable {
+            mechanism,
+            reason: detail,
+        }),
+        _ => Failed::Dead(format!("the fork server answered {text:?}")),
+    })
+}
+
+fn send(control: &OwnedFd, bytes: &[u8], fds: Option<&[RawFd]>) -> Result<(), String> {
+    let controls: Vec<ControlMessage<'_>> = fds
+        .map(|fds| vec![ControlMessage::ScmRights(fds)])
+        .unwrap_or_default();
+    loop {
+        match sendmsg::<()>(
+            control.as_raw_fd(),
+            &[IoSlice::new(bytes)],
+            &controls,
+            MsgFlags::MSG_NOSIGNAL,
+            None,
+        ) {
+            Ok(_) => return Ok(()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(error) => return Err(format!("sending to the fork server: {error}")),
+        }
+    }
+}
+
+/// One answer: its text and the descriptors attached (owned).
+fn receive(control: &OwnedFd) -> Result<(String, Vec<OwnedFd>), String> {
+    let mut buffer = [0u8; 4096];
+    let mut cmsg = nix::cmsg_space!([RawFd; 2]);
+    loop {
+        let mut iov = [IoSliceMut::new(&mut buffer)];
+        let message = match recvmsg::<()>(
+            control.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(message) => message,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(nix::errno::Errno::EAGAIN) => {
+                return Err(format!(
+                    "no answer from the fork server within {ANSWER_TIMEOUT:?}"
+                ));
+            }
+            Err(error) => return Err(format!("reading the fork server's answer: {error}")),
+        };
+        let mut fds = Vec::new();
+        if let Ok(controls) = message.cmsgs() {
+            for control in controls {
+                if let ControlMessageOwned::ScmRights(received) = control {
+                    // SAFETY: descriptors just received, owned by no one else.
+                    fds.extend(
+                        received
+                            .into_iter()
+                            .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+                    );
+                }
+            }
+        }
+        let length = message.bytes;
+        if length == 0 && fds.is_empty() {
+            return Err("the fork server closed its control socket".to_owned());
+        }
+        return Ok((String::from_utf8_lossy(&buffer[..length]).into_owned(), fds));
+    }
+}
