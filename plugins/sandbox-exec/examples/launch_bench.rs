@@ -21,31 +21,32 @@ fn median(mut samples: Vec<Duration>) -> Duration {
     samples[samples.len() / 2]
 }
 
-fn time_command(iterations: usize, program: &str, args: &[&str]) -> Option<Duration> {
-    let mut samples = Vec::with_capacity(iterations);
-    for _ in 0..iterations {
-        let start = Instant::now();
-        let status = Command::new(program)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .ok()?;
-        samples.push(start.elapsed());
-        if !status.success() {
-            eprintln!("{program} {args:?} failed: {status}");
-            return None;
-        }
+/// Runs `program` once; its launch-to-exit time, `None` when it cannot run or fails.
+fn time_command(program: &str, args: &[&str]) -> Option<Duration> {
+    let start = Instant::now();
+    let status = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .ok()?;
+    let elapsed = start.elapsed();
+    if !status.success() {
+        eprintln!("{program} {args:?} failed: {status}");
+        return None;
     }
-    Some(median(samples))
+    Some(elapsed)
 }
 
-fn time_sandbox(iterations: usize, network: Option<NetworkMode>) -> Result<Duration, String> {
+fn sandbox(network: Option<NetworkMode>) -> Result<SandboxExecutor, String> {
     let mut config = SandboxConfig::new(RuntimeConfig::with_libraries("/bin/true", &[]));
     config.network = network;
-    let executor = SandboxExecutor::new(config).map_err(|error| error.to_string())?;
-    let request = RunRequest {
+    SandboxExecutor::new(config).map_err(|error| error.to_string())
+}
+
+fn true_request() -> RunRequest {
+    RunRequest {
         program: vec![SnapshotFile {
             path: "entry".into(),
             content: b"unused".to_vec(),
@@ -54,20 +55,20 @@ fn time_sandbox(iterations: usize, network: Option<NetworkMode>) -> Result<Durat
         args: Vec::new(),
         input: Vec::new(),
         bounds: RunBounds::new(Duration::from_secs(10), 1 << 16),
-    };
-    let cancel = CancelToken::new();
-    let mut samples = Vec::with_capacity(iterations);
-    for _ in 0..iterations {
-        let start = Instant::now();
-        let answer = executor
-            .run(&request, &cancel)
-            .map_err(|error| error.to_string())?;
-        samples.push(start.elapsed());
-        if answer.status != RunStatus::Exited || answer.exit_code != Some(0) {
-            return Err(format!("unexpected answer: {answer:?}"));
-        }
     }
-    Ok(median(samples))
+}
+
+/// One `run()` of `/bin/true`: launch to exit, as the caller sees it.
+fn time_sandbox(executor: &SandboxExecutor, request: &RunRequest) -> Result<Duration, String> {
+    let start = Instant::now();
+    let answer = executor
+        .run(request, &CancelToken::new())
+        .map_err(|error| error.to_string())?;
+    let elapsed = start.elapsed();
+    if answer.status != RunStatus::Exited || answer.exit_code != Some(0) {
+        return Err(format!("unexpected answer: {answer:?}"));
+    }
+    Ok(elapsed)
 }
 
 fn show(name: &str, value: Option<Duration>, bare: Duration, bwrap: Option<Duration>) {
@@ -88,98 +89,154 @@ fn show(name: &str, value: Option<Duration>, bare: Duration, bwrap: Option<Durat
     println!("{line}");
 }
 
+const UNSHARE: &[&str] = &[
+    "--user",
+    "--map-root-user",
+    "--mount",
+    "--pid",
+    "--net",
+    "--fork",
+    "/bin/true",
+];
+
+const BWRAP: &[&str] = &[
+    "--unshare-all",
+    "--die-with-parent",
+    "--ro-bind",
+    "/usr",
+    "/usr",
+    "--symlink",
+    "usr/lib",
+    "/lib",
+    "--symlink",
+    "usr/lib64",
+    "/lib64",
+    "--symlink",
+    "usr/bin",
+    "/bin",
+    "--symlink",
+    "usr/sbin",
+    "/sbin",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
+    "/bin/true",
+];
+
+/// One measured variant: its samples, or why it was skipped.
+struct Variant {
+    name: &'static str,
+    samples: Vec<Duration>,
+    skipped: Option<String>,
+}
+
+impl Variant {
+    fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            samples: Vec::new(),
+            skipped: None,
+        }
+    }
+
+    fn record(&mut self, sample: Result<Duration, String>) {
+        if self.skipped.is_some() {
+            return;
+        }
+        match sample {
+            Ok(sample) => self.samples.push(sample),
+            Err(reason) => self.skipped = Some(reason),
+        }
+    }
+
+    fn median(&self) -> Option<Duration> {
+        (self.skipped.is_none() && !self.samples.is_empty()).then(|| median(self.samples.clone()))
+    }
+}
+
 fn main() {
     let iterations: usize = std::env::args()
         .nth(1)
         .and_then(|n| n.parse().ok())
         .unwrap_or(300);
-    println!("median launch-to-exit of /bin/true over {iterations} runs each");
-    // Warm up page caches and the dynamic loader.
-    let _ = time_command(10, "/bin/true", &[]);
-    let bare = time_command(iterations, "/bin/true", &[]).expect("/bin/true runs");
-    let unshare = time_command(
-        iterations,
-        "unshare",
-        &[
-            "--user",
-            "--map-root-user",
-            "--mount",
-            "--pid",
-            "--net",
-            "--fork",
-            "/bin/true",
-        ],
-    );
-    if unshare.is_none() {
-        println!("unshare: skipped (not installed or refused)");
-    }
-    let bwrap = time_command(
-        iterations,
-        "bwrap",
-        &[
-            "--unshare-all",
-            "--die-with-parent",
-            "--ro-bind",
-            "/usr",
-            "/usr",
-            "--symlink",
-            "usr/lib",
-            "/lib",
-            "--symlink",
-            "usr/lib64",
-            "/lib64",
-            "--symlink",
-            "usr/bin",
-            "/bin",
-            "--symlink",
-            "usr/sbin",
-            "/sbin",
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--tmpfs",
-            "/tmp",
-            "/bin/true",
-        ],
-    );
-    if bwrap.is_none() {
-        println!("bubblewrap: skipped (bwrap is not installed: apt-get install bubblewrap)");
-    }
-    let sandbox = match time_sandbox(iterations, None) {
-        Ok(value) => Some(value),
-        Err(error) => {
-            println!("sandbox-exec: failed: {error}");
-            None
-        }
-    };
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
-    let sandbox_new_net = if root {
-        time_sandbox(iterations, Some(NetworkMode::New)).ok()
+    println!("median launch-to-exit of /bin/true over {iterations} runs each");
+    println!(
+        "(the variants are measured interleaved, one run of each per round, so that other load \
+         on the machine falls on all of them alike)"
+    );
+    let request = true_request();
+    let shared = sandbox(None);
+    let new_net = if root {
+        Some(sandbox(Some(NetworkMode::New)))
     } else {
         None
     };
+    // The first run of an Executor also starts its fork server: shown apart, not in the medians.
+    for (name, executor) in [
+        ("sandbox-exec", &shared),
+        (
+            "sandbox-exec (new netns)",
+            new_net.as_ref().unwrap_or(&shared),
+        ),
+    ] {
+        if let Ok(executor) = executor {
+            match time_sandbox(executor, &request) {
+                Ok(first) => println!(
+                    "{name}: first run, including the fork server's start: {:.3} ms",
+                    first.as_secs_f64() * 1e3
+                ),
+                Err(error) => println!("{name}: first run failed: {error}"),
+            }
+        }
+    }
+    // Warm up page caches and the dynamic loader.
+    for _ in 0..10 {
+        let _ = time_command("/bin/true", &[]);
+        let _ = time_command("unshare", UNSHARE);
+        let _ = time_command("bwrap", BWRAP);
+    }
+    let mut bare = Variant::new("bare");
+    let mut unshare = Variant::new("unshare --user --mount --pid --net");
+    let mut bwrap = Variant::new("bubblewrap --unshare-all");
+    let mut sandbox_shared = Variant::new(if root {
+        "sandbox-exec (shared empty netns)"
+    } else {
+        "sandbox-exec (new netns)"
+    });
+    let mut sandbox_new = Variant::new("sandbox-exec (new netns per run)");
+    if let Err(error) = &shared {
+        sandbox_shared.skipped = Some(error.clone());
+    }
+    let command = |program: &str, args: &[&str]| {
+        time_command(program, args).ok_or_else(|| format!("{program} is not installed or failed"))
+    };
+    for _ in 0..iterations {
+        bare.record(command("/bin/true", &[]));
+        unshare.record(command("unshare", UNSHARE));
+        bwrap.record(command("bwrap", BWRAP));
+        if let Ok(executor) = &shared {
+            sandbox_shared.record(time_sandbox(executor, &request));
+        }
+        match &new_net {
+            Some(Ok(executor)) => sandbox_new.record(time_sandbox(executor, &request)),
+            Some(Err(error)) => sandbox_new.skipped = Some(error.clone()),
+            None => sandbox_new.skipped = Some("needs root (the shared mode does)".into()),
+        }
+    }
+    let bare_median = bare.median().expect("/bin/true runs");
+    let bwrap_median = bwrap.median();
     println!();
-    show("bare", Some(bare), bare, bwrap);
-    show("unshare --user --mount --pid --net", unshare, bare, bwrap);
-    show("bubblewrap --unshare-all", bwrap, bare, bwrap);
-    show(
-        if root {
-            "sandbox-exec (shared empty netns)"
-        } else {
-            "sandbox-exec (new netns)"
-        },
-        sandbox,
-        bare,
-        bwrap,
-    );
-    show(
-        "sandbox-exec (new netns per run)",
-        sandbox_new_net,
-        bare,
-        bwrap,
-    );
+    for variant in [&bare, &unshare, &bwrap, &sandbox_shared, &sandbox_new] {
+        match (&variant.skipped, variant.median()) {
+            (Some(reason), _) => println!("{}: skipped: {reason}", variant.name),
+            (None, value) => show(variant.name, value, bare_median, bwrap_median),
+        }
+    }
     println!();
     println!("targets: sandbox-exec at most 0.5× bubblewrap and at most 3× bare");
 }
