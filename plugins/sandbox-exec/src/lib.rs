@@ -2,8 +2,9 @@
 //! on Linux.
 //!
 //! A [`SandboxExecutor`] is configured with one runtime (an executable and the host paths a
-//! program may read) and a set of limits. Each run starts the `sf-sandbox-launcher` helper
-//! (built by this crate), hands it a plan over a socket, and bounds the run from outside: the
+//! program may read) and a set of limits. Its first run starts the `sf-sandbox-launcher` helper
+//! (built by this crate) as a fork server, which forks one launcher per run; the supervisor
+//! hands that launcher a plan over a socket and bounds the run from outside: the
 //! launcher puts the program in new user, mount, pid, network, ipc and uts namespaces as an
 //! unprivileged user, on a read-only tmpfs root holding only the runtime's files, the program
 //! and input (read-only, at `/sf/program` and `/sf/input`), a size-capped scratch
@@ -16,7 +17,8 @@
 //! - `profile`: the confinement recipe and its digest;
 //! - `seccomp`: the seccomp filters;
 //! - `plan`: what the supervisor hands the launcher and what comes back;
-//! - `supervisor`: starting the launcher and bounding the run;
+//! - `supervisor`: starting a run's launcher and bounding the run;
+//! - `zygote`: the host's side of the fork server;
 //! - `executor`: configuration and the trait implementation;
 //! - [`plugin`]: the `[executor]` configuration and the plugin export;
 //! - `launcher`: the helper program's code (namespaces, mounts, confinement).

@@ -1,9 +1,10 @@
 //! The launcher: the small, single-threaded helper program (`sf-sandbox-launcher`) that
 //! builds the sandbox and execs the runtime in it.
 //!
-//! The supervisor starts it with `std::process::Command`; nothing runs between that fork and
-//! the exec but std's own async-signal-safe steps, and everything below runs in a fresh,
-//! single-threaded process. Three processes take part:
+//! The Executor starts it once with `std::process::Command` as a fork server (see the `zygote` module);
+//! nothing runs between that fork and the exec but std's own async-signal-safe steps, and
+//! everything below runs in single-threaded processes forked from the fork server. Started
+//! without `--zygote`, it serves one plan itself. Three processes take part in a run:
 //!
 //! 1. The launcher (host pid namespace): closes every inherited descriptor, reads the plan,
 //!    enters the shared empty network namespace when one is passed, gives up root for the
