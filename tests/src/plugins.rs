@@ -19,6 +19,7 @@ const PACKAGES: &[&str] = &[
     "sf-test-hostile-plugin",
     "sf-test-backends-plugin",
     "sf-oats-plugin",
+    "sf-oats",
     "sf-example-out-of-tree-plugin",
 ];
 
@@ -44,6 +45,8 @@ pub struct Built {
     pub backends: PathBuf,
     /// The oats plugin library (`[gate] type = "oats-binding"`).
     pub oats: PathBuf,
+    /// The `sf-oats` program `sf oats` runs.
+    pub sf_oats: PathBuf,
     /// The out-of-tree example plugin library.
     pub example: PathBuf,
 }
@@ -137,6 +140,8 @@ pub fn built() -> &'static Built {
                 "sf-sandbox-launcher",
                 "--bin",
                 "sf-sandbox-probe",
+                "--bin",
+                "sf-oats",
             ],
         );
         let built = Built {
@@ -148,6 +153,7 @@ pub fn built() -> &'static Built {
             hostile: library(&dir, "sf_test_hostile_plugin"),
             backends: library(&dir, "sf_test_backends_plugin"),
             oats: library(&dir, "sf_oats_plugin"),
+            sf_oats: dir.join("sf-oats"),
             example: library(&dir, "sf_example_out_of_tree_plugin"),
             dir,
         };
@@ -161,6 +167,7 @@ pub fn built() -> &'static Built {
             &built.hostile,
             &built.backends,
             &built.oats,
+            &built.sf_oats,
             &built.example,
         ] {
             strip_group_write(path);

@@ -216,3 +216,49 @@ fn the_command_line_runs_hooks() {
     let (_, value) = envelope(&state, &["hook", "launch", "--home", home]);
     assert_eq!(value["error"]["code"], "unsupported-hook");
 }
+
+/// `sf oats` runs the `sf-oats` program beside `sf` in place of itself, after the loader's
+/// file checks: a copy that its group may write is refused, naming the program and the rule.
+#[test]
+fn sf_forwards_to_a_checked_sf_oats() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let built = sf_tests::plugins::built();
+    let bench = Bench::new();
+    let bin = bench.root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for (from, name) in [
+        (&built.sf, "sf"),
+        (&built.sf_oats, "sf-oats"),
+        (&built.launcher, "sf-sandbox-launcher"),
+    ] {
+        std::fs::copy(from, bin.join(name)).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let state = bench.root.join("state");
+    let run = || {
+        let output = std::process::Command::new(bin.join("sf"))
+            .env_remove("SF_PLUGIN_PATH")
+            .arg("--json")
+            .arg("oats")
+            .arg("--state")
+            .arg(&state)
+            .arg("list")
+            .output()
+            .unwrap();
+        let value: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|error| panic!("{error}: {}", String::from_utf8_lossy(&output.stdout)));
+        assert_eq!(output.status.success(), value["ok"] == true, "{value}");
+        value
+    };
+    let listed = run();
+    assert_eq!(listed["ok"], true, "{listed}");
+    assert_eq!(listed["result"], json!({"capabilities": []}), "{listed}");
+
+    std::fs::set_permissions(bin.join("sf-oats"), std::fs::Permissions::from_mode(0o775)).unwrap();
+    let refused = run();
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert_eq!(refused["error"]["code"], "insecure-plugin", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(message.contains("sf-oats"), "{message}");
+    assert!(message.contains("group or others may write"), "{message}");
+}

@@ -2,16 +2,19 @@
 //! crate (plugins depend on the host, never the reverse), so, like a Git external
 //! subcommand, `sf oats` runs the `sf-oats` program that crate builds, found on the plugin
 //! path (beside `sf`, then `SF_PLUGIN_PATH`), in place of sf: same arguments, same stdout,
-//! stderr and exit status, with `--json` and `--config` passed on. See docs/oats.md.
+//! stderr and exit status, with `--json` and `--config` passed on. The program gets the
+//! loader's file checks first (owned by this user or root, and neither it nor its directory
+//! writable by group or others): whoever can change it runs code as sf. See docs/oats.md.
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::Args;
 
 use super::common::{CliError, Context, Output};
-use crate::plugin::PluginPath;
+use crate::plugin::loader::check_owner;
+use crate::plugin::{PluginError, PluginPath};
 
 /// The program `sf oats` runs.
 pub const PROGRAM: &str = "sf-oats";
@@ -31,7 +34,8 @@ pub struct OatsArgs {
 fn find() -> Result<PathBuf, CliError> {
     let path =
         PluginPath::from_env().map_err(|error| CliError::new(error.code(), error.to_string()))?;
-    path.dirs()
+    let found = path
+        .dirs()
         .iter()
         .map(|dir| dir.join(PROGRAM))
         .find(|candidate| candidate.is_file())
@@ -47,7 +51,29 @@ fn find() -> Result<PathBuf, CliError> {
                         .join(", ")
                 ),
             )
-        })
+        })?;
+    checked(&found).map_err(|error| CliError::new(error.code(), error.to_string()))
+}
+
+/// The program's canonical path, once it and its directory pass the loader's owner and mode
+/// checks.
+fn checked(program: &Path) -> Result<PathBuf, PluginError> {
+    let unreadable = |error: std::io::Error| PluginError::Insecure {
+        plugin: PROGRAM.to_owned(),
+        path: program.to_owned(),
+        rule: format!("it cannot be checked: {error}"),
+    };
+    let canonical = std::fs::canonicalize(program).map_err(unreadable)?;
+    let meta = std::fs::metadata(&canonical).map_err(unreadable)?;
+    check_owner(&canonical, &meta, PROGRAM)?;
+    if let Some(directory) = canonical.parent() {
+        check_owner(
+            directory,
+            &std::fs::metadata(directory).map_err(unreadable)?,
+            PROGRAM,
+        )?;
+    }
+    Ok(canonical)
 }
 
 pub fn run(context: &Context, args: OatsArgs) -> Result<Output, CliError> {

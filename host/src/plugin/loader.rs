@@ -93,7 +93,11 @@ pub fn read_manifest_file(library: &Path) -> Result<(PluginManifest, Vec<u8>), P
 
 /// Refuses a plugin file or directory that someone other than this user or root owns, or that
 /// its group or others may write: whoever can change it can run code inside sf.
-fn check_owner(path: &Path, meta: &std::fs::Metadata, plugin: &str) -> Result<(), PluginError> {
+pub(crate) fn check_owner(
+    path: &Path,
+    meta: &std::fs::Metadata,
+    plugin: &str,
+) -> Result<(), PluginError> {
     let euid = nix::unistd::geteuid().as_raw();
     let refuse = |rule: String| PluginError::Insecure {
         plugin: plugin.to_owned(),
