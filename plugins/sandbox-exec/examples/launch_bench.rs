@@ -39,9 +39,10 @@ fn time_command(program: &str, args: &[&str]) -> Option<Duration> {
     Some(elapsed)
 }
 
-fn sandbox(network: Option<NetworkMode>) -> Result<SandboxExecutor, String> {
+fn sandbox(network: Option<NetworkMode>, prepare_ahead: bool) -> Result<SandboxExecutor, String> {
     let mut config = SandboxConfig::new(RuntimeConfig::with_libraries("/bin/true", &[]));
     config.network = network;
+    config.prepare_ahead = prepare_ahead;
     SandboxExecutor::new(config).map_err(|error| error.to_string())
 }
 
@@ -170,15 +171,17 @@ fn main() {
          on the machine falls on all of them alike)"
     );
     let request = true_request();
-    let shared = sandbox(None);
+    let shared = sandbox(None, true);
+    let per_run = sandbox(None, false);
     let new_net = if root {
-        Some(sandbox(Some(NetworkMode::New)))
+        Some(sandbox(Some(NetworkMode::New), true))
     } else {
         None
     };
     // The first run of an Executor also starts its fork server: shown apart, not in the medians.
     for (name, executor) in [
         ("sandbox-exec", &shared),
+        ("sandbox-exec (built per run)", &per_run),
         (
             "sandbox-exec (new netns)",
             new_net.as_ref().unwrap_or(&shared),
@@ -208,9 +211,13 @@ fn main() {
     } else {
         "sandbox-exec (new netns)"
     });
+    let mut sandbox_per_run = Variant::new("sandbox-exec, sandbox built per run");
     let mut sandbox_new = Variant::new("sandbox-exec (new netns per run)");
     if let Err(error) = &shared {
         sandbox_shared.skipped = Some(error.clone());
+    }
+    if let Err(error) = &per_run {
+        sandbox_per_run.skipped = Some(error.clone());
     }
     let command = |program: &str, args: &[&str]| {
         time_command(program, args).ok_or_else(|| format!("{program} is not installed or failed"))
@@ -222,16 +229,37 @@ fn main() {
         if let Ok(executor) = &shared {
             sandbox_shared.record(time_sandbox(executor, &request));
         }
+        if let Ok(executor) = &per_run {
+            sandbox_per_run.record(time_sandbox(executor, &request));
+        }
         match &new_net {
             Some(Ok(executor)) => sandbox_new.record(time_sandbox(executor, &request)),
             Some(Err(error)) => sandbox_new.skipped = Some(error.clone()),
             None => sandbox_new.skipped = Some("needs root (the shared mode does)".into()),
         }
     }
+    // The same Executor run back to back, with no pause for the next sandbox to be built.
+    let mut back_to_back = Variant::new("sandbox-exec, runs back to back");
+    match &shared {
+        Ok(executor) => {
+            for _ in 0..iterations {
+                back_to_back.record(time_sandbox(executor, &request));
+            }
+        }
+        Err(error) => back_to_back.skipped = Some(error.clone()),
+    }
     let bare_median = bare.median().expect("/bin/true runs");
     let bwrap_median = bwrap.median();
     println!();
-    for variant in [&bare, &unshare, &bwrap, &sandbox_shared, &sandbox_new] {
+    for variant in [
+        &bare,
+        &unshare,
+        &bwrap,
+        &sandbox_shared,
+        &sandbox_new,
+        &sandbox_per_run,
+        &back_to_back,
+    ] {
         match (&variant.skipped, variant.median()) {
             (Some(reason), _) => println!("{}: skipped: {reason}", variant.name),
             (None, value) => show(variant.name, value, bare_median, bwrap_median),
@@ -239,4 +267,9 @@ fn main() {
     }
     println!();
     println!("targets: sandbox-exec at most 0.5× bubblewrap and at most 3× bare");
+    println!(
+        "(sandbox-exec builds the next run's sandbox ahead of it by default; \"built per run\" \
+         is prepare_ahead = false; \"back to back\" gives the next sandbox no time to be built \
+         between runs)"
+    );
 }

@@ -11,13 +11,14 @@ use sf_host::contracts::{
 };
 use sf_host::snapshot::SnapshotFile;
 
-use crate::plan::{LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan, PlanFile, Resource};
+use crate::plan::{LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan, PlanFile, Resource, RunPlan};
+use crate::prepare::Preparer;
 use crate::profile::{
     self, HOSTNAME, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits, NetworkMode, PROC_OPTIONS,
     PROGRAM_DIR, Profile, ROOT_TMPFS_OPTIONS, SCRATCH_DIR, STAGE,
 };
 use crate::runtime::{BindSource, Runtime, RuntimeConfig, device_sources};
-use crate::supervisor::{Launch, supervise};
+use crate::supervisor::{Launch, Started, start, supervise};
 use crate::zygote::ForkServer;
 
 /// The file name of the launcher program built by this crate.
@@ -41,6 +42,15 @@ pub struct SandboxConfig {
     /// root (cheaper), a new one per run otherwise (the only way without privilege).
     #[serde(default)]
     pub network: Option<NetworkMode>,
+    /// Whether the next run's sandbox is built ahead of it, while nothing waits for it (the
+    /// default): a run then only adds its own files and starts. Every sandbox still serves
+    /// exactly one run. Without it, each run builds its sandbox when it starts.
+    #[serde(default = "default_prepare_ahead")]
+    pub prepare_ahead: bool,
+}
+
+fn default_prepare_ahead() -> bool {
+    true
 }
 
 fn default_outside_id() -> u32 {
@@ -56,8 +66,17 @@ impl SandboxConfig {
             launcher: None,
             outside_id_when_root: default_outside_id(),
             network: None,
+            prepare_ahead: true,
         }
     }
+}
+
+/// Where a run's sandbox came from.
+enum Sandbox {
+    /// Built ahead of the run.
+    Prepared,
+    /// Started for the run.
+    New,
 }
 
 /// Runs programs confined (see the crate documentation).
@@ -66,9 +85,9 @@ pub struct SandboxExecutor {
     runtime: Runtime,
     profile: Profile,
     launcher: PathBuf,
-    devices: std::collections::BTreeMap<PathBuf, BindSource>,
-    /// The long-lived launcher that forks one launcher per run (started by the first run).
-    server: ForkServer,
+    /// The fork server (the long-lived launcher that forks one launcher per run, started by
+    /// the first run) and the sandbox prepared ahead of the next run.
+    preparer: Preparer,
 }
 
 fn invalid(input: String, rule: &'static str) -> ExecutorError {
@@ -113,12 +132,18 @@ impl SandboxExecutor {
         };
         let profile = Profile::new(config.limits, network, config.outside_id_when_root)?;
         let launcher = find_launcher(config.launcher.as_deref())?;
+        let devices = device_sources()?;
+        let plan = Self::plan(&runtime, &profile, &devices, shared.is_some())?;
+        let plan = serde_json::to_vec(&plan).map_err(|error| ExecutorError::Unavailable {
+            mechanism: "launcher".to_owned(),
+            reason: format!("the plan did not encode: {error}"),
+        })?;
+        let server = ForkServer::new(launcher.clone(), shared, config.outside_id_when_root);
         Ok(Self {
             runtime,
             profile,
-            server: ForkServer::new(launcher.clone(), shared, config.outside_id_when_root),
+            preparer: Preparer::new(server, plan, config.prepare_ahead),
             launcher,
-            devices: device_sources()?,
         })
     }
 
@@ -131,7 +156,13 @@ impl SandboxExecutor {
     /// launcher per run), if it is running: it starts with the first run, is restarted by the
     /// next run if it died, and exits when the Executor is dropped. For tests and diagnostics.
     pub fn fork_server_pid(&self) -> Option<u32> {
-        self.server.pid()
+        self.preparer.shared.server.pid()
+    }
+
+    /// Whether a sandbox is prepared and waiting for the next run. For tests and
+    /// diagnostics.
+    pub fn has_prepared_sandbox(&self) -> bool {
+        self.preparer.is_ready()
     }
 
     /// The runtime as configured.
@@ -149,10 +180,17 @@ impl SandboxExecutor {
         self.profile.network
     }
 
-    fn plan(&self, request: &RunRequest) -> Result<Plan, ExecutorError> {
+    /// The plan of every sandbox of this Executor (everything but one run's program, input
+    /// and arguments).
+    fn plan(
+        runtime: &Runtime,
+        profile: &Profile,
+        devices: &std::collections::BTreeMap<PathBuf, BindSource>,
+        join_network: bool,
+    ) -> Result<Plan, ExecutorError> {
         let text = |path: &Path| crate::runtime::path_text(path);
         let mut rules = Vec::new();
-        for (path, source) in &self.runtime.layout().binds {
+        for (path, source) in &runtime.layout().binds {
             let access = if source.directory {
                 profile::runtime_directory_access()
             } else {
@@ -174,39 +212,30 @@ impl SandboxExecutor {
                 access: access.bits(),
             });
         }
-        for device in self.devices.keys() {
+        for device in devices.keys() {
             let device = text(device)?;
             rules.push(LandlockRule {
                 access: profile::device_access(&device).bits(),
                 path: device,
             });
         }
-        let limits = &self.profile.limits;
-        let executable = text(&self.runtime.config().executable)?;
-        let mut argv = vec![
-            executable.clone(),
-            format!("{PROGRAM_DIR}/{}", request.entry),
-        ];
-        argv.extend(request.args.iter().cloned());
+        let limits = &profile.limits;
+        let executable = text(&runtime.config().executable)?;
         Ok(Plan {
             protocol: PLAN_PROTOCOL,
-            outside_id_when_root: self.profile.outside_id_when_root,
+            outside_id_when_root: profile.outside_id_when_root,
             inside_id: INSIDE_ID,
-            join_network: self.server.joins_network(),
+            join_network,
             hostname: HOSTNAME.to_owned(),
             stage: STAGE.to_owned(),
             root_tmpfs_options: ROOT_TMPFS_OPTIONS.to_owned(),
-            layout: self.runtime.layout().clone(),
-            devices: self.devices.clone(),
+            layout: runtime.layout().clone(),
+            devices: devices.clone(),
             proc_options: PROC_OPTIONS.to_owned(),
             program_dir: PROGRAM_DIR.to_owned(),
-            program_options: snapshot_tmpfs_options(&request.program),
             input_dir: INPUT_DIR.to_owned(),
-            input_options: snapshot_tmpfs_options(&request.input),
             scratch_dir: SCRATCH_DIR.to_owned(),
             scratch_options: profile::scratch_options(limits),
-            program: plan_files(&request.program),
-            input: plan_files(&request.input),
             landlock: LandlockPlan {
                 abi: LANDLOCK_ABI_NUMBER,
                 handled_fs: profile::handled_fs().bits(),
@@ -214,8 +243,7 @@ impl SandboxExecutor {
                 scopes: profile::scopes().bits(),
                 rules,
             },
-            seccomp: self
-                .profile
+            seccomp: profile
                 .filters
                 .iter()
                 .map(|filter| hex::encode(filter.bytes()))
@@ -246,8 +274,45 @@ impl SandboxExecutor {
                 .collect(),
             cwd: PROGRAM_DIR.to_owned(),
             executable,
+        })
+    }
+
+    /// One run's part of the plan.
+    fn run_plan(&self, request: &RunRequest) -> Result<RunPlan, ExecutorError> {
+        let executable = crate::runtime::path_text(&self.runtime.config().executable)?;
+        let mut argv = vec![executable, format!("{PROGRAM_DIR}/{}", request.entry)];
+        argv.extend(request.args.iter().cloned());
+        Ok(RunPlan {
+            program_options: snapshot_tmpfs_options(&request.program),
+            input_options: snapshot_tmpfs_options(&request.input),
+            program: plan_files(&request.program),
+            input: plan_files(&request.input),
             argv,
         })
+    }
+
+    /// A started launcher for the next run: the prepared one when there is one and the
+    /// runtime's files are still the configured ones (a prepared sandbox holds the files it
+    /// cloned), else a new one. Either way the next one starts preparing.
+    fn take_sandbox(&self) -> Result<(Started, Sandbox), ExecutorError> {
+        let prepared = self.preparer.take();
+        let fresh = self.runtime.binds_as_configured();
+        match prepared {
+            Some(started)
+                if fresh && started.is_alive() && self.preparer.shared.server.is_running() =>
+            {
+                Ok((started, Sandbox::Prepared))
+            }
+            // A sandbox prepared from files that changed since is dropped unused; a new
+            // launcher checks the files again and refuses them as it always does. One whose
+            // launcher ended is replaced too (a failure to build it shows again, in this run).
+            _ => Ok((self.start_sandbox()?, Sandbox::New)),
+        }
+    }
+
+    /// A launcher started now, for a run that waits for it.
+    fn start_sandbox(&self) -> Result<Started, ExecutorError> {
+        start(&self.preparer.shared.server, &self.preparer.shared.plan)
     }
 }
 
@@ -302,24 +367,37 @@ impl Executor for SandboxExecutor {
         }
         let (program, input) = request.check()?;
         let runtime = self.runtime.describe()?;
-        let plan = self.plan(request)?;
-        let header = serde_json::to_vec(&plan).map_err(|error| ExecutorError::Unavailable {
+        let run = self.run_plan(request)?;
+        let header = serde_json::to_vec(&run).map_err(|error| ExecutorError::Unavailable {
             mechanism: "launcher".to_owned(),
-            reason: format!("the plan did not encode: {error}"),
+            reason: format!("the run plan did not encode: {error}"),
         })?;
-        let files = request
+        let files: Vec<&[u8]> = request
             .program
             .iter()
             .chain(request.input.iter())
             .map(|file| file.content.as_slice())
             .collect();
-        let ran = supervise(Launch {
-            server: &self.server,
-            header,
-            files,
-            bounds: request.bounds,
-            cancel,
-        })?;
+        let launch = |started| {
+            supervise(Launch {
+                started,
+                header: header.clone(),
+                files: files.clone(),
+                bounds: request.bounds,
+                cancel,
+            })
+        };
+        let ran = match self.take_sandbox()? {
+            (started, Sandbox::Prepared) => match launch(started) {
+                Ok(ran) => ran,
+                // `Err` means the program did not start: the prepared sandbox was lost before
+                // it took the run (say its fork server was killed). A new one gets the run,
+                // and reports its own failure if it has one.
+                Err(_) if !cancel.is_cancelled() => launch(self.start_sandbox()?)?,
+                Err(error) => return Err(error),
+            },
+            (started, Sandbox::New) => launch(started)?,
+        };
         let enforcement = match &ran.landlock {
             Some((abi, status)) if status == LandlockStatus::FullyEnforced.code() => Enforcement {
                 landlock_abi: *abi,

@@ -3,8 +3,10 @@
 //!
 //! A [`SandboxExecutor`] is configured with one runtime (an executable and the host paths a
 //! program may read) and a set of limits. Its first run starts the `sf-sandbox-launcher` helper
-//! (built by this crate) as a fork server, which forks one launcher per run; the supervisor
-//! hands that launcher a plan over a socket and bounds the run from outside: the
+//! (built by this crate) as a fork server, which forks one launcher per sandbox; the
+//! supervisor hands that launcher a plan over a socket (ahead of the run, so that the sandbox
+//! is built before the run needs it), then the run's own plan, and bounds the run from
+//! outside: the
 //! launcher puts the program in new user, mount, pid, network, ipc and uts namespaces as an
 //! unprivileged user, on a read-only tmpfs root holding only the runtime's files, the program
 //! and input (read-only, at `/sf/program` and `/sf/input`), a size-capped scratch
@@ -18,6 +20,7 @@
 //! - `seccomp`: the seccomp filters;
 //! - `plan`: what the supervisor hands the launcher and what comes back;
 //! - `supervisor`: starting a run's launcher and bounding the run;
+//! - `prepare`: keeping the next run's sandbox built ahead of it;
 //! - `zygote`: the host's side of the fork server;
 //! - `executor`: configuration and the trait implementation;
 //! - [`plugin`]: the `[executor]` configuration and the plugin export;
@@ -33,6 +36,7 @@ mod executor;
 pub mod launcher;
 mod plan;
 pub mod plugin;
+mod prepare;
 mod profile;
 mod runtime;
 mod seccomp;

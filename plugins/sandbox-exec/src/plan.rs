@@ -1,11 +1,15 @@
 //! What the supervisor hands the launcher, and what the launcher reports back.
 //!
 //! The launcher's standard input is one end of a Unix stream socket pair. The supervisor
-//! writes the plan on it: eight bytes (little-endian length of the header), the header as
-//! JSON, then the bytes of every program file and every input file, in header order, raw.
-//! When the run enters a shared network namespace, its file descriptor travels with the first
-//! eight bytes (SCM_RIGHTS). Afterwards the supervisor writes one byte, `k`, to have the
-//! launcher kill the run; end of file means the same.
+//! writes two messages on it, each eight bytes (little-endian length of a JSON header) and
+//! the header: first the [`Plan`] (everything about the sandbox, the same for every run of an
+//! Executor), then, possibly much later, the [`RunPlan`] (the program, the input and the
+//! arguments of one run) followed by the bytes of every program file and every input file, in
+//! header order, raw. Between the two, the launcher builds the whole sandbox and waits: a
+//! sandbox is prepared ahead of the run that uses it, and used by exactly one run. When the run
+//! enters a shared network namespace, its file descriptor travels with the first eight bytes
+//! (SCM_RIGHTS). After the run plan the supervisor writes one byte, `k`, to have the launcher
+//! kill the run; end of file (at any point) means the same.
 //!
 //! The launcher and its two children write reports back on the same socket, one line each,
 //! in an order the process tree makes certain: `fail`, or `confined` (then perhaps
@@ -19,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::runtime::{BindSource, Layout};
 
 /// The version of this exchange; a launcher refuses any other.
-pub const PLAN_PROTOCOL: u32 = 1;
+pub const PLAN_PROTOCOL: u32 = 2;
 
 /// The largest header accepted (the file bytes follow it and are bounded separately).
 pub const MAX_HEADER_BYTES: u64 = 4 << 20;
@@ -77,14 +81,9 @@ pub struct Plan {
     pub devices: BTreeMap<PathBuf, BindSource>,
     pub proc_options: String,
     pub program_dir: String,
-    /// tmpfs options of the program's file system, sized to it.
-    pub program_options: String,
     pub input_dir: String,
-    pub input_options: String,
     pub scratch_dir: String,
     pub scratch_options: String,
-    pub program: Vec<PlanFile>,
-    pub input: Vec<PlanFile>,
     pub landlock: LandlockPlan,
     /// Each seccomp filter's instructions as hex of [`crate::seccomp::encode`].
     pub seccomp: Vec<String>,
@@ -92,10 +91,20 @@ pub struct Plan {
     pub environment: Vec<(String, String)>,
     pub cwd: String,
     pub executable: String,
+}
+
+/// One run's part: what the sandbox prepared by a [`Plan`] runs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunPlan {
+    /// tmpfs options of the program's file system, sized to it.
+    pub program_options: String,
+    pub input_options: String,
+    pub program: Vec<PlanFile>,
+    pub input: Vec<PlanFile>,
     pub argv: Vec<String>,
 }
 
-impl Plan {
+impl RunPlan {
     /// The total file bytes that follow the header.
     pub fn file_bytes(&self) -> u64 {
         self.program

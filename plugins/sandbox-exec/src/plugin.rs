@@ -11,6 +11,7 @@
 //! # launcher = "/opt/sf/sf-sandbox-launcher"
 //! # outside_id_when_root = 65534
 //! # network = "new"              # or "shared-empty" (root only; the default as root)
+//! # prepare_ahead = false        # build each run's sandbox when it starts (default: ahead)
 //!
 //! [executor.limits]              # any subset; the rest keep their defaults
 //! cpu_seconds = 300
@@ -56,6 +57,9 @@ pub struct SandboxExecBackend {
     /// How each run's network namespace is made (default: `shared-empty` as root, else `new`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkSetting>,
+    /// Whether the next run's sandbox is built ahead of it (default: true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prepare_ahead: Option<bool>,
 }
 
 /// A runtime: a default by name, or an executable with (optionally) its readable paths.
@@ -175,6 +179,9 @@ impl SandboxExecBackend {
             NetworkSetting::New => NetworkMode::New,
             NetworkSetting::SharedEmpty => NetworkMode::SharedEmpty,
         });
+        if let Some(ahead) = self.prepare_ahead {
+            config.prepare_ahead = ahead;
+        }
         Ok(config)
     }
 

@@ -493,6 +493,10 @@ fn recipe(
             Value::from("0 /dev/null, 1 stdout pipe, 2 stderr pipe; every other one closed"),
         ),
         (
+            "signals",
+            Value::from("every disposition default, none blocked"),
+        ),
+        (
             "processes",
             Value::from(
                 "the namespace's init reaps; when the program ends, or on timeout, output \

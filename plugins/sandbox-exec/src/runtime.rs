@@ -247,6 +247,16 @@ impl Runtime {
         &self.layout
     }
 
+    /// Whether every bound path is still the file or directory it was when the runtime was
+    /// configured (same device and inode, not following a final symbolic link, as the
+    /// launcher clones them). A sandbox prepared earlier holds the clones it made then.
+    pub fn binds_as_configured(&self) -> bool {
+        self.layout.binds.iter().all(|(path, source)| {
+            fs::symlink_metadata(path)
+                .is_ok_and(|metadata| metadata.dev() == source.dev && metadata.ino() == source.ino)
+        })
+    }
+
     /// Describes the runtime as it is now: the executable is digested again whenever its
     /// device, inode, size, modification or change time differ from the last digest's.
     pub fn describe(&self) -> Result<RuntimeDescription, ExecutorError> {

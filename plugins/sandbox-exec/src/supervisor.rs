@@ -1,4 +1,6 @@
-//! The supervisor: has the fork server fork a launcher, hands it the plan, and bounds the run.
+//! The supervisor: has the fork server fork a launcher and hands it the plan ([`start`]: the
+//! launcher then prepares the sandbox), later hands it one run's plan and bounds that run
+//! ([`supervise`]).
 //!
 //! One thread polls the launcher's socket and the program's stdout and stderr (all
 //! non-blocking), so output is read concurrently with hard byte caps. The wall-clock timeout
@@ -31,9 +33,63 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 /// How long output is still drained after the launcher itself was killed.
 const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
-/// What to launch.
+/// A launcher that got its plan: its sandbox is being (or has been) prepared and waits for
+/// the one run it will serve. Dropping it ends the launcher and its sandbox unused.
+#[derive(Debug)]
+pub(crate) struct Started {
+    socket: UnixStream,
+    stdout: File,
+    stderr: File,
+    /// A pidfd of the launcher.
+    launcher: OwnedFd,
+}
+
+impl Started {
+    /// Whether the launcher still runs (a prepared one may have ended: its fork server was
+    /// killed, or building the sandbox failed).
+    pub fn is_alive(&self) -> bool {
+        let mut fd = libc::pollfd {
+            fd: self.launcher.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no waiting; a pidfd is readable once its process ended.
+        unsafe { libc::poll(&mut fd, 1, 0) == 0 }
+    }
+}
+
+/// Has `server` fork a launcher and hands it `plan` (an encoded [`crate::plan::Plan`]).
+pub(crate) fn start(server: &ForkServer, plan: &[u8]) -> Result<Started, ExecutorError> {
+    let (socket, theirs) = UnixStream::pair()
+        .map_err(|error| unavailable_launcher(format!("a socket pair: {error}")))?;
+    let (stdout, stdout_end) = pipe()?;
+    let (stderr, stderr_end) = pipe()?;
+    // Our copies of the launcher's ends are closed once it has been forked, so that the
+    // streams end when the run's processes are gone.
+    let launcher = server.fork_run(OwnedFd::from(theirs), stdout_end, stderr_end)?;
+    let started = Started {
+        socket,
+        stdout,
+        stderr,
+        launcher,
+    };
+    // The plan is small enough for the socket's buffer; a launcher that is gone already
+    // shows up as a failed write, and its report says why when the run reads it.
+    let _ = started
+        .socket
+        .set_write_timeout(Some(PLAN_WRITE_TIMEOUT))
+        .and_then(|()| send_all(&started.socket, &(plan.len() as u64).to_le_bytes()))
+        .and_then(|()| send_all(&started.socket, plan));
+    Ok(started)
+}
+
+/// How long handing a launcher its plan may block.
+const PLAN_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What to run in a started launcher's sandbox.
 pub(crate) struct Launch<'a> {
-    pub server: &'a ForkServer,
+    pub started: Started,
+    /// The encoded [`crate::plan::RunPlan`].
     pub header: Vec<u8>,
     pub files: Vec<&'a [u8]>,
     pub bounds: RunBounds,
@@ -99,18 +155,15 @@ impl Capped {
 pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let start = Instant::now();
     let deadline = start + launch.bounds.timeout;
-    let (mut socket, theirs) = UnixStream::pair()
-        .map_err(|error| unavailable_launcher(format!("a socket pair: {error}")))?;
-    let (stdout, stdout_end) = pipe()?;
-    let (stderr, stderr_end) = pipe()?;
-    // Our copies of the launcher's ends are closed once it has been forked, so that the
-    // streams end when the run's processes are gone.
-    let launcher = launch
-        .server
-        .fork_run(OwnedFd::from(theirs), stdout_end, stderr_end)?;
+    let Started {
+        mut socket,
+        stdout,
+        stderr,
+        launcher,
+    } = launch.started;
 
     let mut problems = Vec::new();
-    if let Err(error) = send_plan(&mut socket, &launch, deadline) {
+    if let Err(error) = send_run(&mut socket, &launch.header, &launch.files, deadline) {
         // The launcher ended early (its report says why) or the deadline passed.
         problems.push(format!("handing over the plan: {error}"));
     }
@@ -124,6 +177,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let mut kill_sent: Option<Instant> = None;
     let mut launcher_killed: Option<Instant> = None;
     let mut ended = false;
+    let mut done = false;
     for stream in [socket.as_fd(), stdout.as_fd(), stderr.as_fd()] {
         set_nonblocking(stream);
     }
@@ -213,6 +267,13 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
                                     {
                                         ended = true;
                                     }
+                                    if matches!(report, Report::Done { .. }) {
+                                        // The last report: the namespace is gone, and the
+                                        // launcher has nothing left to do but exit (which
+                                        // the fork server reaps); no need to wait for it.
+                                        socket_open = false;
+                                        done = true;
+                                    }
                                     reports.push(report);
                                 }
                                 None => problems.push(format!("unreadable report {text:?}")),
@@ -247,7 +308,11 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
         }
     }
     let end = Instant::now();
-    let launcher_status = launcher_state(&launcher, launcher_killed.is_some());
+    let launcher_status = if done {
+        "the launcher reported the namespace's end".to_owned()
+    } else {
+        launcher_state(&launcher, launcher_killed.is_some())
+    };
 
     let mut confined = None;
     let mut exit_code = None;
@@ -382,17 +447,18 @@ fn read_some(pipe: &mut dyn Read, buffer: &mut [u8]) -> ReadResult {
     }
 }
 
-fn send_plan(
+/// Sends the run plan and the run's files, before `deadline`.
+fn send_run(
     socket: &mut UnixStream,
-    launch: &Launch<'_>,
+    header: &[u8],
+    files: &[&[u8]],
     deadline: Instant,
 ) -> std::io::Result<()> {
     let remaining = deadline.saturating_duration_since(Instant::now());
     socket.set_write_timeout(Some(remaining.max(Duration::from_millis(1))))?;
-    let length = (launch.header.len() as u64).to_le_bytes();
-    send_all(socket, &length)?;
-    send_all(socket, &launch.header)?;
-    for file in &launch.files {
+    send_all(socket, &(header.len() as u64).to_le_bytes())?;
+    send_all(socket, header)?;
+    for file in files {
         send_all(socket, file)?;
     }
     Ok(())

@@ -64,9 +64,16 @@ impl ForkServer {
         }
     }
 
-    /// Whether runs are in the shared empty network namespace.
-    pub fn joins_network(&self) -> bool {
-        self.network.is_some()
+    /// Whether the fork server is running (it has not ended, however it ended). A launcher
+    /// it forked earlier dies with it, of its parent-death signal.
+    pub fn is_running(&self) -> bool {
+        let mut running = self
+            .running
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        running
+            .as_mut()
+            .is_some_and(|server| matches!(server.child.try_wait(), Ok(None)))
     }
 
     /// The host pid of the fork server, if one is running.

@@ -146,6 +146,19 @@ fn a_killed_fork_server_is_replaced_by_the_next_run() {
     let first = executor.fork_server_pid().expect("the fork server runs");
     // SAFETY: SIGKILL to our own child process.
     assert_eq!(unsafe { libc::kill(first as i32, libc::SIGKILL) }, 0);
+    // Once it is gone (a zombie of this process, or reaped), the launcher it had prepared
+    // for the next run is doomed too (its parent-death signal).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::read_to_string(format!("/proc/{first}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z'))
+    }) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the fork server did not die"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     // The next run finds it dead, starts another one and runs with the same confinement.
     let answer = executor
         .run(
@@ -201,4 +214,153 @@ fn concurrent_runs_from_several_threads_keep_their_own_streams() {
             run.join().expect("a run thread");
         }
     });
+}
+
+/// The host pids of the live (not zombie) processes whose parent is `parent`.
+fn children(parent: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            continue;
+        };
+        if status
+            .lines()
+            .any(|line| line == format!("PPid:\t{parent}"))
+            && alive(pid)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Waits (bounded) until `condition` holds.
+fn eventually(what: &str, condition: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// After a run, the next run's sandbox is built ahead of it (a launcher of the fork server's
+/// waits); the next run takes it and is confined the same, in a fresh sandbox (nothing of
+/// the previous run's scratch); dropping the Executor ends the waiting sandbox.
+#[test]
+fn the_next_sandbox_is_prepared_ahead_used_once_and_ended_with_the_executor() {
+    let executor = executor(RuntimeConfig::shell());
+    assert!(!executor.has_prepared_sandbox());
+    let first = executor
+        .run(
+            &request("echo left > /sf/scratch/mark; echo one"),
+            &CancelToken::new(),
+        )
+        .unwrap();
+    assert_eq!(first.stdout, b"one\n", "{first:?}");
+    eventually("a sandbox is prepared after the first run", || {
+        executor.has_prepared_sandbox()
+    });
+    let server = executor.fork_server_pid().expect("the fork server runs");
+    // The first run's launcher ends; the prepared one stays.
+    eventually("one launcher waits", || children(server).len() == 1);
+    let waiting = children(server);
+
+    let second = executor
+        .run(
+            &request(
+                "if [ -e /sf/scratch/mark ]; then echo reused; else echo fresh; fi; id -u; \
+                 grep -E 'NoNewPrivs|CapEff|Seccomp:' /proc/self/status",
+            ),
+            &CancelToken::new(),
+        )
+        .unwrap();
+    assert_eq!(second.status, RunStatus::Exited, "{second:?}");
+    let status: Vec<String> = String::from_utf8_lossy(&second.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(status[..2], ["fresh", "1000"], "{status:?}");
+    for wanted in ["CapEff:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"] {
+        assert!(
+            status.iter().any(|line| line == wanted),
+            "{wanted}: {status:?}"
+        );
+    }
+    // The launcher that waited served the second run and is gone with it.
+    eventually("the prepared launcher ended with its run", || {
+        !alive(waiting[0])
+    });
+
+    eventually("the next sandbox is prepared again", || {
+        executor.has_prepared_sandbox()
+    });
+    eventually("one launcher waits again", || children(server).len() == 1);
+    let waiting = children(server);
+    drop(executor);
+    for pid in waiting.iter().chain([&server]) {
+        eventually(
+            "the prepared sandbox and the fork server end with the executor",
+            || !alive(*pid),
+        );
+    }
+}
+
+/// A prepared sandbox holds the runtime files it cloned; once the configured executable is
+/// replaced, the next run does not use it (which would run the old bytes under the new
+/// digest): it starts a new launcher, which refuses the replaced file as it always does.
+#[test]
+fn a_runtime_replaced_after_preparing_is_refused_not_run_stale() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::Builder::new()
+        .prefix("sf-runtime-")
+        .tempdir()
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let shell = dir.path().join("sh");
+    std::fs::copy("/bin/sh", &shell).unwrap();
+    std::fs::set_permissions(&shell, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let executor = executor(RuntimeConfig::with_libraries(&shell, &[]));
+    executor
+        .run(&request("echo ready"), &CancelToken::new())
+        .unwrap();
+    eventually("a sandbox is prepared", || executor.has_prepared_sandbox());
+
+    // Replace the executable by a new file (a new inode) under the same name.
+    let replacement = dir.path().join("sh.new");
+    std::fs::copy("/bin/sh", &replacement).unwrap();
+    std::fs::set_permissions(&replacement, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::rename(&replacement, &shell).unwrap();
+    let error = executor
+        .run(&request("echo stale"), &CancelToken::new())
+        .expect_err("a replaced runtime file is refused");
+    let sf_host::contracts::ExecutorError::Unavailable { mechanism, reason } = &error else {
+        panic!("{error:?}");
+    };
+    assert_eq!(mechanism, "runtime", "{reason}");
+    assert!(reason.contains("configure the Executor again"), "{reason}");
+}
+
+/// The launcher ignores SIGPIPE (it is a Rust program), and whatever started sf may ignore or
+/// block others; the program starts with every signal at its default and none blocked (a
+/// pipeline's writer dies when its reader is gone).
+#[test]
+fn the_program_starts_with_no_signal_ignored_or_blocked() {
+    let executor = executor(RuntimeConfig::shell());
+    let answer = executor
+        .run(
+            &request(
+                "while read line; do case \"$line\" in SigIgn*|SigBlk*) echo \"$line\";; esac; \
+                 done < /proc/self/status",
+            ),
+            &CancelToken::new(),
+        )
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n",
+        "{answer:?}"
+    );
 }

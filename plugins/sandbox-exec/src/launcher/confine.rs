@@ -15,16 +15,17 @@ use landlock::{
 
 use super::sys::{self, Failure, Step, check, cstring};
 use super::{SOCKET, fail, report};
-use crate::plan::{Plan, Report, Resource};
+use crate::plan::{Plan, Report, Resource, RunPlan};
 use crate::seccomp;
 
-/// Confines this process as `plan` says and execs the runtime. Never returns.
-pub fn confine_and_exec(plan: &Plan) -> ! {
+/// Confines this process as `plan` says and execs the runtime with `run`'s arguments. Never
+/// returns.
+pub fn confine_and_exec(plan: &Plan, run: &RunPlan) -> ! {
     // SAFETY: a duplicate of the report socket that closes itself on exec.
     let channel = unsafe { libc::fcntl(SOCKET, libc::F_DUPFD_CLOEXEC, 3) };
     let channel = if channel < 0 { SOCKET } else { channel };
     super::REPORTS.store(channel, std::sync::atomic::Ordering::SeqCst);
-    match confine(plan, channel) {
+    match confine(plan, run, channel) {
         Ok(exec) => {
             report(channel, &exec.report);
             // SAFETY: null-terminated arrays of pointers into CStrings that live until exec.
@@ -42,6 +43,55 @@ pub fn confine_and_exec(plan: &Plan) -> ! {
     }
 }
 
+/// Puts every signal back to its default disposition and unblocks them all. Ignored signals
+/// and the blocked mask survive exec, and the launcher's are not the program's business: it is
+/// a Rust program, which ignores SIGPIPE (a pipeline's writer must die when its reader is
+/// gone), and the process that started sf may have ignored or blocked others. The raw system
+/// call reaches the signals the C library reserves for itself too.
+fn reset_signals() {
+    /// The kernel's `struct sigaction` on x86_64.
+    #[repr(C)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: u64,
+        restorer: usize,
+        mask: u64,
+    }
+    let default = KernelSigaction {
+        handler: libc::SIG_DFL,
+        flags: 0,
+        restorer: 0,
+        mask: 0,
+    };
+    for signal in 1..=64 {
+        if signal == libc::SIGKILL || signal == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: rt_sigaction with a valid kernel sigaction, no old action, and the size of
+        // the kernel's signal set.
+        unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                signal,
+                &default as *const KernelSigaction,
+                std::ptr::null_mut::<KernelSigaction>(),
+                8usize,
+            );
+        }
+    }
+    let empty: u64 = 0;
+    // SAFETY: rt_sigprocmask with a valid 8-byte set and no old set.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &empty as *const u64,
+            std::ptr::null_mut::<u64>(),
+            8usize,
+        );
+    }
+}
+
 /// What execve needs, prepared before seccomp applies.
 struct Exec {
     path: CString,
@@ -51,11 +101,12 @@ struct Exec {
     report: Report,
 }
 
-fn confine(plan: &Plan, channel: RawFd) -> Step<Exec> {
+fn confine(plan: &Plan, run: &RunPlan, channel: RawFd) -> Step<Exec> {
     // SAFETY: setsid and descriptor juggling on this process's own table.
     unsafe {
         // A new session: no controlling terminal to inject input into.
         libc::setsid();
+        reset_signals();
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
         if null < 0 {
             return Err(Failure::last("file-descriptors", "open /dev/null"));
@@ -101,7 +152,7 @@ fn confine(plan: &Plan, channel: RawFd) -> Step<Exec> {
     // Everything execve needs, allocated now.
     let path = cstring(&plan.executable, "exec")?;
     let mut strings = Vec::new();
-    for arg in &plan.argv {
+    for arg in &run.argv {
         strings.push(cstring(arg, "exec")?);
     }
     let argc = strings.len();

@@ -14,8 +14,10 @@
 //!    and forks the init. Then it only watches: it kills the init (SIGKILL) when the
 //!    supervisor asks or goes away, and reports the init's end and resource use.
 //! 2. The init (pid 1 of the new pid namespace): builds the root (see [`mounts`]), pivots
-//!    into it, forks the program's process, reaps, reports how that process ended, and
-//!    exits, which makes the kernel kill everything left in the namespace.
+//!    into it, and waits for the run plan: up to here the sandbox is prepared ahead of its
+//!    run (see [`crate::plan`]). Then it mounts the program, the input and the scratch, forks
+//!    the program's process, reaps, reports how that process ended, and exits, which makes
+//!    the kernel kill everything left in the namespace.
 //! 3. The program's process (see [`confine`]): drops every privilege, applies Landlock,
 //!    seccomp and rlimits, closes every other descriptor and execs the runtime.
 
@@ -31,7 +33,7 @@ use std::os::fd::{FromRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicI32, Ordering};
 
-use crate::plan::{MAX_HEADER_BYTES, PLAN_PROTOCOL, Plan, Report};
+use crate::plan::{MAX_HEADER_BYTES, PLAN_PROTOCOL, Plan, Report, RunPlan};
 use sys::{Failure, Step, check};
 
 /// The launcher's end of the socket to the supervisor.
@@ -99,11 +101,78 @@ pub(crate) fn report(fd: RawFd, report: &Report) {
     sys::write_all(fd, &line);
 }
 
-/// The plan and the bytes of every program and input file, in plan order.
+/// The plan, and the shared network namespace's descriptor when one came with it.
 struct Received {
     plan: Plan,
-    files: Vec<Vec<u8>>,
     network: Option<RawFd>,
+}
+
+/// The socket at [`SOCKET`] as a stream; never closed through it (fd 0 stays open for the
+/// whole process).
+fn socket() -> std::mem::ManuallyDrop<UnixStream> {
+    // SAFETY: fd 0 is the socket the supervisor gave; the stream is never dropped.
+    std::mem::ManuallyDrop::new(unsafe { UnixStream::from_raw_fd(SOCKET) })
+}
+
+/// Reads one header (its eight length bytes after the `first` already read) as a `T`.
+fn read_header<T: serde::de::DeserializeOwned>(
+    mut length: [u8; 8],
+    first: usize,
+    what: &str,
+) -> Step<T> {
+    let read_error =
+        |error: std::io::Error| Failure::new("launcher", format!("reading the {what}: {error}"));
+    let mut socket = socket();
+    socket
+        .read_exact(&mut length[first..])
+        .map_err(read_error)?;
+    let header_length = u64::from_le_bytes(length);
+    if header_length > MAX_HEADER_BYTES {
+        return Err(Failure::new(
+            "launcher",
+            format!("the {what} header is too large"),
+        ));
+    }
+    let mut header = vec![0u8; header_length as usize];
+    socket.read_exact(&mut header).map_err(read_error)?;
+    serde_json::from_slice(&header)
+        .map_err(|error| Failure::new("launcher", format!("the {what} does not parse: {error}")))
+}
+
+/// Reads the run plan and the bytes of every program and input file, in plan order. `None`:
+/// the supervisor closed the socket first (the prepared sandbox is not wanted).
+fn read_run() -> Step<Option<(RunPlan, Vec<Vec<u8>>)>> {
+    let mut length = [0u8; 8];
+    let first = loop {
+        // SAFETY: reading into a buffer of the given length.
+        let read = unsafe { libc::read(SOCKET, length.as_mut_ptr().cast(), length.len()) };
+        if read >= 0 {
+            break read as usize;
+        }
+        if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return Err(Failure::last("launcher", "reading the run plan"));
+        }
+    };
+    if first == 0 {
+        return Ok(None);
+    }
+    let run: RunPlan = read_header(length, first, "run plan")?;
+    if run.file_bytes() > 2 * sf_host::snapshot::MAX_SNAPSHOT_BYTES {
+        return Err(Failure::new(
+            "launcher",
+            "the run plan's files are too large",
+        ));
+    }
+    let mut socket = socket();
+    let mut files = Vec::with_capacity(run.program.len() + run.input.len());
+    for file in run.program.iter().chain(run.input.iter()) {
+        let mut bytes = vec![0u8; file.size as usize];
+        socket.read_exact(&mut bytes).map_err(|error| {
+            Failure::new("launcher", format!("reading the run's files: {error}"))
+        })?;
+        files.push(bytes);
+    }
+    Ok(Some((run, files)))
 }
 
 fn read_plan() -> Step<Received> {
@@ -137,22 +206,7 @@ fn read_plan() -> Step<Received> {
         }
         message.bytes
     };
-    // SAFETY: fd 0 is the socket the supervisor gave; it stays open for the whole process,
-    // so the stream is never dropped (it is forgotten below).
-    let mut socket = std::mem::ManuallyDrop::new(unsafe { UnixStream::from_raw_fd(SOCKET) });
-    let read_error =
-        |error: std::io::Error| Failure::new("launcher", format!("reading the plan: {error}"));
-    socket
-        .read_exact(&mut length[first..])
-        .map_err(read_error)?;
-    let header_length = u64::from_le_bytes(length);
-    if header_length > MAX_HEADER_BYTES {
-        return Err(Failure::new("launcher", "the plan header is too large"));
-    }
-    let mut header = vec![0u8; header_length as usize];
-    socket.read_exact(&mut header).map_err(read_error)?;
-    let plan: Plan = serde_json::from_slice(&header)
-        .map_err(|error| Failure::new("launcher", format!("the plan does not parse: {error}")))?;
+    let plan: Plan = read_header(length, first, "plan")?;
     if plan.protocol != PLAN_PROTOCOL {
         return Err(Failure::new(
             "launcher",
@@ -163,20 +217,7 @@ fn read_plan() -> Step<Received> {
             ),
         ));
     }
-    if plan.file_bytes() > 2 * sf_host::snapshot::MAX_SNAPSHOT_BYTES {
-        return Err(Failure::new("launcher", "the plan's files are too large"));
-    }
-    let mut files = Vec::with_capacity(plan.program.len() + plan.input.len());
-    for file in plan.program.iter().chain(plan.input.iter()) {
-        let mut bytes = vec![0u8; file.size as usize];
-        socket.read_exact(&mut bytes).map_err(read_error)?;
-        files.push(bytes);
-    }
-    Ok(Received {
-        plan,
-        files,
-        network,
-    })
+    Ok(Received { plan, network })
 }
 
 /// The launcher's own steps; returns its exit code once the init has been reaped.
@@ -278,24 +319,39 @@ fn launch(prepared: Option<Prepared>) -> Step<i32> {
     )?;
 
     // The init learns that the launcher died through this pipe's other end closing.
-    let mut alive = [0 as RawFd; 2];
-    // SAFETY: a two-element array for pipe2.
-    check(
-        unsafe { libc::pipe2(alive.as_mut_ptr(), libc::O_CLOEXEC) }.into(),
-        "launcher",
-        "pipe2",
-    )?;
+    let alive = pipe()?;
+    // The launcher learns that the init took the run plan off the socket (or died) through
+    // this one's: until then the socket is the init's to read.
+    let handoff = pipe()?;
     // SAFETY: fork of a single-threaded process; the child runs only its own code.
     let init = unsafe { libc::fork() };
     check(init.into(), "pid-namespace", "fork of the namespace's init")?;
     if init == 0 {
-        // SAFETY: closing the child's copy of the write end.
-        unsafe { libc::close(alive[1]) };
-        init_main(&received, alive[0]);
+        // SAFETY: closing the child's copies of the ends it does not use.
+        unsafe {
+            libc::close(alive[1]);
+            libc::close(handoff[0]);
+        }
+        init_main(plan, alive[0], handoff[1]);
     }
-    // SAFETY: closing our copy of the read end.
-    unsafe { libc::close(alive[0]) };
-    watch(init)
+    // SAFETY: closing our copies of the ends we do not use.
+    unsafe {
+        libc::close(alive[0]);
+        libc::close(handoff[1]);
+    }
+    watch(init, handoff[0])
+}
+
+/// A close-on-exec pipe: [read end, write end].
+fn pipe() -> Step<[RawFd; 2]> {
+    let mut ends = [0 as RawFd; 2];
+    // SAFETY: a two-element array for pipe2.
+    check(
+        unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) }.into(),
+        "launcher",
+        "pipe2",
+    )?;
+    Ok(ends)
 }
 
 fn write_file(path: &str, content: &str) -> Step {
@@ -304,7 +360,8 @@ fn write_file(path: &str, content: &str) -> Step {
 }
 
 /// Waits for the init, killing it when the supervisor asks (or is gone); reports its end.
-fn watch(init: libc::pid_t) -> Step<i32> {
+/// Until `handoff` closes (the init read the run plan, or died) the socket is left alone.
+fn watch(init: libc::pid_t, handoff: RawFd) -> Step<i32> {
     // The run's output belongs to the program alone.
     // SAFETY: closing our own standard output and error.
     unsafe {
@@ -313,6 +370,23 @@ fn watch(init: libc::pid_t) -> Step<i32> {
     }
     let pidfd = sys::pidfd_open(init)
         .map_err(|error| Failure::new("launcher", format!("pidfd_open: {error}")))?;
+    loop {
+        let mut fds = [pidfd, handoff].map(|fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        });
+        // SAFETY: a valid array of two pollfd.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if ready > 0 {
+            break;
+        }
+        if ready < 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            break;
+        }
+    }
+    // SAFETY: our own descriptor, not used again.
+    unsafe { libc::close(handoff) };
     let mut killed = false;
     loop {
         let mut fds = [
@@ -378,8 +452,9 @@ fn watch(init: libc::pid_t) -> Step<i32> {
     Ok(0)
 }
 
-/// The namespace's init: builds the root, starts the program, reaps, reports, exits.
-fn init_main(received: &Received, alive: RawFd) -> ! {
+/// The namespace's init: builds the root, waits for the run plan, mounts the run's files,
+/// starts the program, reaps, reports, exits.
+fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
     // SAFETY: prctl and poll on our own descriptor.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
@@ -393,7 +468,22 @@ fn init_main(received: &Received, alive: RawFd) -> ! {
             sys::exit_now(125);
         }
     }
-    if let Err(failure) = mounts::build_root(&received.plan, &received.files) {
+    if let Err(failure) = mounts::build_root(plan) {
+        report(SOCKET, &fail(failure));
+        sys::exit_now(126);
+    }
+    // Prepared: from here on the sandbox waits for its one run.
+    let (run, files) = match read_run() {
+        Ok(Some(received)) => received,
+        Ok(None) => sys::exit_now(0),
+        Err(failure) => {
+            report(SOCKET, &fail(failure));
+            sys::exit_now(126);
+        }
+    };
+    // SAFETY: closing our end tells the launcher the socket is its own again.
+    unsafe { libc::close(handoff) };
+    if let Err(failure) = mounts::mount_run(plan, &run, &files) {
         report(SOCKET, &fail(failure));
         sys::exit_now(126);
     }
@@ -409,7 +499,7 @@ fn init_main(received: &Received, alive: RawFd) -> ! {
     if program == 0 {
         // SAFETY: closing the pipe end the program must not hold.
         unsafe { libc::close(alive) };
-        confine::confine_and_exec(&received.plan);
+        confine::confine_and_exec(plan, &run);
     }
     // SAFETY: closing our standard output and error (the program's own copies stay), and
     // making this process undumpable so that the program cannot reach it through /proc.

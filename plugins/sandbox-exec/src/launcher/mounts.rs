@@ -5,10 +5,13 @@
 //!    device and inode are checked against the configuration, and the clone is made
 //!    read-only, nosuid and nodev (devices: read-only, nosuid, noexec), recursively;
 //! 3. a small tmpfs over the stage directory becomes the new root: it gets the runtime's
-//!    directories and symbolic links, the clones attached at their own paths, the program and
-//!    input on tmpfs mounts of their own (filled, then read-only, nosuid, nodev, noexec), the
-//!    size-capped scratch, and a fresh /proc (only this pid namespace, `subset=pid`);
-//! 4. the root is made read-only, `pivot_root` enters it and the old root is detached.
+//!    directories and symbolic links, the clones attached at their own paths, the empty
+//!    program and input directories, the size-capped scratch, and a fresh /proc (only this
+//!    pid namespace, `subset=pid`);
+//! 4. the root is made read-only, `pivot_root` enters it and the old root is detached;
+//! 5. once the run plan came ([`mount_run`]), the program and the input get tmpfs mounts of
+//!    their own over their directories, sized to them, filled, then made read-only (nosuid,
+//!    nodev, noexec throughout).
 
 use std::ffi::CString;
 use std::fs;
@@ -17,7 +20,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 
 use super::sys::{self, Failure, Step, cpath, cstring};
-use crate::plan::Plan;
+use crate::plan::{Plan, RunPlan};
 
 /// One cloned tree waiting to be attached.
 struct Tree {
@@ -26,9 +29,9 @@ struct Tree {
     directory: bool,
 }
 
-/// Builds the root described by `plan` and pivots into it. `files` holds the program's and
-/// then the input's bytes, in plan order.
-pub fn build_root(plan: &Plan, files: &[Vec<u8>]) -> Step {
+/// Builds the root described by `plan` and pivots into it: everything but the run's own
+/// files, which [`mount_run`] adds.
+pub fn build_root(plan: &Plan) -> Step {
     sys::mount(c"none", c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(|error| Failure::new("mount", format!("making / private: {error}")))?;
 
@@ -144,44 +147,9 @@ pub fn build_root(plan: &Plan, files: &[Vec<u8>]) -> Step {
     }
 
     let snapshot_flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    let program_count = plan.program.len();
-    for (dir, entries, contents, options) in [
-        (
-            &plan.program_dir,
-            &plan.program,
-            &files[..program_count],
-            &plan.program_options,
-        ),
-        (
-            &plan.input_dir,
-            &plan.input,
-            &files[program_count..],
-            &plan.input_options,
-        ),
-    ] {
-        let at = inside(Path::new(dir));
-        make_directories(&at)?;
-        let name = cpath(&at, "mount")?;
-        mount_tmpfs(&name, options, snapshot_flags)?;
-        for (entry, content) in entries.iter().zip(contents) {
-            let path = at.join(&entry.path);
-            if let Some(parent) = path.parent() {
-                make_directories(parent)?;
-            }
-            fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o444)
-                .open(&path)
-                .and_then(|mut file| std::io::Write::write_all(&mut file, content))
-                .map_err(|error| {
-                    Failure::new("mount", format!("writing {dir}/{}: {error}", entry.path))
-                })?;
-        }
-        sys::mount_setattr(libc::AT_FDCWD, &name, 0, sys::MOUNT_ATTR_RDONLY)
-            .map_err(|error| Failure::new("mount", format!("making {dir} read-only: {error}")))?;
+    for dir in [&plan.program_dir, &plan.input_dir] {
+        make_directories(&inside(Path::new(dir)))?;
     }
-
     let scratch = inside(Path::new(&plan.scratch_dir));
     make_directories(&scratch)?;
     mount_tmpfs(
@@ -214,6 +182,50 @@ pub fn build_root(plan: &Plan, files: &[Vec<u8>]) -> Step {
     }
     std::env::set_current_dir("/")
         .map_err(|error| Failure::new("pivot-root", format!("chdir to /: {error}")))?;
+    Ok(())
+}
+
+/// Mounts the run's program and input, inside the root [`build_root`] entered: each on a
+/// tmpfs of its own over its (empty) directory, filled, then made read-only. `files` holds
+/// the program's and then the input's bytes, in run plan order.
+pub fn mount_run(plan: &Plan, run: &RunPlan, files: &[Vec<u8>]) -> Step {
+    let snapshot_flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    let program_count = run.program.len();
+    for (dir, entries, contents, options) in [
+        (
+            &plan.program_dir,
+            &run.program,
+            &files[..program_count],
+            &run.program_options,
+        ),
+        (
+            &plan.input_dir,
+            &run.input,
+            &files[program_count..],
+            &run.input_options,
+        ),
+    ] {
+        let at = Path::new(dir);
+        let name = cpath(at, "mount")?;
+        mount_tmpfs(&name, options, snapshot_flags)?;
+        for (entry, content) in entries.iter().zip(contents) {
+            let path = at.join(&entry.path);
+            if let Some(parent) = path.parent() {
+                make_directories(parent)?;
+            }
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o444)
+                .open(&path)
+                .and_then(|mut file| std::io::Write::write_all(&mut file, content))
+                .map_err(|error| {
+                    Failure::new("mount", format!("writing {dir}/{}: {error}", entry.path))
+                })?;
+        }
+        sys::mount_setattr(libc::AT_FDCWD, &name, 0, sys::MOUNT_ATTR_RDONLY)
+            .map_err(|error| Failure::new("mount", format!("making {dir} read-only: {error}")))?;
+    }
     Ok(())
 }
 

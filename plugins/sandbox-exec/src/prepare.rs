@@ -1,0 +1,132 @@
+//! Preparing the next run's sandbox ahead of it.
+//!
+//! Building a sandbox (namespaces, the root's mounts, `/proc`, `pivot_root`) does not depend
+//! on the run it will serve, so the Executor keeps one built and waiting: a background thread
+//! has the fork server fork a launcher and hands it the plan; the launcher builds everything
+//! and its init waits for the run plan (see [`crate::plan`]). A run takes the waiting sandbox
+//! (or starts one itself when none waits) and wakes the thread to prepare the next, which
+//! proceeds while the run runs. Each sandbox serves exactly one run, and is dropped unused
+//! when the Executor is, which ends its processes (the init reads end of file where its run
+//! plan would be).
+
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+
+use crate::supervisor::{Started, start};
+use crate::zygote::ForkServer;
+
+/// What the Executor and its preparing thread share.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub server: ForkServer,
+    /// The encoded [`crate::plan::Plan`] every sandbox of the Executor is built from.
+    pub plan: Vec<u8>,
+    slot: Mutex<Slot>,
+    changed: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    ready: Option<Started>,
+    /// A run took the prepared sandbox (or found none): prepare another.
+    wanted: bool,
+    stopping: bool,
+}
+
+/// The Executor's side: the shared state and the preparing thread, if preparing ahead.
+#[derive(Debug)]
+pub(crate) struct Preparer {
+    pub shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Shared {
+    fn slot(&self) -> MutexGuard<'_, Slot> {
+        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Preparer {
+    /// A preparer over `server` for sandboxes of `plan`; with `ahead`, its thread prepares
+    /// the next sandbox whenever a run took one (the first run builds its own, so that an
+    /// Executor that never runs starts nothing).
+    pub fn new(server: ForkServer, plan: Vec<u8>, ahead: bool) -> Self {
+        let shared = Arc::new(Shared {
+            server,
+            plan,
+            slot: Mutex::new(Slot::default()),
+            changed: Condvar::new(),
+        });
+        let thread = ahead
+            .then(|| {
+                let shared = Arc::clone(&shared);
+                std::thread::Builder::new()
+                    .name("sf-sandbox-prepare".into())
+                    .spawn(move || prepare_loop(&shared))
+                    .ok()
+            })
+            .flatten();
+        Self { shared, thread }
+    }
+
+    /// The prepared sandbox, if one is waiting; either way the next is wanted.
+    pub fn take(&self) -> Option<Started> {
+        self.thread.as_ref()?;
+        let mut slot = self.shared.slot();
+        slot.wanted = true;
+        self.shared.changed.notify_one();
+        slot.ready.take()
+    }
+
+    /// Whether a prepared sandbox is waiting.
+    pub fn is_ready(&self) -> bool {
+        self.shared.slot().ready.is_some()
+    }
+}
+
+impl Drop for Preparer {
+    fn drop(&mut self) {
+        let unused = {
+            let mut slot = self.shared.slot();
+            slot.stopping = true;
+            self.shared.changed.notify_one();
+            slot.ready.take()
+        };
+        drop(unused);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The preparing thread: waits until a sandbox is wanted and none is ready, starts one.
+/// A failure is not retried until the next run wants one (that run starts its own and
+/// reports the failure).
+fn prepare_loop(shared: &Shared) {
+    loop {
+        {
+            let mut slot = shared.slot();
+            let needed = |slot: &Slot| slot.wanted && slot.ready.is_none();
+            while !slot.stopping && !needed(&slot) {
+                slot = shared
+                    .changed
+                    .wait(slot)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            if slot.stopping {
+                return;
+            }
+            slot.wanted = false;
+        }
+        let started = start(&shared.server, &shared.plan);
+        let mut slot = shared.slot();
+        if slot.stopping {
+            return;
+        }
+        if let Ok(started) = started
+            && slot.ready.is_none()
+        {
+            slot.ready = Some(started);
+        }
+    }
+}
