@@ -16,6 +16,9 @@ use sf_host::contracts::{CancelToken, Executor, RunBounds, RunRequest, RunStatus
 use sf_host::snapshot::SnapshotFile;
 use sf_sandbox_exec::{NetworkMode, RuntimeConfig, SandboxConfig, SandboxExecutor};
 
+/// The idle time before every interleaved measurement.
+const GAP: Duration = Duration::from_millis(4);
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -168,7 +171,8 @@ fn main() {
     println!("median launch-to-exit of /bin/true over {iterations} runs each");
     println!(
         "(the variants are measured interleaved, one run of each per round, so that other load \
-         on the machine falls on all of them alike)"
+         on the machine falls on all of them alike, each after a {} ms pause)",
+        GAP.as_millis()
     );
     let request = true_request();
     let shared = sandbox(None, true);
@@ -222,16 +226,26 @@ fn main() {
     let command = |program: &str, args: &[&str]| {
         time_command(program, args).ok_or_else(|| format!("{program} is not installed or failed"))
     };
+    // A pause before every measurement, the same for every variant: sandbox-exec builds the
+    // next sandbox after a run, and that work must not fall on the next variant's measurement
+    // (it would slow the baselines and flatter the ratios).
+    let pause = || std::thread::sleep(GAP);
     for _ in 0..iterations {
+        pause();
         bare.record(command("/bin/true", &[]));
+        pause();
         unshare.record(command("unshare", UNSHARE));
+        pause();
         bwrap.record(command("bwrap", BWRAP));
         if let Ok(executor) = &shared {
+            pause();
             sandbox_shared.record(time_sandbox(executor, &request));
         }
         if let Ok(executor) = &per_run {
+            pause();
             sandbox_per_run.record(time_sandbox(executor, &request));
         }
+        pause();
         match &new_net {
             Some(Ok(executor)) => sandbox_new.record(time_sandbox(executor, &request)),
             Some(Err(error)) => sandbox_new.skipped = Some(error.clone()),
@@ -268,8 +282,8 @@ fn main() {
     println!();
     println!("targets: sandbox-exec at most 0.5× bubblewrap and at most 3× bare");
     println!(
-        "(sandbox-exec builds the next run's sandbox ahead of it by default; \"built per run\" \
-         is prepare_ahead = false; \"back to back\" gives the next sandbox no time to be built \
-         between runs)"
+        "(sandbox-exec builds the next run's sandbox after each run, ahead of the next; \
+         \"built per run\" is prepare_ahead = false; \"back to back\" runs one Executor with no \
+         pause, so each run waits for its sandbox to be built)"
     );
 }

@@ -296,13 +296,11 @@ impl SandboxExecutor {
     /// cloned), else a new one. Either way the next one starts preparing.
     fn take_sandbox(&self) -> Result<(Started, Sandbox), ExecutorError> {
         let prepared = self.preparer.take();
-        let fresh = self.runtime.binds_as_configured();
+        let usable = prepared.is_some()
+            && self.runtime.binds_as_configured()
+            && self.preparer.shared.server.is_running();
         match prepared {
-            Some(started)
-                if fresh && started.is_alive() && self.preparer.shared.server.is_running() =>
-            {
-                Ok((started, Sandbox::Prepared))
-            }
+            Some(started) if usable && started.is_alive() => Ok((started, Sandbox::Prepared)),
             // A sandbox prepared from files that changed since is dropped unused; a new
             // launcher checks the files again and refuses them as it always does. One whose
             // launcher ended is replaced too (a failure to build it shows again, in this run).
@@ -387,6 +385,9 @@ impl Executor for SandboxExecutor {
                 cancel,
             })
         };
+        // However this run ends, the next sandbox is built after it: building it while the
+        // run runs would take the machine's cores from the run.
+        let _next = self.preparer.next_after();
         let ran = match self.take_sandbox()? {
             (started, Sandbox::Prepared) => match launch(started) {
                 Ok(ran) => ran,

@@ -4,13 +4,15 @@
 //! on the run it will serve, so the Executor keeps one built and waiting: a background thread
 //! has the fork server fork a launcher and hands it the plan; the launcher builds everything
 //! and its init waits for the run plan (see [`crate::plan`]). A run takes the waiting sandbox
-//! (or starts one itself when none waits) and wakes the thread to prepare the next, which
-//! proceeds while the run runs. Each sandbox serves exactly one run, and is dropped unused
+//! (or starts one itself when none waits, or waits for the one being started) and, when it
+//! ends, wakes the thread to prepare the next: building a sandbox while a run runs would take
+//! cores from that run, and runs usually come with other work between them. Each sandbox serves exactly one run, and is dropped unused
 //! when the Executor is, which ends its processes (the init reads end of file where its run
 //! plan would be).
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::supervisor::{Started, start};
 use crate::zygote::ForkServer;
@@ -28,10 +30,15 @@ pub(crate) struct Shared {
 #[derive(Debug, Default)]
 struct Slot {
     ready: Option<Started>,
-    /// A run took the prepared sandbox (or found none): prepare another.
+    /// A run ended: prepare another.
     wanted: bool,
+    /// The thread is starting one (a run waits for it rather than start a second).
+    preparing: bool,
     stopping: bool,
 }
+
+/// How long a run waits for the sandbox being started before it starts its own.
+const WAIT_FOR_PREPARING: Duration = Duration::from_secs(2);
 
 /// The Executor's side: the shared state and the preparing thread, if preparing ahead.
 #[derive(Debug)]
@@ -69,13 +76,32 @@ impl Preparer {
         Self { shared, thread }
     }
 
-    /// The prepared sandbox, if one is waiting; either way the next is wanted.
+    /// The prepared sandbox: the one waiting, else the one being started (waited for, up to
+    /// a bound); `None` when there is neither.
     pub fn take(&self) -> Option<Started> {
         self.thread.as_ref()?;
+        let until = Instant::now() + WAIT_FOR_PREPARING;
         let mut slot = self.shared.slot();
-        slot.wanted = true;
-        self.shared.changed.notify_one();
-        slot.ready.take()
+        loop {
+            if let Some(started) = slot.ready.take() {
+                return Some(started);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if !slot.preparing || left.is_zero() {
+                return None;
+            }
+            slot = self
+                .shared
+                .changed
+                .wait_timeout(slot, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// A guard that, when dropped (at the end of a run), has the next sandbox prepared.
+    pub fn next_after(&self) -> NextAfter<'_> {
+        NextAfter(self)
     }
 
     /// Whether a prepared sandbox is waiting.
@@ -84,12 +110,24 @@ impl Preparer {
     }
 }
 
+/// See [`Preparer::next_after`].
+pub(crate) struct NextAfter<'a>(&'a Preparer);
+
+impl Drop for NextAfter<'_> {
+    fn drop(&mut self) {
+        if self.0.thread.is_some() {
+            self.0.shared.slot().wanted = true;
+            self.0.shared.changed.notify_all();
+        }
+    }
+}
+
 impl Drop for Preparer {
     fn drop(&mut self) {
         let unused = {
             let mut slot = self.shared.slot();
             slot.stopping = true;
-            self.shared.changed.notify_one();
+            self.shared.changed.notify_all();
             slot.ready.take()
         };
         drop(unused);
@@ -117,9 +155,12 @@ fn prepare_loop(shared: &Shared) {
                 return;
             }
             slot.wanted = false;
+            slot.preparing = true;
         }
         let started = start(&shared.server, &shared.plan);
         let mut slot = shared.slot();
+        slot.preparing = false;
+        shared.changed.notify_all();
         if slot.stopping {
             return;
         }

@@ -135,6 +135,9 @@ pub struct Runtime {
     readable: Vec<ReadablePath>,
     /// The executable's digest and the metadata it was computed for.
     cached: Mutex<Option<(FileStamp, Digest)>>,
+    /// The description's digest and the executable digest it was computed with (the rest of
+    /// the description is fixed by the configuration).
+    described: Mutex<Option<(Digest, Digest)>>,
 }
 
 /// What must stay equal for a cached file digest to stand.
@@ -236,6 +239,7 @@ impl Runtime {
             layout,
             readable,
             cached: Mutex::new(None),
+            described: Mutex::new(None),
         })
     }
 
@@ -261,6 +265,24 @@ impl Runtime {
     /// device, inode, size, modification or change time differ from the last digest's.
     pub fn describe(&self) -> Result<RuntimeDescription, ExecutorError> {
         let executable = self.executable_digest()?;
+        let mut described = self.described.lock().unwrap_or_else(|e| e.into_inner());
+        let digest = match described.as_ref() {
+            Some((seen, digest)) if *seen == executable => digest.clone(),
+            _ => {
+                let digest = self.description_digest(&executable)?;
+                *described = Some((executable, digest.clone()));
+                digest
+            }
+        };
+        Ok(RuntimeDescription {
+            executable: self.config.executable.clone(),
+            readable: self.readable.clone(),
+            digest,
+        })
+    }
+
+    /// The digest of the description document, given the executable's digest.
+    fn description_digest(&self, executable: &Digest) -> Result<Digest, ExecutorError> {
         let mut readable = Vec::with_capacity(self.readable.len());
         for entry in &self.readable {
             let kind = match entry.kind {
@@ -303,13 +325,8 @@ impl Runtime {
             ("readable", readable),
             ("symlinks", symlinks),
         ]);
-        let digest = canonical::digest(&document)
-            .map_err(|error| unavailable(format!("the runtime description: {error}")))?;
-        Ok(RuntimeDescription {
-            executable: self.config.executable.clone(),
-            readable: self.readable.clone(),
-            digest,
-        })
+        canonical::digest(&document)
+            .map_err(|error| unavailable(format!("the runtime description: {error}")))
     }
 
     fn executable_digest(&self) -> Result<Digest, ExecutorError> {
