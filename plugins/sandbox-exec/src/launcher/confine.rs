@@ -1,16 +1,22 @@
 //! The program's process: every per-process confinement, then the exec of the runtime.
 //!
+//! What does not depend on the run is made ready by the init while the sandbox is prepared
+//! ([`arm`]): the Landlock ruleset with every rule but the program's and the input's (whose
+//! tmpfs mounts come with the run), the seccomp program, the executable's path and the
+//! environment. Once the run's mounts exist the init adds their two rules ([`Armed::finish`]);
+//! the program's process then only restricts itself with the finished ruleset.
+//!
 //! Order matters: descriptors first (so nothing inherited survives), rlimits, then the
 //! capability steps that themselves need CAP_SETPCAP (securebits, bounding set), then the
 //! empty capability sets and no_new_privs, then Landlock and finally seccomp (whose filter
 //! still allows the report write and the exec).
 
 use std::ffi::CString;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use landlock::{
     AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
+    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
 
 use super::sys::{self, Failure, Step, check, cstring};
@@ -18,14 +24,85 @@ use super::{SOCKET, fail, report};
 use crate::plan::{Plan, Report, Resource, RunPlan};
 use crate::seccomp;
 
-/// Confines this process as `plan` says and execs the runtime with `run`'s arguments. Never
-/// returns.
-pub fn confine_and_exec(plan: &Plan, run: &RunPlan) -> ! {
+/// What the init makes ready for the program's process before the run (see the module
+/// documentation).
+pub struct Armed {
+    /// The ruleset being built (until [`Armed::finish`]).
+    building: Option<RulesetCreated>,
+    /// The finished ruleset's descriptor (after [`Armed::finish`]).
+    ruleset: Option<OwnedFd>,
+    kernel_abi: u32,
+    filters: Vec<seccompiler::BpfProgram>,
+    path: CString,
+    environment: Vec<CString>,
+}
+
+/// Makes everything of the confinement ready that does not depend on the run; run by the init
+/// inside the built root, while the sandbox is prepared.
+pub fn arm(plan: &Plan) -> Step<Armed> {
+    let filters = plan
+        .seccomp
+        .iter()
+        .map(|text| {
+            hex::decode(text)
+                .ok()
+                .and_then(|bytes| seccomp::decode(&bytes))
+                .ok_or_else(|| Failure::new("seccomp", "a filter in the plan does not decode"))
+        })
+        .collect::<Step<Vec<_>>>()?;
+    let environment = plan
+        .environment
+        .iter()
+        .map(|(key, value)| cstring(&format!("{key}={value}"), "exec"))
+        .collect::<Step<Vec<_>>>()?;
+    let (building, kernel_abi) = landlock_ruleset(plan, |path| {
+        path != plan.program_dir && path != plan.input_dir
+    })?;
+    Ok(Armed {
+        building: Some(building),
+        ruleset: None,
+        kernel_abi,
+        filters,
+        path: cstring(&plan.executable, "exec")?,
+        environment,
+    })
+}
+
+impl Armed {
+    /// Adds the rules of the program's and the input's directories, now that the run's mounts
+    /// cover them (a rule holds the inode it was given), and finishes the ruleset.
+    pub fn finish(&mut self, plan: &Plan) -> Step {
+        let mut ruleset = self
+            .building
+            .take()
+            .ok_or_else(|| Failure::new("landlock", "the ruleset was finished twice"))?;
+        for rule in plan
+            .landlock
+            .rules
+            .iter()
+            .filter(|rule| rule.path == plan.program_dir || rule.path == plan.input_dir)
+        {
+            ruleset = add_rule(ruleset, &rule.path, rule.access)?;
+        }
+        let fd: Option<OwnedFd> = ruleset.into();
+        self.ruleset = Some(fd.ok_or_else(|| {
+            Failure::new(
+                "landlock",
+                "the kernel gave no ruleset; nothing runs without one",
+            )
+        })?);
+        Ok(())
+    }
+}
+
+/// Confines this process as `plan` says, with what the init `armed`, and execs the runtime
+/// with `run`'s arguments. Never returns.
+pub fn confine_and_exec(plan: &Plan, run: &RunPlan, armed: &Armed) -> ! {
     // SAFETY: a duplicate of the report socket that closes itself on exec.
     let channel = unsafe { libc::fcntl(SOCKET, libc::F_DUPFD_CLOEXEC, 3) };
     let channel = if channel < 0 { SOCKET } else { channel };
     super::REPORTS.store(channel, std::sync::atomic::Ordering::SeqCst);
-    match confine(plan, run, channel) {
+    match confine(plan, run, armed, channel) {
         Ok(exec) => {
             report(channel, &exec.report);
             // SAFETY: null-terminated arrays of pointers into CStrings that live until exec.
@@ -101,7 +178,12 @@ struct Exec {
     report: Report,
 }
 
-fn confine(plan: &Plan, run: &RunPlan, channel: RawFd) -> Step<Exec> {
+fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Exec> {
+    let ruleset = armed
+        .ruleset
+        .as_ref()
+        .ok_or_else(|| Failure::new("landlock", "the ruleset was not finished"))?
+        .as_raw_fd();
     // SAFETY: setsid and descriptor juggling on this process's own table.
     unsafe {
         // A new session: no controlling terminal to inject input into.
@@ -118,12 +200,19 @@ fn confine(plan: &Plan, run: &RunPlan, channel: RawFd) -> Step<Exec> {
             libc::close(null);
         }
     }
-    if channel >= 3 {
-        sys::close_range(3, channel as u32 - 1);
-        sys::close_range(channel as u32 + 1, u32::MAX);
-    } else {
-        sys::close_range(3, u32::MAX);
+    // Every descriptor but the report channel and the ruleset (closed once applied).
+    let mut keep = [channel, ruleset];
+    keep.sort_unstable();
+    let mut first = 3;
+    for fd in keep {
+        if fd >= first {
+            if fd > first {
+                sys::close_range(first as u32, fd as u32 - 1);
+            }
+            first = fd + 1;
+        }
     }
+    sys::close_range(first as u32, u32::MAX);
 
     for (resource, soft, hard) in &plan.rlimits {
         let which = match resource {
@@ -150,29 +239,15 @@ fn confine(plan: &Plan, run: &RunPlan, channel: RawFd) -> Step<Exec> {
         .map_err(|error| Failure::new("mount", format!("chdir {}: {error}", plan.cwd)))?;
 
     // Everything execve needs, allocated now.
-    let path = cstring(&plan.executable, "exec")?;
-    let mut strings = Vec::new();
-    for arg in &run.argv {
-        strings.push(cstring(arg, "exec")?);
-    }
-    let argc = strings.len();
-    for (key, value) in &plan.environment {
-        strings.push(cstring(&format!("{key}={value}"), "exec")?);
-    }
-    let mut argv: Vec<*const libc::c_char> = strings[..argc].iter().map(|s| s.as_ptr()).collect();
-    argv.push(std::ptr::null());
-    let mut envp: Vec<*const libc::c_char> = strings[argc..].iter().map(|s| s.as_ptr()).collect();
-    envp.push(std::ptr::null());
-    let filters = plan
-        .seccomp
+    let strings = run
+        .argv
         .iter()
-        .map(|text| {
-            hex::decode(text)
-                .ok()
-                .and_then(|bytes| seccomp::decode(&bytes))
-                .ok_or_else(|| Failure::new("seccomp", "a filter in the plan does not decode"))
-        })
+        .map(|arg| cstring(arg, "exec"))
         .collect::<Step<Vec<_>>>()?;
+    let mut argv: Vec<*const libc::c_char> = strings.iter().map(|s| s.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut envp: Vec<*const libc::c_char> = armed.environment.iter().map(|s| s.as_ptr()).collect();
+    envp.push(std::ptr::null());
 
     drop_capabilities()?;
     // SAFETY: prctl with integer arguments.
@@ -181,17 +256,28 @@ fn confine(plan: &Plan, run: &RunPlan, channel: RawFd) -> Step<Exec> {
         "no-new-privs",
         "PR_SET_NO_NEW_PRIVS",
     )?;
-    let landlock = apply_landlock(plan)?;
-    for filter in &filters {
+    // The ruleset was made with every requested right a hard requirement (its creation
+    // fails otherwise), so a restriction that succeeds enforces all of it.
+    // SAFETY: landlock_restrict_self on the ruleset's descriptor, no flags; then closing it.
+    let restricted = unsafe {
+        let rc = libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32);
+        libc::close(ruleset);
+        rc
+    };
+    check(restricted, "landlock", "landlock_restrict_self")?;
+    for filter in &armed.filters {
         seccompiler::apply_filter(filter)
             .map_err(|error| Failure::new("seccomp", format!("installing a filter: {error}")))?;
     }
     Ok(Exec {
-        path,
+        path: armed.path.clone(),
         _strings: strings,
         argv,
         envp,
-        report: landlock,
+        report: Report::Confined {
+            landlock_abi: armed.kernel_abi,
+            landlock: "fully-enforced".to_owned(),
+        },
     })
 }
 
@@ -251,7 +337,9 @@ fn drop_capabilities() -> Step {
     sys::capset_empty().map_err(|error| Failure::new("capabilities", format!("capset: {error}")))
 }
 
-fn apply_landlock(plan: &Plan) -> Step<Report> {
+/// The ruleset of `plan`, every right a hard requirement, with the rules whose path `include`
+/// accepts; and the kernel's Landlock ABI.
+fn landlock_ruleset(plan: &Plan, include: impl Fn(&str) -> bool) -> Step<(RulesetCreated, u32)> {
     let kernel_abi = sys::landlock_abi();
     let wanted = plan.landlock.abi;
     if kernel_abi < wanted {
@@ -281,26 +369,24 @@ fn apply_landlock(plan: &Plan) -> Step<Report> {
         .map_err(error)?
         .create()
         .map_err(error)?;
-    for rule in &plan.landlock.rules {
-        let access = BitFlags::<AccessFs>::from_bits(rule.access).map_err(|_| invalid("rules"))?;
-        let fd = PathFd::new(&rule.path)
-            .map_err(|error| Failure::new("landlock", format!("{}: {error}", rule.path)))?;
-        ruleset = ruleset
-            .add_rule(PathBeneath::new(fd, access))
-            .map_err(error)?;
+    for rule in plan
+        .landlock
+        .rules
+        .iter()
+        .filter(|rule| include(&rule.path))
+    {
+        ruleset = add_rule(ruleset, &rule.path, rule.access)?;
     }
-    let status = ruleset.restrict_self().map_err(error)?;
-    if status.ruleset != RulesetStatus::FullyEnforced || !status.no_new_privs {
-        return Err(Failure::new(
-            "landlock",
-            format!(
-                "the ruleset was not fully enforced ({:?}); nothing runs with less confinement",
-                status.ruleset
-            ),
-        ));
-    }
-    Ok(Report::Confined {
-        landlock_abi: kernel_abi,
-        landlock: "fully-enforced".to_owned(),
-    })
+    Ok((ruleset, kernel_abi))
+}
+
+/// Adds a path-beneath rule for `path` with the `access` bits.
+fn add_rule(ruleset: RulesetCreated, path: &str, access: u64) -> Step<RulesetCreated> {
+    let access = BitFlags::<AccessFs>::from_bits(access)
+        .map_err(|_| Failure::new("landlock", "the plan's rules do not decode"))?;
+    let fd =
+        PathFd::new(path).map_err(|error| Failure::new("landlock", format!("{path}: {error}")))?;
+    ruleset
+        .add_rule(PathBeneath::new(fd, access))
+        .map_err(|error| Failure::new("landlock", error.to_string()))
 }

@@ -468,10 +468,13 @@ fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
             sys::exit_now(125);
         }
     }
-    if let Err(failure) = mounts::build_root(plan) {
-        report(SOCKET, &fail(failure));
-        sys::exit_now(126);
-    }
+    let mut armed = match mounts::build_root(plan).and_then(|()| confine::arm(plan)) {
+        Ok(armed) => armed,
+        Err(failure) => {
+            report(SOCKET, &fail(failure));
+            sys::exit_now(126);
+        }
+    };
     // Prepared: from here on the sandbox waits for its one run.
     let (run, files) = match read_run() {
         Ok(Some(received)) => received,
@@ -483,24 +486,26 @@ fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
     };
     // SAFETY: closing our end tells the launcher the socket is its own again.
     unsafe { libc::close(handoff) };
-    if let Err(failure) = mounts::mount_run(plan, &run, &files) {
+    if let Err(failure) = mounts::mount_run(plan, &run, &files).and_then(|()| armed.finish(plan)) {
         report(SOCKET, &fail(failure));
         sys::exit_now(126);
     }
-    // SAFETY: fork of a single-threaded process.
-    let program = unsafe { libc::fork() };
-    if program < 0 {
-        report(
-            SOCKET,
-            &fail(Failure::last("pid-namespace", "fork of the program")),
-        );
-        sys::exit_now(126);
-    }
-    if program == 0 {
-        // SAFETY: closing the pipe end the program must not hold.
+    let program = sys::spawn_until_exec(&mut || {
+        // SAFETY: closing the pipe end the program must not hold (in its own table).
         unsafe { libc::close(alive) };
-        confine::confine_and_exec(plan, &run);
-    }
+        confine::confine_and_exec(plan, &run, &armed)
+    });
+    // The child ran in this process's memory: the report channel it chose is its own.
+    REPORTS.store(SOCKET, Ordering::SeqCst);
+    let program = match program {
+        Ok(program) => program,
+        Err(failure) => {
+            report(SOCKET, &fail(failure));
+            sys::exit_now(126);
+        }
+    };
+    // The program's process has exec'd (or failed); the init needs no ruleset.
+    drop(armed);
     // SAFETY: closing our standard output and error (the program's own copies stay), and
     // making this process undumpable so that the program cannot reach it through /proc.
     unsafe {

@@ -264,3 +264,62 @@ pub fn exit_now(code: i32) -> ! {
     // SAFETY: _exit is always safe to call.
     unsafe { libc::_exit(code) }
 }
+
+/// The stack of a process started by [`spawn_until_exec`].
+const SPAWN_STACK_BYTES: usize = 1 << 20;
+
+/// Starts a process that shares this one's memory until it execs (`CLONE_VM | CLONE_VFORK`, as
+/// `posix_spawn` does) and runs `child` in it on a stack of its own; this process waits until
+/// the child has exec'd or exited. Returns the child's pid.
+///
+/// Why: a forked child gets a copy-on-write copy of this process's memory, whose page tables
+/// cost time to copy and whose teardown at exec costs again, which on a virtual machine is a
+/// large part of starting a short program. Only memory is shared: the child has its own
+/// descriptor table, signal handlers, credentials, Landlock domain and seccomp filters, so
+/// whatever it confines is its own. `child` should exec or exit (should it return, the child
+/// exits with 127), and this process must be single-threaded (it is suspended while the child
+/// runs in its memory).
+pub fn spawn_until_exec(child: &mut dyn FnMut()) -> Step<libc::pid_t> {
+    extern "C" fn trampoline(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` is the `&mut &mut dyn FnMut()` passed below, alive while the parent
+        // is suspended.
+        let child = unsafe { &mut *arg.cast::<&mut dyn FnMut()>() };
+        child();
+        exit_now(127)
+    }
+    // SAFETY: an anonymous private mapping for the child's stack, unmapped once it exec'd.
+    let stack = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            SPAWN_STACK_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        )
+    };
+    if stack == libc::MAP_FAILED {
+        return Err(Failure::last(
+            "pid-namespace",
+            "a stack for the program's process",
+        ));
+    }
+    let mut child = child;
+    // SAFETY: clone with a valid function, the top of a valid stack, and an argument that
+    // outlives the child's use of it (CLONE_VFORK suspends us until it execs or exits).
+    let pid = unsafe {
+        libc::clone(
+            trampoline,
+            stack.cast::<u8>().add(SPAWN_STACK_BYTES).cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            (&mut child as *mut &mut dyn FnMut()).cast(),
+        )
+    };
+    let failed = (pid < 0).then(|| Failure::last("pid-namespace", "clone of the program"));
+    // SAFETY: the child no longer uses the stack: it has exec'd or exited.
+    unsafe { libc::munmap(stack, SPAWN_STACK_BYTES) };
+    match failed {
+        Some(failure) => Err(failure),
+        None => Ok(pid),
+    }
+}
