@@ -2,6 +2,7 @@
 //! sandbox-exec with full confinement. Prints medians and ratios; asserts nothing.
 //!
 //! ```text
+//! plugins/sandbox-exec/launch-bench.sh [ITERATIONS]     # installs bubblewrap, builds, runs
 //! cargo build --release -p sf-sandbox-exec --bins --examples
 //! target/release/examples/launch_bench [ITERATIONS]
 //! ```
