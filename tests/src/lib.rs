@@ -284,3 +284,61 @@ pub fn corrupt_evidence_row(path: &Path, id: &sf_host::canonical::Digest) {
     assert_eq!(changed, 1);
     connection.execute_batch(EVIDENCE_TRIGGERS_SQL).unwrap();
 }
+
+/// The evidence-store conformance harness for SQLite-file stores, however they are reached
+/// (linked, or through a plugin): `open` makes a store over a database file, and corruption
+/// is made in that file from outside with [`corrupt_evidence_row`].
+pub struct SqliteFileHarness<F> {
+    _dir: tempfile::TempDir,
+    parent: PathBuf,
+    next: std::sync::atomic::AtomicU64,
+    stores: std::sync::Mutex<Vec<(Arc<dyn sf_host::contracts::EvidenceStore>, PathBuf)>>,
+    open: F,
+}
+
+impl<F> SqliteFileHarness<F>
+where
+    F: Fn(&Path) -> Arc<dyn sf_host::contracts::EvidenceStore>,
+{
+    /// A harness whose stores `open` makes, each over a new file in a private directory
+    /// whose parent is private too (as the SQLite store requires).
+    pub fn new(open: F) -> Self {
+        let (dir, parent) = private_dir();
+        let parent = parent.join("store");
+        std::fs::create_dir(&parent).unwrap();
+        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o700)).unwrap();
+        Self {
+            _dir: dir,
+            parent,
+            next: 0.into(),
+            stores: std::sync::Mutex::new(Vec::new()),
+            open,
+        }
+    }
+}
+
+impl<F> sf_sdk::conformance::evidence_store::Harness for SqliteFileHarness<F>
+where
+    F: Fn(&Path) -> Arc<dyn sf_host::contracts::EvidenceStore>,
+{
+    fn fresh_store(&self) -> Arc<dyn sf_host::contracts::EvidenceStore> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let path = self.parent.join(format!("evidence-{n}.db"));
+        let store = (self.open)(&path);
+        self.stores.lock().unwrap().push((store.clone(), path));
+        store
+    }
+
+    fn corrupt(
+        &self,
+        store: &Arc<dyn sf_host::contracts::EvidenceStore>,
+        id: &sf_host::canonical::Digest,
+    ) -> bool {
+        let stores = self.stores.lock().unwrap();
+        let Some((_, path)) = stores.iter().find(|(made, _)| Arc::ptr_eq(made, store)) else {
+            return false;
+        };
+        corrupt_evidence_row(path, id);
+        true
+    }
+}

@@ -5,7 +5,6 @@
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -29,41 +28,11 @@ fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(60)
 }
 
-struct SqliteHarness {
-    _dir: tempfile::TempDir,
-    parent: PathBuf,
-    next: AtomicU64,
-    paths: Mutex<Vec<(Arc<dyn EvidenceStore>, PathBuf)>>,
-}
-
-impl Harness for SqliteHarness {
-    fn fresh_store(&self) -> Arc<dyn EvidenceStore> {
-        let n = self.next.fetch_add(1, Ordering::SeqCst);
-        let path = self.parent.join(format!("evidence-{n}.db"));
-        let store: Arc<dyn EvidenceStore> = Arc::new(SqliteEvidenceStore::open(&path).unwrap());
-        self.paths.lock().unwrap().push((store.clone(), path));
-        store
-    }
-
-    fn corrupt(&self, store: &Arc<dyn EvidenceStore>, id: &Digest) -> bool {
-        let paths = self.paths.lock().unwrap();
-        let Some((_, path)) = paths.iter().find(|(made, _)| Arc::ptr_eq(made, store)) else {
-            return false;
-        };
-        sf_tests::corrupt_evidence_row(path, id);
-        true
-    }
-}
-
 #[test]
 fn sqlite_evidence_store_conforms() {
-    let (dir, parent) = private_dir();
-    run_all(&SqliteHarness {
-        _dir: dir,
-        parent,
-        next: 0.into(),
-        paths: Mutex::new(Vec::new()),
-    });
+    run_all(&sf_tests::SqliteFileHarness::new(|path| {
+        Arc::new(SqliteEvidenceStore::open(path).unwrap()) as Arc<dyn EvidenceStore>
+    }));
 }
 
 struct MemoryHarness(Mutex<Vec<Arc<InMemoryEvidenceStore>>>);

@@ -6,8 +6,7 @@
 //! `sf collect` take their gate from `sf.toml`.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -35,47 +34,15 @@ fn store_dir(parent: &Path) -> PathBuf {
     dir
 }
 
-struct SqliteOverAbi {
-    _dir: tempfile::TempDir,
-    parent: PathBuf,
-    next: AtomicU64,
-    paths: Mutex<Vec<(Arc<dyn EvidenceStore>, PathBuf)>>,
-}
-
-impl evidence_store::Harness for SqliteOverAbi {
-    fn fresh_store(&self) -> Arc<dyn EvidenceStore> {
-        let plugin = load(&built().backends).unwrap_or_else(|error| panic!("{error}"));
-        let path = self.parent.join(format!(
-            "evidence-{}.db",
-            self.next.fetch_add(1, Ordering::SeqCst)
-        ));
-        let store: Arc<dyn EvidenceStore> = Arc::new(
-            PluginEvidenceStore::new(&plugin, "test-sqlite", &config(json!({"path": path})))
-                .unwrap_or_else(|error| panic!("{error}")),
-        );
-        self.paths.lock().unwrap().push((store.clone(), path));
-        store
-    }
-
-    fn corrupt(&self, store: &Arc<dyn EvidenceStore>, id: &Digest) -> bool {
-        let paths = self.paths.lock().unwrap();
-        let Some((_, path)) = paths.iter().find(|(made, _)| Arc::ptr_eq(made, store)) else {
-            return false;
-        };
-        sf_tests::corrupt_evidence_row(path, id);
-        true
-    }
-}
-
 #[test]
 fn sqlite_evidence_store_loaded_as_a_plugin_conforms() {
-    let (dir, parent) = sf_tests::private_dir();
-    evidence_store::run_all(&SqliteOverAbi {
-        parent: store_dir(&parent),
-        _dir: dir,
-        next: 0.into(),
-        paths: Mutex::new(Vec::new()),
-    });
+    let plugin = load(&built().backends).unwrap_or_else(|error| panic!("{error}"));
+    evidence_store::run_all(&sf_tests::SqliteFileHarness::new(|path| {
+        Arc::new(
+            PluginEvidenceStore::new(&plugin, "test-sqlite", &config(json!({"path": path})))
+                .unwrap_or_else(|error| panic!("{error}")),
+        ) as Arc<dyn EvidenceStore>
+    }));
 }
 
 struct FileGateOverAbi {
