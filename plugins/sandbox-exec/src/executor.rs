@@ -291,9 +291,9 @@ impl SandboxExecutor {
         })
     }
 
-    /// A started launcher for the next run: the prepared one when there is one and the
-    /// runtime's files are still the configured ones (a prepared sandbox holds the files it
-    /// cloned), else a new one. Either way the next one starts preparing.
+    /// A started launcher for a run: the prepared one when there is one, its launcher and the
+    /// fork server still run, and the runtime's files are still the configured ones (a
+    /// prepared sandbox holds the files it cloned); else a new one.
     fn take_sandbox(&self) -> Result<(Started, Sandbox), ExecutorError> {
         let prepared = self.preparer.take();
         let usable = prepared.is_some()

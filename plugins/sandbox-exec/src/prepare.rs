@@ -6,9 +6,9 @@
 //! and its init waits for the run plan (see [`crate::plan`]). A run takes the waiting sandbox
 //! (or starts one itself when none waits, or waits for the one being started) and, when it
 //! ends, wakes the thread to prepare the next: building a sandbox while a run runs would take
-//! cores from that run, and runs usually come with other work between them. Each sandbox serves exactly one run, and is dropped unused
-//! when the Executor is, which ends its processes (the init reads end of file where its run
-//! plan would be).
+//! cores from that run, and runs usually come with other work between them. Each sandbox
+//! serves exactly one run, and is dropped unused when the Executor is, which ends its
+//! processes (the init reads end of file where its run plan would be).
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
