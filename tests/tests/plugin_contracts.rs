@@ -305,3 +305,42 @@ fn integrate_invoke_takes_its_gate_from_the_configuration() {
     );
     assert_eq!(test.repo.target().unwrap(), sealed.manifest.commit);
 }
+
+/// A plugin below a directory that others may write (without the sticky bit) is refused
+/// before it is opened, naming that directory: they could swap the plugin's directory. The
+/// same layout under a sticky directory (like /tmp) loads.
+#[test]
+fn a_plugin_below_a_directory_others_may_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (_dir, parent) = sf_tests::private_dir();
+    let open = parent.join("open");
+    let plugins = open.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::set_permissions(&plugins, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let library = plugins.join("libsf_test_backends_plugin.so");
+    std::fs::copy(&built().backends, &library).unwrap();
+    std::fs::copy(
+        sf_host::plugin::manifest::manifest_path(&built().backends),
+        sf_host::plugin::manifest::manifest_path(&library),
+    )
+    .unwrap();
+    for file in [
+        library.clone(),
+        sf_host::plugin::manifest::manifest_path(&library),
+    ] {
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let error = load(&library).expect_err("a directory above that others may write");
+    assert_eq!(error.code(), "insecure-plugin", "{error}");
+    assert!(
+        error.to_string().contains(&open.display().to_string()),
+        "{error}"
+    );
+    assert!(error.to_string().contains("sticky"), "{error}");
+
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let plugin = load(&library).unwrap_or_else(|error| panic!("{error}"));
+    assert_eq!(plugin.name(), "test-backends");
+}

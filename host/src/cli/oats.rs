@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::common::{CliError, Context, Output};
-use crate::plugin::loader::check_owner;
+use crate::plugin::loader::{check_directories_above, check_owner};
 use crate::plugin::{PluginError, PluginPath};
 
 /// The program `sf oats` runs.
@@ -72,6 +72,7 @@ fn checked(program: &Path) -> Result<PathBuf, PluginError> {
             &std::fs::metadata(directory).map_err(unreadable)?,
             PROGRAM,
         )?;
+        check_directories_above(directory, PROGRAM)?;
     }
     Ok(canonical)
 }

@@ -116,9 +116,42 @@ pub(crate) fn check_owner(
     Ok(())
 }
 
+/// Refuses a directory above a plugin's own that someone else could change on the way to it:
+/// each must be owned by this user or root and writable by neither group nor others, unless
+/// it is sticky (like `/tmp`), where no one else can rename or remove what is ours.
+pub(crate) fn check_directories_above(directory: &Path, plugin: &str) -> Result<(), PluginError> {
+    let euid = nix::unistd::geteuid().as_raw();
+    for above in directory.ancestors().skip(1) {
+        let refuse = |rule: String| PluginError::Insecure {
+            plugin: plugin.to_owned(),
+            path: above.to_owned(),
+            rule,
+        };
+        let meta = std::fs::symlink_metadata(above)
+            .map_err(|error| refuse(format!("a directory above it cannot be examined: {error}")))?;
+        if !meta.is_dir() {
+            return Err(refuse("it is above the plugin and not a directory".into()));
+        }
+        if meta.uid() != 0 && meta.uid() != euid {
+            return Err(refuse(format!(
+                "it is above the plugin and owned by uid {}, neither this user ({euid}) nor root",
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
+            return Err(refuse(
+                "it is above the plugin and its group or others may write it (without the \
+                 sticky bit, they could replace the plugin's directory)"
+                    .into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Loads and checks the plugin library at `library`, in this order: the manifest file beside
 /// it (parsed, ABI major), the library file (regular, safe owner and mode, and its directory
-/// too), then `dlopen` (once per canonical path, never closed), the entry symbol, the table's
+/// and every directory above it too), then `dlopen` (once per canonical path, never closed), the entry symbol, the table's
 /// magic, its ABI major, its functions and strings, and the embedded manifest, which must be
 /// byte-identical to the file. Nothing in the library runs before the file checks pass.
 pub fn load(library: &Path) -> Result<Arc<LoadedPlugin>, PluginError> {
@@ -140,6 +173,7 @@ pub fn load(library: &Path) -> Result<Arc<LoadedPlugin>, PluginError> {
     if let Some(directory) = canonical.parent() {
         let dir_meta = std::fs::metadata(directory).map_err(|error| missing(error.to_string()))?;
         check_owner(directory, &dir_meta, &name)?;
+        check_directories_above(directory, &name)?;
     }
 
     let handle = open_once(&canonical, &name)?;
