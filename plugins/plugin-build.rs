@@ -1,4 +1,6 @@
-//! Puts the plugin's manifest beside the library cargo builds.
+//! Puts the plugin's manifest beside the library cargo builds: the build script of every
+//! plugin crate in this tree (each names it with `build = …`; a plugin outside the tree keeps
+//! a copy, as `examples/out_of_tree_plugin/build.rs` does).
 //!
 //! sf reads a plugin's manifest file before it opens the library, and looks for it next to
 //! the library: `lib<crate>.sf-plugin.json` beside `lib<crate>.so`. Cargo places the library
