@@ -53,6 +53,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             path: "name.txt".into(),
             content: b"reader\n".to_vec(),
         }],
+        harness: Vec::new(),
         bounds: RunBounds::new(Duration::from_secs(20), 64 * 1024),
     };
     // `run` is `Err` only if nothing started; how the program ended is in the answer.

@@ -592,7 +592,11 @@ fn serve_executor(instance: &ExecutorInstance, method: &str, request: &[u8]) -> 
         executor_wire::Request::Profile => executor
             .profile()
             .map(|profile| executor_wire::encode_profile(&profile)),
-        executor_wire::Request::Run { run_id, request } => {
+        executor_wire::Request::Run {
+            run_id,
+            request,
+            wire,
+        } => {
             let Some(token) = instance.register(run_id) else {
                 return plugin_error(
                     protocol::MALFORMED_REQUEST,
@@ -605,7 +609,7 @@ fn serve_executor(instance: &ExecutorInstance, method: &str, request: &[u8]) -> 
             };
             executor
                 .run(&request, &token)
-                .map(|answer| executor_wire::encode_answer(&answer))
+                .map(|answer| executor_wire::encode_answer(&answer, wire))
         }
         executor_wire::Request::Cancel { run_id } => {
             instance.cancel(run_id);

@@ -126,7 +126,7 @@ fn trust_discloses_the_surface_and_binds_to_the_registered_bytes() {
     let requests = executor.requests();
     assert_eq!(requests.len(), 1);
     let request = &requests[0];
-    assert_eq!(request.entry, sf_oats::launch::LAUNCHER_PATH);
+    assert_eq!(request.entry.path, sf_oats::launch::LAUNCHER_PATH);
     assert!(
         request
             .program

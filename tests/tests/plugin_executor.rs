@@ -95,6 +95,7 @@ fn shell_request(script: &str, timeout: Duration) -> RunRequest {
             path: "in/data.bin".into(),
             content: vec![0, 255, 10],
         }],
+        harness: Vec::new(),
         bounds: RunBounds::new(timeout, 1 << 16),
     }
 }

@@ -67,6 +67,7 @@ fn shell_request(script: &str, timeout: Duration, output_limit: u64) -> RunReque
         entry: "main.sh".into(),
         args: Vec::new(),
         input: Vec::new(),
+        harness: Vec::new(),
         bounds: RunBounds::new(timeout, output_limit),
     }
 }

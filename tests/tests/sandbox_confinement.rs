@@ -42,6 +42,7 @@ fn reads_outside_the_allowlist_fail() {
         "read=/usr/lib/os-release".to_owned(),
         "read=/sf/program/entry.txt".to_owned(),
         "read=/sf/input/data.txt".to_owned(),
+        "read=/sf/harness/tests/check.txt".to_owned(),
         "list=/usr/lib".to_owned(),
     ];
     let answer = run_probes(&probe_executor(), &list);
@@ -52,6 +53,7 @@ fn reads_outside_the_allowlist_fail() {
     assert!(allowed(&answer, "read=/usr/lib/os-release").contains("bytes"));
     assert!(allowed(&answer, "read=/sf/program/entry.txt").contains("sf probe program"));
     assert!(allowed(&answer, "read=/sf/input/data.txt").contains("probe input"));
+    assert!(allowed(&answer, "read=/sf/harness/tests/check.txt").contains("probe harness"));
     assert!(allowed(&answer, "list=/usr/lib").contains("os-release"));
     assert!(
         !String::from_utf8_lossy(&answer.stdout).contains("SENTINEL-SECRET"),
@@ -75,6 +77,8 @@ fn writes_outside_scratch_fail_and_scratch_is_capped() {
         "append=/sf/scratch/ok.txt".to_owned(),
         "create=/sf/program/new.txt".to_owned(),
         "create=/sf/input/new.txt".to_owned(),
+        "create=/sf/harness/new.txt".to_owned(),
+        "create=/sf/harness/tests/new.txt".to_owned(),
         "create=/usr/lib/sf-probe-new.txt".to_owned(),
         "create=/new.txt".to_owned(),
         "create=/tmp/new.txt".to_owned(),
@@ -84,6 +88,8 @@ fn writes_outside_scratch_fail_and_scratch_is_capped() {
         "rename=/sf/scratch/ok.txt:/usr/lib/moved.txt".to_owned(),
         "truncate=/sf/program/entry.txt".to_owned(),
         "truncate=/sf/input/data.txt".to_owned(),
+        "truncate=/sf/harness/tests/check.txt".to_owned(),
+        "rename=/sf/harness/tests/check.txt:/sf/scratch/taken.txt".to_owned(),
         format!("truncate={probe}"),
         "symlink=/sf/program/entry.txt:/sf/scratch/link-program".to_owned(),
         "symlink=/usr/lib/os-release:/sf/scratch/link-lib".to_owned(),
@@ -101,7 +107,7 @@ fn writes_outside_scratch_fail_and_scratch_is_capped() {
     assert_eq!(answer.status, RunStatus::Exited, "{answer:?}");
     allowed(&answer, "create=/sf/scratch/ok.txt");
     allowed(&answer, "append=/sf/scratch/ok.txt");
-    for probe in &list[2..18] {
+    for probe in &list[2..22] {
         denied(&answer, probe);
     }
     // The scratch holds 1 MiB: the 4 MiB write stops with ENOSPC at or below it.

@@ -1,8 +1,8 @@
-//! The repository observation (`sf-repository-observation/1`): what the collector saw of one
+//! The repository observation (`sf-repository-observation/2`): what the collector saw of one
 //! check's run, as the payload of one Evidence record.
 //!
 //! ```text
-//! "sf-repository-observation/1\n"
+//! "sf-repository-observation/2\n"
 //! <facts length, decimal, no leading zeros>"\n"
 //! <facts: canonical JSON, naming the lengths and SHA-256 of stdout and stderr>
 //! <stdout bytes><stderr bytes>
@@ -11,6 +11,11 @@
 //! The collector's facts come first and are framed by their length, and the output streams
 //! follow with lengths the facts fix: whatever a program prints (a forged facts header
 //! included) stays inside its stdout or stderr bytes and is never read as facts.
+//!
+//! Version 2 added the harness to the run's identities. Records of version 1
+//! ([`OBSERVATION_FORMAT_V1`]) are still read (their runs had no harness, so the harness
+//! identity is the empty snapshot's) but the collector writes, and the judge counts, only
+//! version 2.
 
 use crate::canonical::{self, Digest, Value, object};
 use crate::contracts::{Enforcement, LandlockStatus, RunIdentities, RunStatus};
@@ -21,7 +26,9 @@ use super::acceptance::{Phase, Stage};
 use super::time;
 
 /// The protocol string of an observation, and the format of its Evidence records.
-pub const OBSERVATION_FORMAT: &str = "sf-repository-observation/1";
+pub const OBSERVATION_FORMAT: &str = "sf-repository-observation/2";
+/// The format of observations written before the harness existed; read, never written.
+pub const OBSERVATION_FORMAT_V1: &str = "sf-repository-observation/1";
 /// The most problems one observation records.
 pub const MAX_PROBLEMS: usize = 16;
 /// The most characters of one problem.
@@ -198,6 +205,7 @@ impl Observation {
             object([
                 ("program", ids.program.to_string().into()),
                 ("input", ids.input.to_string().into()),
+                ("harness", ids.harness.to_string().into()),
                 ("runtime", ids.runtime.to_string().into()),
                 ("profile", ids.profile.to_string().into()),
                 ("bounds", ids.bounds.to_string().into()),
@@ -279,10 +287,25 @@ impl Observation {
     /// Decodes an observation strictly: the exact framing, canonical facts with exactly the
     /// declared fields, and output bytes of exactly the lengths and digests the facts name.
     pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        let (head, streams) = crate::framing::split(bytes, OBSERVATION_FORMAT, "facts", 8)?;
+        Self::decode_format(OBSERVATION_FORMAT, bytes)
+    }
+
+    /// Whether `format` is one [`Observation::decode_format`] reads.
+    pub fn is_format(format: &str) -> bool {
+        format == OBSERVATION_FORMAT || format == OBSERVATION_FORMAT_V1
+    }
+
+    /// Decodes an observation of `format` (the current one or [`OBSERVATION_FORMAT_V1`]), as
+    /// strictly as [`Observation::decode`].
+    pub fn decode_format(format: &str, bytes: &[u8]) -> Result<Self, String> {
+        if !Self::is_format(format) {
+            return Err(format!("{format:?} is not an observation format"));
+        }
+        let (head, streams) = crate::framing::split(bytes, format, "facts", 8)?;
         let value = canonical::parse_canonical(head).map_err(|error| format!("facts: {error}"))?;
         let (facts, stdout_len, stdout_sha, stderr_len, stderr_sha) =
-            facts_from_value(&value).map_err(|error| format!("{}: {}", error.field, error.rule))?;
+            facts_from_value(&value, format)
+                .map_err(|error| format!("{}: {}", error.field, error.rule))?;
         if stdout_len.checked_add(stderr_len) != Some(streams.len()) {
             return Err("the output bytes are not the lengths the facts name".into());
         }
@@ -300,7 +323,8 @@ impl Observation {
 
 type DecodedFacts = (ObservationFacts, usize, Digest, usize, Digest);
 
-fn facts_from_value(value: &Value) -> Result<DecodedFacts, FieldError> {
+fn facts_from_value(value: &Value, format: &str) -> Result<DecodedFacts, FieldError> {
+    let v1 = format == OBSERVATION_FORMAT_V1;
     let fields = Fields::exact(
         value,
         "facts",
@@ -324,7 +348,7 @@ fn facts_from_value(value: &Value) -> Result<DecodedFacts, FieldError> {
             "stderr",
         ],
     )?;
-    fields.literal("protocol", OBSERVATION_FORMAT)?;
+    fields.literal("protocol", format)?;
     let wrong = |key: &str, rule: &str| FieldError::wrong(&fields.path(key), rule);
     let phase = match fields.string("phase")? {
         "before" => Phase::Before,
@@ -353,9 +377,7 @@ fn facts_from_value(value: &Value) -> Result<DecodedFacts, FieldError> {
     let identities = match fields.value("identities") {
         Value::Null => None,
         value => {
-            let ids = Fields::exact(
-                value,
-                &fields.path("identities"),
+            let names: &[&str] = if v1 {
                 &[
                     "program",
                     "input",
@@ -364,14 +386,33 @@ fn facts_from_value(value: &Value) -> Result<DecodedFacts, FieldError> {
                     "bounds",
                     "landlockAbi",
                     "landlock",
-                ],
-            )?;
+                ]
+            } else {
+                &[
+                    "program",
+                    "input",
+                    "harness",
+                    "runtime",
+                    "profile",
+                    "bounds",
+                    "landlockAbi",
+                    "landlock",
+                ]
+            };
+            let ids = Fields::exact(value, &fields.path("identities"), names)?;
+            let harness = if v1 {
+                crate::snapshot::snapshot_digest(&[])
+                    .map_err(|error| FieldError::wrong(&ids.path("harness"), error.to_string()))?
+            } else {
+                ids.digest("harness")?
+            };
             let landlock = parse_landlock(ids.string("landlock")?).ok_or_else(|| {
                 FieldError::wrong(&ids.path("landlock"), "must be a Landlock status")
             })?;
             Some(RunIdentities {
                 program: ids.digest("program")?,
                 input: ids.digest("input")?,
+                harness,
                 runtime: ids.digest("runtime")?,
                 profile: ids.digest("profile")?,
                 bounds: ids.digest("bounds")?,
@@ -496,6 +537,7 @@ mod tests {
                 identities: Some(RunIdentities {
                     program: Digest::of(b"p"),
                     input: Digest::of(b"i"),
+                    harness: Digest::of(b"h"),
                     runtime: Digest::of(b"r"),
                     profile: Digest::of(b"f"),
                     bounds: Digest::of(b"b"),
@@ -530,6 +572,35 @@ mod tests {
         let original = observation(b"ok\n");
         let bytes = original.encode().unwrap();
         assert_eq!(Observation::decode(&bytes).unwrap(), original);
+    }
+
+    #[test]
+    fn version_one_is_read_with_the_empty_harness() {
+        let original = observation(b"ok\n");
+        let mut value = original.facts_value();
+        let canonical::Value::Object(map) = &mut value else {
+            unreachable!()
+        };
+        map.insert("protocol".into(), OBSERVATION_FORMAT_V1.into());
+        let Some(canonical::Value::Object(ids)) = map.get_mut("identities") else {
+            unreachable!()
+        };
+        ids.remove("harness");
+        let facts = canonical::encode(&value).unwrap();
+        let mut bytes = crate::framing::prefix(OBSERVATION_FORMAT_V1, facts.len());
+        bytes.extend_from_slice(&facts);
+        bytes.extend_from_slice(&original.stdout);
+        bytes.extend_from_slice(&original.stderr);
+        let decoded = Observation::decode_format(OBSERVATION_FORMAT_V1, &bytes).unwrap();
+        assert_eq!(
+            decoded.facts.identities.unwrap().harness,
+            crate::snapshot::snapshot_digest(&[]).unwrap()
+        );
+        assert!(
+            Observation::decode(&bytes).is_err(),
+            "the current decoder reads only version 2"
+        );
+        assert!(Observation::decode_format("sf-evidence/1", &bytes).is_err());
     }
 
     #[test]

@@ -22,7 +22,9 @@ use clap::Args;
 
 use super::common::{CliError, Context, Output};
 use crate::contracts::executor::{MAX_OUTPUT_LIMIT, MAX_TIMEOUT};
-use crate::contracts::{CancelToken, NamespaceDisposition, RunAnswer, RunBounds, RunRequest};
+use crate::contracts::{
+    CancelToken, EntryPlace, NamespaceDisposition, RunAnswer, RunBounds, RunEntry, RunRequest,
+};
 use crate::plugin::PluginPath;
 use crate::snapshot::SnapshotFile;
 use crate::source_dir::read_snapshot_dir;
@@ -40,12 +42,20 @@ pub struct ExecArgs {
     /// The program's directory, read whole as a snapshot (placed read-only at /sf/program)
     #[arg(long, value_name = "DIR")]
     program: PathBuf,
-    /// The entry file, relative to --program; the runtime is given it first
+    /// The entry file, relative to --program (or to --harness with --entry-in harness); the
+    /// runtime is given it first
     #[arg(long, value_name = "REL")]
     entry: String,
+    /// Which snapshot holds the entry: program or harness
+    #[arg(long, value_name = "PLACE", default_value = "program", value_parser = ["program", "harness"])]
+    entry_in: String,
     /// The input directory, read whole as a snapshot (placed read-only at /sf/input)
     #[arg(long, value_name = "DIR")]
     input: PathBuf,
+    /// A harness directory, read whole as a snapshot (placed read-only at /sf/harness);
+    /// default: no harness
+    #[arg(long, value_name = "DIR")]
+    harness: Option<PathBuf>,
     /// Wall-clock limit of the run, in milliseconds (1 to 3600000)
     #[arg(long, value_name = "N", default_value_t = DEFAULT_TIMEOUT_MS)]
     timeout_ms: u64,
@@ -61,7 +71,21 @@ pub fn run(context: &Context, args: ExecArgs) -> Result<Output, CliError> {
     let bounds = bounds(&args)?;
     let program = read_dir(&args.program, "--program")?;
     let input = read_dir(&args.input, "--input")?;
-    check_entry(&args.entry, &args.program, &program)?;
+    let harness = match &args.harness {
+        Some(dir) => read_dir(dir, "--harness")?,
+        None => Vec::new(),
+    };
+    let place = EntryPlace::from_code(&args.entry_in).unwrap_or(EntryPlace::Program);
+    match (place, &args.harness) {
+        (EntryPlace::Program, _) => check_entry(&args.entry, "--program", &args.program, &program)?,
+        (EntryPlace::Harness, Some(dir)) => check_entry(&args.entry, "--harness", dir, &harness)?,
+        (EntryPlace::Harness, None) => {
+            return Err(CliError::new(
+                "usage",
+                "--entry-in harness: give the harness directory with --harness DIR",
+            ));
+        }
+    }
     let runtime = runtime_value(&args.runtime)?;
     let mut config = context.config()?;
     let keep_configured = matches!(
@@ -79,9 +103,13 @@ pub fn run(context: &Context, args: ExecArgs) -> Result<Output, CliError> {
         .map_err(|error| CliError::new(error.code(), error.to_string()))?;
     let request = RunRequest {
         program,
-        entry: args.entry.clone(),
+        entry: RunEntry {
+            place,
+            path: args.entry.clone(),
+        },
         args: args.args.clone(),
         input,
+        harness,
         bounds,
     };
     let answer = executor
@@ -136,22 +164,27 @@ fn read_dir(dir: &Path, flag: &str) -> Result<Vec<SnapshotFile>, CliError> {
     })
 }
 
-fn check_entry(entry: &str, dir: &Path, program: &[SnapshotFile]) -> Result<(), CliError> {
+fn check_entry(
+    entry: &str,
+    flag: &str,
+    dir: &Path,
+    files: &[SnapshotFile],
+) -> Result<(), CliError> {
     crate::source_path::check_path(entry).map_err(|rule| {
         CliError::new(
             "invalid-input",
             format!(
-                "--entry {entry:?}: {}; name a file of --program {} by its path relative to it",
+                "--entry {entry:?}: {}; name a file of {flag} {} by its path relative to it",
                 rule.describe(),
                 dir.display()
             ),
         )
     })?;
-    if !program.iter().any(|file| file.path == entry) {
+    if !files.iter().any(|file| file.path == entry) {
         return Err(CliError::new(
             "invalid-input",
             format!(
-                "--entry {entry:?} is not a file of --program {}; name one of its files by its \
+                "--entry {entry:?} is not a file of {flag} {}; name one of its files by its \
                  path relative to it",
                 dir.display()
             ),
@@ -234,6 +267,7 @@ pub fn answer_json(answer: &RunAnswer) -> serde_json::Value {
         "identities": {
             "program": identities.program.to_string(),
             "input": identities.input.to_string(),
+            "harness": identities.harness.to_string(),
             "runtime": identities.runtime.to_string(),
             "profile": identities.profile.to_string(),
             "bounds": identities.bounds.to_string(),
@@ -261,12 +295,14 @@ fn answer_text(answer: &RunAnswer) -> String {
     };
     let identities = &answer.identities;
     let mut text = format!(
-        "status    {}{ended} after {:.1} ms\nprogram   {}\ninput     {}\nruntime   {}\nprofile   \
-         {}\nbounds    {} (timeout {} ms, output limits {} and {} bytes)\nlandlock  ABI {}, {}\n",
+        "status    {}{ended} after {:.1} ms\nprogram   {}\ninput     {}\nharness   {}\nruntime   \
+         {}\nprofile   {}\nbounds    {} (timeout {} ms, output limits {} and {} bytes)\nlandlock  \
+         ABI {}, {}\n",
         answer.status.code(),
         answer.times.wall.as_secs_f64() * 1000.0,
         identities.program,
         identities.input,
+        identities.harness,
         identities.runtime,
         identities.profile,
         identities.bounds,

@@ -672,9 +672,10 @@ impl RepositoryCollector {
         let bounds = request.recipe.bounds(timeout_ms);
         let run = RunRequest {
             program: program.clone(),
-            entry: check.entry.clone(),
+            entry: check.entry.clone().into(),
             args: check.args.clone(),
             input: input.clone(),
+            harness: Vec::new(),
             bounds,
         };
         let started = self.clock.now();

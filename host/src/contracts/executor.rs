@@ -2,7 +2,13 @@
 //!
 //! An Executor is configured with one runtime (an executable and the host files it may read)
 //! and one confinement profile. It describes both as digests, and it runs one program: a file
-//! snapshot, an entry file of it, arguments, one input snapshot, a timeout and output limits.
+//! snapshot, an entry file (of the program or of the harness), arguments, one input snapshot,
+//! one harness snapshot, a timeout and output limits.
+//!
+//! Inside a run, the program's files are at [`PROGRAM_DIR`] (the working directory), the
+//! input's at [`INPUT_DIR`] and the harness's at [`HARNESS_DIR`], all read-only. The harness
+//! is trusted test material from the Slice: an entry there runs code the Candidate cannot
+//! change.
 //!
 //! `run` returns `Err` only when it started nothing: invalid input, a cancellation seen before
 //! the start, or a confinement mechanism that is unavailable (it fails closed, never falling
@@ -35,6 +41,97 @@ pub const MAX_ARGS: usize = 256;
 
 /// The most bytes all arguments may hold together.
 pub const MAX_ARG_BYTES: usize = 64 * 1024;
+
+/// Where a run's program files appear inside the run, read-only; also its working directory.
+pub const PROGRAM_DIR: &str = "/sf/program";
+/// Where a run's input files appear inside the run, read-only.
+pub const INPUT_DIR: &str = "/sf/input";
+/// Where a run's harness files appear inside the run, read-only.
+pub const HARNESS_DIR: &str = "/sf/harness";
+
+/// Which snapshot of a run holds its entry file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EntryPlace {
+    /// The program (the tree under test).
+    Program,
+    /// The harness (trusted test material).
+    Harness,
+}
+
+impl EntryPlace {
+    /// The stable kebab-case name of the place.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Program => "program",
+            Self::Harness => "harness",
+        }
+    }
+
+    /// The place named `code`.
+    pub fn from_code(code: &str) -> Option<Self> {
+        match code {
+            "program" => Some(Self::Program),
+            "harness" => Some(Self::Harness),
+            _ => None,
+        }
+    }
+
+    /// The directory the place's files appear in inside a run.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Self::Program => PROGRAM_DIR,
+            Self::Harness => HARNESS_DIR,
+        }
+    }
+}
+
+/// The file a runtime is given first: a path relative to its place.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RunEntry {
+    pub place: EntryPlace,
+    pub path: String,
+}
+
+impl RunEntry {
+    /// An entry file of the program.
+    pub fn program(path: impl Into<String>) -> Self {
+        Self {
+            place: EntryPlace::Program,
+            path: path.into(),
+        }
+    }
+
+    /// An entry file of the harness.
+    pub fn harness(path: impl Into<String>) -> Self {
+        Self {
+            place: EntryPlace::Harness,
+            path: path.into(),
+        }
+    }
+
+    /// The entry's absolute path inside a run (`/sf/program/main.sh`).
+    pub fn inside(&self) -> String {
+        format!("{}/{}", self.place.dir(), self.path)
+    }
+}
+
+impl From<&str> for RunEntry {
+    fn from(path: &str) -> Self {
+        Self::program(path)
+    }
+}
+
+impl From<String> for RunEntry {
+    fn from(path: String) -> Self {
+        Self::program(path)
+    }
+}
+
+impl fmt::Display for RunEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.place.code(), self.path)
+    }
+}
 
 /// A cancellation flag shared between a caller and a running [`Executor::run`]. Cheap to
 /// clone; every clone sees the same flag. Cancelling is final.
@@ -151,37 +248,49 @@ fn clamp(value: u64) -> i64 {
 pub struct RunRequest {
     /// The program's files, placed read-only at a fixed path. A valid snapshot.
     pub program: Vec<SnapshotFile>,
-    /// The path of the file of `program` the runtime is given first.
-    pub entry: String,
+    /// The file the runtime is given first: a file of `program` or of `harness`.
+    pub entry: RunEntry,
     /// The arguments after the entry: at most [`MAX_ARGS`] and [`MAX_ARG_BYTES`] together,
     /// none holding a NUL.
     pub args: Vec<String>,
     /// The input files, placed read-only at another fixed path. A valid snapshot.
     pub input: Vec<SnapshotFile>,
+    /// The harness files, placed read-only at a third fixed path. A valid snapshot (empty
+    /// when the run has no harness).
+    pub harness: Vec<SnapshotFile>,
     /// The time and output bounds.
     pub bounds: RunBounds,
 }
 
+/// The snapshot digests of a request's program, input and harness.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RequestDigests {
+    pub program: Digest,
+    pub input: Digest,
+    pub harness: Digest,
+}
+
 impl RunRequest {
     /// Checks every rule an Executor checks before it starts anything, and returns the
-    /// program's and the input's digests.
-    pub fn check(&self) -> Result<(Digest, Digest), ExecutorError> {
-        let program = crate::snapshot::snapshot_digest(&self.program).map_err(|error| {
-            ExecutorError::InvalidInput {
-                input: format!("program: {error}"),
-                rule: "the program is a valid snapshot",
-            }
-        })?;
-        let input = crate::snapshot::snapshot_digest(&self.input).map_err(|error| {
-            ExecutorError::InvalidInput {
-                input: format!("input: {error}"),
-                rule: "the input is a valid snapshot",
-            }
-        })?;
-        if !self.program.iter().any(|file| file.path == self.entry) {
+    /// program's, the input's and the harness's digests.
+    pub fn check(&self) -> Result<RequestDigests, ExecutorError> {
+        let digest = |files: &[SnapshotFile], what: &str, rule: &'static str| {
+            crate::snapshot::snapshot_digest(files).map_err(|error| ExecutorError::InvalidInput {
+                input: format!("{what}: {error}"),
+                rule,
+            })
+        };
+        let program = digest(&self.program, "program", "the program is a valid snapshot")?;
+        let input = digest(&self.input, "input", "the input is a valid snapshot")?;
+        let harness = digest(&self.harness, "harness", "the harness is a valid snapshot")?;
+        let (place, rule) = match self.entry.place {
+            EntryPlace::Program => (&self.program, "the entry is a file of the program"),
+            EntryPlace::Harness => (&self.harness, "the entry is a file of the harness"),
+        };
+        if !place.iter().any(|file| file.path == self.entry.path) {
             return Err(ExecutorError::InvalidInput {
-                input: format!("entry {:?}", self.entry),
-                rule: "the entry is a file of the program",
+                input: format!("entry {:?}", self.entry.path),
+                rule,
             });
         }
         if self.args.len() > MAX_ARGS {
@@ -203,7 +312,11 @@ impl RunRequest {
             });
         }
         self.bounds.check()?;
-        Ok((program, input))
+        Ok(RequestDigests {
+            program,
+            input,
+            harness,
+        })
     }
 }
 
@@ -276,6 +389,8 @@ pub struct RunIdentities {
     pub program: Digest,
     /// `snapshot_digest` of the input.
     pub input: Digest,
+    /// `snapshot_digest` of the harness (of the empty snapshot when the run had none).
+    pub harness: Digest,
     /// The runtime digest ([`RuntimeDescription::digest`]) in force for the run.
     pub runtime: Digest,
     /// The profile digest ([`ProfileDescription::digest`]) in force for the run.
@@ -443,6 +558,7 @@ mod tests {
             entry: "main.sh".into(),
             args: vec![],
             input: vec![],
+            harness: vec![],
             bounds: RunBounds::new(Duration::from_secs(1), 1024),
         }
     }
@@ -468,6 +584,14 @@ mod tests {
         let mut bad = request();
         bad.entry = "other.sh".into();
         assert_eq!(bad.check().unwrap_err().code(), "invalid-input");
+        let mut bad = request();
+        bad.entry = RunEntry::harness("main.sh");
+        assert_eq!(bad.check().unwrap_err().code(), "invalid-input");
+        let mut good = request();
+        good.harness = vec![file("run.sh", "sh /sf/program/main.sh")];
+        good.entry = RunEntry::harness("run.sh");
+        let digests = good.check().unwrap();
+        assert_ne!(digests.harness, request().check().unwrap().harness);
         let mut bad = request();
         bad.args = vec!["a\0b".into()];
         assert_eq!(bad.check().unwrap_err().code(), "invalid-input");

@@ -37,7 +37,7 @@ use super::message::MessageError;
 use crate::canonical::Digest;
 use crate::contracts::{
     CancelToken, Enforcement, Executor, ExecutorError, LandlockStatus, NamespaceDisposition,
-    ProfileDescription, RunAnswer, RunIdentities, RunRequest, RunStatus, RunTimes,
+    ProfileDescription, RequestDigests, RunAnswer, RunIdentities, RunRequest, RunStatus, RunTimes,
     RuntimeDescription,
 };
 
@@ -179,18 +179,30 @@ impl Executor for PluginExecutor {
         }
         // Checked here too, so that an invalid request never crosses and a lost-control answer
         // can name what was asked.
-        let (program, input) = request.check()?;
-        let run_id = self.next_run.fetch_add(1, Ordering::Relaxed);
-        let bytes = wire::encode_run(run_id, request);
+        let digests = request.check()?;
         let plugin = self.instance.plugin();
+        let shape = run_wire(plugin.abi_minor());
+        let run_id = self.next_run.fetch_add(1, Ordering::Relaxed);
+        let Some(bytes) = wire::encode_run(run_id, request, shape) else {
+            return Err(ExecutorError::Unavailable {
+                mechanism: "harness".to_owned(),
+                reason: format!(
+                    "plugin {} speaks ABI {}.{}, whose run has no harness; rebuild it with an sdk \
+                     of ABI 1.2 or later",
+                    plugin.name(),
+                    super::abi::ABI_MAJOR,
+                    plugin.abi_minor()
+                ),
+            });
+        };
         let started = Instant::now();
         let finished = AtomicBool::new(false);
         let (outcome, cancel_problem) = std::thread::scope(|scope| {
             let watcher = std::thread::Builder::new()
                 .name("sf-cancel-watch".into())
                 .spawn_scoped(scope, || self.watch(run_id, cancel, &finished));
-            let outcome = self.instance.call(method::RUN, &bytes, |reply| {
-                read_run_reply(plugin.name(), reply)
+            let outcome = self.instance.call(shape.method(), &bytes, |reply| {
+                read_run_reply(plugin.name(), reply, shape)
             });
             finished.store(true, Ordering::SeqCst);
             let problem = match watcher {
@@ -208,13 +220,7 @@ impl Executor for PluginExecutor {
             };
             (outcome, problem)
         });
-        let mut result = finish_run(
-            plugin.name(),
-            request,
-            (program, input),
-            started.elapsed(),
-            outcome,
-        );
+        let mut result = finish_run(plugin.name(), request, digests, started.elapsed(), outcome);
         if let Ok(answer) = &mut result {
             answer.problems.extend(cancel_problem);
         }
@@ -222,12 +228,22 @@ impl Executor for PluginExecutor {
     }
 }
 
+/// The run message shape for a plugin of ABI minor `minor`: `run_v2` from minor 2 on.
+pub fn run_wire(minor: u32) -> wire::RunWire {
+    if minor >= 2 {
+        wire::RunWire::V2
+    } else {
+        wire::RunWire::V1
+    }
+}
+
 /// What a `run` call's outcome means for the caller: the rules of the module documentation.
-/// `digests` are the request's program and input digests, `wall` the time the call took.
+/// `digests` are the request's program, input and harness digests, `wall` the time the call
+/// took.
 pub fn finish_run(
     plugin: &str,
     request: &RunRequest,
-    digests: (Digest, Digest),
+    digests: RequestDigests,
     wall: Duration,
     outcome: Result<RunReply, PluginError>,
 ) -> Result<RunAnswer, ExecutorError> {
@@ -241,7 +257,11 @@ pub fn finish_run(
         }
         Err(error) => error.to_string(),
     };
-    let (program, input) = digests;
+    let RequestDigests {
+        program,
+        input,
+        harness,
+    } = digests;
     Ok(RunAnswer {
         status: RunStatus::Aborted,
         exit_code: None,
@@ -256,6 +276,7 @@ pub fn finish_run(
         identities: RunIdentities {
             program,
             input,
+            harness,
             runtime: unknown_identity("runtime"),
             profile: unknown_identity("profile"),
             bounds: unknown_identity("bounds"),
@@ -284,8 +305,9 @@ pub enum RunReply {
     Lost(String),
 }
 
-/// Reads a `run` reply of plugin `plugin`.
-pub fn read_run_reply(plugin: &str, reply: CallReply<'_>) -> RunReply {
+/// Reads a reply of plugin `plugin` to a run sent in the shape of `shape`.
+pub fn read_run_reply(plugin: &str, reply: CallReply<'_>, shape: wire::RunWire) -> RunReply {
+    let method = shape.method();
     match reply {
         CallReply::Answer {
             bytes,
@@ -293,21 +315,19 @@ pub fn read_run_reply(plugin: &str, reply: CallReply<'_>) -> RunReply {
         } => {
             if new_instance.is_some() {
                 return RunReply::Lost(
-                    malformed(plugin, method::RUN, "the answer carries a new instance").to_string(),
+                    malformed(plugin, method, "the answer carries a new instance").to_string(),
                 );
             }
-            match wire::decode_answer(bytes) {
+            match wire::decode_answer(bytes, shape) {
                 Ok(answer) => RunReply::Answer(Box::new(answer)),
                 Err(error) => {
-                    RunReply::Lost(malformed(plugin, method::RUN, &error.to_string()).to_string())
+                    RunReply::Lost(malformed(plugin, method, &error.to_string()).to_string())
                 }
             }
         }
         CallReply::ContractError { bytes } => match wire::decode_error(bytes) {
-            Ok(decoded) => RunReply::Refused(contract_error(plugin, method::RUN, decoded)),
-            Err(error) => {
-                RunReply::Lost(malformed(plugin, method::RUN, &error.to_string()).to_string())
-            }
+            Ok(decoded) => RunReply::Refused(contract_error(plugin, method, decoded)),
+            Err(error) => RunReply::Lost(malformed(plugin, method, &error.to_string()).to_string()),
         },
     }
 }
@@ -357,6 +377,7 @@ mod tests {
             entry: "main.sh".into(),
             args: Vec::new(),
             input: Vec::new(),
+            harness: Vec::new(),
             bounds: RunBounds::new(Duration::from_secs(1), 1024),
         }
     }
@@ -378,6 +399,7 @@ mod tests {
                     new_instance: None,
                 }
             },
+            wire::RunWire::V2,
         )
     }
 
@@ -397,10 +419,14 @@ mod tests {
             answer.identities.enforcement.landlock,
             LandlockStatus::NotEnforced
         );
-        let (program, input) = request().check().unwrap();
+        let digests = request().check().unwrap();
         assert_eq!(
-            (&answer.identities.program, &answer.identities.input),
-            (&program, &input)
+            (
+                &answer.identities.program,
+                &answer.identities.input,
+                &answer.identities.harness
+            ),
+            (&digests.program, &digests.input, &digests.harness)
         );
         assert!(
             answer
@@ -483,7 +509,11 @@ mod tests {
     #[test]
     fn answers_pass_through_unchanged() {
         let request = request();
-        let (program, input) = request.check().unwrap();
+        let RequestDigests {
+            program,
+            input,
+            harness,
+        } = request.check().unwrap();
         let answer = RunAnswer {
             status: RunStatus::Exited,
             exit_code: Some(3),
@@ -495,6 +525,7 @@ mod tests {
             identities: RunIdentities {
                 program,
                 input,
+                harness,
                 runtime: Digest::of(b"r"),
                 profile: Digest::of(b"p"),
                 bounds: request.bounds.digest(),
@@ -506,7 +537,15 @@ mod tests {
             namespace: NamespaceDisposition::Reaped,
             problems: Vec::new(),
         };
-        let bytes = wire::encode_answer(&answer);
+        let bytes = wire::encode_answer(&answer, wire::RunWire::V2);
         assert_eq!(finish(Ok(reply(&bytes, false))).unwrap(), answer);
+    }
+
+    #[test]
+    fn plugins_before_minor_two_are_sent_run() {
+        assert_eq!(run_wire(0), wire::RunWire::V1);
+        assert_eq!(run_wire(1), wire::RunWire::V1);
+        assert_eq!(run_wire(2), wire::RunWire::V2);
+        assert_eq!(run_wire(3), wire::RunWire::V2);
     }
 }

@@ -12,6 +12,7 @@
 //! | `describe_runtime` | `{}` | `{executable, readable: [{path, kind}], digest}` |
 //! | `profile` | `{}` | `{recipe, digest}` |
 //! | `run` | `{runId, program: [{path, content}], entry, args, input: [{path, content}], bounds}` | the answer (below) |
+//! | `run_v2` | `{runId, program, entry: {place, path}, args, input, harness, bounds}` | the answer, with `identities.harness` |
 //! | `cancel` | `{runId}` | `{}` |
 //!
 //! `executable`, `readable[].path`, `recipe` and every `content` are section indexes; `kind`
@@ -20,6 +21,13 @@
 //! maxRssKib}, bounds, identities: {program, input, runtime, profile, bounds, enforcement:
 //! {landlockAbi, landlock}}, namespace, problems}` with `stdout` and `stderr` section indexes,
 //! `namespace` `{"disposition":"reaped"}` or `{"disposition":"unconfirmed","reason":…}`.
+//!
+//! `run_v2` (ABI 1.2) adds the harness: `entry.place` is `program` or `harness`, `harness` the
+//! harness files like `program` and `input`, and its answer's identities name the `harness`
+//! digest. `run` (ABI 1.0) stays as it was: its entry is a file of the program and it has no
+//! harness, so the identity of the harness it ran with is the empty snapshot's
+//! ([`RunWire::V1`]). A host calls `run_v2` on a plugin of minor 2 or later, and `run`, for a
+//! request without a harness, on an older one.
 //!
 //! # Cancellation
 //!
@@ -43,9 +51,9 @@ use super::message::{self, MessageBuilder, MessageError, Sections};
 use super::protocol::{Empty, ExactFields, intern_rule};
 use crate::canonical::Digest;
 use crate::contracts::{
-    Enforcement, ExecutorError, LandlockStatus, NamespaceDisposition, ProfileDescription,
-    ReadableKind, ReadablePath, RunAnswer, RunBounds, RunIdentities, RunRequest, RunStatus,
-    RunTimes, RuntimeDescription,
+    Enforcement, EntryPlace, ExecutorError, LandlockStatus, NamespaceDisposition,
+    ProfileDescription, ReadableKind, ReadablePath, RunAnswer, RunBounds, RunEntry, RunIdentities,
+    RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
 use crate::snapshot::SnapshotFile;
 
@@ -57,7 +65,33 @@ pub mod method {
     pub const DESCRIBE_RUNTIME: &str = "describe_runtime";
     pub const PROFILE: &str = "profile";
     pub const RUN: &str = "run";
+    pub const RUN_V2: &str = "run_v2";
     pub const CANCEL: &str = "cancel";
+}
+
+/// Which message shapes a run travels in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RunWire {
+    /// `run`: no harness, the entry a file of the program.
+    V1,
+    /// `run_v2`: the harness, and an entry in the program or the harness.
+    V2,
+}
+
+impl RunWire {
+    /// The method a run of this shape is called with.
+    pub fn method(self) -> &'static str {
+        match self {
+            Self::V1 => method::RUN,
+            Self::V2 => method::RUN_V2,
+        }
+    }
+
+    /// Whether `request` can travel in this shape.
+    pub fn carries(self, request: &RunRequest) -> bool {
+        self == Self::V2
+            || (request.harness.is_empty() && request.entry.place == EntryPlace::Program)
+    }
 }
 
 /// A request, as the plugin side decodes it.
@@ -65,8 +99,14 @@ pub mod method {
 pub enum Request {
     DescribeRuntime,
     Profile,
-    Run { run_id: u64, request: RunRequest },
-    Cancel { run_id: u64 },
+    Run {
+        run_id: u64,
+        request: RunRequest,
+        wire: RunWire,
+    },
+    Cancel {
+        run_id: u64,
+    },
 }
 
 impl Request {
@@ -90,11 +130,38 @@ impl Request {
                     run_id: header.run_id,
                     request: RunRequest {
                         program,
-                        entry: header.entry,
+                        entry: RunEntry::program(header.entry),
                         args: header.args,
                         input,
+                        harness: Vec::new(),
                         bounds: header.bounds.decode("bounds")?,
                     },
+                    wire: RunWire::V1,
+                }
+            }
+            method::RUN_V2 => {
+                let (header, mut sections) = message::decode::<RunHeaderV2>(bytes)?;
+                let program = decode_files(&header.program, &mut sections)?;
+                let input = decode_files(&header.input, &mut sections)?;
+                let harness = decode_files(&header.harness, &mut sections)?;
+                sections.finish()?;
+                let place = EntryPlace::from_code(&header.entry.place).ok_or_else(|| {
+                    MessageError::field("entry.place", "must be program or harness")
+                })?;
+                Self::Run {
+                    run_id: header.run_id,
+                    request: RunRequest {
+                        program,
+                        entry: RunEntry {
+                            place,
+                            path: header.entry.path,
+                        },
+                        args: header.args,
+                        input,
+                        harness,
+                        bounds: header.bounds.decode("bounds")?,
+                    },
+                    wire: RunWire::V2,
                 }
             }
             method::CANCEL => {
@@ -118,18 +185,39 @@ pub fn encode_no_arguments() -> Vec<u8> {
     Empty::encode()
 }
 
-/// `run`.
-pub fn encode_run(run_id: u64, request: &RunRequest) -> Vec<u8> {
+/// `run` or `run_v2`; `None` when `wire` cannot carry the request (see [`RunWire::carries`]).
+pub fn encode_run(run_id: u64, request: &RunRequest, wire: RunWire) -> Option<Vec<u8>> {
+    if !wire.carries(request) {
+        return None;
+    }
     let mut builder = MessageBuilder::new();
     let program = encode_files(&request.program, &mut builder);
     let input = encode_files(&request.input, &mut builder);
-    builder.encode(&RunHeader {
-        run_id,
-        program,
-        entry: request.entry.clone(),
-        args: request.args.clone(),
-        input,
-        bounds: BoundsHeader::encode(&request.bounds),
+    let bounds = BoundsHeader::encode(&request.bounds);
+    Some(match wire {
+        RunWire::V1 => builder.encode(&RunHeader {
+            run_id,
+            program,
+            entry: request.entry.path.clone(),
+            args: request.args.clone(),
+            input,
+            bounds,
+        }),
+        RunWire::V2 => {
+            let harness = encode_files(&request.harness, &mut builder);
+            builder.encode(&RunHeaderV2 {
+                run_id,
+                program,
+                entry: EntryHeader {
+                    place: request.entry.place.code().to_owned(),
+                    path: request.entry.path.clone(),
+                },
+                args: request.args.clone(),
+                input,
+                harness,
+                bounds,
+            })
+        }
     })
 }
 
@@ -211,12 +299,39 @@ pub fn decode_profile(bytes: &[u8]) -> Result<ProfileDescription, MessageError> 
     })
 }
 
-/// The answer of `run`.
-pub fn encode_answer(answer: &RunAnswer) -> Vec<u8> {
+/// The answer of a run in the shape of `wire`.
+pub fn encode_answer(answer: &RunAnswer, wire: RunWire) -> Vec<u8> {
     let mut builder = MessageBuilder::new();
     let stdout = builder.section(&answer.stdout);
     let stderr = builder.section(&answer.stderr);
     let identities = &answer.identities;
+    let v1 = IdentitiesHeader {
+        program: identities.program.to_string(),
+        input: identities.input.to_string(),
+        runtime: identities.runtime.to_string(),
+        profile: identities.profile.to_string(),
+        bounds: identities.bounds.to_string(),
+        enforcement: EnforcementHeader {
+            landlock_abi: identities.enforcement.landlock_abi,
+            landlock: identities.enforcement.landlock.code().to_owned(),
+        },
+    };
+    match wire {
+        RunWire::V1 => encode_answer_with(answer, stdout, stderr, v1, builder),
+        RunWire::V2 => {
+            let identities = IdentitiesHeaderV2::new(identities.harness.to_string(), v1);
+            encode_answer_with(answer, stdout, stderr, identities, builder)
+        }
+    }
+}
+
+fn encode_answer_with<I: Serialize>(
+    answer: &RunAnswer,
+    stdout: usize,
+    stderr: usize,
+    identities: I,
+    builder: MessageBuilder<'_>,
+) -> Vec<u8> {
     builder.encode(&AnswerHeader {
         status: answer.status.code().to_owned(),
         exit_code: answer.exit_code,
@@ -230,17 +345,7 @@ pub fn encode_answer(answer: &RunAnswer) -> Vec<u8> {
             max_rss_kib: answer.times.max_rss_kib,
         },
         bounds: BoundsHeader::encode(&answer.bounds),
-        identities: IdentitiesHeader {
-            program: identities.program.to_string(),
-            input: identities.input.to_string(),
-            runtime: identities.runtime.to_string(),
-            profile: identities.profile.to_string(),
-            bounds: identities.bounds.to_string(),
-            enforcement: EnforcementHeader {
-                landlock_abi: identities.enforcement.landlock_abi,
-                landlock: identities.enforcement.landlock.code().to_owned(),
-            },
-        },
+        identities,
         namespace: match &answer.namespace {
             NamespaceDisposition::Reaped => NamespaceHeader::Reaped {},
             NamespaceDisposition::Unconfirmed { reason } => NamespaceHeader::Unconfirmed {
@@ -251,8 +356,42 @@ pub fn encode_answer(answer: &RunAnswer) -> Vec<u8> {
     })
 }
 
-pub fn decode_answer(bytes: &[u8]) -> Result<RunAnswer, MessageError> {
-    let (answer, mut sections) = message::decode::<AnswerHeader>(bytes)?;
+/// Decodes the answer of a run in the shape of `wire`. A `run` answer names no harness: the
+/// run had none, so its harness identity is the empty snapshot's.
+pub fn decode_answer(bytes: &[u8], wire: RunWire) -> Result<RunAnswer, MessageError> {
+    match wire {
+        RunWire::V1 => {
+            let (answer, sections) = message::decode::<AnswerHeader<IdentitiesHeader>>(bytes)?;
+            let harness = crate::snapshot::snapshot_digest(&[])
+                .map_err(|error| MessageError::field("identities.harness", error.to_string()))?;
+            decode_answer_with(answer, sections, harness)
+        }
+        RunWire::V2 => {
+            let (answer, sections) = message::decode::<AnswerHeader<IdentitiesHeaderV2>>(bytes)?;
+            let (identities, harness) = answer.identities.split();
+            let harness = parse_digest(&harness, "identities.harness")?;
+            let answer = AnswerHeader {
+                status: answer.status,
+                exit_code: answer.exit_code,
+                signal: answer.signal,
+                stdout: answer.stdout,
+                stderr: answer.stderr,
+                times: answer.times,
+                bounds: answer.bounds,
+                identities,
+                namespace: answer.namespace,
+                problems: answer.problems,
+            };
+            decode_answer_with(answer, sections, harness)
+        }
+    }
+}
+
+fn decode_answer_with(
+    answer: AnswerHeader<IdentitiesHeader>,
+    mut sections: Sections<'_>,
+    harness: Digest,
+) -> Result<RunAnswer, MessageError> {
     let stdout = sections.take(answer.stdout)?.to_vec();
     let stderr = sections.take(answer.stderr)?.to_vec();
     sections.finish()?;
@@ -284,6 +423,7 @@ pub fn decode_answer(bytes: &[u8]) -> Result<RunAnswer, MessageError> {
         identities: RunIdentities {
             program: parse_digest(&identities.program, "identities.program")?,
             input: parse_digest(&identities.input, "identities.input")?,
+            harness,
             runtime: parse_digest(&identities.runtime, "identities.runtime")?,
             profile: parse_digest(&identities.profile, "identities.profile")?,
             bounds: parse_digest(&identities.bounds, "identities.bounds")?,
@@ -375,6 +515,25 @@ struct RunHeader {
     args: Vec<String>,
     input: Vec<FileHeader>,
     bounds: BoundsHeader,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RunHeaderV2 {
+    run_id: u64,
+    program: Vec<FileHeader>,
+    entry: EntryHeader,
+    args: Vec<String>,
+    input: Vec<FileHeader>,
+    harness: Vec<FileHeader>,
+    bounds: BoundsHeader,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EntryHeader {
+    place: String,
+    path: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -520,6 +679,46 @@ struct IdentitiesHeader {
     enforcement: EnforcementHeader,
 }
 
+/// The `run_v2` identities: those of `run` and the harness.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentitiesHeaderV2 {
+    program: String,
+    input: String,
+    harness: String,
+    runtime: String,
+    profile: String,
+    bounds: String,
+    enforcement: EnforcementHeader,
+}
+
+impl IdentitiesHeaderV2 {
+    fn new(harness: String, v1: IdentitiesHeader) -> Self {
+        Self {
+            program: v1.program,
+            input: v1.input,
+            harness,
+            runtime: v1.runtime,
+            profile: v1.profile,
+            bounds: v1.bounds,
+            enforcement: v1.enforcement,
+        }
+    }
+
+    /// The `run` identities, and the harness.
+    fn split(self) -> (IdentitiesHeader, String) {
+        let v1 = IdentitiesHeader {
+            program: self.program,
+            input: self.input,
+            runtime: self.runtime,
+            profile: self.profile,
+            bounds: self.bounds,
+            enforcement: self.enforcement,
+        };
+        (v1, self.harness)
+    }
+}
+
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "disposition", rename_all = "lowercase", deny_unknown_fields)]
 enum NamespaceHeader {
@@ -529,7 +728,7 @@ enum NamespaceHeader {
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct AnswerHeader {
+struct AnswerHeader<I> {
     status: String,
     exit_code: Option<i32>,
     signal: Option<i32>,
@@ -537,7 +736,7 @@ struct AnswerHeader {
     stderr: usize,
     times: TimesHeader,
     bounds: BoundsHeader,
-    identities: IdentitiesHeader,
+    identities: I,
     namespace: NamespaceHeader,
     problems: Vec<String>,
 }
@@ -587,6 +786,7 @@ mod tests {
             entry: "main.sh".into(),
             args: vec!["one".into(), String::new(), "th ree\u{e9}".into()],
             input: vec![file("data/in.bin", &[0, 1, 2, 255])],
+            harness: Vec::new(),
             bounds: RunBounds {
                 timeout: Duration::new(3, 1),
                 stdout_limit: u64::MAX,
@@ -612,6 +812,7 @@ mod tests {
             identities: RunIdentities {
                 program: Digest::of(b"p"),
                 input: Digest::of(b"i"),
+                harness: crate::snapshot::snapshot_digest(&[]).unwrap(),
                 runtime: Digest::of(b"r"),
                 profile: Digest::of(b"f"),
                 bounds: Digest::of(b"b"),
@@ -627,18 +828,62 @@ mod tests {
         }
     }
 
+    fn with_harness() -> RunRequest {
+        let mut request = request();
+        request.harness = vec![
+            file("run.sh", b"sh /sf/program/main.sh"),
+            file("t/a", b"\0"),
+        ];
+        request.entry = RunEntry::harness("run.sh");
+        request
+    }
+
     #[test]
     fn requests_round_trip() {
-        let request = request();
-        let decoded = Request::decode(method::RUN, &encode_run(u64::MAX, &request))
+        for (request, wire) in [
+            (request(), RunWire::V1),
+            (request(), RunWire::V2),
+            (with_harness(), RunWire::V2),
+        ] {
+            let decoded = Request::decode(
+                wire.method(),
+                &encode_run(u64::MAX, &request, wire).unwrap(),
+            )
             .unwrap()
             .unwrap();
-        assert_eq!(
-            decoded,
-            Request::Run {
-                run_id: u64::MAX,
-                request
+            assert_eq!(
+                decoded,
+                Request::Run {
+                    run_id: u64::MAX,
+                    request,
+                    wire
+                }
+            );
+        }
+        // `run` cannot carry a harness or an entry in it.
+        assert_eq!(encode_run(1, &with_harness(), RunWire::V1), None);
+        let mut harness_entry_only = with_harness();
+        harness_entry_only.harness.clear();
+        assert_eq!(encode_run(1, &harness_entry_only, RunWire::V1), None);
+        let encoded = encode_run(1, &with_harness(), RunWire::V2).unwrap();
+        let mut header: Value =
+            serde_json::from_slice(message::split(&encoded).unwrap().header).unwrap();
+        let reframe = |header: &Value| {
+            let request = with_harness();
+            let mut builder = MessageBuilder::new();
+            for file in request.program.iter().chain(&request.input) {
+                builder.section(&file.content);
             }
+            for file in &request.harness {
+                builder.section(&file.content);
+            }
+            builder.encode(header)
+        };
+        assert!(Request::decode(method::RUN_V2, &reframe(&header)).is_ok());
+        header["entry"]["place"] = "input".into();
+        assert!(
+            Request::decode(method::RUN_V2, &reframe(&header)).is_err(),
+            "an unknown place is refused"
         );
         assert_eq!(
             Request::decode(method::CANCEL, &encode_cancel(7))
@@ -666,7 +911,22 @@ mod tests {
     #[test]
     fn answers_round_trip() {
         let answer = answer();
-        assert_eq!(decode_answer(&encode_answer(&answer)).unwrap(), answer);
+        for wire in [RunWire::V1, RunWire::V2] {
+            assert_eq!(
+                decode_answer(&encode_answer(&answer, wire), wire).unwrap(),
+                answer
+            );
+        }
+        let mut harnessed = answer.clone();
+        harnessed.identities.harness = Digest::of(b"h");
+        assert_eq!(
+            decode_answer(&encode_answer(&harnessed, RunWire::V2), RunWire::V2).unwrap(),
+            harnessed
+        );
+        assert!(
+            decode_answer(&encode_answer(&harnessed, RunWire::V2), RunWire::V1).is_err(),
+            "a v2 answer is not a v1 answer"
+        );
         for status in [
             RunStatus::Exited,
             RunStatus::TimedOut,
@@ -678,7 +938,10 @@ mod tests {
             other.exit_code = Some(-1);
             other.namespace = NamespaceDisposition::Reaped;
             other.identities.enforcement.landlock = LandlockStatus::FullyEnforced;
-            assert_eq!(decode_answer(&encode_answer(&other)).unwrap(), other);
+            assert_eq!(
+                decode_answer(&encode_answer(&other, RunWire::V2), RunWire::V2).unwrap(),
+                other
+            );
         }
         let runtime = RuntimeDescription {
             executable: path(b"/usr/bin/\xffodd"),
@@ -701,7 +964,7 @@ mod tests {
         };
         assert_eq!(decode_profile(&encode_profile(&profile)).unwrap(), profile);
         decode_cancelled(&encode_cancelled()).unwrap();
-        assert!(decode_answer(&encode_profile(&profile)).is_err());
+        assert!(decode_answer(&encode_profile(&profile), RunWire::V2).is_err());
     }
 
     #[test]
@@ -744,9 +1007,12 @@ mod tests {
 
     #[test]
     fn malformed_values_are_refused() {
-        let mut header: Value =
-            serde_json::from_slice(message::split(&encode_answer(&answer())).unwrap().header)
-                .unwrap();
+        let mut header: Value = serde_json::from_slice(
+            message::split(&encode_answer(&answer(), RunWire::V2))
+                .unwrap()
+                .header,
+        )
+        .unwrap();
         let reframe = |header: &Value| {
             let mut builder = MessageBuilder::new();
             builder.section(b"out");
@@ -757,23 +1023,29 @@ mod tests {
             ("/status", Value::from("finished")),
             ("/times/wall/nanos", Value::from(1_000_000_000u64)),
             ("/identities/program", Value::from("sha256:00")),
+            ("/identities/harness", Value::from("sha256:00")),
             ("/identities/enforcement/landlock", Value::from("maybe")),
             ("/exitCode", Value::from(1u64 << 40)),
             ("/namespace", serde_json::json!({"disposition": "lost"})),
         ] {
             let saved = header.pointer(pointer).unwrap().clone();
             *header.pointer_mut(pointer).unwrap() = value;
-            assert!(decode_answer(&reframe(&header)).is_err(), "{pointer}");
+            assert!(
+                decode_answer(&reframe(&header), RunWire::V2).is_err(),
+                "{pointer}"
+            );
             *header.pointer_mut(pointer).unwrap() = saved;
         }
-        assert!(decode_answer(&reframe(&header)).is_ok());
+        assert!(decode_answer(&reframe(&header), RunWire::V2).is_ok());
     }
 
     #[test]
     fn decoders_never_panic_on_garbage() {
         let seeds = [
-            encode_run(1, &request()),
-            encode_answer(&answer()),
+            encode_run(1, &request(), RunWire::V1).unwrap(),
+            encode_run(1, &with_harness(), RunWire::V2).unwrap(),
+            encode_answer(&answer(), RunWire::V1),
+            encode_answer(&answer(), RunWire::V2),
             encode_error(&ExecutorError::Aborted),
             encode_cancel(3),
         ];
@@ -796,13 +1068,15 @@ mod tests {
             }
             for method in [
                 method::RUN,
+                method::RUN_V2,
                 method::CANCEL,
                 method::PROFILE,
                 method::DESCRIBE_RUNTIME,
             ] {
                 let _ = Request::decode(method, &bytes);
             }
-            let _ = decode_answer(&bytes);
+            let _ = decode_answer(&bytes, RunWire::V1);
+            let _ = decode_answer(&bytes, RunWire::V2);
             let _ = decode_runtime(&bytes);
             let _ = decode_profile(&bytes);
             let _ = decode_error(&bytes);

@@ -225,6 +225,7 @@ pub fn run(
             path: REQUEST_PATH.into(),
             content: bytes,
         }],
+        harness: Vec::new(),
         bounds: RunBounds::new(launch.timeout, launch.output_limit),
     };
     executor.run(&run_request, cancel).map_err(|error| {

@@ -59,6 +59,7 @@ fn true_request() -> RunRequest {
         entry: "entry".into(),
         args: Vec::new(),
         input: Vec::new(),
+        harness: Vec::new(),
         bounds: RunBounds::new(Duration::from_secs(10), 1 << 16),
     }
 }

@@ -7,15 +7,15 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sf_host::contracts::{
     CancelToken, Enforcement, Executor, ExecutorError, LandlockStatus, ProfileDescription,
-    RunAnswer, RunIdentities, RunRequest, RuntimeDescription,
+    RequestDigests, RunAnswer, RunIdentities, RunRequest, RuntimeDescription,
 };
 use sf_host::snapshot::SnapshotFile;
 
 use crate::plan::{LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan, PlanFile, Resource, RunPlan};
 use crate::prepare::Preparer;
 use crate::profile::{
-    self, HOSTNAME, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits, NetworkMode, PROC_OPTIONS,
-    PROGRAM_DIR, Profile, ROOT_TMPFS_OPTIONS, SCRATCH_DIR, STAGE,
+    self, HARNESS_DIR, HOSTNAME, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits, NetworkMode,
+    PROC_OPTIONS, PROGRAM_DIR, Profile, ROOT_TMPFS_OPTIONS, SCRATCH_DIR, STAGE,
 };
 use crate::runtime::{BindSource, Runtime, RuntimeConfig, device_sources};
 use crate::supervisor::{Launch, Started, start, supervise};
@@ -204,6 +204,7 @@ impl SandboxExecutor {
         for (path, access) in [
             (PROGRAM_DIR, profile::snapshot_access()),
             (INPUT_DIR, profile::snapshot_access()),
+            (HARNESS_DIR, profile::snapshot_access()),
             (SCRATCH_DIR, profile::scratch_access()),
             ("/proc", profile::proc_access()),
         ] {
@@ -234,6 +235,7 @@ impl SandboxExecutor {
             proc_options: PROC_OPTIONS.to_owned(),
             program_dir: PROGRAM_DIR.to_owned(),
             input_dir: INPUT_DIR.to_owned(),
+            harness_dir: HARNESS_DIR.to_owned(),
             scratch_dir: SCRATCH_DIR.to_owned(),
             scratch_options: profile::scratch_options(limits),
             landlock: LandlockPlan {
@@ -280,13 +282,15 @@ impl SandboxExecutor {
     /// One run's part of the plan.
     fn run_plan(&self, request: &RunRequest) -> Result<RunPlan, ExecutorError> {
         let executable = crate::runtime::path_text(&self.runtime.config().executable)?;
-        let mut argv = vec![executable, format!("{PROGRAM_DIR}/{}", request.entry)];
+        let mut argv = vec![executable, request.entry.inside()];
         argv.extend(request.args.iter().cloned());
         Ok(RunPlan {
             program_options: snapshot_tmpfs_options(&request.program),
             input_options: snapshot_tmpfs_options(&request.input),
+            harness_options: snapshot_tmpfs_options(&request.harness),
             program: plan_files(&request.program),
             input: plan_files(&request.input),
+            harness: plan_files(&request.harness),
             argv,
         })
     }
@@ -363,7 +367,11 @@ impl Executor for SandboxExecutor {
         if cancel.is_cancelled() {
             return Err(ExecutorError::Aborted);
         }
-        let (program, input) = request.check()?;
+        let RequestDigests {
+            program,
+            input,
+            harness,
+        } = request.check()?;
         let runtime = self.runtime.describe()?;
         let run = self.run_plan(request)?;
         let header = serde_json::to_vec(&run).map_err(|error| ExecutorError::Unavailable {
@@ -374,6 +382,7 @@ impl Executor for SandboxExecutor {
             .program
             .iter()
             .chain(request.input.iter())
+            .chain(request.harness.iter())
             .map(|file| file.content.as_slice())
             .collect();
         let launch = |started| {
@@ -424,6 +433,7 @@ impl Executor for SandboxExecutor {
             identities: RunIdentities {
                 program,
                 input,
+                harness,
                 runtime: runtime.digest,
                 profile: self.profile.description.digest.clone(),
                 bounds: request.bounds.digest(),

@@ -45,8 +45,8 @@ mod zygote;
 
 pub use executor::{LAUNCHER_NAME, SandboxConfig, SandboxExecutor};
 pub use profile::{
-    DEFAULT_OUTSIDE_ID_WHEN_ROOT, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits, NetworkMode,
-    PROFILE_PROTOCOL, PROGRAM_DIR, SCRATCH_DIR,
+    DEFAULT_OUTSIDE_ID_WHEN_ROOT, HARNESS_DIR, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits,
+    NetworkMode, PROFILE_PROTOCOL, PROGRAM_DIR, SCRATCH_DIR,
 };
 pub use runtime::{DEVICES, LIBRARY_DIRECTORIES, RUNTIME_PROTOCOL, RuntimeConfig};
 /// Placement works on the contract's `RuntimeDescription` only, so it lives in the core,

@@ -82,6 +82,7 @@ pub struct Plan {
     pub proc_options: String,
     pub program_dir: String,
     pub input_dir: String,
+    pub harness_dir: String,
     pub scratch_dir: String,
     pub scratch_options: String,
     pub landlock: LandlockPlan,
@@ -93,25 +94,40 @@ pub struct Plan {
     pub executable: String,
 }
 
+impl Plan {
+    /// The directories each run mounts a snapshot on: the program's, the input's and the
+    /// harness's.
+    pub fn snapshot_dirs(&self) -> [&str; 3] {
+        [&self.program_dir, &self.input_dir, &self.harness_dir]
+    }
+}
+
 /// One run's part: what the sandbox prepared by a [`Plan`] runs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunPlan {
     /// tmpfs options of the program's file system, sized to it.
     pub program_options: String,
     pub input_options: String,
+    pub harness_options: String,
     pub program: Vec<PlanFile>,
     pub input: Vec<PlanFile>,
+    pub harness: Vec<PlanFile>,
     pub argv: Vec<String>,
 }
 
 impl RunPlan {
     /// The total file bytes that follow the header.
     pub fn file_bytes(&self) -> u64 {
+        self.files().map(|file| file.size).sum()
+    }
+
+    /// The program's, the input's and the harness's files, in the order their bytes follow
+    /// the header.
+    pub fn files(&self) -> impl Iterator<Item = &PlanFile> {
         self.program
             .iter()
             .chain(self.input.iter())
-            .map(|file| file.size)
-            .sum()
+            .chain(self.harness.iter())
     }
 }
 

@@ -15,10 +15,9 @@ use crate::seccomp::{self, NamedFilter};
 /// The protocol string of the profile's canonical document.
 pub const PROFILE_PROTOCOL: &str = "sf-sandbox-profile/1";
 
-/// Where the program's files are, read-only, inside the sandbox.
-pub const PROGRAM_DIR: &str = "/sf/program";
-/// Where the input's files are, read-only.
-pub const INPUT_DIR: &str = "/sf/input";
+/// Where the program's, the input's and the harness's files are, read-only, inside the
+/// sandbox: where the Executor contract says they are.
+pub use sf_host::contracts::{HARNESS_DIR, INPUT_DIR, PROGRAM_DIR};
 /// The writable, size-capped scratch directory (also HOME and TMPDIR).
 pub const SCRATCH_DIR: &str = "/sf/scratch";
 /// The user and group id of the program inside its user namespace: not 0, so the program is
@@ -319,6 +318,11 @@ fn recipe(
         &snapshot_flags,
     ));
     mounts.push(tmpfs(
+        HARNESS_DIR,
+        "sized to the harness".to_owned(),
+        &snapshot_flags,
+    ));
+    mounts.push(tmpfs(
         SCRATCH_DIR,
         scratch_options(limits),
         &["nosuid", "nodev", "noexec"],
@@ -337,6 +341,7 @@ fn recipe(
     for (path, access) in [
         (PROGRAM_DIR, snapshot_access()),
         (INPUT_DIR, snapshot_access()),
+        (HARNESS_DIR, snapshot_access()),
         (SCRATCH_DIR, scratch_access()),
         ("/proc", proc_access()),
     ] {

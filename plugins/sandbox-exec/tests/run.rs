@@ -25,6 +25,7 @@ fn request(script: &str) -> RunRequest {
             path: "data/in.txt".into(),
             content: b"input bytes".to_vec(),
         }],
+        harness: Vec::new(),
         bounds: RunBounds::new(Duration::from_secs(10), 1 << 20),
     }
 }
@@ -56,6 +57,7 @@ fn single(path: &str, content: &str) -> RunRequest {
         entry: path.into(),
         args: vec![],
         input: vec![],
+        harness: Vec::new(),
         bounds: RunBounds::new(Duration::from_secs(20), 1 << 20),
     }
 }

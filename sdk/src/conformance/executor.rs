@@ -21,7 +21,7 @@
 use std::time::{Duration, Instant};
 
 use sf_host::contracts::{
-    CancelToken, Executor, NamespaceDisposition, RunBounds, RunRequest, RunStatus,
+    CancelToken, Executor, NamespaceDisposition, RunBounds, RunEntry, RunRequest, RunStatus,
 };
 use sf_host::snapshot::{MAX_SNAPSHOT_BYTES, SnapshotFile, snapshot_digest};
 
@@ -112,6 +112,7 @@ pub const CASES: &[(&str, Case)] = &[
     ("exit_code_and_output", exit_code_and_output),
     ("identities_name_what_ran", identities_name_what_ran),
     ("same_request_same_identities", same_request_same_identities),
+    ("harness_entry_runs", harness_entry_runs),
     ("invalid_input_is_refused", invalid_input_is_refused),
     (
         "cancelled_before_start_starts_nothing",
@@ -149,11 +150,27 @@ fn request(harness: &dyn Harness, behaviour: &Behaviour, bounds: RunBounds) -> R
     args.push("argument-zero".into());
     RunRequest {
         program: program.files,
-        entry: program.entry,
+        entry: program.entry.into(),
         args,
         input: input(),
+        harness: Vec::new(),
         bounds,
     }
+}
+
+/// The request of `behaviour` with its program moved into the harness: the entry is a file
+/// of the harness, and the program is one unrelated file.
+fn harnessed(harness: &dyn Harness, behaviour: &Behaviour, bounds: RunBounds) -> RunRequest {
+    let mut request = request(harness, behaviour, bounds);
+    request.harness = std::mem::replace(
+        &mut request.program,
+        vec![SnapshotFile {
+            path: "tree/file.txt".into(),
+            content: b"the tree under test".to_vec(),
+        }],
+    );
+    request.entry = RunEntry::harness(request.entry.path);
+    request
 }
 
 fn printing() -> Behaviour {
@@ -222,6 +239,11 @@ pub fn identities_name_what_ran(harness: &dyn Harness) {
     );
     assert_eq!(identities.input, snapshot_digest(&request.input).unwrap());
     assert_eq!(
+        identities.harness,
+        snapshot_digest(&[]).unwrap(),
+        "a run without a harness names the empty snapshot"
+    );
+    assert_eq!(
         identities.runtime,
         executor.describe_runtime().unwrap().digest
     );
@@ -248,6 +270,39 @@ pub fn same_request_same_identities(harness: &dyn Harness) {
     assert_eq!(third.identities.bounds, first.identities.bounds);
 }
 
+/// An entry in the harness runs as an entry in the program would, and the identities name
+/// the harness and the program apart.
+pub fn harness_entry_runs(harness: &dyn Harness) {
+    let request = harnessed(harness, &printing(), bounds());
+    let answer = harness
+        .executor()
+        .run(&request, &CancelToken::new())
+        .expect("the run starts");
+    assert_eq!(answer.status, RunStatus::Exited, "{answer:?}");
+    assert_eq!(answer.exit_code, Some(3), "{answer:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        "out-text\nargument-zero\ninput-bytes",
+        "{answer:?}"
+    );
+    assert_eq!(
+        answer.identities.harness,
+        snapshot_digest(&request.harness).unwrap()
+    );
+    assert_eq!(
+        answer.identities.program,
+        snapshot_digest(&request.program).unwrap()
+    );
+    let mut changed = request.clone();
+    changed.harness[0].content.push(b'\n');
+    let other = harness
+        .executor()
+        .run(&changed, &CancelToken::new())
+        .expect("the run starts");
+    assert_ne!(other.identities.harness, answer.identities.harness);
+    assert_eq!(other.identities.program, answer.identities.program);
+}
+
 /// Invalid requests are `invalid-input` errors.
 pub fn invalid_input_is_refused(harness: &dyn Harness) {
     let executor = harness.executor();
@@ -256,6 +311,15 @@ pub fn invalid_input_is_refused(harness: &dyn Harness) {
     let mut bad = good.clone();
     bad.entry = "not-a-file-of-the-program".into();
     cases.push(("missing entry", bad));
+    let mut bad = good.clone();
+    bad.entry = RunEntry::harness(good.entry.path.clone());
+    cases.push(("an entry in an empty harness", bad));
+    let mut bad = harnessed(harness, &printing(), bounds());
+    bad.harness.push(SnapshotFile {
+        path: "../escape".into(),
+        content: Vec::new(),
+    });
+    cases.push(("bad harness path", bad));
     let mut bad = good.clone();
     bad.args.push("nul\0inside".into());
     cases.push(("NUL in an argument", bad));

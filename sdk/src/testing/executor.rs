@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 
 use sf_host::canonical::Digest;
 use sf_host::contracts::{
-    CancelToken, Enforcement, Executor, ExecutorError, LandlockStatus, NamespaceDisposition,
-    ProfileDescription, ReadableKind, ReadablePath, RunAnswer, RunIdentities, RunRequest,
-    RunStatus, RunTimes, RuntimeDescription,
+    CancelToken, Enforcement, EntryPlace, Executor, ExecutorError, LandlockStatus,
+    NamespaceDisposition, ProfileDescription, ReadableKind, ReadablePath, RequestDigests,
+    RunAnswer, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
 
 /// One scripted outcome of a run that started.
@@ -113,10 +113,13 @@ impl ScriptedExecutor {
     }
 
     fn interpret(&self, request: &RunRequest, cancel: &CancelToken, start: Instant) -> ScriptedRun {
-        let entry = request
-            .program
+        let place = match request.entry.place {
+            EntryPlace::Program => &request.program,
+            EntryPlace::Harness => &request.harness,
+        };
+        let entry = place
             .iter()
-            .find(|file| file.path == request.entry)
+            .find(|file| file.path == request.entry.path)
             .map(|file| String::from_utf8_lossy(&file.content).into_owned())
             .unwrap_or_default();
         let mut stdout = Vec::new();
@@ -199,7 +202,11 @@ impl Executor for ScriptedExecutor {
         if cancel.is_cancelled() {
             return Err(ExecutorError::Aborted);
         }
-        let (program, input) = request.check()?;
+        let RequestDigests {
+            program,
+            input,
+            harness,
+        } = request.check()?;
         let start = Instant::now();
         lock(&self.requests).push(request.clone());
         let scripted = lock(&self.script).pop_front();
@@ -237,6 +244,7 @@ impl Executor for ScriptedExecutor {
             identities: RunIdentities {
                 program,
                 input,
+                harness,
                 runtime: self.runtime.digest.clone(),
                 profile: self.profile.digest.clone(),
                 bounds: request.bounds.digest(),

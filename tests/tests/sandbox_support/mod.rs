@@ -111,6 +111,14 @@ pub fn probe_input() -> Vec<SnapshotFile> {
     }]
 }
 
+/// The harness every probe run gets.
+pub fn probe_harness() -> Vec<SnapshotFile> {
+    vec![SnapshotFile {
+        path: "tests/check.txt".into(),
+        content: b"probe harness".to_vec(),
+    }]
+}
+
 /// A request running `probes` with `timeout` and a 1 MiB output limit.
 pub fn probe_request(probes: &[String], timeout: Duration) -> RunRequest {
     RunRequest {
@@ -118,6 +126,7 @@ pub fn probe_request(probes: &[String], timeout: Duration) -> RunRequest {
         entry: "entry.txt".into(),
         args: probes.to_vec(),
         input: probe_input(),
+        harness: probe_harness(),
         bounds: RunBounds::new(timeout, 1 << 20),
     }
 }

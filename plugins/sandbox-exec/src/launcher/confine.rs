@@ -55,9 +55,8 @@ pub fn arm(plan: &Plan) -> Step<Armed> {
         .iter()
         .map(|(key, value)| cstring(&format!("{key}={value}"), "exec"))
         .collect::<Step<Vec<_>>>()?;
-    let (building, kernel_abi) = landlock_ruleset(plan, |path| {
-        path != plan.program_dir && path != plan.input_dir
-    })?;
+    let (building, kernel_abi) =
+        landlock_ruleset(plan, |path| !plan.snapshot_dirs().contains(&path))?;
     Ok(Armed {
         building: Some(building),
         ruleset: None,
@@ -69,8 +68,9 @@ pub fn arm(plan: &Plan) -> Step<Armed> {
 }
 
 impl Armed {
-    /// Adds the rules of the program's and the input's directories, now that the run's mounts
-    /// cover them (a rule holds the inode it was given), and finishes the ruleset.
+    /// Adds the rules of the program's, the input's and the harness's directories, now that
+    /// the run's mounts cover them (a rule holds the inode it was given), and finishes the
+    /// ruleset.
     pub fn finish(&mut self, plan: &Plan) -> Step {
         let mut ruleset = self
             .building
@@ -80,7 +80,7 @@ impl Armed {
             .landlock
             .rules
             .iter()
-            .filter(|rule| rule.path == plan.program_dir || rule.path == plan.input_dir)
+            .filter(|rule| plan.snapshot_dirs().contains(&rule.path.as_str()))
         {
             ruleset = add_rule(ruleset, &rule.path, rule.access)?;
         }

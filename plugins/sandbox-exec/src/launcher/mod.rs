@@ -157,15 +157,15 @@ fn read_run() -> Step<Option<(RunPlan, Vec<Vec<u8>>)>> {
         return Ok(None);
     }
     let run: RunPlan = read_header(length, first, "run plan")?;
-    if run.file_bytes() > 2 * sf_host::snapshot::MAX_SNAPSHOT_BYTES {
+    if run.file_bytes() > 3 * sf_host::snapshot::MAX_SNAPSHOT_BYTES {
         return Err(Failure::new(
             "launcher",
             "the run plan's files are too large",
         ));
     }
     let mut socket = socket();
-    let mut files = Vec::with_capacity(run.program.len() + run.input.len());
-    for file in run.program.iter().chain(run.input.iter()) {
+    let mut files = Vec::with_capacity(run.files().count());
+    for file in run.files() {
         let mut bytes = vec![0u8; file.size as usize];
         socket.read_exact(&mut bytes).map_err(|error| {
             Failure::new("launcher", format!("reading the run's files: {error}"))

@@ -147,7 +147,7 @@ pub fn build_root(plan: &Plan) -> Step {
     }
 
     let snapshot_flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    for dir in [&plan.program_dir, &plan.input_dir] {
+    for dir in plan.snapshot_dirs() {
         make_directories(&inside(Path::new(dir)))?;
     }
     let scratch = inside(Path::new(&plan.scratch_dir));
@@ -185,24 +185,26 @@ pub fn build_root(plan: &Plan) -> Step {
     Ok(())
 }
 
-/// Mounts the run's program and input, inside the root [`build_root`] entered: each on a
-/// tmpfs of its own over its (empty) directory, filled, then made read-only. `files` holds
-/// the program's and then the input's bytes, in run plan order.
+/// Mounts the run's program, input and harness, inside the root [`build_root`] entered: each
+/// on a tmpfs of its own over its (empty) directory, filled, then made read-only. `files`
+/// holds the program's, the input's and the harness's bytes, in run plan order.
 pub fn mount_run(plan: &Plan, run: &RunPlan, files: &[Vec<u8>]) -> Step {
     let snapshot_flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    let program_count = run.program.len();
+    let (program_files, rest) = files.split_at(run.program.len().min(files.len()));
+    let (input_files, harness_files) = rest.split_at(run.input.len().min(rest.len()));
     for (dir, entries, contents, options) in [
         (
             &plan.program_dir,
             &run.program,
-            &files[..program_count],
+            program_files,
             &run.program_options,
         ),
+        (&plan.input_dir, &run.input, input_files, &run.input_options),
         (
-            &plan.input_dir,
-            &run.input,
-            &files[program_count..],
-            &run.input_options,
+            &plan.harness_dir,
+            &run.harness,
+            harness_files,
+            &run.harness_options,
         ),
     ] {
         let at = Path::new(dir);
