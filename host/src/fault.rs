@@ -22,6 +22,10 @@ pub enum FaultPoint {
     IntegrationAcknowledged,
     /// Integration: the guard withheld the update after the claim.
     IntegrationWithheld,
+    /// Landing: the collection ended and its hold was released; nothing is judged yet.
+    LandCollected,
+    /// Landing: the Verdict was reached; nothing is prepared yet.
+    LandJudged,
 }
 
 impl FaultPoint {
@@ -35,11 +39,13 @@ impl FaultPoint {
             Self::IntegrationSubmitted => "integration-submitted",
             Self::IntegrationAcknowledged => "integration-acknowledged",
             Self::IntegrationWithheld => "integration-withheld",
+            Self::LandCollected => "land-collected",
+            Self::LandJudged => "land-judged",
         }
     }
 
     /// Every point, for tests that iterate over them.
-    pub const ALL: [FaultPoint; 7] = [
+    pub const ALL: [FaultPoint; 9] = [
         Self::InitialObjectsWritten,
         Self::ObjectsWritten,
         Self::Published,
@@ -47,6 +53,8 @@ impl FaultPoint {
         Self::IntegrationSubmitted,
         Self::IntegrationAcknowledged,
         Self::IntegrationWithheld,
+        Self::LandCollected,
+        Self::LandJudged,
     ];
 
     /// The point with the seed's `name`.

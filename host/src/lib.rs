@@ -18,6 +18,8 @@ pub mod gate;
 pub mod git_object;
 pub mod git_process;
 pub mod git_source;
+pub mod landing;
+pub mod path_glob;
 pub mod plugin;
 pub mod private_dir;
 pub mod repository;

@@ -233,6 +233,14 @@ impl SnapshotStore {
         })
     }
 
+    /// Opens the store at `root` only if it exists: for commands that read, which create
+    /// nothing. The same rule applies to the directory.
+    pub fn open_existing(root: &Path) -> Result<Self, SnapshotStoreError> {
+        Ok(Self {
+            root: PrivateDir::check(root).map_err(unavailable)?,
+        })
+    }
+
     /// The root directory.
     pub fn root(&self) -> &Path {
         self.root.path()

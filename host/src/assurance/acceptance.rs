@@ -1,11 +1,16 @@
-//! The acceptance (`sf-repository-acceptance/1`): a Slice's frozen checks and what each
-//! expects. Process checks run a program of one stage's tree in the sandbox; review checks
-//! are reserved and never run.
+//! The acceptance (`sf-repository-acceptance/2`): a Slice's frozen checks and what each
+//! expects. Process checks run an entry file, of one stage's tree or of the Slice's harness,
+//! in the sandbox; review checks are reserved and never run.
+//!
+//! Version 2 added where the entry is (`{"from": "tree" | "harness", "path"}`) and
+//! `entryInScope`, which says whether the Candidate may rewrite the entry (a check of stage
+//! candidate whose entry is a tree file inside the Slice's scope): the freeze refuses a Slice
+//! where it does not say so truthfully.
 
 use std::collections::BTreeSet;
 
 use crate::canonical::{self, Digest, Value, object};
-use crate::contracts::executor::{MAX_ARG_BYTES, MAX_ARGS};
+use crate::contracts::executor::{EntryPlace, MAX_ARG_BYTES, MAX_ARGS, RunEntry};
 use crate::repository::record::{FieldError, Fields, index};
 use crate::repository::{ID_RULE, is_valid_id};
 use crate::source_path;
@@ -13,7 +18,7 @@ use crate::source_path;
 use super::{AssuranceError, record_digest, record_from_json};
 
 /// The protocol string of the acceptance record.
-pub const ACCEPTANCE_PROTOCOL: &str = "sf-repository-acceptance/1";
+pub const ACCEPTANCE_PROTOCOL: &str = "sf-repository-acceptance/2";
 /// The most checks an acceptance holds.
 pub const MAX_CHECKS: usize = 64;
 /// The longest review prompt, in bytes.
@@ -89,12 +94,24 @@ pub struct ProcessCheck {
     pub id: String,
     pub phase: Phase,
     pub stage: Stage,
-    /// The file of the stage's tree given to the runtime first.
-    pub entry: String,
+    /// The file given to the runtime first: a file of the stage's tree
+    /// ([`EntryPlace::Program`], written `"tree"`) or of the Slice's harness.
+    pub entry: RunEntry,
+    /// Whether the Candidate may rewrite the entry: true exactly for a check of stage
+    /// candidate whose entry is a tree file inside the Slice's scope.
+    pub entry_in_scope: bool,
     pub args: Vec<String>,
     /// The snapshot digest of the one input the program reads.
     pub input: Digest,
     pub expectation: Expectation,
+}
+
+/// How a record writes where an entry is.
+fn entry_from(place: EntryPlace) -> &'static str {
+    match place {
+        EntryPlace::Program => "tree",
+        EntryPlace::Harness => "harness",
+    }
 }
 
 /// A check for a person to answer; reserved: sf never runs it and the judge does not count it.
@@ -189,8 +206,18 @@ impl Acceptance {
                         }
                         _ => {}
                     }
-                    source_path::check_path(&process.entry)
-                        .map_err(|rule| invalid(format!("{field}.entry"), rule.describe()))?;
+                    source_path::check_path(&process.entry.path)
+                        .map_err(|rule| invalid(format!("{field}.entry.path"), rule.describe()))?;
+                    if process.entry_in_scope
+                        && (process.stage != Stage::Candidate
+                            || process.entry.place != EntryPlace::Program)
+                    {
+                        return Err(invalid(
+                            format!("{field}.entryInScope"),
+                            "only a check of stage candidate with an entry of the tree can have \
+                             its entry in the scope",
+                        ));
+                    }
                     if process.args.len() > MAX_ARGS
                         || process.args.iter().map(String::len).sum::<usize>() > MAX_ARG_BYTES
                         || process.args.iter().any(|arg| arg.contains('\0'))
@@ -229,7 +256,14 @@ impl Acceptance {
                     ("id", process.id.as_str().into()),
                     ("phase", process.phase.as_str().into()),
                     ("stage", process.stage.as_str().into()),
-                    ("entry", process.entry.as_str().into()),
+                    (
+                        "entry",
+                        object([
+                            ("from", entry_from(process.entry.place).into()),
+                            ("path", process.entry.path.as_str().into()),
+                        ]),
+                    ),
+                    ("entryInScope", Value::Bool(process.entry_in_scope)),
                     (
                         "args",
                         Value::Array(process.args.iter().map(|arg| arg.as_str().into()).collect()),
@@ -286,6 +320,12 @@ impl Acceptance {
         Ok(acceptance)
     }
 
+    /// The checks whose entry is a file of the harness.
+    pub fn harness_entries(&self) -> impl Iterator<Item = &ProcessCheck> {
+        self.process_checks()
+            .filter(|check| check.entry.place == EntryPlace::Harness)
+    }
+
     pub(crate) fn from_value(value: &Value) -> Result<Self, FieldError> {
         let fields = Fields::exact(value, "acceptance", &["protocol", "checks"])?;
         fields.literal("protocol", ACCEPTANCE_PROTOCOL)?;
@@ -314,11 +354,36 @@ impl Acceptance {
                             "phase",
                             "stage",
                             "entry",
+                            "entryInScope",
                             "args",
                             "input",
                             "expectation",
                         ],
                     )?;
+                    let entry = Fields::exact(
+                        check.value("entry"),
+                        &check.path("entry"),
+                        &["from", "path"],
+                    )?;
+                    let place = match entry.string("from")? {
+                        "tree" => EntryPlace::Program,
+                        "harness" => EntryPlace::Harness,
+                        _ => {
+                            return Err(FieldError::wrong(
+                                &entry.path("from"),
+                                "must be tree or harness",
+                            ));
+                        }
+                    };
+                    let entry_in_scope = match check.value("entryInScope") {
+                        Value::Bool(flag) => *flag,
+                        _ => {
+                            return Err(FieldError::wrong(
+                                &check.path("entryInScope"),
+                                "must be true or false",
+                            ));
+                        }
+                    };
                     let phase = Phase::parse(check.string("phase")?).ok_or_else(|| {
                         FieldError::wrong(
                             &check.path("phase"),
@@ -356,7 +421,11 @@ impl Acceptance {
                         id: check.string("id")?.to_owned(),
                         phase,
                         stage,
-                        entry: check.string("entry")?.to_owned(),
+                        entry: RunEntry {
+                            place,
+                            path: entry.string("path")?.to_owned(),
+                        },
+                        entry_in_scope,
                         args,
                         input: check.digest("input")?,
                         expectation: Expectation {

@@ -13,8 +13,8 @@
 //!
 //! A record is attributable when the judge itself finds that its collector closure is the
 //! recipe's, it names the pinned Candidate and the check's phase and stage, it was observed
-//! without problems, its program, input, runtime, profile and bounds identities equal the
-//! pinned ones (the bounds with the effective timeout, at most the recipe's, and the recipe's
+//! without problems, its program, input, harness, runtime, profile and bounds identities equal
+//! the pinned ones (the bounds with the effective timeout, at most the recipe's, and the recipe's
 //! output limit), Landlock was fully enforced, the run exited or was signalled and was reaped,
 //! and it ended by the deadline. An outcome meets its expectation when the run exited with the
 //! expected code and, if the expectation names one, its stdout has the expected SHA-256. A
@@ -130,6 +130,36 @@ impl Verdict {
         canonical::encode(&self.to_value())
             .map_err(|error| AssuranceError::invalid("verdict", error.to_string()))
     }
+
+    /// The Verdict digest: the `sha256:` of the canonical bytes. The judge is deterministic
+    /// over the records, so judging the same attempt again gives the same digest; it is the
+    /// proof an integration of a Verified Candidate names.
+    pub fn digest(&self) -> Result<Digest, AssuranceError> {
+        Ok(Digest::of(&self.to_bytes()?))
+    }
+}
+
+/// The attempts that stored records under `pins` in `store`, oldest first (records that
+/// cannot be read are left out: the judge reports them for the attempt they belong to).
+pub fn attempts(
+    pins: &Digest,
+    store: &dyn EvidenceStore,
+    deadline: Instant,
+) -> Result<Vec<AttemptId>, AssuranceError> {
+    let ids = store.find(pins, deadline).map_err(|error| {
+        AssuranceError::invalid("the evidence store", format!("cannot be searched: {error}"))
+    })?;
+    let mut attempts: Vec<AttemptId> = Vec::new();
+    for id in ids {
+        if let Ok(record) = get_verified(store, &id, deadline)
+            && record.pins() == pins
+            && !attempts.contains(record.attempt())
+        {
+            attempts.push(record.attempt().clone());
+        }
+    }
+    attempts.sort_by_key(|attempt| attempt.epoch);
+    Ok(attempts)
 }
 
 /// What the judge judges: the pins, the frozen records they pin, and the attempt whose
@@ -335,6 +365,12 @@ fn judge_one(
                 problems.push(format!(
                     "input {} is not the pinned {}",
                     ids.input, check.input
+                ));
+            }
+            if ids.harness != pins.harness {
+                problems.push(format!(
+                    "harness {} is not the pinned {}",
+                    ids.harness, pins.harness
                 ));
             }
             if ids.runtime != request.environment.runtime {

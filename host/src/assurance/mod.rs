@@ -1,5 +1,5 @@
-//! Repository Assurance: the frozen records a Candidate is sealed for (acceptance, recipe,
-//! environment), the pins that bind a collection to them, the observation each run is
+//! Repository Assurance: the frozen records a Candidate is sealed for (the Slice record and
+//! the acceptance, recipe and environment it names), the pins that bind a collection to them, the observation each run is
 //! recorded as, and the judge that reads only Evidence and says Verified, Failed or
 //! Inconclusive.
 //!
@@ -13,6 +13,7 @@ pub mod judge;
 pub mod observation;
 pub mod pins;
 pub mod recipe;
+pub mod slice;
 pub mod time;
 
 use crate::canonical::{self, Digest, Value};
@@ -24,11 +25,12 @@ pub use acceptance::{
 pub use environment::{ENVIRONMENT_PROTOCOL, EnvironmentRecord, current_environment, platform};
 pub use judge::{CheckVerdict, JudgeRequest, Outcome, VERDICT_PROTOCOL, Verdict, judge};
 pub use observation::{
-    OBSERVATION_FORMAT, Observation, ObservationFacts, ObservationStatus, ProcessFacts,
-    sanitize_problem, sanitize_problems,
+    OBSERVATION_FORMAT, OBSERVATION_FORMAT_V1, Observation, ObservationFacts, ObservationStatus,
+    ProcessFacts, sanitize_problem, sanitize_problems,
 };
-pub use pins::{BasePins, CandidatePins, PINS_PROTOCOL, RepositoryPins};
+pub use pins::{BasePins, CandidatePins, PINS_PROTOCOL, RepositoryPins, SlicePins};
 pub use recipe::{RECIPE_PROTOCOL, Recipe};
+pub use slice::{FrozenSlice, SLICE_PROTOCOL, SliceRecord, authenticate, overlay_protection};
 
 /// Why an assurance record or request is not acceptable.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -1,19 +1,29 @@
-//! The pins (`sf-repository-pins/1`): everything a collection and a judgment are bound to.
+//! The pins (`sf-repository-pins/2`): everything a collection and a judgment are bound to.
 //! A record is attributable only to the pins it is filed under, and only pins equal to what
 //! the Candidate was sealed for ever run.
+//!
+//! Version 2 names the Slice's digest, the harness, and for each stage the program that runs
+//! (the stage's tree with the Slice's overlay laid over it) besides the tree's own snapshot.
 
 use crate::canonical::{self, Digest, Value, object};
 use crate::git_object::ObjectId;
 use crate::repository::record::{FieldError, Fields};
-use crate::repository::{
-    ID_RULE, RepositoryIdentity, SealedCandidate, Slice, is_valid_id, parse_repository_identity,
-};
+use crate::repository::{ID_RULE, RepositoryIdentity, is_valid_id, parse_repository_identity};
 
 use super::acceptance::Stage;
 use super::{AssuranceError, record_digest, record_from_json};
 
 /// The protocol string of the pins record.
-pub const PINS_PROTOCOL: &str = "sf-repository-pins/1";
+pub const PINS_PROTOCOL: &str = "sf-repository-pins/2";
+
+/// The Slice a collection runs under.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlicePins {
+    pub id: String,
+    pub revision: u64,
+    /// The Slice record's digest.
+    pub digest: Digest,
+}
 
 /// The Candidate a collection runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,8 +32,11 @@ pub struct CandidatePins {
     pub digest: Digest,
     /// Its commit M.
     pub commit: ObjectId,
-    /// The snapshot digest of its files: the program of every stage-candidate run.
+    /// The snapshot digest of its files.
     pub snapshot: Digest,
+    /// The snapshot digest of the program of every stage-candidate run: its files with the
+    /// Slice's overlay laid over them.
+    pub program: Digest,
 }
 
 /// The base B of the Candidate.
@@ -31,8 +44,11 @@ pub struct CandidatePins {
 pub struct BasePins {
     pub commit: ObjectId,
     pub tree: ObjectId,
-    /// The snapshot digest of B's files: the program of every stage-base run.
+    /// The snapshot digest of B's files.
     pub snapshot: Digest,
+    /// The snapshot digest of the program of every stage-base run: B's files with the
+    /// overlay laid over them.
+    pub program: Digest,
 }
 
 /// The repository-scope pins.
@@ -40,9 +56,11 @@ pub struct BasePins {
 pub struct RepositoryPins {
     /// The repository (the store) the Candidate is sealed in; its Product is the fence's.
     pub repository: RepositoryIdentity,
-    pub slice: Slice,
+    pub slice: SlicePins,
     pub candidate: CandidatePins,
     pub base: BasePins,
+    /// The snapshot digest of the harness every run gets.
+    pub harness: Digest,
     /// Digests of the frozen acceptance, recipe and environment records.
     pub acceptance: Digest,
     pub recipe: Digest,
@@ -50,29 +68,6 @@ pub struct RepositoryPins {
 }
 
 impl RepositoryPins {
-    /// The pins of `sealed`, taken from its manifest, with `base_snapshot` the snapshot digest
-    /// of its base's files (see `collector::materialise_base`).
-    pub fn for_candidate(sealed: &SealedCandidate, base_snapshot: Digest) -> Self {
-        let manifest = &sealed.manifest;
-        Self {
-            repository: manifest.repository.clone(),
-            slice: manifest.slice.clone(),
-            candidate: CandidatePins {
-                digest: sealed.digest.clone(),
-                commit: manifest.commit,
-                snapshot: sealed.snapshot_digest.clone(),
-            },
-            base: BasePins {
-                commit: manifest.base_commit,
-                tree: manifest.base_tree,
-                snapshot: base_snapshot,
-            },
-            acceptance: manifest.acceptance.clone(),
-            recipe: manifest.recipe.clone(),
-            environment: manifest.environment.clone(),
-        }
-    }
-
     /// The Product: the repository's.
     pub fn product(&self) -> &str {
         &self.repository.product_id
@@ -81,8 +76,8 @@ impl RepositoryPins {
     /// The program snapshot digest of a run of `stage`.
     pub fn program(&self, stage: Stage) -> &Digest {
         match stage {
-            Stage::Base => &self.base.snapshot,
-            Stage::Candidate => &self.candidate.snapshot,
+            Stage::Base => &self.base.program,
+            Stage::Candidate => &self.candidate.program,
         }
     }
 
@@ -112,6 +107,7 @@ impl RepositoryPins {
                 object([
                     ("id", self.slice.id.as_str().into()),
                     ("revision", Value::Integer(self.slice.revision as i64)),
+                    ("digest", self.slice.digest.to_string().into()),
                 ]),
             ),
             (
@@ -120,6 +116,7 @@ impl RepositoryPins {
                     ("digest", self.candidate.digest.to_string().into()),
                     ("commit", self.candidate.commit.to_hex().into()),
                     ("snapshot", self.candidate.snapshot.to_string().into()),
+                    ("program", self.candidate.program.to_string().into()),
                 ]),
             ),
             (
@@ -128,8 +125,10 @@ impl RepositoryPins {
                     ("commit", self.base.commit.to_hex().into()),
                     ("tree", self.base.tree.to_hex().into()),
                     ("snapshot", self.base.snapshot.to_string().into()),
+                    ("program", self.base.program.to_string().into()),
                 ]),
             ),
+            ("harness", self.harness.to_string().into()),
             ("acceptance", self.acceptance.to_string().into()),
             ("recipe", self.recipe.to_string().into()),
             ("environment", self.environment.to_string().into()),
@@ -164,6 +163,7 @@ impl RepositoryPins {
                 "slice",
                 "candidate",
                 "base",
+                "harness",
                 "acceptance",
                 "recipe",
                 "environment",
@@ -175,34 +175,38 @@ impl RepositoryPins {
         let slice = Fields::exact(
             fields.value("slice"),
             &fields.path("slice"),
-            &["id", "revision"],
+            &["id", "revision", "digest"],
         )?;
         let candidate = Fields::exact(
             fields.value("candidate"),
             &fields.path("candidate"),
-            &["digest", "commit", "snapshot"],
+            &["digest", "commit", "snapshot", "program"],
         )?;
         let base = Fields::exact(
             fields.value("base"),
             &fields.path("base"),
-            &["commit", "tree", "snapshot"],
+            &["commit", "tree", "snapshot", "program"],
         )?;
         Ok(Self {
             repository,
-            slice: Slice {
+            slice: SlicePins {
                 id: slice.string("id")?.to_owned(),
                 revision: slice.positive("revision")?,
+                digest: slice.digest("digest")?,
             },
             candidate: CandidatePins {
                 digest: candidate.digest("digest")?,
                 commit: candidate.object_id("commit")?,
                 snapshot: candidate.digest("snapshot")?,
+                program: candidate.digest("program")?,
             },
             base: BasePins {
                 commit: base.object_id("commit")?,
                 tree: base.object_id("tree")?,
                 snapshot: base.digest("snapshot")?,
+                program: base.digest("program")?,
             },
+            harness: fields.digest("harness")?,
             acceptance: fields.digest("acceptance")?,
             recipe: fields.digest("recipe")?,
             environment: fields.digest("environment")?,

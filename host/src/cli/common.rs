@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use crate::canonical::Value;
 use crate::contracts::{EvidenceStore, Executor, Gate, ObjectStoreFactory};
+use crate::fault::{FaultPoints, NoFaults};
 use crate::plugin::{Config, ConfigError, PluginPath};
 use crate::repository::{
     Repository, RepositoryError, RepositoryIdentity, RepositoryOptions, open_repository,
@@ -18,15 +19,36 @@ use crate::repository::{
 const MAX_INPUT_BYTES: u64 = 2 * 1024 * 1024;
 
 /// What every command knows besides its own arguments.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Context {
     /// `--config`.
     pub config: Option<PathBuf>,
     /// `--json`.
     pub json: bool,
+    /// The fault hook the repository and landing steps call (tests only; production never
+    /// sets one).
+    pub faults: Arc<dyn FaultPoints>,
+}
+
+impl std::fmt::Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("config", &self.config)
+            .field("json", &self.json)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Context {
+    /// The context of a command line: `--config` and `--json`, no fault hook.
+    pub fn new(config: Option<PathBuf>, json: bool) -> Self {
+        Self {
+            config,
+            json,
+            faults: Arc::new(NoFaults),
+        }
+    }
+
     /// The configuration: `--config`, or the embedded defaults.
     pub fn config(&self) -> Result<Config, CliError> {
         Config::load(self.config.as_deref())
@@ -42,9 +64,12 @@ impl Context {
 
     /// The configured Executor.
     pub fn executor(&self) -> Result<Arc<dyn Executor>, CliError> {
-        self.config()?
-            .executor(&plugin_path()?)
-            .map_err(config_error)
+        self.executor_of(&self.config()?)
+    }
+
+    /// The Executor `config` names.
+    pub fn executor_of(&self, config: &Config) -> Result<Arc<dyn Executor>, CliError> {
+        config.executor(&plugin_path()?).map_err(config_error)
     }
 
     /// The configured EvidenceStore; `state_dir` is where a local store keeps its files by
@@ -52,6 +77,16 @@ impl Context {
     pub fn evidence_store(&self, state_dir: &Path) -> Result<Arc<dyn EvidenceStore>, CliError> {
         self.config()?
             .evidence_store(&plugin_path()?, state_dir)
+            .map_err(config_error)
+    }
+
+    /// The configured EvidenceStore, opened for reading only (nothing of sf's is created).
+    pub fn existing_evidence_store(
+        &self,
+        state_dir: &Path,
+    ) -> Result<Arc<dyn EvidenceStore>, CliError> {
+        self.config()?
+            .existing_evidence_store(&plugin_path()?, state_dir)
             .map_err(config_error)
     }
 
@@ -75,18 +110,20 @@ impl Context {
     pub fn open_repository(&self, identity_file: &Path) -> Result<Repository, CliError> {
         let identity = read_identity(identity_file)?;
         let factory = self.object_store()?;
-        open_repository(factory.as_ref(), &identity, RepositoryOptions::default()).map_err(
-            |error| {
-                repository_error(
-                    &format!(
-                        "repository {} (identity {})",
-                        identity.path,
-                        identity_file.display()
-                    ),
-                    &error,
-                )
-            },
-        )
+        let options = RepositoryOptions {
+            faults: Arc::clone(&self.faults),
+            ..RepositoryOptions::default()
+        };
+        open_repository(factory.as_ref(), &identity, options).map_err(|error| {
+            repository_error(
+                &format!(
+                    "repository {} (identity {})",
+                    identity.path,
+                    identity_file.display()
+                ),
+                &error,
+            )
+        })
     }
 }
 

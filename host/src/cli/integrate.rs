@@ -1,5 +1,8 @@
 //! `sf integrate {prepare,invoke,inspect}`: the guarded, at-most-once integration of a sealed
-//! Candidate into the target ref (docs/integration.md).
+//! Candidate into the target ref (docs/integration.md), bound to a Verified Verdict: prepare
+//! judges the Candidate's evidence under its Slice and refuses anything but Verified, the
+//! Verdict's digest is the intent's proof, and invoke judges the stored evidence again,
+//! immediately before the move, and requires the same Verified Verdict.
 //!
 //! Every call that reaches the repository prints an observation with `ok: true`, whatever it
 //! says: `invocation` is the answer (`confirmed`, `unknown`, `withheld`, `not-dispatched`), and
@@ -9,13 +12,17 @@
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 
+use super::assure::{CandidateInSlice, Loaded, land_error};
 use super::common::{
     CliError, Context, Output, absolute_new_path, json_value, read_input, repository_error,
 };
-use crate::canonical::{self, Digest};
+use crate::assurance::Outcome;
+use crate::canonical;
+use crate::landing::VerifiedGate;
 use crate::repository::{
     Action, IntegrationObservation, IntegrationPayload, Owner, PreparedIntegration, RepositoryError,
 };
@@ -32,31 +39,24 @@ pub enum IntegrateCommand {
 
 #[derive(Debug, Args)]
 pub struct PrepareArgs {
-    /// The repository identity file (from `sf repo create --identity-out`)
-    #[arg(long, value_name = "FILE")]
-    pub(super) identity: PathBuf,
-    /// The whole payload as JSON; otherwise give the flags below and the rest comes from the
-    /// Candidate
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["candidate", "action", "occurrence", "proof", "owner", "generation"])]
-    pub(super) payload: Option<PathBuf>,
-    /// The Candidate digest (sha256:…)
-    #[arg(long, value_name = "DIGEST", required_unless_present = "payload")]
-    pub(super) candidate: Option<String>,
+    #[command(flatten)]
+    pub(super) target: CandidateInSlice,
+    /// The attempt whose Verdict admits the integration; default: the newest attempt of this
+    /// Candidate under this Slice. Only a Verified Verdict is accepted; its digest is the proof
+    #[arg(long, value_name = "EPOCH")]
+    pub(super) attempt: Option<u64>,
     /// The action id
-    #[arg(long, value_name = "ID", required_unless_present = "payload")]
-    pub(super) action: Option<String>,
+    #[arg(long, value_name = "ID")]
+    pub(super) action: String,
     /// The action's occurrence (a positive integer; a new effect needs a new occurrence)
-    #[arg(long, value_name = "N", required_unless_present = "payload")]
-    pub(super) occurrence: Option<u64>,
-    /// The digest of whatever admitted this integration (sha256:…)
-    #[arg(long, value_name = "DIGEST", required_unless_present = "payload")]
-    pub(super) proof: Option<String>,
+    #[arg(long, value_name = "N")]
+    pub(super) occurrence: u64,
     /// The owner id
-    #[arg(long, value_name = "ID", required_unless_present = "payload")]
-    pub(super) owner: Option<String>,
+    #[arg(long, value_name = "ID")]
+    pub(super) owner: String,
     /// The owner's generation (a positive integer)
-    #[arg(long, value_name = "N", required_unless_present = "payload")]
-    pub(super) generation: Option<u64>,
+    #[arg(long, value_name = "N")]
+    pub(super) generation: u64,
     /// Also write the prepared record to this new file (never overwritten)
     #[arg(long, value_name = "FILE")]
     pub(super) prepared_out: Option<PathBuf>,
@@ -70,6 +70,10 @@ pub struct InvokeArgs {
     /// The prepared record (from `sf integrate prepare --prepared-out`)
     #[arg(long, value_name = "FILE")]
     pub(super) prepared: PathBuf,
+    /// The frozen Slice whose evidence the intent's proof is judged from, again, immediately
+    /// before the move
+    #[arg(long, value_name = "SLICE")]
+    pub(super) slice: PathBuf,
     /// A gate file read immediately before the move, in place of the configured [gate]:
     /// exactly {"proceed": true} lets it start
     #[arg(long, value_name = "FILE")]
@@ -94,15 +98,6 @@ pub fn run(context: &Context, command: IntegrateCommand) -> Result<Output, CliEr
     }
 }
 
-fn digest_flag(text: &str, flag: &str) -> Result<Digest, CliError> {
-    Digest::parse(text).ok_or_else(|| {
-        CliError::new(
-            "invalid-input",
-            format!("{flag} {text:?}: must be sha256: followed by 64 lowercase hex characters"),
-        )
-    })
-}
-
 fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
     let prepared_out = match &args.prepared_out {
         Some(file) => {
@@ -120,41 +115,48 @@ fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
         }
         None => None,
     };
-    let repository = context.open_repository(&args.identity)?;
-    let payload = match &args.payload {
-        Some(file) => IntegrationPayload::from_json(&read_input(file, "--payload")?)
-            .map_err(|error| repository_error(&format!("--payload {}", file.display()), &error))?,
-        None => {
-            // clap requires every flag when --payload is absent.
-            let missing = || CliError::new("usage", "give --payload or every payload flag");
-            let candidate = digest_flag(
-                args.candidate.as_deref().ok_or_else(missing)?,
-                "--candidate",
-            )?;
-            let proof = digest_flag(args.proof.as_deref().ok_or_else(missing)?, "--proof")?;
-            let sealed = repository
-                .export_candidate(&candidate)
-                .map_err(|error| repository_error(&format!("--candidate {candidate}"), &error))?;
-            let identity = repository.identity();
-            IntegrationPayload {
-                action: Action {
-                    id: args.action.clone().ok_or_else(missing)?,
-                    occurrence: args.occurrence.ok_or_else(missing)?,
-                },
-                product: identity.product_id.clone(),
-                slice: sealed.manifest.slice.clone(),
-                repository: identity.clone(),
-                target_ref: identity.target_ref.clone(),
-                base: sealed.manifest.base_commit,
-                commit: sealed.manifest.commit,
-                candidate,
-                proof,
-                owner: Owner {
-                    id: args.owner.clone().ok_or_else(missing)?,
-                    generation: args.generation.ok_or_else(missing)?,
-                },
-            }
-        }
+    let loaded = Loaded::read(context, &args.target)?;
+    let verdict = loaded
+        .judging(context)?
+        .verdict(args.attempt)
+        .map_err(|error| land_error("judging the Candidate", error))?;
+    let proof = verdict
+        .digest()
+        .map_err(|error| CliError::new("invalid-input", error.to_string()))?;
+    if verdict.outcome != Outcome::Verified {
+        return Err(CliError::new(
+            "not-verified",
+            format!(
+                "Candidate {} is judged {} under Slice {} revision {} (attempt {}, Verdict \
+                 {proof}); only a Verified Candidate is integrated: nothing was prepared",
+                loaded.sealed.digest,
+                verdict.outcome.as_str(),
+                loaded.slice.frozen.record.id,
+                loaded.slice.frozen.record.revision,
+                verdict.attempt
+            ),
+        ));
+    }
+    let repository = &loaded.repository;
+    let identity = repository.identity();
+    let manifest = &loaded.sealed.manifest;
+    let payload = IntegrationPayload {
+        action: Action {
+            id: args.action.clone(),
+            occurrence: args.occurrence,
+        },
+        product: identity.product_id.clone(),
+        slice: manifest.slice.clone(),
+        repository: identity.clone(),
+        target_ref: identity.target_ref.clone(),
+        base: manifest.base_commit,
+        commit: manifest.commit,
+        candidate: loaded.sealed.digest.clone(),
+        proof,
+        owner: Owner {
+            id: args.owner.clone(),
+            generation: args.generation,
+        },
     };
     let prepared = repository
         .prepare_integration(&payload)
@@ -167,6 +169,7 @@ fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
             .write(true)
             .create_new(true)
             .mode(0o644)
+            .custom_flags(nix::libc::O_NOFOLLOW)
             .open(file)
             .and_then(|mut out| out.write_all(&bytes).and_then(|()| out.sync_all()))
             .map_err(|error| {
@@ -181,14 +184,16 @@ fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
             })?;
     }
     let text = format!(
-        "prepared intent {}\n  intent commit {}\n  action        {} #{}\n  move          {} {} -> {}\n",
+        "prepared intent {}\n  intent commit {}\n  action        {} #{}\n  move          {} {} -> {}\n  proof         {} (Verified, attempt {})\n",
         prepared.digest,
         prepared.intent,
         prepared.payload.action.id,
         prepared.payload.action.occurrence,
         prepared.payload.target_ref,
         prepared.payload.base,
-        prepared.payload.commit
+        prepared.payload.commit,
+        prepared.payload.proof,
+        verdict.attempt
     );
     Ok(Output {
         json: json_value(&value),
@@ -203,10 +208,20 @@ fn read_prepared(path: &Path) -> Result<PreparedIntegration, CliError> {
 
 fn invoke(context: &Context, args: InvokeArgs) -> Result<Output, CliError> {
     let prepared = read_prepared(&args.prepared)?;
-    let repository = context.open_repository(&args.identity)?;
+    let loaded = Loaded::read(
+        context,
+        &CandidateInSlice {
+            identity: args.identity.clone(),
+            candidate: prepared.payload.candidate.to_string(),
+            slice: args.slice.clone(),
+        },
+    )?;
     let gate = context.gate(args.gate.as_deref())?;
-    let observed = repository
-        .invoke_once(&prepared, Some(gate))
+    let guard = VerifiedGate::for_intent(loaded.judging(context)?, &prepared, gate)
+        .map_err(|error| land_error("the intent's proof", error))?;
+    let observed = loaded
+        .repository
+        .invoke_once(&prepared, Some(Arc::new(guard)))
         .map_err(|error| integration_error("invoking the integration", &error))?;
     Ok(describe(&observed))
 }

@@ -17,11 +17,14 @@ mod common;
 mod demo;
 mod exec;
 mod export;
+mod freeze;
 mod integrate;
+mod land;
 mod oats;
 mod plugins;
 mod repo;
 mod seal;
+mod slice_dir;
 mod snapshot;
 
 use std::ffi::OsString;
@@ -37,8 +40,33 @@ pub use common::{CliError, Context, Output};
 pub const SCHEMA_VERSION: u64 = 1;
 /// Exit status of a command that failed.
 pub const EXIT_FAILURE: u8 = 1;
-/// Exit status of a usage error (unknown flag, missing argument).
+/// Exit status of a usage error (unknown flag, missing argument), and of `sf land` refusing
+/// invalid input.
 pub const EXIT_USAGE: u8 = 2;
+/// Exit status of `sf land` (and `sf judge --exit-code`) for a Failed Candidate.
+pub const EXIT_FAILED: u8 = 3;
+/// … for an Inconclusive one, or an attempt no Verdict may be issued for.
+pub const EXIT_INCONCLUSIVE: u8 = 4;
+/// … of `sf land` when the gate withheld.
+pub const EXIT_WITHHELD: u8 = 5;
+/// … of `sf land` when the move's outcome is unknown.
+pub const EXIT_UNKNOWN: u8 = 6;
+/// … of `sf land` when nothing was dispatched (the target left the Candidate's base).
+pub const EXIT_NOT_DISPATCHED: u8 = 7;
+
+/// What a command ended with: its result and its exit status.
+#[derive(Debug)]
+pub struct Outcome {
+    pub result: Result<Output, CliError>,
+    pub exit: u8,
+}
+
+impl From<Result<Output, CliError>> for Outcome {
+    fn from(result: Result<Output, CliError>) -> Self {
+        let exit = if result.is_ok() { 0 } else { EXIT_FAILURE };
+        Self { result, exit }
+    }
+}
 
 /// sf: seal machine-made code changes as immutable Candidates in owned Git repositories, run
 /// their frozen checks confined, keep one write-once Evidence record per run, judge it, and move
@@ -86,9 +114,10 @@ enum Command {
     /// oats capability packages as plugins (runs the sf-oats program; `sf oats --help`)
     #[command(disable_help_flag = true)]
     Oats(oats::OatsArgs),
-    /// Slices: freeze the acceptance, recipe, environment and inputs a Candidate is sealed for
+    /// Slices: freeze the acceptance, recipe, environment, inputs, harness and overlay a
+    /// Candidate is sealed for
     #[command(subcommand)]
-    Slice(assure::SliceCommand),
+    Slice(freeze::SliceCommand),
     /// Run each frozen process check of a Candidate once in the sandbox; one record per run
     Collect(assure::CollectArgs),
     /// Judge a Candidate's evidence: verified, failed or inconclusive
@@ -96,30 +125,47 @@ enum Command {
     /// Read Evidence records
     #[command(subcommand)]
     Evidence(assure::EvidenceCommand),
+    /// Land a Candidate: collect, judge, and integrate it at most once, only if Verified
+    Land(land::LandArgs),
     /// Run the whole pipeline on a bundled sample project: seal, collect, judge, integrate
     Demo(demo::DemoArgs),
 }
 
-fn dispatch(context: &Context, command: Command) -> Result<Output, CliError> {
+fn dispatch(context: &Context, command: Command) -> Outcome {
     match command {
-        Command::Repo(command) => repo::run(context, command),
-        Command::Seal(args) => seal::run(context, args),
-        Command::Export(args) => export::run(context, args),
-        Command::Snapshot(args) => snapshot::run(context, args),
-        Command::Exec(args) => exec::run(context, args),
-        Command::Integrate(command) => integrate::run(context, command),
-        Command::Plugins(command) => plugins::run(context, command),
-        Command::Oats(args) => oats::run(context, args),
-        Command::Slice(command) => assure::run_slice(context, command),
-        Command::Collect(args) => assure::run_collect(context, args),
-        Command::Judge(args) => assure::run_judge(context, args),
-        Command::Evidence(command) => assure::run_evidence(context, command),
-        Command::Demo(args) => demo::run(context, args),
+        Command::Repo(command) => repo::run(context, command).into(),
+        Command::Seal(args) => seal::run(context, args).into(),
+        Command::Export(args) => export::run(context, args).into(),
+        Command::Snapshot(args) => snapshot::run(context, args).into(),
+        Command::Exec(args) => exec::run(context, args).into(),
+        Command::Integrate(command) => integrate::run(context, command).into(),
+        Command::Plugins(command) => plugins::run(context, command).into(),
+        Command::Oats(args) => oats::run(context, args).into(),
+        Command::Slice(command) => freeze::run(context, command).into(),
+        Command::Collect(args) => assure::run_collect(context, args).into(),
+        Command::Judge(args) => match assure::run_judge(context, args) {
+            Ok((output, exit)) => Outcome {
+                result: Ok(output),
+                exit,
+            },
+            Err(error) => Err(error).into(),
+        },
+        Command::Evidence(command) => assure::run_evidence(context, command).into(),
+        Command::Land(args) => land::run(context, args),
+        Command::Demo(args) => demo::run(context, args).into(),
     }
 }
 
 /// Runs `sf` with `args` (the first is the program name) and returns its exit status.
 pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    main_with_faults(args, std::sync::Arc::new(crate::fault::NoFaults))
+}
+
+/// [`main`] with a fault hook: how tests stop or kill an `sf` process at a named point.
+pub fn main_with_faults(
+    args: impl IntoIterator<Item = OsString>,
+    faults: std::sync::Arc<dyn crate::fault::FaultPoints>,
+) -> ExitCode {
     let args: Vec<OsString> = args.into_iter().collect();
     let json = args.iter().skip(1).any(|arg| arg == "--json");
     let cli = match Cli::try_parse_from(&args) {
@@ -150,11 +196,12 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             return ExitCode::from(EXIT_USAGE);
         }
     };
-    let context = Context {
-        config: cli.global.config,
-        json: cli.global.json,
-    };
-    let outcome = dispatch(&context, cli.command);
+    let mut context = Context::new(cli.global.config, cli.global.json);
+    context.faults = faults;
+    let Outcome {
+        result: outcome,
+        exit,
+    } = dispatch(&context, cli.command);
     if context.json {
         print_envelope(&outcome);
     } else {
@@ -169,10 +216,7 @@ pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
             Err(error) => eprintln!("sf: error ({}): {}", error.code, error.message),
         }
     }
-    match outcome {
-        Ok(_) => ExitCode::SUCCESS,
-        Err(_) => ExitCode::from(EXIT_FAILURE),
-    }
+    ExitCode::from(exit)
 }
 
 /// The `--json` envelope of an outcome.

@@ -1,40 +1,52 @@
-//! `sf seal`: seal a proposal as a Candidate.
+//! `sf seal`: seal a proposal as a Candidate for a frozen Slice. The Slice is the only source
+//! of what the Candidate is sealed for (its scope, protected paths, base and records): the
+//! Candidate's manifest names the Slice's digest.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
 use super::common::{CliError, Context, Output, read_input, repository_error};
-use crate::repository::{
-    FrozenInputs, RepositoryError, SealedCandidate, candidate_ref, parse_proposal,
-};
+use super::slice_dir::{SliceDir, coded};
+use crate::repository::{RepositoryError, SealedCandidate, candidate_ref, parse_proposal};
 
 #[derive(Debug, Args)]
 pub struct SealArgs {
     /// The repository identity file (from `sf repo create --identity-out`)
     #[arg(long, value_name = "FILE")]
     pub(super) identity: PathBuf,
-    /// The frozen inputs: {base, slice: {id, revision}, scope, acceptance, recipe, environment}
-    #[arg(long, value_name = "FILE")]
-    pub(super) frozen: PathBuf,
+    /// The frozen Slice directory the Candidate is sealed for (from `sf slice freeze`)
+    #[arg(long, value_name = "SLICE")]
+    pub(super) slice: PathBuf,
     /// The proposal: {edits: [{path, prior, text}]}
     #[arg(long, value_name = "FILE")]
     pub(super) proposal: PathBuf,
 }
 
 pub fn run(context: &Context, args: SealArgs) -> Result<Output, CliError> {
-    let frozen_file = args.frozen.display().to_string();
     let proposal_file = args.proposal.display().to_string();
-    let frozen = FrozenInputs::from_json(&read_input(&args.frozen, "--frozen")?)
-        .map_err(|error| repository_error(&format!("--frozen {frozen_file}"), &error))?;
+    let slice = SliceDir::open(&args.slice)?;
     let proposal = parse_proposal(&read_input(&args.proposal, "--proposal")?)
         .map_err(|error| repository_error(&format!("--proposal {proposal_file}"), &error))?;
     let repository = context.open_repository(&args.identity)?;
+    if slice.frozen.record.repository != *repository.identity() {
+        return Err(coded(
+            "invalid-input",
+            format!("--slice {}", slice.dir.display()),
+            format!(
+                "was frozen for repository {} ({}), not {}; freeze a Slice for this repository",
+                slice.frozen.record.repository.path,
+                slice.frozen.record.repository.product_id,
+                repository.identity().path
+            ),
+        ));
+    }
+    let frozen = slice.frozen.record.frozen_inputs(&slice.digest);
     let sealed = repository.seal(&frozen, &proposal).map_err(|error| {
         let what = match &error {
             RepositoryError::Rejected { .. } => format!("--proposal {proposal_file}"),
             RepositoryError::InvalidInput { input, .. } if input.starts_with("frozen") => {
-                format!("--frozen {frozen_file}")
+                format!("--slice {}", slice.dir.display())
             }
             _ => format!(
                 "sealing {proposal_file} in repository {}",
@@ -66,16 +78,19 @@ pub fn describe(sealed: &SealedCandidate) -> Output {
         "commit": manifest.commit.to_hex(),
         "tree": manifest.tree.to_hex(),
         "baseCommit": manifest.base_commit.to_hex(),
+        "slice": manifest.binding.as_ref().map(|binding| binding.digest.to_string()),
         "proposalDigest": manifest.proposal_digest.to_string(),
         "snapshotDigest": sealed.snapshot_digest.to_string(),
         "files": files,
     });
     let text = format!(
-        "sealed Candidate {}\n  commit   {}\n  tree     {}\n  base     {}\n  snapshot {}\n  files    {}\n",
+        "sealed Candidate {}\n  commit   {}\n  tree     {}\n  base     {}\n  slice    {} revision {}\n  snapshot {}\n  files    {}\n",
         sealed.digest,
         manifest.commit,
         manifest.tree,
         manifest.base_commit,
+        manifest.slice.id,
+        manifest.slice.revision,
         sealed.snapshot_digest,
         manifest.files.len()
     );

@@ -5,15 +5,16 @@
 //! and works only over `dyn Executor`, `dyn EvidenceStore` and `dyn Gate`.
 //!
 //! **Before anything starts** ([`CollectError::InvalidInput`], nothing started or stored): the
-//! pins are valid and the acceptance, recipe and environment hash to the pinned digests; the
-//! hold is on the pinned Product's fence and active; the recipe pins this code's
-//! [`collector_closure`]; the sealed Candidate's manifest bytes hash to the pinned Candidate
-//! and name the pinned repository, Slice, base, commit and records (so nothing runs under
-//! records the Candidate was not sealed for); the Candidate's files build its recorded tree
-//! and give the pinned snapshot; the base gives its recorded tree and pinned snapshot; every
-//! input a process check names is given and gives its digest; the deadline is a timestamp
-//! records can hold. All bytes are copied then, so later changes to the caller's values
-//! change nothing that runs.
+//! frozen Slice is whole ([`FrozenSlice::validate`]: its records, harness, overlay and inputs
+//! give the digests its record names); the sealed Candidate's manifest bytes hash to its
+//! digest and parse to the manifest it carries, which names exactly this Slice (its digest,
+//! id, revision, scope, protected paths, base and records: so nothing runs under records the
+//! Candidate was not sealed for) and touches no protected path; the Candidate's files build
+//! its recorded tree; the base gives its recorded tree; the overlay lays over both
+//! ([`programs::derive`], which also gives the pins); the hold is on the pinned Product's
+//! fence and active; the recipe pins this code's [`collector_closure`]; the deadline is a
+//! timestamp records can hold. All bytes are copied then, so later changes to the caller's
+//! values change nothing that runs.
 //!
 //! **Before each run, in this order**: the cancel token is not cancelled; the gate says
 //! proceed (a refusal, an error, a malformed or late answer, or a read still unanswered at
@@ -21,14 +22,14 @@
 //! gate is not asked again); the hold is active (else the collection stops with
 //! [`CollectError::Released`]); the executor's runtime executable is the recipe's and its
 //! environment equals the pinned one; no protected path is readable under the runtime
-//! ([`placement_problem`]); the entry is a file of the stage's tree; program and input fit the
-//! snapshot bounds; at least 1 ms remains before the deadline. Each failure is a not-started
-//! run with its reason.
+//! ([`placement_problem`]); the entry is a file of the stage's program (or of the harness);
+//! program, input and harness fit the snapshot bounds; at least 1 ms remains before the
+//! deadline. Each failure is a not-started run with its reason.
 //!
 //! **One run**: the effective timeout is min(recipe timeout, time left); start and end times
 //! come from the collector's clock around `Executor::run`. An executor `Err` is not-started
 //! (the contract says it started nothing); a panic is unresolved. A run whose identities
-//! differ from the pinned program, input, runtime, profile or bounds, that was stopped
+//! differ from the pinned program, input, harness, runtime, profile or bounds, that was stopped
 //! (timeout, output limit, abort), whose processes were not confirmed reaped, whose Landlock
 //! was not fully enforced, or that ended after the deadline, is recorded with those problems
 //! and is not attributable: the judge can only find it Inconclusive.
@@ -41,8 +42,8 @@
 mod base;
 mod closure;
 mod placement;
+pub mod programs;
 
-use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -51,22 +52,23 @@ use std::time::{Duration, Instant, SystemTime};
 
 use crate::assurance::judge::check_records;
 use crate::assurance::{
-    Acceptance, EnvironmentRecord, OBSERVATION_FORMAT, Observation, ObservationFacts,
-    ObservationStatus, ProcessCheck, ProcessFacts, Recipe, RepositoryPins, Stage, time,
+    EnvironmentRecord, FrozenSlice, OBSERVATION_FORMAT, Observation, ObservationFacts,
+    ObservationStatus, ProcessCheck, ProcessFacts, RepositoryPins, time,
 };
 use crate::canonical::{self, Digest};
 use crate::contracts::{
-    AttemptId, CancelToken, EvidenceRecord, EvidenceStore, Executor, Gate, GateAnswer,
+    AttemptId, CancelToken, EntryPlace, EvidenceRecord, EvidenceStore, Executor, Gate, GateAnswer,
     LandlockStatus, NamespaceDisposition, RunAnswer, RunIdentities, RunRequest, RunStatus,
     RuntimeDescription, is_valid_reason,
 };
 use crate::fence::Hold;
 use crate::repository::{CandidateManifest, SealedCandidate, SourceSnapshot};
-use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile, snapshot_digest};
+use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES};
 
 pub use base::{MaterialisedTree, materialise_base, materialise_candidate};
 pub use closure::{COLLECTOR_NAME, collector_closure, collector_sources};
 pub use placement::{MAX_PROTECTED_PATHS, placement_problem};
+pub use programs::{Programs, derive, lay_over};
 
 /// How long one `put` may take.
 pub const STORE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -92,17 +94,13 @@ impl Clock for SystemClock {
 /// What one collection runs.
 #[derive(Clone, Debug)]
 pub struct CollectRequest {
-    pub pins: RepositoryPins,
-    /// The frozen records the pins name.
-    pub acceptance: Acceptance,
-    pub recipe: Recipe,
-    pub environment: EnvironmentRecord,
+    /// The frozen Slice: its record, acceptance, recipe, environment, harness, overlay and
+    /// inputs.
+    pub slice: FrozenSlice,
     /// The sealed Candidate, as exported.
     pub sealed: SealedCandidate,
     /// The base B's snapshot (`Repository::snapshot(base)`).
     pub base: SourceSnapshot,
-    /// The inputs, by snapshot digest (from the snapshot store).
-    pub inputs: BTreeMap<Digest, Vec<SnapshotFile>>,
     /// When the collection must be over.
     pub deadline: SystemTime,
 }
@@ -149,6 +147,8 @@ pub struct CollectResult {
     pub attempt: AttemptId,
     /// The pins digest every record is filed under.
     pub pins: Digest,
+    /// The pins themselves.
+    pub pinned: RepositoryPins,
     pub runs: Vec<CollectedRun>,
     /// The ids of the records stored, in run order.
     pub evidence: Vec<Digest>,
@@ -227,10 +227,8 @@ impl std::fmt::Debug for RepositoryCollector {
 /// Everything validated and copied before the first run.
 struct Prepared {
     pins: Digest,
+    programs: Programs,
     closure: Digest,
-    candidate: MaterialisedTree,
-    base: MaterialisedTree,
-    inputs: BTreeMap<Digest, Vec<SnapshotFile>>,
     deadline: u64,
     checks: Vec<ProcessCheck>,
 }
@@ -403,6 +401,7 @@ impl RepositoryCollector {
         Ok(CollectResult {
             attempt,
             pins: prepared.pins,
+            pinned: prepared.programs.pins,
             runs,
             evidence: stored,
             environment_before,
@@ -412,18 +411,17 @@ impl RepositoryCollector {
 
     fn prepare(&self, request: &CollectRequest, hold: &Hold) -> Result<Prepared, CollectError> {
         let invalid = |input: &str, rule: String| CollectError::invalid(input, rule);
-        let pins = &request.pins;
-        let pins_digest = check_records(
-            pins,
-            &request.acceptance,
-            &request.recipe,
-            &request.environment,
-        )
-        .map_err(|error| match error {
-            crate::assurance::AssuranceError::InvalidInput { input, rule } => {
-                CollectError::InvalidInput { input, rule }
-            }
-        })?;
+        self.check_sealed(&request.sealed)?;
+        let programs = derive(&request.slice, &request.sealed, &request.base)
+            .map_err(|why| invalid("the Slice and the Candidate", why))?;
+        let slice = &request.slice;
+        let pins = &programs.pins;
+        let pins_digest = check_records(pins, &slice.acceptance, &slice.recipe, &slice.environment)
+            .map_err(|error| match error {
+                crate::assurance::AssuranceError::InvalidInput { input, rule } => {
+                    CollectError::InvalidInput { input, rule }
+                }
+            })?;
         if hold.attempt().product != pins.product() {
             return Err(invalid(
                 "hold",
@@ -441,117 +439,47 @@ impl RepositoryCollector {
                 stored: Vec::new(),
             })?;
         let closure = collector_closure();
-        if request.recipe.collector_closure != closure {
+        if slice.recipe.collector_closure != closure {
             return Err(invalid(
                 "recipe.collector.closure",
                 format!(
                     "pins collector {}, but this code is {closure}; records are never attributed to other code",
-                    request.recipe.collector_closure
+                    slice.recipe.collector_closure
                 ),
             ));
         }
-        self.check_sealed(request)?;
-        let candidate =
-            materialise_candidate(&request.sealed).map_err(|why| invalid("sealed", why))?;
-        if candidate.digest != pins.candidate.snapshot {
-            return Err(invalid(
-                "sealed.files",
-                format!(
-                    "give snapshot {}, not the pinned {}",
-                    candidate.digest, pins.candidate.snapshot
-                ),
-            ));
-        }
-        let base = materialise_base(&request.base, &pins.base.commit, &pins.base.tree)
-            .map_err(|why| invalid("base", why))?;
-        if base.digest != pins.base.snapshot {
-            return Err(invalid(
-                "base",
-                format!(
-                    "gives snapshot {}, not the pinned {}",
-                    base.digest, pins.base.snapshot
-                ),
-            ));
-        }
-        let checks: Vec<ProcessCheck> = request.acceptance.process_checks().cloned().collect();
-        let mut inputs = BTreeMap::new();
-        for check in &checks {
-            let files = request.inputs.get(&check.input).ok_or_else(|| {
-                invalid(
-                    &format!("inputs[{}]", check.input),
-                    format!("check {} names this input, which was not given", check.id),
-                )
-            })?;
-            let digest = snapshot_digest(files)
-                .map_err(|error| invalid(&format!("inputs[{}]", check.input), error.to_string()))?;
-            if digest != check.input {
-                return Err(invalid(
-                    &format!("inputs[{}]", check.input),
-                    format!("the files give {digest}"),
-                ));
-            }
-            inputs.insert(check.input.clone(), files.clone());
-        }
+        let checks: Vec<ProcessCheck> = slice.acceptance.process_checks().cloned().collect();
         let deadline = time::to_millis(request.deadline)
             .ok_or_else(|| invalid("deadline", "is a time between 1970 and 9999".into()))?;
         Ok(Prepared {
             pins: pins_digest,
+            programs,
             closure,
-            candidate,
-            base,
-            inputs,
             deadline,
             checks,
         })
     }
 
-    /// The sealed Candidate must be the pinned one, and sealed for exactly these pins.
-    fn check_sealed(&self, request: &CollectRequest) -> Result<(), CollectError> {
-        let sealed = &request.sealed;
-        let pins = &request.pins;
-        let refuse = |what: &str| {
-            CollectError::invalid(
-                format!("pins.{what}"),
-                "is not what the Candidate was sealed for; nothing runs under records the \
-                 Candidate was not sealed for",
-            )
-        };
-        let digest = Digest::of(&sealed.manifest_bytes);
-        if digest != pins.candidate.digest || sealed.digest != digest {
-            return Err(refuse("candidate.digest"));
+    /// The sealed Candidate's manifest bytes are its digest's and the canonical form of the
+    /// manifest it carries.
+    fn check_sealed(&self, sealed: &SealedCandidate) -> Result<(), CollectError> {
+        if Digest::of(&sealed.manifest_bytes) != sealed.digest {
+            return Err(CollectError::invalid(
+                "sealed.digest",
+                "the manifest bytes do not hash to the Candidate digest",
+            ));
         }
-        let manifest = canonical::parse_canonical(&sealed.manifest_bytes)
+        canonical::parse_canonical(&sealed.manifest_bytes)
             .ok()
             .and_then(|value| CandidateManifest::from_value(&value).ok())
             .filter(|manifest| *manifest == sealed.manifest)
+            .map(|_| ())
             .ok_or_else(|| {
                 CollectError::invalid(
                     "sealed.manifest",
                     "the manifest bytes are not the canonical manifest the Candidate carries",
                 )
-            })?;
-        if manifest.repository != pins.repository {
-            return Err(refuse("repository"));
-        }
-        if manifest.slice != pins.slice {
-            return Err(refuse("slice"));
-        }
-        if manifest.base_commit != pins.base.commit || manifest.base_tree != pins.base.tree {
-            return Err(refuse("base"));
-        }
-        if manifest.commit != pins.candidate.commit {
-            return Err(refuse("candidate.commit"));
-        }
-        if manifest.acceptance != pins.acceptance {
-            return Err(refuse("acceptance"));
-        }
-        if manifest.recipe != pins.recipe {
-            return Err(refuse("recipe"));
-        }
-        if manifest.environment != pins.environment {
-            return Err(refuse("environment"));
-        }
-        Ok(())
+            })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -567,7 +495,7 @@ impl RepositoryCollector {
     ) -> Result<Ran, crate::fence::FenceError> {
         let mut facts = ObservationFacts {
             collector: prepared.closure.clone(),
-            candidate: request.pins.candidate.digest.clone(),
+            candidate: prepared.programs.pins.candidate.digest.clone(),
             check: check.id.clone(),
             phase: check.phase,
             stage: check.stage,
@@ -627,7 +555,7 @@ impl RepositoryCollector {
             }
         };
         facts.environment = environment.digest().ok();
-        if let Some(problem) = environment_problem(&runtime, &environment, request) {
+        if let Some(problem) = environment_problem(&runtime, &environment, &request.slice) {
             return Ok(not_started(facts, problem));
         }
         if let Some(problem) = placement_problem(&self.protected, &runtime) {
@@ -636,22 +564,23 @@ impl RepositoryCollector {
                 format!("a protected path is readable under the runtime: {problem}"),
             ));
         }
-        let program = match check.stage {
-            Stage::Base => &prepared.base.files,
-            Stage::Candidate => &prepared.candidate.files,
+        let program = &prepared.programs.of(check.stage).files;
+        let harness = &request.slice.harness;
+        let (place, place_name) = match check.entry.place {
+            EntryPlace::Program => (program, format!("the {} tree", check.stage.as_str())),
+            EntryPlace::Harness => (harness, "the harness".to_owned()),
         };
-        if !program.iter().any(|file| file.path == check.entry) {
+        if !place.iter().any(|file| file.path == check.entry.path) {
             return Ok(not_started(
                 facts,
                 format!(
-                    "the entry {} is not a file of the {} tree",
-                    check.entry,
-                    check.stage.as_str()
+                    "the entry {} is not a file of {place_name}",
+                    check.entry.path
                 ),
             ));
         }
-        let input = &prepared.inputs[&check.input];
-        for (what, files) in [("program", program), ("input", input)] {
+        let input = &request.slice.inputs[&check.input];
+        for (what, files) in [("program", program), ("input", input), ("harness", harness)] {
             let bytes: u64 = files.iter().map(|file| file.content.len() as u64).sum();
             if bytes > MAX_SNAPSHOT_BYTES || files.len() > MAX_SNAPSHOT_FILES {
                 return Ok(not_started(
@@ -668,14 +597,15 @@ impl RepositoryCollector {
                 "the deadline passed before the run".into(),
             ));
         }
-        let timeout_ms = request.recipe.timeout_ms.min(left);
-        let bounds = request.recipe.bounds(timeout_ms);
+        let recipe = &request.slice.recipe;
+        let timeout_ms = recipe.timeout_ms.min(left);
+        let bounds = recipe.bounds(timeout_ms);
         let run = RunRequest {
             program: program.clone(),
-            entry: check.entry.clone().into(),
+            entry: check.entry.clone(),
             args: check.args.clone(),
             input: input.clone(),
-            harness: Vec::new(),
+            harness: harness.clone(),
             bounds,
         };
         let started = self.clock.now();
@@ -710,7 +640,7 @@ impl RepositoryCollector {
         facts.status = ObservationStatus::Observed;
         facts.problems = answer_problems(
             &answer,
-            &request.pins,
+            &prepared.programs.pins,
             check,
             &environment,
             &bounds,
@@ -724,7 +654,7 @@ impl RepositoryCollector {
             exit_code: answer.exit_code,
             signal: answer.signal,
             timeout_ms,
-            output_limit: request.recipe.output_limit,
+            output_limit: recipe.output_limit,
             wall_ms: answer.times.wall.as_millis() as u64,
             user_ms: answer.times.user.as_millis() as u64,
             system_ms: answer.times.system.as_millis() as u64,
@@ -807,19 +737,19 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Why the executor's environment now is not the pinned one, or `None`.
-fn environment_problem(
+pub fn environment_problem(
     runtime: &RuntimeDescription,
     environment: &EnvironmentRecord,
-    request: &CollectRequest,
+    slice: &FrozenSlice,
 ) -> Option<String> {
-    if runtime.executable.as_os_str() != request.recipe.runtime.as_str() {
+    if runtime.executable.as_os_str() != slice.recipe.runtime.as_str() {
         return Some(format!(
             "the runtime changed: the executor runs {}, the recipe pins {}",
             runtime.executable.display(),
-            request.recipe.runtime
+            slice.recipe.runtime
         ));
     }
-    let pinned = &request.environment;
+    let pinned = &slice.environment;
     let mut differences = Vec::new();
     if environment.runtime != pinned.runtime {
         differences.push(format!(
@@ -866,6 +796,7 @@ fn answer_problems(
     for (what, actual, expected) in [
         ("program", &ids.program, expected_program),
         ("input", &ids.input, &check.input),
+        ("harness", &ids.harness, &pins.harness),
         ("runtime", &ids.runtime, &environment.runtime),
         ("profile", &ids.profile, &environment.profile),
         ("bounds", &ids.bounds, &bounds.digest()),

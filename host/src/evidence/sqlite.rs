@@ -163,6 +163,24 @@ impl SqliteEvidenceStore {
         Ok(store)
     }
 
+    /// Opens the database at `path` as [`SqliteEvidenceStore::open`] does, but only if it
+    /// exists: for commands that read, which create nothing.
+    pub fn open_existing(path: &Path) -> Result<Self, EvidenceStoreError> {
+        match std::fs::symlink_metadata(path) {
+            Ok(_) => Self::open(path),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                Err(unavailable(format!(
+                    "{} does not exist: nothing was collected here yet",
+                    path.display()
+                )))
+            }
+            Err(error) => Err(unavailable(format!(
+                "{} cannot be examined: {error}",
+                path.display()
+            ))),
+        }
+    }
+
     /// Where the database file is.
     pub fn path(&self) -> &Path {
         &self.path

@@ -33,7 +33,23 @@ impl EvidenceStoreBackend for SqliteBackend {
         &self,
         state_dir: &Path,
     ) -> Result<Arc<dyn EvidenceStore>, EvidenceStoreError> {
-        let path = match &self.path {
+        Ok(Arc::new(SqliteEvidenceStore::open(&self.file(state_dir)?)?))
+    }
+
+    fn existing_evidence_store(
+        &self,
+        state_dir: &Path,
+    ) -> Result<Arc<dyn EvidenceStore>, EvidenceStoreError> {
+        Ok(Arc::new(SqliteEvidenceStore::open_existing(
+            &self.file(state_dir)?,
+        )?))
+    }
+}
+
+impl SqliteBackend {
+    /// The database file: the configured one, or `evidence.db` in `state_dir`.
+    fn file(&self, state_dir: &Path) -> Result<PathBuf, EvidenceStoreError> {
+        Ok(match &self.path {
             Some(path) if !path.is_absolute() => {
                 return Err(EvidenceStoreError::InvalidInput {
                     input: format!("path {}", path.display()),
@@ -44,8 +60,7 @@ impl EvidenceStoreBackend for SqliteBackend {
             }
             Some(path) => path.clone(),
             None => state_dir.join(SQLITE_FILE_NAME),
-        };
-        Ok(Arc::new(SqliteEvidenceStore::open(&path)?))
+        })
     }
 }
 

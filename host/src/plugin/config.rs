@@ -111,6 +111,16 @@ pub trait EvidenceStoreBackend: Debug + Send + Sync {
         &self,
         state_dir: &Path,
     ) -> Result<Arc<dyn EvidenceStore>, EvidenceStoreError>;
+
+    /// Opens the configured store for reading only what is there: a backend that would create
+    /// its storage refuses instead. The default builds the store as
+    /// [`EvidenceStoreBackend::evidence_store`] does.
+    fn existing_evidence_store(
+        &self,
+        state_dir: &Path,
+    ) -> Result<Arc<dyn EvidenceStore>, EvidenceStoreError> {
+        self.evidence_store(state_dir)
+    }
 }
 
 /// A Gate backend compiled into the running program, configured from its section.
@@ -413,6 +423,29 @@ impl Config {
         };
     }
 
+    /// The `[executor]` section as one canonical JSON object, `type` included: what a frozen
+    /// Slice records, so that its collections run under the executor it was frozen with. A
+    /// float or a date, which canonical JSON cannot hold, is refused.
+    pub fn executor_record(&self) -> Result<crate::canonical::Value, String> {
+        let mut table = self.executor.fields.clone();
+        table.insert(
+            "type".into(),
+            toml::Value::String(self.executor.tag.clone()),
+        );
+        toml_to_canonical(&toml::Value::Table(table), "executor")
+    }
+
+    /// This configuration with its `[executor]` section replaced by `record` (an
+    /// [`Config::executor_record`]): how a collection takes the executor its Slice recorded.
+    pub fn with_executor_record(
+        mut self,
+        record: &crate::canonical::Value,
+    ) -> Result<Self, String> {
+        let value = canonical_to_toml(record, "executor")?;
+        self.executor = section("executor", value)?;
+        Ok(self)
+    }
+
     /// Sets `key` of the `[executor]` section to `value` (how `sf exec --runtime` names the
     /// runtime); `type` cannot be set this way.
     pub fn set_executor_field(&mut self, key: &str, value: toml::Value) {
@@ -452,6 +485,26 @@ impl Config {
         plugins: &PluginPath,
         state_dir: &Path,
     ) -> Result<Arc<dyn EvidenceStore>, ConfigError> {
+        self.build_evidence_store(plugins, state_dir, false)
+    }
+
+    /// [`Config::evidence_store`] for commands that only read: a compiled-in backend creates
+    /// nothing (the SQLite store refuses a database that does not exist). A plugin store is
+    /// instantiated as it is; what its instantiation does is the plugin's.
+    pub fn existing_evidence_store(
+        &self,
+        plugins: &PluginPath,
+        state_dir: &Path,
+    ) -> Result<Arc<dyn EvidenceStore>, ConfigError> {
+        self.build_evidence_store(plugins, state_dir, true)
+    }
+
+    fn build_evidence_store(
+        &self,
+        plugins: &PluginPath,
+        state_dir: &Path,
+        existing: bool,
+    ) -> Result<Arc<dyn EvidenceStore>, ConfigError> {
         let name = "evidence_store";
         let section = &self.evidence_store;
         match self.resolve::<Box<dyn EvidenceStoreBackend>>(
@@ -461,9 +514,12 @@ impl Config {
             compiled_evidence_store_tags(),
             plugins,
         )? {
-            Resolved::Compiled(backend) => backend
-                .evidence_store(state_dir)
-                .map_err(|error| self.backend_error(name, section, error.to_string())),
+            Resolved::Compiled(backend) => if existing {
+                backend.existing_evidence_store(state_dir)
+            } else {
+                backend.evidence_store(state_dir)
+            }
+            .map_err(|error| self.backend_error(name, section, error.to_string())),
             Resolved::Plugin(plugin, fields) => {
                 let store = PluginEvidenceStore::new(&plugin, &section.tag, &fields)
                     .map_err(|error| self.plugin_error(name, section, error))?;
@@ -615,6 +671,76 @@ impl Config {
     }
 }
 
+/// A TOML value as canonical JSON; `at` names it in errors.
+fn toml_to_canonical(value: &toml::Value, at: &str) -> Result<crate::canonical::Value, String> {
+    use crate::canonical::Value;
+    Ok(match value {
+        toml::Value::String(text) => Value::String(text.clone()),
+        toml::Value::Integer(n)
+            if n.unsigned_abs() <= crate::canonical::MAX_SAFE_INTEGER as u64 =>
+        {
+            Value::Integer(*n)
+        }
+        toml::Value::Integer(_) => return Err(format!("{at} is an integer beyond 2^53 - 1")),
+        toml::Value::Boolean(flag) => Value::Bool(*flag),
+        toml::Value::Float(_) => {
+            return Err(format!(
+                "{at} is a float, which a frozen record cannot hold: write an integer"
+            ));
+        }
+        toml::Value::Datetime(_) => {
+            return Err(format!("{at} is a date, which a frozen record cannot hold"));
+        }
+        toml::Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| toml_to_canonical(item, &format!("{at}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        toml::Value::Table(table) => Value::Object(
+            table
+                .iter()
+                .map(|(key, item)| {
+                    Ok((
+                        key.clone(),
+                        toml_to_canonical(item, &format!("{at}.{key}"))?,
+                    ))
+                })
+                .collect::<Result<_, String>>()?,
+        ),
+    })
+}
+
+/// Canonical JSON as a TOML value (the inverse of [`toml_to_canonical`]); null has no TOML
+/// form and is refused.
+fn canonical_to_toml(value: &crate::canonical::Value, at: &str) -> Result<toml::Value, String> {
+    use crate::canonical::Value;
+    Ok(match value {
+        Value::Null => return Err(format!("{at} is null, which configuration cannot hold")),
+        Value::Bool(flag) => toml::Value::Boolean(*flag),
+        Value::Integer(n) => toml::Value::Integer(*n),
+        Value::String(text) => toml::Value::String(text.clone()),
+        Value::Array(items) => toml::Value::Array(
+            items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| canonical_to_toml(item, &format!("{at}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(map) => toml::Value::Table(
+            map.iter()
+                .map(|(key, item)| {
+                    Ok((
+                        key.clone(),
+                        canonical_to_toml(item, &format!("{at}.{key}"))?,
+                    ))
+                })
+                .collect::<Result<_, String>>()?,
+        ),
+    })
+}
+
 fn section(name: &str, value: toml::Value) -> Result<Section, String> {
     let toml::Value::Table(mut fields) = value else {
         return Err(format!("[{name}] must be a table"));
@@ -636,6 +762,36 @@ fn section(name: &str, value: toml::Value) -> Result<Section, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_executor_section_round_trips_through_its_record() {
+        let config = Config::parse(
+            "[executor]\ntype = \"sandbox-exec\"\nruntime = { executable = \"/bin/sh\", readable = [\"/usr/lib\"] }\nprepare_ahead = false\n",
+            ConfigOrigin::Defaults,
+        );
+        // The defaults origin insists on every section; use a file origin instead.
+        assert!(config.is_err());
+        let config = Config::parse(
+            "[executor]\ntype = \"sandbox-exec\"\nruntime = { executable = \"/bin/sh\", readable = [\"/usr/lib\"] }\nprepare_ahead = false\n",
+            ConfigOrigin::File("sf.toml".into()),
+        )
+        .unwrap();
+        let record = config.executor_record().unwrap();
+        let other = Config::defaults().with_executor_record(&record).unwrap();
+        assert_eq!(other.executor_section(), config.executor_section());
+        assert_eq!(other.executor_record().unwrap(), record);
+        let floats = Config::parse(
+            "[executor]\ntype = \"sandbox-exec\"\nshare = 0.5\n",
+            ConfigOrigin::File("sf.toml".into()),
+        )
+        .unwrap();
+        assert!(floats.executor_record().unwrap_err().contains("float"));
+        assert!(
+            Config::defaults()
+                .with_executor_record(&crate::canonical::Value::Null)
+                .is_err()
+        );
+    }
 
     #[test]
     fn defaults_name_git_cli() {

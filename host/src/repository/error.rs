@@ -39,6 +39,9 @@ pub enum Rejection {
     DuplicatePath,
     /// A path is outside the frozen scope.
     OutsideScope,
+    /// A path the Slice protects (its tests, its harness's configuration): no proposal may
+    /// create, change or delete it, even inside the scope.
+    ProtectedPath,
     /// A path breaks the grammar.
     BadPath,
     /// A `.` or `..` segment.
@@ -84,6 +87,7 @@ impl Rejection {
             Self::NoChange => "no-change",
             Self::DuplicatePath => "duplicate-path",
             Self::OutsideScope => "outside-scope",
+            Self::ProtectedPath => "protected-path",
             Self::BadPath => "bad-path",
             Self::DotSegment => "dot-segment",
             Self::GitSegment => "git-segment",

@@ -12,7 +12,7 @@ use super::source::{self, SourceFile};
 use super::{
     CandidateManifest, FileEdit, IDENT, MANIFEST_NAME, MAX_COMMIT_BYTES, ManifestFile, Proposal,
     Repository, RepositoryError, SealedCandidate, SourceSnapshot, candidate_message, candidate_ref,
-    validate_proposal,
+    check_protected, validate_proposal,
 };
 
 impl Repository {
@@ -209,6 +209,15 @@ impl Repository {
         let proposal = Proposal { edits };
         let recomputed = validate_proposal(&proposal, &manifest.scope)
             .map_err(|error| corrupt(&error.to_string()))?;
+        let protected = manifest
+            .frozen()
+            .protected()
+            .map_err(|error| corrupt(&error.to_string()))?;
+        check_protected(
+            manifest.edits.iter().map(|edit| edit.path.as_str()),
+            &protected,
+        )
+        .map_err(|error| corrupt(&error.to_string()))?;
         if recomputed != manifest.proposal_digest {
             return Err(corrupt(
                 "the proposal digest does not match the recorded edits",

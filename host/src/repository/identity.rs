@@ -11,8 +11,12 @@ use super::record::{FieldError, Fields, ID_RULE, is_valid_id};
 
 /// The protocol string of [`RepositoryIdentity`] and of the ownership marker.
 pub const REPOSITORY_PROTOCOL: &str = "sf-repository/1";
-/// The protocol string of Candidate manifests and Candidate commit messages.
-pub const CANDIDATE_PROTOCOL: &str = "sf-candidate/1";
+/// The protocol string of Candidate manifests and Candidate commit messages sealed for a
+/// frozen Slice (its digest and protected paths in the manifest and the message).
+pub const CANDIDATE_PROTOCOL: &str = "sf-candidate/2";
+/// The protocol string of the Candidates sealed before a Slice had a digest: still exported
+/// and snapshotted, never collected, judged or integrated.
+pub const CANDIDATE_PROTOCOL_V1: &str = "sf-candidate/1";
 /// The protocol string of seal commit messages.
 pub const SEAL_PROTOCOL: &str = "sf-seal/1";
 /// The author and committer of every commit sf writes. A fixed time makes equal inputs give

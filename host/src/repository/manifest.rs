@@ -1,18 +1,63 @@
-//! The Candidate manifest (`sf-candidate/1`) and the frozen inputs a Candidate is sealed for,
+//! The Candidate manifest (`sf-candidate/2`) and the frozen inputs a Candidate is sealed for,
 //! with the Candidate commit message derived from them.
+//!
+//! A version 2 Candidate is sealed for one frozen Slice: its manifest and message name the
+//! Slice's digest, and the manifest its protected-path patterns, so that no Candidate can
+//! claim a scope, a base or records its Slice does not have. Version 1 Candidates
+//! (`sf-candidate/1`, without the binding) are still read and exported; nothing collects,
+//! judges or integrates them.
 
 use crate::canonical::{self, Digest, Value, object};
 use crate::git_object::ObjectId;
+use crate::path_glob::PathGlob;
 use crate::snapshot::SnapshotFile;
 use crate::source_path;
 
 use super::error::RepositoryError;
-use super::identity::{CANDIDATE_PROTOCOL, RepositoryIdentity};
+use super::identity::{CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, RepositoryIdentity};
 use super::record::{FieldError, Fields, ID_RULE, index, is_valid_id};
 use super::source::{FILE_MODE, SourceFile};
 
 /// The most scope entries frozen inputs may hold.
 pub const MAX_SCOPE_ENTRIES: usize = 64;
+/// The most protected-path patterns frozen inputs may hold.
+pub const MAX_PROTECTED_PATTERNS: usize = 1024;
+
+/// What binds a Candidate to its frozen Slice: the Slice record's digest and the patterns of
+/// the paths no proposal may create, change or delete.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceBinding {
+    pub digest: Digest,
+    /// Protected-path patterns ([`crate::path_glob`]), as the Slice lists them.
+    pub protected: Vec<String>,
+}
+
+impl SliceBinding {
+    /// Checks the patterns: at most [`MAX_PROTECTED_PATTERNS`], each valid, none twice.
+    pub fn validate(&self) -> Result<Vec<PathGlob>, RepositoryError> {
+        if self.protected.len() > MAX_PROTECTED_PATTERNS {
+            return Err(RepositoryError::invalid(
+                "frozen.protected",
+                "holds at most 1024 patterns",
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let mut globs = Vec::with_capacity(self.protected.len());
+        for (at, pattern) in self.protected.iter().enumerate() {
+            let glob = PathGlob::parse(pattern).map_err(|error| {
+                RepositoryError::invalid(format!("frozen.protected[{at}]"), error.to_string())
+            })?;
+            if !seen.insert(pattern.as_str()) {
+                return Err(RepositoryError::invalid(
+                    format!("frozen.protected[{at}] ({pattern})"),
+                    "patterns are distinct",
+                ));
+            }
+            globs.push(glob);
+        }
+        Ok(globs)
+    }
+}
 
 /// Which Slice, at which revision, a Candidate belongs to.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,8 +80,9 @@ fn scope_value(scope: &[String]) -> Value {
     Value::Array(scope.iter().map(|path| path.as_str().into()).collect())
 }
 
-/// What a Candidate is sealed for: its base B, its Slice, the paths it may touch, and the
-/// digests of its acceptance, recipe and environment records.
+/// What a Candidate is sealed for: its base B, its Slice, the paths it may touch, the
+/// digests of its acceptance, recipe and environment records, and (from `sf-candidate/2` on)
+/// the Slice's digest and protected paths.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrozenInputs {
     pub base: ObjectId,
@@ -45,12 +91,22 @@ pub struct FrozenInputs {
     pub acceptance: Digest,
     pub recipe: Digest,
     pub environment: Digest,
+    /// `None` only for a version 1 Candidate read back; `seal` requires it.
+    pub binding: Option<SliceBinding>,
 }
 
 impl FrozenInputs {
+    /// The protected-path patterns, parsed (none for a version 1 Candidate).
+    pub fn protected(&self) -> Result<Vec<PathGlob>, RepositoryError> {
+        self.binding
+            .as_ref()
+            .map_or(Ok(Vec::new()), SliceBinding::validate)
+    }
+
     /// Checks the rules the types do not carry: the slice id grammar, a positive safe
-    /// revision, and 1 to 64 distinct valid scope paths.
+    /// revision, 1 to 64 distinct valid scope paths, and valid protected patterns.
     pub fn validate(&self) -> Result<(), RepositoryError> {
+        self.protected()?;
         if !is_valid_id(&self.slice.id) {
             return Err(RepositoryError::invalid("frozen.slice.id", ID_RULE));
         }
@@ -80,54 +136,6 @@ impl FrozenInputs {
         }
         Ok(())
     }
-
-    /// The frozen inputs as a JSON record (what [`FrozenInputs::from_json`] reads).
-    pub fn to_value(&self) -> Value {
-        object([
-            ("base", self.base.to_hex().into()),
-            ("slice", self.slice.to_value()),
-            ("scope", scope_value(&self.scope)),
-            ("acceptance", self.acceptance.to_string().into()),
-            ("recipe", self.recipe.to_string().into()),
-            ("environment", self.environment.to_string().into()),
-        ])
-    }
-
-    /// Parses frozen inputs from JSON: `{base, slice: {id, revision}, scope, acceptance,
-    /// recipe, environment}`, strictly.
-    pub fn from_json(bytes: &[u8]) -> Result<Self, RepositoryError> {
-        let value = canonical::parse(bytes)
-            .map_err(|error| RepositoryError::invalid("frozen inputs", error.to_string()))?;
-        let frozen = Self::from_value(&value)
-            .map_err(|error| RepositoryError::invalid(error.field, error.rule))?;
-        frozen.validate()?;
-        Ok(frozen)
-    }
-
-    fn from_value(value: &Value) -> Result<Self, FieldError> {
-        let fields = Fields::exact(
-            value,
-            "frozen",
-            &[
-                "base",
-                "slice",
-                "scope",
-                "acceptance",
-                "recipe",
-                "environment",
-            ],
-        )?;
-        let slice = slice_from_value(fields.value("slice"), &fields.path("slice"))?;
-        let scope = string_list(fields.array("scope")?, &fields.path("scope"))?;
-        Ok(Self {
-            base: fields.object_id("base")?,
-            slice,
-            scope,
-            acceptance: fields.digest("acceptance")?,
-            recipe: fields.digest("recipe")?,
-            environment: fields.digest("environment")?,
-        })
-    }
 }
 
 fn slice_from_value(value: &Value, path: &str) -> Result<Slice, FieldError> {
@@ -153,10 +161,18 @@ fn string_list(items: &[Value], path: &str) -> Result<Vec<String>, FieldError> {
 }
 
 /// The message of Candidate commit M: derived from the frozen inputs and the proposal
-/// digest, never from the manifest (which names M), so there is no cycle.
+/// digest, never from the manifest (which names M), so there is no cycle. A version 2
+/// message names the Slice's digest on the line after the Slice.
 pub fn candidate_message(product_id: &str, frozen: &FrozenInputs, proposal: &Digest) -> String {
+    let (protocol, slice_digest) = match &frozen.binding {
+        Some(binding) => (
+            CANDIDATE_PROTOCOL,
+            format!("slice-digest: {}\n", binding.digest),
+        ),
+        None => (CANDIDATE_PROTOCOL_V1, String::new()),
+    };
     format!(
-        "{CANDIDATE_PROTOCOL}\n\nproduct: {product_id}\nslice: {} {}\nacceptance: {}\nrecipe: {}\nenvironment: {}\nproposal: {proposal}\n",
+        "{protocol}\n\nproduct: {product_id}\nslice: {} {}\n{slice_digest}acceptance: {}\nrecipe: {}\nenvironment: {}\nproposal: {proposal}\n",
         frozen.slice.id,
         frozen.slice.revision,
         frozen.acceptance,
@@ -165,14 +181,32 @@ pub fn candidate_message(product_id: &str, frozen: &FrozenInputs, proposal: &Dig
     )
 }
 
-/// Whether `message` is a Candidate commit message naming `product_id`, in canonical form.
+/// Whether `message` is a Candidate commit message (of either version) naming `product_id`,
+/// in canonical form.
 pub(crate) fn is_candidate_message(message: &str, product_id: &str) -> bool {
-    let Some(rest) =
+    let (rest, v2) = if let Some(rest) =
         message.strip_prefix(&format!("{CANDIDATE_PROTOCOL}\n\nproduct: {product_id}\n"))
-    else {
+    {
+        (rest, true)
+    } else if let Some(rest) = message.strip_prefix(&format!(
+        "{CANDIDATE_PROTOCOL_V1}\n\nproduct: {product_id}\n"
+    )) {
+        (rest, false)
+    } else {
         return false;
     };
-    let lines: Vec<&str> = rest.split_terminator('\n').collect();
+    let mut lines: Vec<&str> = rest.split_terminator('\n').collect();
+    if v2 {
+        if lines.len() != 6
+            || lines[1]
+                .strip_prefix("slice-digest: ")
+                .and_then(Digest::parse)
+                .is_none()
+        {
+            return false;
+        }
+        lines.remove(1);
+    }
     if lines.len() != 5 || !message.ends_with('\n') {
         return false;
     }
@@ -226,6 +260,8 @@ pub struct ManifestEdit {
 pub struct CandidateManifest {
     pub repository: RepositoryIdentity,
     pub slice: Slice,
+    /// The Slice binding of a version 2 manifest; `None` for version 1.
+    pub binding: Option<SliceBinding>,
     pub scope: Vec<String>,
     pub acceptance: Digest,
     pub recipe: Digest,
@@ -249,6 +285,16 @@ impl CandidateManifest {
             acceptance: self.acceptance.clone(),
             recipe: self.recipe.clone(),
             environment: self.environment.clone(),
+            binding: self.binding.clone(),
+        }
+    }
+
+    /// The manifest's protocol string.
+    pub fn protocol(&self) -> &'static str {
+        if self.binding.is_some() {
+            CANDIDATE_PROTOCOL
+        } else {
+            CANDIDATE_PROTOCOL_V1
         }
     }
 
@@ -278,10 +324,17 @@ impl CandidateManifest {
                 ])
             })
             .collect();
-        object([
-            ("protocol", CANDIDATE_PROTOCOL.into()),
+        let mut slice = self.slice.to_value();
+        let mut fields = vec![
+            ("protocol", Value::from(self.protocol())),
             ("repository", self.repository.to_value()),
-            ("slice", self.slice.to_value()),
+        ];
+        if let (Some(binding), Value::Object(map)) = (&self.binding, &mut slice) {
+            map.insert("digest".into(), binding.digest.to_string().into());
+            fields.push(("protected", scope_value(&binding.protected)));
+        }
+        fields.extend([
+            ("slice", slice),
             ("scope", scope_value(&self.scope)),
             ("acceptance", self.acceptance.to_string().into()),
             ("recipe", self.recipe.to_string().into()),
@@ -303,33 +356,70 @@ impl CandidateManifest {
                     ("edits", Value::Array(edits)),
                 ]),
             ),
-        ])
+        ]);
+        Value::Object(
+            fields
+                .into_iter()
+                .map(|(key, value)| (key.to_owned(), value))
+                .collect(),
+        )
     }
 
-    /// Parses a manifest strictly. Canonical form is the caller's check (it has the bytes).
+    /// Parses a manifest of either version strictly. Canonical form is the caller's check (it
+    /// has the bytes).
     pub fn from_value(value: &Value) -> Result<Self, FieldError> {
-        let fields = Fields::exact(
-            value,
-            "manifest",
-            &[
-                "protocol",
-                "repository",
-                "slice",
-                "scope",
-                "acceptance",
-                "recipe",
-                "environment",
-                "base",
-                "commit",
-                "tree",
-                "files",
-                "proposal",
-            ],
+        const V1_FIELDS: [&str; 12] = [
+            "protocol",
+            "repository",
+            "slice",
+            "scope",
+            "acceptance",
+            "recipe",
+            "environment",
+            "base",
+            "commit",
+            "tree",
+            "files",
+            "proposal",
+        ];
+        let v2 = matches!(value, Value::Object(map)
+            if map.get("protocol") == Some(&Value::from(CANDIDATE_PROTOCOL)));
+        let mut names = V1_FIELDS.to_vec();
+        if v2 {
+            names.push("protected");
+        }
+        let fields = Fields::exact(value, "manifest", &names)?;
+        fields.literal(
+            "protocol",
+            if v2 {
+                CANDIDATE_PROTOCOL
+            } else {
+                CANDIDATE_PROTOCOL_V1
+            },
         )?;
-        fields.literal("protocol", CANDIDATE_PROTOCOL)?;
         let repository =
             RepositoryIdentity::from_value(fields.value("repository"), &fields.path("repository"))?;
-        let slice = slice_from_value(fields.value("slice"), &fields.path("slice"))?;
+        let (slice, binding) = if v2 {
+            let slice = Fields::exact(
+                fields.value("slice"),
+                &fields.path("slice"),
+                &["id", "revision", "digest"],
+            )?;
+            let binding = SliceBinding {
+                digest: slice.digest("digest")?,
+                protected: string_list(fields.array("protected")?, &fields.path("protected"))?,
+            };
+            let slice = Slice {
+                id: slice.string("id")?.to_owned(),
+                revision: slice.positive("revision")?,
+            };
+            (slice, Some(binding))
+        } else {
+            (
+                slice_from_value(fields.value("slice"), &fields.path("slice"))?,
+                None,
+            )
+        };
         let scope = string_list(fields.array("scope")?, &fields.path("scope"))?;
         let base = Fields::exact(
             fields.value("base"),
@@ -372,6 +462,7 @@ impl CandidateManifest {
         Ok(Self {
             repository,
             slice,
+            binding,
             scope,
             acceptance: fields.digest("acceptance")?,
             recipe: fields.digest("recipe")?,

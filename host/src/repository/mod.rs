@@ -27,21 +27,23 @@ use crate::git_object::{self, ObjectId, ObjectKind};
 
 pub use error::{Rejection, RepositoryError};
 pub use identity::{
-    CANDIDATE_PROTOCOL, DEFAULT_GIT_TIMEOUT, IDENT, MAX_COMMIT_BYTES, MAX_REPOSITORY_PATH_BYTES,
-    MAX_TARGET_REF_BYTES, MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS, REPOSITORY_PROTOCOL,
-    RepositoryIdentity, RepositoryLimits, SEAL_PROTOCOL, check_target_ref,
+    CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, DEFAULT_GIT_TIMEOUT, IDENT, MAX_COMMIT_BYTES,
+    MAX_REPOSITORY_PATH_BYTES, MAX_TARGET_REF_BYTES, MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS,
+    REPOSITORY_PROTOCOL, RepositoryIdentity, RepositoryLimits, SEAL_PROTOCOL, check_target_ref,
     parse_repository_identity,
 };
 pub use integration::{
     Action, INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationObservation,
     IntegrationPayload, IntegrationReceipt, Invocation, MALFORMED_GUARD_ANSWER, MAX_PAYLOAD_BYTES,
-    ObservationStamp, Owner, Postcondition, PreparedIntegration,
+    ObservationStamp, Owner, Postcondition, PreparedIntegration, consult as consult_gate,
 };
 pub use manifest::{
-    CandidateManifest, FrozenInputs, MAX_SCOPE_ENTRIES, ManifestEdit, ManifestFile,
-    SealedCandidate, Slice, candidate_message,
+    CandidateManifest, FrozenInputs, MAX_PROTECTED_PATTERNS, MAX_SCOPE_ENTRIES, ManifestEdit,
+    ManifestFile, SealedCandidate, Slice, SliceBinding, candidate_message,
 };
-pub use proposal::{FileEdit, Proposal, parse_proposal, validate_proposal};
+pub use proposal::{
+    FileEdit, Proposal, check_protected, in_scope, parse_proposal, validate_proposal,
+};
 pub use record::{ID_RULE, is_valid_id};
 pub use source::{SourceFile, SourceSnapshot, SourceText};
 
@@ -143,6 +145,11 @@ impl std::fmt::Debug for Repository {
 impl Repository {
     pub fn identity(&self) -> &RepositoryIdentity {
         &self.identity
+    }
+
+    /// The options this handle was opened with.
+    pub fn options(&self) -> &RepositoryOptions {
+        &self.options
     }
 
     fn deadline(&self) -> Instant {

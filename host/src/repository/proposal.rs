@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::canonical::{self, Digest, Value, object};
+use crate::path_glob::{PathGlob, first_match};
 use crate::source_path;
 
 use super::error::{Rejection, RepositoryError};
@@ -85,6 +86,38 @@ fn proposal_from_value(value: &Value) -> Result<Proposal, FieldError> {
     Ok(Proposal { edits })
 }
 
+/// Whether `path` is inside `scope`: it equals a scope entry or sits below one.
+pub fn in_scope(path: &str, scope: &[String]) -> bool {
+    scope.iter().any(|entry| {
+        path == entry
+            || path
+                .strip_prefix(entry.as_str())
+                .is_some_and(|rest| rest.starts_with('/'))
+    })
+}
+
+/// Refuses the first of `paths` (a proposal's edits) that one of the Slice's `protected`
+/// patterns matches: no proposal may create, change or delete a protected path, even inside
+/// the scope.
+pub fn check_protected<'a>(
+    paths: impl IntoIterator<Item = &'a str>,
+    protected: &[PathGlob],
+) -> Result<(), RepositoryError> {
+    for path in paths {
+        if let Some(pattern) = first_match(protected, path) {
+            return Err(RepositoryError::rejected(
+                Rejection::ProtectedPath,
+                format!("proposal edit {path}"),
+                format!(
+                    "the Slice protects \"{pattern}\": no proposal may create, change or \
+                     delete it, even inside the scope"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Validates a proposal on its own (without a base): edit count, paths, texts, duplicates,
 /// scope and size. Returns the proposal's digest.
 pub fn validate_proposal(proposal: &Proposal, scope: &[String]) -> Result<Digest, RepositoryError> {
@@ -120,10 +153,7 @@ pub fn validate_proposal(proposal: &Proposal, scope: &[String]) -> Result<Digest
                 "each path appears once in a proposal (compared ignoring case)",
             ));
         }
-        if !scope
-            .iter()
-            .any(|entry| edit.path == *entry || edit.path.starts_with(&format!("{entry}/")))
-        {
+        if !in_scope(&edit.path, scope) {
             return Err(RepositoryError::rejected(
                 Rejection::OutsideScope,
                 &field,

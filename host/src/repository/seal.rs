@@ -14,7 +14,7 @@ use super::source;
 use super::{
     CANDIDATE_REF_PATIENCE, CandidateManifest, FrozenInputs, IDENT, MANIFEST_NAME, ManifestEdit,
     ManifestFile, Proposal, Repository, RepositoryError, SealedCandidate, candidate_message,
-    candidate_ref, validate_proposal,
+    candidate_ref, check_protected, validate_proposal,
 };
 
 impl Repository {
@@ -28,7 +28,18 @@ impl Repository {
         proposal: &Proposal,
     ) -> Result<SealedCandidate, RepositoryError> {
         frozen.validate()?;
+        if frozen.binding.is_none() {
+            return Err(RepositoryError::invalid(
+                "frozen.binding",
+                "a Candidate is sealed for a frozen Slice: its digest and protected paths are \
+                 required",
+            ));
+        }
         let proposal_digest = validate_proposal(proposal, &frozen.scope)?;
+        check_protected(
+            proposal.edits.iter().map(|edit| edit.path.as_str()),
+            &frozen.protected()?,
+        )?;
         let base = self.snapshot(&frozen.base).map_err(|error| match error {
             RepositoryError::Missing { .. } | RepositoryError::InvalidInput { .. } => {
                 RepositoryError::invalid(
@@ -62,6 +73,7 @@ impl Repository {
         let manifest = CandidateManifest {
             repository: self.identity.clone(),
             slice: frozen.slice.clone(),
+            binding: frozen.binding.clone(),
             scope: frozen.scope.clone(),
             acceptance: frozen.acceptance.clone(),
             recipe: frozen.recipe.clone(),

@@ -15,7 +15,7 @@ pub const MALFORMED_GUARD_ANSWER: &str =
 /// call: no answer within `timeout` withholds (the gate is abandoned, not stopped), and an
 /// allowance that arrives when the monotonic clock shows `timeout` or more since the call is
 /// late and withholds too. Only an exact, timely `Proceed` returns `Ok`.
-pub(super) fn consult(gate: Arc<dyn Gate>, timeout: Duration) -> Result<(), String> {
+pub fn consult(gate: Arc<dyn Gate>, timeout: Duration) -> Result<(), String> {
     let started = Instant::now();
     let deadline = started + timeout;
     let (sender, receiver) = mpsc::channel();

@@ -26,8 +26,7 @@ use super::error::RepositoryError;
 use super::identity::{IDENT, MAX_COMMIT_BYTES};
 use super::{Repository, random_nonce, source};
 
-pub use guard::MALFORMED_GUARD_ANSWER;
-use guard::consult;
+pub use guard::{MALFORMED_GUARD_ANSWER, consult};
 use observation::Seen;
 use observation::now_rfc3339;
 pub use observation::{
@@ -139,6 +138,15 @@ impl Repository {
             });
         }
         Ok(existing)
+    }
+
+    /// The intent retained for `action`, verified, if there is one. Read-only: how a caller
+    /// that did not keep the prepared record finds out what an occurrence already holds.
+    pub fn retained_intent(
+        &self,
+        action: &Action,
+    ) -> Result<Option<PreparedIntegration>, RepositoryError> {
+        self.read_intent(&integration_refs(action))
     }
 
     /// Reads and verifies the retained intent under `refs.intent`, if any.

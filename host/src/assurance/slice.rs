@@ -1,0 +1,500 @@
+//! The Slice record (`sf-slice/1`): the one source of what a Candidate is sealed for. Its
+//! digest binds every frozen part of a Slice (its id and revision, the repository and base,
+//! the scope and protected paths, the acceptance, recipe and environment records, the harness
+//! and the test files laid over both trees, and the executor configuration it was frozen
+//! with), and a Candidate's manifest names that digest.
+//!
+//! [`FrozenSlice`] is a record together with everything it names, checked as a whole
+//! ([`FrozenSlice::validate`]): freezing runs the same checks before anything is written, and
+//! every command that reads a frozen Slice runs them again. [`authenticate`] is the check
+//! that a sealed Candidate was sealed for exactly this Slice, made before any attempt starts.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::canonical::{self, Digest, Value, object};
+use crate::contracts::executor::EntryPlace;
+use crate::git_object::ObjectId;
+use crate::path_glob::PathGlob;
+use crate::repository::record::{FieldError, Fields, index};
+use crate::repository::{
+    CANDIDATE_PROTOCOL, FrozenInputs, ID_RULE, RepositoryIdentity, SealedCandidate, Slice,
+    SliceBinding, check_protected, in_scope, is_valid_id,
+};
+use crate::snapshot::{SnapshotFile, snapshot_digest};
+
+use super::acceptance::{Acceptance, Stage};
+use super::environment::EnvironmentRecord;
+use super::recipe::Recipe;
+use super::{AssuranceError, record_digest, record_from_json};
+
+/// The protocol string of the Slice record.
+pub const SLICE_PROTOCOL: &str = "sf-slice/1";
+
+/// A frozen Slice's record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceRecord {
+    pub id: String,
+    pub revision: u64,
+    /// The repository the Slice's base belongs to.
+    pub repository: RepositoryIdentity,
+    /// The base B every Candidate of the Slice is sealed on.
+    pub base: ObjectId,
+    /// The paths a proposal may touch (each a file, or a directory and everything below).
+    pub scope: Vec<String>,
+    /// The patterns of paths no proposal may create, change or delete, even inside the
+    /// scope: the operator's, and every file of the overlay with the directories above it.
+    pub protected: Vec<String>,
+    pub acceptance: Digest,
+    pub recipe: Digest,
+    pub environment: Digest,
+    /// The snapshot digest of the harness (the empty snapshot's when there is none).
+    pub harness: Digest,
+    /// The snapshot digest of the test files laid over both stages' trees (the empty
+    /// snapshot's when there are none).
+    pub overlay: Digest,
+    /// The executor configuration the Slice was frozen with (`{"type": …, …}`), so that a
+    /// collection cannot run under another one.
+    pub executor: Value,
+}
+
+impl SliceRecord {
+    /// The Slice as a Candidate names it.
+    pub fn slice(&self) -> Slice {
+        Slice {
+            id: self.id.clone(),
+            revision: self.revision,
+        }
+    }
+
+    /// The protected-path patterns, parsed.
+    pub fn protected_globs(&self) -> Result<Vec<PathGlob>, AssuranceError> {
+        self.binding(Digest::of(b""))
+            .validate()
+            .map_err(|error| AssuranceError::invalid("slice.protected", error.to_string()))
+    }
+
+    fn binding(&self, digest: Digest) -> SliceBinding {
+        SliceBinding {
+            digest,
+            protected: self.protected.clone(),
+        }
+    }
+
+    /// What a Candidate of this Slice is sealed for; `digest` is this record's.
+    pub fn frozen_inputs(&self, digest: &Digest) -> FrozenInputs {
+        FrozenInputs {
+            base: self.base,
+            slice: self.slice(),
+            scope: self.scope.clone(),
+            acceptance: self.acceptance.clone(),
+            recipe: self.recipe.clone(),
+            environment: self.environment.clone(),
+            binding: Some(self.binding(digest.clone())),
+        }
+    }
+
+    /// Checks the rules the types do not carry: the id grammar, a positive safe revision, the
+    /// repository identity's own rules, the scope and the protected patterns (through the
+    /// frozen inputs' rules), and an executor configuration that names its `type`.
+    pub fn validate(&self) -> Result<(), AssuranceError> {
+        if !is_valid_id(&self.id) {
+            return Err(AssuranceError::invalid("slice.id", ID_RULE));
+        }
+        crate::repository::parse_repository_identity(&self.repository.to_canonical_bytes())
+            .map_err(|error| AssuranceError::invalid("slice.repository", error.to_string()))?;
+        self.frozen_inputs(&Digest::of(b""))
+            .validate()
+            .map_err(|error| AssuranceError::invalid("slice", error.to_string()))?;
+        match &self.executor {
+            Value::Object(map) if matches!(map.get("type"), Some(Value::String(tag)) if !tag.is_empty()) => {
+                Ok(())
+            }
+            _ => Err(AssuranceError::invalid(
+                "slice.executor",
+                "is the executor configuration, an object with a string \"type\"",
+            )),
+        }
+    }
+
+    /// The record as a JSON value.
+    pub fn to_value(&self) -> Value {
+        let strings =
+            |items: &[String]| Value::Array(items.iter().map(|s| s.as_str().into()).collect());
+        object([
+            ("protocol", SLICE_PROTOCOL.into()),
+            ("id", self.id.as_str().into()),
+            ("revision", Value::Integer(self.revision as i64)),
+            ("repository", self.repository.to_value()),
+            ("base", self.base.to_hex().into()),
+            ("scope", strings(&self.scope)),
+            ("protected", strings(&self.protected)),
+            ("acceptance", self.acceptance.to_string().into()),
+            ("recipe", self.recipe.to_string().into()),
+            ("environment", self.environment.to_string().into()),
+            ("harness", self.harness.to_string().into()),
+            ("overlay", self.overlay.to_string().into()),
+            ("executor", self.executor.clone()),
+        ])
+    }
+
+    /// The canonical bytes of the record.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, AssuranceError> {
+        canonical::encode(&self.to_value())
+            .map_err(|error| AssuranceError::invalid("slice", error.to_string()))
+    }
+
+    /// The Slice digest: the `sha256:` of the canonical bytes.
+    pub fn digest(&self) -> Result<Digest, AssuranceError> {
+        record_digest(&self.to_value(), "slice")
+    }
+
+    /// Parses a Slice record strictly and validates it.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, AssuranceError> {
+        let record = record_from_json(bytes, "slice", Self::from_value)?;
+        record.validate()?;
+        Ok(record)
+    }
+
+    fn from_value(value: &Value) -> Result<Self, FieldError> {
+        let fields = Fields::exact(
+            value,
+            "slice",
+            &[
+                "protocol",
+                "id",
+                "revision",
+                "repository",
+                "base",
+                "scope",
+                "protected",
+                "acceptance",
+                "recipe",
+                "environment",
+                "harness",
+                "overlay",
+                "executor",
+            ],
+        )?;
+        fields.literal("protocol", SLICE_PROTOCOL)?;
+        let strings = |key: &str| -> Result<Vec<String>, FieldError> {
+            fields
+                .array(key)?
+                .iter()
+                .enumerate()
+                .map(|(at, item)| match item {
+                    Value::String(text) => Ok(text.clone()),
+                    _ => Err(FieldError::wrong(
+                        &index(&fields.path(key), at),
+                        "must be a string",
+                    )),
+                })
+                .collect()
+        };
+        Ok(Self {
+            id: fields.string("id")?.to_owned(),
+            revision: fields.positive("revision")?,
+            repository: RepositoryIdentity::from_value(
+                fields.value("repository"),
+                &fields.path("repository"),
+            )?,
+            base: fields.object_id("base")?,
+            scope: strings("scope")?,
+            protected: strings("protected")?,
+            acceptance: fields.digest("acceptance")?,
+            recipe: fields.digest("recipe")?,
+            environment: fields.digest("environment")?,
+            harness: fields.digest("harness")?,
+            overlay: fields.digest("overlay")?,
+            executor: fields.value("executor").clone(),
+        })
+    }
+}
+
+/// The patterns the overlay's files add to the protected ones: each file's path and every
+/// directory above it (a proposal that made one of those a file would hide the test file).
+/// Paths of the grammar hold no pattern characters, so each is a literal pattern.
+pub fn overlay_protection(overlay: &[SnapshotFile]) -> BTreeSet<String> {
+    let mut patterns = BTreeSet::new();
+    for file in overlay {
+        let mut prefix = String::new();
+        for segment in file.path.split('/') {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(segment);
+            patterns.insert(prefix.clone());
+        }
+    }
+    patterns
+}
+
+/// A frozen Slice: its record and everything the record names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrozenSlice {
+    pub record: SliceRecord,
+    pub acceptance: Acceptance,
+    pub recipe: Recipe,
+    pub environment: EnvironmentRecord,
+    /// The harness files (at `/sf/harness` in every run).
+    pub harness: Vec<SnapshotFile>,
+    /// The test files laid over both stages' trees.
+    pub overlay: Vec<SnapshotFile>,
+    /// Every input a process check names, by snapshot digest.
+    pub inputs: BTreeMap<Digest, Vec<SnapshotFile>>,
+}
+
+impl FrozenSlice {
+    /// Checks the Slice as a whole and returns its digest: the record is valid; the
+    /// acceptance, recipe, environment, harness and overlay give the digests the record
+    /// names, and every input a check names is here and gives its digest; every harness entry
+    /// is a file of the harness; `entryInScope` is true exactly for the checks of stage
+    /// candidate whose tree entry the scope covers; the overlay's paths are protected; and no
+    /// input, harness or overlay file holds the expected stdout of a check (the answer key
+    /// stays on the host, as a digest).
+    pub fn validate(&self) -> Result<Digest, AssuranceError> {
+        let record = &self.record;
+        record.validate()?;
+        self.acceptance.validate()?;
+        self.recipe.validate()?;
+        self.environment.validate()?;
+        for (what, digest, named) in [
+            ("acceptance", self.acceptance.digest()?, &record.acceptance),
+            ("recipe", self.recipe.digest()?, &record.recipe),
+            (
+                "environment",
+                self.environment.digest()?,
+                &record.environment,
+            ),
+            (
+                "harness",
+                files_digest(&self.harness, "harness")?,
+                &record.harness,
+            ),
+            (
+                "overlay",
+                files_digest(&self.overlay, "overlay")?,
+                &record.overlay,
+            ),
+        ] {
+            if digest != *named {
+                return Err(AssuranceError::invalid(
+                    format!("slice.{what}"),
+                    format!("the Slice names {named}, but its {what} gives {digest}"),
+                ));
+            }
+        }
+        for (digest, files) in &self.inputs {
+            if files_digest(files, "input")? != *digest {
+                return Err(AssuranceError::invalid(
+                    format!("input {digest}"),
+                    "its files do not give its digest",
+                ));
+            }
+        }
+        let protected: BTreeSet<&str> = record.protected.iter().map(String::as_str).collect();
+        if let Some(missing) = overlay_protection(&self.overlay)
+            .into_iter()
+            .find(|pattern| !protected.contains(pattern.as_str()))
+        {
+            return Err(AssuranceError::invalid(
+                "slice.protected",
+                format!("does not protect {missing:?}, a path of the overlay"),
+            ));
+        }
+        for check in self.acceptance.process_checks() {
+            let field = format!("check {}", check.id);
+            if !self.inputs.contains_key(&check.input) {
+                return Err(AssuranceError::invalid(
+                    format!("{field} input {}", check.input),
+                    "the Slice does not hold this input",
+                ));
+            }
+            if check.entry.place == EntryPlace::Harness
+                && !self
+                    .harness
+                    .iter()
+                    .any(|file| file.path == check.entry.path)
+            {
+                return Err(AssuranceError::invalid(
+                    format!("{field} entry {}", check.entry.path),
+                    "is not a file of the harness",
+                ));
+            }
+            let rewritable = check.stage == Stage::Candidate
+                && check.entry.place == EntryPlace::Program
+                && in_scope(&check.entry.path, &record.scope);
+            if rewritable != check.entry_in_scope {
+                return Err(AssuranceError::invalid(
+                    format!("{field} entryInScope"),
+                    if rewritable {
+                        "the entry is inside the scope, so the Candidate may rewrite what this \
+                         check runs: move the entry into the harness, or declare \
+                         \"entryInScope\": true if the check runs Candidate code on purpose"
+                    } else {
+                        "is true, but the Candidate cannot rewrite this entry: write false"
+                    },
+                ));
+            }
+        }
+        self.check_answer_key()?;
+        record.digest()
+    }
+
+    /// Refuses a file a run can read whose bytes are a check's expected stdout (as they are,
+    /// or with a final newline added or removed): the expected stdout is held on the host as
+    /// a digest and never where a Candidate could read it.
+    fn check_answer_key(&self) -> Result<(), AssuranceError> {
+        let expected: BTreeMap<&Digest, &str> = self
+            .acceptance
+            .process_checks()
+            .filter_map(|check| {
+                check
+                    .expectation
+                    .stdout_digest
+                    .as_ref()
+                    .map(|digest| (digest, check.id.as_str()))
+            })
+            .filter(|(digest, _)| **digest != Digest::of(b""))
+            .collect();
+        let readable = self
+            .inputs
+            .values()
+            .flatten()
+            .map(|file| ("input", file))
+            .chain(self.harness.iter().map(|file| ("harness", file)))
+            .chain(self.overlay.iter().map(|file| ("overlay", file)));
+        for (place, file) in readable {
+            let bytes = &file.content;
+            let mut variants = vec![Digest::of(bytes)];
+            let mut with_newline = bytes.clone();
+            with_newline.push(b'\n');
+            variants.push(Digest::of(&with_newline));
+            if let Some(without) = bytes.strip_suffix(b"\n") {
+                variants.push(Digest::of(without));
+            }
+            if let Some(check) = variants.iter().find_map(|digest| expected.get(digest)) {
+                return Err(AssuranceError::invalid(
+                    format!("{place} file {}", file.path),
+                    format!(
+                        "holds the expected stdout of check {check}, which a Candidate could \
+                         read: keep the expected output on the host as the check's \
+                         stdoutDigest only"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks what needs the base's files: every tree entry of a check the Candidate cannot
+    /// rewrite (of stage base, or outside the scope) is a file of the base with the overlay
+    /// laid over it.
+    pub fn check_entries_in(&self, base: &[SnapshotFile]) -> Result<(), AssuranceError> {
+        for check in self.acceptance.process_checks() {
+            if check.entry.place != EntryPlace::Program || check.entry_in_scope {
+                continue;
+            }
+            let path = &check.entry.path;
+            if !base
+                .iter()
+                .chain(self.overlay.iter())
+                .any(|file| &file.path == path)
+            {
+                return Err(AssuranceError::invalid(
+                    format!("check {} entry {path}", check.id),
+                    "is not a file of the base (or of the overlay), and the Candidate cannot \
+                     create it",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn files_digest(files: &[SnapshotFile], what: &str) -> Result<Digest, AssuranceError> {
+    snapshot_digest(files).map_err(|error| AssuranceError::invalid(what, error.to_string()))
+}
+
+/// Checks that `sealed` was sealed for exactly this Slice (`digest` is the record's) in the
+/// repository `repository`: its manifest is of version 2 and names this repository, the
+/// Slice's id, revision and digest, its scope and protected paths, its base and its
+/// acceptance, recipe and environment digests, and no edit touches a protected path. Anything
+/// else is an error naming the field, raised before any attempt starts.
+pub fn authenticate(
+    slice: &SliceRecord,
+    digest: &Digest,
+    repository: &RepositoryIdentity,
+    sealed: &SealedCandidate,
+) -> Result<(), AssuranceError> {
+    let manifest = &sealed.manifest;
+    let refuse = |field: &str, detail: String| {
+        Err(AssuranceError::invalid(
+            format!("Candidate {} {field}", sealed.digest),
+            detail,
+        ))
+    };
+    let Some(binding) = &manifest.binding else {
+        return refuse(
+            "protocol",
+            format!(
+                "is {}, which names no Slice digest; seal the proposal again for this Slice \
+                 (it is then {CANDIDATE_PROTOCOL})",
+                manifest.protocol()
+            ),
+        );
+    };
+    if manifest.repository != *repository {
+        return refuse(
+            "repository",
+            "was sealed in another repository than the one it is opened from".into(),
+        );
+    }
+    if slice.repository != *repository {
+        return refuse(
+            "repository",
+            format!(
+                "the Slice {} was frozen for another repository ({} at {})",
+                slice.id, slice.repository.product_id, slice.repository.path
+            ),
+        );
+    }
+    if binding.digest != *digest {
+        return refuse(
+            "slice.digest",
+            format!(
+                "was sealed for Slice {} ({} revision {}), not this Slice {digest} ({} revision \
+                 {})",
+                binding.digest,
+                manifest.slice.id,
+                manifest.slice.revision,
+                slice.id,
+                slice.revision
+            ),
+        );
+    }
+    let frozen = manifest.frozen();
+    let expected = slice.frozen_inputs(digest);
+    for (field, differs) in [
+        ("slice", frozen.slice != expected.slice),
+        ("scope", frozen.scope != expected.scope),
+        ("protected", frozen.binding != expected.binding),
+        ("base", frozen.base != expected.base),
+        ("acceptance", frozen.acceptance != expected.acceptance),
+        ("recipe", frozen.recipe != expected.recipe),
+        ("environment", frozen.environment != expected.environment),
+    ] {
+        if differs {
+            return refuse(
+                field,
+                format!("is not the Slice's {field}, though the Slice digest is named"),
+            );
+        }
+    }
+    check_protected(
+        manifest.edits.iter().map(|edit| edit.path.as_str()),
+        &slice.protected_globs()?,
+    )
+    .map_err(|error| {
+        AssuranceError::invalid(format!("Candidate {}", sealed.digest), error.to_string())
+    })
+}

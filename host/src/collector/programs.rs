@@ -1,0 +1,167 @@
+//! The programs a collection runs and the pins that name them: each stage's tree
+//! (materialised byte-exactly) with the Slice's overlay of test files laid over it, as a
+//! task's test patch is applied to both the base and the fix, so that the base runs the new
+//! tests too and no Candidate decides what its tests are.
+//!
+//! The collector derives the pins itself, and the judge and the integration guard take them
+//! from [`derive`] as well, so that every party names the same runs.
+
+use crate::assurance::{
+    BasePins, CandidatePins, FrozenSlice, RepositoryPins, SlicePins, Stage, authenticate,
+};
+use crate::canonical::Digest;
+use crate::repository::{SealedCandidate, SourceSnapshot};
+use crate::snapshot::{SnapshotFile, snapshot_digest};
+
+use super::base::{MaterialisedTree, materialise_base, materialise_candidate};
+
+/// What one collection of one Candidate under one Slice runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Programs {
+    /// The pins every record of the collection is filed under.
+    pub pins: RepositoryPins,
+    /// The Slice record's digest.
+    pub slice: Digest,
+    /// The base's tree with the overlay: the program of every stage-base run.
+    pub base: MaterialisedTree,
+    /// The Candidate's tree with the overlay: the program of every stage-candidate run.
+    pub candidate: MaterialisedTree,
+}
+
+impl Programs {
+    /// The program of a run of `stage`.
+    pub fn of(&self, stage: Stage) -> &MaterialisedTree {
+        match stage {
+            Stage::Base => &self.base,
+            Stage::Candidate => &self.candidate,
+        }
+    }
+}
+
+/// `tree` with `overlay`'s files laid over it: an overlay file replaces the tree's file of the
+/// same path or is added. The result must be a valid snapshot (no file that is also a
+/// directory, no names that differ only in case).
+pub fn lay_over(
+    tree: &MaterialisedTree,
+    overlay: &[SnapshotFile],
+    what: &str,
+) -> Result<MaterialisedTree, String> {
+    if overlay.is_empty() {
+        return Ok(tree.clone());
+    }
+    let mut files: Vec<SnapshotFile> = tree
+        .files
+        .iter()
+        .filter(|file| !overlay.iter().any(|laid| laid.path == file.path))
+        .cloned()
+        .collect();
+    files.extend(overlay.iter().cloned());
+    files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
+    let digest = snapshot_digest(&files)
+        .map_err(|error| format!("the overlay cannot be laid over the {what} tree: {error}"))?;
+    Ok(MaterialisedTree { files, digest })
+}
+
+/// Checks `slice` as a whole and that `sealed` was sealed for it
+/// ([`crate::assurance::authenticate`]), materialises both trees (the Candidate's from its
+/// export, the base from `base`, each byte-exact) and lays the overlay over each; returns
+/// the programs and the pins naming them. Any failure is a reason nothing may run.
+pub fn derive(
+    slice: &FrozenSlice,
+    sealed: &SealedCandidate,
+    base: &SourceSnapshot,
+) -> Result<Programs, String> {
+    let digest = slice.validate().map_err(|error| error.to_string())?;
+    let manifest = &sealed.manifest;
+    authenticate(&slice.record, &digest, &manifest.repository, sealed)
+        .map_err(|error| error.to_string())?;
+    let candidate_tree = materialise_candidate(sealed)?;
+    if candidate_tree.digest != sealed.snapshot_digest {
+        return Err(format!(
+            "the Candidate's files give snapshot {}, not its recorded {}",
+            candidate_tree.digest, sealed.snapshot_digest
+        ));
+    }
+    let base_tree = materialise_base(base, &manifest.base_commit, &manifest.base_tree)?;
+    let base_program = lay_over(&base_tree, &slice.overlay, "base")?;
+    let candidate_program = lay_over(&candidate_tree, &slice.overlay, "Candidate")?;
+    let record = &slice.record;
+    let pins = RepositoryPins {
+        repository: manifest.repository.clone(),
+        slice: SlicePins {
+            id: record.id.clone(),
+            revision: record.revision,
+            digest: digest.clone(),
+        },
+        candidate: CandidatePins {
+            digest: sealed.digest.clone(),
+            commit: manifest.commit,
+            snapshot: candidate_tree.digest,
+            program: candidate_program.digest.clone(),
+        },
+        base: BasePins {
+            commit: manifest.base_commit,
+            tree: manifest.base_tree,
+            snapshot: base_tree.digest,
+            program: base_program.digest.clone(),
+        },
+        harness: record.harness.clone(),
+        acceptance: record.acceptance.clone(),
+        recipe: record.recipe.clone(),
+        environment: record.environment.clone(),
+    };
+    Ok(Programs {
+        pins,
+        slice: digest,
+        base: base_program,
+        candidate: candidate_program,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, content: &str) -> SnapshotFile {
+        SnapshotFile {
+            path: path.into(),
+            content: content.as_bytes().to_vec(),
+        }
+    }
+
+    fn tree(files: Vec<SnapshotFile>) -> MaterialisedTree {
+        let digest = snapshot_digest(&files).unwrap();
+        MaterialisedTree { files, digest }
+    }
+
+    #[test]
+    fn the_overlay_replaces_and_adds() {
+        let base = tree(vec![file("src/a.py", "a"), file("tests/test_a.py", "old")]);
+        let laid = lay_over(
+            &base,
+            &[file("tests/test_a.py", "new"), file("tests/test_b.py", "b")],
+            "base",
+        )
+        .unwrap();
+        assert_eq!(
+            laid.files,
+            vec![
+                file("src/a.py", "a"),
+                file("tests/test_a.py", "new"),
+                file("tests/test_b.py", "b")
+            ]
+        );
+        assert_eq!(laid.digest, snapshot_digest(&laid.files).unwrap());
+        assert_eq!(lay_over(&base, &[], "base").unwrap(), base);
+    }
+
+    #[test]
+    fn an_overlay_that_clashes_with_the_tree_is_refused() {
+        let base = tree(vec![file(
+            "tests",
+            "a file where the overlay needs a directory",
+        )]);
+        let error = lay_over(&base, &[file("tests/test_a.py", "t")], "base").unwrap_err();
+        assert!(error.contains("base"), "{error}");
+    }
+}

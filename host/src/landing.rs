@@ -1,0 +1,557 @@
+//! Landing: the one guarded path from a sealed Candidate to its target. It composes the
+//! parts, each of which keeps its own promise, so that the whole keeps one more: **the target
+//! moves only to a Candidate that is Verified under the Slice it was sealed for.**
+//!
+//! 1. **Preflight** ([`preflight`]), before an attempt is claimed: the executor provides the
+//!    Slice's environment, the deadline is ahead, and the gate answers proceed. Each failure
+//!    is an error with nothing written.
+//! 2. Re-export the Candidate, collect under the fence (one record per check), re-export
+//!    again: a Candidate that changed, a collection that could not store a record, or an
+//!    environment that changed during it gets no Verdict.
+//! 3. Judge; only a Verified Verdict goes on. Its digest is the integration's proof.
+//! 4. Prepare the intent and invoke it once, behind a [`VerifiedGate`]: immediately before
+//!    the move it judges the stored evidence again (the judge is deterministic over the
+//!    records) and requires the same Verified Verdict, then asks the operator's gate.
+//!
+//! A landing of an action occurrence that already holds an intent starts nothing new: a
+//! confirmed one is reported as it is, an unknown one stays unknown (never retried), and an
+//! intent that was prepared but never claimed is invoked behind the same guard.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use crate::assurance::judge::attempts;
+use crate::assurance::{
+    AssuranceError, FrozenSlice, JudgeRequest, Outcome, RepositoryPins, Verdict,
+    current_environment, judge,
+};
+use crate::canonical::Digest;
+use crate::collector::{
+    CollectError, CollectRequest, CollectResult, CollectedRun, RepositoryCollector, derive,
+    environment_problem,
+};
+use crate::contracts::{
+    AttemptId, CancelToken, EvidenceStore, Executor, Gate, GateAnswer, GateError,
+};
+use crate::fault::{FaultPoint, FaultPoints};
+use crate::fence::{Fence, FenceError};
+use crate::repository::{
+    Action, IntegrationObservation, IntegrationPayload, Invocation, Owner, PreparedIntegration,
+    Repository, RepositoryError, SealedCandidate, consult_gate,
+};
+
+/// How long one judging of the stored evidence may take.
+pub const JUDGE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Why a landing (or one of its steps) started nothing, or stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LandError {
+    /// An input breaks a rule; nothing was written or started.
+    #[error("invalid input: {input}: {rule}")]
+    InvalidInput { input: String, rule: String },
+    /// The gate did not answer proceed before anything started; nothing was written.
+    #[error("withheld before anything started: {reason}")]
+    Withheld { reason: String },
+    /// The evidence does not hold a Verified Verdict for this Candidate under this Slice.
+    #[error("not verified: {reason}")]
+    NotVerified { reason: String },
+    #[error(transparent)]
+    Repository(#[from] RepositoryError),
+    #[error(transparent)]
+    Collect(#[from] CollectError),
+    #[error("the fence: {0}")]
+    Fence(#[from] FenceError),
+}
+
+impl LandError {
+    /// The stable kebab-case code of the error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::InvalidInput { .. } => "invalid-input",
+            Self::Withheld { .. } => "withheld",
+            Self::NotVerified { .. } => "not-verified",
+            Self::Repository(error) => error.code(),
+            Self::Collect(error) => error.code(),
+            Self::Fence(error) => error.code(),
+        }
+    }
+
+    fn invalid(input: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self::InvalidInput {
+            input: input.into(),
+            rule: rule.into(),
+        }
+    }
+}
+
+impl From<AssuranceError> for LandError {
+    fn from(error: AssuranceError) -> Self {
+        match error {
+            AssuranceError::InvalidInput { input, rule } => Self::InvalidInput { input, rule },
+        }
+    }
+}
+
+/// The checks made before an attempt is claimed: the executor's runtime is the recipe's and
+/// its environment is the Slice's; the deadline is ahead; and `gate`, asked once (for at most
+/// `gate_timeout`), answers proceed. A refusal or an unreadable gate is
+/// [`LandError::Withheld`]; nothing is written either way.
+pub fn preflight(
+    executor: &dyn Executor,
+    slice: &FrozenSlice,
+    gate: &Arc<dyn Gate>,
+    deadline: SystemTime,
+    gate_timeout: Duration,
+) -> Result<(), LandError> {
+    let runtime = executor.describe_runtime().map_err(|error| {
+        LandError::invalid(
+            "the executor",
+            format!(
+                "its runtime cannot be described ({}): {error}",
+                error.code()
+            ),
+        )
+    })?;
+    let environment = current_environment(executor).map_err(|error| {
+        LandError::invalid(
+            "the executor",
+            format!("its environment cannot be described: {error}"),
+        )
+    })?;
+    if let Some(problem) = environment_problem(&runtime, &environment, slice) {
+        return Err(LandError::invalid(
+            format!("the executor of Slice {}", slice.record.id),
+            format!(
+                "{problem}; the Slice was frozen under another executor: freeze a new revision \
+                 for this one"
+            ),
+        ));
+    }
+    let left = deadline
+        .duration_since(SystemTime::now())
+        .map_err(|_| LandError::invalid("the deadline", "has passed; give one in the future"))?;
+    consult_gate(Arc::clone(gate), gate_timeout.min(left))
+        .map_err(|reason| LandError::Withheld { reason })
+}
+
+/// What the judge needs for one Candidate under one Slice, and the store it reads.
+#[derive(Clone)]
+pub struct Judging {
+    pub slice: FrozenSlice,
+    pub pins: RepositoryPins,
+    pub store: Arc<dyn EvidenceStore>,
+}
+
+impl std::fmt::Debug for Judging {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Judging")
+            .field("pins", &self.pins)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Judging {
+    /// The Verdict of `attempt`.
+    pub fn judge(&self, attempt: &AttemptId) -> Result<Verdict, AssuranceError> {
+        judge(
+            &JudgeRequest {
+                pins: &self.pins,
+                acceptance: &self.slice.acceptance,
+                recipe: &self.slice.recipe,
+                environment: &self.slice.environment,
+                attempt,
+            },
+            self.store.as_ref(),
+            Instant::now() + JUDGE_TIMEOUT,
+        )
+    }
+
+    /// The attempts that stored records under these pins, oldest first.
+    pub fn attempts(&self) -> Result<Vec<AttemptId>, AssuranceError> {
+        attempts(
+            &self.pins.digest()?,
+            self.store.as_ref(),
+            Instant::now() + JUDGE_TIMEOUT,
+        )
+    }
+
+    /// The Verdict of the attempt with epoch `epoch`, or of the newest attempt when `None`.
+    /// An attempt that stored nothing under these pins is an error, never a Verdict.
+    pub fn verdict(&self, epoch: Option<u64>) -> Result<Verdict, LandError> {
+        let attempts = self.attempts()?;
+        let attempt = match epoch {
+            Some(epoch) => attempts
+                .into_iter()
+                .find(|attempt| attempt.epoch == epoch)
+                .ok_or_else(|| {
+                    LandError::invalid(
+                        format!("--attempt {epoch}"),
+                        "stored no record of this Candidate under this Slice; leave --attempt \
+                         out to judge the newest attempt",
+                    )
+                })?,
+            None => attempts.into_iter().last().ok_or_else(|| {
+                LandError::invalid(
+                    format!("Candidate {}", self.pins.candidate.digest),
+                    format!(
+                        "has no evidence under Slice {} revision {}; run `sf collect` (or \
+                         `sf land`) first",
+                        self.pins.slice.id, self.pins.slice.revision
+                    ),
+                )
+            })?,
+        };
+        Ok(self.judge(&attempt)?)
+    }
+
+    /// The attempt whose Verdict has digest `proof` and is Verified, if there is one.
+    pub fn verified_attempt(&self, proof: &Digest) -> Result<Option<AttemptId>, AssuranceError> {
+        for attempt in self.attempts()?.into_iter().rev() {
+            let verdict = self.judge(&attempt)?;
+            if verdict.outcome == Outcome::Verified && verdict.digest()? == *proof {
+                return Ok(Some(attempt));
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The pre-move guard of a landing: it proceeds only while the stored evidence of `attempt`
+/// still judges Verified with exactly the Verdict digest `proof`, and then only if `then`
+/// (the operator's gate) proceeds. Everything else is a refusal.
+pub struct VerifiedGate {
+    judging: Judging,
+    attempt: AttemptId,
+    proof: Digest,
+    then: Arc<dyn Gate>,
+}
+
+impl VerifiedGate {
+    /// The guard for an integration whose proof is the Verdict of `attempt`. Refused now (not
+    /// later, at the move) when that Verdict is not Verified with digest `proof`.
+    pub fn new(
+        judging: Judging,
+        attempt: AttemptId,
+        proof: Digest,
+        then: Arc<dyn Gate>,
+    ) -> Result<Self, LandError> {
+        let gate = Self {
+            judging,
+            attempt,
+            proof,
+            then,
+        };
+        if let Some(reason) = gate.refusal() {
+            return Err(LandError::NotVerified { reason });
+        }
+        Ok(gate)
+    }
+
+    /// The guard for a prepared intent: its proof must be the digest of a Verified Verdict of
+    /// some attempt of its Candidate under the Slice `judging` names.
+    pub fn for_intent(
+        judging: Judging,
+        prepared: &PreparedIntegration,
+        then: Arc<dyn Gate>,
+    ) -> Result<Self, LandError> {
+        let payload = &prepared.payload;
+        if payload.candidate != judging.pins.candidate.digest {
+            return Err(LandError::invalid(
+                "the intent",
+                format!(
+                    "names Candidate {}, not {}",
+                    payload.candidate, judging.pins.candidate.digest
+                ),
+            ));
+        }
+        let attempt =
+            judging
+                .verified_attempt(&payload.proof)?
+                .ok_or_else(|| LandError::NotVerified {
+                    reason: format!(
+                        "the intent's proof {} is not the Verdict digest of a Verified attempt of \
+                     Candidate {} under Slice {} revision {}; only a Verified Candidate is \
+                     integrated",
+                        payload.proof,
+                        payload.candidate,
+                        judging.pins.slice.id,
+                        judging.pins.slice.revision
+                    ),
+                })?;
+        Self::new(judging, attempt, payload.proof.clone(), then)
+    }
+
+    /// Why the evidence does not back the move now, or `None`.
+    fn refusal(&self) -> Option<String> {
+        let verdict = match self.judging.judge(&self.attempt) {
+            Ok(verdict) => verdict,
+            Err(error) => return Some(format!("the evidence could not be judged: {error}")),
+        };
+        if verdict.outcome != Outcome::Verified {
+            return Some(format!(
+                "attempt {} is judged {}, not verified",
+                self.attempt,
+                verdict.outcome.as_str()
+            ));
+        }
+        match verdict.digest() {
+            Ok(digest) if digest == self.proof => None,
+            Ok(digest) => Some(format!(
+                "attempt {} now judges {digest}, not the proof {}",
+                self.attempt, self.proof
+            )),
+            Err(error) => Some(format!("the Verdict does not encode: {error}")),
+        }
+    }
+}
+
+impl Gate for VerifiedGate {
+    fn current(&self, deadline: Instant) -> Result<GateAnswer, GateError> {
+        if let Some(reason) = self.refusal() {
+            return Ok(GateAnswer::Refuse {
+                reason: printable(&reason),
+            });
+        }
+        self.then.current(deadline)
+    }
+}
+
+/// `text` as a refusal reason: printable ASCII, at most 256 characters.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
+        .take(256)
+        .collect()
+}
+
+/// One landing: what is landed, where, and with what.
+pub struct LandRequest<'a> {
+    pub repository: &'a Repository,
+    pub candidate: Digest,
+    pub slice: FrozenSlice,
+    pub executor: Arc<dyn Executor>,
+    pub store: Arc<dyn EvidenceStore>,
+    /// The operator's gate, asked before each run and immediately before the move.
+    pub gate: Arc<dyn Gate>,
+    pub fence: &'a Fence,
+    /// What no Candidate may read (the Slice, its state, the repository).
+    pub protected: Vec<PathBuf>,
+    pub action: Action,
+    pub owner: Owner,
+    /// When the collection must be over.
+    pub deadline: SystemTime,
+    pub faults: Arc<dyn FaultPoints>,
+}
+
+/// How a landing ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LandOutcome {
+    /// The target moved to the Candidate (now, or by an earlier landing of this occurrence).
+    Integrated,
+    /// Judged Failed: nothing prepared.
+    Failed,
+    /// Judged Inconclusive, or no Verdict could be issued for the attempt: nothing prepared.
+    Inconclusive,
+    /// The gate withheld the move after the claim: the occurrence is consumed.
+    Withheld,
+    /// The move's outcome is unknown: inspect, and never retry this occurrence.
+    Unknown,
+    /// Nothing was dispatched (the target is no longer the Candidate's base).
+    NotDispatched,
+}
+
+impl LandOutcome {
+    /// The outcome's stable kebab-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Integrated => "integrated",
+            Self::Failed => "failed",
+            Self::Inconclusive => "inconclusive",
+            Self::Withheld => "withheld",
+            Self::Unknown => "unknown",
+            Self::NotDispatched => "not-dispatched",
+        }
+    }
+}
+
+/// What a landing did and saw.
+#[derive(Clone, Debug)]
+pub struct Landed {
+    pub outcome: LandOutcome,
+    /// Whether this call found the occurrence's intent already retained (and so collected
+    /// and judged nothing).
+    pub replayed: bool,
+    pub collected: Option<CollectResult>,
+    /// Why no Verdict was issued for the attempt, when none was.
+    pub no_verdict: Option<String>,
+    pub verdict: Option<Verdict>,
+    pub prepared: Option<PreparedIntegration>,
+    pub observation: Option<IntegrationObservation>,
+}
+
+fn outcome_of(observation: &IntegrationObservation) -> LandOutcome {
+    match observation.invocation {
+        Invocation::Confirmed => LandOutcome::Integrated,
+        Invocation::Unknown => LandOutcome::Unknown,
+        Invocation::Withheld => LandOutcome::Withheld,
+        Invocation::NotDispatched => LandOutcome::NotDispatched,
+    }
+}
+
+/// Lands `request.candidate` (see the module documentation). The caller has run
+/// [`preflight`]. `Err` means nothing was started by this call after the point the error
+/// names; everything reached is in the answer.
+pub fn land(
+    request: LandRequest<'_>,
+    progress: &mut dyn FnMut(&CollectedRun),
+) -> Result<Landed, LandError> {
+    let repository = request.repository;
+    let sealed = repository.export_candidate(&request.candidate)?;
+    let base = repository.snapshot(&sealed.manifest.base_commit)?;
+    let programs = derive(&request.slice, &sealed, &base)
+        .map_err(|why| LandError::invalid(format!("Candidate {}", request.candidate), why))?;
+    let judging = Judging {
+        slice: request.slice.clone(),
+        pins: programs.pins.clone(),
+        store: Arc::clone(&request.store),
+    };
+    if let Some(prepared) = repository.retained_intent(&request.action)? {
+        return resume(&request, judging, prepared);
+    }
+    let collector = RepositoryCollector::new(
+        Arc::clone(&request.store),
+        Arc::clone(&request.executor),
+        request.protected.clone(),
+    )?;
+    let hold = request.fence.acquire()?;
+    let collected = collector.collect_with_progress(
+        &CollectRequest {
+            slice: request.slice.clone(),
+            sealed: sealed.clone(),
+            base,
+            deadline: request.deadline,
+        },
+        Arc::clone(&request.gate),
+        &hold,
+        &CancelToken::new(),
+        progress,
+    );
+    hold.release();
+    let collected = collected?;
+    request.faults.reached(FaultPoint::LandCollected);
+    let mut landed = Landed {
+        outcome: LandOutcome::Inconclusive,
+        replayed: false,
+        collected: Some(collected.clone()),
+        no_verdict: None,
+        verdict: None,
+        prepared: None,
+        observation: None,
+    };
+    let after = repository.export_candidate(&request.candidate)?;
+    if let Some(reason) = no_verdict(&collected, &sealed, &after) {
+        landed.no_verdict = Some(reason);
+        return Ok(landed);
+    }
+    let verdict = judging.judge(&collected.attempt)?;
+    request.faults.reached(FaultPoint::LandJudged);
+    landed.outcome = match verdict.outcome {
+        Outcome::Verified => LandOutcome::Integrated,
+        Outcome::Failed => LandOutcome::Failed,
+        Outcome::Inconclusive => LandOutcome::Inconclusive,
+    };
+    landed.verdict = Some(verdict.clone());
+    if verdict.outcome != Outcome::Verified {
+        return Ok(landed);
+    }
+    let proof = verdict.digest()?;
+    let manifest = &sealed.manifest;
+    let identity = repository.identity();
+    let prepared = repository.prepare_integration(&IntegrationPayload {
+        action: request.action.clone(),
+        product: identity.product_id.clone(),
+        slice: manifest.slice.clone(),
+        repository: identity.clone(),
+        target_ref: identity.target_ref.clone(),
+        base: manifest.base_commit,
+        commit: manifest.commit,
+        candidate: request.candidate.clone(),
+        proof: proof.clone(),
+        owner: request.owner.clone(),
+    })?;
+    let guard = VerifiedGate::new(
+        judging,
+        collected.attempt.clone(),
+        proof,
+        Arc::clone(&request.gate),
+    )?;
+    let observation = repository.invoke_once(&prepared, Some(Arc::new(guard)))?;
+    landed.outcome = outcome_of(&observation);
+    landed.prepared = Some(prepared);
+    landed.observation = Some(observation);
+    Ok(landed)
+}
+
+/// Why the collection may not be judged, or `None`: a record could not be stored, the
+/// environment changed or could not be described, or the Candidate exported after the
+/// collection is not the one exported before it.
+fn no_verdict(
+    collected: &CollectResult,
+    before: &SealedCandidate,
+    after: &SealedCandidate,
+) -> Option<String> {
+    if collected.storage_failed() {
+        return Some("a record could not be stored; no Verdict is issued for this attempt".into());
+    }
+    if !collected.may_judge() {
+        return Some(
+            "the environment changed, or could not be described, during the collection; no \
+             Verdict is issued for this attempt"
+                .into(),
+        );
+    }
+    if before != after {
+        return Some(
+            "the Candidate exported after the collection is not the one exported before it".into(),
+        );
+    }
+    None
+}
+
+/// Lands an occurrence whose intent is already retained: starts nothing for a claimed one,
+/// and invokes a prepared, unclaimed one behind the [`VerifiedGate`].
+fn resume(
+    request: &LandRequest<'_>,
+    judging: Judging,
+    prepared: PreparedIntegration,
+) -> Result<Landed, LandError> {
+    let repository = request.repository;
+    if prepared.payload.candidate != request.candidate {
+        return Err(RepositoryError::Conflict {
+            what: format!(
+                "action {} occurrence {} already has an intent for Candidate {}; a new effect \
+                 needs a new occurrence",
+                request.action.id, request.action.occurrence, prepared.payload.candidate
+            ),
+        }
+        .into());
+    }
+    let inspected = repository.inspect_integration(&prepared)?;
+    let observation = if inspected.invocation == Invocation::NotDispatched {
+        let guard = VerifiedGate::for_intent(judging, &prepared, Arc::clone(&request.gate))?;
+        repository.invoke_once(&prepared, Some(Arc::new(guard)))?
+    } else {
+        inspected
+    };
+    Ok(Landed {
+        outcome: outcome_of(&observation),
+        replayed: true,
+        collected: None,
+        no_verdict: None,
+        verdict: None,
+        prepared: Some(prepared),
+        observation: Some(observation),
+    })
+}
