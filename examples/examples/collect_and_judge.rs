@@ -1,12 +1,13 @@
 //! Collect evidence for two Candidates in the sandbox and judge it.
 //!
 //! The program makes a private temporary directory holding an owned repository of a tiny shell
-//! program with a bug (`sum.sh` skips the first number) and a check script, freezes the Slice
-//! (two fixture inputs in the snapshot store, the acceptance, the recipe and the environment
-//! read from the sandbox-exec Executor), seals two Candidates (one fixes the bug, one does not),
-//! and for each takes the fence, runs every process check once in the sandbox with the
-//! repository collector, stores one record per run in a SQLite evidence file, and prints the
-//! judge's Verdict: Verified, then Failed.
+//! program with a bug (`sum.sh` skips the first number), freezes a Slice (two fixture inputs,
+//! a harness holding the check, the acceptance with the expected sums as digests only, the
+//! recipe and the environment read from the sandbox-exec Executor, all bound by the Slice
+//! record's digest), seals two Candidates for it (one fixes the bug, one does not), and for
+//! each takes the fence, runs every process check once in the sandbox with the repository
+//! collector, stores one record per run in a SQLite evidence file, and prints the judge's
+//! Verdict: Verified, then Failed.
 //!
 //! Run it with `cargo build -p sf-sandbox-exec --bins && cargo run -p sf-examples --example
 //! collect_and_judge` (the Executor starts `sf-sandbox-launcher`, which it looks for beside the
@@ -23,30 +24,29 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sf_git_cli::{GitCliConfig, GitCliFactory};
 use sf_host::assurance::{
-    Acceptance, Check, Expectation, JudgeRequest, Phase, ProcessCheck, Recipe, RepositoryPins,
-    Stage, current_environment, judge,
+    Acceptance, Check, Expectation, FrozenSlice, JudgeRequest, Phase, ProcessCheck, Recipe,
+    SliceRecord, Stage, current_environment, judge,
 };
-use sf_host::canonical::{self, Digest};
-use sf_host::collector::{
-    CollectRequest, RepositoryCollector, collector_closure, materialise_base,
-};
-use sf_host::contracts::{CancelToken, Executor, Gate};
+use sf_host::canonical::{self, Digest, Value};
+use sf_host::collector::{CollectRequest, RepositoryCollector, collector_closure, derive};
+use sf_host::contracts::{CancelToken, Executor, Gate, RunEntry};
 use sf_host::evidence::SqliteEvidenceStore;
 use sf_host::fence::Fence;
 use sf_host::gate::FileGate;
 use sf_host::repository::{
-    CreateRepository, FileEdit, FrozenInputs, Proposal, RepositoryOptions, Slice, SourceText,
-    create_repository, open_repository,
+    CreateRepository, FileEdit, Proposal, RepositoryOptions, SourceText, create_repository,
+    open_repository,
 };
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
-use sf_host::snapshot_store::SnapshotStore;
 use sf_sandbox_exec::{RuntimeConfig, SandboxConfig, SandboxExecutor};
 
 const SUM_BUGGY: &str = "total=0\nfirst=1\nwhile read -r n; do\n  if [ \"$first\" = 1 ]; then first=0; continue; fi\n  total=$((total + n))\ndone < \"$1\"\necho \"$total\"\n";
 const SUM_FIXED: &str =
     "total=0\nwhile read -r n; do\n  total=$((total + n))\ndone < \"$1\"\necho \"$total\"\n";
 const SUM_NOT_FIXED: &str = "total=0\nfirst=1\nwhile read -r n; do\n  if [ \"$first\" = 1 ]; then first=0; continue; fi\n  total=$((total + n + 0))\ndone < \"$1\"\necho \"$total\"\n";
-const CHECK: &str = "got=$(sh /sf/program/sum.sh /sf/input/numbers.txt)\nread -r want < /sf/input/expected.txt\nif [ \"$got\" = \"$want\" ]; then echo ok; exit 0; fi\necho \"wrong: $got\"\nexit 1\n";
+/// The check, in the Slice's harness (the Candidate cannot change it): the sum of the numbers
+/// as the tree's `sum.sh` computes it. The expected sums are on the host, as digests.
+const SUM_OF: &str = "sh /sf/program/sum.sh /sf/input/numbers.txt\n";
 
 fn private(path: &std::path::Path) -> Result<(), Box<dyn Error>> {
     fs::create_dir(path)?;
@@ -65,7 +65,7 @@ fn process(
     id: &str,
     phase: Phase,
     stage: Stage,
-    entry: &str,
+    entry: RunEntry,
     args: &[&str],
     input: &Digest,
     (exit_code, stdout): (i32, Option<&str>),
@@ -74,7 +74,9 @@ fn process(
         id: id.into(),
         phase,
         stage,
-        entry: entry.into(),
+        // A tree entry of stage candidate inside the scope is one the Candidate may rewrite.
+        entry_in_scope: stage == Stage::Candidate && entry == RunEntry::program("sum.sh"),
+        entry,
         args: args.iter().map(|arg| (*arg).to_owned()).collect(),
         input: input.clone(),
         expectation: Expectation {
@@ -97,63 +99,53 @@ fn main() -> Result<(), Box<dyn Error>> {
             path: root.join("repository").to_str().ok_or("UTF-8 path")?.into(),
             product_id: "example-product".into(),
             target_ref: "refs/heads/main".into(),
-            files: vec![
-                SourceText {
-                    path: "sum.sh".into(),
-                    text: SUM_BUGGY.into(),
-                },
-                SourceText {
-                    path: "check.sh".into(),
-                    text: CHECK.into(),
-                },
-            ],
+            files: vec![SourceText {
+                path: "sum.sh".into(),
+                text: SUM_BUGGY.into(),
+            }],
         },
         &RepositoryOptions::default(),
     )?;
     let repository = open_repository(&factory, &identity, RepositoryOptions::default())?;
     println!("repository   {}", identity.path);
 
-    // The Slice, frozen: inputs in the snapshot store, then the three records.
+    // The Slice: inputs, a harness, the three records, and the record binding them.
     let slice_dir = root.join("slice");
     private(&slice_dir)?;
-    let snapshots = SnapshotStore::open(&slice_dir.join("snapshots"))?;
-    let mut inputs = BTreeMap::new();
-    let numbers = vec![
-        file("numbers.txt", "1\n2\n3\n"),
-        file("expected.txt", "6\n"),
-    ];
+    let numbers = vec![file("numbers.txt", "1\n2\n3\n")];
     let empty = vec![file("numbers.txt", "")];
+    let harness = vec![file("sum-of.sh", SUM_OF)];
     let numbers_digest = snapshot_digest(&numbers)?;
     let empty_digest = snapshot_digest(&empty)?;
-    for (files, digest) in [(numbers, &numbers_digest), (empty, &empty_digest)] {
-        snapshots.put(&files, digest)?;
-        inputs.insert(digest.clone(), snapshots.read(digest)?);
-    }
+    let mut inputs = BTreeMap::new();
+    inputs.insert(numbers_digest.clone(), numbers);
+    inputs.insert(empty_digest.clone(), empty);
+    let sum_of = RunEntry::harness("sum-of.sh");
     let acceptance = Acceptance {
         checks: vec![
             process(
                 "bug-shown",
                 Phase::Before,
                 Stage::Base,
-                "check.sh",
+                sum_of.clone(),
                 &[],
                 &numbers_digest,
-                (1, None),
+                (0, Some("5\n")),
             ),
             process(
                 "bug-fixed",
                 Phase::After,
                 Stage::Candidate,
-                "check.sh",
+                sum_of,
                 &[],
                 &numbers_digest,
-                (0, Some("ok\n")),
+                (0, Some("6\n")),
             ),
             process(
                 "empty-base",
                 Phase::Guardrail,
                 Stage::Base,
-                "sum.sh",
+                RunEntry::program("sum.sh"),
                 &["/sf/input/numbers.txt"],
                 &empty_digest,
                 (0, Some("0\n")),
@@ -162,7 +154,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 "empty-candidate",
                 Phase::Guardrail,
                 Stage::Candidate,
-                "sum.sh",
+                RunEntry::program("sum.sh"),
                 &["/sf/input/numbers.txt"],
                 &empty_digest,
                 (0, Some("0\n")),
@@ -180,21 +172,35 @@ fn main() -> Result<(), Box<dyn Error>> {
         runtime: "/bin/sh".into(),
     };
     let environment = current_environment(executor.as_ref())?;
-    let frozen = FrozenInputs {
-        base: identity.initial,
-        slice: Slice {
+    let slice = FrozenSlice {
+        record: SliceRecord {
             id: "sum-fix".into(),
             revision: 1,
+            repository: identity.clone(),
+            base: identity.initial,
+            scope: vec!["sum.sh".into()],
+            protected: Vec::new(),
+            acceptance: acceptance.digest()?,
+            recipe: recipe.digest()?,
+            environment: environment.digest()?,
+            harness: snapshot_digest(&harness)?,
+            overlay: snapshot_digest(&[])?,
+            executor: canonical::object([("type", Value::from("sandbox-exec"))]),
         },
-        scope: vec!["sum.sh".into()],
-        acceptance: acceptance.digest()?,
-        recipe: recipe.digest()?,
-        environment: environment.digest()?,
+        acceptance,
+        recipe,
+        environment,
+        harness,
+        overlay: Vec::new(),
+        inputs,
     };
+    let slice_digest = slice.validate()?;
+    let frozen = slice.record.frozen_inputs(&slice_digest);
+    println!("slice        {slice_digest}");
     println!("acceptance   {}", frozen.acceptance);
     println!("recipe       {}", frozen.recipe);
     println!("environment  {}", frozen.environment);
-    println!("collector    {}", recipe.collector_closure);
+    println!("collector    {}", slice.recipe.collector_closure);
 
     // The evidence store, the fence, the gate and the collector.
     let evidence_dir = root.join("evidence");
@@ -223,22 +229,15 @@ fn main() -> Result<(), Box<dyn Error>> {
         };
         let sealed = repository.seal(&frozen, &proposal)?;
         let base = repository.snapshot(&sealed.manifest.base_commit)?;
-        let base_files = materialise_base(
-            &base,
-            &sealed.manifest.base_commit,
-            &sealed.manifest.base_tree,
-        )?;
+        // The pins the records are filed under, as the collector derives them.
+        let pins = derive(&slice, &sealed, &base)?.pins;
         let request = CollectRequest {
-            pins: RepositoryPins::for_candidate(&sealed, base_files.digest),
-            acceptance: acceptance.clone(),
-            recipe: recipe.clone(),
-            environment: environment.clone(),
+            slice: slice.clone(),
             sealed,
             base,
-            inputs: inputs.clone(),
             deadline: SystemTime::now() + Duration::from_secs(300),
         };
-        println!("\nCandidate    {} ({name})", request.pins.candidate.digest);
+        println!("\nCandidate    {} ({name})", pins.candidate.digest);
         let hold = fence.acquire()?;
         println!("attempt      {}", hold.attempt());
         let result = collector.collect_with_progress(
@@ -263,10 +262,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
         let verdict = judge(
             &JudgeRequest {
-                pins: &request.pins,
-                acceptance: &request.acceptance,
-                recipe: &request.recipe,
-                environment: &request.environment,
+                pins: &pins,
+                acceptance: &slice.acceptance,
+                recipe: &slice.recipe,
+                environment: &slice.environment,
                 attempt: hold.attempt(),
             },
             store.as_ref(),

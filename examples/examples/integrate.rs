@@ -19,7 +19,8 @@ use sf_host::canonical::Digest;
 use sf_host::gate::FileGate;
 use sf_host::repository::{
     Action, CreateRepository, FileEdit, FrozenInputs, IntegrationObservation, IntegrationPayload,
-    Owner, Proposal, RepositoryOptions, Slice, SourceText, create_repository, open_repository,
+    Owner, Proposal, RepositoryOptions, Slice, SliceBinding, SourceText, create_repository,
+    open_repository,
 };
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -55,10 +56,16 @@ fn main() -> Result<(), Box<dyn Error>> {
                 revision: 1,
             },
             scope: vec!["VERSION".into()],
-            // Placeholders until the assurance records exist.
+            // Placeholders: this example shows the integration primitive alone. `sf land`
+            // (sf_host::landing) composes it with a frozen Slice, the collector and the judge,
+            // and integrates only a Verified Candidate.
             acceptance: Digest::of(b"placeholder acceptance"),
             recipe: Digest::of(b"placeholder recipe"),
             environment: Digest::of(b"placeholder environment"),
+            binding: Some(SliceBinding {
+                digest: Digest::of(b"placeholder slice"),
+                protected: Vec::new(),
+            }),
         },
         &Proposal {
             edits: vec![FileEdit {

@@ -27,8 +27,8 @@ use sf_host::canonical::Digest;
 use sf_host::contracts::ObjectStoreFactory;
 use sf_host::plugin::{PluginObjectStoreFactory, load};
 use sf_host::repository::{
-    CreateRepository, FileEdit, FrozenInputs, Proposal, RepositoryOptions, Slice, SourceText,
-    create_repository, open_repository,
+    CreateRepository, FileEdit, FrozenInputs, Proposal, RepositoryOptions, Slice, SliceBinding,
+    SourceText, create_repository, open_repository,
 };
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -124,6 +124,10 @@ fn seal_once(
         acceptance: Digest::of(b"acceptance"),
         recipe: Digest::of(b"recipe"),
         environment: Digest::of(b"environment"),
+        binding: Some(SliceBinding {
+            digest: Digest::of(b"slice"),
+            protected: Vec::new(),
+        }),
     };
     let proposal = Proposal {
         edits: files

@@ -17,8 +17,8 @@ use std::path::Path;
 use sf_git_cli::{GitCliConfig, GitCliFactory};
 use sf_host::canonical::Digest;
 use sf_host::repository::{
-    CreateRepository, FileEdit, FrozenInputs, Proposal, RepositoryOptions, Slice, SourceText,
-    create_repository, open_repository,
+    CreateRepository, FileEdit, FrozenInputs, Proposal, RepositoryOptions, Slice, SliceBinding,
+    SourceText, create_repository, open_repository,
 };
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -71,12 +71,16 @@ fn main() -> Result<(), Box<dyn Error>> {
         },
         // Every edited path must equal a scope entry or sit below one.
         scope: vec!["README.md".into(), "src".into()],
-        // PLACEHOLDERS: acceptance, recipe and environment will be the digests of real records
-        // once the assurance issue defines them. Until then any sha256 digest seals, and these
-        // name nothing.
+        // Placeholders: this example shows sealing and export alone. A frozen Slice (`sf slice
+        // freeze`, sf_host::assurance::SliceRecord) supplies real digests and the Slice's own,
+        // and only a Candidate sealed for that Slice is ever collected, judged or integrated.
         acceptance: Digest::of(b"placeholder acceptance record"),
         recipe: Digest::of(b"placeholder recipe record"),
         environment: Digest::of(b"placeholder environment record"),
+        binding: Some(SliceBinding {
+            digest: Digest::of(b"placeholder slice record"),
+            protected: Vec::new(),
+        }),
     };
     let proposal = Proposal {
         edits: vec![

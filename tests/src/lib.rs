@@ -112,7 +112,8 @@ impl TestRepo {
     }
 }
 
-/// Frozen inputs on `base` with `scope` and fixed placeholder digests.
+/// Frozen inputs on `base` with `scope` and fixed placeholder digests (a Slice digest among
+/// them), protecting nothing.
 pub fn frozen(base: sf_host::git_object::ObjectId, scope: &[&str]) -> FrozenInputs {
     FrozenInputs {
         base,
@@ -124,7 +125,66 @@ pub fn frozen(base: sf_host::git_object::ObjectId, scope: &[&str]) -> FrozenInpu
         acceptance: Digest::of(b"acceptance"),
         recipe: Digest::of(b"recipe"),
         environment: Digest::of(b"environment"),
+        binding: Some(sf_host::repository::SliceBinding {
+            digest: Digest::of(b"slice"),
+            protected: Vec::new(),
+        }),
     }
+}
+
+/// Frozen inputs as JSON, for a child process to read back ([`frozen_from_json`]).
+pub fn frozen_to_json(frozen: &FrozenInputs) -> serde_json::Value {
+    let binding = frozen.binding.as_ref().expect("sealable frozen inputs");
+    serde_json::json!({
+        "base": frozen.base.to_hex(),
+        "slice": {"id": frozen.slice.id, "revision": frozen.slice.revision},
+        "scope": frozen.scope,
+        "acceptance": frozen.acceptance.to_string(),
+        "recipe": frozen.recipe.to_string(),
+        "environment": frozen.environment.to_string(),
+        "sliceDigest": binding.digest.to_string(),
+        "protected": binding.protected,
+    })
+}
+
+/// The frozen inputs [`frozen_to_json`] wrote.
+pub fn frozen_from_json(bytes: &[u8]) -> Result<FrozenInputs, String> {
+    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    let text = |pointer: &str| {
+        value
+            .pointer(pointer)
+            .and_then(serde_json::Value::as_str)
+            .ok_or_else(|| format!("{pointer} is not a string"))
+    };
+    let digest = |pointer: &str| {
+        text(pointer).and_then(|t| Digest::parse(t).ok_or_else(|| format!("{pointer}: digest")))
+    };
+    let strings = |key: &str| -> Vec<String> {
+        value[key]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|item| item.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    Ok(FrozenInputs {
+        base: sf_host::git_object::ObjectId::parse_hex(text("/base")?).ok_or("base: object id")?,
+        slice: Slice {
+            id: text("/slice/id")?.to_owned(),
+            revision: value["slice"]["revision"].as_u64().ok_or("revision")?,
+        },
+        scope: strings("scope"),
+        acceptance: digest("/acceptance")?,
+        recipe: digest("/recipe")?,
+        environment: digest("/environment")?,
+        binding: Some(sf_host::repository::SliceBinding {
+            digest: digest("/sliceDigest")?,
+            protected: strings("protected"),
+        }),
+    })
 }
 
 /// An edit replacing `prior_text` (or creating, when `None`) with `text` (or deleting).
@@ -237,7 +297,8 @@ pub fn write_seal_inputs(
 ) {
     std::fs::write(work.join("identity.json"), identity.to_canonical_bytes())
         .expect("write identity");
-    write_json(&work.join("frozen.json"), &inputs.to_value());
+    std::fs::write(work.join("frozen.json"), frozen_to_json(inputs).to_string())
+        .expect("write frozen inputs");
     write_json(&work.join("proposal.json"), &edits.to_value());
 }
 

@@ -206,6 +206,16 @@ impl Envelope {
     /// Parses the output of a `--json` run, asserting that stdout is exactly one envelope of
     /// the documented shape whose `ok` agrees with the exit status.
     pub fn parse(output: Output) -> Self {
+        Self::parse_with(output, false)
+    }
+
+    /// [`Envelope::parse`] for a command that decides (`sf land`, `sf judge --exit-code`): an
+    /// ok envelope may come with the exit status of its decision (3 to 7).
+    pub fn parse_decided(output: Output) -> Self {
+        Self::parse_with(output, true)
+    }
+
+    fn parse_with(output: Output, decided: bool) -> Self {
         let stdout = String::from_utf8(output.stdout).expect("UTF-8 stdout");
         let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
         let json: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|error| {
@@ -216,9 +226,12 @@ impl Envelope {
         let keys: Vec<&String> = json.as_object().expect("an object").keys().collect();
         if ok {
             assert_eq!(keys, ["ok", "result", "schemaVersion"], "{json}");
-            assert_eq!(
-                output.status.code(),
-                Some(0),
+            let allowed = if decided { 0..=7 } else { 0..=0 };
+            assert!(
+                output
+                    .status
+                    .code()
+                    .is_some_and(|code| allowed.contains(&code) && code != 1 && code != 2),
                 "ok but exit {:?}",
                 output.status
             );

@@ -372,14 +372,14 @@ fn a_store_that_cannot_be_searched_is_inconclusive() {
 #[test]
 fn records_that_are_not_the_pinned_ones_are_refused() {
     let c = collected();
-    let mut recipe = c.request.recipe.clone();
+    let mut recipe = c.request.slice.recipe.clone();
     recipe.timeout_ms += 1;
     let error = judge(
         &JudgeRequest {
-            pins: &c.request.pins,
-            acceptance: &c.request.acceptance,
+            pins: &pins(&c.request),
+            acceptance: &c.request.slice.acceptance,
             recipe: &recipe,
-            environment: &c.request.environment,
+            environment: &c.request.slice.environment,
             attempt: &attempt(),
         },
         c.scenario.store.as_ref(),

@@ -7,7 +7,7 @@ mod collector_support;
 use std::path::PathBuf;
 
 use collector_support::*;
-use sf_host::assurance::{Acceptance, EnvironmentRecord, Recipe, RepositoryPins};
+use sf_host::assurance::{Acceptance, EnvironmentRecord, Recipe, RepositoryPins, SliceRecord};
 use sf_host::canonical::{self, Digest};
 use sf_host::collector::RepositoryCollector;
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
@@ -46,21 +46,28 @@ fn records_round_trip_and_digest_their_canonical_bytes() {
         scenario.environment
     );
     let request = scenario.request(SUM_FIXED);
+    let pins = collector_support::pins(&request);
     assert_eq!(
-        RepositoryPins::from_json(&request.pins.to_bytes().unwrap()).unwrap(),
-        request.pins
+        RepositoryPins::from_json(&pins.to_bytes().unwrap()).unwrap(),
+        pins
+    );
+    let slice = &request.slice.record;
+    assert_eq!(
+        SliceRecord::from_json(&slice.to_bytes().unwrap()).unwrap(),
+        *slice
     );
     for (record, protocol) in [
         (
             text(&scenario.acceptance.to_value()),
-            "sf-repository-acceptance/1",
+            "sf-repository-acceptance/2",
         ),
+        (text(&slice.to_value()), "sf-slice/1"),
         (text(&scenario.recipe.to_value()), "sf-repository-recipe/1"),
         (
             text(&scenario.environment.to_value()),
             "sf-confined-environment/1",
         ),
-        (text(&request.pins.to_value()), "sf-repository-pins/1"),
+        (text(&pins.to_value()), "sf-repository-pins/2"),
     ] {
         assert!(
             record.contains(&format!("\"protocol\":\"{protocol}\"")),
@@ -86,7 +93,7 @@ fn malformed_acceptances_are_refused() {
     let s = &scenario;
     refused_acceptance(
         s,
-        |j| j.replace("sf-repository-acceptance/1", "sf-repository-acceptance/2"),
+        |j| j.replace("sf-repository-acceptance/2", "sf-repository-acceptance/1"),
         "acceptance.protocol",
     );
     refused_acceptance(
@@ -94,7 +101,32 @@ fn malformed_acceptances_are_refused() {
         |j| j.replacen("{\"checks\"", "{\"verified\":true,\"checks\"", 1),
         "acceptance.verified",
     );
-    refused_acceptance(s, |j| j.replacen("\"entry\":\"check.sh\",", "", 1), "entry");
+    refused_acceptance(
+        s,
+        |j| {
+            j.replacen(
+                "\"entry\":{\"from\":\"tree\",\"path\":\"check.sh\"},",
+                "",
+                1,
+            )
+        },
+        "entry",
+    );
+    refused_acceptance(
+        s,
+        |j| j.replacen("\"from\":\"tree\"", "\"from\":\"input\"", 1),
+        "entry.from",
+    );
+    refused_acceptance(
+        s,
+        |j| j.replacen("\"entryInScope\":false", "\"entryInScope\":true", 1),
+        "entryInScope",
+    );
+    refused_acceptance(
+        s,
+        |j| j.replacen("\"entryInScope\":false", "\"entryInScope\":0", 1),
+        "entryInScope",
+    );
     refused_acceptance(
         s,
         |j| j.replacen("\"kind\":\"process\"", "\"kind\":\"shell\"", 1),
@@ -117,7 +149,7 @@ fn malformed_acceptances_are_refused() {
     );
     refused_acceptance(
         s,
-        |j| j.replacen("\"entry\":\"check.sh\"", "\"entry\":\"../check.sh\"", 1),
+        |j| j.replacen("\"path\":\"check.sh\"", "\"path\":\"../check.sh\"", 1),
         "entry",
     );
     refused_acceptance(
@@ -156,7 +188,7 @@ fn malformed_acceptances_are_refused() {
         "prompt",
     );
     refused_acceptance(s, |j| j.replacen("{", "{\"checks\":[],", 1), "duplicate");
-    let only_review = r#"{"protocol":"sf-repository-acceptance/1","checks":[{"kind":"review","id":"r","prompt":"p"}]}"#;
+    let only_review = r#"{"protocol":"sf-repository-acceptance/2","checks":[{"kind":"review","id":"r","prompt":"p"}]}"#;
     assert!(
         Acceptance::from_json(only_review.as_bytes())
             .unwrap_err()
@@ -221,7 +253,7 @@ fn malformed_recipes_environments_and_pins_are_refused() {
         let error = EnvironmentRecord::from_json(bad.as_bytes()).unwrap_err();
         assert!(error.to_string().contains(field), "{field}: {error}");
     }
-    let pins = text(&scenario.request(SUM_FIXED).pins.to_value());
+    let pins = text(&collector_support::pins(&scenario.request(SUM_FIXED)).to_value());
     for (bad, field) in [
         (pins.replace("\"revision\":1", "\"revision\":0"), "revision"),
         (
@@ -229,7 +261,7 @@ fn malformed_recipes_environments_and_pins_are_refused() {
             "commit",
         ),
         (
-            pins.replace("sf-repository-pins/1", "sf-repository-pins/0"),
+            pins.replace("sf-repository-pins/2", "sf-repository-pins/0"),
             "protocol",
         ),
         (pins.replacen("{", "{\"extra\":null,", 1), "pins.extra"),
@@ -286,19 +318,25 @@ fn inputs_that_are_missing_mismatched_or_over_the_limits_are_refused() {
     let good = scenario.request(SUM_FIXED);
 
     let mut request = good.clone();
-    request.inputs.clear();
+    request.slice.inputs.clear();
     let error = collector
         .collect(&request, proceed(), &hold, &cancel())
         .unwrap_err();
-    assert!(error.to_string().contains("was not given"), "{error}");
+    assert!(
+        error.to_string().contains("does not hold this input"),
+        "{error}"
+    );
 
     let mut request = good.clone();
-    let (_, files) = request.inputs.iter_mut().next().unwrap();
+    let (_, files) = request.slice.inputs.iter_mut().next().unwrap();
     files[0].content.push(b'9');
     let error = collector
         .collect(&request, proceed(), &hold, &cancel())
         .unwrap_err();
-    assert!(error.to_string().contains("the files give"), "{error}");
+    assert!(
+        error.to_string().contains("do not give its digest"),
+        "{error}"
+    );
 
     // The snapshot store refuses inputs over its limits before writing anything.
     let many: Vec<SnapshotFile> = (0..257)
@@ -327,7 +365,7 @@ fn inputs_that_are_missing_mismatched_or_over_the_limits_are_refused() {
         path: "huge".into(),
         content: vec![0; 16 * 1024 * 1024 + 1],
     }];
-    let (_, files) = request.inputs.iter_mut().next().unwrap();
+    let (_, files) = request.slice.inputs.iter_mut().next().unwrap();
     *files = huge;
     assert_eq!(
         collector

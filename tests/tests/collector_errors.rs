@@ -237,7 +237,9 @@ fn runtime_changed() {
         &result,
         "the environment record differs from the pinned one",
     );
-    assert!(!result.may_judge() || result.environment_before != Some(request.environment.clone()));
+    assert!(
+        !result.may_judge() || result.environment_before != Some(request.slice.environment.clone())
+    );
     inconclusive(&scenario, &request, &hold);
 }
 
@@ -433,92 +435,87 @@ fn evidence_put_fails() {
     inconclusive(&scenario, &request, &hold);
 }
 
-/// Pins other than the ones the Candidate was sealed for are refused before anything runs or
-/// is stored.
+/// A Candidate collected under any Slice but exactly the one it was sealed for (its digest,
+/// scope, protected paths, records, repository) is refused before anything runs or is stored.
 #[test]
-fn pins_not_the_ones_the_candidate_was_sealed_for() {
+fn a_candidate_not_sealed_for_the_slice_given() {
     let scenario = Scenario::real();
     let executor = Faulty::new(scenario.executor.clone(), Fault::None);
     let collector = scenario.collector_over(executor.clone());
     let hold = scenario.fence.acquire().unwrap();
     let good = scenario.request(SUM_FIXED);
+    let refused = |request: &sf_host::collector::CollectRequest, needle: &str| {
+        let error = collector
+            .collect(request, proceed(), &hold, &cancel())
+            .unwrap_err();
+        assert_eq!(error.code(), "invalid-input", "{error}");
+        assert!(error.to_string().contains(needle), "{needle}: {error}");
+    };
 
-    // A Candidate sealed for another recipe (a longer timeout), collected under this one.
-    let mut other_recipe = scenario.recipe.clone();
-    other_recipe.timeout_ms += 1;
-    let mut frozen = scenario.frozen();
-    frozen.recipe = other_recipe.digest().unwrap();
-    let sealed_elsewhere = scenario.seal_for(&frozen, SUM_FIXED);
-    let mut request = scenario.request_for(sealed_elsewhere.clone());
-    request.pins.recipe = scenario.recipe.digest().unwrap();
-    let error = collector
-        .collect(&request, proceed(), &hold, &cancel())
-        .unwrap_err();
-    assert_eq!(error.code(), "invalid-input");
-    assert!(error.to_string().contains("pins.recipe"), "{error}");
-    // The same with its own recipe given but ours pinned: the records do not match the pins.
-    let mut request = scenario.request_for(sealed_elsewhere);
-    request.recipe = scenario.recipe.clone();
-    assert_eq!(
-        collector
-            .collect(&request, proceed(), &hold, &cancel())
-            .unwrap_err()
-            .code(),
-        "invalid-input"
+    // Sealed for revision 2, collected under revision 1 (and the other way round).
+    let revision_two = scenario.slice_at(2);
+    let sealed_for_two = scenario.seal_for(&Scenario::frozen_for(&revision_two), SUM_FIXED);
+    refused(
+        &scenario.request_for(sealed_for_two.clone()),
+        "slice.digest",
     );
-
-    // Pins of another Candidate, another Slice, another base snapshot, another repository.
-    let other = scenario.request(SUM_STILL_BUGGY);
+    refused(
+        &scenario.request_in(scenario.slice(), sealed_for_two),
+        "slice.digest",
+    );
+    // Sealed for a Slice with another recipe (a longer timeout).
+    let mut other = scenario.slice();
+    other.recipe.timeout_ms += 1;
+    other.record.recipe = other.recipe.digest().unwrap();
+    refused(
+        &scenario.request_for(scenario.seal_for(&Scenario::frozen_for(&other), SUM_FIXED)),
+        "slice.digest",
+    );
+    // The Slice given does not hold what its record names.
     let mut request = good.clone();
-    request.pins.candidate = other.pins.candidate.clone();
-    assert!(
-        collector
-            .collect(&request, proceed(), &hold, &cancel())
-            .unwrap_err()
-            .to_string()
-            .contains("pins.candidate")
-    );
+    request.slice.recipe.timeout_ms += 1;
+    refused(&request, "slice.recipe");
     let mut request = good.clone();
-    request.pins.slice.revision = 2;
-    assert!(
-        collector
-            .collect(&request, proceed(), &hold, &cancel())
-            .unwrap_err()
-            .to_string()
-            .contains("pins.slice")
+    request.slice.inputs.clear();
+    refused(&request, "does not hold this input");
+    // A Candidate whose manifest names this Slice's digest but a wider scope (sealed through
+    // the API with frozen inputs of its own making): the scope is the Slice's, not its own.
+    let mut widened = scenario.frozen();
+    widened.scope.push("check.sh".into());
+    let rewrote_check = scenario
+        .repo
+        .repo
+        .seal(
+            &widened,
+            &sf_tests::proposal(vec![sf_tests::edit(
+                "check.sh",
+                Some(CHECK),
+                Some("echo ok\n"),
+            )]),
+        )
+        .unwrap();
+    refused(&scenario.request_for(rewrote_check), "scope");
+    // A Slice that protects a path the Candidate edits, even with the protection left out of
+    // the frozen inputs it was sealed with.
+    let mut protecting = scenario.slice();
+    protecting.record.protected = vec!["sum.sh".into()];
+    let mut unprotected = Scenario::frozen_for(&protecting);
+    unprotected.binding.as_mut().unwrap().protected.clear();
+    let edits_protected = scenario.seal_for(&unprotected, SUM_FIXED);
+    refused(
+        &scenario.request_in(protecting, edits_protected),
+        "protected",
     );
+    // A Slice of another repository.
     let mut request = good.clone();
-    request.pins.base.snapshot = sf_host::canonical::Digest::of(b"another base");
-    assert!(
-        collector
-            .collect(&request, proceed(), &hold, &cancel())
-            .unwrap_err()
-            .to_string()
-            .contains("base")
-    );
-    let mut request = good.clone();
-    request.pins.repository.nonce = "0".repeat(32);
-    assert!(
-        collector
-            .collect(&request, proceed(), &hold, &cancel())
-            .unwrap_err()
-            .to_string()
-            .contains("pins.repository")
-    );
+    request.slice.record.repository.nonce = "0".repeat(32);
+    refused(&request, "repository");
     // A recipe pinning another collector closure: records are never attributed to other code.
-    let mut closure = scenario.frozen();
-    let mut foreign = scenario.recipe.clone();
-    foreign.collector_closure = sf_host::canonical::Digest::of(b"other code");
-    closure.recipe = foreign.digest().unwrap();
-    let mut request = scenario.request_for(scenario.seal_for(&closure, SUM_FIXED));
-    request.recipe = foreign;
-    assert!(
-        collector
-            .collect(&request, proceed(), &hold, &cancel())
-            .unwrap_err()
-            .to_string()
-            .contains("closure")
-    );
+    let mut foreign = scenario.slice();
+    foreign.recipe.collector_closure = sf_host::canonical::Digest::of(b"other code");
+    foreign.record.recipe = foreign.recipe.digest().unwrap();
+    let sealed_foreign = scenario.seal_for(&Scenario::frozen_for(&foreign), SUM_FIXED);
+    refused(&scenario.request_in(foreign, sealed_foreign), "closure");
     // Candidate files changed after sealing.
     let mut request = good.clone();
     request.sealed.files[0].content.push(b'\n');

@@ -155,7 +155,7 @@ fn a_hostile_candidate_reaches_nothing() {
     let forged = Observation {
         facts: ObservationFacts {
             collector: scenario.recipe.collector_closure.clone(),
-            candidate: request_for_digest.pins.candidate.digest.clone(),
+            candidate: request_for_digest.sealed.digest.clone(),
             check: "bug-fixed".into(),
             phase: Phase::After,
             stage: Stage::Candidate,

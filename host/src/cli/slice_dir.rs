@@ -21,6 +21,7 @@ use super::common::{CliError, Context, read_input};
 use crate::assurance::{Acceptance, EnvironmentRecord, FrozenSlice, Recipe, SliceRecord};
 use crate::canonical::Digest;
 use crate::contracts::{EvidenceStore, Executor};
+use crate::plugin::builtin::SQLITE_FILE_NAME;
 use crate::private_dir::PrivateDir;
 use crate::snapshot::{SnapshotFile, snapshot_digest};
 use crate::snapshot_store::SnapshotStore;
@@ -175,6 +176,16 @@ impl SliceDir {
         context: &Context,
     ) -> Result<Arc<dyn EvidenceStore>, CliError> {
         let dir = self.dir.join(STATE).join("evidence");
+        let config = context.config()?;
+        let section = config.evidence_store_section();
+        let local = section.tag() == "sqlite" && section.fields().is_empty();
+        if local && std::fs::symlink_metadata(dir.join(SQLITE_FILE_NAME)).is_err() {
+            return Err(coded(
+                "missing",
+                format!("--slice {}", self.dir.display()),
+                "holds no evidence yet: run `sf collect` or `sf land` first",
+            ));
+        }
         context.existing_evidence_store(&dir)
     }
 }

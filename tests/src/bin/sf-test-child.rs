@@ -16,7 +16,7 @@ use std::sync::Arc;
 use sf_host::fault::FaultPoint;
 use sf_host::gate::FileGate;
 use sf_host::repository::{
-    FrozenInputs, PreparedIntegration, RepositoryOptions, open_repository, parse_proposal,
+    PreparedIntegration, RepositoryOptions, open_repository, parse_proposal,
     parse_repository_identity,
 };
 
@@ -78,7 +78,7 @@ fn run() -> Result<String, String> {
     let failed = |e: sf_host::repository::RepositoryError| format!("{}: {e}", e.code());
     match command.as_str() {
         "seal" => {
-            let frozen = FrozenInputs::from_json(&read(first)?).map_err(|e| e.to_string())?;
+            let frozen = sf_tests::frozen_from_json(&read(first)?)?;
             let proposal = parse_proposal(&read(second)?).map_err(|e| e.to_string())?;
             wait();
             let sealed = repo.seal(&frozen, &proposal).map_err(failed)?;

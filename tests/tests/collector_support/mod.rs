@@ -23,19 +23,18 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use sf_host::assurance::{
-    Acceptance, Check, EnvironmentRecord, Expectation, JudgeRequest, Phase, ProcessCheck, Recipe,
-    RepositoryPins, ReviewCheck, Stage, Verdict, current_environment, judge,
+    Acceptance, Check, EnvironmentRecord, Expectation, FrozenSlice, JudgeRequest, Phase,
+    ProcessCheck, Recipe, RepositoryPins, ReviewCheck, SliceRecord, Stage, Verdict,
+    current_environment, judge,
 };
-use sf_host::canonical::Digest;
-use sf_host::collector::{
-    CollectRequest, RepositoryCollector, collector_closure, materialise_base,
-};
+use sf_host::canonical::{self, Digest, Value};
+use sf_host::collector::{CollectRequest, RepositoryCollector, collector_closure, derive};
 use sf_host::contracts::{
-    AttemptId, CancelToken, EvidenceStore, Executor, Gate, GateAnswer, GateError,
+    AttemptId, CancelToken, EvidenceStore, Executor, Gate, GateAnswer, GateError, RunEntry,
 };
 use sf_host::evidence::SqliteEvidenceStore;
 use sf_host::fence::Fence;
-use sf_host::repository::{FrozenInputs, SealedCandidate, Slice};
+use sf_host::repository::{FrozenInputs, SealedCandidate};
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 use sf_host::snapshot_store::SnapshotStore;
 use sf_sandbox_exec::{RuntimeConfig, SandboxConfig, SandboxExecutor};
@@ -170,6 +169,7 @@ impl Scenario {
                 phase,
                 stage,
                 entry: entry.into(),
+                entry_in_scope: stage == Stage::Candidate && entry == "sum.sh",
                 args: args.iter().map(|arg| (*arg).to_owned()).collect(),
                 input: input.clone(),
                 expectation: Expectation {
@@ -271,19 +271,48 @@ impl Scenario {
         }
     }
 
-    /// The frozen inputs a Candidate on the initial commit is sealed for.
-    pub fn frozen(&self) -> FrozenInputs {
-        FrozenInputs {
+    /// The scenario's frozen Slice (revision `revision`): its record binds the acceptance,
+    /// recipe, environment and inputs above, on the initial commit, scope `sum.sh`.
+    pub fn slice_at(&self, revision: u64) -> FrozenSlice {
+        let record = SliceRecord {
+            id: "sum-fix".into(),
+            revision,
+            repository: self.repo.identity.clone(),
             base: self.repo.identity.initial,
-            slice: Slice {
-                id: "sum-fix".into(),
-                revision: 1,
-            },
             scope: vec!["sum.sh".into()],
+            protected: Vec::new(),
             acceptance: self.acceptance.digest().unwrap(),
             recipe: self.recipe.digest().unwrap(),
             environment: self.environment.digest().unwrap(),
+            harness: snapshot_digest(&[]).unwrap(),
+            overlay: snapshot_digest(&[]).unwrap(),
+            executor: canonical::object([("type", Value::from("sandbox-exec"))]),
+        };
+        FrozenSlice {
+            record,
+            acceptance: self.acceptance.clone(),
+            recipe: self.recipe.clone(),
+            environment: self.environment.clone(),
+            harness: Vec::new(),
+            overlay: Vec::new(),
+            inputs: self.inputs.clone(),
         }
+    }
+
+    /// The scenario's frozen Slice, revision 1.
+    pub fn slice(&self) -> FrozenSlice {
+        self.slice_at(1)
+    }
+
+    /// What a Candidate of `slice` is sealed for.
+    pub fn frozen_for(slice: &FrozenSlice) -> FrozenInputs {
+        let digest = slice.validate().expect("the scenario's Slice is whole");
+        slice.record.frozen_inputs(&digest)
+    }
+
+    /// The frozen inputs a Candidate on the initial commit is sealed for.
+    pub fn frozen(&self) -> FrozenInputs {
+        Self::frozen_for(&self.slice())
     }
 
     /// Seals a Candidate replacing `sum.sh` with `sum` for `frozen`.
@@ -303,27 +332,22 @@ impl Scenario {
         self.request_for(sealed)
     }
 
-    /// The request to collect `sealed` with this scenario's records.
+    /// The request to collect `sealed` under this scenario's Slice.
     pub fn request_for(&self, sealed: SealedCandidate) -> CollectRequest {
+        self.request_in(self.slice(), sealed)
+    }
+
+    /// The request to collect `sealed` under `slice`.
+    pub fn request_in(&self, slice: FrozenSlice, sealed: SealedCandidate) -> CollectRequest {
         let base = self
             .repo
             .repo
             .snapshot(&sealed.manifest.base_commit)
             .expect("base snapshot");
-        let base_files = materialise_base(
-            &base,
-            &sealed.manifest.base_commit,
-            &sealed.manifest.base_tree,
-        )
-        .expect("the base materialises");
         CollectRequest {
-            pins: RepositoryPins::for_candidate(&sealed, base_files.digest),
-            acceptance: self.acceptance.clone(),
-            recipe: self.recipe.clone(),
-            environment: self.environment.clone(),
+            slice,
             sealed,
             base,
-            inputs: self.inputs.clone(),
             deadline: SystemTime::now() + Duration::from_secs(600),
         }
     }
@@ -362,12 +386,13 @@ impl Scenario {
         request: &CollectRequest,
         attempt: &AttemptId,
     ) -> Verdict {
+        let pins = pins(request);
         judge(
             &JudgeRequest {
-                pins: &request.pins,
-                acceptance: &request.acceptance,
-                recipe: &request.recipe,
-                environment: &request.environment,
+                pins: &pins,
+                acceptance: &request.slice.acceptance,
+                recipe: &request.slice.recipe,
+                environment: &request.slice.environment,
                 attempt,
             },
             store,
@@ -380,6 +405,18 @@ impl Scenario {
     pub fn records(&self) -> u64 {
         self.store.count().unwrap()
     }
+}
+
+/// The pins a collection of `request` files its records under.
+pub fn pins(request: &CollectRequest) -> RepositoryPins {
+    derive(&request.slice, &request.sealed, &request.base)
+        .expect("the request's Candidate was sealed for its Slice")
+        .pins
+}
+
+/// A harness entry (for tests that move a check into the harness).
+pub fn harness_entry(path: &str) -> RunEntry {
+    RunEntry::harness(path)
 }
 
 /// A fresh cancel token.

@@ -1,0 +1,267 @@
+//! Shared set-up of the tests of the guarded path through the `sf` binary: a private working
+//! directory with an owned repository of the demo's sample project (`sum.sh`, which skips the
+//! first number) and a frozen Slice of the demo's (a harness running the Slice's own test,
+//! laid over both trees; the expected sums as digests only), on the real git binary, the
+//! real sandbox and a real SQLite file.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sf_host::canonical::Digest;
+use sf_tests::plugins::{Envelope, built, sf};
+
+pub const SUM_BUGGY: &str = include_str!("../../../host/src/cli/demo/sample/project/sum.sh");
+pub const SUM_FIXED: &str = include_str!("../../../host/src/cli/demo/sample/fix/sum.sh");
+pub const SUM_NOT_FIXED: &str = include_str!("../../../host/src/cli/demo/sample/no-fix/sum.sh");
+/// A `sum.sh` that never ends: its runs time out, so its Verdict is Inconclusive.
+pub const SUM_LOOPS: &str = "while :; do :; done\n";
+
+/// The demo's Slice, as authored.
+pub const SLICE: &[(&str, &str)] = &[
+    (
+        "slice.json",
+        include_str!("../../../host/src/cli/demo/sample/slice/slice.json"),
+    ),
+    (
+        "acceptance.json",
+        include_str!("../../../host/src/cli/demo/sample/slice/acceptance.json"),
+    ),
+    (
+        "inputs/numbers/numbers.txt",
+        include_str!("../../../host/src/cli/demo/sample/slice/inputs/numbers/numbers.txt"),
+    ),
+    (
+        "inputs/empty/numbers.txt",
+        include_str!("../../../host/src/cli/demo/sample/slice/inputs/empty/numbers.txt"),
+    ),
+    (
+        "harness/run-test.sh",
+        include_str!("../../../host/src/cli/demo/sample/slice/harness/run-test.sh"),
+    ),
+    (
+        "overlay/tests/numbers.sh",
+        include_str!("../../../host/src/cli/demo/sample/slice/overlay/tests/numbers.sh"),
+    ),
+];
+
+/// The recipe of the tests' Slices: a short timeout, so that a looping Candidate is
+/// Inconclusive quickly.
+pub const RECIPE: &str = r#"{"timeoutMs":3000,"outputLimit":65536}"#;
+
+/// A working directory with a repository and a frozen Slice.
+pub struct Work {
+    _tmp: tempfile::TempDir,
+    pub dir: PathBuf,
+}
+
+/// Writes `text` at `path`, creating its directories.
+pub fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+impl Work {
+    /// A repository of the sample project and the demo's Slice, frozen in `slice/`, and an
+    /// open gate in `gate.json`.
+    pub fn new() -> Self {
+        let work = Self::unfrozen();
+        work.author_slice("slice", &[]);
+        work.freeze("slice").result();
+        work
+    }
+
+    /// The repository only.
+    pub fn unfrozen() -> Self {
+        let (tmp, dir) = sf_tests::private_dir();
+        write(&dir.join("project/sum.sh"), SUM_BUGGY);
+        write(&dir.join("gate.json"), "{\"proceed\": true}\n");
+        let work = Self { _tmp: tmp, dir };
+        work.sf(&[
+            "repo",
+            "create",
+            "--path",
+            "repo.git",
+            "--product",
+            "sum",
+            "--target",
+            "refs/heads/main",
+            "--from",
+            "project",
+            "--identity-out",
+            "identity.json",
+        ])
+        .result();
+        work
+    }
+
+    /// Writes the demo's Slice into `name`, with `changes` (relative path, text) written
+    /// over it (an empty text removes the file).
+    pub fn author_slice(&self, name: &str, changes: &[(&str, &str)]) -> PathBuf {
+        let slice = self.dir.join(name);
+        for (path, text) in SLICE {
+            write(&slice.join(path), text);
+        }
+        write(&slice.join("recipe.json"), RECIPE);
+        for (path, text) in changes {
+            if text.is_empty() {
+                std::fs::remove_file(slice.join(path)).unwrap();
+                // And the directories it leaves empty.
+                let mut parent = slice.join(path);
+                while parent.pop() && parent != slice {
+                    if std::fs::remove_dir(&parent).is_err() {
+                        break;
+                    }
+                }
+            } else {
+                write(&slice.join(path), text);
+            }
+        }
+        slice
+    }
+
+    /// `sf slice freeze --dir <name>`.
+    pub fn freeze(&self, name: &str) -> Envelope {
+        self.sf(&[
+            "slice",
+            "freeze",
+            "--dir",
+            name,
+            "--identity",
+            "identity.json",
+        ])
+    }
+
+    /// `sf --json ARGS` in the working directory.
+    pub fn sf(&self, args: &[&str]) -> Envelope {
+        Envelope::parse(self.command(args).output().unwrap())
+    }
+
+    /// `sf --json ARGS` of a command that decides (land, judge --exit-code).
+    pub fn sf_decided(&self, args: &[&str]) -> Envelope {
+        Envelope::parse_decided(self.command(args).output().unwrap())
+    }
+
+    /// The `sf --json ARGS` command, not yet run.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = sf();
+        command.current_dir(&self.dir).arg("--json").args(args);
+        command
+    }
+
+    /// The test build of `sf` that kills itself at `point` (`SF_TEST_KILL_AT`).
+    pub fn faulty(&self, point: &str, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_sf-faulty"));
+        command
+            .current_dir(&self.dir)
+            .env("SF_PLUGIN_PATH", built().sf.parent().unwrap())
+            .env("SF_TEST_KILL_AT", point)
+            .arg("--json")
+            .args(args);
+        command
+    }
+
+    /// Writes a proposal replacing `sum.sh` with `sum`.
+    pub fn sum_proposal(&self, name: &str, sum: &str) -> PathBuf {
+        self.proposal(
+            name,
+            serde_json::json!({"edits": [{
+                "path": "sum.sh",
+                "prior": Digest::of(SUM_BUGGY.as_bytes()).to_string(),
+                "text": sum,
+            }]}),
+        )
+    }
+
+    /// Writes a proposal.
+    pub fn proposal(&self, name: &str, proposal: serde_json::Value) -> PathBuf {
+        let path = self.dir.join("proposals").join(format!("{name}.json"));
+        write(&path, &proposal.to_string());
+        path
+    }
+
+    /// `sf seal --slice <slice>` of a proposal replacing `sum.sh` with `sum`; its digest.
+    pub fn seal(&self, slice: &str, sum: &str) -> String {
+        let proposal = self.sum_proposal(&Digest::of(sum.as_bytes()).hex()[..12], sum);
+        let sealed = self.sf(&[
+            "seal",
+            "--identity",
+            "identity.json",
+            "--slice",
+            slice,
+            "--proposal",
+            proposal.to_str().unwrap(),
+        ]);
+        sealed.result()["digest"].as_str().unwrap().to_owned()
+    }
+
+    /// `sf land` of `candidate` under `slice` behind `gate.json`, with `extra` flags.
+    pub fn land(&self, candidate: &str, slice: &str, extra: &[&str]) -> Envelope {
+        let mut args = vec![
+            "land",
+            "--identity",
+            "identity.json",
+            "--candidate",
+            candidate,
+            "--slice",
+            slice,
+            "--gate",
+            "gate.json",
+        ];
+        args.extend_from_slice(extra);
+        self.sf_decided(&args)
+    }
+
+    /// What the target ref names now.
+    pub fn target(&self) -> String {
+        git(
+            &self.dir.join("repo.git"),
+            &["rev-parse", "refs/heads/main"],
+        )
+    }
+
+    /// The initial commit.
+    pub fn initial(&self) -> String {
+        let identity: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(self.dir.join("identity.json")).unwrap())
+                .unwrap();
+        identity["initial"].as_str().unwrap().to_owned()
+    }
+
+    /// How many integrations of the repository hold a dispatch claim.
+    pub fn dispatches(&self) -> usize {
+        let refs = git(
+            &self.dir.join("repo.git"),
+            &[
+                "for-each-ref",
+                "--format=%(refname)",
+                "refs/sf/integrations/",
+            ],
+        );
+        refs.lines()
+            .filter(|name| name.ends_with("/dispatch"))
+            .count()
+    }
+
+    /// A hash of the repository and the Slice directory `slice`: equal hashes mean nothing
+    /// was written to either.
+    pub fn hash(&self, slice: &str) -> (String, String) {
+        (
+            sf_tests::tree_hash(&self.dir.join("repo.git")),
+            sf_tests::tree_hash(&self.dir.join(slice)),
+        )
+    }
+}
+
+/// Reads `repo` with the real git (a test's view, not sf's).
+pub fn git(repo: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git {args:?}: {output:?}");
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
