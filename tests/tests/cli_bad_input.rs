@@ -121,17 +121,17 @@ fn missing_and_malformed_input_files_name_the_input() {
     let refused = run_json(
         sf().args(["seal", "--json", "--identity", "/nonexistent/id.json"])
             .args([
-                "--frozen",
-                "/nonexistent/f.json",
+                "--slice",
+                "/nonexistent/slice",
                 "--proposal",
                 "/nonexistent/p.json",
             ]),
     );
-    assert_eq!(refused.error_code(), "unreadable-input");
+    assert_eq!(refused.error_code(), "invalid-input");
     assert!(
         refused
             .error_message()
-            .contains("--frozen /nonexistent/f.json")
+            .contains("--slice /nonexistent/slice")
     );
 
     std::fs::write(

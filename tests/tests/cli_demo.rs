@@ -1,5 +1,5 @@
-//! `sf demo` (issue 8, item 1) through the built binary and its plugins: every step of the
-//! pipeline on the bundled sample project behaves as described.
+//! `sf demo` through the built binary and its plugins: every step of the pipeline on the
+//! bundled sample project behaves as described, on the safe path (`sf land`).
 
 use sf_tests::plugins::{run_json, sf};
 
@@ -19,16 +19,26 @@ fn the_demo_verifies_integrates_once_and_fails_the_non_fix() {
     for step in steps {
         assert_eq!(step["ok"], true, "{step}");
     }
-    assert_eq!(step("judge fix")["outcome"], "verified");
-    assert_eq!(step("collect fix")["evidence"].as_array().unwrap().len(), 3);
-    let invoked = step("integrate invoke");
-    assert_eq!(invoked["invocation"], "confirmed");
-    assert_eq!(invoked["dispatched"], true);
-    assert_eq!(step("integrate inspect")["invocation"], "confirmed");
-    assert_eq!(step("invoke again")["dispatched"], false);
+    let landed = step("land fix");
+    assert_eq!(landed["outcome"], "integrated");
+    assert_eq!(landed["exit"], 0);
+    assert_eq!(landed["invocation"], "confirmed");
+    assert!(landed["verdict"].as_str().unwrap().starts_with("sha256:"));
     let fix_commit = &step("seal fix")["commit"];
-    assert_eq!(&invoked["target"], fix_commit);
-    assert_eq!(step("judge no-fix")["outcome"], "failed");
+    assert_eq!(&landed["target"], fix_commit);
+    let again = step("land again");
+    assert_eq!(again["replayed"], true);
+    assert!(again["attempt"].is_null());
+    let failed = step("land no-fix");
+    assert_eq!(failed["outcome"], "failed");
+    assert_eq!(failed["exit"], 3);
+    assert!(failed["invocation"].is_null(), "never prepared");
+    assert!(
+        step("seal tamper")["refused"]
+            .as_str()
+            .unwrap()
+            .contains("protected-path")
+    );
     assert_ne!(
         step("seal no-fix")["candidate"],
         step("seal fix")["candidate"]
@@ -39,7 +49,7 @@ fn the_demo_verifies_integrates_once_and_fails_the_non_fix() {
     let progress = demo
         .stderr
         .lines()
-        .filter(|line| line.starts_with("sf collect: ") && !line.contains("attempt"))
+        .filter(|line| line.starts_with("sf: ") && line.contains(" observed"))
         .count();
     assert_eq!(progress, 6, "{}", demo.stderr);
     // The temporary directory is gone.
@@ -58,11 +68,11 @@ fn the_demo_keeps_its_files_in_a_new_directory_only() {
     let stdout = String::from_utf8(output.stdout).unwrap();
     assert!(output.status.success(), "{stdout}");
     assert!(stdout.contains("demo ok"), "{stdout}");
-    for command in ["sf evidence find", "sf integrate inspect", "git --git-dir"] {
+    for command in ["sf judge", "sf evidence find", "sf land", "git --git-dir"] {
         assert!(stdout.contains(command), "{stdout}");
     }
     assert!(kept.join("identity.json").is_file());
-    assert!(kept.join("slice/frozen/frozen-inputs.json").is_file());
+    assert!(kept.join("slice/frozen/slice.json").is_file());
 
     // An existing directory is refused, and left as it was.
     let again = run_json(

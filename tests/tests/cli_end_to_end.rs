@@ -49,31 +49,52 @@ impl Workspace {
         )
     }
 
-    fn seal(&self, frozen: &Path, proposal: &Path) -> Envelope {
+    fn seal(&self, slice: &Path, proposal: &Path) -> Envelope {
         run_json(
             sf().args(["seal", "--json", "--identity"])
                 .arg(self.path("identity.json"))
-                .arg("--frozen")
-                .arg(frozen)
+                .arg("--slice")
+                .arg(slice)
                 .arg("--proposal")
                 .arg(proposal),
         )
+    }
+
+    /// Writes and freezes a Slice with scope `src` and one check (a harness script on the
+    /// base), and returns its directory.
+    fn freeze(&self) -> PathBuf {
+        let slice = self.path("slice");
+        std::fs::create_dir_all(slice.join("inputs/none")).unwrap();
+        std::fs::create_dir_all(slice.join("harness")).unwrap();
+        std::fs::write(slice.join("harness/t.sh"), "echo ok\n").unwrap();
+        std::fs::write(
+            slice.join("slice.json"),
+            r#"{"id":"slice-1","revision":1,"scope":["src"]}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            slice.join("recipe.json"),
+            r#"{"timeoutMs":10000,"outputLimit":4096}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            slice.join("acceptance.json"),
+            r#"{"protocol":"sf-repository-acceptance/2","checks":[{"kind":"process","id":"runs","phase":"guardrail","stage":"base","entry":{"from":"harness","path":"t.sh"},"entryInScope":false,"args":[],"input":"none","expectation":{"exitCode":0,"stdoutDigest":null}}]}"#,
+        )
+        .unwrap();
+        run_json(
+            sf().args(["slice", "freeze", "--json", "--dir"])
+                .arg(&slice)
+                .arg("--identity")
+                .arg(self.path("identity.json")),
+        )
+        .result();
+        slice
     }
 }
 
 fn sha256(text: &str) -> String {
     Digest::of(text.as_bytes()).to_string()
-}
-
-fn frozen(base: &str) -> Value {
-    json!({
-        "base": base,
-        "slice": {"id": "slice-1", "revision": 1},
-        "scope": ["src"],
-        "acceptance": sha256("acceptance"),
-        "recipe": sha256("recipe"),
-        "environment": sha256("environment"),
-    })
 }
 
 #[test]
@@ -121,10 +142,7 @@ fn create_seal_and_export_through_the_binary() {
         ]
     );
 
-    let frozen = work.write_json(
-        "frozen.json",
-        &frozen(identity["initial"].as_str().unwrap()),
-    );
+    let frozen = work.freeze();
     let proposal = work.write_json(
         "proposal.json",
         &json!({"edits": [
@@ -228,8 +246,8 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 fn a_bad_proposal_is_refused_with_its_reason_and_writes_nothing() {
     let work = Workspace::new();
     let created = work.create();
-    let initial = created.result()["initial"].as_str().unwrap().to_owned();
-    let frozen = work.write_json("frozen.json", &frozen(&initial));
+    created.result();
+    let frozen = work.freeze();
     let before = tree_hash(&work.path("repo"));
     for (proposal, reason) in [
         (
@@ -267,7 +285,7 @@ fn a_bad_proposal_is_refused_with_its_reason_and_writes_nothing() {
     let output = sf()
         .args(["seal", "--identity"])
         .arg(work.path("identity.json"))
-        .arg("--frozen")
+        .arg("--slice")
         .arg(&frozen)
         .arg("--proposal")
         .arg(work.path("bad-proposal.json"))

@@ -75,10 +75,10 @@ fn freeze_seal_collect_judge_and_read_the_evidence() {
     std::fs::write(
         slice.join("acceptance.json"),
         format!(
-            r#"{{"protocol":"sf-repository-acceptance/1","checks":[
- {{"kind":"process","id":"bug-shown","phase":"before","stage":"base","entry":"check.sh","args":[],"input":"numbers","expectation":{{"exitCode":1,"stdoutDigest":null}}}},
- {{"kind":"process","id":"bug-fixed","phase":"after","stage":"candidate","entry":"check.sh","args":[],"input":"numbers","expectation":{{"exitCode":0,"stdoutDigest":"{ok}"}}}},
- {{"kind":"process","id":"empty","phase":"guardrail","stage":"candidate","entry":"sum.sh","args":["/sf/input/numbers.txt"],"input":"empty","expectation":{{"exitCode":0,"stdoutDigest":"{zero}"}}}}]}}"#
+            r#"{{"protocol":"sf-repository-acceptance/2","checks":[
+ {{"kind":"process","id":"bug-shown","phase":"before","stage":"base","entry":{{"from":"tree","path":"check.sh"}},"entryInScope":false,"args":[],"input":"numbers","expectation":{{"exitCode":1,"stdoutDigest":null}}}},
+ {{"kind":"process","id":"bug-fixed","phase":"after","stage":"candidate","entry":{{"from":"tree","path":"check.sh"}},"entryInScope":false,"args":[],"input":"numbers","expectation":{{"exitCode":0,"stdoutDigest":"{ok}"}}}},
+ {{"kind":"process","id":"empty","phase":"guardrail","stage":"candidate","entry":{{"from":"tree","path":"sum.sh"}},"entryInScope":true,"args":["/sf/input/numbers.txt"],"input":"empty","expectation":{{"exitCode":0,"stdoutDigest":"{zero}"}}}}]}}"#
         ),
     )
     .unwrap();
@@ -125,8 +125,8 @@ fn freeze_seal_collect_judge_and_read_the_evidence() {
             "seal",
             "--identity",
             "identity.json",
-            "--frozen",
-            "slice/frozen/frozen-inputs.json",
+            "--slice",
+            "slice",
             "--proposal",
             "proposal.json",
         ],
@@ -154,7 +154,7 @@ fn freeze_seal_collect_judge_and_read_the_evidence() {
     let progress: Vec<&str> = collected
         .stderr
         .lines()
-        .filter(|line| line.starts_with("sf collect: ") && !line.contains("attempt"))
+        .filter(|line| line.starts_with("sf: ") && line.contains(" observed"))
         .collect();
     assert_eq!(
         progress.len(),
@@ -175,8 +175,15 @@ fn freeze_seal_collect_judge_and_read_the_evidence() {
         ],
         &dir,
     );
-    assert_eq!(judged.json["result"]["outcome"], "verified", "{:?}", judged);
-    assert_eq!(judged.json["result"]["protocol"], "sf-repository-verdict/1");
+    let verdict = &judged.json["result"]["verdict"];
+    assert_eq!(verdict["outcome"], "verified", "{:?}", judged);
+    assert_eq!(verdict["protocol"], "sf-repository-verdict/1");
+    assert!(
+        judged.json["result"]["digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:")
+    );
 
     let found = json(
         &[

@@ -4,6 +4,8 @@
 
 mod oats_support;
 
+mod land_support;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -419,34 +421,20 @@ fn sf_toml_selects_the_oats_binding_gate() {
         ),
     )
     .unwrap();
-    let test = TestRepo::git(FILES);
-    let identity = test.parent.join("identity.json");
-    std::fs::write(&identity, test.identity.to_canonical_bytes()).unwrap();
+    let work = land_support::Work::new();
     let invoke = |occurrence: u64| {
-        let base = test.identity.initial;
-        let sealed = test
-            .repo
-            .seal(
-                &frozen(base, &["src"]),
-                &proposal(vec![edit("src/a.txt", Some("alpha\n"), Some("beta\n"))]),
-            )
-            .unwrap();
-        let intent = test
-            .repo
-            .prepare_integration(&payload(&test.identity, &sealed, "deliver", occurrence))
-            .unwrap();
-        let prepared = test.parent.join(format!("prepared-{occurrence}.json"));
-        std::fs::write(
-            &prepared,
-            sf_host::canonical::encode(&intent.to_value()).unwrap(),
-        )
-        .unwrap();
+        let prepared = work.verified_intent("deliver", occurrence);
         run_json(
-            sf().args(["integrate", "invoke", "--json", "--config"])
+            sf().current_dir(&work.dir)
+                .args(["integrate", "invoke", "--json", "--config"])
                 .arg(&config)
-                .arg("--identity")
-                .arg(&identity)
-                .arg("--prepared")
+                .args([
+                    "--identity",
+                    "identity.json",
+                    "--slice",
+                    "slice",
+                    "--prepared",
+                ])
                 .arg(&prepared),
         )
     };
@@ -467,7 +455,7 @@ fn sf_toml_selects_the_oats_binding_gate() {
         withheld.result()["problem"],
         json!("withheld before submission: acme.tool binding check: unavailable (provider-down)")
     );
-    assert_eq!(test.repo.target().unwrap(), test.identity.initial);
+    assert_eq!(work.target(), work.initial());
 
     std::fs::write(&binding, json!({"status": "ready"}).to_string()).unwrap();
     let moved = invoke(2);
@@ -477,5 +465,5 @@ fn sf_toml_selects_the_oats_binding_gate() {
         "{:?}",
         moved.json
     );
-    assert_ne!(test.repo.target().unwrap(), test.identity.initial);
+    assert_ne!(work.target(), work.initial());
 }

@@ -5,6 +5,8 @@
 //! error (for a gate, a refusal) and the host keeps running; and `sf integrate invoke` and
 //! `sf collect` take their gate from `sf.toml`.
 
+mod land_support;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +17,6 @@ use sf_host::contracts::{AttemptId, EvidenceRecord, EvidenceStore, Gate, GateAns
 use sf_host::plugin::{Config, ConfigOrigin, PluginEvidenceStore, PluginGate, PluginPath, load};
 use sf_sdk::conformance::{evidence_store, gate};
 use sf_tests::plugins::{built, run_json, sf};
-use sf_tests::{TestRepo, edit, frozen, proposal};
 
 fn config(fields: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
     match fields {
@@ -220,43 +221,20 @@ fn sections_resolve_compiled_in_and_plugin_tags() {
 /// same file through the plugin's gate, withholds; `--gate FILE` overrides the section.
 #[test]
 fn integrate_invoke_takes_its_gate_from_the_configuration() {
-    let test = TestRepo::git(&[("src/a.txt", "alpha\n")]);
-    let sealed = test
-        .repo
-        .seal(
-            &frozen(test.identity.initial, &["src"]),
-            &proposal(vec![edit("src/a.txt", Some("alpha\n"), Some("one\n"))]),
-        )
-        .unwrap();
-    let identity = test.parent.join("identity.json");
-    std::fs::write(&identity, test.identity.to_canonical_bytes()).unwrap();
-    let prepare = |occurrence: u64| {
-        let prepared = test.parent.join(format!("prepared-{occurrence}.json"));
-        let made = run_json(
-            sf().args(["integrate", "prepare", "--json", "--identity"])
-                .arg(&identity)
-                .args([
-                    "--candidate",
-                    &sealed.digest.to_string(),
-                    "--action",
-                    "release",
-                ])
-                .args(["--occurrence", &occurrence.to_string()])
-                .args(["--proof", &Digest::of(b"proof").to_string()])
-                .args(["--owner", "owner-1", "--generation", "1", "--prepared-out"])
-                .arg(&prepared),
-        );
-        assert_eq!(made.code, Some(0), "{:?}", made.json);
-        prepared
-    };
+    let work = land_support::Work::new();
     let invoke = |config: &Path, prepared: &Path, gate: Option<&Path>| {
         let mut command = sf();
         command
+            .current_dir(&work.dir)
             .args(["integrate", "invoke", "--json", "--config"])
             .arg(config)
-            .arg("--identity")
-            .arg(&identity)
-            .arg("--prepared")
+            .args([
+                "--identity",
+                "identity.json",
+                "--slice",
+                "slice",
+                "--prepared",
+            ])
             .arg(prepared)
             .env("SF_PLUGIN_PATH", &built().dir);
         if let Some(gate) = gate {
@@ -265,17 +243,17 @@ fn integrate_invoke_takes_its_gate_from_the_configuration() {
         run_json(&mut command)
     };
 
-    let closed = test.parent.join("closed.json");
+    let closed = work.dir.join("closed.json");
     std::fs::write(
         &closed,
         br#"{"proceed": false, "reason": "release freeze"}"#,
     )
     .unwrap();
-    let open = test.parent.join("open.json");
+    let open = work.dir.join("open.json");
     std::fs::write(&open, br#"{"proceed": true}"#).unwrap();
     let mut configs = Vec::new();
     for (occurrence, tag) in [(1, "file"), (2, "test-file-gate")] {
-        let config = test.parent.join(format!("{tag}.toml"));
+        let config = work.dir.join(format!("{tag}.toml"));
         std::fs::write(
             &config,
             format!(
@@ -284,7 +262,8 @@ fn integrate_invoke_takes_its_gate_from_the_configuration() {
             ),
         )
         .unwrap();
-        let withheld = invoke(&config, &prepare(occurrence), None);
+        let prepared = work.verified_intent("release", occurrence);
+        let withheld = invoke(&config, &prepared, None);
         assert_eq!(withheld.code, Some(0), "{tag}: {:?}", withheld.json);
         assert_eq!(withheld.result()["invocation"], json!("withheld"), "{tag}");
         assert_eq!(
@@ -292,18 +271,22 @@ fn integrate_invoke_takes_its_gate_from_the_configuration() {
             json!("withheld before submission: release freeze"),
             "{tag}"
         );
-        assert_eq!(test.repo.target().unwrap(), test.identity.initial);
+        assert_eq!(work.target(), work.initial());
         configs.push(config);
     }
     // --gate FILE overrides the configured (closed) gate.
-    let moved = invoke(&configs[0], &prepare(3), Some(&open));
+    let moved = invoke(
+        &configs[0],
+        &work.verified_intent("release", 3),
+        Some(&open),
+    );
     assert_eq!(
         moved.result()["invocation"],
         json!("confirmed"),
         "{:?}",
         moved.json
     );
-    assert_eq!(test.repo.target().unwrap(), sealed.manifest.commit);
+    assert_ne!(work.target(), work.initial());
 }
 
 /// A plugin below a directory that others may write (without the sticky bit) is refused

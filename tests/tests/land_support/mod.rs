@@ -213,6 +213,55 @@ impl Work {
         self.sf_decided(&args)
     }
 
+    /// Seals the fix and collects it (once: later calls reuse it), and prepares occurrence
+    /// `occurrence` of action `action` from its Verified Verdict; the prepared record's path.
+    pub fn verified_intent(&self, action: &str, occurrence: u64) -> PathBuf {
+        let marker = self.dir.join("verified-candidate");
+        let candidate = match std::fs::read_to_string(&marker) {
+            Ok(candidate) => candidate,
+            Err(_) => {
+                let candidate = self.seal("slice", SUM_FIXED);
+                self.sf(&[
+                    "collect",
+                    "--identity",
+                    "identity.json",
+                    "--candidate",
+                    &candidate,
+                    "--slice",
+                    "slice",
+                ])
+                .result();
+                std::fs::write(&marker, &candidate).unwrap();
+                candidate
+            }
+        };
+        let prepared = self
+            .dir
+            .join(format!("prepared-{action}-{occurrence}.json"));
+        self.sf(&[
+            "integrate",
+            "prepare",
+            "--identity",
+            "identity.json",
+            "--candidate",
+            &candidate,
+            "--slice",
+            "slice",
+            "--action",
+            action,
+            "--occurrence",
+            &occurrence.to_string(),
+            "--owner",
+            "owner-1",
+            "--generation",
+            "1",
+            "--prepared-out",
+            prepared.to_str().unwrap(),
+        ])
+        .result();
+        prepared
+    }
+
     /// What the target ref names now.
     pub fn target(&self) -> String {
         git(
