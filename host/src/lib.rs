@@ -25,6 +25,7 @@ pub mod snapshot;
 pub mod snapshot_store;
 pub mod source_dir;
 pub mod source_path;
+pub mod text_escape;
 
 /// The version of sf, recorded in records that name the code that wrote them.
 pub const SF_VERSION: &str = env!("CARGO_PKG_VERSION");
