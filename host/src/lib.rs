@@ -10,6 +10,7 @@ pub mod canonical;
 pub mod cli;
 pub mod collector;
 pub mod contracts;
+pub mod dir_fd;
 pub mod evidence;
 pub mod fault;
 pub mod fence;
