@@ -12,7 +12,8 @@
 //! - a listing stats each entry with `AT_SYMLINK_NOFOLLOW`;
 //! - a subdirectory or file is opened with `O_NOFOLLOW` relative to its directory, and the
 //!   opened descriptor's device and inode must be the listed entry's (`changed-while-read`
-//!   otherwise), so what is read is what was listed;
+//!   otherwise), so what is read is what was listed; a file whose size, modification or
+//!   change time moved while it was read is `changed-while-read` too;
 //! - files are created with `O_CREAT | O_EXCL | O_NOFOLLOW`, directories with `mkdirat` and
 //!   then opened `O_NOFOLLOW | O_DIRECTORY`; a name that exists as a link is refused.
 //!
@@ -409,7 +410,8 @@ impl DirFd {
             });
         }
         let mut bytes = Vec::new();
-        std::fs::File::from(fd)
+        let mut file = std::fs::File::from(fd);
+        (&mut file)
             .take(limit.saturating_add(1))
             .read_to_end(&mut bytes)
             .map_err(|error| unreadable(error.to_string()))?;
@@ -417,6 +419,23 @@ impl DirFd {
             return Err(DirFdError::TooLarge {
                 path,
                 limit: format!("is larger than {limit} bytes"),
+            });
+        }
+        // A file written to while it was read gives bytes that were never its contents.
+        let after = rustix::fs::fstat(&file).map_err(|errno| unreadable(errno.to_string()))?;
+        let version = |stat: &Stat| {
+            (
+                stat.st_size,
+                stat.st_mtime,
+                stat.st_mtime_nsec,
+                stat.st_ctime,
+                stat.st_ctime_nsec,
+            )
+        };
+        if version(&after) != version(&stat) || bytes.len() as u64 != after.st_size as u64 {
+            return Err(DirFdError::Changed {
+                path,
+                detail: "it was written to while it was read".into(),
             });
         }
         Ok(FileBytes {

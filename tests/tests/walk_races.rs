@@ -1,5 +1,5 @@
 //! The directory-swap race: while sf reads a directory someone else can write (`sf exec
-//! --program`, `--input`, `sf repo create --from`), a second thread swaps one of its
+//! --program`, `--input`, `sf repo create --from`, an oats capability), a second thread swaps one of its
 //! subdirectories for a symbolic link to a root-only directory holding a secret, in a tight
 //! loop (`renameat2(RENAME_EXCHANGE)`, so the name is always one or the other). Thousands of
 //! walks in process (the functions those commands call) and tens of runs of the built `sf`:
@@ -237,6 +237,44 @@ fn snapshot_walks_never_follow_a_swapped_link() {
 fn source_walks_never_follow_a_swapped_link() {
     // `sf repo create --from` reads through read_source_dir.
     race_in_process(&Work::new(), read_source_dir);
+}
+
+#[test]
+fn oats_artifact_walks_never_follow_a_swapped_link() {
+    // An oats capability's integrity walk records links rather than refusing them, so the
+    // swapped name may be recorded as a link (its target a path), never read through.
+    let work = Work::new();
+    let swapper = work.swapper();
+    // Walks that met the swap: refused mid-walk, or recorded the link in the directory's place.
+    let mut drifted = 0;
+    for _ in 0..WALKS {
+        match sf_oats::artifact::walk(&work.tree) {
+            Ok(artifact) => {
+                if matches!(
+                    artifact.entries.get("sub"),
+                    Some(sf_oats::artifact::Entry::Link { .. })
+                ) {
+                    drifted += 1;
+                }
+                for (path, entry) in &artifact.entries {
+                    work.secret
+                        .assert_absent(path.as_bytes(), "an artifact's paths");
+                    if let sf_oats::artifact::Entry::File { content, .. } = entry {
+                        work.secret.assert_absent(content, "an artifact's files");
+                    }
+                }
+            }
+            Err(error) => {
+                drifted += 1;
+                work.secret
+                    .assert_absent(error.to_string().as_bytes(), "an artifact walk's error");
+            }
+        }
+    }
+    let swaps = swapper.swaps();
+    drop(swapper);
+    assert!(swaps > 100, "the swapper ran only {swaps} times");
+    assert!(drifted > 0, "no walk of {WALKS} met a swap");
 }
 
 /// Runs `command` [`RUNS`] times while the swapper runs; `check` sees each envelope.
