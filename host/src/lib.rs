@@ -14,6 +14,7 @@ pub mod dir_fd;
 pub mod evidence;
 pub mod fault;
 pub mod fence;
+pub mod foreign_repository;
 pub mod framing;
 pub mod gate;
 pub mod git_object;
