@@ -747,9 +747,10 @@ mod tests {
             top.open_dir(&entries[2]).unwrap_err().code(),
             "changed-while-read"
         );
-        // A file replaced after it was listed.
-        fs::remove_file(root.join("a")).unwrap();
-        fs::write(root.join("a"), "ay").unwrap();
+        // A file replaced after it was listed (the new one made first, so that it cannot
+        // reuse the old inode number).
+        fs::write(root.join("a.new"), "ay").unwrap();
+        fs::rename(root.join("a.new"), root.join("a")).unwrap();
         assert_eq!(
             top.read_file(&entries[0], 10).unwrap_err().code(),
             "changed-while-read"
