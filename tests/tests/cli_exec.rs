@@ -151,7 +151,10 @@ fn escape_sequences_in_a_programs_output_appear_escaped_in_text_output() {
         "{stdout}"
     );
     assert_eq!(
-        lines.iter().filter(|line| line.starts_with("status")).count(),
+        lines
+            .iter()
+            .filter(|line| line.starts_with("status"))
+            .count(),
         1,
         "{stdout}"
     );
