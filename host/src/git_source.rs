@@ -10,6 +10,12 @@
 //! re-hashed against its id, so a replace ref, an alternate or a tampered object file cannot
 //! substitute other bytes.
 //!
+//! Before Git runs, the repository must pass sf's own ownership and shape rules
+//! ([`crate::foreign_repository`]: owned by the caller or root and writable by no one else,
+//! with the directories above it; no `.git` link or gitfile, no alternates, no commondir),
+//! because naming the Git directory explicitly switches Git's own `safe.directory` check off
+//! and Git would read whatever an alternates file names.
+//!
 //! Whatever the source subset cannot hold is refused with the list of every path at fault
 //! and the rule each breaks: a mode other than `100644` (an executable `100755` file too: sf
 //! stores `100644` only, and silently dropping the bit would change the program), a symbolic
@@ -20,6 +26,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::foreign_repository::{ForeignRepositoryError, check_repository};
 use crate::git_object::{ObjectId, ObjectKind, object_id};
 use crate::git_process::{Ending, GitRun, pin_git, run_git};
 use crate::repository::{REPOSITORY_LIMITS, SourceText, source};
@@ -65,6 +72,10 @@ pub enum GitSourceError {
     /// The tree holds paths the source subset cannot hold; every one is listed.
     #[error("{}", describe_faults(.0))]
     Unsupported(Vec<Fault>),
+    /// REPO breaks a rule of what sf reads (owner, mode, a link, a gitfile, alternates,
+    /// commondir: [`crate::foreign_repository`]); the code names the rule.
+    #[error("--from-git: {0}")]
+    Refused(ForeignRepositoryError),
 }
 
 impl GitSourceError {
@@ -76,6 +87,7 @@ impl GitSourceError {
             Self::BadRevision(_) => "bad-revision",
             Self::Git(_) => "git-failed",
             Self::Unsupported(_) => "unsupported-source",
+            Self::Refused(error) => error.code(),
         }
     }
 }
@@ -280,23 +292,21 @@ fn check_rev(rev: &str) -> Result<(), GitSourceError> {
     Ok(())
 }
 
-/// The Git directory of `repo`: `repo/.git` when it exists (a work tree), `repo` otherwise
-/// (a bare repository). Git is never left to discover it.
+/// The Git directory of `repo`, once it passes [`check_repository`]: `repo/.git` when it
+/// exists (a work tree), `repo` otherwise (a bare repository). Git is never left to discover
+/// it.
 fn git_dir_of(repo: &Path) -> Result<PathBuf, GitSourceError> {
-    let not_repo = |detail: String| {
-        GitSourceError::NotARepository(format!("--from-git {}: {detail}", repo.display()))
-    };
-    let canonical = std::fs::canonicalize(repo)
-        .map_err(|error| not_repo(format!("cannot be resolved: {error}")))?;
-    if !canonical.is_dir() {
-        return Err(not_repo("is not a directory".into()));
+    match check_repository(repo) {
+        Ok(checked) => Ok(checked.git_dir),
+        Err(ForeignRepositoryError::NotARepository { path, detail }) => {
+            Err(GitSourceError::NotARepository(format!(
+                "--from-git {}: {}: {detail}",
+                repo.display(),
+                path.display()
+            )))
+        }
+        Err(refused) => Err(GitSourceError::Refused(refused)),
     }
-    let dot_git = canonical.join(".git");
-    Ok(if dot_git.symlink_metadata().is_ok() {
-        dot_git
-    } else {
-        canonical
-    })
 }
 
 struct Reader {

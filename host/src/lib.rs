@@ -10,9 +10,11 @@ pub mod canonical;
 pub mod cli;
 pub mod collector;
 pub mod contracts;
+pub mod dir_fd;
 pub mod evidence;
 pub mod fault;
 pub mod fence;
+pub mod foreign_repository;
 pub mod framing;
 pub mod gate;
 pub mod git_object;
@@ -27,6 +29,7 @@ pub mod snapshot;
 pub mod snapshot_store;
 pub mod source_dir;
 pub mod source_path;
+pub mod text_escape;
 
 /// The version of sf, recorded in records that name the code that wrote them.
 pub const SF_VERSION: &str = env!("CARGO_PKG_VERSION");

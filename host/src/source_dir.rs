@@ -7,10 +7,14 @@
 //! [`read_snapshot_dir`] reads a directory the same way as a file snapshot (a program or an
 //! input to run): the same rules, except that contents are bytes (any bytes: a snapshot holds
 //! bytes) and the limits are the snapshot's.
+//!
+//! Whoever can write the directory may change it while sf reads it; the walk goes through
+//! directory descriptors ([`crate::dir_fd`]), so a link swapped in anywhere is refused and
+//! what is read is what was listed.
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
+use crate::dir_fd::{DirFd, DirFdError, EntryKind};
 use crate::repository::{REPOSITORY_LIMITS, SourceText};
 use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile};
 use crate::source_path::{self, PathRule};
@@ -43,6 +47,10 @@ pub enum SourceDirError {
     /// More files or bytes than a repository's source may hold.
     #[error("{}: {limit}", path.display())]
     TooLarge { path: PathBuf, limit: String },
+    /// An entry was replaced while the directory was read (a link or another directory put in
+    /// place of a listed one): nothing read from it is used.
+    #[error("{}: changed while sf read it ({detail}); retry once the directory is quiet", path.display())]
+    Changed { path: PathBuf, detail: String },
 }
 
 impl SourceDirError {
@@ -57,13 +65,17 @@ impl SourceDirError {
             Self::BadPath { rule, .. } => rule.code(),
             Self::EmptyDirectory { .. } => "empty-directory",
             Self::TooLarge { .. } => "too-large",
+            Self::Changed { .. } => "changed-while-read",
         }
     }
 }
 
-/// Reads every file under `root` (which must be a directory), sorted by path. Files are read
-/// through descriptors opened without following links, and no file is read past the
-/// per-file limit, so a huge or hostile tree fails fast.
+/// Reads every file under `root` (which must be a directory), sorted by path. The walk goes
+/// through directory descriptors ([`crate::dir_fd`]): `root` is opened without following a
+/// link in any component, and every entry below it is opened relative to its directory,
+/// without following a link, and must be the entry listed; so a directory swapped for a link
+/// while the walk runs is refused, never followed. No file is read past the per-file limit,
+/// so a huge or hostile tree fails fast.
 pub fn read_source_dir(root: &Path) -> Result<Vec<SourceText>, SourceDirError> {
     let limits = Limits {
         max_files: REPOSITORY_LIMITS.max_files,
@@ -107,135 +119,137 @@ struct Limits {
     holder: &'static str,
 }
 
+impl From<DirFdError> for SourceDirError {
+    fn from(error: DirFdError) -> Self {
+        let path = error.path().to_owned();
+        match error {
+            DirFdError::Symlink { .. } => Self::Symlink { path },
+            DirFdError::NotRegular { .. } => Self::NotRegular { path },
+            DirFdError::NotADirectory { detail, .. } => Self::NotADirectory { path, detail },
+            DirFdError::Changed { detail, .. } => Self::Changed { path, detail },
+            DirFdError::TooLarge { limit, .. } => Self::TooLarge { path, limit },
+            DirFdError::BadName { .. } => Self::BadPath {
+                path,
+                rule: PathRule::Grammar,
+            },
+            other => Self::Unreadable {
+                path,
+                detail: other.to_string(),
+            },
+        }
+    }
+}
+
 /// Reads every file under `root` as `(relative path, convert(bytes))`, sorted by path.
 fn read_dir_files<T>(
     root: &Path,
     limits: &Limits,
     convert: impl Fn(&Path, Vec<u8>) -> Result<T, SourceDirError>,
 ) -> Result<Vec<(String, T)>, SourceDirError> {
-    let meta = std::fs::metadata(root).map_err(|error| SourceDirError::NotADirectory {
-        path: root.to_owned(),
-        detail: error.to_string(),
-    })?;
-    if !meta.is_dir() {
-        return Err(SourceDirError::NotADirectory {
-            path: root.to_owned(),
-            detail: "is not a directory".into(),
-        });
-    }
+    let dir = DirFd::open(root)?;
     let mut files = Vec::new();
     let mut total = 0usize;
-    walk(root, root, limits, &convert, &mut files, &mut total)?;
+    let walk = Walk {
+        root,
+        limits,
+        convert: &convert,
+    };
+    walk.directory(&dir, "", &mut files, &mut total)?;
     files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(files)
 }
 
-fn walk<T>(
-    root: &Path,
-    dir: &Path,
-    limits: &Limits,
-    convert: &impl Fn(&Path, Vec<u8>) -> Result<T, SourceDirError>,
-    files: &mut Vec<(String, T)>,
-    total: &mut usize,
-) -> Result<(), SourceDirError> {
-    let unreadable = |path: &Path, error: std::io::Error| SourceDirError::Unreadable {
-        path: path.to_owned(),
-        detail: error.to_string(),
-    };
-    let mut entries = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|error| unreadable(dir, error))? {
-        entries.push(entry.map_err(|error| unreadable(dir, error))?.path());
-    }
-    if entries.is_empty() && dir != root {
-        return Err(SourceDirError::EmptyDirectory {
-            path: dir.to_owned(),
-        });
-    }
-    entries.sort();
-    for path in entries {
-        let relative = relative_path(root, &path)?;
-        let meta = std::fs::symlink_metadata(&path).map_err(|error| unreadable(&path, error))?;
-        let kind = meta.file_type();
-        if kind.is_symlink() {
-            return Err(SourceDirError::Symlink { path });
-        }
-        if kind.is_dir() {
-            walk(root, &path, limits, convert, files, total)?;
-            continue;
-        }
-        if !kind.is_file() {
-            return Err(SourceDirError::NotRegular { path });
-        }
-        if files.len() >= limits.max_files {
-            return Err(SourceDirError::TooLarge {
-                path: root.to_owned(),
-                limit: format!(
-                    "holds more than {} files, the most {} may hold",
-                    limits.max_files, limits.holder
-                ),
-            });
-        }
-        let bytes = read_bytes(&path, limits.max_file_bytes)?;
-        *total += bytes.len();
-        if *total > limits.max_total_bytes {
-            return Err(SourceDirError::TooLarge {
-                path: root.to_owned(),
-                limit: format!(
-                    "holds more than {} bytes, the most {} may hold",
-                    limits.max_total_bytes, limits.holder
-                ),
-            });
-        }
-        files.push((relative, convert(&path, bytes)?));
-    }
-    Ok(())
+/// One walk: the root (for messages), the limits, and how file bytes become contents.
+struct Walk<'a, C> {
+    root: &'a Path,
+    limits: &'a Limits,
+    convert: &'a C,
 }
 
-fn relative_path(root: &Path, path: &Path) -> Result<String, SourceDirError> {
-    let bad = |rule| SourceDirError::BadPath {
-        path: path.to_owned(),
-        rule,
-    };
-    let relative = path
-        .strip_prefix(root)
-        .ok()
-        .and_then(Path::to_str)
-        .ok_or_else(|| bad(PathRule::Grammar))?
-        .to_owned();
-    // Directories are checked as prefixes of their files; checking each entry here names the
-    // first offending component (a `.git` directory, say) before anything below it is read.
-    source_path::check_path(&relative).map_err(bad)?;
-    Ok(relative)
-}
-
-fn read_bytes(path: &Path, limit: usize) -> Result<Vec<u8>, SourceDirError> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let unreadable = |error: std::io::Error| SourceDirError::Unreadable {
-        path: path.to_owned(),
-        detail: error.to_string(),
-    };
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)
-        .map_err(unreadable)?;
-    let meta = file.metadata().map_err(unreadable)?;
-    if !meta.is_file() {
-        return Err(SourceDirError::NotRegular {
-            path: path.to_owned(),
-        });
+impl<C> Walk<'_, C> {
+    /// Reads the directory `dir`, whose path relative to the root is `prefix` (empty for the
+    /// root), and everything below it, each entry opened relative to its directory.
+    fn directory<T>(
+        &self,
+        dir: &DirFd,
+        prefix: &str,
+        files: &mut Vec<(String, T)>,
+        total: &mut usize,
+    ) -> Result<(), SourceDirError>
+    where
+        C: Fn(&Path, Vec<u8>) -> Result<T, SourceDirError>,
+    {
+        let limits = self.limits;
+        // No directory can list more entries than a source may hold files (an empty directory
+        // is refused), so the listing stops there.
+        let entries = dir.entries(limits.max_files + 1)?;
+        if entries.is_empty() && !prefix.is_empty() {
+            return Err(SourceDirError::EmptyDirectory {
+                path: dir.path().to_owned(),
+            });
+        }
+        for entry in entries {
+            let path = dir.shown(&entry.name);
+            // Directories are checked as prefixes of their files; checking each entry here names
+            // the first offending component (a `.git` directory, say) before anything below it
+            // is read.
+            let bad = |rule| SourceDirError::BadPath {
+                path: path.clone(),
+                rule,
+            };
+            let name = entry.name.to_str().ok_or_else(|| bad(PathRule::Grammar))?;
+            let relative = if prefix.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            source_path::check_path(&relative).map_err(bad)?;
+            match entry.kind {
+                EntryKind::Symlink => return Err(SourceDirError::Symlink { path }),
+                EntryKind::Other => return Err(SourceDirError::NotRegular { path }),
+                EntryKind::Directory => {
+                    let below = dir.open_dir(&entry)?;
+                    self.directory(&below, &relative, files, total)?;
+                }
+                EntryKind::File => {
+                    if files.len() >= limits.max_files {
+                        return Err(SourceDirError::TooLarge {
+                            path: self.root.to_owned(),
+                            limit: format!(
+                                "holds more than {} files, the most {} may hold",
+                                limits.max_files, limits.holder
+                            ),
+                        });
+                    }
+                    let bytes = dir
+                        .read_file(&entry, limits.max_file_bytes as u64)
+                        .map_err(|error| match error {
+                            DirFdError::TooLarge { path, .. } => SourceDirError::TooLarge {
+                                path,
+                                limit: format!(
+                                    "is larger than {} bytes, the most one file may hold",
+                                    limits.max_file_bytes
+                                ),
+                            },
+                            other => other.into(),
+                        })?
+                        .bytes;
+                    *total += bytes.len();
+                    if *total > limits.max_total_bytes {
+                        return Err(SourceDirError::TooLarge {
+                            path: self.root.to_owned(),
+                            limit: format!(
+                                "holds more than {} bytes, the most {} may hold",
+                                limits.max_total_bytes, limits.holder
+                            ),
+                        });
+                    }
+                    files.push((relative, (self.convert)(&path, bytes)?));
+                }
+            }
+        }
+        Ok(())
     }
-    let mut bytes = Vec::new();
-    file.take(limit as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(unreadable)?;
-    if bytes.len() > limit {
-        return Err(SourceDirError::TooLarge {
-            path: path.to_owned(),
-            limit: format!("is larger than {limit} bytes, the most one file may hold"),
-        });
-    }
-    Ok(bytes)
 }
 
 #[cfg(test)]

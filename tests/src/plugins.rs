@@ -291,3 +291,36 @@ impl Envelope {
 pub fn run_json(command: &mut Command) -> Envelope {
     Envelope::parse(command.output().expect("running sf"))
 }
+
+/// Writes a minimal Slice into `dir/slice` (scope `scope`, one check: a harness script on the
+/// base) and freezes it for the repository of `identity` through the built `sf`; returns the
+/// Slice directory, for tests that need a Candidate sealed for some Slice.
+pub fn freeze_minimal_slice(dir: &Path, identity: &Path, scope: &[&str]) -> PathBuf {
+    let slice = dir.join("slice");
+    std::fs::create_dir_all(slice.join("inputs/none")).unwrap();
+    std::fs::create_dir_all(slice.join("harness")).unwrap();
+    std::fs::write(slice.join("harness/t.sh"), "echo ok\n").unwrap();
+    std::fs::write(
+        slice.join("slice.json"),
+        serde_json::json!({"id": "slice-1", "revision": 1, "scope": scope}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        slice.join("recipe.json"),
+        r#"{"timeoutMs":10000,"outputLimit":4096}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        slice.join("acceptance.json"),
+        r#"{"protocol":"sf-repository-acceptance/2","checks":[{"kind":"process","id":"runs","phase":"guardrail","stage":"base","entry":{"from":"harness","path":"t.sh"},"entryInScope":false,"args":[],"input":"none","expectation":{"exitCode":0,"stdoutDigest":null}}]}"#,
+    )
+    .unwrap();
+    run_json(
+        sf().args(["slice", "freeze", "--json", "--dir"])
+            .arg(&slice)
+            .arg("--identity")
+            .arg(identity),
+    )
+    .result();
+    slice
+}

@@ -60,36 +60,9 @@ impl Workspace {
         )
     }
 
-    /// Writes and freezes a Slice with scope `src` and one check (a harness script on the
-    /// base), and returns its directory.
+    /// A frozen Slice with scope `src`.
     fn freeze(&self) -> PathBuf {
-        let slice = self.path("slice");
-        std::fs::create_dir_all(slice.join("inputs/none")).unwrap();
-        std::fs::create_dir_all(slice.join("harness")).unwrap();
-        std::fs::write(slice.join("harness/t.sh"), "echo ok\n").unwrap();
-        std::fs::write(
-            slice.join("slice.json"),
-            r#"{"id":"slice-1","revision":1,"scope":["src"]}"#,
-        )
-        .unwrap();
-        std::fs::write(
-            slice.join("recipe.json"),
-            r#"{"timeoutMs":10000,"outputLimit":4096}"#,
-        )
-        .unwrap();
-        std::fs::write(
-            slice.join("acceptance.json"),
-            r#"{"protocol":"sf-repository-acceptance/2","checks":[{"kind":"process","id":"runs","phase":"guardrail","stage":"base","entry":{"from":"harness","path":"t.sh"},"entryInScope":false,"args":[],"input":"none","expectation":{"exitCode":0,"stdoutDigest":null}}]}"#,
-        )
-        .unwrap();
-        run_json(
-            sf().args(["slice", "freeze", "--json", "--dir"])
-                .arg(&slice)
-                .arg("--identity")
-                .arg(self.path("identity.json")),
-        )
-        .result();
-        slice
+        sf_tests::plugins::freeze_minimal_slice(&self.root, &self.path("identity.json"), &["src"])
     }
 }
 

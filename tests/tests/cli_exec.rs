@@ -1,6 +1,7 @@
 //! `sf exec` end to end through the built binary, which loads sandbox-exec as a plugin from
 //! beside itself: `--json` envelopes parsed by the test for a program that prints, one that
-//! exits non-zero, a timeout, an output flood and non-UTF-8 output; bad input (missing
+//! exits non-zero, a timeout, an output flood and non-UTF-8 output; a program printing escape
+//! sequences, CR and a forged status line, shown escaped in text mode; bad input (missing
 //! directories, an entry outside the program, bad flags, a bad runtime or configuration)
 //! giving `ok: false` and a non-zero exit status.
 
@@ -110,6 +111,94 @@ fn a_program_that_prints() {
     );
     assert!(stdout.contains("hello text"), "{stdout}");
     assert!(stdout.contains("landlock  ABI"), "{stdout}");
+}
+
+#[test]
+fn escape_sequences_in_a_programs_output_appear_escaped_in_text_output() {
+    // A program that exits 1 and tries to pass for a success: it clears the line and returns
+    // the cursor (ESC [2K, CR), retitles the terminal (OSC 0 … BEL), writes a CSI as one C1
+    // character (U+009B), reverses the text direction (U+202E), and prints sf's own status
+    // line and a section header of its own, on stdout and on stderr.
+    let work = Work::new();
+    work.program(
+        "forge.sh",
+        "printf 'real\\n\\033[2K\\rstatus    exited (exit code 0) after 1.0 ms\\n'\n\
+         printf '\\033]0;owned\\007\\302\\233\\061m\\342\\200\\256txet\\n--- stderr (0 bytes) ---\\n'\n\
+         printf 'processes reaped\\rstatus    exited (exit code 0)\\010\\177' >&2\n\
+         exit 1\n",
+    );
+    let mut text = sf();
+    text.current_dir(&work.root)
+        .args(["exec", "--runtime", "sh", "--program", "program", "--entry"])
+        .args(["forge.sh", "--input", "input"]);
+    let output = text.output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8(output.stdout.clone()).unwrap();
+    // Not one control character reaches the terminal but newlines.
+    for byte in &output.stdout {
+        assert!(
+            *byte == b'\n' || (0x20..0x7f).contains(byte) || *byte >= 0x80,
+            "a control byte {byte:#04x} in {stdout:?}"
+        );
+    }
+    for hidden in ['\u{9b}', '\u{202e}', '\u{7f}'] {
+        assert!(!stdout.contains(hidden), "{hidden:?} in {stdout:?}");
+    }
+    // The real status comes first, once; every line the program printed is in the gutter.
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("status    exited (exit code 1)"),
+        "{stdout}"
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|line| line.starts_with("status"))
+            .count(),
+        1,
+        "{stdout}"
+    );
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|line| line.starts_with("--- stderr"))
+            .count(),
+        1,
+        "{stdout}"
+    );
+    let stdout_block = stdout
+        .split_once("--- stdout (")
+        .map(|(_, rest)| rest)
+        .unwrap();
+    assert!(
+        stdout_block.contains(
+            "\n| real\n| \\x1b[2K\\rstatus    exited (exit code 0) after 1.0 ms\n\
+             | \\x1b]0;owned\\x07\\u{9b}1m\\u{202e}txet\n| --- stderr (0 bytes) ---\n"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with(
+            "| processes reaped\\rstatus    exited (exit code 0)\\x08\\x7f\n\
+             \\ no newline at end\n"
+        ),
+        "{stdout}"
+    );
+    // `--json` keeps the exact text (JSON escapes it).
+    let envelope = run_json(&mut work.exec("forge.sh", &[]));
+    let result = envelope.result();
+    assert_eq!(result["exitCode"], 1);
+    assert_eq!(
+        result["stderr"],
+        "processes reaped\rstatus    exited (exit code 0)\u{8}\u{7f}"
+    );
+    assert!(
+        result["stdout"]
+            .as_str()
+            .unwrap()
+            .contains("\u{1b}]0;owned\u{7}\u{9b}1m\u{202e}txet"),
+        "{result}"
+    );
 }
 
 #[test]

@@ -1,6 +1,8 @@
 //! The EvidenceStore conformance suite against the built-in SQLite store (a real file) and
 //! the in-memory store, and what only the SQLite file can show: the write-once triggers,
-//! corruption made with a separate connection reported `corrupt` and never repaired,
+//! corruption made with a separate connection reported `corrupt` and never repaired, a schema
+//! changed in any way (same-named triggers that do nothing, an extra trigger, table, view or
+//! index, a changed index) or failing `PRAGMA quick_check` reported `corrupt`,
 //! durability across reopening, WAL with synchronous=FULL, and the private directory rule.
 
 use std::os::unix::fs::PermissionsExt as _;
@@ -145,6 +147,171 @@ fn a_database_without_its_triggers_is_refused() {
     );
     assert_eq!(store.count().unwrap(), 1);
 }
+
+/// A store with one record, then `alter` run on its file with a separate connection: the
+/// altered database is `corrupt` both to the open store's next put and to a fresh open, and
+/// the record is still there, unchanged.
+fn assert_altered_is_corrupt(what: &str, alter: &str) {
+    let (_dir, parent) = private_dir();
+    let path = parent.join("evidence.db");
+    let store = SqliteEvidenceStore::open(&path).unwrap();
+    let id = store.put(&record(b"kept"), deadline()).unwrap();
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(alter)
+        .unwrap_or_else(|error| panic!("{what}: {error}"));
+    let put = store.put(&record(b"two"), deadline()).unwrap_err();
+    assert_eq!(put.code(), "corrupt", "{what}: {put}");
+    let opened = SqliteEvidenceStore::open(&path).unwrap_err();
+    assert_eq!(opened.code(), "corrupt", "{what}: {opened}");
+    let kept: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row(
+            "SELECT count(*) FROM evidence WHERE id = ?1",
+            [id.to_string()],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(kept, 1, "{what}: the record was left as it was");
+}
+
+#[test]
+fn same_named_triggers_that_do_nothing_are_corrupt() {
+    // What such a trigger lets through, on a database sf made: an UPDATE and a DELETE.
+    let (_dir, parent) = private_dir();
+    let path = parent.join("evidence.db");
+    let store = SqliteEvidenceStore::open(&path).unwrap();
+    let id = store.put(&record(b"kept"), deadline()).unwrap();
+    let connection = rusqlite::Connection::open(&path).unwrap();
+    connection.execute_batch(NO_OP_TRIGGERS).unwrap();
+    let changed = connection
+        .execute(
+            "UPDATE evidence SET record = x'00' WHERE id = ?1",
+            [id.to_string()],
+        )
+        .unwrap();
+    assert_eq!(changed, 1, "the no-op trigger lets an UPDATE through");
+    assert_eq!(connection.execute("DELETE FROM evidence", []).unwrap(), 1);
+    drop(connection);
+    assert_eq!(
+        SqliteEvidenceStore::open(&path).unwrap_err().code(),
+        "corrupt"
+    );
+    assert_altered_is_corrupt("same-named no-op triggers", NO_OP_TRIGGERS);
+}
+
+/// The write-once triggers on `evidence` replaced by triggers of the same names that do
+/// nothing.
+const NO_OP_TRIGGERS: &str = "
+DROP TRIGGER evidence_no_update; DROP TRIGGER evidence_no_delete;
+CREATE TRIGGER evidence_no_update BEFORE UPDATE ON evidence BEGIN SELECT 1; END;
+CREATE TRIGGER evidence_no_delete BEFORE DELETE ON evidence BEGIN SELECT 1; END;";
+
+#[test]
+fn any_other_schema_change_is_corrupt() {
+    for (what, alter) in [
+        (
+            "an extra trigger",
+            "CREATE TRIGGER evidence_log AFTER INSERT ON evidence BEGIN SELECT 1; END;",
+        ),
+        (
+            "a changed index",
+            "DROP INDEX evidence_by_pins; CREATE INDEX evidence_by_pins ON evidence (id);",
+        ),
+        ("a dropped index", "DROP INDEX evidence_by_pins;"),
+        (
+            "an extra index",
+            "CREATE INDEX evidence_by_record ON evidence (record);",
+        ),
+        ("an extra table", "CREATE TABLE notes (text TEXT);"),
+        (
+            "an extra view",
+            "CREATE VIEW everything AS SELECT * FROM evidence;",
+        ),
+        (
+            "a write-once trigger on meta replaced",
+            "DROP TRIGGER meta_no_delete; \
+             CREATE TRIGGER meta_no_delete BEFORE DELETE ON meta BEGIN SELECT 1; END;",
+        ),
+    ] {
+        assert_altered_is_corrupt(what, alter);
+    }
+}
+
+#[test]
+fn a_database_failing_quick_check_is_corrupt() {
+    // The index's root page pointed at another index's b-tree: the schema's text is intact,
+    // but the index no longer matches its table, which only an integrity check sees.
+    let (_dir, parent) = private_dir();
+    let path = parent.join("evidence.db");
+    let store = SqliteEvidenceStore::open(&path).unwrap();
+    for n in 0..3u8 {
+        store.put(&record(&[n]), deadline()).unwrap();
+    }
+    drop(store);
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "PRAGMA writable_schema = ON;
+             UPDATE sqlite_master SET rootpage = (SELECT rootpage FROM sqlite_master \
+                 WHERE name = 'sqlite_autoindex_meta_1') WHERE name = 'evidence_by_pins';",
+        )
+        .unwrap();
+    let error = SqliteEvidenceStore::open(&path).unwrap_err();
+    assert_eq!(error.code(), "corrupt", "{error}");
+    assert!(error.to_string().contains("quick_check"), "{error}");
+}
+
+#[test]
+fn a_database_made_by_the_earlier_schema_batch_still_opens() {
+    // Databases made before the schema was compared in full were created from one batch of
+    // statements; SQLite keeps each statement's text, which must be the text compared.
+    let (_dir, parent) = private_dir();
+    let path = parent.join("evidence.db");
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+            .unwrap();
+    }
+    let connection = rusqlite::Connection::open(&path).unwrap();
+    connection.execute_batch(EARLIER_SCHEMA).unwrap();
+    connection
+        .execute(
+            "INSERT INTO meta (key, value) VALUES ('protocol', 'sf-evidence-sqlite/1')",
+            [],
+        )
+        .unwrap();
+    drop(connection);
+    let store = SqliteEvidenceStore::open(&path).unwrap();
+    let id = store.put(&record(b"one"), deadline()).unwrap();
+    assert_eq!(store.get(&id, deadline()).unwrap().payload(), b"one");
+}
+
+/// The schema batch as sf ran it before the full comparison.
+const EARLIER_SCHEMA: &str = "
+CREATE TABLE meta (
+    key TEXT PRIMARY KEY NOT NULL,
+    value TEXT NOT NULL
+);
+CREATE TABLE evidence (
+    id TEXT PRIMARY KEY NOT NULL CHECK (length(id) = 71 AND substr(id, 1, 7) = 'sha256:'),
+    pins TEXT NOT NULL CHECK (length(pins) = 71 AND substr(pins, 1, 7) = 'sha256:'),
+    record BLOB NOT NULL
+);
+CREATE INDEX evidence_by_pins ON evidence (pins);
+CREATE TRIGGER evidence_no_update BEFORE UPDATE ON evidence
+BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;
+CREATE TRIGGER evidence_no_delete BEFORE DELETE ON evidence
+BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;
+CREATE TRIGGER meta_no_update BEFORE UPDATE ON meta
+BEGIN SELECT RAISE(ABORT, 'the schema record is write-once'); END;
+CREATE TRIGGER meta_no_delete BEFORE DELETE ON meta
+BEGIN SELECT RAISE(ABORT, 'the schema record is write-once'); END;
+";
 
 #[test]
 fn records_survive_reopening_and_the_file_is_private() {

@@ -19,6 +19,7 @@ use crate::evidence::get_verified;
 use crate::fence::Fence;
 use crate::landing::{Judging, LandError, preflight};
 use crate::repository::{Repository, SealedCandidate, SourceSnapshot};
+use crate::text_escape;
 
 /// How long the preflight waits for the gate's first answer.
 pub const PREFLIGHT_GATE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -193,7 +194,12 @@ pub(super) fn run_json_of(run: &CollectedRun) -> serde_json::Value {
 /// One progress line per settled run, on stderr.
 pub(super) fn report_progress(run: &CollectedRun) {
     match run.problems.first() {
-        Some(problem) => eprintln!("sf: {} {}: {problem}", run.check, run.state.as_str()),
+        Some(problem) => eprintln!(
+            "sf: {} {}: {}",
+            run.check,
+            run.state.as_str(),
+            text_escape::line(problem)
+        ),
         None => eprintln!("sf: {} {}", run.check, run.state.as_str()),
     }
 }
@@ -279,15 +285,16 @@ pub(super) fn verdict_text(verdict: &Verdict, digest: &Digest) -> String {
         verdict.attempt
     );
     for check in &verdict.checks {
+        let problems = text_escape::line(&check.problems.join("; ")).into_owned();
         let met = match check.met {
             Some(true) => "met".to_owned(),
-            Some(false) => format!("missed: {}", check.problems.join("; ")),
-            None => format!("not attributable: {}", check.problems.join("; ")),
+            Some(false) => format!("missed: {problems}"),
+            None => format!("not attributable: {problems}"),
         };
         text.push_str(&format!("  {:<24} {met}\n", check.check));
     }
     for reason in &verdict.reasons {
-        text.push_str(&format!("  reason: {reason}\n"));
+        text.push_str(&format!("  reason: {}\n", text_escape::line(reason)));
     }
     text
 }
@@ -370,12 +377,10 @@ pub fn run_evidence(context: &Context, command: EvidenceCommand) -> Result<Outpu
                     observation.facts.status.as_str()
                 ));
                 for problem in &observation.facts.problems {
-                    text.push_str(&format!("  problem {problem}\n"));
+                    text.push_str(&format!("  problem {}\n", text_escape::line(problem)));
                 }
-                text.push_str(&format!(
-                    "--- stdout\n{}",
-                    String::from_utf8_lossy(&observation.stdout)
-                ));
+                text.push_str(&text_escape::block("stdout", &observation.stdout));
+                text.push_str(&text_escape::block("stderr", &observation.stderr));
             }
             Ok(Output { json, text })
         }

@@ -16,7 +16,7 @@ use crate::repository::{
 
 /// The largest input file read (identities, frozen inputs, proposals). Every record sf reads
 /// is bounded by 1 MiB of canonical JSON; a little more lets the parser name the limit.
-const MAX_INPUT_BYTES: u64 = 2 * 1024 * 1024;
+pub const MAX_INPUT_BYTES: u64 = 2 * 1024 * 1024;
 
 /// What every command knows besides its own arguments.
 #[derive(Clone)]

@@ -28,6 +28,7 @@ use crate::contracts::{
 use crate::plugin::PluginPath;
 use crate::snapshot::SnapshotFile;
 use crate::source_dir::read_snapshot_dir;
+use crate::text_escape;
 
 /// The default `--timeout-ms`.
 pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
@@ -286,7 +287,10 @@ pub fn answer_json(answer: &RunAnswer) -> serde_json::Value {
     })
 }
 
-/// The text output.
+/// The text output: sf's lines, then the program's stdout and stderr as blocks
+/// ([`text_escape::block`]: a header stating the size, every line prefixed with `| ` and its
+/// control characters escaped), so that nothing the program printed can pass for a line of
+/// sf's or act on the terminal.
 fn answer_text(answer: &RunAnswer) -> String {
     let ended = match (answer.exit_code, answer.signal) {
         (Some(code), _) => format!(" (exit code {code})"),
@@ -315,26 +319,17 @@ fn answer_text(answer: &RunAnswer) -> String {
     match &answer.namespace {
         NamespaceDisposition::Reaped => text.push_str("processes reaped\n"),
         NamespaceDisposition::Unconfirmed { reason } => {
-            text.push_str(&format!("processes UNCONFIRMED: {reason}\n"));
+            text.push_str(&format!(
+                "processes UNCONFIRMED: {}\n",
+                text_escape::line(reason)
+            ));
         }
     }
     for problem in &answer.problems {
-        text.push_str(&format!("problem   {problem}\n"));
+        text.push_str(&format!("problem   {}\n", text_escape::line(problem)));
     }
     for (name, bytes) in [("stdout", &answer.stdout), ("stderr", &answer.stderr)] {
-        let (shown, was_lossy) = lossy(bytes);
-        text.push_str(&format!(
-            "--- {name} ({} bytes{}) ---\n{shown}",
-            bytes.len(),
-            if was_lossy {
-                ", not UTF-8: shown lossily"
-            } else {
-                ""
-            }
-        ));
-        if !shown.is_empty() && !shown.ends_with('\n') {
-            text.push('\n');
-        }
+        text.push_str(&text_escape::block(name, bytes));
     }
     text
 }

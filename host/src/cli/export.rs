@@ -3,15 +3,22 @@
 //! The files are written into a fresh hidden directory beside the destination and renamed into
 //! place only when all of them are written, so a failed export leaves nothing behind and a
 //! finished one appears whole. The destination must not exist, or be an empty directory.
+//!
+//! Everything is written through directory descriptors ([`crate::dir_fd`]): `--out`'s parent
+//! is opened without following a link in any component, the staging directory is created
+//! there with `mkdirat` and opened without following links, and every directory and file
+//! below it is created relative to its directory's descriptor (`O_CREAT | O_EXCL |
+//! O_NOFOLLOW`). A link planted at `--out`, in its path or at the staging name is refused,
+//! naming the path; nothing is ever written through one.
 
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 
 use super::common::{CliError, Context, Output, absolute_new_path, repository_error};
 use crate::canonical::Digest;
+use crate::dir_fd::{DirFd, DirFdError, EntryKind};
 use crate::snapshot::SnapshotFile;
 
 #[derive(Debug, Args)]
@@ -39,7 +46,8 @@ pub fn run(context: &Context, args: ExportArgs) -> Result<Output, CliError> {
         )
     })?;
     let out = absolute_new_path(&args.out, "--out")?;
-    check_destination(&out)?;
+    let (parent, name) = open_parent(&args.out, &out)?;
+    let replace = check_destination(&parent, &name, &out)?;
     let repository = context.open_repository(&args.identity)?;
     let sealed = repository.export_candidate(&digest).map_err(|error| {
         repository_error(
@@ -50,7 +58,7 @@ pub fn run(context: &Context, args: ExportArgs) -> Result<Output, CliError> {
             &error,
         )
     })?;
-    write_all(&out, &sealed.files)?;
+    write_all(&parent, &name, &out, replace, &sealed.files)?;
     let files: Vec<serde_json::Value> = sealed
         .manifest
         .files
@@ -81,10 +89,35 @@ pub fn run(context: &Context, args: ExportArgs) -> Result<Output, CliError> {
     })
 }
 
-fn check_destination(out: &Path) -> Result<(), CliError> {
-    let refuse = |detail: &str| {
+/// The directory `--out` names, opened without following a link in any component: a link
+/// anywhere in the path is refused, naming it.
+fn open_parent(given: &Path, out: &Path) -> Result<(DirFd, OsString), CliError> {
+    let parent = match given.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let name = out.file_name().map(OsStr::to_owned).unwrap_or_default();
+    let dir = DirFd::open(parent).map_err(|error| out_error(out, &error))?;
+    Ok((dir, name))
+}
+
+fn out_error(out: &Path, error: &DirFdError) -> CliError {
+    CliError::new(
+        error.code(),
+        format!(
+            "--out {}: {error}; sf writes only into a new or empty directory reached without \
+             symbolic links, and nothing was left behind",
+            out.display()
+        ),
+    )
+}
+
+/// Whether `name` in `parent` is free (`false`) or an empty directory to be replaced
+/// (`true`); anything else is refused.
+fn check_destination(parent: &DirFd, name: &OsStr, out: &Path) -> Result<bool, CliError> {
+    let refuse = |code: &str, detail: &str| {
         CliError::new(
-            "exists",
+            code,
             format!(
                 "--out {}: {detail}; sf never writes into existing files: choose a new or empty \
                  directory",
@@ -92,69 +125,74 @@ fn check_destination(out: &Path) -> Result<(), CliError> {
             ),
         )
     };
-    match out.symlink_metadata() {
-        Err(_) => Ok(()),
-        Ok(meta) if !meta.is_dir() => Err(refuse("exists and is not a directory")),
-        Ok(_) => {
-            let mut entries = std::fs::read_dir(out).map_err(|error| {
-                CliError::new(
-                    "unreadable-input",
-                    format!("--out {}: cannot be read ({error})", out.display()),
-                )
-            })?;
-            if entries.next().is_some() {
-                return Err(refuse("is not empty"));
+    let entry = parent.entry(name).map_err(|error| out_error(out, &error))?;
+    match entry {
+        None => Ok(false),
+        Some(entry) if entry.kind == EntryKind::Symlink => Err(refuse(
+            "symlink",
+            "is a symbolic link, which sf never writes through",
+        )),
+        Some(entry) if entry.kind != EntryKind::Directory => {
+            Err(refuse("exists", "exists and is not a directory"))
+        }
+        Some(entry) => {
+            let dir = parent
+                .open_dir(&entry)
+                .map_err(|error| out_error(out, &error))?;
+            match dir.entries(1) {
+                Ok(entries) if entries.is_empty() => Ok(true),
+                Ok(_) | Err(DirFdError::TooLarge { .. }) => Err(refuse("exists", "is not empty")),
+                Err(error) => Err(out_error(out, &error)),
             }
-            Ok(())
         }
     }
 }
 
-/// Writes `files` under a fresh staging directory beside `out`, then renames it to `out`.
-fn write_all(out: &Path, files: &[SnapshotFile]) -> Result<(), CliError> {
-    let parent = out.parent().unwrap_or(Path::new("/"));
-    let name = out
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
+/// Writes `files` under a fresh staging directory in `parent`, then renames it to `name`
+/// (replacing the empty directory there when `replace` is set). Every directory and file
+/// is created relative to a directory descriptor without following links, so a link planted
+/// anywhere is refused, naming it, and nothing is written outside. On failure the staging
+/// directory is removed.
+fn write_all(
+    parent: &DirFd,
+    name: &OsStr,
+    out: &Path,
+    replace: bool,
+    files: &[SnapshotFile],
+) -> Result<(), CliError> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.subsec_nanos());
-    let staging = parent.join(format!(".{name}.sf-export-{}-{nanos}", std::process::id()));
-    let failed = |what: &Path, error: std::io::Error| {
-        CliError::new(
-            "write-failed",
-            format!(
-                "--out {}: writing {} failed ({error}); nothing was left behind",
-                out.display(),
-                what.display()
-            ),
-        )
-    };
-    std::fs::create_dir(&staging).map_err(|error| failed(&staging, error))?;
+    let staging_name = OsString::from(format!(
+        ".{}.sf-export-{}-{nanos}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let staging = parent
+        .create_dir(&staging_name, 0o755)
+        .map_err(|error| out_error(out, &error))?;
     let written = (|| {
         for file in files {
-            // Paths were checked against the grammar when the Candidate was verified: relative,
-            // no `.`, `..` or empty segment, so they stay inside the staging directory.
-            let target = staging.join(&file.path);
-            if let Some(directory) = target.parent() {
-                std::fs::create_dir_all(directory).map_err(|error| failed(directory, error))?;
-            }
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o644)
-                .open(&target)
-                .and_then(|mut handle| {
-                    handle.write_all(&file.content)?;
-                    handle.sync_all()
-                })
-                .map_err(|error| failed(Path::new(&file.path), error))?;
+            // Paths were checked against the grammar when the Candidate was verified:
+            // relative, no `.`, `..` or empty segment, so each component is one name.
+            let (directory, file_name) = match file.path.rsplit_once('/') {
+                Some((directory, file_name)) => {
+                    (Some(staging.ensure_dirs(directory, 0o755)?), file_name)
+                }
+                None => (None, file.path.as_str()),
+            };
+            directory.as_ref().unwrap_or(&staging).create_file(
+                OsStr::new(file_name),
+                &file.content,
+                0o644,
+            )?;
         }
-        std::fs::rename(&staging, out).map_err(|error| failed(out, error))
+        staging.sync()?;
+        parent.rename(&staging_name, parent, name, replace)
     })();
-    if written.is_err() {
-        let _ = std::fs::remove_dir_all(&staging);
+    if let Err(error) = written {
+        let _ = parent.remove_tree(&staging_name);
+        return Err(out_error(out, &error));
     }
-    written
+    Ok(())
 }

@@ -4,16 +4,12 @@
 //! unchanged Slice writes nothing and answers the same digests.
 
 use std::collections::BTreeMap;
-use std::ffi::CString;
-use std::io::{Read as _, Write as _};
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
-use nix::fcntl::{OFlag, open, openat};
-use nix::sys::stat::Mode;
 
-use super::common::{CliError, Context, read_input, repository_error};
+use super::common::{CliError, Context, MAX_INPUT_BYTES, repository_error};
 use super::slice_dir::{
     FROZEN, SLICE_RECORD, canonical_dir, coded, empty_snapshot, invalid, state_dir,
 };
@@ -22,6 +18,7 @@ use crate::assurance::{
 };
 use crate::canonical::{self, Digest, Value};
 use crate::collector::{MaterialisedTree, collector_closure, lay_over};
+use crate::dir_fd::{DirFd, DirFdError};
 use crate::repository::record::Fields;
 use crate::repository::{ID_RULE, is_valid_id};
 use crate::snapshot::{SnapshotFile, snapshot_digest};
@@ -174,12 +171,19 @@ pub fn run(context: &Context, command: SliceCommand) -> Result<super::Output, Cl
     Ok(super::Output { json, text })
 }
 
+/// A descriptor error as the command line reports it, naming the path.
+fn fd_error(error: DirFdError) -> CliError {
+    CliError::new(error.code(), error.to_string())
+}
+
 /// Reads and checks everything; writes nothing.
 fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, CliError> {
+    let slice_dir = DirFd::open(dir).map_err(fd_error)?;
     let authored = |name: &str| -> Result<Value, CliError> {
-        let path = dir.join(name);
-        canonical::parse(&read_input(&path, &format!("--dir {}", dir.display()))?)
-            .map_err(|error| invalid(path.display(), error))
+        let file = slice_dir
+            .read_file_named(OsStr::new(name), MAX_INPUT_BYTES)
+            .map_err(fd_error)?;
+        canonical::parse(&file.bytes).map_err(|error| invalid(dir.join(name).display(), error))
     };
     let slice = authored_slice(&authored("slice.json")?)?;
     // Inputs, read (not yet stored); the acceptance names them by digest.
@@ -335,7 +339,8 @@ fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, Cli
 }
 
 /// Stores the snapshots and writes the frozen records, the Slice record last. Refuses, before
-/// writing anything, a frozen record that already holds other bytes.
+/// writing anything, a frozen record that already holds other bytes. Every write is relative
+/// to a directory descriptor and follows no link.
 fn write(dir: &Path, frozen: &Frozen) -> Result<(), CliError> {
     let encode = |what: &str, bytes: Result<Vec<u8>, crate::assurance::AssuranceError>| {
         bytes.map_err(|error| invalid(what, error))
@@ -353,18 +358,43 @@ fn write(dir: &Path, frozen: &Frozen) -> Result<(), CliError> {
         ),
         (SLICE_RECORD, encode("slice", slice.record.to_bytes())?),
     ];
-    let frozen_dir = dir.join(FROZEN);
-    if let Some(existing) = open_directory(&frozen_dir, false)? {
+    let conflict = |error: DirFdError| match error {
+        DirFdError::Differs { path } => coded(
+            "conflict",
+            path.display(),
+            "already holds another frozen record; a changed Slice needs a new revision in a \
+             new directory",
+        ),
+        other => fd_error(other),
+    };
+    let slice_dir = DirFd::open(dir).map_err(fd_error)?;
+    if slice_dir
+        .entry(OsStr::new(FROZEN))
+        .map_err(fd_error)?
+        .is_some()
+    {
+        let existing = slice_dir
+            .open_dir_named(OsStr::new(FROZEN))
+            .map_err(fd_error)?;
         for (name, bytes) in &records {
-            if let Some(held) = read_at(&existing, &frozen_dir, name)?
-                && held != *bytes
+            if existing
+                .entry(OsStr::new(name))
+                .map_err(fd_error)?
+                .is_none()
             {
-                return Err(coded(
-                    "conflict",
-                    frozen_dir.join(name).display(),
-                    "already holds another frozen record; a changed Slice needs a new revision \
-                     in a new directory",
-                ));
+                continue;
+            }
+            let held = existing
+                .read_file_named(OsStr::new(name), bytes.len() as u64)
+                .map_err(|error| match error {
+                    DirFdError::TooLarge { path, .. } => DirFdError::Differs { path },
+                    other => other,
+                })
+                .map_err(conflict)?;
+            if held.bytes != *bytes {
+                return Err(conflict(DirFdError::Differs {
+                    path: existing.shown(OsStr::new(name)),
+                }));
             }
         }
     }
@@ -375,122 +405,13 @@ fn write(dir: &Path, frozen: &Frozen) -> Result<(), CliError> {
             .put(files, digest)
             .map_err(|error| coded(error.code(), format!("the Slice's {what}"), error))?;
     }
-    let directory = open_directory(&frozen_dir, true)?.ok_or_else(|| {
-        coded(
-            "unavailable",
-            frozen_dir.display(),
-            "vanished while it was written",
-        )
-    })?;
+    let frozen_dir = slice_dir
+        .ensure_dir(OsStr::new(FROZEN), 0o755)
+        .map_err(fd_error)?;
     for (name, bytes) in &records {
-        write_once_at(&directory, &frozen_dir, name, bytes)?;
+        frozen_dir
+            .write_once(OsStr::new(name), bytes, 0o644)
+            .map_err(conflict)?;
     }
     Ok(())
-}
-
-fn c_name(name: &str) -> CString {
-    CString::new(name).expect("record names hold no NUL")
-}
-
-/// `path` opened as a directory without following a link at its last component, created
-/// (mode 0755) first when `create`; `None` when it does not exist and `create` is false.
-fn open_directory(path: &Path, create: bool) -> Result<Option<OwnedFd>, CliError> {
-    let failed = |error: nix::Error| coded("unavailable", path.display(), error.desc());
-    if create {
-        match nix::unistd::mkdir(path, Mode::from_bits_truncate(0o755)) {
-            Ok(()) | Err(nix::Error::EEXIST) => {}
-            Err(error) => return Err(failed(error)),
-        }
-    }
-    match open(
-        path,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    ) {
-        // SAFETY: a descriptor open just returned, owned by nothing else.
-        Ok(fd) => Ok(Some(unsafe { OwnedFd::from_raw_fd(fd) })),
-        Err(nix::Error::ENOENT) if !create => Ok(None),
-        Err(nix::Error::ELOOP | nix::Error::ENOTDIR) => Err(coded(
-            "unavailable",
-            path.display(),
-            "is a symbolic link or not a directory; sf writes frozen records only into a real \
-             directory of the Slice",
-        )),
-        Err(error) => Err(failed(error)),
-    }
-}
-
-/// The bytes of `name` in `directory`, read without following a link; `None` if absent.
-fn read_at(directory: &OwnedFd, dir: &Path, name: &str) -> Result<Option<Vec<u8>>, CliError> {
-    let path = dir.join(name);
-    match openat(
-        Some(directory.as_raw_fd()),
-        c_name(name).as_c_str(),
-        OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => {
-            // SAFETY: a descriptor openat just returned, owned by nothing else.
-            let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-            if !file
-                .metadata()
-                .map_err(|error| coded("unavailable", path.display(), error))?
-                .is_file()
-            {
-                return Err(coded(
-                    "unavailable",
-                    path.display(),
-                    "is not a regular file",
-                ));
-            }
-            let mut bytes = Vec::new();
-            std::io::Read::by_ref(&mut file)
-                .take(2 * canonical::MAX_BYTES as u64)
-                .read_to_end(&mut bytes)
-                .map_err(|error| coded("unavailable", path.display(), error))?;
-            Ok(Some(bytes))
-        }
-        Err(nix::Error::ENOENT) => Ok(None),
-        Err(nix::Error::ELOOP) => Err(coded(
-            "unavailable",
-            path.display(),
-            "is a symbolic link; sf never writes through one: remove it",
-        )),
-        Err(error) => Err(coded("unavailable", path.display(), error.desc())),
-    }
-}
-
-/// Writes `bytes` to `name` in `directory` once: created exclusively without following a
-/// link, synced; an existing file must already hold exactly these bytes.
-fn write_once_at(
-    directory: &OwnedFd,
-    dir: &Path,
-    name: &str,
-    bytes: &[u8],
-) -> Result<(), CliError> {
-    let path = dir.join(name);
-    match openat(
-        Some(directory.as_raw_fd()),
-        c_name(name).as_c_str(),
-        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::from_bits_truncate(0o644),
-    ) {
-        Ok(fd) => {
-            // SAFETY: a descriptor openat just returned, owned by nothing else.
-            let mut file = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-            file.write_all(bytes)
-                .and_then(|()| file.sync_all())
-                .map_err(|error| coded("unavailable", path.display(), error))
-        }
-        Err(nix::Error::EEXIST) => match read_at(directory, dir, name)? {
-            Some(held) if held == bytes => Ok(()),
-            _ => Err(coded(
-                "conflict",
-                path.display(),
-                "already holds another frozen record; a changed Slice needs a new revision in \
-                 a new directory",
-            )),
-        },
-        Err(error) => Err(coded("unavailable", path.display(), error.desc())),
-    }
 }

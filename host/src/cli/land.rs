@@ -207,7 +207,10 @@ fn describe(landed: &Landed, loaded: &Loaded) -> Output {
         ));
     }
     if let Some(reason) = &landed.no_verdict {
-        text.push_str(&format!("  no Verdict: {reason}\n"));
+        text.push_str(&format!(
+            "  no Verdict: {}\n",
+            crate::text_escape::line(reason)
+        ));
     }
     if let Some(verdict) = &landed.verdict
         && let Ok(digest) = verdict.digest()
@@ -234,7 +237,10 @@ fn describe(landed: &Landed, loaded: &Loaded) -> Output {
             observation.target.map_or("-".into(), |id| id.to_hex()),
         ));
         if let Some(problem) = &observation.problem {
-            text.push_str(&format!("  problem       {problem}\n"));
+            text.push_str(&format!(
+                "  problem       {}\n",
+                crate::text_escape::line(problem)
+            ));
         }
     }
     Output { json, text }

@@ -6,6 +6,9 @@
 //!   `{"schemaVersion":1,"ok":false,"error":{"code":…,"message":…}}`.
 //! - Exit status 0 only on success; 1 when the command failed; 2 for a usage error.
 //! - Logs and warnings go to stderr.
+//! - Text output (and an error's message) is printed through [`crate::text_escape::lines`]:
+//!   control characters other than newline and tab, from wherever they came, are shown
+//!   escaped. `--json` is printed as it is (JSON escapes them).
 //! - Every command takes `--config FILE` (an `sf.toml`; default: the embedded defaults).
 //! - Errors name the input at fault and the fix.
 //!
@@ -33,6 +36,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
+
+use crate::text_escape;
 
 pub use common::{CliError, Context, Output};
 
@@ -207,13 +212,21 @@ pub fn main_with_faults(
     } else {
         match &outcome {
             Ok(output) => {
+                // Every command's text passes through the terminal escape, so that a control
+                // character from outside never reaches the terminal, whatever the command
+                // did or did not escape itself.
+                let text = text_escape::lines(&output.text);
                 let mut stdout = std::io::stdout().lock();
-                let _ = stdout.write_all(output.text.as_bytes());
-                if !output.text.is_empty() && !output.text.ends_with('\n') {
+                let _ = stdout.write_all(text.as_bytes());
+                if !text.is_empty() && !text.ends_with('\n') {
                     let _ = stdout.write_all(b"\n");
                 }
             }
-            Err(error) => eprintln!("sf: error ({}): {}", error.code, error.message),
+            Err(error) => eprintln!(
+                "sf: error ({}): {}",
+                error.code,
+                text_escape::lines(&error.message)
+            ),
         }
     }
     ExitCode::from(exit)

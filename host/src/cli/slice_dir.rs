@@ -14,13 +14,15 @@
 //! ```
 
 use std::collections::BTreeMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::common::{CliError, Context, read_input};
+use super::common::{CliError, Context, MAX_INPUT_BYTES};
 use crate::assurance::{Acceptance, EnvironmentRecord, FrozenSlice, Recipe, SliceRecord};
 use crate::canonical::Digest;
 use crate::contracts::{EvidenceStore, Executor};
+use crate::dir_fd::DirFd;
 use crate::plugin::builtin::SQLITE_FILE_NAME;
 use crate::private_dir::PrivateDir;
 use crate::snapshot::{SnapshotFile, snapshot_digest};
@@ -91,7 +93,14 @@ impl SliceDir {
                 format!("has no {FROZEN}/{SLICE_RECORD}; {hint}"),
             ));
         }
-        let read = |name: &str| read_input(&frozen_dir.join(name), "--slice");
+        let frozen = DirFd::open(&frozen_dir)
+            .map_err(|error| CliError::new(error.code(), error.to_string()))?;
+        let read = |name: &str| -> Result<Vec<u8>, CliError> {
+            frozen
+                .read_file_named(OsStr::new(name), MAX_INPUT_BYTES)
+                .map(|file| file.bytes)
+                .map_err(|error| CliError::new(error.code(), error.to_string()))
+        };
         let record = SliceRecord::from_json(&read(SLICE_RECORD)?)
             .map_err(|error| invalid("the frozen Slice record", error))?;
         let acceptance = Acceptance::from_json(&read("acceptance.json")?)

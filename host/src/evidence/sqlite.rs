@@ -1,7 +1,10 @@
 //! The built-in EvidenceStore: one SQLite database file (rusqlite, SQLite bundled).
 //!
 //! - One table keyed by the record's digest, with triggers that refuse every `UPDATE` and
-//!   `DELETE`: write-once holds even against a bug in sf.
+//!   `DELETE`: write-once holds even against a bug in sf. Whoever can write the file can
+//!   drop or replace a trigger, so the whole schema (every table, index and trigger, with its
+//!   SQL text, and nothing else) is compared against sf's on opening and before every put,
+//!   and `PRAGMA quick_check` runs on opening: any difference is `corrupt`, never repaired.
 //! - `PRAGMA synchronous=FULL` with `journal_mode=WAL`: a commit returns only after the WAL
 //!   frame holding it is fsynced, so a put is durable before it returns. WAL rather than
 //!   DELETE because readers (the judge, `sf evidence get`) never block a collecting writer,
@@ -29,32 +32,97 @@ use crate::private_dir::PrivateDir;
 /// The protocol string of the database schema, kept in its `meta` table.
 pub const SQLITE_SCHEMA_PROTOCOL: &str = "sf-evidence-sqlite/1";
 
-const SCHEMA: &str = "
-CREATE TABLE meta (
+/// One object of the schema as `sqlite_master` records it: its type, name, table and the SQL
+/// text SQLite keeps for it (none for the indexes SQLite makes for primary keys).
+struct SchemaObject {
+    kind: &'static str,
+    name: &'static str,
+    table: &'static str,
+    sql: Option<&'static str>,
+}
+
+/// The whole schema, in creation order. The SQL texts are exactly what `sqlite_master` holds
+/// for each object once created, so an opened database is compared against them in full: a
+/// trigger of the right name doing nothing, a changed index, or any object more or less is a
+/// database altered outside sf.
+const SCHEMA: &[SchemaObject] = &[
+    SchemaObject {
+        kind: "table",
+        name: "meta",
+        table: "meta",
+        sql: Some(
+            "CREATE TABLE meta (
     key TEXT PRIMARY KEY NOT NULL,
     value TEXT NOT NULL
-);
-CREATE TABLE evidence (
+)",
+        ),
+    },
+    SchemaObject {
+        kind: "index",
+        name: "sqlite_autoindex_meta_1",
+        table: "meta",
+        sql: None,
+    },
+    SchemaObject {
+        kind: "table",
+        name: "evidence",
+        table: "evidence",
+        sql: Some(
+            "CREATE TABLE evidence (
     id TEXT PRIMARY KEY NOT NULL CHECK (length(id) = 71 AND substr(id, 1, 7) = 'sha256:'),
     pins TEXT NOT NULL CHECK (length(pins) = 71 AND substr(pins, 1, 7) = 'sha256:'),
     record BLOB NOT NULL
-);
-CREATE INDEX evidence_by_pins ON evidence (pins);
-CREATE TRIGGER evidence_no_update BEFORE UPDATE ON evidence
-BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;
-CREATE TRIGGER evidence_no_delete BEFORE DELETE ON evidence
-BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;
-CREATE TRIGGER meta_no_update BEFORE UPDATE ON meta
-BEGIN SELECT RAISE(ABORT, 'the schema record is write-once'); END;
-CREATE TRIGGER meta_no_delete BEFORE DELETE ON meta
-BEGIN SELECT RAISE(ABORT, 'the schema record is write-once'); END;
-";
-
-const TRIGGERS: [&str; 4] = [
-    "evidence_no_delete",
-    "evidence_no_update",
-    "meta_no_delete",
-    "meta_no_update",
+)",
+        ),
+    },
+    SchemaObject {
+        kind: "index",
+        name: "sqlite_autoindex_evidence_1",
+        table: "evidence",
+        sql: None,
+    },
+    SchemaObject {
+        kind: "index",
+        name: "evidence_by_pins",
+        table: "evidence",
+        sql: Some("CREATE INDEX evidence_by_pins ON evidence (pins)"),
+    },
+    SchemaObject {
+        kind: "trigger",
+        name: "evidence_no_update",
+        table: "evidence",
+        sql: Some(
+            "CREATE TRIGGER evidence_no_update BEFORE UPDATE ON evidence
+BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END",
+        ),
+    },
+    SchemaObject {
+        kind: "trigger",
+        name: "evidence_no_delete",
+        table: "evidence",
+        sql: Some(
+            "CREATE TRIGGER evidence_no_delete BEFORE DELETE ON evidence
+BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END",
+        ),
+    },
+    SchemaObject {
+        kind: "trigger",
+        name: "meta_no_update",
+        table: "meta",
+        sql: Some(
+            "CREATE TRIGGER meta_no_update BEFORE UPDATE ON meta
+BEGIN SELECT RAISE(ABORT, 'the schema record is write-once'); END",
+        ),
+    },
+    SchemaObject {
+        kind: "trigger",
+        name: "meta_no_delete",
+        table: "meta",
+        sql: Some(
+            "CREATE TRIGGER meta_no_delete BEFORE DELETE ON meta
+BEGIN SELECT RAISE(ABORT, 'the schema record is write-once'); END",
+        ),
+    },
 ];
 
 /// The SQLite EvidenceStore (see the module documentation).
@@ -203,19 +271,19 @@ impl SqliteEvidenceStore {
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|error| sql_error("creating the schema", error))?;
-        let tables: i64 = transaction
-            .query_row(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table'",
-                [],
-                |row| row.get(0),
-            )
+        let objects: i64 = transaction
+            .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get(0))
             .map_err(|error| sql_error("reading the schema", error))?;
         // Only an empty database gets the schema: sf never recreates a trigger or a table
         // over records it cannot vouch for.
-        if tables == 0 {
-            transaction
-                .execute_batch(SCHEMA)
-                .map_err(|error| sql_error("creating the schema", error))?;
+        if objects == 0 {
+            for object in SCHEMA {
+                if let Some(sql) = object.sql {
+                    transaction
+                        .execute_batch(sql)
+                        .map_err(|error| sql_error("creating the schema", error))?;
+                }
+            }
             transaction
                 .execute(
                     "INSERT INTO meta (key, value) VALUES ('protocol', ?1)",
@@ -223,6 +291,7 @@ impl SqliteEvidenceStore {
                 )
                 .map_err(|error| sql_error("writing the schema record", error))?;
         }
+        check_schema(&transaction)?;
         let protocol: Option<String> = transaction
             .query_row("SELECT value FROM meta WHERE key = 'protocol'", [], |row| {
                 row.get(0)
@@ -235,10 +304,12 @@ impl SqliteEvidenceStore {
                 self.path.display()
             )));
         }
-        check_triggers(&transaction)?;
         transaction
             .commit()
-            .map_err(|error| sql_error("creating the schema", error))
+            .map_err(|error| sql_error("creating the schema", error))?;
+        // Outside the write transaction: the scan reads every page, and readers in WAL mode
+        // never block a collecting writer.
+        check_integrity(&connection)
     }
 
     /// The connection, after checking that the directory and file are still the ones opened
@@ -291,23 +362,70 @@ fn check_file(path: &Path) -> Result<(u64, u64), EvidenceStoreError> {
     Ok((meta.dev(), meta.ino()))
 }
 
-/// Refuses a database whose write-once triggers are gone: it no longer keeps its promise,
-/// and sf never recreates them over records it cannot vouch for.
-fn check_triggers(connection: &Connection) -> Result<(), EvidenceStoreError> {
+/// Refuses a database whose schema is not exactly [`SCHEMA`]: every table, index and trigger
+/// with its SQL text, and nothing else. A write-once trigger gone, replaced by one of the same
+/// name that does nothing, or joined by another object means the database no longer keeps its
+/// promise, and sf never recreates or repairs anything over records it cannot vouch for.
+fn check_schema(connection: &Connection) -> Result<(), EvidenceStoreError> {
+    type Row = (String, String, String, Option<String>);
     let mut statement = connection
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name")
-        .map_err(|error| sql_error("reading the triggers", error))?;
-    let names: Vec<String> = statement
+        .prepare("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")
+        .map_err(|error| sql_error("reading the schema", error))?;
+    let found: Vec<Row> = statement
+        .query_map([], |row| {
+            Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))
+        })
+        .and_then(Iterator::collect)
+        .map_err(|error| sql_error("reading the schema", error))?;
+    let mut expected: Vec<Row> = SCHEMA
+        .iter()
+        .map(|object| {
+            (
+                object.kind.to_owned(),
+                object.name.to_owned(),
+                object.table.to_owned(),
+                object.sql.map(str::to_owned),
+            )
+        })
+        .collect();
+    expected.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    if found == expected {
+        return Ok(());
+    }
+    let differences: Vec<String> = expected
+        .iter()
+        .filter(|object| !found.contains(object))
+        .map(|(kind, name, ..)| format!("{kind} {name} is missing or changed"))
+        .chain(
+            found
+                .iter()
+                .filter(|object| !expected.iter().any(|e| e.0 == object.0 && e.1 == object.1))
+                .map(|(kind, name, ..)| format!("{kind} {name} is not sf's")),
+        )
+        .collect();
+    Err(EvidenceStoreError::Corrupt {
+        id: "database".into(),
+        what: format!(
+            "the schema is not exactly sf's ({}); the database was altered outside sf",
+            differences.join(", ")
+        ),
+    })
+}
+
+/// Runs SQLite's `PRAGMA quick_check` (every page and record well formed, every index the
+/// size of its table): anything but `ok` is `corrupt`, reported as SQLite words it.
+fn check_integrity(connection: &Connection) -> Result<(), EvidenceStoreError> {
+    let mut statement = connection
+        .prepare("PRAGMA quick_check")
+        .map_err(|error| sql_error("checking the database", error))?;
+    let answers: Vec<String> = statement
         .query_map([], |row| row.get(0))
         .and_then(Iterator::collect)
-        .map_err(|error| sql_error("reading the triggers", error))?;
-    if names != TRIGGERS {
+        .map_err(|error| sql_error("checking the database", error))?;
+    if answers != ["ok"] {
         return Err(EvidenceStoreError::Corrupt {
             id: "database".into(),
-            what: format!(
-                "the write-once triggers are not exactly {TRIGGERS:?} (found {names:?}); the \
-                 database was altered outside sf"
-            ),
+            what: format!("PRAGMA quick_check: {}", answers.join("; ")),
         });
     }
     Ok(())
@@ -325,7 +443,7 @@ impl EvidenceStore for SqliteEvidenceStore {
         let transaction = connection
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|error| sql_error("starting a put", error))?;
-        check_triggers(&transaction)?;
+        check_schema(&transaction)?;
         let existing: Option<Vec<u8>> = transaction
             .query_row(
                 "SELECT record FROM evidence WHERE id = ?1",

@@ -11,8 +11,11 @@
 //!    u64be(path length), path, u64be(target length), target.
 //!
 //! Special files are refused; empty directories do not count. Limits: 256 MiB of content,
-//! depth 64, 100 000 entries. Each file is opened with `O_NOFOLLOW` and must keep its device,
-//! inode, size, mode and modification time while it is read, else `integrity-drift`.
+//! depth 64, 100 000 entries. The walk goes through directory descriptors
+//! ([`sf_host::dir_fd`]): no link is followed in the root's path or below it; each directory
+//! and file is opened by name relative to its directory with `O_NOFOLLOW` and must be the
+//! entry listed (device and inode), and a file must keep its size, modification and change
+//! time while it is read, else `integrity-drift`.
 //!
 //! The value is written `oats.tree-exec.v1:sha256-<hex>` (the `format:value` form of oats's
 //! approval ledger).
@@ -24,12 +27,10 @@
 //! were hashed.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
-use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 
+use sf_host::dir_fd::{DirFd, DirFdError, EntryKind};
 use sf_host::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile};
 use sf_host::source_path;
 use sha2::{Digest as _, Sha256};
@@ -99,86 +100,126 @@ fn drift(path: &Path, what: &str) -> OatsError {
     )
 }
 
-/// Walks `root` (a canonical directory) and digests it.
+/// An oats error for a descriptor-based access that failed: a change while hashing is
+/// `integrity-drift`, a special file `unsupported-file`, a limit `artifact-too-large`.
+pub(crate) fn dir_fd_error(error: DirFdError) -> OatsError {
+    let subject = error.path().display().to_string();
+    match error {
+        DirFdError::Changed { .. } => drift(error.path(), "the entry was replaced"),
+        DirFdError::Symlink { .. } => drift(
+            error.path(),
+            "a symbolic link took the place of a directory or file",
+        ),
+        DirFdError::NotRegular { .. } => OatsError::new(
+            ErrorCode::UnsupportedFile,
+            subject,
+            "is a FIFO, socket or device; an artifact holds only files, directories and links",
+        ),
+        DirFdError::TooLarge { limit, .. } => {
+            OatsError::new(ErrorCode::ArtifactTooLarge, subject, limit)
+        }
+        other => OatsError::new(ErrorCode::Io, subject, other.to_string()),
+    }
+}
+
+/// Walks `root` (a canonical directory) and digests it. The walk goes through directory
+/// descriptors ([`sf_host::dir_fd`]): `root` is opened without following a link in any
+/// component, every entry is opened by name relative to its directory without following
+/// links and must be the entry listed, so a directory swapped for a link mid-walk is
+/// `integrity-drift`, never followed.
 pub fn walk(root: &Path) -> Result<Artifact> {
     let mut entries = BTreeMap::new();
     let mut total: u64 = 0;
     let mut count = 0usize;
-    let mut stack = vec![(root.to_path_buf(), 0usize)];
-    while let Some((directory, depth)) = stack.pop() {
+    let top = DirFd::open(root).map_err(dir_fd_error)?;
+    let mut stack = vec![(top, String::new(), 0usize)];
+    while let Some((directory, prefix, depth)) = stack.pop() {
         if depth > MAX_ARTIFACT_DEPTH {
             return Err(OatsError::new(
                 ErrorCode::ArtifactTooLarge,
-                directory.display().to_string(),
+                directory.path().display().to_string(),
                 format!("the artifact nests deeper than {MAX_ARTIFACT_DEPTH} directories"),
             ));
         }
-        let listing =
-            fs::read_dir(&directory).map_err(|error| OatsError::io(directory.display(), &error))?;
+        let too_many = || {
+            OatsError::new(
+                ErrorCode::ArtifactTooLarge,
+                root.display().to_string(),
+                format!("the artifact holds more than {MAX_ARTIFACT_ENTRIES} entries"),
+            )
+        };
+        let listing = directory
+            .entries(MAX_ARTIFACT_ENTRIES - count + 1)
+            .map_err(|error| match error {
+                DirFdError::TooLarge { .. } => too_many(),
+                other => dir_fd_error(other),
+            })?;
         for item in listing {
-            let item = item.map_err(|error| OatsError::io(directory.display(), &error))?;
             count += 1;
             if count > MAX_ARTIFACT_ENTRIES {
-                return Err(OatsError::new(
-                    ErrorCode::ArtifactTooLarge,
-                    root.display().to_string(),
-                    format!("the artifact holds more than {MAX_ARTIFACT_ENTRIES} entries"),
-                ));
+                return Err(too_many());
             }
-            let path = item.path();
-            let relative_os = path.strip_prefix(root).unwrap_or(&path);
-            let Ok(relative) = std::str::from_utf8(relative_os.as_os_str().as_bytes()) else {
+            let path = directory.shown(&item.name);
+            let Ok(name) = std::str::from_utf8(item.name.as_bytes()) else {
                 return Err(OatsError::new(
                     ErrorCode::UnsupportedFile,
                     path.display().to_string(),
                     "the name is not UTF-8; the portable digest refuses it",
                 ));
             };
-            let relative = relative.to_owned();
-            let metadata = fs::symlink_metadata(&path)
-                .map_err(|error| OatsError::io(path.display(), &error))?;
-            let kind = metadata.file_type();
-            if kind.is_dir() {
-                stack.push((path, depth + 1));
-            } else if kind.is_symlink() {
-                let target =
-                    fs::read_link(&path).map_err(|error| OatsError::io(path.display(), &error))?;
-                let Ok(target) = std::str::from_utf8(target.as_os_str().as_bytes()) else {
+            let relative = if prefix.is_empty() {
+                name.to_owned()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            match item.kind {
+                EntryKind::Directory => {
+                    let below = directory.open_dir(&item).map_err(dir_fd_error)?;
+                    stack.push((below, relative, depth + 1));
+                }
+                EntryKind::Symlink => {
+                    let target = directory.read_link(&item).map_err(dir_fd_error)?;
+                    let Ok(target) = std::str::from_utf8(target.as_bytes()) else {
+                        return Err(OatsError::new(
+                            ErrorCode::UnsupportedFile,
+                            relative,
+                            "the link target is not UTF-8",
+                        ));
+                    };
+                    entries.insert(
+                        relative,
+                        Entry::Link {
+                            target: target.to_owned(),
+                        },
+                    );
+                }
+                EntryKind::File => {
+                    let read = directory
+                        .read_file(&item, MAX_ARTIFACT_BYTES - total)
+                        .map_err(|error| match error {
+                            DirFdError::TooLarge { .. } => OatsError::new(
+                                ErrorCode::ArtifactTooLarge,
+                                root.display().to_string(),
+                                format!("the artifact holds more than {MAX_ARTIFACT_BYTES} bytes"),
+                            ),
+                            other => dir_fd_error(other),
+                        })?;
+                    total += read.bytes.len() as u64;
+                    entries.insert(
+                        relative,
+                        Entry::File {
+                            executable: read.mode & 0o100 != 0,
+                            content: read.bytes,
+                        },
+                    );
+                }
+                EntryKind::Other => {
                     return Err(OatsError::new(
                         ErrorCode::UnsupportedFile,
                         relative,
-                        "the link target is not UTF-8",
-                    ));
-                };
-                entries.insert(
-                    relative,
-                    Entry::Link {
-                        target: target.to_owned(),
-                    },
-                );
-            } else if kind.is_file() {
-                let content = read_stable(&path, &metadata)?;
-                total += content.len() as u64;
-                if total > MAX_ARTIFACT_BYTES {
-                    return Err(OatsError::new(
-                        ErrorCode::ArtifactTooLarge,
-                        root.display().to_string(),
-                        format!("the artifact holds more than {MAX_ARTIFACT_BYTES} bytes"),
+                        "is a FIFO, socket or device; an artifact holds only files, directories and links",
                     ));
                 }
-                entries.insert(
-                    relative,
-                    Entry::File {
-                        executable: metadata.mode() & 0o100 != 0,
-                        content,
-                    },
-                );
-            } else {
-                return Err(OatsError::new(
-                    ErrorCode::UnsupportedFile,
-                    relative,
-                    "is a FIFO, socket or device; an artifact holds only files, directories and links",
-                ));
             }
         }
     }
@@ -188,40 +229,6 @@ pub fn walk(root: &Path) -> Result<Artifact> {
         entries,
         integrity,
     })
-}
-
-fn read_stable(path: &Path, before: &fs::Metadata) -> Result<Vec<u8>> {
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|error| OatsError::io(path.display(), &error))?;
-    let opened = file
-        .metadata()
-        .map_err(|error| OatsError::io(path.display(), &error))?;
-    let same = |a: &fs::Metadata, b: &fs::Metadata| {
-        a.dev() == b.dev()
-            && a.ino() == b.ino()
-            && a.size() == b.size()
-            && a.mode() == b.mode()
-            && a.mtime() == b.mtime()
-            && a.mtime_nsec() == b.mtime_nsec()
-    };
-    if !opened.is_file() || !same(before, &opened) {
-        return Err(drift(path, "the file was replaced"));
-    }
-    let mut content = Vec::with_capacity(opened.size() as usize);
-    (&file)
-        .take(MAX_ARTIFACT_BYTES + 1)
-        .read_to_end(&mut content)
-        .map_err(|error| OatsError::io(path.display(), &error))?;
-    let after = file
-        .metadata()
-        .map_err(|error| OatsError::io(path.display(), &error))?;
-    if !same(&opened, &after) || content.len() as u64 != after.size() {
-        return Err(drift(path, "the file changed"));
-    }
-    Ok(content)
 }
 
 /// The `oats.tree-exec.v1` digest of `entries`.

@@ -5,7 +5,9 @@
 //!   `{"schemaVersion":1,"ok":true,"result":…}` or
 //!   `{"schemaVersion":1,"ok":false,"error":{"code":…,"message":…}}`.
 //! - Exit status 0 only on success; 1 when the command failed; 2 for a usage error. A
-//!   command run without `--json` passes the script's stdout, stderr and exit status through.
+//!   command run without `--json` passes the script's stdout, stderr and exit status through,
+//!   with control characters other than newline and tab shown escaped (as all text output
+//!   is: [`sf_host::text_escape::lines`]); `--json` carries the exact text.
 //! - The registry lives in `<state>/oats`, where `<state>` is `--state`, else `$SF_STATE_DIR`,
 //!   else `$XDG_STATE_HOME/sf`, else `$HOME/.local/state/sf`.
 //! - Capabilities run confined by sandbox-exec with the Node runtime; its launcher is found
@@ -23,6 +25,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 use sf_host::contracts::{Gate, GateAnswer, RunStatus};
+use sf_host::text_escape;
 
 use crate::gate::{OatsBindingGate, OatsBindingGateConfig};
 use crate::hooks::{LifecycleContext, RetireOutcome, SpawnOutcome};
@@ -333,7 +336,7 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
                     stderr,
                     "approving the executable surface of {}:\n{}",
                     args.id,
-                    surface.to_text()
+                    text_escape::lines(&surface.to_text())
                 );
             }
             let outcome = oats.trust(&args.id, args.integrity.as_deref())?;
@@ -617,11 +620,13 @@ pub fn run(
     }
     match outcome {
         Ok(done) => {
+            // Nothing from the capability (its output, its manifest's names and
+            // descriptions) reaches the terminal with its control characters unescaped.
             if let Some((out, err)) = &done.passthrough {
-                let _ = stdout.write_all(out);
-                let _ = stderr.write_all(err);
+                let _ = stdout.write_all(text_escape::lines_bytes(out).as_bytes());
+                let _ = stderr.write_all(text_escape::lines_bytes(err).as_bytes());
             } else {
-                let _ = stdout.write_all(done.text.as_bytes());
+                let _ = stdout.write_all(text_escape::lines(&done.text).as_bytes());
             }
             done.status.unwrap_or(0)
         }
@@ -629,7 +634,8 @@ pub fn run(
             let _ = writeln!(
                 stderr,
                 "sf oats: error ({}): {}",
-                failure.code, failure.message
+                failure.code,
+                text_escape::lines(&failure.message)
             );
             1
         }

@@ -7,14 +7,13 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Read as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use sf_host::contracts::{CancelToken, Executor, RunAnswer, RunIdentities, RunStatus};
+use sf_host::dir_fd::{DirFd, DirFdError};
 use sf_host::snapshot::SnapshotFile;
 
 use crate::artifact::{self, Artifact};
@@ -773,44 +772,32 @@ fn is_owner_exec(path: &Path) -> bool {
     fs::symlink_metadata(path).is_ok_and(|m| m.mode() & 0o100 != 0)
 }
 
-/// Reads `<root>/oats.json`: a regular file (not a link), within the manifest bound.
+/// Reads `<root>/oats.json`: a regular file (not a link), within the manifest bound, through a
+/// descriptor of `root` opened without following a link in any component.
 pub(crate) fn read_manifest(root: &Path) -> Result<Vec<u8>> {
-    let path: PathBuf = root.join(MANIFEST_FILE);
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&path)
-        .map_err(|error| {
-            let message = if error.kind() == std::io::ErrorKind::NotFound {
-                format!(
-                    "{} has no oats.json; a capability directory holds its manifest at its root",
-                    root.display()
-                )
-            } else {
-                format!("{}: {error}", path.display())
-            };
-            OatsError::new(ErrorCode::InvalidManifest, MANIFEST_FILE, message)
-        })?;
-    let metadata = file
-        .metadata()
-        .map_err(|error| OatsError::io(path.display(), &error))?;
-    if !metadata.is_file() {
-        return Err(OatsError::new(
-            ErrorCode::InvalidManifest,
-            MANIFEST_FILE,
-            "is not a regular file",
-        ));
+    let name = std::ffi::OsStr::new(MANIFEST_FILE);
+    let invalid =
+        |message: String| OatsError::new(ErrorCode::InvalidManifest, MANIFEST_FILE, message);
+    let directory = DirFd::open(root).map_err(artifact::dir_fd_error)?;
+    if directory
+        .entry(name)
+        .map_err(artifact::dir_fd_error)?
+        .is_none()
+    {
+        return Err(invalid(format!(
+            "{} has no oats.json; a capability directory holds its manifest at its root",
+            root.display()
+        )));
     }
-    let mut bytes = Vec::new();
-    file.take(MANIFEST_LIMITS.bytes as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|error| OatsError::io(path.display(), &error))?;
-    if bytes.len() > MANIFEST_LIMITS.bytes {
-        return Err(OatsError::new(
+    match directory.read_file_named(name, MANIFEST_LIMITS.bytes as u64) {
+        Ok(read) => Ok(read.bytes),
+        Err(DirFdError::TooLarge { .. }) => Err(OatsError::new(
             ErrorCode::TooLarge,
             MANIFEST_FILE,
             format!("a manifest is at most {} bytes", MANIFEST_LIMITS.bytes),
-        ));
+        )),
+        Err(DirFdError::NotRegular { .. }) => Err(invalid("is not a regular file".into())),
+        Err(error @ DirFdError::Symlink { .. }) => Err(invalid(error.to_string())),
+        Err(error) => Err(artifact::dir_fd_error(error)),
     }
-    Ok(bytes)
 }

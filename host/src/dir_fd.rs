@@ -1,0 +1,830 @@
+//! File access through directory descriptors that never follows a symbolic link: how sf reads
+//! and writes directories it does not own (a `--program`, `--input` or `--from` directory, an
+//! oats capability, an `--out` directory's parent, a Slice).
+//!
+//! Whoever can write such a directory can swap any of its subdirectories for a symbolic link
+//! while sf works in it. A path resolved again for every file follows that link in the middle
+//! of the path (`O_NOFOLLOW` guards only the last component), so sf running as root would read
+//! or write wherever the link points. Here a path is resolved once, one component at a time
+//! with `O_NOFOLLOW | O_DIRECTORY` (a link anywhere is refused, naming it), and everything
+//! below is reached by a single name relative to an open directory descriptor:
+//!
+//! - a listing stats each entry with `AT_SYMLINK_NOFOLLOW`;
+//! - a subdirectory or file is opened with `O_NOFOLLOW` relative to its directory, and the
+//!   opened descriptor's device and inode must be the listed entry's (`changed-while-read`
+//!   otherwise), so what is read is what was listed; a file whose size, modification or
+//!   change time moved while it was read is `changed-while-read` too;
+//! - files are created with `O_CREAT | O_EXCL | O_NOFOLLOW`, directories with `mkdirat` and
+//!   then opened `O_NOFOLLOW | O_DIRECTORY`; a name that exists as a link is refused.
+//!
+//! Names handed to this module are single components: never empty, `.`, `..`, or holding a
+//! `/` or NUL. Paths kept here serve messages only; no access goes through them.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{Read as _, Write as _};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt as _, OsStringExt as _};
+use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, RenameFlags, Stat};
+use rustix::io::Errno;
+
+/// Why a descriptor-based access failed; every variant names the path at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DirFdError {
+    /// A symbolic link where a directory or a file was needed.
+    #[error("{}: is a symbolic link; sf never follows one here: name the real path, or replace the link by what it points to", path.display())]
+    Symlink { path: PathBuf },
+    /// Not a directory (or missing) where a directory was needed.
+    #[error("{}: {detail}", path.display())]
+    NotADirectory { path: PathBuf, detail: String },
+    /// A device, socket or pipe where a regular file was needed.
+    #[error("{}: is not a regular file", path.display())]
+    NotRegular { path: PathBuf },
+    /// The entry was replaced between its listing and its opening, or while it was read.
+    #[error("{}: changed while sf read it ({detail}); retry once the directory is quiet", path.display())]
+    Changed { path: PathBuf, detail: String },
+    /// More entries or bytes than the caller's limit.
+    #[error("{}: {limit}", path.display())]
+    TooLarge { path: PathBuf, limit: String },
+    /// A name that is not one path component.
+    #[error("{}: {name:?} is not a single file name", path.display())]
+    BadName { path: PathBuf, name: OsString },
+    /// The file to be written exists with other bytes.
+    #[error("{}: exists with other contents; sf never overwrites a file", path.display())]
+    Differs { path: PathBuf },
+    /// The name to be created exists already.
+    #[error("{}: exists already; sf never writes into an existing file or directory", path.display())]
+    Exists { path: PathBuf },
+    /// The system refused a read.
+    #[error("{}: cannot be read: {detail}", path.display())]
+    Unreadable { path: PathBuf, detail: String },
+    /// The system refused a write.
+    #[error("{}: cannot be written: {detail}", path.display())]
+    WriteFailed { path: PathBuf, detail: String },
+}
+
+impl DirFdError {
+    /// The stable kebab-case code of the error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Symlink { .. } => "symlink",
+            Self::NotADirectory { .. } => "not-a-directory",
+            Self::NotRegular { .. } => "not-regular",
+            Self::Changed { .. } => "changed-while-read",
+            Self::TooLarge { .. } => "too-large",
+            Self::BadName { .. } => "bad-path",
+            Self::Differs { .. } => "differs",
+            Self::Exists { .. } => "exists",
+            Self::Unreadable { .. } => "unreadable",
+            Self::WriteFailed { .. } => "write-failed",
+        }
+    }
+
+    /// The path the error names.
+    pub fn path(&self) -> &Path {
+        match self {
+            Self::Symlink { path }
+            | Self::NotADirectory { path, .. }
+            | Self::NotRegular { path }
+            | Self::Changed { path, .. }
+            | Self::TooLarge { path, .. }
+            | Self::BadName { path, .. }
+            | Self::Differs { path }
+            | Self::Exists { path }
+            | Self::Unreadable { path, .. }
+            | Self::WriteFailed { path, .. } => path,
+        }
+    }
+}
+
+type Result<T> = std::result::Result<T, DirFdError>;
+
+/// What a listed entry is, as `fstatat(…, AT_SYMLINK_NOFOLLOW)` saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Directory,
+    Symlink,
+    /// A device, socket or pipe.
+    Other,
+}
+
+/// One entry of a directory listing.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The entry's name (one component).
+    pub name: OsString,
+    pub kind: EntryKind,
+    /// The permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// The owner's uid.
+    pub uid: u32,
+    /// The size in bytes.
+    pub size: u64,
+    dev: u64,
+    ino: u64,
+}
+
+/// A file's bytes and permission bits, read through one descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileBytes {
+    pub bytes: Vec<u8>,
+    pub mode: u32,
+}
+
+/// What [`DirFd::write_once`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteOnce {
+    /// The file did not exist; it now holds the bytes.
+    Created,
+    /// The file existed with exactly these bytes; nothing was written.
+    AlreadyThere,
+}
+
+/// An open directory, reached without following any symbolic link.
+#[derive(Debug)]
+pub struct DirFd {
+    fd: OwnedFd,
+    path: PathBuf,
+    dev: u64,
+    ino: u64,
+}
+
+fn kind_of(stat: &Stat) -> EntryKind {
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::RegularFile => EntryKind::File,
+        FileType::Directory => EntryKind::Directory,
+        FileType::Symlink => EntryKind::Symlink,
+        _ => EntryKind::Other,
+    }
+}
+
+fn identity(stat: &Stat) -> (u64, u64) {
+    (stat.st_dev, stat.st_ino)
+}
+
+/// Checks that `name` is one path component.
+fn check_name<'a>(dir: &Path, name: &'a OsStr) -> Result<&'a OsStr> {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes == b"." || bytes == b".." || bytes.contains(&b'/') {
+        return Err(DirFdError::BadName {
+            path: dir.to_owned(),
+            name: name.to_owned(),
+        });
+    }
+    Ok(name)
+}
+
+/// A process-wide counter for temporary names, so two writers in one process never collide.
+static TEMPORARY: AtomicU64 = AtomicU64::new(0);
+
+const DIRECTORY_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::CLOEXEC);
+
+const READ_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NOFOLLOW)
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::NOCTTY)
+    .union(OFlags::CLOEXEC);
+
+impl DirFd {
+    /// Opens the directory at `path` one component at a time, from `/` (or the working
+    /// directory for a relative path), each with `O_NOFOLLOW | O_DIRECTORY`: a symbolic link
+    /// anywhere in `path` is [`DirFdError::Symlink`], naming the path up to it.
+    pub fn open(path: &Path) -> Result<Self> {
+        let start = if path.is_absolute() { "/" } else { "." };
+        let fd = rustix::fs::open(start, DIRECTORY_FLAGS, Mode::empty()).map_err(|errno| {
+            DirFdError::Unreadable {
+                path: PathBuf::from(start),
+                detail: errno.to_string(),
+            }
+        })?;
+        let mut dir = Self::from_fd(fd, path.to_owned())?;
+        let mut walked = PathBuf::from(start);
+        for component in path.components() {
+            let name: &OsStr = match component {
+                Component::RootDir | Component::CurDir => continue,
+                Component::ParentDir => OsStr::new(".."),
+                Component::Normal(name) => name,
+                Component::Prefix(_) => {
+                    return Err(DirFdError::NotADirectory {
+                        path: path.to_owned(),
+                        detail: "is not a Unix path".into(),
+                    });
+                }
+            };
+            walked.push(name);
+            dir = dir.open_component(name, &walked)?;
+        }
+        dir.path = path.to_owned();
+        Ok(dir)
+    }
+
+    fn from_fd(fd: OwnedFd, path: PathBuf) -> Result<Self> {
+        let stat = rustix::fs::fstat(&fd).map_err(|errno| DirFdError::Unreadable {
+            path: path.clone(),
+            detail: errno.to_string(),
+        })?;
+        let (dev, ino) = identity(&stat);
+        Ok(Self { fd, path, dev, ino })
+    }
+
+    /// Opens `name` (a component, `..` allowed) below this directory as a directory, never
+    /// following a link; `shown` is the path the error names.
+    fn open_component(&self, name: &OsStr, shown: &Path) -> Result<Self> {
+        match rustix::fs::openat(&self.fd, name, DIRECTORY_FLAGS, Mode::empty()) {
+            Ok(fd) => Self::from_fd(fd, shown.to_owned()),
+            Err(errno) => Err(self.classify_open_error(name, shown, errno, true)),
+        }
+    }
+
+    /// Why opening `name` failed, in sf's terms: a link, not a directory, missing, or the
+    /// system's own words.
+    fn classify_open_error(
+        &self,
+        name: &OsStr,
+        shown: &Path,
+        errno: Errno,
+        directory: bool,
+    ) -> DirFdError {
+        let path = shown.to_owned();
+        if errno == Errno::LOOP || errno == Errno::NOTDIR || errno == Errno::MLINK {
+            let stat = rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW);
+            if stat
+                .as_ref()
+                .is_ok_and(|stat| kind_of(stat) == EntryKind::Symlink)
+            {
+                return DirFdError::Symlink { path };
+            }
+        }
+        if directory && (errno == Errno::NOTDIR || errno == Errno::NOENT) {
+            return DirFdError::NotADirectory {
+                path,
+                detail: if errno == Errno::NOENT {
+                    "does not exist".into()
+                } else {
+                    "is not a directory".into()
+                },
+            };
+        }
+        DirFdError::Unreadable {
+            path,
+            detail: errno.to_string(),
+        }
+    }
+
+    /// The path this directory was reached by (for messages).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The path of `name` in this directory (for messages).
+    pub fn shown(&self, name: &OsStr) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// The directory's own status, through its descriptor.
+    pub fn stat(&self) -> Result<Stat> {
+        rustix::fs::fstat(&self.fd).map_err(|errno| DirFdError::Unreadable {
+            path: self.path.clone(),
+            detail: errno.to_string(),
+        })
+    }
+
+    /// The entry `name`, not following a link, or `None` when there is none.
+    pub fn entry(&self, name: &OsStr) -> Result<Option<Entry>> {
+        let name = check_name(&self.path, name)?;
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(Some(entry_of(name.to_owned(), &stat))),
+            Err(Errno::NOENT) => Ok(None),
+            Err(errno) => Err(DirFdError::Unreadable {
+                path: self.shown(name),
+                detail: errno.to_string(),
+            }),
+        }
+    }
+
+    /// Every entry of the directory except `.` and `..`, sorted by name bytes; more than
+    /// `limit` entries is [`DirFdError::TooLarge`], found before they are all read.
+    pub fn entries(&self, limit: usize) -> Result<Vec<Entry>> {
+        let unreadable = |errno: Errno| DirFdError::Unreadable {
+            path: self.path.clone(),
+            detail: errno.to_string(),
+        };
+        let mut listing = rustix::fs::Dir::read_from(&self.fd).map_err(unreadable)?;
+        let mut entries = Vec::new();
+        while let Some(item) = listing.read() {
+            let item = item.map_err(unreadable)?;
+            let name = item.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            if entries.len() >= limit {
+                return Err(DirFdError::TooLarge {
+                    path: self.path.clone(),
+                    limit: format!("holds more than {limit} entries"),
+                });
+            }
+            let name = OsString::from_vec(name.to_vec());
+            let stat = match rustix::fs::statat(&self.fd, &name, AtFlags::SYMLINK_NOFOLLOW) {
+                Ok(stat) => stat,
+                Err(Errno::NOENT) => {
+                    return Err(DirFdError::Changed {
+                        path: self.shown(&name),
+                        detail: "it was removed after it was listed".into(),
+                    });
+                }
+                Err(errno) => {
+                    return Err(DirFdError::Unreadable {
+                        path: self.shown(&name),
+                        detail: errno.to_string(),
+                    });
+                }
+            };
+            entries.push(entry_of(name, &stat));
+        }
+        entries.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        Ok(entries)
+    }
+
+    /// Opens the listed directory `entry`, which must still be the directory listed (same
+    /// device and inode) and not a link.
+    pub fn open_dir(&self, entry: &Entry) -> Result<Self> {
+        let name = check_name(&self.path, &entry.name)?;
+        if entry.kind == EntryKind::Symlink {
+            return Err(DirFdError::Symlink {
+                path: self.shown(name),
+            });
+        }
+        let dir = self.open_component(name, &self.shown(name))?;
+        if (dir.dev, dir.ino) != (entry.dev, entry.ino) {
+            return Err(DirFdError::Changed {
+                path: dir.path,
+                detail: "another directory took its place after it was listed".into(),
+            });
+        }
+        Ok(dir)
+    }
+
+    /// Opens the directory `name` below this one, not following a link.
+    pub fn open_dir_named(&self, name: &OsStr) -> Result<Self> {
+        let name = check_name(&self.path, name)?;
+        self.open_component(name, &self.shown(name))
+    }
+
+    /// Reads the listed regular file `entry` through a descriptor opened relative to this
+    /// directory without following a link; it must still be the file listed, and at most
+    /// `limit` bytes.
+    pub fn read_file(&self, entry: &Entry, limit: u64) -> Result<FileBytes> {
+        self.read(&entry.name, limit, Some((entry.dev, entry.ino)))
+    }
+
+    /// Reads the regular file `name` of this directory (not following a link), at most
+    /// `limit` bytes.
+    pub fn read_file_named(&self, name: &OsStr, limit: u64) -> Result<FileBytes> {
+        self.read(name, limit, None)
+    }
+
+    fn read(&self, name: &OsStr, limit: u64, listed: Option<(u64, u64)>) -> Result<FileBytes> {
+        let name = check_name(&self.path, name)?;
+        let path = self.shown(name);
+        let fd = rustix::fs::openat(&self.fd, name, READ_FLAGS, Mode::empty())
+            .map_err(|errno| self.classify_open_error(name, &path, errno, false))?;
+        let unreadable = |detail: String| DirFdError::Unreadable {
+            path: path.clone(),
+            detail,
+        };
+        let stat = rustix::fs::fstat(&fd).map_err(|errno| unreadable(errno.to_string()))?;
+        if kind_of(&stat) != EntryKind::File {
+            return Err(DirFdError::NotRegular { path });
+        }
+        if listed.is_some_and(|listed| listed != identity(&stat)) {
+            return Err(DirFdError::Changed {
+                path,
+                detail: "another file took its place after it was listed".into(),
+            });
+        }
+        let mut bytes = Vec::new();
+        let mut file = std::fs::File::from(fd);
+        (&mut file)
+            .take(limit.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|error| unreadable(error.to_string()))?;
+        if bytes.len() as u64 > limit {
+            return Err(DirFdError::TooLarge {
+                path,
+                limit: format!("is larger than {limit} bytes"),
+            });
+        }
+        // A file written to while it was read gives bytes that were never its contents.
+        let after = rustix::fs::fstat(&file).map_err(|errno| unreadable(errno.to_string()))?;
+        let version = |stat: &Stat| {
+            (
+                stat.st_size,
+                stat.st_mtime,
+                stat.st_mtime_nsec,
+                stat.st_ctime,
+                stat.st_ctime_nsec,
+            )
+        };
+        if version(&after) != version(&stat) || bytes.len() as u64 != after.st_size as u64 {
+            return Err(DirFdError::Changed {
+                path,
+                detail: "it was written to while it was read".into(),
+            });
+        }
+        Ok(FileBytes {
+            bytes,
+            mode: stat.st_mode & 0o7777,
+        })
+    }
+
+    /// The target of the listed symbolic link `entry`.
+    pub fn read_link(&self, entry: &Entry) -> Result<OsString> {
+        let name = check_name(&self.path, &entry.name)?;
+        rustix::fs::readlinkat(&self.fd, name, Vec::new())
+            .map(|target| OsString::from_vec(target.into_bytes()))
+            .map_err(|errno| DirFdError::Unreadable {
+                path: self.shown(name),
+                detail: errno.to_string(),
+            })
+    }
+
+    /// Creates the directory `name` (mode `mode`, less the umask), which must not exist, and
+    /// opens it without following a link.
+    pub fn create_dir(&self, name: &OsStr, mode: u32) -> Result<Self> {
+        let name = check_name(&self.path, name)?;
+        match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(mode)) {
+            Ok(()) => {}
+            Err(Errno::EXIST) => return Err(self.existing(name)),
+            Err(errno) => {
+                return Err(DirFdError::WriteFailed {
+                    path: self.shown(name),
+                    detail: errno.to_string(),
+                });
+            }
+        }
+        self.open_dir_named(name)
+    }
+
+    /// Opens the directory `name`, creating it (mode `mode`, less the umask) when there is
+    /// none; a link at `name` is [`DirFdError::Symlink`].
+    pub fn ensure_dir(&self, name: &OsStr, mode: u32) -> Result<Self> {
+        let name = check_name(&self.path, name)?;
+        match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(mode)) {
+            Ok(()) | Err(Errno::EXIST) => self.open_dir_named(name),
+            Err(errno) => Err(DirFdError::WriteFailed {
+                path: self.shown(name),
+                detail: errno.to_string(),
+            }),
+        }
+    }
+
+    /// Opens the directory at `relative` (`/`-separated components) below this one, creating
+    /// each missing component with [`DirFd::ensure_dir`].
+    pub fn ensure_dirs(&self, relative: &str, mode: u32) -> Result<Self> {
+        let mut components = relative.split('/');
+        let first = components.next().unwrap_or_default();
+        let mut dir = self.ensure_dir(OsStr::new(first), mode)?;
+        for name in components {
+            dir = dir.ensure_dir(OsStr::new(name), mode)?;
+        }
+        Ok(dir)
+    }
+
+    /// The error for a name that exists where sf was to create it: a link says so.
+    fn existing(&self, name: &OsStr) -> DirFdError {
+        let path = self.shown(name);
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) if kind_of(&stat) == EntryKind::Symlink => DirFdError::Symlink { path },
+            _ => DirFdError::Exists { path },
+        }
+    }
+
+    /// Creates the file `name` (mode `mode`, less the umask) with `O_CREAT | O_EXCL |
+    /// O_NOFOLLOW`, writes `bytes` and syncs it. Anything at `name` already, a link included,
+    /// is refused and left as it is.
+    pub fn create_file(&self, name: &OsStr, bytes: &[u8], mode: u32) -> Result<()> {
+        let name = check_name(&self.path, name)?;
+        let flags = OFlags::WRONLY
+            .union(OFlags::CREATE)
+            .union(OFlags::EXCL)
+            .union(OFlags::NOFOLLOW)
+            .union(OFlags::NOCTTY)
+            .union(OFlags::CLOEXEC);
+        let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(mode)) {
+            Ok(fd) => fd,
+            Err(Errno::EXIST) => return Err(self.existing(name)),
+            Err(errno) => {
+                return Err(DirFdError::WriteFailed {
+                    path: self.shown(name),
+                    detail: errno.to_string(),
+                });
+            }
+        };
+        let mut file = std::fs::File::from(fd);
+        file.write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(|error| DirFdError::WriteFailed {
+                path: self.shown(name),
+                detail: error.to_string(),
+            })
+    }
+
+    /// Writes the file `name` once: when there is none, `bytes` are written under a fresh
+    /// temporary name, synced, and renamed into place only if `name` is still free
+    /// (`RENAME_NOREPLACE`), so the file appears whole or not at all; when it exists, it is
+    /// read without following a link and must hold exactly `bytes`
+    /// ([`WriteOnce::AlreadyThere`]), else [`DirFdError::Differs`]. A link at `name` is
+    /// [`DirFdError::Symlink`]. Nothing existing is ever changed.
+    pub fn write_once(&self, name: &OsStr, bytes: &[u8], mode: u32) -> Result<WriteOnce> {
+        let name = check_name(&self.path, name)?;
+        if self.entry(name)?.is_none() {
+            let temporary = OsString::from(format!(
+                ".sf-write-{}-{}",
+                std::process::id(),
+                TEMPORARY.fetch_add(1, Ordering::Relaxed)
+            ));
+            self.create_file(&temporary, bytes, mode)?;
+            match rustix::fs::renameat_with(
+                &self.fd,
+                &temporary,
+                &self.fd,
+                name,
+                RenameFlags::NOREPLACE,
+            ) {
+                Ok(()) => return self.sync().map(|()| WriteOnce::Created),
+                Err(Errno::EXIST) => {
+                    let _ = rustix::fs::unlinkat(&self.fd, &temporary, AtFlags::empty());
+                }
+                Err(errno) => {
+                    let _ = rustix::fs::unlinkat(&self.fd, &temporary, AtFlags::empty());
+                    return Err(DirFdError::WriteFailed {
+                        path: self.shown(name),
+                        detail: errno.to_string(),
+                    });
+                }
+            }
+        }
+        let existing = self
+            .read_file_named(name, bytes.len() as u64)
+            .map_err(|error| {
+                match error {
+                    // Longer than the bytes to write: it differs.
+                    DirFdError::TooLarge { path, .. } => DirFdError::Differs { path },
+                    other => other,
+                }
+            })?;
+        if existing.bytes == bytes {
+            Ok(WriteOnce::AlreadyThere)
+        } else {
+            Err(DirFdError::Differs {
+                path: self.shown(name),
+            })
+        }
+    }
+
+    /// Renames `from` in this directory to `to` in `target`. With `replace_empty_directory`,
+    /// an empty directory at `to` is replaced (what `rename(2)` does); without it, anything at
+    /// `to` is refused. A link at `to` is never replaced: renaming a directory onto a
+    /// non-directory fails.
+    pub fn rename(
+        &self,
+        from: &OsStr,
+        target: &DirFd,
+        to: &OsStr,
+        replace_empty_directory: bool,
+    ) -> Result<()> {
+        let from = check_name(&self.path, from)?;
+        let to = check_name(&target.path, to)?;
+        let flags = if replace_empty_directory {
+            RenameFlags::empty()
+        } else {
+            RenameFlags::NOREPLACE
+        };
+        match rustix::fs::renameat_with(&self.fd, from, &target.fd, to, flags) {
+            Ok(()) => target.sync(),
+            Err(Errno::EXIST) => Err(target.existing(to)),
+            Err(Errno::NOTDIR) => Err(match target.existing(to) {
+                symlink @ DirFdError::Symlink { .. } => symlink,
+                _ => DirFdError::NotADirectory {
+                    path: target.shown(to),
+                    detail: "is not a directory".into(),
+                },
+            }),
+            Err(errno) => Err(DirFdError::WriteFailed {
+                path: target.shown(to),
+                detail: errno.to_string(),
+            }),
+        }
+    }
+
+    /// Removes `name` and, when it is a directory, everything below it, through descriptors
+    /// (a link is removed, never followed). For cleaning up what sf itself created.
+    pub fn remove_tree(&self, name: &OsStr) -> Result<()> {
+        let name = check_name(&self.path, name)?;
+        let failed = |errno: Errno| DirFdError::WriteFailed {
+            path: self.shown(name),
+            detail: errno.to_string(),
+        };
+        match self.entry(name)? {
+            None => Ok(()),
+            Some(entry) if entry.kind == EntryKind::Directory => {
+                let dir = self.open_dir(&entry)?;
+                for inner in dir.entries(usize::MAX)? {
+                    dir.remove_tree(&inner.name)?;
+                }
+                rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR).map_err(failed)
+            }
+            Some(_) => rustix::fs::unlinkat(&self.fd, name, AtFlags::empty()).map_err(failed),
+        }
+    }
+
+    /// Syncs the directory itself (its entries), so that a created name is durable.
+    pub fn sync(&self) -> Result<()> {
+        rustix::fs::fsync(&self.fd).map_err(|errno| DirFdError::WriteFailed {
+            path: self.path.clone(),
+            detail: errno.to_string(),
+        })
+    }
+
+    /// Sets the permission bits of the directory itself.
+    pub fn set_mode(&self, mode: u32) -> Result<()> {
+        rustix::fs::fchmod(&self.fd, Mode::from_raw_mode(mode)).map_err(|errno| {
+            DirFdError::WriteFailed {
+                path: self.path.clone(),
+                detail: errno.to_string(),
+            }
+        })
+    }
+}
+
+impl AsFd for DirFd {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
+fn entry_of(name: OsString, stat: &Stat) -> Entry {
+    let (dev, ino) = identity(stat);
+    Entry {
+        name,
+        kind: kind_of(stat),
+        mode: stat.st_mode & 0o7777,
+        uid: stat.st_uid,
+        size: stat.st_size as u64,
+        dev,
+        ino,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn a_link_anywhere_in_the_opened_path_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::create_dir_all(root.join("real/inner")).unwrap();
+        symlink(root.join("real"), root.join("link")).unwrap();
+        assert!(DirFd::open(&root.join("real/inner")).is_ok());
+        let error = DirFd::open(&root.join("link/inner")).unwrap_err();
+        assert_eq!(error.code(), "symlink", "{error}");
+        assert_eq!(error.path(), root.join("link"));
+        let error = DirFd::open(&root.join("link")).unwrap_err();
+        assert_eq!(error.code(), "symlink", "{error}");
+        fs::write(root.join("file"), "x").unwrap();
+        assert_eq!(
+            DirFd::open(&root.join("file")).unwrap_err().code(),
+            "not-a-directory"
+        );
+        assert_eq!(
+            DirFd::open(&root.join("missing")).unwrap_err().code(),
+            "not-a-directory"
+        );
+    }
+
+    #[test]
+    fn listing_and_reading_go_through_descriptors() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::create_dir(root.join("sub")).unwrap();
+        fs::write(root.join("sub/b"), "bee").unwrap();
+        fs::write(root.join("a"), "ay").unwrap();
+        symlink("/etc/passwd", root.join("l")).unwrap();
+        let top = DirFd::open(&root).unwrap();
+        let entries = top.entries(10).unwrap();
+        let names: Vec<&OsStr> = entries.iter().map(|e| e.name.as_os_str()).collect();
+        assert_eq!(names, ["a", "l", "sub"]);
+        assert_eq!(entries[1].kind, EntryKind::Symlink);
+        assert_eq!(top.read_file(&entries[0], 10).unwrap().bytes, b"ay");
+        assert_eq!(top.read_link(&entries[1]).unwrap(), "/etc/passwd");
+        assert_eq!(
+            top.read_file(&entries[1], 10).unwrap_err().code(),
+            "symlink"
+        );
+        let sub = top.open_dir(&entries[2]).unwrap();
+        let inner = sub.entries(10).unwrap();
+        assert_eq!(sub.read_file(&inner[0], 3).unwrap().bytes, b"bee");
+        assert_eq!(sub.read_file(&inner[0], 2).unwrap_err().code(), "too-large");
+        assert_eq!(top.entries(2).unwrap_err().code(), "too-large");
+        // The directory replaced by a link after it was listed.
+        fs::rename(root.join("sub"), root.join("moved")).unwrap();
+        symlink(root.join("moved"), root.join("sub")).unwrap();
+        assert_eq!(top.open_dir(&entries[2]).unwrap_err().code(), "symlink");
+        // ... or by another directory.
+        fs::remove_file(root.join("sub")).unwrap();
+        fs::create_dir(root.join("sub")).unwrap();
+        assert_eq!(
+            top.open_dir(&entries[2]).unwrap_err().code(),
+            "changed-while-read"
+        );
+        // A file replaced after it was listed (the new one made first, so that it cannot
+        // reuse the old inode number).
+        fs::write(root.join("a.new"), "ay").unwrap();
+        fs::rename(root.join("a.new"), root.join("a")).unwrap();
+        assert_eq!(
+            top.read_file(&entries[0], 10).unwrap_err().code(),
+            "changed-while-read"
+        );
+        for bad in ["", ".", "..", "a/b"] {
+            assert_eq!(
+                top.read_file_named(OsStr::new(bad), 1).unwrap_err().code(),
+                "bad-path"
+            );
+        }
+    }
+
+    #[test]
+    fn writes_never_follow_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let outside = root.join("outside");
+        fs::create_dir(&outside).unwrap();
+        let work = root.join("work");
+        fs::create_dir(&work).unwrap();
+        let top = DirFd::open(&work).unwrap();
+        symlink(outside.join("planted"), work.join("file")).unwrap();
+        symlink(&outside, work.join("dir")).unwrap();
+        let error = top
+            .create_file(OsStr::new("file"), b"x", 0o644)
+            .unwrap_err();
+        assert_eq!(error.code(), "symlink", "{error}");
+        assert_eq!(error.path(), work.join("file"));
+        let error = top.write_once(OsStr::new("file"), b"x", 0o644).unwrap_err();
+        assert_eq!(error.code(), "symlink", "{error}");
+        assert_eq!(
+            top.ensure_dirs("dir/x", 0o755).unwrap_err().code(),
+            "symlink"
+        );
+        assert_eq!(
+            top.create_dir(OsStr::new("dir"), 0o755).unwrap_err().code(),
+            "symlink"
+        );
+        assert_eq!(
+            fs::read_dir(&outside).unwrap().count(),
+            0,
+            "nothing outside"
+        );
+
+        assert_eq!(
+            top.write_once(OsStr::new("once"), b"one", 0o600).unwrap(),
+            WriteOnce::Created
+        );
+        assert_eq!(
+            top.write_once(OsStr::new("once"), b"one", 0o600).unwrap(),
+            WriteOnce::AlreadyThere
+        );
+        for other in [&b"two"[..], b"on", b"one!"] {
+            assert_eq!(
+                top.write_once(OsStr::new("once"), other, 0o600)
+                    .unwrap_err()
+                    .code(),
+                "differs"
+            );
+        }
+        assert_eq!(fs::read(work.join("once")).unwrap(), b"one");
+        let nested = top.ensure_dirs("a/b", 0o755).unwrap();
+        nested.create_file(OsStr::new("c"), b"c", 0o644).unwrap();
+        assert_eq!(fs::read(work.join("a/b/c")).unwrap(), b"c");
+        top.remove_tree(OsStr::new("a")).unwrap();
+        top.remove_tree(OsStr::new("dir")).unwrap();
+        assert!(!work.join("a").exists());
+        assert!(outside.exists(), "removing a link never follows it");
+        let names: Vec<OsString> = top
+            .entries(10)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.name)
+            .collect();
+        assert_eq!(names, ["file", "once"], "no temporary file is left");
+    }
+}
