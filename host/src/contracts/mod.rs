@@ -11,9 +11,10 @@ pub use evidence_store::{
     MAX_RECORD_BYTES,
 };
 pub use executor::{
-    BOUNDS_PROTOCOL, CancelToken, Enforcement, Executor, ExecutorError, LandlockStatus,
-    NamespaceDisposition, ProfileDescription, ReadableKind, ReadablePath, RunAnswer, RunBounds,
-    RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
+    BOUNDS_PROTOCOL, CancelToken, Enforcement, Executor, ExecutorError, HostIdentity,
+    LandlockStatus, MemoryBound, NamespaceDisposition, ProfileDescription, ReadableKind,
+    ReadablePath, RunAnswer, RunBounds, RunIdentities, RunRequest, RunStatus, RunTimes,
+    RuntimeDescription,
 };
 pub use gate::{Gate, GateAnswer, GateError, is_valid_reason};
 pub use object_store::{

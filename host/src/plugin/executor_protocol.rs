@@ -17,9 +17,11 @@
 //! `executable`, `readable[].path`, `recipe` and every `content` are section indexes; `kind`
 //! is `file` or `subtree`. `bounds` is `{timeout, stdoutLimit, stderrLimit}`. The answer of
 //! `run` is `{status, exitCode, signal, stdout, stderr, times: {wall, user, system,
-//! maxRssKib}, bounds, identities: {program, input, runtime, profile, bounds, enforcement:
-//! {landlockAbi, landlock}}, namespace, problems}` with `stdout` and `stderr` section indexes,
-//! `namespace` `{"disposition":"reaped"}` or `{"disposition":"unconfirmed","reason":…}`.
+//! maxRssKib, memoryPeakBytes?}, bounds, identities: {program, input, runtime, profile,
+//! bounds, enforcement: {landlockAbi, landlock, hostIdentity?, memory?}}, namespace,
+//! problems}` with `stdout` and `stderr` section indexes, `namespace`
+//! `{"disposition":"reaped"}` or `{"disposition":"unconfirmed","reason":…}`. The fields marked
+//! `?` came later: a plugin that leaves them out states nothing (`not-stated`, no peak).
 //!
 //! # Cancellation
 //!
@@ -43,9 +45,9 @@ use super::message::{self, MessageBuilder, MessageError, Sections};
 use super::protocol::{Empty, ExactFields, intern_rule};
 use crate::canonical::Digest;
 use crate::contracts::{
-    Enforcement, ExecutorError, LandlockStatus, NamespaceDisposition, ProfileDescription,
-    ReadableKind, ReadablePath, RunAnswer, RunBounds, RunIdentities, RunRequest, RunStatus,
-    RunTimes, RuntimeDescription,
+    Enforcement, ExecutorError, HostIdentity, LandlockStatus, MemoryBound, NamespaceDisposition,
+    ProfileDescription, ReadableKind, ReadablePath, RunAnswer, RunBounds, RunIdentities,
+    RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
 use crate::snapshot::SnapshotFile;
 
@@ -228,6 +230,7 @@ pub fn encode_answer(answer: &RunAnswer) -> Vec<u8> {
             user: DurationHeader::encode(answer.times.user),
             system: DurationHeader::encode(answer.times.system),
             max_rss_kib: answer.times.max_rss_kib,
+            memory_peak_bytes: answer.times.memory_peak_bytes,
         },
         bounds: BoundsHeader::encode(&answer.bounds),
         identities: IdentitiesHeader {
@@ -239,6 +242,8 @@ pub fn encode_answer(answer: &RunAnswer) -> Vec<u8> {
             enforcement: EnforcementHeader {
                 landlock_abi: identities.enforcement.landlock_abi,
                 landlock: identities.enforcement.landlock.code().to_owned(),
+                host_identity: stated(identities.enforcement.host_identity.code()),
+                memory: stated(identities.enforcement.memory.code()),
             },
         },
         namespace: match &answer.namespace {
@@ -257,6 +262,24 @@ pub fn decode_answer(bytes: &[u8]) -> Result<RunAnswer, MessageError> {
     let stderr = sections.take(answer.stderr)?.to_vec();
     sections.finish()?;
     let identities = answer.identities;
+    let host_identity = match identities.enforcement.host_identity.as_deref() {
+        None => HostIdentity::NotStated,
+        Some(text) => HostIdentity::parse(text).ok_or_else(|| {
+            MessageError::field(
+                "identities.enforcement.hostIdentity",
+                "must be reserved-id, caller-id or not-stated",
+            )
+        })?,
+    };
+    let memory = match identities.enforcement.memory.as_deref() {
+        None => MemoryBound::NotStated,
+        Some(text) => MemoryBound::parse(text).ok_or_else(|| {
+            MessageError::field(
+                "identities.enforcement.memory",
+                "must be cgroup-v1, cgroup-v2, per-process or not-stated",
+            )
+        })?,
+    };
     let landlock = match identities.enforcement.landlock.as_str() {
         "fully-enforced" => LandlockStatus::FullyEnforced,
         "partially-enforced" => LandlockStatus::PartiallyEnforced,
@@ -279,6 +302,7 @@ pub fn decode_answer(bytes: &[u8]) -> Result<RunAnswer, MessageError> {
             user: answer.times.user.decode("times.user")?,
             system: answer.times.system.decode("times.system")?,
             max_rss_kib: answer.times.max_rss_kib,
+            memory_peak_bytes: answer.times.memory_peak_bytes,
         },
         bounds: answer.bounds.decode("bounds")?,
         identities: RunIdentities {
@@ -290,6 +314,8 @@ pub fn decode_answer(bytes: &[u8]) -> Result<RunAnswer, MessageError> {
             enforcement: Enforcement {
                 landlock_abi: identities.enforcement.landlock_abi,
                 landlock,
+                host_identity,
+                memory,
             },
         },
         namespace: match answer.namespace {
@@ -500,6 +526,9 @@ struct TimesHeader {
     user: DurationHeader,
     system: DurationHeader,
     max_rss_kib: u64,
+    /// Absent from plugins that do not measure it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    memory_peak_bytes: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -507,6 +536,16 @@ struct TimesHeader {
 struct EnforcementHeader {
     landlock_abi: u32,
     landlock: String,
+    /// Absent (not stated) from plugins that do not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    host_identity: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    memory: Option<String>,
+}
+
+/// A fact's code, or `None` (left out of the message) when it is not stated.
+fn stated(code: &str) -> Option<String> {
+    (code != "not-stated").then(|| code.to_owned())
 }
 
 #[derive(Serialize, Deserialize)]
@@ -607,6 +646,7 @@ mod tests {
                 user: Duration::from_nanos(1),
                 system: Duration::ZERO,
                 max_rss_kib: u64::MAX,
+                memory_peak_bytes: Some(u64::MAX),
             },
             bounds: request().bounds,
             identities: RunIdentities {
@@ -618,6 +658,8 @@ mod tests {
                 enforcement: Enforcement {
                     landlock_abi: 7,
                     landlock: LandlockStatus::PartiallyEnforced,
+                    host_identity: HostIdentity::ReservedId,
+                    memory: MemoryBound::CgroupV2,
                 },
             },
             namespace: NamespaceDisposition::Unconfirmed {
@@ -661,6 +703,27 @@ mod tests {
         assert_eq!(Request::decode("frobnicate", b"").unwrap(), None);
         assert!(Request::decode(method::RUN, &encode_cancel(1)).is_err());
         assert!(Request::decode(method::PROFILE, &encode_cancel(1)).is_err());
+    }
+
+    /// An answer from a plugin that states no host identity, memory bound or peak (one built
+    /// before they existed) decodes with them not stated; a stated one keeps them.
+    #[test]
+    fn facts_added_later_are_optional_on_the_wire() {
+        let mut answer = answer();
+        answer.identities.enforcement.host_identity = HostIdentity::NotStated;
+        answer.identities.enforcement.memory = MemoryBound::NotStated;
+        answer.times.memory_peak_bytes = None;
+        let bytes = encode_answer(&answer);
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains("hostIdentity") && !text.contains("memoryPeakBytes"),
+            "{text}"
+        );
+        assert_eq!(decode_answer(&bytes).unwrap(), answer);
+        let stated = encode_answer(&self::answer());
+        let text = String::from_utf8_lossy(&stated);
+        assert!(text.contains("\"hostIdentity\":\"reserved-id\""), "{text}");
+        assert!(text.contains("\"memory\":\"cgroup-v2\""), "{text}");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use landlock::{
 
 use super::sys::{self, Failure, Step, check, cstring};
 use super::{SOCKET, fail, report};
-use crate::plan::{Plan, Report, Resource, RunPlan};
+use crate::plan::{Plan, Report, RunPlan};
 use crate::seccomp;
 
 /// What the init makes ready for the program's process before the run (see the module
@@ -215,14 +215,7 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
     sys::close_range(first as u32, u32::MAX);
 
     for (resource, soft, hard) in &plan.rlimits {
-        let which = match resource {
-            Resource::Cpu => libc::RLIMIT_CPU,
-            Resource::AddressSpace => libc::RLIMIT_AS,
-            Resource::FileSize => libc::RLIMIT_FSIZE,
-            Resource::OpenFiles => libc::RLIMIT_NOFILE,
-            Resource::Processes => libc::RLIMIT_NPROC,
-            Resource::Core => libc::RLIMIT_CORE,
-        };
+        let which = resource.number();
         let limit = libc::rlimit {
             rlim_cur: *soft,
             rlim_max: *hard,
@@ -234,6 +227,17 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
             format!("setrlimit {resource:?}"),
         )?;
     }
+
+    // A real-time scheduling policy of whoever started sf is not the program's: back to the
+    // ordinary one (always allowed; the niceness stays, and RLIMIT_NICE keeps it from being
+    // lowered).
+    let ordinary = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler of this process with a valid parameter.
+    check(
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &ordinary) }.into(),
+        "rlimits",
+        "sched_setscheduler(SCHED_OTHER)",
+    )?;
 
     std::env::set_current_dir(&plan.cwd)
         .map_err(|error| Failure::new("mount", format!("chdir {}: {error}", plan.cwd)))?;
