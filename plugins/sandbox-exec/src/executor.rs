@@ -141,6 +141,7 @@ impl SandboxExecutor {
             config.ids_when_root,
             config.require_cgroup,
         )?;
+        profile::check_ceilings(&profile.limits)?;
         let launcher = find_launcher(config.launcher.as_deref())?;
         let devices = device_sources()?;
         let plan = Self::plan(&runtime, &profile, &devices, shared.is_some())?;

@@ -287,6 +287,36 @@ pub fn rlimits(limits: &Limits) -> Vec<(Resource, u64, u64)> {
     ]
 }
 
+/// Checks that this process's hard limits let the program's process set the profile's:
+/// a hard limit can only be lowered from inside the sandbox, so one below the profile's (set
+/// by whoever started sf) would fail every run. Refused here, naming the limit, before
+/// anything starts.
+pub fn check_ceilings(limits: &Limits) -> Result<(), ExecutorError> {
+    for (resource, _, hard) in rlimits(limits) {
+        let mut current = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit of this process into a valid struct.
+        if unsafe { libc::getrlimit(resource.number(), &mut current) } != 0 {
+            continue;
+        }
+        if current.rlim_max != libc::RLIM_INFINITY && current.rlim_max < hard {
+            return Err(ExecutorError::Unavailable {
+                mechanism: "rlimits".to_owned(),
+                reason: format!(
+                    "the profile sets {} to {hard}, above the hard limit {} this process was \
+                     started with, which the sandbox cannot raise; start sf with a higher \
+                     limit or configure a lower one",
+                    resource.name(),
+                    current.rlim_max
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The bounds of a run's control group. Its process bound counts the launcher and the init
 /// besides the program's processes.
 pub fn group_bounds(limits: &Limits) -> crate::cgroup::Bounds {
@@ -496,6 +526,31 @@ fn recipe(
                     .collect::<Vec<_>>(),
             ),
         ),
+        (
+            "socketProtocolsAllowed",
+            strings(
+                &seccomp::ALLOWED_PROTOCOLS
+                    .iter()
+                    .map(|(name, _)| *name)
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+        (
+            "fastOpenDenied",
+            strings(
+                &seccomp::FAST_OPEN_CALLS
+                    .iter()
+                    .map(|(name, _, _)| *name)
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+        (
+            "aboveHighestReviewed",
+            canonical::object([
+                ("highest", integer(u64::from(seccomp::HIGHEST_REVIEWED))),
+                ("action", Value::from("ENOSYS")),
+            ]),
+        ),
         ("clone3", Value::from("ENOSYS")),
         ("foreignArchitecture", Value::from("kill-process")),
         ("x32", Value::from("kill-process")),
@@ -590,6 +645,14 @@ fn recipe(
         ("seccomp", seccomp),
         ("rlimits", rlimits),
         ("controlGroup", group),
+        (
+            "oomScoreAdjustment",
+            Value::from("1000 for the program's processes: the group's OOM kills them first"),
+        ),
+        (
+            "scheduling",
+            Value::from("SCHED_OTHER; the niceness sf runs with, never lowered"),
+        ),
         ("environment", environment),
         ("workingDirectory", Value::from(PROGRAM_DIR)),
         (

@@ -12,7 +12,7 @@
 //! still allows the report write and the exec).
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use landlock::{
     AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
@@ -35,11 +35,20 @@ pub struct Armed {
     filters: Vec<seccompiler::BpfProgram>,
     path: CString,
     environment: Vec<CString>,
+    /// A detached, writable clone of the sandbox's /proc (see `mounts::build_root`).
+    writable_proc: OwnedFd,
 }
+
+/// The OOM score adjustment of the program's processes: the highest, so that when the run's
+/// control group runs out of memory the kernel kills the program's processes, not the init
+/// or the launcher (which would leave the run's end unreported).
+const OOM_SCORE_ADJ: &[u8] = b"1000";
 
 /// Makes everything of the confinement ready that does not depend on the run; run by the init
 /// inside the built root, while the sandbox is prepared.
-pub fn arm(plan: &Plan) -> Step<Armed> {
+pub fn arm(plan: &Plan, writable_proc: RawFd) -> Step<Armed> {
+    // SAFETY: the descriptor build_root returned, owned by no one else.
+    let writable_proc = unsafe { OwnedFd::from_raw_fd(writable_proc) };
     let filters = plan
         .seccomp
         .iter()
@@ -65,6 +74,7 @@ pub fn arm(plan: &Plan) -> Step<Armed> {
         filters,
         path: cstring(&plan.executable, "exec")?,
         environment,
+        writable_proc,
     })
 }
 
@@ -198,6 +208,23 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
         }
         if null != 0 {
             libc::close(null);
+        }
+    }
+    // Raising one's own OOM score needs no privilege; the clone of /proc is closed below.
+    // SAFETY: openat relative to our own descriptor, a write of a valid buffer, a close.
+    unsafe {
+        let fd = libc::openat(
+            armed.writable_proc.as_raw_fd(),
+            c"self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return Err(Failure::last("proc", "opening oom_score_adj"));
+        }
+        let written = libc::write(fd, OOM_SCORE_ADJ.as_ptr().cast(), OOM_SCORE_ADJ.len());
+        libc::close(fd);
+        if written != OOM_SCORE_ADJ.len() as isize {
+            return Err(Failure::last("proc", "writing oom_score_adj"));
         }
     }
     // Every descriptor but the report channel and the ruleset (closed once applied).

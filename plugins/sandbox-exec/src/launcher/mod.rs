@@ -472,7 +472,7 @@ fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
             sys::exit_now(125);
         }
     }
-    let mut armed = match mounts::build_root(plan).and_then(|()| confine::arm(plan)) {
+    let mut armed = match mounts::build_root(plan).and_then(|proc| confine::arm(plan, proc)) {
         Ok(armed) => armed,
         Err(failure) => {
             report(SOCKET, &fail(failure));
