@@ -14,10 +14,11 @@
 //!   where swap is accounted), `pids.max`, `cpu.cfs_quota_us` over `cpu.cfs_period_us`; the peak
 //!   is `memory.max_usage_in_bytes`.
 //!
-//! v2 is preferred when both would do. The host opens each group's `cgroup.procs` and hands
-//! the descriptors to the launcher's process, which writes itself into them before it gives
-//! up root (the kernel checks a write against the opener's credentials), so every process of
-//! the run starts inside. A group is removed once its last process has exited.
+//! v2 is preferred when both would do. The host opens each group's `tasks` (v1) or
+//! `cgroup.procs` (v2) and hands the descriptors to the launcher's process, which writes itself
+//! into them before it gives up root (the kernel checks a write against the opener's
+//! credentials), so every process of the run starts inside. A group is removed once its last
+//! process has exited.
 
 use std::fs;
 use std::io::Write;
@@ -168,12 +169,20 @@ impl RunGroup {
         Ok(())
     }
 
-    /// Each directory's `cgroup.procs`, open for writing, for the launcher to join.
+    /// Each directory's file to join through, open for writing, for the launcher to write
+    /// `0` (itself) into: v1's `tasks`, which moves the writing thread (the launcher has one)
+    /// without the kernel's global lock on every thread group that a `cgroup.procs` write
+    /// takes (its release waits for an RCU grace period, milliseconds per hierarchy); v2's
+    /// `cgroup.procs`.
     pub fn procs(&self) -> Result<Vec<OwnedFd>, String> {
+        let file = match self.version {
+            Version::V1 => "tasks",
+            Version::V2 => "cgroup.procs",
+        };
         self.directories
             .iter()
             .map(|dir| {
-                let path = dir.join("cgroup.procs");
+                let path = dir.join(file);
                 fs::OpenOptions::new()
                     .write(true)
                     .open(&path)

@@ -85,7 +85,7 @@ impl ForkServer {
     }
 
     /// Has the fork server fork a launcher for one run, which joins the control groups whose
-    /// `cgroup.procs` files are open at `groups`, becomes host uid and gid `id` (when given),
+    /// `tasks` or `cgroup.procs` files are open at `groups`, becomes host uid and gid `id` (when given),
     /// and gets `socket` as its standard input and `stdout`, `stderr` as its standard output
     /// and error (the caller's copies are closed here). Returns a pidfd of that launcher.
     /// Starts (or restarts, once) the fork server when it is not running.

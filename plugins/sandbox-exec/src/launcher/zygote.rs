@@ -12,7 +12,8 @@
 //!    when sf runs as root): no other host user may signal or trace it.
 //! 2. host → zygote, per run: `run <id> <groups>` with `3 + groups` descriptors attached:
 //!    the launcher's end of the run's report socket, the write ends of its stdout and stderr
-//!    pipes, then one open `cgroup.procs` file per control group the run joins. `<id>` is the
+//!    pipes, then one open `tasks` (v1) or `cgroup.procs` (v2) file per control group the run
+//!    joins. `<id>` is the
 //!    host uid and gid the sandbox runs as (one of its own, given by the host), or `-` to keep
 //!    the zygote's (when sf is not root). The zygote forks; the child moves itself into each
 //!    control group, gives up root for the id (`setgroups([])`, `setresgid`, `setresuid`),
@@ -328,7 +329,7 @@ struct RunRequest {
     socket: RawFd,
     stdout: RawFd,
     stderr: RawFd,
-    /// The `cgroup.procs` files of the run's control groups.
+    /// The `tasks` or `cgroup.procs` files of the run's control groups.
     groups: Vec<RawFd>,
 }
 
@@ -444,8 +445,8 @@ fn child_main(request: &RunRequest, prepared: Prepared, zygote: libc::pid_t) -> 
     super::run_plan(Some(prepared))
 }
 
-/// Moves this process into each control group whose `cgroup.procs` file is open at `groups`
-/// (opened by the host, which checks the writer's right by the opener's credentials).
+/// Moves this process into each control group whose `tasks` or `cgroup.procs` file is open at
+/// `groups` (opened by the host: the kernel checks a write against the opener's credentials).
 fn join_groups(groups: &[RawFd]) -> Step {
     for fd in groups {
         // SAFETY: a write of a valid buffer to a received descriptor.
