@@ -281,6 +281,26 @@ mod tests {
         let config = backend.sandbox_config().unwrap();
         assert_eq!(config.runtime.readable, vec![PathBuf::from("/opt")]);
         assert_eq!(config.network, Some(NetworkMode::New));
+        let backend = parse(
+            r#"{"ids_when_root":{"first":300000,"count":10},"require_cgroup":true,
+                "limits":{"memory_bytes":1048576,"cpu_percent":50}}"#,
+        )
+        .unwrap();
+        let config = backend.sandbox_config().unwrap();
+        assert_eq!(
+            config.ids_when_root,
+            IdRange {
+                first: 300_000,
+                count: 10
+            }
+        );
+        assert!(config.require_cgroup);
+        assert_eq!(config.limits.memory_bytes, 1 << 20);
+        assert_eq!(config.limits.cpu_percent, 50);
+        assert_eq!(config.limits.processes, Limits::default().processes);
+        let defaults = parse("{}").unwrap().sandbox_config().unwrap();
+        assert_eq!(defaults.ids_when_root, crate::DEFAULT_IDS);
+        assert!(!defaults.require_cgroup);
     }
 
     #[test]
@@ -291,6 +311,8 @@ mod tests {
             r#"{"runtime":{"executable":"/bin/sh","extra":1}}"#,
             r#"{"limits":{"cpu":1}}"#,
             r#"{"network":"host"}"#,
+            r#"{"outside_id_when_root":65534}"#,
+            r#"{"ids_when_root":{"first":1}}"#,
         ] {
             assert!(parse(text).is_err(), "{text}");
         }

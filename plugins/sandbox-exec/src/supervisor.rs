@@ -599,3 +599,35 @@ fn launcher_state(pidfd: &OwnedFd, killed: bool) -> String {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resources(hierarchy: Result<Hierarchy, String>, required: bool) -> Resources {
+        Resources {
+            hierarchy,
+            bounds: cgroup::Bounds {
+                memory_bytes: 1 << 30,
+                processes: 66,
+                cpu_percent: 200,
+            },
+            required,
+            cleaner: Cleaner::new(),
+        }
+    }
+
+    /// Without a usable hierarchy a run goes ahead with the per-process limits only, unless
+    /// the profile requires a group: then it fails closed, naming the mechanism and why.
+    #[test]
+    fn a_required_group_that_cannot_be_made_fails_closed() {
+        let missing = || Err("cgroup v1: only root can make groups and bound them".to_owned());
+        assert!(matches!(resources(missing(), false).group(), Ok(None)));
+        let error = resources(missing(), true).group().unwrap_err();
+        let ExecutorError::Unavailable { mechanism, reason } = &error else {
+            panic!("{error:?}");
+        };
+        assert_eq!(mechanism, "cgroup");
+        assert!(reason.contains("only root can make groups"), "{reason}");
+    }
+}
