@@ -5,10 +5,10 @@
 //! the kernel's own allocations for the run) is charged to the group of the process that
 //! caused it, so one group bounds the run as a whole. Two kinds of hierarchy are used:
 //!
-//! - **cgroup v2**, where the group sf runs in offers the `memory` controller to its children
-//!   (`cgroup.subtree_control`) and sf may create groups there (root, or a delegated
-//!   subtree): `memory.max` (and `memory.swap.max = 0`), `pids.max`, `cpu.max`; the peak is
-//!   `memory.peak`;
+//! - **cgroup v2**, where the group sf runs in, or its parent, offers the `memory` controller
+//!   to its children (`cgroup.subtree_control`) and sf may create groups there (root, or a
+//!   delegated subtree): `memory.max` (and `memory.swap.max = 0`), `pids.max`, `cpu.max`; the
+//!   peak is `memory.peak`;
 //! - **cgroup v1** as root, one group in each of the `memory`, `pids` and `cpu` hierarchies
 //!   (below sf's own group in each): `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`
 //!   where swap is accounted), `pids.max`, `cpu.cfs_quota_us` over `cpu.cfs_period_us`; the peak
@@ -345,20 +345,30 @@ fn v2(mounts_text: &str, own: &str) -> Result<Hierarchy, String> {
     let mount = mounts(mounts_text)
         .find(|mount| mount.fstype == "cgroup2")
         .ok_or("cgroup v2: not mounted")?;
-    let parent = own_directory(&mount, group)
+    let own_dir = own_directory(&mount, group)
         .ok_or("cgroup v2: this process's group is not below the mount")?;
-    let offered = fs::read_to_string(parent.join("cgroup.subtree_control"))
-        .map_err(|error| format!("cgroup v2: {}: {error}", parent.display()))?;
-    if !offered.split_whitespace().any(|name| name == "memory") {
-        return Err(format!(
-            "cgroup v2: {} does not offer the memory controller to its children",
-            parent.display()
-        ));
+    // A group with processes offers no controller to children (but the root does), so the
+    // runs' groups go below sf's own group when it offers memory (the root, say), else beside
+    // it, below its parent (a delegated subtree whose leaf sf runs in).
+    let candidates = std::iter::once(own_dir.clone()).chain(
+        own_dir
+            .parent()
+            .filter(|parent| parent.starts_with(mount.point))
+            .map(Path::to_path_buf),
+    );
+    for parent in candidates {
+        let offered = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+        if offered.split_whitespace().any(|name| name == "memory") {
+            return Ok(Hierarchy {
+                version: Version::V2,
+                parents: vec![parent],
+            });
+        }
     }
-    Ok(Hierarchy {
-        version: Version::V2,
-        parents: vec![parent],
-    })
+    Err(format!(
+        "cgroup v2: neither {} nor its parent offers the memory controller to its children",
+        own_dir.display()
+    ))
 }
 
 fn v1(mounts_text: &str, own: &str) -> Result<Hierarchy, String> {
