@@ -146,7 +146,8 @@ fn limit_line(limits: &str, name: &str) -> String {
 /// Every rlimit of the program is the profile's, whatever the process that started sf had:
 /// this test changes each one it may before the fork server starts (it inherits them; a
 /// hard limit can only be lowered here, as root lacks CAP_SYS_RESOURCE on this machine
-/// kind), and the sandbox still shows the profile's values.
+/// kind), and the sandbox still shows the profile's values; so is the scheduling policy
+/// (SCHED_OTHER) and the OOM score adjustment (1000).
 #[test]
 fn every_rlimit_is_the_profiles_not_inherited() {
     let get = |resource| {
@@ -199,7 +200,36 @@ fn every_rlimit_is_the_profiles_not_inherited() {
         limit_line(&own, "Max stack size").contains("9437184"),
         "{own}"
     );
-    let answer = run_probes(&probe_executor(), &probes(&["show=/proc/self/limits"]));
+    // The scheduling policy of the thread that starts the fork server is inherited too.
+    let batch = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler of this thread with a valid parameter.
+    assert_eq!(
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &batch) },
+        0
+    );
+    let executor = probe_executor();
+    let answer = run_probes(
+        &executor,
+        &probes(&[
+            "show=/proc/self/limits",
+            "show=/proc/self/stat",
+            "show=/proc/self/oom_score_adj",
+        ]),
+    );
+    // Field 41 of stat is the policy: 0 SCHED_OTHER inside; control: 3 SCHED_BATCH for the
+    // fork server, which inherited it.
+    let policy = |stat: &str| {
+        stat.rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split(' ').nth(38).map(str::to_owned))
+            .unwrap_or_else(|| panic!("{stat}"))
+    };
+    assert_eq!(policy(&allowed(&answer, "show=/proc/self/stat")), "0");
+    let server = executor.fork_server_pid().expect("the fork server runs");
+    let server_stat = std::fs::read_to_string(format!("/proc/{server}/stat")).unwrap();
+    assert_eq!(policy(&server_stat), "3", "control: {server_stat}");
+    // The program's processes are the first the run's control group kills when out of
+    // memory.
+    assert!(allowed(&answer, "show=/proc/self/oom_score_adj").starts_with("ok 1000"));
     let limits = allowed(&answer, "show=/proc/self/limits");
     for (name, expected) in [
         ("Max cpu time", "300 301 seconds"),
