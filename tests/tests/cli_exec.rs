@@ -88,6 +88,19 @@ fn a_program_that_prints() {
     }
     assert_eq!(identities["enforcement"]["landlock"], "fully-enforced");
     assert!(identities["enforcement"]["landlockAbi"].as_u64().unwrap() >= 6);
+    // As root (as CI runs) the sandbox has a host id of its own and a control group; else
+    // it runs as the caller, bounded per process.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { nix::libc::geteuid() } == 0 {
+        assert_eq!(identities["enforcement"]["hostIdentity"], "reserved-id");
+        let memory = identities["enforcement"]["memory"].as_str().unwrap();
+        assert!(memory.starts_with("cgroup-v"), "{memory}");
+        assert!(result["times"]["memoryPeakBytes"].as_u64().unwrap() > 0);
+    } else {
+        assert_eq!(identities["enforcement"]["hostIdentity"], "caller-id");
+        assert_eq!(identities["enforcement"]["memory"], "per-process");
+        assert_eq!(result["times"]["memoryPeakBytes"], Value::Null);
+    }
     assert_eq!(result["namespace"]["disposition"], "reaped");
     assert_eq!(result["bounds"]["timeoutMs"], 10_000);
     assert_eq!(result["problems"], Value::Array(Vec::new()));
@@ -111,6 +124,8 @@ fn a_program_that_prints() {
     );
     assert!(stdout.contains("hello text"), "{stdout}");
     assert!(stdout.contains("landlock  ABI"), "{stdout}");
+    assert!(stdout.contains("host id   "), "{stdout}");
+    assert!(stdout.contains("memory    "), "{stdout}");
 }
 
 #[test]

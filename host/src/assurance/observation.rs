@@ -18,7 +18,9 @@
 //! version 2.
 
 use crate::canonical::{self, Digest, Value, object};
-use crate::contracts::{Enforcement, LandlockStatus, RunIdentities, RunStatus};
+use crate::contracts::{
+    Enforcement, HostIdentity, LandlockStatus, MemoryBound, RunIdentities, RunStatus,
+};
 use crate::repository::record::{FieldError, Fields};
 
 use super::AssuranceError;
@@ -101,6 +103,8 @@ pub struct ProcessFacts {
     pub user_ms: u64,
     pub system_ms: u64,
     pub max_rss_kib: u64,
+    /// The run's peak memory as a whole, where the executor measured it (recorded only then).
+    pub memory_peak_bytes: Option<u64>,
     /// Whether the executor confirmed that no process of the run was left.
     pub reaped: bool,
 }
@@ -202,7 +206,7 @@ impl Observation {
     pub fn facts_value(&self) -> Value {
         let facts = &self.facts;
         let identities = facts.identities.as_ref().map_or(Value::Null, |ids| {
-            object([
+            let mut identities = object([
                 ("program", ids.program.to_string().into()),
                 ("input", ids.input.to_string().into()),
                 ("harness", ids.harness.to_string().into()),
@@ -214,7 +218,21 @@ impl Observation {
                     Value::Integer(i64::from(ids.enforcement.landlock_abi)),
                 ),
                 ("landlock", ids.enforcement.landlock.code().into()),
-            ])
+            ]);
+            // Facts an executor does not state are left out, as in records written before
+            // they existed.
+            if let Value::Object(map) = &mut identities {
+                if ids.enforcement.host_identity != HostIdentity::NotStated {
+                    map.insert(
+                        "hostIdentity".to_owned(),
+                        ids.enforcement.host_identity.code().into(),
+                    );
+                }
+                if ids.enforcement.memory != MemoryBound::NotStated {
+                    map.insert("memory".to_owned(), ids.enforcement.memory.code().into());
+                }
+            }
+            identities
         });
         let process = facts.process.as_ref().map_or(Value::Null, |process| {
             object([
@@ -238,6 +256,16 @@ impl Observation {
                 ),
             ])
         });
+        let mut process = process;
+        if let (Value::Object(map), Some(peak)) = (
+            &mut process,
+            facts
+                .process
+                .as_ref()
+                .and_then(|facts| facts.memory_peak_bytes),
+        ) {
+            map.insert("memoryPeakBytes".to_owned(), Value::Integer(clamp(peak)));
+        }
         let time = |millis: Option<u64>| millis.map(time::format_millis).into();
         object([
             ("protocol", OBSERVATION_FORMAT.into()),
@@ -399,12 +427,46 @@ fn facts_from_value(value: &Value, format: &str) -> Result<DecodedFacts, FieldEr
                     "landlock",
                 ]
             };
-            let ids = Fields::exact(value, &fields.path("identities"), names)?;
+            let ids = Fields::with_optional(
+                value,
+                &fields.path("identities"),
+                names,
+                &["hostIdentity", "memory"],
+            )?;
             let harness = if v1 {
                 crate::snapshot::snapshot_digest(&[])
                     .map_err(|error| FieldError::wrong(&ids.path("harness"), error.to_string()))?
             } else {
                 ids.digest("harness")?
+            };
+            // A stated fact is never written as not-stated: that is its absence.
+            let fact = |key: &str| -> Result<Option<&str>, FieldError> {
+                match ids.optional(key) {
+                    None => Ok(None),
+                    Some(Value::String(text)) if text != "not-stated" => Ok(Some(text.as_str())),
+                    Some(_) => Err(FieldError::wrong(
+                        &ids.path(key),
+                        "is a stated fact's name when present",
+                    )),
+                }
+            };
+            let host_identity = match fact("hostIdentity")? {
+                None => HostIdentity::NotStated,
+                Some(text) => HostIdentity::parse(text).ok_or_else(|| {
+                    FieldError::wrong(
+                        &ids.path("hostIdentity"),
+                        "must be reserved-id or caller-id",
+                    )
+                })?,
+            };
+            let memory = match fact("memory")? {
+                None => MemoryBound::NotStated,
+                Some(text) => MemoryBound::parse(text).ok_or_else(|| {
+                    FieldError::wrong(
+                        &ids.path("memory"),
+                        "must be cgroup-v1, cgroup-v2 or per-process",
+                    )
+                })?,
             };
             let landlock = parse_landlock(ids.string("landlock")?).ok_or_else(|| {
                 FieldError::wrong(&ids.path("landlock"), "must be a Landlock status")
@@ -421,6 +483,8 @@ fn facts_from_value(value: &Value, format: &str) -> Result<DecodedFacts, FieldEr
                         FieldError::wrong(&ids.path("landlockAbi"), "is a small integer")
                     })?,
                     landlock,
+                    host_identity,
+                    memory,
                 },
             })
         }
@@ -428,7 +492,7 @@ fn facts_from_value(value: &Value, format: &str) -> Result<DecodedFacts, FieldEr
     let process = match fields.value("process") {
         Value::Null => None,
         value => {
-            let process = Fields::exact(
+            let process = Fields::with_optional(
                 value,
                 &fields.path("process"),
                 &[
@@ -443,6 +507,7 @@ fn facts_from_value(value: &Value, format: &str) -> Result<DecodedFacts, FieldEr
                     "maxRssKib",
                     "namespace",
                 ],
+                &["memoryPeakBytes"],
             )?;
             let small = |key: &str| -> Result<Option<i32>, FieldError> {
                 match process.value(key) {
@@ -478,6 +543,10 @@ fn facts_from_value(value: &Value, format: &str) -> Result<DecodedFacts, FieldEr
                 user_ms: process.natural("userMs")?,
                 system_ms: process.natural("systemMs")?,
                 max_rss_kib: process.natural("maxRssKib")?,
+                memory_peak_bytes: match process.optional("memoryPeakBytes") {
+                    None => None,
+                    Some(_) => Some(process.natural("memoryPeakBytes")?),
+                },
                 reaped,
             })
         }
@@ -544,6 +613,8 @@ mod tests {
                     enforcement: Enforcement {
                         landlock_abi: 6,
                         landlock: LandlockStatus::FullyEnforced,
+                        host_identity: HostIdentity::ReservedId,
+                        memory: MemoryBound::CgroupV1,
                     },
                 }),
                 process: Some(ProcessFacts {
@@ -556,6 +627,7 @@ mod tests {
                     user_ms: 1,
                     system_ms: 2,
                     max_rss_kib: 900,
+                    memory_peak_bytes: Some(5 << 20),
                     reaped: true,
                 }),
                 started_at: Some(1_000),
@@ -571,6 +643,39 @@ mod tests {
     fn round_trip() {
         let original = observation(b"ok\n");
         let bytes = original.encode().unwrap();
+        assert_eq!(Observation::decode(&bytes).unwrap(), original);
+    }
+
+    /// Facts an executor does not state are left out, so a record of such an executor reads
+    /// as records written before those facts existed, and back.
+    #[test]
+    fn facts_not_stated_are_left_out_and_read_back() {
+        let mut original = observation(b"ok\n");
+        let stated = String::from_utf8_lossy(&original.encode().unwrap()).into_owned();
+        for key in [
+            "\"hostIdentity\":\"reserved-id\"",
+            "\"memory\":\"cgroup-v1\"",
+            "\"memoryPeakBytes\":5242880",
+        ] {
+            assert!(stated.contains(key), "{key} in {stated}");
+        }
+        if let Some(ids) = original.facts.identities.as_mut() {
+            ids.enforcement.host_identity = HostIdentity::NotStated;
+            ids.enforcement.memory = MemoryBound::NotStated;
+        }
+        if let Some(process) = original.facts.process.as_mut() {
+            process.memory_peak_bytes = None;
+        }
+        let bytes = original.encode().unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        for key in [
+            "hostIdentity",
+            "\"memory\"",
+            "memoryPeakBytes",
+            "not-stated",
+        ] {
+            assert!(!text.contains(key), "{key} in {text}");
+        }
         assert_eq!(Observation::decode(&bytes).unwrap(), original);
     }
 

@@ -259,6 +259,7 @@ pub fn answer_json(answer: &RunAnswer) -> serde_json::Value {
             "userMicros": micros(answer.times.user),
             "systemMicros": micros(answer.times.system),
             "maxRssKib": answer.times.max_rss_kib,
+            "memoryPeakBytes": answer.times.memory_peak_bytes,
         },
         "bounds": {
             "timeoutMs": answer.bounds.timeout_ms(),
@@ -275,6 +276,8 @@ pub fn answer_json(answer: &RunAnswer) -> serde_json::Value {
             "enforcement": {
                 "landlockAbi": identities.enforcement.landlock_abi,
                 "landlock": identities.enforcement.landlock.code(),
+                "hostIdentity": identities.enforcement.host_identity.code(),
+                "memory": identities.enforcement.memory.code(),
             },
         },
         "namespace": match &answer.namespace {
@@ -301,7 +304,7 @@ fn answer_text(answer: &RunAnswer) -> String {
     let mut text = format!(
         "status    {}{ended} after {:.1} ms\nprogram   {}\ninput     {}\nharness   {}\nruntime   \
          {}\nprofile   {}\nbounds    {} (timeout {} ms, output limits {} and {} bytes)\nlandlock  \
-         ABI {}, {}\n",
+         ABI {}, {}\nhost id   {}\nmemory    {}{}\n",
         answer.status.code(),
         answer.times.wall.as_secs_f64() * 1000.0,
         identities.program,
@@ -315,6 +318,13 @@ fn answer_text(answer: &RunAnswer) -> String {
         answer.bounds.stderr_limit,
         identities.enforcement.landlock_abi,
         identities.enforcement.landlock.code(),
+        identities.enforcement.host_identity.code(),
+        identities.enforcement.memory.code(),
+        answer
+            .times
+            .memory_peak_bytes
+            .map(|peak| format!(", peak {peak} bytes"))
+            .unwrap_or_default(),
     );
     match &answer.namespace {
         NamespaceDisposition::Reaped => text.push_str("processes reaped\n"),

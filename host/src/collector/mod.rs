@@ -659,6 +659,7 @@ impl RepositoryCollector {
             user_ms: answer.times.user.as_millis() as u64,
             system_ms: answer.times.system.as_millis() as u64,
             max_rss_kib: answer.times.max_rss_kib,
+            memory_peak_bytes: answer.times.memory_peak_bytes,
             reaped: answer.namespace == NamespaceDisposition::Reaped,
         });
         Ok(Ran {

@@ -373,6 +373,79 @@ impl LandlockStatus {
     }
 }
 
+/// Which host processes could reach a run's processes (signal or trace them, or enter
+/// their namespaces).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum HostIdentity {
+    /// The run ran under a host uid and gid of its own, from a range reserved for sandboxes,
+    /// which also owned its user namespace: only root could.
+    ReservedId,
+    /// The run ran under the uid and gid of the user running the Executor: any process of
+    /// that user could.
+    CallerId,
+    /// The Executor does not say.
+    #[default]
+    NotStated,
+}
+
+impl HostIdentity {
+    /// The stable kebab-case name.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::ReservedId => "reserved-id",
+            Self::CallerId => "caller-id",
+            Self::NotStated => "not-stated",
+        }
+    }
+
+    /// The value with this name.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::ReservedId, Self::CallerId, Self::NotStated]
+            .into_iter()
+            .find(|value| value.code() == text)
+    }
+}
+
+/// What bounded a run's memory as a whole.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MemoryBound {
+    /// One control group (cgroup v1) held every process of the run, with a memory, process
+    /// and CPU bound: tmpfs, memfd and shared memory included.
+    CgroupV1,
+    /// The same with a cgroup v2 group.
+    CgroupV2,
+    /// Only per-process limits (address space, process count, file size), with SysV shared
+    /// memory and memfd denied: the run's total is not bounded by one number.
+    PerProcess,
+    /// The Executor does not say.
+    #[default]
+    NotStated,
+}
+
+impl MemoryBound {
+    /// The stable kebab-case name.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::CgroupV1 => "cgroup-v1",
+            Self::CgroupV2 => "cgroup-v2",
+            Self::PerProcess => "per-process",
+            Self::NotStated => "not-stated",
+        }
+    }
+
+    /// The value with this name.
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            Self::CgroupV1,
+            Self::CgroupV2,
+            Self::PerProcess,
+            Self::NotStated,
+        ]
+        .into_iter()
+        .find(|value| value.code() == text)
+    }
+}
+
 /// What the Executor actually enforced on a run, besides the profile it digests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Enforcement {
@@ -380,6 +453,10 @@ pub struct Enforcement {
     pub landlock_abi: u32,
     /// Whether the profile's Landlock ruleset was fully enforced.
     pub landlock: LandlockStatus,
+    /// Which host processes could reach the run.
+    pub host_identity: HostIdentity,
+    /// What bounded the run's memory as a whole.
+    pub memory: MemoryBound,
 }
 
 /// The identities of one run: what ran, under what, within what.
@@ -421,6 +498,10 @@ pub struct RunTimes {
     pub system: Duration,
     /// The largest resident set of any one of them, in KiB.
     pub max_rss_kib: u64,
+    /// The most memory the run used at once, all its processes and what they held (tmpfs,
+    /// shared memory) together, in bytes, where the Executor measured it (a control group's
+    /// peak).
+    pub memory_peak_bytes: Option<u64>,
 }
 
 /// The outcome of a run that started.

@@ -12,9 +12,9 @@ pub use evidence_store::{
 };
 pub use executor::{
     BOUNDS_PROTOCOL, CancelToken, Enforcement, EntryPlace, Executor, ExecutorError, HARNESS_DIR,
-    INPUT_DIR, LandlockStatus, NamespaceDisposition, PROGRAM_DIR, ProfileDescription, ReadableKind,
-    ReadablePath, RequestDigests, RunAnswer, RunBounds, RunEntry, RunIdentities, RunRequest,
-    RunStatus, RunTimes, RuntimeDescription,
+    HostIdentity, INPUT_DIR, LandlockStatus, MemoryBound, NamespaceDisposition, PROGRAM_DIR,
+    ProfileDescription, ReadableKind, ReadablePath, RequestDigests, RunAnswer, RunBounds, RunEntry,
+    RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
 pub use gate::{Gate, GateAnswer, GateError, is_valid_reason};
 pub use object_store::{

@@ -36,9 +36,9 @@ use super::loader::{CallReply, Instance, LoadedPlugin};
 use super::message::MessageError;
 use crate::canonical::Digest;
 use crate::contracts::{
-    CancelToken, Enforcement, Executor, ExecutorError, LandlockStatus, NamespaceDisposition,
-    ProfileDescription, RequestDigests, RunAnswer, RunIdentities, RunRequest, RunStatus, RunTimes,
-    RuntimeDescription,
+    CancelToken, Enforcement, Executor, ExecutorError, HostIdentity, LandlockStatus, MemoryBound,
+    NamespaceDisposition, ProfileDescription, RequestDigests, RunAnswer, RunIdentities, RunRequest,
+    RunStatus, RunTimes, RuntimeDescription,
 };
 
 /// How often the adapter looks at a run's cancel token.
@@ -283,6 +283,8 @@ pub fn finish_run(
             enforcement: Enforcement {
                 landlock_abi: 0,
                 landlock: LandlockStatus::NotEnforced,
+                host_identity: HostIdentity::NotStated,
+                memory: MemoryBound::NotStated,
             },
         },
         namespace: NamespaceDisposition::Unconfirmed {
@@ -532,6 +534,8 @@ mod tests {
                 enforcement: Enforcement {
                     landlock_abi: 7,
                     landlock: LandlockStatus::FullyEnforced,
+                    host_identity: HostIdentity::CallerId,
+                    memory: MemoryBound::PerProcess,
                 },
             },
             namespace: NamespaceDisposition::Reaped,

@@ -22,6 +22,11 @@
 //! {landlockAbi, landlock}}, namespace, problems}` with `stdout` and `stderr` section indexes,
 //! `namespace` `{"disposition":"reaped"}` or `{"disposition":"unconfirmed","reason":…}`.
 //!
+//! The answer of `run_v2` may also state `times.memoryPeakBytes` and
+//! `identities.enforcement.{hostIdentity, memory}`: a plugin that leaves them out states
+//! nothing (`not-stated`, no peak). They are never sent in a `run` answer, whose shape is
+//! fixed (an sf of ABI 1.1 refuses fields it does not know); its facts read as not stated.
+//!
 //! `run_v2` (ABI 1.2) adds the harness: `entry.place` is `program` or `harness`, `harness` the
 //! harness files like `program` and `input`, and its answer's identities name the `harness`
 //! digest. `run` (ABI 1.0) stays as it was: its entry is a file of the program and it has no
@@ -51,9 +56,9 @@ use super::message::{self, MessageBuilder, MessageError, Sections};
 use super::protocol::{Empty, ExactFields, intern_rule};
 use crate::canonical::Digest;
 use crate::contracts::{
-    Enforcement, EntryPlace, ExecutorError, LandlockStatus, NamespaceDisposition,
-    ProfileDescription, ReadableKind, ReadablePath, RunAnswer, RunBounds, RunEntry, RunIdentities,
-    RunRequest, RunStatus, RunTimes, RuntimeDescription,
+    Enforcement, EntryPlace, ExecutorError, HostIdentity, LandlockStatus, MemoryBound,
+    NamespaceDisposition, ProfileDescription, ReadableKind, ReadablePath, RunAnswer, RunBounds,
+    RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
 use crate::snapshot::SnapshotFile;
 
@@ -314,13 +319,19 @@ pub fn encode_answer(answer: &RunAnswer, wire: RunWire) -> Vec<u8> {
         enforcement: EnforcementHeader {
             landlock_abi: identities.enforcement.landlock_abi,
             landlock: identities.enforcement.landlock.code().to_owned(),
+            host_identity: None,
+            memory: None,
         },
     };
     match wire {
-        RunWire::V1 => encode_answer_with(answer, stdout, stderr, v1, builder),
+        RunWire::V1 => encode_answer_with(answer, stdout, stderr, v1, builder, None),
         RunWire::V2 => {
+            let mut v1 = v1;
+            v1.enforcement.host_identity = stated(identities.enforcement.host_identity.code());
+            v1.enforcement.memory = stated(identities.enforcement.memory.code());
             let identities = IdentitiesHeaderV2::new(identities.harness.to_string(), v1);
-            encode_answer_with(answer, stdout, stderr, identities, builder)
+            let peak = answer.times.memory_peak_bytes;
+            encode_answer_with(answer, stdout, stderr, identities, builder, peak)
         }
     }
 }
@@ -331,6 +342,7 @@ fn encode_answer_with<I: Serialize>(
     stderr: usize,
     identities: I,
     builder: MessageBuilder<'_>,
+    memory_peak_bytes: Option<u64>,
 ) -> Vec<u8> {
     builder.encode(&AnswerHeader {
         status: answer.status.code().to_owned(),
@@ -343,6 +355,7 @@ fn encode_answer_with<I: Serialize>(
             user: DurationHeader::encode(answer.times.user),
             system: DurationHeader::encode(answer.times.system),
             max_rss_kib: answer.times.max_rss_kib,
+            memory_peak_bytes,
         },
         bounds: BoundsHeader::encode(&answer.bounds),
         identities,
@@ -396,6 +409,24 @@ fn decode_answer_with(
     let stderr = sections.take(answer.stderr)?.to_vec();
     sections.finish()?;
     let identities = answer.identities;
+    let host_identity = match identities.enforcement.host_identity.as_deref() {
+        None => HostIdentity::NotStated,
+        Some(text) => HostIdentity::parse(text).ok_or_else(|| {
+            MessageError::field(
+                "identities.enforcement.hostIdentity",
+                "must be reserved-id, caller-id or not-stated",
+            )
+        })?,
+    };
+    let memory = match identities.enforcement.memory.as_deref() {
+        None => MemoryBound::NotStated,
+        Some(text) => MemoryBound::parse(text).ok_or_else(|| {
+            MessageError::field(
+                "identities.enforcement.memory",
+                "must be cgroup-v1, cgroup-v2, per-process or not-stated",
+            )
+        })?,
+    };
     let landlock = match identities.enforcement.landlock.as_str() {
         "fully-enforced" => LandlockStatus::FullyEnforced,
         "partially-enforced" => LandlockStatus::PartiallyEnforced,
@@ -418,6 +449,7 @@ fn decode_answer_with(
             user: answer.times.user.decode("times.user")?,
             system: answer.times.system.decode("times.system")?,
             max_rss_kib: answer.times.max_rss_kib,
+            memory_peak_bytes: answer.times.memory_peak_bytes,
         },
         bounds: answer.bounds.decode("bounds")?,
         identities: RunIdentities {
@@ -430,6 +462,8 @@ fn decode_answer_with(
             enforcement: Enforcement {
                 landlock_abi: identities.enforcement.landlock_abi,
                 landlock,
+                host_identity,
+                memory,
             },
         },
         namespace: match answer.namespace {
@@ -659,6 +693,9 @@ struct TimesHeader {
     user: DurationHeader,
     system: DurationHeader,
     max_rss_kib: u64,
+    /// Absent from plugins that do not measure it (and from every `run` answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    memory_peak_bytes: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -666,6 +703,16 @@ struct TimesHeader {
 struct EnforcementHeader {
     landlock_abi: u32,
     landlock: String,
+    /// Absent (not stated) from plugins that do not say, and from every `run` answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    host_identity: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    memory: Option<String>,
+}
+
+/// A fact's code, or `None` (left out of the message) when it is not stated.
+fn stated(code: &str) -> Option<String> {
+    (code != "not-stated").then(|| code.to_owned())
 }
 
 #[derive(Serialize, Deserialize)]
@@ -807,6 +854,7 @@ mod tests {
                 user: Duration::from_nanos(1),
                 system: Duration::ZERO,
                 max_rss_kib: u64::MAX,
+                memory_peak_bytes: Some(u64::MAX),
             },
             bounds: request().bounds,
             identities: RunIdentities {
@@ -819,6 +867,8 @@ mod tests {
                 enforcement: Enforcement {
                     landlock_abi: 7,
                     landlock: LandlockStatus::PartiallyEnforced,
+                    host_identity: HostIdentity::ReservedId,
+                    memory: MemoryBound::CgroupV2,
                 },
             },
             namespace: NamespaceDisposition::Unconfirmed {
@@ -908,15 +958,47 @@ mod tests {
         assert!(Request::decode(method::PROFILE, &encode_cancel(1)).is_err());
     }
 
+    /// An answer that states no host identity, memory bound or peak decodes with them not
+    /// stated; a `run_v2` answer keeps stated ones; a `run` answer never carries them.
+    #[test]
+    fn facts_added_later_are_optional_on_the_wire() {
+        let mut unstated = answer();
+        unstated.identities.enforcement.host_identity = HostIdentity::NotStated;
+        unstated.identities.enforcement.memory = MemoryBound::NotStated;
+        unstated.times.memory_peak_bytes = None;
+        for wire in [RunWire::V1, RunWire::V2] {
+            let bytes = encode_answer(&unstated, wire);
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                !text.contains("hostIdentity") && !text.contains("memoryPeakBytes"),
+                "{text}"
+            );
+            assert_eq!(decode_answer(&bytes, wire).unwrap(), unstated);
+        }
+        let stated = encode_answer(&answer(), RunWire::V2);
+        let text = String::from_utf8_lossy(&stated);
+        assert!(text.contains("\"hostIdentity\":\"reserved-id\""), "{text}");
+        assert!(text.contains("\"memory\":\"cgroup-v2\""), "{text}");
+        let old = encode_answer(&answer(), RunWire::V1);
+        let text = String::from_utf8_lossy(&old);
+        assert!(
+            !text.contains("hostIdentity") && !text.contains("memoryPeakBytes"),
+            "a run answer keeps the shape an older sf reads: {text}"
+        );
+        let mut read_back = answer();
+        read_back.identities.enforcement.host_identity = HostIdentity::NotStated;
+        read_back.identities.enforcement.memory = MemoryBound::NotStated;
+        read_back.times.memory_peak_bytes = None;
+        assert_eq!(decode_answer(&old, RunWire::V1).unwrap(), read_back);
+    }
+
     #[test]
     fn answers_round_trip() {
         let answer = answer();
-        for wire in [RunWire::V1, RunWire::V2] {
-            assert_eq!(
-                decode_answer(&encode_answer(&answer, wire), wire).unwrap(),
-                answer
-            );
-        }
+        assert_eq!(
+            decode_answer(&encode_answer(&answer, RunWire::V2), RunWire::V2).unwrap(),
+            answer
+        );
         let mut harnessed = answer.clone();
         harnessed.identities.harness = Digest::of(b"h");
         assert_eq!(

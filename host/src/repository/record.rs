@@ -61,6 +61,17 @@ pub(crate) struct Fields<'a> {
 impl<'a> Fields<'a> {
     /// Reads `value` as an object whose keys are exactly `declared`.
     pub fn exact(value: &'a Value, path: &str, declared: &[&str]) -> Result<Self, FieldError> {
+        Self::with_optional(value, path, declared, &[])
+    }
+
+    /// Reads `value` as an object with every key of `declared`, any of `optional`, and no
+    /// other.
+    pub fn with_optional(
+        value: &'a Value,
+        path: &str,
+        declared: &[&str],
+        optional: &[&str],
+    ) -> Result<Self, FieldError> {
         let Value::Object(map) = value else {
             return Err(FieldError::wrong(
                 path,
@@ -68,13 +79,18 @@ impl<'a> Fields<'a> {
             ));
         };
         for key in map.keys() {
-            if !declared.contains(&key.as_str()) {
+            if !declared.contains(&key.as_str()) && !optional.contains(&key.as_str()) {
                 return Err(FieldError {
                     kind: FieldErrorKind::Unknown,
                     field: join(path, key),
                     rule: format!(
                         "is not a field of this record (declared: {})",
-                        declared.join(", ")
+                        declared
+                            .iter()
+                            .chain(optional)
+                            .copied()
+                            .collect::<Vec<_>>()
+                            .join(", ")
                     ),
                 });
             }
@@ -96,6 +112,11 @@ impl<'a> Fields<'a> {
 
     pub fn path(&self, key: &str) -> String {
         join(&self.path, key)
+    }
+
+    /// The value of an optional key, if present.
+    pub fn optional(&self, key: &str) -> Option<&'a Value> {
+        self.map.get(key)
     }
 
     pub fn value(&self, key: &str) -> &'a Value {

@@ -6,19 +6,21 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sf_host::contracts::{
-    CancelToken, Enforcement, Executor, ExecutorError, LandlockStatus, ProfileDescription,
-    RequestDigests, RunAnswer, RunIdentities, RunRequest, RuntimeDescription,
+    CancelToken, Enforcement, Executor, ExecutorError, HostIdentity, LandlockStatus, MemoryBound,
+    ProfileDescription, RequestDigests, RunAnswer, RunIdentities, RunRequest, RuntimeDescription,
 };
 use sf_host::snapshot::SnapshotFile;
 
-use crate::plan::{LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan, PlanFile, Resource, RunPlan};
+use crate::cgroup::{Cleaner, Hierarchy};
+use crate::identity::{IdRange, Ids};
+use crate::plan::{LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan, PlanFile, RunPlan};
 use crate::prepare::Preparer;
 use crate::profile::{
     self, HARNESS_DIR, HOSTNAME, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits, NetworkMode,
     PROC_OPTIONS, PROGRAM_DIR, Profile, ROOT_TMPFS_OPTIONS, SCRATCH_DIR, STAGE,
 };
 use crate::runtime::{BindSource, Runtime, RuntimeConfig, device_sources};
-use crate::supervisor::{Launch, Started, start, supervise};
+use crate::supervisor::{Launch, Resources, Source, Started, start, supervise};
 use crate::zygote::ForkServer;
 
 /// The file name of the launcher program built by this crate.
@@ -35,26 +37,30 @@ pub struct SandboxConfig {
     /// and example executables).
     #[serde(default)]
     pub launcher: Option<PathBuf>,
-    /// The host uid and gid the sandbox runs as when sf runs as root (default: 65534, nobody).
-    #[serde(default = "default_outside_id")]
-    pub outside_id_when_root: u32,
+    /// The host ids (uid and gid) the sandboxes run as when sf runs as root, one of its own
+    /// per sandbox: a range no other software uses (checked against the system's user, group
+    /// and subordinate-id files). Default [`crate::DEFAULT_IDS`].
+    #[serde(default)]
+    pub ids_when_root: IdRange,
     /// How the network namespace is made. `None`: one shared empty namespace when sf runs as
     /// root (cheaper), a new one per run otherwise (the only way without privilege).
     #[serde(default)]
     pub network: Option<NetworkMode>,
-    /// Whether the next run's sandbox is built ahead of it, while nothing waits for it (the
-    /// default): a run then only adds its own files and starts. Every sandbox still serves
-    /// exactly one run. Without it, each run builds its sandbox when it starts.
+    /// Whether sandboxes are built ahead of the runs that use them (the default): from an
+    /// Executor's second run on, the next run's sandbox is built after each run, and a run
+    /// then only adds its own files and starts. Every sandbox still serves exactly one run.
+    /// Without it, each run builds its sandbox when it starts.
     #[serde(default = "default_prepare_ahead")]
     pub prepare_ahead: bool,
+    /// Whether every run must be bounded as a whole by a control group: when none can be
+    /// made, runs fail with `unavailable` (mechanism `cgroup`) instead of running with the
+    /// per-process limits only.
+    #[serde(default)]
+    pub require_cgroup: bool,
 }
 
 fn default_prepare_ahead() -> bool {
     true
-}
-
-fn default_outside_id() -> u32 {
-    profile::DEFAULT_OUTSIDE_ID_WHEN_ROOT
 }
 
 impl SandboxConfig {
@@ -64,9 +70,10 @@ impl SandboxConfig {
             runtime,
             limits: Limits::default(),
             launcher: None,
-            outside_id_when_root: default_outside_id(),
+            ids_when_root: IdRange::default(),
             network: None,
             prepare_ahead: true,
+            require_cgroup: false,
         }
     }
 }
@@ -100,11 +107,9 @@ impl SandboxExecutor {
     pub fn new(config: SandboxConfig) -> Result<Self, ExecutorError> {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
-        if config.outside_id_when_root == 0 {
-            return Err(invalid(
-                "outside_id_when_root = 0".to_owned(),
-                "the sandbox never runs as host root",
-            ));
+        if root {
+            config.ids_when_root.check()?;
+            config.ids_when_root.check_unused()?;
         }
         let runtime = Runtime::new(config.runtime.clone(), root)?;
         for path in runtime
@@ -130,7 +135,13 @@ impl SandboxExecutor {
             NetworkMode::SharedEmpty => Some(empty_network_namespace()?),
             NetworkMode::New => None,
         };
-        let profile = Profile::new(config.limits, network, config.outside_id_when_root)?;
+        let profile = Profile::new(
+            config.limits,
+            network,
+            config.ids_when_root,
+            config.require_cgroup,
+        )?;
+        profile::check_ceilings(&profile.limits)?;
         let launcher = find_launcher(config.launcher.as_deref())?;
         let devices = device_sources()?;
         let plan = Self::plan(&runtime, &profile, &devices, shared.is_some())?;
@@ -138,13 +149,50 @@ impl SandboxExecutor {
             mechanism: "launcher".to_owned(),
             reason: format!("the plan did not encode: {error}"),
         })?;
-        let server = ForkServer::new(launcher.clone(), shared, config.outside_id_when_root);
+        let bounds = profile::group_bounds(&profile.limits);
+        let hierarchy = Hierarchy::find(&bounds);
+        if let (Err(reason), true) = (&hierarchy, config.require_cgroup) {
+            return Err(ExecutorError::Unavailable {
+                mechanism: "cgroup".to_owned(),
+                reason: format!(
+                    "the profile requires a control group per run and none can be made: \
+                     {reason}"
+                ),
+            });
+        }
+        let source = Source {
+            server: ForkServer::new(launcher.clone(), shared),
+            plan,
+            ids: root.then(|| Ids::new(config.ids_when_root)),
+            resources: Resources {
+                hierarchy,
+                bounds,
+                required: config.require_cgroup,
+                cleaner: Cleaner::new(),
+            },
+        };
         Ok(Self {
             runtime,
             profile,
-            preparer: Preparer::new(server, plan, config.prepare_ahead),
+            preparer: Preparer::new(source, config.prepare_ahead),
             launcher,
         })
+    }
+
+    /// Which kind of control group bounds each run (`None`: none can be made here; the
+    /// per-process limits still hold).
+    pub fn control_groups(&self) -> Option<&'static str> {
+        self.preparer
+            .shared
+            .source
+            .resources
+            .hierarchy
+            .as_ref()
+            .ok()
+            .map(|hierarchy| match hierarchy.version {
+                crate::cgroup::Version::V1 => "v1",
+                crate::cgroup::Version::V2 => "v2",
+            })
     }
 
     /// The launcher program this Executor starts.
@@ -156,7 +204,7 @@ impl SandboxExecutor {
     /// launcher per run), if it is running: it starts with the first run, is restarted by the
     /// next run if it died, and exits when the Executor is dropped. For tests and diagnostics.
     pub fn fork_server_pid(&self) -> Option<u32> {
-        self.preparer.shared.server.pid()
+        self.preparer.shared.source.server.pid()
     }
 
     /// Whether a sandbox is prepared and waiting for the next run. For tests and
@@ -224,7 +272,7 @@ impl SandboxExecutor {
         let executable = text(&runtime.config().executable)?;
         Ok(Plan {
             protocol: PLAN_PROTOCOL,
-            outside_id_when_root: profile.outside_id_when_root,
+            outside_id_when_root: profile.ids.first,
             inside_id: INSIDE_ID,
             join_network,
             hostname: HOSTNAME.to_owned(),
@@ -250,26 +298,7 @@ impl SandboxExecutor {
                 .iter()
                 .map(|filter| hex::encode(filter.bytes()))
                 .collect(),
-            rlimits: vec![
-                (
-                    Resource::Cpu,
-                    limits.cpu_seconds,
-                    limits.cpu_seconds.saturating_add(1),
-                ),
-                (
-                    Resource::AddressSpace,
-                    limits.address_space_bytes,
-                    limits.address_space_bytes,
-                ),
-                (
-                    Resource::FileSize,
-                    limits.file_size_bytes,
-                    limits.file_size_bytes,
-                ),
-                (Resource::OpenFiles, limits.open_files, limits.open_files),
-                (Resource::Processes, limits.processes, limits.processes),
-                (Resource::Core, 0, 0),
-            ],
+            rlimits: profile::rlimits(limits),
             environment: profile::environment()
                 .into_iter()
                 .map(|(key, value)| (key.to_owned(), value.to_owned()))
@@ -302,7 +331,7 @@ impl SandboxExecutor {
         let prepared = self.preparer.take();
         let usable = prepared.is_some()
             && self.runtime.binds_as_configured()
-            && self.preparer.shared.server.is_running();
+            && self.preparer.shared.source.server.is_running();
         match prepared {
             Some(started) if usable && started.is_alive() => Ok((started, Sandbox::Prepared)),
             // A sandbox prepared from files that changed since is dropped unused; a new
@@ -314,7 +343,7 @@ impl SandboxExecutor {
 
     /// A launcher started now, for a run that waits for it.
     fn start_sandbox(&self) -> Result<Started, ExecutorError> {
-        start(&self.preparer.shared.server, &self.preparer.shared.plan)
+        start(&self.preparer.shared.source)
     }
 }
 
@@ -408,18 +437,25 @@ impl Executor for SandboxExecutor {
             },
             (started, Sandbox::New) => launch(started)?,
         };
-        let enforcement = match &ran.landlock {
-            Some((abi, status)) if status == LandlockStatus::FullyEnforced.code() => Enforcement {
-                landlock_abi: *abi,
-                landlock: LandlockStatus::FullyEnforced,
+        let (landlock_abi, landlock) = match &ran.landlock {
+            Some((abi, status)) if status == LandlockStatus::FullyEnforced.code() => {
+                (*abi, LandlockStatus::FullyEnforced)
+            }
+            Some((abi, _)) => (*abi, LandlockStatus::PartiallyEnforced),
+            None => (0, LandlockStatus::NotEnforced),
+        };
+        let enforcement = Enforcement {
+            landlock_abi,
+            landlock,
+            host_identity: if ran.id.is_some() {
+                HostIdentity::ReservedId
+            } else {
+                HostIdentity::CallerId
             },
-            Some((abi, _)) => Enforcement {
-                landlock_abi: *abi,
-                landlock: LandlockStatus::PartiallyEnforced,
-            },
-            None => Enforcement {
-                landlock_abi: 0,
-                landlock: LandlockStatus::NotEnforced,
+            memory: match ran.group {
+                Some(crate::cgroup::Version::V1) => MemoryBound::CgroupV1,
+                Some(crate::cgroup::Version::V2) => MemoryBound::CgroupV2,
+                None => MemoryBound::PerProcess,
             },
         };
         Ok(RunAnswer {
@@ -513,12 +549,17 @@ fn find_launcher(configured: Option<&Path>) -> Result<PathBuf, ExecutorError> {
     // SAFETY: geteuid has no preconditions.
     let euid = unsafe { libc::geteuid() };
     let mode = metadata.permissions().mode();
-    if (metadata.uid() != 0 && metadata.uid() != euid) || mode & 0o022 != 0 || mode & 0o100 == 0 {
+    let problem = crate::runtime::untrusted(&path);
+    if (metadata.uid() != 0 && metadata.uid() != euid) || mode & 0o100 == 0 || problem.is_some() {
         return Err(ExecutorError::Unavailable {
             mechanism: "launcher".to_owned(),
             reason: format!(
-                "{} must be executable, owned by root or this user and writable by no one else",
-                path.display()
+                "{} must be executable, owned by root or this user and writable by no one else, \
+                 and so must every directory above it (or be sticky){}",
+                path.display(),
+                problem
+                    .map(|problem| format!(": {problem}"))
+                    .unwrap_or_default()
             ),
         });
     }

@@ -16,6 +16,8 @@
 //!
 //! Modules, one job each:
 //! - `runtime`: resolving and digesting a runtime;
+//! - `identity`: the reserved host ids sandboxes run as when sf is root;
+//! - `cgroup`: the control group that bounds each run as a whole;
 //! - `profile`: the confinement recipe and its digest;
 //! - `seccomp`: the seccomp filters;
 //! - `plan`: what the supervisor hands the launcher and what comes back;
@@ -31,7 +33,9 @@
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 compile_error!("sf-sandbox-exec supports x86_64 Linux only");
 
+mod cgroup;
 mod executor;
+mod identity;
 #[doc(hidden)]
 pub mod launcher;
 mod plan;
@@ -44,9 +48,10 @@ mod supervisor;
 mod zygote;
 
 pub use executor::{LAUNCHER_NAME, SandboxConfig, SandboxExecutor};
+pub use identity::{DEFAULT_IDS, IdRange};
 pub use profile::{
-    DEFAULT_OUTSIDE_ID_WHEN_ROOT, HARNESS_DIR, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits,
-    NetworkMode, PROFILE_PROTOCOL, PROGRAM_DIR, SCRATCH_DIR,
+    HARNESS_DIR, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits, NetworkMode, PROFILE_PROTOCOL,
+    PROGRAM_DIR, SCRATCH_DIR,
 };
 pub use runtime::{DEVICES, LIBRARY_DIRECTORIES, RUNTIME_PROTOCOL, RuntimeConfig};
 /// Placement works on the contract's `RuntimeDescription` only, so it lives in the core,

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::runtime::{BindSource, Layout};
 
 /// The version of this exchange; a launcher refuses any other.
-pub const PLAN_PROTOCOL: u32 = 2;
+pub const PLAN_PROTOCOL: u32 = 3;
 
 /// The largest header accepted (the file bytes follow it and are bounded separately).
 pub const MAX_HEADER_BYTES: u64 = 4 << 20;
@@ -35,15 +35,71 @@ pub struct PlanFile {
     pub size: u64,
 }
 
-/// A resource limit to set.
+/// A resource limit to set: every one the kernel has, so that none is inherited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Resource {
     Cpu,
     AddressSpace,
+    Data,
+    Stack,
+    Rss,
     FileSize,
     OpenFiles,
     Processes,
     Core,
+    MemoryLock,
+    FileLocks,
+    PendingSignals,
+    MessageQueue,
+    Nice,
+    RealtimePriority,
+    RealtimeTime,
+}
+
+impl Resource {
+    /// The kernel's number for it.
+    pub fn number(self) -> libc::__rlimit_resource_t {
+        match self {
+            Self::Cpu => libc::RLIMIT_CPU,
+            Self::AddressSpace => libc::RLIMIT_AS,
+            Self::Data => libc::RLIMIT_DATA,
+            Self::Stack => libc::RLIMIT_STACK,
+            Self::Rss => libc::RLIMIT_RSS,
+            Self::FileSize => libc::RLIMIT_FSIZE,
+            Self::OpenFiles => libc::RLIMIT_NOFILE,
+            Self::Processes => libc::RLIMIT_NPROC,
+            Self::Core => libc::RLIMIT_CORE,
+            Self::MemoryLock => libc::RLIMIT_MEMLOCK,
+            Self::FileLocks => libc::RLIMIT_LOCKS,
+            Self::PendingSignals => libc::RLIMIT_SIGPENDING,
+            Self::MessageQueue => libc::RLIMIT_MSGQUEUE,
+            Self::Nice => libc::RLIMIT_NICE,
+            Self::RealtimePriority => libc::RLIMIT_RTPRIO,
+            Self::RealtimeTime => libc::RLIMIT_RTTIME,
+        }
+    }
+
+    /// The name in the profile's recipe.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Cpu => "cpuSeconds",
+            Self::AddressSpace => "addressSpaceBytes",
+            Self::Data => "dataBytes",
+            Self::Stack => "stackBytes",
+            Self::Rss => "residentBytes",
+            Self::FileSize => "fileSizeBytes",
+            Self::OpenFiles => "openFiles",
+            Self::Processes => "processes",
+            Self::Core => "coreBytes",
+            Self::MemoryLock => "lockedMemoryBytes",
+            Self::FileLocks => "fileLocks",
+            Self::PendingSignals => "pendingSignals",
+            Self::MessageQueue => "messageQueueBytes",
+            Self::Nice => "niceCeiling",
+            Self::RealtimePriority => "realtimePriority",
+            Self::RealtimeTime => "realtimeMicros",
+        }
+    }
 }
 
 /// One Landlock rule: a path inside the sandbox and the access rights (kernel bits).

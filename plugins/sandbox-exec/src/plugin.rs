@@ -9,9 +9,10 @@
 //! runtime = "sh"                 # or "python3", "node", or a table:
 //! # runtime = { executable = "/usr/bin/perl", readable = ["/usr/share/perl", "/usr/lib"] }
 //! # launcher = "/opt/sf/sf-sandbox-launcher"
-//! # outside_id_when_root = 65534
+//! # ids_when_root = { first = 2147418112, count = 65536 }  # one host uid/gid per sandbox
 //! # network = "new"              # or "shared-empty" (root only; the default as root)
 //! # prepare_ahead = false        # build each run's sandbox when it starts (default: ahead)
+//! # require_cgroup = true        # fail closed when no control group can bound a run
 //!
 //! [executor.limits]              # any subset; the rest keep their defaults
 //! cpu_seconds = 300
@@ -36,7 +37,9 @@ use serde::{Deserialize, Serialize};
 use sf_host::contracts::{Executor, ExecutorError};
 use sf_host::plugin::ExecutorBackend;
 
-use crate::{LAUNCHER_NAME, Limits, NetworkMode, RuntimeConfig, SandboxConfig, SandboxExecutor};
+use crate::{
+    IdRange, LAUNCHER_NAME, Limits, NetworkMode, RuntimeConfig, SandboxConfig, SandboxExecutor,
+};
 
 /// The `[executor]` section of type `sandbox-exec`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,15 +54,19 @@ pub struct SandboxExecBackend {
     /// The launcher program (default: see the module documentation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub launcher: Option<PathBuf>,
-    /// The host uid and gid the sandbox runs as when sf runs as root (default 65534).
+    /// The host ids the sandboxes run as when sf runs as root, one per sandbox (default
+    /// [`crate::DEFAULT_IDS`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outside_id_when_root: Option<u32>,
+    pub ids_when_root: Option<IdRange>,
     /// How each run's network namespace is made (default: `shared-empty` as root, else `new`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkSetting>,
     /// Whether the next run's sandbox is built ahead of it (default: true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prepare_ahead: Option<bool>,
+    /// Whether a run fails closed when no control group can bound it (default: false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_cgroup: Option<bool>,
 }
 
 /// A runtime: a default by name, or an executable with (optionally) its readable paths.
@@ -96,6 +103,8 @@ pub struct LimitsSetting {
     pub processes: Option<u64>,
     pub scratch_bytes: Option<u64>,
     pub scratch_inodes: Option<u64>,
+    pub memory_bytes: Option<u64>,
+    pub cpu_percent: Option<u64>,
 }
 
 impl LimitsSetting {
@@ -109,6 +118,8 @@ impl LimitsSetting {
             processes: self.processes.unwrap_or(base.processes),
             scratch_bytes: self.scratch_bytes.unwrap_or(base.scratch_bytes),
             scratch_inodes: self.scratch_inodes.unwrap_or(base.scratch_inodes),
+            memory_bytes: self.memory_bytes.unwrap_or(base.memory_bytes),
+            cpu_percent: self.cpu_percent.unwrap_or(base.cpu_percent),
         }
     }
 }
@@ -172,8 +183,8 @@ impl SandboxExecBackend {
             config.limits = limits.apply();
         }
         config.launcher = self.launcher.clone().or_else(launcher_beside_library);
-        if let Some(id) = self.outside_id_when_root {
-            config.outside_id_when_root = id;
+        if let Some(ids) = self.ids_when_root {
+            config.ids_when_root = ids;
         }
         config.network = self.network.map(|network| match network {
             NetworkSetting::New => NetworkMode::New,
@@ -181,6 +192,9 @@ impl SandboxExecBackend {
         });
         if let Some(ahead) = self.prepare_ahead {
             config.prepare_ahead = ahead;
+        }
+        if let Some(required) = self.require_cgroup {
+            config.require_cgroup = required;
         }
         Ok(config)
     }
@@ -267,6 +281,26 @@ mod tests {
         let config = backend.sandbox_config().unwrap();
         assert_eq!(config.runtime.readable, vec![PathBuf::from("/opt")]);
         assert_eq!(config.network, Some(NetworkMode::New));
+        let backend = parse(
+            r#"{"ids_when_root":{"first":300000,"count":10},"require_cgroup":true,
+                "limits":{"memory_bytes":1048576,"cpu_percent":50}}"#,
+        )
+        .unwrap();
+        let config = backend.sandbox_config().unwrap();
+        assert_eq!(
+            config.ids_when_root,
+            IdRange {
+                first: 300_000,
+                count: 10
+            }
+        );
+        assert!(config.require_cgroup);
+        assert_eq!(config.limits.memory_bytes, 1 << 20);
+        assert_eq!(config.limits.cpu_percent, 50);
+        assert_eq!(config.limits.processes, Limits::default().processes);
+        let defaults = parse("{}").unwrap().sandbox_config().unwrap();
+        assert_eq!(defaults.ids_when_root, crate::DEFAULT_IDS);
+        assert!(!defaults.require_cgroup);
     }
 
     #[test]
@@ -277,6 +311,8 @@ mod tests {
             r#"{"runtime":{"executable":"/bin/sh","extra":1}}"#,
             r#"{"limits":{"cpu":1}}"#,
             r#"{"network":"host"}"#,
+            r#"{"outside_id_when_root":65534}"#,
+            r#"{"ids_when_root":{"first":1}}"#,
         ] {
             assert!(parse(text).is_err(), "{text}");
         }

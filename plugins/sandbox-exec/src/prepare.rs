@@ -6,23 +6,22 @@
 //! and its init waits for the run plan (see [`crate::plan`]). A run takes the waiting sandbox
 //! (or starts one itself when none waits, or waits for the one being started) and, when it
 //! ends, wakes the thread to prepare the next: building a sandbox while a run runs would take
-//! cores from that run, and runs usually come with other work between them. Each sandbox
-//! serves exactly one run, and is dropped unused when the Executor is, which ends its
-//! processes (the init reads end of file where its run plan would be).
+//! cores from that run, and runs usually come with other work between them. Nothing is
+//! prepared after an Executor's first run, only from its second run on: an Executor used for
+//! one run (`sf exec`) never builds a sandbox it does not use. Each sandbox serves exactly
+//! one run, and is dropped unused when the Executor is, which ends its processes (the init
+//! reads end of file where its run plan would be).
 
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::supervisor::{Started, start};
-use crate::zygote::ForkServer;
+use crate::supervisor::{Source, Started, start};
 
 /// What the Executor and its preparing thread share.
 #[derive(Debug)]
 pub(crate) struct Shared {
-    pub server: ForkServer,
-    /// The encoded [`crate::plan::Plan`] every sandbox of the Executor is built from.
-    pub plan: Vec<u8>,
+    pub source: Source,
     slot: Mutex<Slot>,
     changed: Condvar,
 }
@@ -32,6 +31,8 @@ struct Slot {
     ready: Option<Started>,
     /// A run ended: prepare another.
     wanted: bool,
+    /// How many runs started (nothing is prepared before the second one).
+    runs: u64,
     /// The thread is starting one (a run waits for it rather than start a second).
     preparing: bool,
     stopping: bool,
@@ -54,13 +55,12 @@ impl Shared {
 }
 
 impl Preparer {
-    /// A preparer over `server` for sandboxes of `plan`; with `ahead`, its thread prepares
-    /// the next sandbox whenever a run took one (the first run builds its own, so that an
-    /// Executor that never runs starts nothing).
-    pub fn new(server: ForkServer, plan: Vec<u8>, ahead: bool) -> Self {
+    /// A preparer of sandboxes from `source`; with `ahead`, its thread prepares the next
+    /// sandbox whenever a run other than the first ended (the first two runs build their own,
+    /// so that an Executor that runs once starts nothing it does not use).
+    pub fn new(source: Source, ahead: bool) -> Self {
         let shared = Arc::new(Shared {
-            server,
-            plan,
+            source,
             slot: Mutex::new(Slot::default()),
             changed: Condvar::new(),
         });
@@ -99,8 +99,10 @@ impl Preparer {
         }
     }
 
-    /// A guard that, when dropped (at the end of a run), has the next sandbox prepared.
+    /// A guard that, when dropped (at the end of a run), has the next sandbox prepared,
+    /// from the second run on.
     pub fn next_after(&self) -> NextAfter<'_> {
+        self.shared.slot().runs += 1;
         NextAfter(self)
     }
 
@@ -116,8 +118,11 @@ pub(crate) struct NextAfter<'a>(&'a Preparer);
 impl Drop for NextAfter<'_> {
     fn drop(&mut self) {
         if self.0.thread.is_some() {
-            self.0.shared.slot().wanted = true;
-            self.0.shared.changed.notify_all();
+            let mut slot = self.0.shared.slot();
+            if slot.runs >= 2 {
+                slot.wanted = true;
+                self.0.shared.changed.notify_all();
+            }
         }
     }
 }
@@ -157,7 +162,7 @@ fn prepare_loop(shared: &Shared) {
             slot.wanted = false;
             slot.preparing = true;
         }
-        let started = start(&shared.server, &shared.plan);
+        let started = start(&shared.source);
         let mut slot = shared.slot();
         slot.preparing = false;
         shared.changed.notify_all();

@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 use sf_host::canonical::{self, Digest, Value};
 use sf_host::contracts::{ExecutorError, ProfileDescription};
 
+use crate::identity::IdRange;
+use crate::plan::Resource;
 use crate::runtime::DEVICES;
 use crate::seccomp::{self, NamedFilter};
 
@@ -23,8 +25,6 @@ pub const SCRATCH_DIR: &str = "/sf/scratch";
 /// The user and group id of the program inside its user namespace: not 0, so the program is
 /// never root even inside.
 pub const INSIDE_ID: u32 = 1000;
-/// The host user the sandbox runs as when sf runs as root (nobody).
-pub const DEFAULT_OUTSIDE_ID_WHEN_ROOT: u32 = 65534;
 /// The host name inside the sandbox.
 pub const HOSTNAME: &str = "sf-sandbox";
 /// The directory the launcher builds the new root over, in its private mount namespace.
@@ -52,6 +52,23 @@ pub struct Limits {
     pub scratch_bytes: u64,
     /// The most files and directories the scratch may hold.
     pub scratch_inodes: u64,
+    /// The most memory the whole run may use at once (bytes): every process, and what they
+    /// hold in tmpfs, memfd and shared memory. Enforced by the run's control group, where one
+    /// can be made.
+    #[serde(default = "default_memory_bytes")]
+    pub memory_bytes: u64,
+    /// The CPU time the whole run may use per second of wall-clock time, in percent of one
+    /// CPU (200: two CPUs' worth). Enforced by the run's control group, where one can be made.
+    #[serde(default = "default_cpu_percent")]
+    pub cpu_percent: u64,
+}
+
+fn default_memory_bytes() -> u64 {
+    Limits::default().memory_bytes
+}
+
+fn default_cpu_percent() -> u64 {
+    Limits::default().cpu_percent
 }
 
 impl Default for Limits {
@@ -64,6 +81,8 @@ impl Default for Limits {
             processes: 64,
             scratch_bytes: 16 << 20,
             scratch_inodes: 4096,
+            memory_bytes: 2 << 30,
+            cpu_percent: 200,
         }
     }
 }
@@ -196,7 +215,8 @@ pub fn environment() -> Vec<(&'static str, &'static str)> {
 pub struct Profile {
     pub limits: Limits,
     pub network: NetworkMode,
-    pub outside_id_when_root: u32,
+    /// The host ids sandboxes run as when sf is root.
+    pub ids: IdRange,
     pub filters: Vec<NamedFilter>,
     pub description: ProfileDescription,
 }
@@ -206,14 +226,15 @@ impl Profile {
     pub fn new(
         limits: Limits,
         network: NetworkMode,
-        outside_id_when_root: u32,
+        ids: IdRange,
+        require_cgroup: bool,
     ) -> Result<Self, ExecutorError> {
         check_limits(&limits)?;
         let filters = seccomp::filters().map_err(|error| ExecutorError::Unavailable {
             mechanism: "seccomp".to_owned(),
             reason: format!("the filters did not compile: {error}"),
         })?;
-        let recipe = recipe(&limits, network, outside_id_when_root, &filters);
+        let recipe = recipe(&limits, network, ids, require_cgroup, &filters);
         let recipe = canonical::encode(&recipe).map_err(|error| ExecutorError::Unavailable {
             mechanism: "profile".to_owned(),
             reason: format!("the recipe did not encode: {error}"),
@@ -222,10 +243,86 @@ impl Profile {
         Ok(Self {
             limits,
             network,
-            outside_id_when_root,
+            ids,
             filters,
             description: ProfileDescription { recipe, digest },
         })
+    }
+}
+
+/// The stack a program gets (the usual default).
+const STACK_BYTES: u64 = 8 << 20;
+/// The memory a program may lock.
+const LOCKED_BYTES: u64 = 64 << 10;
+/// The signals that may be queued for the sandbox's user.
+const PENDING_SIGNALS: u64 = 1024;
+
+/// Every resource limit the program's process sets, soft and hard: all of the kernel's, so
+/// that none is inherited from whoever started sf.
+pub fn rlimits(limits: &Limits) -> Vec<(Resource, u64, u64)> {
+    let same = |resource, value| (resource, value, value);
+    vec![
+        (
+            Resource::Cpu,
+            limits.cpu_seconds,
+            limits.cpu_seconds.saturating_add(1),
+        ),
+        same(Resource::AddressSpace, limits.address_space_bytes),
+        same(Resource::Data, limits.address_space_bytes),
+        same(Resource::Stack, STACK_BYTES.min(limits.address_space_bytes)),
+        same(Resource::Rss, limits.address_space_bytes),
+        same(Resource::FileSize, limits.file_size_bytes),
+        same(Resource::OpenFiles, limits.open_files),
+        same(Resource::Processes, limits.processes),
+        same(Resource::Core, 0),
+        same(Resource::MemoryLock, LOCKED_BYTES),
+        same(Resource::FileLocks, limits.open_files),
+        same(Resource::PendingSignals, PENDING_SIGNALS),
+        // No POSIX message queue can be made; no priority above the default, no real time.
+        same(Resource::MessageQueue, 0),
+        same(Resource::Nice, 0),
+        same(Resource::RealtimePriority, 0),
+        same(Resource::RealtimeTime, 0),
+    ]
+}
+
+/// Checks that this process's hard limits let the program's process set the profile's:
+/// a hard limit can only be lowered from inside the sandbox, so one below the profile's (set
+/// by whoever started sf) would fail every run. Refused here, naming the limit, before
+/// anything starts.
+pub fn check_ceilings(limits: &Limits) -> Result<(), ExecutorError> {
+    for (resource, _, hard) in rlimits(limits) {
+        let mut current = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit of this process into a valid struct.
+        if unsafe { libc::getrlimit(resource.number(), &mut current) } != 0 {
+            continue;
+        }
+        if current.rlim_max != libc::RLIM_INFINITY && current.rlim_max < hard {
+            return Err(ExecutorError::Unavailable {
+                mechanism: "rlimits".to_owned(),
+                reason: format!(
+                    "the profile sets {} to {hard}, above the hard limit {} this process was \
+                     started with, which the sandbox cannot raise; start sf with a higher \
+                     limit or configure a lower one",
+                    resource.name(),
+                    current.rlim_max
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The bounds of a run's control group. Its process bound counts the launcher and the init
+/// besides the program's processes.
+pub fn group_bounds(limits: &Limits) -> crate::cgroup::Bounds {
+    crate::cgroup::Bounds {
+        memory_bytes: limits.memory_bytes,
+        processes: limits.processes.saturating_add(2),
+        cpu_percent: limits.cpu_percent,
     }
 }
 
@@ -238,6 +335,8 @@ fn check_limits(limits: &Limits) -> Result<(), ExecutorError> {
         ("processes", limits.processes),
         ("scratch_bytes", limits.scratch_bytes),
         ("scratch_inodes", limits.scratch_inodes),
+        ("memory_bytes", limits.memory_bytes),
+        ("cpu_percent", limits.cpu_percent),
     ];
     for (name, value) in positive {
         if value == 0 || value > canonical::MAX_SAFE_INTEGER as u64 {
@@ -262,7 +361,8 @@ fn check_limits(limits: &Limits) -> Result<(), ExecutorError> {
 fn recipe(
     limits: &Limits,
     network: NetworkMode,
-    outside_id_when_root: u32,
+    ids: IdRange,
+    require_cgroup: bool,
     filters: &[NamedFilter],
 ) -> Value {
     let bind = |target: &str, flags: &[&str]| {
@@ -431,17 +531,64 @@ fn recipe(
                     .collect::<Vec<_>>(),
             ),
         ),
+        (
+            "socketProtocolsAllowed",
+            strings(
+                &seccomp::ALLOWED_PROTOCOLS
+                    .iter()
+                    .map(|(name, _)| *name)
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+        (
+            "fastOpenDenied",
+            strings(
+                &seccomp::FAST_OPEN_CALLS
+                    .iter()
+                    .map(|(name, _, _)| *name)
+                    .collect::<Vec<_>>(),
+            ),
+        ),
+        (
+            "aboveHighestReviewed",
+            canonical::object([
+                ("highest", integer(u64::from(seccomp::HIGHEST_REVIEWED))),
+                ("action", Value::from("ENOSYS")),
+            ]),
+        ),
         ("clone3", Value::from("ENOSYS")),
         ("foreignArchitecture", Value::from("kill-process")),
         ("x32", Value::from("kill-process")),
     ]);
-    let rlimits = canonical::object([
-        ("cpuSeconds", integer(limits.cpu_seconds)),
-        ("addressSpaceBytes", integer(limits.address_space_bytes)),
-        ("fileSizeBytes", integer(limits.file_size_bytes)),
-        ("openFiles", integer(limits.open_files)),
-        ("processes", integer(limits.processes)),
-        ("coreBytes", integer(0)),
+    let rlimits = Value::Object(
+        rlimits(limits)
+            .into_iter()
+            .map(|(resource, soft, hard)| {
+                (
+                    resource.name().to_owned(),
+                    canonical::object([("soft", integer(soft)), ("hard", integer(hard))]),
+                )
+            })
+            .collect(),
+    );
+    let bounds = group_bounds(limits);
+    let group = canonical::object([
+        ("memoryBytes", integer(bounds.memory_bytes)),
+        ("processes", integer(bounds.processes)),
+        ("cpuPercent", integer(bounds.cpu_percent)),
+        ("swap", integer(0)),
+        (
+            "hierarchy",
+            Value::from("cgroup v2 where sf's group offers the memory controller, else v1 as root"),
+        ),
+        (
+            "whenUnavailable",
+            Value::from(if require_cgroup {
+                "the run fails (unavailable)"
+            } else {
+                "per-process limits only, stated in the answer"
+            }),
+        ),
     ]);
     let environment = Value::Object(
         environment()
@@ -453,7 +600,7 @@ fn recipe(
         ("protocol", Value::from(PROFILE_PROTOCOL)),
         (
             "namespaces",
-            strings(&["user", "mount", "pid", "network", "ipc", "uts"]),
+            strings(&["user", "mount", "pid", "network", "ipc", "uts", "cgroup"]),
         ),
         (
             "network",
@@ -467,8 +614,23 @@ fn recipe(
             canonical::object([
                 ("insideUid", integer(u64::from(INSIDE_ID))),
                 ("insideGid", integer(u64::from(INSIDE_ID))),
-                ("outsideWhenRoot", integer(u64::from(outside_id_when_root))),
+                (
+                    "outsideWhenRoot",
+                    canonical::object([
+                        ("firstId", integer(u64::from(ids.first))),
+                        ("count", integer(u64::from(ids.count))),
+                        (
+                            "use",
+                            Value::from("one id of the range per sandbox, as uid and gid"),
+                        ),
+                    ]),
+                ),
                 ("outsideOtherwise", Value::from("the caller's uid and gid")),
+                (
+                    "userNamespaceOwner",
+                    Value::from("the sandbox's outside uid"),
+                ),
+                ("forkServer", Value::from("the caller's uid, undumpable")),
                 ("setgroups", Value::from("deny")),
             ]),
         ),
@@ -487,6 +649,15 @@ fn recipe(
         ("landlock", landlock),
         ("seccomp", seccomp),
         ("rlimits", rlimits),
+        ("controlGroup", group),
+        (
+            "oomScoreAdjustment",
+            Value::from("1000 for the program's processes: the group's OOM kills them first"),
+        ),
+        (
+            "scheduling",
+            Value::from("SCHED_OTHER; the niceness sf runs with, never lowered"),
+        ),
         ("environment", environment),
         ("workingDirectory", Value::from(PROGRAM_DIR)),
         (
@@ -533,17 +704,33 @@ mod tests {
 
     #[test]
     fn digest_covers_limits_and_mode() {
-        let base = Profile::new(Limits::default(), NetworkMode::New, 65534).unwrap();
-        let same = Profile::new(Limits::default(), NetworkMode::New, 65534).unwrap();
+        let ids = IdRange::default();
+        let base = Profile::new(Limits::default(), NetworkMode::New, ids, false).unwrap();
+        let same = Profile::new(Limits::default(), NetworkMode::New, ids, false).unwrap();
         assert_eq!(base.description, same.description);
         let limits = Limits {
             open_files: 300,
             ..Limits::default()
         };
-        let other = Profile::new(limits, NetworkMode::New, 65534).unwrap();
+        let other = Profile::new(limits, NetworkMode::New, ids, false).unwrap();
         assert_ne!(base.description.digest, other.description.digest);
-        let shared = Profile::new(Limits::default(), NetworkMode::SharedEmpty, 65534).unwrap();
+        let shared = Profile::new(Limits::default(), NetworkMode::SharedEmpty, ids, false).unwrap();
         assert_ne!(base.description.digest, shared.description.digest);
+        let required = Profile::new(Limits::default(), NetworkMode::New, ids, true).unwrap();
+        assert_ne!(base.description.digest, required.description.digest);
+        let memory = Limits {
+            memory_bytes: 1 << 30,
+            ..Limits::default()
+        };
+        let memory = Profile::new(memory, NetworkMode::New, ids, false).unwrap();
+        assert_ne!(base.description.digest, memory.description.digest);
+        let other_ids = IdRange {
+            first: 300_000,
+            count: 10,
+        };
+        let other_ids =
+            Profile::new(Limits::default(), NetworkMode::New, other_ids, false).unwrap();
+        assert_ne!(base.description.digest, other_ids.description.digest);
         let text = String::from_utf8(base.description.recipe).unwrap();
         assert!(text.contains("\"bpf\""), "{text}");
     }

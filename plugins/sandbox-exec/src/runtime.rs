@@ -228,6 +228,16 @@ impl Runtime {
                 check_readable_by_others(path, source.directory)?;
             }
         }
+        for path in layout.binds.keys().chain(layout.symlinks.keys()) {
+            if let Some(problem) = untrusted(path) {
+                return Err(invalid(
+                    format!("runtime path {}: {problem}", path.display()),
+                    "every runtime path, and every directory above it, is owned by root or \
+                     this user and writable by neither group nor others (a directory above \
+                     may be sticky, like /tmp)",
+                ));
+            }
+        }
         readable.extend(DEVICES.iter().map(|device| ReadablePath {
             path: PathBuf::from(device),
             kind: ReadableKind::File,
@@ -476,6 +486,44 @@ fn resolve(path: &Path, layout: &mut Layout) -> Result<(), ExecutorError> {
         format!("runtime path {}", path.display()),
         "a runtime path names something below /",
     ))
+}
+
+/// What makes `path` changeable by someone other than root and this user, if anything: the
+/// object itself (a symbolic link's own mode means nothing, its directory does) owned by
+/// another user or writable by group or others, or a directory above it owned by another
+/// user, or writable by group or others without the sticky bit (with it, like `/tmp`, no one
+/// else can rename or remove what is ours). Nothing is followed: each name is examined as it
+/// is.
+pub(crate) fn untrusted(path: &Path) -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    let euid = unsafe { libc::geteuid() };
+    let owner = |metadata: &fs::Metadata| metadata.uid() == 0 || metadata.uid() == euid;
+    let own = match fs::symlink_metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error) => return Some(format!("it cannot be examined: {error}")),
+    };
+    if !own.file_type().is_symlink() && (!owner(&own) || own.mode() & 0o022 != 0) {
+        return Some(format!(
+            "it is owned by uid {} with mode {:o}",
+            own.uid(),
+            own.mode() & 0o7777
+        ));
+    }
+    for above in path.ancestors().skip(1) {
+        let metadata = match fs::symlink_metadata(above) {
+            Ok(metadata) => metadata,
+            Err(error) => return Some(format!("{} cannot be examined: {error}", above.display())),
+        };
+        if !owner(&metadata) || (metadata.mode() & 0o022 != 0 && metadata.mode() & 0o1000 == 0) {
+            return Some(format!(
+                "the directory {} above it is owned by uid {} with mode {:o}",
+                above.display(),
+                metadata.uid(),
+                metadata.mode() & 0o7777
+            ));
+        }
+    }
+    None
 }
 
 fn check_readable_by_others(path: &Path, directory: bool) -> Result<(), ExecutorError> {

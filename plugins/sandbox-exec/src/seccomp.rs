@@ -6,19 +6,29 @@
 //! - any architecture but x86_64 kills the process;
 //! - any call number with the x32 bit kills the process, so that no call slips past under
 //!   its x32 number;
+//! - ENOSYS for every call number above [`HIGHEST_REVIEWED`]: a call a newer kernel adds is
+//!   denied until it has been reviewed (to a program it looks like an older kernel);
 //! - EPERM for the calls that reach outside the sandbox or change its confinement: ptrace,
-//!   the mount family, unshare, setns, pivot_root, chroot, the key calls, bpf,
-//!   perf_event_open, userfaultfd, io_uring (whose operations seccomp cannot see), module and
-//!   kexec loading, handle opens, cross-process memory access;
+//!   the mount family (open_tree_attr included), unshare, setns, pivot_root, chroot, the key
+//!   calls, bpf, perf_event_open, userfaultfd, io_uring (whose operations seccomp cannot see),
+//!   fanotify, module and kexec loading, handle opens, cross-process memory access;
+//! - EPERM for memory no per-process limit sees and code that bypasses the execute rules:
+//!   memfd_create and memfd_secret (a memfd's pages count against no rlimit, and an
+//!   executable memfd runs bytes written at run time, past noexec and Landlock), execveat
+//!   (fd-based exec), SysV shared memory, message queues and semaphores (segments outlive
+//!   their processes within the IPC namespace), POSIX message queues;
 //! - EPERM for `ioctl(TIOCSTI)` and `ioctl(TIOCLINUX)` (terminal input injection), `clone`
-//!   with any namespace flag, and `socket`/`socketpair` outside AF_UNIX, AF_INET and AF_INET6
-//!   (so no netlink, packet, vsock or other families);
+//!   with any namespace flag, `socket`/`socketpair` outside AF_UNIX, AF_INET and AF_INET6 (so
+//!   no netlink, packet, vsock or other families) or with a protocol other than the default,
+//!   TCP or UDP (so no MPTCP or SCTP, which Landlock's TCP rules do not cover), and
+//!   `sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN` (a connect Landlock does not see);
 //! - ENOSYS for clone3, because its flags live in memory seccomp cannot read; C libraries then
 //!   fall back to clone, which is checked;
 //! - everything else is allowed.
 //!
 //! A unit test runs the filter on every call number (native and x32), foreign architectures
-//! and the argument values that matter, against the three seccompiler filters it replaced.
+//! and the argument values that matter, against reference seccompiler filters built from the
+//! same lists.
 
 use std::collections::BTreeMap;
 
@@ -113,6 +123,55 @@ const DENIED: &[(&str, i64)] = &[
     ("iopl", libc::SYS_iopl),
     ("ioperm", libc::SYS_ioperm),
     ("vhangup", libc::SYS_vhangup),
+    ("open_tree_attr", SYS_OPEN_TREE_ATTR),
+    ("quotactl_fd", libc::SYS_quotactl_fd),
+    ("fanotify_init", libc::SYS_fanotify_init),
+    ("fanotify_mark", libc::SYS_fanotify_mark),
+    ("uselib", libc::SYS_uselib),
+    ("memfd_create", libc::SYS_memfd_create),
+    ("memfd_secret", libc::SYS_memfd_secret),
+    ("execveat", libc::SYS_execveat),
+    ("shmget", libc::SYS_shmget),
+    ("shmat", libc::SYS_shmat),
+    ("shmctl", libc::SYS_shmctl),
+    ("shmdt", libc::SYS_shmdt),
+    ("msgget", libc::SYS_msgget),
+    ("msgsnd", libc::SYS_msgsnd),
+    ("msgrcv", libc::SYS_msgrcv),
+    ("msgctl", libc::SYS_msgctl),
+    ("semget", libc::SYS_semget),
+    ("semop", libc::SYS_semop),
+    ("semctl", libc::SYS_semctl),
+    ("semtimedop", libc::SYS_semtimedop),
+    ("mq_open", libc::SYS_mq_open),
+    ("mq_unlink", libc::SYS_mq_unlink),
+    ("mq_timedsend", libc::SYS_mq_timedsend),
+    ("mq_timedreceive", libc::SYS_mq_timedreceive),
+    ("mq_notify", libc::SYS_mq_notify),
+    ("mq_getsetattr", libc::SYS_mq_getsetattr),
+];
+
+/// `open_tree_attr` (Linux 6.15), which the libc crate does not name yet.
+const SYS_OPEN_TREE_ATTR: i64 = 467;
+
+/// The highest call number reviewed for this filter (`open_tree_attr`, Linux 6.15): every
+/// higher one is denied with ENOSYS. Linux 6.17's `file_getattr` (468) and `file_setattr`
+/// (469) are above it: no runtime needs them.
+pub const HIGHEST_REVIEWED: u32 = 467;
+
+/// The socket protocols allowed (argument 2 of `socket` and `socketpair`): the family's
+/// default, TCP and UDP.
+pub const ALLOWED_PROTOCOLS: &[(&str, u64)] = &[
+    ("default", 0),
+    ("IPPROTO_TCP", libc::IPPROTO_TCP as u64),
+    ("IPPROTO_UDP", libc::IPPROTO_UDP as u64),
+];
+
+/// The send calls whose flags may not carry `MSG_FASTOPEN`, and the flags' argument index.
+pub const FAST_OPEN_CALLS: &[(&str, i64, u8)] = &[
+    ("sendto", libc::SYS_sendto, 3),
+    ("sendmsg", libc::SYS_sendmsg, 2),
+    ("sendmmsg", libc::SYS_sendmmsg, 3),
 ];
 
 /// The namespace flags `clone` may not carry.
@@ -157,8 +216,11 @@ enum Verdict {
     Clone,
     /// `ioctl`: EPERM for the denied requests (argument 1).
     Ioctl,
-    /// `socket`, `socketpair`: EPERM outside the allowed families (argument 0).
+    /// `socket`, `socketpair`: EPERM outside the allowed families (argument 0) and
+    /// protocols (argument 2).
     Socket,
+    /// A send call: EPERM when its flags (the argument at this index) carry MSG_FASTOPEN.
+    Send(u8),
     /// `clone3`: ENOSYS.
     Clone3,
 }
@@ -244,6 +306,8 @@ const ENOSYS: usize = 3;
 const CLONE: usize = 4;
 const IOCTL: usize = 5;
 const SOCKET: usize = 6;
+/// `SEND + index`: the send check on the flags at argument `index`.
+const SEND: usize = 10;
 /// Labels of the search tree's nodes start here.
 const TREE: usize = 100;
 
@@ -253,6 +317,7 @@ fn verdict_label(verdict: Verdict) -> usize {
         Verdict::Clone => CLONE,
         Verdict::Ioctl => IOCTL,
         Verdict::Socket => SOCKET,
+        Verdict::Send(index) => SEND + usize::from(index),
         Verdict::Clone3 => ENOSYS,
     }
 }
@@ -299,6 +364,11 @@ fn merged() -> BpfProgram {
         (libc::SYS_socketpair as u32, Verdict::Socket),
         (libc::SYS_clone3 as u32, Verdict::Clone3),
     ]);
+    calls.extend(
+        FAST_OPEN_CALLS
+            .iter()
+            .map(|(_, number, index)| (*number as u32, Verdict::Send(*index))),
+    );
     calls.sort();
     calls.dedup();
     assert!(
@@ -311,6 +381,7 @@ fn merged() -> BpfProgram {
         Op::JumpEq(AUDIT_ARCH_X86_64, Target::Next, Target::Label(KILL)),
         Op::Load(0),
         Op::JumpGe(X32_SYSCALL_BIT, Target::Label(KILL), Target::Next),
+        Op::JumpGe(HIGHEST_REVIEWED + 1, Target::Label(ENOSYS), Target::Next),
     ];
     let mut next_label = TREE;
     search(&calls, &mut ops, &mut next_label);
@@ -333,11 +404,38 @@ fn merged() -> BpfProgram {
         ops.push(Op::JumpEq(request, Target::Label(EPERM), Target::Next));
     }
     ops.push(Op::Return(libc::SECCOMP_RET_ALLOW));
-    // socket, socketpair: the family is an int (the low 32 bits of argument 0).
+    // socket, socketpair: the family and the protocol are ints (the low 32 bits of
+    // arguments 0 and 2).
+    const PROTOCOL: usize = 7;
     ops.extend([Op::Label(SOCKET), Op::Load(argument_low(0))]);
     for (_, family) in ALLOWED_FAMILIES {
         let family = u32::try_from(*family).expect("families are 32-bit");
-        ops.push(Op::JumpEq(family, Target::Label(ALLOW), Target::Next));
+        ops.push(Op::JumpEq(family, Target::Label(PROTOCOL), Target::Next));
+    }
+    ops.extend([
+        Op::Return(errno(libc::EPERM)),
+        Op::Label(PROTOCOL),
+        Op::Load(argument_low(2)),
+    ]);
+    for (_, protocol) in ALLOWED_PROTOCOLS {
+        let protocol = u32::try_from(*protocol).expect("protocols are 32-bit");
+        ops.push(Op::JumpEq(protocol, Target::Label(ALLOW), Target::Next));
+    }
+    ops.push(Op::Return(errno(libc::EPERM)));
+    // Send calls: the flags are an int (the low 32 bits of their argument).
+    let mut indexes: Vec<u8> = FAST_OPEN_CALLS.iter().map(|(_, _, index)| *index).collect();
+    indexes.sort_unstable();
+    indexes.dedup();
+    for index in indexes {
+        ops.extend([
+            Op::Label(SEND + usize::from(index)),
+            Op::Load(argument_low(u32::from(index))),
+            Op::JumpSet(
+                libc::MSG_FASTOPEN as u32,
+                Target::Label(EPERM),
+                Target::Label(ALLOW),
+            ),
+        ]);
     }
     ops.extend([
         Op::Label(EPERM),
@@ -429,24 +527,40 @@ mod tests {
                 })
                 .collect(),
         );
-        let other_family = || {
+        let other = |index: u8, allowed: &[(&str, u64)]| {
             rule(
-                ALLOWED_FAMILIES
+                allowed
                     .iter()
-                    .map(|(_, family)| {
-                        condition(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, *family)
+                    .map(|(_, value)| {
+                        condition(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, *value)
                     })
                     .collect(),
             )
         };
-        rules.insert(libc::SYS_socket, vec![other_family()]);
-        rules.insert(libc::SYS_socketpair, vec![other_family()]);
+        for call in [libc::SYS_socket, libc::SYS_socketpair] {
+            rules.insert(
+                call,
+                vec![other(0, ALLOWED_FAMILIES), other(2, ALLOWED_PROTOCOLS)],
+            );
+        }
+        for (_, call, index) in FAST_OPEN_CALLS {
+            let fast_open = libc::MSG_FASTOPEN as u64;
+            rules.insert(
+                *call,
+                vec![rule(vec![condition(
+                    *index,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(fast_open),
+                    fast_open,
+                )])],
+            );
+        }
         let deny = compile(rules, SeccompAction::Errno(libc::EPERM as u32))?;
 
-        let clone3 = compile(
-            BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
-            SeccompAction::Errno(libc::ENOSYS as u32),
-        )?;
+        let mut unknown: BTreeMap<i64, Vec<SeccompRule>> =
+            BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
+        unknown.extend((i64::from(HIGHEST_REVIEWED) + 1..1024).map(|nr| (nr, Vec::new())));
+        let clone3 = compile(unknown, SeccompAction::Errno(libc::ENOSYS as u32))?;
 
         // seccompiler's own prologue (the architecture check) followed by the x32 check.
         let mut x32 = compile(BTreeMap::new(), SeccompAction::KillProcess)?;
@@ -588,6 +702,17 @@ mod tests {
                 .iter()
                 .map(|(_, family)| *family | (1 << 33)),
         );
+        values.extend(
+            ALLOWED_PROTOCOLS
+                .iter()
+                .map(|(_, protocol)| *protocol | (1 << 34)),
+        );
+        values.extend([
+            262,
+            132,
+            libc::MSG_FASTOPEN as u64,
+            libc::MSG_FASTOPEN as u64 | libc::MSG_DONTWAIT as u64,
+        ]);
         values.extend(0..48);
         let arches = [AUDIT_ARCH_X86_64, 0x4000_0003, 0];
         let numbers = (0u32..1024)
@@ -601,6 +726,9 @@ mod tests {
                     libc::SYS_ioctl,
                     libc::SYS_socket,
                     libc::SYS_socketpair,
+                    libc::SYS_sendto,
+                    libc::SYS_sendmsg,
+                    libc::SYS_sendmmsg,
                 ]
                 .contains(&(nr as i64))
                     && arch == AUDIT_ARCH_X86_64;
@@ -611,7 +739,9 @@ mod tests {
                 };
                 for &first in samples {
                     for &second in samples {
-                        let args = [first, second, 0, 0, 0, 0];
+                        // Arguments 2 and 3 matter to socket (protocol) and the send
+                        // calls (flags): they take the samples too.
+                        let args = [first, second, second, first, 0, 0];
                         assert_eq!(
                             evaluate(merged, nr, arch, args),
                             stacked(&reference, nr, arch, args),

@@ -23,6 +23,8 @@ use sf_host::contracts::{
     CancelToken, ExecutorError, NamespaceDisposition, RunBounds, RunStatus, RunTimes,
 };
 
+use crate::cgroup::{self, Cleaner, CleanerHandle, Hierarchy, RunGroup};
+use crate::identity::Ids;
 use crate::plan::Report;
 use crate::zygote::ForkServer;
 
@@ -33,6 +35,51 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 /// How long output is still drained after the launcher itself was killed.
 const DRAIN_GRACE: Duration = Duration::from_secs(1);
 
+/// What every sandbox of an Executor is started from.
+#[derive(Debug)]
+pub(crate) struct Source {
+    pub server: ForkServer,
+    /// The encoded [`crate::plan::Plan`] every sandbox of the Executor is built from.
+    pub plan: Vec<u8>,
+    /// The host ids the sandboxes run as (as root; `None`: sf's own).
+    pub ids: Option<Ids>,
+    /// The control groups that bound each run, where the machine allows.
+    pub resources: Resources,
+}
+
+/// How runs are bounded as a whole.
+#[derive(Debug)]
+pub(crate) struct Resources {
+    /// Where runs' groups are made (`None`: nowhere; the reason is kept).
+    pub hierarchy: Result<Hierarchy, String>,
+    pub bounds: cgroup::Bounds,
+    /// Whether a run without a group fails (`unavailable`, mechanism `cgroup`).
+    pub required: bool,
+    /// Declared last: dropped after the fork server, once every launcher has exited.
+    pub cleaner: Cleaner,
+}
+
+impl Resources {
+    /// A group for one run: `Ok(None)` when there is none and none is required.
+    fn group(&self) -> Result<Option<RunGroup>, ExecutorError> {
+        let made = match &self.hierarchy {
+            Ok(hierarchy) => hierarchy.create(&self.bounds),
+            Err(reason) => Err(reason.clone()),
+        };
+        match made {
+            Ok(group) => Ok(Some(group)),
+            Err(reason) if self.required => Err(ExecutorError::Unavailable {
+                mechanism: "cgroup".to_owned(),
+                reason: format!(
+                    "the profile requires a control group per run and none could be made: \
+                     {reason}"
+                ),
+            }),
+            Err(_) => Ok(None),
+        }
+    }
+}
+
 /// A launcher that got its plan: its sandbox is being (or has been) prepared and waits for
 /// the one run it will serve. Dropping it ends the launcher and its sandbox unused.
 #[derive(Debug)]
@@ -42,6 +89,10 @@ pub(crate) struct Started {
     stderr: File,
     /// A pidfd of the launcher.
     launcher: OwnedFd,
+    /// The host uid the sandbox runs as, when it has one of its own.
+    pub id: Option<u32>,
+    /// The run's control group, removed once the launcher has exited.
+    group: Option<(RunGroup, CleanerHandle)>,
 }
 
 impl Started {
@@ -56,23 +107,56 @@ impl Started {
         // SAFETY: one valid pollfd, no waiting; a pidfd is readable once its process ended.
         unsafe { libc::poll(&mut fd, 1, 0) == 0 }
     }
+
+    /// Which kind of control group bounds the run, if one does.
+    pub fn group_version(&self) -> Option<cgroup::Version> {
+        self.group.as_ref().map(|(group, _)| group.version())
+    }
 }
 
-/// Has `server` fork a launcher and hands it `plan` (an encoded [`crate::plan::Plan`]).
-pub(crate) fn start(server: &ForkServer, plan: &[u8]) -> Result<Started, ExecutorError> {
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some((group, cleaner)) = self.group.take() {
+            match self.launcher.try_clone() {
+                Ok(launcher) => cleaner.remove_after(launcher, group),
+                Err(_) => drop(group),
+            }
+        }
+    }
+}
+
+/// Has the fork server fork a launcher (in a control group of its own and under a host id
+/// of its own, where there are) and hands it the plan.
+pub(crate) fn start(source: &Source) -> Result<Started, ExecutorError> {
+    let group = source.resources.group()?;
+    let procs = match &group {
+        Some(group) => group.procs().map_err(|reason| ExecutorError::Unavailable {
+            mechanism: "cgroup".to_owned(),
+            reason,
+        })?,
+        None => Vec::new(),
+    };
+    let id = source.ids.as_ref().map(Ids::take);
     let (socket, theirs) = UnixStream::pair()
         .map_err(|error| unavailable_launcher(format!("a socket pair: {error}")))?;
     let (stdout, stdout_end) = pipe()?;
     let (stderr, stderr_end) = pipe()?;
     // Our copies of the launcher's ends are closed once it has been forked, so that the
     // streams end when the run's processes are gone.
-    let launcher = server.fork_run(OwnedFd::from(theirs), stdout_end, stderr_end)?;
+    let launcher =
+        source
+            .server
+            .fork_run(OwnedFd::from(theirs), stdout_end, stderr_end, id, &procs)?;
+    drop(procs);
     let started = Started {
         socket,
         stdout,
         stderr,
         launcher,
+        id,
+        group: group.and_then(|group| Some((group, source.resources.cleaner.handle()?))),
     };
+    let plan = &source.plan;
     // The plan is small enough for the socket's buffer; a launcher that is gone already
     // shows up as a failed write, and its report says why when the run reads it.
     let _ = started
@@ -109,6 +193,10 @@ pub(crate) struct Ran {
     pub landlock: Option<(u32, String)>,
     pub namespace: NamespaceDisposition,
     pub problems: Vec<String>,
+    /// The host uid the run ran under, when it had one of its own.
+    pub id: Option<u32>,
+    /// Which kind of control group bounded the run, if one did.
+    pub group: Option<cgroup::Version>,
 }
 
 /// Why the supervisor stopped the run.
@@ -155,15 +243,18 @@ impl Capped {
 pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let start = Instant::now();
     let deadline = start + launch.bounds.timeout;
+    let mut started = launch.started;
     let Started {
-        mut socket,
+        socket,
         stdout,
         stderr,
         launcher,
-    } = launch.started;
+        ..
+    } = &mut started;
+    let launcher = &*launcher;
 
     let mut problems = Vec::new();
-    if let Err(error) = send_run(&mut socket, &launch.header, &launch.files, deadline) {
+    if let Err(error) = send_run(socket, &launch.header, &launch.files, deadline) {
         // The launcher ended early (its report says why) or the deadline passed.
         problems.push(format!("handing over the plan: {error}"));
     }
@@ -181,8 +272,6 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     for stream in [socket.as_fd(), stdout.as_fd(), stderr.as_fd()] {
         set_nonblocking(stream);
     }
-    let mut stdout = stdout;
-    let mut stderr = stderr;
     let mut buffer = vec![0u8; 64 * 1024];
 
     while socket_open || out.open || err.open {
@@ -195,14 +284,14 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
             }
         }
         if stop.is_some() && kill_sent.is_none() {
-            let _ = send_all(&socket, b"k");
+            let _ = send_all(socket, b"k");
             kill_sent = Some(now);
         }
         if let Some(sent) = kill_sent
             && launcher_killed.is_none()
             && now >= sent + KILL_GRACE
         {
-            kill_launcher(&launcher);
+            kill_launcher(launcher);
             launcher_killed = Some(now);
             problems.push("the launcher did not confirm the kill in time and was killed".into());
         }
@@ -253,7 +342,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
         drop(fds);
         for stream in ready {
             match stream {
-                0 => match read_some(&mut socket, &mut buffer) {
+                0 => match read_some(&mut *socket, &mut buffer) {
                     ReadResult::Nothing => {}
                     ReadResult::End => socket_open = false,
                     ReadResult::Data(read) => {
@@ -283,9 +372,9 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
                 },
                 1 | 2 => {
                     let (pipe, capped): (&mut dyn Read, &mut Capped) = if stream == 1 {
-                        (&mut stdout, &mut out)
+                        (&mut *stdout, &mut out)
                     } else {
-                        (&mut stderr, &mut err)
+                        (&mut *stderr, &mut err)
                     };
                     match read_some(pipe, &mut buffer) {
                         ReadResult::Nothing => {}
@@ -296,7 +385,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
                                 capped.open = false;
                                 stop.get_or_insert(Stop::OutputLimit);
                                 if kill_sent.is_none() {
-                                    let _ = send_all(&socket, b"k");
+                                    let _ = send_all(socket, b"k");
                                     kill_sent = Some(Instant::now());
                                 }
                             }
@@ -311,7 +400,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let launcher_status = if done {
         "the launcher reported the namespace's end".to_owned()
     } else {
-        launcher_state(&launcher, launcher_killed.is_some())
+        launcher_state(launcher, launcher_killed.is_some())
     };
 
     let mut confined = None;
@@ -404,10 +493,13 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
             user: Duration::from_micros(user_us),
             system: Duration::from_micros(system_us),
             max_rss_kib,
+            memory_peak_bytes: started.group.as_ref().and_then(|(group, _)| group.peak()),
         },
         landlock: confined,
         namespace,
         problems,
+        id: started.id,
+        group: started.group_version(),
     })
 }
 
@@ -485,16 +577,7 @@ fn pipe() -> Result<(File, OwnedFd), ExecutorError> {
 
 /// SIGKILL to the launcher through its pidfd (which names it and no later process).
 fn kill_launcher(pidfd: &OwnedFd) {
-    // SAFETY: pidfd_send_signal with a valid pidfd and no siginfo.
-    unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_raw_fd(),
-            libc::SIGKILL,
-            std::ptr::null::<libc::siginfo_t>(),
-            0 as libc::c_uint,
-        );
-    }
+    crate::launcher::sys::pidfd_kill(pidfd.as_raw_fd());
 }
 
 /// Describes the launcher once every stream has ended. Its socket end closed, so it is
@@ -514,5 +597,37 @@ fn launcher_state(pidfd: &OwnedFd, killed: bool) -> String {
             kill_launcher(pidfd);
             "the launcher closed its socket and was killed".to_owned()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resources(hierarchy: Result<Hierarchy, String>, required: bool) -> Resources {
+        Resources {
+            hierarchy,
+            bounds: cgroup::Bounds {
+                memory_bytes: 1 << 30,
+                processes: 66,
+                cpu_percent: 200,
+            },
+            required,
+            cleaner: Cleaner::new(),
+        }
+    }
+
+    /// Without a usable hierarchy a run goes ahead with the per-process limits only, unless
+    /// the profile requires a group: then it fails closed, naming the mechanism and why.
+    #[test]
+    fn a_required_group_that_cannot_be_made_fails_closed() {
+        let missing = || Err("cgroup v1: only root can make groups and bound them".to_owned());
+        assert!(matches!(resources(missing(), false).group(), Ok(None)));
+        let error = resources(missing(), true).group().unwrap_err();
+        let ExecutorError::Unavailable { mechanism, reason } = &error else {
+            panic!("{error:?}");
+        };
+        assert_eq!(mechanism, "cgroup");
+        assert!(reason.contains("only root can make groups"), "{reason}");
     }
 }

@@ -3,6 +3,7 @@
 
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
@@ -27,7 +28,6 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 pub(crate) struct ForkServer {
     launcher: PathBuf,
     network: Option<OwnedFd>,
-    outside_id_when_root: u32,
     running: Mutex<Option<Running>>,
 }
 
@@ -53,13 +53,12 @@ fn unavailable(reason: String) -> ExecutorError {
 }
 
 impl ForkServer {
-    /// A fork server that will run `launcher`, enter `network` (when given) and, as root,
-    /// become `outside_id_when_root`. Starts nothing yet.
-    pub fn new(launcher: PathBuf, network: Option<OwnedFd>, outside_id_when_root: u32) -> Self {
+    /// A fork server that will run `launcher` and enter `network` (when given). Starts
+    /// nothing yet.
+    pub fn new(launcher: PathBuf, network: Option<OwnedFd>) -> Self {
         Self {
             launcher,
             network,
-            outside_id_when_root,
             running: Mutex::new(None),
         }
     }
@@ -85,17 +84,26 @@ impl ForkServer {
         running.as_ref().map(|running| running.child.id())
     }
 
-    /// Has the fork server fork a launcher for one run, which gets `socket` as its standard
-    /// input and `stdout`, `stderr` as its standard output and error (the caller's copies are
-    /// closed here). Returns a pidfd of that launcher. Starts (or restarts, once) the fork
-    /// server when it is not running.
+    /// Has the fork server fork a launcher for one run, which joins the control groups whose
+    /// `tasks` or `cgroup.procs` files are open at `groups`, becomes host uid and gid `id` (when given),
+    /// and gets `socket` as its standard input and `stdout`, `stderr` as its standard output
+    /// and error (the caller's copies are closed here). Returns a pidfd of that launcher.
+    /// Starts (or restarts, once) the fork server when it is not running.
     pub fn fork_run(
         &self,
         socket: OwnedFd,
         stdout: OwnedFd,
         stderr: OwnedFd,
+        id: Option<u32>,
+        groups: &[OwnedFd],
     ) -> Result<OwnedFd, ExecutorError> {
-        let fds = [socket.as_raw_fd(), stdout.as_raw_fd(), stderr.as_raw_fd()];
+        let mut fds = vec![socket.as_raw_fd(), stdout.as_raw_fd(), stderr.as_raw_fd()];
+        fds.extend(groups.iter().map(AsRawFd::as_raw_fd));
+        let text = format!(
+            "run {} {}",
+            id.map_or_else(|| "-".to_owned(), |id| id.to_string()),
+            groups.len()
+        );
         let mut running = self
             .running
             .lock()
@@ -111,7 +119,7 @@ impl ForkServer {
                 *running = Some(self.start()?);
             }
             let server = running.as_mut().expect("started above");
-            match request(server, &fds) {
+            match request(server, text.as_bytes(), &fds) {
                 Ok(pidfd) => return Ok(pidfd),
                 Err(Failed::Refused(error)) => return Err(error),
                 Err(Failed::Dead(reason)) => {
@@ -136,7 +144,10 @@ impl ForkServer {
         let timeout = TimeVal::new(ANSWER_TIMEOUT.as_secs() as i64, 0);
         setsockopt(&ours, sockopt::ReceiveTimeout, &timeout)
             .map_err(|error| unavailable(format!("a receive timeout: {error}")))?;
+        // A name without the host path: the sandbox's init is a fork of this process, and
+        // its command line is readable inside.
         let child = Command::new(&self.launcher)
+            .arg0(crate::LAUNCHER_NAME)
             .arg(crate::launcher::ZYGOTE_ARGUMENT)
             .env_clear()
             .stdin(Stdio::from(theirs))
@@ -148,11 +159,7 @@ impl ForkServer {
             child,
             control: ours,
         };
-        let init = format!(
-            "init {} {}",
-            u8::from(self.network.is_some()),
-            self.outside_id_when_root
-        );
+        let init = format!("init {}", u8::from(self.network.is_some()));
         let fds = self.network.as_ref().map(|fd| [fd.as_raw_fd()]);
         let answer = send(
             &server.control,
@@ -217,8 +224,8 @@ fn stop(server: Running) {
     }
 }
 
-fn request(server: &Running, fds: &[RawFd; 3]) -> Result<OwnedFd, Failed> {
-    send(&server.control, b"run", Some(fds)).map_err(Failed::Dead)?;
+fn request(server: &Running, text: &[u8], fds: &[RawFd]) -> Result<OwnedFd, Failed> {
+    send(&server.control, text, Some(fds)).map_err(Failed::Dead)?;
     let (text, mut received) = receive(&server.control).map_err(Failed::Dead)?;
     if let Some(pid) = text.strip_prefix("forked ")
         && pid.parse::<u32>().is_ok()

@@ -248,13 +248,33 @@ fn eventually(what: &str, condition: impl Fn() -> bool) {
     }
 }
 
-/// After a run, the next run's sandbox is built ahead of it (a launcher of the fork server's
-/// waits); the next run takes it and is confined the same, in a fresh sandbox (nothing of
-/// the previous run's scratch); dropping the Executor ends the waiting sandbox.
+/// An Executor used once (as `sf exec` uses it) prepares nothing it does not use: after its
+/// first run no sandbox waits, and the fork server has no launcher left.
+#[test]
+fn a_single_run_prepares_nothing_ahead() {
+    let executor = executor(RuntimeConfig::shell());
+    let answer = executor
+        .run(&request("echo once"), &CancelToken::new())
+        .unwrap();
+    assert_eq!(answer.stdout, b"once\n", "{answer:?}");
+    let server = executor.fork_server_pid().expect("the fork server runs");
+    eventually("the run's launcher ends", || children(server).is_empty());
+    // Long enough for a preparing thread to have started one, were it going to.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!executor.has_prepared_sandbox());
+    assert_eq!(children(server), Vec::<u32>::new());
+}
+
+/// From the second run on, the next run's sandbox is built ahead of it (a launcher of the
+/// fork server's waits); the next run takes it and is confined the same, in a fresh sandbox
+/// (nothing of the previous run's scratch); dropping the Executor ends the waiting sandbox.
 #[test]
 fn the_next_sandbox_is_prepared_ahead_used_once_and_ended_with_the_executor() {
     let executor = executor(RuntimeConfig::shell());
     assert!(!executor.has_prepared_sandbox());
+    executor
+        .run(&request("echo zero"), &CancelToken::new())
+        .unwrap();
     let first = executor
         .run(
             &request("echo left > /sf/scratch/mark; echo one"),
@@ -262,7 +282,7 @@ fn the_next_sandbox_is_prepared_ahead_used_once_and_ended_with_the_executor() {
         )
         .unwrap();
     assert_eq!(first.stdout, b"one\n", "{first:?}");
-    eventually("a sandbox is prepared after the first run", || {
+    eventually("a sandbox is prepared after the second run", || {
         executor.has_prepared_sandbox()
     });
     let server = executor.fork_server_pid().expect("the fork server runs");
@@ -325,9 +345,11 @@ fn a_runtime_replaced_after_preparing_is_refused_not_run_stale() {
     std::fs::copy("/bin/sh", &shell).unwrap();
     std::fs::set_permissions(&shell, std::fs::Permissions::from_mode(0o755)).unwrap();
     let executor = executor(RuntimeConfig::with_libraries(&shell, &[]));
-    executor
-        .run(&request("echo ready"), &CancelToken::new())
-        .unwrap();
+    for _ in 0..2 {
+        executor
+            .run(&request("echo ready"), &CancelToken::new())
+            .unwrap();
+    }
     eventually("a sandbox is prepared", || executor.has_prepared_sandbox());
 
     // Replace the executable by a new file (a new inode) under the same name.

@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 
 use sf_host::canonical::Digest;
 use sf_host::contracts::{
-    CancelToken, Enforcement, EntryPlace, Executor, ExecutorError, LandlockStatus,
-    NamespaceDisposition, ProfileDescription, ReadableKind, ReadablePath, RequestDigests,
-    RunAnswer, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
+    CancelToken, Enforcement, EntryPlace, Executor, ExecutorError, HostIdentity, LandlockStatus,
+    MemoryBound, NamespaceDisposition, ProfileDescription, ReadableKind, ReadablePath,
+    RequestDigests, RunAnswer, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
 
 /// One scripted outcome of a run that started.
@@ -251,6 +251,8 @@ impl Executor for ScriptedExecutor {
                 enforcement: Enforcement {
                     landlock_abi: 0,
                     landlock: LandlockStatus::NotEnforced,
+                    host_identity: HostIdentity::NotStated,
+                    memory: MemoryBound::NotStated,
                 },
             },
             namespace: NamespaceDisposition::Reaped,

@@ -207,3 +207,37 @@ pub fn write_file(path: &Path, content: &[u8], mode: u32) {
     file.write_all(content).expect("write a test file");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
+
+/// The host pid of the process whose command line holds `marker` (a probe run with
+/// `mark=<marker>`), waiting for it up to 10 s.
+pub fn wait_for_host_pid(marker: &str) -> u32 {
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(pid) = host_processes_matching(marker)
+            .iter()
+            .find_map(|found| found.split(':').next()?.parse::<u32>().ok())
+        {
+            return pid;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "no process with {marker} appeared"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// A line of `/proc/<pid>/status` (its value, whitespace collapsed).
+pub fn status_field(pid: u32, field: &str) -> Option<String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| {
+        line.strip_prefix(&format!("{field}:"))
+            .map(|value| value.split_whitespace().collect::<Vec<_>>().join(" "))
+    })
+}
+
+/// Whether the tests run as root (as CI does).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { nix::libc::geteuid() == 0 }
+}

@@ -56,6 +56,10 @@ fn errno_name(error: &std::io::Error) -> String {
         libc::EADDRNOTAVAIL => "EADDRNOTAVAIL",
         libc::ENOTDIR => "ENOTDIR",
         libc::EBADF => "EBADF",
+        libc::EFAULT => "EFAULT",
+        libc::EINPROGRESS => "EINPROGRESS",
+        libc::EPROTONOSUPPORT => "EPROTONOSUPPORT",
+        libc::ENOPROTOOPT => "ENOPROTOOPT",
         _ => return format!("errno-{code}"),
     };
     name.to_owned()
@@ -98,6 +102,12 @@ fn run(name: &str, argument: &str) {
                 bytes.len(),
                 String::from_utf8_lossy(&bytes[..bytes.len().min(64)]).trim()
             )
+        }),
+        "show" => std::fs::read(argument).map(|bytes| {
+            // The whole file on one line: line breaks as `|`, NULs as `^@`.
+            String::from_utf8_lossy(&bytes)
+                .replace('\n', "|")
+                .replace('\0', "^@")
         }),
         "list" => std::fs::read_dir(argument).map(|entries| {
             let mut names: Vec<String> = entries
@@ -351,6 +361,62 @@ fn run(name: &str, argument: &str) {
             std::thread::sleep(Duration::from_millis(ms));
             Ok("slept".to_owned())
         }
+        "syscall" => {
+            // syscall=<number>: the call with every argument 0.
+            let number: libc::c_long = argument.parse().expect("syscall=<number>");
+            // SAFETY: a raw system call with zero arguments; the calls tests name take no
+            // pointer they would write through when it is null, or fail on it.
+            rc(unsafe { libc::syscall(number, 0, 0, 0, 0, 0, 0) })
+        }
+        "memfd" => memfd_fill(argument),
+        "shm" => shm_fill(argument),
+        "mptcp" => {
+            // SAFETY: plain socket(2).
+            let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 262) };
+            rc(fd.into())
+        }
+        "tfo" => fast_open(argument),
+        "sigkill" => {
+            let pid: libc::pid_t = argument.parse().expect("sigkill=<pid>");
+            // SAFETY: kill(2) with plain integers.
+            rc(unsafe { libc::kill(pid, libc::SIGKILL) }.into())
+        }
+        "setns" => {
+            // setns=<namespace file>: open it, then enter it.
+            let path = cstr(argument);
+            // SAFETY: open(2) of a valid C string; setns of the descriptor if it opened.
+            unsafe {
+                let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    Err(last())
+                } else {
+                    let entered = rc(libc::setns(fd, 0).into());
+                    libc::close(fd);
+                    entered
+                }
+            }
+        }
+        "mark" => Ok("marked".to_owned()),
+        "spin" => {
+            // spin=<ms>: a busy loop for that much wall-clock time; tells the CPU time used.
+            let ms: u64 = argument.parse().expect("spin=<ms>");
+            let start = Instant::now();
+            let mut x: u64 = 1;
+            while start.elapsed() < Duration::from_millis(ms) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+            }
+            // SAFETY: getrusage into a zeroed struct.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+            let cpu_ms = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) as u64 * 1000
+                + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) as u64 / 1000;
+            Ok(format!("cpu {cpu_ms} ms ({x:x})"))
+        }
+        "exit" => {
+            let code: i32 = argument.parse().expect("exit=<code>");
+            let _ = std::io::stdout().flush();
+            std::process::exit(code);
+        }
         "orphan" => orphan(argument),
         "forkbomb" => fork_bomb(),
         "membomb" => memory_bomb(),
@@ -513,5 +579,79 @@ fn memory_bomb() -> Result<String, std::io::Error> {
         unsafe { std::ptr::write_bytes(block, 1, size) };
         kept.push(block);
         total += size;
+    }
+}
+
+/// memfd=<bytes>: makes a memfd and writes that many bytes into it, keeping it open.
+fn memfd_fill(bytes: &str) -> Result<String, std::io::Error> {
+    let wanted: u64 = bytes.parse().expect("memfd=<bytes>");
+    // SAFETY: memfd_create with a valid name; the descriptor is kept (leaked) on purpose.
+    let fd = unsafe { libc::memfd_create(c"probe".as_ptr(), 0) };
+    if fd < 0 {
+        return Err(last());
+    }
+    let chunk = vec![b'm'; 1 << 20];
+    let mut written = 0u64;
+    while written < wanted {
+        // SAFETY: a write of a valid buffer.
+        let n = unsafe { libc::write(fd, chunk.as_ptr().cast(), chunk.len()) };
+        if n <= 0 {
+            return Ok(format!("wrote {written} then {}", errno_name(&last())));
+        }
+        written += n as u64;
+    }
+    Ok(format!("wrote {written}"))
+}
+
+/// shm=<bytes>: makes a SysV shared memory segment of that size and touches every page.
+fn shm_fill(bytes: &str) -> Result<String, std::io::Error> {
+    let size: usize = bytes.parse().expect("shm=<bytes>");
+    // SAFETY: shmget/shmat with plain arguments; the segment is touched within its size.
+    unsafe {
+        let id = libc::shmget(libc::IPC_PRIVATE, size, libc::IPC_CREAT | 0o600);
+        if id < 0 {
+            return Err(last());
+        }
+        let at = libc::shmat(id, std::ptr::null(), 0);
+        if at as isize == -1 {
+            return Err(last());
+        }
+        std::ptr::write_bytes(at.cast::<u8>(), 1, size);
+        Ok(format!("segment {id} of {size} bytes touched"))
+    }
+}
+
+/// tfo=<ip:port>: a TCP Fast Open send, which connects without connect(2).
+fn fast_open(address: &str) -> Result<String, std::io::Error> {
+    let address: std::net::SocketAddrV4 = address.parse().expect("tfo=<ipv4:port>");
+    let sockaddr = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: address.port().to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(*address.ip()).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    // SAFETY: a socket and a sendto with a valid buffer and address of the given length.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        if fd < 0 {
+            return Err(last());
+        }
+        let sent = libc::sendto(
+            fd,
+            b"x".as_ptr().cast(),
+            1,
+            libc::MSG_FASTOPEN,
+            (&sockaddr as *const libc::sockaddr_in).cast(),
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        let outcome = if sent < 0 {
+            Err(last())
+        } else {
+            Ok(format!("sent {sent}"))
+        };
+        libc::close(fd);
+        outcome
     }
 }

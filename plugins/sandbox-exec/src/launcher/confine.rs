@@ -12,7 +12,7 @@
 //! still allows the report write and the exec).
 
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use landlock::{
     AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
@@ -21,7 +21,7 @@ use landlock::{
 
 use super::sys::{self, Failure, Step, check, cstring};
 use super::{SOCKET, fail, report};
-use crate::plan::{Plan, Report, Resource, RunPlan};
+use crate::plan::{Plan, Report, RunPlan};
 use crate::seccomp;
 
 /// What the init makes ready for the program's process before the run (see the module
@@ -35,11 +35,20 @@ pub struct Armed {
     filters: Vec<seccompiler::BpfProgram>,
     path: CString,
     environment: Vec<CString>,
+    /// A detached, writable clone of the sandbox's /proc (see `mounts::build_root`).
+    writable_proc: OwnedFd,
 }
+
+/// The OOM score adjustment of the program's processes: the highest, so that when the run's
+/// control group runs out of memory the kernel kills the program's processes, not the init
+/// or the launcher (which would leave the run's end unreported).
+const OOM_SCORE_ADJ: &[u8] = b"1000";
 
 /// Makes everything of the confinement ready that does not depend on the run; run by the init
 /// inside the built root, while the sandbox is prepared.
-pub fn arm(plan: &Plan) -> Step<Armed> {
+pub fn arm(plan: &Plan, writable_proc: RawFd) -> Step<Armed> {
+    // SAFETY: the descriptor build_root returned, owned by no one else.
+    let writable_proc = unsafe { OwnedFd::from_raw_fd(writable_proc) };
     let filters = plan
         .seccomp
         .iter()
@@ -64,6 +73,7 @@ pub fn arm(plan: &Plan) -> Step<Armed> {
         filters,
         path: cstring(&plan.executable, "exec")?,
         environment,
+        writable_proc,
     })
 }
 
@@ -200,6 +210,23 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
             libc::close(null);
         }
     }
+    // Raising one's own OOM score needs no privilege; the clone of /proc is closed below.
+    // SAFETY: openat relative to our own descriptor, a write of a valid buffer, a close.
+    unsafe {
+        let fd = libc::openat(
+            armed.writable_proc.as_raw_fd(),
+            c"self/oom_score_adj".as_ptr(),
+            libc::O_WRONLY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return Err(Failure::last("proc", "opening oom_score_adj"));
+        }
+        let written = libc::write(fd, OOM_SCORE_ADJ.as_ptr().cast(), OOM_SCORE_ADJ.len());
+        libc::close(fd);
+        if written != OOM_SCORE_ADJ.len() as isize {
+            return Err(Failure::last("proc", "writing oom_score_adj"));
+        }
+    }
     // Every descriptor but the report channel and the ruleset (closed once applied).
     let mut keep = [channel, ruleset];
     keep.sort_unstable();
@@ -215,14 +242,7 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
     sys::close_range(first as u32, u32::MAX);
 
     for (resource, soft, hard) in &plan.rlimits {
-        let which = match resource {
-            Resource::Cpu => libc::RLIMIT_CPU,
-            Resource::AddressSpace => libc::RLIMIT_AS,
-            Resource::FileSize => libc::RLIMIT_FSIZE,
-            Resource::OpenFiles => libc::RLIMIT_NOFILE,
-            Resource::Processes => libc::RLIMIT_NPROC,
-            Resource::Core => libc::RLIMIT_CORE,
-        };
+        let which = resource.number();
         let limit = libc::rlimit {
             rlim_cur: *soft,
             rlim_max: *hard,
@@ -234,6 +254,17 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
             format!("setrlimit {resource:?}"),
         )?;
     }
+
+    // A real-time scheduling policy of whoever started sf is not the program's: back to the
+    // ordinary one (always allowed; the niceness stays, and RLIMIT_NICE keeps it from being
+    // lowered).
+    let ordinary = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler of this process with a valid parameter.
+    check(
+        unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &ordinary) }.into(),
+        "rlimits",
+        "sched_setscheduler(SCHED_OTHER)",
+    )?;
 
     std::env::set_current_dir(&plan.cwd)
         .map_err(|error| Failure::new("mount", format!("chdir {}: {error}", plan.cwd)))?;

@@ -8,8 +8,10 @@
 //!
 //! 1. The launcher (host pid namespace): closes every inherited descriptor, reads the plan,
 //!    enters the shared empty network namespace when one is passed, gives up root for the
-//!    configured unprivileged user when started as root, sets its parent-death signal,
-//!    unshares user, mount, pid, ipc, uts (and, without a shared one, network) namespaces,
+//!    configured unprivileged user when started as root (forked by the fork server, it has
+//!    already become its sandbox's own host user), sets its parent-death signal,
+//!    unshares user, mount, pid, ipc, uts, cgroup (and, without a shared one, network)
+//!    namespaces,
 //!    maps its user to the unprivileged id inside with setgroups denied, sets the host name
 //!    and forks the init. Then it only watches: it kills the init (SIGKILL) when the
 //!    supervisor asks or goes away, and reports the init's end and resource use.
@@ -234,11 +236,14 @@ fn launch(prepared: Option<Prepared>) -> Step<i32> {
     }
     let network_joined = prepared.is_some_and(|prepared| prepared.network_joined);
 
+    // The cgroup namespace makes the run's control group (joined by the fork server's
+    // child, before this) the root of what the sandbox sees in /proc/self/cgroup.
     let mut namespaces = libc::CLONE_NEWUSER
         | libc::CLONE_NEWNS
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUTS;
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWCGROUP;
     if network_joined {
         // The fork server entered the shared namespace once, before it forked this process.
     } else if plan.join_network {
@@ -258,28 +263,24 @@ fn launch(prepared: Option<Prepared>) -> Step<i32> {
         namespaces |= libc::CLONE_NEWNET;
     }
 
-    // SAFETY: plain credential queries and changes of this single-threaded process.
-    let outside = unsafe {
-        if libc::geteuid() == 0 {
-            let id = plan.outside_id_when_root;
-            check(
-                libc::setgroups(0, std::ptr::null()).into(),
-                "identity",
-                "setgroups",
-            )?;
-            check(libc::setresgid(id, id, id).into(), "identity", "setresgid")?;
-            check(libc::setresuid(id, id, id).into(), "identity", "setresuid")?;
-            // A credential change clears the dumpable flag, which would make /proc/self/*
-            // root-owned and the uid map unwritable.
-            check(
-                libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0).into(),
-                "identity",
-                "dumpable",
-            )?;
-            (id, id)
-        } else {
-            (libc::geteuid(), libc::getegid())
-        }
+    // Started directly as root (not by the fork server, whose child has already become its
+    // sandbox's own host user): become the plan's outside id.
+    // SAFETY: plain credential queries of this single-threaded process.
+    let outside = if unsafe { libc::geteuid() } == 0 {
+        let id = plan.outside_id_when_root;
+        zygote::become_id(Some(id))?;
+        // A credential change clears the dumpable flag, which would make /proc/self/*
+        // root-owned and the uid map unwritable.
+        // SAFETY: prctl with integer arguments.
+        check(
+            unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) }.into(),
+            "identity",
+            "dumpable",
+        )?;
+        (id, id)
+    } else {
+        // SAFETY: credential queries.
+        unsafe { (libc::geteuid(), libc::getegid()) }
     };
     if outside.0 == 0 {
         return Err(Failure::new(
@@ -299,7 +300,7 @@ fn launch(prepared: Option<Prepared>) -> Step<i32> {
     check(
         unsafe { libc::unshare(namespaces) }.into(),
         "user-namespace",
-        "unshare(user, mount, pid, ipc, uts, network)",
+        "unshare(user, mount, pid, ipc, uts, cgroup, network)",
     )?;
     write_file("/proc/self/setgroups", "deny")?;
     write_file(
@@ -458,6 +459,9 @@ fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
     // SAFETY: prctl and poll on our own descriptor.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+        // A neutral name in /proc/1/comm (the command line is the fork server's, which holds
+        // no host path either).
+        libc::prctl(libc::PR_SET_NAME, c"sf-sandbox-init".as_ptr(), 0, 0, 0);
         let mut parent = libc::pollfd {
             fd: alive,
             events: libc::POLLIN,
@@ -468,7 +472,7 @@ fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
             sys::exit_now(125);
         }
     }
-    let mut armed = match mounts::build_root(plan).and_then(|()| confine::arm(plan)) {
+    let mut armed = match mounts::build_root(plan).and_then(|proc| confine::arm(plan, proc)) {
         Ok(armed) => armed,
         Err(failure) => {
             report(SOCKET, &fail(failure));

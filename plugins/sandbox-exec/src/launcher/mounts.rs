@@ -30,8 +30,10 @@ struct Tree {
 }
 
 /// Builds the root described by `plan` and pivots into it: everything but the run's own
-/// files, which [`mount_run`] adds.
-pub fn build_root(plan: &Plan) -> Step {
+/// files, which [`mount_run`] adds. Returns a detached, writable clone of the sandbox's
+/// `/proc` (attached nowhere, so no program can reach it), through which the program's
+/// process raises its own OOM score.
+pub fn build_root(plan: &Plan) -> Step<RawFd> {
     sys::mount(c"none", c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
         .map_err(|error| Failure::new("mount", format!("making / private: {error}")))?;
 
@@ -160,14 +162,19 @@ pub fn build_root(plan: &Plan) -> Step {
 
     let proc_dir = inside(Path::new("/proc"));
     make_directories(&proc_dir)?;
+    let proc_name = cpath(&proc_dir, "proc")?;
     sys::mount(
         c"proc",
-        &cpath(&proc_dir, "proc")?,
+        &proc_name,
         Some(c"proc"),
-        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC | libc::MS_RDONLY,
+        libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
         Some(&cstring(&plan.proc_options, "proc")?),
     )
     .map_err(|error| Failure::new("proc", format!("mounting a fresh /proc: {error}")))?;
+    let writable_proc = sys::open_tree_clone(&proc_name)
+        .map_err(|error| Failure::new("proc", format!("cloning /proc: {error}")))?;
+    sys::mount_setattr(libc::AT_FDCWD, &proc_name, 0, sys::MOUNT_ATTR_RDONLY)
+        .map_err(|error| Failure::new("proc", format!("making /proc read-only: {error}")))?;
 
     sys::mount_setattr(libc::AT_FDCWD, &stage_name, 0, sys::MOUNT_ATTR_RDONLY)
         .map_err(|error| Failure::new("mount", format!("making the root read-only: {error}")))?;
@@ -182,7 +189,7 @@ pub fn build_root(plan: &Plan) -> Step {
     }
     std::env::set_current_dir("/")
         .map_err(|error| Failure::new("pivot-root", format!("chdir to /: {error}")))?;
-    Ok(())
+    Ok(writable_proc)
 }
 
 /// Mounts the run's program, input and harness, inside the root [`build_root`] entered: each

@@ -185,6 +185,20 @@ pub fn pidfd_open(pid: libc::pid_t) -> io::Result<RawFd> {
     }
 }
 
+/// SIGKILL to the process a pidfd names (and no later process with its pid).
+pub fn pidfd_kill(pidfd: RawFd) {
+    // SAFETY: pidfd_send_signal with a pidfd and no siginfo; a stale pidfd fails harmlessly.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd,
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0 as libc::c_uint,
+        );
+    }
+}
+
 pub fn pivot_root_here() -> io::Result<()> {
     // SAFETY: valid C strings.
     let rc = unsafe { libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) };

@@ -5,23 +5,29 @@
 //! Its standard input is one end of a `SOCK_SEQPACKET` socket pair (the control socket); each
 //! message is one datagram:
 //!
-//! 1. host → zygote, once: `init <join> <outside-id>` (`join` is `0` or `1`), with the shared
-//!    empty network namespace's descriptor attached (SCM_RIGHTS) when `join` is `1`. The
-//!    zygote enters that namespace and, when it runs as root, gives up root for the outside
-//!    id (`setgroups([])`, `setresgid`, `setresuid`) — once, before it ever forks — and answers
-//!    `ready`, or a report line `fail <mechanism> <detail>` and exits.
-//! 2. host → zygote, per run: `run` with exactly three descriptors attached: the launcher's
-//!    end of the run's report socket, the write ends of its stdout and stderr pipes. The zygote
-//!    forks; the child moves them to 0, 1, 2, closes every other descriptor (the control
-//!    socket, the pidfds of other runs), sets its parent-death signal and runs the ordinary
-//!    launcher code ([`super::run_plan`]) on them. The zygote closes its copies of the three
-//!    at once, so no request's descriptors ever reach another request, and answers
-//!    `forked <pid>` with a pidfd of the child attached (opened before the zygote could reap
-//!    the child, so it names that process and no other), or `fail …`.
+//! 1. host → zygote, once: `init <join>` (`join` is `0` or `1`), with the shared empty
+//!    network namespace's descriptor attached (SCM_RIGHTS) when `join` is `1`. The zygote
+//!    enters that namespace, makes itself undumpable, and answers `ready`, or a report line
+//!    `fail <mechanism> <detail>` and exits. It keeps the identity it was started with (root,
+//!    when sf runs as root): no other host user may signal or trace it.
+//! 2. host → zygote, per run: `run <id> <groups>` with `3 + groups` descriptors attached:
+//!    the launcher's end of the run's report socket, the write ends of its stdout and stderr
+//!    pipes, then one open `tasks` (v1) or `cgroup.procs` (v2) file per control group the run
+//!    joins. `<id>` is the
+//!    host uid and gid the sandbox runs as (one of its own, given by the host), or `-` to keep
+//!    the zygote's (when sf is not root). The zygote forks; the child moves itself into each
+//!    control group, gives up root for the id (`setgroups([])`, `setresgid`, `setresuid`),
+//!    moves the first three descriptors to 0, 1, 2, closes every other descriptor (the
+//!    control socket, the pidfds of other runs), sets its parent-death signal and runs the
+//!    ordinary launcher code ([`super::run_plan`]) on them. The zygote closes its copies of the
+//!    descriptors at once, so no request's descriptors ever reach another request, and
+//!    answers `forked <pid>` with a pidfd of the child attached (opened before the zygote could
+//!    reap the child, so it names that process and no other), or `fail …`.
 //!
-//! The zygote reaps its children (it polls their pidfds) and exits when the host's end of
-//! the control socket closes (the Executor was dropped or sf died); its children then die of
-//! their parent-death signal, and their inits of theirs.
+//! The zygote reaps its children (it polls their pidfds). When the host's end of the control
+//! socket closes (the Executor was dropped or sf died) it gives its children a moment to end
+//! (a launcher whose socket closed ends its sandbox and exits), kills the rest, reaps every
+//! one and exits: no launcher outlives it, not even as a zombie.
 
 use std::os::fd::RawFd;
 
@@ -99,7 +105,7 @@ struct Message {
 fn receive() -> Step<Message> {
     use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
     let mut buffer = [0u8; MESSAGE_BYTES];
-    let mut cmsg = nix::cmsg_space!([RawFd; 4]);
+    let mut cmsg = nix::cmsg_space!([RawFd; 8]);
     loop {
         let mut iov = [std::io::IoSliceMut::new(&mut buffer)];
         let message = match recvmsg::<()>(
@@ -146,27 +152,25 @@ fn close_all(fds: &[RawFd]) {
     }
 }
 
-/// Reads the init message; enters the network namespace and gives up root as it says.
+/// Reads the init message; enters the network namespace as it says.
 fn init() -> Step<Prepared> {
     let message = receive()?;
     let text = String::from_utf8_lossy(&message.bytes).into_owned();
     let mut words = text.split(' ');
-    let (Some("init"), Some(join), Some(outside), None) =
-        (words.next(), words.next(), words.next(), words.next())
-    else {
+    let (Some("init"), Some(join), None) = (words.next(), words.next(), words.next()) else {
         close_all(&message.fds);
         return Err(Failure::new(
             "launcher",
             format!("an unknown init message {text:?}"),
         ));
     };
-    let outside: u32 = outside
-        .parse()
-        .map_err(|_| Failure::new("launcher", "the init message's outside id"))?;
     let join = match join {
         "1" => true,
         "0" => false,
-        _ => return Err(Failure::new("launcher", "the init message's join flag")),
+        _ => {
+            close_all(&message.fds);
+            return Err(Failure::new("launcher", "the init message's join flag"));
+        }
     };
     if join {
         let [fd] = message.fds[..] else {
@@ -188,38 +192,14 @@ fn init() -> Step<Prepared> {
     } else {
         close_all(&message.fds);
     }
-    // SAFETY: credential changes of this single-threaded process.
-    unsafe {
-        if libc::geteuid() == 0 {
-            if outside == 0 {
-                return Err(Failure::new(
-                    "identity",
-                    "the sandbox would run as host root; configure a non-zero outside id",
-                ));
-            }
-            check(
-                libc::setgroups(0, std::ptr::null()).into(),
-                "identity",
-                "setgroups",
-            )?;
-            check(
-                libc::setresgid(outside, outside, outside).into(),
-                "identity",
-                "setresgid",
-            )?;
-            check(
-                libc::setresuid(outside, outside, outside).into(),
-                "identity",
-                "setresuid",
-            )?;
-            // The credential change cleared the dumpable flag; it stays clear in the zygote
-            // (nothing of the outside user may trace it). Each forked launcher sets it again
-            // for the few steps that need /proc/self to be its own.
-        }
-        if libc::geteuid() == 0 || libc::getuid() == 0 {
-            return Err(Failure::new("identity", "the zygote is still root"));
-        }
-    }
+    // Nothing may trace the fork server or read its memory through /proc; each forked
+    // launcher sets the flag again for the few steps that need /proc/self to be its own.
+    // SAFETY: prctl with integer arguments.
+    check(
+        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }.into(),
+        "launcher",
+        "PR_SET_DUMPABLE",
+    )?;
     Ok(Prepared {
         network_joined: join,
     })
@@ -230,6 +210,10 @@ struct Child {
     pid: libc::pid_t,
     pidfd: RawFd,
 }
+
+/// How long the children have, once the host is gone, to end on their own before they are
+/// killed: a launcher whose socket closed ends its sandbox (and reaps its init) at once.
+const SHUTDOWN_GRACE_MS: libc::c_int = 1000;
 
 /// Serves requests until the control socket closes. Never returns.
 fn serve(prepared: Prepared) -> ! {
@@ -250,34 +234,19 @@ fn serve(prepared: Prepared) -> ! {
             if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            sys::exit_now(1);
+            shut_down(children);
         }
-        // Reap the children that ended.
-        let ended: Vec<usize> = fds[1..]
-            .iter()
-            .enumerate()
-            .filter(|(_, fd)| fd.revents != 0)
-            .map(|(index, _)| index)
-            .collect();
-        for index in ended.into_iter().rev() {
-            let child = children.swap_remove(index);
-            let mut status = 0;
-            // SAFETY: waitpid of our own child, which has ended (its pidfd is readable).
-            unsafe {
-                libc::waitpid(child.pid, &mut status, libc::__WALL);
-                libc::close(child.pidfd);
-            }
-        }
+        reap_ended(&mut children, &fds[1..]);
         if fds[0].revents == 0 {
             continue;
         }
         let message = match receive() {
             Ok(message) => message,
-            Err(_) => sys::exit_now(0),
+            Err(_) => shut_down(children),
         };
         if message.bytes.is_empty() && message.fds.is_empty() {
-            // The host's end closed: the Executor is gone. Our children die with us.
-            sys::exit_now(0);
+            // The host's end closed: the Executor is gone.
+            shut_down(children);
         }
         match fork_run(&message, prepared, me) {
             Ok(child) => {
@@ -294,22 +263,140 @@ fn serve(prepared: Prepared) -> ! {
     }
 }
 
-/// Forks the launcher of one run.
-fn fork_run(message: &Message, prepared: Prepared, me: libc::pid_t) -> Step<Child> {
-    if message.bytes != b"run" {
-        return Err(Failure::new("launcher", "an unknown request"));
+/// Reaps the children whose pidfd (in `polled`, in `children`' order) became readable.
+fn reap_ended(children: &mut Vec<Child>, polled: &[libc::pollfd]) {
+    let ended: Vec<usize> = polled
+        .iter()
+        .enumerate()
+        .filter(|(_, fd)| fd.revents != 0)
+        .map(|(index, _)| index)
+        .collect();
+    for index in ended.into_iter().rev() {
+        let child = children.swap_remove(index);
+        reap(&child);
     }
-    let [socket, stdout, stderr] = message.fds[..] else {
+}
+
+fn reap(child: &Child) {
+    let mut status = 0;
+    // SAFETY: waitpid of our own child (it has ended, or was just killed); then closing our
+    // own pidfd.
+    unsafe {
+        while libc::waitpid(child.pid, &mut status, libc::__WALL) < 0
+            && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {}
+        libc::close(child.pidfd);
+    }
+}
+
+/// Gives the children a moment to end, kills the rest, reaps them all and exits.
+fn shut_down(mut children: Vec<Child>) -> ! {
+    let mut left_ms = SHUTDOWN_GRACE_MS;
+    while !children.is_empty() && left_ms > 0 {
+        let mut fds: Vec<libc::pollfd> = children
+            .iter()
+            .map(|child| libc::pollfd {
+                fd: child.pidfd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let began = std::time::Instant::now();
+        // SAFETY: a valid array of pollfd of the given length.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, left_ms) };
+        if ready <= 0
+            && !(ready < 0
+                && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted)
+        {
+            break;
+        }
+        reap_ended(&mut children, &fds);
+        left_ms -= began.elapsed().as_millis().min(left_ms as u128) as libc::c_int;
+    }
+    for child in &children {
+        sys::pidfd_kill(child.pidfd);
+    }
+    for child in &children {
+        reap(child);
+    }
+    sys::exit_now(0)
+}
+
+/// What a `run` request asks for.
+struct RunRequest {
+    /// The host uid and gid the launcher becomes (`None`: keep the zygote's).
+    id: Option<u32>,
+    socket: RawFd,
+    stdout: RawFd,
+    stderr: RawFd,
+    /// The `tasks` or `cgroup.procs` files of the run's control groups.
+    groups: Vec<RawFd>,
+}
+
+fn parse_run(message: &Message) -> Step<RunRequest> {
+    let text = std::str::from_utf8(&message.bytes)
+        .map_err(|_| Failure::new("launcher", "an unknown request"))?;
+    let mut words = text.split(' ');
+    let (Some("run"), Some(id), Some(groups), None) =
+        (words.next(), words.next(), words.next(), words.next())
+    else {
         return Err(Failure::new(
             "launcher",
-            "a request needs exactly three descriptors",
+            format!("an unknown request {text:?}"),
         ));
     };
+    let id = match id {
+        "-" => None,
+        id => Some(
+            id.parse::<u32>()
+                .map_err(|_| Failure::new("identity", "the request's id"))?,
+        ),
+    };
+    let groups: usize = groups
+        .parse()
+        .map_err(|_| Failure::new("launcher", "the request's group count"))?;
+    let [socket, stdout, stderr, ref cgroups @ ..] = message.fds[..] else {
+        return Err(Failure::new(
+            "launcher",
+            "a request needs the run's three descriptors",
+        ));
+    };
+    if cgroups.len() != groups {
+        return Err(Failure::new(
+            "launcher",
+            "a request's descriptors do not match its group count",
+        ));
+    }
+    Ok(RunRequest {
+        id,
+        socket,
+        stdout,
+        stderr,
+        groups: cgroups.to_vec(),
+    })
+}
+
+/// Forks the launcher of one run.
+fn fork_run(message: &Message, prepared: Prepared, me: libc::pid_t) -> Step<Child> {
+    let request = parse_run(message)?;
+    if let Some(id) = request.id {
+        // SAFETY: credential queries.
+        let root = unsafe { libc::geteuid() == 0 && libc::getuid() == 0 };
+        if id == 0 || !root {
+            return Err(Failure::new(
+                "identity",
+                format!(
+                    "the sandbox cannot run as host uid {id}: it is root, or the fork server \
+                     is not"
+                ),
+            ));
+        }
+    }
     // SAFETY: fork of a single-threaded process; the child runs only the launcher's code.
     let pid = unsafe { libc::fork() };
     check(pid.into(), "launcher", "fork of a run's launcher")?;
     if pid == 0 {
-        child_main(socket, stdout, stderr, prepared, me);
+        child_main(&request, prepared, me);
     }
     match sys::pidfd_open(pid) {
         Ok(pidfd) => Ok(Child { pid, pidfd }),
@@ -324,23 +411,30 @@ fn fork_run(message: &Message, prepared: Prepared, me: libc::pid_t) -> Step<Chil
     }
 }
 
-/// The forked launcher: the request's descriptors at 0, 1, 2 and nothing else, then the
-/// ordinary launcher code. Never returns.
-fn child_main(
-    socket: RawFd,
-    stdout: RawFd,
-    stderr: RawFd,
-    prepared: Prepared,
-    zygote: libc::pid_t,
-) -> ! {
+/// The forked launcher: joins the run's control groups, becomes the run's own host user, then
+/// holds the request's descriptors at 0, 1, 2 and nothing else and runs the ordinary launcher
+/// code. Never returns.
+fn child_main(request: &RunRequest, prepared: Prepared, zygote: libc::pid_t) -> ! {
+    let joined = join_groups(&request.groups).and_then(|()| become_id(request.id));
     // SAFETY: descriptor moves and prctl on this process; the received descriptors are all
     // above 2 (0–2 of the zygote are open), so no dup2 overwrites another one's source.
     unsafe {
-        if libc::dup2(socket, 0) < 0 || libc::dup2(stdout, 1) < 0 || libc::dup2(stderr, 2) < 0 {
+        if libc::dup2(request.socket, 0) < 0
+            || libc::dup2(request.stdout, 1) < 0
+            || libc::dup2(request.stderr, 2) < 0
+        {
             sys::exit_now(126);
         }
         sys::close_range(3, u32::MAX);
-        // If the zygote goes away, so does this run (and with it, its init).
+    }
+    if let Err(failure) = joined {
+        super::report(0, &super::fail(failure));
+        sys::exit_now(126);
+    }
+    // SAFETY: prctl and getppid on this process.
+    unsafe {
+        // If the zygote goes away, so does this run (and with it, its init). Set after the
+        // credential change, which clears it.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
         if libc::getppid() != zygote {
             sys::exit_now(125);
@@ -349,4 +443,41 @@ fn child_main(
         libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0);
     }
     super::run_plan(Some(prepared))
+}
+
+/// Moves this process into each control group whose `tasks` or `cgroup.procs` file is open at
+/// `groups` (opened by the host: the kernel checks a write against the opener's credentials).
+fn join_groups(groups: &[RawFd]) -> Step {
+    for fd in groups {
+        // SAFETY: a write of a valid buffer to a received descriptor.
+        let written = unsafe { libc::write(*fd, b"0\n".as_ptr().cast(), 2) };
+        if written != 2 {
+            return Err(Failure::last("cgroup", "joining the run's control group"));
+        }
+    }
+    Ok(())
+}
+
+/// Gives up root for `id` (uid and gid, no supplementary groups), when given.
+pub(super) fn become_id(id: Option<u32>) -> Step {
+    let Some(id) = id else {
+        return Ok(());
+    };
+    // SAFETY: credential changes of this single-threaded process.
+    unsafe {
+        check(
+            libc::setgroups(0, std::ptr::null()).into(),
+            "identity",
+            "setgroups",
+        )?;
+        check(libc::setresgid(id, id, id).into(), "identity", "setresgid")?;
+        check(libc::setresuid(id, id, id).into(), "identity", "setresuid")?;
+        if libc::geteuid() != id || libc::getuid() != id || libc::getegid() != id {
+            return Err(Failure::new(
+                "identity",
+                "the credential change did not hold",
+            ));
+        }
+    }
+    Ok(())
 }

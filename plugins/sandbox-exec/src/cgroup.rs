@@ -1,0 +1,437 @@
+//! A control group per run: every process of a run in one group whose memory, process count
+//! and CPU time are bounded together, and whose peak memory is read after the run.
+//!
+//! Memory the per-process limits do not see (tmpfs pages, memfd, shared memory, page tables,
+//! the kernel's own allocations for the run) is charged to the group of the process that
+//! caused it, so one group bounds the run as a whole. Two kinds of hierarchy are used:
+//!
+//! - **cgroup v2**, where the group sf runs in, or its parent, offers the `memory` controller
+//!   to its children (`cgroup.subtree_control`) and sf may create groups there (root, or a
+//!   delegated subtree): `memory.max` (and `memory.swap.max = 0`), `pids.max`, `cpu.max`; the
+//!   peak is `memory.peak`;
+//! - **cgroup v1** as root, one group in each of the `memory`, `pids` and `cpu` hierarchies
+//!   (below sf's own group in each): `memory.limit_in_bytes` (and `memory.memsw.limit_in_bytes`
+//!   where swap is accounted), `pids.max`, `cpu.cfs_quota_us` over `cpu.cfs_period_us`; the peak
+//!   is `memory.max_usage_in_bytes`.
+//!
+//! v2 is preferred when both would do. The host opens each group's `tasks` (v1) or
+//! `cgroup.procs` (v2) and hands the descriptors to the launcher's process, which writes itself
+//! into them before it gives up root (the kernel checks a write against the opener's
+//! credentials), so every process of the run starts inside. A group is removed once its last
+//! process has exited.
+
+use std::fs;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+/// Which kind of hierarchy bounds the runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    V1,
+    V2,
+}
+
+/// What a run's group bounds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// The most memory the run may use (bytes).
+    pub memory_bytes: u64,
+    /// The most processes (and threads) at once.
+    pub processes: u64,
+    /// CPU time per wall-clock time, in percent of one CPU.
+    pub cpu_percent: u64,
+}
+
+/// The CFS period the CPU bound is expressed over (100 ms, the kernel's default).
+const CPU_PERIOD_US: u64 = 100_000;
+
+/// The directories runs' groups are made in.
+#[derive(Debug)]
+pub struct Hierarchy {
+    pub version: Version,
+    /// v2: the one parent; v1: the memory, pids and cpu parents.
+    parents: Vec<PathBuf>,
+}
+
+/// One run's group (one directory per hierarchy for v1), removed when dropped.
+#[derive(Debug)]
+pub struct RunGroup {
+    version: Version,
+    directories: Vec<PathBuf>,
+}
+
+/// Names runs' groups uniquely within this process.
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+impl Hierarchy {
+    /// The hierarchy this process can make bounded groups in, checked by making (and
+    /// removing) one; `Err` says why there is none.
+    pub fn find(bounds: &Bounds) -> Result<Self, String> {
+        let mounts = fs::read_to_string("/proc/self/mountinfo")
+            .map_err(|error| format!("/proc/self/mountinfo: {error}"))?;
+        let own = fs::read_to_string("/proc/self/cgroup")
+            .map_err(|error| format!("/proc/self/cgroup: {error}"))?;
+        let mut reasons = Vec::new();
+        for candidate in [v2(&mounts, &own), v1(&mounts, &own)] {
+            match candidate.and_then(|hierarchy| {
+                hierarchy.clear_stale();
+                hierarchy.create(bounds).map(|group| {
+                    drop(group);
+                    hierarchy
+                })
+            }) {
+                Ok(hierarchy) => return Ok(hierarchy),
+                Err(reason) => reasons.push(reason),
+            }
+        }
+        Err(reasons.join("; "))
+    }
+
+    /// Makes a run's group with `bounds`.
+    pub fn create(&self, bounds: &Bounds) -> Result<RunGroup, String> {
+        let name = format!(
+            "sf-run-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut group = RunGroup {
+            version: self.version,
+            directories: Vec::new(),
+        };
+        for parent in &self.parents {
+            let directory = parent.join(&name);
+            fs::create_dir(&directory)
+                .map_err(|error| format!("making {}: {error}", directory.display()))?;
+            group.directories.push(directory);
+        }
+        group.bound(bounds)?;
+        Ok(group)
+    }
+
+    /// Removes empty groups left by sf processes that are gone (killed before they removed
+    /// them); a group still in use cannot be removed, and one of a live process is kept.
+    fn clear_stale(&self) {
+        for parent in &self.parents {
+            let Ok(entries) = fs::read_dir(parent) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some(pid) = name
+                    .strip_prefix("sf-run-")
+                    .and_then(|rest| rest.split('-').next())
+                    .and_then(|pid| pid.parse::<u32>().ok())
+                else {
+                    continue;
+                };
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    let _ = fs::remove_dir(entry.path());
+                }
+            }
+        }
+    }
+}
+
+impl RunGroup {
+    pub fn version(&self) -> Version {
+        self.version
+    }
+
+    fn bound(&self, bounds: &Bounds) -> Result<(), String> {
+        let quota = bounds.cpu_percent.saturating_mul(CPU_PERIOD_US) / 100;
+        match self.version {
+            Version::V2 => {
+                let dir = &self.directories[0];
+                write(dir, "memory.max", bounds.memory_bytes)?;
+                if dir.join("memory.swap.max").exists() {
+                    write(dir, "memory.swap.max", 0)?;
+                }
+                write(dir, "pids.max", bounds.processes)?;
+                write(dir, "cpu.max", format!("{quota} {CPU_PERIOD_US}"))?;
+            }
+            Version::V1 => {
+                let [memory, pids, cpu] = &self.directories[..] else {
+                    return Err("a v1 group is three directories".to_owned());
+                };
+                write(memory, "memory.limit_in_bytes", bounds.memory_bytes)?;
+                if memory.join("memory.memsw.limit_in_bytes").exists() {
+                    write(memory, "memory.memsw.limit_in_bytes", bounds.memory_bytes)?;
+                }
+                write(pids, "pids.max", bounds.processes)?;
+                write(cpu, "cpu.cfs_period_us", CPU_PERIOD_US)?;
+                write(cpu, "cpu.cfs_quota_us", quota)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Each directory's file to join through, open for writing, for the launcher to write
+    /// `0` (itself) into: v1's `tasks`, which moves the writing thread (the launcher has one)
+    /// without the kernel's global lock on every thread group that a `cgroup.procs` write
+    /// takes (its release waits for an RCU grace period, milliseconds per hierarchy); v2's
+    /// `cgroup.procs`.
+    pub fn procs(&self) -> Result<Vec<OwnedFd>, String> {
+        let file = match self.version {
+            Version::V1 => "tasks",
+            Version::V2 => "cgroup.procs",
+        };
+        self.directories
+            .iter()
+            .map(|dir| {
+                let path = dir.join(file);
+                fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map(OwnedFd::from)
+                    .map_err(|error| format!("opening {}: {error}", path.display()))
+            })
+            .collect()
+    }
+
+    /// The most memory the group's processes used at once, in bytes.
+    pub fn peak(&self) -> Option<u64> {
+        let (dir, file) = match self.version {
+            Version::V2 => (&self.directories[0], "memory.peak"),
+            Version::V1 => (&self.directories[0], "memory.max_usage_in_bytes"),
+        };
+        fs::read_to_string(dir.join(file)).ok()?.trim().parse().ok()
+    }
+}
+
+impl Drop for RunGroup {
+    fn drop(&mut self) {
+        for dir in &self.directories {
+            // Its processes have exited (the caller waits for them); the kernel may take a
+            // moment to take the last one off the group.
+            for attempt in 0..50 {
+                match fs::remove_dir(dir) {
+                    Ok(()) => break,
+                    Err(error) if error.raw_os_error() == Some(libc::ENOENT) => break,
+                    Err(_) if attempt < 49 => {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Removes run groups once their launcher has exited, on a thread of its own so that a run
+/// does not wait for it; dropping it waits for the removals asked for so far.
+#[derive(Debug)]
+pub struct Cleaner {
+    sender: Option<mpsc::Sender<Removal>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// A group to remove once the process a pidfd names has exited.
+type Removal = (OwnedFd, RunGroup);
+
+/// How long a removal waits for the launcher to exit.
+const EXIT_WAIT_MS: libc::c_int = 5000;
+
+/// Asks a [`Cleaner`] to remove a group.
+#[derive(Clone, Debug)]
+pub struct CleanerHandle(mpsc::Sender<Removal>);
+
+impl Cleaner {
+    pub fn new() -> Self {
+        let (sender, receiver) = mpsc::channel::<Removal>();
+        let thread = std::thread::Builder::new()
+            .name("sf-sandbox-cgroups".into())
+            .spawn(move || {
+                for (process, group) in receiver {
+                    let mut fd = libc::pollfd {
+                        fd: process.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd; a pidfd is readable once its process exited.
+                    unsafe { libc::poll(&mut fd, 1, EXIT_WAIT_MS) };
+                    drop(group);
+                }
+            })
+            .ok();
+        Self {
+            sender: Some(sender),
+            thread,
+        }
+    }
+
+    pub fn handle(&self) -> Option<CleanerHandle> {
+        Some(CleanerHandle(self.sender.clone()?))
+    }
+}
+
+impl CleanerHandle {
+    /// Removes `group` once the process `process` names has exited (at once, should the
+    /// cleaner be gone).
+    pub fn remove_after(&self, process: OwnedFd, group: RunGroup) {
+        if let Err(mpsc::SendError((_, group))) = self.0.send((process, group)) {
+            drop(group);
+        }
+    }
+}
+
+impl Drop for Cleaner {
+    fn drop(&mut self) {
+        self.sender.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn write(dir: &Path, file: &str, value: impl std::fmt::Display) -> Result<(), String> {
+    let path = dir.join(file);
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .and_then(|mut handle| handle.write_all(value.to_string().as_bytes()))
+        .map_err(|error| format!("writing {}: {error}", path.display()))
+}
+
+/// One mount of `/proc/self/mountinfo`: its root within the hierarchy, its mount point, its
+/// file system type and its super options.
+struct Mount<'a> {
+    root: &'a str,
+    point: &'a str,
+    fstype: &'a str,
+    options: &'a str,
+}
+
+fn mounts(text: &str) -> impl Iterator<Item = Mount<'_>> {
+    text.lines().filter_map(|line| {
+        let (before, after) = line.split_once(" - ")?;
+        let fields: Vec<&str> = before.split(' ').collect();
+        let mut rest = after.split(' ');
+        let fstype = rest.next()?;
+        let _source = rest.next()?;
+        let options = rest.next().unwrap_or("");
+        Some(Mount {
+            root: fields.get(3)?,
+            point: fields.get(4)?,
+            fstype,
+            options,
+        })
+    })
+}
+
+/// The directory of this process's group in a hierarchy mounted at `mount` with `root`,
+/// given the group's path from `/proc/self/cgroup`.
+fn own_directory(mount: &Mount<'_>, group: &str) -> Option<PathBuf> {
+    if mount.point.contains('\\') || group.contains('\\') {
+        return None;
+    }
+    let relative = if mount.root == "/" {
+        group
+    } else {
+        group.strip_prefix(mount.root)?
+    };
+    let relative = relative.trim_start_matches('/');
+    Some(Path::new(mount.point).join(relative))
+}
+
+fn v2(mounts_text: &str, own: &str) -> Result<Hierarchy, String> {
+    let group = own
+        .lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .ok_or("cgroup v2: this process is in no v2 group")?;
+    let mount = mounts(mounts_text)
+        .find(|mount| mount.fstype == "cgroup2")
+        .ok_or("cgroup v2: not mounted")?;
+    let own_dir = own_directory(&mount, group)
+        .ok_or("cgroup v2: this process's group is not below the mount")?;
+    // A group with processes offers no controller to children (but the root does), so the
+    // runs' groups go below sf's own group when it offers memory (the root, say), else beside
+    // it, below its parent (a delegated subtree whose leaf sf runs in).
+    let candidates = std::iter::once(own_dir.clone()).chain(
+        own_dir
+            .parent()
+            .filter(|parent| parent.starts_with(mount.point))
+            .map(Path::to_path_buf),
+    );
+    for parent in candidates {
+        let offered = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+        if offered.split_whitespace().any(|name| name == "memory") {
+            return Ok(Hierarchy {
+                version: Version::V2,
+                parents: vec![parent],
+            });
+        }
+    }
+    Err(format!(
+        "cgroup v2: neither {} nor its parent offers the memory controller to its children",
+        own_dir.display()
+    ))
+}
+
+fn v1(mounts_text: &str, own: &str) -> Result<Hierarchy, String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("cgroup v1: only root can make groups and bound them".to_owned());
+    }
+    let mut parents = Vec::new();
+    for controller in ["memory", "pids", "cpu"] {
+        let has = |list: &str| list.split(',').any(|name| name == controller);
+        let group = own
+            .lines()
+            .find_map(|line| {
+                let mut parts = line.splitn(3, ':');
+                let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+                has(controllers).then_some(path)
+            })
+            .ok_or_else(|| format!("cgroup v1: this process is in no {controller} group"))?;
+        let mount = mounts(mounts_text)
+            .find(|mount| mount.fstype == "cgroup" && has(mount.options))
+            .ok_or_else(|| format!("cgroup v1: no {controller} hierarchy is mounted"))?;
+        parents.push(
+            own_directory(&mount, group).ok_or_else(|| {
+                format!("cgroup v1: the {controller} group is not below its mount")
+            })?,
+        );
+    }
+    Ok(Hierarchy {
+        version: Version::V1,
+        parents,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTS: &str = "\
+35 25 0:30 / /sys/fs/cgroup/memory rw,relatime shared:15 - cgroup cgroup rw,memory
+36 25 0:31 / /sys/fs/cgroup/pids rw,relatime shared:16 - cgroup cgroup rw,pids
+37 25 0:32 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:17 - cgroup cgroup rw,cpu,cpuacct
+38 25 0:33 / /sys/fs/cgroup/unified rw,relatime shared:18 - cgroup2 cgroup2 rw
+";
+
+    #[test]
+    fn hierarchies_are_found_from_the_mount_table() {
+        let mounts: Vec<Mount<'_>> = mounts(MOUNTS).collect();
+        assert_eq!(mounts.len(), 4);
+        assert_eq!(mounts[2].options, "rw,cpu,cpuacct");
+        assert_eq!(
+            own_directory(&mounts[0], "/machine/a"),
+            Some(PathBuf::from("/sys/fs/cgroup/memory/machine/a"))
+        );
+        let nested = Mount {
+            root: "/machine",
+            point: "/cg",
+            fstype: "cgroup2",
+            options: "rw",
+        };
+        assert_eq!(
+            own_directory(&nested, "/machine/b"),
+            Some(PathBuf::from("/cg/b"))
+        );
+        assert_eq!(own_directory(&nested, "/other"), None);
+    }
+}
