@@ -50,14 +50,15 @@ fuzz_target!(|data: &[u8]| {
             let _ = object_store::decode_error(bytes);
         }
         3 => {
-            for method in ["describe_runtime", "profile", "run", "cancel"] {
+            for method in ["describe_runtime", "profile", "run", "run_v2", "cancel"] {
                 let _ = executor::Request::decode(method, bytes);
             }
         }
         4 => {
             let _ = executor::decode_runtime(bytes);
             let _ = executor::decode_profile(bytes);
-            let _ = executor::decode_answer(bytes);
+            let _ = executor::decode_answer(bytes, executor::RunWire::V1);
+            let _ = executor::decode_answer(bytes, executor::RunWire::V2);
             let _ = executor::decode_cancelled(bytes);
         }
         5 => {

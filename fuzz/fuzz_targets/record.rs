@@ -1,15 +1,18 @@
 //! Fuzzes the strict record parsers: the repository identity (persisted by callers and held in
-//! the ownership marker), frozen inputs, and the Candidate manifest (read from the store).
+//! the ownership marker), the frozen Slice record and acceptance (read from a Slice
+//! directory), and the Candidate manifest (read from the store).
 //!
 //! Oracles: parsing never panics; a parsed identity re-encodes canonically and parses back to
-//! itself; parsed frozen inputs pass their own validation; a parsed manifest re-encodes to a
-//! value that parses back to itself.
+//! itself; a parsed Slice record or acceptance passes its own validation and re-encodes to
+//! bytes that parse back to itself; a parsed manifest re-encodes to a value that parses back
+//! to itself.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use sf_host::canonical;
-use sf_host::repository::{CandidateManifest, FrozenInputs, parse_repository_identity};
+use sf_host::assurance::{Acceptance, SliceRecord};
+use sf_host::repository::{CandidateManifest, parse_repository_identity};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(identity) = parse_repository_identity(data) {
@@ -20,10 +23,17 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(again, identity, "the identity changed on a round trip");
     }
 
-    if let Ok(frozen) = FrozenInputs::from_json(data) {
-        frozen
+    if let Ok(record) = SliceRecord::from_json(data) {
+        record
             .validate()
-            .expect("from_json returns only validated frozen inputs");
+            .expect("from_json returns only validated Slice records");
+        let bytes = record.to_bytes().expect("a parsed Slice record encodes");
+        assert_eq!(SliceRecord::from_json(&bytes).expect("it parses back"), record);
+    }
+
+    if let Ok(acceptance) = Acceptance::from_json(data) {
+        let bytes = acceptance.to_bytes().expect("a parsed acceptance encodes");
+        assert_eq!(Acceptance::from_json(&bytes).expect("it parses back"), acceptance);
     }
 
     if let Ok(value) = canonical::parse(data) {
