@@ -262,3 +262,22 @@ fn sf_forwards_to_a_checked_sf_oats() {
     assert!(message.contains("sf-oats"), "{message}");
     assert!(message.contains("group or others may write"), "{message}");
 }
+
+/// The commands that only read create nothing: `list` and `show` with a state directory that
+/// does not exist answer without making it.
+#[test]
+fn list_and_show_create_no_state() {
+    let bench = Bench::new();
+    let state = bench.root.join("never-made");
+    let (status, listed) = envelope(&state, &["list"]);
+    assert_eq!(status, 0);
+    assert_eq!(listed["result"]["capabilities"], json!([]));
+    let (status, shown) = envelope(&state, &["show", "acme.tool"]);
+    assert_eq!(status, 1);
+    assert_eq!(shown["error"]["code"], "unknown-capability");
+    assert!(!state.exists(), "nothing was created");
+    // Registering creates it (the control).
+    let tool = bench.fixture("tool", "tool");
+    assert_eq!(sf_oats(&state, &["register", tool.to_str().unwrap()]).0, 0);
+    assert!(state.exists());
+}

@@ -249,6 +249,19 @@ fn entry_json(entry: &crate::registry::RegistryEntry) -> Value {
 }
 
 fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Failure> {
+    // The commands that only read create nothing: with no registry yet, nothing is registered.
+    if matches!(cli.command, Command::List | Command::Show { .. }) {
+        let registry = state_dir(cli.state.as_deref()).map(|dir| dir.join("oats"));
+        if registry.is_none_or(|dir| std::fs::symlink_metadata(dir).is_err()) {
+            return match cli.command {
+                Command::Show { id } => Err(crate::registry::unknown(&id).into()),
+                _ => done(
+                    json!({"capabilities": []}),
+                    "no capability is registered\n".into(),
+                ),
+            };
+        }
+    }
     let oats = open(cli.state.as_deref())?;
     match cli.command {
         Command::Register { dir } => {
