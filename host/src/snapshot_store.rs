@@ -290,6 +290,8 @@ impl SnapshotStore {
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
                 match read_entry(&published, expected) {
                     Ok(existing) if existing == bytes => Ok(manifest),
+                    // An entry that cannot be read is reported as it is (a link, say).
+                    Err(error @ SnapshotStoreError::Corrupt { .. }) => Err(error),
                     _ => Err(SnapshotStoreError::Conflict {
                         digest: expected.to_string(),
                     }),
@@ -358,7 +360,10 @@ fn read_entry(path: &Path, digest: &Digest) -> Result<Vec<u8>, SnapshotStoreErro
             });
         }
         Err(error) if error.raw_os_error() == Some(nix::libc::ELOOP) => {
-            return Err(corrupt("the entry is a symbolic link".into()));
+            return Err(corrupt(format!(
+                "the entry {} is a symbolic link, which sf never follows",
+                path.display()
+            )));
         }
         Err(error) => return Err(unavailable(format!("{}: {error}", path.display()))),
     };

@@ -1,5 +1,5 @@
 //! The directory-swap race: while sf reads a directory someone else can write (`sf exec
-//! --program`, `--input`, `sf repo create --from`, an oats capability), a second thread swaps one of its
+//! --program`, `--input`, `sf repo create --from`, `sf slice freeze`, an oats capability), a second thread swaps one of its
 //! subdirectories for a symbolic link to a root-only directory holding a secret, in a tight
 //! loop (`renameat2(RENAME_EXCHANGE)`, so the name is always one or the other). Thousands of
 //! walks in process (the functions those commands call) and tens of runs of the built `sf`:
@@ -403,4 +403,93 @@ fn sf_repo_create_from_never_stores_the_secret() {
     let calm = run_json(&mut create(RUNS));
     calm.result();
     let _ = created;
+}
+
+#[test]
+fn sf_slice_freeze_never_stores_the_secret() {
+    let work = Work::new();
+    let (_repos_dir, repos) = sf_tests::private_dir();
+    let identity = repos.join("identity.json");
+    run_json(
+        sf().args(["repo", "create", "--json", "--product", "p", "--target"])
+            .args(["refs/heads/main", "--path"])
+            .arg(repos.join("repo"))
+            .arg("--from")
+            .arg(&work.tree)
+            .arg("--identity-out")
+            .arg(&identity),
+    )
+    .result();
+    // A Slice whose one input is a directory someone else can write, swapped during freezes.
+    let slice = work.root.join("slice");
+    let input = slice.join("inputs/numbers");
+    std::fs::create_dir_all(input.join("sub")).unwrap();
+    std::fs::write(input.join("sub/a.txt"), "public\n").unwrap();
+    std::fs::create_dir_all(slice.join("harness")).unwrap();
+    std::fs::write(slice.join("harness/t.sh"), "echo ok\n").unwrap();
+    std::fs::write(
+        slice.join("slice.json"),
+        r#"{"id":"s","revision":1,"scope":["sub"]}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        slice.join("recipe.json"),
+        r#"{"timeoutMs":10000,"outputLimit":4096}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        slice.join("acceptance.json"),
+        r#"{"protocol":"sf-repository-acceptance/2","checks":[{"kind":"process","id":"runs","phase":"guardrail","stage":"base","entry":{"from":"harness","path":"t.sh"},"entryInScope":false,"args":[],"input":"numbers","expectation":{"exitCode":0,"stdoutDigest":null}}]}"#,
+    )
+    .unwrap();
+    let freeze = || {
+        let mut command = sf();
+        command
+            .args(["slice", "freeze", "--json", "--dir"])
+            .arg(&slice)
+            .arg("--identity")
+            .arg(&identity);
+        command
+    };
+    let swapper = Swapper::start(&input.join("sub"), &work.secret.link);
+    let mut refused = 0;
+    for _ in 0..RUNS {
+        let output = freeze().output().expect("running sf");
+        work.secret.assert_absent(&output.stdout, "sf's stdout");
+        work.secret.assert_absent(&output.stderr, "sf's stderr");
+        let envelope = Envelope::parse(output);
+        if envelope.json["ok"] == false {
+            refused += 1;
+            assert!(
+                matches!(
+                    envelope.error_code(),
+                    "symlink" | "changed-while-read" | "not-a-directory"
+                ),
+                "{}",
+                envelope.json
+            );
+        }
+    }
+    let swaps = swapper.swaps();
+    drop(swapper);
+    assert!(swaps > 100, "the swapper ran only {swaps} times");
+    assert!(refused > 0, "no freeze of {RUNS} met a swap");
+    // Nothing the Slice keeps holds the secret.
+    let kept = slice.join("state");
+    if kept.exists() {
+        let mut stack = vec![kept];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    work.secret
+                        .assert_absent(&std::fs::read(&path).unwrap(), "the snapshot store");
+                }
+            }
+        }
+    }
+    // Without the race, the Slice freezes from the honest input.
+    run_json(&mut freeze()).result();
 }
