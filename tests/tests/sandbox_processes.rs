@@ -1,9 +1,10 @@
 //! No process and no zombie is left behind: not after an Executor that ran (and prepared a
-//! sandbox ahead) is dropped, and not after `sf exec` exits. This test process makes itself
+//! sandbox ahead) is dropped, not after `sf exec` exits, and not after `sf collect` exits. This test process makes itself
 //! a child subreaper, so every process orphaned by the Executor or by `sf exec` becomes its
 //! child (and would show here as a live child or a zombie) instead of going to the host's
 //! init. One test in this binary, because the subreaper setting is the process's.
 
+mod land_support;
 mod sandbox_support;
 
 use std::os::unix::fs::PermissionsExt;
@@ -58,7 +59,7 @@ fn no_children_left(after: &str) {
 }
 
 #[test]
-fn nothing_is_left_after_an_executor_or_sf_exec() {
+fn nothing_is_left_after_an_executor_sf_exec_or_sf_collect() {
     // SAFETY: prctl with integer arguments, on this process.
     assert_eq!(
         unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
@@ -107,4 +108,20 @@ fn nothing_is_left_after_an_executor_or_sf_exec() {
         "{output:?}"
     );
     no_children_left("sf exec exited");
+
+    // A whole collection through the binary: three sandboxed runs, then sf exits.
+    let work = land_support::Work::new();
+    let candidate = work.seal("slice", land_support::SUM_FIXED);
+    no_children_left("the set-up commands exited");
+    let collected = work.sf(&[
+        "collect",
+        "--identity",
+        "identity.json",
+        "--candidate",
+        &candidate,
+        "--slice",
+        "slice",
+    ]);
+    assert_eq!(collected.result()["evidence"].as_array().unwrap().len(), 3);
+    no_children_left("sf collect exited");
 }

@@ -18,7 +18,7 @@ use crate::path_glob::PathGlob;
 use crate::repository::record::{FieldError, Fields, index};
 use crate::repository::{
     CANDIDATE_PROTOCOL, FrozenInputs, ID_RULE, RepositoryIdentity, SealedCandidate, Slice,
-    SliceBinding, check_protected, in_scope, is_valid_id,
+    SliceBinding, check_protected, in_scope, is_valid_id, parse_protected,
 };
 use crate::snapshot::{SnapshotFile, snapshot_digest};
 
@@ -68,16 +68,8 @@ impl SliceRecord {
 
     /// The protected-path patterns, parsed.
     pub fn protected_globs(&self) -> Result<Vec<PathGlob>, AssuranceError> {
-        self.binding(Digest::of(b""))
-            .validate()
+        parse_protected(&self.protected)
             .map_err(|error| AssuranceError::invalid("slice.protected", error.to_string()))
-    }
-
-    fn binding(&self, digest: Digest) -> SliceBinding {
-        SliceBinding {
-            digest,
-            protected: self.protected.clone(),
-        }
     }
 
     /// What a Candidate of this Slice is sealed for; `digest` is this record's.
@@ -89,20 +81,25 @@ impl SliceRecord {
             acceptance: self.acceptance.clone(),
             recipe: self.recipe.clone(),
             environment: self.environment.clone(),
-            binding: Some(self.binding(digest.clone())),
+            binding: Some(SliceBinding {
+                digest: digest.clone(),
+                protected: self.protected.clone(),
+            }),
         }
     }
 
     /// Checks the rules the types do not carry: the id grammar, a positive safe revision, the
-    /// repository identity's own rules, the scope and the protected patterns (through the
-    /// frozen inputs' rules), and an executor configuration that names its `type`.
+    /// repository identity's own rules, the scope and the protected patterns (the frozen
+    /// inputs' rules: the digest is not one of them), and an executor configuration that names
+    /// its `type`.
     pub fn validate(&self) -> Result<(), AssuranceError> {
         if !is_valid_id(&self.id) {
             return Err(AssuranceError::invalid("slice.id", ID_RULE));
         }
         crate::repository::parse_repository_identity(&self.repository.to_canonical_bytes())
             .map_err(|error| AssuranceError::invalid("slice.repository", error.to_string()))?;
-        self.frozen_inputs(&Digest::of(b""))
+        let unbound = Digest::of(b"");
+        self.frozen_inputs(&unbound)
             .validate()
             .map_err(|error| AssuranceError::invalid("slice", error.to_string()))?;
         match &self.executor {

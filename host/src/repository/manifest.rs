@@ -33,30 +33,36 @@ pub struct SliceBinding {
 }
 
 impl SliceBinding {
-    /// Checks the patterns: at most [`MAX_PROTECTED_PATTERNS`], each valid, none twice.
+    /// Checks the patterns ([`parse_protected`]).
     pub fn validate(&self) -> Result<Vec<PathGlob>, RepositoryError> {
-        if self.protected.len() > MAX_PROTECTED_PATTERNS {
+        parse_protected(&self.protected)
+    }
+}
+
+/// Parses protected-path patterns: at most [`MAX_PROTECTED_PATTERNS`], each valid, none
+/// twice.
+pub fn parse_protected(patterns: &[String]) -> Result<Vec<PathGlob>, RepositoryError> {
+    if patterns.len() > MAX_PROTECTED_PATTERNS {
+        return Err(RepositoryError::invalid(
+            "frozen.protected",
+            "holds at most 1024 patterns",
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let mut globs = Vec::with_capacity(patterns.len());
+    for (at, pattern) in patterns.iter().enumerate() {
+        let glob = PathGlob::parse(pattern).map_err(|error| {
+            RepositoryError::invalid(format!("frozen.protected[{at}]"), error.to_string())
+        })?;
+        if !seen.insert(pattern.as_str()) {
             return Err(RepositoryError::invalid(
-                "frozen.protected",
-                "holds at most 1024 patterns",
+                format!("frozen.protected[{at}] ({pattern})"),
+                "patterns are distinct",
             ));
         }
-        let mut seen = std::collections::BTreeSet::new();
-        let mut globs = Vec::with_capacity(self.protected.len());
-        for (at, pattern) in self.protected.iter().enumerate() {
-            let glob = PathGlob::parse(pattern).map_err(|error| {
-                RepositoryError::invalid(format!("frozen.protected[{at}]"), error.to_string())
-            })?;
-            if !seen.insert(pattern.as_str()) {
-                return Err(RepositoryError::invalid(
-                    format!("frozen.protected[{at}] ({pattern})"),
-                    "patterns are distinct",
-                ));
-            }
-            globs.push(glob);
-        }
-        Ok(globs)
+        globs.push(glob);
     }
+    Ok(globs)
 }
 
 /// Which Slice, at which revision, a Candidate belongs to.

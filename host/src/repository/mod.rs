@@ -39,7 +39,7 @@ pub use integration::{
 };
 pub use manifest::{
     CandidateManifest, FrozenInputs, MAX_PROTECTED_PATTERNS, MAX_SCOPE_ENTRIES, ManifestEdit,
-    ManifestFile, SealedCandidate, Slice, SliceBinding, candidate_message,
+    ManifestFile, SealedCandidate, Slice, SliceBinding, candidate_message, parse_protected,
 };
 pub use proposal::{
     FileEdit, Proposal, check_protected, in_scope, parse_proposal, validate_proposal,
