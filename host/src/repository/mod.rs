@@ -30,12 +30,13 @@ pub use identity::{
     CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, DEFAULT_GIT_TIMEOUT, IDENT, MAX_COMMIT_BYTES,
     MAX_REPOSITORY_PATH_BYTES, MAX_TARGET_REF_BYTES, MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS,
     REPOSITORY_PROTOCOL, RepositoryIdentity, RepositoryLimits, SEAL_PROTOCOL, check_target_ref,
-    parse_repository_identity,
+    initial_message, parse_repository_identity, seal_message,
 };
 pub use integration::{
     Action, INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationObservation,
     IntegrationPayload, IntegrationReceipt, Invocation, MALFORMED_GUARD_ANSWER, MAX_PAYLOAD_BYTES,
     ObservationStamp, Owner, Postcondition, PreparedIntegration, consult as consult_gate,
+    dispatch_message, intent_message, receipt_message,
 };
 pub use manifest::{
     CandidateManifest, FrozenInputs, MAX_PROTECTED_PATTERNS, MAX_SCOPE_ENTRIES, ManifestEdit,

@@ -34,12 +34,9 @@ pub use observation::{
 };
 pub use records::{
     Action, INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationPayload, MAX_PAYLOAD_BYTES,
-    Owner, PAYLOAD_NAME, PreparedIntegration,
+    Owner, PAYLOAD_NAME, PreparedIntegration, dispatch_message, intent_message, receipt_message,
 };
-use records::{
-    IntegrationRefs, commit_object, dispatch_message, empty_tree, integration_refs, intent_objects,
-    receipt_message,
-};
+use records::{IntegrationRefs, commit_object, empty_tree, integration_refs, intent_objects};
 
 impl Repository {
     fn stamp(&self) -> Result<ObservationStamp, RepositoryError> {

@@ -306,15 +306,18 @@ pub(super) fn commit_object(
     )
 }
 
-pub(super) fn intent_message(digest: &Digest) -> String {
+/// The message of intent commit I.
+pub fn intent_message(digest: &Digest) -> String {
     format!("{INTEGRATION_PROTOCOL} intent\n\nintent: {digest}\n")
 }
 
-pub(super) fn dispatch_message(digest: &Digest, nonce: &str) -> String {
+/// The message of dispatch commit D.
+pub fn dispatch_message(digest: &Digest, nonce: &str) -> String {
     format!("{INTEGRATION_PROTOCOL} dispatch\n\nintent: {digest}\nnonce: {nonce}\n")
 }
 
-pub(super) fn receipt_message(digest: &Digest, target: &ObjectId) -> String {
+/// The message of receipt commit R.
+pub fn receipt_message(digest: &Digest, target: &ObjectId) -> String {
     format!("{INTEGRATION_PROTOCOL} receipt\n\nintent: {digest}\ntarget: {target}\n")
 }
 

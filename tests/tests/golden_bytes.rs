@@ -1,0 +1,725 @@
+//! Golden bytes: every record format and wire message sf hashes, stores or sends, encoded
+//! from fixed inputs, must give exactly the bytes it gave when these vectors were written
+//! (their length and SHA-256 below). A restructuring that changes one byte of any of them
+//! fails here; a deliberate format change needs a new protocol string, and new vectors.
+//!
+//! Run with `SF_GOLDEN_PRINT=1` to print the table of what the code gives now.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use sf_host::assurance::{
+    Acceptance, CheckVerdict, EnvironmentRecord, Observation, ObservationFacts, ObservationStatus,
+    Outcome, Phase, ProcessFacts, Recipe, SliceRecord, Stage, Verdict,
+};
+use sf_host::canonical::{self, Digest, Value};
+use sf_host::contracts::{
+    AttemptId, EncodedObject, Enforcement, EvidenceRecord, ExecutorError, GateAnswer, GateError,
+    HostIdentity, LandlockStatus, MemoryBound, NamespaceDisposition, ObjectStoreError,
+    ProfileDescription, ReadableKind, ReadablePath, RefName, RefUpdate, RefValue, RunAnswer,
+    RunBounds, RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
+};
+use sf_host::git_object::{self, Commit, ObjectId, ObjectKind};
+use sf_host::plugin::executor_protocol::RunWire;
+use sf_host::plugin::object_store_protocol;
+use sf_host::plugin::{evidence_store_protocol, executor_protocol, gate_protocol};
+use sf_host::repository::{
+    CandidateManifest, FrozenInputs, IDENT, ManifestEdit, ManifestFile, Slice, SliceBinding,
+    candidate_message, dispatch_message, intent_message, parse_repository_identity,
+    receipt_message,
+};
+use sf_host::snapshot::{SnapshotFile, snapshot_digest};
+
+/// (name, length, sha256 hex) of every vector, as written.
+#[rustfmt::skip]
+const GOLDEN: &[(&str, usize, &str)] = &[
+    ("fence-epoch", 54, "e82f1f33df9a9e7d1bf6e65aa96320ee61799e0f5451c212858813fa3248bc31"),
+    ("stored-snapshot", 385, "3c77dff5b18eac597aa9add058d42767b51c2b17b7ace8a9e3dec011c60286ba"),
+    (
+        "acceptance",
+        1152,
+        "01a7ab01fa1a769d3f3393b561a0304a20c1359c84764fc73879b13c9edab10a",
+    ),
+    (
+        "bounds-digest",
+        71,
+        "11b6c70f7538464ee0bb89d2c98a058bf855808aa321a17c7d06d67e25bf743e",
+    ),
+    (
+        "candidate-commit",
+        651,
+        "9f10e0d812690a6ab4e727fddbe7c658491ae5d7f8b291b1d7498273c356920c",
+    ),
+    (
+        "candidate-message-v1",
+        385,
+        "3d9f11ab87134da2dbee151ab660a255f6fac40998fae7d64c9daee5fe532813",
+    ),
+    (
+        "candidate-message-v2",
+        471,
+        "8ed25f41e3e5d4e3b07526a7e30fa1c1fe55e05abe0b78403b226651f87be9a5",
+    ),
+    (
+        "dispatch-message",
+        147,
+        "b00f7d7c5795b9bafcd84fc8be6fedd5b7f63a4c7da32016efe0fb37ab66301e",
+    ),
+    (
+        "environment",
+        247,
+        "6511386c04fb0c9a3ae486f3fff3263018c0f8b139cc7bac01983c925cdb48a8",
+    ),
+    (
+        "evidence-find",
+        101,
+        "10d2922bd03637a1c8a0c85227058c4cd7b098a372a65c8fe9d55564a96c2bbc",
+    ),
+    (
+        "evidence-ids",
+        161,
+        "a0fe44a76e4ff76972cad551f2372d51468f96882ed89b42c7c5189d124eab6d",
+    ),
+    (
+        "evidence-put",
+        1811,
+        "5db2957246d2769164a60fd6a1d92a8bfd6ad172975fe59ead0c859bcca4d9b3",
+    ),
+    (
+        "evidence-record",
+        1772,
+        "1571d7d62617bee1fe6b7694e4ca3b19c1c2081efd3bb22f4196008dd2af7f55",
+    ),
+    (
+        "executor-answer-v1",
+        865,
+        "b329ba245e372f4705fd424503eed72ea1e5da2acc9e32e726237b08a2a6a31b",
+    ),
+    (
+        "executor-answer-v2",
+        1025,
+        "4187eef999484666e0b571ac38096e8ec171731d57887eb81d1c38679e71ce4d",
+    ),
+    (
+        "executor-cancel",
+        15,
+        "19c304667561b4a45c9feba9ebacc31413c79283545e47cd2f8174a738f5f051",
+    ),
+    (
+        "executor-error",
+        106,
+        "243515e3f6bb5f2a374ef7047979eb8c6c2c67b4e067f454c10529d46bc0ba9c",
+    ),
+    (
+        "executor-profile",
+        114,
+        "1762b27909ef65c0fbbf2a0a271f4578aae00f839dd10cce8057c8d15b545049",
+    ),
+    (
+        "executor-run-v1",
+        298,
+        "bd047010244d5c7589704fdf6491bfea1894acf1418d9e1ea260d0e6fe6b4e60",
+    ),
+    (
+        "executor-run-v2",
+        397,
+        "38a54b1baa3de5ff16a091707ca7f02661078e13a83bc442450961a8e35fb149",
+    ),
+    (
+        "executor-runtime",
+        175,
+        "72795b5cbd97c6397f6ac3763f4c9fc941372ee0d7efe287432819ecfe665177",
+    ),
+    (
+        "gate-answer",
+        49,
+        "e43eb9c68848b08ec4b91b42cac605b274ac016479385cf62f8860276976573f",
+    ),
+    (
+        "gate-current",
+        20,
+        "1143af4d831db70e0e2d3d84bf63463eb5e92e7fae444a39dbd9da6b87df81ac",
+    ),
+    (
+        "gate-error",
+        84,
+        "34632646c24e8d55dd6cda0fdbe5240d1f0729407db0609906318cdae378db4f",
+    ),
+    (
+        "identity-and-marker",
+        243,
+        "39c38ddb61ffa01e2fdd60bf5a80eba5a94240d117a26c4a8791e51965e1c5b1",
+    ),
+    (
+        "initial-message",
+        81,
+        "65aa4e1203cc03b6bd2d5dfc1ec703e63ffbf0d1a5899a66df95d0b94a20798f",
+    ),
+    (
+        "intent-message",
+        105,
+        "af53d22eb680597b7bf1a92a5e8b9a82089b1998607ef1fd3200a4babcb44642",
+    ),
+    (
+        "manifest-v1",
+        1308,
+        "c8ee700fb6486b4bdc461c7ba14143e1decb89b96f959352497e26d6810bcf5d",
+    ),
+    (
+        "manifest-v2",
+        1433,
+        "1d3527fbc4f4ea80e638406453616f27be8a598d6549bf5918a09eaf877725f8",
+    ),
+    (
+        "observation",
+        1572,
+        "ba74107a1a8b30d3f0ea681e9368dc894830aa5466404977357aa17eba38223b",
+    ),
+    (
+        "pins",
+        1358,
+        "6822835ef856af2420f3dda0363275e2a3ca3cc3fd47064ef7787550e67c1dd5",
+    ),
+    (
+        "receipt-message",
+        155,
+        "1afeb11b7d0f6d597f73b1da1e3d053f9398bd2f8be0f2427b5b7990b8c54459",
+    ),
+    (
+        "recipe",
+        193,
+        "65b0fe8f7a21dc0b51b63a583ca1d31bb48c7e719a42ed61eb7513f08a4f4b23",
+    ),
+    (
+        "seal-message",
+        10,
+        "775c1b6e8cf4062e658889ef905d2f5fc29b0cd29eb1d5db09ceecb362a214ba",
+    ),
+    (
+        "slice-record",
+        882,
+        "6d982d18a0c1d41186b8f6b5af6d86047751fd1d7806fe4797607cb00fcdcead",
+    ),
+    (
+        "snapshot-digest",
+        71,
+        "21447054490f4733b1f55de7d58bd359a28601b5991fe01d01f2823276075ea0",
+    ),
+    (
+        "store-cas",
+        148,
+        "c51ee1a6b6a1a0c321852e507717e48959dd1376bbd497d7faec2bfd9eb7bdf8",
+    ),
+    (
+        "store-error",
+        122,
+        "911008e9e0cb0991215b97c2f633cb53e4da80ac0f0547a0871870a1ebd33c79",
+    ),
+    (
+        "store-read-objects",
+        128,
+        "b518912191bf310f265a903db968879d3de005068c6f160ef975373f3fda3abf",
+    ),
+    (
+        "store-ref-update",
+        100,
+        "1af82095bce46905a7908bc61473bce1bbbdb8152406b0c3cbdd71e206f0bebb",
+    ),
+    (
+        "store-ref-value",
+        67,
+        "f007586197e4b70e7d1a5eeac4dc4bff8414092688a1b2892789a847fbe981c6",
+    ),
+    (
+        "store-write-objects",
+        118,
+        "1a792c8750804a00c259920719716785ca0694b39821383ae8c7dea627ec8fa9",
+    ),
+    (
+        "verdict",
+        379,
+        "e36a02fe52afb24780882ada1830e22a7672d3e4df4171d0892643e3e9dfa0a1",
+    ),
+];
+
+fn digest(text: &str) -> Digest {
+    Digest::of(text.as_bytes())
+}
+
+fn oid(fill: char) -> ObjectId {
+    ObjectId::parse_hex(&fill.to_string().repeat(40)).unwrap()
+}
+
+fn file(path: &str, content: &[u8]) -> SnapshotFile {
+    SnapshotFile {
+        path: path.into(),
+        content: content.to_vec(),
+    }
+}
+
+fn identity() -> sf_host::repository::RepositoryIdentity {
+    parse_repository_identity(
+        br#"{"dev":2049,"initial":"1111111111111111111111111111111111111111","ino":77,"nonce":"0123456789abcdef0123456789abcdef","objectFormat":"sha1","path":"/srv/sf/golden","productId":"golden","protocol":"sf-repository/1","targetRef":"refs/heads/main"}"#,
+    )
+    .unwrap()
+}
+
+fn encode(value: &Value) -> Vec<u8> {
+    canonical::encode(value).unwrap()
+}
+
+fn frozen() -> FrozenInputs {
+    FrozenInputs {
+        base: oid('1'),
+        slice: Slice {
+            id: "golden-slice".into(),
+            revision: 3,
+        },
+        scope: vec!["src".into(), "README.md".into()],
+        acceptance: digest("acceptance"),
+        recipe: digest("recipe"),
+        environment: digest("environment"),
+        binding: Some(SliceBinding {
+            digest: digest("slice"),
+            protected: vec!["tests/**".into(), "**/conftest.py".into()],
+        }),
+    }
+}
+
+fn manifest(binding: Option<SliceBinding>) -> CandidateManifest {
+    CandidateManifest {
+        repository: identity(),
+        slice: frozen().slice,
+        binding,
+        scope: frozen().scope,
+        acceptance: digest("acceptance"),
+        recipe: digest("recipe"),
+        environment: digest("environment"),
+        base_commit: oid('1'),
+        base_tree: oid('2'),
+        commit: oid('3'),
+        tree: oid('4'),
+        files: vec![ManifestFile {
+            path: "src/a.txt".into(),
+            blob: oid('5'),
+            sha256: digest("a"),
+            bytes: 1,
+        }],
+        proposal_digest: digest("proposal"),
+        edits: vec![ManifestEdit {
+            path: "src/a.txt".into(),
+            prior: Some(digest("old")),
+            next: Some(digest("a")),
+        }],
+    }
+}
+
+fn identities() -> RunIdentities {
+    RunIdentities {
+        program: digest("program"),
+        input: digest("input"),
+        harness: digest("harness"),
+        runtime: digest("runtime"),
+        profile: digest("profile"),
+        bounds: digest("bounds"),
+        enforcement: Enforcement {
+            landlock_abi: 7,
+            landlock: LandlockStatus::FullyEnforced,
+            host_identity: HostIdentity::ReservedId,
+            memory: MemoryBound::CgroupV1,
+        },
+    }
+}
+
+fn answer() -> RunAnswer {
+    RunAnswer {
+        status: RunStatus::Exited,
+        exit_code: Some(3),
+        signal: None,
+        stdout: b"out\n".to_vec(),
+        stderr: b"err\xff".to_vec(),
+        times: RunTimes {
+            wall: Duration::new(1, 500),
+            user: Duration::from_millis(7),
+            system: Duration::from_millis(2),
+            max_rss_kib: 4096,
+            memory_peak_bytes: Some(1 << 20),
+        },
+        bounds: RunBounds::new(Duration::from_millis(2500), 4096),
+        identities: identities(),
+        namespace: NamespaceDisposition::Reaped,
+        problems: vec!["a problem".into()],
+    }
+}
+
+fn request() -> RunRequest {
+    RunRequest {
+        program: vec![file("main.sh", b"echo hi\n"), file("lib/x", b"\x00\x01")],
+        entry: RunEntry::harness("run.sh"),
+        args: vec!["one".into(), "two words".into()],
+        input: vec![file("in.txt", b"1\n2\n")],
+        harness: vec![file("run.sh", b"sh /sf/program/main.sh\n")],
+        bounds: RunBounds::new(Duration::from_millis(2500), 4096),
+    }
+}
+
+fn observation() -> Observation {
+    Observation {
+        facts: ObservationFacts {
+            collector: digest("collector"),
+            candidate: digest("candidate"),
+            check: "bug-fixed".into(),
+            phase: Phase::After,
+            stage: Stage::Candidate,
+            status: ObservationStatus::Observed,
+            attributable: true,
+            problems: Vec::new(),
+            environment: Some(digest("environment")),
+            identities: Some(identities()),
+            process: Some(ProcessFacts {
+                status: RunStatus::Exited,
+                exit_code: Some(0),
+                signal: None,
+                timeout_ms: 2500,
+                output_limit: 4096,
+                wall_ms: 12,
+                user_ms: 3,
+                system_ms: 1,
+                max_rss_kib: 4096,
+                memory_peak_bytes: Some(1 << 20),
+                reaped: true,
+            }),
+            started_at: Some(1_800_000_000_000),
+            ended_at: Some(1_800_000_000_012),
+            deadline: 1_800_000_360_000,
+        },
+        stdout: b"6\n".to_vec(),
+        stderr: Vec::new(),
+    }
+}
+
+/// Every vector, by name.
+fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
+    let mut v: BTreeMap<&'static str, Vec<u8>> = BTreeMap::new();
+    let identity = identity();
+    v.insert("identity-and-marker", identity.to_canonical_bytes());
+    v.insert(
+        "initial-message",
+        sf_host::repository::initial_message("golden", &identity.nonce).into_bytes(),
+    );
+    v.insert(
+        "seal-message",
+        sf_host::repository::seal_message().into_bytes(),
+    );
+    v.insert(
+        "candidate-message-v2",
+        candidate_message("golden", &frozen(), &digest("proposal")).into_bytes(),
+    );
+    let mut v1 = frozen();
+    v1.binding = None;
+    v.insert(
+        "candidate-message-v1",
+        candidate_message("golden", &v1, &digest("proposal")).into_bytes(),
+    );
+    v.insert(
+        "candidate-commit",
+        git_object::encode_commit(&Commit {
+            tree: oid('4'),
+            parents: vec![oid('1')],
+            ident: IDENT.to_owned(),
+            message: candidate_message("golden", &frozen(), &digest("proposal")),
+        }),
+    );
+    v.insert(
+        "manifest-v2",
+        encode(&manifest(frozen().binding).to_value()),
+    );
+    v.insert("manifest-v1", encode(&manifest(None).to_value()));
+    v.insert(
+        "intent-message",
+        intent_message(&digest("payload")).into_bytes(),
+    );
+    v.insert(
+        "dispatch-message",
+        dispatch_message(&digest("payload"), "ffffffffffffffffffffffffffffffff").into_bytes(),
+    );
+    v.insert(
+        "receipt-message",
+        receipt_message(&digest("payload"), &oid('3')).into_bytes(),
+    );
+    let acceptance = Acceptance::from_json(include_bytes!(
+        "../../host/src/cli/demo/sample/slice/acceptance.json"
+    ))
+    .unwrap_or_else(|_| {
+        // The sample names its inputs by name; freeze writes digests in their place.
+        let text = include_str!("../../host/src/cli/demo/sample/slice/acceptance.json")
+            .replace("\"numbers\"", &format!("\"{}\"", digest("numbers")))
+            .replace("\"empty\"", &format!("\"{}\"", digest("empty")));
+        Acceptance::from_json(text.as_bytes()).unwrap()
+    });
+    v.insert("acceptance", acceptance.to_bytes().unwrap());
+    let recipe = Recipe {
+        collector_closure: digest("closure"),
+        timeout_ms: 20_000,
+        output_limit: 65_536,
+        runtime: "/bin/sh".into(),
+    };
+    v.insert("recipe", recipe.to_bytes().unwrap());
+    let environment = EnvironmentRecord {
+        runtime: digest("runtime"),
+        profile: digest("profile"),
+        platform: "linux/x86_64".into(),
+        sf: "0.1.0".into(),
+    };
+    v.insert("environment", environment.to_bytes().unwrap());
+    let slice = SliceRecord {
+        id: "golden-slice".into(),
+        revision: 3,
+        repository: identity.clone(),
+        base: oid('1'),
+        scope: vec!["src".into()],
+        protected: vec!["tests/**".into()],
+        acceptance: digest("acceptance"),
+        recipe: digest("recipe"),
+        environment: digest("environment"),
+        harness: digest("harness"),
+        overlay: snapshot_digest(&[]).unwrap(),
+        executor: canonical::object([
+            ("type", Value::from("sandbox-exec")),
+            ("runtime", Value::from("sh")),
+        ]),
+    };
+    v.insert("slice-record", slice.to_bytes().unwrap());
+    let pins = sf_host::assurance::RepositoryPins {
+        repository: identity.clone(),
+        slice: sf_host::assurance::SlicePins {
+            id: "golden-slice".into(),
+            revision: 3,
+            digest: digest("slice"),
+        },
+        candidate: sf_host::assurance::CandidatePins {
+            digest: digest("candidate"),
+            commit: oid('3'),
+            snapshot: digest("candidate files"),
+            program: digest("candidate program"),
+        },
+        base: sf_host::assurance::BasePins {
+            commit: oid('1'),
+            tree: oid('2'),
+            snapshot: digest("base files"),
+            program: digest("base program"),
+        },
+        harness: digest("harness"),
+        acceptance: digest("acceptance"),
+        recipe: digest("recipe"),
+        environment: digest("environment"),
+    };
+    v.insert("pins", pins.to_bytes().unwrap());
+    let attempt = AttemptId {
+        product: "golden".into(),
+        epoch: 4,
+    };
+    v.insert("observation", observation().encode().unwrap());
+    let record = EvidenceRecord::new(
+        pins.digest().unwrap(),
+        attempt.clone(),
+        sf_host::assurance::OBSERVATION_FORMAT,
+        &observation().encode().unwrap(),
+    )
+    .unwrap();
+    v.insert("evidence-record", record.bytes().to_vec());
+    let verdict = Verdict {
+        pins: digest("pins"),
+        attempt: attempt.clone(),
+        outcome: Outcome::Failed,
+        checks: vec![CheckVerdict {
+            check: "bug-fixed".into(),
+            record: Some(digest("record")),
+            attributable: true,
+            met: Some(false),
+            problems: vec!["exit code 1, expected 0".into()],
+        }],
+        reasons: Vec::new(),
+    };
+    v.insert("verdict", verdict.to_bytes().unwrap());
+    v.insert(
+        "snapshot-digest",
+        snapshot_digest(&request().program)
+            .unwrap()
+            .to_string()
+            .into_bytes(),
+    );
+    v.insert(
+        "bounds-digest",
+        RunBounds::new(Duration::from_millis(2500), 4096)
+            .digest()
+            .to_string()
+            .into_bytes(),
+    );
+    // The stored snapshot and the fence's epoch file, as written to disk.
+    let (_dir, root) = sf_tests::private_dir();
+    let files = vec![file("b.txt", b"bee\n"), file("a/c.bin", b"\x00\xff")];
+    let snapshot = snapshot_digest(&files).unwrap();
+    let store = sf_host::snapshot_store::SnapshotStore::open(&root.join("snapshots")).unwrap();
+    store.put(&files, &snapshot).unwrap();
+    v.insert(
+        "stored-snapshot",
+        std::fs::read(root.join("snapshots").join(snapshot.hex())).unwrap(),
+    );
+    let fence = sf_host::fence::Fence::open(&root.join("fence"), "golden").unwrap();
+    fence.acquire().unwrap().release();
+    v.insert(
+        "fence-epoch",
+        std::fs::read(
+            root.join("fence")
+                .join(format!("{}.epoch", digest("golden").hex())),
+        )
+        .unwrap(),
+    );
+    // Plugin messages. A deadline that has passed encodes as 0 ms left.
+    let now = Instant::now();
+    v.insert(
+        "executor-run-v1",
+        executor_protocol::encode_run(
+            9,
+            &RunRequest {
+                entry: RunEntry::program("main.sh"),
+                harness: Vec::new(),
+                ..request()
+            },
+            RunWire::V1,
+        )
+        .unwrap(),
+    );
+    v.insert(
+        "executor-run-v2",
+        executor_protocol::encode_run(9, &request(), RunWire::V2).unwrap(),
+    );
+    v.insert(
+        "executor-answer-v1",
+        executor_protocol::encode_answer(&answer(), RunWire::V1),
+    );
+    v.insert(
+        "executor-answer-v2",
+        executor_protocol::encode_answer(&answer(), RunWire::V2),
+    );
+    v.insert(
+        "executor-runtime",
+        executor_protocol::encode_runtime(&RuntimeDescription {
+            executable: "/bin/sh".into(),
+            readable: vec![ReadablePath {
+                path: "/usr/lib".into(),
+                kind: ReadableKind::Subtree,
+            }],
+            digest: digest("runtime"),
+        }),
+    );
+    v.insert(
+        "executor-profile",
+        executor_protocol::encode_profile(&ProfileDescription {
+            recipe: b"{\"a\":1}".to_vec(),
+            digest: digest("{\"a\":1}"),
+        }),
+    );
+    v.insert(
+        "executor-error",
+        executor_protocol::encode_error(&ExecutorError::Unavailable {
+            mechanism: "landlock".into(),
+            reason: "ABI 3".into(),
+        }),
+    );
+    v.insert("executor-cancel", executor_protocol::encode_cancel(9));
+    let name = RefName::parse("refs/heads/main").unwrap();
+    v.insert(
+        "store-write-objects",
+        object_store_protocol::encode_write_objects(
+            &[EncodedObject::new(ObjectKind::Blob, b"blob\n".to_vec())],
+            now,
+        ),
+    );
+    v.insert(
+        "store-read-objects",
+        object_store_protocol::encode_read_objects(&[oid('1'), oid('2')], 4096, now),
+    );
+    v.insert(
+        "store-cas",
+        object_store_protocol::encode_compare_and_swap_ref(&name, &oid('1'), &oid('3'), now),
+    );
+    v.insert(
+        "store-ref-value",
+        object_store_protocol::encode_ref_value(Some(&RefValue::Direct(oid('3')))),
+    );
+    v.insert(
+        "store-ref-update",
+        object_store_protocol::encode_ref_update(&RefUpdate::Refused {
+            current: Some(RefValue::Direct(oid('2'))),
+        }),
+    );
+    v.insert(
+        "store-error",
+        object_store_protocol::encode_error(&ObjectStoreError::Unavailable {
+            reason: "the root was replaced".into(),
+        }),
+    );
+    v.insert("gate-current", gate_protocol::encode_current(now));
+    v.insert(
+        "gate-answer",
+        gate_protocol::encode_answer(&GateAnswer::Refuse {
+            reason: "release freeze".into(),
+        }),
+    );
+    v.insert(
+        "gate-error",
+        gate_protocol::encode_error(&GateError::Malformed {
+            what: "proceed".into(),
+        }),
+    );
+    v.insert(
+        "evidence-put",
+        evidence_store_protocol::encode_put(&record, now),
+    );
+    v.insert(
+        "evidence-find",
+        evidence_store_protocol::encode_find(&digest("pins"), now),
+    );
+    v.insert(
+        "evidence-ids",
+        evidence_store_protocol::encode_ids(&[digest("a"), digest("b")]),
+    );
+    v
+}
+
+#[test]
+fn every_format_encodes_as_it_did() {
+    let vectors = vectors();
+    let actual: Vec<(&str, usize, String)> = vectors
+        .iter()
+        .map(|(name, bytes)| (*name, bytes.len(), Digest::of(bytes).hex().to_owned()))
+        .collect();
+    if std::env::var_os("SF_GOLDEN_PRINT").is_some() {
+        for (name, len, hex) in &actual {
+            println!("    (\"{name}\", {len}, \"{hex}\"),");
+        }
+    }
+    let expected: BTreeMap<&str, (usize, &str)> = GOLDEN
+        .iter()
+        .map(|(name, len, hex)| (*name, (*len, *hex)))
+        .collect();
+    let mut wrong = Vec::new();
+    for (name, len, hex) in &actual {
+        match expected.get(name) {
+            Some((golden_len, golden_hex)) if golden_len == len && golden_hex == hex => {}
+            Some(_) => wrong.push(format!(
+                "{name}: the bytes changed; they are now:\n{}",
+                String::from_utf8_lossy(&vectors[name])
+            )),
+            None => wrong.push(format!("{name}: no golden vector")),
+        }
+    }
+    for name in expected.keys() {
+        if !vectors.contains_key(name) {
+            wrong.push(format!("{name}: the vector is gone"));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+}
