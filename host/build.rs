@@ -1,11 +1,12 @@
 //! Build script of sf-host: computes the collector closure.
 //!
 //! The collector closure is the `sha256:` of the canonical JSON
-//! `{"collector":"sf-repository-collector/1","files":[{"path":"src/…","sha256":"sha256:…"},…],"sf":"<version>"}`
+//! `{"collector":"sf-repository-collector/1","files":[{"path":"host/src/…","sha256":"sha256:…"},…],"sf":"<version>"}`
 //! over the source files the repository collector is built from: starting at
 //! `src/collector/mod.rs`, every module file a listed file declares (`mod x;`) or names by
 //! path (`crate::a::b`, `super::c`), transitively, resolved to the deepest module file that
-//! exists. `src/lib.rs` is left out (it only declares modules; following it would take in
+//! exists, and every file of the sf-contracts crate (`contracts/src/…`); paths are relative to
+//! the workspace. `src/lib.rs` is left out (it only declares modules; following it would take in
 //! every module of the crate), and the sf version is included instead. Records name this
 //! digest, so they are never attributed to other code; any change to one of these files
 //! changes it. The output is `$OUT_DIR/collector_closure.rs`, included by
@@ -17,6 +18,10 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest as _, Sha256};
 
 const ROOT_MODULE: &str = "collector/mod.rs";
+
+/// The names sf-host's `lib.rs` re-exports from sf-git, whose files are not in the closure
+/// (those it re-exports from sf-contracts and sf-io are, wholly).
+const UNCOVERED_REEXPORTS: &[&str] = &["git_process", "foreign_repository"];
 const COLLECTOR_NAME: &str = "sf-repository-collector/1";
 
 fn main() {
@@ -29,8 +34,35 @@ fn main() {
     for file in &files {
         let bytes = std::fs::read(src.join(file)).expect("a listed source file is readable");
         listed.insert(
-            format!("src/{file}"),
+            format!("host/src/{file}"),
             format!("sha256:{}", hex::encode(Sha256::digest(&bytes))),
+        );
+    }
+    // The contracts crate is the collector's vocabulary (its records, digests and encodings)
+    // and sf-io its file access: every file of both is in the closure, so that no change to
+    // them goes unattributed. sf-git is not, so the collector may not name it.
+    for crate_dir in ["contracts", "io"] {
+        let dir = manifest_dir.join("..").join(crate_dir).join("src");
+        println!("cargo:rerun-if-changed=../{crate_dir}/src");
+        for file in rust_files(&dir, "") {
+            let bytes = std::fs::read(dir.join(&file)).expect("a source file is readable");
+            listed.insert(
+                format!("{crate_dir}/src/{file}"),
+                format!("sha256:{}", hex::encode(Sha256::digest(&bytes))),
+            );
+        }
+    }
+    for file in &files {
+        let text = std::fs::read_to_string(src.join(file)).expect("a listed source file");
+        for name in UNCOVERED_REEXPORTS {
+            assert!(
+                !without_line_comments(&text).contains(&format!("crate::{name}")),
+                "src/{file} names crate::{name}, whose crate is not in the collector closure"
+            );
+        }
+        assert!(
+            !text.contains("sf_git"),
+            "src/{file} names sf_git, which is not in the collector closure"
         );
     }
     let version = std::env::var("CARGO_PKG_VERSION").expect("cargo sets it");
@@ -71,6 +103,26 @@ fn main() {
     ));
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
     std::fs::write(out_dir.join("collector_closure.rs"), out).expect("OUT_DIR is writable");
+}
+
+/// Every `.rs` file below `dir`, as paths relative to it, in a stable order.
+fn rust_files(dir: &Path, prefix: &str) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|error| panic!("{dir:?}: {error}"));
+    for entry in entries {
+        let entry = entry.expect("a directory entry is readable");
+        let name = entry
+            .file_name()
+            .into_string()
+            .expect("source file names are UTF-8");
+        let kind = entry.file_type().expect("a directory entry has a type");
+        if kind.is_dir() {
+            found.extend(rust_files(&entry.path(), &format!("{prefix}{name}/")));
+        } else if kind.is_file() && name.ends_with(".rs") {
+            found.insert(format!("{prefix}{name}"));
+        }
+    }
+    found
 }
 
 /// The module path of a file under `src` (`repository/manifest.rs` → `[repository,

@@ -1,35 +1,33 @@
-//! sf-host: the contracts, the core and (later) the plugin host of sf.
+//! sf-host: the core of sf and the host of its plugins.
 //!
-//! sf seals proposals of text edits as immutable Candidates in an owned bare Git repository,
-//! exports their exact bytes, and (in later modules) runs their frozen checks, keeps their
-//! evidence and integrates them at most once. The core here never names a backend: it works
-//! over the traits in [`contracts`].
+//! sf seals proposals as immutable Candidates in an owned Git repository ([`repository`]),
+//! runs the checks of a frozen Slice against the base and the Candidate ([`collector`]),
+//! keeps one write-once Evidence record per run and judges it ([`assurance`]), and moves the
+//! target at most once per approved intent, behind a gate ([`landing`]). The core never
+//! names a backend: it works over the traits of sf-contracts (re-exported as [`contracts`]).
+//! The plugin host ([`plugin`]) loads backends from libraries and from `sf.toml`, and the
+//! built-in backends (the SQLite evidence store, the file and open gates) live here too.
+//!
+//! The layers below are separate crates, re-exported under the names the core uses:
+//! sf-contracts (the traits and encodings), sf-io (descriptor-relative file access) and
+//! sf-plugin-abi (the wire, through [`plugin`]). The command line is the sf-cli crate.
+
+pub use sf_contracts as contracts;
+pub use sf_contracts::{canonical, framing, git_object, path_glob, snapshot, source_path};
+pub use sf_io::{dir_fd, private_dir, text_escape};
 
 pub mod assurance;
-pub mod canonical;
-pub mod cli;
 pub mod collector;
-pub mod contracts;
-pub mod dir_fd;
 pub mod evidence;
 pub mod fault;
 pub mod fence;
-pub mod foreign_repository;
-pub mod framing;
 pub mod gate;
-pub mod git_object;
-pub mod git_process;
 pub mod git_source;
 pub mod landing;
-pub mod path_glob;
 pub mod plugin;
-pub mod private_dir;
 pub mod repository;
-pub mod snapshot;
 pub mod snapshot_store;
 pub mod source_dir;
-pub mod source_path;
-pub mod text_escape;
 
 /// The version of sf, recorded in records that name the code that wrote them.
 pub const SF_VERSION: &str = env!("CARGO_PKG_VERSION");

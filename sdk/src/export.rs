@@ -50,17 +50,15 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, PoisonError};
 
 use serde::de::DeserializeOwned;
-use sf_host::contracts::{
-    CancelToken, EvidenceStore, Executor, Gate, ObjectStore, ObjectStoreFactory,
-};
-use sf_host::plugin::evidence_store_protocol as evidence_wire;
-use sf_host::plugin::executor_protocol as executor_wire;
-use sf_host::plugin::gate_protocol as gate_wire;
-use sf_host::plugin::object_store_protocol::{self as wire, Request};
-use sf_host::plugin::protocol::{self, Empty, PanicReply, PluginErrorReply};
-use sf_host::plugin::{PluginManifest, abi};
+use sf_contracts::{CancelToken, EvidenceStore, Executor, Gate, ObjectStore, ObjectStoreFactory};
+use sf_plugin_abi::evidence_store_protocol as evidence_wire;
+use sf_plugin_abi::executor_protocol as executor_wire;
+use sf_plugin_abi::gate_protocol as gate_wire;
+use sf_plugin_abi::object_store_protocol::{self as wire, Request};
+use sf_plugin_abi::protocol::{self, Empty, PanicReply, PluginErrorReply};
+use sf_plugin_abi::{PluginManifest, abi};
 
-pub use sf_host::plugin::abi::{
+pub use sf_plugin_abi::abi::{
     ABI_MAJOR, ABI_MINOR, MAGIC, PluginEntryV1, SfBuffer, SfBytes, SfStr, StaticEntry,
 };
 
@@ -626,7 +624,7 @@ fn serve_executor(instance: &ExecutorInstance, method: &str, request: &[u8]) -> 
 fn undecodable<R>(
     contract: &str,
     method: &str,
-    decoded: Result<Option<R>, sf_host::plugin::message::MessageError>,
+    decoded: Result<Option<R>, sf_plugin_abi::message::MessageError>,
 ) -> Result<R, Outcome> {
     match decoded {
         Ok(Some(request)) => Ok(request),

@@ -8,11 +8,11 @@
 use std::path::Path;
 use std::time::Instant;
 
-use sf_host::contracts::{
+use sf_contracts::git_object::ObjectId;
+use sf_contracts::{
     EncodedObject, Gate, GateAnswer, GateError, ObjectStore, ObjectStoreError, ObjectStoreFactory,
     RefName, RefUpdate, RefValue, StoreRoot, StoredObject,
 };
-use sf_host::git_object::ObjectId;
 
 mockall::mock! {
     /// A fake [`ObjectStore`].
@@ -58,24 +58,24 @@ mockall::mock! {
 }
 
 mockall::mock! {
-    /// A fake [`EvidenceStore`](sf_host::contracts::EvidenceStore): a put that fails, a get
+    /// A fake [`EvidenceStore`](sf_contracts::EvidenceStore): a put that fails, a get
     /// that answers other bytes.
     pub EvidenceStore {}
-    impl sf_host::contracts::EvidenceStore for EvidenceStore {
+    impl sf_contracts::EvidenceStore for EvidenceStore {
         fn put(
             &self,
-            record: &sf_host::contracts::EvidenceRecord,
+            record: &sf_contracts::EvidenceRecord,
             deadline: Instant,
-        ) -> Result<sf_host::canonical::Digest, sf_host::contracts::EvidenceStoreError>;
+        ) -> Result<sf_contracts::canonical::Digest, sf_contracts::EvidenceStoreError>;
         fn get(
             &self,
-            id: &sf_host::canonical::Digest,
+            id: &sf_contracts::canonical::Digest,
             deadline: Instant,
-        ) -> Result<sf_host::contracts::EvidenceRecord, sf_host::contracts::EvidenceStoreError>;
+        ) -> Result<sf_contracts::EvidenceRecord, sf_contracts::EvidenceStoreError>;
         fn find(
             &self,
-            pins: &sf_host::canonical::Digest,
+            pins: &sf_contracts::canonical::Digest,
             deadline: Instant,
-        ) -> Result<Vec<sf_host::canonical::Digest>, sf_host::contracts::EvidenceStoreError>;
+        ) -> Result<Vec<sf_contracts::canonical::Digest>, sf_contracts::EvidenceStoreError>;
     }
 }

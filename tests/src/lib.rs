@@ -2,6 +2,7 @@
 //! the real git binary, frozen inputs and proposals, and a whole-tree hash to prove that a
 //! refused operation wrote nothing.
 
+pub mod linked;
 pub mod plugins;
 
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};

@@ -12,14 +12,14 @@ use std::sync::OnceLock;
 
 /// The packages whose libraries (and the `sf` binary) the plugin tests load.
 const PACKAGES: &[&str] = &[
-    "sf-host",
+    "sf-cli",
     "sf-git-cli",
     "sf-sandbox-exec",
     "sf-sandbox-exec-plugin",
     "sf-test-hostile-plugin",
     "sf-test-backends-plugin",
     "sf-oats-plugin",
-    "sf-oats",
+    "sf-oats-cli",
     "sf-example-out-of-tree-plugin",
 ];
 

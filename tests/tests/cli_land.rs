@@ -58,7 +58,7 @@ fn land_integrates_a_verified_candidate_once_and_never_a_failed_one() {
 fn a_candidate_sealed_for_another_slice_is_refused_before_anything_starts() {
     let work = Work::new();
     // The contributor's Slice: the test is a tree file in scope, declared, and unprotected.
-    let acceptance = include_str!("../../host/src/cli/demo/sample/slice/acceptance.json").replacen(
+    let acceptance = include_str!("../../cli/src/demo/sample/slice/acceptance.json").replacen(
         r#""entry": {"from": "harness", "path": "run-test.sh"}, "entryInScope": false,
      "args": ["numbers.sh"], "input": "numbers",
      "expectation": {"exitCode": 0,
@@ -629,7 +629,7 @@ fn failures_and_reads_write_nothing() {
                 ),
                 (
                     "acceptance.json",
-                    &include_str!("../../host/src/cli/demo/sample/slice/acceptance.json")
+                    &include_str!("../../cli/src/demo/sample/slice/acceptance.json")
                         .replace("\"entryInScope\": true", "\"entryInScope\": false"),
                 ),
             ],
@@ -646,7 +646,7 @@ fn failures_and_reads_write_nothing() {
             "a v1 acceptance",
             &[(
                 "acceptance.json",
-                &include_str!("../../host/src/cli/demo/sample/slice/acceptance.json")
+                &include_str!("../../cli/src/demo/sample/slice/acceptance.json")
                     .replace("acceptance/2", "acceptance/1"),
             )],
         ),

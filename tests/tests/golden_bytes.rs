@@ -448,11 +448,11 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         receipt_message(&digest("payload"), &oid('3')).into_bytes(),
     );
     let acceptance = Acceptance::from_json(include_bytes!(
-        "../../host/src/cli/demo/sample/slice/acceptance.json"
+        "../../cli/src/demo/sample/slice/acceptance.json"
     ))
     .unwrap_or_else(|_| {
         // The sample names its inputs by name; freeze writes digests in their place.
-        let text = include_str!("../../host/src/cli/demo/sample/slice/acceptance.json")
+        let text = include_str!("../../cli/src/demo/sample/slice/acceptance.json")
             .replace("\"numbers\"", &format!("\"{}\"", digest("numbers")))
             .replace("\"empty\"", &format!("\"{}\"", digest("empty")));
         Acceptance::from_json(text.as_bytes()).unwrap()

@@ -280,8 +280,8 @@ fn a_receipt_object_write_failure_keeps_confirmed() {
         Faults {
             write_objects: Some(Box::new(|n| {
                 (n == 1).then(|| {
-                    Err(ObjectStoreError::GitFailed {
-                        command: "unpack-objects".into(),
+                    Err(ObjectStoreError::Failed {
+                        operation: "unpack-objects".into(),
                         detail: "EIO".into(),
                     })
                 })

@@ -16,7 +16,7 @@ fn sf_oats(state: &Path, args: &[&str]) -> (u8, String, String) {
     argv.extend(args.iter().map(OsString::from));
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
-    let status = sf_oats::cli::run(argv, &mut stdout, &mut stderr);
+    let status = sf_oats_cli::run(argv, &mut stdout, &mut stderr);
     (
         status,
         String::from_utf8(stdout).unwrap(),

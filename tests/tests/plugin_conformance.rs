@@ -92,9 +92,10 @@ fn out_of_tree_example_plugin_conforms() {
 
 #[test]
 fn git_cli_resolved_from_configuration_conforms() {
-    // This test links sf-git-cli, whose typetag registration makes "git-cli" a compiled-in
-    // tag here: the configuration resolves to the static backend without any plugin path.
-    let _linked = sf_git_cli::GitCliBackend::default();
+    // This test links sf-tests' registration of sf-git-cli, which makes "git-cli" a
+    // compiled-in tag here: the configuration resolves to the static backend without any
+    // plugin path.
+    let _linked = sf_tests::linked::LinkedGitCli::default();
     assert!(
         sf_host::plugin::compiled_object_store_tags().contains(&"git-cli"),
         "git-cli is registered with typetag"

@@ -15,7 +15,6 @@ use sf_host::contracts::{
 };
 use sf_host::plugin::{Config, ConfigOrigin, PluginExecutor, PluginPath, load};
 use sf_host::snapshot::SnapshotFile;
-use sf_sandbox_exec::plugin::SandboxExecBackend;
 use sf_sandbox_exec::{RuntimeConfig, SandboxConfig, SandboxExecutor};
 use sf_sdk::conformance::executor::{Behaviour, Harness, Program, run_all};
 use sf_tests::plugins::built;
@@ -108,9 +107,9 @@ fn sandbox_exec_loaded_as_a_dynamic_library_conforms() {
 
 #[test]
 fn sandbox_exec_resolved_from_configuration_conforms() {
-    // This test links sf-sandbox-exec, whose typetag registration makes "sandbox-exec" a
-    // compiled-in tag here: the configuration resolves to the static backend.
-    let _linked = SandboxExecBackend::default();
+    // This test links sf-tests' registration of sf-sandbox-exec, which makes "sandbox-exec"
+    // a compiled-in tag here: the configuration resolves to the static backend.
+    let _linked = sf_tests::linked::LinkedSandboxExec::default();
     assert!(
         sf_host::plugin::compiled_executor_tags().contains(&"sandbox-exec"),
         "sandbox-exec is registered with typetag"

@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use sandbox_support::*;
+use sf_host::collector::placement_problem;
 use sf_host::contracts::{CancelToken, Executor, RunBounds, RunIdentities};
 use sf_host::snapshot::SnapshotFile;
-use sf_sandbox_exec::{Limits, RuntimeConfig, SandboxConfig, SandboxExecutor, placement_problem};
+use sf_sandbox_exec::{Limits, RuntimeConfig, SandboxConfig, SandboxExecutor};
 use sf_sdk::conformance::executor::{Behaviour, Harness, Program, run_all};
 
 fn identities(

@@ -21,7 +21,7 @@ pub fn collector_closure() -> Digest {
     Digest::parse(generated::COLLECTOR_CLOSURE).expect("build.rs writes a sha256: digest")
 }
 
-/// The files of the closure (paths relative to the sf-host package) with their digests, as
+/// The files of the closure (paths relative to the workspace) with their digests, as
 /// they were when this build was made.
 pub fn collector_sources() -> &'static [(&'static str, &'static str)] {
     generated::COLLECTOR_SOURCES
@@ -34,7 +34,7 @@ mod tests {
 
     #[test]
     fn the_closure_is_the_canonical_digest_of_the_sources_on_disk() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let files = collector_sources()
             .iter()
             .map(|(path, recorded)| {
@@ -56,25 +56,26 @@ mod tests {
     fn the_closure_holds_the_collector_and_what_it_loads_and_nothing_of_the_host_shell() {
         let paths: Vec<&str> = collector_sources().iter().map(|(path, _)| *path).collect();
         for expected in [
-            "src/collector/mod.rs",
-            "src/collector/closure.rs",
-            "src/collector/placement.rs",
-            "src/assurance/observation.rs",
-            "src/assurance/pins.rs",
-            "src/contracts/executor.rs",
-            "src/contracts/evidence_store.rs",
-            "src/contracts/gate.rs",
-            "src/fence.rs",
-            "src/canonical.rs",
-            "src/snapshot.rs",
+            "host/src/collector/mod.rs",
+            "host/src/collector/closure.rs",
+            "host/src/collector/placement.rs",
+            "host/src/assurance/observation.rs",
+            "host/src/assurance/pins.rs",
+            "contracts/src/executor.rs",
+            "contracts/src/evidence_store.rs",
+            "contracts/src/gate.rs",
+            "host/src/fence.rs",
+            "contracts/src/canonical.rs",
+            "contracts/src/snapshot.rs",
+            "io/src/private_dir.rs",
         ] {
             assert!(paths.contains(&expected), "{expected} is not in {paths:?}");
         }
         for path in &paths {
             assert!(
-                !path.starts_with("src/plugin/")
-                    && !path.starts_with("src/cli/")
-                    && *path != "src/lib.rs",
+                !path.starts_with("host/src/plugin/")
+                    && !path.starts_with("cli/")
+                    && *path != "host/src/lib.rs",
                 "{path} is in the closure"
             );
         }

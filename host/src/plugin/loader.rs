@@ -93,11 +93,7 @@ pub fn read_manifest_file(library: &Path) -> Result<(PluginManifest, Vec<u8>), P
 
 /// Refuses a plugin file or directory that someone other than this user or root owns, or that
 /// its group or others may write: whoever can change it can run code inside sf.
-pub(crate) fn check_owner(
-    path: &Path,
-    meta: &std::fs::Metadata,
-    plugin: &str,
-) -> Result<(), PluginError> {
+pub fn check_owner(path: &Path, meta: &std::fs::Metadata, plugin: &str) -> Result<(), PluginError> {
     let euid = nix::unistd::geteuid().as_raw();
     let refuse = |rule: String| PluginError::Insecure {
         plugin: plugin.to_owned(),
@@ -119,7 +115,7 @@ pub(crate) fn check_owner(
 /// Refuses a directory above a plugin's own that someone else could change on the way to it:
 /// each must be owned by this user or root and writable by neither group nor others, unless
 /// it is sticky (like `/tmp`), where no one else can rename or remove what is ours.
-pub(crate) fn check_directories_above(directory: &Path, plugin: &str) -> Result<(), PluginError> {
+pub fn check_directories_above(directory: &Path, plugin: &str) -> Result<(), PluginError> {
     let euid = nix::unistd::geteuid().as_raw();
     for above in directory.ancestors().skip(1) {
         let refuse = |rule: String| PluginError::Insecure {

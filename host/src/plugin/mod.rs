@@ -29,22 +29,19 @@
 //! - [`builtin`]: sf-host's own compiled-in backends (`sqlite`, `open`, `file`);
 //! - [`error`]: the typed errors.
 
-pub mod abi;
+pub use sf_plugin_abi::{
+    KNOWN_CONTRACTS, abi, evidence_store_protocol, executor_protocol, gate_protocol, manifest,
+    message, object_store_protocol, protocol,
+};
+
 pub mod builtin;
 pub mod config;
 pub mod error;
 pub mod evidence_store_adapter;
-pub mod evidence_store_protocol;
 pub mod executor_adapter;
-pub mod executor_protocol;
 pub mod gate_adapter;
-pub mod gate_protocol;
 pub mod loader;
-pub mod manifest;
-pub mod message;
 pub mod object_store_adapter;
-pub mod object_store_protocol;
-pub mod protocol;
 pub mod search;
 
 pub use config::{
@@ -57,15 +54,6 @@ pub use evidence_store_adapter::PluginEvidenceStore;
 pub use executor_adapter::PluginExecutor;
 pub use gate_adapter::PluginGate;
 pub use loader::{Instance, LoadedPlugin, load};
-pub use manifest::PluginManifest;
 pub use object_store_adapter::{PluginObjectStore, PluginObjectStoreFactory};
 pub use search::{Discovered, PLUGIN_PATH_ENV, PluginPath};
-
-/// The contracts this sf can instantiate from a plugin. A manifest may list others (from a
-/// newer sf); they are reported, never instantiated.
-pub const KNOWN_CONTRACTS: &[&str] = &[
-    object_store_protocol::CONTRACT,
-    executor_protocol::CONTRACT,
-    evidence_store_protocol::CONTRACT,
-    gate_protocol::CONTRACT,
-];
+pub use sf_plugin_abi::PluginManifest;

@@ -207,8 +207,13 @@ impl From<ObjectStoreError> for RepositoryError {
             ObjectStoreError::Timeout { what } => Self::GitFailed {
                 detail: format!("timed out: {what}"),
             },
-            ObjectStoreError::GitFailed { command, detail } => Self::GitFailed {
-                detail: format!("{command}: {detail}"),
+            ObjectStoreError::Failed { operation, detail } => Self::GitFailed {
+                detail: format!("{operation}: {detail}"),
+            },
+            // A variant added to the contract after this code: the store refused, and
+            // nothing is known to have been changed.
+            other => Self::Unavailable {
+                reason: other.to_string(),
             },
         }
     }

@@ -13,7 +13,7 @@ mod identity;
 mod integration;
 mod manifest;
 mod proposal;
-pub(crate) mod record;
+pub mod record;
 mod seal;
 pub(crate) mod source;
 

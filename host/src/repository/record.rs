@@ -53,7 +53,7 @@ impl FieldError {
 }
 
 /// The fields of one record, checked to be exactly the declared set.
-pub(crate) struct Fields<'a> {
+pub struct Fields<'a> {
     path: String,
     map: &'a BTreeMap<String, Value>,
 }
@@ -241,20 +241,7 @@ pub(crate) fn index(path: &str, at: usize) -> String {
     format!("{path}[{at}]")
 }
 
-/// Whether `text` matches `^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$`, the id grammar of products,
-/// slices, actions and owners.
-pub fn is_valid_id(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 128
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes[1..]
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'/' | b'-'))
-}
-
-/// The rule [`is_valid_id`] checks, in words.
-pub const ID_RULE: &str = "must match ^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$";
+pub use sf_contracts::grammar::{ID_RULE, is_valid_id};
 
 #[cfg(test)]
 mod tests {
@@ -281,16 +268,5 @@ mod tests {
             (missing.kind, missing.field.as_str()),
             (FieldErrorKind::Missing, "r.c")
         );
-    }
-
-    #[test]
-    fn ids() {
-        assert!(is_valid_id("a"));
-        assert!(is_valid_id("Prod-1.x:y/z_"));
-        assert!(is_valid_id(&"a".repeat(128)));
-        assert!(!is_valid_id(&"a".repeat(129)));
-        assert!(!is_valid_id(""));
-        assert!(!is_valid_id("-a"));
-        assert!(!is_valid_id("a b"));
     }
 }

@@ -4,8 +4,8 @@
 //! actually hold and end with a newline; each body is re-hashed, because replace refs, lazy
 //! fetch or a tampered object file could make Git answer with other bytes than the id names.
 
-use sf_host::contracts::{ObjectStoreError, StoredObject};
-use sf_host::git_object::{ObjectId, ObjectKind, object_id};
+use sf_contracts::git_object::{ObjectId, ObjectKind, object_id};
+use sf_contracts::{ObjectStoreError, StoredObject};
 
 use crate::errors::corrupt;
 

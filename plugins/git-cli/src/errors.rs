@@ -5,7 +5,7 @@ use std::fmt::Display;
 use std::path::Path;
 use std::time::Instant;
 
-use sf_host::contracts::ObjectStoreError;
+use sf_contracts::ObjectStoreError;
 
 /// The root (or something in it) is not this store's to use. Never carries a raw io error
 /// code: the rule is what the caller can act on.

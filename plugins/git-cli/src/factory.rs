@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use sf_host::canonical::Digest;
-use sf_host::contracts::{ObjectStore, ObjectStoreError, ObjectStoreFactory, StoreRoot};
+use sf_contracts::canonical::Digest;
+use sf_contracts::{ObjectStore, ObjectStoreError, ObjectStoreFactory, StoreRoot};
 
 use crate::binary::{PinnedGit, pin};
 use crate::errors::before;

@@ -12,7 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use sf_host::contracts::{ObjectStoreError, StoreRoot};
+use sf_contracts::{ObjectStoreError, StoreRoot};
 
 use crate::errors::unavailable;
 use crate::ownership::effective_uid;

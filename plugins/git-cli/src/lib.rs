@@ -1,4 +1,4 @@
-//! sf-git-cli: the [`ObjectStore`](sf_host::contracts::ObjectStore) over the git binary.
+//! sf-git-cli: the [`ObjectStore`](sf_contracts::ObjectStore) over the git binary.
 //!
 //! A [`GitCliFactory`] pins one root-owned Git binary and hands out a [`GitCliStore`] per
 //! owned root. Git is an execution surface, so it is hidden behind a fixed one: four

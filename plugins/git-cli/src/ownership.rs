@@ -13,8 +13,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use sf_host::contracts::{EncodedObject, ObjectStoreError, RefName, StoreRoot};
-use sf_host::git_object::object_header;
+use sf_contracts::git_object::object_header;
+use sf_contracts::{EncodedObject, ObjectStoreError, RefName, StoreRoot};
 
 use crate::errors::unavailable;
 use crate::layout::{

@@ -6,7 +6,7 @@ use std::io::Write;
 
 use flate2::Compression;
 use flate2::write::ZlibEncoder;
-use sf_host::contracts::{EncodedObject, ObjectStoreError};
+use sf_contracts::{EncodedObject, ObjectStoreError};
 use sha1::{Digest as _, Sha1};
 
 /// Encodes `objects` as one pack: `PACK`, version 2, the object count, each object's
@@ -54,7 +54,7 @@ fn push_header(pack: &mut Vec<u8>, kind: u8, size: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sf_host::git_object::ObjectKind;
+    use sf_contracts::git_object::ObjectKind;
 
     #[test]
     fn header_varint() {

@@ -1,14 +1,12 @@
-//! git-cli as a plugin: its configuration (`[object_store] type = "git-cli"`), registered
-//! with typetag for programs that link this crate, and exported through the sdk's
-//! `export_plugin!` for programs (like `sf`) that load it as a library at run time. Both
-//! paths read the same configuration type, so a section means the same thing either way.
+//! git-cli as a plugin: its configuration (`[object_store] type = "git-cli"`), exported
+//! through the sdk's `export_plugin!` for programs (like `sf`) that load it as a library at
+//! run time. A program that links this crate and registers the same type with its own
+//! configuration machinery reads a section the same way.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use sf_host::contracts::{ObjectStoreError, ObjectStoreFactory};
-use sf_host::plugin::ObjectStoreBackend;
+use sf_contracts::ObjectStoreError;
 
 use crate::{GitCliConfig, GitCliFactory};
 
@@ -33,13 +31,6 @@ impl GitCliBackend {
         GitCliFactory::new(GitCliConfig {
             git: self.git.clone(),
         })
-    }
-}
-
-#[typetag::serde(name = "git-cli")]
-impl ObjectStoreBackend for GitCliBackend {
-    fn factory(&self) -> Result<Arc<dyn ObjectStoreFactory>, ObjectStoreError> {
-        Ok(Arc::new(GitCliBackend::factory(self)?))
     }
 }
 

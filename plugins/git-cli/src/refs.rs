@@ -12,8 +12,8 @@ use std::io::ErrorKind;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use sf_host::contracts::{ObjectStoreError, RefName, RefValue};
-use sf_host::git_object::ObjectId;
+use sf_contracts::git_object::ObjectId;
+use sf_contracts::{ObjectStoreError, RefName, RefValue};
 
 use crate::errors::{corrupt, limit, unavailable};
 use crate::ownership::{effective_uid, read_own_file};

@@ -6,17 +6,17 @@
 //! invariant 13). Input is written from a thread, stdout and stderr are drained by threads
 //! with byte caps, and a wall-clock deadline kills (SIGKILL) and reaps the process. The
 //! runner knows nothing of ownership: callers check it before and after [`GitRunner::run`].
-//! The settings, environment and bounds are [`sf_host::git_process`]'s, shared with the
+//! The settings, environment and bounds are [`sf_git::process`]'s, shared with the
 //! host's read-only source reader; the subcommands are this store's own.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use sf_host::contracts::{ObjectStoreError, RefName};
-use sf_host::git_object::ObjectId;
-use sf_host::git_process::run_git;
-pub(crate) use sf_host::git_process::{Ending, GitRun};
+use sf_contracts::git_object::ObjectId;
+use sf_contracts::{ObjectStoreError, RefName};
+use sf_git::process::run_git;
+pub(crate) use sf_git::process::{Ending, GitRun};
 
 /// The `for-each-ref` format: name, symbolic target and object, NUL-separated because none of
 /// them can hold a NUL.

@@ -10,11 +10,11 @@ use std::io::ErrorKind;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use sf_host::contracts::{
+use sf_contracts::git_object::ObjectId;
+use sf_contracts::{
     EncodedObject, ObjectStore, ObjectStoreError, READ_FRAMING_BYTES, RefName, RefUpdate, RefValue,
     StoreRoot, StoredObject,
 };
-use sf_host::git_object::ObjectId;
 
 use crate::batch;
 use crate::errors::{before, limit, timeout, unavailable};
@@ -101,8 +101,8 @@ impl GitCliStore {
                 "{} wrote more than {stdout_cap} bytes",
                 subcommand.describe()
             ))),
-            _ if !run.succeeded() => Err(ObjectStoreError::GitFailed {
-                command: subcommand.describe(),
+            _ if !run.succeeded() => Err(ObjectStoreError::Failed {
+                operation: subcommand.describe(),
                 detail: run.describe_ending(),
             }),
             _ => Ok(run),
@@ -308,8 +308,8 @@ impl ObjectStore for GitCliStore {
         self.check_ownership()?;
         check_loose_objects(&self.root.path, &unique)?;
         if !run.succeeded() {
-            return Err(ObjectStoreError::GitFailed {
-                command: subcommand.describe(),
+            return Err(ObjectStoreError::Failed {
+                operation: subcommand.describe(),
                 detail: run.describe_ending(),
             });
         }

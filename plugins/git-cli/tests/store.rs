@@ -8,15 +8,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sf_git_cli::{CONFIG, GitCliConfig, GitCliFactory, GitCliStore, HEAD, MARKER_NAME, TOP_LEVEL};
-use sf_host::canonical::Digest;
-use sf_host::contracts::{
+use sf_contracts::canonical::Digest;
+use sf_contracts::git_object::{
+    Commit, EntryMode, ObjectId, ObjectKind, TreeEntry, encode_commit, encode_tree, object_header,
+};
+use sf_contracts::{
     EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreFactory, READ_FRAMING_BYTES, RefName,
     RefUpdate, RefValue,
 };
-use sf_host::git_object::{
-    Commit, EntryMode, ObjectId, ObjectKind, TreeEntry, encode_commit, encode_tree, object_header,
-};
+use sf_git_cli::{CONFIG, GitCliConfig, GitCliFactory, GitCliStore, HEAD, MARKER_NAME, TOP_LEVEL};
 
 const MARKER: &[u8] = b"{\"protocol\":\"test\"}\n";
 
@@ -296,10 +296,10 @@ fn strict_unpack_refuses_an_open_closure() {
     let fixture = marked();
     let (_, tree, _) = closure("dangling");
     match fixture.store.write_objects(&[tree], soon()) {
-        Err(ObjectStoreError::GitFailed { command, .. }) => {
-            assert!(command.contains("unpack-objects --strict"), "{command}");
+        Err(ObjectStoreError::Failed { operation, .. }) => {
+            assert!(operation.contains("unpack-objects --strict"), "{operation}");
         }
-        other => panic!("expected git-failed, got {other:?}"),
+        other => panic!("expected failed, got {other:?}"),
     }
 }
 

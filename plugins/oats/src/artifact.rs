@@ -12,7 +12,7 @@
 //!
 //! Special files are refused; empty directories do not count. Limits: 256 MiB of content,
 //! depth 64, 100 000 entries. The walk goes through directory descriptors
-//! ([`sf_host::dir_fd`]): no link is followed in the root's path or below it; each directory
+//! ([`sf_io::dir_fd`]): no link is followed in the root's path or below it; each directory
 //! and file is opened by name relative to its directory with `O_NOFOLLOW` and must be the
 //! entry listed (device and inode), and a file must keep its size, modification and change
 //! time while it is read, else `integrity-drift`.
@@ -30,9 +30,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use sf_host::dir_fd::{DirFd, DirFdError, EntryKind};
-use sf_host::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile};
-use sf_host::source_path;
+use sf_contracts::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile};
+use sf_contracts::source_path;
+use sf_io::dir_fd::{DirFd, DirFdError, EntryKind};
 use sha2::{Digest as _, Sha256};
 
 use crate::error::{ErrorCode, OatsError, Result};
@@ -123,7 +123,7 @@ pub(crate) fn dir_fd_error(error: DirFdError) -> OatsError {
 }
 
 /// Walks `root` (a canonical directory) and digests it. The walk goes through directory
-/// descriptors ([`sf_host::dir_fd`]): `root` is opened without following a link in any
+/// descriptors ([`sf_io::dir_fd`]): `root` is opened without following a link in any
 /// component, every entry is opened by name relative to its directory without following
 /// links and must be the entry listed, so a directory swapped for a link mid-walk is
 /// `integrity-drift`, never followed.

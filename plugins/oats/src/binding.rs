@@ -23,7 +23,7 @@
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use sf_host::contracts::{RunIdentities, RunStatus};
+use sf_contracts::{RunIdentities, RunStatus};
 
 use crate::error::{ErrorCode, OatsError, Result};
 use crate::host::{Oats, RunContext};

@@ -22,11 +22,11 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sf_host::contracts::{Gate, GateAnswer, GateError, is_valid_reason};
+use sf_contracts::{Executor, Gate, GateAnswer, GateError, is_valid_reason};
 
 use crate::binding::{self, CheckStatus, PhaseOutcome, WIRE_LIMITS};
 use crate::error::{ErrorCode, OatsError};
-use crate::host::{Oats, RunContext};
+use crate::host::{Oats, OatsOptions, RunContext};
 use crate::json;
 use crate::manifest::Phase;
 
@@ -87,13 +87,13 @@ impl OatsBindingGate {
 
     /// The gate a configuration section describes, on its own: the registry in the state
     /// directory (which must exist: register and trust the capability with `sf oats` first),
-    /// sandbox-exec with the Node runtime and `launcher` (default: beside the current
-    /// executable), and the capability's declared environment taken from this process's.
+    /// checks run through `executor`, and the capability's declared environment taken from
+    /// this process's.
     pub fn configured(
         config: OatsBindingGateConfig,
-        launcher: Option<PathBuf>,
+        executor: Arc<dyn Executor>,
     ) -> crate::error::Result<Self> {
-        let state = crate::cli::state_dir(config.state.as_deref()).ok_or_else(|| {
+        let state = crate::state::state_dir(config.state.as_deref()).ok_or_else(|| {
             OatsError::new(
                 ErrorCode::StateDirectory,
                 "state",
@@ -110,7 +110,7 @@ impl OatsBindingGate {
                 ),
             )
         })?;
-        let oats = Oats::with_sandbox_launcher(&state.join("oats"), launcher)?;
+        let oats = Oats::new(&state.join("oats"), executor, OatsOptions::default())?;
         let context = oats.declared_environment(&config.capability);
         Ok(Self::new(Arc::new(oats), config).with_context(context))
     }

@@ -42,7 +42,7 @@ use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
-use sf_host::contracts::RunStatus;
+use sf_contracts::RunStatus;
 
 use crate::error::{ErrorCode, OatsError, Result};
 use crate::grammar;

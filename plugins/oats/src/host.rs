@@ -7,14 +7,14 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use sf_host::contracts::{CancelToken, Executor, RunAnswer, RunIdentities, RunStatus};
-use sf_host::dir_fd::{DirFd, DirFdError};
-use sf_host::snapshot::SnapshotFile;
+use sf_contracts::snapshot::SnapshotFile;
+use sf_contracts::{CancelToken, Executor, RunAnswer, RunIdentities, RunStatus};
+use sf_io::dir_fd::{DirFd, DirFdError};
 
 use crate::artifact::{self, Artifact};
 use crate::containment;
@@ -47,7 +47,7 @@ pub struct OatsOptions {
 impl Default for OatsOptions {
     fn default() -> Self {
         Self {
-            input_dir: sf_sandbox_exec::INPUT_DIR.to_owned(),
+            input_dir: sf_contracts::INPUT_DIR.to_owned(),
             command_timeout: Duration::from_secs(600),
             operation_timeout: Duration::from_secs(240),
             hook_timeout: Duration::from_secs(120),
@@ -304,28 +304,6 @@ impl Oats {
             executor,
             options,
         })
-    }
-
-    /// [`Oats::new`] with the default: sandbox-exec with the Node runtime
-    /// (`/usr/bin/node` and the library directories), its launcher found beside the current
-    /// executable.
-    pub fn with_sandbox(state_dir: &Path) -> Result<Self> {
-        Self::with_sandbox_launcher(state_dir, None)
-    }
-
-    /// [`Oats::with_sandbox`] with the sandbox launcher at `launcher` (`None`: the default).
-    pub fn with_sandbox_launcher(state_dir: &Path, launcher: Option<PathBuf>) -> Result<Self> {
-        let mut config =
-            sf_sandbox_exec::SandboxConfig::new(sf_sandbox_exec::RuntimeConfig::node());
-        config.launcher = launcher;
-        let executor = sf_sandbox_exec::SandboxExecutor::new(config).map_err(|error| {
-            OatsError::new(
-                ErrorCode::ExecutorUnavailable,
-                "sandbox-exec",
-                error.to_string(),
-            )
-        })?;
-        Self::new(state_dir, Arc::new(executor), OatsOptions::default())
     }
 
     /// The registry.

@@ -1,7 +1,7 @@
 //! Strict JSON for documents that come from capabilities and their authors: UTF-8 only,
 //! duplicate keys refused, bounded size, depth and entry count, and nothing after the
 //! document but white space. Values are `serde_json::Value`, so fractions are kept (a
-//! setting default may be `0.5`); sf's own records use `sf_host::canonical` instead.
+//! setting default may be `0.5`); sf's own records use `sf_contracts::canonical` instead.
 
 use std::fmt;
 

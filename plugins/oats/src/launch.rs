@@ -29,9 +29,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use sf_host::canonical::{self, Value};
-use sf_host::contracts::{CancelToken, Executor, RunAnswer, RunBounds, RunRequest};
-use sf_host::snapshot::SnapshotFile;
+use sf_contracts::canonical::{self, Value};
+use sf_contracts::snapshot::SnapshotFile;
+use sf_contracts::{CancelToken, Executor, RunAnswer, RunBounds, RunRequest};
 
 use crate::error::{ErrorCode, OatsError, Result};
 

@@ -28,11 +28,14 @@
 //! - `launch`: one script through the Executor (the launcher and the kernel stub);
 //! - `host`: [`Oats`]: register, show, trust, prepare, commands;
 //! - `operation`, `binding`, `gate`, `hooks`: the other executable surfaces;
-//! - `cli`: the `sf oats` command line (the `sf-oats` program).
+//! - `state`: where sf's state directory is.
+//!
+//! The `sf oats` command line (the `sf-oats` program) is the sf-oats-cli package; which
+//! Executor runs the scripts is its choice (sandbox-exec with the Node runtime), not this
+//! crate's.
 
 pub mod artifact;
 pub mod binding;
-pub mod cli;
 pub mod compat;
 pub mod containment;
 pub mod error;
@@ -45,6 +48,7 @@ pub mod launch;
 pub mod manifest;
 pub mod operation;
 pub mod registry;
+pub mod state;
 
 pub use compat::OATS_CONTRACT_VERSION;
 pub use error::{ErrorCode, OatsError};

@@ -20,7 +20,7 @@
 use std::path::Path;
 
 use serde_json::{Map, Value, json};
-use sf_host::contracts::{RunAnswer, RunIdentities, RunStatus};
+use sf_contracts::{RunAnswer, RunIdentities, RunStatus};
 
 use crate::error::{ErrorCode, OatsError, Result};
 use crate::host::{Oats, RunContext};

@@ -21,8 +21,8 @@ use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sf_host::canonical::{self, Value};
-use sf_host::private_dir::PrivateDir;
+use sf_contracts::canonical::{self, Value};
+use sf_io::private_dir::PrivateDir;
 
 use crate::artifact;
 use crate::error::{ErrorCode, OatsError, Result};

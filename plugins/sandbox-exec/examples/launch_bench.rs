@@ -13,8 +13,8 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use sf_host::contracts::{CancelToken, Executor, RunBounds, RunRequest, RunStatus};
-use sf_host::snapshot::SnapshotFile;
+use sf_contracts::snapshot::SnapshotFile;
+use sf_contracts::{CancelToken, Executor, RunBounds, RunRequest, RunStatus};
 use sf_sandbox_exec::{NetworkMode, RuntimeConfig, SandboxConfig, SandboxExecutor};
 
 /// The idle time before every interleaved measurement.

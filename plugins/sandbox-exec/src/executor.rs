@@ -5,11 +5,11 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sf_host::contracts::{
+use sf_contracts::snapshot::SnapshotFile;
+use sf_contracts::{
     CancelToken, Enforcement, Executor, ExecutorError, HostIdentity, LandlockStatus, MemoryBound,
     ProfileDescription, RequestDigests, RunAnswer, RunIdentities, RunRequest, RuntimeDescription,
 };
-use sf_host::snapshot::SnapshotFile;
 
 use crate::cgroup::{Cleaner, Hierarchy};
 use crate::identity::{IdRange, Ids};

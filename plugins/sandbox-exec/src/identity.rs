@@ -10,7 +10,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde::{Deserialize, Serialize};
-use sf_host::contracts::ExecutorError;
+use sf_contracts::ExecutorError;
 
 /// A range of host ids (the same numbers as uids and gids), reserved for sandboxes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

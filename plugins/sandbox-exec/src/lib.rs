@@ -1,4 +1,4 @@
-//! sf-sandbox-exec: the [`Executor`](sf_host::contracts::Executor) that confines one program
+//! sf-sandbox-exec: the [`Executor`](sf_contracts::Executor) that confines one program
 //! on Linux.
 //!
 //! A [`SandboxExecutor`] is configured with one runtime (an executable and the host paths a
@@ -54,6 +54,3 @@ pub use profile::{
     PROGRAM_DIR, SCRATCH_DIR,
 };
 pub use runtime::{DEVICES, LIBRARY_DIRECTORIES, RUNTIME_PROTOCOL, RuntimeConfig};
-/// Placement works on the contract's `RuntimeDescription` only, so it lives in the core,
-/// where the collector checks it before every launch; re-exported for callers of this crate.
-pub use sf_host::collector::placement_problem;

@@ -1,6 +1,5 @@
-//! sandbox-exec's configuration (`[executor] type = "sandbox-exec"`), registered with typetag
-//! for programs that link this crate. The plugin library that programs like `sf` load at run
-//! time is the `sf-sandbox-exec-plugin` package (`plugin/`), whose `export_plugin!` parses
+//! sandbox-exec's configuration (`[executor] type = "sandbox-exec"`). The plugin library that
+//! programs like `sf` load at run time is the `sf-sandbox-exec-plugin` package (`plugin/`), whose `export_plugin!` parses
 //! the same [`SandboxExecBackend`], so a section means the same thing either way.
 //!
 //! ```toml
@@ -31,11 +30,9 @@
 
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use sf_host::contracts::{Executor, ExecutorError};
-use sf_host::plugin::ExecutorBackend;
+use sf_contracts::ExecutorError;
 
 use crate::{
     IdRange, LAUNCHER_NAME, Limits, NetworkMode, RuntimeConfig, SandboxConfig, SandboxExecutor,
@@ -202,13 +199,6 @@ impl SandboxExecBackend {
     /// The Executor this section describes.
     pub fn executor(&self) -> Result<SandboxExecutor, ExecutorError> {
         SandboxExecutor::new(self.sandbox_config()?)
-    }
-}
-
-#[typetag::serde(name = "sandbox-exec")]
-impl ExecutorBackend for SandboxExecBackend {
-    fn executor(&self) -> Result<Arc<dyn Executor>, ExecutorError> {
-        Ok(Arc::new(SandboxExecBackend::executor(self)?))
     }
 }
 

@@ -6,8 +6,8 @@ use std::path::Path;
 
 use landlock::{ABI, Access, AccessFs, AccessNet, BitFlags, Scope};
 use serde::{Deserialize, Serialize};
-use sf_host::canonical::{self, Digest, Value};
-use sf_host::contracts::{ExecutorError, ProfileDescription};
+use sf_contracts::canonical::{self, Digest, Value};
+use sf_contracts::{ExecutorError, ProfileDescription};
 
 use crate::identity::IdRange;
 use crate::plan::Resource;
@@ -19,7 +19,7 @@ pub const PROFILE_PROTOCOL: &str = "sf-sandbox-profile/1";
 
 /// Where the program's, the input's and the harness's files are, read-only, inside the
 /// sandbox: where the Executor contract says they are.
-pub use sf_host::contracts::{HARNESS_DIR, INPUT_DIR, PROGRAM_DIR};
+pub use sf_contracts::{HARNESS_DIR, INPUT_DIR, PROGRAM_DIR};
 /// The writable, size-capped scratch directory (also HOME and TMPDIR).
 pub const SCRATCH_DIR: &str = "/sf/scratch";
 /// The user and group id of the program inside its user namespace: not 0, so the program is

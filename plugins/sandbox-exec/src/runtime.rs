@@ -17,8 +17,8 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
-use sf_host::canonical::{self, Digest, Value};
-use sf_host::contracts::{ExecutorError, ReadableKind, ReadablePath, RuntimeDescription};
+use sf_contracts::canonical::{self, Digest, Value};
+use sf_contracts::{ExecutorError, ReadableKind, ReadablePath, RuntimeDescription};
 
 /// The protocol string of the runtime digest's canonical document.
 pub const RUNTIME_PROTOCOL: &str = "sf-sandbox-runtime/1";

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::MsgFlags;
-use sf_host::contracts::{
+use sf_contracts::{
     CancelToken, ExecutorError, NamespaceDisposition, RunBounds, RunStatus, RunTimes,
 };
 

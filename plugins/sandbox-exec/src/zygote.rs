@@ -14,7 +14,7 @@ use nix::sys::socket::{
     sendmsg, setsockopt, socketpair, sockopt,
 };
 use nix::sys::time::TimeVal;
-use sf_host::contracts::ExecutorError;
+use sf_contracts::ExecutorError;
 
 use crate::plan::Report;
 

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sf_host::contracts::{CancelToken, Executor, RunBounds, RunRequest, RunStatus};
-use sf_host::snapshot::SnapshotFile;
+use sf_contracts::snapshot::SnapshotFile;
+use sf_contracts::{CancelToken, Executor, RunBounds, RunRequest, RunStatus};
 use sf_sandbox_exec::{RuntimeConfig, SandboxConfig, SandboxExecutor};
 
 fn executor(runtime: RuntimeConfig) -> SandboxExecutor {
@@ -175,7 +175,7 @@ fn a_killed_fork_server_is_replaced_by_the_next_run() {
     );
     assert_eq!(
         answer.identities.enforcement.landlock,
-        sf_host::contracts::LandlockStatus::FullyEnforced
+        sf_contracts::LandlockStatus::FullyEnforced
     );
     let second = executor.fork_server_pid().expect("a new fork server runs");
     assert_ne!(first, second);
@@ -360,7 +360,7 @@ fn a_runtime_replaced_after_preparing_is_refused_not_run_stale() {
     let error = executor
         .run(&request("echo stale"), &CancelToken::new())
         .expect_err("a replaced runtime file is refused");
-    let sf_host::contracts::ExecutorError::Unavailable { mechanism, reason } = &error else {
+    let sf_contracts::ExecutorError::Unavailable { mechanism, reason } = &error else {
         panic!("{error:?}");
     };
     assert_eq!(mechanism, "runtime", "{reason}");

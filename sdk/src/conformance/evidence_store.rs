@@ -8,7 +8,7 @@
 //! # use sf_sdk::conformance::evidence_store::{Harness, run_all};
 //! # use sf_sdk::contracts::EvidenceStore;
 //! # use sf_sdk::testing::InMemoryEvidenceStore;
-//! # use sf_host::canonical::Digest;
+//! # use sf_contracts::canonical::Digest;
 //! # use std::sync::Arc;
 //! struct Memory;
 //! impl Harness for Memory {
@@ -21,8 +21,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sf_host::canonical::Digest;
-use sf_host::contracts::{AttemptId, EvidenceRecord, EvidenceStore};
+use sf_contracts::canonical::Digest;
+use sf_contracts::{AttemptId, EvidenceRecord, EvidenceStore};
 
 /// What a backend's test supplies to run the suite against it.
 pub trait Harness {

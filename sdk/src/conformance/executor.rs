@@ -20,10 +20,10 @@
 
 use std::time::{Duration, Instant};
 
-use sf_host::contracts::{
+use sf_contracts::snapshot::{MAX_SNAPSHOT_BYTES, SnapshotFile, snapshot_digest};
+use sf_contracts::{
     CancelToken, Executor, NamespaceDisposition, RunBounds, RunEntry, RunRequest, RunStatus,
 };
-use sf_host::snapshot::{MAX_SNAPSHOT_BYTES, SnapshotFile, snapshot_digest};
 
 /// What a program must do.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,7 +201,7 @@ pub fn descriptions_are_stable(harness: &dyn Harness) {
     assert_eq!(profile, executor.profile().unwrap(), "profile is stable");
     assert_eq!(
         profile.digest,
-        sf_host::canonical::Digest::of(&profile.recipe),
+        sf_contracts::canonical::Digest::of(&profile.recipe),
         "the profile digest is the digest of its recipe"
     );
 }

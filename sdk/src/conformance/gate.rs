@@ -35,7 +35,7 @@ use std::panic::{self, AssertUnwindSafe};
 use super::panic_message;
 use std::time::{Duration, Instant};
 
-use sf_host::contracts::{Gate, GateAnswer, GateError, is_valid_reason};
+use sf_contracts::{Gate, GateAnswer, GateError, is_valid_reason};
 
 /// What the gate's source says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

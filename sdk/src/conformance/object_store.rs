@@ -25,12 +25,12 @@ use std::fmt::Debug;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use sf_host::contracts::{
+use sf_contracts::git_object::{
+    Commit, EntryMode, ObjectId, ObjectKind, TreeEntry, encode_commit, encode_tree, object_id,
+};
+use sf_contracts::{
     EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreFactory, READ_FRAMING_BYTES, RefName,
     RefUpdate, RefValue, StoreRoot,
-};
-use sf_host::git_object::{
-    Commit, EntryMode, ObjectId, ObjectKind, TreeEntry, encode_commit, encode_tree, object_id,
 };
 
 /// What a backend's test supplies to run the suite against it.
@@ -851,7 +851,7 @@ mod tests {
     use std::path::Path;
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    use sf_host::contracts::StoredObject;
+    use sf_contracts::StoredObject;
 
     use super::*;
     use crate::testing::InMemoryObjectStoreFactory;

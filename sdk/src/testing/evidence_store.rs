@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
-use sf_host::canonical::Digest;
-use sf_host::contracts::{EvidenceRecord, EvidenceStore, EvidenceStoreError};
+use sf_contracts::canonical::Digest;
+use sf_contracts::{EvidenceRecord, EvidenceStore, EvidenceStoreError};
 
 #[derive(Default)]
 struct Records {

@@ -23,8 +23,8 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use sf_host::canonical::Digest;
-use sf_host::contracts::{
+use sf_contracts::canonical::Digest;
+use sf_contracts::{
     CancelToken, Enforcement, EntryPlace, Executor, ExecutorError, HostIdentity, LandlockStatus,
     MemoryBound, NamespaceDisposition, ProfileDescription, ReadableKind, ReadablePath,
     RequestDigests, RunAnswer, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,

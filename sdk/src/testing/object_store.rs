@@ -11,11 +11,11 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
-use sf_host::contracts::{
+use sf_contracts::git_object::ObjectId;
+use sf_contracts::{
     EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreFactory, READ_FRAMING_BYTES, RefName,
     RefUpdate, RefValue, StoreRoot, StoredObject,
 };
-use sf_host::git_object::ObjectId;
 
 /// The device number of every in-memory root.
 const DEVICE: u64 = 0;
@@ -526,7 +526,7 @@ impl ObjectStore for InMemoryObjectStore {
 mod tests {
     use std::time::Duration;
 
-    use sf_host::git_object::{ObjectKind, object_id};
+    use sf_contracts::git_object::{ObjectKind, object_id};
 
     use super::*;
 

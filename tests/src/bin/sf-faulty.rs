@@ -18,7 +18,7 @@ fn main() -> ExitCode {
         },
         Err(_) => None,
     };
-    sf_host::cli::main_with_faults(
+    sf_cli::main_with_faults(
         std::env::args_os(),
         Arc::new(move |reached: FaultPoint| {
             if Some(reached) == point {

@@ -12,9 +12,9 @@ use std::process::Command;
 use sf_host::canonical::Digest;
 use sf_tests::plugins::{Envelope, built, sf};
 
-pub const SUM_BUGGY: &str = include_str!("../../../host/src/cli/demo/sample/project/sum.sh");
-pub const SUM_FIXED: &str = include_str!("../../../host/src/cli/demo/sample/fix/sum.sh");
-pub const SUM_NOT_FIXED: &str = include_str!("../../../host/src/cli/demo/sample/no-fix/sum.sh");
+pub const SUM_BUGGY: &str = include_str!("../../../cli/src/demo/sample/project/sum.sh");
+pub const SUM_FIXED: &str = include_str!("../../../cli/src/demo/sample/fix/sum.sh");
+pub const SUM_NOT_FIXED: &str = include_str!("../../../cli/src/demo/sample/no-fix/sum.sh");
 /// A `sum.sh` that never ends: its runs time out, so its Verdict is Inconclusive.
 pub const SUM_LOOPS: &str = "while :; do :; done\n";
 
@@ -22,27 +22,27 @@ pub const SUM_LOOPS: &str = "while :; do :; done\n";
 pub const SLICE: &[(&str, &str)] = &[
     (
         "slice.json",
-        include_str!("../../../host/src/cli/demo/sample/slice/slice.json"),
+        include_str!("../../../cli/src/demo/sample/slice/slice.json"),
     ),
     (
         "acceptance.json",
-        include_str!("../../../host/src/cli/demo/sample/slice/acceptance.json"),
+        include_str!("../../../cli/src/demo/sample/slice/acceptance.json"),
     ),
     (
         "inputs/numbers/numbers.txt",
-        include_str!("../../../host/src/cli/demo/sample/slice/inputs/numbers/numbers.txt"),
+        include_str!("../../../cli/src/demo/sample/slice/inputs/numbers/numbers.txt"),
     ),
     (
         "inputs/empty/numbers.txt",
-        include_str!("../../../host/src/cli/demo/sample/slice/inputs/empty/numbers.txt"),
+        include_str!("../../../cli/src/demo/sample/slice/inputs/empty/numbers.txt"),
     ),
     (
         "harness/run-test.sh",
-        include_str!("../../../host/src/cli/demo/sample/slice/harness/run-test.sh"),
+        include_str!("../../../cli/src/demo/sample/slice/harness/run-test.sh"),
     ),
     (
         "overlay/tests/numbers.sh",
-        include_str!("../../../host/src/cli/demo/sample/slice/overlay/tests/numbers.sh"),
+        include_str!("../../../cli/src/demo/sample/slice/overlay/tests/numbers.sh"),
     ),
 ];
 

@@ -14,6 +14,7 @@
 //! beside this library (a workspace build puts both beside `sf`), else beside `sf`.
 
 use sf_oats::{OatsBindingGate, OatsBindingGateConfig};
+use sf_oats_cli::node_sandbox;
 use sf_sandbox_exec::LAUNCHER_NAME;
 
 fn binding_gate(config: &sf_sdk::export::PluginConfig) -> Result<OatsBindingGate, String> {
@@ -21,7 +22,8 @@ fn binding_gate(config: &sf_sdk::export::PluginConfig) -> Result<OatsBindingGate
     let launcher = sf_sandbox_exec::plugin::plugin_library()
         .and_then(|library| library.parent().map(|dir| dir.join(LAUNCHER_NAME)))
         .filter(|launcher| launcher.is_file());
-    OatsBindingGate::configured(config, launcher).map_err(|error| error.to_string())
+    let executor = node_sandbox(launcher).map_err(|error| error.to_string())?;
+    OatsBindingGate::configured(config, executor).map_err(|error| error.to_string())
 }
 
 sf_sdk::export_plugin! {

@@ -159,7 +159,7 @@ fn read_run() -> Step<Option<(RunPlan, Vec<Vec<u8>>)>> {
         return Ok(None);
     }
     let run: RunPlan = read_header(length, first, "run plan")?;
-    if run.file_bytes() > 3 * sf_host::snapshot::MAX_SNAPSHOT_BYTES {
+    if run.file_bytes() > 3 * sf_contracts::snapshot::MAX_SNAPSHOT_BYTES {
         return Err(Failure::new(
             "launcher",
             "the run plan's files are too large",

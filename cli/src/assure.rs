@@ -1,0 +1,412 @@
+//! `sf collect`, `sf judge` and `sf evidence {get,find}`: Repository Assurance on the command
+//! line (docs/assurance.md, "Command line"). Each reads a frozen Slice ([`SliceDir`]) and
+//! checks that the Candidate was sealed for exactly it before anything else happens; only
+//! `collect` writes (after its preflight), the others create nothing.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use clap::{Args, Subcommand};
+
+use super::common::{CliError, Context, Output, json_value, repository_error};
+use super::slice_dir::{SliceDir, coded, invalid};
+use sf_host::assurance::{Observation, Outcome, Verdict, time};
+use sf_host::canonical::{Digest, Value, object};
+use sf_host::collector::{CollectRequest, CollectedRun, Programs, RepositoryCollector, derive};
+use sf_host::contracts::CancelToken;
+use sf_host::evidence::get_verified;
+use sf_host::fence::Fence;
+use sf_host::landing::{Judging, LandError, preflight};
+use sf_host::repository::{Repository, SealedCandidate, SourceSnapshot};
+use sf_host::text_escape;
+
+/// How long the preflight waits for the gate's first answer.
+pub const PREFLIGHT_GATE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Which Candidate, in which repository, under which frozen Slice.
+#[derive(Debug, Args)]
+pub struct CandidateInSlice {
+    /// The repository identity file
+    #[arg(long, value_name = "FILE")]
+    pub(super) identity: PathBuf,
+    /// The Candidate digest (from `sf seal`)
+    #[arg(long, value_name = "DIGEST")]
+    pub(super) candidate: String,
+    /// The frozen Slice directory
+    #[arg(long, value_name = "SLICE")]
+    pub(super) slice: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct CollectArgs {
+    #[command(flatten)]
+    pub(super) target: CandidateInSlice,
+    /// A gate file ({"proceed": true} or {"proceed": false, "reason": …}), read before
+    /// anything starts and before every run, in place of the configured [gate] (default: open)
+    #[arg(long, value_name = "FILE")]
+    pub(super) gate: Option<PathBuf>,
+    /// When the collection must be over (RFC 3339 UTC, e.g. 2026-01-01T12:00:00Z); default: in
+    /// one hour
+    #[arg(long, value_name = "ISO")]
+    pub(super) deadline: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct JudgeArgs {
+    #[command(flatten)]
+    pub(super) target: CandidateInSlice,
+    /// The attempt (fence epoch) to judge; default: the newest attempt of this Candidate under
+    /// this Slice
+    #[arg(long, value_name = "EPOCH")]
+    pub(super) attempt: Option<u64>,
+    /// Exit 0 only when Verified: 3 when Failed, 4 when Inconclusive (for CI scripts)
+    #[arg(long)]
+    pub(super) exit_code: bool,
+}
+
+/// `sf evidence …`.
+#[derive(Debug, Subcommand)]
+pub enum EvidenceCommand {
+    /// Print one Evidence record, re-hashed
+    Get(GetArgs),
+    /// List the records filed under a Candidate's pins
+    Find(FindArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct GetArgs {
+    /// The record id (sha256:…)
+    id: String,
+    /// The Slice directory whose evidence store holds it
+    #[arg(long, value_name = "SLICE")]
+    slice: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct FindArgs {
+    #[command(flatten)]
+    pub(super) target: CandidateInSlice,
+}
+
+pub(super) fn parse_digest(text: &str, flag: &str) -> Result<Digest, CliError> {
+    Digest::parse(text).ok_or_else(|| {
+        invalid(
+            format!("{flag} {text:?}"),
+            "is not sha256: followed by 64 lowercase hex characters",
+        )
+    })
+}
+
+/// A landing error as the command line reports it.
+pub(super) fn land_error(what: &str, error: LandError) -> CliError {
+    match &error {
+        LandError::Repository(inner) => repository_error(what, inner),
+        _ => coded(error.code(), what, error),
+    }
+}
+
+/// A Candidate and the frozen Slice it is checked against, everything verified: the Slice
+/// whole, the Candidate re-exported, its base read, and the Candidate sealed for exactly this
+/// Slice in this repository ([`derive`]).
+pub(super) struct Loaded {
+    pub slice: SliceDir,
+    pub repository: Repository,
+    pub sealed: SealedCandidate,
+    pub base: SourceSnapshot,
+    pub programs: Programs,
+}
+
+impl Loaded {
+    pub(super) fn read(context: &Context, target: &CandidateInSlice) -> Result<Self, CliError> {
+        let digest = parse_digest(&target.candidate, "--candidate")?;
+        let slice = SliceDir::open(&target.slice)?;
+        let repository = context.open_repository(&target.identity)?;
+        let sealed = repository
+            .export_candidate(&digest)
+            .map_err(|error| repository_error(&format!("--candidate {digest}"), &error))?;
+        let base = repository
+            .snapshot(&sealed.manifest.base_commit)
+            .map_err(|error| repository_error("the Candidate's base", &error))?;
+        let programs = derive(&slice.frozen, &sealed, &base).map_err(|why| {
+            coded(
+                "invalid-input",
+                format!("--candidate {digest} under --slice {}", slice.dir.display()),
+                format!("{why}; nothing was started"),
+            )
+        })?;
+        Ok(Self {
+            slice,
+            repository,
+            sealed,
+            base,
+            programs,
+        })
+    }
+
+    /// What no Candidate may read: the Slice, its state and the repository.
+    pub(super) fn protected(&self) -> Result<Vec<PathBuf>, CliError> {
+        let mut protected = self.slice.protected()?;
+        protected.push(PathBuf::from(&self.repository.identity().path));
+        Ok(protected)
+    }
+
+    /// The judge's view of this Candidate's evidence, read-only.
+    pub(super) fn judging(&self, context: &Context) -> Result<Judging, CliError> {
+        Ok(Judging {
+            slice: self.slice.frozen.clone(),
+            pins: self.programs.pins.clone(),
+            store: self.slice.existing_evidence_store(context)?,
+        })
+    }
+}
+
+/// `--deadline` as a time; default: an hour from now.
+pub(super) fn deadline(text: Option<&str>) -> Result<SystemTime, CliError> {
+    match text {
+        Some(text) => time::parse_loose(text)
+            .map(time::from_millis)
+            .ok_or_else(|| {
+                invalid(
+                    format!("--deadline {text:?}"),
+                    "is an RFC 3339 UTC time such as 2026-01-01T12:00:00Z",
+                )
+            }),
+        None => Ok(SystemTime::now() + Duration::from_secs(3600)),
+    }
+}
+
+/// The fence of the Slice's Product.
+pub(super) fn fence(slice: &SliceDir, product: &str) -> Result<Fence, CliError> {
+    Fence::open(&slice.state("fence")?, product)
+        .map_err(|error| coded(error.code(), "the fence", error))
+}
+
+pub(super) fn run_json_of(run: &CollectedRun) -> serde_json::Value {
+    serde_json::json!({
+        "check": run.check,
+        "state": run.state.as_str(),
+        "evidence": run.evidence.as_ref().map(ToString::to_string),
+        "problems": run.problems,
+    })
+}
+
+/// One progress line per settled run, on stderr.
+pub(super) fn report_progress(run: &CollectedRun) {
+    match run.problems.first() {
+        Some(problem) => eprintln!(
+            "sf: {} {}: {}",
+            run.check,
+            run.state.as_str(),
+            text_escape::line(problem)
+        ),
+        None => eprintln!("sf: {} {}", run.check, run.state.as_str()),
+    }
+}
+
+/// `sf collect`.
+pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliError> {
+    let deadline = deadline(args.deadline.as_deref())?;
+    super::land::check_gate_file(args.gate.as_deref())?;
+    let loaded = Loaded::read(context, &args.target)?;
+    let executor = loaded.slice.executor(context)?;
+    let gate = context.gate(args.gate.as_deref())?;
+    preflight(
+        executor.as_ref(),
+        &loaded.slice.frozen,
+        &gate,
+        deadline,
+        PREFLIGHT_GATE_TIMEOUT,
+    )
+    .map_err(|error| land_error("before the collection", error))?;
+    let protected = loaded.protected()?;
+    let store = loaded.slice.evidence_store(context)?;
+    let product = loaded.repository.identity().product_id.clone();
+    let fence = fence(&loaded.slice, &product)?;
+    let collector = RepositoryCollector::new(store, executor, protected)
+        .map_err(|error| coded(error.code(), "the collector", error))?;
+    let hold = fence.acquire().map_err(|error| {
+        coded(
+            error.code(),
+            "the fence",
+            format!("{error}; wait for the other attempt to end"),
+        )
+    })?;
+    eprintln!("sf collect: attempt {}", hold.attempt());
+    let result = collector
+        .collect_with_progress(
+            &CollectRequest {
+                slice: loaded.slice.frozen.clone(),
+                sealed: loaded.sealed.clone(),
+                base: loaded.base.clone(),
+                deadline,
+            },
+            gate,
+            &hold,
+            &CancelToken::new(),
+            &mut |run| report_progress(run),
+        )
+        .map_err(|error| coded(error.code(), "the collection", error))?;
+    let json = serde_json::json!({
+        "attempt": json_value(&result.attempt.to_value()),
+        "pins": result.pins.to_string(),
+        "mayJudge": result.may_judge(),
+        "runs": result.runs.iter().map(run_json_of).collect::<Vec<_>>(),
+        "evidence": result.evidence.iter().map(ToString::to_string).collect::<Vec<_>>(),
+    });
+    let mut text = format!(
+        "collected attempt {} ({} records)\n",
+        result.attempt,
+        result.evidence.len()
+    );
+    for run in &result.runs {
+        text.push_str(&format!("  {:<24} {}\n", run.check, run.state.as_str()));
+    }
+    if !result.may_judge() {
+        text.push_str("no Verdict may be issued for this attempt\n");
+    }
+    Ok(Output { json, text })
+}
+
+/// The exit status `sf judge --exit-code` and `sf land` give an outcome.
+pub fn outcome_exit(outcome: Outcome) -> u8 {
+    match outcome {
+        Outcome::Verified => 0,
+        Outcome::Failed => super::EXIT_FAILED,
+        Outcome::Inconclusive => super::EXIT_INCONCLUSIVE,
+    }
+}
+
+/// The text of a Verdict: the outcome, each check and why it missed, the reasons.
+pub(super) fn verdict_text(verdict: &Verdict, digest: &Digest) -> String {
+    let mut text = format!(
+        "{} (attempt {})\n  verdict {digest}\n",
+        verdict.outcome.as_str(),
+        verdict.attempt
+    );
+    for check in &verdict.checks {
+        let problems = text_escape::line(&check.problems.join("; ")).into_owned();
+        let met = match check.met {
+            Some(true) => "met".to_owned(),
+            Some(false) => format!("missed: {problems}"),
+            None => format!("not attributable: {problems}"),
+        };
+        text.push_str(&format!("  {:<24} {met}\n", check.check));
+    }
+    for reason in &verdict.reasons {
+        text.push_str(&format!("  reason: {}\n", text_escape::line(reason)));
+    }
+    text
+}
+
+/// A Verdict as JSON: its record and its digest.
+pub(super) fn verdict_json(verdict: &Verdict, digest: &Digest) -> serde_json::Value {
+    serde_json::json!({
+        "verdict": json_value(&verdict.to_value()),
+        "digest": digest.to_string(),
+    })
+}
+
+/// `sf judge`: the Verdict, and with `--exit-code` an exit status CI can branch on.
+pub fn run_judge(context: &Context, args: JudgeArgs) -> Result<(Output, u8), CliError> {
+    let verdict = judge_verdict(context, &args)?;
+    let digest = verdict
+        .digest()
+        .map_err(|error| invalid("the Verdict", error))?;
+    let exit = if args.exit_code {
+        outcome_exit(verdict.outcome)
+    } else {
+        0
+    };
+    Ok((
+        Output {
+            json: verdict_json(&verdict, &digest),
+            text: verdict_text(&verdict, &digest),
+        },
+        exit,
+    ))
+}
+
+/// The Verdict `sf judge` prints.
+pub fn judge_verdict(context: &Context, args: &JudgeArgs) -> Result<Verdict, CliError> {
+    let loaded = Loaded::read(context, &args.target)?;
+    loaded
+        .judging(context)?
+        .verdict(args.attempt)
+        .map_err(|error| land_error("judging", error))
+}
+
+/// `sf evidence …`.
+pub fn run_evidence(context: &Context, command: EvidenceCommand) -> Result<Output, CliError> {
+    match command {
+        EvidenceCommand::Get(args) => {
+            let id = parse_digest(&args.id, "ID")?;
+            let slice = SliceDir::open(&args.slice)?;
+            let store = slice.existing_evidence_store(context)?;
+            let record = get_verified(
+                store.as_ref(),
+                &id,
+                Instant::now() + Duration::from_secs(60),
+            )
+            .map_err(|error| coded(error.code(), format!("record {id}"), error))?;
+            let observation = Observation::is_format(record.format())
+                .then(|| Observation::decode_format(record.format(), record.payload()))
+                .transpose()
+                .map_err(|why| coded("corrupt", format!("record {id}"), why))?;
+            let mut json = serde_json::json!({
+                "id": id.to_string(),
+                "pins": record.pins().to_string(),
+                "attempt": json_value(&record.attempt().to_value()),
+                "format": record.format(),
+                "bytes": record.bytes().len(),
+            });
+            let mut text = format!(
+                "record {id}\n  pins    {}\n  attempt {}\n  format  {}\n",
+                record.pins(),
+                record.attempt(),
+                record.format()
+            );
+            if let Some(observation) = observation {
+                json["observation"] = json_value(&observation.facts_value());
+                json["stdout"] = String::from_utf8_lossy(&observation.stdout).into();
+                json["stderr"] = String::from_utf8_lossy(&observation.stderr).into();
+                text.push_str(&format!(
+                    "  check   {} ({})\n  status  {}\n",
+                    observation.facts.check,
+                    observation.facts.stage.as_str(),
+                    observation.facts.status.as_str()
+                ));
+                for problem in &observation.facts.problems {
+                    text.push_str(&format!("  problem {}\n", text_escape::line(problem)));
+                }
+                text.push_str(&text_escape::block("stdout", &observation.stdout));
+                text.push_str(&text_escape::block("stderr", &observation.stderr));
+            }
+            Ok(Output { json, text })
+        }
+        EvidenceCommand::Find(args) => {
+            let loaded = Loaded::read(context, &args.target)?;
+            let pins = loaded
+                .programs
+                .pins
+                .digest()
+                .map_err(|error| invalid("the pins", error))?;
+            let store: Arc<_> = loaded.slice.existing_evidence_store(context)?;
+            let ids = store
+                .find(&pins, Instant::now() + Duration::from_secs(60))
+                .map_err(|error| coded(error.code(), "the evidence store", error))?;
+            let json = json_value(&object([
+                ("pins", pins.to_string().into()),
+                (
+                    "ids",
+                    Value::Array(ids.iter().map(|id| id.to_string().into()).collect()),
+                ),
+            ]));
+            let mut text = format!("pins {pins}: {} records\n", ids.len());
+            for id in &ids {
+                text.push_str(&format!("  {id}\n"));
+            }
+            Ok(Output { json, text })
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! `sf export`: a Candidate's files, re-verified, written byte for byte into a new directory.
+//!
+//! The files are written into a fresh hidden directory beside the destination and renamed into
+//! place only when all of them are written, so a failed export leaves nothing behind and a
+//! finished one appears whole. The destination must not exist, or be an empty directory.
+//!
+//! Everything is written through directory descriptors ([`sf_host::dir_fd`]): `--out`'s parent
+//! is opened without following a link in any component, the staging directory is created
+//! there with `mkdirat` and opened without following links, and every directory and file
+//! below it is created relative to its directory's descriptor (`O_CREAT | O_EXCL |
+//! O_NOFOLLOW`). A link planted at `--out`, in its path or at the staging name is refused,
+//! naming the path; nothing is ever written through one.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+use super::common::{CliError, Context, Output, absolute_new_path, repository_error};
+use sf_host::canonical::Digest;
+use sf_host::dir_fd::{DirFd, DirFdError, EntryKind};
+use sf_host::snapshot::SnapshotFile;
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The repository identity file (from `sf repo create --identity-out`)
+    #[arg(long, value_name = "FILE")]
+    identity: PathBuf,
+    /// The Candidate digest (sha256:…, as `sf seal` printed it)
+    #[arg(long, value_name = "DIGEST")]
+    candidate: String,
+    /// The directory to write the files into: new, or empty
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+pub fn run(context: &Context, args: ExportArgs) -> Result<Output, CliError> {
+    let digest = Digest::parse(&args.candidate).ok_or_else(|| {
+        CliError::new(
+            "invalid-input",
+            format!(
+                "--candidate {:?}: a Candidate digest is sha256: followed by 64 lowercase hex \
+                 characters, as `sf seal` printed it",
+                args.candidate
+            ),
+        )
+    })?;
+    let out = absolute_new_path(&args.out, "--out")?;
+    let (parent, name) = open_parent(&args.out, &out)?;
+    let replace = check_destination(&parent, &name, &out)?;
+    let repository = context.open_repository(&args.identity)?;
+    let sealed = repository.export_candidate(&digest).map_err(|error| {
+        repository_error(
+            &format!(
+                "exporting {digest} from repository {}",
+                repository.identity().path
+            ),
+            &error,
+        )
+    })?;
+    write_all(&parent, &name, &out, replace, &sealed.files)?;
+    let files: Vec<serde_json::Value> = sealed
+        .manifest
+        .files
+        .iter()
+        .map(|file| {
+            serde_json::json!({
+                "path": file.path,
+                "sha256": file.sha256.to_string(),
+                "bytes": file.bytes,
+            })
+        })
+        .collect();
+    Ok(Output {
+        json: serde_json::json!({
+            "digest": sealed.digest.to_string(),
+            "commit": sealed.manifest.commit.to_hex(),
+            "tree": sealed.manifest.tree.to_hex(),
+            "snapshotDigest": sealed.snapshot_digest.to_string(),
+            "out": out.display().to_string(),
+            "files": files,
+        }),
+        text: format!(
+            "exported Candidate {} ({} files) to {}\n",
+            sealed.digest,
+            sealed.files.len(),
+            out.display()
+        ),
+    })
+}
+
+/// The directory `--out` names, opened without following a link in any component: a link
+/// anywhere in the path is refused, naming it.
+fn open_parent(given: &Path, out: &Path) -> Result<(DirFd, OsString), CliError> {
+    let parent = match given.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let name = out.file_name().map(OsStr::to_owned).unwrap_or_default();
+    let dir = DirFd::open(parent).map_err(|error| out_error(out, &error))?;
+    Ok((dir, name))
+}
+
+fn out_error(out: &Path, error: &DirFdError) -> CliError {
+    CliError::new(
+        error.code(),
+        format!(
+            "--out {}: {error}; sf writes only into a new or empty directory reached without \
+             symbolic links, and nothing was left behind",
+            out.display()
+        ),
+    )
+}
+
+/// Whether `name` in `parent` is free (`false`) or an empty directory to be replaced
+/// (`true`); anything else is refused.
+fn check_destination(parent: &DirFd, name: &OsStr, out: &Path) -> Result<bool, CliError> {
+    let refuse = |code: &str, detail: &str| {
+        CliError::new(
+            code,
+            format!(
+                "--out {}: {detail}; sf never writes into existing files: choose a new or empty \
+                 directory",
+                out.display()
+            ),
+        )
+    };
+    let entry = parent.entry(name).map_err(|error| out_error(out, &error))?;
+    match entry {
+        None => Ok(false),
+        Some(entry) if entry.kind == EntryKind::Symlink => Err(refuse(
+            "symlink",
+            "is a symbolic link, which sf never writes through",
+        )),
+        Some(entry) if entry.kind != EntryKind::Directory => {
+            Err(refuse("exists", "exists and is not a directory"))
+        }
+        Some(entry) => {
+            let dir = parent
+                .open_dir(&entry)
+                .map_err(|error| out_error(out, &error))?;
+            match dir.entries(1) {
+                Ok(entries) if entries.is_empty() => Ok(true),
+                Ok(_) | Err(DirFdError::TooLarge { .. }) => Err(refuse("exists", "is not empty")),
+                Err(error) => Err(out_error(out, &error)),
+            }
+        }
+    }
+}
+
+/// Writes `files` under a fresh staging directory in `parent`, then renames it to `name`
+/// (replacing the empty directory there when `replace` is set). Every directory and file
+/// is created relative to a directory descriptor without following links, so a link planted
+/// anywhere is refused, naming it, and nothing is written outside. On failure the staging
+/// directory is removed.
+fn write_all(
+    parent: &DirFd,
+    name: &OsStr,
+    out: &Path,
+    replace: bool,
+    files: &[SnapshotFile],
+) -> Result<(), CliError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.subsec_nanos());
+    let staging_name = OsString::from(format!(
+        ".{}.sf-export-{}-{nanos}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let staging = parent
+        .create_dir(&staging_name, 0o755)
+        .map_err(|error| out_error(out, &error))?;
+    let written = (|| {
+        for file in files {
+            // Paths were checked against the grammar when the Candidate was verified:
+            // relative, no `.`, `..` or empty segment, so each component is one name.
+            let (directory, file_name) = match file.path.rsplit_once('/') {
+                Some((directory, file_name)) => {
+                    (Some(staging.ensure_dirs(directory, 0o755)?), file_name)
+                }
+                None => (None, file.path.as_str()),
+            };
+            directory.as_ref().unwrap_or(&staging).create_file(
+                OsStr::new(file_name),
+                &file.content,
+                0o644,
+            )?;
+        }
+        staging.sync()?;
+        parent.rename(&staging_name, parent, name, replace)
+    })();
+    if let Err(error) = written {
+        let _ = parent.remove_tree(&staging_name);
+        return Err(out_error(out, &error));
+    }
+    Ok(())
+}

@@ -1,0 +1,417 @@
+//! `sf slice freeze`: reads what the operator authored in a Slice directory, checks all of it,
+//! and only then stores its inputs, harness and overlay in the snapshot store and writes the
+//! frozen records, the Slice record last. A freeze that fails writes nothing; a freeze of an
+//! unchanged Slice writes nothing and answers the same digests.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+
+use super::common::{CliError, Context, MAX_INPUT_BYTES, repository_error};
+use super::slice_dir::{
+    FROZEN, SLICE_RECORD, canonical_dir, coded, empty_snapshot, invalid, state_dir,
+};
+use sf_host::assurance::{
+    Acceptance, FrozenSlice, Recipe, SliceRecord, current_environment, overlay_protection,
+};
+use sf_host::canonical::{self, Digest, Value};
+use sf_host::collector::{MaterialisedTree, collector_closure, lay_over};
+use sf_host::dir_fd::{DirFd, DirFdError};
+use sf_host::repository::record::Fields;
+use sf_host::repository::{ID_RULE, is_valid_id};
+use sf_host::snapshot::{SnapshotFile, snapshot_digest};
+use sf_host::snapshot_store::SnapshotStore;
+use sf_host::source_dir::read_snapshot_dir;
+
+/// `sf slice …`.
+#[derive(Debug, Subcommand)]
+pub enum SliceCommand {
+    /// Freeze a Slice: check everything it holds, then store its inputs, harness and overlay
+    /// and write its frozen records (SLICE/frozen/), the Slice record last
+    Freeze(FreezeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FreezeArgs {
+    /// The Slice directory (slice.json, acceptance.json, recipe.json, inputs/<name>/,
+    /// harness/, overlay/)
+    #[arg(long, value_name = "SLICE")]
+    pub(super) dir: PathBuf,
+    /// The repository identity file; the Candidate's base is its target now
+    #[arg(long, value_name = "FILE")]
+    pub(super) identity: PathBuf,
+}
+
+/// What `slice.json` says.
+struct Authored {
+    id: String,
+    revision: u64,
+    scope: Vec<String>,
+    protected: Vec<String>,
+}
+
+fn authored_slice(value: &Value) -> Result<Authored, CliError> {
+    let declared = ["id", "revision", "scope", "protected"];
+    let map = match value {
+        Value::Object(map) => map,
+        _ => {
+            return Err(invalid(
+                "slice.json",
+                "is an object {\"id\", \"revision\", \"scope\", \"protected\"?}",
+            ));
+        }
+    };
+    if let Some(unknown) = map.keys().find(|key| !declared.contains(&key.as_str())) {
+        return Err(invalid(
+            format!("slice.json {unknown:?}"),
+            "is not a field of slice.json (id, revision, scope, protected)",
+        ));
+    }
+    let mut value = value.clone();
+    if let Value::Object(map) = &mut value {
+        map.entry("protected".into())
+            .or_insert(Value::Array(Vec::new()));
+    }
+    let fields = Fields::exact(&value, "slice.json", &declared)
+        .map_err(|error| invalid(error.field, error.rule))?;
+    let strings = |key: &str| -> Result<Vec<String>, CliError> {
+        fields
+            .array(key)
+            .map_err(|error| invalid(error.field, error.rule))?
+            .iter()
+            .map(|item| match item {
+                Value::String(text) => Ok(text.clone()),
+                _ => Err(invalid(format!("slice.json {key}"), "is a list of strings")),
+            })
+            .collect()
+    };
+    let id = fields
+        .string("id")
+        .ok()
+        .filter(|id| is_valid_id(id))
+        .ok_or_else(|| invalid("slice.json id", ID_RULE))?
+        .to_owned();
+    let revision = fields
+        .positive("revision")
+        .map_err(|_| invalid("slice.json revision", "is a positive integer"))?;
+    Ok(Authored {
+        id,
+        revision,
+        scope: strings("scope")?,
+        protected: strings("protected")?,
+    })
+}
+
+fn authored_recipe(value: &Value) -> Result<(u64, u64), CliError> {
+    let shape = || invalid("recipe.json", "is {\"timeoutMs\": N, \"outputLimit\": N}");
+    let fields =
+        Fields::exact(value, "recipe.json", &["timeoutMs", "outputLimit"]).map_err(|_| shape())?;
+    Ok((
+        fields.positive("timeoutMs").map_err(|_| shape())?,
+        fields.positive("outputLimit").map_err(|_| shape())?,
+    ))
+}
+
+/// A directory of the Slice read as a snapshot; an absent directory is an empty snapshot.
+fn optional_dir(dir: &Path, what: &str) -> Result<Vec<SnapshotFile>, CliError> {
+    match std::fs::symlink_metadata(dir) {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        _ => read_snapshot_dir(dir)
+            .map_err(|error| coded(error.code(), format!("the Slice's {what}"), error)),
+    }
+}
+
+/// Everything a freeze would write, checked.
+struct Frozen {
+    slice: FrozenSlice,
+    digest: Digest,
+    /// The snapshots to store: inputs, harness, overlay.
+    snapshots: Vec<(Digest, Vec<SnapshotFile>, String)>,
+    /// Input names and the digests they froze to.
+    inputs: BTreeMap<String, Digest>,
+}
+
+/// `sf slice freeze`.
+pub fn run(context: &Context, command: SliceCommand) -> Result<super::Output, CliError> {
+    let SliceCommand::Freeze(args) = command;
+    let dir = canonical_dir(&args.dir, "--dir")?;
+    let frozen = prepare(context, &dir, &args.identity)?;
+    write(&dir, &frozen)?;
+    let record = &frozen.slice.record;
+    let json = serde_json::json!({
+        "slice": frozen.digest.to_string(),
+        "id": record.id,
+        "revision": record.revision,
+        "acceptance": record.acceptance.to_string(),
+        "recipe": record.recipe.to_string(),
+        "environment": record.environment.to_string(),
+        "harness": record.harness.to_string(),
+        "overlay": record.overlay.to_string(),
+        "base": record.base.to_hex(),
+        "protected": record.protected,
+        "inputs": frozen.inputs.iter().map(|(name, digest)| (name.clone(), serde_json::Value::String(digest.to_string()))).collect::<serde_json::Map<_, _>>(),
+    });
+    let text = format!(
+        "frozen Slice {} revision {}\n  slice       {}\n  acceptance  {}\n  recipe      {}\n  environment {}\n  harness     {} ({} files)\n  overlay     {} ({} files)\n  base        {}\n  seal with   --slice {}\n",
+        record.id,
+        record.revision,
+        frozen.digest,
+        record.acceptance,
+        record.recipe,
+        record.environment,
+        record.harness,
+        frozen.slice.harness.len(),
+        record.overlay,
+        frozen.slice.overlay.len(),
+        record.base,
+        dir.display()
+    );
+    Ok(super::Output { json, text })
+}
+
+/// A descriptor error as the command line reports it, naming the path.
+fn fd_error(error: DirFdError) -> CliError {
+    CliError::new(error.code(), error.to_string())
+}
+
+/// Reads and checks everything; writes nothing.
+fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, CliError> {
+    let slice_dir = DirFd::open(dir).map_err(fd_error)?;
+    let authored = |name: &str| -> Result<Value, CliError> {
+        let file = slice_dir
+            .read_file_named(OsStr::new(name), MAX_INPUT_BYTES)
+            .map_err(fd_error)?;
+        canonical::parse(&file.bytes).map_err(|error| invalid(dir.join(name).display(), error))
+    };
+    let slice = authored_slice(&authored("slice.json")?)?;
+    // Inputs, read (not yet stored); the acceptance names them by digest.
+    let mut acceptance_value = authored("acceptance.json")?;
+    let mut inputs = BTreeMap::new();
+    let mut snapshots = Vec::new();
+    let mut input_files = BTreeMap::new();
+    if let Value::Object(map) = &mut acceptance_value
+        && let Some(Value::Array(checks)) = map.get_mut("checks")
+    {
+        for check in checks {
+            let Value::Object(check) = check else {
+                continue;
+            };
+            let Some(Value::String(input)) = check.get("input").cloned() else {
+                continue;
+            };
+            if Digest::parse(&input).is_some() {
+                return Err(invalid(
+                    format!("acceptance.json input {input:?}"),
+                    "name a directory under inputs/: freeze stores it and writes its digest",
+                ));
+            }
+            if !is_valid_id(&input) || input.contains('/') || input.contains(':') {
+                return Err(invalid(
+                    format!("acceptance.json input {input:?}"),
+                    "is the name of a directory under inputs/",
+                ));
+            }
+            let input_dir = dir.join("inputs").join(&input);
+            let digest = match inputs.get(&input) {
+                Some(digest) => Digest::clone(digest),
+                None => {
+                    let files = read_snapshot_dir(&input_dir)
+                        .map_err(|error| coded(error.code(), input_dir.display(), error))?;
+                    let digest = snapshot_digest(&files)
+                        .map_err(|error| invalid(input_dir.display(), error))?;
+                    snapshots.push((digest.clone(), files.clone(), format!("input {input}")));
+                    input_files.insert(digest.clone(), files);
+                    inputs.insert(input.clone(), digest.clone());
+                    digest
+                }
+            };
+            check.insert("input".into(), Value::String(digest.to_string()));
+        }
+    }
+    let acceptance = Acceptance::from_json(
+        &canonical::encode(&acceptance_value).map_err(|error| invalid("acceptance.json", error))?,
+    )
+    .map_err(|error| invalid("acceptance.json", error))?;
+    let harness = optional_dir(&dir.join("harness"), "harness")?;
+    let overlay = optional_dir(&dir.join("overlay"), "overlay")?;
+    let harness_digest = snapshot_digest(&harness).map_err(|error| invalid("harness/", error))?;
+    let overlay_digest = snapshot_digest(&overlay).map_err(|error| invalid("overlay/", error))?;
+    for (digest, files, what) in [
+        (&harness_digest, &harness, "harness"),
+        (&overlay_digest, &overlay, "overlay"),
+    ] {
+        if *digest != empty_snapshot() {
+            snapshots.push((digest.clone(), files.clone(), what.to_owned()));
+        }
+    }
+    // Recipe: the authored bounds, this collector, the configured runtime.
+    let (timeout_ms, output_limit) = authored_recipe(&authored("recipe.json")?)?;
+    let config = context.config()?;
+    let executor_record = config
+        .executor_record()
+        .map_err(|why| invalid("the [executor] section", why))?;
+    let executor = context.executor_of(&config)?;
+    let runtime = executor
+        .describe_runtime()
+        .map_err(|error| coded(error.code(), "the configured executor's runtime", error))?;
+    let recipe = Recipe {
+        collector_closure: collector_closure(),
+        timeout_ms,
+        output_limit,
+        runtime: runtime
+            .executable
+            .to_str()
+            .ok_or_else(|| invalid("the runtime", "is not a UTF-8 path"))?
+            .to_owned(),
+    };
+    recipe
+        .validate()
+        .map_err(|error| invalid("recipe.json", error))?;
+    let environment = current_environment(executor.as_ref())
+        .map_err(|error| coded(error.code(), "the configured executor", error))?;
+    let repository = context.open_repository(identity)?;
+    let base = repository
+        .target()
+        .map_err(|error| repository_error("the repository's target", &error))?;
+    let base_snapshot = repository
+        .snapshot(&base)
+        .map_err(|error| repository_error("the repository's target", &error))?;
+    let mut protected: Vec<String> = slice.protected.clone();
+    for pattern in overlay_protection(&overlay) {
+        if !protected.contains(&pattern) {
+            protected.push(pattern);
+        }
+    }
+    let record = SliceRecord {
+        id: slice.id,
+        revision: slice.revision,
+        repository: repository.identity().clone(),
+        base,
+        scope: slice.scope,
+        protected,
+        acceptance: acceptance
+            .digest()
+            .map_err(|error| invalid("acceptance", error))?,
+        recipe: recipe.digest().map_err(|error| invalid("recipe", error))?,
+        environment: environment
+            .digest()
+            .map_err(|error| invalid("environment", error))?,
+        harness: harness_digest,
+        overlay: overlay_digest,
+        executor: executor_record,
+    };
+    let frozen = FrozenSlice {
+        record,
+        acceptance,
+        recipe,
+        environment,
+        harness,
+        overlay,
+        inputs: input_files,
+    };
+    let digest = frozen
+        .validate()
+        .map_err(|error| invalid(format!("the Slice in {}", dir.display()), error))?;
+    let base_files: Vec<SnapshotFile> = base_snapshot
+        .files
+        .iter()
+        .map(|file| SnapshotFile {
+            path: file.path.clone(),
+            content: file.text.as_bytes().to_vec(),
+        })
+        .collect();
+    let base_tree = MaterialisedTree {
+        digest: snapshot_digest(&base_files).map_err(|error| invalid("the base", error))?,
+        files: base_files,
+    };
+    lay_over(&base_tree, &frozen.overlay, "base").map_err(|why| invalid("overlay/", why))?;
+    frozen
+        .check_entries_in(&base_tree.files)
+        .map_err(|error| invalid("acceptance.json", error))?;
+    Ok(Frozen {
+        slice: frozen,
+        digest,
+        snapshots,
+        inputs,
+    })
+}
+
+/// Stores the snapshots and writes the frozen records, the Slice record last. Refuses, before
+/// writing anything, a frozen record that already holds other bytes. Every write is relative
+/// to a directory descriptor and follows no link.
+fn write(dir: &Path, frozen: &Frozen) -> Result<(), CliError> {
+    let encode = |what: &str, bytes: Result<Vec<u8>, sf_host::assurance::AssuranceError>| {
+        bytes.map_err(|error| invalid(what, error))
+    };
+    let slice = &frozen.slice;
+    let records = [
+        (
+            "acceptance.json",
+            encode("acceptance", slice.acceptance.to_bytes())?,
+        ),
+        ("recipe.json", encode("recipe", slice.recipe.to_bytes())?),
+        (
+            "environment.json",
+            encode("environment", slice.environment.to_bytes())?,
+        ),
+        (SLICE_RECORD, encode("slice", slice.record.to_bytes())?),
+    ];
+    let conflict = |error: DirFdError| match error {
+        DirFdError::Differs { path } => coded(
+            "conflict",
+            path.display(),
+            "already holds another frozen record; a changed Slice needs a new revision in a \
+             new directory",
+        ),
+        other => fd_error(other),
+    };
+    let slice_dir = DirFd::open(dir).map_err(fd_error)?;
+    if slice_dir
+        .entry(OsStr::new(FROZEN))
+        .map_err(fd_error)?
+        .is_some()
+    {
+        let existing = slice_dir
+            .open_dir_named(OsStr::new(FROZEN))
+            .map_err(fd_error)?;
+        for (name, bytes) in &records {
+            if existing
+                .entry(OsStr::new(name))
+                .map_err(fd_error)?
+                .is_none()
+            {
+                continue;
+            }
+            let held = existing
+                .read_file_named(OsStr::new(name), bytes.len() as u64)
+                .map_err(|error| match error {
+                    DirFdError::TooLarge { path, .. } => DirFdError::Differs { path },
+                    other => other,
+                })
+                .map_err(conflict)?;
+            if held.bytes != *bytes {
+                return Err(conflict(DirFdError::Differs {
+                    path: existing.shown(OsStr::new(name)),
+                }));
+            }
+        }
+    }
+    let snapshots = SnapshotStore::open(&state_dir(dir, "snapshots", true)?)
+        .map_err(|error| coded(error.code(), "the snapshot store", error))?;
+    for (digest, files, what) in &frozen.snapshots {
+        snapshots
+            .put(files, digest)
+            .map_err(|error| coded(error.code(), format!("the Slice's {what}"), error))?;
+    }
+    let frozen_dir = slice_dir
+        .ensure_dir(OsStr::new(FROZEN), 0o755)
+        .map_err(fd_error)?;
+    for (name, bytes) in &records {
+        frozen_dir
+            .write_once(OsStr::new(name), bytes, 0o644)
+            .map_err(conflict)?;
+    }
+    Ok(())
+}

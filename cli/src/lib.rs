@@ -1,0 +1,284 @@
+//! The `sf` command line: argument parsing (clap), one module per subcommand, and the output
+//! conventions every command shares.
+//!
+//! - Human-readable text on stdout by default; with `--json`, stdout is exactly one envelope,
+//!   `{"schemaVersion":1,"ok":true,"result":…}` or
+//!   `{"schemaVersion":1,"ok":false,"error":{"code":…,"message":…}}`.
+//! - Exit status 0 only on success; 1 when the command failed; 2 for a usage error.
+//! - Logs and warnings go to stderr.
+//! - Text output (and an error's message) is printed through [`sf_host::text_escape::lines`]:
+//!   control characters other than newline and tab, from wherever they came, are shown
+//!   escaped. `--json` is printed as it is (JSON escapes them).
+//! - Every command takes `--config FILE` (an `sf.toml`; default: the embedded defaults).
+//! - Errors name the input at fault and the fix.
+//!
+//! Adding a subcommand: a module with an `Args` struct and a `run(&Context, Args) ->
+//! Result<Output, CliError>`, a variant in `Command`, and a line in `dispatch`.
+
+mod assure;
+mod common;
+mod demo;
+mod exec;
+mod export;
+mod freeze;
+mod integrate;
+mod land;
+mod oats;
+mod plugins;
+mod repo;
+mod seal;
+mod slice_dir;
+mod snapshot;
+
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use sf_host::text_escape;
+
+pub use common::{CliError, Context, Output};
+
+/// The `schemaVersion` of the `--json` envelope.
+pub const SCHEMA_VERSION: u64 = 1;
+/// Exit status of a command that failed.
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit status of a usage error (unknown flag, missing argument), and of `sf land` refusing
+/// invalid input.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit status of `sf land` (and `sf judge --exit-code`) for a Failed Candidate.
+pub const EXIT_FAILED: u8 = 3;
+/// … for an Inconclusive one, or an attempt no Verdict may be issued for.
+pub const EXIT_INCONCLUSIVE: u8 = 4;
+/// … of `sf land` when the gate withheld.
+pub const EXIT_WITHHELD: u8 = 5;
+/// … of `sf land` when the move's outcome is unknown.
+pub const EXIT_UNKNOWN: u8 = 6;
+/// … of `sf land` when nothing was dispatched (the target left the Candidate's base).
+pub const EXIT_NOT_DISPATCHED: u8 = 7;
+
+/// What a command ended with: its result and its exit status.
+#[derive(Debug)]
+pub struct Outcome {
+    pub result: Result<Output, CliError>,
+    pub exit: u8,
+}
+
+impl From<Result<Output, CliError>> for Outcome {
+    fn from(result: Result<Output, CliError>) -> Self {
+        let exit = if result.is_ok() { 0 } else { EXIT_FAILURE };
+        Self { result, exit }
+    }
+}
+
+/// sf: seal machine-made code changes as immutable Candidates in owned Git repositories, run
+/// their frozen checks confined, keep one write-once Evidence record per run, judge it, and move
+/// the target ref at most once per approved intent, behind a gate. Backends are plugins loaded
+/// at run time. Start with `sf demo`.
+#[derive(Debug, Parser)]
+#[command(name = "sf", version, propagate_version = true)]
+pub struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The flags every command takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// The sf.toml naming each backend (default: the embedded defaults: git-cli, sandbox-exec)
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print exactly one JSON envelope on stdout instead of text
+    #[arg(long, global = true)]
+    json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Owned repositories
+    #[command(subcommand)]
+    Repo(repo::RepoCommand),
+    /// Seal a proposal as a Candidate
+    Seal(seal::SealArgs),
+    /// Export a Candidate's files into a new directory
+    Export(export::ExportArgs),
+    /// List the files of a factory commit (default: the target), with their sha256
+    Snapshot(snapshot::SnapshotArgs),
+    /// Run one program through the configured Executor and print its answer
+    Exec(exec::ExecArgs),
+    /// Integrate a sealed Candidate into the target ref, at most once per prepared intent
+    #[command(subcommand)]
+    Integrate(integrate::IntegrateCommand),
+    /// Plugins on the plugin path
+    #[command(subcommand)]
+    Plugins(plugins::PluginsCommand),
+    /// oats capability packages as plugins (runs the sf-oats program; `sf oats --help`)
+    #[command(disable_help_flag = true)]
+    Oats(oats::OatsArgs),
+    /// Slices: freeze the acceptance, recipe, environment, inputs, harness and overlay a
+    /// Candidate is sealed for
+    #[command(subcommand)]
+    Slice(freeze::SliceCommand),
+    /// Run each frozen process check of a Candidate once in the sandbox; one record per run
+    Collect(assure::CollectArgs),
+    /// Judge a Candidate's evidence: verified, failed or inconclusive
+    Judge(assure::JudgeArgs),
+    /// Read Evidence records
+    #[command(subcommand)]
+    Evidence(assure::EvidenceCommand),
+    /// Land a Candidate: collect, judge, and integrate it at most once, only if Verified
+    Land(land::LandArgs),
+    /// Run the whole pipeline on a bundled sample project: seal, collect, judge, integrate
+    Demo(demo::DemoArgs),
+}
+
+fn dispatch(context: &Context, command: Command) -> Outcome {
+    match command {
+        Command::Repo(command) => repo::run(context, command).into(),
+        Command::Seal(args) => seal::run(context, args).into(),
+        Command::Export(args) => export::run(context, args).into(),
+        Command::Snapshot(args) => snapshot::run(context, args).into(),
+        Command::Exec(args) => exec::run(context, args).into(),
+        Command::Integrate(command) => integrate::run(context, command).into(),
+        Command::Plugins(command) => plugins::run(context, command).into(),
+        Command::Oats(args) => oats::run(context, args).into(),
+        Command::Slice(command) => freeze::run(context, command).into(),
+        Command::Collect(args) => assure::run_collect(context, args).into(),
+        Command::Judge(args) => match assure::run_judge(context, args) {
+            Ok((output, exit)) => Outcome {
+                result: Ok(output),
+                exit,
+            },
+            Err(error) => Err(error).into(),
+        },
+        Command::Evidence(command) => assure::run_evidence(context, command).into(),
+        Command::Land(args) => land::run(context, args),
+        Command::Demo(args) => demo::run(context, args).into(),
+    }
+}
+
+/// Runs `sf` with `args` (the first is the program name) and returns its exit status.
+pub fn main(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    main_with_faults(args, std::sync::Arc::new(sf_host::fault::NoFaults))
+}
+
+/// [`main`] with a fault hook: how tests stop or kill an `sf` process at a named point.
+pub fn main_with_faults(
+    args: impl IntoIterator<Item = OsString>,
+    faults: std::sync::Arc<dyn sf_host::fault::FaultPoints>,
+) -> ExitCode {
+    let args: Vec<OsString> = args.into_iter().collect();
+    let json = args.iter().skip(1).any(|arg| arg == "--json");
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(error) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                error.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) && !json
+            {
+                let _ = error.print();
+                return if error.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                    ExitCode::from(EXIT_USAGE)
+                } else {
+                    ExitCode::SUCCESS
+                };
+            }
+            if json {
+                let message = error.render().to_string();
+                let message = message.trim_end().trim_start_matches("error: ").to_owned();
+                print_envelope(&Err(CliError::new("usage", message)));
+            } else {
+                let _ = error.print();
+            }
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let mut context = Context::new(cli.global.config, cli.global.json);
+    context.faults = faults;
+    let Outcome {
+        result: outcome,
+        exit,
+    } = dispatch(&context, cli.command);
+    if context.json {
+        print_envelope(&outcome);
+    } else {
+        match &outcome {
+            Ok(output) => {
+                // Every command's text passes through the terminal escape, so that a control
+                // character from outside never reaches the terminal, whatever the command
+                // did or did not escape itself.
+                let text = text_escape::lines(&output.text);
+                let mut stdout = std::io::stdout().lock();
+                let _ = stdout.write_all(text.as_bytes());
+                if !text.is_empty() && !text.ends_with('\n') {
+                    let _ = stdout.write_all(b"\n");
+                }
+            }
+            Err(error) => eprintln!(
+                "sf: error ({}): {}",
+                error.code,
+                text_escape::lines(&error.message)
+            ),
+        }
+    }
+    ExitCode::from(exit)
+}
+
+/// The `--json` envelope of an outcome.
+pub fn envelope(outcome: &Result<Output, CliError>) -> serde_json::Value {
+    match outcome {
+        Ok(output) => serde_json::json!({
+            "schemaVersion": SCHEMA_VERSION,
+            "ok": true,
+            "result": output.json,
+        }),
+        Err(error) => serde_json::json!({
+            "schemaVersion": SCHEMA_VERSION,
+            "ok": false,
+            "error": {"code": error.code, "message": error.message},
+        }),
+    }
+}
+
+fn print_envelope(outcome: &Result<Output, CliError>) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout, "{}", envelope(outcome));
+    let _ = stdout.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn envelopes_have_the_documented_shape() {
+        let ok = envelope(&Ok(Output {
+            json: serde_json::json!({"a": 1}),
+            text: String::new(),
+        }));
+        assert_eq!(
+            ok,
+            serde_json::json!({"schemaVersion": 1, "ok": true, "result": {"a": 1}})
+        );
+        let failed = envelope(&Err(CliError::new("usage", "bad")));
+        assert_eq!(
+            failed,
+            serde_json::json!({"schemaVersion": 1, "ok": false,
+                               "error": {"code": "usage", "message": "bad"}})
+        );
+    }
+}

@@ -1,0 +1,164 @@
+//! `sf plugins list` and `sf plugins check`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+
+use super::common::{CliError, Context, Output};
+use sf_host::plugin::abi::{ABI_MAJOR, ABI_MINOR};
+use sf_host::plugin::{
+    KNOWN_CONTRACTS, LoadedPlugin, PluginPath, compiled_executor_tags, compiled_object_store_tags,
+};
+
+#[derive(Debug, Subcommand)]
+pub enum PluginsCommand {
+    /// List the plugin path and the plugins whose manifests are on it (no library is opened)
+    List,
+    /// Load one plugin library and check it: manifest file, magic, ABI, embedded manifest
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// The plugin library (its manifest file must be beside it)
+    #[arg(value_name = "LIBRARY")]
+    library: PathBuf,
+}
+
+pub fn run(context: &Context, command: PluginsCommand) -> Result<Output, CliError> {
+    match command {
+        PluginsCommand::List => list(context),
+        PluginsCommand::Check(args) => check(args),
+    }
+}
+
+fn list(context: &Context) -> Result<Output, CliError> {
+    let config = context.config()?;
+    let path =
+        PluginPath::from_env().map_err(|error| CliError::new(error.code(), error.to_string()))?;
+    let found = path
+        .discover()
+        .map_err(|error| CliError::new(error.code(), error.to_string()))?;
+    let mut text = String::from("plugin path:\n");
+    for dir in path.dirs() {
+        text.push_str(&format!("  {}\n", dir.display()));
+    }
+    let compiled = compiled_object_store_tags();
+    if !compiled.is_empty() {
+        text.push_str(&format!(
+            "compiled in: object-store: {}\n",
+            compiled.join(", ")
+        ));
+    }
+    let compiled_executors = compiled_executor_tags();
+    if !compiled_executors.is_empty() {
+        text.push_str(&format!(
+            "compiled in: executor: {}\n",
+            compiled_executors.join(", ")
+        ));
+    }
+    text.push_str("plugins:\n");
+    let mut plugins = Vec::new();
+    let mut problems = Vec::new();
+    for candidate in &found {
+        match &candidate.manifest {
+            Ok(manifest) => {
+                let present = candidate.library.is_file();
+                text.push_str(&format!(
+                    "  {} {} ({}){}\n",
+                    manifest.name,
+                    manifest.version,
+                    candidate.library.display(),
+                    if present { "" } else { " [library missing]" }
+                ));
+                for (contract, tags) in &manifest.contracts {
+                    text.push_str(&format!("    {contract}: {}\n", tags.join(", ")));
+                }
+                plugins.push(serde_json::json!({
+                    "name": manifest.name,
+                    "version": manifest.version,
+                    "abi": manifest.abi,
+                    "contracts": manifest.contracts,
+                    "library": candidate.library.display().to_string(),
+                    "manifest": candidate.manifest_file.display().to_string(),
+                    "libraryPresent": present,
+                }));
+            }
+            Err(error) => {
+                text.push_str(&format!(
+                    "  ! {}: {error}\n",
+                    candidate.manifest_file.display()
+                ));
+                problems.push(serde_json::json!({
+                    "manifest": candidate.manifest_file.display().to_string(),
+                    "code": error.code(),
+                    "message": error.to_string(),
+                }));
+            }
+        }
+    }
+    let section = config.object_store_section();
+    let executor = config.executor_section();
+    text.push_str(&format!(
+        "configured ({}): object_store = {}, executor = {}\n",
+        config.origin(),
+        section.tag(),
+        executor.tag()
+    ));
+    Ok(Output {
+        json: serde_json::json!({
+            "pluginPath": path.dirs().iter().map(|dir| dir.display().to_string()).collect::<Vec<_>>(),
+            "compiled": {"object-store": compiled, "executor": compiled_executors},
+            "plugins": plugins,
+            "problems": problems,
+            "configured": {"object_store": section.tag(), "executor": executor.tag()},
+        }),
+        text,
+    })
+}
+
+fn check(args: CheckArgs) -> Result<Output, CliError> {
+    let plugin = sf_host::plugin::load(&args.library)
+        .map_err(|error| CliError::new(error.code(), error.to_string()))?;
+    Ok(describe(&plugin))
+}
+
+fn describe(plugin: &LoadedPlugin) -> Output {
+    let manifest = plugin.manifest();
+    let unknown: Vec<&String> = manifest
+        .contracts
+        .keys()
+        .filter(|contract| !KNOWN_CONTRACTS.contains(&contract.as_str()))
+        .collect();
+    let mut text = format!(
+        "plugin {} {}: ok\n  library   {}\n  manifest  {}\n  abi       {ABI_MAJOR}.{} (this sf: \
+         {ABI_MAJOR}.{ABI_MINOR})\n  sf-sdk    {}\n",
+        manifest.name,
+        manifest.version,
+        plugin.library().display(),
+        plugin.manifest_file().display(),
+        plugin.abi_minor(),
+        plugin.sdk_version()
+    );
+    for (contract, tags) in &manifest.contracts {
+        text.push_str(&format!("  {contract}: {}\n", tags.join(", ")));
+    }
+    for contract in &unknown {
+        text.push_str(&format!(
+            "  note: this sf does not know the contract {contract}; it will not be used\n"
+        ));
+    }
+    Output {
+        json: serde_json::json!({
+            "name": manifest.name,
+            "version": manifest.version,
+            "abi": format!("{ABI_MAJOR}.{}", plugin.abi_minor()),
+            "sdkVersion": plugin.sdk_version(),
+            "contracts": manifest.contracts,
+            "library": plugin.library().display().to_string(),
+            "manifest": plugin.manifest_file().display().to_string(),
+            "unknownContracts": unknown,
+        }),
+        text,
+    }
+}

@@ -1,0 +1,151 @@
+//! `sf repo create`: a new owned repository from a directory of text files, or from the text
+//! files of a tree of an existing Git repository (`--from-git REPO --rev REV`).
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args, Subcommand};
+
+use super::common::{CliError, Context, Output, absolute_new_path, json_value, repository_error};
+use sf_host::git_source::read_git_source;
+use sf_host::repository::{CreateRepository, RepositoryOptions, create_repository};
+use sf_host::source_dir::read_source_dir;
+
+#[derive(Debug, Subcommand)]
+pub enum RepoCommand {
+    /// Create an owned repository holding the files of a directory (--from) or of a Git
+    /// repository's tree (--from-git with --rev) as its initial commit
+    Create(CreateArgs),
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("source").required(true).args(["from", "from_git"])))]
+pub struct CreateArgs {
+    /// Where to create the repository: a path that does not exist, in a directory of this
+    /// user that no one else can write
+    #[arg(long, value_name = "DIR")]
+    pub(super) path: PathBuf,
+    /// The product id (letters, digits, . _ -)
+    #[arg(long, value_name = "ID")]
+    pub(super) product: String,
+    /// The target ref, for example refs/heads/main
+    #[arg(long, value_name = "REF")]
+    pub(super) target: String,
+    /// The directory of UTF-8 text files to start from (or use --from-git)
+    #[arg(long, value_name = "SRC_DIR")]
+    pub(super) from: Option<PathBuf>,
+    /// An existing Git repository (a work tree or a bare repository) whose tree at --rev to
+    /// start from: its files must all be UTF-8 text of mode 100644 (no binary file, symbolic
+    /// link, submodule or executable); every path at fault is listed otherwise
+    #[arg(long, value_name = "REPO", requires = "rev")]
+    pub(super) from_git: Option<PathBuf>,
+    /// With --from-git: the branch, tag or commit whose tree to read
+    #[arg(long, value_name = "REV", requires = "from_git")]
+    pub(super) rev: Option<String>,
+    /// Write the repository identity (needed by every later command) to this new file
+    #[arg(long, value_name = "FILE")]
+    pub(super) identity_out: Option<PathBuf>,
+}
+
+pub fn run(context: &Context, command: RepoCommand) -> Result<Output, CliError> {
+    match command {
+        RepoCommand::Create(args) => create(context, args),
+    }
+}
+
+fn create(context: &Context, args: CreateArgs) -> Result<Output, CliError> {
+    // Every input is checked before anything is created.
+    let path = absolute_new_path(&args.path, "--path")?;
+    let path_text = path.to_str().ok_or_else(|| {
+        CliError::new(
+            "invalid-input",
+            format!("--path {}: is not UTF-8", path.display()),
+        )
+    })?;
+    let identity_out = match &args.identity_out {
+        Some(file) => {
+            let file = absolute_new_path(file, "--identity-out")?;
+            if file.symlink_metadata().is_ok() {
+                return Err(CliError::new(
+                    "exists",
+                    format!(
+                        "--identity-out {}: already exists; sf never overwrites it: choose a new \
+                         file",
+                        file.display()
+                    ),
+                ));
+            }
+            Some(file)
+        }
+        None => None,
+    };
+    let files = match (&args.from, &args.from_git, &args.rev) {
+        (Some(dir), None, None) => read_source_dir(dir).map_err(|error| {
+            CliError::new(
+                error.code(),
+                format!("--from: {error} (nothing was created)"),
+            )
+        })?,
+        (None, Some(repo), Some(rev)) => read_git_source(repo, rev).map_err(|error| {
+            CliError::new(
+                error.code(),
+                format!("--from-git: {error}\n(nothing was created)"),
+            )
+        })?,
+        _ => {
+            return Err(CliError::new(
+                "invalid-input",
+                "give either --from SRC_DIR or --from-git REPO with --rev REV",
+            ));
+        }
+    };
+    let factory = context.object_store()?;
+    let identity = create_repository(
+        factory.as_ref(),
+        &CreateRepository {
+            path: path_text.to_owned(),
+            product_id: args.product.clone(),
+            target_ref: args.target.clone(),
+            files,
+        },
+        &RepositoryOptions::default(),
+    )
+    .map_err(|error| repository_error(&format!("creating repository {path_text}"), &error))?;
+    let bytes = identity.to_canonical_bytes();
+    let mut text = format!(
+        "created repository {} (product {}, target {}, initial commit {})\n",
+        identity.path, identity.product_id, identity.target_ref, identity.initial
+    );
+    if let Some(file) = &identity_out {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(file)
+            .and_then(|mut handle| {
+                handle.write_all(&bytes)?;
+                handle.sync_all()
+            })
+            .map_err(|error| {
+                CliError::new(
+                    "identity-not-written",
+                    format!(
+                        "the repository was created at {}, but its identity could not be \
+                         written to --identity-out {} ({error}); keep this identity: {}",
+                        identity.path,
+                        file.display(),
+                        String::from_utf8_lossy(&bytes)
+                    ),
+                )
+            })?;
+        text.push_str(&format!("identity written to {}\n", file.display()));
+    } else {
+        text.push_str(&String::from_utf8_lossy(&bytes));
+        text.push('\n');
+    }
+    Ok(Output {
+        json: json_value(&identity.to_value()),
+        text,
+    })
+}

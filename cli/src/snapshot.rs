@@ -1,0 +1,67 @@
+//! `sf snapshot`: the files of a factory commit, so that a proposal's priors can be written.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::common::{CliError, Context, Output, repository_error};
+use sf_host::git_object::ObjectId;
+
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// The repository identity file (from `sf repo create --identity-out`)
+    #[arg(long, value_name = "FILE")]
+    identity: PathBuf,
+    /// A factory commit (40 lowercase hex characters); default: the commit the target names
+    #[arg(long, value_name = "OID")]
+    commit: Option<String>,
+}
+
+pub fn run(context: &Context, args: SnapshotArgs) -> Result<Output, CliError> {
+    let commit = match &args.commit {
+        Some(text) => Some(ObjectId::parse_hex(text).ok_or_else(|| {
+            CliError::new(
+                "invalid-input",
+                format!("--commit {text:?}: a commit is 40 lowercase hex characters"),
+            )
+        })?),
+        None => None,
+    };
+    let repository = context.open_repository(&args.identity)?;
+    let what = format!("repository {}", repository.identity().path);
+    let commit = match commit {
+        Some(commit) => commit,
+        None => repository
+            .target()
+            .map_err(|error| repository_error(&what, &error))?,
+    };
+    let snapshot = repository
+        .snapshot(&commit)
+        .map_err(|error| repository_error(&format!("{what}, --commit {commit}"), &error))?;
+    let files: Vec<serde_json::Value> = snapshot
+        .files
+        .iter()
+        .map(|file| {
+            serde_json::json!({
+                "path": file.path,
+                "sha256": file.sha256.to_string(),
+                "bytes": file.bytes,
+            })
+        })
+        .collect();
+    let mut text = format!("commit {}\ntree   {}\n", snapshot.commit, snapshot.tree);
+    for file in &snapshot.files {
+        text.push_str(&format!(
+            "{}  {:>8}  {}\n",
+            file.sha256, file.bytes, file.path
+        ));
+    }
+    Ok(Output {
+        json: serde_json::json!({
+            "commit": snapshot.commit.to_hex(),
+            "tree": snapshot.tree.to_hex(),
+            "files": files,
+        }),
+        text,
+    })
+}

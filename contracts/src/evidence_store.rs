@@ -1,0 +1,375 @@
+//! The EvidenceStore contract: write-once, content-addressed Evidence records.
+//!
+//! A record is bytes in one exact encoding (`sf-evidence/1`, below): a canonical JSON header
+//! naming the pins it is filed under, the attempt that wrote it and the format of its payload,
+//! followed by the payload bytes. Its id is the `sha256:` of those bytes. A store:
+//!
+//! - `put`s a record durably before returning its id; an identical put returns the same id
+//!   and writes nothing new; different bytes already held under the id are `conflict`;
+//! - `get`s a record by id, re-hashing the stored bytes on every read: bytes that do not hash
+//!   to the id, or do not parse, are `corrupt`, reported and never repaired;
+//! - `find`s the ids of every record filed under a pins digest, in the order first stored.
+//!
+//! Records are never updated or deleted. Callers re-hash what `get` returns as well: a
+//! store's answer is never trusted.
+//!
+//! ```text
+//! "sf-evidence/1\n"
+//! <header length, decimal, no leading zeros>"\n"
+//! <header: canonical JSON {"attempt":{"epoch":N,"product":"…"},"format":"…","payloadBytes":N,"pins":"sha256:…"}>
+//! <payload: exactly payloadBytes bytes>
+//! ```
+
+use std::fmt;
+use std::time::Instant;
+
+use crate::canonical::{self, Digest, Value, object};
+use crate::grammar::is_valid_id;
+
+use crate::error_fields::contract_error;
+
+/// The protocol string that starts every record.
+pub const EVIDENCE_PROTOCOL: &str = "sf-evidence/1";
+/// The largest record, in bytes (32 MiB): room for two 8 MiB outputs and their facts.
+pub const MAX_RECORD_BYTES: usize = 32 * 1024 * 1024;
+/// The largest header, in bytes.
+pub const MAX_HEADER_BYTES: usize = 64 * 1024;
+
+/// Which attempt wrote a record: a Product's fence epoch (see `sf_host::fence`). Records of
+/// an attempt whose hold has ended stay stored and are inert.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AttemptId {
+    pub product: String,
+    /// Positive, and larger for every later hold on the same Product's fence.
+    pub epoch: u64,
+}
+
+impl AttemptId {
+    /// The attempt as a JSON value `{"epoch":N,"product":"…"}`.
+    pub fn to_value(&self) -> Value {
+        object([
+            ("epoch", Value::Integer(self.epoch as i64)),
+            ("product", self.product.as_str().into()),
+        ])
+    }
+
+    /// Checks the product id grammar and a positive safe epoch.
+    pub fn check(&self) -> Result<(), &'static str> {
+        if !is_valid_id(&self.product) {
+            return Err("an attempt's product matches ^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$");
+        }
+        if self.epoch == 0 || self.epoch > canonical::MAX_SAFE_INTEGER as u64 {
+            return Err("an attempt's epoch is a positive safe integer");
+        }
+        Ok(())
+    }
+
+    /// Reads `{"epoch":N,"product":"…"}` strictly.
+    pub fn from_value(value: &Value) -> Option<Self> {
+        let Value::Object(map) = value else {
+            return None;
+        };
+        if map.len() != 2 {
+            return None;
+        }
+        let (Some(Value::Integer(epoch)), Some(Value::String(product))) =
+            (map.get("epoch"), map.get("product"))
+        else {
+            return None;
+        };
+        let attempt = Self {
+            product: product.clone(),
+            epoch: u64::try_from(*epoch).ok()?,
+        };
+        attempt.check().ok()?;
+        Some(attempt)
+    }
+}
+
+impl fmt::Display for AttemptId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}@{}", self.product, self.epoch)
+    }
+}
+
+/// One Evidence record in its exact encoding. Values exist only through [`EvidenceRecord::new`]
+/// and [`EvidenceRecord::from_stored`], so every value is well-formed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EvidenceRecord {
+    bytes: Vec<u8>,
+    pins: Digest,
+    attempt: AttemptId,
+    format: String,
+    payload_at: usize,
+}
+
+impl fmt::Debug for EvidenceRecord {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EvidenceRecord")
+            .field("id", &self.id())
+            .field("pins", &self.pins)
+            .field("attempt", &self.attempt)
+            .field("format", &self.format)
+            .field("payload_bytes", &self.payload().len())
+            .finish()
+    }
+}
+
+/// Whether `format` is a protocol string: `name/N`, lowercase ASCII letters, digits, `.` and
+/// `-`, at most 128 bytes.
+fn is_valid_format(format: &str) -> bool {
+    let Some((name, version)) = format.split_once('/') else {
+        return false;
+    };
+    format.len() <= 128
+        && name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'-')
+        && !version.is_empty()
+        && !version.starts_with('0')
+        && version.len() <= 9
+        && version.bytes().all(|b| b.is_ascii_digit())
+}
+
+impl EvidenceRecord {
+    /// Encodes a record of `payload` in `format`, filed under `pins`, written by `attempt`.
+    pub fn new(
+        pins: Digest,
+        attempt: AttemptId,
+        format: &str,
+        payload: &[u8],
+    ) -> Result<Self, EvidenceStoreError> {
+        let invalid = |input: &str, rule: &str| EvidenceStoreError::InvalidInput {
+            input: input.to_owned(),
+            rule: rule.to_owned(),
+        };
+        attempt
+            .check()
+            .map_err(|rule| invalid(&format!("attempt {attempt}"), rule))?;
+        if !is_valid_format(format) {
+            return Err(invalid(
+                &format!("format {format:?}"),
+                "a format is a protocol string name/N of lowercase letters, digits, . and -",
+            ));
+        }
+        let header = object([
+            ("attempt", attempt.to_value()),
+            ("format", format.into()),
+            ("payloadBytes", Value::Integer(payload.len() as i64)),
+            ("pins", pins.to_string().into()),
+        ]);
+        let header = canonical::encode(&header)
+            .map_err(|error| invalid("record header", &error.to_string()))?;
+        let mut bytes = Vec::with_capacity(32 + header.len() + payload.len());
+        bytes.extend_from_slice(&crate::framing::prefix(EVIDENCE_PROTOCOL, header.len()));
+        bytes.extend_from_slice(&header);
+        let payload_at = bytes.len();
+        bytes.extend_from_slice(payload);
+        if bytes.len() > MAX_RECORD_BYTES {
+            return Err(invalid(
+                &format!("a record of {} bytes", bytes.len()),
+                "a record holds at most 32 MiB",
+            ));
+        }
+        Ok(Self {
+            bytes,
+            pins,
+            attempt,
+            format: format.to_owned(),
+            payload_at,
+        })
+    }
+
+    /// Reads bytes a store held under `id`: they must hash to `id` and be a well-formed
+    /// record; anything else is `corrupt`. Every store uses this on every `get`.
+    pub fn from_stored(id: &Digest, bytes: Vec<u8>) -> Result<Self, EvidenceStoreError> {
+        let corrupt = |what: String| EvidenceStoreError::Corrupt {
+            id: id.to_string(),
+            what,
+        };
+        if Digest::of(&bytes) != *id {
+            return Err(corrupt("the stored bytes do not hash to the id".into()));
+        }
+        Self::parse(bytes).map_err(corrupt)
+    }
+
+    /// Parses bytes as a record, strictly: the exact encoding and nothing else.
+    pub fn parse(bytes: Vec<u8>) -> Result<Self, String> {
+        if bytes.len() > MAX_RECORD_BYTES {
+            return Err("larger than 32 MiB".into());
+        }
+        let (head, payload) = crate::framing::split(&bytes, EVIDENCE_PROTOCOL, "header", 7)?;
+        if head.len() > MAX_HEADER_BYTES {
+            return Err("the header is larger than 64 KiB".into());
+        }
+        let payload_at = bytes.len() - payload.len();
+        let header_at = payload_at - head.len();
+        let header = canonical::parse_canonical(&bytes[header_at..payload_at])
+            .map_err(|error| format!("header: {error}"))?;
+        let Value::Object(map) = &header else {
+            return Err("the header is not an object".into());
+        };
+        let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+        if keys != ["attempt", "format", "payloadBytes", "pins"] {
+            return Err(
+                "the header does not hold exactly attempt, format, payloadBytes, pins".into(),
+            );
+        }
+        let attempt = AttemptId::from_value(&map["attempt"]).ok_or("header.attempt is invalid")?;
+        let format = match &map["format"] {
+            Value::String(format) if is_valid_format(format) => format.clone(),
+            _ => return Err("header.format is not a protocol string".into()),
+        };
+        let pins = match &map["pins"] {
+            Value::String(text) => Digest::parse(text).ok_or("header.pins is not a digest")?,
+            _ => return Err("header.pins is not a digest".into()),
+        };
+        match &map["payloadBytes"] {
+            Value::Integer(n) if usize::try_from(*n).ok() == Some(bytes.len() - payload_at) => {}
+            _ => return Err("header.payloadBytes is not the payload's length".into()),
+        }
+        Ok(Self {
+            bytes,
+            pins,
+            attempt,
+            format,
+            payload_at,
+        })
+    }
+
+    /// The record's id: the `sha256:` of its bytes.
+    pub fn id(&self) -> Digest {
+        Digest::of(&self.bytes)
+    }
+
+    /// The record's exact bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// The pins digest the record is filed under.
+    pub fn pins(&self) -> &Digest {
+        &self.pins
+    }
+
+    /// The attempt that wrote the record.
+    pub fn attempt(&self) -> &AttemptId {
+        &self.attempt
+    }
+
+    /// The payload's format (a protocol string such as `sf-repository-observation/1`).
+    pub fn format(&self) -> &str {
+        &self.format
+    }
+
+    /// The payload bytes.
+    pub fn payload(&self) -> &[u8] {
+        &self.bytes[self.payload_at..]
+    }
+}
+
+/// Keeps Evidence records write-once and content-addressed. Every method takes a deadline
+/// after which it gives up with `timeout`.
+pub trait EvidenceStore: Send + Sync {
+    /// Stores `record` durably and returns its id. An identical record already stored returns
+    /// the same id and writes nothing; different bytes held under the id are `conflict`. An
+    /// `Err` means the record is not known to be durable; putting the same record again later
+    /// is always safe.
+    fn put(&self, record: &EvidenceRecord, deadline: Instant)
+    -> Result<Digest, EvidenceStoreError>;
+
+    /// The record stored under `id`, re-hashed and re-parsed now
+    /// ([`EvidenceRecord::from_stored`]): `missing` if there is none, `corrupt` if the stored
+    /// bytes fail either check. Never repairs anything.
+    fn get(&self, id: &Digest, deadline: Instant) -> Result<EvidenceRecord, EvidenceStoreError>;
+
+    /// The ids of every record filed under `pins`, in the order they were first stored.
+    fn find(&self, pins: &Digest, deadline: Instant) -> Result<Vec<Digest>, EvidenceStoreError>;
+}
+
+contract_error! {
+    /// Why an EvidenceStore call failed.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum EvidenceStoreError {
+        /// An argument breaks a rule; nothing was read or written.
+        #[error("invalid input: {input}: {rule}")]
+        "invalid-input" InvalidInput { input: String, rule: String },
+        /// No record is stored under the id.
+        #[error("no evidence record {id}")]
+        "missing" Missing { id: String },
+        /// Stored bytes failed verification; reported, never repaired.
+        #[error("evidence record {id} is corrupt: {what}")]
+        "corrupt" Corrupt { id: String, what: String },
+        /// Different bytes are already stored under the id.
+        #[error("evidence record {id} already holds different bytes")]
+        "conflict" Conflict { id: String },
+        /// The store cannot be used (its root, file or database is missing, replaced or failing).
+        #[error("evidence store unavailable: {reason}")]
+        "unavailable" Unavailable { reason: String },
+        /// The deadline passed first.
+        #[error("evidence store timed out: {what}")]
+        "timeout" Timeout { what: String },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt() -> AttemptId {
+        AttemptId {
+            product: "p".into(),
+            epoch: 3,
+        }
+    }
+
+    #[test]
+    fn round_trip_and_exact_framing() {
+        let pins = Digest::of(b"pins");
+        let record =
+            EvidenceRecord::new(pins.clone(), attempt(), "x-format/1", b"payload").unwrap();
+        let parsed = EvidenceRecord::from_stored(&record.id(), record.bytes().to_vec()).unwrap();
+        assert_eq!(parsed, record);
+        assert_eq!(parsed.payload(), b"payload");
+        assert_eq!(parsed.pins(), &pins);
+        assert_eq!(parsed.attempt(), &attempt());
+        assert!(record.bytes().starts_with(b"sf-evidence/1\n"));
+
+        // One byte more or less, or a changed byte, is corrupt.
+        let mut longer = record.bytes().to_vec();
+        longer.push(b'x');
+        assert!(EvidenceRecord::parse(longer.clone()).is_err());
+        assert_eq!(
+            EvidenceRecord::from_stored(&record.id(), longer)
+                .unwrap_err()
+                .code(),
+            "corrupt"
+        );
+        let shorter = record.bytes()[..record.bytes().len() - 1].to_vec();
+        assert!(EvidenceRecord::parse(shorter).is_err());
+    }
+
+    #[test]
+    fn refuses_bad_inputs() {
+        let pins = Digest::of(b"pins");
+        for format in ["", "X/1", "a/0", "a/01", "a", "a/1/2", "a b/1"] {
+            assert_eq!(
+                EvidenceRecord::new(pins.clone(), attempt(), format, b"")
+                    .unwrap_err()
+                    .code(),
+                "invalid-input",
+                "{format:?}"
+            );
+        }
+        let bad = AttemptId {
+            product: "p".into(),
+            epoch: 0,
+        };
+        assert!(EvidenceRecord::new(pins, bad, "a/1", b"").is_err());
+    }
+}

@@ -1,0 +1,691 @@
+//! The Executor contract: run one untrusted program under a confinement the answer can prove.
+//!
+//! An Executor is configured with one runtime (an executable and the host files it may read)
+//! and one confinement profile. It describes both as digests, and it runs one program: a file
+//! snapshot, an entry file (of the program or of the harness), arguments, one input snapshot,
+//! one harness snapshot, a timeout and output limits.
+//!
+//! Inside a run, the program's files are at [`PROGRAM_DIR`] (the working directory), the
+//! input's at [`INPUT_DIR`] and the harness's at [`HARNESS_DIR`], all read-only. The harness
+//! is trusted test material from the Slice: an entry there runs code the Candidate cannot
+//! change.
+//!
+//! `run` returns `Err` only when it started nothing: invalid input, a cancellation seen before
+//! the start, or a confinement mechanism that is unavailable (it fails closed, never falling
+//! back to less confinement). Once the program may have started, the outcome is a
+//! [`RunAnswer`], whose [`RunStatus`] says how it ended and whose [`RunIdentities`] say what
+//! was actually enforced: the program, input, runtime, profile and bounds digests and the
+//! Landlock ABI and status. A judge pins these digests; an answer whose identities differ from
+//! the pinned ones proves nothing about the pinned run.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::canonical::{self, Digest, Value};
+use crate::snapshot::SnapshotFile;
+
+use crate::error_fields::contract_error;
+
+/// The protocol string of the bounds digest's canonical document.
+pub const BOUNDS_PROTOCOL: &str = "sf-run-bounds/1";
+
+/// The longest timeout a request may ask for (one hour).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// The largest stdout or stderr limit a request may ask for (64 MiB each).
+pub const MAX_OUTPUT_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// The most arguments a request may pass.
+pub const MAX_ARGS: usize = 256;
+
+/// The most bytes all arguments may hold together.
+pub const MAX_ARG_BYTES: usize = 64 * 1024;
+
+/// Where a run's program files appear inside the run, read-only; also its working directory.
+pub const PROGRAM_DIR: &str = "/sf/program";
+/// Where a run's input files appear inside the run, read-only.
+pub const INPUT_DIR: &str = "/sf/input";
+/// Where a run's harness files appear inside the run, read-only.
+pub const HARNESS_DIR: &str = "/sf/harness";
+
+/// Which snapshot of a run holds its entry file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EntryPlace {
+    /// The program (the tree under test).
+    Program,
+    /// The harness (trusted test material).
+    Harness,
+}
+
+impl EntryPlace {
+    /// The stable kebab-case name of the place.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Program => "program",
+            Self::Harness => "harness",
+        }
+    }
+
+    /// The place named `code`.
+    pub fn from_code(code: &str) -> Option<Self> {
+        match code {
+            "program" => Some(Self::Program),
+            "harness" => Some(Self::Harness),
+            _ => None,
+        }
+    }
+
+    /// The directory the place's files appear in inside a run.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Self::Program => PROGRAM_DIR,
+            Self::Harness => HARNESS_DIR,
+        }
+    }
+}
+
+/// The file a runtime is given first: a path relative to its place.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RunEntry {
+    pub place: EntryPlace,
+    pub path: String,
+}
+
+impl RunEntry {
+    /// An entry file of the program.
+    pub fn program(path: impl Into<String>) -> Self {
+        Self {
+            place: EntryPlace::Program,
+            path: path.into(),
+        }
+    }
+
+    /// An entry file of the harness.
+    pub fn harness(path: impl Into<String>) -> Self {
+        Self {
+            place: EntryPlace::Harness,
+            path: path.into(),
+        }
+    }
+
+    /// The entry's absolute path inside a run (`/sf/program/main.sh`).
+    pub fn inside(&self) -> String {
+        format!("{}/{}", self.place.dir(), self.path)
+    }
+}
+
+impl From<&str> for RunEntry {
+    fn from(path: &str) -> Self {
+        Self::program(path)
+    }
+}
+
+impl From<String> for RunEntry {
+    fn from(path: String) -> Self {
+        Self::program(path)
+    }
+}
+
+impl fmt::Display for RunEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.place.code(), self.path)
+    }
+}
+
+/// A cancellation flag shared between a caller and a running [`Executor::run`]. Cheap to
+/// clone; every clone sees the same flag. Cancelling is final.
+#[derive(Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// A token that is not cancelled.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Cancels every clone of this token.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the token was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+impl fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("CancelToken")
+            .field(&self.is_cancelled())
+            .finish()
+    }
+}
+
+/// The time and output bounds of one run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct RunBounds {
+    /// Wall-clock time from the start of the launch to the end of the run, measured on a
+    /// monotonic clock. At least one millisecond and at most [`MAX_TIMEOUT`].
+    pub timeout: Duration,
+    /// The most stdout bytes kept; one byte more ends the run with
+    /// [`RunStatus::OutputLimit`]. At most [`MAX_OUTPUT_LIMIT`].
+    pub stdout_limit: u64,
+    /// The same for stderr.
+    pub stderr_limit: u64,
+}
+
+impl RunBounds {
+    /// Bounds with the same limit for stdout and stderr.
+    pub fn new(timeout: Duration, output_limit: u64) -> Self {
+        Self {
+            timeout,
+            stdout_limit: output_limit,
+            stderr_limit: output_limit,
+        }
+    }
+
+    /// The timeout in whole milliseconds, as digested.
+    pub fn timeout_ms(&self) -> u64 {
+        u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Checks the bounds against the contract's limits.
+    pub fn check(&self) -> Result<(), ExecutorError> {
+        let refuse = |input: &str, rule: &'static str| {
+            Err(ExecutorError::InvalidInput {
+                input: input.to_owned(),
+                rule,
+            })
+        };
+        if self.timeout < Duration::from_millis(1) || self.timeout > MAX_TIMEOUT {
+            return refuse(
+                &format!("timeout {:?}", self.timeout),
+                "a timeout is at least 1 ms and at most one hour",
+            );
+        }
+        if !self.timeout.subsec_nanos().is_multiple_of(1_000_000) {
+            return refuse(
+                &format!("timeout {:?}", self.timeout),
+                "a timeout is a whole number of milliseconds",
+            );
+        }
+        if self.stdout_limit > MAX_OUTPUT_LIMIT || self.stderr_limit > MAX_OUTPUT_LIMIT {
+            return refuse(
+                &format!(
+                    "output limits {} and {}",
+                    self.stdout_limit, self.stderr_limit
+                ),
+                "an output limit is at most 64 MiB",
+            );
+        }
+        Ok(())
+    }
+
+    /// The `sha256:` digest of the canonical document
+    /// `{"protocol":"sf-run-bounds/1","stderrLimitBytes":…,"stdoutLimitBytes":…,"timeoutMs":…}`.
+    /// Every Executor digests bounds this way, so a judge can compute the expected digest.
+    pub fn digest(&self) -> Digest {
+        let document = canonical::object([
+            ("protocol", Value::from(BOUNDS_PROTOCOL)),
+            ("timeoutMs", Value::Integer(clamp(self.timeout_ms()))),
+            ("stdoutLimitBytes", Value::Integer(clamp(self.stdout_limit))),
+            ("stderrLimitBytes", Value::Integer(clamp(self.stderr_limit))),
+        ]);
+        canonical::digest(&document).expect("a small document of safe integers always encodes")
+    }
+}
+
+fn clamp(value: u64) -> i64 {
+    i64::try_from(value)
+        .unwrap_or(canonical::MAX_SAFE_INTEGER)
+        .min(canonical::MAX_SAFE_INTEGER)
+}
+
+/// One program to run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RunRequest {
+    /// The program's files, placed read-only at a fixed path. A valid snapshot.
+    pub program: Vec<SnapshotFile>,
+    /// The file the runtime is given first: a file of `program` or of `harness`.
+    pub entry: RunEntry,
+    /// The arguments after the entry: at most [`MAX_ARGS`] and [`MAX_ARG_BYTES`] together,
+    /// none holding a NUL.
+    pub args: Vec<String>,
+    /// The input files, placed read-only at another fixed path. A valid snapshot.
+    pub input: Vec<SnapshotFile>,
+    /// The harness files, placed read-only at a third fixed path. A valid snapshot (empty
+    /// when the run has no harness).
+    pub harness: Vec<SnapshotFile>,
+    /// The time and output bounds.
+    pub bounds: RunBounds,
+}
+
+/// The snapshot digests of a request's program, input and harness.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RequestDigests {
+    pub program: Digest,
+    pub input: Digest,
+    pub harness: Digest,
+}
+
+impl RunRequest {
+    /// Checks every rule an Executor checks before it starts anything, and returns the
+    /// program's, the input's and the harness's digests.
+    pub fn check(&self) -> Result<RequestDigests, ExecutorError> {
+        let digest = |files: &[SnapshotFile], what: &str, rule: &'static str| {
+            crate::snapshot::snapshot_digest(files).map_err(|error| ExecutorError::InvalidInput {
+                input: format!("{what}: {error}"),
+                rule,
+            })
+        };
+        let program = digest(&self.program, "program", "the program is a valid snapshot")?;
+        let input = digest(&self.input, "input", "the input is a valid snapshot")?;
+        let harness = digest(&self.harness, "harness", "the harness is a valid snapshot")?;
+        let (place, rule) = match self.entry.place {
+            EntryPlace::Program => (&self.program, "the entry is a file of the program"),
+            EntryPlace::Harness => (&self.harness, "the entry is a file of the harness"),
+        };
+        if !place.iter().any(|file| file.path == self.entry.path) {
+            return Err(ExecutorError::InvalidInput {
+                input: format!("entry {:?}", self.entry.path),
+                rule,
+            });
+        }
+        if self.args.len() > MAX_ARGS {
+            return Err(ExecutorError::InvalidInput {
+                input: format!("{} arguments", self.args.len()),
+                rule: "a run takes at most 256 arguments",
+            });
+        }
+        if self.args.iter().map(String::len).sum::<usize>() > MAX_ARG_BYTES {
+            return Err(ExecutorError::InvalidInput {
+                input: "arguments".to_owned(),
+                rule: "the arguments hold at most 64 KiB together",
+            });
+        }
+        if let Some(arg) = self.args.iter().find(|arg| arg.contains('\0')) {
+            return Err(ExecutorError::InvalidInput {
+                input: format!("argument {arg:?}"),
+                rule: "an argument holds no NUL",
+            });
+        }
+        self.bounds.check()?;
+        Ok(RequestDigests {
+            program,
+            input,
+            harness,
+        })
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RunStatus {
+    /// The program exited on its own; [`RunAnswer::exit_code`] holds the code.
+    Exited,
+    /// The program was ended by a signal it did not ask the Executor for (a crash, an rlimit,
+    /// its own kill); [`RunAnswer::signal`] holds the number.
+    Signalled,
+    /// The timeout passed; every process of the run was killed.
+    TimedOut,
+    /// stdout or stderr went past its limit; every process of the run was killed and exactly
+    /// the limit's bytes were kept.
+    OutputLimit,
+    /// The caller cancelled, or the Executor lost control of the run (see
+    /// [`RunAnswer::problems`]); every process of the run was killed.
+    Aborted,
+}
+
+impl RunStatus {
+    /// The stable kebab-case name of the status.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Exited => "exited",
+            Self::Signalled => "signalled",
+            Self::TimedOut => "timed-out",
+            Self::OutputLimit => "output-limit",
+            Self::Aborted => "aborted",
+        }
+    }
+}
+
+/// Whether Landlock enforced the whole ruleset the profile asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LandlockStatus {
+    /// Every access right and scope of the profile was enforced.
+    FullyEnforced,
+    /// Some were not (the kernel's ABI is older than the profile's).
+    PartiallyEnforced,
+    /// Landlock was not applied.
+    NotEnforced,
+}
+
+impl LandlockStatus {
+    /// The stable kebab-case name of the status.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::FullyEnforced => "fully-enforced",
+            Self::PartiallyEnforced => "partially-enforced",
+            Self::NotEnforced => "not-enforced",
+        }
+    }
+}
+
+/// Which host processes could reach a run's processes (signal or trace them, or enter
+/// their namespaces).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum HostIdentity {
+    /// The run ran under a host uid and gid of its own, from a range reserved for sandboxes,
+    /// which also owned its user namespace: only root could.
+    ReservedId,
+    /// The run ran under the uid and gid of the user running the Executor: any process of
+    /// that user could.
+    CallerId,
+    /// The Executor does not say.
+    #[default]
+    NotStated,
+}
+
+impl HostIdentity {
+    /// The stable kebab-case name.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::ReservedId => "reserved-id",
+            Self::CallerId => "caller-id",
+            Self::NotStated => "not-stated",
+        }
+    }
+
+    /// The value with this name.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::ReservedId, Self::CallerId, Self::NotStated]
+            .into_iter()
+            .find(|value| value.code() == text)
+    }
+}
+
+/// What bounded a run's memory as a whole.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum MemoryBound {
+    /// One control group (cgroup v1) held every process of the run, with a memory, process
+    /// and CPU bound: tmpfs, memfd and shared memory included.
+    CgroupV1,
+    /// The same with a cgroup v2 group.
+    CgroupV2,
+    /// Only per-process limits (address space, process count, file size), with SysV shared
+    /// memory and memfd denied: the run's total is not bounded by one number.
+    PerProcess,
+    /// The Executor does not say.
+    #[default]
+    NotStated,
+}
+
+impl MemoryBound {
+    /// The stable kebab-case name.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::CgroupV1 => "cgroup-v1",
+            Self::CgroupV2 => "cgroup-v2",
+            Self::PerProcess => "per-process",
+            Self::NotStated => "not-stated",
+        }
+    }
+
+    /// The value with this name.
+    pub fn parse(text: &str) -> Option<Self> {
+        [
+            Self::CgroupV1,
+            Self::CgroupV2,
+            Self::PerProcess,
+            Self::NotStated,
+        ]
+        .into_iter()
+        .find(|value| value.code() == text)
+    }
+}
+
+/// What the Executor actually enforced on a run, besides the profile it digests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Enforcement {
+    /// The Landlock ABI version of the running kernel (0: none).
+    pub landlock_abi: u32,
+    /// Whether the profile's Landlock ruleset was fully enforced.
+    pub landlock: LandlockStatus,
+    /// Which host processes could reach the run.
+    pub host_identity: HostIdentity,
+    /// What bounded the run's memory as a whole.
+    pub memory: MemoryBound,
+}
+
+/// The identities of one run: what ran, under what, within what.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RunIdentities {
+    /// `snapshot_digest` of the program.
+    pub program: Digest,
+    /// `snapshot_digest` of the input.
+    pub input: Digest,
+    /// `snapshot_digest` of the harness (of the empty snapshot when the run had none).
+    pub harness: Digest,
+    /// The runtime digest ([`RuntimeDescription::digest`]) in force for the run.
+    pub runtime: Digest,
+    /// The profile digest ([`ProfileDescription::digest`]) in force for the run.
+    pub profile: Digest,
+    /// [`RunBounds::digest`] of the bounds in force (the effective ones).
+    pub bounds: Digest,
+    /// What the kernel enforced.
+    pub enforcement: Enforcement,
+}
+
+/// Whether every process of a run had ended when the answer was given.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum NamespaceDisposition {
+    /// The run's process namespace was torn down: no process of the run is left.
+    Reaped,
+    /// The Executor could not confirm it; the reason says why.
+    Unconfirmed { reason: String },
+}
+
+/// Resource use of a run's processes, as the kernel accounted it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RunTimes {
+    /// Monotonic wall-clock time from the start of the launch to the end of the run.
+    pub wall: Duration,
+    /// User CPU time of every process of the run that was reaped.
+    pub user: Duration,
+    /// System CPU time of the same processes.
+    pub system: Duration,
+    /// The largest resident set of any one of them, in KiB.
+    pub max_rss_kib: u64,
+    /// The most memory the run used at once, all its processes and what they held (tmpfs,
+    /// shared memory) together, in bytes, where the Executor measured it (a control group's
+    /// peak).
+    pub memory_peak_bytes: Option<u64>,
+}
+
+/// The outcome of a run that started.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RunAnswer {
+    pub status: RunStatus,
+    /// The exit code when `status` is [`RunStatus::Exited`].
+    pub exit_code: Option<i32>,
+    /// The signal number when `status` is [`RunStatus::Signalled`].
+    pub signal: Option<i32>,
+    /// The stdout bytes kept: at most the stdout limit.
+    pub stdout: Vec<u8>,
+    /// The stderr bytes kept: at most the stderr limit.
+    pub stderr: Vec<u8>,
+    pub times: RunTimes,
+    /// The bounds in force (the request's, possibly capped by the Executor).
+    pub bounds: RunBounds,
+    pub identities: RunIdentities,
+    pub namespace: NamespaceDisposition,
+    /// What went wrong in the Executor itself after the start, if anything; empty normally.
+    pub problems: Vec<String>,
+}
+
+impl fmt::Debug for RunAnswer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RunAnswer")
+            .field("status", &self.status)
+            .field("exit_code", &self.exit_code)
+            .field("signal", &self.signal)
+            .field("stdout", &String::from_utf8_lossy(&self.stdout))
+            .field("stderr", &String::from_utf8_lossy(&self.stderr))
+            .field("times", &self.times)
+            .field("bounds", &self.bounds)
+            .field("identities", &self.identities)
+            .field("namespace", &self.namespace)
+            .field("problems", &self.problems)
+            .finish()
+    }
+}
+
+/// How a readable path may be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ReadableKind {
+    /// The file itself.
+    File,
+    /// The directory and everything below it.
+    Subtree,
+}
+
+/// One host path the profile lets a program read.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ReadablePath {
+    /// The absolute path as configured.
+    pub path: PathBuf,
+    pub kind: ReadableKind,
+}
+
+/// The runtime of an Executor: its executable and every host path a program may read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuntimeDescription {
+    /// The executable as configured (absolute; it may be a symbolic link).
+    pub executable: PathBuf,
+    /// Every host path a program can read under this runtime and profile, sorted: the
+    /// runtime's configured paths and the profile's fixed ones (devices such as /dev/null).
+    pub readable: Vec<ReadablePath>,
+    /// The `sha256:` digest over the executable's bytes and the readable list.
+    pub digest: Digest,
+}
+
+/// The confinement profile of an Executor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfileDescription {
+    /// The recipe as canonical JSON: everything the Executor enforces besides the runtime.
+    pub recipe: Vec<u8>,
+    /// The `sha256:` digest of `recipe`.
+    pub digest: Digest,
+}
+
+/// Runs one program at a time under a fixed runtime and confinement profile.
+pub trait Executor: Send + Sync {
+    /// Describes the runtime as it is now (re-reading the executable, so a changed runtime
+    /// gives a changed digest). `Err` when it cannot be read.
+    fn describe_runtime(&self) -> Result<RuntimeDescription, ExecutorError>;
+
+    /// Describes the confinement profile.
+    fn profile(&self) -> Result<ProfileDescription, ExecutorError>;
+
+    /// Runs `request`. `Err` only when nothing started: invalid input, `cancel` already
+    /// cancelled, or a confinement mechanism unavailable. Once the program may have started,
+    /// the outcome is an answer, and `cancel` ends the run with [`RunStatus::Aborted`].
+    fn run(&self, request: &RunRequest, cancel: &CancelToken) -> Result<RunAnswer, ExecutorError>;
+}
+
+contract_error! {
+    /// Why an Executor started nothing.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum ExecutorError {
+        /// A request or configuration value breaks a rule.
+        #[error("invalid input: {input}: {rule}")]
+        "invalid-input" InvalidInput { input: String, rule: &'static str },
+        /// A confinement mechanism (or the runtime, or the Executor's own helper) is unavailable;
+        /// nothing ran, and nothing runs with less confinement instead.
+        #[error("{mechanism} unavailable: {reason}")]
+        "unavailable" Unavailable { mechanism: String, reason: String },
+        /// The cancel token was cancelled before anything started.
+        #[error("cancelled before the run started")]
+        "aborted" Aborted,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, content: &str) -> SnapshotFile {
+        SnapshotFile {
+            path: path.into(),
+            content: content.as_bytes().to_vec(),
+        }
+    }
+
+    fn request() -> RunRequest {
+        RunRequest {
+            program: vec![file("main.sh", "echo hi")],
+            entry: "main.sh".into(),
+            args: vec![],
+            input: vec![],
+            harness: vec![],
+            bounds: RunBounds::new(Duration::from_secs(1), 1024),
+        }
+    }
+
+    #[test]
+    fn bounds_digest_covers_each_field() {
+        let base = RunBounds::new(Duration::from_millis(200), 65536);
+        let mut other = base;
+        other.timeout = Duration::from_millis(201);
+        assert_ne!(base.digest(), other.digest());
+        let mut other = base;
+        other.stderr_limit += 1;
+        assert_ne!(base.digest(), other.digest());
+        assert_eq!(
+            base.digest(),
+            RunBounds::new(Duration::from_millis(200), 65536).digest()
+        );
+    }
+
+    #[test]
+    fn request_rules() {
+        assert!(request().check().is_ok());
+        let mut bad = request();
+        bad.entry = "other.sh".into();
+        assert_eq!(bad.check().unwrap_err().code(), "invalid-input");
+        let mut bad = request();
+        bad.entry = RunEntry::harness("main.sh");
+        assert_eq!(bad.check().unwrap_err().code(), "invalid-input");
+        let mut good = request();
+        good.harness = vec![file("run.sh", "sh /sf/program/main.sh")];
+        good.entry = RunEntry::harness("run.sh");
+        let digests = good.check().unwrap();
+        assert_ne!(digests.harness, request().check().unwrap().harness);
+        let mut bad = request();
+        bad.args = vec!["a\0b".into()];
+        assert_eq!(bad.check().unwrap_err().code(), "invalid-input");
+        let mut bad = request();
+        bad.bounds.timeout = Duration::ZERO;
+        assert_eq!(bad.check().unwrap_err().code(), "invalid-input");
+        let mut bad = request();
+        bad.bounds.stdout_limit = MAX_OUTPUT_LIMIT + 1;
+        assert_eq!(bad.check().unwrap_err().code(), "invalid-input");
+        let mut bad = request();
+        bad.program.push(file("../x", ""));
+        assert_eq!(bad.check().unwrap_err().code(), "invalid-input");
+    }
+
+    #[test]
+    fn cancel_token_is_shared() {
+        let token = CancelToken::new();
+        let clone = token.clone();
+        assert!(!clone.is_cancelled());
+        token.cancel();
+        assert!(clone.is_cancelled());
+    }
+}

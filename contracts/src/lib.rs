@@ -1,0 +1,38 @@
+//! sf-contracts: the four contracts every sf backend implements (object store, executor,
+//! evidence store, gate), their request, answer and error types, and the encodings those
+//! types are made of: digests and canonical JSON, Git objects, snapshots, the path, glob and
+//! id grammars, and byte framing.
+//!
+//! This crate is the bottom layer: it depends on no other sf crate, and every other sf crate
+//! (the plugin ABI, the host, the sdk, every backend) depends on it. Nothing here starts a
+//! process, opens a file or names a backend.
+
+pub mod canonical;
+pub mod error_fields;
+pub mod framing;
+pub mod git_object;
+pub mod grammar;
+pub mod path_glob;
+pub mod snapshot;
+pub mod source_path;
+
+pub mod evidence_store;
+pub mod executor;
+pub mod gate;
+pub mod object_store;
+
+pub use evidence_store::{
+    AttemptId, EVIDENCE_PROTOCOL, EvidenceRecord, EvidenceStore, EvidenceStoreError,
+    MAX_RECORD_BYTES,
+};
+pub use executor::{
+    BOUNDS_PROTOCOL, CancelToken, Enforcement, EntryPlace, Executor, ExecutorError, HARNESS_DIR,
+    HostIdentity, INPUT_DIR, LandlockStatus, MemoryBound, NamespaceDisposition, PROGRAM_DIR,
+    ProfileDescription, ReadableKind, ReadablePath, RequestDigests, RunAnswer, RunBounds, RunEntry,
+    RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
+};
+pub use gate::{Gate, GateAnswer, GateError, is_valid_reason};
+pub use object_store::{
+    EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreFactory, READ_FRAMING_BYTES, RefName,
+    RefUpdate, RefValue, StoreRoot, StoredObject,
+};

@@ -1,0 +1,293 @@
+//! The ObjectStore contract: the Git object database and refs of one owned repository.
+//!
+//! The host encodes and hashes every object; a store writes an object only after checking
+//! its id against its bytes, and never invents one. Reads are bounded by an explicit byte
+//! budget. Refs are created only if absent and moved only by compare-and-swap; once a ref
+//! write may have started, its outcome is a value ([`RefUpdate`]) that can say "unknown",
+//! never an `Err`.
+//!
+//! Lifecycle: an [`ObjectStoreFactory`] creates a fresh, empty, unmarked root (exclusively:
+//! an existing path is `exists`, never adopted) or opens a marked one. The host writes the
+//! repository's initial objects and refs into the fresh store and then calls
+//! [`ObjectStore::mark`] last, with the ownership marker bytes; from then on the store checks
+//! that marker byte for byte (with the rest of its root's ownership) before every operation
+//! and before accepting any result.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::git_object::{ObjectId, ObjectKind};
+
+use crate::error_fields::contract_error;
+
+/// One encoded Git object: its kind, its id and its body (without the `"<kind> <size>\0"`
+/// header). The id is the host's claim; stores check it against the bytes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EncodedObject {
+    pub kind: ObjectKind,
+    pub id: ObjectId,
+    pub body: Vec<u8>,
+}
+
+impl fmt::Debug for EncodedObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EncodedObject")
+            .field("kind", &self.kind)
+            .field("id", &self.id)
+            .field("bytes", &self.body.len())
+            .finish()
+    }
+}
+
+impl EncodedObject {
+    /// Encodes `body` as an object of `kind`, computing its id.
+    pub fn new(kind: ObjectKind, body: Vec<u8>) -> Self {
+        let id = crate::git_object::object_id(kind, &body);
+        Self { kind, id, body }
+    }
+
+    /// Whether `id` is the SHA-1 of this object's kind, size and body.
+    pub fn verify(&self) -> bool {
+        crate::git_object::object_id(self.kind, &self.body) == self.id
+    }
+}
+
+/// An object as a store read it. Hosts re-hash it: a store's answer is never trusted.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoredObject {
+    pub kind: ObjectKind,
+    pub body: Vec<u8>,
+}
+
+impl fmt::Debug for StoredObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoredObject")
+            .field("kind", &self.kind)
+            .field("bytes", &self.body.len())
+            .finish()
+    }
+}
+
+/// A validated ref name: `refs/` followed by one or more segments of `A-Z a-z 0-9 . _ -`,
+/// no segment empty, starting with `.` or ending in `.` or `.lock`, and no `..`; at most
+/// 255 bytes. Narrower than Git's own rules on purpose: every name sf writes fits it.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RefName(String);
+
+impl RefName {
+    /// The longest ref name accepted.
+    pub const MAX_BYTES: usize = 255;
+
+    /// Parses `name`, naming the rule it breaks.
+    pub fn parse(name: &str) -> Result<Self, ObjectStoreError> {
+        let refuse = |rule: &'static str| ObjectStoreError::InvalidInput {
+            input: format!("ref name {name:?}"),
+            rule,
+        };
+        if name.len() > Self::MAX_BYTES {
+            return Err(refuse("a ref name is at most 255 bytes"));
+        }
+        let Some(rest) = name.strip_prefix("refs/") else {
+            return Err(refuse("a ref name starts with refs/"));
+        };
+        if name.contains("..") {
+            return Err(refuse("a ref name contains no .."));
+        }
+        for segment in rest.split('/') {
+            if segment.is_empty() {
+                return Err(refuse("a ref name has no empty segment"));
+            }
+            if !segment
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+            {
+                return Err(refuse("a ref name segment is made of A-Z a-z 0-9 . _ -"));
+            }
+            if segment.starts_with('.') || segment.ends_with('.') || segment.ends_with(".lock") {
+                return Err(refuse(
+                    "a ref name segment neither starts with . nor ends in . or .lock",
+                ));
+            }
+        }
+        Ok(Self(name.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for RefName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for RefName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RefName({})", self.0)
+    }
+}
+
+/// The value of one ref as read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RefValue {
+    /// A direct ref naming an object.
+    Direct(ObjectId),
+    /// A symbolic ref naming another ref. sf never writes one; it reports one so that callers
+    /// refuse to move it.
+    Symbolic(String),
+}
+
+/// The outcome of a ref write that may have started.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RefUpdate {
+    /// The store's write reported success and a readback showed exactly the new value.
+    Applied,
+    /// The store refused: the ref did not hold the expected value. `current` is what it held
+    /// when read afterwards (`None`: absent).
+    Refused { current: Option<RefValue> },
+    /// The write may or may not have happened. Never treat this as "not applied".
+    Unknown { reason: String },
+}
+
+/// Where an owned root lives and which directory it is: the canonical path and the device
+/// and inode numbers observed when it was created. A root with the same path but another
+/// device or inode is a replaced root and never opens.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StoreRoot {
+    pub path: PathBuf,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// Creates and opens owned roots. A backend is configured once and hands out one
+/// [`ObjectStore`] per root.
+pub trait ObjectStoreFactory: Send + Sync {
+    /// Creates a fresh, empty, unmarked root at `path` with an exclusive create: an existing
+    /// path fails `exists` and is never adopted. `path` must be absolute and canonical and its
+    /// parent a directory of this user that no one else can write.
+    fn create(
+        &self,
+        path: &Path,
+        deadline: Instant,
+    ) -> Result<Box<dyn ObjectStore>, ObjectStoreError>;
+
+    /// Opens the marked root `root`: its ownership, including `marker` byte for byte, is
+    /// checked now and before every later operation.
+    fn open(
+        &self,
+        root: &StoreRoot,
+        marker: &[u8],
+        deadline: Instant,
+    ) -> Result<Box<dyn ObjectStore>, ObjectStoreError>;
+}
+
+/// The object database and refs of one owned repository.
+///
+/// Every method checks the root's ownership before it starts anything and again before it
+/// accepts a result. `Err` means no ref was touched; once a ref write may have started, ref
+/// methods answer with a [`RefUpdate`]. [`write_objects`](Self::write_objects) is the one
+/// exception to "nothing started": an `Err` after it started may leave some of the objects
+/// written, which is harmless because objects no ref names are unreachable and a later
+/// identical write completes them.
+pub trait ObjectStore: Send + Sync {
+    /// The root this store owns.
+    fn root(&self) -> &StoreRoot;
+
+    /// Writes the ownership marker of a fresh root, create-only. The host calls it last, after
+    /// the initial objects and refs; a store refuses it when a marker exists.
+    fn mark(&self, marker: &[u8], deadline: Instant) -> Result<(), ObjectStoreError>;
+
+    /// Writes `objects`, each checked against its id first. Objects already present are left
+    /// as they are. All or nothing is not promised: an interrupted write may leave some
+    /// objects, which are unreachable until a ref names them.
+    fn write_objects(
+        &self,
+        objects: &[EncodedObject],
+        deadline: Instant,
+    ) -> Result<(), ObjectStoreError>;
+
+    /// Reads `ids` in order; `None` for a missing object. The whole answer (bodies plus 64
+    /// framing bytes per unique id) may not exceed `budget` bytes: past it, the read fails
+    /// `limit`. Hosts re-hash what they get.
+    fn read_objects(
+        &self,
+        ids: &[ObjectId],
+        budget: u64,
+        deadline: Instant,
+    ) -> Result<Vec<Option<StoredObject>>, ObjectStoreError>;
+
+    /// Reads one ref: `None` if absent.
+    fn read_ref(
+        &self,
+        name: &RefName,
+        deadline: Instant,
+    ) -> Result<Option<RefValue>, ObjectStoreError>;
+
+    /// Lists the refs whose names start with `prefix` (which must end in `/`), sorted by name.
+    fn list_refs(
+        &self,
+        prefix: &str,
+        deadline: Instant,
+    ) -> Result<Vec<(RefName, RefValue)>, ObjectStoreError>;
+
+    /// Creates `name` naming `value` only if `name` is absent. An existing ref, even one
+    /// naming `value`, is `Refused` with its current value.
+    fn create_ref(
+        &self,
+        name: &RefName,
+        value: &ObjectId,
+        deadline: Instant,
+    ) -> Result<RefUpdate, ObjectStoreError>;
+
+    /// Moves the direct ref `name` from `expected` to `new`, never dereferencing. A symbolic
+    /// ref is refused before anything starts (`Err` with code `symbolic-ref`).
+    fn compare_and_swap_ref(
+        &self,
+        name: &RefName,
+        expected: &ObjectId,
+        new: &ObjectId,
+        deadline: Instant,
+    ) -> Result<RefUpdate, ObjectStoreError>;
+}
+
+contract_error! {
+    /// Why an ObjectStore refused. Every variant means nothing was started by the failing call.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    #[non_exhaustive]
+    pub enum ObjectStoreError {
+        /// An argument breaks a rule; nothing was started.
+        #[error("invalid input: {input}: {rule}")]
+        "invalid-input" InvalidInput { input: String, rule: &'static str },
+        /// The path to create already exists; it is never adopted.
+        #[error("{path} already exists; sf never adopts an existing path, choose a new one")]
+        "exists" Exists { path: PathBuf },
+        /// The root is missing, replaced, re-permissioned, foreign, unmarked, tampered with, or
+        /// otherwise not this store's to use.
+        #[error("repository root unavailable: {reason}")]
+        "unavailable" Unavailable { reason: String },
+        /// Stored data failed verification (an object whose bytes do not hash to its id, a
+        /// malformed answer). Never repaired.
+        #[error("corrupt repository data: {what}")]
+        "corrupt" Corrupt { what: String },
+        /// A read would exceed its byte budget.
+        #[error("read limit exceeded: {what}")]
+        "limit" Limit { what: String },
+        /// A ref to move is symbolic; sf never moves or dereferences one.
+        #[error("ref {name} is symbolic; sf never moves a symbolic ref")]
+        "symbolic-ref" SymbolicRef { name: String },
+        /// The deadline passed.
+        #[error("timed out: {what}")]
+        "timeout" Timeout { what: String },
+        /// The backend's operation failed in a way that proves nothing was changed (a tool
+        /// that exited with an error before writing, a refused request). `operation` names
+        /// what was attempted, in the backend's words.
+        #[error("store operation failed: {operation}: {detail}")]
+        "failed" Failed { operation: String, detail: String },
+    }
+}
+
+/// Framing bytes a read may use per unique object on top of the bodies (seed 001).
+pub const READ_FRAMING_BYTES: u64 = 64;

@@ -1,5 +1,0 @@
-//! The `sf` command line; see `sf --help` and docs/cli.md.
-
-fn main() -> std::process::ExitCode {
-    sf_host::cli::main(std::env::args_os())
-}

@@ -1,0 +1,8 @@
+//! sf-io: reading and showing input sf does not trust: directories opened and walked through
+//! descriptors, never by re-resolving paths ([`dir_fd`]); private directories that sf alone
+//! may use ([`private_dir`]); and outside text escaped before it reaches a terminal
+//! ([`text_escape`]).
+
+pub mod dir_fd;
+pub mod private_dir;
+pub mod text_escape;

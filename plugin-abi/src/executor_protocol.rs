@@ -1,0 +1,1128 @@
+//! The `executor` contract on the wire: one request and one answer shape per method of
+//! [`Executor`](crate::contracts::Executor), a `cancel` method for cancellation across the
+//! boundary, and the error encoding that keeps every [`ExecutorError`] code and field.
+//!
+//! Both sides use this module: the host encodes requests and decodes answers, the sdk decodes
+//! requests and encodes answers. Bulk bytes (program and input file contents, stdout, stderr,
+//! the profile recipe, runtime paths) travel as raw sections; digests as `sha256:` text;
+//! durations as `{secs, nanos}` so that every `Duration` survives exactly.
+//!
+//! | method | request header | answer header |
+//! |---|---|---|
+//! | `describe_runtime` | `{}` | `{executable, readable: [{path, kind}], digest}` |
+//! | `profile` | `{}` | `{recipe, digest}` |
+//! | `run` | `{runId, program: [{path, content}], entry, args, input: [{path, content}], bounds}` | the answer (below) |
+//! | `run_v2` | `{runId, program, entry: {place, path}, args, input, harness, bounds}` | the answer, with `identities.harness` |
+//! | `cancel` | `{runId}` | `{}` |
+//!
+//! `executable`, `readable[].path`, `recipe` and every `content` are section indexes; `kind`
+//! is `file` or `subtree`. `bounds` is `{timeout, stdoutLimit, stderrLimit}`. The answer of
+//! `run` is `{status, exitCode, signal, stdout, stderr, times: {wall, user, system,
+//! maxRssKib}, bounds, identities: {program, input, runtime, profile, bounds, enforcement:
+//! {landlockAbi, landlock}}, namespace, problems}` with `stdout` and `stderr` section indexes,
+//! `namespace` `{"disposition":"reaped"}` or `{"disposition":"unconfirmed","reason":…}`.
+//!
+//! The answer of `run_v2` may also state `times.memoryPeakBytes` and
+//! `identities.enforcement.{hostIdentity, memory}`: a plugin that leaves them out states
+//! nothing (`not-stated`, no peak). They are never sent in a `run` answer, whose shape is
+//! fixed (an sf of ABI 1.1 refuses fields it does not know); its facts read as not stated.
+//!
+//! `run_v2` (ABI 1.2) adds the harness: `entry.place` is `program` or `harness`, `harness` the
+//! harness files like `program` and `input`, and its answer's identities name the `harness`
+//! digest. `run` (ABI 1.0) stays as it was: its entry is a file of the program and it has no
+//! harness, so the identity of the harness it ran with is the empty snapshot's
+//! ([`RunWire::V1`]). A host calls `run_v2` on a plugin of minor 2 or later, and `run`, for a
+//! request without a harness, on an older one.
+//!
+//! # Cancellation
+//!
+//! The host names each run with a `runId` (unique per instance for the life of the process).
+//! While `run` is in flight, another thread of the host may call `cancel` with that id on the
+//! same instance: the plugin cancels the run's token, and the run ends as `aborted`. A
+//! `cancel` that arrives before its run registered is remembered (a bounded set), so the run
+//! then starts nothing and answers the error `aborted`; one that arrives after its run ended
+//! is remembered too and never matched again.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::contracts::canonical::Digest;
+use crate::contracts::snapshot::SnapshotFile;
+use crate::contracts::{
+    Enforcement, EntryPlace, ExecutorError, HostIdentity, LandlockStatus, MemoryBound,
+    NamespaceDisposition, ProfileDescription, ReadableKind, ReadablePath, RunAnswer, RunBounds,
+    RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
+};
+use crate::message::{self, MessageBuilder, MessageError, Sections};
+use crate::protocol::{self, Empty};
+
+/// The contract's name in manifests and in `instantiate`.
+pub const CONTRACT: &str = "executor";
+
+/// The method names, as sent in `call`.
+pub mod method {
+    pub const DESCRIBE_RUNTIME: &str = "describe_runtime";
+    pub const PROFILE: &str = "profile";
+    pub const RUN: &str = "run";
+    pub const RUN_V2: &str = "run_v2";
+    pub const CANCEL: &str = "cancel";
+}
+
+/// Which message shapes a run travels in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RunWire {
+    /// `run`: no harness, the entry a file of the program.
+    V1,
+    /// `run_v2`: the harness, and an entry in the program or the harness.
+    V2,
+}
+
+impl RunWire {
+    /// The method a run of this shape is called with.
+    pub fn method(self) -> &'static str {
+        match self {
+            Self::V1 => method::RUN,
+            Self::V2 => method::RUN_V2,
+        }
+    }
+
+    /// Whether `request` can travel in this shape.
+    pub fn carries(self, request: &RunRequest) -> bool {
+        self == Self::V2
+            || (request.harness.is_empty() && request.entry.place == EntryPlace::Program)
+    }
+}
+
+/// A request, as the plugin side decodes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    DescribeRuntime,
+    Profile,
+    Run {
+        run_id: u64,
+        request: RunRequest,
+        wire: RunWire,
+    },
+    Cancel {
+        run_id: u64,
+    },
+}
+
+impl Request {
+    /// Decodes the request of `method`. `Ok(None)`: the method is not one of this contract's.
+    pub fn decode(method: &str, bytes: &[u8]) -> Result<Option<Self>, MessageError> {
+        let request = match method {
+            method::DESCRIBE_RUNTIME => {
+                Empty::decode(bytes)?;
+                Self::DescribeRuntime
+            }
+            method::PROFILE => {
+                Empty::decode(bytes)?;
+                Self::Profile
+            }
+            method::RUN => {
+                let (header, mut sections) = message::decode::<RunHeader>(bytes)?;
+                let program = decode_files(&header.program, &mut sections)?;
+                let input = decode_files(&header.input, &mut sections)?;
+                sections.finish()?;
+                Self::Run {
+                    run_id: header.run_id,
+                    request: RunRequest {
+                        program,
+                        entry: RunEntry::program(header.entry),
+                        args: header.args,
+                        input,
+                        harness: Vec::new(),
+                        bounds: header.bounds.decode("bounds")?,
+                    },
+                    wire: RunWire::V1,
+                }
+            }
+            method::RUN_V2 => {
+                let (header, mut sections) = message::decode::<RunHeaderV2>(bytes)?;
+                let program = decode_files(&header.program, &mut sections)?;
+                let input = decode_files(&header.input, &mut sections)?;
+                let harness = decode_files(&header.harness, &mut sections)?;
+                sections.finish()?;
+                let place = EntryPlace::from_code(&header.entry.place).ok_or_else(|| {
+                    MessageError::field("entry.place", "must be program or harness")
+                })?;
+                Self::Run {
+                    run_id: header.run_id,
+                    request: RunRequest {
+                        program,
+                        entry: RunEntry {
+                            place,
+                            path: header.entry.path,
+                        },
+                        args: header.args,
+                        input,
+                        harness,
+                        bounds: header.bounds.decode("bounds")?,
+                    },
+                    wire: RunWire::V2,
+                }
+            }
+            method::CANCEL => {
+                let (header, sections) = message::decode::<CancelHeader>(bytes)?;
+                sections.finish()?;
+                Self::Cancel {
+                    run_id: header.run_id,
+                }
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(request))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests: encoding (host side)
+
+/// `describe_runtime` and `profile` take no arguments.
+pub fn encode_no_arguments() -> Vec<u8> {
+    Empty::encode()
+}
+
+/// `run` or `run_v2`; `None` when `wire` cannot carry the request (see [`RunWire::carries`]).
+pub fn encode_run(run_id: u64, request: &RunRequest, wire: RunWire) -> Option<Vec<u8>> {
+    if !wire.carries(request) {
+        return None;
+    }
+    let mut builder = MessageBuilder::new();
+    let program = encode_files(&request.program, &mut builder);
+    let input = encode_files(&request.input, &mut builder);
+    let bounds = BoundsHeader::encode(&request.bounds);
+    Some(match wire {
+        RunWire::V1 => builder.encode(&RunHeader {
+            run_id,
+            program,
+            entry: request.entry.path.clone(),
+            args: request.args.clone(),
+            input,
+            bounds,
+        }),
+        RunWire::V2 => {
+            let harness = encode_files(&request.harness, &mut builder);
+            builder.encode(&RunHeaderV2 {
+                run_id,
+                program,
+                entry: EntryHeader {
+                    place: request.entry.place.code().to_owned(),
+                    path: request.entry.path.clone(),
+                },
+                args: request.args.clone(),
+                input,
+                harness,
+                bounds,
+            })
+        }
+    })
+}
+
+/// `cancel`.
+pub fn encode_cancel(run_id: u64) -> Vec<u8> {
+    message::encode_header(&CancelHeader { run_id })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+/// The answer of `describe_runtime`.
+pub fn encode_runtime(runtime: &RuntimeDescription) -> Vec<u8> {
+    let mut builder = MessageBuilder::new();
+    let executable = builder.section(runtime.executable.as_os_str().as_bytes());
+    let readable = runtime
+        .readable
+        .iter()
+        .map(|path| ReadableHeader {
+            path: builder.section(path.path.as_os_str().as_bytes()),
+            kind: match path.kind {
+                ReadableKind::File => "file",
+                ReadableKind::Subtree => "subtree",
+            }
+            .to_owned(),
+        })
+        .collect();
+    builder.encode(&RuntimeAnswer {
+        executable,
+        readable,
+        digest: runtime.digest.to_string(),
+    })
+}
+
+pub fn decode_runtime(bytes: &[u8]) -> Result<RuntimeDescription, MessageError> {
+    let (answer, mut sections) = message::decode::<RuntimeAnswer>(bytes)?;
+    let executable = path(sections.take(answer.executable)?);
+    let mut readable = Vec::with_capacity(answer.readable.len());
+    for (at, entry) in answer.readable.iter().enumerate() {
+        readable.push(ReadablePath {
+            path: path(sections.take(entry.path)?),
+            kind: match entry.kind.as_str() {
+                "file" => ReadableKind::File,
+                "subtree" => ReadableKind::Subtree,
+                _ => {
+                    return Err(MessageError::field(
+                        format!("readable[{at}].kind"),
+                        "must be file or subtree",
+                    ));
+                }
+            },
+        });
+    }
+    sections.finish()?;
+    Ok(RuntimeDescription {
+        executable,
+        readable,
+        digest: parse_digest(&answer.digest, "digest")?,
+    })
+}
+
+/// The answer of `profile`.
+pub fn encode_profile(profile: &ProfileDescription) -> Vec<u8> {
+    let mut builder = MessageBuilder::new();
+    let recipe = builder.section(&profile.recipe);
+    builder.encode(&ProfileAnswer {
+        recipe,
+        digest: profile.digest.to_string(),
+    })
+}
+
+pub fn decode_profile(bytes: &[u8]) -> Result<ProfileDescription, MessageError> {
+    let (answer, mut sections) = message::decode::<ProfileAnswer>(bytes)?;
+    let recipe = sections.take(answer.recipe)?.to_vec();
+    sections.finish()?;
+    Ok(ProfileDescription {
+        recipe,
+        digest: parse_digest(&answer.digest, "digest")?,
+    })
+}
+
+/// The answer of a run in the shape of `wire`.
+pub fn encode_answer(answer: &RunAnswer, wire: RunWire) -> Vec<u8> {
+    let mut builder = MessageBuilder::new();
+    let stdout = builder.section(&answer.stdout);
+    let stderr = builder.section(&answer.stderr);
+    let identities = &answer.identities;
+    let v1 = IdentitiesHeader {
+        program: identities.program.to_string(),
+        input: identities.input.to_string(),
+        runtime: identities.runtime.to_string(),
+        profile: identities.profile.to_string(),
+        bounds: identities.bounds.to_string(),
+        enforcement: EnforcementHeader {
+            landlock_abi: identities.enforcement.landlock_abi,
+            landlock: identities.enforcement.landlock.code().to_owned(),
+            host_identity: None,
+            memory: None,
+        },
+    };
+    match wire {
+        RunWire::V1 => encode_answer_with(answer, stdout, stderr, v1, builder, None),
+        RunWire::V2 => {
+            let mut v1 = v1;
+            v1.enforcement.host_identity = stated(identities.enforcement.host_identity.code());
+            v1.enforcement.memory = stated(identities.enforcement.memory.code());
+            let identities = IdentitiesHeaderV2::new(identities.harness.to_string(), v1);
+            let peak = answer.times.memory_peak_bytes;
+            encode_answer_with(answer, stdout, stderr, identities, builder, peak)
+        }
+    }
+}
+
+fn encode_answer_with<I: Serialize>(
+    answer: &RunAnswer,
+    stdout: usize,
+    stderr: usize,
+    identities: I,
+    builder: MessageBuilder<'_>,
+    memory_peak_bytes: Option<u64>,
+) -> Vec<u8> {
+    builder.encode(&AnswerHeader {
+        status: answer.status.code().to_owned(),
+        exit_code: answer.exit_code,
+        signal: answer.signal,
+        stdout,
+        stderr,
+        times: TimesHeader {
+            wall: DurationHeader::encode(answer.times.wall),
+            user: DurationHeader::encode(answer.times.user),
+            system: DurationHeader::encode(answer.times.system),
+            max_rss_kib: answer.times.max_rss_kib,
+            memory_peak_bytes,
+        },
+        bounds: BoundsHeader::encode(&answer.bounds),
+        identities,
+        namespace: match &answer.namespace {
+            NamespaceDisposition::Reaped => NamespaceHeader::Reaped {},
+            NamespaceDisposition::Unconfirmed { reason } => NamespaceHeader::Unconfirmed {
+                reason: reason.clone(),
+            },
+        },
+        problems: answer.problems.clone(),
+    })
+}
+
+/// Decodes the answer of a run in the shape of `wire`. A `run` answer names no harness: the
+/// run had none, so its harness identity is the empty snapshot's.
+pub fn decode_answer(bytes: &[u8], wire: RunWire) -> Result<RunAnswer, MessageError> {
+    match wire {
+        RunWire::V1 => {
+            let (answer, sections) = message::decode::<AnswerHeader<IdentitiesHeader>>(bytes)?;
+            let harness = crate::contracts::snapshot::snapshot_digest(&[])
+                .map_err(|error| MessageError::field("identities.harness", error.to_string()))?;
+            decode_answer_with(answer, sections, harness)
+        }
+        RunWire::V2 => {
+            let (answer, sections) = message::decode::<AnswerHeader<IdentitiesHeaderV2>>(bytes)?;
+            let (identities, harness) = answer.identities.split();
+            let harness = parse_digest(&harness, "identities.harness")?;
+            let answer = AnswerHeader {
+                status: answer.status,
+                exit_code: answer.exit_code,
+                signal: answer.signal,
+                stdout: answer.stdout,
+                stderr: answer.stderr,
+                times: answer.times,
+                bounds: answer.bounds,
+                identities,
+                namespace: answer.namespace,
+                problems: answer.problems,
+            };
+            decode_answer_with(answer, sections, harness)
+        }
+    }
+}
+
+fn decode_answer_with(
+    answer: AnswerHeader<IdentitiesHeader>,
+    mut sections: Sections<'_>,
+    harness: Digest,
+) -> Result<RunAnswer, MessageError> {
+    let stdout = sections.take(answer.stdout)?.to_vec();
+    let stderr = sections.take(answer.stderr)?.to_vec();
+    sections.finish()?;
+    let identities = answer.identities;
+    let host_identity = match identities.enforcement.host_identity.as_deref() {
+        None => HostIdentity::NotStated,
+        Some(text) => HostIdentity::parse(text).ok_or_else(|| {
+            MessageError::field(
+                "identities.enforcement.hostIdentity",
+                "must be reserved-id, caller-id or not-stated",
+            )
+        })?,
+    };
+    let memory = match identities.enforcement.memory.as_deref() {
+        None => MemoryBound::NotStated,
+        Some(text) => MemoryBound::parse(text).ok_or_else(|| {
+            MessageError::field(
+                "identities.enforcement.memory",
+                "must be cgroup-v1, cgroup-v2, per-process or not-stated",
+            )
+        })?,
+    };
+    let landlock = match identities.enforcement.landlock.as_str() {
+        "fully-enforced" => LandlockStatus::FullyEnforced,
+        "partially-enforced" => LandlockStatus::PartiallyEnforced,
+        "not-enforced" => LandlockStatus::NotEnforced,
+        _ => {
+            return Err(MessageError::field(
+                "identities.enforcement.landlock",
+                "must be fully-enforced, partially-enforced or not-enforced",
+            ));
+        }
+    };
+    Ok(RunAnswer {
+        status: parse_status(&answer.status)?,
+        exit_code: answer.exit_code,
+        signal: answer.signal,
+        stdout,
+        stderr,
+        times: RunTimes {
+            wall: answer.times.wall.decode("times.wall")?,
+            user: answer.times.user.decode("times.user")?,
+            system: answer.times.system.decode("times.system")?,
+            max_rss_kib: answer.times.max_rss_kib,
+            memory_peak_bytes: answer.times.memory_peak_bytes,
+        },
+        bounds: answer.bounds.decode("bounds")?,
+        identities: RunIdentities {
+            program: parse_digest(&identities.program, "identities.program")?,
+            input: parse_digest(&identities.input, "identities.input")?,
+            harness,
+            runtime: parse_digest(&identities.runtime, "identities.runtime")?,
+            profile: parse_digest(&identities.profile, "identities.profile")?,
+            bounds: parse_digest(&identities.bounds, "identities.bounds")?,
+            enforcement: Enforcement {
+                landlock_abi: identities.enforcement.landlock_abi,
+                landlock,
+                host_identity,
+                memory,
+            },
+        },
+        namespace: match answer.namespace {
+            NamespaceHeader::Reaped {} => NamespaceDisposition::Reaped,
+            NamespaceHeader::Unconfirmed { reason } => NamespaceDisposition::Unconfirmed { reason },
+        },
+        problems: answer.problems,
+    })
+}
+
+/// The answer of `cancel`.
+pub fn encode_cancelled() -> Vec<u8> {
+    Empty::encode()
+}
+
+pub fn decode_cancelled(bytes: &[u8]) -> Result<(), MessageError> {
+    Empty::decode(bytes)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+/// An error reply as the host decodes it.
+pub type DecodedError = protocol::DecodedError<ExecutorError>;
+
+/// Encodes `error` with its code, its display text and every field.
+pub fn encode_error(error: &ExecutorError) -> Vec<u8> {
+    protocol::encode_error(error)
+}
+
+/// Decodes an error reply.
+pub fn decode_error(bytes: &[u8]) -> Result<DecodedError, MessageError> {
+    protocol::decode_error(bytes)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Header shapes
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RunHeader {
+    run_id: u64,
+    program: Vec<FileHeader>,
+    entry: String,
+    args: Vec<String>,
+    input: Vec<FileHeader>,
+    bounds: BoundsHeader,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RunHeaderV2 {
+    run_id: u64,
+    program: Vec<FileHeader>,
+    entry: EntryHeader,
+    args: Vec<String>,
+    input: Vec<FileHeader>,
+    harness: Vec<FileHeader>,
+    bounds: BoundsHeader,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EntryHeader {
+    place: String,
+    path: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CancelHeader {
+    run_id: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileHeader {
+    path: String,
+    content: usize,
+}
+
+fn encode_files<'a>(
+    files: &'a [SnapshotFile],
+    builder: &mut MessageBuilder<'a>,
+) -> Vec<FileHeader> {
+    files
+        .iter()
+        .map(|file| FileHeader {
+            path: file.path.clone(),
+            content: builder.section(&file.content),
+        })
+        .collect()
+}
+
+fn decode_files(
+    files: &[FileHeader],
+    sections: &mut Sections<'_>,
+) -> Result<Vec<SnapshotFile>, MessageError> {
+    files
+        .iter()
+        .map(|file| {
+            Ok(SnapshotFile {
+                path: file.path.clone(),
+                content: sections.take(file.content)?.to_vec(),
+            })
+        })
+        .collect()
+}
+
+/// A `Duration`, exactly: whole seconds and the nanoseconds below one second.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DurationHeader {
+    secs: u64,
+    nanos: u32,
+}
+
+impl DurationHeader {
+    fn encode(duration: Duration) -> Self {
+        Self {
+            secs: duration.as_secs(),
+            nanos: duration.subsec_nanos(),
+        }
+    }
+
+    fn decode(&self, field: &str) -> Result<Duration, MessageError> {
+        if self.nanos >= 1_000_000_000 {
+            return Err(MessageError::field(
+                format!("{field}.nanos"),
+                "must be below one second",
+            ));
+        }
+        Ok(Duration::new(self.secs, self.nanos))
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct BoundsHeader {
+    timeout: DurationHeader,
+    stdout_limit: u64,
+    stderr_limit: u64,
+}
+
+impl BoundsHeader {
+    fn encode(bounds: &RunBounds) -> Self {
+        Self {
+            timeout: DurationHeader::encode(bounds.timeout),
+            stdout_limit: bounds.stdout_limit,
+            stderr_limit: bounds.stderr_limit,
+        }
+    }
+
+    fn decode(&self, field: &str) -> Result<RunBounds, MessageError> {
+        Ok(RunBounds {
+            timeout: self.timeout.decode(&format!("{field}.timeout"))?,
+            stdout_limit: self.stdout_limit,
+            stderr_limit: self.stderr_limit,
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadableHeader {
+    path: usize,
+    kind: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuntimeAnswer {
+    executable: usize,
+    readable: Vec<ReadableHeader>,
+    digest: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileAnswer {
+    recipe: usize,
+    digest: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TimesHeader {
+    wall: DurationHeader,
+    user: DurationHeader,
+    system: DurationHeader,
+    max_rss_kib: u64,
+    /// Absent from plugins that do not measure it (and from every `run` answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    memory_peak_bytes: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct EnforcementHeader {
+    landlock_abi: u32,
+    landlock: String,
+    /// Absent (not stated) from plugins that do not say, and from every `run` answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    host_identity: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    memory: Option<String>,
+}
+
+/// A fact's code, or `None` (left out of the message) when it is not stated.
+fn stated(code: &str) -> Option<String> {
+    (code != "not-stated").then(|| code.to_owned())
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentitiesHeader {
+    program: String,
+    input: String,
+    runtime: String,
+    profile: String,
+    bounds: String,
+    enforcement: EnforcementHeader,
+}
+
+/// The `run_v2` identities: those of `run` and the harness.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentitiesHeaderV2 {
+    program: String,
+    input: String,
+    harness: String,
+    runtime: String,
+    profile: String,
+    bounds: String,
+    enforcement: EnforcementHeader,
+}
+
+impl IdentitiesHeaderV2 {
+    fn new(harness: String, v1: IdentitiesHeader) -> Self {
+        Self {
+            program: v1.program,
+            input: v1.input,
+            harness,
+            runtime: v1.runtime,
+            profile: v1.profile,
+            bounds: v1.bounds,
+            enforcement: v1.enforcement,
+        }
+    }
+
+    /// The `run` identities, and the harness.
+    fn split(self) -> (IdentitiesHeader, String) {
+        let v1 = IdentitiesHeader {
+            program: self.program,
+            input: self.input,
+            runtime: self.runtime,
+            profile: self.profile,
+            bounds: self.bounds,
+            enforcement: self.enforcement,
+        };
+        (v1, self.harness)
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "disposition", rename_all = "lowercase", deny_unknown_fields)]
+enum NamespaceHeader {
+    Reaped {},
+    Unconfirmed { reason: String },
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct AnswerHeader<I> {
+    status: String,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    stdout: usize,
+    stderr: usize,
+    times: TimesHeader,
+    bounds: BoundsHeader,
+    identities: I,
+    namespace: NamespaceHeader,
+    problems: Vec<String>,
+}
+
+fn path(bytes: &[u8]) -> PathBuf {
+    PathBuf::from(OsStr::from_bytes(bytes))
+}
+
+fn parse_digest(text: &str, field: &str) -> Result<Digest, MessageError> {
+    Digest::parse(text).ok_or_else(|| {
+        MessageError::field(field, "must be sha256: and 64 lowercase hex characters")
+    })
+}
+
+fn parse_status(text: &str) -> Result<RunStatus, MessageError> {
+    [
+        RunStatus::Exited,
+        RunStatus::Signalled,
+        RunStatus::TimedOut,
+        RunStatus::OutputLimit,
+        RunStatus::Aborted,
+    ]
+    .into_iter()
+    .find(|status| status.code() == text)
+    .ok_or_else(|| {
+        MessageError::field(
+            "status",
+            "must be exited, signalled, timed-out, output-limit or aborted",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::Value;
+
+    fn file(path: &str, content: &[u8]) -> SnapshotFile {
+        SnapshotFile {
+            path: path.into(),
+            content: content.to_vec(),
+        }
+    }
+
+    fn request() -> RunRequest {
+        RunRequest {
+            program: vec![file("main.sh", b"echo \xff\x00"), file("lib/a.sh", b"")],
+            entry: "main.sh".into(),
+            args: vec!["one".into(), String::new(), "th ree\u{e9}".into()],
+            input: vec![file("data/in.bin", &[0, 1, 2, 255])],
+            harness: Vec::new(),
+            bounds: RunBounds {
+                timeout: Duration::new(3, 1),
+                stdout_limit: u64::MAX,
+                stderr_limit: 0,
+            },
+        }
+    }
+
+    fn answer() -> RunAnswer {
+        RunAnswer {
+            status: RunStatus::Signalled,
+            exit_code: None,
+            signal: Some(9),
+            stdout: b"\xff\xfeout".to_vec(),
+            stderr: Vec::new(),
+            times: RunTimes {
+                wall: Duration::new(u64::MAX, 999_999_999),
+                user: Duration::from_nanos(1),
+                system: Duration::ZERO,
+                max_rss_kib: u64::MAX,
+                memory_peak_bytes: Some(u64::MAX),
+            },
+            bounds: request().bounds,
+            identities: RunIdentities {
+                program: Digest::of(b"p"),
+                input: Digest::of(b"i"),
+                harness: crate::contracts::snapshot::snapshot_digest(&[]).unwrap(),
+                runtime: Digest::of(b"r"),
+                profile: Digest::of(b"f"),
+                bounds: Digest::of(b"b"),
+                enforcement: Enforcement {
+                    landlock_abi: 7,
+                    landlock: LandlockStatus::PartiallyEnforced,
+                    host_identity: HostIdentity::ReservedId,
+                    memory: MemoryBound::CgroupV2,
+                },
+            },
+            namespace: NamespaceDisposition::Unconfirmed {
+                reason: "lost".into(),
+            },
+            problems: vec!["one".into(), "two".into()],
+        }
+    }
+
+    fn with_harness() -> RunRequest {
+        let mut request = request();
+        request.harness = vec![
+            file("run.sh", b"sh /sf/program/main.sh"),
+            file("t/a", b"\0"),
+        ];
+        request.entry = RunEntry::harness("run.sh");
+        request
+    }
+
+    #[test]
+    fn requests_round_trip() {
+        for (request, wire) in [
+            (request(), RunWire::V1),
+            (request(), RunWire::V2),
+            (with_harness(), RunWire::V2),
+        ] {
+            let decoded = Request::decode(
+                wire.method(),
+                &encode_run(u64::MAX, &request, wire).unwrap(),
+            )
+            .unwrap()
+            .unwrap();
+            assert_eq!(
+                decoded,
+                Request::Run {
+                    run_id: u64::MAX,
+                    request,
+                    wire
+                }
+            );
+        }
+        // `run` cannot carry a harness or an entry in it.
+        assert_eq!(encode_run(1, &with_harness(), RunWire::V1), None);
+        let mut harness_entry_only = with_harness();
+        harness_entry_only.harness.clear();
+        assert_eq!(encode_run(1, &harness_entry_only, RunWire::V1), None);
+        let encoded = encode_run(1, &with_harness(), RunWire::V2).unwrap();
+        let mut header: Value =
+            serde_json::from_slice(message::split(&encoded).unwrap().header).unwrap();
+        let reframe = |header: &Value| {
+            let request = with_harness();
+            let mut builder = MessageBuilder::new();
+            for file in request.program.iter().chain(&request.input) {
+                builder.section(&file.content);
+            }
+            for file in &request.harness {
+                builder.section(&file.content);
+            }
+            builder.encode(header)
+        };
+        assert!(Request::decode(method::RUN_V2, &reframe(&header)).is_ok());
+        header["entry"]["place"] = "input".into();
+        assert!(
+            Request::decode(method::RUN_V2, &reframe(&header)).is_err(),
+            "an unknown place is refused"
+        );
+        assert_eq!(
+            Request::decode(method::CANCEL, &encode_cancel(7))
+                .unwrap()
+                .unwrap(),
+            Request::Cancel { run_id: 7 }
+        );
+        assert_eq!(
+            Request::decode(method::DESCRIBE_RUNTIME, &encode_no_arguments())
+                .unwrap()
+                .unwrap(),
+            Request::DescribeRuntime
+        );
+        assert_eq!(
+            Request::decode(method::PROFILE, &encode_no_arguments())
+                .unwrap()
+                .unwrap(),
+            Request::Profile
+        );
+        assert_eq!(Request::decode("frobnicate", b"").unwrap(), None);
+        assert!(Request::decode(method::RUN, &encode_cancel(1)).is_err());
+        assert!(Request::decode(method::PROFILE, &encode_cancel(1)).is_err());
+    }
+
+    /// An answer that states no host identity, memory bound or peak decodes with them not
+    /// stated; a `run_v2` answer keeps stated ones; a `run` answer never carries them.
+    #[test]
+    fn facts_added_later_are_optional_on_the_wire() {
+        let mut unstated = answer();
+        unstated.identities.enforcement.host_identity = HostIdentity::NotStated;
+        unstated.identities.enforcement.memory = MemoryBound::NotStated;
+        unstated.times.memory_peak_bytes = None;
+        for wire in [RunWire::V1, RunWire::V2] {
+            let bytes = encode_answer(&unstated, wire);
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                !text.contains("hostIdentity") && !text.contains("memoryPeakBytes"),
+                "{text}"
+            );
+            assert_eq!(decode_answer(&bytes, wire).unwrap(), unstated);
+        }
+        let stated = encode_answer(&answer(), RunWire::V2);
+        let text = String::from_utf8_lossy(&stated);
+        assert!(text.contains("\"hostIdentity\":\"reserved-id\""), "{text}");
+        assert!(text.contains("\"memory\":\"cgroup-v2\""), "{text}");
+        let old = encode_answer(&answer(), RunWire::V1);
+        let text = String::from_utf8_lossy(&old);
+        assert!(
+            !text.contains("hostIdentity") && !text.contains("memoryPeakBytes"),
+            "a run answer keeps the shape an older sf reads: {text}"
+        );
+        let mut read_back = answer();
+        read_back.identities.enforcement.host_identity = HostIdentity::NotStated;
+        read_back.identities.enforcement.memory = MemoryBound::NotStated;
+        read_back.times.memory_peak_bytes = None;
+        assert_eq!(decode_answer(&old, RunWire::V1).unwrap(), read_back);
+    }
+
+    #[test]
+    fn answers_round_trip() {
+        let answer = answer();
+        assert_eq!(
+            decode_answer(&encode_answer(&answer, RunWire::V2), RunWire::V2).unwrap(),
+            answer
+        );
+        let mut harnessed = answer.clone();
+        harnessed.identities.harness = Digest::of(b"h");
+        assert_eq!(
+            decode_answer(&encode_answer(&harnessed, RunWire::V2), RunWire::V2).unwrap(),
+            harnessed
+        );
+        assert!(
+            decode_answer(&encode_answer(&harnessed, RunWire::V2), RunWire::V1).is_err(),
+            "a v2 answer is not a v1 answer"
+        );
+        for status in [
+            RunStatus::Exited,
+            RunStatus::TimedOut,
+            RunStatus::OutputLimit,
+            RunStatus::Aborted,
+        ] {
+            let mut other = answer.clone();
+            other.status = status;
+            other.exit_code = Some(-1);
+            other.namespace = NamespaceDisposition::Reaped;
+            other.identities.enforcement.landlock = LandlockStatus::FullyEnforced;
+            assert_eq!(
+                decode_answer(&encode_answer(&other, RunWire::V2), RunWire::V2).unwrap(),
+                other
+            );
+        }
+        let runtime = RuntimeDescription {
+            executable: path(b"/usr/bin/\xffodd"),
+            readable: vec![
+                ReadablePath {
+                    path: "/dev/null".into(),
+                    kind: ReadableKind::File,
+                },
+                ReadablePath {
+                    path: "/usr/lib".into(),
+                    kind: ReadableKind::Subtree,
+                },
+            ],
+            digest: Digest::of(b"runtime"),
+        };
+        assert_eq!(decode_runtime(&encode_runtime(&runtime)).unwrap(), runtime);
+        let profile = ProfileDescription {
+            recipe: b"{\"a\":1}\x00".to_vec(),
+            digest: Digest::of(b"recipe"),
+        };
+        assert_eq!(decode_profile(&encode_profile(&profile)).unwrap(), profile);
+        decode_cancelled(&encode_cancelled()).unwrap();
+        assert!(decode_answer(&encode_profile(&profile), RunWire::V2).is_err());
+    }
+
+    #[test]
+    fn errors_round_trip() {
+        for error in [
+            ExecutorError::InvalidInput {
+                input: "entry \"x\"".into(),
+                rule: "the entry is a file of the program",
+            },
+            ExecutorError::Unavailable {
+                mechanism: "landlock".into(),
+                reason: "ABI 3".into(),
+            },
+            ExecutorError::Aborted,
+        ] {
+            assert_eq!(
+                decode_error(&encode_error(&error)).unwrap(),
+                DecodedError::Known(error)
+            );
+        }
+        let unknown = message::encode_header(&serde_json::json!({
+            "code": "frozen", "message": "a newer code", "extra": 1
+        }));
+        assert_eq!(
+            decode_error(&unknown).unwrap(),
+            DecodedError::Unknown {
+                code: "frozen".into(),
+                message: "a newer code".into()
+            }
+        );
+        let missing = message::encode_header(&serde_json::json!({
+            "code": "unavailable", "message": "m", "reason": "r"
+        }));
+        assert!(decode_error(&missing).is_err());
+        let extra = message::encode_header(&serde_json::json!({
+            "code": "aborted", "message": "m", "more": "x"
+        }));
+        assert!(decode_error(&extra).is_err());
+    }
+
+    #[test]
+    fn malformed_values_are_refused() {
+        let mut header: Value = serde_json::from_slice(
+            message::split(&encode_answer(&answer(), RunWire::V2))
+                .unwrap()
+                .header,
+        )
+        .unwrap();
+        let reframe = |header: &Value| {
+            let mut builder = MessageBuilder::new();
+            builder.section(b"out");
+            builder.section(b"err");
+            builder.encode(header)
+        };
+        for (pointer, value) in [
+            ("/status", Value::from("finished")),
+            ("/times/wall/nanos", Value::from(1_000_000_000u64)),
+            ("/identities/program", Value::from("sha256:00")),
+            ("/identities/harness", Value::from("sha256:00")),
+            ("/identities/enforcement/landlock", Value::from("maybe")),
+            ("/exitCode", Value::from(1u64 << 40)),
+            ("/namespace", serde_json::json!({"disposition": "lost"})),
+        ] {
+            let saved = header.pointer(pointer).unwrap().clone();
+            *header.pointer_mut(pointer).unwrap() = value;
+            assert!(
+                decode_answer(&reframe(&header), RunWire::V2).is_err(),
+                "{pointer}"
+            );
+            *header.pointer_mut(pointer).unwrap() = saved;
+        }
+        assert!(decode_answer(&reframe(&header), RunWire::V2).is_ok());
+    }
+
+    #[test]
+    fn decoders_never_panic_on_garbage() {
+        let seeds = [
+            encode_run(1, &request(), RunWire::V1).unwrap(),
+            encode_run(1, &with_harness(), RunWire::V2).unwrap(),
+            encode_answer(&answer(), RunWire::V1),
+            encode_answer(&answer(), RunWire::V2),
+            encode_error(&ExecutorError::Aborted),
+            encode_cancel(3),
+        ];
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for round in 0..4000 {
+            let mut bytes = seeds[round % seeds.len()].clone();
+            match next() % 3 {
+                0 if !bytes.is_empty() => {
+                    let at = next() as usize % bytes.len();
+                    bytes[at] ^= next() as u8 | 1;
+                }
+                1 => bytes.truncate(next() as usize % (bytes.len() + 1)),
+                _ => bytes.extend((0..next() % 16).map(|_| next() as u8)),
+            }
+            for method in [
+                method::RUN,
+                method::RUN_V2,
+                method::CANCEL,
+                method::PROFILE,
+                method::DESCRIBE_RUNTIME,
+            ] {
+                let _ = Request::decode(method, &bytes);
+            }
+            let _ = decode_answer(&bytes, RunWire::V1);
+            let _ = decode_answer(&bytes, RunWire::V2);
+            let _ = decode_runtime(&bytes);
+            let _ = decode_profile(&bytes);
+            let _ = decode_error(&bytes);
+        }
+    }
+}

@@ -1,0 +1,6 @@
+//! `sf-oats`: the `sf oats` commands as a program of their own (`sf oats …` runs it). See
+//! `sf-oats --help` and docs/oats.md.
+
+fn main() -> std::process::ExitCode {
+    sf_oats_cli::main()
+}
