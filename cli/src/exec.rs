@@ -273,12 +273,11 @@ pub fn answer_json(answer: &RunAnswer) -> serde_json::Value {
             "runtime": identities.runtime.to_string(),
             "profile": identities.profile.to_string(),
             "bounds": identities.bounds.to_string(),
-            "enforcement": {
-                "landlockAbi": identities.enforcement.landlock_abi,
-                "landlock": identities.enforcement.landlock.code(),
-                "hostIdentity": identities.enforcement.host_identity.code(),
-                "memory": identities.enforcement.memory.code(),
-            },
+            "enforcement": identities
+                .enforcement
+                .facts()
+                .map(|(mechanism, status)| (mechanism.to_owned(), serde_json::Value::from(status)))
+                .collect::<serde_json::Map<String, serde_json::Value>>(),
         },
         "namespace": match &answer.namespace {
             NamespaceDisposition::Reaped => serde_json::json!({"disposition": "reaped"}),
@@ -301,10 +300,15 @@ fn answer_text(answer: &RunAnswer) -> String {
         (None, None) => String::new(),
     };
     let identities = &answer.identities;
+    let facts: Vec<String> = identities
+        .enforcement
+        .facts()
+        .map(|(mechanism, status)| format!("{mechanism} {status}"))
+        .collect();
     let mut text = format!(
         "status    {}{ended} after {:.1} ms\nprogram   {}\ninput     {}\nharness   {}\nruntime   \
-         {}\nprofile   {}\nbounds    {} (timeout {} ms, output limits {} and {} bytes)\nlandlock  \
-         ABI {}, {}\nhost id   {}\nmemory    {}{}\n",
+         {}\nprofile   {}\nbounds    {} (timeout {} ms, output limits {} and {} bytes)\nenforced  \
+         {}\n{}",
         answer.status.code(),
         answer.times.wall.as_secs_f64() * 1000.0,
         identities.program,
@@ -316,14 +320,15 @@ fn answer_text(answer: &RunAnswer) -> String {
         answer.bounds.timeout_ms(),
         answer.bounds.stdout_limit,
         answer.bounds.stderr_limit,
-        identities.enforcement.landlock_abi,
-        identities.enforcement.landlock.code(),
-        identities.enforcement.host_identity.code(),
-        identities.enforcement.memory.code(),
+        if facts.is_empty() {
+            "(nothing stated)".to_owned()
+        } else {
+            facts.join(", ")
+        },
         answer
             .times
             .memory_peak_bytes
-            .map(|peak| format!(", peak {peak} bytes"))
+            .map(|peak| format!("memory    peak {peak} bytes\n"))
             .unwrap_or_default(),
     );
     match &answer.namespace {

@@ -14,10 +14,10 @@ use super::slice_dir::{
     FROZEN, SLICE_RECORD, canonical_dir, coded, empty_snapshot, invalid, state_dir,
 };
 use sf_host::assurance::{
-    Acceptance, FrozenSlice, Recipe, SliceRecord, current_environment, overlay_protection,
+    Acceptance, FrozenSlice, SliceRecord, current_environment, overlay_protection,
 };
 use sf_host::canonical::{self, Digest, Value};
-use sf_host::collector::{MaterialisedTree, collector_closure, lay_over};
+use sf_host::collector::{MaterialisedTree, current_recipe, lay_over};
 use sf_host::dir_fd::{DirFd, DirFdError};
 use sf_host::repository::record::Fields;
 use sf_host::repository::{ID_RULE, is_valid_id};
@@ -246,26 +246,16 @@ fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, Cli
             snapshots.push((digest.clone(), files.clone(), what.to_owned()));
         }
     }
-    // Recipe: the authored bounds, this collector, the configured runtime.
+    // Recipe: the authored bounds, this collector, the configured runtime and what its
+    // profile enforces.
     let (timeout_ms, output_limit) = authored_recipe(&authored("recipe.json")?)?;
     let config = context.config()?;
     let executor_record = config
         .executor_record()
         .map_err(|why| invalid("the [executor] section", why))?;
     let executor = context.executor_of(&config)?;
-    let runtime = executor
-        .describe_runtime()
-        .map_err(|error| coded(error.code(), "the configured executor's runtime", error))?;
-    let recipe = Recipe {
-        collector_closure: collector_closure(),
-        timeout_ms,
-        output_limit,
-        runtime: runtime
-            .executable
-            .to_str()
-            .ok_or_else(|| invalid("the runtime", "is not a UTF-8 path"))?
-            .to_owned(),
-    };
+    let recipe = current_recipe(executor.as_ref(), timeout_ms, output_limit)
+        .map_err(|error| coded(error.code(), "the configured executor", error))?;
     recipe
         .validate()
         .map_err(|error| invalid("recipe.json", error))?;

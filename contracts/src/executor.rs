@@ -18,6 +18,7 @@
 //! Landlock ABI and status. A judge pins these digests; an answer whose identities differ from
 //! the pinned ones proves nothing about the pinned run.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -353,112 +354,140 @@ impl RunStatus {
     }
 }
 
-/// Whether Landlock enforced the whole ruleset the profile asks for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum LandlockStatus {
-    /// Every access right and scope of the profile was enforced.
-    FullyEnforced,
-    /// Some were not (the kernel's ABI is older than the profile's).
-    PartiallyEnforced,
-    /// Landlock was not applied.
-    NotEnforced,
+/// The most facts one [`Enforcement`] holds.
+pub const MAX_ENFORCEMENT_FACTS: usize = 64;
+
+/// The rule a mechanism name and a status follow, in words.
+pub const ENFORCEMENT_WORD_RULE: &str =
+    "is 1 to 64 characters of a-z, 0-9, '.' and '-', starting with a letter or digit";
+
+/// Whether `word` is a mechanism name or a status: `^[a-z0-9][a-z0-9.-]{0,63}$`.
+pub fn is_enforcement_word(word: &str) -> bool {
+    let bytes = word.as_bytes();
+    (1..=64).contains(&bytes.len())
+        && (bytes[0].is_ascii_lowercase() || bytes[0].is_ascii_digit())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'-'))
 }
 
-impl LandlockStatus {
-    /// The stable kebab-case name of the status.
-    pub fn code(self) -> &'static str {
-        match self {
-            Self::FullyEnforced => "fully-enforced",
-            Self::PartiallyEnforced => "partially-enforced",
-            Self::NotEnforced => "not-enforced",
-        }
-    }
-}
-
-/// Which host processes could reach a run's processes (signal or trace them, or enter
-/// their namespaces).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum HostIdentity {
-    /// The run ran under a host uid and gid of its own, from a range reserved for sandboxes,
-    /// which also owned its user namespace: only root could.
-    ReservedId,
-    /// The run ran under the uid and gid of the user running the Executor: any process of
-    /// that user could.
-    CallerId,
-    /// The Executor does not say.
-    #[default]
-    NotStated,
-}
-
-impl HostIdentity {
-    /// The stable kebab-case name.
-    pub fn code(self) -> &'static str {
-        match self {
-            Self::ReservedId => "reserved-id",
-            Self::CallerId => "caller-id",
-            Self::NotStated => "not-stated",
-        }
-    }
-
-    /// The value with this name.
-    pub fn parse(text: &str) -> Option<Self> {
-        [Self::ReservedId, Self::CallerId, Self::NotStated]
-            .into_iter()
-            .find(|value| value.code() == text)
-    }
-}
-
-/// What bounded a run's memory as a whole.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum MemoryBound {
-    /// One control group (cgroup v1) held every process of the run, with a memory, process
-    /// and CPU bound: tmpfs, memfd and shared memory included.
-    CgroupV1,
-    /// The same with a cgroup v2 group.
-    CgroupV2,
-    /// Only per-process limits (address space, process count, file size), with SysV shared
-    /// memory and memfd denied: the run's total is not bounded by one number.
-    PerProcess,
-    /// The Executor does not say.
-    #[default]
-    NotStated,
-}
-
-impl MemoryBound {
-    /// The stable kebab-case name.
-    pub fn code(self) -> &'static str {
-        match self {
-            Self::CgroupV1 => "cgroup-v1",
-            Self::CgroupV2 => "cgroup-v2",
-            Self::PerProcess => "per-process",
-            Self::NotStated => "not-stated",
-        }
-    }
-
-    /// The value with this name.
-    pub fn parse(text: &str) -> Option<Self> {
-        [
-            Self::CgroupV1,
-            Self::CgroupV2,
-            Self::PerProcess,
-            Self::NotStated,
-        ]
-        .into_iter()
-        .find(|value| value.code() == text)
-    }
-}
-
-/// What the Executor actually enforced on a run, besides the profile it digests.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// What an Executor enforced on a run, as facts in its own words: each a confinement
+/// mechanism (`landlock`, `seccomp`, `host-identity`, a macOS sandbox profile…) and its status
+/// (`fully-enforced`, `reserved-id`, …), at most one status per mechanism.
+///
+/// The contract names no mechanism. An Executor's profile states the facts every run under it
+/// reports ([`ProfileDescription::enforces`]); a Slice pins them when it is frozen, and a run
+/// is attributable only when it reports each pinned fact exactly ([`Enforcement::unmet`]).
+/// Facts beyond the pinned ones are recorded, never required.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Enforcement {
-    /// The Landlock ABI version of the running kernel (0: none).
-    pub landlock_abi: u32,
-    /// Whether the profile's Landlock ruleset was fully enforced.
-    pub landlock: LandlockStatus,
-    /// Which host processes could reach the run.
-    pub host_identity: HostIdentity,
-    /// What bounded the run's memory as a whole.
-    pub memory: MemoryBound,
+    facts: BTreeMap<String, String>,
+}
+
+impl Enforcement {
+    /// No facts.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The facts of `pairs`, checked: every word in [`ENFORCEMENT_WORD_RULE`], no mechanism
+    /// twice, at most [`MAX_ENFORCEMENT_FACTS`].
+    pub fn from_facts<M, S>(pairs: impl IntoIterator<Item = (M, S)>) -> Result<Self, String>
+    where
+        M: Into<String>,
+        S: Into<String>,
+    {
+        let mut enforcement = Self::new();
+        for (mechanism, status) in pairs {
+            enforcement.insert(mechanism, status)?;
+        }
+        Ok(enforcement)
+    }
+
+    /// Adds the fact that `mechanism` had `status`; refused (with the rule broken) when a word
+    /// breaks [`ENFORCEMENT_WORD_RULE`], the mechanism already has a status, or the facts are
+    /// full.
+    pub fn insert(
+        &mut self,
+        mechanism: impl Into<String>,
+        status: impl Into<String>,
+    ) -> Result<(), String> {
+        let (mechanism, status) = (mechanism.into(), status.into());
+        for word in [&mechanism, &status] {
+            if !is_enforcement_word(word) {
+                return Err(format!("{word:?} {ENFORCEMENT_WORD_RULE}"));
+            }
+        }
+        if self.facts.contains_key(&mechanism) {
+            return Err(format!("mechanism {mechanism} is stated twice"));
+        }
+        if self.facts.len() >= MAX_ENFORCEMENT_FACTS {
+            return Err(format!(
+                "at most {MAX_ENFORCEMENT_FACTS} enforcement facts are stated"
+            ));
+        }
+        self.facts.insert(mechanism, status);
+        Ok(())
+    }
+
+    /// The status stated for `mechanism`.
+    pub fn status(&self, mechanism: &str) -> Option<&str> {
+        self.facts.get(mechanism).map(String::as_str)
+    }
+
+    /// Every fact, by mechanism name.
+    pub fn facts(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.facts
+            .iter()
+            .map(|(mechanism, status)| (mechanism.as_str(), status.as_str()))
+    }
+
+    /// Whether no fact is stated.
+    pub fn is_empty(&self) -> bool {
+        self.facts.is_empty()
+    }
+
+    /// The facts as a canonical JSON object of mechanism → status.
+    pub fn to_value(&self) -> Value {
+        Value::Object(
+            self.facts
+                .iter()
+                .map(|(mechanism, status)| (mechanism.clone(), Value::String(status.clone())))
+                .collect(),
+        )
+    }
+
+    /// The facts of a JSON object of mechanism → status, checked as [`Enforcement::insert`]
+    /// checks them; `Err` names the rule broken.
+    pub fn from_value(value: &Value) -> Result<Self, String> {
+        let Value::Object(members) = value else {
+            return Err(format!(
+                "is an object of mechanism: status, not {}",
+                value.type_name()
+            ));
+        };
+        let mut enforcement = Self::new();
+        for (mechanism, status) in members {
+            let Value::String(status) = status else {
+                return Err(format!("{mechanism}: the status is a string"));
+            };
+            enforcement.insert(mechanism.clone(), status.clone())?;
+        }
+        Ok(enforcement)
+    }
+
+    /// The facts of `required` these facts do not state exactly, each in words
+    /// (`landlock was partially-enforced, not fully-enforced`); empty when every one holds.
+    pub fn unmet(&self, required: &Enforcement) -> Vec<String> {
+        required
+            .facts()
+            .filter_map(|(mechanism, status)| match self.status(mechanism) {
+                Some(stated) if stated == status => None,
+                Some(stated) => Some(format!("{mechanism} was {stated}, not {status}")),
+                None => Some(format!("{mechanism} was not stated (pinned: {status})")),
+            })
+            .collect()
+    }
 }
 
 /// The identities of one run: what ran, under what, within what.
@@ -577,9 +606,38 @@ pub struct RuntimeDescription {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProfileDescription {
     /// The recipe as canonical JSON: everything the Executor enforces besides the runtime.
+    /// When it is an object with an `enforces` member, that member is an object of the
+    /// enforcement facts (mechanism → status) every run under the profile reports
+    /// ([`ProfileDescription::enforces`]).
     pub recipe: Vec<u8>,
     /// The `sha256:` digest of `recipe`.
     pub digest: Digest,
+}
+
+impl ProfileDescription {
+    /// The enforcement facts every run under this profile reports: the recipe's `enforces`
+    /// object, or none when the recipe has no such member. `Err` when the recipe is not
+    /// canonical JSON or `enforces` is not an object of facts.
+    pub fn enforces(&self) -> Result<Enforcement, ExecutorError> {
+        let invalid = |rule: &'static str| ExecutorError::InvalidInput {
+            input: "profile recipe".into(),
+            rule,
+        };
+        let recipe = canonical::parse_canonical(&self.recipe)
+            .map_err(|_| invalid("the profile recipe is canonical JSON"))?;
+        let Value::Object(members) = recipe else {
+            return Ok(Enforcement::new());
+        };
+        match members.get("enforces") {
+            None => Ok(Enforcement::new()),
+            Some(enforces) => Enforcement::from_value(enforces).map_err(|_| {
+                invalid(
+                    "the profile recipe's enforces member is an object of mechanism: status, \
+                     each a word of a-z, 0-9, '.' and '-'",
+                )
+            }),
+        }
+    }
 }
 
 /// Runs one program at a time under a fixed runtime and confinement profile.
@@ -678,6 +736,60 @@ mod tests {
         let mut bad = request();
         bad.program.push(file("../x", ""));
         assert_eq!(bad.check().unwrap_err().code(), "invalid-input");
+    }
+
+    #[test]
+    fn enforcement_facts_are_words_stated_once_and_compared_exactly() {
+        let mut facts = Enforcement::new();
+        facts.insert("landlock", "fully-enforced").unwrap();
+        facts.insert("landlock-abi", "6").unwrap();
+        assert!(facts.insert("landlock", "not-enforced").is_err());
+        for bad in ["", "Landlock", "-x", "a b", "a_b", &"a".repeat(65)] {
+            assert!(facts.clone().insert(bad, "x").is_err(), "{bad:?}");
+            assert!(facts.clone().insert("m", bad).is_err(), "{bad:?}");
+        }
+        let required = Enforcement::from_facts([("landlock", "fully-enforced")]).unwrap();
+        assert!(facts.unmet(&required).is_empty());
+        let partial = Enforcement::from_facts([("landlock", "partially-enforced")]).unwrap();
+        assert_eq!(
+            partial.unmet(&required),
+            vec!["landlock was partially-enforced, not fully-enforced".to_owned()]
+        );
+        assert_eq!(Enforcement::new().unmet(&required).len(), 1);
+        assert!(required.unmet(&Enforcement::new()).is_empty());
+        assert_eq!(Enforcement::from_value(&facts.to_value()).unwrap(), facts);
+        let mut full = Enforcement::new();
+        for n in 0..MAX_ENFORCEMENT_FACTS {
+            full.insert(format!("m{n}"), "x").unwrap();
+        }
+        assert!(full.insert("one-more", "x").is_err());
+    }
+
+    #[test]
+    fn a_profile_states_its_enforcement_in_its_recipe() {
+        let profile = |recipe: &str| ProfileDescription {
+            recipe: recipe.as_bytes().to_vec(),
+            digest: Digest::of(recipe.as_bytes()),
+        };
+        assert_eq!(
+            profile(r#"{"enforces":{"landlock":"fully-enforced"},"x":1}"#)
+                .enforces()
+                .unwrap(),
+            Enforcement::from_facts([("landlock", "fully-enforced")]).unwrap()
+        );
+        assert!(profile(r#"{"x":1}"#).enforces().unwrap().is_empty());
+        assert!(profile("[]").enforces().unwrap().is_empty());
+        for bad in [
+            r#"{"enforces":[]}"#,
+            r#"{"enforces":{"A":"b"}}"#,
+            r#"{"b":1, "a":2}"#,
+        ] {
+            assert_eq!(
+                profile(bad).enforces().unwrap_err().code(),
+                "invalid-input",
+                "{bad}"
+            );
+        }
     }
 
     #[test]

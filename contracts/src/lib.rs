@@ -12,6 +12,7 @@ pub mod error_fields;
 pub mod framing;
 pub mod git_object;
 pub mod grammar;
+pub mod legacy_enforcement;
 pub mod path_glob;
 pub mod snapshot;
 pub mod source_path;
@@ -26,10 +27,10 @@ pub use evidence_store::{
     MAX_RECORD_BYTES,
 };
 pub use executor::{
-    BOUNDS_PROTOCOL, CancelToken, Enforcement, EntryPlace, Executor, ExecutorError, HARNESS_DIR,
-    HostIdentity, INPUT_DIR, LandlockStatus, MemoryBound, NamespaceDisposition, PROGRAM_DIR,
-    ProfileDescription, ReadableKind, ReadablePath, RequestDigests, RunAnswer, RunBounds, RunEntry,
-    RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
+    BOUNDS_PROTOCOL, CancelToken, ENFORCEMENT_WORD_RULE, Enforcement, EntryPlace, Executor,
+    ExecutorError, HARNESS_DIR, INPUT_DIR, MAX_ENFORCEMENT_FACTS, NamespaceDisposition,
+    PROGRAM_DIR, ProfileDescription, ReadableKind, ReadablePath, RequestDigests, RunAnswer,
+    RunBounds, RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
 pub use gate::{Gate, GateAnswer, GateError, is_valid_reason};
 pub use object_store::{

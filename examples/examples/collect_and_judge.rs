@@ -24,11 +24,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sf_git_cli::{GitCliConfig, GitCliFactory};
 use sf_host::assurance::{
-    Acceptance, Check, Expectation, FrozenSlice, JudgeRequest, Phase, ProcessCheck, Recipe,
-    SliceRecord, Stage, current_environment, judge,
+    Acceptance, Check, Expectation, FrozenSlice, JudgeRequest, Phase, ProcessCheck, SliceRecord,
+    Stage, current_environment, judge,
 };
 use sf_host::canonical::{self, Digest, Value};
-use sf_host::collector::{CollectRequest, RepositoryCollector, collector_closure, derive};
+use sf_host::collector::{CollectRequest, RepositoryCollector, current_recipe, derive};
 use sf_host::contracts::{CancelToken, Executor, Gate, RunEntry};
 use sf_host::evidence::SqliteEvidenceStore;
 use sf_host::fence::Fence;
@@ -165,12 +165,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let executor: Arc<dyn Executor> = Arc::new(SandboxExecutor::new(SandboxConfig::new(
         RuntimeConfig::shell(),
     ))?);
-    let recipe = Recipe {
-        collector_closure: collector_closure(),
-        timeout_ms: 20_000,
-        output_limit: 64 * 1024,
-        runtime: "/bin/sh".into(),
-    };
+    let recipe = current_recipe(executor.as_ref(), 20_000, 64 * 1024)?;
     let environment = current_environment(executor.as_ref())?;
     let slice = FrozenSlice {
         record: SliceRecord {

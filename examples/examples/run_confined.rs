@@ -75,11 +75,10 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!("runtime      {}", identities.runtime);
     println!("profile      {}", identities.profile);
     println!("bounds       {}", identities.bounds);
-    println!(
-        "landlock     {} (ABI {})",
-        identities.enforcement.landlock.code(),
-        identities.enforcement.landlock_abi
-    );
+    // What the Executor enforced, in its own words (mechanism and status).
+    for (mechanism, status) in identities.enforcement.facts() {
+        println!("enforced     {mechanism} {status}");
+    }
     // The identities match what the Executor describes, so a judge can pin them beforehand.
     println!(
         "pinnable     {}",

@@ -50,7 +50,14 @@ fuzz_target!(|data: &[u8]| {
             let _ = object_store::decode_error(bytes);
         }
         3 => {
-            for method in ["describe_runtime", "profile", "run", "run_v2", "cancel"] {
+            for method in [
+                "describe_runtime",
+                "profile",
+                "run",
+                "run_v2",
+                "run_v3",
+                "cancel",
+            ] {
                 let _ = executor::Request::decode(method, bytes);
             }
         }
@@ -59,6 +66,15 @@ fuzz_target!(|data: &[u8]| {
             let _ = executor::decode_profile(bytes);
             let _ = executor::decode_answer(bytes, executor::RunWire::V1);
             let _ = executor::decode_answer(bytes, executor::RunWire::V2);
+            // A decoded answer encodes and decodes to itself in its own shape.
+            if let Ok(answer) = executor::decode_answer(bytes, executor::RunWire::V3) {
+                let again = executor::decode_answer(
+                    &executor::encode_answer(&answer, executor::RunWire::V3),
+                    executor::RunWire::V3,
+                )
+                .expect("an encoded run_v3 answer decodes");
+                assert_eq!(again, answer);
+            }
             let _ = executor::decode_cancelled(bytes);
         }
         5 => {

@@ -10,8 +10,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sf_host::canonical;
 use sf_host::assurance::{Acceptance, SliceRecord};
+use sf_host::canonical;
 use sf_host::repository::{CandidateManifest, parse_repository_identity};
 
 fuzz_target!(|data: &[u8]| {
@@ -28,12 +28,18 @@ fuzz_target!(|data: &[u8]| {
             .validate()
             .expect("from_json returns only validated Slice records");
         let bytes = record.to_bytes().expect("a parsed Slice record encodes");
-        assert_eq!(SliceRecord::from_json(&bytes).expect("it parses back"), record);
+        assert_eq!(
+            SliceRecord::from_json(&bytes).expect("it parses back"),
+            record
+        );
     }
 
     if let Ok(acceptance) = Acceptance::from_json(data) {
         let bytes = acceptance.to_bytes().expect("a parsed acceptance encodes");
-        assert_eq!(Acceptance::from_json(&bytes).expect("it parses back"), acceptance);
+        assert_eq!(
+            Acceptance::from_json(&bytes).expect("it parses back"),
+            acceptance
+        );
     }
 
     if let Ok(value) = canonical::parse(data) {

@@ -27,8 +27,9 @@ pub const MAGIC: u64 = u64::from_be_bytes(*b"sfplugin");
 pub const ABI_MAJOR: u32 = 1;
 
 /// The ABI minor version this host and this sdk speak. Minor 1 added the `evidence-store` and
-/// `gate` contracts; minor 2 the executor's `run_v2` (the harness).
-pub const ABI_MINOR: u32 = 2;
+/// `gate` contracts; minor 2 the executor's `run_v2` (the harness); minor 3 its `run_v3`
+/// (enforcement as the Executor's own facts).
+pub const ABI_MINOR: u32 = 3;
 
 /// The call succeeded; the reply is the answer message.
 pub const STATUS_OK: i32 = 0;

@@ -13,6 +13,7 @@
 //! | `profile` | `{}` | `{recipe, digest}` |
 //! | `run` | `{runId, program: [{path, content}], entry, args, input: [{path, content}], bounds}` | the answer (below) |
 //! | `run_v2` | `{runId, program, entry: {place, path}, args, input, harness, bounds}` | the answer, with `identities.harness` |
+//! | `run_v3` | as `run_v2` | the answer of `run_v2`, with `identities.enforcement` an object of facts |
 //! | `cancel` | `{runId}` | `{}` |
 //!
 //! `executable`, `readable[].path`, `recipe` and every `content` are section indexes; `kind`
@@ -31,8 +32,15 @@
 //! harness files like `program` and `input`, and its answer's identities name the `harness`
 //! digest. `run` (ABI 1.0) stays as it was: its entry is a file of the program and it has no
 //! harness, so the identity of the harness it ran with is the empty snapshot's
-//! ([`RunWire::V1`]). A host calls `run_v2` on a plugin of minor 2 or later, and `run`, for a
-//! request without a harness, on an older one.
+//! ([`RunWire::V1`]).
+//!
+//! `run_v3` (ABI 1.3) takes the request of `run_v2`; its answer's `identities.enforcement` is
+//! the Executor's facts, `{mechanism: status, …}` (each a word of `a-z`, `0-9`, `.` and `-`),
+//! instead of the fixed Landlock fields of the older answers. Those fields map to the facts
+//! of four mechanisms (`landlock`, `landlock-abi`, `host-identity`, `memory`: sf-contracts'
+//! `legacy_enforcement`), both when a host reads an older answer and when a plugin answers an
+//! older host. A host calls `run_v3` on a plugin of minor 3 or later, `run_v2` on minor 2, and
+//! `run`, for a request without a harness, on an older one.
 //!
 //! # Cancellation
 //!
@@ -43,6 +51,7 @@
 //! then starts nothing and answers the error `aborted`; one that arrives after its run ended
 //! is remembered too and never matched again.
 
+use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
@@ -51,11 +60,12 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::contracts::canonical::Digest;
+use crate::contracts::legacy_enforcement::LegacyEnforcement;
 use crate::contracts::snapshot::SnapshotFile;
 use crate::contracts::{
-    Enforcement, EntryPlace, ExecutorError, HostIdentity, LandlockStatus, MemoryBound,
-    NamespaceDisposition, ProfileDescription, ReadableKind, ReadablePath, RunAnswer, RunBounds,
-    RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
+    Enforcement, EntryPlace, ExecutorError, NamespaceDisposition, ProfileDescription, ReadableKind,
+    ReadablePath, RunAnswer, RunBounds, RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes,
+    RuntimeDescription,
 };
 use crate::message::{self, MessageBuilder, MessageError, Sections};
 use crate::protocol::{self, Empty};
@@ -69,6 +79,7 @@ pub mod method {
     pub const PROFILE: &str = "profile";
     pub const RUN: &str = "run";
     pub const RUN_V2: &str = "run_v2";
+    pub const RUN_V3: &str = "run_v3";
     pub const CANCEL: &str = "cancel";
 }
 
@@ -79,6 +90,8 @@ pub enum RunWire {
     V1,
     /// `run_v2`: the harness, and an entry in the program or the harness.
     V2,
+    /// `run_v3`: the request of `run_v2`; the answer states enforcement as facts.
+    V3,
 }
 
 impl RunWire {
@@ -87,12 +100,13 @@ impl RunWire {
         match self {
             Self::V1 => method::RUN,
             Self::V2 => method::RUN_V2,
+            Self::V3 => method::RUN_V3,
         }
     }
 
     /// Whether `request` can travel in this shape.
     pub fn carries(self, request: &RunRequest) -> bool {
-        self == Self::V2
+        self != Self::V1
             || (request.harness.is_empty() && request.entry.place == EntryPlace::Program)
     }
 }
@@ -142,7 +156,7 @@ impl Request {
                     wire: RunWire::V1,
                 }
             }
-            method::RUN_V2 => {
+            method::RUN_V2 | method::RUN_V3 => {
                 let (header, mut sections) = message::decode::<RunHeaderV2>(bytes)?;
                 let program = decode_files(&header.program, &mut sections)?;
                 let input = decode_files(&header.input, &mut sections)?;
@@ -164,7 +178,11 @@ impl Request {
                         harness,
                         bounds: header.bounds.decode("bounds")?,
                     },
-                    wire: RunWire::V2,
+                    wire: if method == method::RUN_V2 {
+                        RunWire::V2
+                    } else {
+                        RunWire::V3
+                    },
                 }
             }
             method::CANCEL => {
@@ -206,7 +224,7 @@ pub fn encode_run(run_id: u64, request: &RunRequest, wire: RunWire) -> Option<Ve
             input,
             bounds,
         }),
-        RunWire::V2 => {
+        RunWire::V2 | RunWire::V3 => {
             let harness = encode_files(&request.harness, &mut builder);
             builder.encode(&RunHeaderV2 {
                 run_id,
@@ -302,35 +320,55 @@ pub fn decode_profile(bytes: &[u8]) -> Result<ProfileDescription, MessageError> 
     })
 }
 
-/// The answer of a run in the shape of `wire`.
+/// The answer of a run in the shape of `wire`. The `run` and `run_v2` shapes carry
+/// enforcement in their fixed fields ([`LegacyEnforcement::from_facts`]).
 pub fn encode_answer(answer: &RunAnswer, wire: RunWire) -> Vec<u8> {
     let mut builder = MessageBuilder::new();
     let stdout = builder.section(&answer.stdout);
     let stderr = builder.section(&answer.stderr);
-    let identities = &answer.identities;
-    let v1 = IdentitiesHeader {
-        program: identities.program.to_string(),
-        input: identities.input.to_string(),
-        runtime: identities.runtime.to_string(),
-        profile: identities.profile.to_string(),
-        bounds: identities.bounds.to_string(),
-        enforcement: EnforcementHeader {
-            landlock_abi: identities.enforcement.landlock_abi,
-            landlock: identities.enforcement.landlock.code().to_owned(),
-            host_identity: None,
-            memory: None,
-        },
-    };
+    let ids = &answer.identities;
+    let legacy = LegacyEnforcement::from_facts(&ids.enforcement);
+    let peak = answer.times.memory_peak_bytes;
     match wire {
-        RunWire::V1 => encode_answer_with(answer, stdout, stderr, v1, builder, None),
+        RunWire::V1 => {
+            let enforcement = EnforcementHeader {
+                host_identity: None,
+                memory: None,
+                ..EnforcementHeader::from(legacy)
+            };
+            let identities = identities_header(ids, None, enforcement);
+            encode_answer_with(answer, stdout, stderr, identities, builder, None)
+        }
         RunWire::V2 => {
-            let mut v1 = v1;
-            v1.enforcement.host_identity = stated(identities.enforcement.host_identity.code());
-            v1.enforcement.memory = stated(identities.enforcement.memory.code());
-            let identities = IdentitiesHeaderV2::new(identities.harness.to_string(), v1);
-            let peak = answer.times.memory_peak_bytes;
+            let harness = Some(ids.harness.to_string());
+            let identities = identities_header(ids, harness, EnforcementHeader::from(legacy));
             encode_answer_with(answer, stdout, stderr, identities, builder, peak)
         }
+        RunWire::V3 => {
+            let facts: BTreeMap<String, String> = ids
+                .enforcement
+                .facts()
+                .map(|(mechanism, status)| (mechanism.to_owned(), status.to_owned()))
+                .collect();
+            let identities = identities_header(ids, Some(ids.harness.to_string()), facts);
+            encode_answer_with(answer, stdout, stderr, identities, builder, peak)
+        }
+    }
+}
+
+fn identities_header<E>(
+    ids: &RunIdentities,
+    harness: Option<String>,
+    enforcement: E,
+) -> IdentitiesHeader<E> {
+    IdentitiesHeader {
+        program: ids.program.to_string(),
+        input: ids.input.to_string(),
+        harness,
+        runtime: ids.runtime.to_string(),
+        profile: ids.profile.to_string(),
+        bounds: ids.bounds.to_string(),
+        enforcement,
     }
 }
 
@@ -372,70 +410,65 @@ fn encode_answer_with<I: Serialize>(
 pub fn decode_answer(bytes: &[u8], wire: RunWire) -> Result<RunAnswer, MessageError> {
     match wire {
         RunWire::V1 => {
-            let (answer, sections) = message::decode::<AnswerHeader<IdentitiesHeader>>(bytes)?;
+            let (answer, sections) =
+                message::decode::<AnswerHeader<IdentitiesHeader<EnforcementHeader>>>(bytes)?;
+            if answer.identities.harness.is_some() {
+                return Err(MessageError::field(
+                    "identities.harness",
+                    "is not a field of a run answer",
+                ));
+            }
             let harness = crate::contracts::snapshot::snapshot_digest(&[])
                 .map_err(|error| MessageError::field("identities.harness", error.to_string()))?;
-            decode_answer_with(answer, sections, harness)
+            let enforcement = legacy_facts(answer.identities.enforcement.clone())?;
+            decode_answer_with(answer, sections, harness, enforcement)
         }
         RunWire::V2 => {
-            let (answer, sections) = message::decode::<AnswerHeader<IdentitiesHeaderV2>>(bytes)?;
-            let (identities, harness) = answer.identities.split();
-            let harness = parse_digest(&harness, "identities.harness")?;
-            let answer = AnswerHeader {
-                status: answer.status,
-                exit_code: answer.exit_code,
-                signal: answer.signal,
-                stdout: answer.stdout,
-                stderr: answer.stderr,
-                times: answer.times,
-                bounds: answer.bounds,
-                identities,
-                namespace: answer.namespace,
-                problems: answer.problems,
-            };
-            decode_answer_with(answer, sections, harness)
+            let (answer, sections) =
+                message::decode::<AnswerHeader<IdentitiesHeader<EnforcementHeader>>>(bytes)?;
+            let harness = required_harness(&answer.identities.harness)?;
+            let enforcement = legacy_facts(answer.identities.enforcement.clone())?;
+            decode_answer_with(answer, sections, harness, enforcement)
+        }
+        RunWire::V3 => {
+            let (answer, sections) =
+                message::decode::<AnswerHeader<IdentitiesHeader<BTreeMap<String, String>>>>(bytes)?;
+            let harness = required_harness(&answer.identities.harness)?;
+            let enforcement = Enforcement::from_facts(answer.identities.enforcement.clone())
+                .map_err(|rule| MessageError::field("identities.enforcement", rule))?;
+            decode_answer_with(answer, sections, harness, enforcement)
         }
     }
 }
 
-fn decode_answer_with(
-    answer: AnswerHeader<IdentitiesHeader>,
+fn required_harness(harness: &Option<String>) -> Result<Digest, MessageError> {
+    match harness {
+        Some(harness) => parse_digest(harness, "identities.harness"),
+        None => Err(MessageError::field("identities.harness", "is missing")),
+    }
+}
+
+fn legacy_facts(header: EnforcementHeader) -> Result<Enforcement, MessageError> {
+    LegacyEnforcement {
+        landlock_abi: header.landlock_abi,
+        landlock: header.landlock,
+        host_identity: header.host_identity,
+        memory: header.memory,
+    }
+    .to_facts()
+    .map_err(|(field, rule)| MessageError::field(format!("identities.enforcement.{field}"), rule))
+}
+
+fn decode_answer_with<E>(
+    answer: AnswerHeader<IdentitiesHeader<E>>,
     mut sections: Sections<'_>,
     harness: Digest,
+    enforcement: Enforcement,
 ) -> Result<RunAnswer, MessageError> {
     let stdout = sections.take(answer.stdout)?.to_vec();
     let stderr = sections.take(answer.stderr)?.to_vec();
     sections.finish()?;
     let identities = answer.identities;
-    let host_identity = match identities.enforcement.host_identity.as_deref() {
-        None => HostIdentity::NotStated,
-        Some(text) => HostIdentity::parse(text).ok_or_else(|| {
-            MessageError::field(
-                "identities.enforcement.hostIdentity",
-                "must be reserved-id, caller-id or not-stated",
-            )
-        })?,
-    };
-    let memory = match identities.enforcement.memory.as_deref() {
-        None => MemoryBound::NotStated,
-        Some(text) => MemoryBound::parse(text).ok_or_else(|| {
-            MessageError::field(
-                "identities.enforcement.memory",
-                "must be cgroup-v1, cgroup-v2, per-process or not-stated",
-            )
-        })?,
-    };
-    let landlock = match identities.enforcement.landlock.as_str() {
-        "fully-enforced" => LandlockStatus::FullyEnforced,
-        "partially-enforced" => LandlockStatus::PartiallyEnforced,
-        "not-enforced" => LandlockStatus::NotEnforced,
-        _ => {
-            return Err(MessageError::field(
-                "identities.enforcement.landlock",
-                "must be fully-enforced, partially-enforced or not-enforced",
-            ));
-        }
-    };
     Ok(RunAnswer {
         status: parse_status(&answer.status)?,
         exit_code: answer.exit_code,
@@ -457,12 +490,7 @@ fn decode_answer_with(
             runtime: parse_digest(&identities.runtime, "identities.runtime")?,
             profile: parse_digest(&identities.profile, "identities.profile")?,
             bounds: parse_digest(&identities.bounds, "identities.bounds")?,
-            enforcement: Enforcement {
-                landlock_abi: identities.enforcement.landlock_abi,
-                landlock,
-                host_identity,
-                memory,
-            },
+            enforcement,
         },
         namespace: match answer.namespace {
             NamespaceHeader::Reaped {} => NamespaceDisposition::Reaped,
@@ -658,7 +686,8 @@ struct TimesHeader {
     memory_peak_bytes: Option<u64>,
 }
 
-#[derive(Serialize, Deserialize)]
+/// Enforcement in the fixed fields of the `run` and `run_v2` answers.
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct EnforcementHeader {
     landlock_abi: u32,
@@ -670,60 +699,31 @@ struct EnforcementHeader {
     memory: Option<String>,
 }
 
-/// A fact's code, or `None` (left out of the message) when it is not stated.
-fn stated(code: &str) -> Option<String> {
-    (code != "not-stated").then(|| code.to_owned())
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IdentitiesHeader {
-    program: String,
-    input: String,
-    runtime: String,
-    profile: String,
-    bounds: String,
-    enforcement: EnforcementHeader,
-}
-
-/// The `run_v2` identities: those of `run` and the harness.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct IdentitiesHeaderV2 {
-    program: String,
-    input: String,
-    harness: String,
-    runtime: String,
-    profile: String,
-    bounds: String,
-    enforcement: EnforcementHeader,
-}
-
-impl IdentitiesHeaderV2 {
-    fn new(harness: String, v1: IdentitiesHeader) -> Self {
+impl From<LegacyEnforcement> for EnforcementHeader {
+    fn from(legacy: LegacyEnforcement) -> Self {
         Self {
-            program: v1.program,
-            input: v1.input,
-            harness,
-            runtime: v1.runtime,
-            profile: v1.profile,
-            bounds: v1.bounds,
-            enforcement: v1.enforcement,
+            landlock_abi: legacy.landlock_abi,
+            landlock: legacy.landlock,
+            host_identity: legacy.host_identity,
+            memory: legacy.memory,
         }
     }
+}
 
-    /// The `run` identities, and the harness.
-    fn split(self) -> (IdentitiesHeader, String) {
-        let v1 = IdentitiesHeader {
-            program: self.program,
-            input: self.input,
-            runtime: self.runtime,
-            profile: self.profile,
-            bounds: self.bounds,
-            enforcement: self.enforcement,
-        };
-        (v1, self.harness)
-    }
+/// A run's identities; `harness` is absent from (and refused in) `run` answers and required
+/// in the others. `E` is the enforcement: [`EnforcementHeader`] for `run` and `run_v2`,
+/// facts (mechanism → status) for `run_v3`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentitiesHeader<E> {
+    program: String,
+    input: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    harness: Option<String>,
+    runtime: String,
+    profile: String,
+    bounds: String,
+    enforcement: E,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -825,18 +825,22 @@ mod tests {
                 runtime: Digest::of(b"r"),
                 profile: Digest::of(b"f"),
                 bounds: Digest::of(b"b"),
-                enforcement: Enforcement {
-                    landlock_abi: 7,
-                    landlock: LandlockStatus::PartiallyEnforced,
-                    host_identity: HostIdentity::ReservedId,
-                    memory: MemoryBound::CgroupV2,
-                },
+                enforcement: facts(&[
+                    ("landlock-abi", "7"),
+                    ("landlock", "partially-enforced"),
+                    ("host-identity", "reserved-id"),
+                    ("memory", "cgroup-v2"),
+                ]),
             },
             namespace: NamespaceDisposition::Unconfirmed {
                 reason: "lost".into(),
             },
             problems: vec!["one".into(), "two".into()],
         }
+    }
+
+    fn facts(pairs: &[(&str, &str)]) -> Enforcement {
+        Enforcement::from_facts(pairs.iter().copied()).unwrap()
     }
 
     fn with_harness() -> RunRequest {
@@ -855,6 +859,7 @@ mod tests {
             (request(), RunWire::V1),
             (request(), RunWire::V2),
             (with_harness(), RunWire::V2),
+            (with_harness(), RunWire::V3),
         ] {
             let decoded = Request::decode(
                 wire.method(),
@@ -923,9 +928,9 @@ mod tests {
     /// stated; a `run_v2` answer keeps stated ones; a `run` answer never carries them.
     #[test]
     fn facts_added_later_are_optional_on_the_wire() {
+        let landlock_only = facts(&[("landlock-abi", "7"), ("landlock", "partially-enforced")]);
         let mut unstated = answer();
-        unstated.identities.enforcement.host_identity = HostIdentity::NotStated;
-        unstated.identities.enforcement.memory = MemoryBound::NotStated;
+        unstated.identities.enforcement = landlock_only.clone();
         unstated.times.memory_peak_bytes = None;
         for wire in [RunWire::V1, RunWire::V2] {
             let bytes = encode_answer(&unstated, wire);
@@ -947,10 +952,49 @@ mod tests {
             "a run answer keeps the shape an older sf reads: {text}"
         );
         let mut read_back = answer();
-        read_back.identities.enforcement.host_identity = HostIdentity::NotStated;
-        read_back.identities.enforcement.memory = MemoryBound::NotStated;
+        read_back.identities.enforcement = landlock_only;
         read_back.times.memory_peak_bytes = None;
         assert_eq!(decode_answer(&old, RunWire::V1).unwrap(), read_back);
+    }
+
+    /// `run_v3` carries the Executor's facts as they are, in any words; the older shapes carry
+    /// the four mechanisms of their fixed fields, and read another executor's facts as
+    /// nothing enforced.
+    #[test]
+    fn run_v3_answers_carry_any_facts() {
+        let mut other = answer();
+        other.identities.enforcement =
+            facts(&[("macos-sandbox", "enforced"), ("seatbelt-profile", "sf.v1")]);
+        let bytes = encode_answer(&other, RunWire::V3);
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.contains(
+                r#""enforcement":{"macos-sandbox":"enforced","seatbelt-profile":"sf.v1"}"#
+            ),
+            "{text}"
+        );
+        assert_eq!(decode_answer(&bytes, RunWire::V3).unwrap(), other);
+        assert_eq!(
+            decode_answer(&encode_answer(&answer(), RunWire::V3), RunWire::V3).unwrap(),
+            answer()
+        );
+        let old = decode_answer(&encode_answer(&other, RunWire::V2), RunWire::V2).unwrap();
+        assert_eq!(
+            old.identities.enforcement,
+            facts(&[("landlock-abi", "0"), ("landlock", "not-enforced")])
+        );
+        assert!(
+            decode_answer(&bytes, RunWire::V2).is_err(),
+            "a v3 answer is not a v2 answer"
+        );
+        // Facts outside the word grammar are refused.
+        let mut header: Value =
+            serde_json::from_slice(message::split(&bytes).unwrap().header).unwrap();
+        header["identities"]["enforcement"]["Bad Word"] = "x".into();
+        let mut builder = MessageBuilder::new();
+        builder.section(&other.stdout);
+        builder.section(&other.stderr);
+        assert!(decode_answer(&builder.encode(&header), RunWire::V3).is_err());
     }
 
     #[test]
@@ -980,7 +1024,8 @@ mod tests {
             other.status = status;
             other.exit_code = Some(-1);
             other.namespace = NamespaceDisposition::Reaped;
-            other.identities.enforcement.landlock = LandlockStatus::FullyEnforced;
+            other.identities.enforcement =
+                facts(&[("landlock-abi", "6"), ("landlock", "fully-enforced")]);
             assert_eq!(
                 decode_answer(&encode_answer(&other, RunWire::V2), RunWire::V2).unwrap(),
                 other

@@ -14,7 +14,7 @@ use sf_host::assurance::{JudgeRequest, OBSERVATION_FORMAT, Observation, Outcome,
 use sf_host::canonical::Digest;
 use sf_host::collector::{CollectRequest, CollectResult};
 use sf_host::contracts::{
-    AttemptId, EvidenceRecord, EvidenceStore, EvidenceStoreError, LandlockStatus, RunStatus,
+    AttemptId, Enforcement, EvidenceRecord, EvidenceStore, EvidenceStoreError, RunStatus,
 };
 use sf_sdk::testing::InMemoryEvidenceStore;
 
@@ -282,10 +282,18 @@ fn unattributable_records_are_inconclusive() {
             Box::new(|o| o.facts.identities.as_mut().unwrap().profile = Digest::of(b"x")),
         ),
         (
-            "Landlock",
+            "landlock was partially-enforced, not fully-enforced",
             Box::new(|o| {
-                o.facts.identities.as_mut().unwrap().enforcement.landlock =
-                    LandlockStatus::PartiallyEnforced
+                let ids = o.facts.identities.as_mut().unwrap();
+                let facts = ids.enforcement.facts().map(|(mechanism, status)| {
+                    let status = if mechanism == "landlock" {
+                        "partially-enforced"
+                    } else {
+                        status
+                    };
+                    (mechanism.to_owned(), status.to_owned())
+                });
+                ids.enforcement = Enforcement::from_facts(facts).unwrap();
             }),
         ),
         (

@@ -62,7 +62,7 @@ fn records_round_trip_and_digest_their_canonical_bytes() {
             "sf-repository-acceptance/2",
         ),
         (text(&slice.to_value()), "sf-slice/1"),
-        (text(&scenario.recipe.to_value()), "sf-repository-recipe/1"),
+        (text(&scenario.recipe.to_value()), "sf-repository-recipe/2"),
         (
             text(&scenario.environment.to_value()),
             "sf-confined-environment/1",
@@ -231,8 +231,16 @@ fn malformed_recipes_environments_and_pins_are_refused() {
             "collector.name",
         ),
         (
-            recipe.replace("sf-repository-recipe/1", "sf-recipe/1"),
+            recipe.replace("sf-repository-recipe/2", "sf-recipe/1"),
             "protocol",
+        ),
+        (
+            recipe.replace("sf-repository-recipe/2", "sf-repository-recipe/1"),
+            "freeze the Slice again",
+        ),
+        (
+            recipe.replace("\"fully-enforced\"", "\"Fully Enforced\""),
+            "enforcement",
         ),
     ] {
         let error = Recipe::from_json(bad.as_bytes()).unwrap_err();

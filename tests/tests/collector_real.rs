@@ -9,7 +9,7 @@ use std::sync::Arc;
 use collector_support::*;
 use sf_host::assurance::{Observation, ObservationStatus, Outcome};
 use sf_host::collector::RunState;
-use sf_host::contracts::{EvidenceStore, LandlockStatus};
+use sf_host::contracts::EvidenceStore;
 use sf_host::evidence::SqliteEvidenceStore;
 use sf_host::gate::FileGate;
 
@@ -47,8 +47,12 @@ fn a_fix_is_verified_and_a_non_fix_is_failed() {
         assert_eq!(run.state, RunState::Observed, "{run:?}");
         assert!(run.problems.is_empty(), "{run:?}");
         assert_eq!(
-            run.identities.as_ref().unwrap().enforcement.landlock,
-            LandlockStatus::FullyEnforced
+            run.identities
+                .as_ref()
+                .unwrap()
+                .enforcement
+                .status("landlock"),
+            Some("fully-enforced")
         );
     }
     let verdict = scenario.judge(&fixed, hold.attempt());

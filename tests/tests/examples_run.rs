@@ -156,7 +156,10 @@ fn run_confined() {
             "runtime sha256:",
             "profile sha256:",
             "bounds sha256:",
-            "landlock ",
+            "enforced host-identity ",
+            "enforced landlock fully-enforced",
+            "enforced landlock-abi ",
+            "enforced memory ",
             "pinnable true",
         ],
     );

@@ -9,15 +9,16 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use sf_host::assurance::{
-    Acceptance, CheckVerdict, EnvironmentRecord, Observation, ObservationFacts, ObservationStatus,
-    Outcome, Phase, ProcessFacts, Recipe, SliceRecord, Stage, Verdict,
+    Acceptance, CheckVerdict, EnvironmentRecord, OBSERVATION_FORMAT_V2, Observation,
+    ObservationFacts, ObservationStatus, Outcome, Phase, ProcessFacts, Recipe, SliceRecord, Stage,
+    Verdict,
 };
 use sf_host::canonical::{self, Digest, Value};
 use sf_host::contracts::{
     AttemptId, EncodedObject, Enforcement, EvidenceRecord, ExecutorError, GateAnswer, GateError,
-    HostIdentity, LandlockStatus, MemoryBound, NamespaceDisposition, ObjectStoreError,
-    ProfileDescription, ReadableKind, ReadablePath, RefName, RefUpdate, RefValue, RunAnswer,
-    RunBounds, RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
+    NamespaceDisposition, ObjectStoreError, ProfileDescription, ReadableKind, ReadablePath,
+    RefName, RefUpdate, RefValue, RunAnswer, RunBounds, RunEntry, RunIdentities, RunRequest,
+    RunStatus, RunTimes, RuntimeDescription,
 };
 use sf_host::git_object::{self, Commit, ObjectId, ObjectKind};
 use sf_host::plugin::executor_protocol::RunWire;
@@ -101,6 +102,11 @@ const GOLDEN: &[(&str, usize, &str)] = &[
         "4187eef999484666e0b571ac38096e8ec171731d57887eb81d1c38679e71ce4d",
     ),
     (
+        "executor-answer-v3",
+        1029,
+        "c714f947d14ea89a269f05e156ad012aef922ace46e2d1494cd23c484b41f7c6",
+    ),
+    (
         "executor-cancel",
         15,
         "19c304667561b4a45c9feba9ebacc31413c79283545e47cd2f8174a738f5f051",
@@ -122,6 +128,11 @@ const GOLDEN: &[(&str, usize, &str)] = &[
     ),
     (
         "executor-run-v2",
+        397,
+        "38a54b1baa3de5ff16a091707ca7f02661078e13a83bc442450961a8e35fb149",
+    ),
+    (
+        "executor-run-v3",
         397,
         "38a54b1baa3de5ff16a091707ca7f02661078e13a83bc442450961a8e35fb149",
     ),
@@ -171,9 +182,14 @@ const GOLDEN: &[(&str, usize, &str)] = &[
         "1d3527fbc4f4ea80e638406453616f27be8a598d6549bf5918a09eaf877725f8",
     ),
     (
-        "observation",
+        "observation-v2",
         1572,
         "ba74107a1a8b30d3f0ea681e9368dc894830aa5466404977357aa17eba38223b",
+    ),
+    (
+        "observation-v3",
+        1592,
+        "24af11cf3a95004ccede7850330b82ca014321c978a0054357fc6df9eb1a99b9",
     ),
     (
         "pins",
@@ -186,9 +202,14 @@ const GOLDEN: &[(&str, usize, &str)] = &[
         "1afeb11b7d0f6d597f73b1da1e3d053f9398bd2f8be0f2427b5b7990b8c54459",
     ),
     (
-        "recipe",
+        "recipe-v1",
         193,
         "65b0fe8f7a21dc0b51b63a583ca1d31bb48c7e719a42ed61eb7513f08a4f4b23",
+    ),
+    (
+        "recipe-v2",
+        237,
+        "410500c1ebde8e98fd068bdaaa4e59abc0ddba732f3a116a329928ee52107f8e",
     ),
     (
         "seal-message",
@@ -322,12 +343,13 @@ fn identities() -> RunIdentities {
         runtime: digest("runtime"),
         profile: digest("profile"),
         bounds: digest("bounds"),
-        enforcement: Enforcement {
-            landlock_abi: 7,
-            landlock: LandlockStatus::FullyEnforced,
-            host_identity: HostIdentity::ReservedId,
-            memory: MemoryBound::CgroupV1,
-        },
+        enforcement: Enforcement::from_facts([
+            ("landlock-abi", "7"),
+            ("landlock", "fully-enforced"),
+            ("host-identity", "reserved-id"),
+            ("memory", "cgroup-v1"),
+        ])
+        .unwrap(),
     }
 }
 
@@ -361,6 +383,68 @@ fn request() -> RunRequest {
         harness: vec![file("run.sh", b"sh /sf/program/main.sh\n")],
         bounds: RunBounds::new(Duration::from_millis(2500), 4096),
     }
+}
+
+fn recipe() -> Recipe {
+    Recipe {
+        collector_closure: digest("closure"),
+        timeout_ms: 20_000,
+        output_limit: 65_536,
+        runtime: "/bin/sh".into(),
+        enforcement: Enforcement::from_facts([("landlock", "fully-enforced")]).unwrap(),
+    }
+}
+
+/// The recipe as version 1 wrote it: no enforcement facts (it implied Landlock's).
+fn recipe_v1() -> Vec<u8> {
+    let mut value = recipe().to_value();
+    let Value::Object(map) = &mut value else {
+        unreachable!("a recipe is an object")
+    };
+    map.insert("protocol".into(), "sf-repository-recipe/1".into());
+    map.remove("enforcement");
+    canonical::encode(&value).unwrap()
+}
+
+/// The observation as version 2 wrote it: the same facts, with the run's enforcement in the
+/// fixed fields.
+fn observation_v2() -> Vec<u8> {
+    let mut value = observation().facts_value();
+    let Value::Object(map) = &mut value else {
+        unreachable!("facts are an object")
+    };
+    map.insert("protocol".into(), OBSERVATION_FORMAT_V2.into());
+    let Some(Value::Object(ids)) = map.get_mut("identities") else {
+        unreachable!("the observation has identities")
+    };
+    ids.remove("enforcement");
+    ids.insert("landlockAbi".into(), Value::Integer(7));
+    for (key, text) in [
+        ("landlock", "fully-enforced"),
+        ("hostIdentity", "reserved-id"),
+        ("memory", "cgroup-v1"),
+    ] {
+        ids.insert(key.into(), text.into());
+    }
+    let facts = canonical::encode(&value).unwrap();
+    let observation = observation();
+    let mut bytes = sf_host::framing::prefix(OBSERVATION_FORMAT_V2, facts.len());
+    bytes.extend_from_slice(&facts);
+    bytes.extend_from_slice(&observation.stdout);
+    bytes.extend_from_slice(&observation.stderr);
+    bytes
+}
+
+/// What the formats no longer written mean now: a version 2 observation reads as the same
+/// observation, and a version 1 recipe is refused with its remedy.
+#[test]
+fn formats_no_longer_written_read_as_they_did() {
+    assert_eq!(
+        Observation::decode_format(OBSERVATION_FORMAT_V2, &observation_v2()).unwrap(),
+        observation()
+    );
+    let error = Recipe::from_json(&recipe_v1()).unwrap_err().to_string();
+    assert!(error.contains("freeze the Slice again"), "{error}");
 }
 
 fn observation() -> Observation {
@@ -458,13 +542,9 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         Acceptance::from_json(text.as_bytes()).unwrap()
     });
     v.insert("acceptance", acceptance.to_bytes().unwrap());
-    let recipe = Recipe {
-        collector_closure: digest("closure"),
-        timeout_ms: 20_000,
-        output_limit: 65_536,
-        runtime: "/bin/sh".into(),
-    };
-    v.insert("recipe", recipe.to_bytes().unwrap());
+    let recipe = recipe();
+    v.insert("recipe-v2", recipe.to_bytes().unwrap());
+    v.insert("recipe-v1", recipe_v1());
     let environment = EnvironmentRecord {
         runtime: digest("runtime"),
         profile: digest("profile"),
@@ -519,12 +599,15 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         product: "golden".into(),
         epoch: 4,
     };
-    v.insert("observation", observation().encode().unwrap());
+    v.insert("observation-v3", observation().encode().unwrap());
+    v.insert("observation-v2", observation_v2());
+    // The Evidence record's own format did not change: it is tested over the payload it was
+    // first tested over, an observation of version 2.
     let record = EvidenceRecord::new(
         pins.digest().unwrap(),
         attempt.clone(),
-        sf_host::assurance::OBSERVATION_FORMAT,
-        &observation().encode().unwrap(),
+        OBSERVATION_FORMAT_V2,
+        &observation_v2(),
     )
     .unwrap();
     v.insert("evidence-record", record.bytes().to_vec());
@@ -602,6 +685,14 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
     v.insert(
         "executor-answer-v2",
         executor_protocol::encode_answer(&answer(), RunWire::V2),
+    );
+    v.insert(
+        "executor-run-v3",
+        executor_protocol::encode_run(9, &request(), RunWire::V3).unwrap(),
+    );
+    v.insert(
+        "executor-answer-v3",
+        executor_protocol::encode_answer(&answer(), RunWire::V3),
     );
     v.insert(
         "executor-runtime",

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use oats_support::{Bench, sandbox};
 use serde_json::{Value, json};
-use sf_host::contracts::{LandlockStatus, RunStatus};
+use sf_host::contracts::RunStatus;
 use sf_oats::operation::{OperationOutcome, OperationTarget};
 use sf_oats::{Oats, OatsOptions, RunContext};
 
@@ -73,8 +73,8 @@ fn a_command_runs_as_node_script_tokens_and_args_with_exactly_its_environment() 
     assert_eq!(seen["stdin"], "");
     // The identities say it was confined, and the program is the same bytes every time.
     assert_eq!(
-        outcome.identities.enforcement.landlock,
-        LandlockStatus::FullyEnforced
+        outcome.identities.enforcement.status("landlock"),
+        Some("fully-enforced")
     );
     let again = oats
         .run_command("acme.tool", "echo", &[], &RunContext::default())

@@ -9,7 +9,7 @@ mod sandbox_support;
 use std::time::Duration;
 
 use sandbox_support::*;
-use sf_host::contracts::{CancelToken, Executor, MemoryBound, RunAnswer, RunStatus};
+use sf_host::contracts::{CancelToken, Executor, RunAnswer, RunStatus};
 use sf_sandbox_exec::Limits;
 
 const MIB: u64 = 1 << 20;
@@ -43,8 +43,8 @@ fn root_required() {
 fn peak(answer: &RunAnswer) -> u64 {
     assert!(
         matches!(
-            answer.identities.enforcement.memory,
-            MemoryBound::CgroupV1 | MemoryBound::CgroupV2
+            answer.identities.enforcement.status("memory"),
+            Some("cgroup-v1" | "cgroup-v2")
         ),
         "a control group bounded the run: {answer:?}"
     );
@@ -164,7 +164,10 @@ fn each_run_has_a_bounded_group_removed_after_it() {
         (run.join().unwrap().unwrap(), directories)
     });
     assert_eq!(answer.status, RunStatus::Exited, "{answer:?}");
-    assert_eq!(answer.identities.enforcement.memory, MemoryBound::CgroupV1);
+    assert_eq!(
+        answer.identities.enforcement.status("memory"),
+        Some("cgroup-v1")
+    );
     drop(executor);
     for directory in directories {
         assert!(

@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use sandbox_support::*;
-use sf_host::contracts::{CancelToken, Executor, HostIdentity, RunStatus};
+use sf_host::contracts::{CancelToken, Executor, RunStatus};
 use sf_sandbox_exec::DEFAULT_IDS;
 
 /// Runs the probe outside the sandbox as `uid` (and the same gid, no supplementary groups)
@@ -119,7 +119,7 @@ fn no_other_uid_can_trace_signal_or_enter_a_run() {
     assert_eq!(answer.exit_code, Some(1), "{answer:?}");
     allowed(&answer, "sleep=2500");
     assert_eq!(
-        answer.identities.enforcement.host_identity,
-        HostIdentity::ReservedId
+        answer.identities.enforcement.status("host-identity"),
+        Some("reserved-id")
     );
 }

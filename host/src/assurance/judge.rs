@@ -25,7 +25,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::canonical::{self, Digest, Value, object};
-use crate::contracts::{AttemptId, EvidenceStore, LandlockStatus, RunStatus};
+use crate::contracts::{AttemptId, EvidenceStore, RunStatus};
 use crate::evidence::get_verified;
 
 use super::acceptance::{Acceptance, ProcessCheck};
@@ -379,8 +379,8 @@ fn judge_one(
             if ids.profile != request.environment.profile {
                 problems.push(format!("profile {} is not the pinned one", ids.profile));
             }
-            if ids.enforcement.landlock != LandlockStatus::FullyEnforced {
-                problems.push(format!("Landlock was {}", ids.enforcement.landlock.code()));
+            for unmet in ids.enforcement.unmet(&recipe.enforcement) {
+                problems.push(format!("enforcement: {unmet}, as the recipe pins"));
             }
             if process.timeout_ms == 0 || process.timeout_ms > recipe.timeout_ms {
                 problems.push(format!(

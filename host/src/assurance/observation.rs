@@ -1,4 +1,4 @@
-//! The repository observation (`sf-repository-observation/2`): what the collector saw of one
+//! The repository observation (`sf-repository-observation/3`): what the collector saw of one
 //! check's run, as the payload of one Evidence record.
 //!
 //! ```text
@@ -12,15 +12,18 @@
 //! follow with lengths the facts fix: whatever a program prints (a forged facts header
 //! included) stays inside its stdout or stderr bytes and is never read as facts.
 //!
-//! Version 2 added the harness to the run's identities. Records of version 1
-//! ([`OBSERVATION_FORMAT_V1`]) are still read (their runs had no harness, so the harness
-//! identity is the empty snapshot's) but the collector writes, and the judge counts, only
-//! version 2.
+//! Version 2 added the harness to the run's identities; version 3 states the run's
+//! enforcement as the executor's facts (`identities.enforcement`, an object of mechanism →
+//! status) instead of the fixed fields `landlockAbi`, `landlock` and the optional
+//! `hostIdentity` and `memory`. Records of versions 1 and 2 ([`OBSERVATION_FORMAT_V1`],
+//! [`OBSERVATION_FORMAT_V2`]) are still read (a version 1 run had no harness, so its harness
+//! identity is the empty snapshot's; their fixed fields read as the facts of four mechanisms,
+//! as sf-contracts' `legacy_enforcement` maps them) but the collector writes, and the judge
+//! counts, only version 3.
 
 use crate::canonical::{self, Digest, Value, object};
-use crate::contracts::{
-    Enforcement, HostIdentity, LandlockStatus, MemoryBound, RunIdentities, RunStatus,
-};
+use crate::contracts::legacy_enforcement::{LegacyEnforcement, NOT_STATED};
+use crate::contracts::{Enforcement, RunIdentities, RunStatus};
 use crate::repository::record::{FieldError, Fields};
 
 use super::AssuranceError;
@@ -28,7 +31,10 @@ use super::acceptance::{Phase, Stage};
 use super::time;
 
 /// The protocol string of an observation, and the format of its Evidence records.
-pub const OBSERVATION_FORMAT: &str = "sf-repository-observation/2";
+pub const OBSERVATION_FORMAT: &str = "sf-repository-observation/3";
+/// The format of observations written before enforcement was stated as facts; read, never
+/// written.
+pub const OBSERVATION_FORMAT_V2: &str = "sf-repository-observation/2";
 /// The format of observations written before the harness existed; read, never written.
 pub const OBSERVATION_FORMAT_V1: &str = "sf-repository-observation/1";
 /// The most problems one observation records.
@@ -74,16 +80,6 @@ fn parse_run_status(text: &str) -> Option<RunStatus> {
         RunStatus::TimedOut,
         RunStatus::OutputLimit,
         RunStatus::Aborted,
-    ]
-    .into_iter()
-    .find(|status| status.code() == text)
-}
-
-fn parse_landlock(text: &str) -> Option<LandlockStatus> {
-    [
-        LandlockStatus::FullyEnforced,
-        LandlockStatus::PartiallyEnforced,
-        LandlockStatus::NotEnforced,
     ]
     .into_iter()
     .find(|status| status.code() == text)
@@ -206,33 +202,15 @@ impl Observation {
     pub fn facts_value(&self) -> Value {
         let facts = &self.facts;
         let identities = facts.identities.as_ref().map_or(Value::Null, |ids| {
-            let mut identities = object([
+            object([
                 ("program", ids.program.to_string().into()),
                 ("input", ids.input.to_string().into()),
                 ("harness", ids.harness.to_string().into()),
                 ("runtime", ids.runtime.to_string().into()),
                 ("profile", ids.profile.to_string().into()),
                 ("bounds", ids.bounds.to_string().into()),
-                (
-                    "landlockAbi",
-                    Value::Integer(i64::from(ids.enforcement.landlock_abi)),
-                ),
-                ("landlock", ids.enforcement.landlock.code().into()),
-            ]);
-            // Facts an executor does not state are left out, as in records written before
-            // they existed.
-            if let Value::Object(map) = &mut identities {
-                if ids.enforcement.host_identity != HostIdentity::NotStated {
-                    map.insert(
-                        "hostIdentity".to_owned(),
-                        ids.enforcement.host_identity.code().into(),
-                    );
-                }
-                if ids.enforcement.memory != MemoryBound::NotStated {
-                    map.insert("memory".to_owned(), ids.enforcement.memory.code().into());
-                }
-            }
-            identities
+                ("enforcement", ids.enforcement.to_value()),
+            ])
         });
         let process = facts.process.as_ref().map_or(Value::Null, |process| {
             object([
@@ -320,11 +298,16 @@ impl Observation {
 
     /// Whether `format` is one [`Observation::decode_format`] reads.
     pub fn is_format(format: &str) -> bool {
-        format == OBSERVATION_FORMAT || format == OBSERVATION_FORMAT_V1
+        [
+            OBSERVATION_FORMAT,
+            OBSERVATION_FORMAT_V2,
+            OBSERVATION_FORMAT_V1,
+        ]
+        .contains(&format)
     }
 
-    /// Decodes an observation of `format` (the current one or [`OBSERVATION_FORMAT_V1`]), as
-    /// strictly as [`Observation::decode`].
+    /// Decodes an observation of `format` (the current one, [`OBSERVATION_FORMAT_V2`] or
+    /// [`OBSERVATION_FORMAT_V1`]), as strictly as [`Observation::decode`].
     pub fn decode_format(format: &str, bytes: &[u8]) -> Result<Self, String> {
         if !Self::is_format(format) {
             return Err(format!("{format:?} is not an observation format"));
@@ -351,8 +334,70 @@ impl Observation {
 
 type DecodedFacts = (ObservationFacts, usize, Digest, usize, Digest);
 
-fn facts_from_value(value: &Value, format: &str) -> Result<DecodedFacts, FieldError> {
+/// A run's identities in the shape of `format`: the fixed enforcement fields of versions 1
+/// and 2, the facts of version 3.
+fn identities_from_value(
+    value: &Value,
+    path: &str,
+    format: &str,
+) -> Result<RunIdentities, FieldError> {
     let v1 = format == OBSERVATION_FORMAT_V1;
+    let v3 = format == OBSERVATION_FORMAT;
+    let mut names = vec!["program", "input", "runtime", "profile", "bounds"];
+    if !v1 {
+        names.push("harness");
+    }
+    let optional: &[&str] = if v3 {
+        names.push("enforcement");
+        &[]
+    } else {
+        names.extend(["landlockAbi", "landlock"]);
+        &["hostIdentity", "memory"]
+    };
+    let ids = Fields::with_optional(value, path, &names, optional)?;
+    let harness = if v1 {
+        crate::snapshot::snapshot_digest(&[])
+            .map_err(|error| FieldError::wrong(&ids.path("harness"), error.to_string()))?
+    } else {
+        ids.digest("harness")?
+    };
+    let enforcement = if v3 {
+        Enforcement::from_value(ids.value("enforcement"))
+            .map_err(|rule| FieldError::wrong(&ids.path("enforcement"), rule))?
+    } else {
+        // A stated fact is never written as not-stated: that is its absence.
+        let fact = |key: &str| -> Result<Option<String>, FieldError> {
+            match ids.optional(key) {
+                None => Ok(None),
+                Some(Value::String(text)) if text != NOT_STATED => Ok(Some(text.clone())),
+                Some(_) => Err(FieldError::wrong(
+                    &ids.path(key),
+                    "is a stated fact's name when present",
+                )),
+            }
+        };
+        LegacyEnforcement {
+            landlock_abi: u32::try_from(ids.natural("landlockAbi")?)
+                .map_err(|_| FieldError::wrong(&ids.path("landlockAbi"), "is a small integer"))?,
+            landlock: ids.string("landlock")?.to_owned(),
+            host_identity: fact("hostIdentity")?,
+            memory: fact("memory")?,
+        }
+        .to_facts()
+        .map_err(|(field, rule)| FieldError::wrong(&ids.path(field), rule))?
+    };
+    Ok(RunIdentities {
+        program: ids.digest("program")?,
+        input: ids.digest("input")?,
+        harness,
+        runtime: ids.digest("runtime")?,
+        profile: ids.digest("profile")?,
+        bounds: ids.digest("bounds")?,
+        enforcement,
+    })
+}
+
+fn facts_from_value(value: &Value, format: &str) -> Result<DecodedFacts, FieldError> {
     let fields = Fields::exact(
         value,
         "facts",
@@ -404,90 +449,11 @@ fn facts_from_value(value: &Value, format: &str) -> Result<DecodedFacts, FieldEr
     }
     let identities = match fields.value("identities") {
         Value::Null => None,
-        value => {
-            let names: &[&str] = if v1 {
-                &[
-                    "program",
-                    "input",
-                    "runtime",
-                    "profile",
-                    "bounds",
-                    "landlockAbi",
-                    "landlock",
-                ]
-            } else {
-                &[
-                    "program",
-                    "input",
-                    "harness",
-                    "runtime",
-                    "profile",
-                    "bounds",
-                    "landlockAbi",
-                    "landlock",
-                ]
-            };
-            let ids = Fields::with_optional(
-                value,
-                &fields.path("identities"),
-                names,
-                &["hostIdentity", "memory"],
-            )?;
-            let harness = if v1 {
-                crate::snapshot::snapshot_digest(&[])
-                    .map_err(|error| FieldError::wrong(&ids.path("harness"), error.to_string()))?
-            } else {
-                ids.digest("harness")?
-            };
-            // A stated fact is never written as not-stated: that is its absence.
-            let fact = |key: &str| -> Result<Option<&str>, FieldError> {
-                match ids.optional(key) {
-                    None => Ok(None),
-                    Some(Value::String(text)) if text != "not-stated" => Ok(Some(text.as_str())),
-                    Some(_) => Err(FieldError::wrong(
-                        &ids.path(key),
-                        "is a stated fact's name when present",
-                    )),
-                }
-            };
-            let host_identity = match fact("hostIdentity")? {
-                None => HostIdentity::NotStated,
-                Some(text) => HostIdentity::parse(text).ok_or_else(|| {
-                    FieldError::wrong(
-                        &ids.path("hostIdentity"),
-                        "must be reserved-id or caller-id",
-                    )
-                })?,
-            };
-            let memory = match fact("memory")? {
-                None => MemoryBound::NotStated,
-                Some(text) => MemoryBound::parse(text).ok_or_else(|| {
-                    FieldError::wrong(
-                        &ids.path("memory"),
-                        "must be cgroup-v1, cgroup-v2 or per-process",
-                    )
-                })?,
-            };
-            let landlock = parse_landlock(ids.string("landlock")?).ok_or_else(|| {
-                FieldError::wrong(&ids.path("landlock"), "must be a Landlock status")
-            })?;
-            Some(RunIdentities {
-                program: ids.digest("program")?,
-                input: ids.digest("input")?,
-                harness,
-                runtime: ids.digest("runtime")?,
-                profile: ids.digest("profile")?,
-                bounds: ids.digest("bounds")?,
-                enforcement: Enforcement {
-                    landlock_abi: u32::try_from(ids.natural("landlockAbi")?).map_err(|_| {
-                        FieldError::wrong(&ids.path("landlockAbi"), "is a small integer")
-                    })?,
-                    landlock,
-                    host_identity,
-                    memory,
-                },
-            })
-        }
+        value => Some(identities_from_value(
+            value,
+            &fields.path("identities"),
+            format,
+        )?),
     };
     let process = match fields.value("process") {
         Value::Null => None,
@@ -610,12 +576,13 @@ mod tests {
                     runtime: Digest::of(b"r"),
                     profile: Digest::of(b"f"),
                     bounds: Digest::of(b"b"),
-                    enforcement: Enforcement {
-                        landlock_abi: 6,
-                        landlock: LandlockStatus::FullyEnforced,
-                        host_identity: HostIdentity::ReservedId,
-                        memory: MemoryBound::CgroupV1,
-                    },
+                    enforcement: Enforcement::from_facts([
+                        ("host-identity", "reserved-id"),
+                        ("landlock", "fully-enforced"),
+                        ("landlock-abi", "6"),
+                        ("memory", "cgroup-v1"),
+                    ])
+                    .unwrap(),
                 }),
                 process: Some(ProcessFacts {
                     status: RunStatus::Exited,
@@ -646,66 +613,94 @@ mod tests {
         assert_eq!(Observation::decode(&bytes).unwrap(), original);
     }
 
-    /// Facts an executor does not state are left out, so a record of such an executor reads
-    /// as records written before those facts existed, and back.
+    /// The enforcement facts are the executor's, in its words: those it does not state are
+    /// absent, and any others are kept as they are.
     #[test]
-    fn facts_not_stated_are_left_out_and_read_back() {
+    fn enforcement_is_the_executors_facts() {
         let mut original = observation(b"ok\n");
         let stated = String::from_utf8_lossy(&original.encode().unwrap()).into_owned();
-        for key in [
-            "\"hostIdentity\":\"reserved-id\"",
-            "\"memory\":\"cgroup-v1\"",
-            "\"memoryPeakBytes\":5242880",
-        ] {
-            assert!(stated.contains(key), "{key} in {stated}");
-        }
+        assert!(
+            stated.contains(
+                r#""enforcement":{"host-identity":"reserved-id","landlock":"fully-enforced","landlock-abi":"6","memory":"cgroup-v1"}"#
+            ),
+            "{stated}"
+        );
+        assert!(stated.contains("\"memoryPeakBytes\":5242880"), "{stated}");
         if let Some(ids) = original.facts.identities.as_mut() {
-            ids.enforcement.host_identity = HostIdentity::NotStated;
-            ids.enforcement.memory = MemoryBound::NotStated;
+            ids.enforcement = Enforcement::from_facts([("macos-sandbox", "enforced")]).unwrap();
         }
         if let Some(process) = original.facts.process.as_mut() {
             process.memory_peak_bytes = None;
         }
         let bytes = original.encode().unwrap();
         let text = String::from_utf8_lossy(&bytes);
-        for key in [
-            "hostIdentity",
-            "\"memory\"",
-            "memoryPeakBytes",
-            "not-stated",
-        ] {
+        for key in ["landlock", "memoryPeakBytes", "not-stated"] {
             assert!(!text.contains(key), "{key} in {text}");
         }
         assert_eq!(Observation::decode(&bytes).unwrap(), original);
     }
 
-    #[test]
-    fn version_one_is_read_with_the_empty_harness() {
-        let original = observation(b"ok\n");
+    /// `original` in the shape of an older `format`: its facts as the fixed fields, and (in
+    /// version 1) no harness.
+    fn older(original: &Observation, format: &str, extra: &[(&str, &str)]) -> Vec<u8> {
         let mut value = original.facts_value();
         let canonical::Value::Object(map) = &mut value else {
             unreachable!()
         };
-        map.insert("protocol".into(), OBSERVATION_FORMAT_V1.into());
+        map.insert("protocol".into(), format.into());
         let Some(canonical::Value::Object(ids)) = map.get_mut("identities") else {
             unreachable!()
         };
-        ids.remove("harness");
+        ids.remove("enforcement");
+        ids.insert("landlockAbi".into(), canonical::Value::Integer(6));
+        ids.insert("landlock".into(), "fully-enforced".into());
+        for (key, text) in extra {
+            ids.insert((*key).into(), (*text).into());
+        }
+        if format == OBSERVATION_FORMAT_V1 {
+            ids.remove("harness");
+        }
         let facts = canonical::encode(&value).unwrap();
-        let mut bytes = crate::framing::prefix(OBSERVATION_FORMAT_V1, facts.len());
+        let mut bytes = crate::framing::prefix(format, facts.len());
         bytes.extend_from_slice(&facts);
         bytes.extend_from_slice(&original.stdout);
         bytes.extend_from_slice(&original.stderr);
+        bytes
+    }
+
+    #[test]
+    fn versions_one_and_two_are_read_as_facts() {
+        let original = observation(b"ok\n");
+        let bytes = older(&original, OBSERVATION_FORMAT_V1, &[]);
         let decoded = Observation::decode_format(OBSERVATION_FORMAT_V1, &bytes).unwrap();
+        let ids = decoded.facts.identities.unwrap();
+        assert_eq!(ids.harness, crate::snapshot::snapshot_digest(&[]).unwrap());
         assert_eq!(
-            decoded.facts.identities.unwrap().harness,
-            crate::snapshot::snapshot_digest(&[]).unwrap()
+            ids.enforcement,
+            Enforcement::from_facts([("landlock", "fully-enforced"), ("landlock-abi", "6")])
+                .unwrap()
         );
         assert!(
             Observation::decode(&bytes).is_err(),
-            "the current decoder reads only version 2"
+            "the current decoder reads only version 3"
         );
         assert!(Observation::decode_format("sf-evidence/1", &bytes).is_err());
+
+        let stated = [("hostIdentity", "reserved-id"), ("memory", "cgroup-v1")];
+        let bytes = older(&original, OBSERVATION_FORMAT_V2, &stated);
+        let decoded = Observation::decode_format(OBSERVATION_FORMAT_V2, &bytes).unwrap();
+        assert_eq!(
+            decoded, original,
+            "version 2's fields are the same four facts"
+        );
+        assert!(Observation::decode(&bytes).is_err());
+        for bad in [[("hostIdentity", "not-stated")], [("memory", "lots")]] {
+            let bytes = older(&original, OBSERVATION_FORMAT_V2, &bad);
+            assert!(
+                Observation::decode_format(OBSERVATION_FORMAT_V2, &bytes).is_err(),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

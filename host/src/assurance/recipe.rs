@@ -1,17 +1,26 @@
-//! The recipe (`sf-repository-recipe/1`): how a Slice's checks are run. It pins the collector
+//! The recipe (`sf-repository-recipe/2`): how a Slice's checks are run. It pins the collector
 //! closure (so records are never attributed to other code), the timeout and output limit of
-//! every run, and the runtime executable.
+//! every run, the runtime executable, and the enforcement facts every run must report (those
+//! the executor's profile states when the Slice is frozen).
+//!
+//! Version 1 had no enforcement facts (it implied a fully enforced Landlock ruleset, which the
+//! collector and the judge checked by name). A recipe of version 1 is refused with the
+//! remedy: it pins a collector closure no later sf has anyway, so its Slice must be frozen
+//! again.
 
 use std::path::Path;
 
 use crate::canonical::{self, Digest, Value, object};
+use crate::contracts::Enforcement;
 use crate::contracts::executor::{MAX_TIMEOUT, RunBounds};
 use crate::repository::record::{FieldError, Fields};
 
 use super::{AssuranceError, record_digest, record_from_json};
 
 /// The protocol string of the recipe record.
-pub const RECIPE_PROTOCOL: &str = "sf-repository-recipe/1";
+pub const RECIPE_PROTOCOL: &str = "sf-repository-recipe/2";
+/// The protocol string of recipes frozen by earlier sf versions; refused.
+pub const RECIPE_PROTOCOL_V1: &str = "sf-repository-recipe/1";
 /// The largest output limit a recipe may set, per stream (8 MiB): two full streams and the
 /// facts stay inside one Evidence record.
 pub const MAX_OUTPUT_LIMIT: u64 = 8 * 1024 * 1024;
@@ -28,6 +37,9 @@ pub struct Recipe {
     /// The absolute path of the runtime executable (`/bin/sh`, `/usr/bin/python3`, …) as the
     /// executor is configured with it.
     pub runtime: String,
+    /// The enforcement facts every run must report exactly: a run that reports another
+    /// status for one of them, or none, is not attributable.
+    pub enforcement: Enforcement,
 }
 
 impl Recipe {
@@ -84,6 +96,7 @@ impl Recipe {
             ("timeoutMs", Value::Integer(self.timeout_ms as i64)),
             ("outputLimit", Value::Integer(self.output_limit as i64)),
             ("runtime", self.runtime.as_str().into()),
+            ("enforcement", self.enforcement.to_value()),
         ])
     }
 
@@ -106,6 +119,15 @@ impl Recipe {
     }
 
     pub(crate) fn from_value(value: &Value) -> Result<Self, FieldError> {
+        if let Value::Object(map) = value
+            && map.get("protocol") == Some(&Value::from(RECIPE_PROTOCOL_V1))
+        {
+            return Err(FieldError::wrong(
+                "recipe.protocol",
+                "is sf-repository-recipe/1, written by an earlier sf (whose collector closure \
+                 no sf since has); freeze the Slice again as a new revision",
+            ));
+        }
         let fields = Fields::exact(
             value,
             "recipe",
@@ -115,9 +137,12 @@ impl Recipe {
                 "timeoutMs",
                 "outputLimit",
                 "runtime",
+                "enforcement",
             ],
         )?;
         fields.literal("protocol", RECIPE_PROTOCOL)?;
+        let enforcement = Enforcement::from_value(fields.value("enforcement"))
+            .map_err(|rule| FieldError::wrong(&fields.path("enforcement"), rule))?;
         let collector = Fields::exact(
             fields.value("collector"),
             &fields.path("collector"),
@@ -128,6 +153,7 @@ impl Recipe {
             timeout_ms: fields.positive("timeoutMs")?,
             output_limit: fields.positive("outputLimit")?,
             runtime: fields.string("runtime")?.to_owned(),
+            enforcement,
         })
     }
 }

@@ -43,6 +43,7 @@ mod base;
 mod closure;
 mod placement;
 pub mod programs;
+mod recipe;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
@@ -57,8 +58,8 @@ use crate::assurance::{
 };
 use crate::canonical::{self, Digest};
 use crate::contracts::{
-    AttemptId, CancelToken, EntryPlace, EvidenceRecord, EvidenceStore, Executor, Gate, GateAnswer,
-    LandlockStatus, NamespaceDisposition, RunAnswer, RunIdentities, RunRequest, RunStatus,
+    AttemptId, CancelToken, Enforcement, EntryPlace, EvidenceRecord, EvidenceStore, Executor, Gate,
+    GateAnswer, NamespaceDisposition, RunAnswer, RunIdentities, RunRequest, RunStatus,
     RuntimeDescription, is_valid_reason,
 };
 use crate::fence::Hold;
@@ -69,6 +70,7 @@ pub use base::{MaterialisedTree, materialise_base, materialise_candidate};
 pub use closure::{COLLECTOR_NAME, collector_closure, collector_sources};
 pub use placement::{MAX_PROTECTED_PATHS, placement_problem};
 pub use programs::{Programs, derive, lay_over};
+pub use recipe::current_recipe;
 
 /// How long one `put` may take.
 pub const STORE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -642,7 +644,7 @@ impl RepositoryCollector {
             &answer,
             &prepared.programs.pins,
             check,
-            &environment,
+            (&environment, &recipe.enforcement),
             &bounds,
             facts.ended_at,
             prepared.deadline,
@@ -781,12 +783,14 @@ pub fn environment_problem(
     })
 }
 
-/// Why an executor's answer is not attributable to the pinned run, or nothing.
+/// Why an executor's answer is not attributable to the pinned run, or nothing: its
+/// identities against the pins, the environment record and the enforcement facts the recipe
+/// pins, its bounds, status and times.
 fn answer_problems(
     answer: &RunAnswer,
     pins: &RepositoryPins,
     check: &ProcessCheck,
-    environment: &EnvironmentRecord,
+    (environment, enforcement): (&EnvironmentRecord, &Enforcement),
     bounds: &crate::contracts::RunBounds,
     ended_at: Option<u64>,
     deadline: u64,
@@ -811,12 +815,8 @@ fn answer_problems(
     if answer.bounds != *bounds {
         problems.push("the executor enforced other bounds than requested".into());
     }
-    if ids.enforcement.landlock != LandlockStatus::FullyEnforced {
-        problems.push(format!(
-            "Landlock was {} (ABI {})",
-            ids.enforcement.landlock.code(),
-            ids.enforcement.landlock_abi
-        ));
+    for unmet in ids.enforcement.unmet(enforcement) {
+        problems.push(format!("enforcement: {unmet}, as the recipe pins"));
     }
     match answer.status {
         RunStatus::Exited | RunStatus::Signalled => {}

@@ -36,9 +36,8 @@ use super::loader::{CallReply, Instance, LoadedPlugin};
 use super::message::MessageError;
 use crate::canonical::Digest;
 use crate::contracts::{
-    CancelToken, Enforcement, Executor, ExecutorError, HostIdentity, LandlockStatus, MemoryBound,
-    NamespaceDisposition, ProfileDescription, RequestDigests, RunAnswer, RunIdentities, RunRequest,
-    RunStatus, RunTimes, RuntimeDescription,
+    CancelToken, Enforcement, Executor, ExecutorError, NamespaceDisposition, ProfileDescription,
+    RequestDigests, RunAnswer, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
 
 /// How often the adapter looks at a run's cancel token.
@@ -230,10 +229,10 @@ impl Executor for PluginExecutor {
 
 /// The run message shape for a plugin of ABI minor `minor`: `run_v2` from minor 2 on.
 pub fn run_wire(minor: u32) -> wire::RunWire {
-    if minor >= 2 {
-        wire::RunWire::V2
-    } else {
-        wire::RunWire::V1
+    match minor {
+        0 | 1 => wire::RunWire::V1,
+        2 => wire::RunWire::V2,
+        _ => wire::RunWire::V3,
     }
 }
 
@@ -280,12 +279,8 @@ pub fn finish_run(
             runtime: unknown_identity("runtime"),
             profile: unknown_identity("profile"),
             bounds: unknown_identity("bounds"),
-            enforcement: Enforcement {
-                landlock_abi: 0,
-                landlock: LandlockStatus::NotEnforced,
-                host_identity: HostIdentity::NotStated,
-                memory: MemoryBound::NotStated,
-            },
+            // Nothing is known of what was enforced: no fact is stated.
+            enforcement: Enforcement::new(),
         },
         namespace: NamespaceDisposition::Unconfirmed {
             reason: format!(
@@ -417,10 +412,7 @@ mod tests {
         assert_eq!(answer.identities.runtime, unknown_identity("runtime"));
         assert_eq!(answer.identities.profile, unknown_identity("profile"));
         assert_eq!(answer.identities.bounds, unknown_identity("bounds"));
-        assert_eq!(
-            answer.identities.enforcement.landlock,
-            LandlockStatus::NotEnforced
-        );
+        assert!(answer.identities.enforcement.is_empty());
         let digests = request().check().unwrap();
         assert_eq!(
             (
@@ -531,12 +523,13 @@ mod tests {
                 runtime: Digest::of(b"r"),
                 profile: Digest::of(b"p"),
                 bounds: request.bounds.digest(),
-                enforcement: Enforcement {
-                    landlock_abi: 7,
-                    landlock: LandlockStatus::FullyEnforced,
-                    host_identity: HostIdentity::CallerId,
-                    memory: MemoryBound::PerProcess,
-                },
+                enforcement: Enforcement::from_facts([
+                    ("landlock-abi", "7"),
+                    ("landlock", "fully-enforced"),
+                    ("host-identity", "caller-id"),
+                    ("memory", "per-process"),
+                ])
+                .unwrap(),
             },
             namespace: NamespaceDisposition::Reaped,
             problems: Vec::new(),
@@ -550,6 +543,7 @@ mod tests {
         assert_eq!(run_wire(0), wire::RunWire::V1);
         assert_eq!(run_wire(1), wire::RunWire::V1);
         assert_eq!(run_wire(2), wire::RunWire::V2);
-        assert_eq!(run_wire(3), wire::RunWire::V2);
+        assert_eq!(run_wire(3), wire::RunWire::V3);
+        assert_eq!(run_wire(4), wire::RunWire::V3);
     }
 }

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sf_contracts::snapshot::SnapshotFile;
 use sf_contracts::{
-    CancelToken, Enforcement, Executor, ExecutorError, HostIdentity, LandlockStatus, MemoryBound,
-    ProfileDescription, RequestDigests, RunAnswer, RunIdentities, RunRequest, RuntimeDescription,
+    CancelToken, Executor, ExecutorError, ProfileDescription, RequestDigests, RunAnswer,
+    RunIdentities, RunRequest, RuntimeDescription,
 };
 
 use crate::cgroup::{Cleaner, Hierarchy};
@@ -437,27 +437,13 @@ impl Executor for SandboxExecutor {
             },
             (started, Sandbox::New) => launch(started)?,
         };
-        let (landlock_abi, landlock) = match &ran.landlock {
-            Some((abi, status)) if status == LandlockStatus::FullyEnforced.code() => {
-                (*abi, LandlockStatus::FullyEnforced)
-            }
-            Some((abi, _)) => (*abi, LandlockStatus::PartiallyEnforced),
-            None => (0, LandlockStatus::NotEnforced),
-        };
-        let enforcement = Enforcement {
-            landlock_abi,
-            landlock,
-            host_identity: if ran.id.is_some() {
-                HostIdentity::ReservedId
-            } else {
-                HostIdentity::CallerId
-            },
-            memory: match ran.group {
-                Some(crate::cgroup::Version::V1) => MemoryBound::CgroupV1,
-                Some(crate::cgroup::Version::V2) => MemoryBound::CgroupV2,
-                None => MemoryBound::PerProcess,
-            },
-        };
+        let enforcement = crate::enforcement::run_facts(
+            ran.landlock
+                .as_ref()
+                .map(|(abi, status)| (*abi, status.as_str())),
+            ran.id.is_some(),
+            ran.group,
+        );
         Ok(RunAnswer {
             status: ran.status,
             exit_code: ran.exit_code,

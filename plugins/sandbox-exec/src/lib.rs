@@ -34,6 +34,7 @@
 compile_error!("sf-sandbox-exec supports x86_64 Linux only");
 
 mod cgroup;
+mod enforcement;
 mod executor;
 mod identity;
 #[doc(hidden)]

@@ -646,6 +646,7 @@ fn recipe(
             ),
         ),
         ("noNewPrivileges", Value::Bool(true)),
+        ("enforces", crate::enforcement::profile_enforces()),
         ("landlock", landlock),
         ("seccomp", seccomp),
         ("rlimits", rlimits),

@@ -174,8 +174,8 @@ fn a_killed_fork_server_is_replaced_by_the_next_run() {
         "after\n1000\nNoNewPrivs:\t1\n"
     );
     assert_eq!(
-        answer.identities.enforcement.landlock,
-        sf_contracts::LandlockStatus::FullyEnforced
+        answer.identities.enforcement.status("landlock"),
+        Some("fully-enforced")
     );
     let second = executor.fork_server_pid().expect("a new fork server runs");
     assert_ne!(first, second);

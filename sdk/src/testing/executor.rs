@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 
 use sf_contracts::canonical::Digest;
 use sf_contracts::{
-    CancelToken, Enforcement, EntryPlace, Executor, ExecutorError, HostIdentity, LandlockStatus,
-    MemoryBound, NamespaceDisposition, ProfileDescription, ReadableKind, ReadablePath,
-    RequestDigests, RunAnswer, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
+    CancelToken, Enforcement, EntryPlace, Executor, ExecutorError, NamespaceDisposition,
+    ProfileDescription, ReadableKind, ReadablePath, RequestDigests, RunAnswer, RunIdentities,
+    RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
 
 /// One scripted outcome of a run that started.
@@ -59,8 +59,8 @@ impl ScriptedRun {
 }
 
 /// The scripted Executor. Identities are computed as a real Executor would (from the
-/// request and its fixed descriptions); enforcement is reported as Landlock ABI 0, not
-/// enforced, because nothing is confined.
+/// request and its fixed descriptions); it states no enforcement fact, in its profile or in
+/// its answers, because nothing is confined.
 #[derive(Debug)]
 pub struct ScriptedExecutor {
     runtime: RuntimeDescription,
@@ -248,12 +248,7 @@ impl Executor for ScriptedExecutor {
                 runtime: self.runtime.digest.clone(),
                 profile: self.profile.digest.clone(),
                 bounds: request.bounds.digest(),
-                enforcement: Enforcement {
-                    landlock_abi: 0,
-                    landlock: LandlockStatus::NotEnforced,
-                    host_identity: HostIdentity::NotStated,
-                    memory: MemoryBound::NotStated,
-                },
+                enforcement: Enforcement::new(),
             },
             namespace: NamespaceDisposition::Reaped,
             problems: Vec::new(),

@@ -28,7 +28,7 @@ use sf_host::assurance::{
     current_environment, judge,
 };
 use sf_host::canonical::{self, Digest, Value};
-use sf_host::collector::{CollectRequest, RepositoryCollector, collector_closure, derive};
+use sf_host::collector::{CollectRequest, RepositoryCollector, current_recipe, derive};
 use sf_host::contracts::{
     AttemptId, CancelToken, EvidenceStore, Executor, Gate, GateAnswer, GateError, RunEntry,
 };
@@ -227,18 +227,8 @@ impl Scenario {
             ],
         };
         acceptance.validate().unwrap();
-        let recipe = Recipe {
-            collector_closure: collector_closure(),
-            timeout_ms: options.timeout_ms,
-            output_limit: options.output_limit,
-            runtime: executor
-                .describe_runtime()
-                .unwrap()
-                .executable
-                .to_str()
-                .unwrap()
-                .to_owned(),
-        };
+        let recipe =
+            current_recipe(executor.as_ref(), options.timeout_ms, options.output_limit).unwrap();
         recipe.validate().unwrap();
         let environment = current_environment(executor.as_ref()).unwrap();
         let evidence_dir = root.join("evidence");
