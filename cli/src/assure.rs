@@ -15,7 +15,7 @@ use sf_host::assurance::{Observation, Outcome, Verdict, time};
 use sf_host::canonical::{Digest, Value, object};
 use sf_host::collector::{CollectRequest, CollectedRun, Programs, RepositoryCollector, derive};
 use sf_host::contracts::CancelToken;
-use sf_host::evidence::get_verified;
+use sf_host::contracts::EvidenceStoreExt;
 use sf_host::fence::Fence;
 use sf_host::landing::{Judging, LandError, preflight};
 use sf_host::repository::{Repository, SealedCandidate, SourceSnapshot};
@@ -343,12 +343,9 @@ pub fn run_evidence(context: &Context, command: EvidenceCommand) -> Result<Outpu
             let id = parse_digest(&args.id, "ID")?;
             let slice = SliceDir::open(&args.slice)?;
             let store = slice.existing_evidence_store(context)?;
-            let record = get_verified(
-                store.as_ref(),
-                &id,
-                Instant::now() + Duration::from_secs(60),
-            )
-            .map_err(|error| coded(error.code(), format!("record {id}"), error))?;
+            let record = store
+                .get_verified(&id, Instant::now() + Duration::from_secs(60))
+                .map_err(|error| coded(error.code(), format!("record {id}"), error))?;
             let observation = Observation::is_format(record.format())
                 .then(|| Observation::decode_format(record.format(), record.payload()))
                 .transpose()

@@ -291,6 +291,29 @@ pub trait EvidenceStore: Send + Sync {
     fn find(&self, pins: &Digest, deadline: Instant) -> Result<Vec<Digest>, EvidenceStoreError>;
 }
 
+/// What a caller of an [`EvidenceStore`] uses on top of the contract: a read checked here,
+/// whatever the store claims. Implemented for every store.
+pub trait EvidenceStoreExt: EvidenceStore {
+    /// Gets `id` and checks the answer again: the record must hash to `id`. A store that
+    /// answers with other bytes is reported `corrupt`, whatever it claims.
+    fn get_verified(
+        &self,
+        id: &Digest,
+        deadline: Instant,
+    ) -> Result<EvidenceRecord, EvidenceStoreError> {
+        let record = self.get(id, deadline)?;
+        if record.id() != *id {
+            return Err(EvidenceStoreError::Corrupt {
+                id: id.to_string(),
+                what: format!("the store answered with record {}", record.id()),
+            });
+        }
+        Ok(record)
+    }
+}
+
+impl<T: EvidenceStore + ?Sized> EvidenceStoreExt for T {}
+
 contract_error! {
     /// Why an EvidenceStore call failed.
     #[derive(Clone, Debug, PartialEq, Eq)]

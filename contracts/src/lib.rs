@@ -24,7 +24,7 @@ pub mod object_store;
 
 pub use evidence_store::{
     AttemptId, EVIDENCE_PROTOCOL, EvidenceRecord, EvidenceStore, EvidenceStoreError,
-    MAX_RECORD_BYTES,
+    EvidenceStoreExt, MAX_RECORD_BYTES,
 };
 pub use executor::{
     BOUNDS_PROTOCOL, CancelToken, ENFORCEMENT_WORD_RULE, Enforcement, EntryPlace, Executor,
@@ -32,8 +32,8 @@ pub use executor::{
     PROGRAM_DIR, ProfileDescription, ReadableKind, ReadablePath, RequestDigests, RunAnswer,
     RunBounds, RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
-pub use gate::{Gate, GateAnswer, GateError, is_valid_reason};
+pub use gate::{Gate, GateAnswer, GateError, GateExt, Withheld, is_valid_reason};
 pub use object_store::{
-    EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreFactory, READ_FRAMING_BYTES, RefName,
-    RefUpdate, RefValue, StoreRoot, StoredObject,
+    EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreExt, ObjectStoreFactory,
+    READ_FRAMING_BYTES, RefName, RefUpdate, RefValue, StoreRoot, StoredObject,
 };

@@ -17,7 +17,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use crate::git_object::{ObjectId, ObjectKind};
+use crate::git_object::{ObjectId, ObjectKind, object_id};
 
 use crate::error_fields::contract_error;
 
@@ -252,6 +252,46 @@ pub trait ObjectStore: Send + Sync {
         deadline: Instant,
     ) -> Result<RefUpdate, ObjectStoreError>;
 }
+
+/// What a caller of an [`ObjectStore`] uses on top of the contract: reads whose answers are
+/// checked here, whatever the store claims. Implemented for every store.
+pub trait ObjectStoreExt: ObjectStore {
+    /// Reads `ids` in order (`None` for a missing object) within `body_budget` bytes of
+    /// bodies, plus the framing the contract allows per unique id ([`READ_FRAMING_BYTES`]),
+    /// and checks the answer: exactly one per id, and every object present hashing, with its
+    /// kind, to the id it was read under. Any other answer is `corrupt`; nothing is repaired.
+    fn read_verified(
+        &self,
+        ids: &[ObjectId],
+        body_budget: u64,
+        deadline: Instant,
+    ) -> Result<Vec<Option<StoredObject>>, ObjectStoreError> {
+        let unique: std::collections::BTreeSet<&ObjectId> = ids.iter().collect();
+        let budget = body_budget.saturating_add(READ_FRAMING_BYTES * unique.len() as u64);
+        let answers = self.read_objects(ids, budget, deadline)?;
+        if answers.len() != ids.len() {
+            return Err(ObjectStoreError::Corrupt {
+                what: format!(
+                    "the store answered {} objects for {} requested",
+                    answers.len(),
+                    ids.len()
+                ),
+            });
+        }
+        for (id, answer) in ids.iter().zip(&answers) {
+            if let Some(object) = answer
+                && object_id(object.kind, &object.body) != *id
+            {
+                return Err(ObjectStoreError::Corrupt {
+                    what: format!("object {id}: the stored bytes do not hash to its id"),
+                });
+            }
+        }
+        Ok(answers)
+    }
+}
+
+impl<T: ObjectStore + ?Sized> ObjectStoreExt for T {}
 
 contract_error! {
     /// Why an ObjectStore refused. Every variant means nothing was started by the failing call.

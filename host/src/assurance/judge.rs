@@ -25,8 +25,8 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::canonical::{self, Digest, Value, object};
+use crate::contracts::EvidenceStoreExt;
 use crate::contracts::{AttemptId, EvidenceStore, RunStatus};
-use crate::evidence::get_verified;
 
 use super::acceptance::{Acceptance, ProcessCheck};
 use super::environment::EnvironmentRecord;
@@ -151,7 +151,7 @@ pub fn attempts(
     })?;
     let mut attempts: Vec<AttemptId> = Vec::new();
     for id in ids {
-        if let Ok(record) = get_verified(store, &id, deadline)
+        if let Ok(record) = store.get_verified(&id, deadline)
             && record.pins() == pins
             && !attempts.contains(record.attempt())
         {
@@ -220,7 +220,7 @@ pub fn judge(
         Err(error) => reasons.push(format!("the evidence store could not be searched: {error}")),
         Ok(ids) => {
             for id in ids {
-                let record = match get_verified(store, &id, deadline) {
+                let record = match store.get_verified(&id, deadline) {
                     Ok(record) => record,
                     Err(error) => {
                         reasons.push(format!("record {id} cannot be read: {error}"));

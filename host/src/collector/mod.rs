@@ -48,7 +48,6 @@ mod recipe;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::mpsc::{RecvTimeoutError, channel};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::assurance::judge::check_records;
@@ -59,8 +58,8 @@ use crate::assurance::{
 use crate::canonical::{self, Digest};
 use crate::contracts::{
     AttemptId, CancelToken, Enforcement, EntryPlace, EvidenceRecord, EvidenceStore, Executor, Gate,
-    GateAnswer, NamespaceDisposition, RunAnswer, RunIdentities, RunRequest, RunStatus,
-    RuntimeDescription, is_valid_reason,
+    GateExt, NamespaceDisposition, RunAnswer, RunIdentities, RunRequest, RunStatus,
+    RuntimeDescription, Withheld,
 };
 use crate::fence::Hold;
 use crate::repository::{CandidateManifest, SealedCandidate, SourceSnapshot};
@@ -74,8 +73,6 @@ pub use recipe::current_recipe;
 
 /// How long one `put` may take.
 pub const STORE_TIMEOUT: Duration = Duration::from_secs(30);
-/// How often a pending gate read looks at the deadline and the cancel token.
-const GATE_POLL: Duration = Duration::from_millis(5);
 
 /// The collector's clock: where a run's start and end times, and the time left before the
 /// deadline, come from.
@@ -674,8 +671,9 @@ impl RepositoryCollector {
         })
     }
 
-    /// Asks the gate on a thread of its own, so that a read still pending at the deadline or
-    /// on cancellation is abandoned. `Err` with the reason for anything but a timely proceed.
+    /// Asks the gate once ([`GateExt::consult`]), so that a read still pending at the deadline
+    /// or on cancellation is abandoned. `Err` with the reason for anything but a timely
+    /// proceed.
     fn read_gate(
         &self,
         gate: &Arc<dyn Gate>,
@@ -687,47 +685,19 @@ impl RepositoryCollector {
             return Err("the deadline passed before the gate was read".into());
         }
         let by = Instant::now() + Duration::from_millis(deadline - now);
-        let (sender, receiver) = channel();
-        let reader = Arc::clone(gate);
-        std::thread::Builder::new()
-            .name("sf-gate-read".into())
-            .spawn(move || {
-                let answer = catch_unwind(AssertUnwindSafe(|| reader.current(by)));
-                let _ = sender.send(answer);
+        gate.consult(by, Some(cancel))
+            .map_err(|withheld| match withheld {
+                Withheld::Refused { reason } => format!("the gate refused: {reason}"),
+                Withheld::MalformedRefusal => "the gate refused (with a malformed reason)".into(),
+                Withheld::Failed(error) => {
+                    format!("the gate gave no answer ({}): {error}", error.code())
+                }
+                Withheld::Panicked(message) => format!("the gate panicked: {message}"),
+                Withheld::NoAnswer => "the deadline passed while the gate was read".into(),
+                Withheld::Late => "the gate answered after the deadline".into(),
+                Withheld::Cancelled => "aborted before the run (while the gate was read)".into(),
+                Withheld::NotStarted(error) => format!("the gate could not be read: {error}"),
             })
-            .map_err(|error| format!("the gate could not be read: {error}"))?;
-        let answer = loop {
-            match receiver.recv_timeout(GATE_POLL) {
-                Ok(answer) => break answer,
-                Err(RecvTimeoutError::Timeout) => {
-                    if cancel.is_cancelled() {
-                        return Err("aborted before the run (while the gate was read)".into());
-                    }
-                    if Instant::now() >= by {
-                        return Err("the deadline passed while the gate was read".into());
-                    }
-                }
-                Err(RecvTimeoutError::Disconnected) => {
-                    return Err("the gate read ended without an answer".into());
-                }
-            }
-        };
-        match answer {
-            Err(panic) => Err(format!("the gate panicked: {}", panic_text(panic.as_ref()))),
-            Ok(Err(error)) => Err(format!(
-                "the gate gave no answer ({}): {error}",
-                error.code()
-            )),
-            Ok(Ok(GateAnswer::Refuse { reason })) => Err(if is_valid_reason(&reason) {
-                format!("the gate refused: {reason}")
-            } else {
-                "the gate refused (with a malformed reason)".into()
-            }),
-            Ok(Ok(GateAnswer::Proceed)) if Instant::now() > by => {
-                Err("the gate answered after the deadline".into())
-            }
-            Ok(Ok(GateAnswer::Proceed)) => Ok(()),
-        }
     }
 }
 

@@ -21,7 +21,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::canonical::Digest;
-use crate::contracts::{ObjectStore, ObjectStoreFactory, RefName, RefValue, StoreRoot};
+use crate::contracts::{
+    ObjectStore, ObjectStoreExt, ObjectStoreFactory, RefName, RefValue, StoreRoot,
+};
 use crate::fault::{FaultPoints, NoFaults};
 use crate::git_object::{self, ObjectId, ObjectKind};
 
@@ -176,13 +178,12 @@ impl Repository {
         let what = format!("commit {commit}");
         let answer = self
             .store
-            .read_objects(
-                &[*commit],
-                MAX_COMMIT_BYTES + crate::contracts::READ_FRAMING_BYTES,
-                self.deadline(),
-            )
+            .read_verified(&[*commit], MAX_COMMIT_BYTES, self.deadline())
             .map_err(|error| match error {
                 crate::contracts::ObjectStoreError::Limit { .. } => not_factory(commit),
+                crate::contracts::ObjectStoreError::Corrupt { what: detail } => {
+                    RepositoryError::corrupt(format!("{what}: {detail}"))
+                }
                 other => other.into(),
             })?;
         let object = answer.into_iter().next().flatten().ok_or_else(|| {
@@ -193,11 +194,6 @@ impl Repository {
                 RepositoryError::Missing { what: what.clone() }
             }
         })?;
-        if git_object::object_id(object.kind, &object.body) != *commit {
-            return Err(RepositoryError::corrupt(format!(
-                "{what}: stored bytes do not hash to its id"
-            )));
-        }
         let decoded = (object.kind == ObjectKind::Commit)
             .then(|| git_object::decode_commit(&object.body))
             .flatten()

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::canonical::Digest;
-use crate::contracts::{EncodedObject, ObjectStore, READ_FRAMING_BYTES};
+use crate::contracts::{EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreExt};
 use crate::git_object::{self, EntryMode, ObjectId, ObjectKind, TreeEntry};
 use crate::source_path::{self, PathRule};
 
@@ -170,8 +170,9 @@ fn build_level(entries: &[(&str, ObjectId)], objects: &mut Vec<EncodedObject>) -
     id
 }
 
-/// Reads objects and checks each answer against its id and expected kind; a missing object
-/// is `corrupt` (what names what was being read), because a published ref named it.
+/// Reads objects ([`ObjectStoreExt::read_verified`]: one answer per id, each hashing to its
+/// id) and checks each is of the expected kind; a missing object is `corrupt` (what names
+/// what was being read), because a published ref named it.
 pub(crate) fn read_verified(
     store: &dyn ObjectStore,
     ids: &[ObjectId],
@@ -180,23 +181,21 @@ pub(crate) fn read_verified(
     what: &str,
     deadline: Instant,
 ) -> Result<Vec<Vec<u8>>, RepositoryError> {
-    let unique: std::collections::BTreeSet<&ObjectId> = ids.iter().collect();
-    let budget = body_budget.saturating_add(READ_FRAMING_BYTES * unique.len() as u64);
-    let answers = store.read_objects(ids, budget, deadline)?;
-    if answers.len() != ids.len() {
-        return Err(RepositoryError::corrupt(format!(
-            "the store answered {} objects for {} requested while reading {what}",
-            answers.len(),
-            ids.len()
-        )));
-    }
+    let answers = store
+        .read_verified(ids, body_budget, deadline)
+        .map_err(|error| match error {
+            ObjectStoreError::Corrupt { what: detail } => {
+                RepositoryError::corrupt(format!("{detail} while reading {what}"))
+            }
+            other => other.into(),
+        })?;
     ids.iter()
         .zip(answers)
         .map(|(id, answer)| {
             let object = answer.ok_or_else(|| {
                 RepositoryError::corrupt(format!("{what}: {} {id} is missing", kind.as_str()))
             })?;
-            if object.kind != kind || git_object::object_id(object.kind, &object.body) != *id {
+            if object.kind != kind {
                 return Err(RepositoryError::corrupt(format!(
                     "{what}: object {id} is not the {} it should be",
                     kind.as_str()

@@ -1,76 +1,41 @@
 //! The pre-move guard: one consultation of a Gate by the claim holder, immediately before the
-//! target update, where only an exact, timely allowance lets the update start.
+//! target update, where only an exact, timely allowance lets the update start
+//! ([`GateExt::consult`]); this module words what withheld it.
 
 use std::sync::Arc;
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::contracts::{Gate, GateAnswer, is_valid_reason};
+use crate::contracts::{Gate, GateExt, Withheld};
 
 /// The reason given when a gate's answer is neither an allowance nor a valid refusal.
 pub const MALFORMED_GUARD_ANSWER: &str =
     "the guard answered neither {proceed: true} nor {proceed: false, reason} with a valid reason";
 
-/// Consults `gate` once, on its own thread so that a gate that never answers cannot hold the
-/// call: no answer within `timeout` withholds (the gate is abandoned, not stopped), and an
-/// allowance that arrives when the monotonic clock shows `timeout` or more since the call is
-/// late and withholds too. Only an exact, timely `Proceed` returns `Ok`.
+/// Consults `gate` once, within `timeout`: `Ok` only for an exact, timely `Proceed`; otherwise
+/// the refusal's own reason, or what withheld it.
 pub fn consult(gate: Arc<dyn Gate>, timeout: Duration) -> Result<(), String> {
-    let started = Instant::now();
-    let deadline = started + timeout;
-    let (sender, receiver) = mpsc::channel();
-    let spawned = std::thread::Builder::new()
-        .name("sf-integration-guard".into())
-        .spawn(move || {
-            let answer =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| gate.current(deadline)));
-            let _ = sender.send(answer);
-        });
-    if let Err(error) = spawned {
-        return Err(format!(
-            "the guard failed: it could not be started: {error}"
-        ));
-    }
-    let answer = match receiver.recv_timeout(timeout) {
-        Ok(answer) => answer,
-        Err(_) => {
-            return Err(format!(
-                "the guard did not answer within {} ms",
-                timeout.as_millis()
-            ));
-        }
-    };
-    let late = started.elapsed() >= timeout;
-    match answer {
-        Err(panic) => {
-            let message = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a value that cannot be described".into());
-            Err(format!("the guard failed: {}", truncate(&message, 256)))
-        }
-        Ok(Err(error)) => Err(format!(
-            "the guard failed: {}",
-            truncate(&error.to_string(), 256)
-        )),
-        Ok(Ok(GateAnswer::Refuse { reason })) if is_valid_reason(&reason) => Err(reason),
-        Ok(Ok(GateAnswer::Refuse { .. })) => Err(MALFORMED_GUARD_ANSWER.into()),
-        Ok(Ok(GateAnswer::Proceed)) if late => Err(format!(
-            "the guard did not answer within {} ms",
-            timeout.as_millis()
-        )),
-        Ok(Ok(GateAnswer::Proceed)) => Ok(()),
-    }
-}
-
-fn truncate(text: &str, max_chars: usize) -> String {
-    text.chars().take(max_chars).collect()
+    gate.consult(Instant::now() + timeout, None)
+        .map_err(|withheld| match withheld {
+            Withheld::Refused { reason } => reason,
+            Withheld::MalformedRefusal => MALFORMED_GUARD_ANSWER.into(),
+            Withheld::Failed(error) => format!(
+                "the guard failed: {}",
+                error.to_string().chars().take(256).collect::<String>()
+            ),
+            Withheld::Panicked(message) => format!("the guard failed: {message}"),
+            Withheld::NotStarted(error) => {
+                format!("the guard failed: it could not be started: {error}")
+            }
+            Withheld::NoAnswer | Withheld::Late | Withheld::Cancelled => {
+                format!("the guard did not answer within {} ms", timeout.as_millis())
+            }
+        })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contracts::GateAnswer;
 
     struct Slow(Duration, GateAnswer);
     impl Gate for Slow {
@@ -88,7 +53,7 @@ mod tests {
     }
 
     #[test]
-    fn only_an_exact_timely_allowance_proceeds() {
+    fn what_withheld_is_worded_for_the_guard() {
         let quick = Duration::from_millis(0);
         // Generous for answers that must arrive in time (a panic's backtrace can be slow on a
         // loaded machine); short only for the late case.
