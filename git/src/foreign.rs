@@ -110,10 +110,20 @@ impl ForeignRule {
 pub enum ForeignRepositoryError {
     /// It is not a directory holding a Git repository.
     #[error("{}: {detail}", path.display())]
-    NotARepository { path: PathBuf, detail: String },
+    NotARepository {
+        /// The path at fault.
+        path: PathBuf,
+        /// What the system or the check found.
+        detail: String,
+    },
     /// It breaks one of the rules.
     #[error("{}: {} ({})", path.display(), rule.describe(), rule.code())]
-    Refused { rule: ForeignRule, path: PathBuf },
+    Refused {
+        /// The rule it breaks.
+        rule: ForeignRule,
+        /// The path at fault.
+        path: PathBuf,
+    },
 }
 
 impl ForeignRepositoryError {
@@ -131,6 +141,7 @@ type Result<T> = std::result::Result<T, ForeignRepositoryError>;
 /// The Git directory to read: `REPO/.git` of a work tree, or `REPO` itself when bare.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckedRepository {
+    /// The Git directory, named to Git explicitly.
     pub git_dir: PathBuf,
 }
 

@@ -3,6 +3,8 @@
 //! bounds ([`process`]), the ownership and shape rules a foreign repository must pass before
 //! Git reads it ([`foreign`]), and the read-only reader of one revision's tree ([`tree`]).
 
+#![deny(missing_docs)]
+
 pub mod foreign;
 pub mod process;
 pub mod tree;

@@ -30,7 +30,9 @@ const GIT_MAX_BYTES: u64 = 512 * 1024 * 1024;
 /// A Git binary that passed the checks, and the SHA-256 of its bytes when it did.
 #[derive(Debug, Clone)]
 pub struct PinnedGit {
+    /// The binary's path, as checked.
     pub path: PathBuf,
+    /// The SHA-256 of its bytes when it was checked.
     pub digest: Digest,
 }
 
@@ -153,7 +155,9 @@ pub enum Ending {
 /// The result of one Git process.
 #[derive(Debug)]
 pub struct GitRun {
+    /// How the process ended.
     pub ending: Ending,
+    /// Its standard output (at most the cap it was given).
     pub stdout: Vec<u8>,
     stderr: Vec<u8>,
 }

@@ -71,10 +71,15 @@ impl TreeReadError {
 /// One `ls-tree` entry, as Git printed it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TreeEntry {
+    /// The mode, as Git printed it (`100644`, `100755`, `120000`, `160000`, …).
     pub mode: String,
+    /// The object type (`blob`, `commit` for a submodule, …).
     pub kind: String,
+    /// The object id in hex, not yet checked.
     pub id: String,
+    /// The size in bytes, not yet parsed (`-` for a submodule).
     pub size: String,
+    /// The path in the tree, as bytes (Git does not promise UTF-8).
     pub path: Vec<u8>,
 }
 

@@ -36,34 +36,76 @@ use rustix::io::Errno;
 pub enum DirFdError {
     /// A symbolic link where a directory or a file was needed.
     #[error("{}: is a symbolic link; sf never follows one here: name the real path, or replace the link by what it points to", path.display())]
-    Symlink { path: PathBuf },
+    Symlink {
+        /// The path at fault.
+        path: PathBuf,
+    },
     /// Not a directory (or missing) where a directory was needed.
     #[error("{}: {detail}", path.display())]
-    NotADirectory { path: PathBuf, detail: String },
+    NotADirectory {
+        /// The path at fault.
+        path: PathBuf,
+        /// What the system or the check found.
+        detail: String,
+    },
     /// A device, socket or pipe where a regular file was needed.
     #[error("{}: is not a regular file", path.display())]
-    NotRegular { path: PathBuf },
+    NotRegular {
+        /// The path at fault.
+        path: PathBuf,
+    },
     /// The entry was replaced between its listing and its opening, or while it was read.
     #[error("{}: changed while sf read it ({detail}); retry once the directory is quiet", path.display())]
-    Changed { path: PathBuf, detail: String },
+    Changed {
+        /// The path at fault.
+        path: PathBuf,
+        /// What the system or the check found.
+        detail: String,
+    },
     /// More entries or bytes than the caller's limit.
     #[error("{}: {limit}", path.display())]
-    TooLarge { path: PathBuf, limit: String },
+    TooLarge {
+        /// The path at fault.
+        path: PathBuf,
+        /// The limit it exceeds, in words.
+        limit: String,
+    },
     /// A name that is not one path component.
     #[error("{}: {name:?} is not a single file name", path.display())]
-    BadName { path: PathBuf, name: OsString },
+    BadName {
+        /// The path at fault.
+        path: PathBuf,
+        /// The name given.
+        name: OsString,
+    },
     /// The file to be written exists with other bytes.
     #[error("{}: exists with other contents; sf never overwrites a file", path.display())]
-    Differs { path: PathBuf },
+    Differs {
+        /// The path at fault.
+        path: PathBuf,
+    },
     /// The name to be created exists already.
     #[error("{}: exists already; sf never writes into an existing file or directory", path.display())]
-    Exists { path: PathBuf },
+    Exists {
+        /// The path at fault.
+        path: PathBuf,
+    },
     /// The system refused a read.
     #[error("{}: cannot be read: {detail}", path.display())]
-    Unreadable { path: PathBuf, detail: String },
+    Unreadable {
+        /// The path at fault.
+        path: PathBuf,
+        /// What the system or the check found.
+        detail: String,
+    },
     /// The system refused a write.
     #[error("{}: cannot be written: {detail}", path.display())]
-    WriteFailed { path: PathBuf, detail: String },
+    WriteFailed {
+        /// The path at fault.
+        path: PathBuf,
+        /// What the system or the check found.
+        detail: String,
+    },
 }
 
 impl DirFdError {
@@ -105,8 +147,11 @@ type Result<T> = std::result::Result<T, DirFdError>;
 /// What a listed entry is, as `fstatat(…, AT_SYMLINK_NOFOLLOW)` saw it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EntryKind {
+    /// A regular file.
     File,
+    /// A directory.
     Directory,
+    /// A symbolic link (never followed).
     Symlink,
     /// A device, socket or pipe.
     Other,
@@ -117,6 +162,7 @@ pub enum EntryKind {
 pub struct Entry {
     /// The entry's name (one component).
     pub name: OsString,
+    /// What the entry is.
     pub kind: EntryKind,
     /// The permission bits (`st_mode & 0o7777`).
     pub mode: u32,
@@ -131,7 +177,9 @@ pub struct Entry {
 /// A file's bytes and permission bits, read through one descriptor.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileBytes {
+    /// The whole contents.
     pub bytes: Vec<u8>,
+    /// The permission bits (`st_mode & 0o7777`).
     pub mode: u32,
 }
 

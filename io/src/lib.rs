@@ -3,6 +3,8 @@
 //! may use ([`private_dir`]); and outside text escaped before it reaches a terminal
 //! ([`text_escape`]).
 
+#![deny(missing_docs)]
+
 pub mod dir_fd;
 pub mod private_dir;
 pub mod text_escape;

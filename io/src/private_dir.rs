@@ -92,6 +92,7 @@ impl PrivateDir {
         Ok(())
     }
 
+    /// The directory's canonical path.
     pub fn path(&self) -> &Path {
         &self.path
     }
