@@ -47,7 +47,9 @@ pub const STATUS_PANIC: i32 = 3;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct SfBytes {
+    /// The first byte.
     pub ptr: *const u8,
+    /// The number of bytes.
     pub len: usize,
 }
 
@@ -78,7 +80,9 @@ impl SfBytes {
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct SfBuffer {
+    /// The first byte, or null for no reply.
     pub ptr: *mut u8,
+    /// The number of bytes.
     pub len: usize,
 }
 
@@ -148,7 +152,9 @@ pub type EntryFn = unsafe extern "C" fn() -> *const PluginEntryV1;
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
 pub struct SfStr {
+    /// The first byte.
     pub ptr: *const u8,
+    /// The number of bytes.
     pub len: usize,
 }
 
@@ -182,9 +188,13 @@ pub struct PluginEntryV1 {
     pub sdk_version: SfStr,
     /// The plugin's manifest, JSON; byte-identical to the manifest file beside the library.
     pub manifest: SfStr,
+    /// Makes a backend instance of a contract and tag from its configuration.
     pub instantiate: Option<InstantiateFn>,
+    /// Calls one method of an instance.
     pub call: Option<CallFn>,
+    /// Frees a reply buffer the plugin allocated.
     pub free_buf: Option<FreeBufFn>,
+    /// Drops an instance.
     pub drop_instance: Option<DropInstanceFn>,
 }
 

@@ -27,24 +27,36 @@ pub const CONTRACT: &str = "evidence-store";
 
 /// The method names, as sent in `call`.
 pub mod method {
+    /// [`EvidenceStore::put`](crate::contracts::EvidenceStore::put).
     pub const PUT: &str = "put";
+    /// [`EvidenceStore::get`](crate::contracts::EvidenceStore::get).
     pub const GET: &str = "get";
+    /// [`EvidenceStore::find`](crate::contracts::EvidenceStore::find).
     pub const FIND: &str = "find";
 }
 
 /// A request, as the plugin side decodes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
+    /// `put`.
     Put {
+        /// The record to store.
         record: EvidenceRecord,
+        /// When the host stops waiting.
         deadline: Instant,
     },
+    /// `get`.
     Get {
+        /// The record's id.
         id: Digest,
+        /// When the host stops waiting.
         deadline: Instant,
     },
+    /// `find`.
     Find {
+        /// The pins digest the records are filed under.
         pins: Digest,
+        /// When the host stops waiting.
         deadline: Instant,
     },
 }
@@ -90,6 +102,7 @@ impl Request {
 // ---------------------------------------------------------------------------------------------
 // Requests (host side)
 
+/// The request of `put`.
 pub fn encode_put(record: &EvidenceRecord, deadline: Instant) -> Vec<u8> {
     let mut builder = MessageBuilder::new();
     let record = builder.section(record.bytes());
@@ -99,6 +112,7 @@ pub fn encode_put(record: &EvidenceRecord, deadline: Instant) -> Vec<u8> {
     })
 }
 
+/// The request of `get`.
 pub fn encode_get(id: &Digest, deadline: Instant) -> Vec<u8> {
     message::encode_header(&GetHeader {
         id: id.to_string(),
@@ -106,6 +120,7 @@ pub fn encode_get(id: &Digest, deadline: Instant) -> Vec<u8> {
     })
 }
 
+/// The request of `find`.
 pub fn encode_find(pins: &Digest, deadline: Instant) -> Vec<u8> {
     message::encode_header(&FindHeader {
         pins: pins.to_string(),
@@ -121,6 +136,7 @@ pub fn encode_id(id: &Digest) -> Vec<u8> {
     message::encode_header(&IdAnswer { id: id.to_string() })
 }
 
+/// Decodes the answer of `put`.
 pub fn decode_id(bytes: &[u8]) -> Result<Digest, MessageError> {
     let (answer, sections) = message::decode::<IdAnswer>(bytes)?;
     sections.finish()?;
@@ -149,6 +165,7 @@ pub fn encode_ids(ids: &[Digest]) -> Vec<u8> {
     })
 }
 
+/// Decodes the answer of `find`: the ids, each a `sha256:` digest.
 pub fn decode_ids(bytes: &[u8]) -> Result<Vec<Digest>, MessageError> {
     let (answer, sections) = message::decode::<IdsAnswer>(bytes)?;
     sections.finish()?;

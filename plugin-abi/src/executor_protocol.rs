@@ -75,11 +75,17 @@ pub const CONTRACT: &str = "executor";
 
 /// The method names, as sent in `call`.
 pub mod method {
+    /// [`Executor::describe_runtime`](crate::contracts::Executor::describe_runtime).
     pub const DESCRIBE_RUNTIME: &str = "describe_runtime";
+    /// [`Executor::profile`](crate::contracts::Executor::profile).
     pub const PROFILE: &str = "profile";
+    /// [`Executor::run`](crate::contracts::Executor::run) without a harness (ABI 1.0).
     pub const RUN: &str = "run";
+    /// `run` with the harness (ABI 1.2).
     pub const RUN_V2: &str = "run_v2";
+    /// `run_v2` whose answer states enforcement as facts (ABI 1.3).
     pub const RUN_V3: &str = "run_v3";
+    /// Cancels a run in flight by its id.
     pub const CANCEL: &str = "cancel";
 }
 
@@ -114,14 +120,22 @@ impl RunWire {
 /// A request, as the plugin side decodes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
+    /// `describe_runtime`.
     DescribeRuntime,
+    /// `profile`.
     Profile,
+    /// `run`, `run_v2` or `run_v3`.
     Run {
+        /// The host's name for the run, for `cancel`.
         run_id: u64,
+        /// What to run.
         request: RunRequest,
+        /// The shape it came in, and its answer must go back in.
         wire: RunWire,
     },
+    /// `cancel`.
     Cancel {
+        /// The run to cancel.
         run_id: u64,
     },
 }
@@ -273,6 +287,7 @@ pub fn encode_runtime(runtime: &RuntimeDescription) -> Vec<u8> {
     })
 }
 
+/// Decodes the answer of `describe_runtime`.
 pub fn decode_runtime(bytes: &[u8]) -> Result<RuntimeDescription, MessageError> {
     let (answer, mut sections) = message::decode::<RuntimeAnswer>(bytes)?;
     let executable = path(sections.take(answer.executable)?);
@@ -310,6 +325,7 @@ pub fn encode_profile(profile: &ProfileDescription) -> Vec<u8> {
     })
 }
 
+/// Decodes the answer of `profile`.
 pub fn decode_profile(bytes: &[u8]) -> Result<ProfileDescription, MessageError> {
     let (answer, mut sections) = message::decode::<ProfileAnswer>(bytes)?;
     let recipe = sections.take(answer.recipe)?.to_vec();
@@ -505,6 +521,7 @@ pub fn encode_cancelled() -> Vec<u8> {
     Empty::encode()
 }
 
+/// Decodes the answer of `cancel`.
 pub fn decode_cancelled(bytes: &[u8]) -> Result<(), MessageError> {
     Empty::decode(bytes)
 }

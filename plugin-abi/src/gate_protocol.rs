@@ -23,13 +23,18 @@ pub const CONTRACT: &str = "gate";
 
 /// The method names, as sent in `call`.
 pub mod method {
+    /// [`Gate::current`](crate::contracts::Gate::current).
     pub const CURRENT: &str = "current";
 }
 
 /// A request, as the plugin side decodes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
-    Current { deadline: Instant },
+    /// `current`.
+    Current {
+        /// When the host stops waiting.
+        deadline: Instant,
+    },
 }
 
 impl Request {
@@ -65,6 +70,7 @@ pub fn encode_answer(answer: &GateAnswer) -> Vec<u8> {
     })
 }
 
+/// Decodes the answer of `current`: exactly a proceed or a refusal with a reason.
 pub fn decode_answer(bytes: &[u8]) -> Result<GateAnswer, MessageError> {
     let (answer, sections) = message::decode::<AnswerHeader>(bytes)?;
     sections.finish()?;

@@ -27,20 +27,51 @@ pub const MAX_SECTIONS: usize = 1 << 20;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum MessageError {
+    /// The bytes end before the framing says they do.
     #[error("the message ends inside {what} (at byte {at})")]
-    Truncated { what: &'static str, at: usize },
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+        /// The offset it starts at.
+        at: usize,
+    },
+    /// The header length is over [`MAX_HEADER_BYTES`].
     #[error("the header claims {length} bytes; at most {MAX_HEADER_BYTES} are allowed")]
-    HeaderTooLarge { length: usize },
+    HeaderTooLarge {
+        /// The length claimed.
+        length: usize,
+    },
+    /// More than [`MAX_SECTIONS`] sections.
     #[error("more than {MAX_SECTIONS} sections")]
     TooManySections,
+    /// The header is not JSON of the expected shape.
     #[error("the header is not the expected JSON: {detail}")]
-    Header { detail: String },
+    Header {
+        /// What the JSON reader said.
+        detail: String,
+    },
+    /// The header refers to a section that does not exist or was taken already.
     #[error("the header refers to section {index}, which {problem}")]
-    Section { index: usize, problem: &'static str },
+    Section {
+        /// The section's index.
+        index: usize,
+        /// What is wrong with the reference.
+        problem: &'static str,
+    },
+    /// A section no header field refers to.
     #[error("section {index} is never referenced by the header")]
-    UnusedSection { index: usize },
+    UnusedSection {
+        /// The section's index.
+        index: usize,
+    },
+    /// A header field breaks a rule of its message.
     #[error("{field}: {rule}")]
-    Field { field: String, rule: String },
+    Field {
+        /// The field, by its path in the header.
+        field: String,
+        /// The rule it breaks.
+        rule: String,
+    },
 }
 
 impl MessageError {
@@ -60,6 +91,7 @@ pub struct MessageBuilder<'a> {
 }
 
 impl<'a> MessageBuilder<'a> {
+    /// A builder with no sections.
     pub fn new() -> Self {
         Self::default()
     }
@@ -100,7 +132,9 @@ pub fn encode_header(header: &impl Serialize) -> Vec<u8> {
 /// A framed message split into its header bytes and its sections, borrowed from the bytes.
 #[derive(Debug)]
 pub struct Frame<'a> {
+    /// The header's bytes (JSON, not yet parsed).
     pub header: &'a [u8],
+    /// The sections, in order.
     pub sections: Vec<&'a [u8]>,
 }
 

@@ -43,59 +43,100 @@ pub const CONTRACT: &str = "object-store";
 
 /// The method names, as sent in `call`.
 pub mod method {
+    /// [`ObjectStoreFactory::create`](crate::contracts::ObjectStoreFactory::create).
     pub const CREATE: &str = "create";
+    /// [`ObjectStoreFactory::open`](crate::contracts::ObjectStoreFactory::open).
     pub const OPEN: &str = "open";
+    /// [`ObjectStore::mark`](crate::contracts::ObjectStore::mark).
     pub const MARK: &str = "mark";
+    /// [`ObjectStore::write_objects`](crate::contracts::ObjectStore::write_objects).
     pub const WRITE_OBJECTS: &str = "write_objects";
+    /// [`ObjectStore::read_objects`](crate::contracts::ObjectStore::read_objects).
     pub const READ_OBJECTS: &str = "read_objects";
+    /// [`ObjectStore::read_ref`](crate::contracts::ObjectStore::read_ref).
     pub const READ_REF: &str = "read_ref";
+    /// [`ObjectStore::list_refs`](crate::contracts::ObjectStore::list_refs).
     pub const LIST_REFS: &str = "list_refs";
+    /// [`ObjectStore::create_ref`](crate::contracts::ObjectStore::create_ref).
     pub const CREATE_REF: &str = "create_ref";
+    /// [`ObjectStore::compare_and_swap_ref`](crate::contracts::ObjectStore::compare_and_swap_ref).
     pub const COMPARE_AND_SWAP_REF: &str = "compare_and_swap_ref";
 }
 
 /// A request, as the plugin side decodes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
+    /// `create` (on the factory).
     Create {
+        /// The path to create.
         path: PathBuf,
+        /// When the host stops waiting.
         deadline: Instant,
     },
+    /// `open` (on the factory).
     Open {
+        /// The root to open, as `create` returned it.
         root: StoreRoot,
+        /// The marker bytes.
         marker: Vec<u8>,
+        /// When the host stops waiting.
         deadline: Instant,
     },
+    /// `mark`.
     Mark {
+        /// The marker bytes.
         marker: Vec<u8>,
+        /// When the host stops waiting.
         deadline: Instant,
     },
+    /// `write_objects`.
     WriteObjects {
+        /// The objects to write.
         objects: Vec<EncodedObject>,
+        /// When the host stops waiting.
         deadline: Instant,
     },
+    /// `read_objects`.
     ReadObjects {
+        /// The ids to read, in order.
         ids: Vec<ObjectId>,
+        /// The most bytes the answer may hold.
         budget: u64,
+        /// When the host stops waiting.
         deadline: Instant,
     },
+    /// `read_ref`.
     ReadRef {
+        /// The ref.
         name: RefName,
+        /// When the host stops waiting.
         deadline: Instant,
     },
+    /// `list_refs`.
     ListRefs {
+        /// The prefix refs are listed under.
         prefix: String,
+        /// When the host stops waiting.
         deadline: Instant,
     },
+    /// `create_ref`.
     CreateRef {
+        /// The ref.
         name: RefName,
+        /// The value to create it with.
         value: ObjectId,
+        /// When the host stops waiting.
         deadline: Instant,
     },
+    /// `compare_and_swap_ref`.
     CompareAndSwapRef {
+        /// The ref.
         name: RefName,
+        /// The value it must have now.
         expected: ObjectId,
+        /// The value to set.
         new: ObjectId,
+        /// When the host stops waiting.
         deadline: Instant,
     },
 }
@@ -322,6 +363,7 @@ pub fn encode_root(root: &StoreRoot) -> Vec<u8> {
     builder.encode(&RootAnswer { root })
 }
 
+/// Decodes the answer of `create`: the new root.
 pub fn decode_root(bytes: &[u8]) -> Result<StoreRoot, MessageError> {
     let (answer, mut sections) = message::decode::<RootAnswer>(bytes)?;
     let root = answer.root.decode(&mut sections)?;
@@ -344,6 +386,7 @@ pub fn encode_objects(objects: &[Option<StoredObject>]) -> Vec<u8> {
     builder.encode(&ObjectsAnswer { objects })
 }
 
+/// Decodes the answer of `read_objects`: one entry per id, `None` for a missing object.
 pub fn decode_objects(bytes: &[u8]) -> Result<Vec<Option<StoredObject>>, MessageError> {
     let (answer, mut sections) = message::decode::<ObjectsAnswer>(bytes)?;
     let mut objects = Vec::with_capacity(answer.objects.len());
@@ -367,6 +410,7 @@ pub fn encode_ref_value(value: Option<&RefValue>) -> Vec<u8> {
     })
 }
 
+/// Decodes the answer of `read_ref`.
 pub fn decode_ref_value(bytes: &[u8]) -> Result<Option<RefValue>, MessageError> {
     let (answer, sections) = message::decode::<RefValueAnswer>(bytes)?;
     sections.finish()?;
@@ -386,6 +430,7 @@ pub fn encode_ref_list(refs: &[(RefName, RefValue)]) -> Vec<u8> {
     })
 }
 
+/// Decodes the answer of `list_refs`.
 pub fn decode_ref_list(bytes: &[u8]) -> Result<Vec<(RefName, RefValue)>, MessageError> {
     let (answer, sections) = message::decode::<RefListAnswer>(bytes)?;
     sections.finish()?;
@@ -417,6 +462,7 @@ pub fn encode_ref_update(update: &RefUpdate) -> Vec<u8> {
     message::encode_header(&RefUpdateAnswer { update })
 }
 
+/// Decodes the answer of `create_ref` and `compare_and_swap_ref`.
 pub fn decode_ref_update(bytes: &[u8]) -> Result<RefUpdate, MessageError> {
     let (answer, sections) = message::decode::<RefUpdateAnswer>(bytes)?;
     sections.finish()?;
