@@ -42,7 +42,6 @@
 //! The functions here are public so that the macro can call them from the plugin crate; a
 //! plugin never needs to call them itself.
 
-use std::any::Any;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::c_void;
 use std::fmt::Display;
@@ -308,16 +307,6 @@ enum Outcome {
     PluginError(PluginErrorReply),
 }
 
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_owned()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "a panic without a message".to_owned()
-    }
-}
-
 /// Runs `body` under `catch_unwind`: a panic becomes a panic report, never an unwind out of
 /// the library.
 fn run(body: impl FnOnce() -> Outcome) -> (i32, Vec<u8>) {
@@ -326,7 +315,7 @@ fn run(body: impl FnOnce() -> Outcome) -> (i32, Vec<u8>) {
         Ok(Outcome::ContractError(bytes)) => (abi::STATUS_CONTRACT_ERROR, bytes),
         Ok(Outcome::PluginError(error)) => (abi::STATUS_PLUGIN_ERROR, error.encode()),
         Err(payload) => {
-            let message = panic_message(payload.as_ref());
+            let message = crate::panic_payload::message(payload.as_ref());
             // Dropping a payload can itself panic; keep that inside the plugin too.
             let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
             (abi::STATUS_PANIC, PanicReply { message }.encode())

@@ -26,4 +26,5 @@ pub mod conformance;
 pub mod export;
 #[cfg(feature = "mocks")]
 pub mod mocks;
+mod panic_payload;
 pub mod testing;

@@ -16,20 +16,7 @@ use sf_host::repository::{
     RepositoryOptions, Slice, SourceText, create_repository, open_repository,
 };
 
-/// A private (0700), canonical temporary directory: what an owned root's parent must be.
-pub fn private_dir() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::Builder::new()
-        .prefix("sf-test-")
-        .tempdir()
-        .expect("temporary directory");
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
-        .expect("chmod 0700");
-    let path = dir
-        .path()
-        .canonicalize()
-        .expect("canonical temporary directory");
-    (dir, path)
-}
+pub use sf_test_support::private_dir;
 
 /// The git-cli store factory with its default (pinned, root-owned) git binary.
 pub fn git_factory() -> Arc<dyn ObjectStoreFactory> {

@@ -1,17 +1,17 @@
-//! Plugin libraries and the `sf` binary for the tests that load them at run time.
-//!
-//! `cargo test` does not promise to build a dependency's `cdylib`, nor a binary of another
-//! package, so the first test that needs them runs `cargo build` once per test process, into
-//! the same target directory the test itself was built in (found from the test executable's
-//! path: `<target>/<profile>/deps/<test>`). Cargo's own lock serialises it with any other
-//! build; once everything is fresh it takes a fraction of a second.
+//! Plugin libraries and the `sf` binary for the tests that load them at run time, built by
+//! the first test that needs them, once per test process
+//! ([`sf_test_support::build::cargo_build`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use sf_test_support::build::{cargo_build, library, strip_group_write};
 use std::sync::OnceLock;
 
-/// The packages whose libraries (and the `sf` binary) the plugin tests load.
+/// The packages whose libraries (and the `sf` binary) the plugin tests load, and sf-tests
+/// itself, so that shared dependencies resolve to the features of the test build.
 const PACKAGES: &[&str] = &[
+    "sf-tests",
     "sf-cli",
     "sf-git-cli",
     "sf-sandbox-exec",
@@ -49,81 +49,6 @@ pub struct Built {
     pub sf_oats: PathBuf,
     /// The out-of-tree example plugin library.
     pub example: PathBuf,
-}
-
-fn library(dir: &Path, crate_name: &str) -> PathBuf {
-    dir.join(format!(
-        "{}{crate_name}{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    ))
-}
-
-/// Runs `cargo build` of `packages` with `targets` (cargo's target selection flags) into the
-/// target directory and profile this test was built in, and returns `<target>/<profile>`.
-/// sf-tests joins the build so that shared dependencies resolve to the same features as in
-/// the test build itself and are not compiled a second time.
-pub fn cargo_build(packages: &[&str], targets: &[&str]) -> PathBuf {
-    let exe = std::env::current_exe().expect("the test executable's path");
-    // <target>/<profile>/deps/<test executable>
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("the test executable lives in <target>/<profile>/deps")
-        .to_path_buf();
-    let target = dir.parent().expect("<target>/<profile>");
-    let profile = dir
-        .file_name()
-        .and_then(|name| name.to_str())
-        .expect("a UTF-8 profile directory name");
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace root above tests/");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
-    let mut command = Command::new(cargo);
-    command
-        .current_dir(workspace)
-        .arg("build")
-        .arg("--quiet")
-        .arg("--manifest-path")
-        .arg(workspace.join("Cargo.toml"))
-        .arg("--target-dir")
-        .arg(target);
-    for package in packages.iter().chain(&["sf-tests"]) {
-        command.arg("-p").arg(package);
-    }
-    command.args(targets);
-    match profile {
-        "debug" => {}
-        "release" => {
-            command.arg("--release");
-        }
-        other => {
-            command.args(["--profile", other]);
-        }
-    }
-    let output = command.output().expect("running cargo build");
-    assert!(
-        output.status.success(),
-        "cargo build of {packages:?} failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    dir
-}
-
-/// Takes group and other write permission away from `path`: sf refuses plugin files,
-/// launchers and their directories that others may write, and under a umask of 002 cargo's
-/// outputs are group-writable, so the tests must not depend on the umask of whoever runs them.
-pub fn strip_group_write(path: &Path) {
-    use std::os::unix::fs::PermissionsExt as _;
-    let mode = std::fs::metadata(path)
-        .unwrap_or_else(|error| panic!("{} was not built: {error}", path.display()))
-        .permissions()
-        .mode();
-    if mode & 0o022 != 0 {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & !0o022))
-            .expect("chmod go-w on a built artifact");
-    }
 }
 
 /// Builds (once per process) and returns the plugin libraries and the `sf` binary.

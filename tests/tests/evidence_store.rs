@@ -1,20 +1,19 @@
-//! The EvidenceStore conformance suite against the built-in SQLite store (a real file) and
-//! the in-memory store, and what only the SQLite file can show: the write-once triggers,
-//! corruption made with a separate connection reported `corrupt` and never repaired, a schema
-//! changed in any way (same-named triggers that do nothing, an extra trigger, table, view or
-//! index, a changed index) or failing `PRAGMA quick_check` reported `corrupt`,
-//! durability across reopening, WAL with synchronous=FULL, and the private directory rule.
+//! The EvidenceStore conformance suite against the built-in SQLite store (a real file), and
+//! what only the SQLite file can show: the write-once triggers, corruption made with a
+//! separate connection reported `corrupt` and never repaired, a schema changed in any way
+//! (same-named triggers that do nothing, an extra trigger, table, view or index, a changed
+//! index) or failing `PRAGMA quick_check` reported `corrupt`, durability across reopening, WAL
+//! with synchronous=FULL, and the private directory rule.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sf_host::canonical::Digest;
 use sf_host::contracts::{AttemptId, EvidenceRecord, EvidenceStore};
 use sf_host::evidence::SqliteEvidenceStore;
-use sf_sdk::conformance::evidence_store::{Harness, run_all};
-use sf_sdk::testing::InMemoryEvidenceStore;
+use sf_sdk::conformance::evidence_store::run_all;
 
 /// A private directory for database files: `<private>/store`, 0700, whose parent (a private
 /// temporary directory) no one else can write.
@@ -35,29 +34,6 @@ fn sqlite_evidence_store_conforms() {
     run_all(&sf_tests::SqliteFileHarness::new(|path| {
         Arc::new(SqliteEvidenceStore::open(path).unwrap()) as Arc<dyn EvidenceStore>
     }));
-}
-
-struct MemoryHarness(Mutex<Vec<Arc<InMemoryEvidenceStore>>>);
-
-impl Harness for MemoryHarness {
-    fn fresh_store(&self) -> Arc<dyn EvidenceStore> {
-        let store = Arc::new(InMemoryEvidenceStore::new());
-        self.0.lock().unwrap().push(store.clone());
-        store
-    }
-
-    fn corrupt(&self, store: &Arc<dyn EvidenceStore>, id: &Digest) -> bool {
-        let stores = self.0.lock().unwrap();
-        stores
-            .iter()
-            .find(|made| std::ptr::addr_eq(Arc::as_ptr(made), Arc::as_ptr(store)))
-            .is_some_and(|made| made.flip_last_byte(id))
-    }
-}
-
-#[test]
-fn in_memory_evidence_store_conforms() {
-    run_all(&MemoryHarness(Mutex::new(Vec::new())));
 }
 
 fn record(payload: &[u8]) -> EvidenceRecord {

@@ -5,20 +5,21 @@
 //! `cargo test` builds the examples of the package under test only, and sf-examples is another
 //! package, so the first test builds them once per test process with `cargo build`, together
 //! with the sandbox launcher the Executor examples start, into the target directory this test
-//! was built in (as `sf_tests::plugins` does for the plugin libraries).
+//! was built in (as `sf_tests::plugins` does for the plugin libraries; sf-tests joins the build
+//! so that shared dependencies keep the features of the test build).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use sf_tests::plugins::{cargo_build, strip_group_write};
+use sf_test_support::build::{cargo_build, strip_group_write};
 
 /// `<target>/<profile>/examples`, after building the examples and the launcher once.
 fn examples_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let dir = cargo_build(
-            &["sf-examples", "sf-sandbox-exec"],
+            &["sf-tests", "sf-examples", "sf-sandbox-exec"],
             &["--examples", "--bin", "sf-sandbox-launcher"],
         );
         strip_group_write(&dir.join("sf-sandbox-launcher"));

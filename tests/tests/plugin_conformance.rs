@@ -3,66 +3,12 @@
 //! and git-cli resolved from configuration through its typetag registration (statically
 //! linked). The plain static run is in conformance_object_store.rs.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use sf_host::plugin::{Config, ConfigOrigin, PluginObjectStoreFactory, PluginPath, load};
-use sf_sdk::conformance::object_store::{CASES, Harness, run_all};
-use sf_sdk::contracts::{ObjectStore, ObjectStoreFactory, RefName};
+use sf_sdk::conformance::object_store::{CASES, run_all};
+use sf_test_support::object_store::{PrivateDirHarness, SymbolicRefs};
 use sf_tests::plugins::built;
-
-/// Fresh paths `repo-N` in one private, canonical temporary directory.
-struct PrivateDirHarness {
-    factory: Arc<dyn ObjectStoreFactory>,
-    /// Whether the store keeps its refs as git-cli does, so that a test can write a symbolic
-    /// ref file into its root.
-    git_layout: bool,
-    _dir: tempfile::TempDir,
-    parent: PathBuf,
-    next: AtomicU64,
-}
-
-impl PrivateDirHarness {
-    fn new(factory: Arc<dyn ObjectStoreFactory>, git_layout: bool) -> Self {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
-            .expect("chmod 0700");
-        let parent = dir
-            .path()
-            .canonicalize()
-            .expect("canonical temporary directory");
-        Self {
-            factory,
-            git_layout,
-            _dir: dir,
-            parent,
-            next: AtomicU64::new(0),
-        }
-    }
-}
-
-impl Harness for PrivateDirHarness {
-    fn factory(&self) -> &dyn ObjectStoreFactory {
-        self.factory.as_ref()
-    }
-
-    fn fresh_path(&self) -> PathBuf {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        self.parent.join(format!("repo-{n}"))
-    }
-
-    fn make_symbolic_ref(&self, store: &dyn ObjectStore, name: &RefName, target: &str) -> bool {
-        // A loose ref file holding `ref: <target>`, as `git symbolic-ref` would write it.
-        self.git_layout
-            && std::fs::write(
-                store.root().path.join(name.as_str()),
-                format!("ref: {target}\n"),
-            )
-            .is_ok()
-    }
-}
 
 #[test]
 fn git_cli_loaded_as_a_dynamic_library_conforms() {
@@ -70,7 +16,10 @@ fn git_cli_loaded_as_a_dynamic_library_conforms() {
     assert_eq!(plugin.name(), "git-cli");
     let factory = PluginObjectStoreFactory::new(&plugin, "git-cli", &serde_json::Map::new())
         .unwrap_or_else(|error| panic!("{error}"));
-    run_all(&PrivateDirHarness::new(Arc::new(factory), true));
+    run_all(&PrivateDirHarness::new(
+        Arc::new(factory),
+        SymbolicRefs::LooseFiles,
+    ));
 }
 
 #[test]
@@ -82,7 +31,7 @@ fn out_of_tree_example_plugin_conforms() {
     // The example's roots live in the plugin's memory, out of this test's reach, so the one
     // case that needs a symbolic ref made from outside is left out here; the in-memory store
     // passes it when linked statically (conformance_object_store.rs).
-    let harness = PrivateDirHarness::new(Arc::new(factory), false);
+    let harness = PrivateDirHarness::new(Arc::new(factory), SymbolicRefs::Unreachable);
     for (name, case) in CASES {
         if *name != "compare_and_swap_refuses_a_symbolic_ref" {
             case(&harness);
@@ -108,7 +57,7 @@ fn git_cli_resolved_from_configuration_conforms() {
     let factory = config
         .object_store(&PluginPath::new([]))
         .unwrap_or_else(|error| panic!("{error}"));
-    run_all(&PrivateDirHarness::new(factory, true));
+    run_all(&PrivateDirHarness::new(factory, SymbolicRefs::LooseFiles));
 }
 
 #[test]

@@ -16,49 +16,9 @@ use sf_host::contracts::{
 use sf_host::plugin::{Config, ConfigOrigin, PluginExecutor, PluginPath, load};
 use sf_host::snapshot::SnapshotFile;
 use sf_sandbox_exec::{RuntimeConfig, SandboxConfig, SandboxExecutor};
-use sf_sdk::conformance::executor::{Behaviour, Harness, Program, run_all};
+use sf_sdk::conformance::executor::run_all;
+use sf_test_support::executor::ShellHarness;
 use sf_tests::plugins::built;
-
-/// The shell harness: behaviours as /bin/sh scripts.
-struct Shell(Arc<dyn Executor>);
-
-impl Harness for Shell {
-    fn executor(&self) -> &dyn Executor {
-        self.0.as_ref()
-    }
-
-    fn program(&self, behaviour: &Behaviour) -> Program {
-        let script = match behaviour {
-            Behaviour::Print {
-                stdout,
-                stderr,
-                input,
-                code,
-            } => {
-                let mut script = format!(
-                    "printf '%s\\n' '{stdout}'\nprintf '%s\\n' \"$1\"\nprintf '%s\\n' '{stderr}' >&2\n"
-                );
-                if let Some(path) = input {
-                    script.push_str(&format!("cat '/sf/input/{path}'\n"));
-                }
-                script.push_str(&format!("exit {code}\n"));
-                script
-            }
-            Behaviour::Sleep => "sleep 600\n".to_owned(),
-            Behaviour::Flood => {
-                "while :; do echo xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done\n".to_owned()
-            }
-        };
-        Program {
-            files: vec![SnapshotFile {
-                path: "main.sh".into(),
-                content: script.into_bytes(),
-            }],
-            entry: "main.sh".into(),
-            args: Vec::new(),
-        }
-    }
-}
 
 fn config(value: Value) -> serde_json::Map<String, Value> {
     match value {
@@ -102,7 +62,7 @@ fn shell_request(script: &str, timeout: Duration) -> RunRequest {
 #[test]
 fn sandbox_exec_loaded_as_a_dynamic_library_conforms() {
     // No launcher configured: the plugin finds the one beside its own library.
-    run_all(&Shell(Arc::new(dynamic(json!({"runtime": "sh"})))));
+    run_all(&ShellHarness(Arc::new(dynamic(json!({"runtime": "sh"})))));
 }
 
 #[test]
@@ -122,7 +82,7 @@ fn sandbox_exec_resolved_from_configuration_conforms() {
     let executor = config
         .executor(&PluginPath::new([]))
         .unwrap_or_else(|error| panic!("{error}"));
-    run_all(&Shell(executor));
+    run_all(&ShellHarness(executor));
 }
 
 /// Every field of the descriptions and of an answer crosses the boundary unchanged: the

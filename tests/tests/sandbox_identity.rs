@@ -12,7 +12,8 @@ use sf_host::collector::placement_problem;
 use sf_host::contracts::{CancelToken, Executor, RunBounds, RunIdentities};
 use sf_host::snapshot::SnapshotFile;
 use sf_sandbox_exec::{Limits, RuntimeConfig, SandboxConfig, SandboxExecutor};
-use sf_sdk::conformance::executor::{Behaviour, Harness, Program, run_all};
+use sf_sdk::conformance::executor::run_all;
+use sf_test_support::executor::ShellHarness;
 
 fn identities(
     executor: &SandboxExecutor,
@@ -131,54 +132,13 @@ fn each_identity_names_exactly_its_part() {
     );
 }
 
-/// The shell harness: behaviours as /bin/sh scripts.
-struct Shell(SandboxExecutor);
-
-impl Harness for Shell {
-    fn executor(&self) -> &dyn Executor {
-        &self.0
-    }
-
-    fn program(&self, behaviour: &Behaviour) -> Program {
-        let script = match behaviour {
-            Behaviour::Print {
-                stdout,
-                stderr,
-                input,
-                code,
-            } => {
-                let mut script = format!(
-                    "printf '%s\\n' '{stdout}'\nprintf '%s\\n' \"$1\"\nprintf '%s\\n' '{stderr}' >&2\n"
-                );
-                if let Some(path) = input {
-                    script.push_str(&format!("cat '/sf/input/{path}'\n"));
-                }
-                script.push_str(&format!("exit {code}\n"));
-                script
-            }
-            Behaviour::Sleep => "sleep 600\n".to_owned(),
-            Behaviour::Flood => {
-                "while :; do echo xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; done\n".to_owned()
-            }
-        };
-        Program {
-            files: vec![SnapshotFile {
-                path: "main.sh".into(),
-                content: script.into_bytes(),
-            }],
-            entry: "main.sh".into(),
-            args: Vec::new(),
-        }
-    }
-}
-
 /// The Executor conformance suite against sandbox-exec, linked statically.
 #[test]
 fn sandbox_exec_conforms() {
-    run_all(&Shell(executor_with(
+    run_all(&ShellHarness(std::sync::Arc::new(executor_with(
         RuntimeConfig::shell(),
         Limits::default(),
-    )));
+    ))));
 }
 
 /// Fail closed: a missing launcher, and a runtime path replaced after configuration, start

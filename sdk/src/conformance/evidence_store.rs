@@ -5,7 +5,7 @@
 //! damaged disk or an intruder would); a harness that cannot do it fails those cases.
 //!
 //! ```no_run
-//! # use sf_sdk::conformance::evidence_store::{Harness, run_all};
+//! # use sf_sdk::conformance::evidence_store::Harness;
 //! # use sf_sdk::contracts::EvidenceStore;
 //! # use sf_sdk::testing::InMemoryEvidenceStore;
 //! # use sf_contracts::canonical::Digest;
@@ -15,7 +15,8 @@
 //!     fn fresh_store(&self) -> Arc<dyn EvidenceStore> { Arc::new(InMemoryEvidenceStore::new()) }
 //!     fn corrupt(&self, store: &Arc<dyn EvidenceStore>, id: &Digest) -> bool { false }
 //! }
-//! run_all(&Memory);
+//! // In a test crate: one #[test] per case.
+//! sf_sdk::evidence_store_conformance!(|| Memory);
 //! ```
 
 use std::sync::Arc;
@@ -43,44 +44,29 @@ pub trait Harness {
 /// One case of the suite: it panics, naming what went wrong, if the backend fails it.
 pub type Case = fn(&dyn Harness);
 
-/// Every case, by name.
-pub const CASES: &[(&str, Case)] = &[
-    (
-        "put_returns_the_sha256_of_the_bytes",
+super::suite! {
+    [$]
+    /// One `#[test]` per case of the EvidenceStore suite
+    /// ([`conformance::evidence_store`](crate::conformance::evidence_store)), each named after
+    /// its case and given a fresh harness from the argument: a closure or function returning
+    /// an [`evidence_store::Harness`](crate::conformance::evidence_store::Harness). Takes
+    /// `ignore: { case: "reason" }` after the harness, as
+    /// [`object_store_conformance!`](crate::object_store_conformance) does.
+    macro evidence_store_conformance, helper __sf_evidence_store_case, suite evidence_store;
+    cases: [
         put_returns_the_sha256_of_the_bytes,
-    ),
-    ("get_returns_the_exact_record", get_returns_the_exact_record),
-    ("identical_put_is_one_record", identical_put_is_one_record),
-    (
-        "get_of_an_unknown_id_is_missing",
+        get_returns_the_exact_record,
+        identical_put_is_one_record,
         get_of_an_unknown_id_is_missing,
-    ),
-    (
-        "find_lists_by_pins_in_stored_order",
         find_lists_by_pins_in_stored_order,
-    ),
-    (
-        "find_of_unknown_pins_is_empty",
         find_of_unknown_pins_is_empty,
-    ),
-    ("large_payload_round_trips", large_payload_round_trips),
-    (
-        "concurrent_identical_puts_converge",
+        large_payload_round_trips,
         concurrent_identical_puts_converge,
-    ),
-    (
-        "a_passed_deadline_stores_nothing",
         a_passed_deadline_stores_nothing,
-    ),
-    (
-        "corrupt_bytes_are_reported_never_repaired",
         corrupt_bytes_are_reported_never_repaired,
-    ),
-    (
-        "put_over_different_bytes_is_conflict",
         put_over_different_bytes_is_conflict,
-    ),
-];
+    ]
+}
 
 /// Runs every case in [`CASES`], then panics naming each case that failed (with its message)
 /// if any did.

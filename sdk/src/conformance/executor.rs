@@ -5,7 +5,7 @@
 //! "Err only before anything started" rule) it checks the same way for every backend.
 //!
 //! ```no_run
-//! # use sf_sdk::conformance::executor::{Behaviour, Harness, Program, run_all};
+//! # use sf_sdk::conformance::executor::{Behaviour, Harness, Program};
 //! # use sf_sdk::contracts::Executor;
 //! # use sf_sdk::testing::ScriptedExecutor;
 //! struct Scripted(ScriptedExecutor);
@@ -15,7 +15,8 @@
 //!         sf_sdk::conformance::executor::scripted_program(behaviour)
 //!     }
 //! }
-//! run_all(&Scripted(ScriptedExecutor::new()));
+//! // In a test crate: one #[test] per case.
+//! sf_sdk::executor_conformance!(|| Scripted(ScriptedExecutor::new()));
 //! ```
 
 use std::time::{Duration, Instant};
@@ -106,25 +107,28 @@ pub fn scripted_program(behaviour: &Behaviour) -> Program {
 /// One case of the suite: it panics, naming what went wrong, if the backend fails it.
 pub type Case = fn(&dyn Harness);
 
-/// Every case, by name.
-pub const CASES: &[(&str, Case)] = &[
-    ("descriptions_are_stable", descriptions_are_stable),
-    ("exit_code_and_output", exit_code_and_output),
-    ("identities_name_what_ran", identities_name_what_ran),
-    ("same_request_same_identities", same_request_same_identities),
-    ("harness_entry_runs", harness_entry_runs),
-    ("invalid_input_is_refused", invalid_input_is_refused),
-    (
-        "cancelled_before_start_starts_nothing",
+super::suite! {
+    [$]
+    /// One `#[test]` per case of the Executor suite
+    /// ([`conformance::executor`](crate::conformance::executor)), each named after its case
+    /// and given a fresh harness from the argument: a closure or function returning an
+    /// [`executor::Harness`](crate::conformance::executor::Harness). Takes
+    /// `ignore: { case: "reason" }` after the harness, as
+    /// [`object_store_conformance!`](crate::object_store_conformance) does.
+    macro executor_conformance, helper __sf_executor_case, suite executor;
+    cases: [
+        descriptions_are_stable,
+        exit_code_and_output,
+        identities_name_what_ran,
+        same_request_same_identities,
+        harness_entry_runs,
+        invalid_input_is_refused,
         cancelled_before_start_starts_nothing,
-    ),
-    ("timeout_stops_the_run", timeout_stops_the_run),
-    (
-        "output_limit_keeps_exactly_the_limit",
+        timeout_stops_the_run,
         output_limit_keeps_exactly_the_limit,
-    ),
-    ("cancel_during_run_aborts", cancel_during_run_aborts),
-];
+        cancel_during_run_aborts,
+    ]
+}
 
 /// Runs every case in [`CASES`], then panics naming each case that failed (with its message)
 /// if any did.
@@ -438,11 +442,6 @@ mod tests {
         fn program(&self, behaviour: &Behaviour) -> Program {
             scripted_program(behaviour)
         }
-    }
-
-    #[test]
-    fn scripted_executor_conforms() {
-        run_all(&Scripted(ScriptedExecutor::new()));
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! ```no_run
 //! # use std::sync::Mutex;
 //! # use std::time::Instant;
-//! # use sf_sdk::conformance::gate::{Harness, Setting, run_all};
+//! # use sf_sdk::conformance::gate::{Harness, Setting};
 //! # use sf_sdk::contracts::{Gate, GateAnswer, GateError};
 //! struct Switch(Mutex<Setting>);
 //! impl Gate for Switch {
@@ -27,13 +27,14 @@
 //!     fn gate(&self) -> &dyn Gate { &self.0 }
 //!     fn set(&self, setting: Setting) { *(self.0).0.lock().unwrap() = setting; }
 //! }
-//! run_all(&Harnessed(Switch(Mutex::new(Setting::Open))));
+//! // In a test crate: one #[test] per case.
+//! sf_sdk::gate_conformance!(|| Harnessed(Switch(Mutex::new(Setting::Open))));
 //! ```
 
 use std::panic::{self, AssertUnwindSafe};
-
-use super::panic_message;
 use std::time::{Duration, Instant};
+
+use crate::panic_payload;
 
 use sf_contracts::{Gate, GateAnswer, GateError, is_valid_reason};
 
@@ -68,24 +69,26 @@ pub trait Harness {
     }
 }
 
-type Case = fn(&dyn Harness);
+/// One case of the suite: it panics, naming what went wrong, if the backend fails it.
+pub type Case = fn(&dyn Harness);
 
-const CASES: &[(&str, Case)] = &[
-    ("open_proceeds", open_proceeds),
-    (
-        "closed_refuses_with_a_valid_reason",
+super::suite! {
+    [$]
+    /// One `#[test]` per case of the Gate suite
+    /// ([`conformance::gate`](crate::conformance::gate)), each named after its case and given
+    /// a fresh harness from the argument: a closure or function returning a
+    /// [`gate::Harness`](crate::conformance::gate::Harness). Takes
+    /// `ignore: { case: "reason" }` after the harness, as
+    /// [`object_store_conformance!`](crate::object_store_conformance) does.
+    macro gate_conformance, helper __sf_gate_case, suite gate;
+    cases: [
+        open_proceeds,
         closed_refuses_with_a_valid_reason,
-    ),
-    ("broken_never_proceeds", broken_never_proceeds),
-    (
-        "answers_are_read_on_every_call",
+        broken_never_proceeds,
         answers_are_read_on_every_call,
-    ),
-    (
-        "a_passed_deadline_never_proceeds",
         a_passed_deadline_never_proceeds,
-    ),
-];
+    ]
+}
 
 /// Runs every case in [`CASES`], then panics naming each case that failed (with its message)
 /// if any did.
@@ -103,7 +106,12 @@ fn ask(harness: &dyn Harness) -> Result<GateAnswer, GateError> {
     let started = Instant::now();
     let deadline = started + harness.patience();
     let answer = panic::catch_unwind(AssertUnwindSafe(|| harness.gate().current(deadline)))
-        .unwrap_or_else(|payload| panic!("the gate panicked: {}", panic_message(payload.as_ref())));
+        .unwrap_or_else(|payload| {
+            panic!(
+                "the gate panicked: {}",
+                panic_payload::message(payload.as_ref())
+            )
+        });
     assert!(
         Instant::now() <= deadline + harness.margin(),
         "the gate answered {:?} after its deadline",
@@ -158,7 +166,12 @@ pub fn a_passed_deadline_never_proceeds(harness: &dyn Harness) {
     let deadline = Instant::now();
     std::thread::sleep(Duration::from_millis(2));
     let answer = panic::catch_unwind(AssertUnwindSafe(|| harness.gate().current(deadline)))
-        .unwrap_or_else(|payload| panic!("the gate panicked: {}", panic_message(payload.as_ref())));
+        .unwrap_or_else(|payload| {
+            panic!(
+                "the gate panicked: {}",
+                panic_payload::message(payload.as_ref())
+            )
+        });
     assert_ne!(
         answer,
         Ok(GateAnswer::Proceed),

@@ -7,7 +7,7 @@
 //!
 //! ```no_run
 //! # use std::path::PathBuf;
-//! # use sf_sdk::conformance::object_store::{Harness, run_all};
+//! # use sf_sdk::conformance::object_store::Harness;
 //! # use sf_sdk::contracts::ObjectStoreFactory;
 //! # use sf_sdk::testing::InMemoryObjectStoreFactory;
 //! struct Memory(InMemoryObjectStoreFactory, std::sync::atomic::AtomicU64);
@@ -18,7 +18,8 @@
 //!         PathBuf::from(format!("/memory/repo-{n}"))
 //!     }
 //! }
-//! run_all(&Memory(InMemoryObjectStoreFactory::new(), 0.into()));
+//! // In a test crate: one #[test] per case.
+//! sf_sdk::object_store_conformance!(|| Memory(InMemoryObjectStoreFactory::new(), 0.into()));
 //! ```
 
 use std::fmt::Debug;
@@ -61,48 +62,45 @@ pub trait Harness {
 /// One case of the suite: it panics, naming what went wrong, if the backend fails it.
 pub type Case = fn(&dyn Harness);
 
-/// Every case, by name.
-pub const CASES: &[(&str, Case)] = &[
-    ("create_twice_is_exists", create_twice_is_exists),
-    (
-        "create_relative_path_is_invalid_input",
+super::suite! {
+    [$]
+    /// One `#[test]` per case of the ObjectStore suite
+    /// ([`conformance::object_store`](crate::conformance::object_store)), each named after its
+    /// case and given a fresh harness from the argument: a closure or function returning an
+    /// [`object_store::Harness`](crate::conformance::object_store::Harness).
+    ///
+    /// ```text
+    /// mod git_cli {
+    ///     sf_sdk::object_store_conformance!(|| MyHarness::new());
+    /// }
+    /// mod loaded {
+    ///     sf_sdk::object_store_conformance!(loaded_harness, ignore: {
+    ///         compare_and_swap_refuses_a_symbolic_ref: "its roots are out of the test's reach",
+    ///     });
+    /// }
+    /// ```
+    macro object_store_conformance, helper __sf_object_store_case, suite object_store;
+    cases: [
+        create_twice_is_exists,
         create_relative_path_is_invalid_input,
-    ),
-    (
-        "fresh_root_has_the_given_path",
         fresh_root_has_the_given_path,
-    ),
-    (
-        "open_unmarked_root_is_unavailable",
         open_unmarked_root_is_unavailable,
-    ),
-    (
-        "open_checks_marker_and_identity",
         open_checks_marker_and_identity,
-    ),
-    ("mark_twice_is_refused", mark_twice_is_refused),
-    (
-        "compare_and_swap_refuses_a_symbolic_ref",
+        mark_twice_is_refused,
         compare_and_swap_refuses_a_symbolic_ref,
-    ),
-    ("objects_round_trip", objects_round_trip),
-    ("write_objects_is_idempotent", write_objects_is_idempotent),
-    ("forged_object_is_refused", forged_object_is_refused),
-    ("missing_object_reads_none", missing_object_reads_none),
-    ("duplicate_ids_read_in_order", duplicate_ids_read_in_order),
-    ("read_budget_is_exact", read_budget_is_exact),
-    ("absent_ref_reads_none", absent_ref_reads_none),
-    ("create_ref_applies_once", create_ref_applies_once),
-    (
-        "compare_and_swap_moves_only_from_expected",
+        objects_round_trip,
+        write_objects_is_idempotent,
+        forged_object_is_refused,
+        missing_object_reads_none,
+        duplicate_ids_read_in_order,
+        read_budget_is_exact,
+        absent_ref_reads_none,
+        create_ref_applies_once,
         compare_and_swap_moves_only_from_expected,
-    ),
-    ("list_refs_filters_and_sorts", list_refs_filters_and_sorts),
-    (
-        "list_refs_refuses_bad_prefixes",
+        list_refs_filters_and_sorts,
         list_refs_refuses_bad_prefixes,
-    ),
-];
+    ]
+}
 
 /// Runs every case in [`CASES`], then panics naming each case that failed (with its message)
 /// if any did.
@@ -847,7 +845,7 @@ pub fn list_refs_refuses_bad_prefixes(harness: &dyn Harness) {
 mod tests {
     use std::panic::{self, AssertUnwindSafe};
 
-    use super::super::panic_message;
+    use crate::panic_payload;
     use std::path::Path;
     use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -891,11 +889,6 @@ mod tests {
     fn plain_memory() -> Memory<InMemoryObjectStoreFactory> {
         let factory = InMemoryObjectStoreFactory::new();
         memory(factory.clone(), factory)
-    }
-
-    #[test]
-    fn the_in_memory_store_passes() {
-        run_all(&plain_memory());
     }
 
     #[test]
@@ -1074,7 +1067,7 @@ mod tests {
             let outcome = panic::catch_unwind(AssertUnwindSafe(|| run_case(&harness, case)));
             assert!(outcome.is_err(), "{case} passed a flawed store");
             let all = panic::catch_unwind(AssertUnwindSafe(|| run_all(&harness)));
-            let message = panic_message(all.unwrap_err().as_ref());
+            let message = panic_payload::message(all.unwrap_err().as_ref());
             assert!(message.contains(case), "{message}");
         }
     }

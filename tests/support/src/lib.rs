@@ -1,0 +1,34 @@
+//! sf-test-support: the test helpers that the backend crates' tests and sf-tests share, each
+//! written once.
+//!
+//! - [`private_dir`]: a private, canonical temporary directory (what an owned root's parent,
+//!   a SQLite store's directory or a state directory must be).
+//! - [`object_store::PrivateDirHarness`]: the ObjectStore conformance harness over any
+//!   factory, with fresh roots in a private directory.
+//! - [`executor::ShellHarness`]: the Executor conformance harness for a `/bin/sh` runtime.
+//! - [`build`]: building another package's plugin library or programs into the target
+//!   directory the test runs from, and the directory test-only plugins are installed in.
+//!
+//! It depends on no backend and not on sf-host, so any backend crate can dev-depend on it.
+
+pub mod build;
+pub mod executor;
+pub mod object_store;
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::PathBuf;
+
+/// A private (0700), canonical temporary directory, removed when the guard is dropped.
+pub fn private_dir() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("sf-test-")
+        .tempdir()
+        .expect("temporary directory");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))
+        .expect("chmod 0700");
+    let path = dir
+        .path()
+        .canonicalize()
+        .expect("canonical temporary directory");
+    (dir, path)
+}
