@@ -5,7 +5,7 @@
 pub mod linked;
 pub mod plugins;
 
-use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -298,96 +298,4 @@ pub fn seal_command(child: &str, work: &Path) -> std::process::Command {
         .arg("seal")
         .args(["identity.json", "frozen.json", "proposal.json"].map(|file| work.join(file)));
     command
-}
-
-/// The SQLite store's write-once triggers, as its schema creates them.
-const EVIDENCE_TRIGGERS_SQL: &str = "
-CREATE TRIGGER evidence_no_update BEFORE UPDATE ON evidence
-BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;
-CREATE TRIGGER evidence_no_delete BEFORE DELETE ON evidence
-BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;";
-
-/// Changes the record under `id` in the SQLite evidence database at `path` with a separate
-/// connection: drops the write-once triggers, flips the last byte of the record, and puts the
-/// triggers back (an intruder covering their tracks).
-pub fn corrupt_evidence_row(path: &Path, id: &sf_host::canonical::Digest) {
-    let connection = rusqlite::Connection::open(path).unwrap();
-    connection
-        .execute_batch("DROP TRIGGER evidence_no_update; DROP TRIGGER evidence_no_delete;")
-        .unwrap();
-    let mut bytes: Vec<u8> = connection
-        .query_row(
-            "SELECT record FROM evidence WHERE id = ?1",
-            [id.to_string()],
-            |row| row.get(0),
-        )
-        .unwrap();
-    let last = bytes.len() - 1;
-    bytes[last] ^= 1;
-    let changed = connection
-        .execute(
-            "UPDATE evidence SET record = ?1 WHERE id = ?2",
-            rusqlite::params![bytes, id.to_string()],
-        )
-        .unwrap();
-    assert_eq!(changed, 1);
-    connection.execute_batch(EVIDENCE_TRIGGERS_SQL).unwrap();
-}
-
-/// The evidence-store conformance harness for SQLite-file stores, however they are reached
-/// (linked, or through a plugin): `open` makes a store over a database file, and corruption
-/// is made in that file from outside with [`corrupt_evidence_row`].
-pub struct SqliteFileHarness<F> {
-    _dir: tempfile::TempDir,
-    parent: PathBuf,
-    next: std::sync::atomic::AtomicU64,
-    stores: std::sync::Mutex<Vec<(Arc<dyn sf_host::contracts::EvidenceStore>, PathBuf)>>,
-    open: F,
-}
-
-impl<F> SqliteFileHarness<F>
-where
-    F: Fn(&Path) -> Arc<dyn sf_host::contracts::EvidenceStore>,
-{
-    /// A harness whose stores `open` makes, each over a new file in a private directory
-    /// whose parent is private too (as the SQLite store requires).
-    pub fn new(open: F) -> Self {
-        let (dir, parent) = private_dir();
-        let parent = parent.join("store");
-        std::fs::create_dir(&parent).unwrap();
-        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o700)).unwrap();
-        Self {
-            _dir: dir,
-            parent,
-            next: 0.into(),
-            stores: std::sync::Mutex::new(Vec::new()),
-            open,
-        }
-    }
-}
-
-impl<F> sf_sdk::conformance::evidence_store::Harness for SqliteFileHarness<F>
-where
-    F: Fn(&Path) -> Arc<dyn sf_host::contracts::EvidenceStore>,
-{
-    fn fresh_store(&self) -> Arc<dyn sf_host::contracts::EvidenceStore> {
-        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let path = self.parent.join(format!("evidence-{n}.db"));
-        let store = (self.open)(&path);
-        self.stores.lock().unwrap().push((store.clone(), path));
-        store
-    }
-
-    fn corrupt(
-        &self,
-        store: &Arc<dyn sf_host::contracts::EvidenceStore>,
-        id: &sf_host::canonical::Digest,
-    ) -> bool {
-        let stores = self.stores.lock().unwrap();
-        let Some((_, path)) = stores.iter().find(|(made, _)| Arc::ptr_eq(made, store)) else {
-            return false;
-        };
-        corrupt_evidence_row(path, id);
-        true
-    }
 }

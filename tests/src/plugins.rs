@@ -4,9 +4,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-
-use sf_test_support::build::{cargo_build, library, strip_group_write};
 use std::sync::OnceLock;
+
+use sf_test_support::build::{
+    BACKENDS_PLUGIN, HOSTILE_PLUGIN, cargo_build, library, strip_group_write, test_plugin_dir,
+};
 
 /// The packages whose libraries (and the `sf` binary) the plugin tests load, and sf-tests
 /// itself, so that shared dependencies resolve to the features of the test build.
@@ -38,10 +40,13 @@ pub struct Built {
     pub launcher: PathBuf,
     /// The sandbox-exec probe program (run inside the sandbox by the confinement tests).
     pub probe: PathBuf,
-    /// The hostile test plugin library.
+    /// `<target>/<profile>/sf-test-plugins`: the test-only plugins, off `sf`'s default plugin
+    /// path; name it in `SF_PLUGIN_PATH` (or a plugin path) where a test wants them found.
+    pub test_plugins: PathBuf,
+    /// The hostile test plugin library, installed in `test_plugins`.
     pub hostile: PathBuf,
     /// The test plugin exporting sf's SQLite EvidenceStore and file Gate (`test-sqlite`,
-    /// `test-file-gate`).
+    /// `test-file-gate`), installed in `test_plugins`.
     pub backends: PathBuf,
     /// The oats plugin library (`[gate] type = "oats-binding"`).
     pub oats: PathBuf,
@@ -75,8 +80,9 @@ pub fn built() -> &'static Built {
             sandbox_exec: library(&dir, "sf_sandbox_exec_plugin"),
             launcher: dir.join("sf-sandbox-launcher"),
             probe: dir.join("sf-sandbox-probe"),
-            hostile: library(&dir, "sf_test_hostile_plugin"),
-            backends: library(&dir, "sf_test_backends_plugin"),
+            test_plugins: test_plugin_dir(&dir),
+            hostile: HOSTILE_PLUGIN.install(&dir),
+            backends: BACKENDS_PLUGIN.install(&dir),
             oats: library(&dir, "sf_oats_plugin"),
             sf_oats: dir.join("sf-oats"),
             example: library(&dir, "sf_example_out_of_tree_plugin"),
@@ -89,8 +95,6 @@ pub fn built() -> &'static Built {
             &built.sandbox_exec,
             &built.launcher,
             &built.probe,
-            &built.hostile,
-            &built.backends,
             &built.oats,
             &built.sf_oats,
             &built.example,

@@ -228,17 +228,47 @@ fn the_out_of_tree_plugin_is_loaded_through_sf_toml() {
         "the in-memory store writes no files"
     );
 
+    let names = |listed: &sf_tests::plugins::Envelope| -> Vec<String> {
+        listed.result()["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|plugin| plugin["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // The default plugin path (the directory of sf) holds the built plugins and the example,
+    // never a test-only plugin.
     let listed = run_json(sf().args(["plugins", "list", "--json"]));
     let result = listed.result();
-    assert_eq!(result["pluginPath"][0], built().dir.to_str().unwrap());
-    let names: Vec<&str> = result["plugins"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|plugin| plugin["name"].as_str().unwrap())
-        .collect();
-    for name in ["git-cli", "example-memory", "hostile"] {
-        assert!(names.contains(&name), "{name} not in {names:?}");
+    assert_eq!(result["pluginPath"], serde_json::json!([built().dir]));
+    let found = names(&listed);
+    for name in ["git-cli", "sandbox-exec", "oats", "example-memory"] {
+        assert!(
+            found.iter().any(|found| found == name),
+            "{name} not in {found:?}"
+        );
+    }
+    for name in ["hostile", "test-backends"] {
+        assert!(
+            !found.iter().any(|found| found == name),
+            "{name} in {found:?}"
+        );
     }
     assert_eq!(result["configured"]["object_store"], "git-cli");
+    // The test plugins are found where the tests name them.
+    let listed = run_json(
+        sf().args(["plugins", "list", "--json"])
+            .env("SF_PLUGIN_PATH", &built().test_plugins),
+    );
+    assert_eq!(
+        listed.result()["pluginPath"],
+        serde_json::json!([built().dir, built().test_plugins])
+    );
+    let found = names(&listed);
+    for name in ["git-cli", "example-memory", "hostile", "test-backends"] {
+        assert!(
+            found.iter().any(|found| found == name),
+            "{name} not in {found:?}"
+        );
+    }
 }

@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 use oats_support::{Bench, sandbox};
 use serde_json::{Value, json};
 use sf_host::contracts::{Gate, GateAnswer, GateError};
-use sf_host::gate::FileGate;
 use sf_host::repository::Invocation;
 use sf_oats::binding::{self, CheckStatus, PhaseOutcome};
 use sf_oats::{Oats, OatsBindingGate, OatsBindingGateConfig, OatsOptions, Phase, RunContext};
@@ -137,30 +136,13 @@ fn binding_phases_speak_the_wire() {
     assert!(started.elapsed() < Duration::from_secs(10));
 }
 
-struct FileHarness {
-    gate: FileGate,
-    path: PathBuf,
-}
-
-impl conformance::Harness for FileHarness {
-    fn gate(&self) -> &dyn Gate {
-        &self.gate
-    }
-    fn set(&self, setting: Setting) {
-        let text: &[u8] = match setting {
-            Setting::Open => br#"{"proceed":true}"#,
-            Setting::Closed => br#"{"proceed":false,"reason":"closed"}"#,
-            Setting::Broken => b"{not json",
-        };
-        std::fs::write(&self.path, text).unwrap();
-    }
-}
-
 /// A gate answered by a capability's `binding.check`, linked or loaded as a plugin; the
-/// harness sets the binding the check reads.
+/// harness sets the binding the check reads. The bench holding the capability lives as long
+/// as the harness.
 struct OatsHarness {
     gate: Box<dyn Gate>,
     binding: PathBuf,
+    bench: Bench,
 }
 
 impl conformance::Harness for OatsHarness {
@@ -177,16 +159,12 @@ impl conformance::Harness for OatsHarness {
     }
 }
 
-#[test]
-fn gates_pass_the_gate_conformance_suite() {
+/// The `oats-binding` gate linked, over `acme.tool` registered and trusted in a fresh bench.
+fn linked_oats_gate() -> OatsHarness {
     let bench = Bench::new();
-    conformance::run_all(&FileHarness {
-        gate: FileGate::new(bench.root.join("gate.json")),
-        path: bench.root.join("gate.json"),
-    });
     let oats = trusted(&bench, "tool", "acme.tool", OatsOptions::default());
     let binding = bench.root.join("binding.json");
-    let harness = OatsHarness {
+    OatsHarness {
         gate: Box::new(OatsBindingGate::new(
             oats,
             OatsBindingGateConfig {
@@ -197,8 +175,17 @@ fn gates_pass_the_gate_conformance_suite() {
             },
         )),
         binding,
-    };
-    conformance::run_all(&harness);
+        bench,
+    }
+}
+
+mod oats_gate_linked {
+    sf_sdk::gate_conformance!(super::linked_oats_gate);
+}
+
+#[test]
+fn the_oats_gate_refuses_with_the_capability_reason() {
+    let harness = linked_oats_gate();
 
     // Every non-ready answer refuses or errs, never proceeds, and a refusal carries the
     // capability's reason.
@@ -354,25 +341,46 @@ fn state_with_trusted_tool(bench: &Bench) -> PathBuf {
     state
 }
 
-/// The `oats-binding` gate loaded from the sf-oats plugin library through the real loader
-/// passes the same suite, and refuses with the capability's reason.
-#[test]
-fn the_oats_gate_plugin_conforms_through_the_loader() {
-    let bench = Bench::new();
-    let state = state_with_trusted_tool(&bench);
-    let binding = bench.root.join("binding.json");
+/// The oats plugin library, loaded through the real loader.
+fn oats_plugin() -> Arc<sf_host::plugin::LoadedPlugin> {
     let plugin = sf_host::plugin::load(&sf_tests::plugins::built().oats)
         .unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(plugin.name(), "oats");
+    plugin
+}
+
+/// The `oats-binding` gate loaded from the sf-oats plugin library, over `acme.tool`
+/// registered and trusted in a fresh bench's state directory.
+fn loaded_oats_gate() -> OatsHarness {
+    let bench = Bench::new();
+    let state = state_with_trusted_tool(&bench);
+    let binding = bench.root.join("binding.json");
     let config = json!({"capability": "acme.tool", "binding_file": binding, "state": state});
-    let gate =
-        sf_host::plugin::PluginGate::new(&plugin, "oats-binding", config.as_object().unwrap())
-            .unwrap_or_else(|error| panic!("{error}"));
-    let harness = OatsHarness {
+    let gate = sf_host::plugin::PluginGate::new(
+        &oats_plugin(),
+        "oats-binding",
+        config.as_object().unwrap(),
+    )
+    .unwrap_or_else(|error| panic!("{error}"));
+    OatsHarness {
         gate: Box::new(gate),
         binding,
-    };
-    conformance::run_all(&harness);
+        bench,
+    }
+}
+
+/// The `oats-binding` gate loaded through the loader passes the same suite.
+mod oats_gate_loaded {
+    sf_sdk::gate_conformance!(super::loaded_oats_gate);
+}
+
+/// The loaded `oats-binding` gate refuses with the capability's reason, and its sections are
+/// checked when it is made.
+#[test]
+fn the_oats_gate_plugin_refuses_with_the_reason_and_checks_its_section() {
+    let harness = loaded_oats_gate();
+    let plugin = oats_plugin();
+    let bench = &harness.bench;
     conformance::Harness::set(&harness, Setting::Closed);
     assert_eq!(
         harness

@@ -1,46 +1,15 @@
-//! The ObjectStore conformance suite through the plugin machinery: git-cli loaded as a dynamic
-//! library through the real loader and adapters, the out-of-tree example plugin the same way,
-//! and git-cli resolved from configuration through its typetag registration (statically
-//! linked). The plain static run is in conformance_object_store.rs.
-
-use std::sync::Arc;
+//! The ObjectStore through sf's configuration: git-cli resolved from `sf.toml` through its
+//! typetag registration (statically linked) passes the conformance suite, and plugins check
+//! their own configuration sections. git-cli's own crate runs the suite against the linked
+//! backend and the loaded plugin library (plugins/git-cli/tests/conformance.rs), the example
+//! plugin's crate against its library.
 
 use sf_host::plugin::{Config, ConfigOrigin, PluginObjectStoreFactory, PluginPath, load};
-use sf_sdk::conformance::object_store::{CASES, run_all};
 use sf_test_support::object_store::{PrivateDirHarness, SymbolicRefs};
 use sf_tests::plugins::built;
 
-#[test]
-fn git_cli_loaded_as_a_dynamic_library_conforms() {
-    let plugin = load(&built().git_cli).unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(plugin.name(), "git-cli");
-    let factory = PluginObjectStoreFactory::new(&plugin, "git-cli", &serde_json::Map::new())
-        .unwrap_or_else(|error| panic!("{error}"));
-    run_all(&PrivateDirHarness::new(
-        Arc::new(factory),
-        SymbolicRefs::LooseFiles,
-    ));
-}
-
-#[test]
-fn out_of_tree_example_plugin_conforms() {
-    let plugin = load(&built().example).unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(plugin.name(), "example-memory");
-    let factory = PluginObjectStoreFactory::new(&plugin, "example-memory", &serde_json::Map::new())
-        .unwrap_or_else(|error| panic!("{error}"));
-    // The example's roots live in the plugin's memory, out of this test's reach, so the one
-    // case that needs a symbolic ref made from outside is left out here; the in-memory store
-    // passes it when linked statically (conformance_object_store.rs).
-    let harness = PrivateDirHarness::new(Arc::new(factory), SymbolicRefs::Unreachable);
-    for (name, case) in CASES {
-        if *name != "compare_and_swap_refuses_a_symbolic_ref" {
-            case(&harness);
-        }
-    }
-}
-
-#[test]
-fn git_cli_resolved_from_configuration_conforms() {
+/// git-cli resolved from `[object_store] type = "git-cli"` through its typetag registration.
+fn configured_git_cli() -> PrivateDirHarness {
     // This test links sf-tests' registration of sf-git-cli, which makes "git-cli" a
     // compiled-in tag here: the configuration resolves to the static backend without any
     // plugin path.
@@ -57,7 +26,11 @@ fn git_cli_resolved_from_configuration_conforms() {
     let factory = config
         .object_store(&PluginPath::new([]))
         .unwrap_or_else(|error| panic!("{error}"));
-    run_all(&PrivateDirHarness::new(factory, SymbolicRefs::LooseFiles));
+    PrivateDirHarness::new(factory, SymbolicRefs::LooseFiles)
+}
+
+mod git_cli_resolved_from_configuration {
+    sf_sdk::object_store_conformance!(super::configured_git_cli);
 }
 
 #[test]

@@ -1,29 +1,20 @@
-//! The EvidenceStore and Gate contracts through the plugin machinery: sf's own SQLite store
-//! and file gate exported by a test plugin and loaded through the real loader and adapters
-//! pass the same conformance suites as when linked; `[evidence_store]` and `[gate]` sections
-//! resolve compiled-in tags and plugin tags; a plugin that panics in every method is a typed
-//! error (for a gate, a refusal) and the host keeps running; and `sf integrate invoke` and
-//! `sf collect` take their gate from `sf.toml`.
+//! The EvidenceStore and Gate contracts through the plugin machinery: `[evidence_store]` and
+//! `[gate]` sections resolve compiled-in tags and plugin tags; a plugin that panics in every
+//! method is a typed error (for a gate, a refusal) and the host keeps running; and `sf
+//! integrate invoke` and `sf collect` take their gate from `sf.toml`. The built-in SQLite
+//! store and file gate pass their conformance suites, linked and through the test plugin, in
+//! sf-host's own tests (host/tests/conformance.rs).
 
 mod land_support;
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use sf_host::canonical::Digest;
 use sf_host::contracts::{AttemptId, EvidenceRecord, EvidenceStore, Gate, GateAnswer, GateError};
 use sf_host::plugin::{Config, ConfigOrigin, PluginEvidenceStore, PluginGate, PluginPath, load};
-use sf_sdk::conformance::{evidence_store, gate};
 use sf_tests::plugins::{built, run_json, sf};
-
-fn config(fields: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
-    match fields {
-        serde_json::Value::Object(map) => map,
-        _ => panic!("an object"),
-    }
-}
 
 /// A private directory inside `parent` for SQLite files: the store wants its directory
 /// private and that directory's parent writable by no one else.
@@ -33,49 +24,6 @@ fn store_dir(parent: &Path) -> PathBuf {
     std::fs::create_dir(&dir).unwrap();
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
     dir
-}
-
-#[test]
-fn sqlite_evidence_store_loaded_as_a_plugin_conforms() {
-    let plugin = load(&built().backends).unwrap_or_else(|error| panic!("{error}"));
-    evidence_store::run_all(&sf_tests::SqliteFileHarness::new(|path| {
-        Arc::new(
-            PluginEvidenceStore::new(&plugin, "test-sqlite", &config(json!({"path": path})))
-                .unwrap_or_else(|error| panic!("{error}")),
-        ) as Arc<dyn EvidenceStore>
-    }));
-}
-
-struct FileGateOverAbi {
-    gate: PluginGate,
-    file: PathBuf,
-}
-
-impl gate::Harness for FileGateOverAbi {
-    fn gate(&self) -> &dyn Gate {
-        &self.gate
-    }
-
-    fn set(&self, setting: gate::Setting) {
-        let bytes: &[u8] = match setting {
-            gate::Setting::Open => br#"{"proceed": true}"#,
-            gate::Setting::Closed => br#"{"proceed": false, "reason": "closed by the test"}"#,
-            gate::Setting::Broken => b"{not json",
-        };
-        std::fs::write(&self.file, bytes).unwrap();
-    }
-}
-
-#[test]
-fn file_gate_loaded_as_a_plugin_conforms() {
-    let (_dir, parent) = sf_tests::private_dir();
-    let file = parent.join("gate.json");
-    let plugin = load(&built().backends).unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(plugin.name(), "test-backends");
-    let gate = PluginGate::new(&plugin, "test-file-gate", &config(json!({"path": file})))
-        .unwrap_or_else(|error| panic!("{error}"));
-    assert_eq!(gate.tag(), "test-file-gate");
-    gate::run_all(&FileGateOverAbi { gate, file });
 }
 
 fn record() -> EvidenceRecord {
@@ -142,7 +90,7 @@ fn parse(text: &str) -> Config {
 fn sections_resolve_compiled_in_and_plugin_tags() {
     let (_dir, parent) = sf_tests::private_dir();
     let parent = store_dir(&parent);
-    let plugins = PluginPath::new([built().dir.clone()]);
+    let plugins = PluginPath::new([built().dir.clone(), built().test_plugins.clone()]);
     let later = Instant::now() + Duration::from_secs(30);
     let file = parent.join("gate.json");
     std::fs::write(&file, br#"{"proceed": false, "reason": "frozen"}"#).unwrap();
@@ -236,7 +184,7 @@ fn integrate_invoke_takes_its_gate_from_the_configuration() {
                 "--prepared",
             ])
             .arg(prepared)
-            .env("SF_PLUGIN_PATH", &built().dir);
+            .env("SF_PLUGIN_PATH", &built().test_plugins);
         if let Some(gate) = gate {
             command.arg("--gate").arg(gate);
         }

@@ -1,12 +1,12 @@
 //! The Executor contract through the plugin machinery: sandbox-exec loaded as a dynamic
-//! library through the real loader and the executor adapter (the conformance suite, the same
-//! identities as the statically linked backend, errors and cancellation across the boundary),
-//! and sandbox-exec resolved from `[executor]` configuration through its typetag registration.
-//! The plain static run is in sandbox_identity.rs.
+//! library through the real loader and the executor adapter (the same identities as the
+//! statically linked backend, errors and cancellation across the boundary), and sandbox-exec
+//! resolved from `[executor]` configuration through its typetag registration (the conformance
+//! suite). sandbox-exec's own crate runs the suite against the linked backend and the loaded
+//! library (plugins/sandbox-exec/tests/conformance.rs).
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -16,7 +16,6 @@ use sf_host::contracts::{
 use sf_host::plugin::{Config, ConfigOrigin, PluginExecutor, PluginPath, load};
 use sf_host::snapshot::SnapshotFile;
 use sf_sandbox_exec::{RuntimeConfig, SandboxConfig, SandboxExecutor};
-use sf_sdk::conformance::executor::run_all;
 use sf_test_support::executor::ShellHarness;
 use sf_tests::plugins::built;
 
@@ -59,14 +58,8 @@ fn shell_request(script: &str, timeout: Duration) -> RunRequest {
     }
 }
 
-#[test]
-fn sandbox_exec_loaded_as_a_dynamic_library_conforms() {
-    // No launcher configured: the plugin finds the one beside its own library.
-    run_all(&ShellHarness(Arc::new(dynamic(json!({"runtime": "sh"})))));
-}
-
-#[test]
-fn sandbox_exec_resolved_from_configuration_conforms() {
+/// sandbox-exec resolved from `[executor]` configuration through its typetag registration.
+fn configured_sandbox_exec() -> ShellHarness {
     // This test links sf-tests' registration of sf-sandbox-exec, which makes "sandbox-exec"
     // a compiled-in tag here: the configuration resolves to the static backend.
     let _linked = sf_tests::linked::LinkedSandboxExec::default();
@@ -82,7 +75,11 @@ fn sandbox_exec_resolved_from_configuration_conforms() {
     let executor = config
         .executor(&PluginPath::new([]))
         .unwrap_or_else(|error| panic!("{error}"));
-    run_all(&ShellHarness(executor));
+    ShellHarness(executor)
+}
+
+mod sandbox_exec_resolved_from_configuration {
+    sf_sdk::executor_conformance!(super::configured_sandbox_exec);
 }
 
 /// Every field of the descriptions and of an answer crosses the boundary unchanged: the

@@ -492,7 +492,8 @@ fn sf_survives_a_hostile_backend_and_says_why() {
             .arg("--from")
             .arg(&source)
             .arg("--config")
-            .arg(&config);
+            .arg(&config)
+            .env("SF_PLUGIN_PATH", &built().test_plugins);
         if let Some(mode) = reply {
             command.env("SF_HOSTILE_REPLY", mode);
         }

@@ -136,6 +136,20 @@ pub fn strip_group_write(path: &Path) {
     }
 }
 
+/// Builds a plugin's library with `cargo build` of `packages` (the plugin's package, the
+/// calling test's own, and any whose programs the plugin needs) and `targets` (`--lib` is
+/// added), makes the library and its directory writable by no one else, and returns the
+/// library `lib<crate_name>.so` in `<target>/<profile>`. Call it once per test process
+/// (behind a `OnceLock`).
+pub fn plugin_library(packages: &[&str], targets: &[&str], crate_name: &str) -> PathBuf {
+    let targets: Vec<&str> = ["--lib"].iter().chain(targets).copied().collect();
+    let dir = cargo_build(packages, &targets);
+    let library = library(&dir, crate_name);
+    strip_group_write(&dir);
+    strip_group_write(&library);
+    library
+}
+
 /// `<profile>/sf-test-plugins`: where test-only plugins are installed, off the default
 /// plugin path of the `sf` in `<profile>`.
 pub fn test_plugin_dir(profile: &Path) -> PathBuf {
@@ -153,8 +167,10 @@ impl TestPlugin {
     /// already holding the same bytes are left alone (another test process may have the
     /// library open); others are replaced by a rename, never rewritten in place. A manifest
     /// that an older build script left beside the built library is removed, so the default
-    /// plugin path of the `sf` in `profile` never finds a test plugin.
+    /// plugin path of the `sf` in `profile` never finds a test plugin. `profile` is made
+    /// writable by no one else, as the loader requires of every directory above a plugin.
     pub fn install(&self, profile: &Path) -> PathBuf {
+        strip_group_write(profile);
         let dir = test_plugin_dir(profile);
         match std::fs::create_dir(&dir) {
             Ok(()) => {}

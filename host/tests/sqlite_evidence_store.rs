@@ -1,39 +1,22 @@
-//! The EvidenceStore conformance suite against the built-in SQLite store (a real file), and
-//! what only the SQLite file can show: the write-once triggers, corruption made with a
-//! separate connection reported `corrupt` and never repaired, a schema changed in any way
-//! (same-named triggers that do nothing, an extra trigger, table, view or index, a changed
-//! index) or failing `PRAGMA quick_check` reported `corrupt`, durability across reopening, WAL
-//! with synchronous=FULL, and the private directory rule.
+//! The built-in SQLite EvidenceStore on what only its file can show (its conformance suite is
+//! in conformance.rs): the write-once triggers, corruption made with a separate connection
+//! reported `corrupt` and never repaired, a schema changed in any way (same-named triggers
+//! that do nothing, an extra trigger, table, view or index, a changed index) or failing
+//! `PRAGMA quick_check` reported `corrupt`, durability across reopening, WAL with
+//! synchronous=FULL, and the private directory rule.
+
+mod support;
 
 use std::os::unix::fs::PermissionsExt as _;
-use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sf_host::canonical::Digest;
 use sf_host::contracts::{AttemptId, EvidenceRecord, EvidenceStore};
 use sf_host::evidence::SqliteEvidenceStore;
-use sf_sdk::conformance::evidence_store::run_all;
-
-/// A private directory for database files: `<private>/store`, 0700, whose parent (a private
-/// temporary directory) no one else can write.
-fn private_dir() -> (tempfile::TempDir, PathBuf) {
-    let (dir, parent) = sf_tests::private_dir();
-    let store = parent.join("store");
-    std::fs::create_dir(&store).unwrap();
-    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o700)).unwrap();
-    (dir, store)
-}
+use support::{corrupt_evidence_row, store_dir};
 
 fn deadline() -> Instant {
     Instant::now() + Duration::from_secs(60)
-}
-
-#[test]
-fn sqlite_evidence_store_conforms() {
-    run_all(&sf_tests::SqliteFileHarness::new(|path| {
-        Arc::new(SqliteEvidenceStore::open(path).unwrap()) as Arc<dyn EvidenceStore>
-    }));
 }
 
 fn record(payload: &[u8]) -> EvidenceRecord {
@@ -51,7 +34,7 @@ fn record(payload: &[u8]) -> EvidenceRecord {
 
 #[test]
 fn triggers_refuse_update_and_delete() {
-    let (_dir, parent) = private_dir();
+    let (_dir, parent) = store_dir();
     let path = parent.join("evidence.db");
     let store = SqliteEvidenceStore::open(&path).unwrap();
     let id = store.put(&record(b"kept"), deadline()).unwrap();
@@ -70,12 +53,12 @@ fn triggers_refuse_update_and_delete() {
 
 #[test]
 fn a_corrupt_row_is_reported_and_never_repaired() {
-    let (_dir, parent) = private_dir();
+    let (_dir, parent) = store_dir();
     let path = parent.join("evidence.db");
     let store = SqliteEvidenceStore::open(&path).unwrap();
     let good = store.put(&record(b"good"), deadline()).unwrap();
     let bad = store.put(&record(b"to be damaged"), deadline()).unwrap();
-    sf_tests::corrupt_evidence_row(&path, &bad);
+    corrupt_evidence_row(&path, &bad);
     let tampered: Vec<u8> = rusqlite::Connection::open(&path)
         .unwrap()
         .query_row(
@@ -105,7 +88,7 @@ fn a_corrupt_row_is_reported_and_never_repaired() {
 
 #[test]
 fn a_database_without_its_triggers_is_refused() {
-    let (_dir, parent) = private_dir();
+    let (_dir, parent) = store_dir();
     let path = parent.join("evidence.db");
     let store = SqliteEvidenceStore::open(&path).unwrap();
     store.put(&record(b"one"), deadline()).unwrap();
@@ -128,7 +111,7 @@ fn a_database_without_its_triggers_is_refused() {
 /// altered database is `corrupt` both to the open store's next put and to a fresh open, and
 /// the record is still there, unchanged.
 fn assert_altered_is_corrupt(what: &str, alter: &str) {
-    let (_dir, parent) = private_dir();
+    let (_dir, parent) = store_dir();
     let path = parent.join("evidence.db");
     let store = SqliteEvidenceStore::open(&path).unwrap();
     let id = store.put(&record(b"kept"), deadline()).unwrap();
@@ -154,7 +137,7 @@ fn assert_altered_is_corrupt(what: &str, alter: &str) {
 #[test]
 fn same_named_triggers_that_do_nothing_are_corrupt() {
     // What such a trigger lets through, on a database sf made: an UPDATE and a DELETE.
-    let (_dir, parent) = private_dir();
+    let (_dir, parent) = store_dir();
     let path = parent.join("evidence.db");
     let store = SqliteEvidenceStore::open(&path).unwrap();
     let id = store.put(&record(b"kept"), deadline()).unwrap();
@@ -218,7 +201,7 @@ fn any_other_schema_change_is_corrupt() {
 fn a_database_failing_quick_check_is_corrupt() {
     // The index's root page pointed at another index's b-tree: the schema's text is intact,
     // but the index no longer matches its table, which only an integrity check sees.
-    let (_dir, parent) = private_dir();
+    let (_dir, parent) = store_dir();
     let path = parent.join("evidence.db");
     let store = SqliteEvidenceStore::open(&path).unwrap();
     for n in 0..3u8 {
@@ -242,7 +225,7 @@ fn a_database_failing_quick_check_is_corrupt() {
 fn a_database_made_by_the_earlier_schema_batch_still_opens() {
     // Databases made before the schema was compared in full were created from one batch of
     // statements; SQLite keeps each statement's text, which must be the text compared.
-    let (_dir, parent) = private_dir();
+    let (_dir, parent) = store_dir();
     let path = parent.join("evidence.db");
     {
         use std::os::unix::fs::OpenOptionsExt as _;
@@ -291,7 +274,7 @@ BEGIN SELECT RAISE(ABORT, 'the schema record is write-once'); END;
 
 #[test]
 fn records_survive_reopening_and_the_file_is_private() {
-    let (_dir, parent) = private_dir();
+    let (_dir, parent) = store_dir();
     let path = parent.join("evidence.db");
     let ids: Vec<Digest> = {
         let store = SqliteEvidenceStore::open(&path).unwrap();
@@ -321,7 +304,7 @@ fn records_survive_reopening_and_the_file_is_private() {
 
 #[test]
 fn roots_and_files_that_are_not_private_are_unavailable() {
-    let (_dir, parent) = private_dir();
+    let (_dir, parent) = store_dir();
     // A world-readable directory.
     let open_dir = parent.join("open");
     std::fs::create_dir(&open_dir).unwrap();

@@ -1,0 +1,104 @@
+//! What the host's tests of its built-in SQLite EvidenceStore share: private directories for
+//! database files, tampering with a database from outside the store, and the evidence-store
+//! conformance harness over SQLite files, however the store is reached.
+
+#![allow(dead_code)]
+
+use std::os::unix::fs::PermissionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use sf_host::canonical::Digest;
+use sf_host::contracts::EvidenceStore;
+
+/// A private directory for database files: `<private>/store`, 0700, whose parent (a private
+/// temporary directory) no one else can write, as the SQLite store requires.
+pub fn store_dir() -> (tempfile::TempDir, PathBuf) {
+    let (dir, parent) = sf_test_support::private_dir();
+    let store = parent.join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o700)).unwrap();
+    (dir, store)
+}
+
+/// The SQLite store's write-once triggers, as its schema creates them.
+const EVIDENCE_TRIGGERS_SQL: &str = "
+CREATE TRIGGER evidence_no_update BEFORE UPDATE ON evidence
+BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;
+CREATE TRIGGER evidence_no_delete BEFORE DELETE ON evidence
+BEGIN SELECT RAISE(ABORT, 'evidence records are write-once'); END;";
+
+/// Changes the record under `id` in the SQLite evidence database at `path` with a separate
+/// connection: drops the write-once triggers, flips the last byte of the record, and puts the
+/// triggers back (an intruder covering their tracks).
+pub fn corrupt_evidence_row(path: &Path, id: &Digest) {
+    let connection = rusqlite::Connection::open(path).unwrap();
+    connection
+        .execute_batch("DROP TRIGGER evidence_no_update; DROP TRIGGER evidence_no_delete;")
+        .unwrap();
+    let mut bytes: Vec<u8> = connection
+        .query_row(
+            "SELECT record FROM evidence WHERE id = ?1",
+            [id.to_string()],
+            |row| row.get(0),
+        )
+        .unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    let changed = connection
+        .execute(
+            "UPDATE evidence SET record = ?1 WHERE id = ?2",
+            rusqlite::params![bytes, id.to_string()],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    connection.execute_batch(EVIDENCE_TRIGGERS_SQL).unwrap();
+}
+
+/// How a harness makes a store over a database file.
+type Open = Box<dyn Fn(&Path) -> Arc<dyn EvidenceStore>>;
+
+/// The evidence-store conformance harness for SQLite-file stores, however they are reached
+/// (linked, or through a plugin): `open` makes a store over a database file, and corruption
+/// is made in that file from outside with [`corrupt_evidence_row`].
+pub struct SqliteFileHarness {
+    _dir: tempfile::TempDir,
+    parent: PathBuf,
+    next: std::sync::atomic::AtomicU64,
+    stores: Mutex<Vec<(Arc<dyn EvidenceStore>, PathBuf)>>,
+    open: Open,
+}
+
+impl SqliteFileHarness {
+    /// A harness whose stores `open` makes, each over a new file in a private directory
+    /// whose parent is private too.
+    pub fn new(open: impl Fn(&Path) -> Arc<dyn EvidenceStore> + 'static) -> Self {
+        let (dir, parent) = store_dir();
+        Self {
+            _dir: dir,
+            parent,
+            next: 0.into(),
+            stores: Mutex::new(Vec::new()),
+            open: Box::new(open),
+        }
+    }
+}
+
+impl sf_sdk::conformance::evidence_store::Harness for SqliteFileHarness {
+    fn fresh_store(&self) -> Arc<dyn EvidenceStore> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let path = self.parent.join(format!("evidence-{n}.db"));
+        let store = (self.open)(&path);
+        self.stores.lock().unwrap().push((store.clone(), path));
+        store
+    }
+
+    fn corrupt(&self, store: &Arc<dyn EvidenceStore>, id: &Digest) -> bool {
+        let stores = self.stores.lock().unwrap();
+        let Some((_, path)) = stores.iter().find(|(made, _)| Arc::ptr_eq(made, store)) else {
+            return false;
+        };
+        corrupt_evidence_row(path, id);
+        true
+    }
+}
