@@ -1,0 +1,120 @@
+//! The crates depend on each other in one direction only, as cargo resolves them (normal and
+//! build dependencies, directly or through other crates; dev-dependencies never reach a
+//! library or program):
+//!
+//! - sf-contracts depends on no sf crate; sf-plugin-abi on sf-contracts alone;
+//! - sf-io and sf-git never on the host (sf-host) or the command line (sf-cli);
+//! - sf-sdk and every plugin crate (their plugin and program packages, and the out-of-tree
+//!   example) never on sf-host or sf-cli;
+//! - sf-test-support on no backend and not on the host, so backend crates can dev-depend on
+//!   it;
+//!
+//! and the out-of-tree example plugin's library, as the tests build it, carries no SQLite and
+//! no clap (which sf-host and sf-cli would bring).
+
+mod metadata_support;
+
+use std::collections::BTreeSet;
+
+use metadata_support::{Workspace, names};
+
+/// The sf crates `package` links, directly or through others.
+fn sf_links(workspace: &Workspace, package: &str) -> BTreeSet<String> {
+    workspace
+        .links(package)
+        .into_iter()
+        .filter(|name| name.starts_with("sf-"))
+        .collect()
+}
+
+/// Asserts that `package` links neither the host nor the command line.
+fn assert_off_the_host(workspace: &Workspace, package: &str) {
+    let links = sf_links(workspace, package);
+    for host in ["sf-host", "sf-cli"] {
+        assert!(!links.contains(host), "{package} links {host}: {links:?}");
+    }
+}
+
+#[test]
+fn the_contracts_and_the_abi_depend_only_downwards() {
+    let workspace = Workspace::read();
+    assert_eq!(
+        sf_links(&workspace, "sf-contracts"),
+        names(&[]),
+        "sf-contracts"
+    );
+    assert_eq!(
+        sf_links(&workspace, "sf-plugin-abi"),
+        names(&["sf-contracts"]),
+        "sf-plugin-abi"
+    );
+}
+
+#[test]
+fn io_and_git_do_not_depend_on_the_host() {
+    let workspace = Workspace::read();
+    for package in ["sf-io", "sf-git"] {
+        assert_off_the_host(&workspace, package);
+    }
+}
+
+#[test]
+fn the_sdk_and_the_plugins_do_not_depend_on_the_host() {
+    let workspace = Workspace::read();
+    let plugins = [
+        "sf-sdk",
+        "sf-git-cli",
+        "sf-sandbox-exec",
+        "sf-sandbox-exec-plugin",
+        "sf-oats",
+        "sf-oats-cli",
+        "sf-oats-plugin",
+        "sf-example-out-of-tree-plugin",
+    ];
+    for package in plugins {
+        assert!(
+            workspace.packages.contains_key(package),
+            "{package} is not a workspace package any more: update this test"
+        );
+        assert_off_the_host(&workspace, package);
+    }
+}
+
+#[test]
+fn the_test_support_depends_on_no_backend() {
+    let workspace = Workspace::read();
+    let links = sf_links(&workspace, "sf-test-support");
+    assert_eq!(
+        links,
+        names(&["sf-sdk", "sf-contracts", "sf-plugin-abi"]),
+        "sf-test-support"
+    );
+}
+
+/// How often `needle` occurs in `haystack`.
+fn count(haystack: &[u8], needle: &[u8]) -> usize {
+    haystack
+        .windows(needle.len())
+        .filter(|window| *window == needle)
+        .count()
+}
+
+#[test]
+fn the_example_plugin_carries_no_sqlite_and_no_clap() {
+    let library = &sf_tests::plugins::built().example;
+    let bytes = std::fs::read(library).expect("the example plugin library");
+    println!(
+        "{}: {} bytes ({:.2} MB)",
+        library.display(),
+        bytes.len(),
+        bytes.len() as f64 / 1e6
+    );
+    for needle in ["sqlite3_", "clap", "rusqlite", "sf_host"] {
+        assert_eq!(
+            count(&bytes, needle.as_bytes()),
+            0,
+            "{} contains {needle:?}",
+            library.display()
+        );
+    }
+}
