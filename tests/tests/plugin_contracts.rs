@@ -7,7 +7,7 @@
 
 mod land_support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -15,16 +15,6 @@ use sf_host::canonical::Digest;
 use sf_host::contracts::{AttemptId, EvidenceRecord, EvidenceStore, Gate, GateAnswer, GateError};
 use sf_host::plugin::{Config, ConfigOrigin, PluginEvidenceStore, PluginGate, PluginPath, load};
 use sf_tests::plugins::{built, run_json, sf};
-
-/// A private directory inside `parent` for SQLite files: the store wants its directory
-/// private and that directory's parent writable by no one else.
-fn store_dir(parent: &Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt as _;
-    let dir = parent.join("store");
-    std::fs::create_dir(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    dir
-}
 
 fn record() -> EvidenceRecord {
     EvidenceRecord::new(
@@ -88,8 +78,7 @@ fn parse(text: &str) -> Config {
 
 #[test]
 fn sections_resolve_compiled_in_and_plugin_tags() {
-    let (_dir, parent) = sf_tests::private_dir();
-    let parent = store_dir(&parent);
+    let (_dir, parent) = sf_test_support::private_store_dir();
     let plugins = PluginPath::new([built().dir.clone(), built().test_plugins.clone()]);
     let later = Instant::now() + Duration::from_secs(30);
     let file = parent.join("gate.json");

@@ -4,22 +4,13 @@
 
 #![allow(dead_code)]
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use sf_host::canonical::Digest;
 use sf_host::contracts::EvidenceStore;
 
-/// A private directory for database files: `<private>/store`, 0700, whose parent (a private
-/// temporary directory) no one else can write, as the SQLite store requires.
-pub fn store_dir() -> (tempfile::TempDir, PathBuf) {
-    let (dir, parent) = sf_test_support::private_dir();
-    let store = parent.join("store");
-    std::fs::create_dir(&store).unwrap();
-    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o700)).unwrap();
-    (dir, store)
-}
+pub use sf_test_support::private_store_dir as store_dir;
 
 /// The SQLite store's write-once triggers, as its schema creates them.
 const EVIDENCE_TRIGGERS_SQL: &str = "

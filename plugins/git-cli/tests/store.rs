@@ -35,10 +35,11 @@ struct Place {
 }
 
 fn place() -> Place {
-    let dir = tempfile::tempdir().expect("tempdir");
-    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o700)).expect("chmod");
-    let root = dir.path().canonicalize().expect("canonical").join("repo");
-    Place { dir, root }
+    let (dir, parent) = sf_test_support::private_dir();
+    Place {
+        dir,
+        root: parent.join("repo"),
+    }
 }
 
 struct Fixture {

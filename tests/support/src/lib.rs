@@ -1,8 +1,9 @@
 //! sf-test-support: the test helpers that the backend crates' tests and sf-tests share, each
 //! written once.
 //!
-//! - [`private_dir`]: a private, canonical temporary directory (what an owned root's parent,
-//!   a SQLite store's directory or a state directory must be).
+//! - [`private_dir`]: a private, canonical temporary directory (what an owned root's parent
+//!   or a state directory must be); [`private_store_dir`]: one inside it (what a SQLite
+//!   store's directory must be).
 //! - [`object_store::PrivateDirHarness`]: the ObjectStore conformance harness over any
 //!   factory, with fresh roots in a private directory.
 //! - [`executor::ShellHarness`]: the Executor conformance harness for a `/bin/sh` runtime.
@@ -31,4 +32,15 @@ pub fn private_dir() -> (tempfile::TempDir, PathBuf) {
         .canonicalize()
         .expect("canonical temporary directory");
     (dir, path)
+}
+
+/// A private (0700) directory `store` inside a fresh [`private_dir`], removed with the guard:
+/// what a SQLite evidence store requires of the directory of its file (private, and in a
+/// parent no one else can write).
+pub fn private_store_dir() -> (tempfile::TempDir, PathBuf) {
+    let (dir, parent) = private_dir();
+    let store = parent.join("store");
+    std::fs::create_dir(&store).expect("mkdir store");
+    std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o700)).expect("chmod 0700");
+    (dir, store)
 }
