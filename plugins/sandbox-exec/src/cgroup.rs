@@ -24,6 +24,7 @@ use std::fs;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -64,8 +65,27 @@ pub struct RunGroup {
     directories: Vec<PathBuf>,
 }
 
-/// Names runs' groups uniquely within this process.
+/// Names runs' groups uniquely within this copy of the crate.
 static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// A random token of this copy of the crate, in every group name: one process may hold two
+/// copies (sandbox-exec linked into a program that also loads it as a plugin), each with its
+/// own counter, and the pid alone would make their names collide.
+fn copy_token() -> u64 {
+    static TOKEN: OnceLock<u64> = OnceLock::new();
+    *TOKEN.get_or_init(|| {
+        let mut bytes = [0u8; 8];
+        // SAFETY: the buffer is valid for writes of its length.
+        let filled = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+        if filled == bytes.len() as isize {
+            u64::from_ne_bytes(bytes)
+        } else {
+            // Without the kernel's randomness the address of this copy's counter still tells
+            // two copies apart (each library is mapped at its own address).
+            std::ptr::addr_of!(NEXT) as u64
+        }
+    })
+}
 
 impl Hierarchy {
     /// The hierarchy this process can make bounded groups in, checked by making (and
@@ -94,8 +114,9 @@ impl Hierarchy {
     /// Makes a run's group with `bounds`.
     pub fn create(&self, bounds: &Bounds) -> Result<RunGroup, String> {
         let name = format!(
-            "sf-run-{}-{}",
+            "sf-run-{}-{:016x}-{}",
             std::process::id(),
+            copy_token(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
         let mut group = RunGroup {
