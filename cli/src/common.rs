@@ -130,7 +130,9 @@ impl Context {
 /// A command's successful output: the `--json` result and the text printed otherwise.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Output {
+    /// The `result` of the `--json` envelope.
     pub json: serde_json::Value,
+    /// What is printed without `--json`.
     pub text: String,
 }
 
@@ -138,11 +140,14 @@ pub struct Output {
 /// the fix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CliError {
+    /// The stable kebab-case code.
     pub code: String,
+    /// What is wrong and what to do.
     pub message: String,
 }
 
 impl CliError {
+    /// The error with `code` and `message`.
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             code: code.into(),

@@ -15,6 +15,8 @@
 //! Adding a subcommand: a module with an `Args` struct and a `run(&Context, Args) ->
 //! Result<Output, CliError>`, a variant in `Command`, and a line in `dispatch`.
 
+#![deny(missing_docs)]
+
 mod assure;
 mod common;
 mod demo;
@@ -62,7 +64,9 @@ pub const EXIT_NOT_DISPATCHED: u8 = 7;
 /// What a command ended with: its result and its exit status.
 #[derive(Debug)]
 pub struct Outcome {
+    /// The result, printed as the envelope or as text.
     pub result: Result<Output, CliError>,
+    /// The exit status (one of the `EXIT_*` constants).
     pub exit: u8,
 }
 

@@ -10,7 +10,7 @@
 //! - `mocks` (feature `mocks`): mockall fakes of the contracts, for faults that cannot be
 //!   made for real.
 
-#![warn(missing_docs)]
+#![deny(missing_docs)]
 
 /// serde and serde_json as the sdk uses them, so that a plugin's configuration type can derive
 /// `Deserialize` with `#[serde(crate = "sf_sdk::serde")]` without its own dependency.

@@ -20,6 +20,8 @@
 //! - `plugin`: the `git-cli` configuration section, its typetag registration, and the
 //!   `export_plugin!` that makes the cdylib a plugin sf loads at run time.
 
+#![deny(missing_docs)]
+
 mod batch;
 mod binary;
 mod errors;

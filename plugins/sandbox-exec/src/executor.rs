@@ -29,7 +29,9 @@ pub const LAUNCHER_NAME: &str = "sf-sandbox-launcher";
 /// How the sandbox-exec Executor is configured.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SandboxConfig {
+    /// The runtime every run uses.
     pub runtime: RuntimeConfig,
+    /// The bounds of every run besides its timeout and output limits.
     #[serde(default)]
     pub limits: Limits,
     /// The launcher program. `None`: `sf-sandbox-launcher` in the directory of the current

@@ -30,6 +30,8 @@
 //!
 //! Only x86_64 Linux is supported; the crate refuses to build elsewhere.
 
+#![deny(missing_docs)]
+
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 compile_error!("sf-sandbox-exec supports x86_64 Linux only");
 

@@ -84,7 +84,9 @@ pub enum RuntimeSetting {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeTable {
+    /// The runtime executable, an absolute path.
     pub executable: PathBuf,
+    /// The host paths the runtime may read; absent: see the module documentation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readable: Option<Vec<PathBuf>>,
 }
@@ -93,14 +95,23 @@ pub struct RuntimeTable {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsSetting {
+    /// [`Limits::cpu_seconds`].
     pub cpu_seconds: Option<u64>,
+    /// [`Limits::address_space_bytes`].
     pub address_space_bytes: Option<u64>,
+    /// [`Limits::file_size_bytes`].
     pub file_size_bytes: Option<u64>,
+    /// [`Limits::open_files`].
     pub open_files: Option<u64>,
+    /// [`Limits::processes`].
     pub processes: Option<u64>,
+    /// [`Limits::scratch_bytes`].
     pub scratch_bytes: Option<u64>,
+    /// [`Limits::scratch_inodes`].
     pub scratch_inodes: Option<u64>,
+    /// [`Limits::memory_bytes`].
     pub memory_bytes: Option<u64>,
+    /// [`Limits::cpu_percent`].
     pub cpu_percent: Option<u64>,
 }
 
@@ -125,7 +136,9 @@ impl LimitsSetting {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NetworkSetting {
+    /// [`NetworkMode::New`](crate::NetworkMode::New).
     New,
+    /// [`NetworkMode::SharedEmpty`](crate::NetworkMode::SharedEmpty).
     SharedEmpty,
 }
 

@@ -15,6 +15,8 @@
 //! - A run gets, of the caller's environment, only the values of names the capability
 //!   declares in `environment` (and only once trusted).
 
+#![deny(missing_docs)]
+
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::io::Write;
