@@ -329,5 +329,5 @@ contract_error! {
     }
 }
 
-/// Framing bytes a read may use per unique object on top of the bodies (seed 001).
+/// Framing bytes a read may use per unique object on top of the bodies.
 pub const READ_FRAMING_BYTES: u64 = 64;

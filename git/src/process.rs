@@ -4,7 +4,7 @@
 //! must be the same for both: which binary (root-owned, writable by no one else, every
 //! directory above it too), the `-c` settings that switch off hooks, fsmonitor, reflogs, gc,
 //! maintenance, replace refs, transports and credential helpers, the cleared environment
-//! whose HOME is an empty private directory (seed 001, invariant 13), and the bounds: input
+//! whose HOME is an empty private directory (so no user configuration, hook or credential helper reaches it), and the bounds: input
 //! written from a thread, stdout and stderr drained by threads with byte caps, and a
 //! wall-clock deadline that kills (SIGKILL) and reaps the process.
 

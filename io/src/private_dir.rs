@@ -3,7 +3,7 @@
 //! that no other user (and no sandboxed program, which runs as another user) can read, add,
 //! replace or rename what sf keeps there.
 //!
-//! The rule (DESIGN.md, "Translating the seeds"): `std::fs::canonicalize` equals the given
+//! The rule: `std::fs::canonicalize` equals the given
 //! path; it is a directory (not a symbolic link) owned by the effective uid with mode 0700
 //! (no group or other bits); its parent is not group- or world-writable.
 

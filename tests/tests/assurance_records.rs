@@ -1,4 +1,4 @@
-//! Bad input (issue 6): malformed or mismatched acceptance, recipe, environment and pins,
+//! Bad input: malformed or mismatched acceptance, recipe, environment and pins,
 //! inputs over the snapshot limits, and protected paths the profile can read are typed errors
 //! before anything starts or is stored. And the records round-trip exactly.
 

@@ -1,4 +1,4 @@
-//! `sf repo create --from-git REPO --rev REV` (issue 8, item 2): a text-only repository's tree
+//! `sf repo create --from-git REPO --rev REV`: a text-only repository's tree
 //! becomes the owned repository's first snapshot file for file; a tree with a binary file, a
 //! symbolic link and a submodule is refused with the list of those paths and nothing is
 //! created; a bad revision is a clear error.

@@ -1,4 +1,4 @@
-//! The command line of Repository Assurance (issue 6, item 8), end to end through the built
+//! The command line of Repository Assurance, end to end through the built
 //! `sf` binary and its dynamically loaded plugins (git-cli, sandbox-exec): `sf slice freeze`,
 //! `sf seal`, `sf collect` (progress on stderr, one line per run), `sf judge`, `sf evidence
 //! get|find`, all with `--json` envelopes.

@@ -1,5 +1,4 @@
-//! Every collector error is Inconclusive, never Verified or Failed (issue 6, "Must show" 2;
-//! seed 000, invariants 3-6 and "Failure semantics"). Real components throughout (real git,
+//! Every collector error is Inconclusive, never Verified or Failed. Real components throughout (real git,
 //! real sandboxed runs, a real SQLite file, a real fence); the executor is wrapped only to
 //! inject a refusal, a panic or a relabelled answer, and the evidence store is a mockall fake
 //! only for the put that fails.

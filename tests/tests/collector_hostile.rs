@@ -1,4 +1,4 @@
-//! A hostile Candidate (seed 000, invariant 7; issue 6, "Must show" 3), in the real sandbox:
+//! A hostile Candidate, in the real sandbox:
 //! its program tries to read the answer key, the evidence database, the repository, the fence
 //! and a canary beside each; to list those directories and the home directory; to write into
 //! the evidence database, the executor's directory and the Slice directory; and prints a

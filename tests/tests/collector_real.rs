@@ -1,6 +1,6 @@
 //! The collector and the judge end to end on real components: the real git binary, real
 //! sandboxed runs (sf-sandbox-exec, `/bin/sh`), a real SQLite evidence file, a real fence and
-//! snapshot store (issue 6, "Must show" 1 and 4).
+//! snapshot store.
 
 mod collector_support;
 

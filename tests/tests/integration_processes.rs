@@ -110,7 +110,7 @@ fn eight_processes_dispatch_one_intent_exactly_once() {
         std::thread::sleep(std::time::Duration::from_millis(150));
         std::fs::write(&go, b"").unwrap();
         // A claimant whose claim Git did not acknowledge (it met the winner's lock on the
-        // dispatch ref) fails with git-failed and starts nothing (seed 001, invariant 9); every
+        // dispatch ref) fails with git-failed and starts nothing (a claim not acknowledged moves nothing); every
         // other call returns an observation.
         let mut observations: Vec<Value> = Vec::new();
         for child in children {

@@ -1,4 +1,4 @@
-//! The sandbox's bounds (issue 5, "Must show" 4–7 and 13): no process outlives its run, the
+//! The sandbox's bounds: no process outlives its run, the
 //! timeout and output caps hold, the rlimits hold, and fork and memory bombs end within
 //! bounds with the host unharmed.
 

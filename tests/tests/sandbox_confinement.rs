@@ -1,4 +1,4 @@
-//! Hostile programs inside the sandbox (issue 5, "Must show" 1–3 and 8–11): each probe
+//! Hostile programs inside the sandbox: each probe
 //! prints its own verdict after attempting, and each denial is paired with a positive control
 //! showing the same operation works on an allowed target. These run as root in CI and still
 //! prove confinement: the sentinel files are world-readable, so only the sandbox keeps them

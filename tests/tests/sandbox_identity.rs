@@ -1,4 +1,4 @@
-//! What a sandbox-exec answer proves (issue 5, "Must show" 12), failing closed, and placement
+//! What a sandbox-exec answer proves, failing closed, and placement
 //! against a real runtime. sandbox-exec's own crate runs the conformance suite
 //! (plugins/sandbox-exec/tests/conformance.rs).
 

@@ -1,4 +1,4 @@
-//! The repository collector (seed 000): runs each frozen process check of one sealed
+//! The repository collector: runs each frozen process check of one sealed
 //! Candidate once, in the confined executor, under the pins it was sealed for, and stores
 //! exactly one `sf-repository-observation/1` Evidence record per run. It observes and never
 //! judges; it never runs Candidate or base code in its own process, never reads or writes Git,

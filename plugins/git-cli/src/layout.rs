@@ -49,13 +49,13 @@ pub const MARKER_NAME: &str = "sf-repository.json";
 pub const TOP_LEVEL: &[&str] = &["HEAD", "config", "objects", "refs"];
 
 /// The one tolerated extra top-level entry: the lock a concurrent `update-ref` of the ref
-/// HEAD names takes on HEAD (seed 001, invariant 2).
+/// HEAD names takes on HEAD.
 pub const HEAD_LOCK: &str = "HEAD.lock";
 
 /// The largest marker accepted; the marker is read whole before every operation.
 pub const MARKER_MAX_BYTES: usize = 64 * 1024;
 
-/// The longest root path accepted (seed 001: repository path ≤ 1024).
+/// The longest root path accepted, in bytes.
 pub const PATH_MAX_BYTES: usize = 1024;
 
 /// The directories of a fresh root, parents first.

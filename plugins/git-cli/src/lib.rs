@@ -5,7 +5,8 @@
 //! subcommands with fixed arguments, a cleared environment, hooks and every automatic
 //! maintenance off, and time and output bounds. The root is a bare repository whose layout
 //! the store writes itself and re-checks, byte for byte, before every Git process starts and
-//! again before its result is accepted (seed 001, invariants 2 and 13).
+//! again before its result is accepted, and Git runs with a cleared environment whose HOME is an
+//! empty private directory.
 //!
 //! Modules, one job each:
 //! - `layout`: the fixed on-disk layout and the exclusive creation of a root;

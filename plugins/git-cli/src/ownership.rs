@@ -1,7 +1,7 @@
 //! The ownership check: is the root on disk still exactly the one this store created?
 //!
 //! It runs at the start of every trait method, before every Git process starts and again
-//! after the process ends, before its result is accepted (seed 001, invariant 2). It examines
+//! after the process ends, before its result is accepted. It examines
 //! with `lstat` and `O_NOFOLLOW` so that a symlink is never followed, and it never opens,
 //! removes or waits for anything Git itself might be holding. Whatever cannot be examined
 //! refuses as `unavailable`.
@@ -26,8 +26,8 @@ use crate::layout::{
 /// refused without being read whole.
 const TOP_LEVEL_SCAN_LIMIT: usize = 64;
 
-/// The most entries of a fan-out directory searched for Git's temporary object name
-/// (seed 001, invariant 2).
+/// The most entries of a fan-out directory searched for Git's temporary object name (a
+/// concurrent Git's unfinished write, which is tolerated).
 pub const FINALISATION_SEARCH_LIMIT: usize = 65_536;
 
 /// Where alternates would graft foreign object databases onto this one.

@@ -18,7 +18,7 @@ use sf_contracts::{ObjectStoreError, RefName, RefValue};
 use crate::errors::{corrupt, limit, unavailable};
 use crate::ownership::{effective_uid, read_own_file};
 
-/// The `for-each-ref` output cap for one ref (seed 001: for-each-ref output ≤ 64 KiB).
+/// The `for-each-ref` output cap for one ref (64 KiB: far more than one ref line needs).
 pub const READ_REF_OUTPUT_BYTES: u64 = 64 * 1024;
 
 /// The `for-each-ref` output cap for a listing: 1 MiB, about 12,000 refs of sf's shapes.

@@ -2,8 +2,7 @@
 //!
 //! Only four subcommands run, each with a fixed argument list, under `-c` settings that switch
 //! off hooks, fsmonitor, reflogs, gc, maintenance, replace refs, transports and credential
-//! helpers, in a cleared environment whose HOME is an empty private directory (seed 001,
-//! invariant 13). Input is written from a thread, stdout and stderr are drained by threads
+//! helpers, in a cleared environment whose HOME is an empty private directory. Input is written from a thread, stdout and stderr are drained by threads
 //! with byte caps, and a wall-clock deadline kills (SIGKILL) and reaps the process. The
 //! runner knows nothing of ownership: callers check it before and after [`GitRunner::run`].
 //! The settings, environment and bounds are [`sf_git::process`]'s, shared with the
