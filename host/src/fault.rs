@@ -29,7 +29,7 @@ pub enum FaultPoint {
 }
 
 impl FaultPoint {
-    /// The seed's name of the point (stable: fault tests select points by it).
+    /// The point's name (stable: fault tests select points by it).
     pub fn name(self) -> &'static str {
         match self {
             Self::InitialObjectsWritten => "initial-objects-written",
@@ -57,7 +57,7 @@ impl FaultPoint {
         Self::LandJudged,
     ];
 
-    /// The point with the seed's `name`.
+    /// The point named `name`.
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|point| point.name() == name)
     }

@@ -24,7 +24,7 @@
 //!   or equals or contains a readable file (as written or as it resolves now). Names are
 //!   compared as bytes: Linux file names are case-sensitive.
 //!
-//! Not covered (as in the seed): a hard link to a protected file placed where the profile
+//! Not covered: a hard link to a protected file placed where the profile
 //! can read, and a component created between one check and the launch it guards (the next
 //! check catches it).
 
