@@ -10,11 +10,33 @@
 //! duplicate keys refused, no fractions or exponents, bounded nesting and size. Reading a
 //! stored record "canonically" means parsing it and checking that re-encoding gives the same
 //! bytes.
+//!
+//! Every record type is read and written through this module as serde types: [`to_value`]
+//! and [`to_canonical_bytes`] write any `Serialize` type as exactly the bytes [`encode`]
+//! gives, and [`from_slice`], [`from_canonical_slice`] and [`from_value`] read any
+//! `Deserialize` type from strictly parsed JSON, with errors ([`FieldError`]) that name the
+//! field by its JSON path and say which rejection it is. [`literal_fields!`](crate::literal_fields)
+//! declares a record's fixed fields (its `protocol`), and [`rules`] holds the field rules
+//! records share.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use sha2::{Digest as _, Sha256};
+
+#[cfg(test)]
+mod codec_tests;
+mod de;
+pub mod literal;
+pub mod rules;
+mod ser;
+
+pub(crate) use de::TextVisitor;
+pub use de::{
+    DIGEST_RULE, FieldError, FieldErrorKind, from_canonical_slice, from_slice, from_value,
+};
+pub use rules::{checked, nullable, positive, variant_tag};
+pub use ser::{digest_of, to_canonical_bytes, to_value};
 
 /// The largest canonical document, in bytes (1 MiB).
 pub const MAX_BYTES: usize = 1_048_576;
@@ -99,6 +121,10 @@ pub enum JsonError {
     },
     #[error("integer {value} is outside ±(2^53 − 1)")]
     UnsafeInteger { value: i64 },
+    /// A value that canonical JSON cannot hold was to be written (a fraction, raw bytes, an
+    /// object key that is not a string).
+    #[error("cannot be written as canonical JSON: {what}")]
+    Unencodable { what: String },
 }
 
 impl JsonError {
@@ -111,6 +137,7 @@ impl JsonError {
             Self::DuplicateKey { .. } => "duplicate-key",
             Self::UnsupportedNumber { .. } | Self::UnsafeInteger { .. } => "unsupported-number",
             Self::Syntax { .. } => "syntax",
+            Self::Unencodable { .. } => "unencodable",
         }
     }
 }

@@ -90,6 +90,26 @@ impl fmt::Debug for ObjectId {
     }
 }
 
+/// The rule an object id's text follows.
+pub const OBJECT_ID_RULE: &str = "must be a full object id: 40 lowercase hex characters";
+
+/// An object id writes itself as its 40 lowercase hex characters.
+impl serde::Serialize for ObjectId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+/// An object id reads itself from exactly 40 lowercase hex characters.
+impl<'de> serde::Deserialize<'de> for ObjectId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(crate::canonical::TextVisitor {
+            parse: Self::parse_hex,
+            rule: OBJECT_ID_RULE,
+        })
+    }
+}
+
 /// The header Git hashes in front of an object's body.
 pub fn object_header(kind: ObjectKind, len: usize) -> Vec<u8> {
     format!("{} {len}\0", kind.as_str()).into_bytes()
