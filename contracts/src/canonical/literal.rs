@@ -38,10 +38,16 @@ use super::ser::refuse_serializing;
 
 /// Implements `Serialize` and `Deserialize` for a struct whose derived impls are
 /// `#[serde(remote = "Self")]`, adding fields of fixed value: `literal_fields!(Type {
-/// "protocol": PROTOCOL, "objectFormat": "sha1" })`. See [the module](self).
+/// "protocol": PROTOCOL, "objectFormat": "sha1" })`. `literal_fields!(serialize Type { … })`
+/// or `literal_fields!(deserialize Type { … })` implements one of the two, for a type that
+/// derives only one. See [the module](self).
 #[macro_export]
 macro_rules! literal_fields {
     ($type:ty { $($key:literal : $value:expr),+ $(,)? }) => {
+        $crate::literal_fields!(serialize $type { $($key: $value),+ });
+        $crate::literal_fields!(deserialize $type { $($key: $value),+ });
+    };
+    (serialize $type:ty { $($key:literal : $value:expr),+ $(,)? }) => {
         impl $crate::canonical::literal::__serde::Serialize for $type {
             fn serialize<S: $crate::canonical::literal::__serde::Serializer>(
                 &self,
@@ -54,7 +60,8 @@ macro_rules! literal_fields {
                 )
             }
         }
-
+    };
+    (deserialize $type:ty { $($key:literal : $value:expr),+ $(,)? }) => {
         impl<'de> $crate::canonical::literal::__serde::Deserialize<'de> for $type {
             fn deserialize<D: $crate::canonical::literal::__serde::Deserializer<'de>>(
                 deserializer: D,

@@ -1,5 +1,6 @@
 //! Field rules for derived record types, used as `#[serde(deserialize_with = "…")]`: a
-//! nullable field that must still be present, positive integers, a value checked by a rule
+//! nullable field that must still be present, an optional one that is never null, positive
+//! integers, a value checked by a rule
 //! as it is read (so the error names the field), and the variant tag of a record whose shape
 //! depends on one of its fields.
 
@@ -19,6 +20,17 @@ where
     T: Deserialize<'de>,
 {
     Option::deserialize(deserializer)
+}
+
+/// A field that may be absent and is never null: `#[serde(default, deserialize_with =
+/// "canonical::optional")]` on an `Option` reads an absent field as `None` and a present one
+/// as a `T` (null is refused as the wrong type).
+pub fn optional<'de, D, T>(deserializer: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    T::deserialize(deserializer).map(Some)
 }
 
 /// A positive safe integer: 1 to 2^53 − 1.

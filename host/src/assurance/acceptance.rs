@@ -9,13 +9,14 @@
 
 use std::collections::BTreeSet;
 
-use crate::canonical::{self, Digest, Value, object};
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::{self, Digest, Value};
 use crate::contracts::executor::{EntryPlace, MAX_ARG_BYTES, MAX_ARGS, RunEntry};
-use crate::repository::record::{FieldError, Fields, index};
 use crate::repository::{ID_RULE, is_valid_id};
 use crate::source_path;
 
-use super::{AssuranceError, record_digest, record_from_json};
+use super::{AssuranceError, invalid_field, read_record, record_bytes, record_bytes_digest};
 
 /// The protocol string of the acceptance record.
 pub const ACCEPTANCE_PROTOCOL: &str = "sf-repository-acceptance/2";
@@ -25,7 +26,8 @@ pub const MAX_CHECKS: usize = 64;
 pub const MAX_PROMPT_BYTES: usize = 4096;
 
 /// When a process check runs, and what it shows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// Shows the defect on the base: runs on stage base, and its expectation is the failure.
     Before,
@@ -44,19 +46,11 @@ impl Phase {
             Self::Guardrail => "guardrail",
         }
     }
-
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "before" => Some(Self::Before),
-            "after" => Some(Self::After),
-            "guardrail" => Some(Self::Guardrail),
-            _ => None,
-        }
-    }
 }
 
 /// Which tree a process check runs: the base B or the Candidate M.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Stage {
     Base,
     Candidate,
@@ -82,20 +76,24 @@ impl Stage {
 
 /// What a process check's run must show: its exit code and, unless `None`, the SHA-256 of
 /// its stdout. The expected stdout itself is never stored where a Candidate could read it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Expectation {
     pub exit_code: i32,
+    #[serde(deserialize_with = "canonical::nullable")]
     pub stdout_digest: Option<Digest>,
 }
 
-/// A check that runs one program once in the sandbox.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A check that runs one program once in the sandbox (`"kind": "process"` in records).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProcessCheck {
     pub id: String,
     pub phase: Phase,
     pub stage: Stage,
     /// The file given to the runtime first: a file of the stage's tree
     /// ([`EntryPlace::Program`], written `"tree"`) or of the Slice's harness.
+    #[serde(with = "entry_record")]
     pub entry: RunEntry,
     /// Whether the Candidate may rewrite the entry: true exactly for a check of stage
     /// candidate whose entry is a tree file inside the Slice's scope.
@@ -106,23 +104,72 @@ pub struct ProcessCheck {
     pub expectation: Expectation,
 }
 
-/// How a record writes where an entry is.
-fn entry_from(place: EntryPlace) -> &'static str {
-    match place {
-        EntryPlace::Program => "tree",
-        EntryPlace::Harness => "harness",
+canonical::literal_fields!(ProcessCheck { "kind": "process" });
+
+/// How a record writes an entry: `{"from": "tree" | "harness", "path"}`.
+mod entry_record {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::contracts::executor::{EntryPlace, RunEntry};
+
+    #[derive(Clone, Copy, Serialize, Deserialize)]
+    #[serde(rename_all = "lowercase")]
+    enum From {
+        Tree,
+        Harness,
+    }
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Entry<'a> {
+        from: From,
+        #[serde(borrow)]
+        path: std::borrow::Cow<'a, str>,
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        entry: &RunEntry,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        let from = match entry.place {
+            EntryPlace::Program => From::Tree,
+            EntryPlace::Harness => From::Harness,
+        };
+        Entry {
+            from,
+            path: entry.path.as_str().into(),
+        }
+        .serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<RunEntry, D::Error> {
+        let entry = Entry::deserialize(deserializer)?;
+        let place = match entry.from {
+            From::Tree => EntryPlace::Program,
+            From::Harness => EntryPlace::Harness,
+        };
+        Ok(RunEntry {
+            place,
+            path: entry.path.into_owned(),
+        })
     }
 }
 
-/// A check for a person to answer; reserved: sf never runs it and the judge does not count it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A check for a person to answer; reserved: sf never runs it and the judge does not count it
+/// (`"kind": "review"` in records).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct ReviewCheck {
     pub id: String,
     pub prompt: String,
 }
+canonical::literal_fields!(ReviewCheck { "kind": "review" });
 
-/// One check of an acceptance.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One check of an acceptance; its `kind` says which (see [`Acceptance::from_json`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
 pub enum Check {
     Process(ProcessCheck),
     Review(ReviewCheck),
@@ -139,10 +186,20 @@ impl Check {
 }
 
 /// A Slice's frozen acceptance.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(remote = "Self")]
 pub struct Acceptance {
     pub checks: Vec<Check>,
 }
+canonical::literal_fields!(serialize Acceptance { "protocol": ACCEPTANCE_PROTOCOL });
+
+/// The acceptance as it is read: its checks as JSON, each then read as the kind it names.
+#[derive(Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+struct AcceptanceRecord {
+    checks: Vec<Value>,
+}
+canonical::literal_fields!(deserialize AcceptanceRecord { "protocol": ACCEPTANCE_PROTOCOL });
 
 impl Acceptance {
     /// The process checks, in the order listed (which is phase order).
@@ -247,75 +304,35 @@ impl Acceptance {
 
     /// The record as a JSON value.
     pub fn to_value(&self) -> Value {
-        let checks = self
-            .checks
-            .iter()
-            .map(|check| match check {
-                Check::Process(process) => object([
-                    ("kind", "process".into()),
-                    ("id", process.id.as_str().into()),
-                    ("phase", process.phase.as_str().into()),
-                    ("stage", process.stage.as_str().into()),
-                    (
-                        "entry",
-                        object([
-                            ("from", entry_from(process.entry.place).into()),
-                            ("path", process.entry.path.as_str().into()),
-                        ]),
-                    ),
-                    ("entryInScope", Value::Bool(process.entry_in_scope)),
-                    (
-                        "args",
-                        Value::Array(process.args.iter().map(|arg| arg.as_str().into()).collect()),
-                    ),
-                    ("input", process.input.to_string().into()),
-                    (
-                        "expectation",
-                        object([
-                            (
-                                "exitCode",
-                                Value::Integer(i64::from(process.expectation.exit_code)),
-                            ),
-                            (
-                                "stdoutDigest",
-                                process
-                                    .expectation
-                                    .stdout_digest
-                                    .as_ref()
-                                    .map(ToString::to_string)
-                                    .into(),
-                            ),
-                        ]),
-                    ),
-                ]),
-                Check::Review(review) => object([
-                    ("kind", "review".into()),
-                    ("id", review.id.as_str().into()),
-                    ("prompt", review.prompt.as_str().into()),
-                ]),
-            })
-            .collect();
-        object([
-            ("protocol", ACCEPTANCE_PROTOCOL.into()),
-            ("checks", Value::Array(checks)),
-        ])
+        canonical::to_value(self).expect("an acceptance holds only strings and integers")
     }
 
     /// The canonical bytes of the record.
     pub fn to_bytes(&self) -> Result<Vec<u8>, AssuranceError> {
-        canonical::encode(&self.to_value())
-            .map_err(|error| AssuranceError::invalid("acceptance", error.to_string()))
+        record_bytes(self, "acceptance")
     }
 
     /// The `sha256:` of the canonical bytes: what a Candidate is sealed for.
     pub fn digest(&self) -> Result<Digest, AssuranceError> {
-        record_digest(&self.to_value(), "acceptance")
+        record_bytes_digest(self, "acceptance")
     }
 
-    /// Parses an acceptance strictly (any valid JSON; exactly the declared fields) and
-    /// validates it.
+    /// Parses an acceptance strictly (any valid JSON; exactly the declared fields; each check
+    /// exactly the fields of the `kind` it names) and validates it.
     pub fn from_json(bytes: &[u8]) -> Result<Self, AssuranceError> {
-        let acceptance = record_from_json(bytes, "acceptance", Self::from_value)?;
+        let record: AcceptanceRecord = read_record(bytes, "acceptance")?;
+        let mut checks = Vec::with_capacity(record.checks.len());
+        for (at, check) in record.checks.iter().enumerate() {
+            let path = format!("acceptance.checks[{at}]");
+            let kind = canonical::variant_tag(check, &path, "kind", &["process", "review"])
+                .map_err(invalid_field)?;
+            checks.push(if kind == "process" {
+                Check::Process(canonical::from_value(check, &path).map_err(invalid_field)?)
+            } else {
+                Check::Review(canonical::from_value(check, &path).map_err(invalid_field)?)
+            });
+        }
+        let acceptance = Self { checks };
         acceptance.validate()?;
         Ok(acceptance)
     }
@@ -324,125 +341,5 @@ impl Acceptance {
     pub fn harness_entries(&self) -> impl Iterator<Item = &ProcessCheck> {
         self.process_checks()
             .filter(|check| check.entry.place == EntryPlace::Harness)
-    }
-
-    pub(crate) fn from_value(value: &Value) -> Result<Self, FieldError> {
-        let fields = Fields::exact(value, "acceptance", &["protocol", "checks"])?;
-        fields.literal("protocol", ACCEPTANCE_PROTOCOL)?;
-        let mut checks = Vec::new();
-        for (at, item) in fields.array("checks")?.iter().enumerate() {
-            let path = index("acceptance.checks", at);
-            let kind = match item {
-                Value::Object(map) => map.get("kind"),
-                _ => None,
-            };
-            let check = match kind {
-                Some(Value::String(kind)) if kind == "review" => {
-                    let check = Fields::exact(item, &path, &["kind", "id", "prompt"])?;
-                    Check::Review(ReviewCheck {
-                        id: check.string("id")?.to_owned(),
-                        prompt: check.string("prompt")?.to_owned(),
-                    })
-                }
-                Some(Value::String(kind)) if kind == "process" => {
-                    let check = Fields::exact(
-                        item,
-                        &path,
-                        &[
-                            "kind",
-                            "id",
-                            "phase",
-                            "stage",
-                            "entry",
-                            "entryInScope",
-                            "args",
-                            "input",
-                            "expectation",
-                        ],
-                    )?;
-                    let entry = Fields::exact(
-                        check.value("entry"),
-                        &check.path("entry"),
-                        &["from", "path"],
-                    )?;
-                    let place = match entry.string("from")? {
-                        "tree" => EntryPlace::Program,
-                        "harness" => EntryPlace::Harness,
-                        _ => {
-                            return Err(FieldError::wrong(
-                                &entry.path("from"),
-                                "must be tree or harness",
-                            ));
-                        }
-                    };
-                    let entry_in_scope = match check.value("entryInScope") {
-                        Value::Bool(flag) => *flag,
-                        _ => {
-                            return Err(FieldError::wrong(
-                                &check.path("entryInScope"),
-                                "must be true or false",
-                            ));
-                        }
-                    };
-                    let phase = Phase::parse(check.string("phase")?).ok_or_else(|| {
-                        FieldError::wrong(
-                            &check.path("phase"),
-                            "must be before, after or guardrail",
-                        )
-                    })?;
-                    let stage = Stage::parse(check.string("stage")?).ok_or_else(|| {
-                        FieldError::wrong(&check.path("stage"), "must be base or candidate")
-                    })?;
-                    let mut args = Vec::new();
-                    for (arg_at, arg) in check.array("args")?.iter().enumerate() {
-                        match arg {
-                            Value::String(text) => args.push(text.clone()),
-                            other => {
-                                return Err(FieldError::wrong(
-                                    &index(&check.path("args"), arg_at),
-                                    format!("must be a string, not {}", other.type_name()),
-                                ));
-                            }
-                        }
-                    }
-                    let expectation = Fields::exact(
-                        check.value("expectation"),
-                        &check.path("expectation"),
-                        &["exitCode", "stdoutDigest"],
-                    )?;
-                    let exit_code =
-                        i32::try_from(expectation.integer("exitCode")?).map_err(|_| {
-                            FieldError::wrong(
-                                &expectation.path("exitCode"),
-                                "an exit code is 0 to 255",
-                            )
-                        })?;
-                    Check::Process(ProcessCheck {
-                        id: check.string("id")?.to_owned(),
-                        phase,
-                        stage,
-                        entry: RunEntry {
-                            place,
-                            path: entry.string("path")?.to_owned(),
-                        },
-                        entry_in_scope,
-                        args,
-                        input: check.digest("input")?,
-                        expectation: Expectation {
-                            exit_code,
-                            stdout_digest: expectation.nullable_digest("stdoutDigest")?,
-                        },
-                    })
-                }
-                _ => {
-                    return Err(FieldError::wrong(
-                        &format!("{path}.kind"),
-                        "must be \"process\" or \"review\"",
-                    ));
-                }
-            };
-            checks.push(check);
-        }
-        Ok(Self { checks })
     }
 }

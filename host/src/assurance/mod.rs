@@ -16,6 +16,9 @@ pub mod recipe;
 pub mod slice;
 pub mod time;
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
 use crate::canonical::{self, Digest, Value};
 use crate::repository::record::FieldError;
 
@@ -57,6 +60,27 @@ impl AssuranceError {
     }
 }
 
+/// The canonical bytes of the record `what`.
+fn record_bytes<T: Serialize>(record: &T, what: &str) -> Result<Vec<u8>, AssuranceError> {
+    canonical::to_canonical_bytes(record)
+        .map_err(|error| AssuranceError::invalid(what, error.to_string()))
+}
+
+/// The `sha256:` of the canonical bytes of the record `what`.
+fn record_bytes_digest<T: Serialize>(record: &T, what: &str) -> Result<Digest, AssuranceError> {
+    record_bytes(record, what).map(|bytes| Digest::of(&bytes))
+}
+
+/// Reads the record `what` strictly from any valid JSON holding exactly its fields; errors
+/// name the field (`acceptance.checks[2].phase`).
+fn read_record<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, AssuranceError> {
+    canonical::from_slice(bytes, what).map_err(invalid_field)
+}
+
+fn invalid_field(error: FieldError) -> AssuranceError {
+    AssuranceError::invalid(error.field, error.rule)
+}
+
 fn record_digest(value: &Value, what: &str) -> Result<Digest, AssuranceError> {
     canonical::digest(value).map_err(|error| AssuranceError::invalid(what, error.to_string()))
 }
@@ -68,5 +92,5 @@ fn record_from_json<T>(
 ) -> Result<T, AssuranceError> {
     let value = canonical::parse(bytes)
         .map_err(|error| AssuranceError::invalid(what, error.to_string()))?;
-    from_value(&value).map_err(|error| AssuranceError::invalid(error.field, error.rule))
+    from_value(&value).map_err(invalid_field)
 }

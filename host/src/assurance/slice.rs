@@ -11,11 +11,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::canonical::{self, Digest, Value, object};
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::{self, Digest, Value};
 use crate::contracts::executor::EntryPlace;
 use crate::git_object::ObjectId;
 use crate::path_glob::PathGlob;
-use crate::repository::record::{FieldError, Fields, index};
 use crate::repository::{
     CANDIDATE_PROTOCOL, FrozenInputs, ID_RULE, RepositoryIdentity, SealedCandidate, Slice,
     SliceBinding, check_protected, in_scope, is_valid_id, parse_protected,
@@ -25,15 +26,17 @@ use crate::snapshot::{SnapshotFile, snapshot_digest};
 use super::acceptance::{Acceptance, Stage};
 use super::environment::EnvironmentRecord;
 use super::recipe::Recipe;
-use super::{AssuranceError, record_digest, record_from_json};
+use super::{AssuranceError, read_record, record_bytes, record_bytes_digest};
 
 /// The protocol string of the Slice record.
 pub const SLICE_PROTOCOL: &str = "sf-slice/1";
 
 /// A frozen Slice's record.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct SliceRecord {
     pub id: String,
+    #[serde(deserialize_with = "canonical::positive")]
     pub revision: u64,
     /// The repository the Slice's base belongs to.
     pub repository: RepositoryIdentity,
@@ -56,6 +59,8 @@ pub struct SliceRecord {
     /// collection cannot run under another one.
     pub executor: Value,
 }
+
+canonical::literal_fields!(SliceRecord { "protocol": SLICE_PROTOCOL });
 
 impl SliceRecord {
     /// The Slice as a Candidate names it.
@@ -115,95 +120,24 @@ impl SliceRecord {
 
     /// The record as a JSON value.
     pub fn to_value(&self) -> Value {
-        let strings =
-            |items: &[String]| Value::Array(items.iter().map(|s| s.as_str().into()).collect());
-        object([
-            ("protocol", SLICE_PROTOCOL.into()),
-            ("id", self.id.as_str().into()),
-            ("revision", Value::Integer(self.revision as i64)),
-            ("repository", self.repository.to_value()),
-            ("base", self.base.to_hex().into()),
-            ("scope", strings(&self.scope)),
-            ("protected", strings(&self.protected)),
-            ("acceptance", self.acceptance.to_string().into()),
-            ("recipe", self.recipe.to_string().into()),
-            ("environment", self.environment.to_string().into()),
-            ("harness", self.harness.to_string().into()),
-            ("overlay", self.overlay.to_string().into()),
-            ("executor", self.executor.clone()),
-        ])
+        canonical::to_value(self).expect("a Slice record holds only JSON values")
     }
 
     /// The canonical bytes of the record.
     pub fn to_bytes(&self) -> Result<Vec<u8>, AssuranceError> {
-        canonical::encode(&self.to_value())
-            .map_err(|error| AssuranceError::invalid("slice", error.to_string()))
+        record_bytes(self, "slice")
     }
 
     /// The Slice digest: the `sha256:` of the canonical bytes.
     pub fn digest(&self) -> Result<Digest, AssuranceError> {
-        record_digest(&self.to_value(), "slice")
+        record_bytes_digest(self, "slice")
     }
 
     /// Parses a Slice record strictly and validates it.
     pub fn from_json(bytes: &[u8]) -> Result<Self, AssuranceError> {
-        let record = record_from_json(bytes, "slice", Self::from_value)?;
+        let record: Self = read_record(bytes, "slice")?;
         record.validate()?;
         Ok(record)
-    }
-
-    fn from_value(value: &Value) -> Result<Self, FieldError> {
-        let fields = Fields::exact(
-            value,
-            "slice",
-            &[
-                "protocol",
-                "id",
-                "revision",
-                "repository",
-                "base",
-                "scope",
-                "protected",
-                "acceptance",
-                "recipe",
-                "environment",
-                "harness",
-                "overlay",
-                "executor",
-            ],
-        )?;
-        fields.literal("protocol", SLICE_PROTOCOL)?;
-        let strings = |key: &str| -> Result<Vec<String>, FieldError> {
-            fields
-                .array(key)?
-                .iter()
-                .enumerate()
-                .map(|(at, item)| match item {
-                    Value::String(text) => Ok(text.clone()),
-                    _ => Err(FieldError::wrong(
-                        &index(&fields.path(key), at),
-                        "must be a string",
-                    )),
-                })
-                .collect()
-        };
-        Ok(Self {
-            id: fields.string("id")?.to_owned(),
-            revision: fields.positive("revision")?,
-            repository: RepositoryIdentity::from_value(
-                fields.value("repository"),
-                &fields.path("repository"),
-            )?,
-            base: fields.object_id("base")?,
-            scope: strings("scope")?,
-            protected: strings("protected")?,
-            acceptance: fields.digest("acceptance")?,
-            recipe: fields.digest("recipe")?,
-            environment: fields.digest("environment")?,
-            harness: fields.digest("harness")?,
-            overlay: fields.digest("overlay")?,
-            executor: fields.value("executor").clone(),
-        })
     }
 }
 

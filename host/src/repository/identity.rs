@@ -3,11 +3,13 @@
 
 use std::time::Duration;
 
-use crate::canonical::{self, Value, object};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::canonical::{self, FieldErrorKind, Value};
 use crate::git_object::ObjectId;
 
 use super::error::RepositoryError;
-use super::record::{FieldError, Fields, ID_RULE, is_valid_id};
+use super::record::{ID_RULE, is_valid_id};
 
 /// The protocol string of [`RepositoryIdentity`] and of the ownership marker.
 pub const REPOSITORY_PROTOCOL: &str = "sf-repository/1";
@@ -61,102 +63,84 @@ pub const REPOSITORY_LIMITS: RepositoryLimits = RepositoryLimits {
 };
 
 /// Who a repository is: persist it and hand it back to [`open_repository`](super::open_repository).
-/// Serialised (as the ownership marker, too) with the seed's field names.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// Serialised (as the ownership marker, too) with the seed's field names; reading checks
+/// every field's rule.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields, rename_all = "camelCase")]
 pub struct RepositoryIdentity {
+    #[serde(deserialize_with = "product_id")]
     pub product_id: String,
     /// The canonical absolute path of the root.
+    #[serde(deserialize_with = "root_path")]
     pub path: String,
     pub dev: u64,
     pub ino: u64,
     /// 32 lowercase hex characters of randomness drawn at creation.
+    #[serde(deserialize_with = "nonce")]
     pub nonce: String,
+    #[serde(deserialize_with = "target_ref")]
     pub target_ref: String,
     /// The initial commit.
     pub initial: ObjectId,
+}
+canonical::literal_fields!(RepositoryIdentity {
+    "protocol": REPOSITORY_PROTOCOL,
+    "objectFormat": "sha1",
+});
+
+fn product_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    canonical::checked(deserializer, |id: &String| {
+        if is_valid_id(id) {
+            Ok(())
+        } else {
+            Err(ID_RULE)
+        }
+    })
+}
+
+fn root_path<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    canonical::checked(deserializer, |path: &String| check_root_path(path))
+}
+
+fn nonce<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    canonical::checked(deserializer, |nonce: &String| {
+        let hex = nonce
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        if nonce.len() == 32 && hex {
+            Ok(())
+        } else {
+            Err("must be 32 lowercase hex characters")
+        }
+    })
+}
+
+fn target_ref<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    canonical::checked(deserializer, |name: &String| check_target_ref(name))
 }
 
 impl RepositoryIdentity {
     /// The record as a JSON value (`protocol`, `productId`, `path`, `dev`, `ino`, `nonce`,
     /// `objectFormat`, `targetRef`, `initial`).
     pub fn to_value(&self) -> Value {
-        object([
-            ("protocol", REPOSITORY_PROTOCOL.into()),
-            ("productId", self.product_id.as_str().into()),
-            ("path", self.path.as_str().into()),
-            ("dev", Value::Integer(self.dev as i64)),
-            ("ino", Value::Integer(self.ino as i64)),
-            ("nonce", self.nonce.as_str().into()),
-            ("objectFormat", "sha1".into()),
-            ("targetRef", self.target_ref.as_str().into()),
-            ("initial", self.initial.to_hex().into()),
-        ])
+        canonical::to_value(self).expect("an identity holds only strings and integers")
     }
 
     /// The canonical JSON bytes of the record: what the ownership marker holds.
     pub fn to_canonical_bytes(&self) -> Vec<u8> {
         // Every field is bounded (paths 1 KiB, ids 128 bytes), far below the 1 MiB bound, and
         // dev/ino were checked to be safe integers when the identity was made or parsed.
-        canonical::encode(&self.to_value()).unwrap_or_default()
-    }
-
-    pub(crate) fn from_value(value: &Value, path: &str) -> Result<Self, FieldError> {
-        let fields = Fields::exact(
-            value,
-            path,
-            &[
-                "protocol",
-                "productId",
-                "path",
-                "dev",
-                "ino",
-                "nonce",
-                "objectFormat",
-                "targetRef",
-                "initial",
-            ],
-        )?;
-        fields.literal("protocol", REPOSITORY_PROTOCOL)?;
-        fields.literal("objectFormat", "sha1")?;
-        let product_id = fields.string("productId")?;
-        if !is_valid_id(product_id) {
-            return Err(FieldError::wrong(&fields.path("productId"), ID_RULE));
-        }
-        let root = fields.string("path")?;
-        check_root_path(root).map_err(|rule| FieldError::wrong(&fields.path("path"), rule))?;
-        let nonce = fields.string("nonce")?;
-        if nonce.len() != 32
-            || !nonce
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        {
-            return Err(FieldError::wrong(
-                &fields.path("nonce"),
-                "must be 32 lowercase hex characters",
-            ));
-        }
-        let target_ref = fields.string("targetRef")?;
-        check_target_ref(target_ref)
-            .map_err(|rule| FieldError::wrong(&fields.path("targetRef"), rule))?;
-        Ok(Self {
-            product_id: product_id.to_owned(),
-            path: root.to_owned(),
-            dev: fields.natural("dev")?,
-            ino: fields.natural("ino")?,
-            nonce: nonce.to_owned(),
-            target_ref: target_ref.to_owned(),
-            initial: fields.object_id("initial")?,
-        })
+        canonical::to_canonical_bytes(self).unwrap_or_default()
     }
 }
 
 /// Parses a persisted identity exactly: canonical or not, but every field declared, typed and
 /// valid, and nothing else.
 pub fn parse_repository_identity(bytes: &[u8]) -> Result<RepositoryIdentity, RepositoryError> {
-    let value = canonical::parse(bytes)
-        .map_err(|error| RepositoryError::invalid("repository identity", error.to_string()))?;
-    RepositoryIdentity::from_value(&value, "identity")
-        .map_err(|error| RepositoryError::invalid(error.field, error.rule))
+    canonical::from_slice(bytes, "identity").map_err(|error| match error.kind {
+        FieldErrorKind::Json(_) => RepositoryError::invalid("repository identity", error.rule),
+        _ => RepositoryError::invalid(error.field, error.rule),
+    })
 }
 
 /// Checks a target ref: `^refs/heads/[A-Za-z0-9_-][A-Za-z0-9._-]*(/[A-Za-z0-9_-][A-Za-z0-9._-]*)*$`,

@@ -7,7 +7,9 @@
 //! (`sf-candidate/1`, without the binding) are still read and exported; nothing collects,
 //! judges or integrates them.
 
-use crate::canonical::{self, Digest, Value, object};
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::{self, Digest, FieldError, FieldErrorKind, Value};
 use crate::git_object::ObjectId;
 use crate::path_glob::PathGlob;
 use crate::snapshot::SnapshotFile;
@@ -15,7 +17,7 @@ use crate::source_path;
 
 use super::error::RepositoryError;
 use super::identity::{CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, RepositoryIdentity};
-use super::record::{FieldError, Fields, ID_RULE, index, is_valid_id};
+use super::record::{ID_RULE, is_valid_id};
 use super::source::{FILE_MODE, SourceFile};
 
 /// The most scope entries frozen inputs may hold.
@@ -65,25 +67,13 @@ pub fn parse_protected(patterns: &[String]) -> Result<Vec<PathGlob>, RepositoryE
     Ok(globs)
 }
 
-/// Which Slice, at which revision, a Candidate belongs to.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Which Slice, at which revision, a Candidate belongs to: `{id, revision}` in records.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Slice {
     pub id: String,
+    #[serde(deserialize_with = "canonical::positive")]
     pub revision: u64,
-}
-
-impl Slice {
-    /// The Slice as a JSON record: `{id, revision}`.
-    pub fn to_value(&self) -> Value {
-        object([
-            ("id", self.id.as_str().into()),
-            ("revision", Value::Integer(self.revision as i64)),
-        ])
-    }
-}
-
-fn scope_value(scope: &[String]) -> Value {
-    Value::Array(scope.iter().map(|path| path.as_str().into()).collect())
 }
 
 /// What a Candidate is sealed for: its base B, its Slice, the paths it may touch, the
@@ -142,28 +132,6 @@ impl FrozenInputs {
         }
         Ok(())
     }
-}
-
-fn slice_from_value(value: &Value, path: &str) -> Result<Slice, FieldError> {
-    let fields = Fields::exact(value, path, &["id", "revision"])?;
-    Ok(Slice {
-        id: fields.string("id")?.to_owned(),
-        revision: fields.positive("revision")?,
-    })
-}
-
-fn string_list(items: &[Value], path: &str) -> Result<Vec<String>, FieldError> {
-    items
-        .iter()
-        .enumerate()
-        .map(|(at, item)| match item {
-            Value::String(text) => Ok(text.clone()),
-            other => Err(FieldError::wrong(
-                &index(path, at),
-                format!("must be a string, not {}", other.type_name()),
-            )),
-        })
-        .collect()
 }
 
 /// The message of Candidate commit M: derived from the frozen inputs and the proposal
@@ -232,14 +200,16 @@ pub(crate) fn is_candidate_message(message: &str, product_id: &str) -> bool {
     is_valid_id(id) && revision_ok && digests_ok
 }
 
-/// One file of a Candidate's tree, as the manifest lists it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One file of a Candidate's tree, as the manifest lists it (with `"mode": "100644"`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct ManifestFile {
     pub path: String,
     pub blob: ObjectId,
     pub sha256: Digest,
     pub bytes: u64,
 }
+canonical::literal_fields!(ManifestFile { "mode": FILE_MODE });
 
 impl From<&SourceFile> for ManifestFile {
     fn from(file: &SourceFile) -> Self {
@@ -254,10 +224,13 @@ impl From<&SourceFile> for ManifestFile {
 
 /// One edit as the manifest records it: `next` is the new bytes' digest, or `None` for a
 /// deletion; never the text.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ManifestEdit {
     pub path: String,
+    #[serde(deserialize_with = "canonical::nullable")]
     pub prior: Option<Digest>,
+    #[serde(deserialize_with = "canonical::nullable")]
     pub next: Option<Digest>,
 }
 
@@ -306,181 +279,150 @@ impl CandidateManifest {
 
     /// The manifest as a JSON value with the seed's field names.
     pub fn to_value(&self) -> Value {
-        let files = self
-            .files
-            .iter()
-            .map(|file| {
-                object([
-                    ("path", file.path.as_str().into()),
-                    ("mode", FILE_MODE.into()),
-                    ("blob", file.blob.to_hex().into()),
-                    ("sha256", file.sha256.to_string().into()),
-                    ("bytes", Value::Integer(file.bytes as i64)),
-                ])
-            })
-            .collect();
-        let edits = self
-            .edits
-            .iter()
-            .map(|edit| {
-                object([
-                    ("path", edit.path.as_str().into()),
-                    ("prior", edit.prior.as_ref().map(ToString::to_string).into()),
-                    ("next", edit.next.as_ref().map(ToString::to_string).into()),
-                ])
-            })
-            .collect();
-        let mut slice = self.slice.to_value();
-        let mut fields = vec![
-            ("protocol", Value::from(self.protocol())),
-            ("repository", self.repository.to_value()),
-        ];
-        if let (Some(binding), Value::Object(map)) = (&self.binding, &mut slice) {
-            map.insert("digest".into(), binding.digest.to_string().into());
-            fields.push(("protected", scope_value(&binding.protected)));
-        }
-        fields.extend([
-            ("slice", slice),
-            ("scope", scope_value(&self.scope)),
-            ("acceptance", self.acceptance.to_string().into()),
-            ("recipe", self.recipe.to_string().into()),
-            ("environment", self.environment.to_string().into()),
-            (
-                "base",
-                object([
-                    ("commit", self.base_commit.to_hex().into()),
-                    ("tree", self.base_tree.to_hex().into()),
-                ]),
-            ),
-            ("commit", self.commit.to_hex().into()),
-            ("tree", self.tree.to_hex().into()),
-            ("files", Value::Array(files)),
-            (
-                "proposal",
-                object([
-                    ("digest", self.proposal_digest.to_string().into()),
-                    ("edits", Value::Array(edits)),
-                ]),
-            ),
-        ]);
-        Value::Object(
-            fields
-                .into_iter()
-                .map(|(key, value)| (key.to_owned(), value))
-                .collect(),
-        )
+        canonical::to_value(&ManifestRecord::from(self))
+            .expect("a manifest holds only strings and integers")
     }
 
-    /// Parses a manifest of either version strictly. Canonical form is the caller's check (it
-    /// has the bytes).
+    /// The canonical bytes of the manifest: what the Candidate's digest is taken over.
+    pub fn to_bytes(&self) -> Result<Vec<u8>, canonical::JsonError> {
+        canonical::to_canonical_bytes(&ManifestRecord::from(self))
+    }
+
+    /// Parses a manifest of either version strictly: its `protocol` first (so that a
+    /// manifest of another version is named as such), then exactly that version's fields.
+    /// Canonical form is the caller's check (it has the bytes).
     pub fn from_value(value: &Value) -> Result<Self, FieldError> {
-        const V1_FIELDS: [&str; 12] = [
+        let protocol = canonical::variant_tag(
+            value,
+            "manifest",
             "protocol",
-            "repository",
-            "slice",
-            "scope",
-            "acceptance",
-            "recipe",
-            "environment",
-            "base",
-            "commit",
-            "tree",
-            "files",
-            "proposal",
-        ];
-        let v2 = matches!(value, Value::Object(map)
-            if map.get("protocol") == Some(&Value::from(CANDIDATE_PROTOCOL)));
-        let mut names = V1_FIELDS.to_vec();
-        if v2 {
-            names.push("protected");
-        }
-        let fields = Fields::exact(value, "manifest", &names)?;
-        fields.literal(
-            "protocol",
-            if v2 {
-                CANDIDATE_PROTOCOL
-            } else {
-                CANDIDATE_PROTOCOL_V1
+            &[CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1],
+        )?;
+        let record: ManifestRecord = canonical::from_value(value, "manifest")?;
+        // Version 2 is version 1 with these two fields; which may be here is the protocol's.
+        let absent = |field: &str, kind| FieldError {
+            rule: match kind {
+                FieldErrorKind::Missing => format!("is required in a {protocol} manifest"),
+                _ => format!("is not a field of a {protocol} manifest"),
             },
-        )?;
-        let repository =
-            RepositoryIdentity::from_value(fields.value("repository"), &fields.path("repository"))?;
-        let (slice, binding) = if v2 {
-            let slice = Fields::exact(
-                fields.value("slice"),
-                &fields.path("slice"),
-                &["id", "revision", "digest"],
-            )?;
-            let binding = SliceBinding {
-                digest: slice.digest("digest")?,
-                protected: string_list(fields.array("protected")?, &fields.path("protected"))?,
-            };
-            let slice = Slice {
-                id: slice.string("id")?.to_owned(),
-                revision: slice.positive("revision")?,
-            };
-            (slice, Some(binding))
-        } else {
-            (
-                slice_from_value(fields.value("slice"), &fields.path("slice"))?,
-                None,
-            )
+            kind,
+            field: format!("manifest.{field}"),
         };
-        let scope = string_list(fields.array("scope")?, &fields.path("scope"))?;
-        let base = Fields::exact(
-            fields.value("base"),
-            &fields.path("base"),
-            &["commit", "tree"],
-        )?;
-        let mut files = Vec::new();
-        for (at, item) in fields.array("files")?.iter().enumerate() {
-            let file = Fields::exact(
-                item,
-                &index("manifest.files", at),
-                &["path", "mode", "blob", "sha256", "bytes"],
-            )?;
-            file.literal("mode", FILE_MODE)?;
-            files.push(ManifestFile {
-                path: file.string("path")?.to_owned(),
-                blob: file.object_id("blob")?,
-                sha256: file.digest("sha256")?,
-                bytes: file.natural("bytes")?,
-            });
-        }
-        let proposal = Fields::exact(
-            fields.value("proposal"),
-            &fields.path("proposal"),
-            &["digest", "edits"],
-        )?;
-        let mut edits = Vec::new();
-        for (at, item) in proposal.array("edits")?.iter().enumerate() {
-            let edit = Fields::exact(
-                item,
-                &index("manifest.proposal.edits", at),
-                &["path", "prior", "next"],
-            )?;
-            edits.push(ManifestEdit {
-                path: edit.string("path")?.to_owned(),
-                prior: edit.nullable_digest("prior")?,
-                next: edit.nullable_digest("next")?,
-            });
-        }
+        let binding = match (
+            protocol == CANDIDATE_PROTOCOL,
+            record.slice.digest,
+            record.protected,
+        ) {
+            (true, Some(digest), Some(protected)) => Some(SliceBinding { digest, protected }),
+            (false, None, None) => None,
+            (true, None, _) => return Err(absent("slice.digest", FieldErrorKind::Missing)),
+            (true, _, None) => return Err(absent("protected", FieldErrorKind::Missing)),
+            (false, Some(_), _) => return Err(absent("slice.digest", FieldErrorKind::Unknown)),
+            (false, _, Some(_)) => return Err(absent("protected", FieldErrorKind::Unknown)),
+        };
         Ok(Self {
-            repository,
-            slice,
+            repository: record.repository,
+            slice: Slice {
+                id: record.slice.id,
+                revision: record.slice.revision,
+            },
             binding,
-            scope,
-            acceptance: fields.digest("acceptance")?,
-            recipe: fields.digest("recipe")?,
-            environment: fields.digest("environment")?,
-            base_commit: base.object_id("commit")?,
-            base_tree: base.object_id("tree")?,
-            commit: fields.object_id("commit")?,
-            tree: fields.object_id("tree")?,
-            files,
-            proposal_digest: proposal.digest("digest")?,
-            edits,
+            scope: record.scope,
+            acceptance: record.acceptance,
+            recipe: record.recipe,
+            environment: record.environment,
+            base_commit: record.base.commit,
+            base_tree: record.base.tree,
+            commit: record.commit,
+            tree: record.tree,
+            files: record.files,
+            proposal_digest: record.proposal.digest,
+            edits: record.proposal.edits,
         })
+    }
+}
+
+/// The manifest as it is written: version 2 adds `slice.digest` and `protected` to version 1.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestRecord {
+    /// Checked before the record is read ([`CandidateManifest::from_value`]).
+    protocol: String,
+    repository: RepositoryIdentity,
+    slice: SliceRecord,
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    protected: Option<Vec<String>>,
+    scope: Vec<String>,
+    acceptance: Digest,
+    recipe: Digest,
+    environment: Digest,
+    base: BaseRecord,
+    commit: ObjectId,
+    tree: ObjectId,
+    files: Vec<ManifestFile>,
+    proposal: ProposalRecord,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SliceRecord {
+    id: String,
+    #[serde(deserialize_with = "canonical::positive")]
+    revision: u64,
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    digest: Option<Digest>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BaseRecord {
+    commit: ObjectId,
+    tree: ObjectId,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProposalRecord {
+    digest: Digest,
+    edits: Vec<ManifestEdit>,
+}
+
+impl From<&CandidateManifest> for ManifestRecord {
+    fn from(manifest: &CandidateManifest) -> Self {
+        let binding = manifest.binding.as_ref();
+        Self {
+            protocol: manifest.protocol().to_owned(),
+            repository: manifest.repository.clone(),
+            slice: SliceRecord {
+                id: manifest.slice.id.clone(),
+                revision: manifest.slice.revision,
+                digest: binding.map(|binding| binding.digest.clone()),
+            },
+            protected: binding.map(|binding| binding.protected.clone()),
+            scope: manifest.scope.clone(),
+            acceptance: manifest.acceptance.clone(),
+            recipe: manifest.recipe.clone(),
+            environment: manifest.environment.clone(),
+            base: BaseRecord {
+                commit: manifest.base_commit,
+                tree: manifest.base_tree,
+            },
+            commit: manifest.commit,
+            tree: manifest.tree,
+            files: manifest.files.clone(),
+            proposal: ProposalRecord {
+                digest: manifest.proposal_digest.clone(),
+                edits: manifest.edits.clone(),
+            },
+        }
     }
 }
 
@@ -494,4 +436,140 @@ pub struct SealedCandidate {
     pub manifest_bytes: Vec<u8>,
     pub files: Vec<SnapshotFile>,
     pub snapshot_digest: Digest,
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn manifest(binding: Option<SliceBinding>) -> CandidateManifest {
+        let oid = |byte| ObjectId::from_bytes([byte; 20]);
+        CandidateManifest {
+            repository: RepositoryIdentity {
+                product_id: "p".into(),
+                path: "/r".into(),
+                dev: 1,
+                ino: 2,
+                nonce: "0".repeat(32),
+                target_ref: "refs/heads/main".into(),
+                initial: oid(1),
+            },
+            slice: Slice {
+                id: "s".into(),
+                revision: 2,
+            },
+            binding,
+            scope: vec!["src".into()],
+            acceptance: Digest::of(b"a"),
+            recipe: Digest::of(b"r"),
+            environment: Digest::of(b"e"),
+            base_commit: oid(1),
+            base_tree: oid(2),
+            commit: oid(3),
+            tree: oid(4),
+            files: vec![ManifestFile {
+                path: "src/a".into(),
+                blob: oid(5),
+                sha256: Digest::of(b"x"),
+                bytes: 1,
+            }],
+            proposal_digest: Digest::of(b"p"),
+            edits: vec![ManifestEdit {
+                path: "src/a".into(),
+                prior: None,
+                next: Some(Digest::of(b"x")),
+            }],
+        }
+    }
+
+    fn binding() -> SliceBinding {
+        SliceBinding {
+            digest: Digest::of(b"slice"),
+            protected: vec!["tests/**".into()],
+        }
+    }
+
+    /// The manifest's JSON with `edit` applied to its object.
+    fn edited(manifest: &CandidateManifest, edit: impl Fn(&mut BTreeMap<String, Value>)) -> Value {
+        let mut value = manifest.to_value();
+        if let Value::Object(map) = &mut value {
+            edit(map);
+        }
+        value
+    }
+
+    #[test]
+    fn both_versions_round_trip_and_keep_their_own_fields() {
+        for manifest in [manifest(None), manifest(Some(binding()))] {
+            let back = CandidateManifest::from_value(&manifest.to_value()).unwrap();
+            assert_eq!(back, manifest);
+            assert_eq!(
+                manifest.to_bytes().unwrap(),
+                canonical::encode(&manifest.to_value()).unwrap()
+            );
+        }
+        let v2 = manifest(Some(binding()));
+        let v1 = manifest(None);
+        let cases = [
+            (
+                edited(&v2, |map| {
+                    map.remove("protected");
+                }),
+                "missing-field",
+                "manifest.protected",
+            ),
+            (
+                edited(&v2, |map| {
+                    if let Some(Value::Object(slice)) = map.get_mut("slice") {
+                        slice.remove("digest");
+                    }
+                }),
+                "missing-field",
+                "manifest.slice.digest",
+            ),
+            (
+                edited(&v1, |map| {
+                    map.insert("protected".into(), Value::Array(Vec::new()));
+                }),
+                "unknown-field",
+                "manifest.protected",
+            ),
+            (
+                edited(&v2, |map| {
+                    map.insert("protected".into(), Value::Null);
+                }),
+                "wrong-type",
+                "manifest.protected",
+            ),
+            (
+                edited(&v2, |map| {
+                    map.insert("protocol".into(), "sf-candidate/3".into());
+                    map.insert("trees".into(), Value::Null);
+                }),
+                "wrong-type",
+                "manifest.protocol",
+            ),
+            (
+                edited(&v1, |map| {
+                    if let Some(Value::Array(files)) = map.get_mut("files")
+                        && let Some(Value::Object(file)) = files.first_mut()
+                    {
+                        file.insert("mode".into(), "100755".into());
+                    }
+                }),
+                "wrong-type",
+                "manifest.files[0].mode",
+            ),
+        ];
+        for (value, code, field) in cases {
+            let error = CandidateManifest::from_value(&value).unwrap_err();
+            assert_eq!(
+                (error.code(), error.field.as_str()),
+                (code, field),
+                "{error}"
+            );
+        }
+    }
 }

@@ -3,47 +3,47 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::canonical::{self, Digest, Value, object};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::canonical::{self, Digest, FieldError, FieldErrorKind, JsonError, Value};
 use crate::path_glob::{PathGlob, first_match};
 use crate::source_path;
 
 use super::error::{Rejection, RepositoryError};
 use super::identity::REPOSITORY_LIMITS;
-use super::record::{FieldError, FieldErrorKind, Fields, JsonErrorKind, index};
 use super::source::{SourceFile, check_text, path_rejection};
 
 /// One edit. `prior: None` creates a file that must not exist; otherwise `prior` is the
 /// current file's SHA-256. `text: None` deletes the file.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FileEdit {
     pub path: String,
+    #[serde(deserialize_with = "canonical::nullable")]
     pub prior: Option<Digest>,
+    #[serde(deserialize_with = "canonical::nullable")]
     pub text: Option<String>,
 }
 
-/// A proposal of 1 to 64 edits.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A proposal of 1 to 64 edits. Its record lists the edits sorted by path, so that the same
+/// edits listed in another order are the same proposal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Proposal {
+    #[serde(serialize_with = "sorted_by_path")]
     pub edits: Vec<FileEdit>,
 }
 
+fn sorted_by_path<S: Serializer>(edits: &[FileEdit], serializer: S) -> Result<S::Ok, S::Error> {
+    let mut sorted: Vec<&FileEdit> = edits.iter().collect();
+    sorted.sort_by(|a, b| a.path.cmp(&b.path));
+    serializer.collect_seq(sorted)
+}
+
 impl Proposal {
-    /// The proposal's canonical record: edits sorted by path, so that the same edits listed
-    /// in another order are the same proposal.
+    /// The proposal's canonical record: edits sorted by path.
     pub fn to_value(&self) -> Value {
-        let mut edits: Vec<&FileEdit> = self.edits.iter().collect();
-        edits.sort_by(|a, b| a.path.cmp(&b.path));
-        let edits = edits
-            .into_iter()
-            .map(|edit| {
-                object([
-                    ("path", edit.path.as_str().into()),
-                    ("prior", edit.prior.as_ref().map(ToString::to_string).into()),
-                    ("text", edit.text.clone().into()),
-                ])
-            })
-            .collect();
-        object([("edits", Value::Array(edits))])
+        canonical::to_value(self).expect("a proposal holds only strings")
     }
 }
 
@@ -51,10 +51,10 @@ fn rejected_field(error: FieldError) -> RepositoryError {
     let reason = match error.kind {
         FieldErrorKind::Unknown => Rejection::UnknownField,
         FieldErrorKind::Missing => Rejection::MissingField,
-        FieldErrorKind::WrongType => Rejection::WrongType,
-        FieldErrorKind::Json(JsonErrorKind::InvalidUtf8) => Rejection::InvalidUtf8,
-        FieldErrorKind::Json(JsonErrorKind::DuplicateKey) => Rejection::DuplicateKey,
-        FieldErrorKind::Json(JsonErrorKind::Other) => Rejection::InvalidJson,
+        FieldErrorKind::Json(JsonError::InvalidUtf8) => Rejection::InvalidUtf8,
+        FieldErrorKind::Json(JsonError::DuplicateKey { .. }) => Rejection::DuplicateKey,
+        FieldErrorKind::Json(_) | FieldErrorKind::NotCanonical => Rejection::InvalidJson,
+        _ => Rejection::WrongType,
     };
     RepositoryError::rejected(reason, error.field, error.rule)
 }
@@ -62,28 +62,7 @@ fn rejected_field(error: FieldError) -> RepositoryError {
 /// Parses a proposal from JSON bytes: `{"edits":[{"path","prior","text"}…]}` and nothing
 /// else. Shape only; [`validate_proposal`] and the seal check the rest.
 pub fn parse_proposal(bytes: &[u8]) -> Result<Proposal, RepositoryError> {
-    let value = canonical::parse(bytes)
-        .map_err(|error| rejected_field(FieldError::json("proposal", &error)))?;
-    proposal_from_value(&value).map_err(rejected_field)
-}
-
-fn proposal_from_value(value: &Value) -> Result<Proposal, FieldError> {
-    let fields = Fields::exact(value, "proposal", &["edits"])?;
-    let items = fields.array("edits")?;
-    let mut edits = Vec::with_capacity(items.len());
-    for (at, item) in items.iter().enumerate() {
-        let edit = Fields::exact(
-            item,
-            &index("proposal.edits", at),
-            &["path", "prior", "text"],
-        )?;
-        edits.push(FileEdit {
-            path: edit.string("path")?.to_owned(),
-            prior: edit.nullable_digest("prior")?,
-            text: edit.nullable_string("text")?.map(str::to_owned),
-        });
-    }
-    Ok(Proposal { edits })
+    canonical::from_slice(bytes, "proposal").map_err(rejected_field)
 }
 
 /// Whether `path` is inside `scope`: it equals a scope entry or sits below one.
@@ -183,7 +162,7 @@ pub fn validate_proposal(proposal: &Proposal, scope: &[String]) -> Result<Digest
             ),
         ));
     }
-    canonical::digest(&proposal.to_value()).map_err(|error| {
+    canonical::digest_of(proposal).map_err(|error| {
         RepositoryError::invalid(
             "proposal",
             format!("its canonical JSON must fit the 1 MiB bound: {error}"),

@@ -3,54 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use crate::canonical::{Digest, JsonError, Value};
-use crate::git_object::ObjectId;
+use crate::canonical::{DIGEST_RULE, Digest, Value};
+use crate::git_object::{OBJECT_ID_RULE, ObjectId};
 
-/// What is wrong with one field of a record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FieldError {
-    pub kind: FieldErrorKind,
-    pub field: String,
-    pub rule: String,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FieldErrorKind {
-    Json(JsonErrorKind),
-    Unknown,
-    Missing,
-    WrongType,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum JsonErrorKind {
-    InvalidUtf8,
-    DuplicateKey,
-    Other,
-}
-
-impl FieldError {
-    pub(crate) fn wrong(field: &str, rule: impl Into<String>) -> Self {
-        Self {
-            kind: FieldErrorKind::WrongType,
-            field: field.to_owned(),
-            rule: rule.into(),
-        }
-    }
-
-    pub(crate) fn json(field: &str, error: &JsonError) -> Self {
-        let kind = match error {
-            JsonError::InvalidUtf8 => JsonErrorKind::InvalidUtf8,
-            JsonError::DuplicateKey { .. } => JsonErrorKind::DuplicateKey,
-            _ => JsonErrorKind::Other,
-        };
-        Self {
-            kind: FieldErrorKind::Json(kind),
-            field: field.to_owned(),
-            rule: error.to_string(),
-        }
-    }
-}
+pub use crate::canonical::{FieldError, FieldErrorKind};
 
 /// The fields of one record, checked to be exactly the declared set.
 pub struct Fields<'a> {
@@ -201,12 +157,7 @@ impl<'a> Fields<'a> {
 
     pub fn object_id(&self, key: &str) -> Result<ObjectId, FieldError> {
         let text = self.string(key)?;
-        ObjectId::parse_hex(text).ok_or_else(|| {
-            FieldError::wrong(
-                &self.path(key),
-                "must be a full object id: 40 lowercase hex characters",
-            )
-        })
+        ObjectId::parse_hex(text).ok_or_else(|| FieldError::wrong(&self.path(key), OBJECT_ID_RULE))
     }
 
     pub fn literal(&self, key: &str, expected: &str) -> Result<(), FieldError> {
@@ -221,12 +172,7 @@ impl<'a> Fields<'a> {
 }
 
 pub(crate) fn parse_digest(text: &str, field: &str) -> Result<Digest, FieldError> {
-    Digest::parse(text).ok_or_else(|| {
-        FieldError::wrong(
-            field,
-            "must be sha256: followed by 64 lowercase hex characters",
-        )
-    })
+    Digest::parse(text).ok_or_else(|| FieldError::wrong(field, DIGEST_RULE))
 }
 
 pub(crate) fn join(path: &str, key: &str) -> String {
@@ -235,10 +181,6 @@ pub(crate) fn join(path: &str, key: &str) -> String {
     } else {
         format!("{path}.{key}")
     }
-}
-
-pub(crate) fn index(path: &str, at: usize) -> String {
-    format!("{path}[{at}]")
 }
 
 pub use sf_contracts::grammar::{ID_RULE, is_valid_id};

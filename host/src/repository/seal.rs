@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::canonical::{self, Digest};
+use crate::canonical::Digest;
 use crate::contracts::{EncodedObject, RefName, RefUpdate, RefValue};
 use crate::fault::FaultPoint;
 use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
@@ -86,7 +86,7 @@ impl Repository {
             proposal_digest,
             edits,
         };
-        let manifest_bytes = canonical::encode(&manifest.to_value()).map_err(|error| {
+        let manifest_bytes = manifest.to_bytes().map_err(|error| {
             RepositoryError::invalid(
                 "proposal",
                 format!("the Candidate manifest must fit the 1 MiB bound: {error}"),

@@ -183,10 +183,8 @@ impl Repository {
             MAX_PAYLOAD_BYTES as u64,
             "intent payload",
         )?;
-        let value =
-            canonical::parse_canonical(&bytes).map_err(|error| corrupt(&error.to_string()))?;
-        let payload = IntegrationPayload::from_value(&value, "payload")
-            .map_err(|error| corrupt(&format!("{}: {}", error.field, error.rule)))?;
+        let payload: IntegrationPayload = canonical::from_canonical_slice(&bytes, "payload")
+            .map_err(|error| corrupt(&error.to_string()))?;
         let digest = Digest::of(&bytes);
         if payload
             .validate()

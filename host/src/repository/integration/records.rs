@@ -1,14 +1,16 @@
 //! The integration records: the payload, the prepared intent, the refs of one intent, and the
 //! byte encodings of the intent, dispatch and receipt commits.
 
-use crate::canonical::{self, Digest, Value, object};
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::{self, Digest, FieldError, Value};
 use crate::contracts::{EncodedObject, RefName};
 use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
 
 use super::super::error::RepositoryError;
 use super::super::identity::{IDENT, RepositoryIdentity, check_target_ref};
 use super::super::manifest::Slice;
-use super::super::record::{FieldError, Fields, ID_RULE, is_valid_id};
+use super::super::record::{ID_RULE, is_valid_id};
 
 /// The protocol string of integration payloads, keys and records.
 pub const INTEGRATION_PROTOCOL: &str = "sf-integration/1";
@@ -19,28 +21,35 @@ pub const INTEGRATION_REF_PREFIX: &str = "refs/sf/integrations/";
 /// The name of the payload in an intent commit's tree.
 pub const PAYLOAD_NAME: &str = "payload.json";
 /// Which occurrence of which action an intent is for.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Action {
     pub id: String,
+    #[serde(deserialize_with = "canonical::positive")]
     pub occurrence: u64,
 }
 
 /// Who owns the integration, at which generation of its ownership.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Owner {
     pub id: String,
+    #[serde(deserialize_with = "canonical::positive")]
     pub generation: u64,
 }
 
 /// What an integration is asked to do: move `target_ref` of `repository` from `base` to
 /// `commit`, the commit of Candidate `candidate`, for `action`, with `proof` (the digest of
-/// whatever admitted it) and `owner`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// whatever admitted it) and `owner`. Written with the seed's field names (`ref` for the
+/// target ref).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct IntegrationPayload {
     pub action: Action,
     pub product: String,
     pub slice: Slice,
     pub repository: RepositoryIdentity,
+    #[serde(rename = "ref")]
     pub target_ref: String,
     pub base: ObjectId,
     pub commit: ObjectId,
@@ -50,98 +59,14 @@ pub struct IntegrationPayload {
 }
 
 impl IntegrationPayload {
-    /// The payload as a JSON record with the seed's field names (`ref` for the target ref).
+    /// The payload as a JSON record.
     pub fn to_value(&self) -> Value {
-        object([
-            (
-                "action",
-                object([
-                    ("id", self.action.id.as_str().into()),
-                    ("occurrence", int(self.action.occurrence)),
-                ]),
-            ),
-            ("product", self.product.as_str().into()),
-            ("slice", self.slice.to_value()),
-            ("repository", self.repository.to_value()),
-            ("ref", self.target_ref.as_str().into()),
-            ("base", self.base.to_hex().into()),
-            ("commit", self.commit.to_hex().into()),
-            ("candidate", self.candidate.to_string().into()),
-            ("proof", self.proof.to_string().into()),
-            (
-                "owner",
-                object([
-                    ("id", self.owner.id.as_str().into()),
-                    ("generation", int(self.owner.generation)),
-                ]),
-            ),
-        ])
-    }
-
-    pub(super) fn from_value(value: &Value, path: &str) -> Result<Self, FieldError> {
-        let fields = Fields::exact(
-            value,
-            path,
-            &[
-                "action",
-                "product",
-                "slice",
-                "repository",
-                "ref",
-                "base",
-                "commit",
-                "candidate",
-                "proof",
-                "owner",
-            ],
-        )?;
-        let action = Fields::exact(
-            fields.value("action"),
-            &fields.path("action"),
-            &["id", "occurrence"],
-        )?;
-        let slice = Fields::exact(
-            fields.value("slice"),
-            &fields.path("slice"),
-            &["id", "revision"],
-        )?;
-        let owner = Fields::exact(
-            fields.value("owner"),
-            &fields.path("owner"),
-            &["id", "generation"],
-        )?;
-        Ok(Self {
-            action: Action {
-                id: action.string("id")?.to_owned(),
-                occurrence: action.positive("occurrence")?,
-            },
-            product: fields.string("product")?.to_owned(),
-            slice: Slice {
-                id: slice.string("id")?.to_owned(),
-                revision: slice.positive("revision")?,
-            },
-            repository: RepositoryIdentity::from_value(
-                fields.value("repository"),
-                &fields.path("repository"),
-            )?,
-            target_ref: fields.string("ref")?.to_owned(),
-            base: fields.object_id("base")?,
-            commit: fields.object_id("commit")?,
-            candidate: fields.digest("candidate")?,
-            proof: fields.digest("proof")?,
-            owner: Owner {
-                id: owner.string("id")?.to_owned(),
-                generation: owner.positive("generation")?,
-            },
-        })
+        canonical::to_value(self).expect("a payload holds only strings and integers")
     }
 
     /// Parses a payload from JSON strictly.
     pub fn from_json(bytes: &[u8]) -> Result<Self, RepositoryError> {
-        let value = canonical::parse(bytes)
-            .map_err(|error| RepositoryError::invalid("payload", error.to_string()))?;
-        let payload = Self::from_value(&value, "payload")
-            .map_err(|error| RepositoryError::invalid(error.field, error.rule))?;
+        let payload: Self = canonical::from_slice(bytes, "payload").map_err(invalid)?;
         payload.validate()?;
         Ok(payload)
     }
@@ -178,7 +103,7 @@ impl IntegrationPayload {
                 "must differ from payload.base",
             ));
         }
-        let bytes = canonical::encode(&self.to_value())
+        let bytes = canonical::to_canonical_bytes(self)
             .map_err(|error| RepositoryError::invalid("payload", error.to_string()))?;
         if bytes.len() > MAX_PAYLOAD_BYTES {
             return Err(RepositoryError::invalid(
@@ -193,12 +118,15 @@ impl IntegrationPayload {
     }
 }
 
-pub(super) fn int(number: u64) -> Value {
-    Value::Integer(number as i64)
+/// A record's field error as invalid input naming the field.
+fn invalid(error: FieldError) -> RepositoryError {
+    RepositoryError::invalid(error.field, error.rule)
 }
 
 /// A retained intent: persist it and hand it to `invoke_once` and `inspect_integration`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Written as `{protocol, digest, intent, payload}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct PreparedIntegration {
     /// The payload digest: `sha256:` of its canonical bytes.
     pub digest: Digest,
@@ -207,37 +135,17 @@ pub struct PreparedIntegration {
     pub payload: IntegrationPayload,
 }
 
+canonical::literal_fields!(PreparedIntegration { "protocol": INTEGRATION_PROTOCOL });
+
 impl PreparedIntegration {
     /// The record as JSON: `{protocol, digest, intent, payload}`.
     pub fn to_value(&self) -> Value {
-        object([
-            ("protocol", INTEGRATION_PROTOCOL.into()),
-            ("digest", self.digest.to_string().into()),
-            ("intent", self.intent.to_hex().into()),
-            ("payload", self.payload.to_value()),
-        ])
+        canonical::to_value(self).expect("a prepared integration holds only strings and integers")
     }
 
     /// Parses a persisted record strictly and checks that its digest is its payload's.
     pub fn from_json(bytes: &[u8]) -> Result<Self, RepositoryError> {
-        let value = canonical::parse(bytes)
-            .map_err(|error| RepositoryError::invalid("prepared", error.to_string()))?;
-        let invalid = |error: FieldError| RepositoryError::invalid(error.field, error.rule);
-        let fields = Fields::exact(
-            &value,
-            "prepared",
-            &["protocol", "digest", "intent", "payload"],
-        )
-        .map_err(invalid)?;
-        fields
-            .literal("protocol", INTEGRATION_PROTOCOL)
-            .map_err(invalid)?;
-        let prepared = Self {
-            digest: fields.digest("digest").map_err(invalid)?,
-            intent: fields.object_id("intent").map_err(invalid)?,
-            payload: IntegrationPayload::from_value(fields.value("payload"), "prepared.payload")
-                .map_err(invalid)?,
-        };
+        let prepared: Self = canonical::from_slice(bytes, "prepared").map_err(invalid)?;
         prepared.validate()?;
         Ok(prepared)
     }
@@ -262,19 +170,18 @@ pub(super) struct IntegrationRefs {
 }
 
 pub(super) fn integration_refs(action: &Action) -> IntegrationRefs {
-    let key = object([
-        ("protocol", INTEGRATION_PROTOCOL.into()),
-        (
-            "action",
-            object([
-                ("id", action.id.as_str().into()),
-                ("occurrence", int(action.occurrence)),
-            ]),
-        ),
-    ]);
+    #[derive(Serialize)]
+    struct Key<'a> {
+        protocol: &'a str,
+        action: &'a Action,
+    }
+    let key = Key {
+        protocol: INTEGRATION_PROTOCOL,
+        action,
+    };
     // Bounded (ids are at most 128 bytes), so encoding cannot fail; the hex is always a valid
     // ref segment.
-    let key = Digest::of(&canonical::encode(&key).unwrap_or_default()).hex();
+    let key = Digest::of(&canonical::to_canonical_bytes(&key).unwrap_or_default()).hex();
     let name = |leaf: &str| {
         RefName::parse(&format!("{INTEGRATION_REF_PREFIX}{key}/{leaf}"))
             .expect("valid integration ref")
