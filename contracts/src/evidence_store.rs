@@ -23,7 +23,9 @@
 use std::fmt;
 use std::time::Instant;
 
-use crate::canonical::{self, Digest, Value, object};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::canonical::{self, Digest, Value};
 use crate::grammar::is_valid_id;
 
 use crate::error_fields::contract_error;
@@ -36,27 +38,39 @@ pub const MAX_RECORD_BYTES: usize = 32 * 1024 * 1024;
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
 /// Which attempt wrote a record: a Product's fence epoch (see `sf_host::fence`). Records of
-/// an attempt whose hold has ended stay stored and are inert.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// an attempt whose hold has ended stay stored and are inert. Written `{"epoch", "product"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AttemptId {
+    #[serde(deserialize_with = "attempt_product")]
     pub product: String,
     /// Positive, and larger for every later hold on the same Product's fence.
+    #[serde(deserialize_with = "canonical::positive")]
     pub epoch: u64,
 }
+
+fn attempt_product<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    canonical::checked(deserializer, |product: &String| {
+        if is_valid_id(product) {
+            Ok(())
+        } else {
+            Err(PRODUCT_RULE)
+        }
+    })
+}
+
+const PRODUCT_RULE: &str = "an attempt's product matches ^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$";
 
 impl AttemptId {
     /// The attempt as a JSON value `{"epoch":N,"product":"…"}`.
     pub fn to_value(&self) -> Value {
-        object([
-            ("epoch", Value::Integer(self.epoch as i64)),
-            ("product", self.product.as_str().into()),
-        ])
+        canonical::to_value(self).expect("an attempt holds a string and an integer")
     }
 
     /// Checks the product id grammar and a positive safe epoch.
     pub fn check(&self) -> Result<(), &'static str> {
         if !is_valid_id(&self.product) {
-            return Err("an attempt's product matches ^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$");
+            return Err(PRODUCT_RULE);
         }
         if self.epoch == 0 || self.epoch > canonical::MAX_SAFE_INTEGER as u64 {
             return Err("an attempt's epoch is a positive safe integer");
@@ -66,23 +80,7 @@ impl AttemptId {
 
     /// Reads `{"epoch":N,"product":"…"}` strictly.
     pub fn from_value(value: &Value) -> Option<Self> {
-        let Value::Object(map) = value else {
-            return None;
-        };
-        if map.len() != 2 {
-            return None;
-        }
-        let (Some(Value::Integer(epoch)), Some(Value::String(product))) =
-            (map.get("epoch"), map.get("product"))
-        else {
-            return None;
-        };
-        let attempt = Self {
-            product: product.clone(),
-            epoch: u64::try_from(*epoch).ok()?,
-        };
-        attempt.check().ok()?;
-        Some(attempt)
+        canonical::from_value(value, "attempt").ok()
     }
 }
 
@@ -90,6 +88,30 @@ impl fmt::Display for AttemptId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}@{}", self.product, self.epoch)
     }
+}
+
+/// The header of a record, as it is written.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Header {
+    attempt: AttemptId,
+    #[serde(deserialize_with = "format")]
+    format: String,
+    payload_bytes: u64,
+    pins: Digest,
+}
+
+const FORMAT_RULE: &str =
+    "a format is a protocol string name/N of lowercase letters, digits, . and -";
+
+fn format<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    canonical::checked(deserializer, |format: &String| {
+        if is_valid_format(format) {
+            Ok(())
+        } else {
+            Err(FORMAT_RULE)
+        }
+    })
 }
 
 /// One Evidence record in its exact encoding. Values exist only through [`EvidenceRecord::new`]
@@ -151,22 +173,19 @@ impl EvidenceRecord {
             .check()
             .map_err(|rule| invalid(&format!("attempt {attempt}"), rule))?;
         if !is_valid_format(format) {
-            return Err(invalid(
-                &format!("format {format:?}"),
-                "a format is a protocol string name/N of lowercase letters, digits, . and -",
-            ));
+            return Err(invalid(&format!("format {format:?}"), FORMAT_RULE));
         }
-        let header = object([
-            ("attempt", attempt.to_value()),
-            ("format", format.into()),
-            ("payloadBytes", Value::Integer(payload.len() as i64)),
-            ("pins", pins.to_string().into()),
-        ]);
-        let header = canonical::encode(&header)
+        let header = Header {
+            attempt,
+            format: format.to_owned(),
+            payload_bytes: payload.len() as u64,
+            pins,
+        };
+        let encoded = canonical::to_canonical_bytes(&header)
             .map_err(|error| invalid("record header", &error.to_string()))?;
-        let mut bytes = Vec::with_capacity(32 + header.len() + payload.len());
-        bytes.extend_from_slice(&crate::framing::prefix(EVIDENCE_PROTOCOL, header.len()));
-        bytes.extend_from_slice(&header);
+        let mut bytes = Vec::with_capacity(32 + encoded.len() + payload.len());
+        bytes.extend_from_slice(&crate::framing::prefix(EVIDENCE_PROTOCOL, encoded.len()));
+        bytes.extend_from_slice(&encoded);
         let payload_at = bytes.len();
         bytes.extend_from_slice(payload);
         if bytes.len() > MAX_RECORD_BYTES {
@@ -175,13 +194,17 @@ impl EvidenceRecord {
                 "a record holds at most 32 MiB",
             ));
         }
-        Ok(Self {
+        Ok(Self::with_header(bytes, header, payload_at))
+    }
+
+    fn with_header(bytes: Vec<u8>, header: Header, payload_at: usize) -> Self {
+        Self {
             bytes,
-            pins,
-            attempt,
-            format: format.to_owned(),
+            pins: header.pins,
+            attempt: header.attempt,
+            format: header.format,
             payload_at,
-        })
+        }
     }
 
     /// Reads bytes a store held under `id`: they must hash to `id` and be a well-formed
@@ -208,37 +231,13 @@ impl EvidenceRecord {
         }
         let payload_at = bytes.len() - payload.len();
         let header_at = payload_at - head.len();
-        let header = canonical::parse_canonical(&bytes[header_at..payload_at])
-            .map_err(|error| format!("header: {error}"))?;
-        let Value::Object(map) = &header else {
-            return Err("the header is not an object".into());
-        };
-        let keys: Vec<&str> = map.keys().map(String::as_str).collect();
-        if keys != ["attempt", "format", "payloadBytes", "pins"] {
-            return Err(
-                "the header does not hold exactly attempt, format, payloadBytes, pins".into(),
-            );
+        let header: Header =
+            canonical::from_canonical_slice(&bytes[header_at..payload_at], "header")
+                .map_err(|error| error.to_string())?;
+        if usize::try_from(header.payload_bytes).ok() != Some(bytes.len() - payload_at) {
+            return Err("header.payloadBytes is not the payload's length".into());
         }
-        let attempt = AttemptId::from_value(&map["attempt"]).ok_or("header.attempt is invalid")?;
-        let format = match &map["format"] {
-            Value::String(format) if is_valid_format(format) => format.clone(),
-            _ => return Err("header.format is not a protocol string".into()),
-        };
-        let pins = match &map["pins"] {
-            Value::String(text) => Digest::parse(text).ok_or("header.pins is not a digest")?,
-            _ => return Err("header.pins is not a digest".into()),
-        };
-        match &map["payloadBytes"] {
-            Value::Integer(n) if usize::try_from(*n).ok() == Some(bytes.len() - payload_at) => {}
-            _ => return Err("header.payloadBytes is not the payload's length".into()),
-        }
-        Ok(Self {
-            bytes,
-            pins,
-            attempt,
-            format,
-            payload_at,
-        })
+        Ok(Self::with_header(bytes, header, payload_at))
     }
 
     /// The record's id: the `sha256:` of its bytes.

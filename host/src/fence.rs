@@ -25,7 +25,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::canonical::{self, Digest, Value, object};
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::{self, Digest};
 use crate::contracts::AttemptId;
 use crate::private_dir::{self, PrivateDir};
 use crate::repository::{ID_RULE, is_valid_id};
@@ -218,35 +220,34 @@ fn read_epoch(path: &Path, product: &str) -> Result<u64, FenceError> {
     file.take(MAX_EPOCH_FILE_BYTES + 1)
         .read_to_end(&mut bytes)
         .map_err(|error| unavailable(format!("{}: {error}", path.display())))?;
-    let value = canonical::parse_canonical(&bytes).map_err(|error| corrupt(&error.to_string()))?;
-    let Value::Object(map) = &value else {
-        return Err(corrupt("not an object"));
-    };
-    match (
-        map.get("protocol"),
-        map.get("product"),
-        map.get("epoch"),
-        map.len(),
-    ) {
-        (
-            Some(Value::String(protocol)),
-            Some(Value::String(named)),
-            Some(Value::Integer(epoch)),
-            3,
-        ) if protocol == FENCE_PROTOCOL && named == product && *epoch >= 1 => Ok(*epoch as u64),
-        _ => Err(corrupt(&format!(
-            "not {{\"epoch\":N,\"product\":{product:?},\"protocol\":\"{FENCE_PROTOCOL}\"}}"
-        ))),
+    let file: EpochFile = canonical::from_canonical_slice(&bytes, "epoch file")
+        .map_err(|error| corrupt(&error.to_string()))?;
+    if file.product != product {
+        return Err(corrupt(&format!(
+            "names product {:?}, not {product:?}",
+            file.product
+        )));
     }
+    Ok(file.epoch)
 }
 
+/// The epoch file: `{"epoch": <last epoch handed out>, "product", "protocol"}`.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+struct EpochFile {
+    #[serde(deserialize_with = "canonical::positive")]
+    epoch: u64,
+    product: String,
+}
+canonical::literal_fields!(EpochFile { "protocol": FENCE_PROTOCOL });
+
 fn write_epoch(dir: &Path, path: &Path, product: &str, epoch: u64) -> Result<(), FenceError> {
-    let bytes = canonical::encode(&object([
-        ("epoch", Value::Integer(epoch as i64)),
-        ("product", product.into()),
-        ("protocol", FENCE_PROTOCOL.into()),
-    ]))
-    .map_err(|error| unavailable(error.to_string()))?;
+    let file = EpochFile {
+        epoch,
+        product: product.to_owned(),
+    };
+    let bytes =
+        canonical::to_canonical_bytes(&file).map_err(|error| unavailable(error.to_string()))?;
     let temporary = path.with_extension("epoch.tmp");
     let failed =
         |error: std::io::Error| unavailable(format!("writing {}: {error}", path.display()));

@@ -26,7 +26,9 @@ use std::io::{Read as _, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
-use crate::canonical::{self, Digest, Value, object};
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::{self, Digest};
 use crate::private_dir::{self, PrivateDir};
 use crate::snapshot::{SnapshotFile, snapshot_digest};
 
@@ -48,7 +50,8 @@ pub const SNAPSHOT_LIMITS: SnapshotLimits = SnapshotLimits {
 };
 
 /// One file as a manifest lists it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct SnapshotEntry {
     pub path: String,
     pub bytes: u64,
@@ -56,7 +59,8 @@ pub struct SnapshotEntry {
 }
 
 /// What a stored snapshot holds: its digest and its files' identities, in path order.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct SnapshotManifest {
     pub digest: Digest,
     pub files: Vec<SnapshotEntry>,
@@ -76,71 +80,9 @@ impl SnapshotManifest {
         files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
         Self { digest, files }
     }
-
-    /// The manifest as its canonical JSON value.
-    pub fn to_value(&self) -> Value {
-        object([
-            ("protocol", SNAPSHOT_FORMAT.into()),
-            ("digest", self.digest.to_string().into()),
-            (
-                "files",
-                Value::Array(
-                    self.files
-                        .iter()
-                        .map(|file| {
-                            object([
-                                ("path", file.path.as_str().into()),
-                                ("bytes", Value::Integer(file.bytes as i64)),
-                                ("sha256", file.sha256.to_string().into()),
-                            ])
-                        })
-                        .collect(),
-                ),
-            ),
-        ])
-    }
-
-    fn from_value(value: &Value) -> Option<Self> {
-        let Value::Object(map) = value else {
-            return None;
-        };
-        if map.len() != 3 || map.get("protocol") != Some(&Value::from(SNAPSHOT_FORMAT)) {
-            return None;
-        }
-        let digest = match map.get("digest")? {
-            Value::String(text) => Digest::parse(text)?,
-            _ => return None,
-        };
-        let Value::Array(items) = map.get("files")? else {
-            return None;
-        };
-        let mut files = Vec::with_capacity(items.len());
-        for item in items {
-            let Value::Object(entry) = item else {
-                return None;
-            };
-            match (
-                entry.get("path"),
-                entry.get("bytes"),
-                entry.get("sha256"),
-                entry.len(),
-            ) {
-                (
-                    Some(Value::String(path)),
-                    Some(Value::Integer(bytes)),
-                    Some(Value::String(sha256)),
-                    3,
-                ) if *bytes >= 0 => files.push(SnapshotEntry {
-                    path: path.clone(),
-                    bytes: *bytes as u64,
-                    sha256: Digest::parse(sha256)?,
-                }),
-                _ => return None,
-            }
-        }
-        Some(Self { digest, files })
-    }
 }
+
+canonical::literal_fields!(SnapshotManifest { "protocol": SNAPSHOT_FORMAT });
 
 /// Why the snapshot store refused or failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -323,7 +265,7 @@ fn encode(
     manifest: &SnapshotManifest,
     files: &[SnapshotFile],
 ) -> Result<Vec<u8>, SnapshotStoreError> {
-    let header = canonical::encode(&manifest.to_value()).map_err(|error| {
+    let header = canonical::to_canonical_bytes(manifest).map_err(|error| {
         SnapshotStoreError::InvalidInput {
             input: "files".into(),
             rule: format!("the manifest must fit canonical JSON's bound: {error}"),
@@ -385,9 +327,8 @@ fn read_entry(path: &Path, digest: &Digest) -> Result<Vec<u8>, SnapshotStoreErro
 
 fn decode(bytes: &[u8], digest: &Digest) -> Result<Vec<SnapshotFile>, String> {
     let (head, mut content) = crate::framing::split(bytes, SNAPSHOT_FORMAT, "manifest", 8)?;
-    let value = canonical::parse_canonical(head).map_err(|error| format!("manifest: {error}"))?;
-    let manifest = SnapshotManifest::from_value(&value)
-        .ok_or("the manifest does not hold exactly protocol, digest and files")?;
+    let manifest: SnapshotManifest =
+        canonical::from_canonical_slice(head, "manifest").map_err(|error| error.to_string())?;
     if manifest.digest != *digest {
         return Err(format!("the manifest names {}", manifest.digest));
     }

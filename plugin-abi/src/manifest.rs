@@ -13,7 +13,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::contracts::canonical::{self, Value};
+use serde::{Deserialize, Deserializer};
+
+use crate::contracts::canonical;
 
 /// The value of a manifest's `schema` field.
 pub const MANIFEST_SCHEMA: &str = "sf-plugin/1";
@@ -27,16 +29,62 @@ pub const MAX_WORD_BYTES: usize = 64;
 pub const WORD_RULE: &str = "a lowercase word: [a-z0-9][a-z0-9-]*, at most 64 bytes";
 
 /// A parsed, checked manifest.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct PluginManifest {
     /// The plugin's name.
+    #[serde(deserialize_with = "name")]
     pub name: String,
     /// The plugin's own version (free text, at most 64 bytes).
+    #[serde(deserialize_with = "version")]
     pub version: String,
     /// The ABI major version the plugin was built for.
     pub abi: u32,
     /// Each contract the plugin provides, with the tags (`type` values) it serves under it.
+    #[serde(deserialize_with = "contracts")]
     pub contracts: BTreeMap<String, Vec<String>>,
+}
+canonical::literal_fields!(deserialize PluginManifest { "schema": MANIFEST_SCHEMA });
+
+fn name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    canonical::checked(deserializer, |name: &String| check_word(name))
+}
+
+fn version<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    canonical::checked(deserializer, |version: &String| {
+        if version.is_empty()
+            || version.len() > MAX_WORD_BYTES
+            || version.chars().any(|c| c.is_control() || c.is_whitespace())
+        {
+            Err("1 to 64 bytes without spaces or control characters")
+        } else {
+            Ok(())
+        }
+    })
+}
+
+/// At least one contract, each a word with at least one tag, every tag a word listed once.
+fn contracts<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, Vec<String>>, D::Error> {
+    canonical::checked(deserializer, |listed: &BTreeMap<String, Vec<String>>| {
+        if listed.is_empty() {
+            return Err("lists no contract".to_owned());
+        }
+        for (contract, tags) in listed {
+            check_word(contract).map_err(|rule| format!("contract {contract:?}: {rule}"))?;
+            if tags.is_empty() {
+                return Err(format!("{contract} lists no tag"));
+            }
+            for (at, tag) in tags.iter().enumerate() {
+                check_word(tag).map_err(|rule| format!("tag {tag:?}: {rule}"))?;
+                if tags[..at].contains(tag) {
+                    return Err(format!("{contract} lists {tag:?} twice"));
+                }
+            }
+        }
+        Ok(())
+    })
 }
 
 impl PluginManifest {
@@ -47,80 +95,7 @@ impl PluginManifest {
         if bytes.len() > MAX_MANIFEST_BYTES {
             return Err(format!("a manifest is at most {MAX_MANIFEST_BYTES} bytes"));
         }
-        let value = canonical::parse(bytes).map_err(|error| format!("not valid JSON: {error}"))?;
-        let Value::Object(fields) = value else {
-            return Err("a manifest is a JSON object".into());
-        };
-        let declared = ["schema", "name", "version", "abi", "contracts"];
-        if let Some(unknown) = fields.keys().find(|key| !declared.contains(&key.as_str())) {
-            return Err(format!(
-                "unknown field {unknown:?}; a manifest holds exactly {}",
-                declared.join(", ")
-            ));
-        }
-        let string = |key: &str| match fields.get(key) {
-            Some(Value::String(text)) => Ok(text.clone()),
-            Some(_) => Err(format!("{key} must be a string")),
-            None => Err(format!("{key} is missing")),
-        };
-        let schema = string("schema")?;
-        if schema != MANIFEST_SCHEMA {
-            return Err(format!(
-                "schema is {schema:?}; this sf reads {MANIFEST_SCHEMA:?}"
-            ));
-        }
-        let name = string("name")?;
-        check_word(&name).map_err(|rule| format!("name {name:?}: {rule}"))?;
-        let version = string("version")?;
-        if version.is_empty()
-            || version.len() > MAX_WORD_BYTES
-            || version.chars().any(|c| c.is_control() || c.is_whitespace())
-        {
-            return Err(format!(
-                "version {version:?}: 1 to 64 bytes without spaces or control characters"
-            ));
-        }
-        let abi = match fields.get("abi") {
-            Some(Value::Integer(abi)) => {
-                u32::try_from(*abi).map_err(|_| format!("abi {abi} is not an ABI major version"))?
-            }
-            Some(_) => return Err("abi must be an integer (the ABI major version)".into()),
-            None => return Err("abi is missing".into()),
-        };
-        let Some(Value::Object(listed)) = fields.get("contracts") else {
-            return Err("contracts must be an object of contract name to tags".into());
-        };
-        if listed.is_empty() {
-            return Err("contracts lists no contract".into());
-        }
-        let mut contracts = BTreeMap::new();
-        for (contract, tags) in listed {
-            check_word(contract).map_err(|rule| format!("contract {contract:?}: {rule}"))?;
-            let Value::Array(tags) = tags else {
-                return Err(format!("contracts.{contract} must be an array of tags"));
-            };
-            if tags.is_empty() {
-                return Err(format!("contracts.{contract} lists no tag"));
-            }
-            let mut seen = Vec::new();
-            for tag in tags {
-                let Value::String(tag) = tag else {
-                    return Err(format!("contracts.{contract}: every tag is a string"));
-                };
-                check_word(tag).map_err(|rule| format!("tag {tag:?}: {rule}"))?;
-                if seen.contains(tag) {
-                    return Err(format!("contracts.{contract} lists {tag:?} twice"));
-                }
-                seen.push(tag.clone());
-            }
-            contracts.insert(contract.clone(), seen);
-        }
-        Ok(Self {
-            name,
-            version,
-            abi,
-            contracts,
-        })
+        canonical::from_slice(bytes, "").map_err(|error| error.to_string())
     }
 
     /// The tags the plugin serves under `contract` (empty if it does not provide it).

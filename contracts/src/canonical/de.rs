@@ -75,9 +75,14 @@ impl FieldError {
     }
 }
 
+/// `field: rule`, or the rule alone for an error of a record read with an empty root name.
 impl Display for FieldError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.rule)
+        if self.field.is_empty() {
+            f.write_str(&self.rule)
+        } else {
+            write!(f, "{}: {}", self.field, self.rule)
+        }
     }
 }
 

@@ -21,7 +21,8 @@ use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use sf_contracts::canonical::{self, Value};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use sf_contracts::canonical;
 use sf_io::private_dir::PrivateDir;
 
 use crate::artifact;
@@ -34,73 +35,70 @@ pub const REGISTRY_FILE: &str = "registry.json";
 const LOCK_FILE: &str = "registry.lock";
 
 /// One registered capability.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct RegistryEntry {
     /// The capability id (the manifest's `capability`).
+    #[serde(deserialize_with = "capability_id")]
     pub id: String,
     /// The manifest's `version`.
     pub version: String,
     /// The canonical path of the capability directory.
+    #[serde(serialize_with = "path_text", deserialize_with = "absolute_path")]
     pub path: PathBuf,
     /// The `oats.tree-exec.v1` integrity of the registered bytes.
+    #[serde(deserialize_with = "integrity")]
     pub integrity: String,
     /// Whether an operator approved the executable surface of exactly these bytes.
     pub trusted: bool,
 }
 
-impl RegistryEntry {
-    fn to_value(&self) -> Value {
-        canonical::object([
-            ("id", Value::from(self.id.as_str())),
-            ("version", Value::from(self.version.as_str())),
-            (
-                "path",
-                Value::from(self.path.to_string_lossy().into_owned()),
-            ),
-            ("integrity", Value::from(self.integrity.as_str())),
-            ("trusted", Value::Bool(self.trusted)),
-        ])
-    }
+/// The registry file: every entry under its capability id.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+struct RegistryFile {
+    capabilities: BTreeMap<String, RegistryEntry>,
+}
+canonical::literal_fields!(RegistryFile { "protocol": REGISTRY_PROTOCOL });
 
-    fn from_value(key: &str, value: &Value) -> std::result::Result<Self, String> {
-        let Value::Object(map) = value else {
-            return Err(format!("capabilities.{key} is not an object"));
-        };
-        let fields = ["id", "integrity", "path", "trusted", "version"];
-        if map.len() != fields.len() || !fields.iter().all(|f| map.contains_key(*f)) {
-            return Err(format!(
-                "capabilities.{key} must hold exactly {}",
-                fields.join(", ")
-            ));
+fn capability_id<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<String, D::Error> {
+    canonical::checked(deserializer, |id: &String| {
+        if crate::grammar::is_capability_id(id) {
+            Ok(())
+        } else {
+            Err("is not a capability id")
         }
-        let text = |field: &str| match &map[field] {
-            Value::String(text) => Ok(text.clone()),
-            _ => Err(format!("capabilities.{key}.{field} is not a string")),
-        };
-        let entry = Self {
-            id: text("id")?,
-            version: text("version")?,
-            path: PathBuf::from(text("path")?),
-            integrity: text("integrity")?,
-            trusted: match &map["trusted"] {
-                Value::Bool(flag) => *flag,
-                _ => return Err(format!("capabilities.{key}.trusted is not a boolean")),
-            },
-        };
-        if entry.id != key {
-            return Err(format!("capabilities.{key}.id names {:?}", entry.id));
+    })
+}
+
+fn integrity<'de, D: Deserializer<'de>>(deserializer: D) -> std::result::Result<String, D::Error> {
+    canonical::checked(deserializer, |integrity: &String| {
+        if artifact::is_integrity(integrity) {
+            Ok(())
+        } else {
+            Err("is not an oats.tree-exec.v1 integrity")
         }
-        if !crate::grammar::is_capability_id(&entry.id) {
-            return Err(format!("capabilities.{key}: not a capability id"));
+    })
+}
+
+fn absolute_path<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> std::result::Result<PathBuf, D::Error> {
+    canonical::checked(deserializer, |path: &PathBuf| {
+        if path.is_absolute() {
+            Ok(())
+        } else {
+            Err("is not absolute")
         }
-        if !artifact::is_integrity(&entry.integrity) {
-            return Err(format!("capabilities.{key}.integrity is malformed"));
-        }
-        if !entry.path.is_absolute() {
-            return Err(format!("capabilities.{key}.path is not absolute"));
-        }
-        Ok(entry)
-    }
+    })
+}
+
+/// A path as text (a path that is not UTF-8 is written with U+FFFD in its place, as the
+/// registry always has).
+fn path_text<S: Serializer>(path: &Path, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+    serializer.serialize_str(&path.to_string_lossy())
 }
 
 /// The registry in one state directory.
@@ -184,27 +182,19 @@ impl Registry {
                 ),
             )
         };
-        let value =
-            canonical::parse_canonical(&bytes).map_err(|error| corrupt(error.to_string()))?;
-        let Value::Object(top) = &value else {
-            return Err(corrupt("not an object".into()));
-        };
-        if top.len() != 2 || top.get("protocol") != Some(&Value::from(REGISTRY_PROTOCOL)) {
+        let file: RegistryFile = canonical::from_canonical_slice(&bytes, "registry")
+            .map_err(|error| corrupt(error.to_string()))?;
+        if let Some((key, entry)) = file
+            .capabilities
+            .iter()
+            .find(|(key, entry)| entry.id != **key)
+        {
             return Err(corrupt(format!(
-                "must hold exactly protocol {REGISTRY_PROTOCOL:?} and capabilities"
+                "registry.capabilities.{key}.id names {:?}",
+                entry.id
             )));
         }
-        let Some(Value::Object(capabilities)) = top.get("capabilities") else {
-            return Err(corrupt("capabilities is not an object".into()));
-        };
-        let mut entries = BTreeMap::new();
-        for (key, value) in capabilities {
-            entries.insert(
-                key.clone(),
-                RegistryEntry::from_value(key, value).map_err(corrupt)?,
-            );
-        }
-        Ok(entries)
+        Ok(file.capabilities)
     }
 
     /// One entry, or `unknown-capability`.
@@ -229,23 +219,10 @@ impl Registry {
     }
 
     fn write(&self, entries: &BTreeMap<String, RegistryEntry>) -> Result<()> {
-        let document = Value::Object(
-            [
-                ("protocol".to_owned(), Value::from(REGISTRY_PROTOCOL)),
-                (
-                    "capabilities".to_owned(),
-                    Value::Object(
-                        entries
-                            .iter()
-                            .map(|(id, entry)| (id.clone(), entry.to_value()))
-                            .collect(),
-                    ),
-                ),
-            ]
-            .into_iter()
-            .collect(),
-        );
-        let bytes = canonical::encode(&document).map_err(|error| {
+        let document = RegistryFile {
+            capabilities: entries.clone(),
+        };
+        let bytes = canonical::to_canonical_bytes(&document).map_err(|error| {
             OatsError::new(ErrorCode::Io, REGISTRY_FILE, format!("encoding: {error}"))
         })?;
         let temporary = self.dir.path().join(format!(
