@@ -36,7 +36,7 @@ pub(crate) use de::TextVisitor;
 pub use de::{
     DIGEST_RULE, FieldError, FieldErrorKind, from_canonical_slice, from_slice, from_value,
 };
-pub use rules::{checked, nullable, optional, positive, variant_tag};
+pub use rules::{checked, nullable, optional, positive, valid_if, variant_tag};
 pub use ser::{digest_of, to_canonical_bytes, to_value};
 
 /// The largest canonical document, in bytes (1 MiB).

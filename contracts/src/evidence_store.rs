@@ -50,13 +50,11 @@ pub struct AttemptId {
 }
 
 fn attempt_product<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-    canonical::checked(deserializer, |product: &String| {
-        if is_valid_id(product) {
-            Ok(())
-        } else {
-            Err(PRODUCT_RULE)
-        }
-    })
+    canonical::valid_if(
+        deserializer,
+        |product: &String| is_valid_id(product),
+        PRODUCT_RULE,
+    )
 }
 
 const PRODUCT_RULE: &str = "an attempt's product matches ^[A-Za-z0-9][A-Za-z0-9._:/-]{0,127}$";
@@ -105,13 +103,11 @@ const FORMAT_RULE: &str =
     "a format is a protocol string name/N of lowercase letters, digits, . and -";
 
 fn format<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-    canonical::checked(deserializer, |format: &String| {
-        if is_valid_format(format) {
-            Ok(())
-        } else {
-            Err(FORMAT_RULE)
-        }
-    })
+    canonical::valid_if(
+        deserializer,
+        |format: &String| is_valid_format(format),
+        FORMAT_RULE,
+    )
 }
 
 /// One Evidence record in its exact encoding. Values exist only through [`EvidenceRecord::new`]

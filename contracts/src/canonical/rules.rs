@@ -58,6 +58,21 @@ where
     Ok(value)
 }
 
+/// Reads a `T` that `is_valid` accepts; one it refuses breaks `rule`.
+pub fn valid_if<'de, D, T>(
+    deserializer: D,
+    is_valid: impl FnOnce(&T) -> bool,
+    rule: &'static str,
+) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    checked(deserializer, |value| {
+        if is_valid(value) { Ok(()) } else { Err(rule) }
+    })
+}
+
 /// The variant of a record whose shape depends on one of its string fields (`kind` of an
 /// acceptance check, `protocol` of a manifest version): the field `tag` of `value`, found at
 /// `path`, which must be one of `variants`. The caller then reads `value` as that variant's

@@ -89,13 +89,7 @@ canonical::literal_fields!(RepositoryIdentity {
 });
 
 fn product_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-    canonical::checked(deserializer, |id: &String| {
-        if is_valid_id(id) {
-            Ok(())
-        } else {
-            Err(ID_RULE)
-        }
-    })
+    canonical::valid_if(deserializer, |id: &String| is_valid_id(id), ID_RULE)
 }
 
 fn root_path<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
@@ -103,16 +97,17 @@ fn root_path<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Er
 }
 
 fn nonce<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-    canonical::checked(deserializer, |nonce: &String| {
-        let hex = nonce
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if nonce.len() == 32 && hex {
-            Ok(())
-        } else {
-            Err("must be 32 lowercase hex characters")
-        }
-    })
+    let lowercase_hex = |nonce: &String| {
+        nonce.len() == 32
+            && nonce
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    };
+    canonical::valid_if(
+        deserializer,
+        lowercase_hex,
+        "must be 32 lowercase hex characters",
+    )
 }
 
 fn target_ref<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {

@@ -64,35 +64,27 @@ canonical::literal_fields!(RegistryFile { "protocol": REGISTRY_PROTOCOL });
 fn capability_id<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> std::result::Result<String, D::Error> {
-    canonical::checked(deserializer, |id: &String| {
-        if crate::grammar::is_capability_id(id) {
-            Ok(())
-        } else {
-            Err("is not a capability id")
-        }
-    })
+    let is_id = |id: &String| crate::grammar::is_capability_id(id);
+    canonical::valid_if(deserializer, is_id, "is not a capability id")
 }
 
 fn integrity<'de, D: Deserializer<'de>>(deserializer: D) -> std::result::Result<String, D::Error> {
-    canonical::checked(deserializer, |integrity: &String| {
-        if artifact::is_integrity(integrity) {
-            Ok(())
-        } else {
-            Err("is not an oats.tree-exec.v1 integrity")
-        }
-    })
+    let is_integrity = |integrity: &String| artifact::is_integrity(integrity);
+    canonical::valid_if(
+        deserializer,
+        is_integrity,
+        "is not an oats.tree-exec.v1 integrity",
+    )
 }
 
 fn absolute_path<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> std::result::Result<PathBuf, D::Error> {
-    canonical::checked(deserializer, |path: &PathBuf| {
-        if path.is_absolute() {
-            Ok(())
-        } else {
-            Err("is not absolute")
-        }
-    })
+    canonical::valid_if(
+        deserializer,
+        |path: &PathBuf| path.is_absolute(),
+        "is not absolute",
+    )
 }
 
 /// A path as text (a path that is not UTF-8 is written with U+FFFD in its place, as the
