@@ -5,34 +5,18 @@ use std::fmt;
 
 use sha1::{Digest as _, Sha1};
 
-/// The kind of a Git object sf writes or reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ObjectKind {
-    Blob,
-    Tree,
-    Commit,
+crate::word_enum! {
+    /// The kind of a Git object sf writes or reads, by Git's name for it; tags and anything
+    /// else do not parse (sf never stores them).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum ObjectKind {
+        "blob" Blob,
+        "tree" Tree,
+        "commit" Commit,
+    }
 }
 
 impl ObjectKind {
-    /// Git's name for the kind.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Blob => "blob",
-            Self::Tree => "tree",
-            Self::Commit => "commit",
-        }
-    }
-
-    /// Parses Git's name; tags and anything else are `None` (sf never stores them).
-    pub fn parse(name: &str) -> Option<Self> {
-        match name {
-            "blob" => Some(Self::Blob),
-            "tree" => Some(Self::Tree),
-            "commit" => Some(Self::Commit),
-            _ => None,
-        }
-    }
-
     /// Git's numeric pack type.
     pub fn pack_type(self) -> u8 {
         match self {

@@ -25,52 +25,25 @@ pub const MAX_CHECKS: usize = 64;
 /// The longest review prompt, in bytes.
 pub const MAX_PROMPT_BYTES: usize = 4096;
 
-/// When a process check runs, and what it shows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Phase {
-    /// Shows the defect on the base: runs on stage base, and its expectation is the failure.
-    Before,
-    /// Shows the fix on the Candidate: runs on stage candidate.
-    After,
-    /// Shows that something that must keep working does: runs on either stage.
-    Guardrail,
-}
-
-impl Phase {
-    /// The phase as written in records.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Before => "before",
-            Self::After => "after",
-            Self::Guardrail => "guardrail",
-        }
+crate::contracts::word_enum! {
+    /// When a process check runs, and what it shows.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    pub enum Phase {
+        /// Shows the defect on the base: runs on stage base, and its expectation is the failure.
+        "before" Before,
+        /// Shows the fix on the Candidate: runs on stage candidate.
+        "after" After,
+        /// Shows that something that must keep working does: runs on either stage.
+        "guardrail" Guardrail,
     }
 }
 
-/// Which tree a process check runs: the base B or the Candidate M.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Stage {
-    Base,
-    Candidate,
-}
-
-impl Stage {
-    /// The stage as written in records.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Base => "base",
-            Self::Candidate => "candidate",
-        }
-    }
-
-    pub(crate) fn parse(text: &str) -> Option<Self> {
-        match text {
-            "base" => Some(Self::Base),
-            "candidate" => Some(Self::Candidate),
-            _ => None,
-        }
+crate::contracts::word_enum! {
+    /// Which tree a process check runs: the base B or the Candidate M.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum Stage {
+        "base" Base,
+        "candidate" Candidate,
     }
 }
 

@@ -73,34 +73,14 @@ pub struct PhaseRun {
     pub stderr: Vec<u8>,
 }
 
-/// `check`'s status.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CheckStatus {
-    Ready,
-    NeedsConfiguration,
-    AuthorizationRequired,
-    Unavailable,
-}
-
-impl CheckStatus {
-    /// The status on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Ready => "ready",
-            Self::NeedsConfiguration => "needs-configuration",
-            Self::AuthorizationRequired => "authorization-required",
-            Self::Unavailable => "unavailable",
-        }
-    }
-
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "ready" => Some(Self::Ready),
-            "needs-configuration" => Some(Self::NeedsConfiguration),
-            "authorization-required" => Some(Self::AuthorizationRequired),
-            "unavailable" => Some(Self::Unavailable),
-            _ => None,
-        }
+sf_contracts::word_enum! {
+    /// `check`'s status, as the wire writes it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum CheckStatus {
+        "ready" Ready,
+        "needs-configuration" NeedsConfiguration,
+        "authorization-required" AuthorizationRequired,
+        "unavailable" Unavailable,
     }
 }
 

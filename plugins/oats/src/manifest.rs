@@ -33,22 +33,13 @@ pub const MANIFEST_LIMITS: Limits = Limits {
     entries: 16_384,
 };
 
-/// A capability's exclusive layer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Layer {
-    Knowledge,
-    Messaging,
-    Tasks,
-}
-
-impl Layer {
-    /// The layer's name in manifests.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Knowledge => "knowledge",
-            Self::Messaging => "messaging",
-            Self::Tasks => "tasks",
-        }
+sf_contracts::word_enum! {
+    /// A capability's exclusive layer, by its name in manifests.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Layer {
+        "knowledge" Knowledge,
+        "messaging" Messaging,
+        "tasks" Tasks,
     }
 }
 
@@ -128,32 +119,13 @@ pub struct Binding {
     pub check: String,
 }
 
-/// A binding phase.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Phase {
-    Normalize,
-    Bind,
-    Check,
-}
-
-impl Phase {
-    /// The phase's name on the wire.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Normalize => "normalize",
-            Self::Bind => "bind",
-            Self::Check => "check",
-        }
-    }
-
-    /// Parses a phase name.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "normalize" => Some(Self::Normalize),
-            "bind" => Some(Self::Bind),
-            "check" => Some(Self::Check),
-            _ => None,
-        }
+sf_contracts::word_enum! {
+    /// A binding phase, by its name on the wire.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Phase {
+        "normalize" Normalize,
+        "bind" Bind,
+        "check" Check,
     }
 }
 
@@ -168,32 +140,14 @@ impl Binding {
     }
 }
 
-/// A lifecycle event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum HookEvent {
-    SoulScaffold,
-    Spawn,
-    Retire,
-}
-
-impl HookEvent {
-    /// The event's name in manifests and in `OATS_EVENT`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SoulScaffold => "soul-scaffold",
-            Self::Spawn => "spawn",
-            Self::Retire => "retire",
-        }
-    }
-
-    /// Parses an event name accepted by 0.24.0.
-    pub fn parse(text: &str) -> Option<Self> {
-        match text {
-            "soul-scaffold" => Some(Self::SoulScaffold),
-            "spawn" => Some(Self::Spawn),
-            "retire" => Some(Self::Retire),
-            _ => None,
-        }
+sf_contracts::word_enum! {
+    /// A lifecycle event, by its name in manifests and in `OATS_EVENT`; only the events
+    /// 0.24.0 accepts parse.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum HookEvent {
+        "soul-scaffold" SoulScaffold,
+        "spawn" Spawn,
+        "retire" Retire,
     }
 }
 
@@ -586,15 +540,12 @@ pub fn from_value(value: &Value) -> Result<Manifest> {
 
     let layer = match top.string("layer")? {
         None => None,
-        Some("knowledge") => Some(Layer::Knowledge),
-        Some("messaging") => Some(Layer::Messaging),
-        Some("tasks") => Some(Layer::Tasks),
-        Some(other) => {
-            return Err(invalid(
+        Some(name) => Some(Layer::parse(name).ok_or_else(|| {
+            invalid(
                 "layer",
-                format!("{other:?} is not one of knowledge, messaging, tasks"),
-            ));
-        }
+                format!("{name:?} is not one of {}", Layer::WORDS.join(", ")),
+            )
+        })?),
     };
 
     let requires = parse_requires(&top)?;
