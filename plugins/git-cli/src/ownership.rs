@@ -349,8 +349,9 @@ fn check_loose_object(root: &Path, object: &EncodedObject) -> Result<(), ObjectS
 /// The one tolerated second link: a concurrent writer's Git has linked its `tmp_obj_*` file
 /// to the object's name and not yet removed the temporary name. It passes only if the file
 /// inflates to exactly the object's bytes and, counted after that read, its links are its own
-/// name alone or its own name and a `tmp_obj_*` name in the same fan-out directory, every
-/// observation the same inode and this user's. Nothing is waited for, and the temporary name
+/// name alone or its own name and a `tmp_obj_*` name in the same fan-out directory (or, when
+/// the temporary name is gone by the time the directory is listed, its own name alone,
+/// counted once more), every observation the same inode and this user's. Nothing is waited for, and the temporary name
 /// is never opened or removed.
 fn check_finalisation(
     dir: &Path,
@@ -394,6 +395,12 @@ fn check_finalisation(
     match after.nlink() {
         1 => Ok(()),
         2 if has_temporary_link(dir, first)? => Ok(()),
+        // Git may have removed the temporary name between the count and the listing: counted
+        // again, the object's own name alone passes.
+        2 => match lstat(path)? {
+            Some(again) if same(&again) && again.nlink() == 1 => Ok(()),
+            _ => Err(refuse()),
+        },
         _ => Err(refuse()),
     }
 }
