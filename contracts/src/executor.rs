@@ -384,6 +384,40 @@ pub struct Enforcement {
     facts: BTreeMap<String, String>,
 }
 
+/// Facts write themselves as an object of mechanism → status.
+impl serde::Serialize for Enforcement {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(&self.facts)
+    }
+}
+
+/// Facts read themselves from an object of mechanism → status, each fact checked as
+/// [`Enforcement::insert`] checks it.
+impl<'de> serde::Deserialize<'de> for Enforcement {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Facts;
+        impl<'de> serde::de::Visitor<'de> for Facts {
+            type Value = Enforcement;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object of mechanism: status")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Enforcement, A::Error> {
+                let mut enforcement = Enforcement::new();
+                while let Some((mechanism, status)) = map.next_entry::<String, String>()? {
+                    enforcement
+                        .insert(mechanism, status)
+                        .map_err(serde::de::Error::custom)?;
+                }
+                Ok(enforcement)
+            }
+        }
+        deserializer.deserialize_map(Facts)
+    }
+}
+
 impl Enforcement {
     /// No facts.
     pub fn new() -> Self {

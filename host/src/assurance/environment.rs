@@ -2,17 +2,19 @@
 //! a Slice's checks run under, the platform and the sf version. A Candidate is sealed for its
 //! digest; the collector compares the executor's environment with it before every run.
 
-use crate::canonical::{self, Digest, Value, object};
-use crate::contracts::{Executor, ExecutorError};
-use crate::repository::record::{FieldError, Fields};
+use serde::{Deserialize, Serialize};
 
-use super::{AssuranceError, record_digest, record_from_json};
+use crate::canonical::{self, Digest, Value};
+use crate::contracts::{Executor, ExecutorError};
+
+use super::{AssuranceError, read_record, record_bytes, record_bytes_digest};
 
 /// The protocol string of the environment record.
 pub const ENVIRONMENT_PROTOCOL: &str = "sf-confined-environment/1";
 
 /// The environment of a run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
 pub struct EnvironmentRecord {
     /// The executor's runtime digest (executable bytes and readable paths).
     pub runtime: Digest,
@@ -61,45 +63,25 @@ impl EnvironmentRecord {
 
     /// The record as a JSON value.
     pub fn to_value(&self) -> Value {
-        object([
-            ("protocol", ENVIRONMENT_PROTOCOL.into()),
-            ("runtime", self.runtime.to_string().into()),
-            ("profile", self.profile.to_string().into()),
-            ("platform", self.platform.as_str().into()),
-            ("sf", self.sf.as_str().into()),
-        ])
+        canonical::to_value(self).expect("an environment record holds only strings")
     }
 
     /// The canonical bytes of the record.
     pub fn to_bytes(&self) -> Result<Vec<u8>, AssuranceError> {
-        canonical::encode(&self.to_value())
-            .map_err(|error| AssuranceError::invalid("environment", error.to_string()))
+        record_bytes(self, "environment")
     }
 
     /// The `sha256:` of the canonical bytes.
     pub fn digest(&self) -> Result<Digest, AssuranceError> {
-        record_digest(&self.to_value(), "environment")
+        record_bytes_digest(self, "environment")
     }
 
     /// Parses an environment record strictly and validates it.
     pub fn from_json(bytes: &[u8]) -> Result<Self, AssuranceError> {
-        let environment = record_from_json(bytes, "environment", Self::from_value)?;
+        let environment: Self = read_record(bytes, "environment")?;
         environment.validate()?;
         Ok(environment)
     }
-
-    pub(crate) fn from_value(value: &Value) -> Result<Self, FieldError> {
-        let fields = Fields::exact(
-            value,
-            "environment",
-            &["protocol", "runtime", "profile", "platform", "sf"],
-        )?;
-        fields.literal("protocol", ENVIRONMENT_PROTOCOL)?;
-        Ok(Self {
-            runtime: fields.digest("runtime")?,
-            profile: fields.digest("profile")?,
-            platform: fields.string("platform")?.to_owned(),
-            sf: fields.string("sf")?.to_owned(),
-        })
-    }
 }
+
+canonical::literal_fields!(EnvironmentRecord { "protocol": ENVIRONMENT_PROTOCOL });

@@ -19,7 +19,7 @@ pub mod time;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::canonical::{self, Digest, Value};
+use crate::canonical::{self, Digest};
 use crate::repository::record::FieldError;
 
 pub use acceptance::{
@@ -79,18 +79,4 @@ fn read_record<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, Assur
 
 fn invalid_field(error: FieldError) -> AssuranceError {
     AssuranceError::invalid(error.field, error.rule)
-}
-
-fn record_digest(value: &Value, what: &str) -> Result<Digest, AssuranceError> {
-    canonical::digest(value).map_err(|error| AssuranceError::invalid(what, error.to_string()))
-}
-
-fn record_from_json<T>(
-    bytes: &[u8],
-    what: &str,
-    from_value: fn(&Value) -> Result<T, FieldError>,
-) -> Result<T, AssuranceError> {
-    let value = canonical::parse(bytes)
-        .map_err(|error| AssuranceError::invalid(what, error.to_string()))?;
-    from_value(&value).map_err(invalid_field)
 }

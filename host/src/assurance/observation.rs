@@ -21,10 +21,11 @@
 //! as sf-contracts' `legacy_enforcement` maps them) but the collector writes, and the judge
 //! counts, only version 3.
 
-use crate::canonical::{self, Digest, Value, object};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::canonical::{self, Digest, FieldError, Value};
 use crate::contracts::legacy_enforcement::{LegacyEnforcement, NOT_STATED};
 use crate::contracts::{Enforcement, RunIdentities, RunStatus};
-use crate::repository::record::{FieldError, Fields};
 
 use super::AssuranceError;
 use super::acceptance::{Phase, Stage};
@@ -42,47 +43,17 @@ pub const MAX_PROBLEMS: usize = 16;
 /// The most characters of one problem.
 pub const MAX_PROBLEM_CHARS: usize = 1024;
 
-/// How far a check's run got, as the collector saw it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ObservationStatus {
-    /// The executor answered for a run that started.
-    Observed,
-    /// Something may have started, but the executor gave no answer (it panicked).
-    Unresolved,
-    /// Nothing was started; the problems say why.
-    NotStarted,
-}
-
-impl ObservationStatus {
-    /// The status as written in records.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Observed => "observed",
-            Self::Unresolved => "unresolved",
-            Self::NotStarted => "not-started",
-        }
+crate::contracts::word_enum! {
+    /// How far a check's run got, as the collector saw it.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum ObservationStatus {
+        /// The executor answered for a run that started.
+        "observed" Observed,
+        /// Something may have started, but the executor gave no answer (it panicked).
+        "unresolved" Unresolved,
+        /// Nothing was started; the problems say why.
+        "not-started" NotStarted,
     }
-
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "observed" => Some(Self::Observed),
-            "unresolved" => Some(Self::Unresolved),
-            "not-started" => Some(Self::NotStarted),
-            _ => None,
-        }
-    }
-}
-
-fn parse_run_status(text: &str) -> Option<RunStatus> {
-    [
-        RunStatus::Exited,
-        RunStatus::Signalled,
-        RunStatus::TimedOut,
-        RunStatus::OutputLimit,
-        RunStatus::Aborted,
-    ]
-    .into_iter()
-    .find(|status| status.code() == text)
 }
 
 /// The process facts of a run that started.
@@ -180,106 +151,297 @@ pub fn sanitize_problems(problems: &[String]) -> Vec<String> {
     kept
 }
 
-fn stream_value(bytes: &[u8]) -> Value {
-    object([
-        ("bytes", Value::Integer(bytes.len() as i64)),
-        ("sha256", Digest::of(bytes).to_string().into()),
-    ])
+/// The facts as the encoding holds them, in the shape of one format: `I` is the run's
+/// identities ([`IdentitiesWire`] from version 3, [`LegacyIdentitiesWire`] before).
+#[derive(Serialize, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    rename_all = "camelCase",
+    bound(deserialize = "I: Deserialize<'de>", serialize = "I: Serialize")
+)]
+struct FactsWire<I> {
+    protocol: String,
+    collector: Digest,
+    candidate: Digest,
+    check: String,
+    phase: Phase,
+    stage: Stage,
+    status: ObservationStatus,
+    attributable: bool,
+    #[serde(deserialize_with = "problems")]
+    problems: Vec<String>,
+    #[serde(deserialize_with = "canonical::nullable")]
+    environment: Option<Digest>,
+    #[serde(deserialize_with = "canonical::nullable")]
+    identities: Option<I>,
+    #[serde(deserialize_with = "canonical::nullable")]
+    process: Option<ProcessWire>,
+    #[serde(with = "nullable_time")]
+    started_at: Option<u64>,
+    #[serde(with = "nullable_time")]
+    ended_at: Option<u64>,
+    #[serde(with = "time_of_day")]
+    deadline: u64,
+    stdout: StreamWire,
+    stderr: StreamWire,
 }
 
-fn nullable_int(value: Option<i64>) -> Value {
-    value.map_or(Value::Null, Value::Integer)
+/// A run's identities from version 3: the executor's enforcement facts as they are.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct IdentitiesWire {
+    program: Digest,
+    input: Digest,
+    harness: Digest,
+    runtime: Digest,
+    profile: Digest,
+    bounds: Digest,
+    enforcement: Enforcement,
 }
 
-fn clamp(value: u64) -> i64 {
-    i64::try_from(value)
-        .unwrap_or(canonical::MAX_SAFE_INTEGER)
-        .min(canonical::MAX_SAFE_INTEGER)
+/// A run's identities in versions 1 (no harness) and 2: enforcement in fixed fields.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct LegacyIdentitiesWire {
+    program: Digest,
+    input: Digest,
+    #[serde(default, deserialize_with = "canonical::optional")]
+    harness: Option<Digest>,
+    runtime: Digest,
+    profile: Digest,
+    bounds: Digest,
+    landlock_abi: u32,
+    landlock: String,
+    #[serde(default, deserialize_with = "canonical::optional")]
+    host_identity: Option<String>,
+    #[serde(default, deserialize_with = "canonical::optional")]
+    memory: Option<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ProcessWire {
+    #[serde(with = "run_status")]
+    status: RunStatus,
+    #[serde(deserialize_with = "canonical::nullable")]
+    exit_code: Option<i32>,
+    #[serde(deserialize_with = "canonical::nullable")]
+    signal: Option<i32>,
+    timeout_ms: u64,
+    output_limit: u64,
+    wall_ms: u64,
+    user_ms: u64,
+    system_ms: u64,
+    max_rss_kib: u64,
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    memory_peak_bytes: Option<u64>,
+    #[serde(with = "namespace")]
+    namespace: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StreamWire {
+    bytes: u64,
+    sha256: Digest,
+}
+
+impl StreamWire {
+    fn of(bytes: &[u8]) -> Self {
+        Self {
+            bytes: bytes.len() as u64,
+            sha256: Digest::of(bytes),
+        }
+    }
+}
+
+/// A count the record can hold: at most 2^53 − 1.
+fn clamp(value: u64) -> u64 {
+    value.min(canonical::MAX_SAFE_INTEGER as u64)
+}
+
+impl ProcessWire {
+    fn of(process: &ProcessFacts) -> Self {
+        Self {
+            status: process.status,
+            exit_code: process.exit_code,
+            signal: process.signal,
+            timeout_ms: clamp(process.timeout_ms),
+            output_limit: clamp(process.output_limit),
+            wall_ms: clamp(process.wall_ms),
+            user_ms: clamp(process.user_ms),
+            system_ms: clamp(process.system_ms),
+            max_rss_kib: clamp(process.max_rss_kib),
+            memory_peak_bytes: process.memory_peak_bytes.map(clamp),
+            namespace: process.reaped,
+        }
+    }
+
+    fn facts(self) -> ProcessFacts {
+        ProcessFacts {
+            status: self.status,
+            exit_code: self.exit_code,
+            signal: self.signal,
+            timeout_ms: self.timeout_ms,
+            output_limit: self.output_limit,
+            wall_ms: self.wall_ms,
+            user_ms: self.user_ms,
+            system_ms: self.system_ms,
+            max_rss_kib: self.max_rss_kib,
+            memory_peak_bytes: self.memory_peak_bytes,
+            reaped: self.namespace,
+        }
+    }
+}
+
+/// Problems as recorded: at most [`MAX_PROBLEMS`], each already sanitised.
+fn problems<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<String>, D::Error> {
+    canonical::checked(deserializer, |problems: &Vec<String>| {
+        if problems.len() > MAX_PROBLEMS {
+            Err("holds at most 16 problems")
+        } else if problems.iter().any(|p| sanitize_problem(p) != *p) {
+            Err("must be sanitised strings")
+        } else {
+            Ok(())
+        }
+    })
+}
+
+/// `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+mod time_of_day {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::time;
+
+    pub(super) fn serialize<S: Serializer>(millis: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&time::format_millis(*millis))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        time::parse_millis(&text)
+            .ok_or_else(|| serde::de::Error::custom("must be YYYY-MM-DDTHH:MM:SS.mmmZ"))
+    }
+}
+
+/// A time of day, or null.
+mod nullable_time {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        millis: &Option<u64>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        millis.map(super::time::format_millis).serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<u64>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(transparent)]
+        struct Time(#[serde(with = "super::time_of_day")] u64);
+        Ok(Option::<Time>::deserialize(deserializer)?.map(|time| time.0))
+    }
+}
+
+/// The run status as its code.
+mod run_status {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::contracts::RunStatus;
+
+    const ALL: [RunStatus; 5] = [
+        RunStatus::Exited,
+        RunStatus::Signalled,
+        RunStatus::TimedOut,
+        RunStatus::OutputLimit,
+        RunStatus::Aborted,
+    ];
+
+    pub(super) fn serialize<S: Serializer>(
+        status: &RunStatus,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(status.code())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<RunStatus, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        ALL.into_iter()
+            .find(|status| status.code() == text)
+            .ok_or_else(|| serde::de::Error::custom("must be a run status"))
+    }
+}
+
+/// Whether the run's processes were confirmed gone: `reaped` or `unconfirmed`.
+mod namespace {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        reaped: &bool,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(if *reaped { "reaped" } else { "unconfirmed" })
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<bool, D::Error> {
+        match String::deserialize(deserializer)?.as_str() {
+            "reaped" => Ok(true),
+            "unconfirmed" => Ok(false),
+            _ => Err(serde::de::Error::custom("must be reaped or unconfirmed")),
+        }
+    }
 }
 
 impl Observation {
+    fn wire(&self) -> FactsWire<IdentitiesWire> {
+        let facts = &self.facts;
+        FactsWire {
+            protocol: OBSERVATION_FORMAT.to_owned(),
+            collector: facts.collector.clone(),
+            candidate: facts.candidate.clone(),
+            check: facts.check.clone(),
+            phase: facts.phase,
+            stage: facts.stage,
+            status: facts.status,
+            attributable: facts.attributable,
+            problems: sanitize_problems(&facts.problems),
+            environment: facts.environment.clone(),
+            identities: facts.identities.as_ref().map(|ids| IdentitiesWire {
+                program: ids.program.clone(),
+                input: ids.input.clone(),
+                harness: ids.harness.clone(),
+                runtime: ids.runtime.clone(),
+                profile: ids.profile.clone(),
+                bounds: ids.bounds.clone(),
+                enforcement: ids.enforcement.clone(),
+            }),
+            process: facts.process.as_ref().map(ProcessWire::of),
+            started_at: facts.started_at,
+            ended_at: facts.ended_at,
+            deadline: facts.deadline,
+            stdout: StreamWire::of(&self.stdout),
+            stderr: StreamWire::of(&self.stderr),
+        }
+    }
+
     /// The facts as the canonical JSON value the encoding holds (problems sanitised).
     pub fn facts_value(&self) -> Value {
-        let facts = &self.facts;
-        let identities = facts.identities.as_ref().map_or(Value::Null, |ids| {
-            object([
-                ("program", ids.program.to_string().into()),
-                ("input", ids.input.to_string().into()),
-                ("harness", ids.harness.to_string().into()),
-                ("runtime", ids.runtime.to_string().into()),
-                ("profile", ids.profile.to_string().into()),
-                ("bounds", ids.bounds.to_string().into()),
-                ("enforcement", ids.enforcement.to_value()),
-            ])
-        });
-        let process = facts.process.as_ref().map_or(Value::Null, |process| {
-            object([
-                ("status", process.status.code().into()),
-                ("exitCode", nullable_int(process.exit_code.map(i64::from))),
-                ("signal", nullable_int(process.signal.map(i64::from))),
-                ("timeoutMs", Value::Integer(clamp(process.timeout_ms))),
-                ("outputLimit", Value::Integer(clamp(process.output_limit))),
-                ("wallMs", Value::Integer(clamp(process.wall_ms))),
-                ("userMs", Value::Integer(clamp(process.user_ms))),
-                ("systemMs", Value::Integer(clamp(process.system_ms))),
-                ("maxRssKib", Value::Integer(clamp(process.max_rss_kib))),
-                (
-                    "namespace",
-                    if process.reaped {
-                        "reaped"
-                    } else {
-                        "unconfirmed"
-                    }
-                    .into(),
-                ),
-            ])
-        });
-        let mut process = process;
-        if let (Value::Object(map), Some(peak)) = (
-            &mut process,
-            facts
-                .process
-                .as_ref()
-                .and_then(|facts| facts.memory_peak_bytes),
-        ) {
-            map.insert("memoryPeakBytes".to_owned(), Value::Integer(clamp(peak)));
-        }
-        let time = |millis: Option<u64>| millis.map(time::format_millis).into();
-        object([
-            ("protocol", OBSERVATION_FORMAT.into()),
-            ("collector", facts.collector.to_string().into()),
-            ("candidate", facts.candidate.to_string().into()),
-            ("check", facts.check.as_str().into()),
-            ("phase", facts.phase.as_str().into()),
-            ("stage", facts.stage.as_str().into()),
-            ("status", facts.status.as_str().into()),
-            ("attributable", Value::Bool(facts.attributable)),
-            (
-                "problems",
-                Value::Array(
-                    sanitize_problems(&facts.problems)
-                        .into_iter()
-                        .map(Value::from)
-                        .collect(),
-                ),
-            ),
-            (
-                "environment",
-                facts.environment.as_ref().map(ToString::to_string).into(),
-            ),
-            ("identities", identities),
-            ("process", process),
-            ("startedAt", time(facts.started_at)),
-            ("endedAt", time(facts.ended_at)),
-            ("deadline", time::format_millis(facts.deadline).into()),
-            ("stdout", stream_value(&self.stdout)),
-            ("stderr", stream_value(&self.stderr)),
-        ])
+        canonical::to_value(&self.wire()).expect("facts hold only strings, integers and booleans")
     }
 
     /// Encodes the observation (see the module documentation). Problems are sanitised here.
     pub fn encode(&self) -> Result<Vec<u8>, AssuranceError> {
-        let facts = canonical::encode(&self.facts_value())
+        let facts = canonical::to_canonical_bytes(&self.wire())
             .map_err(|error| AssuranceError::invalid("observation facts", error.to_string()))?;
         let mut bytes =
             Vec::with_capacity(64 + facts.len() + self.stdout.len() + self.stderr.len());
@@ -313,244 +475,128 @@ impl Observation {
             return Err(format!("{format:?} is not an observation format"));
         }
         let (head, streams) = crate::framing::split(bytes, format, "facts", 8)?;
-        let value = canonical::parse_canonical(head).map_err(|error| format!("facts: {error}"))?;
-        let (facts, stdout_len, stdout_sha, stderr_len, stderr_sha) =
-            facts_from_value(&value, format)
-                .map_err(|error| format!("{}: {}", error.field, error.rule))?;
-        if stdout_len.checked_add(stderr_len) != Some(streams.len()) {
+        let (facts, stdout, stderr) =
+            read_facts(head, format).map_err(|error| format!("{}: {}", error.field, error.rule))?;
+        let lengths = usize::try_from(stdout.bytes)
+            .ok()
+            .zip(usize::try_from(stderr.bytes).ok());
+        let Some((stdout_len, stderr_len)) =
+            lengths.filter(|(out, err)| out.checked_add(*err) == Some(streams.len()))
+        else {
             return Err("the output bytes are not the lengths the facts name".into());
-        }
-        let (stdout, stderr) = streams.split_at(stdout_len);
-        if Digest::of(stdout) != stdout_sha || Digest::of(stderr) != stderr_sha {
+        };
+        let (stdout_bytes, stderr_bytes) = streams.split_at(stdout_len);
+        debug_assert_eq!(stderr_bytes.len(), stderr_len);
+        if Digest::of(stdout_bytes) != stdout.sha256 || Digest::of(stderr_bytes) != stderr.sha256 {
             return Err("the output bytes do not hash to the digests the facts name".into());
         }
         Ok(Self {
             facts,
-            stdout: stdout.to_vec(),
-            stderr: stderr.to_vec(),
+            stdout: stdout_bytes.to_vec(),
+            stderr: stderr_bytes.to_vec(),
         })
     }
 }
 
-type DecodedFacts = (ObservationFacts, usize, Digest, usize, Digest);
-
-/// A run's identities in the shape of `format`: the fixed enforcement fields of versions 1
-/// and 2, the facts of version 3.
-fn identities_from_value(
-    value: &Value,
-    path: &str,
+/// Reads the canonical facts `head` in the shape of `format`.
+fn read_facts(
+    head: &[u8],
     format: &str,
-) -> Result<RunIdentities, FieldError> {
-    let v1 = format == OBSERVATION_FORMAT_V1;
-    let v3 = format == OBSERVATION_FORMAT;
-    let mut names = vec!["program", "input", "runtime", "profile", "bounds"];
-    if !v1 {
-        names.push("harness");
+) -> Result<(ObservationFacts, StreamWire, StreamWire), FieldError> {
+    if format == OBSERVATION_FORMAT {
+        let wire: FactsWire<IdentitiesWire> = canonical::from_canonical_slice(head, "facts")?;
+        into_facts(wire, format, |ids| {
+            Ok(RunIdentities {
+                program: ids.program,
+                input: ids.input,
+                harness: ids.harness,
+                runtime: ids.runtime,
+                profile: ids.profile,
+                bounds: ids.bounds,
+                enforcement: ids.enforcement,
+            })
+        })
+    } else {
+        let wire: FactsWire<LegacyIdentitiesWire> = canonical::from_canonical_slice(head, "facts")?;
+        into_facts(wire, format, |ids| legacy_identities(ids, format))
     }
-    let optional: &[&str] = if v3 {
-        names.push("enforcement");
-        &[]
-    } else {
-        names.extend(["landlockAbi", "landlock"]);
-        &["hostIdentity", "memory"]
-    };
-    let ids = Fields::with_optional(value, path, &names, optional)?;
-    let harness = if v1 {
-        crate::snapshot::snapshot_digest(&[])
-            .map_err(|error| FieldError::wrong(&ids.path("harness"), error.to_string()))?
-    } else {
-        ids.digest("harness")?
-    };
-    let enforcement = if v3 {
-        Enforcement::from_value(ids.value("enforcement"))
-            .map_err(|rule| FieldError::wrong(&ids.path("enforcement"), rule))?
-    } else {
-        // A stated fact is never written as not-stated: that is its absence.
-        let fact = |key: &str| -> Result<Option<String>, FieldError> {
-            match ids.optional(key) {
-                None => Ok(None),
-                Some(Value::String(text)) if text != NOT_STATED => Ok(Some(text.clone())),
-                Some(_) => Err(FieldError::wrong(
-                    &ids.path(key),
-                    "is a stated fact's name when present",
-                )),
-            }
-        };
-        LegacyEnforcement {
-            landlock_abi: u32::try_from(ids.natural("landlockAbi")?)
-                .map_err(|_| FieldError::wrong(&ids.path("landlockAbi"), "is a small integer"))?,
-            landlock: ids.string("landlock")?.to_owned(),
-            host_identity: fact("hostIdentity")?,
-            memory: fact("memory")?,
-        }
-        .to_facts()
-        .map_err(|(field, rule)| FieldError::wrong(&ids.path(field), rule))?
-    };
-    Ok(RunIdentities {
-        program: ids.digest("program")?,
-        input: ids.digest("input")?,
-        harness,
-        runtime: ids.digest("runtime")?,
-        profile: ids.digest("profile")?,
-        bounds: ids.digest("bounds")?,
-        enforcement,
-    })
 }
 
-fn facts_from_value(value: &Value, format: &str) -> Result<DecodedFacts, FieldError> {
-    let fields = Fields::exact(
-        value,
-        "facts",
-        &[
-            "protocol",
-            "collector",
-            "candidate",
-            "check",
-            "phase",
-            "stage",
-            "status",
-            "attributable",
-            "problems",
-            "environment",
-            "identities",
-            "process",
-            "startedAt",
-            "endedAt",
-            "deadline",
-            "stdout",
-            "stderr",
-        ],
-    )?;
-    fields.literal("protocol", format)?;
-    let wrong = |key: &str, rule: &str| FieldError::wrong(&fields.path(key), rule);
-    let phase = match fields.string("phase")? {
-        "before" => Phase::Before,
-        "after" => Phase::After,
-        "guardrail" => Phase::Guardrail,
-        _ => return Err(wrong("phase", "must be before, after or guardrail")),
-    };
-    let stage = Stage::parse(fields.string("stage")?)
-        .ok_or_else(|| wrong("stage", "must be base or candidate"))?;
-    let status = ObservationStatus::parse(fields.string("status")?)
-        .ok_or_else(|| wrong("status", "must be observed, unresolved or not-started"))?;
-    let attributable = match fields.value("attributable") {
-        Value::Bool(flag) => *flag,
-        _ => return Err(wrong("attributable", "must be a boolean")),
-    };
-    let mut problems = Vec::new();
-    for item in fields.array("problems")? {
-        match item {
-            Value::String(text) if sanitize_problem(text) == *text => problems.push(text.clone()),
-            _ => return Err(wrong("problems", "must be sanitised strings")),
-        }
+fn into_facts<I>(
+    wire: FactsWire<I>,
+    format: &str,
+    identities: impl FnOnce(I) -> Result<RunIdentities, FieldError>,
+) -> Result<(ObservationFacts, StreamWire, StreamWire), FieldError> {
+    if wire.protocol != format {
+        return Err(FieldError::wrong(
+            "facts.protocol",
+            format!("must be {format:?}"),
+        ));
     }
-    if problems.len() > MAX_PROBLEMS {
-        return Err(wrong("problems", "holds at most 16 problems"));
-    }
-    let identities = match fields.value("identities") {
-        Value::Null => None,
-        value => Some(identities_from_value(
-            value,
-            &fields.path("identities"),
-            format,
-        )?),
-    };
-    let process = match fields.value("process") {
-        Value::Null => None,
-        value => {
-            let process = Fields::with_optional(
-                value,
-                &fields.path("process"),
-                &[
-                    "status",
-                    "exitCode",
-                    "signal",
-                    "timeoutMs",
-                    "outputLimit",
-                    "wallMs",
-                    "userMs",
-                    "systemMs",
-                    "maxRssKib",
-                    "namespace",
-                ],
-                &["memoryPeakBytes"],
-            )?;
-            let small = |key: &str| -> Result<Option<i32>, FieldError> {
-                match process.value(key) {
-                    Value::Null => Ok(None),
-                    Value::Integer(n) => i32::try_from(*n)
-                        .map(Some)
-                        .map_err(|_| FieldError::wrong(&process.path(key), "is a 32-bit integer")),
-                    _ => Err(FieldError::wrong(
-                        &process.path(key),
-                        "is an integer or null",
-                    )),
-                }
-            };
-            let reaped = match process.string("namespace")? {
-                "reaped" => true,
-                "unconfirmed" => false,
-                _ => {
-                    return Err(FieldError::wrong(
-                        &process.path("namespace"),
-                        "must be reaped or unconfirmed",
-                    ));
-                }
-            };
-            Some(ProcessFacts {
-                status: parse_run_status(process.string("status")?).ok_or_else(|| {
-                    FieldError::wrong(&process.path("status"), "must be a run status")
-                })?,
-                exit_code: small("exitCode")?,
-                signal: small("signal")?,
-                timeout_ms: process.natural("timeoutMs")?,
-                output_limit: process.natural("outputLimit")?,
-                wall_ms: process.natural("wallMs")?,
-                user_ms: process.natural("userMs")?,
-                system_ms: process.natural("systemMs")?,
-                max_rss_kib: process.natural("maxRssKib")?,
-                memory_peak_bytes: match process.optional("memoryPeakBytes") {
-                    None => None,
-                    Some(_) => Some(process.natural("memoryPeakBytes")?),
-                },
-                reaped,
-            })
-        }
-    };
-    let time = |key: &str| -> Result<Option<u64>, FieldError> {
-        match fields.nullable_string(key)? {
-            None => Ok(None),
-            Some(text) => time::parse_millis(text)
-                .map(Some)
-                .ok_or_else(|| wrong(key, "must be YYYY-MM-DDTHH:MM:SS.mmmZ")),
-        }
-    };
-    let deadline = time("deadline")?.ok_or_else(|| wrong("deadline", "must be a timestamp"))?;
-    let stream = |key: &str| -> Result<(usize, Digest), FieldError> {
-        let stream = Fields::exact(fields.value(key), &fields.path(key), &["bytes", "sha256"])?;
-        let bytes = usize::try_from(stream.natural("bytes")?)
-            .map_err(|_| FieldError::wrong(&stream.path("bytes"), "is too large"))?;
-        Ok((bytes, stream.digest("sha256")?))
-    };
-    let (stdout_len, stdout_sha) = stream("stdout")?;
-    let (stderr_len, stderr_sha) = stream("stderr")?;
     let facts = ObservationFacts {
-        collector: fields.digest("collector")?,
-        candidate: fields.digest("candidate")?,
-        check: fields.string("check")?.to_owned(),
-        phase,
-        stage,
-        status,
-        attributable,
-        problems,
-        environment: fields.nullable_digest("environment")?,
-        identities,
-        process,
-        started_at: time("startedAt")?,
-        ended_at: time("endedAt")?,
-        deadline,
+        collector: wire.collector,
+        candidate: wire.candidate,
+        check: wire.check,
+        phase: wire.phase,
+        stage: wire.stage,
+        status: wire.status,
+        attributable: wire.attributable,
+        problems: wire.problems,
+        environment: wire.environment,
+        identities: wire.identities.map(identities).transpose()?,
+        process: wire.process.map(ProcessWire::facts),
+        started_at: wire.started_at,
+        ended_at: wire.ended_at,
+        deadline: wire.deadline,
     };
-    Ok((facts, stdout_len, stdout_sha, stderr_len, stderr_sha))
+    Ok((facts, wire.stdout, wire.stderr))
+}
+
+/// The identities of a version 1 or 2 record: its fixed enforcement fields as facts, and a
+/// version 1 run's harness as the empty snapshot's.
+fn legacy_identities(ids: LegacyIdentitiesWire, format: &str) -> Result<RunIdentities, FieldError> {
+    let path = |field: &str| format!("facts.identities.{field}");
+    let harness = match (format == OBSERVATION_FORMAT_V1, ids.harness) {
+        (true, None) => crate::snapshot::snapshot_digest(&[])
+            .map_err(|error| FieldError::wrong(&path("harness"), error.to_string()))?,
+        (false, Some(harness)) => harness,
+        (true, Some(_)) => {
+            return Err(FieldError::wrong(
+                &path("harness"),
+                "is not a field of a version 1 observation",
+            ));
+        }
+        (false, None) => return Err(FieldError::wrong(&path("harness"), "is missing")),
+    };
+    // A stated fact is never written as not-stated: that is its absence.
+    for (field, value) in [
+        ("hostIdentity", &ids.host_identity),
+        ("memory", &ids.memory),
+    ] {
+        if value.as_deref() == Some(NOT_STATED) {
+            return Err(FieldError::wrong(
+                &path(field),
+                "is a stated fact's name when present",
+            ));
+        }
+    }
+    let enforcement = LegacyEnforcement {
+        landlock_abi: ids.landlock_abi,
+        landlock: ids.landlock,
+        host_identity: ids.host_identity,
+        memory: ids.memory,
+    }
+    .to_facts()
+    .map_err(|(field, rule)| FieldError::wrong(&path(field), rule))?;
+    Ok(RunIdentities {
+        program: ids.program,
+        input: ids.input,
+        harness,
+        runtime: ids.runtime,
+        profile: ids.profile,
+        bounds: ids.bounds,
+        enforcement,
+    })
 }
 
 #[cfg(test)]

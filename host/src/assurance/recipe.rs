@@ -10,12 +10,13 @@
 
 use std::path::Path;
 
-use crate::canonical::{self, Digest, Value, object};
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::{self, Digest, Value};
 use crate::contracts::Enforcement;
 use crate::contracts::executor::{MAX_TIMEOUT, RunBounds};
-use crate::repository::record::{FieldError, Fields};
 
-use super::{AssuranceError, record_digest, record_from_json};
+use super::{AssuranceError, invalid_field, record_bytes, record_bytes_digest};
 
 /// The protocol string of the recipe record.
 pub const RECIPE_PROTOCOL: &str = "sf-repository-recipe/2";
@@ -26,13 +27,17 @@ pub const RECIPE_PROTOCOL_V1: &str = "sf-repository-recipe/1";
 pub const MAX_OUTPUT_LIMIT: u64 = 8 * 1024 * 1024;
 
 /// How a Slice's checks are run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields, rename_all = "camelCase")]
 pub struct Recipe {
-    /// The collector closure the records must be attributed to.
+    /// The collector closure the records must be attributed to (`collector.closure`).
+    #[serde(rename = "collector", with = "collector")]
     pub collector_closure: Digest,
     /// The timeout of each run, in milliseconds: 1 to 3,600,000.
+    #[serde(deserialize_with = "canonical::positive")]
     pub timeout_ms: u64,
     /// The limit of stdout and of stderr, each, in bytes: 1 to 8 MiB.
+    #[serde(deserialize_with = "canonical::positive")]
     pub output_limit: u64,
     /// The absolute path of the runtime executable (`/bin/sh`, `/usr/bin/python3`, …) as the
     /// executor is configured with it.
@@ -87,73 +92,66 @@ impl Recipe {
 
     /// The record as a JSON value.
     pub fn to_value(&self) -> Value {
-        object([
-            ("protocol", RECIPE_PROTOCOL.into()),
-            (
-                "collector",
-                object([("closure", self.collector_closure.to_string().into())]),
-            ),
-            ("timeoutMs", Value::Integer(self.timeout_ms as i64)),
-            ("outputLimit", Value::Integer(self.output_limit as i64)),
-            ("runtime", self.runtime.as_str().into()),
-            ("enforcement", self.enforcement.to_value()),
-        ])
+        canonical::to_value(self).expect("a recipe holds only strings and integers")
     }
 
     /// The canonical bytes of the record.
     pub fn to_bytes(&self) -> Result<Vec<u8>, AssuranceError> {
-        canonical::encode(&self.to_value())
-            .map_err(|error| AssuranceError::invalid("recipe", error.to_string()))
+        record_bytes(self, "recipe")
     }
 
     /// The `sha256:` of the canonical bytes.
     pub fn digest(&self) -> Result<Digest, AssuranceError> {
-        record_digest(&self.to_value(), "recipe")
+        record_bytes_digest(self, "recipe")
     }
 
-    /// Parses a recipe strictly and validates it.
+    /// Parses a recipe strictly and validates it. A recipe of version 1 is refused with its
+    /// remedy.
     pub fn from_json(bytes: &[u8]) -> Result<Self, AssuranceError> {
-        let recipe = record_from_json(bytes, "recipe", Self::from_value)?;
-        recipe.validate()?;
-        Ok(recipe)
-    }
-
-    pub(crate) fn from_value(value: &Value) -> Result<Self, FieldError> {
-        if let Value::Object(map) = value
+        let value = canonical::parse(bytes)
+            .map_err(|error| AssuranceError::invalid("recipe", error.to_string()))?;
+        if let Value::Object(map) = &value
             && map.get("protocol") == Some(&Value::from(RECIPE_PROTOCOL_V1))
         {
-            return Err(FieldError::wrong(
+            return Err(AssuranceError::invalid(
                 "recipe.protocol",
                 "is sf-repository-recipe/1, written by an earlier sf (whose collector closure \
                  no sf since has); freeze the Slice again as a new revision",
             ));
         }
-        let fields = Fields::exact(
-            value,
-            "recipe",
-            &[
-                "protocol",
-                "collector",
-                "timeoutMs",
-                "outputLimit",
-                "runtime",
-                "enforcement",
-            ],
-        )?;
-        fields.literal("protocol", RECIPE_PROTOCOL)?;
-        let enforcement = Enforcement::from_value(fields.value("enforcement"))
-            .map_err(|rule| FieldError::wrong(&fields.path("enforcement"), rule))?;
-        let collector = Fields::exact(
-            fields.value("collector"),
-            &fields.path("collector"),
-            &["closure"],
-        )?;
-        Ok(Self {
-            collector_closure: collector.digest("closure")?,
-            timeout_ms: fields.positive("timeoutMs")?,
-            output_limit: fields.positive("outputLimit")?,
-            runtime: fields.string("runtime")?.to_owned(),
-            enforcement,
-        })
+        let recipe: Self = canonical::from_value(&value, "recipe").map_err(invalid_field)?;
+        recipe.validate()?;
+        Ok(recipe)
+    }
+}
+
+canonical::literal_fields!(Recipe { "protocol": RECIPE_PROTOCOL });
+
+/// `collector`: `{"closure": <digest>}`.
+mod collector {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    use crate::canonical::Digest;
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Collector {
+        closure: Digest,
+    }
+
+    pub(super) fn serialize<S: Serializer>(
+        closure: &Digest,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        Collector {
+            closure: closure.clone(),
+        }
+        .serialize(serializer)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Digest, D::Error> {
+        Collector::deserialize(deserializer).map(|collector| collector.closure)
     }
 }
