@@ -8,6 +8,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
+use serde::{Deserialize, Deserializer};
 
 use super::common::{CliError, Context, MAX_INPUT_BYTES, repository_error};
 use super::slice_dir::{
@@ -19,7 +20,6 @@ use sf_host::assurance::{
 use sf_host::canonical::{self, Digest, Value};
 use sf_host::collector::{MaterialisedTree, current_recipe, lay_over};
 use sf_host::dir_fd::{DirFd, DirFdError};
-use sf_host::repository::record::Fields;
 use sf_host::repository::{ID_RULE, is_valid_id};
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 use sf_host::snapshot_store::SnapshotStore;
@@ -44,74 +44,37 @@ pub struct FreezeArgs {
     pub(super) identity: PathBuf,
 }
 
-/// What `slice.json` says.
+/// What `slice.json` says: the Slice's id and revision, the paths a Candidate may edit
+/// (`scope`) and the patterns no Candidate may touch (`protected`, none when absent).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Authored {
+    #[serde(deserialize_with = "slice_id")]
     id: String,
+    #[serde(deserialize_with = "canonical::positive")]
     revision: u64,
     scope: Vec<String>,
+    #[serde(default)]
     protected: Vec<String>,
 }
 
-fn authored_slice(value: &Value) -> Result<Authored, CliError> {
-    let declared = ["id", "revision", "scope", "protected"];
-    let map = match value {
-        Value::Object(map) => map,
-        _ => {
-            return Err(invalid(
-                "slice.json",
-                "is an object {\"id\", \"revision\", \"scope\", \"protected\"?}",
-            ));
-        }
-    };
-    if let Some(unknown) = map.keys().find(|key| !declared.contains(&key.as_str())) {
-        return Err(invalid(
-            format!("slice.json {unknown:?}"),
-            "is not a field of slice.json (id, revision, scope, protected)",
-        ));
-    }
-    let mut value = value.clone();
-    if let Value::Object(map) = &mut value {
-        map.entry("protected".into())
-            .or_insert(Value::Array(Vec::new()));
-    }
-    let fields = Fields::exact(&value, "slice.json", &declared)
-        .map_err(|error| invalid(error.field, error.rule))?;
-    let strings = |key: &str| -> Result<Vec<String>, CliError> {
-        fields
-            .array(key)
-            .map_err(|error| invalid(error.field, error.rule))?
-            .iter()
-            .map(|item| match item {
-                Value::String(text) => Ok(text.clone()),
-                _ => Err(invalid(format!("slice.json {key}"), "is a list of strings")),
-            })
-            .collect()
-    };
-    let id = fields
-        .string("id")
-        .ok()
-        .filter(|id| is_valid_id(id))
-        .ok_or_else(|| invalid("slice.json id", ID_RULE))?
-        .to_owned();
-    let revision = fields
-        .positive("revision")
-        .map_err(|_| invalid("slice.json revision", "is a positive integer"))?;
-    Ok(Authored {
-        id,
-        revision,
-        scope: strings("scope")?,
-        protected: strings("protected")?,
-    })
+fn slice_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    canonical::valid_if(deserializer, |id: &String| is_valid_id(id), ID_RULE)
 }
 
-fn authored_recipe(value: &Value) -> Result<(u64, u64), CliError> {
-    let shape = || invalid("recipe.json", "is {\"timeoutMs\": N, \"outputLimit\": N}");
-    let fields =
-        Fields::exact(value, "recipe.json", &["timeoutMs", "outputLimit"]).map_err(|_| shape())?;
-    Ok((
-        fields.positive("timeoutMs").map_err(|_| shape())?,
-        fields.positive("outputLimit").map_err(|_| shape())?,
-    ))
+/// What `recipe.json` says: the per-run bounds every check of the Slice gets.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct AuthoredRecipe {
+    #[serde(deserialize_with = "canonical::positive")]
+    timeout_ms: u64,
+    #[serde(deserialize_with = "canonical::positive")]
+    output_limit: u64,
+}
+
+/// Reads an authored record as a `T`; the error names the field and the rule it broke.
+fn read_authored<T: for<'de> Deserialize<'de>>(value: &Value, name: &str) -> Result<T, CliError> {
+    canonical::from_value(value, name).map_err(|error| invalid(error.field, error.rule))
 }
 
 /// A directory of the Slice read as a snapshot; an absent directory is an empty snapshot.
@@ -185,7 +148,7 @@ fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, Cli
             .map_err(fd_error)?;
         canonical::parse(&file.bytes).map_err(|error| invalid(dir.join(name).display(), error))
     };
-    let slice = authored_slice(&authored("slice.json")?)?;
+    let slice: Authored = read_authored(&authored("slice.json")?, "slice.json")?;
     // Inputs, read (not yet stored); the acceptance names them by digest.
     let mut acceptance_value = authored("acceptance.json")?;
     let mut inputs = BTreeMap::new();
@@ -248,7 +211,10 @@ fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, Cli
     }
     // Recipe: the authored bounds, this collector, the configured runtime and what its
     // profile enforces.
-    let (timeout_ms, output_limit) = authored_recipe(&authored("recipe.json")?)?;
+    let AuthoredRecipe {
+        timeout_ms,
+        output_limit,
+    } = read_authored(&authored("recipe.json")?, "recipe.json")?;
     let config = context.config()?;
     let executor_record = config
         .executor_record()

@@ -664,6 +664,38 @@ fn failures_and_reads_write_nothing() {
         assert!(!slice.join("state").exists() && !slice.join("frozen").exists());
         std::fs::remove_dir_all(&slice).unwrap();
     }
+    // Each refusal of an authored record names the field and the rule it broke.
+    let named: &[(&str, &str, &str)] = &[
+        (
+            "slice.json",
+            r#"{"id":"s","revision":1,"scope":["sum.sh"],"verified":true}"#,
+            "slice.json.verified: is not a field",
+        ),
+        (
+            "slice.json",
+            r#"{"id":"no spaces","revision":1,"scope":["sum.sh"]}"#,
+            "slice.json.id: ",
+        ),
+        (
+            "slice.json",
+            r#"{"id":"s","revision":0,"scope":["sum.sh"]}"#,
+            "slice.json.revision: must be a positive integer",
+        ),
+        (
+            "recipe.json",
+            r#"{"timeoutMs":1000}"#,
+            "recipe.json.outputLimit: ",
+        ),
+    ];
+    for (file, bytes, expected) in named {
+        let slice = work.author_slice("bad", &[(file, bytes)]);
+        let refused = work.freeze("bad");
+        let message = refused.json["error"]["message"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(message.contains(expected), "{bytes}: {}", refused.json);
+        std::fs::remove_dir_all(&slice).unwrap();
+    }
     let slice = work.author_slice("bad", &[]);
     let refused = work.sf(&[
         "--config",

@@ -19,8 +19,8 @@ pub mod time;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::canonical::FieldError;
 use crate::canonical::{self, Digest};
-use crate::repository::record::FieldError;
 
 pub use acceptance::{
     ACCEPTANCE_PROTOCOL, Acceptance, Check, Expectation, Phase, ProcessCheck, ReviewCheck, Stage,

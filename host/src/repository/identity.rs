@@ -9,7 +9,7 @@ use crate::canonical::{self, FieldErrorKind, Value};
 use crate::git_object::ObjectId;
 
 use super::error::RepositoryError;
-use super::record::{ID_RULE, is_valid_id};
+use crate::contracts::grammar::{ID_RULE, is_valid_id};
 
 /// The protocol string of [`RepositoryIdentity`] and of the ownership marker.
 pub const REPOSITORY_PROTOCOL: &str = "sf-repository/1";

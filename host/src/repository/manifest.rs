@@ -17,8 +17,8 @@ use crate::source_path;
 
 use super::error::RepositoryError;
 use super::identity::{CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, RepositoryIdentity};
-use super::record::{ID_RULE, is_valid_id};
 use super::source::{FILE_MODE, SourceFile};
+use crate::contracts::grammar::{ID_RULE, is_valid_id};
 
 /// The most scope entries frozen inputs may hold.
 pub const MAX_SCOPE_ENTRIES: usize = 64;

@@ -13,7 +13,6 @@ mod identity;
 mod integration;
 mod manifest;
 mod proposal;
-pub mod record;
 mod seal;
 pub(crate) mod source;
 
@@ -27,6 +26,7 @@ use crate::contracts::{
 use crate::fault::{FaultPoints, NoFaults};
 use crate::git_object::{self, ObjectId, ObjectKind};
 
+pub use crate::contracts::grammar::{ID_RULE, is_valid_id};
 pub use error::{Rejection, RepositoryError};
 pub use identity::{
     CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, DEFAULT_GIT_TIMEOUT, IDENT, MAX_COMMIT_BYTES,
@@ -47,7 +47,6 @@ pub use manifest::{
 pub use proposal::{
     FileEdit, Proposal, check_protected, in_scope, parse_proposal, validate_proposal,
 };
-pub use record::{ID_RULE, is_valid_id};
 pub use source::{SourceFile, SourceSnapshot, SourceText};
 
 /// The prefix of every Candidate ref.

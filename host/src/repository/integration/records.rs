@@ -10,7 +10,7 @@ use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry
 use super::super::error::RepositoryError;
 use super::super::identity::{IDENT, RepositoryIdentity, check_target_ref};
 use super::super::manifest::Slice;
-use super::super::record::{ID_RULE, is_valid_id};
+use crate::contracts::grammar::{ID_RULE, is_valid_id};
 
 /// The protocol string of integration payloads, keys and records.
 pub const INTEGRATION_PROTOCOL: &str = "sf-integration/1";
