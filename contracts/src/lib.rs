@@ -16,6 +16,7 @@ pub mod legacy_enforcement;
 pub mod path_glob;
 pub mod snapshot;
 pub mod source_path;
+pub mod tree_path;
 pub mod words;
 
 pub mod evidence_store;
