@@ -49,11 +49,17 @@ pub const MAX_SAFE_INTEGER: i64 = 9_007_199_254_740_991;
 /// A JSON value with integer numbers and sorted, unique object keys.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Value {
+    /// JSON `null`.
     Null,
+    /// `true` or `false`.
     Bool(bool),
+    /// An integer; canonical JSON has no other numbers, and only ±(2^53 − 1) encode.
     Integer(i64),
+    /// A string of Unicode scalar values.
     String(String),
+    /// An array, in order.
     Array(Vec<Value>),
+    /// An object; the map keeps its keys unique and sorted as canonical JSON writes them.
     Object(BTreeMap<String, Value>),
 }
 
@@ -105,27 +111,49 @@ pub fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum JsonError {
+    /// The document (read or written) is longer than [`MAX_BYTES`].
     #[error("document is larger than {MAX_BYTES} bytes")]
     TooLarge,
+    /// Arrays and objects nest deeper than [`MAX_DEPTH`].
     #[error("document nests deeper than {MAX_DEPTH} levels")]
     TooDeep,
+    /// The bytes are not UTF-8.
     #[error("document is not valid UTF-8")]
     InvalidUtf8,
+    /// An object names the same key twice.
     #[error("duplicate key {key:?}")]
-    DuplicateKey { key: String },
+    DuplicateKey {
+        /// The repeated key, decoded.
+        key: String,
+    },
+    /// A number has a fraction or an exponent, is `-0`, or is outside ±(2^53 − 1).
     #[error("number at byte {offset} is not an integer within ±(2^53 − 1)")]
-    UnsupportedNumber { offset: usize },
+    UnsupportedNumber {
+        /// Where the number starts, in bytes from the start of the document.
+        offset: usize,
+    },
+    /// The bytes are not JSON.
     #[error("syntax error at byte {offset}: {expected}")]
     Syntax {
+        /// Where parsing stopped, in bytes from the start of the document.
         offset: usize,
+        /// What the parser expected there.
         expected: &'static str,
     },
+    /// An integer to be written is outside ±(2^53 − 1); it shares the code of
+    /// [`Self::UnsupportedNumber`].
     #[error("integer {value} is outside ±(2^53 − 1)")]
-    UnsafeInteger { value: i64 },
+    UnsafeInteger {
+        /// The integer that was to be written.
+        value: i64,
+    },
     /// A value that canonical JSON cannot hold was to be written (a fraction, raw bytes, an
     /// object key that is not a string).
     #[error("cannot be written as canonical JSON: {what}")]
-    Unencodable { what: String },
+    Unencodable {
+        /// What could not be written, in words (or a type's own serialization message).
+        what: String,
+    },
 }
 
 impl JsonError {
@@ -249,8 +277,10 @@ pub fn parse_canonical(bytes: &[u8]) -> Result<Value, CanonicalError> {
 /// Why bytes are not a canonical document.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum CanonicalError {
+    /// The bytes do not parse, or what they hold cannot be re-encoded.
     #[error(transparent)]
     Json(JsonError),
+    /// The bytes parse, but re-encoding what they hold gives different bytes.
     #[error("document is valid JSON but not in canonical form")]
     NotCanonical,
 }
@@ -477,6 +507,7 @@ impl Digest {
         Self(Sha256::digest(bytes).into())
     }
 
+    /// The digest whose 32 raw bytes are `bytes` (no hashing: `bytes` is the digest).
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
         Self(bytes)
     }
@@ -501,6 +532,7 @@ impl Digest {
         hex::encode(self.0)
     }
 
+    /// The 32 raw bytes of the digest.
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }

@@ -1,4 +1,4 @@
-//! The errors of the contracts, each declared once by [`contract_error!`]: a variant's stable
+//! The errors of the contracts, each declared once by `contract_error!`: a variant's stable
 //! kebab-case code and its named fields come from one table, from which the display text
 //! (through `thiserror`), [`ContractError::code`], [`ContractError::fields`] and
 //! [`ContractError::read`] are all generated. An encoding (the plugin wire, a report) walks
@@ -72,7 +72,7 @@ impl ErrorField for PathBuf {
 }
 
 /// An error of a contract: a closed set of variants, each with a stable code and named
-/// fields. Implemented by [`contract_error!`] only.
+/// fields. Implemented by `contract_error!` only.
 pub trait ContractError: std::error::Error + Sized {
     /// Every code, in declaration order.
     const CODES: &'static [&'static str];

@@ -42,6 +42,7 @@ pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AttemptId {
+    /// The id of the Product whose fence the attempt held, in the id grammar.
     #[serde(deserialize_with = "attempt_product")]
     pub product: String,
     /// Positive, and larger for every later hold on the same Product's fence.
@@ -316,22 +317,44 @@ contract_error! {
     pub enum EvidenceStoreError {
         /// An argument breaks a rule; nothing was read or written.
         #[error("invalid input: {input}: {rule}")]
-        "invalid-input" InvalidInput { input: String, rule: String },
+        "invalid-input" InvalidInput {
+            /// The argument at fault, named and shown (`format "X/1"`).
+            input: String,
+            /// The rule it breaks.
+            rule: String,
+        },
         /// No record is stored under the id.
         #[error("no evidence record {id}")]
-        "missing" Missing { id: String },
+        "missing" Missing {
+            /// The record id asked for, as `sha256:…`.
+            id: String,
+        },
         /// Stored bytes failed verification; reported, never repaired.
         #[error("evidence record {id} is corrupt: {what}")]
-        "corrupt" Corrupt { id: String, what: String },
+        "corrupt" Corrupt {
+            /// The id of the record whose bytes failed, as `sha256:…`.
+            id: String,
+            /// Which check failed.
+            what: String,
+        },
         /// Different bytes are already stored under the id.
         #[error("evidence record {id} already holds different bytes")]
-        "conflict" Conflict { id: String },
+        "conflict" Conflict {
+            /// The record id, as `sha256:…`.
+            id: String,
+        },
         /// The store cannot be used (its root, file or database is missing, replaced or failing).
         #[error("evidence store unavailable: {reason}")]
-        "unavailable" Unavailable { reason: String },
+        "unavailable" Unavailable {
+            /// Why the store cannot be used.
+            reason: String,
+        },
         /// The deadline passed first.
         #[error("evidence store timed out: {what}")]
-        "timeout" Timeout { what: String },
+        "timeout" Timeout {
+            /// What was being done when the deadline passed.
+            what: String,
+        },
     }
 }
 

@@ -14,8 +14,8 @@
 //! the start, or a confinement mechanism that is unavailable (it fails closed, never falling
 //! back to less confinement). Once the program may have started, the outcome is a
 //! [`RunAnswer`], whose [`RunStatus`] says how it ended and whose [`RunIdentities`] say what
-//! was actually enforced: the program, input, runtime, profile and bounds digests and the
-//! Landlock ABI and status. A judge pins these digests; an answer whose identities differ from
+//! was actually enforced: the program, input, harness, runtime, profile and bounds digests
+//! and the enforcement facts ([`Enforcement`]). A judge pins these digests; an answer whose identities differ from
 //! the pinned ones proves nothing about the pinned run.
 
 use std::collections::BTreeMap;
@@ -91,7 +91,9 @@ impl EntryPlace {
 /// The file a runtime is given first: a path relative to its place.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RunEntry {
+    /// Which snapshot holds the file.
     pub place: EntryPlace,
+    /// The file's path within that snapshot, in the repository's path grammar.
     pub path: String,
 }
 
@@ -268,8 +270,11 @@ pub struct RunRequest {
 /// The snapshot digests of a request's program, input and harness.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RequestDigests {
+    /// `snapshot_digest` of the program.
     pub program: Digest,
+    /// `snapshot_digest` of the input.
     pub input: Digest,
+    /// `snapshot_digest` of the harness (of the empty snapshot when the run has none).
     pub harness: Digest,
 }
 
@@ -539,7 +544,7 @@ pub struct RunIdentities {
     pub profile: Digest,
     /// [`RunBounds::digest`] of the bounds in force (the effective ones).
     pub bounds: Digest,
-    /// What the kernel enforced.
+    /// The enforcement facts the Executor stated for the run, in its own words.
     pub enforcement: Enforcement,
 }
 
@@ -549,7 +554,10 @@ pub enum NamespaceDisposition {
     /// The run's process namespace was torn down: no process of the run is left.
     Reaped,
     /// The Executor could not confirm it; the reason says why.
-    Unconfirmed { reason: String },
+    Unconfirmed {
+        /// Why the end of every process could not be confirmed.
+        reason: String,
+    },
 }
 
 /// Resource use of a run's processes, as the kernel accounted it.
@@ -572,6 +580,7 @@ pub struct RunTimes {
 /// The outcome of a run that started.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RunAnswer {
+    /// How the run ended.
     pub status: RunStatus,
     /// The exit code when `status` is [`RunStatus::Exited`].
     pub exit_code: Option<i32>,
@@ -581,10 +590,14 @@ pub struct RunAnswer {
     pub stdout: Vec<u8>,
     /// The stderr bytes kept: at most the stderr limit.
     pub stderr: Vec<u8>,
+    /// The time and memory the run's processes used.
     pub times: RunTimes,
     /// The bounds in force (the request's, possibly capped by the Executor).
     pub bounds: RunBounds,
+    /// What ran, under which runtime, profile and bounds, with which enforcement: what a
+    /// judge compares with the pinned identities.
     pub identities: RunIdentities,
+    /// Whether every process of the run was known to have ended when the answer was given.
     pub namespace: NamespaceDisposition,
     /// What went wrong in the Executor itself after the start, if anything; empty normally.
     pub problems: Vec<String>,
@@ -621,6 +634,7 @@ pub enum ReadableKind {
 pub struct ReadablePath {
     /// The absolute path as configured.
     pub path: PathBuf,
+    /// Whether the path alone or everything below it is readable.
     pub kind: ReadableKind,
 }
 
@@ -696,11 +710,21 @@ contract_error! {
     pub enum ExecutorError {
         /// A request or configuration value breaks a rule.
         #[error("invalid input: {input}: {rule}")]
-        "invalid-input" InvalidInput { input: String, rule: &'static str },
+        "invalid-input" InvalidInput {
+            /// The value at fault, named and shown (`timeout 0ns`, `entry "main.sh"`).
+            input: String,
+            /// The rule it breaks.
+            rule: &'static str,
+        },
         /// A confinement mechanism (or the runtime, or the Executor's own helper) is unavailable;
         /// nothing ran, and nothing runs with less confinement instead.
         #[error("{mechanism} unavailable: {reason}")]
-        "unavailable" Unavailable { mechanism: String, reason: String },
+        "unavailable" Unavailable {
+            /// What is unavailable: a mechanism (`landlock`), the runtime or the helper.
+            mechanism: String,
+            /// Why it is unavailable.
+            reason: String,
+        },
         /// The cancel token was cancelled before anything started.
         #[error("cancelled before the run started")]
         "aborted" Aborted,

@@ -17,7 +17,10 @@ pub enum GateAnswer {
     Proceed,
     /// Do not proceed. Callers accept a reason of 1 to 256 printable ASCII characters and
     /// replace any other with a fixed one.
-    Refuse { reason: String },
+    Refuse {
+        /// Why not, in the gate's words.
+        reason: String,
+    },
 }
 
 contract_error! {
@@ -27,10 +30,16 @@ contract_error! {
     pub enum GateError {
         /// The gate's source could not be read or consulted.
         #[error("gate unavailable: {reason}")]
-        "unavailable" Unavailable { reason: String },
+        "unavailable" Unavailable {
+            /// Why the source could not be read or consulted.
+            reason: String,
+        },
         /// The gate's source said something that is neither an allowance nor a valid refusal.
         #[error("gate answer malformed: {what}")]
-        "malformed" Malformed { what: String },
+        "malformed" Malformed {
+            /// What the source said, or what is wrong with it.
+            what: String,
+        },
         /// The deadline passed before the gate could answer.
         #[error("gate did not answer before its deadline")]
         "timeout" Timeout,
@@ -56,7 +65,10 @@ const CANCEL_POLL: Duration = Duration::from_millis(5);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Withheld {
     /// The gate refused, with a valid reason.
-    Refused { reason: String },
+    Refused {
+        /// The gate's reason, 1 to 256 printable ASCII characters.
+        reason: String,
+    },
     /// The gate refused with a reason that is not 1 to 256 printable ASCII characters.
     MalformedRefusal,
     /// The gate gave no answer: it failed.

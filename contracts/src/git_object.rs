@@ -10,8 +10,11 @@ crate::word_enum! {
     /// else do not parse (sf never stores them).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub enum ObjectKind {
+        /// A file's bytes.
         "blob" Blob,
+        /// A directory listing: names, modes and ids of blobs and trees.
         "tree" Tree,
+        /// A tree with its parents, identity and message.
         "commit" Commit,
     }
 }
@@ -35,10 +38,12 @@ impl ObjectId {
     /// The all-zero id Git uses for "absent"; never the id of an object sf writes.
     pub const ZERO: Self = Self([0; 20]);
 
+    /// The id whose 20 raw bytes are `bytes` (no hashing: `bytes` is the id).
     pub fn from_bytes(bytes: [u8; 20]) -> Self {
         Self(bytes)
     }
 
+    /// The 20 raw bytes of the id, as a tree entry holds them.
     pub fn as_bytes(&self) -> &[u8; 20] {
         &self.0
     }
@@ -57,6 +62,7 @@ impl ObjectId {
         Some(Self(bytes))
     }
 
+    /// The 40 lowercase hex characters of the id.
     pub fn to_hex(&self) -> String {
         hex::encode(self.0)
     }
@@ -110,11 +116,14 @@ pub fn object_id(kind: ObjectKind, body: &[u8]) -> ObjectId {
 /// The mode of a tree entry. sf stores only regular non-executable files and directories.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EntryMode {
+    /// A regular, non-executable file (a blob), Git mode `100644`.
     File,
+    /// A directory (a tree), Git mode `40000`.
     Tree,
 }
 
 impl EntryMode {
+    /// The mode as a tree entry writes it, in octal without leading zeros.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::File => "100644",
@@ -126,8 +135,11 @@ impl EntryMode {
 /// One entry of a tree object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TreeEntry {
+    /// Whether the entry is a file or a directory.
     pub mode: EntryMode,
+    /// The entry's name within the tree: one path component, without `/` or NUL.
     pub name: String,
+    /// The id of the entry's blob (a file) or tree (a directory).
     pub id: ObjectId,
 }
 
@@ -197,9 +209,14 @@ pub fn decode_tree(body: &[u8]) -> Option<Vec<TreeEntry>> {
 /// author and committer, and a message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Commit {
+    /// The id of the commit's root tree.
     pub tree: ObjectId,
+    /// The ids of the parent commits, in order; empty for a root commit.
     pub parents: Vec<ObjectId>,
+    /// The identity line written as both author and committer: name, `<email>`, seconds
+    /// since the epoch and time-zone offset (`sf <sf@invalid> 0 +0000`).
     pub ident: String,
+    /// The message, everything after the blank line that ends the headers.
     pub message: String,
 }
 

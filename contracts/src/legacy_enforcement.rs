@@ -28,7 +28,9 @@ pub const NOT_STATED: &str = "not-stated";
 /// The fixed enforcement fields of the old formats.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LegacyEnforcement {
+    /// The `landlockAbi` field: the Landlock ABI version in force; 0 when none (or not stated).
     pub landlock_abi: u32,
+    /// The `landlock` field: one of [`LANDLOCK_STATUSES`].
     pub landlock: String,
     /// `None`: not stated.
     pub host_identity: Option<String>,

@@ -7,6 +7,8 @@
 //! (the plugin ABI, the host, the sdk, every backend) depends on it. Nothing here starts a
 //! process, opens a file or names a backend.
 
+#![deny(missing_docs)]
+
 pub mod canonical;
 pub mod error_fields;
 pub mod framing;

@@ -25,8 +25,11 @@ use crate::error_fields::contract_error;
 /// header). The id is the host's claim; stores check it against the bytes.
 #[derive(Clone, PartialEq, Eq)]
 pub struct EncodedObject {
+    /// The object's kind, which its id also hashes.
     pub kind: ObjectKind,
+    /// The SHA-1 id the host computed for the kind and body.
     pub id: ObjectId,
+    /// The object's body, without the header.
     pub body: Vec<u8>,
 }
 
@@ -56,7 +59,9 @@ impl EncodedObject {
 /// An object as a store read it. Hosts re-hash it: a store's answer is never trusted.
 #[derive(Clone, PartialEq, Eq)]
 pub struct StoredObject {
+    /// The kind the store says the object is.
     pub kind: ObjectKind,
+    /// The body the store read, without the header.
     pub body: Vec<u8>,
 }
 
@@ -113,6 +118,7 @@ impl RefName {
         Ok(Self(name.to_owned()))
     }
 
+    /// The name as text (`refs/heads/main`).
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -147,9 +153,15 @@ pub enum RefUpdate {
     Applied,
     /// The store refused: the ref did not hold the expected value. `current` is what it held
     /// when read afterwards (`None`: absent).
-    Refused { current: Option<RefValue> },
+    Refused {
+        /// The ref's value read after the refusal; `None` when it is absent.
+        current: Option<RefValue>,
+    },
     /// The write may or may not have happened. Never treat this as "not applied".
-    Unknown { reason: String },
+    Unknown {
+        /// Why the outcome is not known.
+        reason: String,
+    },
 }
 
 /// Where an owned root lives and which directory it is: the canonical path and the device
@@ -157,8 +169,11 @@ pub enum RefUpdate {
 /// device or inode is a replaced root and never opens.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct StoreRoot {
+    /// The root's canonical absolute path.
     pub path: PathBuf,
+    /// The device number of the root directory when it was created.
     pub dev: u64,
+    /// The inode number of the root directory when it was created.
     pub ino: u64,
 }
 
@@ -300,32 +315,60 @@ contract_error! {
     pub enum ObjectStoreError {
         /// An argument breaks a rule; nothing was started.
         #[error("invalid input: {input}: {rule}")]
-        "invalid-input" InvalidInput { input: String, rule: &'static str },
+        "invalid-input" InvalidInput {
+            /// The argument at fault, named and shown (`ref name "refs/a..b"`).
+            input: String,
+            /// The rule it breaks.
+            rule: &'static str,
+        },
         /// The path to create already exists; it is never adopted.
         #[error("{path} already exists; sf never adopts an existing path, choose a new one")]
-        "exists" Exists { path: PathBuf },
+        "exists" Exists {
+            /// The path that already exists.
+            path: PathBuf,
+        },
         /// The root is missing, replaced, re-permissioned, foreign, unmarked, tampered with, or
         /// otherwise not this store's to use.
         #[error("repository root unavailable: {reason}")]
-        "unavailable" Unavailable { reason: String },
+        "unavailable" Unavailable {
+            /// What is wrong with the root.
+            reason: String,
+        },
         /// Stored data failed verification (an object whose bytes do not hash to its id, a
         /// malformed answer). Never repaired.
         #[error("corrupt repository data: {what}")]
-        "corrupt" Corrupt { what: String },
+        "corrupt" Corrupt {
+            /// Which data failed which check.
+            what: String,
+        },
         /// A read would exceed its byte budget.
         #[error("read limit exceeded: {what}")]
-        "limit" Limit { what: String },
+        "limit" Limit {
+            /// What was being read, and the budget it would exceed.
+            what: String,
+        },
         /// A ref to move is symbolic; sf never moves or dereferences one.
         #[error("ref {name} is symbolic; sf never moves a symbolic ref")]
-        "symbolic-ref" SymbolicRef { name: String },
+        "symbolic-ref" SymbolicRef {
+            /// The ref's name.
+            name: String,
+        },
         /// The deadline passed.
         #[error("timed out: {what}")]
-        "timeout" Timeout { what: String },
+        "timeout" Timeout {
+            /// What was being done when the deadline passed.
+            what: String,
+        },
         /// The backend's operation failed in a way that proves nothing was changed (a tool
         /// that exited with an error before writing, a refused request). `operation` names
         /// what was attempted, in the backend's words.
         #[error("store operation failed: {operation}: {detail}")]
-        "failed" Failed { operation: String, detail: String },
+        "failed" Failed {
+            /// What was attempted, in the backend's words.
+            operation: String,
+            /// How it failed (a tool's message, a refusal).
+            detail: String,
+        },
     }
 }
 

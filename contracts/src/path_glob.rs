@@ -46,7 +46,9 @@ enum Token {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("protected pattern {pattern:?}: {rule}")]
 pub struct GlobError {
+    /// The pattern as given.
     pub pattern: String,
+    /// The rule of the pattern language it breaks.
     pub rule: &'static str,
 }
 

@@ -24,7 +24,9 @@ pub const SNAPSHOT_DIGEST_PROTOCOL: &str = "sf-snapshot/1";
 /// One file of a snapshot.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SnapshotFile {
+    /// The file's path, in the repository's path grammar.
     pub path: String,
+    /// The file's bytes.
     pub content: Vec<u8>,
 }
 
@@ -41,10 +43,18 @@ impl fmt::Debug for SnapshotFile {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum SnapshotError {
+    /// A path breaks the path grammar, or clashes with another path of the snapshot.
     #[error("snapshot path {path:?}: {}", rule.describe())]
-    Path { path: String, rule: PathRule },
+    Path {
+        /// The path at fault, as given.
+        path: String,
+        /// The rule it breaks.
+        rule: PathRule,
+    },
+    /// More than [`MAX_SNAPSHOT_FILES`] files.
     #[error("snapshot holds more than {MAX_SNAPSHOT_FILES} files")]
     TooManyFiles,
+    /// More than [`MAX_SNAPSHOT_BYTES`] of content in all.
     #[error("snapshot holds more than {MAX_SNAPSHOT_BYTES} bytes")]
     TooLarge,
 }

@@ -20,6 +20,7 @@ use super::{CanonicalError, Digest, JsonError, MAX_SAFE_INTEGER, Value, parse, p
 /// What is wrong with one field of a record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FieldError {
+    /// Which rejection it is.
     pub kind: FieldErrorKind,
     /// The JSON path of the field, from the record's root name (`manifest.files[3].blob`).
     pub field: String,

@@ -86,6 +86,7 @@ pub struct WithLiterals<T> {
 }
 
 impl<T> WithLiterals<T> {
+    /// Wraps the serializer or deserializer `inner` so that it adds or requires `literals`.
     pub fn new(inner: T, literals: &'static [(&'static str, &'static str)]) -> Self {
         Self { inner, literals }
     }
