@@ -25,6 +25,7 @@ use super::land::{self, LandArgs};
 use super::repo::{self, CreateArgs, RepoCommand};
 use super::seal::{self, SealArgs};
 use sf_host::canonical::Digest;
+use sf_host::repository::RepositorySettings;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -219,6 +220,10 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
             from_git: None,
             rev: None,
             identity_out: Some(identity.clone()),
+            max_files: RepositorySettings::default().max_files,
+            max_file_bytes: RepositorySettings::default().max_file_bytes,
+            max_tree_bytes: RepositorySettings::default().max_tree_bytes,
+            allow_case_collisions: false,
         }),
     )?;
     let initial = text(&created.json["initial"]);

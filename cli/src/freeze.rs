@@ -18,7 +18,7 @@ use sf_host::assurance::{
     Acceptance, FrozenSlice, SliceRecord, current_environment, overlay_protection,
 };
 use sf_host::canonical::{self, Digest, Value};
-use sf_host::collector::{MaterialisedTree, current_recipe, lay_over};
+use sf_host::collector::{current_recipe, lay_over, materialise_base};
 use sf_host::dir_fd::{DirFd, DirFdError};
 use sf_host::repository::{ID_RULE, is_valid_id};
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
@@ -270,18 +270,8 @@ fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, Cli
     let digest = frozen
         .validate()
         .map_err(|error| invalid(format!("the Slice in {}", dir.display()), error))?;
-    let base_files: Vec<SnapshotFile> = base_snapshot
-        .files
-        .iter()
-        .map(|file| SnapshotFile {
-            path: file.path.clone(),
-            content: file.text.as_bytes().to_vec(),
-        })
-        .collect();
-    let base_tree = MaterialisedTree {
-        digest: snapshot_digest(&base_files).map_err(|error| invalid("the base", error))?,
-        files: base_files,
-    };
+    let base_tree = materialise_base(&base_snapshot, &base_snapshot.commit, &base_snapshot.tree)
+        .map_err(|why| invalid("the base", why))?;
     lay_over(&base_tree, &frozen.overlay, "base").map_err(|why| invalid("overlay/", why))?;
     frozen
         .check_entries_in(&base_tree.files)

@@ -1,5 +1,6 @@
-//! `sf repo create`: a new owned repository from a directory of text files, or from the text
-//! files of a tree of an existing Git repository (`--from-git REPO --rev REV`).
+//! `sf repo create`: a new owned repository from a directory (its files, executables and
+//! symbolic links, committed by sf), or from a commit of an existing Git repository
+//! (`--from-git REPO --rev REV`), held byte for byte as the first base.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -8,14 +9,16 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Args, Subcommand};
 
 use super::common::{CliError, Context, Output, absolute_new_path, json_value, repository_error};
-use sf_host::git_source::read_git_source;
-use sf_host::repository::{CreateRepository, RepositoryOptions, create_repository};
+use sf_host::git_source::read_git_commit;
+use sf_host::repository::{
+    CreateRepository, InitialBase, RepositoryOptions, RepositorySettings, create_repository,
+};
 use sf_host::source_dir::read_source_dir;
 
 #[derive(Debug, Subcommand)]
 pub enum RepoCommand {
-    /// Create an owned repository holding the files of a directory (--from) or of a Git
-    /// repository's tree (--from-git with --rev) as its initial commit
+    /// Create an owned repository whose first base is a directory's files (--from) or a
+    /// commit of a Git repository, byte for byte (--from-git with --rev)
     Create(CreateArgs),
 }
 
@@ -32,17 +35,32 @@ pub struct CreateArgs {
     /// The target ref, for example refs/heads/main
     #[arg(long, value_name = "REF")]
     pub(super) target: String,
-    /// The directory of UTF-8 text files to start from (or use --from-git)
+    /// The directory to start from: its files (executable or not), symbolic links and
+    /// directories, committed by sf (or use --from-git)
     #[arg(long, value_name = "SRC_DIR")]
     pub(super) from: Option<PathBuf>,
-    /// An existing Git repository (a work tree or a bare repository) whose tree at --rev to
-    /// start from: its files must all be UTF-8 text of mode 100644 (no binary file, symbolic
-    /// link, submodule or executable); every path at fault is listed otherwise
+    /// An existing Git repository (a work tree or a bare repository) whose commit at --rev
+    /// becomes the first base, byte for byte (same commit id, same tree id); a tree the model
+    /// cannot hold (a submodule, a link leaving the tree, a name Git refuses) is refused with
+    /// every path at fault listed
     #[arg(long, value_name = "REPO", requires = "rev")]
     pub(super) from_git: Option<PathBuf>,
-    /// With --from-git: the branch, tag or commit whose tree to read
+    /// With --from-git: the branch, tag or commit to import
     #[arg(long, value_name = "REV", requires = "from_git")]
     pub(super) rev: Option<String>,
+    /// The most files and links one tree may hold
+    #[arg(long, value_name = "N", default_value_t = RepositorySettings::default().max_files)]
+    pub(super) max_files: u64,
+    /// The most bytes one file may hold
+    #[arg(long, value_name = "BYTES", default_value_t = RepositorySettings::default().max_file_bytes)]
+    pub(super) max_file_bytes: u64,
+    /// The most bytes all blobs of one tree may hold
+    #[arg(long, value_name = "BYTES", default_value_t = RepositorySettings::default().max_tree_bytes)]
+    pub(super) max_tree_bytes: u64,
+    /// Hold paths that differ only in case (trees made for Linux only); never when one of
+    /// them is a symbolic link
+    #[arg(long)]
+    pub(super) allow_case_collisions: bool,
     /// Write the repository identity (needed by every later command) to this new file
     #[arg(long, value_name = "FILE")]
     pub(super) identity_out: Option<PathBuf>,
@@ -80,19 +98,34 @@ fn create(context: &Context, args: CreateArgs) -> Result<Output, CliError> {
         }
         None => None,
     };
-    let files = match (&args.from, &args.from_git, &args.rev) {
-        (Some(dir), None, None) => read_source_dir(dir).map_err(|error| {
+    if [args.max_files, args.max_file_bytes, args.max_tree_bytes].contains(&0) {
+        return Err(CliError::new(
+            "invalid-input",
+            "--max-files, --max-file-bytes and --max-tree-bytes are positive",
+        ));
+    }
+    let settings = RepositorySettings {
+        max_files: args.max_files,
+        max_file_bytes: args.max_file_bytes,
+        max_tree_bytes: args.max_tree_bytes,
+        allow_case_collisions: args.allow_case_collisions,
+    };
+    let base = match (&args.from, &args.from_git, &args.rev) {
+        (Some(dir), None, None) => InitialBase::Files(read_source_dir(dir).map_err(|error| {
             CliError::new(
                 error.code(),
                 format!("--from: {error} (nothing was created)"),
             )
-        })?,
-        (None, Some(repo), Some(rev)) => read_git_source(repo, rev).map_err(|error| {
-            CliError::new(
-                error.code(),
-                format!("--from-git: {error}\n(nothing was created)"),
-            )
-        })?,
+        })?),
+        (None, Some(repo), Some(rev)) => {
+            let read = read_git_commit(repo, rev, &settings.limits(), settings.policy());
+            InitialBase::Imported(read.map_err(|error| {
+                CliError::new(
+                    error.code(),
+                    format!("--from-git: {error}\n(nothing was created)"),
+                )
+            })?)
+        }
         _ => {
             return Err(CliError::new(
                 "invalid-input",
@@ -107,7 +140,8 @@ fn create(context: &Context, args: CreateArgs) -> Result<Output, CliError> {
             path: path_text.to_owned(),
             product_id: args.product.clone(),
             target_ref: args.target.clone(),
-            files,
+            base,
+            settings,
         },
         &RepositoryOptions::default(),
     )

@@ -113,11 +113,16 @@ pub fn object_id(kind: ObjectKind, body: &[u8]) -> ObjectId {
     ObjectId(hasher.finalize().into())
 }
 
-/// The mode of a tree entry. sf stores only regular non-executable files and directories.
+/// The mode of a tree entry: Git's tree model without submodules (sf never creates,
+/// materialises or runs one; an imported tree holding one is refused by name).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EntryMode {
     /// A regular, non-executable file (a blob), Git mode `100644`.
     File,
+    /// An executable regular file (a blob), Git mode `100755`.
+    Executable,
+    /// A symbolic link (a blob holding the target), Git mode `120000`.
+    Symlink,
     /// A directory (a tree), Git mode `40000`.
     Tree,
 }
@@ -127,7 +132,36 @@ impl EntryMode {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::File => "100644",
+            Self::Executable => "100755",
+            Self::Symlink => "120000",
             Self::Tree => "40000",
+        }
+    }
+
+    /// The mode a tree entry writes as `text`; `None` for a submodule (`160000`), a
+    /// zero-padded mode (`040000`) or one Git does not write (`100664`).
+    pub fn from_octal(text: &[u8]) -> Option<Self> {
+        [Self::File, Self::Executable, Self::Symlink, Self::Tree]
+            .into_iter()
+            .find(|mode| mode.as_str().as_bytes() == text)
+    }
+
+    /// The leaf this mode names; `None` for a directory.
+    pub fn leaf(self) -> Option<crate::tree_path::EntryMode> {
+        match self {
+            Self::File => Some(crate::tree_path::EntryMode::Regular),
+            Self::Executable => Some(crate::tree_path::EntryMode::Executable),
+            Self::Symlink => Some(crate::tree_path::EntryMode::Symlink),
+            Self::Tree => None,
+        }
+    }
+
+    /// The tree entry mode of a leaf.
+    pub fn of_leaf(leaf: crate::tree_path::EntryMode) -> Self {
+        match leaf {
+            crate::tree_path::EntryMode::Regular => Self::File,
+            crate::tree_path::EntryMode::Executable => Self::Executable,
+            crate::tree_path::EntryMode::Symlink => Self::Symlink,
         }
     }
 }
@@ -168,24 +202,29 @@ pub fn encode_tree(entries: &[TreeEntry]) -> Vec<u8> {
     body
 }
 
-/// Decodes a tree body exactly as sf writes it: modes 100644 and 40000 only, names without
-/// `/` or NUL, strictly in Git's order. Anything else is `None`.
-pub fn decode_tree(body: &[u8]) -> Option<Vec<TreeEntry>> {
+/// One entry of a tree object as its bytes say, before any rule: the mode text, the name
+/// bytes and the id. How a foreign tree is read, so that every entry at fault can be named.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawTreeEntry {
+    /// The mode as written (`100644`, `160000`, `040000`, …).
+    pub mode: Vec<u8>,
+    /// The name as written (Git does not promise UTF-8).
+    pub name: Vec<u8>,
+    /// The object the entry names.
+    pub id: ObjectId,
+}
+
+/// Splits a tree body into its entries, checking only the framing (`<mode> <name>\0<20
+/// bytes>` repeated): `None` when the body is not a sequence of entries.
+pub fn split_tree(body: &[u8]) -> Option<Vec<RawTreeEntry>> {
     let mut entries = Vec::new();
     let mut rest = body;
     while !rest.is_empty() {
         let space = rest.iter().position(|&b| b == b' ')?;
-        let mode = match &rest[..space] {
-            b"100644" => EntryMode::File,
-            b"40000" => EntryMode::Tree,
-            _ => return None,
-        };
+        let mode = rest[..space].to_vec();
         rest = &rest[space + 1..];
         let nul = rest.iter().position(|&b| b == 0)?;
-        let name = std::str::from_utf8(&rest[..nul]).ok()?;
-        if name.is_empty() || name.contains('/') {
-            return None;
-        }
+        let name = rest[..nul].to_vec();
         rest = &rest[nul + 1..];
         if rest.len() < 20 {
             return None;
@@ -193,16 +232,40 @@ pub fn decode_tree(body: &[u8]) -> Option<Vec<TreeEntry>> {
         let mut id = [0; 20];
         id.copy_from_slice(&rest[..20]);
         rest = &rest[20..];
-        entries.push(TreeEntry {
+        entries.push(RawTreeEntry {
             mode,
-            name: name.to_owned(),
+            name,
             id: ObjectId(id),
         });
     }
+    Some(entries)
+}
+
+/// Decodes a tree body in Git's canonical form, the form sf writes and `git fsck` accepts:
+/// modes of [`EntryMode`] only (no zero padding), UTF-8 names without `/` or NUL, no name
+/// twice, strictly in Git's order. Anything else is `None`.
+pub fn decode_tree(body: &[u8]) -> Option<Vec<TreeEntry>> {
+    let mut entries = Vec::new();
+    for raw in split_tree(body)? {
+        let mode = EntryMode::from_octal(&raw.mode)?;
+        let name = String::from_utf8(raw.name).ok()?;
+        if name.is_empty() || name.contains('/') {
+            return None;
+        }
+        entries.push(TreeEntry {
+            mode,
+            name,
+            id: raw.id,
+        });
+    }
+    // Strict order also refuses a name twice, and a file beside a directory of one name
+    // (their keys differ only by the `/`, so they would sort apart only if both were listed).
     let in_order = entries
         .windows(2)
         .all(|pair| tree_order_key(&pair[0]) < tree_order_key(&pair[1]));
-    in_order.then_some(entries)
+    let names: std::collections::BTreeSet<&str> =
+        entries.iter().map(|entry| entry.name.as_str()).collect();
+    (in_order && names.len() == entries.len()).then_some(entries)
 }
 
 /// A commit as sf writes it: one tree, zero or more parents, one identity line used as both
@@ -315,9 +378,30 @@ mod tests {
             body.extend_from_slice(id.as_bytes());
         }
         assert!(decode_tree(&body).is_none());
-        let mut exec = b"100755 x\0".to_vec();
-        exec.extend_from_slice(id.as_bytes());
-        assert!(decode_tree(&exec).is_none());
+        // The tree model's modes are decoded; a submodule, a zero-padded or a legacy mode,
+        // a name twice, `.`/`..`-free framing errors are not.
+        let entry = |mode: &str, name: &str| {
+            let mut bytes = format!("{mode} {name}\0").into_bytes();
+            bytes.extend_from_slice(id.as_bytes());
+            bytes
+        };
+        let modes: Vec<EntryMode> =
+            decode_tree(&[entry("100755", "a"), entry("120000", "b")].concat())
+                .unwrap()
+                .iter()
+                .map(|entry| entry.mode)
+                .collect();
+        assert_eq!(modes, [EntryMode::Executable, EntryMode::Symlink]);
+        for foreign in ["160000", "040000", "100664", "100600"] {
+            assert!(decode_tree(&entry(foreign, "x")).is_none(), "{foreign}");
+        }
+        assert!(decode_tree(&[entry("100644", "x"), entry("100644", "x")].concat()).is_none());
+        assert!(decode_tree(&entry("100644", "x")[..10]).is_none());
+        let raw = split_tree(&entry("160000", "sub")).unwrap();
+        assert_eq!(
+            (raw[0].mode.as_slice(), raw[0].name.as_slice()),
+            (&b"160000"[..], &b"sub"[..])
+        );
     }
 
     #[test]

@@ -224,6 +224,24 @@ pub trait ObjectStore: Send + Sync {
         deadline: Instant,
     ) -> Result<(), ObjectStoreError>;
 
+    /// Records `commits` as boundaries of the history this store holds (Git's shallow
+    /// commits): their parents are not in the store, by design. A commit whose parents are
+    /// absent is written only after it is recorded; a store that checks connectivity (as Git
+    /// does) refuses it otherwise. Idempotent, and a boundary is never removed. A store that
+    /// cannot hold boundaries answers `unavailable`, and nothing was started.
+    fn record_boundaries(
+        &self,
+        commits: &[ObjectId],
+        deadline: Instant,
+    ) -> Result<(), ObjectStoreError> {
+        let _ = (commits, deadline);
+        Err(ObjectStoreError::Unavailable {
+            reason: "this object store cannot hold a history boundary (an imported commit \
+                     whose parents it does not hold)"
+                .into(),
+        })
+    }
+
     /// Reads `ids` in order; `None` for a missing object. The whole answer (bodies plus 64
     /// framing bytes per unique id) may not exceed `budget` bytes: past it, the read fails
     /// `limit`. Hosts re-hash what they get.

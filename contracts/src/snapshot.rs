@@ -70,6 +70,14 @@ pub fn snapshot_digest(files: &[SnapshotFile]) -> Result<Digest, SnapshotError> 
     }
     source_path::check_path_set(files.iter().map(|file| file.path.as_str()))
         .map_err(|(path, rule)| SnapshotError::Path { path, rule })?;
+    Ok(digest_of_files(files))
+}
+
+/// The digest of `files` without the snapshot rules: for files already held to other rules
+/// (a Candidate's tree, which may be larger than an executor takes). Distinct paths are the
+/// caller's guarantee.
+pub fn digest_of_files(files: &[SnapshotFile]) -> Digest {
+    let total: u64 = files.iter().map(|file| file.content.len() as u64).sum();
     let mut sorted: Vec<&SnapshotFile> = files.iter().collect();
     sorted.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
     let mut encoding = Vec::with_capacity(total as usize + 64 * files.len() + 16);
@@ -81,7 +89,7 @@ pub fn snapshot_digest(files: &[SnapshotFile]) -> Result<Digest, SnapshotError> 
         encoding.extend_from_slice(&(file.content.len() as u64).to_be_bytes());
         encoding.extend_from_slice(&file.content);
     }
-    Ok(Digest::of(&encoding))
+    Digest::of(&encoding)
 }
 
 #[cfg(test)]

@@ -353,7 +353,12 @@ pub fn check_tree<'a>(
             Leaf::Symlink(_) => EntryMode::Symlink,
         };
         if let Err(rule) = check_path(path, Some(mode)) {
-            faults.insert(fault(path, TreeRule::Path(rule), None));
+            // Named at the shallowest directory at fault (`.git`, not `.git/config`), so a
+            // bad directory is one fault however many files it holds.
+            let at = proper_prefixes(path)
+                .find_map(|dir| check_path(dir, None).err().map(|rule| (dir, rule)))
+                .unwrap_or((path, rule));
+            faults.insert(fault(at.0, TreeRule::Path(at.1), None));
             continue;
         }
         if tree.insert(path, leaf).is_some() {
@@ -756,7 +761,7 @@ mod tests {
         assert_eq!(
             codes(&faults),
             [
-                (".git/config", "git-segment"),
+                (".git", "git-segment"),
                 ("a\rb", "control-character"),
                 ("l", "absolute-link")
             ]

@@ -34,8 +34,8 @@ use sf_host::evidence::SqliteEvidenceStore;
 use sf_host::fence::Fence;
 use sf_host::gate::FileGate;
 use sf_host::repository::{
-    CreateRepository, FileEdit, Proposal, RepositoryOptions, SourceText, create_repository,
-    open_repository,
+    CreateRepository, FileEdit, InitialBase, Proposal, RepositoryOptions, SourceFile,
+    create_repository, open_repository,
 };
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 use sf_sandbox_exec::{RuntimeConfig, SandboxConfig, SandboxExecutor};
@@ -99,10 +99,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             path: root.join("repository").to_str().ok_or("UTF-8 path")?.into(),
             product_id: "example-product".into(),
             target_ref: "refs/heads/main".into(),
-            files: vec![SourceText {
-                path: "sum.sh".into(),
-                text: SUM_BUGGY.into(),
-            }],
+            base: InitialBase::Files(vec![SourceFile::text("sum.sh", SUM_BUGGY)]),
+            settings: Default::default(),
         },
         &RepositoryOptions::default(),
     )?;

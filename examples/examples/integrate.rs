@@ -18,9 +18,9 @@ use sf_git_cli::{GitCliConfig, GitCliFactory};
 use sf_host::canonical::Digest;
 use sf_host::gate::FileGate;
 use sf_host::repository::{
-    Action, CreateRepository, FileEdit, FrozenInputs, IntegrationObservation, IntegrationPayload,
-    Owner, Proposal, RepositoryOptions, Slice, SliceBinding, SourceText, create_repository,
-    open_repository,
+    Action, CreateRepository, FileEdit, FrozenInputs, InitialBase, IntegrationObservation,
+    IntegrationPayload, Owner, Proposal, RepositoryOptions, Slice, SliceBinding, SourceFile,
+    create_repository, open_repository,
 };
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -40,10 +40,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             path,
             product_id: "example-product".into(),
             target_ref: "refs/heads/main".into(),
-            files: vec![SourceText {
-                path: "VERSION".into(),
-                text: "1\n".into(),
-            }],
+            base: InitialBase::Files(vec![SourceFile::text("VERSION", "1\n")]),
+            settings: Default::default(),
         },
         &RepositoryOptions::default(),
     )?;

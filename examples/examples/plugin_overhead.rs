@@ -27,8 +27,8 @@ use sf_host::canonical::Digest;
 use sf_host::contracts::ObjectStoreFactory;
 use sf_host::plugin::{PluginObjectStoreFactory, load};
 use sf_host::repository::{
-    CreateRepository, FileEdit, FrozenInputs, Proposal, RepositoryOptions, Slice, SliceBinding,
-    SourceText, create_repository, open_repository,
+    CreateRepository, FileEdit, FrozenInputs, InitialBase, Proposal, RepositoryOptions, Slice,
+    SliceBinding, SourceText, create_repository, open_repository,
 };
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -109,7 +109,8 @@ fn seal_once(
             path: path.to_str().ok_or("a UTF-8 path")?.to_owned(),
             product_id: "bench".into(),
             target_ref: "refs/heads/main".into(),
-            files: files.clone(),
+            base: InitialBase::Files(files.iter().cloned().map(Into::into).collect()),
+            settings: Default::default(),
         },
         &RepositoryOptions::default(),
     )?;

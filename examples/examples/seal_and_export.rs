@@ -17,8 +17,8 @@ use std::path::Path;
 use sf_git_cli::{GitCliConfig, GitCliFactory};
 use sf_host::canonical::Digest;
 use sf_host::repository::{
-    CreateRepository, FileEdit, FrozenInputs, Proposal, RepositoryOptions, Slice, SliceBinding,
-    SourceText, create_repository, open_repository,
+    CreateRepository, FileEdit, FrozenInputs, InitialBase, Proposal, RepositoryOptions, Slice,
+    SliceBinding, SourceText, create_repository, open_repository,
 };
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -45,7 +45,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             path: path_text(&root.join("repository"))?,
             product_id: "example-product".into(),
             target_ref: "refs/heads/main".into(),
-            files,
+            base: InitialBase::Files(files.into_iter().map(Into::into).collect()),
+            settings: Default::default(),
         },
         &RepositoryOptions::default(),
     )?;

@@ -1,12 +1,13 @@
-//! Reading a directory of text files as the source of a new repository: every regular file
-//! under it, by its relative path in the path grammar, as UTF-8 text. Anything sf could not
-//! store exactly (a symbolic link, a device, a socket, a non-UTF-8 file or name, a path
-//! outside the grammar, an empty directory, more than the limits) is refused with the path
-//! at fault; nothing is skipped silently.
+//! Reading a directory as the source of a new repository: every regular file (executable
+//! when its owner may execute it) and every symbolic link under it, by its relative path,
+//! with its bytes. Anything sf could not store exactly (a device, a socket, a name that is
+//! not UTF-8 or breaks Git's path rules, an empty directory, more than the limits) is refused
+//! with the path at fault; nothing is skipped silently. The rules of the whole tree (links
+//! resolving inside it, case collisions) are the repository's, checked when it is created.
 //!
 //! [`read_snapshot_dir`] reads a directory the same way as a file snapshot (a program or an
-//! input to run): the same rules, except that contents are bytes (any bytes: a snapshot holds
-//! bytes) and the limits are the snapshot's.
+//! input to run): regular files only (a link is refused), with the snapshot's path grammar
+//! and limits.
 //!
 //! Whoever can write the directory may change it while sf reads it; the walk goes through
 //! directory descriptors ([`crate::dir_fd`]), so a link swapped in anywhere is refused and
@@ -14,10 +15,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::contracts::tree_path::{self, EntryMode as Mode};
 use crate::dir_fd::{DirFd, DirFdError, EntryKind};
-use crate::repository::{REPOSITORY_LIMITS, SourceText};
+use crate::repository::{REPOSITORY_LIMITS, SourceFile};
 use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile};
-use crate::source_path::{self, PathRule};
+use crate::source_path;
 
 /// Why a directory cannot be read as a source.
 #[derive(Debug, thiserror::Error)]
@@ -29,18 +31,19 @@ pub enum SourceDirError {
     /// Something could not be read.
     #[error("{}: cannot be read: {detail}", path.display())]
     Unreadable { path: PathBuf, detail: String },
-    /// A symbolic link: sf stores regular files only, and a link's target is outside input.
-    #[error("{}: is a symbolic link; sf stores regular files only: replace it by the file or remove it", path.display())]
+    /// A symbolic link where only regular files are held (a snapshot).
+    #[error("{}: is a symbolic link; a snapshot holds regular files only: replace it by the file or remove it", path.display())]
     Symlink { path: PathBuf },
     /// A device, socket or pipe.
     #[error("{}: is not a regular file or directory; remove it", path.display())]
     NotRegular { path: PathBuf },
-    /// A file whose bytes are not UTF-8.
-    #[error("{}: is not UTF-8 text; sf stores UTF-8 text files only", path.display())]
-    NotUtf8 { path: PathBuf },
-    /// A relative path outside the path grammar (or not UTF-8).
-    #[error("{}: {}", path.display(), rule.describe())]
-    BadPath { path: PathBuf, rule: PathRule },
+    /// A relative path that breaks a path rule (or is not UTF-8).
+    #[error("{}: {rule}", path.display())]
+    BadPath {
+        path: PathBuf,
+        code: &'static str,
+        rule: &'static str,
+    },
     /// A directory with no file in it, which a Git tree cannot hold.
     #[error("{}: is an empty directory, which a repository cannot hold; remove it", path.display())]
     EmptyDirectory { path: PathBuf },
@@ -61,8 +64,7 @@ impl SourceDirError {
             Self::Unreadable { .. } => "unreadable",
             Self::Symlink { .. } => "symlink",
             Self::NotRegular { .. } => "not-regular",
-            Self::NotUtf8 { .. } => "invalid-utf8",
-            Self::BadPath { rule, .. } => rule.code(),
+            Self::BadPath { code, .. } => code,
             Self::EmptyDirectory { .. } => "empty-directory",
             Self::TooLarge { .. } => "too-large",
             Self::Changed { .. } => "changed-while-read",
@@ -70,44 +72,42 @@ impl SourceDirError {
     }
 }
 
-/// Reads every file under `root` (which must be a directory), sorted by path. The walk goes
-/// through directory descriptors ([`crate::dir_fd`]): `root` is opened without following a
-/// link in any component, and every entry below it is opened relative to its directory,
-/// without following a link, and must be the entry listed; so a directory swapped for a link
-/// while the walk runs is refused, never followed. No file is read past the per-file limit,
-/// so a huge or hostile tree fails fast.
-pub fn read_source_dir(root: &Path) -> Result<Vec<SourceText>, SourceDirError> {
+/// Reads every file and symbolic link under `root` (which must be a directory), sorted by
+/// path. The walk goes through directory descriptors ([`crate::dir_fd`]): `root` is opened
+/// without following a link in any component, and every entry below it is opened relative to
+/// its directory, without following a link, and must be the entry listed; so a directory
+/// swapped for a link while the walk runs is refused, never followed. No file is read past
+/// the per-file limit, so a huge or hostile tree fails fast.
+pub fn read_source_dir(root: &Path) -> Result<Vec<SourceFile>, SourceDirError> {
     let limits = Limits {
         max_files: REPOSITORY_LIMITS.max_files,
         max_file_bytes: REPOSITORY_LIMITS.max_file_bytes,
         max_total_bytes: REPOSITORY_LIMITS.max_source_bytes,
         holder: "a repository's source",
+        links: true,
     };
-    let files = read_dir_files(root, &limits, |path, bytes| {
-        String::from_utf8(bytes).map_err(|_| SourceDirError::NotUtf8 {
-            path: path.to_owned(),
-        })
-    })?;
+    let files = read_dir_files(root, &limits)?;
     Ok(files
         .into_iter()
-        .map(|(path, text)| SourceText { path, text })
+        .map(|(path, mode, content)| SourceFile::new(path, mode, content))
         .collect())
 }
 
 /// Reads every file under `root` (which must be a directory) as a file snapshot, sorted by
-/// path: the rules of [`read_source_dir`] with any bytes as content, and at most
-/// [`MAX_SNAPSHOT_FILES`] files and [`MAX_SNAPSHOT_BYTES`] bytes.
+/// path: the rules of [`read_source_dir`] with regular files only, the snapshot's path
+/// grammar, and at most [`MAX_SNAPSHOT_FILES`] files and [`MAX_SNAPSHOT_BYTES`] bytes.
 pub fn read_snapshot_dir(root: &Path) -> Result<Vec<SnapshotFile>, SourceDirError> {
     let limits = Limits {
         max_files: MAX_SNAPSHOT_FILES,
         max_file_bytes: MAX_SNAPSHOT_BYTES as usize,
         max_total_bytes: MAX_SNAPSHOT_BYTES as usize,
         holder: "a snapshot",
+        links: false,
     };
-    let files = read_dir_files(root, &limits, |_, bytes| Ok(bytes))?;
+    let files = read_dir_files(root, &limits)?;
     Ok(files
         .into_iter()
-        .map(|(path, content)| SnapshotFile { path, content })
+        .map(|(path, _, content)| SnapshotFile { path, content })
         .collect())
 }
 
@@ -117,6 +117,9 @@ struct Limits {
     max_file_bytes: usize,
     max_total_bytes: usize,
     holder: &'static str,
+    /// Whether symbolic links and executables are held (a source) or refused and flattened
+    /// (a snapshot of regular files).
+    links: bool,
 }
 
 impl From<DirFdError> for SourceDirError {
@@ -130,7 +133,8 @@ impl From<DirFdError> for SourceDirError {
             DirFdError::TooLarge { limit, .. } => Self::TooLarge { path, limit },
             DirFdError::BadName { .. } => Self::BadPath {
                 path,
-                rule: PathRule::Grammar,
+                code: "bad-path",
+                rule: "a name is UTF-8 without / or NUL",
             },
             other => Self::Unreadable {
                 path,
@@ -140,45 +144,36 @@ impl From<DirFdError> for SourceDirError {
     }
 }
 
-/// Reads every file under `root` as `(relative path, convert(bytes))`, sorted by path.
-fn read_dir_files<T>(
-    root: &Path,
-    limits: &Limits,
-    convert: impl Fn(&Path, Vec<u8>) -> Result<T, SourceDirError>,
-) -> Result<Vec<(String, T)>, SourceDirError> {
+/// One entry read: its relative path, its mode and its bytes (a link's target).
+type ReadEntry = (String, Mode, Vec<u8>);
+
+/// Reads every entry under `root` as `(relative path, mode, bytes)`, sorted by path.
+fn read_dir_files(root: &Path, limits: &Limits) -> Result<Vec<ReadEntry>, SourceDirError> {
     let dir = DirFd::open(root)?;
     let mut files = Vec::new();
     let mut total = 0usize;
-    let walk = Walk {
-        root,
-        limits,
-        convert: &convert,
-    };
+    let walk = Walk { root, limits };
     walk.directory(&dir, "", &mut files, &mut total)?;
     files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(files)
 }
 
-/// One walk: the root (for messages), the limits, and how file bytes become contents.
-struct Walk<'a, C> {
+/// One walk: the root (for messages) and the limits.
+struct Walk<'a> {
     root: &'a Path,
     limits: &'a Limits,
-    convert: &'a C,
 }
 
-impl<C> Walk<'_, C> {
+impl Walk<'_> {
     /// Reads the directory `dir`, whose path relative to the root is `prefix` (empty for the
     /// root), and everything below it, each entry opened relative to its directory.
-    fn directory<T>(
+    fn directory(
         &self,
         dir: &DirFd,
         prefix: &str,
-        files: &mut Vec<(String, T)>,
+        files: &mut Vec<ReadEntry>,
         total: &mut usize,
-    ) -> Result<(), SourceDirError>
-    where
-        C: Fn(&Path, Vec<u8>) -> Result<T, SourceDirError>,
-    {
+    ) -> Result<(), SourceDirError> {
         let limits = self.limits;
         // No directory can list more entries than a source may hold files (an empty directory
         // is refused), so the listing stops there.
@@ -193,18 +188,46 @@ impl<C> Walk<'_, C> {
             // Directories are checked as prefixes of their files; checking each entry here names
             // the first offending component (a `.git` directory, say) before anything below it
             // is read.
-            let bad = |rule| SourceDirError::BadPath {
+            let bad = |code, rule| SourceDirError::BadPath {
                 path: path.clone(),
+                code,
                 rule,
             };
-            let name = entry.name.to_str().ok_or_else(|| bad(PathRule::Grammar))?;
+            let name = entry
+                .name
+                .to_str()
+                .ok_or_else(|| bad("bad-path", "a name is UTF-8"))?;
             let relative = if prefix.is_empty() {
                 name.to_owned()
             } else {
                 format!("{prefix}/{name}")
             };
-            source_path::check_path(&relative).map_err(bad)?;
+            if limits.links {
+                let leaf = (entry.kind == EntryKind::Symlink).then_some(Mode::Symlink);
+                tree_path::check_path(&relative, leaf)
+                    .map_err(|rule| bad(rule.code(), rule.describe()))?;
+            } else {
+                source_path::check_path(&relative)
+                    .map_err(|rule| bad(rule.code(), rule.describe()))?;
+            }
+            let counted = |files: &Vec<ReadEntry>| {
+                if files.len() >= limits.max_files {
+                    return Err(SourceDirError::TooLarge {
+                        path: self.root.to_owned(),
+                        limit: format!(
+                            "holds more than {} files, the most {} may hold",
+                            limits.max_files, limits.holder
+                        ),
+                    });
+                }
+                Ok(())
+            };
             match entry.kind {
+                EntryKind::Symlink if limits.links => {
+                    counted(files)?;
+                    let target = dir.read_link(&entry)?;
+                    files.push((relative, Mode::Symlink, target.into_encoded_bytes()));
+                }
                 EntryKind::Symlink => return Err(SourceDirError::Symlink { path }),
                 EntryKind::Other => return Err(SourceDirError::NotRegular { path }),
                 EntryKind::Directory => {
@@ -212,16 +235,8 @@ impl<C> Walk<'_, C> {
                     self.directory(&below, &relative, files, total)?;
                 }
                 EntryKind::File => {
-                    if files.len() >= limits.max_files {
-                        return Err(SourceDirError::TooLarge {
-                            path: self.root.to_owned(),
-                            limit: format!(
-                                "holds more than {} files, the most {} may hold",
-                                limits.max_files, limits.holder
-                            ),
-                        });
-                    }
-                    let bytes = dir
+                    counted(files)?;
+                    let read = dir
                         .read_file(&entry, limits.max_file_bytes as u64)
                         .map_err(|error| match error {
                             DirFdError::TooLarge { path, .. } => SourceDirError::TooLarge {
@@ -232,9 +247,8 @@ impl<C> Walk<'_, C> {
                                 ),
                             },
                             other => other.into(),
-                        })?
-                        .bytes;
-                    *total += bytes.len();
+                        })?;
+                    *total += read.bytes.len();
                     if *total > limits.max_total_bytes {
                         return Err(SourceDirError::TooLarge {
                             path: self.root.to_owned(),
@@ -244,7 +258,13 @@ impl<C> Walk<'_, C> {
                             ),
                         });
                     }
-                    files.push((relative, (self.convert)(&path, bytes)?));
+                    // Git records the owner's execute bit and nothing else of the mode.
+                    let mode = if limits.links && read.mode & 0o100 != 0 {
+                        Mode::Executable
+                    } else {
+                        Mode::Regular
+                    };
+                    files.push((relative, mode, read.bytes));
                 }
             }
         }
@@ -267,23 +287,46 @@ mod tests {
         let files = read_source_dir(dir.path()).unwrap();
         let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["README.md", "src/a.txt", "src/deep/b.txt"]);
-        assert_eq!(files[2].text, "b\n");
+        assert_eq!(files[2].content, b"b\n");
+    }
+
+    /// The whole tree model comes in as it is: an executable stays executable, a link is a
+    /// link with its target, binary bytes and dot-files are content.
+    #[test]
+    fn keeps_modes_links_and_bytes() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join(".github/workflows")).unwrap();
+        fs::write(dir.path().join(".github/workflows/ci.yml"), "on: push\n").unwrap();
+        fs::write(dir.path().join(".gitignore"), "*.pyc\n").unwrap();
+        fs::write(dir.path().join("run.sh"), "#!/bin/sh\n").unwrap();
+        fs::set_permissions(dir.path().join("run.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::write(
+            dir.path().join("logo.png"),
+            [0x89, b'P', b'N', b'G', 0, 0xff],
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("run.sh", dir.path().join("link")).unwrap();
+        let files = read_source_dir(dir.path()).unwrap();
+        let seen: Vec<(&str, Mode)> = files.iter().map(|f| (f.path.as_str(), f.mode)).collect();
+        assert_eq!(
+            seen,
+            [
+                (".github/workflows/ci.yml", Mode::Regular),
+                (".gitignore", Mode::Regular),
+                ("link", Mode::Symlink),
+                ("logo.png", Mode::Regular),
+                ("run.sh", Mode::Executable),
+            ]
+        );
+        assert_eq!(files[2].content, b"run.sh");
+        assert_eq!(files[3].content, [0x89, b'P', b'N', b'G', 0, 0xff]);
     }
 
     #[test]
     fn refuses_what_cannot_be_stored() {
         type Make = Box<dyn Fn(&Path)>;
         let cases: Vec<(&str, Make)> = vec![
-            (
-                "symlink",
-                Box::new(|d: &Path| {
-                    std::os::unix::fs::symlink("/etc/passwd", d.join("l")).unwrap()
-                }),
-            ),
-            (
-                "invalid-utf8",
-                Box::new(|d: &Path| fs::write(d.join("bin"), [0xff, 0xfe]).unwrap()),
-            ),
             (
                 "git-segment",
                 Box::new(|d: &Path| {
@@ -292,8 +335,15 @@ mod tests {
                 }),
             ),
             (
+                "control-character",
+                Box::new(|d: &Path| fs::write(d.join("a\rb"), "x").unwrap()),
+            ),
+            (
                 "bad-path",
-                Box::new(|d: &Path| fs::write(d.join("a b"), "x").unwrap()),
+                Box::new(|d: &Path| {
+                    use std::os::unix::ffi::OsStrExt;
+                    fs::write(d.join(std::ffi::OsStr::from_bytes(b"\xff")), "x").unwrap()
+                }),
             ),
             (
                 "empty-directory",

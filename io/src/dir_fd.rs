@@ -492,14 +492,21 @@ impl DirFd {
         })
     }
 
-    /// The target of the listed symbolic link `entry`.
+    /// The target of the listed symbolic link `entry`. A link replaced by something else
+    /// after it was listed is `Changed`.
     pub fn read_link(&self, entry: &Entry) -> Result<OsString> {
         let name = check_name(&self.path, &entry.name)?;
         rustix::fs::readlinkat(&self.fd, name, Vec::new())
             .map(|target| OsString::from_vec(target.into_bytes()))
-            .map_err(|errno| DirFdError::Unreadable {
-                path: self.shown(name),
-                detail: errno.to_string(),
+            .map_err(|errno| match errno {
+                rustix::io::Errno::INVAL => DirFdError::Changed {
+                    path: self.shown(name),
+                    detail: "it is no longer the symbolic link that was listed".into(),
+                },
+                errno => DirFdError::Unreadable {
+                    path: self.shown(name),
+                    detail: errno.to_string(),
+                },
             })
     }
 

@@ -19,6 +19,10 @@
 //! | `list_refs` | store | `{prefix, deadlineMs}` | `{refs: [{name, value}]}` |
 //! | `create_ref` | store | `{name, value, deadlineMs}` | `{update}` |
 //! | `compare_and_swap_ref` | store | `{name, expected, new, deadlineMs}` | `{update}` |
+//! | `record_boundaries` | store | `{commits, deadlineMs}` | `{}` |
+//!
+//! `record_boundaries` came with ABI minor 3's object stores; a plugin of an older minor
+//! answers it as an unknown method, which the host reports as `unavailable`.
 //!
 //! `root` is `{path, dev, ino}`, `update` is `{outcome: "applied"}`, `{outcome: "refused",
 //! current}` or `{outcome: "unknown", reason}`. Numbers in `path`, `marker` and `body` are
@@ -61,6 +65,8 @@ pub mod method {
     pub const CREATE_REF: &str = "create_ref";
     /// [`ObjectStore::compare_and_swap_ref`](crate::contracts::ObjectStore::compare_and_swap_ref).
     pub const COMPARE_AND_SWAP_REF: &str = "compare_and_swap_ref";
+    /// [`ObjectStore::record_boundaries`](crate::contracts::ObjectStore::record_boundaries).
+    pub const RECORD_BOUNDARIES: &str = "record_boundaries";
 }
 
 /// A request, as the plugin side decodes it.
@@ -125,6 +131,13 @@ pub enum Request {
         name: RefName,
         /// The value to create it with.
         value: ObjectId,
+        /// When the host stops waiting.
+        deadline: Instant,
+    },
+    /// `record_boundaries`.
+    RecordBoundaries {
+        /// The commits whose parents the store does not hold.
+        commits: Vec<ObjectId>,
         /// When the host stops waiting.
         deadline: Instant,
     },
@@ -208,6 +221,20 @@ impl Request {
                 Self::ReadObjects {
                     ids,
                     budget: header.budget,
+                    deadline: deadline_in(header.deadline_ms),
+                }
+            }
+            method::RECORD_BOUNDARIES => {
+                let (header, sections) = message::decode::<RecordBoundariesHeader>(bytes)?;
+                sections.finish()?;
+                let commits = header
+                    .commits
+                    .iter()
+                    .enumerate()
+                    .map(|(at, id)| parse_id(id, &format!("commits[{at}]")))
+                    .collect::<Result<_, _>>()?;
+                Self::RecordBoundaries {
+                    commits,
                     deadline: deadline_in(header.deadline_ms),
                 }
             }
@@ -309,6 +336,14 @@ pub fn encode_read_objects(ids: &[ObjectId], budget: u64, deadline: Instant) -> 
     message::encode_header(&ReadObjectsHeader {
         ids: ids.iter().map(ObjectId::to_hex).collect(),
         budget,
+        deadline_ms: remaining_ms(deadline),
+    })
+}
+
+/// `record_boundaries`.
+pub fn encode_record_boundaries(commits: &[ObjectId], deadline: Instant) -> Vec<u8> {
+    message::encode_header(&RecordBoundariesHeader {
+        commits: commits.iter().map(ObjectId::to_hex).collect(),
         deadline_ms: remaining_ms(deadline),
     })
 }
@@ -543,6 +578,13 @@ struct ReadObjectsHeader {
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct RecordBoundariesHeader {
+    commits: Vec<String>,
+    deadline_ms: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ReadRefHeader {
     name: String,
     deadline_ms: u64,
@@ -711,6 +753,10 @@ mod tests {
             (method::OPEN, encode_open(&root, b"marker\0", deadline)),
             (method::MARK, encode_mark(b"m", deadline)),
             (
+                method::RECORD_BOUNDARIES,
+                encode_record_boundaries(&[id(4)], deadline),
+            ),
+            (
                 method::WRITE_OBJECTS,
                 encode_write_objects(std::slice::from_ref(&blob), deadline),
             ),
@@ -743,6 +789,7 @@ mod tests {
                     assert_eq!(marker, b"marker\0");
                 }
                 Request::Mark { marker, .. } => assert_eq!(marker, b"m"),
+                Request::RecordBoundaries { commits, .. } => assert_eq!(commits, vec![id(4)]),
                 Request::WriteObjects { objects, .. } => assert_eq!(objects, vec![blob.clone()]),
                 Request::ReadObjects {
                     ids,

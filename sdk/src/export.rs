@@ -518,6 +518,9 @@ fn serve_store(store: &dyn ObjectStore, method: &str, request: &[u8]) -> Outcome
         Request::Mark { marker, deadline } => {
             store.mark(&marker, deadline).map(|()| Empty::encode())
         }
+        Request::RecordBoundaries { commits, deadline } => store
+            .record_boundaries(&commits, deadline)
+            .map(|()| Empty::encode()),
         Request::WriteObjects { objects, deadline } => store
             .write_objects(&objects, deadline)
             .map(|()| Empty::encode()),

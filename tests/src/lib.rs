@@ -12,8 +12,9 @@ use std::sync::Arc;
 use sf_host::canonical::Digest;
 use sf_host::contracts::ObjectStoreFactory;
 use sf_host::repository::{
-    CreateRepository, FileEdit, FrozenInputs, Proposal, Repository, RepositoryIdentity,
-    RepositoryOptions, Slice, SourceText, create_repository, open_repository,
+    CreateRepository, FileEdit, FrozenInputs, InitialBase, Proposal, Repository,
+    RepositoryIdentity, RepositoryOptions, RepositorySettings, Slice, SourceFile,
+    create_repository, open_repository,
 };
 
 pub use sf_test_support::private_dir;
@@ -27,13 +28,10 @@ pub fn git_factory() -> Arc<dyn ObjectStoreFactory> {
 }
 
 /// Source texts from `(path, text)` pairs.
-pub fn texts(files: &[(&str, &str)]) -> Vec<SourceText> {
+pub fn texts(files: &[(&str, &str)]) -> Vec<SourceFile> {
     files
         .iter()
-        .map(|(path, text)| SourceText {
-            path: (*path).into(),
-            text: (*text).into(),
-        })
+        .map(|(path, text)| SourceFile::text(*path, *text))
         .collect()
 }
 
@@ -54,6 +52,21 @@ impl TestRepo {
         product: &str,
         files: &[(&str, &str)],
     ) -> Self {
+        Self::create_with(
+            factory,
+            product,
+            InitialBase::Files(texts(files)),
+            RepositorySettings::default(),
+        )
+    }
+
+    /// Creates a repository whose first base is `base`, recording `settings`.
+    pub fn create_with(
+        factory: Arc<dyn ObjectStoreFactory>,
+        product: &str,
+        base: InitialBase,
+        settings: RepositorySettings,
+    ) -> Self {
         let (dir, parent) = private_dir();
         let path = parent.join("repo");
         let identity = create_repository(
@@ -62,7 +75,8 @@ impl TestRepo {
                 path: path.to_str().expect("UTF-8 path").into(),
                 product_id: product.into(),
                 target_ref: "refs/heads/main".into(),
-                files: texts(files),
+                base,
+                settings,
             },
             &RepositoryOptions::default(),
         )
@@ -298,4 +312,41 @@ pub fn seal_command(child: &str, work: &Path) -> std::process::Command {
         .arg("seal")
         .args(["identity.json", "frozen.json", "proposal.json"].map(|file| work.join(file)));
     command
+}
+
+/// Plain git (the test's own tool, never sf's) in `dir`, isolated from the machine's
+/// configuration, with fixed identities and dates so that commits are reproducible; `input`
+/// on stdin. Panics, with git's stderr, unless it succeeds; returns stdout.
+pub fn plain_git(dir: &std::path::Path, args: &[&str], input: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "core.hooksPath=/dev/null",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_DATE", "1700000000 +0100")
+        .env("GIT_COMMITTER_DATE", "1700000000 +0100")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running git");
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin.write_all(input).expect("writing to git");
+    }
+    let output = child.wait_with_output().expect("waiting for git");
+    assert!(
+        output.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
 }

@@ -77,7 +77,9 @@ fn create_seal_and_export_through_the_binary() {
     let identity = created.result();
     assert_eq!(identity["productId"], "demo");
     assert_eq!(identity["targetRef"], "refs/heads/main");
-    assert_eq!(identity["protocol"], "sf-repository/1");
+    assert_eq!(identity["protocol"], "sf-repository/2");
+    assert_eq!(identity["settings"]["maxFiles"], 100_000);
+    assert_eq!(identity["settings"]["allowCaseCollisions"], false);
     assert_eq!(
         Path::new(identity["path"].as_str().unwrap()),
         work.path("repo")

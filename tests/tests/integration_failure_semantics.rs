@@ -11,7 +11,7 @@ use sf_host::contracts::{
     GateAnswer, GateError, ObjectStore, ObjectStoreError, RefUpdate, StoreRoot,
 };
 use sf_host::repository::{
-    CreateRepository, Invocation, PreparedIntegration, Repository, RepositoryIdentity,
+    CreateRepository, InitialBase, Invocation, PreparedIntegration, Repository, RepositoryIdentity,
     RepositoryOptions, create_repository, open_repository,
 };
 use sf_sdk::mocks::{MockGate, MockObjectStore, MockObjectStoreFactory};
@@ -33,7 +33,8 @@ fn new_world() -> World {
             path: "/in-memory/repo".into(),
             product_id: "product-1".into(),
             target_ref: "refs/heads/main".into(),
-            files: texts(&[("src/a.txt", "alpha\n")]),
+            base: InitialBase::Files(texts(&[("src/a.txt", "alpha\n")])),
+            settings: Default::default(),
         },
         &RepositoryOptions::default(),
     )

@@ -53,7 +53,10 @@ fn setup(test: &TestRepo) -> PathBuf {
 
 fn seal_on_target(test: &TestRepo, round: usize) -> SealedCandidate {
     let base = test.repo.target().unwrap();
-    let prior = test.repo.snapshot(&base).unwrap().files[0].text.clone();
+    let prior = test.repo.snapshot(&base).unwrap().files[0]
+        .as_text()
+        .unwrap()
+        .to_owned();
     test.repo
         .seal(
             &frozen(base, &["src"]),

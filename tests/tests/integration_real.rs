@@ -18,7 +18,10 @@ use sf_tests::{TestRepo, edit, frozen, payload, proposal};
 const FILES: &[(&str, &str)] = &[("src/a.txt", "alpha\n")];
 
 fn seal(test: &TestRepo, base: sf_host::git_object::ObjectId, text: &str) -> SealedCandidate {
-    let prior = test.repo.snapshot(&base).unwrap().files[0].text.clone();
+    let prior = test.repo.snapshot(&base).unwrap().files[0]
+        .as_text()
+        .unwrap()
+        .to_owned();
     test.repo
         .seal(
             &frozen(base, &["src"]),

@@ -12,8 +12,8 @@ use sf_host::contracts::{EncodedObject, ObjectStore, RefName, RefUpdate, StoreRo
 use sf_host::fault::FaultPoint;
 use sf_host::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
 use sf_host::repository::{
-    CreateRepository, IDENT, RepositoryOptions, SealedCandidate, candidate_message, candidate_ref,
-    create_repository, open_repository,
+    CreateRepository, IDENT, InitialBase, RepositoryOptions, SealedCandidate, candidate_message,
+    candidate_ref, create_repository, open_repository,
 };
 use sf_tests::{TestRepo, edit, frozen, git_factory, private_dir, proposal, texts, tree_hash};
 
@@ -32,7 +32,8 @@ fn create_at(
             path: path.to_str().unwrap().into(),
             product_id: "product-1".into(),
             target_ref: "refs/heads/main".into(),
-            files: texts(FILES),
+            base: InitialBase::Files(texts(FILES)),
+            settings: Default::default(),
         },
         &RepositoryOptions::default(),
     )
@@ -134,7 +135,8 @@ fn create_refuses_unsafe_parents_and_non_canonical_paths() {
                 path: bad.into(),
                 product_id: "p".into(),
                 target_ref: "refs/heads/main".into(),
-                files: vec![],
+                base: InitialBase::Files(vec![]),
+                settings: Default::default(),
             },
             &RepositoryOptions::default(),
         )
@@ -674,7 +676,8 @@ fn a_create_interrupted_before_the_marker_never_opens_and_is_never_adopted() {
         path: path.to_str().unwrap().into(),
         product_id: "product-1".into(),
         target_ref: "refs/heads/main".into(),
-        files: texts(FILES),
+        base: InitialBase::Files(texts(FILES)),
+        settings: Default::default(),
     };
     let factory = git_factory();
     let interrupted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -2,10 +2,21 @@
 //! code naming the reason, and the repository directory is byte-identical afterwards.
 
 use sf_host::canonical::Digest;
+use sf_host::contracts::tree_path::{PathRule, TreeRule};
 use sf_host::repository::{
-    FileEdit, FrozenInputs, Proposal, REPOSITORY_LIMITS, Rejection, RepositoryError, parse_proposal,
+    FileEdit, FrozenInputs, InitialBase, Proposal, REPOSITORY_LIMITS, Rejection, RepositoryError,
+    RepositorySettings, parse_proposal,
 };
 use sf_tests::{TestRepo, edit, frozen, proposal};
+
+const EMPTY_PATH: Rejection = Rejection::Tree(TreeRule::Path(PathRule::Empty));
+const EMPTY_SEGMENT: Rejection = Rejection::Tree(TreeRule::Path(PathRule::EmptySegment));
+const DOT_SEGMENT: Rejection = Rejection::Tree(TreeRule::Path(PathRule::DotSegment));
+const GIT_SEGMENT: Rejection = Rejection::Tree(TreeRule::Path(PathRule::DotGit));
+const CONTROL_CHARACTER: Rejection = Rejection::Tree(TreeRule::Path(PathRule::ControlCharacter));
+const SEGMENT_TOO_LONG: Rejection = Rejection::Tree(TreeRule::Path(PathRule::SegmentTooLong));
+const FILE_DIRECTORY_CLASH: Rejection = Rejection::Tree(TreeRule::ThroughNonDirectory);
+const CASE_COLLISION: Rejection = Rejection::Tree(TreeRule::CaseCollision);
 
 const FILES: &[(&str, &str)] = &[
     ("src/a.txt", "alpha\n"),
@@ -53,7 +64,7 @@ fn rejected_proposals_write_nothing() {
         .collect();
     let big = "x".repeat(REPOSITORY_LIMITS.max_file_bytes + 1);
     let half = "y".repeat(REPOSITORY_LIMITS.max_proposal_bytes / 2);
-    let long_path = format!("src/{}", "p".repeat(252));
+    let long_path = format!("src/{}", "p".repeat(256));
     let wrong = Digest::of(b"not the file").to_string();
     let alpha = Digest::of(b"alpha\n").to_string();
     let cases: Vec<(&str, Input, Rejection)> = vec![
@@ -122,66 +133,75 @@ fn rejected_proposals_write_nothing() {
             OutsideScope,
         ),
         (
-            "space in path",
-            typed(vec![create("src/a b.txt", "x")]),
-            BadPath,
-        ),
-        (
             "absolute path",
             typed(vec![create("/src/x.txt", "x")]),
-            BadPath,
+            EMPTY_SEGMENT,
         ),
-        ("trailing slash", typed(vec![create("src/", "x")]), BadPath),
+        (
+            "trailing slash",
+            typed(vec![create("src/", "x")]),
+            EMPTY_SEGMENT,
+        ),
         (
             "empty segment",
             typed(vec![create("src//x.txt", "x")]),
-            BadPath,
+            EMPTY_SEGMENT,
         ),
-        ("empty path", typed(vec![create("", "x")]), BadPath),
+        ("empty path", typed(vec![create("", "x")]), EMPTY_PATH),
         (
-            "non-ASCII path",
-            typed(vec![create("src/\u{e9}.txt", "x")]),
-            BadPath,
-        ),
-        (
-            "backslash path",
-            typed(vec![create("src\\x.txt", "x")]),
-            BadPath,
+            ".git after a backslash",
+            typed(vec![create("src/a\\.git", "x")]),
+            GIT_SEGMENT,
         ),
         (
             "NUL in path",
             typed(vec![create("src/a\0.txt", "x")]),
-            BadPath,
+            CONTROL_CHARACTER,
+        ),
+        (
+            "carriage return in path",
+            typed(vec![create("src/a\r", "x")]),
+            CONTROL_CHARACTER,
         ),
         (
             "dot-dot segment",
             typed(vec![create("src/../x.txt", "x")]),
-            DotSegment,
+            DOT_SEGMENT,
         ),
         (
             "dot segment",
             typed(vec![create("src/./x.txt", "x")]),
-            DotSegment,
+            DOT_SEGMENT,
         ),
         (
             ".git segment",
             typed(vec![create("src/.git/config", "x")]),
-            GitSegment,
+            GIT_SEGMENT,
         ),
         (
             ".GIT segment",
             typed(vec![create("src/.GIT/hooks", "x")]),
-            GitSegment,
+            GIT_SEGMENT,
         ),
         (
-            ".gitmodules",
-            typed(vec![create("src/.gitmodules", "x")]),
-            GitSegment,
+            "NTFS short name of .git",
+            typed(vec![create("src/GIT~1/config", "x")]),
+            GIT_SEGMENT,
         ),
         (
-            "path one byte over the limit",
+            ".git with a trailing dot",
+            typed(vec![create("src/.git./config", "x")]),
+            GIT_SEGMENT,
+        ),
+        (
+            "HFS-ignorable spelling of .git",
+            typed(vec![create("src/.g\u{200c}it/config", "x")]),
+            GIT_SEGMENT,
+        ),
+        (
+            "segment one byte over the limit",
             typed(vec![create(&long_path, "x")]),
-            PathTooLong,
+            SEGMENT_TOO_LONG,
         ),
         (
             "NUL in text",
@@ -199,17 +219,17 @@ fn rejected_proposals_write_nothing() {
         (
             "file below an existing file",
             typed(vec![create("src/a.txt/x", "x")]),
-            FileDirectoryClash,
+            FILE_DIRECTORY_CLASH,
         ),
         (
             "file where a directory is",
             typed(vec![create("src", "x")]),
-            FileDirectoryClash,
+            FILE_DIRECTORY_CLASH,
         ),
         (
             "case collision with an existing file",
             typed(vec![create("src/A.txt", "x")]),
-            CaseCollision,
+            CASE_COLLISION,
         ),
         (
             "case collision with an existing directory",
@@ -388,12 +408,14 @@ fn limits_are_exact() {
         .map(|n| create(&format!("src/e{n}.txt"), "x"))
         .collect();
     test.repo.seal(&inputs, &proposal(edits)).expect("64 edits");
-    // Path: 255 bytes accepted.
-    let path = format!("src/{}", "p".repeat(REPOSITORY_LIMITS.max_path_bytes - 4));
-    assert_eq!(path.len(), 255);
+    // Path: 255-byte segments accepted, making a path of 4096 bytes.
+    let segment = "p".repeat(255);
+    let mut path = format!("src/{}", vec![segment.as_str(); 16].join("/"));
+    path.truncate(REPOSITORY_LIMITS.max_path_bytes);
+    assert_eq!(path.len(), 4096);
     test.repo
         .seal(&inputs, &proposal(vec![create(&path, "x")]))
-        .expect("255-byte path");
+        .expect("4096-byte path");
     // Proposal bytes: paths plus texts exactly at the limit accepted, one over refused.
     let text = "z".repeat(REPOSITORY_LIMITS.max_proposal_bytes - "src/q".len());
     test.repo
@@ -415,15 +437,29 @@ fn limits_are_exact() {
         .expect("64 scope entries");
 }
 
+/// A repository's own limits, recorded in its identity at create, hold exactly at create and
+/// at seal: N files accepted and N + 1 refused before anything is written, and the same for
+/// one file's bytes and the tree's bytes.
 #[test]
 fn source_limits_are_exact_at_create_and_seal() {
-    // Files: 1024 accepted at create, 1025 refused before anything is written; a seal adding
-    // one more to a full source is rejected.
-    let names: Vec<String> = (0..REPOSITORY_LIMITS.max_files)
-        .map(|n| format!("f/{n:04}"))
-        .collect();
+    let settings = RepositorySettings {
+        max_files: 64,
+        max_file_bytes: 1000,
+        max_tree_bytes: 4000,
+        allow_case_collisions: false,
+    };
+    let limited = |files: &[(&str, &str)]| {
+        TestRepo::create_with(
+            sf_tests::git_factory(),
+            "product-1",
+            InitialBase::Files(sf_tests::texts(files)),
+            settings,
+        )
+    };
+    let names: Vec<String> = (0..64).map(|n| format!("f/{n:04}")).collect();
     let full: Vec<(&str, &str)> = names.iter().map(|name| (name.as_str(), "x")).collect();
-    let test = TestRepo::git(&full);
+    let test = limited(&full);
+    assert_eq!(test.identity.settings, Some(settings));
     let error = test
         .repo
         .seal(
@@ -439,40 +475,42 @@ fn source_limits_are_exact_at_create_and_seal() {
             &proposal(vec![edit("f/0000", Some("x"), Some("y"))]),
         )
         .unwrap();
-    assert_eq!(replaced.files.len(), REPOSITORY_LIMITS.max_files);
+    assert_eq!(replaced.files.len(), 64);
 
     let (_dir, parent) = sf_tests::private_dir();
+    let create_over = |name: &str, files: &[(&str, &str)]| {
+        sf_host::repository::create_repository(
+            sf_tests::git_factory().as_ref(),
+            &sf_host::repository::CreateRepository {
+                path: parent.join(name).to_str().unwrap().into(),
+                product_id: "p".into(),
+                target_ref: "refs/heads/main".into(),
+                base: InitialBase::Files(sf_tests::texts(files)),
+                settings,
+            },
+            &Default::default(),
+        )
+        .unwrap_err()
+    };
     let mut over = full.clone();
     over.push(("f/extra", "x"));
-    let error = sf_host::repository::create_repository(
-        sf_tests::git_factory().as_ref(),
-        &sf_host::repository::CreateRepository {
-            path: parent.join("over").to_str().unwrap().into(),
-            product_id: "p".into(),
-            target_ref: "refs/heads/main".into(),
-            files: sf_tests::texts(&over),
-        },
-        &Default::default(),
-    )
-    .unwrap_err();
+    let error = create_over("over", &over);
     assert_eq!(error.code(), "invalid-input", "{error}");
+    assert!(error.to_string().contains("too-many-files"), "{error}");
     assert!(
         !parent.join("over").exists(),
         "a refused create made its directory"
     );
 
-    // Bytes: one file of exactly 1 MiB and a source of exactly 8 MiB accepted; one byte more
-    // of either refused.
-    let mib = "m".repeat(REPOSITORY_LIMITS.max_file_bytes);
-    let names: Vec<String> = (0..REPOSITORY_LIMITS.max_source_bytes
-        / REPOSITORY_LIMITS.max_file_bytes)
-        .map(|n| format!("big/{n}"))
-        .collect();
+    // Bytes: files of exactly the per-file limit making a tree of exactly the tree limit are
+    // accepted; one byte more of either is refused.
+    let most = "m".repeat(1000);
+    let names: Vec<String> = (0..4).map(|n| format!("big/{n}")).collect();
     let big: Vec<(&str, &str)> = names
         .iter()
-        .map(|name| (name.as_str(), mib.as_str()))
+        .map(|name| (name.as_str(), most.as_str()))
         .collect();
-    let test = TestRepo::git(&big);
+    let test = limited(&big);
     let error = test
         .repo
         .seal(
@@ -485,27 +523,29 @@ fn source_limits_are_exact_at_create_and_seal() {
         Some(Rejection::SourceTooLarge),
         "{error}"
     );
+    let error = test
+        .repo
+        .seal(
+            &frozen(test.identity.initial, &["big"]),
+            &proposal(vec![
+                edit("big/0", Some(&most), Some(&format!("{most}m"))),
+                edit("big/1", Some(&most), Some("s")),
+            ]),
+        )
+        .unwrap_err();
+    assert_eq!(error.rejection(), Some(Rejection::FileTooLarge), "{error}");
     let exported = test
         .repo
         .seal(
             &frozen(test.identity.initial, &["big"]),
-            &proposal(vec![edit("big/0", Some(&mib), Some("small"))]),
+            &proposal(vec![edit("big/0", Some(&most), Some("small"))]),
         )
         .unwrap();
     assert_eq!(exported.files.len(), names.len());
     let mut over = big.clone();
-    let over_text = format!("{mib}m");
+    let over_text = format!("{most}m");
     over[0].1 = &over_text;
-    let error = sf_host::repository::create_repository(
-        sf_tests::git_factory().as_ref(),
-        &sf_host::repository::CreateRepository {
-            path: parent.join("over-bytes").to_str().unwrap().into(),
-            product_id: "p".into(),
-            target_ref: "refs/heads/main".into(),
-            files: sf_tests::texts(&over),
-        },
-        &Default::default(),
-    )
-    .unwrap_err();
+    let error = create_over("over-bytes", &over);
     assert_eq!(error.code(), "invalid-input", "{error}");
+    assert!(error.to_string().contains("file-too-large"), "{error}");
 }

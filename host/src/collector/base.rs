@@ -4,6 +4,7 @@
 //! the files must be the recorded tree.
 
 use crate::canonical::Digest;
+use crate::contracts::tree_path::EntryMode as Mode;
 use crate::git_object::{self, ObjectId, ObjectKind};
 use crate::repository::source::{SourceFile, build_tree};
 use crate::repository::{SealedCandidate, SourceSnapshot};
@@ -26,7 +27,7 @@ fn check_files(files: &[SourceFile], tree: &ObjectId, what: &str) -> Result<(), 
         }
     }
     for file in files {
-        let bytes = file.text.as_bytes();
+        let bytes = file.content.as_slice();
         if bytes.len() as u64 != file.bytes
             || Digest::of(bytes) != file.sha256
             || git_object::object_id(ObjectKind::Blob, bytes) != file.blob
@@ -47,11 +48,20 @@ fn check_files(files: &[SourceFile], tree: &ObjectId, what: &str) -> Result<(), 
 }
 
 fn snapshot_of(files: &[SourceFile], what: &str) -> Result<MaterialisedTree, String> {
+    // An executor snapshot holds regular files only so far: an executable or a link is
+    // refused by name rather than run as something else.
+    if let Some(file) = files.iter().find(|file| file.mode != Mode::Regular) {
+        return Err(format!(
+            "{what}: {} is {} and an executor snapshot holds regular files only",
+            file.path,
+            file.mode.word()
+        ));
+    }
     let files: Vec<SnapshotFile> = files
         .iter()
         .map(|file| SnapshotFile {
             path: file.path.clone(),
-            content: file.text.as_bytes().to_vec(),
+            content: file.content.clone(),
         })
         .collect();
     let digest = snapshot_digest(&files).map_err(|error| format!("{what}: {error}"))?;
@@ -80,9 +90,11 @@ pub fn materialise_base(
 pub fn materialise_candidate(sealed: &SealedCandidate) -> Result<MaterialisedTree, String> {
     let mut files = Vec::with_capacity(sealed.files.len());
     for file in &sealed.files {
-        let text = String::from_utf8(file.content.clone())
-            .map_err(|_| format!("Candidate: {} is not UTF-8", file.path))?;
-        files.push(SourceFile::new(file.path.clone(), text));
+        files.push(SourceFile::new(
+            file.path.clone(),
+            Mode::Regular,
+            file.content.clone(),
+        ));
     }
     files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
     if files.len() != sealed.manifest.files.len()

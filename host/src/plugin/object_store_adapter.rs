@@ -189,6 +189,18 @@ impl ObjectStore for PluginObjectStore {
         )
     }
 
+    fn record_boundaries(
+        &self,
+        commits: &[ObjectId],
+        deadline: Instant,
+    ) -> Result<(), ObjectStoreError> {
+        self.call(
+            method::RECORD_BOUNDARIES,
+            &wire::encode_record_boundaries(commits, deadline),
+            super::protocol::Empty::decode,
+        )
+    }
+
     fn write_objects(
         &self,
         objects: &[EncodedObject],

@@ -8,16 +8,25 @@ use std::time::Instant;
 use crate::canonical;
 use crate::contracts::{EncodedObject, ObjectStoreFactory, RefName, RefUpdate};
 use crate::fault::FaultPoint;
-use crate::git_object::{self, Commit, ObjectKind};
+use crate::git_object::{self, Commit, ObjectId, ObjectKind};
 
 use super::identity;
-use super::source::{self, SourceFile};
+use super::source;
 use super::{
-    CreateRepository, ID_RULE, IDENT, RepositoryError, RepositoryIdentity, RepositoryOptions,
-    check_target_ref, is_valid_id,
+    CreateRepository, ID_RULE, IDENT, InitialBase, RepositoryError, RepositoryIdentity,
+    RepositoryOptions, check_target_ref, is_valid_id,
 };
 
-fn validate_create(request: &CreateRepository) -> Result<Vec<source::SourceFile>, RepositoryError> {
+/// The objects of the first base and its commit id, every input checked.
+struct FirstBase {
+    commit: ObjectId,
+    objects: Vec<EncodedObject>,
+    /// Whether the commit's parents stay outside the repository (an imported commit with
+    /// history): the store records it as a history boundary before writing it.
+    boundary: bool,
+}
+
+fn validate_create(request: &CreateRepository, nonce: &str) -> Result<FirstBase, RepositoryError> {
     identity::check_root_path(&request.path)
         .map_err(|rule| RepositoryError::invalid("path", rule))?;
     if !is_valid_id(&request.product_id) {
@@ -25,19 +34,62 @@ fn validate_create(request: &CreateRepository) -> Result<Vec<source::SourceFile>
     }
     check_target_ref(&request.target_ref)
         .map_err(|rule| RepositoryError::invalid("targetRef", rule))?;
-    let mut files: Vec<SourceFile> = request
-        .files
-        .iter()
-        .map(|file| SourceFile::new(file.path.clone(), file.text.clone()))
-        .collect();
+    let (files, input) = match &request.base {
+        InitialBase::Files(files) => (files.clone(), "files"),
+        InitialBase::Imported(imported) => (imported.files.clone(), "imported tree"),
+    };
+    let mut files = files;
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    source::check_source(&files).map_err(|(reason, path, rule)| {
-        RepositoryError::invalid(
-            format!("files: {path}"),
-            format!("{rule} ({})", reason.code()),
-        )
-    })?;
-    Ok(files)
+    let faults = source::check_source(
+        &files,
+        &request.settings.limits(),
+        request.settings.policy(),
+    );
+    if let Some(first) = faults.first() {
+        return Err(RepositoryError::invalid(
+            format!("{input}: {}", first.path),
+            source::describe_faults(&faults),
+        ));
+    }
+    let built = source::build_tree(&files);
+    let mut objects = built.objects;
+    let commit = match &request.base {
+        InitialBase::Files(_) => EncodedObject::new(
+            ObjectKind::Commit,
+            git_object::encode_commit(&Commit {
+                tree: built.tree,
+                parents: Vec::new(),
+                ident: IDENT.to_owned(),
+                message: identity::initial_message(&request.product_id, nonce),
+            }),
+        ),
+        InitialBase::Imported(imported) => {
+            imported
+                .check()
+                .map_err(|rule| RepositoryError::invalid("imported commit", rule))?;
+            // The tree rebuilt from the files is the one the commit names: the owned copy is
+            // the source's tree, not one sf made up.
+            if built.tree != imported.tree {
+                return Err(RepositoryError::invalid(
+                    "imported commit",
+                    format!(
+                        "its files build tree {}, not the tree {} the commit names",
+                        built.tree, imported.tree
+                    ),
+                ));
+            }
+            EncodedObject::new(ObjectKind::Commit, imported.body.clone())
+        }
+    };
+    let id = commit.id;
+    objects.push(commit);
+    let boundary =
+        matches!(&request.base, InitialBase::Imported(imported) if !imported.parents.is_empty());
+    Ok(FirstBase {
+        commit: id,
+        objects,
+        boundary,
+    })
 }
 
 pub(super) fn random_nonce() -> Result<String, RepositoryError> {
@@ -60,18 +112,8 @@ pub fn create_repository(
     request: &CreateRepository,
     options: &RepositoryOptions,
 ) -> Result<RepositoryIdentity, RepositoryError> {
-    let files = validate_create(request)?;
     let nonce = random_nonce()?;
-    let built = source::build_tree(&files);
-    let initial = EncodedObject::new(
-        ObjectKind::Commit,
-        git_object::encode_commit(&Commit {
-            tree: built.tree,
-            parents: Vec::new(),
-            ident: IDENT.to_owned(),
-            message: identity::initial_message(&request.product_id, &nonce),
-        }),
-    );
+    let first = validate_create(request, &nonce)?;
     let target = RefName::parse(&request.target_ref)?;
     let deadline = || Instant::now() + options.git_timeout;
 
@@ -87,11 +129,12 @@ pub fn create_repository(
             ),
         });
     }
-    let mut objects = built.objects;
-    objects.push(initial.clone());
-    store.write_objects(&objects, deadline())?;
+    if first.boundary {
+        store.record_boundaries(&[first.commit], deadline())?;
+    }
+    store.write_objects(&first.objects, deadline())?;
     options.faults.reached(FaultPoint::InitialObjectsWritten);
-    match store.create_ref(&target, &initial.id, deadline())? {
+    match store.create_ref(&target, &first.commit, deadline())? {
         RefUpdate::Applied => {}
         other => {
             return Err(RepositoryError::GitFailed {
@@ -109,7 +152,8 @@ pub fn create_repository(
         ino: root.ino,
         nonce,
         target_ref: request.target_ref.clone(),
-        initial: initial.id,
+        initial: first.commit,
+        settings: Some(request.settings),
     };
     store.mark(&identity.to_canonical_bytes(), deadline())?;
     Ok(identity)

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::contracts::ObjectStoreError;
+use crate::contracts::tree_path::TreeRule;
 
 /// Why a proposal was rejected. Each reason has a stable code; a rejected proposal wrote
 /// nothing.
@@ -42,18 +43,15 @@ pub enum Rejection {
     /// A path the Slice protects (its tests, its harness's configuration): no proposal may
     /// create, change or delete it, even inside the scope.
     ProtectedPath,
-    /// A path breaks the grammar.
-    BadPath,
-    /// A `.` or `..` segment.
-    DotSegment,
-    /// A `.git*` segment.
-    GitSegment,
-    /// A path longer than the limit.
-    PathTooLong,
-    /// Two resulting paths differ only in case.
-    CaseCollision,
-    /// A resulting path is both a file and a directory.
-    FileDirectoryClash,
+    /// A path, or the tree the edits leave, breaks a rule of Git's tree model (a path rule,
+    /// a path beneath a file or link, a case collision, a link that leaves the tree, …).
+    Tree(TreeRule),
+    /// An edit creates a symbolic link named `.gitattributes`, `.gitignore` or `.mailmap`
+    /// (Git never follows them, so they are never useful and only confuse).
+    SymlinkedDotFile,
+    /// An entry the tree model does not hold: a submodule, a mode Git does not write, a
+    /// name that is not UTF-8, an empty directory.
+    UnsupportedEntry,
     /// Text holds a NUL character.
     NulByte,
     /// Text is a Git LFS pointer.
@@ -64,6 +62,8 @@ pub enum Rejection {
     TooManyFiles,
     /// The resulting source holds more bytes than the limit.
     SourceTooLarge,
+    /// A file's content is not UTF-8 where text is required.
+    NotText,
     /// The proposal's paths and texts together exceed the limit.
     ProposalTooLarge,
 }
@@ -88,17 +88,15 @@ impl Rejection {
             Self::DuplicatePath => "duplicate-path",
             Self::OutsideScope => "outside-scope",
             Self::ProtectedPath => "protected-path",
-            Self::BadPath => "bad-path",
-            Self::DotSegment => "dot-segment",
-            Self::GitSegment => "git-segment",
-            Self::PathTooLong => "path-too-long",
-            Self::CaseCollision => "case-collision",
-            Self::FileDirectoryClash => "file-directory-clash",
+            Self::Tree(rule) => rule.code(),
+            Self::SymlinkedDotFile => "symlinked-dot-file",
+            Self::UnsupportedEntry => "unsupported-entry",
             Self::NulByte => "nul-byte",
             Self::LfsPointer => "lfs-pointer",
             Self::FileTooLarge => "file-too-large",
             Self::TooManyFiles => "too-many-files",
             Self::SourceTooLarge => "source-too-large",
+            Self::NotText => "not-text",
             Self::ProposalTooLarge => "proposal-too-large",
         }
     }

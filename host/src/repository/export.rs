@@ -4,7 +4,7 @@
 use crate::canonical::{self, Digest};
 use crate::contracts::RefValue;
 use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind};
-use crate::snapshot::{SnapshotFile, snapshot_digest};
+use crate::snapshot::{SnapshotFile, digest_of_files};
 
 use super::identity;
 use super::proposal;
@@ -134,8 +134,16 @@ impl Repository {
             )));
         }
         // Every tree and blob, read back and re-checked; the listing must equal the manifest's.
-        let files = source::read_tree(store, manifest.tree, "Candidate tree", self.deadline())?;
-        let listed: Vec<ManifestFile> = files.iter().map(ManifestFile::from).collect();
+        let files = source::read_tree(
+            store,
+            manifest.tree,
+            &self.identity.settings(),
+            "Candidate tree",
+            self.deadline(),
+        )?;
+        let listed = ManifestFile::listing(&files).map_err(|why| {
+            RepositoryError::corrupt(format!("Candidate tree {}: {why}", manifest.tree))
+        })?;
         if listed != manifest.files {
             return Err(RepositoryError::corrupt(format!(
                 "Candidate tree {} does not match the manifest's files",
@@ -161,12 +169,12 @@ impl Repository {
             .into_iter()
             .map(|file| SnapshotFile {
                 path: file.path,
-                content: file.text.into_bytes(),
+                content: file.content,
             })
             .collect();
-        let snapshot_digest = snapshot_digest(&files).map_err(|error| {
-            RepositoryError::corrupt(format!("Candidate {digest} files: {error}"))
-        })?;
+        // The tree rules were checked when the tree was read; whether the files fit an
+        // executor is the collector's question, not the export's.
+        let snapshot_digest = digest_of_files(&files);
         Ok(SealedCandidate {
             digest: digest.clone(),
             manifest,
@@ -200,10 +208,14 @@ impl Repository {
                     edit.path
                 )));
             }
+            let text = after
+                .map(|file| String::from_utf8(file.content))
+                .transpose()
+                .map_err(|_| corrupt(&format!("the edited {} is not text", edit.path)))?;
             edits.push(FileEdit {
                 path: edit.path.clone(),
                 prior: edit.prior.clone(),
-                text: after.map(|file| file.text),
+                text,
             });
         }
         let proposal = Proposal { edits };
@@ -223,7 +235,7 @@ impl Repository {
                 "the proposal digest does not match the recorded edits",
             ));
         }
-        let applied = proposal::apply_edits(&base.files, &proposal)
+        let applied = proposal::apply_edits(&base.files, &proposal, &self.identity.settings())
             .map_err(|error| corrupt(&error.to_string()))?;
         if applied != files {
             return Err(corrupt(

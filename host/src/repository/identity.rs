@@ -5,14 +5,20 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::canonical::literal::WithLiterals;
 use crate::canonical::{self, FieldErrorKind, Value};
+use crate::contracts::tree_path::TreePolicy;
 use crate::git_object::ObjectId;
 
 use super::error::RepositoryError;
 use crate::contracts::grammar::{ID_RULE, is_valid_id};
 
-/// The protocol string of [`RepositoryIdentity`] and of the ownership marker.
-pub const REPOSITORY_PROTOCOL: &str = "sf-repository/1";
+/// The protocol string of [`RepositoryIdentity`] and of the ownership marker, for a
+/// repository that records its own settings (limits, case policy).
+pub const REPOSITORY_PROTOCOL: &str = "sf-repository/2";
+/// The protocol string of identities made before repositories had settings: still opened,
+/// with the default settings.
+pub const REPOSITORY_PROTOCOL_V1: &str = "sf-repository/1";
 /// The protocol string of Candidate manifests and Candidate commit messages sealed for a
 /// frozen Slice (its digest and protected paths in the manifest and the message).
 pub const CANDIDATE_PROTOCOL: &str = "sf-candidate/2";
@@ -27,7 +33,7 @@ pub const IDENT: &str = "sf <sf@localhost.invalid> 0 +0000";
 /// The largest commit body sf reads (seed 001: MAX_COMMIT_BYTES).
 pub const MAX_COMMIT_BYTES: u64 = 4096;
 /// The byte budget of one tree level when reading.
-pub const MAX_TREE_LEVEL_BYTES: u64 = 4 * 1024 * 1024;
+pub const MAX_TREE_LEVEL_BYTES: u64 = 64 * 1024 * 1024;
 /// The default bound on each store operation.
 pub const DEFAULT_GIT_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest repository path accepted, in bytes.
@@ -38,11 +44,11 @@ pub const MAX_TARGET_REF_BYTES: usize = 128;
 /// The bounds of a repository's source and of one proposal; see docs/repository.md.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RepositoryLimits {
-    /// Files in one source tree.
+    /// Leaves (files and symbolic links) in one source tree.
     pub max_files: usize,
-    /// UTF-8 bytes of one file.
+    /// Bytes of one file.
     pub max_file_bytes: usize,
-    /// UTF-8 bytes of all files of one source tree together.
+    /// Bytes of all blobs of one source tree together.
     pub max_source_bytes: usize,
     /// Bytes of one path.
     pub max_path_bytes: usize,
@@ -52,12 +58,13 @@ pub struct RepositoryLimits {
     pub max_proposal_bytes: usize,
 }
 
-/// The limits every repository enforces before any write.
+/// The limits every repository enforces before any write: room for real repositories (a
+/// hundred thousand files, 2 GiB of blobs, 100 MiB a file), and a proposal kept reviewable.
 pub const REPOSITORY_LIMITS: RepositoryLimits = RepositoryLimits {
-    max_files: 1024,
-    max_file_bytes: 1024 * 1024,
-    max_source_bytes: 8 * 1024 * 1024,
-    max_path_bytes: crate::source_path::MAX_PATH_BYTES,
+    max_files: 100_000,
+    max_file_bytes: 100 * 1024 * 1024,
+    max_source_bytes: 2 * 1024 * 1024 * 1024,
+    max_path_bytes: crate::contracts::tree_path::MAX_PATH_BYTES,
     max_edits: 64,
     max_proposal_bytes: 512 * 1024,
 };
@@ -80,13 +87,133 @@ pub struct RepositoryIdentity {
     pub nonce: String,
     #[serde(deserialize_with = "target_ref")]
     pub target_ref: String,
-    /// The initial commit.
+    /// The initial commit: sf's pinned commit, or the commit imported from the team's
+    /// repository.
     pub initial: ObjectId,
+    /// What this repository holds beyond every tree's rules; `None` in an
+    /// `sf-repository/1` identity, which has the defaults.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "canonical::optional"
+    )]
+    pub settings: Option<RepositorySettings>,
 }
-canonical::literal_fields!(RepositoryIdentity {
-    "protocol": REPOSITORY_PROTOCOL,
-    "objectFormat": "sha1",
-});
+
+/// The settings a repository records at creation: how large its trees may be, and whether
+/// paths that differ only in case are held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RepositorySettings {
+    /// Leaves (files and links) in one tree.
+    #[serde(deserialize_with = "canonical::positive")]
+    pub max_files: u64,
+    /// Bytes of one file.
+    #[serde(deserialize_with = "canonical::positive")]
+    pub max_file_bytes: u64,
+    /// Bytes of all blobs of one tree.
+    #[serde(deserialize_with = "canonical::positive")]
+    pub max_tree_bytes: u64,
+    /// Paths that differ only in case are held when neither is a symbolic link.
+    pub allow_case_collisions: bool,
+}
+
+impl Default for RepositorySettings {
+    fn default() -> Self {
+        Self {
+            max_files: REPOSITORY_LIMITS.max_files as u64,
+            max_file_bytes: REPOSITORY_LIMITS.max_file_bytes as u64,
+            max_tree_bytes: REPOSITORY_LIMITS.max_source_bytes as u64,
+            allow_case_collisions: false,
+        }
+    }
+}
+
+impl RepositorySettings {
+    /// The limits of this repository's trees; the proposal bounds are every repository's.
+    pub fn limits(&self) -> RepositoryLimits {
+        let clamp = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
+        RepositoryLimits {
+            max_files: clamp(self.max_files),
+            max_file_bytes: clamp(self.max_file_bytes),
+            max_source_bytes: clamp(self.max_tree_bytes),
+            ..REPOSITORY_LIMITS
+        }
+    }
+
+    /// The tree policy of this repository.
+    pub fn policy(&self) -> TreePolicy {
+        TreePolicy {
+            allow_case_collisions: self.allow_case_collisions,
+        }
+    }
+}
+
+const V1_LITERALS: &[(&str, &str)] = &[
+    ("protocol", REPOSITORY_PROTOCOL_V1),
+    ("objectFormat", "sha1"),
+];
+const V2_LITERALS: &[(&str, &str)] = &[("protocol", REPOSITORY_PROTOCOL), ("objectFormat", "sha1")];
+
+/// Written as `sf-repository/2` when it records settings, as `sf-repository/1` (the exact
+/// bytes of an identity made before settings) when it does not.
+impl Serialize for RepositoryIdentity {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let literals = if self.settings.is_some() {
+            V2_LITERALS
+        } else {
+            V1_LITERALS
+        };
+        RepositoryIdentity::serialize(self, WithLiterals::new(serializer, literals))
+    }
+}
+
+/// One version's shape: its literal fields, and whether it holds settings.
+struct Versioned<const V2: bool>(RepositoryIdentity);
+
+impl<'de, const V2: bool> Deserialize<'de> for Versioned<V2> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let literals = if V2 { V2_LITERALS } else { V1_LITERALS };
+        let identity = RepositoryIdentity::deserialize(WithLiterals::new(deserializer, literals))?;
+        match (V2, identity.settings.is_some()) {
+            (true, false) => Err(serde::de::Error::custom(
+                "settings: is required in an sf-repository/2 identity",
+            )),
+            (false, true) => Err(serde::de::Error::custom(
+                "settings: is not a field of an sf-repository/1 identity",
+            )),
+            _ => Ok(Self(identity)),
+        }
+    }
+}
+
+/// Read by its `protocol`: version 2 with its settings, or version 1 without.
+impl<'de> Deserialize<'de> for RepositoryIdentity {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        let protocol = match &value {
+            Value::Object(map) => map.get("protocol").and_then(|protocol| match protocol {
+                Value::String(text) => Some(text.as_str()),
+                _ => None,
+            }),
+            _ => None,
+        };
+        let read = match protocol {
+            Some(REPOSITORY_PROTOCOL) => {
+                canonical::from_value::<Versioned<true>>(&value, "identity").map(|v| v.0)
+            }
+            Some(REPOSITORY_PROTOCOL_V1) => {
+                canonical::from_value::<Versioned<false>>(&value, "identity").map(|v| v.0)
+            }
+            _ => {
+                return Err(serde::de::Error::custom(format!(
+                    "protocol: must be {REPOSITORY_PROTOCOL:?} or {REPOSITORY_PROTOCOL_V1:?}"
+                )));
+            }
+        };
+        read.map_err(|error| serde::de::Error::custom(format!("{}: {}", error.field, error.rule)))
+    }
+}
 
 fn product_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
     canonical::valid_if(deserializer, |id: &String| is_valid_id(id), ID_RULE)
@@ -115,6 +242,12 @@ fn target_ref<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::E
 }
 
 impl RepositoryIdentity {
+    /// The repository's settings: those it records, or the defaults for an
+    /// `sf-repository/1` identity.
+    pub fn settings(&self) -> RepositorySettings {
+        self.settings.unwrap_or_default()
+    }
+
     /// The record as a JSON value (`protocol`, `productId`, `path`, `dev`, `ino`, `nonce`,
     /// `objectFormat`, `targetRef`, `initial`).
     pub fn to_value(&self) -> Value {
@@ -187,7 +320,9 @@ pub fn check_root_path(path: &str) -> Result<(), &'static str> {
 /// The message of a repository's initial commit. The nonce makes every repository's initial
 /// commit, and so every Candidate built on it, distinct.
 pub fn initial_message(product_id: &str, nonce: &str) -> String {
-    format!("{REPOSITORY_PROTOCOL} initial\n\nproduct: {product_id}\nnonce: {nonce}\n")
+    // The initial commit's form did not change with the identity's settings: every pinned
+    // initial commit, old or new, carries the first protocol string.
+    format!("{REPOSITORY_PROTOCOL_V1} initial\n\nproduct: {product_id}\nnonce: {nonce}\n")
 }
 
 /// The message of a seal commit.
@@ -241,8 +376,30 @@ mod tests {
             nonce: "0".repeat(32),
             target_ref: "refs/heads/main".into(),
             initial: ObjectId::from_bytes([7; 20]),
+            settings: None,
         };
         let bytes = identity.to_canonical_bytes();
+        assert!(String::from_utf8_lossy(&bytes).contains("sf-repository/1"));
+        let with_settings = RepositoryIdentity {
+            settings: Some(RepositorySettings {
+                max_files: 3,
+                allow_case_collisions: true,
+                ..RepositorySettings::default()
+            }),
+            ..identity.clone()
+        };
+        let v2 = with_settings.to_canonical_bytes();
+        assert!(
+            String::from_utf8_lossy(&v2).contains("sf-repository/2"),
+            "{}",
+            String::from_utf8_lossy(&v2)
+        );
+        assert_eq!(parse_repository_identity(&v2).unwrap(), with_settings);
+        // A version 1 identity never holds settings, and version 2 always does.
+        let forged = String::from_utf8_lossy(&v2).replace("sf-repository/2", "sf-repository/1");
+        assert!(parse_repository_identity(forged.as_bytes()).is_err());
+        let bare = String::from_utf8_lossy(&bytes).replace("sf-repository/1", "sf-repository/2");
+        assert!(parse_repository_identity(bare.as_bytes()).is_err());
         assert_eq!(parse_repository_identity(&bytes).unwrap(), identity);
         let extra = String::from_utf8(bytes)
             .unwrap()

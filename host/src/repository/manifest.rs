@@ -211,14 +211,29 @@ pub struct ManifestFile {
 }
 canonical::literal_fields!(ManifestFile { "mode": FILE_MODE });
 
-impl From<&SourceFile> for ManifestFile {
-    fn from(file: &SourceFile) -> Self {
-        Self {
-            path: file.path.clone(),
-            blob: file.blob,
-            sha256: file.sha256.clone(),
-            bytes: file.bytes,
-        }
+impl ManifestFile {
+    /// The listing of `files` as an `sf-candidate/1` or `/2` manifest records it. Those
+    /// manifests list regular files only: a tree holding an executable or a symbolic link
+    /// has no listing (the error names the first).
+    pub fn listing(files: &[SourceFile]) -> Result<Vec<Self>, String> {
+        files
+            .iter()
+            .map(|file| {
+                if file.mode != crate::contracts::tree_path::EntryMode::Regular {
+                    return Err(format!(
+                        "{} is {}: an {CANDIDATE_PROTOCOL} manifest lists regular files only",
+                        file.path,
+                        file.mode.word()
+                    ));
+                }
+                Ok(Self {
+                    path: file.path.clone(),
+                    blob: file.blob,
+                    sha256: file.sha256.clone(),
+                    bytes: file.bytes,
+                })
+            })
+            .collect()
     }
 }
 
@@ -455,6 +470,7 @@ mod tests {
                 nonce: "0".repeat(32),
                 target_ref: "refs/heads/main".into(),
                 initial: oid(1),
+                settings: None,
             },
             slice: Slice {
                 id: "s".into(),

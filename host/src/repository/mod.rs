@@ -10,6 +10,7 @@ mod create;
 mod error;
 mod export;
 mod identity;
+mod imported;
 mod integration;
 mod manifest;
 mod proposal;
@@ -31,9 +32,11 @@ pub use error::{Rejection, RepositoryError};
 pub use identity::{
     CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, DEFAULT_GIT_TIMEOUT, IDENT, MAX_COMMIT_BYTES,
     MAX_REPOSITORY_PATH_BYTES, MAX_TARGET_REF_BYTES, MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS,
-    REPOSITORY_PROTOCOL, RepositoryIdentity, RepositoryLimits, SEAL_PROTOCOL, check_target_ref,
-    initial_message, parse_repository_identity, seal_message,
+    REPOSITORY_PROTOCOL, REPOSITORY_PROTOCOL_V1, RepositoryIdentity, RepositoryLimits,
+    RepositorySettings, SEAL_PROTOCOL, check_target_ref, initial_message,
+    parse_repository_identity, seal_message,
 };
+pub use imported::{CommitHeads, ImportedCommit, MAX_IMPORTED_COMMIT_BYTES, commit_heads};
 pub use integration::{
     Action, INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationObservation,
     IntegrationPayload, IntegrationReceipt, Invocation, MALFORMED_GUARD_ANSWER, MAX_PAYLOAD_BYTES,
@@ -47,7 +50,7 @@ pub use manifest::{
 pub use proposal::{
     FileEdit, Proposal, check_protected, in_scope, parse_proposal, validate_proposal,
 };
-pub use source::{SourceFile, SourceSnapshot, SourceText};
+pub use source::{SourceFault, SourceFile, SourceSnapshot, SourceText, describe_faults};
 
 /// The prefix of every Candidate ref.
 pub const CANDIDATE_REF_PREFIX: &str = "refs/sf/candidates/";
@@ -96,7 +99,20 @@ pub struct CreateRepository {
     pub path: String,
     pub product_id: String,
     pub target_ref: String,
-    pub files: Vec<SourceText>,
+    /// What the first base is.
+    pub base: InitialBase,
+    /// The repository's limits and case policy, recorded in its identity.
+    pub settings: RepositorySettings,
+}
+
+/// The first base of a new repository.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InitialBase {
+    /// Files sf commits itself, in a pinned initial commit naming the Product and a nonce.
+    Files(Vec<SourceFile>),
+    /// A commit of the team's repository, held byte for byte: the owned repository's first
+    /// base has the source's commit id and tree id.
+    Imported(ImportedCommit),
 }
 
 pub use create::create_repository;
@@ -175,9 +191,15 @@ impl Repository {
     /// Candidate ref publishes it is not checked here (export does).
     pub fn snapshot(&self, commit: &ObjectId) -> Result<SourceSnapshot, RepositoryError> {
         let what = format!("commit {commit}");
+        // An imported initial commit may carry a signature; sf's own commits are small.
+        let budget = if *commit == self.identity.initial {
+            MAX_IMPORTED_COMMIT_BYTES
+        } else {
+            MAX_COMMIT_BYTES
+        };
         let answer = self
             .store
-            .read_verified(&[*commit], MAX_COMMIT_BYTES, self.deadline())
+            .read_verified(&[*commit], budget, self.deadline())
             .map_err(|error| match error {
                 crate::contracts::ObjectStoreError::Limit { .. } => not_factory(commit),
                 crate::contracts::ObjectStoreError::Corrupt { what: detail } => {
@@ -193,30 +215,66 @@ impl Repository {
                 RepositoryError::Missing { what: what.clone() }
             }
         })?;
-        let decoded = (object.kind == ObjectKind::Commit)
-            .then(|| git_object::decode_commit(&object.body))
-            .flatten()
-            .filter(|decoded| decoded.ident == IDENT)
-            .ok_or_else(|| not_factory(commit))?;
-        if *commit == self.identity.initial {
-            let expected =
-                identity::initial_message(&self.identity.product_id, &self.identity.nonce);
-            if !decoded.parents.is_empty() || decoded.message != expected {
-                return Err(RepositoryError::corrupt(format!(
-                    "the pinned initial commit {commit} is not as created"
-                )));
-            }
-        } else if decoded.parents.len() != 1
-            || !manifest::is_candidate_message(&decoded.message, &self.identity.product_id)
-        {
+        if object.kind != ObjectKind::Commit {
             return Err(not_factory(commit));
         }
-        let files = source::read_tree(self.store.as_ref(), decoded.tree, &what, self.deadline())?;
+        let decoded =
+            git_object::decode_commit(&object.body).filter(|decoded| decoded.ident == IDENT);
+        let tree = if *commit == self.identity.initial {
+            self.initial_tree(commit, &object.body, decoded.as_ref())?
+        } else {
+            match decoded {
+                Some(decoded)
+                    if decoded.parents.len() == 1
+                        && manifest::is_candidate_message(
+                            &decoded.message,
+                            &self.identity.product_id,
+                        ) =>
+                {
+                    decoded.tree
+                }
+                _ => return Err(not_factory(commit)),
+            }
+        };
+        let files = source::read_tree(
+            self.store.as_ref(),
+            tree,
+            &self.identity.settings(),
+            &what,
+            self.deadline(),
+        )?;
         Ok(SourceSnapshot {
             commit: *commit,
-            tree: decoded.tree,
+            tree,
             files,
         })
+    }
+
+    /// The tree of the initial commit, which the identity pins by id: either sf's own
+    /// initial commit (no parent, the Product's initial message with this identity's nonce),
+    /// or a commit imported byte for byte from the team's repository. Either way its bytes
+    /// hash to the pinned id, so only its form is checked here.
+    fn initial_tree(
+        &self,
+        commit: &ObjectId,
+        body: &[u8],
+        decoded: Option<&git_object::Commit>,
+    ) -> Result<ObjectId, RepositoryError> {
+        let expected = identity::initial_message(&self.identity.product_id, &self.identity.nonce);
+        match decoded {
+            Some(decoded) if decoded.parents.is_empty() && decoded.message == expected => {
+                Ok(decoded.tree)
+            }
+            // sf's own form with anything else can only be a tampered initial commit.
+            Some(_) => Err(RepositoryError::corrupt(format!(
+                "the pinned initial commit {commit} is not as created"
+            ))),
+            None => commit_heads(body).map(|heads| heads.tree).map_err(|rule| {
+                RepositoryError::corrupt(format!(
+                    "the pinned initial commit {commit} is not a commit sf can hold: {rule}"
+                ))
+            }),
+        }
     }
 }
 

@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::canonical::{self, Digest, FieldError, FieldErrorKind, JsonError, Value};
+use crate::contracts::tree_path::{self, EntryMode as Mode, TreeRule};
 use crate::path_glob::{PathGlob, first_match};
-use crate::source_path;
 
 use super::error::{Rejection, RepositoryError};
-use super::identity::REPOSITORY_LIMITS;
-use super::source::{SourceFile, check_text, path_rejection};
+use super::identity::{REPOSITORY_LIMITS, RepositorySettings};
+use super::source::{SourceFile, check_resulting_source, check_text};
 
 /// One edit. `prior: None` creates a file that must not exist; otherwise `prior` is the
 /// current file's SHA-256. `text: None` deletes the file.
@@ -122,8 +122,12 @@ pub fn validate_proposal(proposal: &Proposal, scope: &[String]) -> Result<Digest
     let mut proposal_bytes = 0usize;
     for (at, edit) in edits.iter().enumerate() {
         let field = format!("proposal.edits[{at}] ({})", edit.path);
-        source_path::check_path(&edit.path).map_err(|rule| {
-            RepositoryError::rejected(path_rejection(rule), &field, rule.describe())
+        tree_path::check_path(&edit.path, Some(Mode::Regular)).map_err(|rule| {
+            RepositoryError::rejected(
+                Rejection::Tree(TreeRule::Path(rule)),
+                &field,
+                rule.describe(),
+            )
         })?;
         if !seen.insert(edit.path.to_ascii_lowercase()) {
             return Err(RepositoryError::rejected(
@@ -175,6 +179,7 @@ pub fn validate_proposal(proposal: &Proposal, scope: &[String]) -> Result<Digest
 pub(crate) fn apply_edits(
     base: &[SourceFile],
     proposal: &Proposal,
+    settings: &RepositorySettings,
 ) -> Result<Vec<SourceFile>, RepositoryError> {
     let mut files: BTreeMap<&str, &SourceFile> =
         base.iter().map(|file| (file.path.as_str(), file)).collect();
@@ -204,7 +209,10 @@ pub(crate) fn apply_edits(
                     format!("prior must be the current file's sha256, {}", file.sha256),
                 ));
             }
-            (Some(_), Some(file)) if edit.text.as_deref() == Some(file.text.as_str()) => {
+            (Some(_), Some(file))
+                if file.mode != Mode::Symlink
+                    && edit.text.as_deref().map(str::as_bytes) == Some(file.content.as_slice()) =>
+            {
                 return Err(RepositoryError::rejected(
                     Rejection::NoChange,
                     &field,
@@ -213,16 +221,23 @@ pub(crate) fn apply_edits(
             }
             _ => {}
         }
+        // A text edit of an executable keeps it executable; of a link, makes a regular file.
+        let mode = match current.map(|file| file.mode) {
+            Some(Mode::Executable) => Mode::Executable,
+            _ => Mode::Regular,
+        };
         files.remove(edit.path.as_str());
         if let Some(text) = &edit.text {
-            added.push(SourceFile::new(edit.path.clone(), text.clone()));
+            added.push(SourceFile::new(
+                edit.path.clone(),
+                mode,
+                text.clone().into_bytes(),
+            ));
         }
     }
     let mut result: Vec<SourceFile> = files.into_values().cloned().chain(added).collect();
     result.sort_by(|a, b| a.path.cmp(&b.path));
-    super::source::check_source(&result).map_err(|(reason, path, rule)| {
-        RepositoryError::rejected(reason, format!("resulting source: {path}"), rule)
-    })?;
+    check_resulting_source(&result, settings)?;
     Ok(result)
 }
 

@@ -49,7 +49,7 @@ impl Repository {
             }
             other => other,
         })?;
-        let files = proposal::apply_edits(&base.files, proposal)?;
+        let files = proposal::apply_edits(&base.files, proposal, &self.identity.settings())?;
         let built = source::build_tree(&files);
         let commit = EncodedObject::new(
             ObjectKind::Commit,
@@ -82,7 +82,13 @@ impl Repository {
             base_tree: base.tree,
             commit: commit.id,
             tree: built.tree,
-            files: files.iter().map(ManifestFile::from).collect(),
+            files: ManifestFile::listing(&files).map_err(|why| {
+                RepositoryError::rejected(
+                    super::Rejection::UnsupportedEntry,
+                    "resulting source",
+                    why,
+                )
+            })?,
             proposal_digest,
             edits,
         };

@@ -1,43 +1,92 @@
-//! Source trees: the supported subset of text files, building their blobs and trees, and
-//! reading them back from a store with every object re-hashed and every rule re-checked.
+//! Source trees in Git's tree model: regular files, executables and symbolic links of any
+//! bytes under directories; checking them against the tree rules and the repository's
+//! limits, building their blobs and trees, and walking stored trees back with every object
+//! re-hashed and every rule re-checked.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::canonical::Digest;
+use crate::contracts::tree_path::{self, EntryMode as Mode, Leaf, TreePolicy};
 use crate::contracts::{EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreExt};
 use crate::git_object::{self, EntryMode, ObjectId, ObjectKind, TreeEntry};
-use crate::source_path::{self, PathRule};
 
 use super::error::{Rejection, RepositoryError};
-use super::identity::{MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS};
+use super::identity::{
+    MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS, RepositoryLimits, RepositorySettings,
+};
 
-/// A file as a caller gives it: a path and its text.
+/// A text file as a caller gives it: a path and its text, stored with mode `100644`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceText {
+    /// The file's path in the tree.
     pub path: String,
+    /// The file's text.
     pub text: String,
 }
 
-/// A stored file with its identities. The mode is always `100644`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+impl From<SourceText> for SourceFile {
+    fn from(file: SourceText) -> Self {
+        SourceFile::new(file.path, Mode::Regular, file.text.into_bytes())
+    }
+}
+
+/// One leaf of a source tree with its identities: a file (its bytes) or a symbolic link (its
+/// target bytes).
+#[derive(Clone, PartialEq, Eq)]
 pub struct SourceFile {
+    /// The path in the tree.
     pub path: String,
+    /// Regular, executable or symbolic link.
+    pub mode: Mode,
+    /// The Git blob id of the content.
     pub blob: ObjectId,
+    /// The SHA-256 of the content.
     pub sha256: Digest,
+    /// The content's length in bytes.
     pub bytes: u64,
-    pub text: String,
+    /// The bytes: a file's content or a link's target.
+    pub content: Vec<u8>,
+}
+
+impl std::fmt::Debug for SourceFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceFile")
+            .field("path", &self.path)
+            .field("mode", &self.mode)
+            .field("blob", &self.blob)
+            .field("bytes", &self.bytes)
+            .finish_non_exhaustive()
+    }
 }
 
 impl SourceFile {
-    /// The file's identities computed from its text.
-    pub fn new(path: String, text: String) -> Self {
+    /// The leaf's identities computed from its content.
+    pub fn new(path: String, mode: Mode, content: Vec<u8>) -> Self {
         Self {
-            blob: git_object::object_id(ObjectKind::Blob, text.as_bytes()),
-            sha256: Digest::of(text.as_bytes()),
-            bytes: text.len() as u64,
+            blob: git_object::object_id(ObjectKind::Blob, &content),
+            sha256: Digest::of(&content),
+            bytes: content.len() as u64,
             path,
-            text,
+            mode,
+            content,
+        }
+    }
+
+    /// A regular file holding `text`.
+    pub fn text(path: impl Into<String>, text: impl Into<String>) -> Self {
+        Self::new(path.into(), Mode::Regular, text.into().into_bytes())
+    }
+
+    /// The content as text, when it is UTF-8.
+    pub fn as_text(&self) -> Option<&str> {
+        std::str::from_utf8(&self.content).ok()
+    }
+
+    fn leaf(&self) -> Leaf<'_> {
+        match self.mode {
+            Mode::Symlink => Leaf::Symlink(&self.content),
+            Mode::Regular | Mode::Executable => Leaf::File,
         }
     }
 }
@@ -45,12 +94,16 @@ impl SourceFile {
 /// The files of one factory commit, sorted by path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceSnapshot {
+    /// The commit.
     pub commit: ObjectId,
+    /// Its tree.
     pub tree: ObjectId,
+    /// Every leaf of the tree, sorted by path.
     pub files: Vec<SourceFile>,
 }
 
-/// The file mode sf stores.
+/// The file mode of the files of `sf-candidate/1` and `/2` manifests, which list text files
+/// only.
 pub const FILE_MODE: &str = "100644";
 
 const LFS_POINTER_PREFIXES: [&str; 2] = [
@@ -58,70 +111,148 @@ const LFS_POINTER_PREFIXES: [&str; 2] = [
     "version https://hawser.github.com/spec/",
 ];
 
-/// Checks one file's text against the supported subset (UTF-8 is the type's guarantee).
+/// Checks the text of an edit: what a proposal's `text` may hold (UTF-8 is the type's
+/// guarantee). Files already in a tree are content and carry no such rule.
 pub(crate) fn check_text(text: &str) -> Result<(), (Rejection, &'static str)> {
     if text.len() > REPOSITORY_LIMITS.max_file_bytes {
         return Err((
             Rejection::FileTooLarge,
-            "a file holds at most 1 MiB of UTF-8",
+            "a file holds at most the per-file limit",
         ));
     }
     if text.contains('\0') {
-        return Err((Rejection::NulByte, "a file holds no NUL character"));
+        return Err((Rejection::NulByte, "an edit's text holds no NUL character"));
     }
     if LFS_POINTER_PREFIXES
         .iter()
         .any(|prefix| text.starts_with(prefix))
     {
-        return Err((Rejection::LfsPointer, "a file is not a Git LFS pointer"));
+        return Err((
+            Rejection::LfsPointer,
+            "an edit's text is not a Git LFS pointer",
+        ));
     }
     Ok(())
 }
 
-pub(crate) fn path_rejection(rule: PathRule) -> Rejection {
-    match rule {
-        PathRule::Grammar => Rejection::BadPath,
-        PathRule::DotSegment => Rejection::DotSegment,
-        PathRule::GitSegment => Rejection::GitSegment,
-        PathRule::TooLong => Rejection::PathTooLong,
-        PathRule::CaseCollision => Rejection::CaseCollision,
-        PathRule::FileDirectoryClash => Rejection::FileDirectoryClash,
-        PathRule::Duplicate => Rejection::DuplicatePath,
+/// One thing a source tree holds that it may not, with the rule in words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SourceFault {
+    /// The reason, whose code names the rule.
+    pub reason: Rejection,
+    /// The path at fault, or `(the whole tree)` for a limit of the whole.
+    pub path: String,
+    /// The rule broken, in words.
+    pub rule: String,
+}
+
+/// The path a limit of the whole tree is reported at.
+pub const WHOLE_TREE: &str = "(the whole tree)";
+
+impl SourceFault {
+    pub(crate) fn new(reason: Rejection, path: impl Into<String>, rule: impl Into<String>) -> Self {
+        Self {
+            reason,
+            path: path.into(),
+            rule: rule.into(),
+        }
     }
 }
 
-/// Checks a whole source tree: every path, every text, the set rules and the limits. The
-/// error names the offending path (or `files` for a limit of the whole).
-pub(crate) fn check_source(files: &[SourceFile]) -> Result<(), (Rejection, String, String)> {
-    if files.len() > REPOSITORY_LIMITS.max_files {
-        return Err((
+/// Describes faults one per line, each with its path, rule and code.
+pub fn describe_faults(faults: &[SourceFault]) -> String {
+    let mut text = format!(
+        "{} path(s) break the rules of the tree model:",
+        faults.len()
+    );
+    for fault in faults {
+        text.push_str(&format!(
+            "\n  {}: {} ({})",
+            fault.path,
+            fault.rule,
+            fault.reason.code()
+        ));
+    }
+    text
+}
+
+/// Checks a whole source tree (`files` sorted by path) against the tree rules of
+/// [`tree_path`] and `limits`, returning every fault, sorted by path.
+pub fn check_source(
+    files: &[SourceFile],
+    limits: &RepositoryLimits,
+    policy: TreePolicy,
+) -> Vec<SourceFault> {
+    let mut faults = Vec::new();
+    if files.len() > limits.max_files {
+        faults.push(SourceFault::new(
             Rejection::TooManyFiles,
-            "files".into(),
+            WHOLE_TREE,
             format!(
-                "a source holds at most {} files",
-                REPOSITORY_LIMITS.max_files
+                "holds {} files; a tree holds at most {}",
+                files.len(),
+                limits.max_files
             ),
         ));
     }
-    source_path::check_path_set(files.iter().map(|file| file.path.as_str()))
-        .map_err(|(path, rule)| (path_rejection(rule), path, rule.describe().to_owned()))?;
-    let mut total = 0usize;
-    for file in files {
-        check_text(&file.text)
-            .map_err(|(reason, rule)| (reason, file.path.clone(), rule.into()))?;
-        total += file.text.len();
-    }
-    if total > REPOSITORY_LIMITS.max_source_bytes {
-        return Err((
+    let total: u64 = files.iter().map(|file| file.bytes).sum();
+    if total > limits.max_source_bytes as u64 {
+        faults.push(SourceFault::new(
             Rejection::SourceTooLarge,
-            "files".into(),
+            WHOLE_TREE,
             format!(
-                "a source holds at most {} bytes",
-                REPOSITORY_LIMITS.max_source_bytes
+                "holds {total} bytes; a tree holds at most {}",
+                limits.max_source_bytes
             ),
         ));
     }
-    Ok(())
+    for file in files {
+        if file.bytes > limits.max_file_bytes as u64 {
+            faults.push(SourceFault::new(
+                Rejection::FileTooLarge,
+                &file.path,
+                format!(
+                    "is {} bytes; a file holds at most {}",
+                    file.bytes, limits.max_file_bytes
+                ),
+            ));
+        }
+    }
+    for fault in tree_path::check_tree(
+        files.iter().map(|file| (file.path.as_str(), file.leaf())),
+        policy,
+    ) {
+        let mut rule = fault.rule.describe().to_owned();
+        if let Some(with) = &fault.with {
+            rule.push_str(&format!(" ({with})"));
+        }
+        faults.push(SourceFault::new(
+            Rejection::Tree(fault.rule),
+            fault.path,
+            rule,
+        ));
+    }
+    faults.sort_by(|a, b| a.path.cmp(&b.path));
+    faults
+}
+
+/// The first fault of [`check_source`] with the repository's `settings`, as a rejection of a
+/// proposal's resulting tree.
+pub(crate) fn check_resulting_source(
+    files: &[SourceFile],
+    settings: &RepositorySettings,
+) -> Result<(), RepositoryError> {
+    match check_source(files, &settings.limits(), settings.policy())
+        .into_iter()
+        .next()
+    {
+        None => Ok(()),
+        Some(fault) => Err(RepositoryError::rejected(
+            fault.reason,
+            format!("resulting source: {}", fault.path),
+            fault.rule,
+        )),
+    }
 }
 
 /// The blobs and trees of a checked source tree, and its root tree id.
@@ -134,26 +265,35 @@ pub(crate) struct BuiltTree {
 pub(crate) fn build_tree(files: &[SourceFile]) -> BuiltTree {
     let mut objects: Vec<EncodedObject> = files
         .iter()
-        .map(|file| EncodedObject::new(ObjectKind::Blob, file.text.as_bytes().to_vec()))
+        .map(|file| EncodedObject::new(ObjectKind::Blob, file.content.clone()))
         .collect();
-    let entries: Vec<(&str, ObjectId)> = files.iter().map(|f| (f.path.as_str(), f.blob)).collect();
+    let entries: Vec<(&str, EntryMode, ObjectId)> = files
+        .iter()
+        .map(|f| (f.path.as_str(), EntryMode::of_leaf(f.mode), f.blob))
+        .collect();
     let tree = build_level(&entries, &mut objects);
     objects.sort_by_key(|object| object.id);
     objects.dedup_by_key(|object| object.id);
     BuiltTree { tree, objects }
 }
 
-fn build_level(entries: &[(&str, ObjectId)], objects: &mut Vec<EncodedObject>) -> ObjectId {
+fn build_level(
+    entries: &[(&str, EntryMode, ObjectId)],
+    objects: &mut Vec<EncodedObject>,
+) -> ObjectId {
     let mut tree_entries = Vec::new();
-    let mut directories: BTreeMap<&str, Vec<(&str, ObjectId)>> = BTreeMap::new();
-    for &(path, id) in entries {
+    let mut directories: BTreeMap<&str, Vec<(&str, EntryMode, ObjectId)>> = BTreeMap::new();
+    for &(path, mode, id) in entries {
         match path.split_once('/') {
             None => tree_entries.push(TreeEntry {
-                mode: EntryMode::File,
+                mode,
                 name: path.to_owned(),
                 id,
             }),
-            Some((directory, rest)) => directories.entry(directory).or_default().push((rest, id)),
+            Some((directory, rest)) => directories
+                .entry(directory)
+                .or_default()
+                .push((rest, mode, id)),
         }
     }
     for (name, children) in directories {
@@ -206,90 +346,226 @@ pub(crate) fn read_verified(
         .collect()
 }
 
-/// Reads the source tree `tree` back: trees level by level (4 MiB a level), then every blob
-/// (within the source limit), re-checking every rule. Files come back sorted by path.
-pub(crate) fn read_tree(
-    store: &dyn ObjectStore,
-    tree: ObjectId,
-    what: &str,
+/// Where a walk reads objects from: the owned store, or a foreign repository being
+/// imported. `read` answers the bodies of `ids` (each already re-hashed against its id and
+/// of `kind`) within `budget` bytes.
+pub trait ObjectSource {
+    /// Why a read failed.
+    type Error;
+
+    /// Reads `ids`, all of `kind`, within `budget` bytes of bodies.
+    fn read(
+        &mut self,
+        ids: &[ObjectId],
+        kind: ObjectKind,
+        budget: u64,
+    ) -> Result<Vec<Vec<u8>>, Self::Error>;
+}
+
+/// The owned store as an [`ObjectSource`]: a missing object is `corrupt`, because a ref
+/// named it.
+struct OwnedObjects<'a> {
+    store: &'a dyn ObjectStore,
+    what: &'a str,
     deadline: Instant,
-) -> Result<Vec<SourceFile>, RepositoryError> {
-    let mut level: Vec<(String, ObjectId)> = vec![(String::new(), tree)];
-    let mut blobs: Vec<(String, ObjectId)> = Vec::new();
+}
+
+impl ObjectSource for OwnedObjects<'_> {
+    type Error = RepositoryError;
+
+    fn read(
+        &mut self,
+        ids: &[ObjectId],
+        kind: ObjectKind,
+        budget: u64,
+    ) -> Result<Vec<Vec<u8>>, RepositoryError> {
+        read_verified(self.store, ids, kind, budget, self.what, self.deadline)
+    }
+}
+
+/// Why a walk stopped: faults of the tree (every one found, sorted), or a read that failed.
+#[derive(Debug)]
+pub enum WalkError<E> {
+    /// The tree holds entries the model does not; each is named.
+    Faults(Vec<SourceFault>),
+    /// Reading failed.
+    Read(E),
+}
+
+/// Walks the tree `root` from `source`: every level read (within [`MAX_TREE_LEVEL_BYTES`]),
+/// every entry checked (its mode one of the model's, its name UTF-8, every tree non-empty and
+/// in Git's canonical form), then every blob read within `limits`, and the resulting files
+/// checked against the tree rules with `policy`. Every fault found is reported, not only the
+/// first; the files come back sorted by path, rebuilding to exactly `root`.
+pub fn walk_tree<S: ObjectSource + ?Sized>(
+    source: &mut S,
+    root: ObjectId,
+    limits: &RepositoryLimits,
+    policy: TreePolicy,
+) -> Result<Vec<SourceFile>, WalkError<S::Error>> {
+    let mut faults = Vec::new();
+    let mut level: Vec<(String, ObjectId)> = vec![(String::new(), root)];
+    let mut blobs: Vec<(String, Mode, ObjectId)> = Vec::new();
+    // Every directory holds at least one leaf below it, and no path is deeper than its
+    // bytes, so a tree within the limits has at most this many entries.
+    let entry_cap = limits.max_files.saturating_mul(2).saturating_add(1);
+    let mut entries_seen = 0usize;
     while !level.is_empty() {
-        if blobs.len() + level.len() > REPOSITORY_LIMITS.max_files + 1 {
-            return Err(RepositoryError::corrupt(format!(
-                "{what}: the tree holds more entries than any source sf stores"
-            )));
-        }
         let ids: Vec<ObjectId> = level.iter().map(|(_, id)| *id).collect();
-        let bodies = read_verified(
-            store,
-            &ids,
-            ObjectKind::Tree,
-            MAX_TREE_LEVEL_BYTES,
-            what,
-            deadline,
-        )?;
+        let bodies = source
+            .read(&ids, ObjectKind::Tree, MAX_TREE_LEVEL_BYTES)
+            .map_err(WalkError::Read)?;
         let mut next = Vec::new();
         for ((prefix, id), body) in level.iter().zip(bodies) {
-            let entries = git_object::decode_tree(&body).ok_or_else(|| {
-                RepositoryError::corrupt(format!("{what}: tree {id} is not in sf's tree form"))
-            })?;
-            if entries.is_empty() && !prefix.is_empty() {
-                return Err(RepositoryError::corrupt(format!(
-                    "{what}: tree {id} at {prefix} is empty"
-                )));
-            }
-            for entry in entries {
-                let path = if prefix.is_empty() {
-                    entry.name
+            let at = |name: &str| {
+                if prefix.is_empty() {
+                    name.to_owned()
                 } else {
-                    format!("{prefix}/{}", entry.name)
-                };
-                match entry.mode {
-                    EntryMode::File => blobs.push((path, entry.id)),
-                    EntryMode::Tree => next.push((path, entry.id)),
+                    format!("{prefix}/{name}")
                 }
+            };
+            let shown = if prefix.is_empty() {
+                "(the root)"
+            } else {
+                prefix
+            };
+            let Some(raw) = git_object::split_tree(&body) else {
+                faults.push(SourceFault::new(
+                    Rejection::UnsupportedEntry,
+                    shown,
+                    format!("tree {id} is not a sequence of Git tree entries"),
+                ));
+                continue;
+            };
+            if raw.is_empty() && !prefix.is_empty() {
+                faults.push(SourceFault::new(
+                    Rejection::UnsupportedEntry,
+                    shown,
+                    "is an empty directory, which a tree of files cannot hold",
+                ));
+            }
+            entries_seen += raw.len();
+            if entries_seen > entry_cap {
+                return Err(WalkError::Faults(vec![SourceFault::new(
+                    Rejection::TooManyFiles,
+                    WHOLE_TREE,
+                    format!(
+                        "holds more entries than a tree of at most {} files can",
+                        limits.max_files
+                    ),
+                )]));
+            }
+            let mut sound = true;
+            for entry in &raw {
+                let name = String::from_utf8_lossy(&entry.name);
+                let path = at(&name);
+                if std::str::from_utf8(&entry.name).is_err() {
+                    sound = false;
+                    faults.push(SourceFault::new(
+                        Rejection::UnsupportedEntry,
+                        &path,
+                        "has a name that is not UTF-8",
+                    ));
+                    continue;
+                }
+                match EntryMode::from_octal(&entry.mode) {
+                    Some(EntryMode::Tree) => next.push((path, entry.id)),
+                    Some(leaf) => {
+                        let mode = leaf.leaf().unwrap_or(Mode::Regular);
+                        blobs.push((path, mode, entry.id));
+                    }
+                    None => {
+                        sound = false;
+                        let rule = if entry.mode == b"160000" {
+                            "is a submodule (mode 160000); sf holds the files of one tree and \
+                             never creates, materialises or runs a submodule"
+                                .to_owned()
+                        } else {
+                            format!(
+                                "has mode {}, which Git does not write for a file, link or \
+                                 directory",
+                                String::from_utf8_lossy(&entry.mode)
+                            )
+                        };
+                        faults.push(SourceFault::new(Rejection::UnsupportedEntry, &path, rule));
+                    }
+                }
+            }
+            if sound && git_object::decode_tree(&body).is_none() {
+                faults.push(SourceFault::new(
+                    Rejection::UnsupportedEntry,
+                    shown,
+                    format!(
+                        "tree {id} is not in Git's canonical form (order, duplicates, a name \
+                         holding / or NUL)"
+                    ),
+                ));
             }
         }
         level = next;
     }
-    if blobs.len() > REPOSITORY_LIMITS.max_files {
-        return Err(RepositoryError::corrupt(format!(
-            "{what}: more files than any source sf stores"
-        )));
+    if blobs.len() > limits.max_files {
+        return Err(WalkError::Faults(vec![SourceFault::new(
+            Rejection::TooManyFiles,
+            WHOLE_TREE,
+            format!(
+                "holds {} files; a tree holds at most {}",
+                blobs.len(),
+                limits.max_files
+            ),
+        )]));
     }
-    let ids: Vec<ObjectId> = blobs.iter().map(|(_, id)| *id).collect();
-    let bodies = read_verified(
-        store,
-        &ids,
-        ObjectKind::Blob,
-        REPOSITORY_LIMITS.max_source_bytes as u64,
-        what,
-        deadline,
-    )?;
-    let mut files = Vec::with_capacity(blobs.len());
-    for ((path, _), body) in blobs.into_iter().zip(bodies) {
-        let text = String::from_utf8(body)
-            .map_err(|_| RepositoryError::corrupt(format!("{what}: {path} is not UTF-8")))?;
-        files.push(SourceFile::new(path, text));
+    if !faults.is_empty() {
+        faults.sort_by(|a, b| a.path.cmp(&b.path));
+        return Err(WalkError::Faults(faults));
     }
+    let ids: Vec<ObjectId> = blobs.iter().map(|(_, _, id)| *id).collect();
+    let bodies = source
+        .read(&ids, ObjectKind::Blob, limits.max_source_bytes as u64)
+        .map_err(WalkError::Read)?;
+    let mut files: Vec<SourceFile> = blobs
+        .into_iter()
+        .zip(bodies)
+        .map(|((path, mode, _), body)| SourceFile::new(path, mode, body))
+        .collect();
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    check_source(&files).map_err(|(reason, path, rule)| {
-        RepositoryError::corrupt(format!(
-            "{what}: {path}: outside the supported subset ({}): {rule}",
-            reason.code()
-        ))
-    })?;
+    let faults = check_source(&files, limits, policy);
+    if !faults.is_empty() {
+        return Err(WalkError::Faults(faults));
+    }
     // Rebuilding from the files must give the tree that was read: a stored tree in any other
-    // shape (an empty directory, say) never qualifies.
-    if build_tree(&files).tree != tree {
-        return Err(RepositoryError::corrupt(format!(
-            "{what}: tree {tree} is not the tree of its own files"
-        )));
+    // shape never qualifies.
+    if build_tree(&files).tree != root {
+        return Err(WalkError::Faults(vec![SourceFault::new(
+            Rejection::UnsupportedEntry,
+            "(the root)",
+            format!("tree {root} is not the tree of its own files"),
+        )]));
     }
     Ok(files)
+}
+
+/// Reads the owned tree `tree` back ([`walk_tree`] on the store); any fault is `corrupt`,
+/// because sf wrote it. Files come back sorted by path.
+pub(crate) fn read_tree(
+    store: &dyn ObjectStore,
+    tree: ObjectId,
+    settings: &RepositorySettings,
+    what: &str,
+    deadline: Instant,
+) -> Result<Vec<SourceFile>, RepositoryError> {
+    let mut source = OwnedObjects {
+        store,
+        what,
+        deadline,
+    };
+    walk_tree(&mut source, tree, &settings.limits(), settings.policy()).map_err(|error| match error
+    {
+        WalkError::Read(error) => error,
+        WalkError::Faults(faults) => {
+            RepositoryError::corrupt(format!("{what}: {}", describe_faults(&faults)))
+        }
+    })
 }
 
 #[cfg(test)]
@@ -299,13 +575,14 @@ mod tests {
     #[test]
     fn nested_trees_match_git_layout() {
         let files = vec![
-            SourceFile::new("a-b".into(), "1".into()),
-            SourceFile::new("a/x".into(), "2".into()),
-            SourceFile::new("a/y/z".into(), "3".into()),
+            SourceFile::text("a-b", "1"),
+            SourceFile::text("a/x", "2"),
+            SourceFile::new("a/y/z".into(), Mode::Executable, b"3".to_vec()),
+            SourceFile::new("l".into(), Mode::Symlink, b"a/x".to_vec()),
         ];
         let built = build_tree(&files);
-        // root, a, a/y, and three blobs
-        assert_eq!(built.objects.len(), 6);
+        // root, a, a/y, and four blobs
+        assert_eq!(built.objects.len(), 7);
         assert!(built.objects.iter().all(EncodedObject::verify));
         assert!(built.objects.iter().any(|o| o.id == built.tree));
     }
@@ -320,12 +597,33 @@ mod tests {
                 .0,
             Rejection::LfsPointer
         );
+    }
+
+    #[test]
+    fn every_fault_of_a_source_is_listed() {
+        let limits = RepositoryLimits {
+            max_files: 3,
+            max_file_bytes: 4,
+            ..REPOSITORY_LIMITS
+        };
+        let files = vec![
+            SourceFile::text(".git/config", "x"),
+            SourceFile::text("big", "12345"),
+            SourceFile::new("out".into(), Mode::Symlink, b"../x".to_vec()),
+            SourceFile::new("png".into(), Mode::Regular, vec![0x89, b'P', 0, 0xff]),
+        ];
+        let codes: Vec<(String, &str)> = check_source(&files, &limits, TreePolicy::default())
+            .into_iter()
+            .map(|fault| (fault.path, fault.reason.code()))
+            .collect();
         assert_eq!(
-            check_text(&"a".repeat(REPOSITORY_LIMITS.max_file_bytes + 1))
-                .unwrap_err()
-                .0,
-            Rejection::FileTooLarge
+            codes,
+            [
+                (WHOLE_TREE.to_owned(), "too-many-files"),
+                (".git".to_owned(), "git-segment"),
+                ("big".to_owned(), "file-too-large"),
+                ("out".to_owned(), "link-escapes"),
+            ]
         );
-        assert!(check_text(&"a".repeat(REPOSITORY_LIMITS.max_file_bytes)).is_ok());
     }
 }

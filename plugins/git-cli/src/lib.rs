@@ -11,6 +11,7 @@
 //! Modules, one job each:
 //! - `layout`: the fixed on-disk layout and the exclusive creation of a root;
 //! - `ownership`: the check that a root is still exactly the one created;
+//! - `boundary`: the history boundaries of imported bases (Git's `shallow` list);
 //! - `binary`: pinning and digesting the Git binary;
 //! - `runner`: spawning Git with a fixed surface and hard bounds;
 //! - `pack`: encoding objects as a pack for `unpack-objects`;
@@ -25,6 +26,7 @@
 
 mod batch;
 mod binary;
+mod boundary;
 mod errors;
 mod factory;
 mod layout;

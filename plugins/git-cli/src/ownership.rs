@@ -211,6 +211,8 @@ fn check_top_level(path: &Path, marked: bool) -> Result<(), ObjectStoreError> {
             seen += 1;
         } else if name == OsStr::new(HEAD_LOCK) {
             check_head_lock(path)?;
+        } else if name == OsStr::new(crate::boundary::SHALLOW_NAME) {
+            crate::boundary::read_boundaries(path)?;
         } else if !marked && name == OsStr::new(MARKER_NAME) {
             return Err(unavailable(
                 &path.join(&name),
@@ -219,7 +221,8 @@ fn check_top_level(path: &Path, marked: bool) -> Result<(), ObjectStoreError> {
         } else {
             return Err(unavailable(
                 &path.join(&name),
-                "the root holds only HEAD, config, objects, refs and the marker",
+                "the root holds only HEAD, config, objects, refs, the marker and its history \
+                 boundaries (shallow)",
             ));
         }
     }

@@ -271,6 +271,20 @@ impl ObjectStore for GitCliStore {
         check_root(&self.root, Some(&marker))
     }
 
+    fn record_boundaries(
+        &self,
+        commits: &[ObjectId],
+        deadline: Instant,
+    ) -> Result<(), ObjectStoreError> {
+        before(deadline, "record_boundaries")?;
+        self.check_ownership()?;
+        if commits.is_empty() {
+            return Ok(());
+        }
+        crate::boundary::add_boundaries(&self.root.path, commits)?;
+        self.check_ownership()
+    }
+
     fn write_objects(
         &self,
         objects: &[EncodedObject],

@@ -89,6 +89,7 @@ super::suite! {
         mark_twice_is_refused,
         compare_and_swap_refuses_a_symbolic_ref,
         objects_round_trip,
+        a_boundary_commit_is_written_without_its_parents,
         write_objects_is_idempotent,
         forged_object_is_refused,
         missing_object_reads_none,
@@ -505,6 +506,49 @@ pub fn objects_round_trip(harness: &dyn Harness) {
             "fixture ids are the host's"
         );
     }
+}
+
+/// A commit recorded as a history boundary is written and read back though its parent is in
+/// no store (an imported base); recording it again changes nothing.
+pub fn a_boundary_commit_is_written_without_its_parents(harness: &dyn Harness) {
+    let closure = Closure::new("boundary");
+    let store = create(harness);
+    let absent_parent = object_id(ObjectKind::Commit, b"a parent no store holds");
+    let imported = EncodedObject::new(
+        ObjectKind::Commit,
+        encode_commit(&commit_of(
+            closure.tree.id,
+            vec![absent_parent],
+            "boundary, imported",
+        )),
+    );
+    let mut objects = vec![
+        closure.blob.clone(),
+        closure.subtree.clone(),
+        closure.tree.clone(),
+    ];
+    objects.push(imported.clone());
+    for _ in 0..2 {
+        store
+            .record_boundaries(&[imported.id], harness.deadline())
+            .expect("recording a boundary");
+    }
+    write(harness, store.as_ref(), &objects);
+    assert_eq!(
+        read(harness, store.as_ref(), &[imported.id]),
+        expected(&[&imported]),
+        "the boundary commit reads back"
+    );
+    // The boundary is part of the root: it still opens, and the commit still reads.
+    store
+        .mark(MARKER, harness.deadline())
+        .unwrap_or_else(|error| panic!("mark failed: {error}"));
+    let reopened = open(harness, store.root(), MARKER)
+        .unwrap_or_else(|error| panic!("a root with a boundary does not open: {error}"));
+    assert_eq!(
+        read(harness, reopened.as_ref(), &[imported.id]),
+        expected(&[&imported])
+    );
 }
 
 /// Writing objects that are already present succeeds and changes nothing.

@@ -27,6 +27,8 @@ struct RootState {
     marker: Option<Vec<u8>>,
     objects: HashMap<ObjectId, StoredObject>,
     refs: BTreeMap<RefName, RefValue>,
+    /// Commits whose parents this root does not hold.
+    boundaries: std::collections::BTreeSet<ObjectId>,
 }
 
 /// The table every handle of one factory shares.
@@ -116,6 +118,7 @@ impl InMemoryObjectStoreFactory {
                 marker: None,
                 objects: HashMap::new(),
                 refs: BTreeMap::new(),
+                boundaries: Default::default(),
             },
         );
         Ok(self.handle(
@@ -396,6 +399,17 @@ impl ObjectStore for InMemoryObjectStore {
             }
             state.marker = Some(marker.to_vec());
             *self.expected_marker() = Some(marker.to_vec());
+            Ok(())
+        })
+    }
+
+    fn record_boundaries(
+        &self,
+        commits: &[ObjectId],
+        deadline: Instant,
+    ) -> Result<(), ObjectStoreError> {
+        self.with_root(deadline, "recording history boundaries", |state| {
+            state.boundaries.extend(commits.iter().copied());
             Ok(())
         })
     }

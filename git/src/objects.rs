@@ -1,15 +1,16 @@
-//! Reading the tree of one revision of a foreign Git repository, read-only: the Git side of
-//! `sf repo create --from-git`. Exactly three commands run, each with a fixed argument list:
-//! `rev-parse --verify --end-of-options <REV>^{tree}`, `ls-tree -r -z -l --full-tree <tree>`
-//! and `cat-file --batch` (object ids on stdin), through the hardened runner
-//! ([`crate::process`]). Every blob read is re-hashed against its id, so a replace ref, an
-//! alternate or a tampered object file cannot substitute other bytes.
+//! Reading objects of a foreign Git repository, read-only: the Git side of `sf repo create
+//! --from-git` and `sf repo import`. Exactly two commands run, each with a fixed argument
+//! list: `rev-parse --verify --end-of-options <REV>^{commit}` and `cat-file --batch` (object
+//! ids on stdin), through the hardened runner ([`crate::process`]). Every object read is
+//! re-hashed against its id and its kind checked, so a replace ref, an alternate or a tampered
+//! object file cannot substitute other bytes, and a missing object (a partial clone: lazy
+//! fetch is off) is named, never fetched.
 //!
 //! Before Git runs, the repository must pass sf's own ownership and shape rules
 //! ([`crate::foreign`]), because naming the Git directory explicitly switches Git's own
 //! `safe.directory` check off and Git would read whatever an alternates file names.
 //!
-//! What the entries may be (modes, paths, sizes) is the caller's rule, not this module's.
+//! Which objects to read and what they may hold is the caller's rule, not this module's.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,70 +24,54 @@ use crate::process::{Ending, GitRun, pin_git, run_git};
 /// The longest revision accepted.
 const MAX_REV_BYTES: usize = 256;
 
-/// The `ls-tree` output read at most: far more than a source of 1024 files of 255-byte paths
-/// needs, so that an oversized tree is named as such rather than cut.
-pub const LS_TREE_CAP: u64 = 4 * 1024 * 1024;
-
 /// Framing bytes of one `cat-file --batch` answer besides its body (header and newline).
-const BATCH_FRAMING: u64 = 128;
+pub const BATCH_FRAMING: u64 = 128;
 
-/// Why a revision's tree cannot be read.
+/// Why a foreign repository's objects cannot be read.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum TreeReadError {
+pub enum ForeignReadError {
     /// The pinned Git binary is missing or fails its checks, or could not be started.
     #[error("{0}")]
     Unavailable(String),
     /// REPO is not a directory holding a Git repository.
     #[error("{0}")]
     NotARepository(String),
-    /// REV is malformed or names no tree in the repository.
+    /// REV is malformed or names no commit in the repository.
     #[error("{0}")]
     BadRevision(String),
+    /// An object the read needs is not in the repository (a partial clone, say).
+    #[error("{0}")]
+    Missing(String),
+    /// The objects asked for are larger than the caller's budget.
+    #[error("{0}")]
+    TooLarge(String),
     /// Git failed, timed out or answered outside its documented form.
     #[error("{0}")]
     Git(String),
-    /// The tree's listing is longer than [`LS_TREE_CAP`] bytes.
-    #[error("the tree lists more than {LS_TREE_CAP} bytes of entries")]
-    ListingTooLarge,
     /// REPO breaks a rule of what sf reads ([`crate::foreign`]); the code names the rule.
     #[error("--from-git: {0}")]
     Refused(ForeignRepositoryError),
 }
 
-impl TreeReadError {
+impl ForeignReadError {
     /// The stable kebab-case code of the error.
     pub fn code(&self) -> &'static str {
         match self {
             Self::Unavailable(_) => "unavailable",
             Self::NotARepository(_) => "not-a-repository",
             Self::BadRevision(_) => "bad-revision",
+            Self::Missing(_) => "missing-object",
+            Self::TooLarge(_) => "too-large",
             Self::Git(_) => "git-failed",
-            Self::ListingTooLarge => "too-many-files",
             Self::Refused(error) => error.code(),
         }
     }
 }
 
-/// One `ls-tree` entry, as Git printed it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TreeEntry {
-    /// The mode, as Git printed it (`100644`, `100755`, `120000`, `160000`, …).
-    pub mode: String,
-    /// The object type (`blob`, `commit` for a submodule, …).
-    pub kind: String,
-    /// The object id in hex, not yet checked.
-    pub id: String,
-    /// The size in bytes, not yet parsed (`-` for a submodule).
-    pub size: String,
-    /// The path in the tree, as bytes (Git does not promise UTF-8).
-    pub path: Vec<u8>,
-}
-
-/// A checked repository with a resolved tree, ready to list and read.
-pub struct TreeReader {
+/// A checked foreign repository, ready to resolve revisions and read objects.
+pub struct ForeignReader {
     runner: Runner,
-    tree: ObjectId,
 }
 
 /// The pinned Git, its empty HOME and the Git directory every command runs against.
@@ -94,6 +79,7 @@ struct Runner {
     git: PathBuf,
     home: tempfile::TempDir,
     git_dir: PathBuf,
+    repo: PathBuf,
     deadline: Instant,
 }
 
@@ -102,90 +88,49 @@ struct Runner {
 enum Overflow {
     /// A failure of Git (its answer is longer than any well-formed one).
     Failure,
-    /// The tree is too large ([`TreeReadError::ListingTooLarge`]).
-    Listing,
+    /// The objects are larger than the caller's budget ([`ForeignReadError::TooLarge`]).
+    Budget,
 }
 
-impl TreeReader {
-    /// Checks `rev` and the repository at `repo` (a work tree with a `.git`, or a bare
-    /// repository), pins Git, and resolves `rev` to its tree. Nothing runs past `deadline`.
-    pub fn open(repo: &Path, rev: &str, deadline: Instant) -> Result<Self, TreeReadError> {
-        check_rev(rev)?;
+impl ForeignReader {
+    /// Checks the repository at `repo` (a work tree with a `.git`, or a bare repository) and
+    /// pins Git. Nothing this reader runs runs past `deadline`.
+    pub fn open(repo: &Path, deadline: Instant) -> Result<Self, ForeignReadError> {
         let git_dir = git_dir_of(repo)?;
-        let git = pin_git(None).map_err(TreeReadError::Unavailable)?;
+        let git = pin_git(None).map_err(ForeignReadError::Unavailable)?;
         let home = tempfile::Builder::new()
             .prefix("sf-git-home-")
             .tempdir()
             .map_err(|error| {
-                TreeReadError::Unavailable(format!("cannot create an empty HOME for git: {error}"))
+                ForeignReadError::Unavailable(format!(
+                    "cannot create an empty HOME for git: {error}"
+                ))
             })?;
-        let runner = Runner {
-            git: git.path,
-            home,
-            git_dir,
-            deadline,
-        };
-        let tree = runner.resolve_tree(repo, rev)?;
-        Ok(Self { runner, tree })
+        Ok(Self {
+            runner: Runner {
+                git: git.path,
+                home,
+                git_dir,
+                repo: repo.to_path_buf(),
+                deadline,
+            },
+        })
     }
 
-    /// The tree `rev` names.
-    pub fn tree(&self) -> &ObjectId {
-        &self.tree
+    /// The commit `rev` names (`rev-parse --verify --end-of-options <REV>^{commit}`).
+    pub fn resolve_commit(&self, rev: &str) -> Result<ObjectId, ForeignReadError> {
+        check_rev(rev)?;
+        self.runner.resolve_commit(rev)
     }
 
-    /// `ls-tree -r -z -l --full-tree <tree>`: every non-tree entry, in Git's order.
-    pub fn list(&self) -> Result<Vec<TreeEntry>, TreeReadError> {
-        let hex = self.tree.to_hex();
-        let run = self.runner.run(
-            &["ls-tree", "-r", "-z", "-l", "--full-tree", &hex],
-            Vec::new(),
-            LS_TREE_CAP,
-            Overflow::Listing,
-        )?;
-        if !run.succeeded() {
-            return Err(TreeReadError::Git(format!(
-                "git ls-tree {hex} {}",
-                run.describe_ending()
-            )));
-        }
-        let malformed =
-            |why: &str| TreeReadError::Git(format!("git ls-tree {hex}: malformed output: {why}"));
-        let mut entries = Vec::new();
-        let mut records = run.stdout.split(|&b| b == 0).collect::<Vec<_>>();
-        if records.pop() != Some(&[][..]) {
-            return Err(malformed("the last entry is not NUL-terminated"));
-        }
-        for record in records {
-            let tab = record
-                .iter()
-                .position(|&b| b == b'\t')
-                .ok_or_else(|| malformed("an entry has no tab"))?;
-            let head = std::str::from_utf8(&record[..tab])
-                .map_err(|_| malformed("an entry's header is not text"))?;
-            let fields: Vec<&str> = head.split(' ').filter(|f| !f.is_empty()).collect();
-            let [mode, kind, id, size] = fields[..] else {
-                return Err(malformed("an entry is not `<mode> <type> <id> <size>`"));
-            };
-            entries.push(TreeEntry {
-                mode: mode.to_owned(),
-                kind: kind.to_owned(),
-                id: id.to_owned(),
-                size: size.to_owned(),
-                path: record[tab + 1..].to_vec(),
-            });
-        }
-        Ok(entries)
-    }
-
-    /// `cat-file --batch` for every blob of `wanted`, each answer checked against its id
-    /// (re-hashed) and kind; the bodies in `wanted`'s order. `total` is the sum of the sizes
-    /// `ls-tree` declared, which bounds what is read.
-    pub fn read_blobs(
+    /// `cat-file --batch` for `wanted`, each answer checked against its id (re-hashed) and
+    /// `kind`; the bodies in `wanted`'s order. `budget` bounds the bodies read, in bytes.
+    pub fn read(
         &self,
         wanted: &[ObjectId],
-        total: u64,
-    ) -> Result<Vec<Vec<u8>>, TreeReadError> {
+        kind: ObjectKind,
+        budget: u64,
+    ) -> Result<Vec<Vec<u8>>, ForeignReadError> {
         if wanted.is_empty() {
             return Ok(Vec::new());
         }
@@ -196,12 +141,12 @@ impl TreeReader {
             stdin.extend_from_slice(id.to_hex().as_bytes());
             stdin.push(b'\n');
         }
-        let cap = total + BATCH_FRAMING * ids.len() as u64;
+        let cap = budget.saturating_add(BATCH_FRAMING * ids.len() as u64);
         let run = self
             .runner
-            .run(&["cat-file", "--batch"], stdin, cap, Overflow::Failure)?;
+            .run(&["cat-file", "--batch"], stdin, cap, Overflow::Budget)?;
         if !run.succeeded() {
-            return Err(TreeReadError::Git(format!(
+            return Err(ForeignReadError::Git(format!(
                 "git cat-file --batch {}",
                 run.describe_ending()
             )));
@@ -209,14 +154,21 @@ impl TreeReader {
         let mut bodies: BTreeMap<ObjectId, Vec<u8>> = BTreeMap::new();
         let mut rest = &run.stdout[..];
         for id in &ids {
-            let (body, after) = parse_blob(id, rest)?;
+            let (body, after) = parse_answer(id, kind, rest)?;
             bodies.insert(*id, body);
             rest = after;
         }
         if !rest.is_empty() {
-            return Err(TreeReadError::Git(
+            return Err(ForeignReadError::Git(
                 "git cat-file --batch wrote bytes after the last answer".into(),
             ));
+        }
+        if bodies.values().map(|body| body.len() as u64).sum::<u64>() > budget {
+            return Err(ForeignReadError::TooLarge(format!(
+                "{} {}s hold more than {budget} bytes",
+                ids.len(),
+                kind.as_str()
+            )));
         }
         Ok(wanted.iter().map(|id| bodies[id].clone()).collect())
     }
@@ -229,11 +181,11 @@ impl Runner {
         stdin: Vec<u8>,
         cap: u64,
         overflow: Overflow,
-    ) -> Result<GitRun, TreeReadError> {
+    ) -> Result<GitRun, ForeignReadError> {
         let args: Vec<String> = args.iter().map(|&arg| arg.to_owned()).collect();
         let describe = format!("git {}", args.join(" "));
         if Instant::now() >= self.deadline {
-            return Err(TreeReadError::Git(format!(
+            return Err(ForeignReadError::Git(format!(
                 "{describe}: the deadline passed before it started"
             )));
         }
@@ -247,25 +199,27 @@ impl Runner {
             self.deadline,
         )
         .map_err(|error| {
-            TreeReadError::Unavailable(format!(
+            ForeignReadError::Unavailable(format!(
                 "{}: could not start {describe}: {error}",
                 self.git.display()
             ))
         })?;
         match run.ending {
-            Ending::OutputOverflow if matches!(overflow, Overflow::Listing) => {
-                Err(TreeReadError::ListingTooLarge)
+            Ending::OutputOverflow if matches!(overflow, Overflow::Budget) => {
+                Err(ForeignReadError::TooLarge(format!(
+                    "{describe}: the objects asked for are larger than {cap} bytes"
+                )))
             }
             Ending::TimedOut | Ending::OutputOverflow | Ending::OutputUnreadable => Err(
-                TreeReadError::Git(format!("{describe} {}", run.describe_ending())),
+                ForeignReadError::Git(format!("{describe} {}", run.describe_ending())),
             ),
             Ending::Exited(_) => Ok(run),
         }
     }
 
-    /// `rev-parse --verify --end-of-options <REV>^{tree}`: the tree id.
-    fn resolve_tree(&self, repo: &Path, rev: &str) -> Result<ObjectId, TreeReadError> {
-        let spec = format!("{rev}^{{tree}}");
+    /// `rev-parse --verify --end-of-options <REV>^{commit}`: the commit id.
+    fn resolve_commit(&self, rev: &str) -> Result<ObjectId, ForeignReadError> {
+        let spec = format!("{rev}^{{commit}}");
         let run = self.run(
             &["rev-parse", "--verify", "--end-of-options", &spec],
             Vec::new(),
@@ -275,14 +229,14 @@ impl Runner {
         if !run.succeeded() {
             let stderr = run.stderr();
             if stderr.contains("not a git repository") || stderr.contains("dubious ownership") {
-                return Err(TreeReadError::NotARepository(format!(
+                return Err(ForeignReadError::NotARepository(format!(
                     "--from-git {}: is not a Git repository sf can read: {stderr}",
-                    repo.display()
+                    self.repo.display()
                 )));
             }
-            return Err(TreeReadError::BadRevision(format!(
-                "--rev {rev}: names no commit or tree in {} ({})",
-                repo.display(),
+            return Err(ForeignReadError::BadRevision(format!(
+                "--rev {rev}: names no commit in {} ({})",
+                self.repo.display(),
                 run.describe_ending()
             )));
         }
@@ -290,8 +244,8 @@ impl Runner {
         text.strip_suffix('\n')
             .and_then(ObjectId::parse_hex)
             .ok_or_else(|| {
-                TreeReadError::Git(format!(
-                    "git rev-parse answered {text:?}, not one 40-hex tree id (a SHA-256 \
+                ForeignReadError::Git(format!(
+                    "git rev-parse answered {text:?}, not one 40-hex commit id (a SHA-256 \
                      repository is not supported)"
                 ))
             })
@@ -299,13 +253,13 @@ impl Runner {
 }
 
 /// A revision: non-empty, bounded, printable, not an option.
-fn check_rev(rev: &str) -> Result<(), TreeReadError> {
+fn check_rev(rev: &str) -> Result<(), ForeignReadError> {
     if rev.is_empty()
         || rev.len() > MAX_REV_BYTES
         || rev.starts_with('-')
         || rev.chars().any(|c| c.is_control() || c.is_whitespace())
     {
-        return Err(TreeReadError::BadRevision(format!(
+        return Err(ForeignReadError::BadRevision(format!(
             "--rev {rev:?}: a revision is a branch, tag or commit name of at most \
              {MAX_REV_BYTES} bytes, not starting with - and without spaces or control characters"
         )));
@@ -316,31 +270,42 @@ fn check_rev(rev: &str) -> Result<(), TreeReadError> {
 /// The Git directory of `repo`, once it passes [`check_repository`]: `repo/.git` when it
 /// exists (a work tree), `repo` otherwise (a bare repository). Git is never left to discover
 /// it.
-fn git_dir_of(repo: &Path) -> Result<PathBuf, TreeReadError> {
+fn git_dir_of(repo: &Path) -> Result<PathBuf, ForeignReadError> {
     match check_repository(repo) {
         Ok(checked) => Ok(checked.git_dir),
         Err(ForeignRepositoryError::NotARepository { path, detail }) => {
-            Err(TreeReadError::NotARepository(format!(
+            Err(ForeignReadError::NotARepository(format!(
                 "--from-git {}: {}: {detail}",
                 repo.display(),
                 path.display()
             )))
         }
-        Err(refused) => Err(TreeReadError::Refused(refused)),
+        Err(refused) => Err(ForeignReadError::Refused(refused)),
     }
 }
 
-/// One `cat-file --batch` answer for `id`, which must be a blob hashing to `id`.
-fn parse_blob<'a>(id: &ObjectId, input: &'a [u8]) -> Result<(Vec<u8>, &'a [u8]), TreeReadError> {
+/// One `cat-file --batch` answer for `id`, which must be an object of `kind` hashing to
+/// `id`.
+fn parse_answer<'a>(
+    id: &ObjectId,
+    kind: ObjectKind,
+    input: &'a [u8],
+) -> Result<(Vec<u8>, &'a [u8]), ForeignReadError> {
     let bad =
-        |why: &str| TreeReadError::Git(format!("git cat-file --batch answer for {id}: {why}"));
+        |why: &str| ForeignReadError::Git(format!("git cat-file --batch answer for {id}: {why}"));
     let newline = input[..input.len().min(128)]
         .iter()
         .position(|&b| b == b'\n')
         .ok_or_else(|| bad("no header line"))?;
     let header = std::str::from_utf8(&input[..newline]).map_err(|_| bad("header is not text"))?;
     let after = &input[newline + 1..];
-    let expected = format!("{} blob ", id.to_hex());
+    if header == format!("{id} missing") {
+        return Err(ForeignReadError::Missing(format!(
+            "object {id} is not in the repository (a partial or shallow clone? sf never \
+             fetches)"
+        )));
+    }
+    let expected = format!("{id} {} ", kind.as_str());
     let size = header
         .strip_prefix(&expected)
         .filter(|size| {
@@ -349,12 +314,17 @@ fn parse_blob<'a>(id: &ObjectId, input: &'a [u8]) -> Result<(Vec<u8>, &'a [u8]),
                 && (size.len() == 1 || !size.starts_with('0'))
         })
         .and_then(|size| size.parse::<usize>().ok())
-        .ok_or_else(|| bad(&format!("header {header:?} is not `<id> blob <size>`")))?;
+        .ok_or_else(|| {
+            bad(&format!(
+                "header {header:?} is not `<id> {} <size>`",
+                kind.as_str()
+            ))
+        })?;
     if after.len() <= size || after[size] != b'\n' {
         return Err(bad("body is not its declared size followed by a newline"));
     }
     let body = &after[..size];
-    if object_id(ObjectKind::Blob, body) != *id {
+    if object_id(kind, body) != *id {
         return Err(bad("the bytes do not hash to the requested id"));
     }
     Ok((body.to_vec(), &after[size + 1..]))
@@ -382,7 +352,7 @@ mod tests {
     fn batch_answers_are_rehashed() {
         let id = object_id(ObjectKind::Blob, b"hi\n");
         let good = format!("{id} blob 3\nhi\n\n");
-        let (body, rest) = parse_blob(&id, good.as_bytes()).unwrap();
+        let (body, rest) = parse_answer(&id, ObjectKind::Blob, good.as_bytes()).unwrap();
         assert_eq!(body, b"hi\n");
         assert!(rest.is_empty());
         for bad in [
@@ -390,13 +360,21 @@ mod tests {
             format!("{id} tree 3\nhi\n\n"),
             format!("{id} blob 03\nhi\n\n"),
             format!("{id} blob 3\nhi\n"),
-            format!("{id} missing\n"),
         ] {
             assert_eq!(
-                parse_blob(&id, bad.as_bytes()).unwrap_err().code(),
+                parse_answer(&id, ObjectKind::Blob, bad.as_bytes())
+                    .unwrap_err()
+                    .code(),
                 "git-failed",
                 "{bad:?}"
             );
         }
+        let missing = format!("{id} missing\n");
+        assert_eq!(
+            parse_answer(&id, ObjectKind::Blob, missing.as_bytes())
+                .unwrap_err()
+                .code(),
+            "missing-object"
+        );
     }
 }
