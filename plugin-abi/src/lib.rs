@@ -9,6 +9,8 @@
 //! (to answer as a plugin). It depends on sf-contracts only; it loads nothing and starts
 //! nothing.
 
+#![deny(missing_docs)]
+
 use sf_contracts as contracts;
 
 pub mod abi;

@@ -31,11 +31,15 @@ pub const EXPORTS_MISMATCH: &str = "exports-mismatch";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PluginErrorReply {
+    /// One of the plugin-level codes of this module ([`UNKNOWN_TAG`], [`INVALID_CONFIG`], …),
+    /// or a code of a newer minor.
     pub code: String,
+    /// What went wrong, in words for a person.
     pub message: String,
 }
 
 impl PluginErrorReply {
+    /// The reply with `code` and `message`.
     pub fn new(code: &str, message: impl Into<String>) -> Self {
         Self {
             code: code.to_owned(),
@@ -43,10 +47,12 @@ impl PluginErrorReply {
         }
     }
 
+    /// The reply as a message: a header `{"code","message"}` and no sections.
     pub fn encode(&self) -> Vec<u8> {
         message::encode_header(self)
     }
 
+    /// Reads the reply from a message, refusing other fields and any section.
     pub fn decode(bytes: &[u8]) -> Result<Self, MessageError> {
         let (reply, sections) = message::decode::<Self>(bytes)?;
         sections.finish()?;
@@ -58,14 +64,17 @@ impl PluginErrorReply {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PanicReply {
+    /// The panic's message, or a fixed text when the panic carried no text.
     pub message: String,
 }
 
 impl PanicReply {
+    /// The reply as a message: a header `{"message"}` and no sections.
     pub fn encode(&self) -> Vec<u8> {
         message::encode_header(self)
     }
 
+    /// Reads the reply from a message, refusing other fields and any section.
     pub fn decode(bytes: &[u8]) -> Result<Self, MessageError> {
         let (reply, sections) = message::decode::<Self>(bytes)?;
         sections.finish()?;
@@ -79,10 +88,12 @@ impl PanicReply {
 pub struct Empty {}
 
 impl Empty {
+    /// The empty answer as a message: the header `{}` and no sections.
     pub fn encode() -> Vec<u8> {
         message::encode_header(&Empty {})
     }
 
+    /// Checks that a message is the empty answer: the header `{}` and no sections.
     pub fn decode(bytes: &[u8]) -> Result<(), MessageError> {
         let (Empty {}, sections) = message::decode::<Empty>(bytes)?;
         sections.finish()
@@ -171,6 +182,7 @@ impl FieldSource for ErrorReply<'_> {
 pub struct ExactFields(BTreeMap<String, Value>);
 
 impl ExactFields {
+    /// Reads the fields of `map`, a decoded header.
     pub fn new(map: BTreeMap<String, Value>) -> Self {
         Self(map)
     }
@@ -237,5 +249,10 @@ pub enum DecodedError<E> {
     Known(E),
     /// A code this host does not know (a plugin of a newer minor): still an `Err`, so still
     /// "nothing started", with the plugin's own words.
-    Unknown { code: String, message: String },
+    Unknown {
+        /// The plugin's code, as sent.
+        code: String,
+        /// The plugin's display text of the error.
+        message: String,
+    },
 }

@@ -53,8 +53,18 @@ const MAX_LINK_HOPS: usize = 40;
 /// One entry of the artifact.
 #[derive(Clone, PartialEq, Eq)]
 pub enum Entry {
-    File { executable: bool, content: Vec<u8> },
-    Link { target: String },
+    /// A regular file.
+    File {
+        /// Whether the owner-exec bit is set (the one mode bit the digest hashes).
+        executable: bool,
+        /// The file's bytes, as hashed.
+        content: Vec<u8>,
+    },
+    /// A symbolic link, not followed by the walk.
+    Link {
+        /// The link's target text, as read.
+        target: String,
+    },
 }
 
 impl std::fmt::Debug for Entry {

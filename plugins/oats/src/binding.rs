@@ -56,20 +56,32 @@ pub enum PhaseOutcome {
     /// `ok:true`.
     Answered(Value),
     /// `ok:false` with a wire code (free text dropped).
-    Refused { code: String },
+    Refused {
+        /// The provider's code, one of [`ERROR_CODES`].
+        code: String,
+    },
     /// No structured answer: a non-zero exit, a signal, the output limit, a cancellation.
-    Transport { reason: String },
+    Transport {
+        /// How the run ended instead (`the check phase exited 2`).
+        reason: String,
+    },
     /// The time ran out.
     TimedOut,
     /// The answer broke the wire's rules.
-    Malformed { what: String },
+    Malformed {
+        /// The rule the answer broke.
+        what: String,
+    },
 }
 
 /// A phase's outcome and what the Executor enforced.
 #[derive(Clone, Debug)]
 pub struct PhaseRun {
+    /// What the phase answered, or why it gave no answer.
     pub outcome: PhaseOutcome,
+    /// What the Executor ran and enforced for the phase.
     pub identities: RunIdentities,
+    /// The phase's stderr, as kept by the Executor (at most the 1 MiB output limit).
     pub stderr: Vec<u8>,
 }
 
@@ -77,9 +89,13 @@ sf_contracts::word_enum! {
     /// `check`'s status, as the wire writes it.
     #[derive(Clone, Copy, Debug, PartialEq, Eq)]
     pub enum CheckStatus {
+        /// The provider is bound and usable; no problem is listed.
         "ready" Ready,
+        /// The provider needs settings or other configuration first.
         "needs-configuration" NeedsConfiguration,
+        /// The provider needs someone to authorize it first.
         "authorization-required" AuthorizationRequired,
+        /// The provider cannot be used now.
         "unavailable" Unavailable,
     }
 }
@@ -87,7 +103,9 @@ sf_contracts::word_enum! {
 /// A validated `check` result: the status and the problem codes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckResult {
+    /// The status the check reported.
     pub status: CheckStatus,
+    /// The code of each problem listed, in order (their messages are dropped).
     pub problems: Vec<String>,
 }
 

@@ -24,8 +24,11 @@ pub const OATS_CONTRACT_VERSION: Version = Version {
 /// A three-part version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Version {
+    /// The first number (X of X.Y.Z).
     pub major: u64,
+    /// The second number (Y).
     pub minor: u64,
+    /// The third number (Z).
     pub patch: u64,
 }
 
@@ -61,8 +64,11 @@ impl Version {
 /// A parsed `compatibility.oats` range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Range {
+    /// `>=X.Y.Z`: that version or any later one.
     AtLeast(Version),
+    /// `X.Y.Z`: that version only.
     Exactly(Version),
+    /// `^X.Y.Z`: the same major version, at least X.Y.Z (also when the major is 0).
     Caret(Version),
 }
 

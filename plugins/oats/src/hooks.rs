@@ -78,16 +78,24 @@ const HOOK_LINE_LIMITS: Limits = Limits {
 /// What one hook run gave.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HookResult {
+    /// The id of the capability whose hook ran.
     pub capability: String,
+    /// Which hook ran.
     pub event: HookEvent,
+    /// Whether the manifest declares the hook required (only a spawn hook can be).
     pub required: bool,
     /// Whether it exited 0 in time (and, for an environment, kept the contract).
     pub succeeded: bool,
     /// "ok", or what went wrong.
     pub message: String,
+    /// The answer's `meta`: the capability's own state, kept in the instance record and
+    /// passed to its later hooks as `OATS_META`.
     pub meta: Option<Value>,
+    /// The answer's `brief`, reported, not applied.
     pub brief: Option<String>,
+    /// The answer's `warning`, reported.
     pub warning: Option<String>,
+    /// The answer's `launch`, reported, not applied (sf launches no agent runtime).
     pub launch: Option<Value>,
     /// The validated environment a spawn hook contributed.
     pub env: BTreeMap<String, String>,
@@ -127,11 +135,13 @@ impl HookResult {
 /// Work a rollback could not prove done.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outstanding {
+    /// The id of the capability that owes the work, or `sf` for a home sf could not remove.
     pub capability: String,
     /// `"retire"` when a retire hook can redo it; `None` when the capability has none.
     pub hook: Option<String>,
     /// The capability's spawn meta, given to the retire hook as `OATS_META`.
     pub meta: Value,
+    /// Why the work is not proven done.
     pub reason: String,
 }
 
@@ -173,25 +183,37 @@ impl Outstanding {
 pub enum SpawnOutcome {
     /// Every required hook succeeded; the home is spawned.
     Spawned {
+        /// The home that was created.
         home: PathBuf,
         /// The contributed launch environment, sorted by name.
         env: BTreeMap<String, String>,
+        /// Every spawn hook that ran, in order.
         hooks: Vec<HookResult>,
+        /// Disabled hooks of untrusted capabilities, hooks' own warnings and failed
+        /// non-required hooks, each prefixed with the capability id.
         warnings: Vec<String>,
     },
     /// A required hook or the environment contract failed; compensation was complete and
     /// the home was removed.
     RolledBack {
+        /// [`E_REQUIRED_HOOK_FAILED`] or [`E_HOOK_ENVIRONMENT_CONTRACT`].
         code: &'static str,
+        /// What failed, naming the capability.
         failure: String,
+        /// Every hook that ran: the spawn hooks, then the compensating retire hooks.
         hooks: Vec<HookResult>,
     },
     /// Compensation was incomplete: the home is kept with a quarantine marker.
     Quarantined {
+        /// [`E_REQUIRED_HOOK_FAILED`] or [`E_HOOK_ENVIRONMENT_CONTRACT`].
         code: &'static str,
+        /// What failed, naming the capability, and that the rollback is incomplete.
         failure: String,
+        /// Every hook that ran: the spawn hooks, then the compensating retire hooks.
         hooks: Vec<HookResult>,
+        /// The work the compensation could not prove done, as the marker lists it.
         outstanding: Vec<Outstanding>,
+        /// The path of the quarantine marker ([`QUARANTINE_FILE`] in the home).
         marker: PathBuf,
     },
 }
@@ -244,21 +266,35 @@ impl SpawnOutcome {
 #[derive(Clone, Debug, PartialEq)]
 pub enum RetireOutcome {
     /// Every retire hook proved its cleanup; the home was removed.
-    Retired { hooks: Vec<HookResult> },
+    Retired {
+        /// Every retire hook that ran, in reverse id order.
+        hooks: Vec<HookResult>,
+    },
     /// A retire hook reported incomplete cleanup (or could not run); the home is kept.
     Blocked {
+        /// Every retire hook that ran, in reverse id order.
         hooks: Vec<HookResult>,
+        /// Why the home is kept, one line per capability at fault.
         problems: Vec<String>,
     },
     /// A retry reran every outstanding hook successfully; quarantine cleared, home removed.
-    Cleared { hooks: Vec<HookResult> },
+    Cleared {
+        /// The retire hooks the retry reran.
+        hooks: Vec<HookResult>,
+    },
     /// A retry left work outstanding; the marker now lists what remains.
     StillQuarantined {
+        /// The retire hooks the retry reran.
         hooks: Vec<HookResult>,
+        /// What the marker lists now.
         outstanding: Vec<Outstanding>,
     },
     /// `force`: the home was removed; `outstanding` is what the operator now owns.
-    Forced { outstanding: Vec<Outstanding> },
+    Forced {
+        /// What the quarantine marker listed; empty when there was none or sf could not
+        /// read it.
+        outstanding: Vec<Outstanding>,
+    },
 }
 
 impl RetireOutcome {
@@ -290,6 +326,8 @@ impl RetireOutcome {
 /// Per-capability run contexts for a lifecycle call (settings and approved environment).
 #[derive(Clone, Debug, Default)]
 pub struct LifecycleContext {
+    /// Each capability's run context, by capability id; a capability not listed runs with
+    /// the default context (no settings over the defaults, no environment).
     pub capabilities: BTreeMap<String, RunContext>,
 }
 

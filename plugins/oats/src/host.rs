@@ -39,8 +39,8 @@ pub struct OatsOptions {
     pub hook_timeout: Duration,
     /// The timeout of a binding phase (oats: at most 30 s).
     pub binding_timeout: Duration,
-    /// The most stdout (and, separately, stderr) bytes kept from a command, operation or
-    /// hook; binding phases keep 1 MiB.
+    /// The most stdout (and, separately, stderr) bytes kept from a command or operation;
+    /// hooks keep at most 1 MiB of this, and binding phases keep 1 MiB.
     pub output_limit: u64,
 }
 
@@ -72,7 +72,9 @@ pub struct RunContext {
 /// The executable surface of a capability: what trust approves.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Surface {
+    /// The capability id.
     pub capability: String,
+    /// The `oats.tree-exec.v1` integrity of the bytes this surface was read from.
     pub integrity: String,
     /// Command name → argv (`node <script> <tokens…>`).
     pub commands: BTreeMap<String, Vec<String>>,
@@ -84,6 +86,8 @@ pub struct Surface {
     pub hooks: BTreeMap<String, (String, bool)>,
     /// The launch environment names trust approves.
     pub environment: Vec<String>,
+    /// The declared `environmentNamespaces`: prefixes besides the vendor's that the
+    /// environment names may use.
     pub environment_namespaces: Vec<String>,
 }
 
@@ -222,8 +226,12 @@ impl Surface {
 /// The result of registering a directory.
 #[derive(Clone, Debug)]
 pub struct Registration {
+    /// The entry as written to the registry; trusted only when an identical registration
+    /// was trusted before.
     pub entry: RegistryEntry,
+    /// The manifest read at registration.
     pub manifest: Manifest,
+    /// The executable surface an operator reviews before trusting it.
     pub surface: Surface,
     /// Whether the capability has an executable surface that needs trust.
     pub executable: bool,
@@ -232,7 +240,9 @@ pub struct Registration {
 /// The result of a trust approval.
 #[derive(Clone, Debug)]
 pub struct TrustOutcome {
+    /// The entry after the approval.
     pub entry: RegistryEntry,
+    /// The surface that was approved (re-read from the bytes just verified).
     pub surface: Surface,
     /// False for a capability with no executable surface: nothing needed approval.
     pub needed: bool,
@@ -251,8 +261,11 @@ pub struct Shown {
 /// from one walk that matched the registered integrity.
 #[derive(Clone, Debug)]
 pub struct Prepared {
+    /// The registry entry the walk matched.
     pub entry: RegistryEntry,
+    /// The manifest, read from the hashed bytes.
     pub manifest: Manifest,
+    /// The walked artifact: every record and its integrity.
     pub artifact: Artifact,
     /// The program files of a run (artifact and launcher).
     pub program: Vec<SnapshotFile>,
@@ -261,15 +274,23 @@ pub struct Prepared {
 /// The outcome of a command that started.
 #[derive(Clone, Debug)]
 pub struct CommandOutcome {
+    /// The capability id.
     pub capability: String,
+    /// The registered integrity of the bytes that ran.
     pub integrity: String,
+    /// The command's name in the manifest.
     pub command: String,
     /// `node <script> <tokens…> <args…>`.
     pub argv: Vec<String>,
+    /// How the run ended.
     pub status: RunStatus,
+    /// The script's exit code when it exited.
     pub exit_code: Option<i32>,
+    /// The signal number when a signal ended it.
     pub signal: Option<i32>,
+    /// The script's stdout, at most [`OatsOptions::output_limit`] bytes.
     pub stdout: Vec<u8>,
+    /// The script's stderr, at most [`OatsOptions::output_limit`] bytes.
     pub stderr: Vec<u8>,
     /// What the Executor enforced.
     pub identities: RunIdentities,

@@ -25,7 +25,9 @@ pub struct Limits {
 /// [`ErrorCode::DuplicateKey`] or [`ErrorCode::TooLarge`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JsonProblem {
+    /// Which rejection it is.
     pub code: ErrorCode,
+    /// What is wrong, in words (with the offending key or the bound).
     pub message: String,
 }
 

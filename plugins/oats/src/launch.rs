@@ -110,7 +110,9 @@ impl Place {
 /// The working directory of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cwd {
+    /// The private home (commands, operations, hooks).
     Home,
+    /// The capability root, read-only (binding phases).
     Root,
 }
 
@@ -125,10 +127,13 @@ pub struct Launch {
     pub env: BTreeMap<String, String>,
     /// Variables whose value is a path inside the run.
     pub places: BTreeMap<String, Place>,
+    /// Where the script starts.
     pub cwd: Cwd,
     /// Standard input (UTF-8 text; JSON for binding phases).
     pub stdin: String,
+    /// The run's timeout, a whole number of milliseconds (the Executor refuses others).
     pub timeout: Duration,
+    /// The most stdout bytes kept, and separately the most stderr bytes.
     pub output_limit: u64,
 }
 

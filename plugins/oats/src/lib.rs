@@ -34,6 +34,8 @@
 //! Executor runs the scripts is its choice (sandbox-exec with the Node runtime), not this
 //! crate's.
 
+#![deny(missing_docs)]
+
 pub mod artifact;
 pub mod binding;
 pub mod compat;

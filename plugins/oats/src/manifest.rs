@@ -37,8 +37,11 @@ sf_contracts::word_enum! {
     /// A capability's exclusive layer, by its name in manifests.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub enum Layer {
+        /// The knowledge layer (`OATS_LAYER=knowledge`, the binding `slot`).
         "knowledge" Knowledge,
+        /// The messaging layer.
         "messaging" Messaging,
+        /// The tasks layer.
         "tasks" Tasks,
     }
 }
@@ -46,37 +49,57 @@ sf_contracts::word_enum! {
 /// A host command a capability needs on PATH.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HostRequirement {
+    /// The command's name, as it would be looked up on PATH.
     pub command: String,
+    /// Why the capability needs it, for a person.
     pub why: String,
+    /// How to install it, for a person.
     pub install: Option<String>,
 }
 
 /// A runtime package a capability needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RuntimeRequirement {
+    /// The agent runtime the package belongs to: `pi` or `claude`.
     pub runtime: String,
+    /// The package's name in that runtime.
     pub package: String,
+    /// Why the capability needs it, for a person.
     pub why: String,
+    /// How to install it, for a person.
     pub install: Option<String>,
+    /// `marketplace`, as declared.
     pub marketplace: Option<String>,
+    /// `when`: a condition object, kept as declared (sf does not evaluate it).
     pub when: Option<Map<String, Value>>,
+    /// `minVersion`: the lowest acceptable package version, `X.Y.Z`.
     pub min_version: Option<String>,
+    /// `ifInstalled`, as declared.
     pub if_installed: Option<bool>,
 }
 
 /// One `requires` item.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Requirement {
+    /// An item without `runtime`: a host command.
     Host(HostRequirement),
+    /// An item with `runtime`: a package of an agent runtime.
     Runtime(RuntimeRequirement),
 }
 
-/// `helperInjection`.
+/// `helperInjection` (`version: 1`), by its `mode`. sf validates it, and checks a file's
+/// containment; it injects nothing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum HelperInjection {
+    /// `inherit`, with no path.
     Inherit,
+    /// `omit`, with no path.
     Omit,
-    File { path: String },
+    /// `file`, with the capability's own file.
+    File {
+        /// The file, a normalized relative POSIX path under the capability root.
+        path: String,
+    },
 }
 
 /// A command line: `"<script> [args…]"` split on white space, without a shell.
@@ -114,8 +137,11 @@ impl CommandLine {
 /// The binding phases (provider binding wire v1).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Binding {
+    /// The command (a key of `commands`) the `normalize` phase runs.
     pub normalize: String,
+    /// The command the `bind` phase runs.
     pub bind: String,
+    /// The command the `check` phase runs; sf's Gate consults it.
     pub check: String,
 }
 
@@ -123,8 +149,12 @@ sf_contracts::word_enum! {
     /// A binding phase, by its name on the wire.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub enum Phase {
+        /// `normalize`: the provider normalizes the caller's input before binding.
         "normalize" Normalize,
+        /// `bind`: the provider produces the binding that `check` is later asked about.
         "bind" Bind,
+        /// `check`: the provider reports whether it is usable now
+        /// ([`CheckResult`](crate::binding::CheckResult)).
         "check" Check,
     }
 }
@@ -145,8 +175,12 @@ sf_contracts::word_enum! {
     /// 0.24.0 accepts parse.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
     pub enum HookEvent {
+        /// `soul-scaffold`: runs in an existing home; it may not contribute environment.
         "soul-scaffold" SoulScaffold,
+        /// `spawn`: runs in a new home; the only hook that can be required or contribute
+        /// environment.
         "spawn" Spawn,
+        /// `retire`: runs before a home is removed, and to compensate a failed spawn.
         "retire" Retire,
     }
 }
@@ -154,6 +188,7 @@ sf_contracts::word_enum! {
 /// One hook.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hook {
+    /// The hook's command line.
     pub command: CommandLine,
     /// Only ever true on `spawn`.
     pub required: bool,
@@ -165,23 +200,31 @@ pub struct Hook {
 /// An operation's kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OperationKind {
+    /// `action` (the default): its result is relayed as the provider wrote it.
     Action,
+    /// `view`: its result must be documents to show, `{documents, summary?}`.
     View,
 }
 
 /// Where an operation runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OperationContext {
+    /// `home` (the default): it needs an instance home.
     Home,
+    /// `scope`: it runs without a home.
     Scope,
 }
 
 /// One declared argument of an operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OperationArg {
+    /// The argument's name (`--arg name=value`), `^[a-z][a-z0-9-]*$`, unique in the operation.
     pub name: String,
+    /// The declared flag, `^--[a-z][a-z0-9-]*$`; see [`OperationArg::flag`].
     pub flag: Option<String>,
+    /// Whether the operation refuses to run without it.
     pub required: bool,
+    /// What the argument means, for a person.
     pub description: Option<String>,
 }
 
@@ -197,50 +240,81 @@ impl OperationArg {
 /// One operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Operation {
+    /// The command (a key of `commands`) the operation runs.
     pub command: String,
+    /// Whether it is an action or a view.
     pub kind: OperationKind,
+    /// Whether it needs an instance home.
     pub context: OperationContext,
+    /// What the operation does, for a person.
     pub description: Option<String>,
+    /// The declared arguments, in order.
     pub args: Vec<OperationArg>,
 }
 
 /// One documented setting.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Setting {
+    /// The value in `OATS_SETTINGS` unless the caller overrides it; any JSON value.
     pub default: Option<Value>,
+    /// The only values the effective setting may take, when declared.
     pub values: Option<Vec<Value>>,
+    /// What the setting means, for a person.
     pub description: Option<String>,
 }
 
 /// `retirement` (accepted by the 0.21-era runtime though not in the schema).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Retirement {
+    /// `disposable.home`, as declared; sf keeps it and does not act on it.
     pub home: Vec<String>,
+    /// `disposable.work`, as declared; sf keeps it and does not act on it.
     pub work: Vec<String>,
 }
 
 /// A parsed, validated capability manifest.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Manifest {
+    /// The capability id: namespaced and lowercase, as in `acme.tool`.
     pub capability: String,
+    /// The capability's own version, as declared.
     pub version: String,
+    /// What the capability is, for a person.
     pub description: String,
+    /// `command`: the command namespace the capability claims, `^[a-z0-9][a-z0-9-]*$`; no
+    /// two registered capabilities claim the same one.
     pub command: Option<String>,
     /// `compatibility.oats`, already checked to admit [`OATS_CONTRACT_VERSION`].
     pub compatibility: Option<String>,
+    /// The capability's exclusive layer; required with a binding.
     pub layer: Option<Layer>,
+    /// What the capability needs from the host; parsed, not looked up.
     pub requires: Vec<Requirement>,
+    /// The paths of its skills (files or directories), each listed once.
     pub skills: Vec<String>,
+    /// `inject`: a file of the capability; checked to exist inside it.
     pub inject: Option<String>,
+    /// `helperInjection`, when declared.
     pub helper_injection: Option<HelperInjection>,
+    /// The names of the caller's environment variables the capability may receive once
+    /// trusted, each listed once, under its vendor prefix or a declared namespace.
     pub environment: Vec<String>,
+    /// `environmentNamespaces`: prefixes (`^[A-Z][A-Z0-9]*_$`) besides the vendor's that
+    /// environment names may use.
     pub environment_namespaces: Vec<String>,
+    /// Command name → its command line.
     pub commands: BTreeMap<String, CommandLine>,
+    /// The commands of the binding phases (`binding`, `version: 1`), when declared.
     pub binding: Option<Binding>,
+    /// At most one hook per lifecycle event.
     pub hooks: BTreeMap<HookEvent, Hook>,
+    /// Operation name → the operation.
     pub operations: BTreeMap<String, Operation>,
+    /// Setting name → its default, allowed values and description.
     pub settings: BTreeMap<String, Setting>,
+    /// The paths of its agent directories.
     pub agents: Vec<String>,
+    /// `retirement`, when declared.
     pub retirement: Option<Retirement>,
 }
 

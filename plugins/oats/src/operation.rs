@@ -14,8 +14,8 @@
 //! - the timeout: `E_OPERATION_TIMEOUT`;
 //! - anything else (no envelope, two, a malformed one, `ok:true` with a non-zero exit, a
 //!   signal, the output limit): `E_OPERATION_RESULT` with
-//!   `details {unconfirmed:true, exit, envelope?, stderr?}`: sf cannot confirm what
-//!   happened.
+//!   `details {unconfirmed:true, exit, status, signal?, envelope?, stderr?}`: sf cannot
+//!   confirm what happened.
 
 use std::path::Path;
 
@@ -44,10 +44,15 @@ const STDERR_DETAIL: usize = 4096;
 /// A parsed v1 envelope.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Envelope {
+    /// `ok:true`, with the `result`.
     Ok(Value),
+    /// `ok:false`, with the `error`'s members.
     Failed {
+        /// `error.code`, as the provider wrote it.
         code: String,
+        /// `error.message`.
         message: String,
+        /// `error.details`, when present.
         details: Option<Value>,
     },
 }
@@ -207,13 +212,21 @@ pub struct OperationTarget<'a> {
 /// The outcome of an operation that started.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OperationOutcome {
-    /// One `ok:true` envelope and exit 0. `receipt` is
-    /// `{operation, capability, version, argv, cwd, target, result}`.
-    Succeeded { receipt: Value },
+    /// One `ok:true` envelope and exit 0.
+    Succeeded {
+        /// What ran and what it answered:
+        /// `{operation, capability, version, integrity, argv, cwd, target, result}`.
+        receipt: Value,
+    },
     /// Anything else, with the oats code.
     Failed {
+        /// The provider's code when shaped `^E_[A-Z0-9_]+$`, else [`E_OPERATION_RESULT`] or
+        /// [`E_OPERATION_TIMEOUT`].
         code: String,
+        /// What went wrong, in words (the provider's message when it sent one).
         message: String,
+        /// The provider's `details`, or sf's (`unconfirmed`, `exit`, `cause`, …); `null`
+        /// when a provider code came without details.
         details: Value,
     },
 }
@@ -231,9 +244,13 @@ impl OperationOutcome {
 /// An operation's outcome and what the Executor enforced.
 #[derive(Clone, Debug)]
 pub struct OperationRun {
+    /// The operation's outcome, judged from the Executor's answer.
     pub outcome: OperationOutcome,
+    /// What the Executor ran and enforced for the operation.
     pub identities: RunIdentities,
+    /// The operation's stdout, as kept by the Executor.
     pub stdout: Vec<u8>,
+    /// The operation's stderr, as kept by the Executor.
     pub stderr: Vec<u8>,
 }
 
