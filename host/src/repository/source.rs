@@ -15,17 +15,24 @@ use super::identity::{MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS};
 /// A file as a caller gives it: a path and its text.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceText {
+    /// The file's path relative to the root, in the source path grammar.
     pub path: String,
+    /// The file's whole text (UTF-8, no NUL, not an LFS pointer).
     pub text: String,
 }
 
 /// A stored file with its identities. The mode is always `100644`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceFile {
+    /// The file's path relative to the root.
     pub path: String,
+    /// The Git blob id (SHA-1) of its bytes.
     pub blob: ObjectId,
+    /// The `sha256:` of its bytes.
     pub sha256: Digest,
+    /// Its length in bytes.
     pub bytes: u64,
+    /// Its whole text.
     pub text: String,
 }
 
@@ -45,8 +52,11 @@ impl SourceFile {
 /// The files of one factory commit, sorted by path.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceSnapshot {
+    /// The commit read.
     pub commit: ObjectId,
+    /// Its tree, re-hashed from `files` when read.
     pub tree: ObjectId,
+    /// Every file of the tree, sorted by path.
     pub files: Vec<SourceFile>,
 }
 
