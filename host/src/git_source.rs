@@ -26,8 +26,11 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(120);
 /// One path the source subset cannot hold, with the rule it breaks.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fault {
+    /// The path in the tree, or `(the whole tree)` for a limit of the whole.
     pub path: String,
+    /// The stable kebab-case code of the rule (`invalid-utf8`, `too-many-files`, ...).
     pub code: &'static str,
+    /// The rule the path breaks, as a sentence.
     pub rule: String,
 }
 

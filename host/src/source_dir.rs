@@ -25,32 +25,69 @@ use crate::source_path::{self, PathRule};
 pub enum SourceDirError {
     /// The directory itself is missing or not a directory.
     #[error("source directory {}: {detail}", path.display())]
-    NotADirectory { path: PathBuf, detail: String },
+    NotADirectory {
+        /// The path given as the root.
+        path: PathBuf,
+        /// What the system reported.
+        detail: String,
+    },
     /// Something could not be read.
     #[error("{}: cannot be read: {detail}", path.display())]
-    Unreadable { path: PathBuf, detail: String },
+    Unreadable {
+        /// The entry at fault, as the root joined with its relative path.
+        path: PathBuf,
+        /// What the system reported.
+        detail: String,
+    },
     /// A symbolic link: sf stores regular files only, and a link's target is outside input.
     #[error("{}: is a symbolic link; sf stores regular files only: replace it by the file or remove it", path.display())]
-    Symlink { path: PathBuf },
+    Symlink {
+        /// The entry at fault, as the root joined with its relative path.
+        path: PathBuf,
+    },
     /// A device, socket or pipe.
     #[error("{}: is not a regular file or directory; remove it", path.display())]
-    NotRegular { path: PathBuf },
+    NotRegular {
+        /// The entry at fault, as the root joined with its relative path.
+        path: PathBuf,
+    },
     /// A file whose bytes are not UTF-8.
     #[error("{}: is not UTF-8 text; sf stores UTF-8 text files only", path.display())]
-    NotUtf8 { path: PathBuf },
+    NotUtf8 {
+        /// The entry at fault, as the root joined with its relative path.
+        path: PathBuf,
+    },
     /// A relative path outside the path grammar (or not UTF-8).
     #[error("{}: {}", path.display(), rule.describe())]
-    BadPath { path: PathBuf, rule: PathRule },
+    BadPath {
+        /// The entry at fault, as the root joined with its relative path.
+        path: PathBuf,
+        /// The rule of the path grammar its relative path breaks.
+        rule: PathRule,
+    },
     /// A directory with no file in it, which a Git tree cannot hold.
     #[error("{}: is an empty directory, which a repository cannot hold; remove it", path.display())]
-    EmptyDirectory { path: PathBuf },
+    EmptyDirectory {
+        /// The entry at fault, as the root joined with its relative path.
+        path: PathBuf,
+    },
     /// More files or bytes than a repository's source may hold.
     #[error("{}: {limit}", path.display())]
-    TooLarge { path: PathBuf, limit: String },
+    TooLarge {
+        /// The file over the per-file limit, or the root for a limit of the whole.
+        path: PathBuf,
+        /// The limit passed, as a sentence.
+        limit: String,
+    },
     /// An entry was replaced while the directory was read (a link or another directory put in
     /// place of a listed one): nothing read from it is used.
     #[error("{}: changed while sf read it ({detail}); retry once the directory is quiet", path.display())]
-    Changed { path: PathBuf, detail: String },
+    Changed {
+        /// The entry at fault, as the root joined with its relative path.
+        path: PathBuf,
+        /// What changed.
+        detail: String,
+    },
 }
 
 impl SourceDirError {
