@@ -71,6 +71,7 @@ impl fmt::Display for FaultPoint {
 
 /// A hook called at each [`FaultPoint`].
 pub trait FaultPoints: Send + Sync {
+    /// Called when the operation reaches `point`; a test hook may block, panic or exit here.
     fn reached(&self, point: FaultPoint);
 }
 

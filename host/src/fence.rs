@@ -44,20 +44,39 @@ pub const LOCK_GRACE: std::time::Duration = std::time::Duration::from_millis(250
 pub enum FenceError {
     /// An argument breaks a rule.
     #[error("invalid input: {input}: {rule}")]
-    InvalidInput { input: String, rule: String },
+    InvalidInput {
+        /// The argument at fault (the Product id, quoted).
+        input: String,
+        /// The rule it breaks, as a sentence.
+        rule: String,
+    },
     /// Another hold on this Product is active (in this process or another).
     #[error("the fence of {product} is held by another attempt")]
-    Busy { product: String },
+    Busy {
+        /// The Product whose fence is held.
+        product: String,
+    },
     /// The hold has ended, or can no longer be confirmed; nothing more may run or be stored
     /// under it.
     #[error("the hold of attempt {attempt} has ended: {reason}")]
-    Released { attempt: AttemptId, reason: String },
+    Released {
+        /// The attempt whose hold ended.
+        attempt: AttemptId,
+        /// Why: released, or what could no longer be confirmed.
+        reason: String,
+    },
     /// The fence directory or its files cannot be used.
     #[error("fence unavailable: {reason}")]
-    Unavailable { reason: String },
+    Unavailable {
+        /// What made the directory or a file unusable.
+        reason: String,
+    },
     /// The epoch file is not what sf writes; reported, never repaired.
     #[error("fence corrupt: {what}")]
-    Corrupt { what: String },
+    Corrupt {
+        /// The file and what is wrong with it.
+        what: String,
+    },
 }
 
 impl FenceError {

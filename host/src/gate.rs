@@ -36,6 +36,7 @@ pub struct FileGate {
 }
 
 impl FileGate {
+    /// The gate of the file at `path`. Nothing is read until the gate is asked.
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self { path: path.into() }
     }

@@ -50,17 +50,32 @@ pub const JUDGE_TIMEOUT: Duration = Duration::from_secs(60);
 pub enum LandError {
     /// An input breaks a rule; nothing was written or started.
     #[error("invalid input: {input}: {rule}")]
-    InvalidInput { input: String, rule: String },
+    InvalidInput {
+        /// The input at fault (`the executor`, `the deadline`, `--attempt 3`, ...).
+        input: String,
+        /// The rule it breaks, as a sentence.
+        rule: String,
+    },
     /// The gate did not answer proceed before anything started; nothing was written.
     #[error("withheld before anything started: {reason}")]
-    Withheld { reason: String },
+    Withheld {
+        /// The gate's refusal, or why it gave no answer.
+        reason: String,
+    },
     /// The evidence does not hold a Verified Verdict for this Candidate under this Slice.
     #[error("not verified: {reason}")]
-    NotVerified { reason: String },
+    NotVerified {
+        /// What the evidence judges instead, or why the proof matches no Verified attempt.
+        reason: String,
+    },
+    /// The repository refused or failed: an export, a snapshot, preparing or invoking the
+    /// intent.
     #[error(transparent)]
     Repository(#[from] RepositoryError),
+    /// The collection started nothing, or stopped because its hold ended.
     #[error(transparent)]
     Collect(#[from] CollectError),
+    /// The fence could not be taken (another attempt holds it, say).
     #[error("the fence: {0}")]
     Fence(#[from] FenceError),
 }
@@ -139,8 +154,12 @@ pub fn preflight(
 /// What the judge needs for one Candidate under one Slice, and the store it reads.
 #[derive(Clone)]
 pub struct Judging {
+    /// The frozen Slice whose acceptance, recipe and environment the judge applies.
     pub slice: FrozenSlice,
+    /// The pins of the Candidate under the Slice ([`derive()`]); records are looked up by
+    /// their digest.
     pub pins: RepositoryPins,
+    /// The Evidence store the records are read from.
     pub store: Arc<dyn EvidenceStore>,
 }
 
@@ -328,20 +347,30 @@ fn printable(text: &str) -> String {
 
 /// One landing: what is landed, where, and with what.
 pub struct LandRequest<'a> {
+    /// The owned repository the Candidate is sealed in and whose target moves.
     pub repository: &'a Repository,
+    /// The digest of the Candidate to land.
     pub candidate: Digest,
+    /// The frozen Slice the Candidate was sealed for.
     pub slice: FrozenSlice,
+    /// The executor the checks run on.
     pub executor: Arc<dyn Executor>,
+    /// Where the collection's records are stored and the judge reads them.
     pub store: Arc<dyn EvidenceStore>,
     /// The operator's gate, asked before each run and immediately before the move.
     pub gate: Arc<dyn Gate>,
+    /// The fence of the repository's Product; the collection runs under one hold on it.
     pub fence: &'a Fence,
     /// What no Candidate may read (the Slice, its state, the repository).
     pub protected: Vec<PathBuf>,
+    /// The action occurrence the intent is prepared for; an occurrence that already holds
+    /// an intent is resumed, never collected again.
     pub action: Action,
+    /// The owner recorded in the intent's payload.
     pub owner: Owner,
     /// When the collection must be over.
     pub deadline: SystemTime,
+    /// Where tests stop or fail the landing at named points.
     pub faults: Arc<dyn FaultPoints>,
 }
 
@@ -379,15 +408,20 @@ impl LandOutcome {
 /// What a landing did and saw.
 #[derive(Clone, Debug)]
 pub struct Landed {
+    /// How the landing ended.
     pub outcome: LandOutcome,
     /// Whether this call found the occurrence's intent already retained (and so collected
     /// and judged nothing).
     pub replayed: bool,
+    /// The collection this call ran; `None` for a replay.
     pub collected: Option<CollectResult>,
     /// Why no Verdict was issued for the attempt, when none was.
     pub no_verdict: Option<String>,
+    /// The Verdict of this call's collection; `None` for a replay or when none was issued.
     pub verdict: Option<Verdict>,
+    /// The intent prepared or retained for the occurrence, if one exists.
     pub prepared: Option<PreparedIntegration>,
+    /// What the invocation, or for a claimed intent the inspection, reported.
     pub observation: Option<IntegrationObservation>,
 }
 

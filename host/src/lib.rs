@@ -12,6 +12,8 @@
 //! sf-contracts (the traits and encodings), sf-io (descriptor-relative file access) and
 //! sf-plugin-abi (the wire, through [`plugin`]). The command line is the sf-cli crate.
 
+#![deny(missing_docs)]
+
 pub use sf_contracts as contracts;
 pub use sf_contracts::{canonical, framing, git_object, path_glob, snapshot, source_path};
 pub use sf_io::{dir_fd, private_dir, text_escape};

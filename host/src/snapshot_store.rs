@@ -1,5 +1,5 @@
-//! The write-once snapshot store: a Slice's frozen fixture inputs, kept by snapshot digest
-//! (seed 000, invariant 8).
+//! The write-once snapshot store: a Slice's frozen fixture inputs, kept by snapshot digest. A
+//! published entry is never replaced.
 //!
 //! A store is one private directory of this user. `put` refuses, before any write, files that
 //! do not give the expected digest, more than [`SNAPSHOT_LIMITS`] allows, or anything the
@@ -38,7 +38,9 @@ pub const SNAPSHOT_FORMAT: &str = "sf-delivery-snapshot/1";
 /// How much one stored snapshot may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SnapshotLimits {
+    /// Files in one snapshot.
     pub max_files: usize,
+    /// Bytes of all files' content together (the framing and manifest not counted).
     pub max_bytes: u64,
 }
 
@@ -53,8 +55,11 @@ pub const SNAPSHOT_LIMITS: SnapshotLimits = SnapshotLimits {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SnapshotEntry {
+    /// The file's path in the snapshot.
     pub path: String,
+    /// Its length in bytes.
     pub bytes: u64,
+    /// The `sha256:` of its bytes.
     pub sha256: Digest,
 }
 
@@ -62,7 +67,9 @@ pub struct SnapshotEntry {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct SnapshotManifest {
+    /// The snapshot digest of the files; the entry's name is its hex.
     pub digest: Digest,
+    /// Every file, sorted by path bytes.
     pub files: Vec<SnapshotEntry>,
 }
 
@@ -90,19 +97,38 @@ canonical::literal_fields!(SnapshotManifest { "protocol": SNAPSHOT_FORMAT });
 pub enum SnapshotStoreError {
     /// The files or the expected digest break a rule; nothing was written.
     #[error("invalid input: {input}: {rule}")]
-    InvalidInput { input: String, rule: String },
+    InvalidInput {
+        /// What is at fault (the file count, the total bytes, the expected digest, ...).
+        input: String,
+        /// The rule it breaks, as a sentence.
+        rule: String,
+    },
     /// No snapshot is stored under the digest.
     #[error("no snapshot {digest}")]
-    Missing { digest: String },
+    Missing {
+        /// The snapshot digest asked for.
+        digest: String,
+    },
     /// A stored snapshot failed verification; reported, never repaired.
     #[error("snapshot {digest} is corrupt: {what}")]
-    Corrupt { digest: String, what: String },
+    Corrupt {
+        /// The snapshot digest of the entry.
+        digest: String,
+        /// What failed verification.
+        what: String,
+    },
     /// Different bytes are already published under the digest.
     #[error("snapshot {digest} already holds different bytes")]
-    Conflict { digest: String },
+    Conflict {
+        /// The snapshot digest whose entry differs.
+        digest: String,
+    },
     /// The root cannot be used.
     #[error("snapshot store unavailable: {reason}")]
-    Unavailable { reason: String },
+    Unavailable {
+        /// What made the root or an entry unusable.
+        reason: String,
+    },
 }
 
 impl SnapshotStoreError {

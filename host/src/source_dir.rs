@@ -27,33 +27,65 @@ use crate::source_path;
 pub enum SourceDirError {
     /// The directory itself is missing or not a directory.
     #[error("source directory {}: {detail}", path.display())]
-    NotADirectory { path: PathBuf, detail: String },
+    NotADirectory {
+        /// The path given as the root.
+        path: PathBuf,
+        /// What the system reported.
+        detail: String,
+    },
     /// Something could not be read.
     #[error("{}: cannot be read: {detail}", path.display())]
-    Unreadable { path: PathBuf, detail: String },
+    Unreadable {
+        /// The entry at fault, as the root joined with its relative path.
+        path: PathBuf,
+        /// What the system reported.
+        detail: String,
+    },
     /// A symbolic link where only regular files are held (a snapshot).
     #[error("{}: is a symbolic link; a snapshot holds regular files only: replace it by the file or remove it", path.display())]
-    Symlink { path: PathBuf },
+    Symlink {
+        /// The link, as the root joined with its relative path.
+        path: PathBuf,
+    },
     /// A device, socket or pipe.
     #[error("{}: is not a regular file or directory; remove it", path.display())]
-    NotRegular { path: PathBuf },
+    NotRegular {
+        /// The entry at fault, as the root joined with its relative path.
+        path: PathBuf,
+    },
     /// A relative path that breaks a path rule (or is not UTF-8).
     #[error("{}: {rule}", path.display())]
     BadPath {
+        /// The entry at fault, as the root joined with its relative path.
         path: PathBuf,
+        /// The rule's stable code (`git-segment`, `control-character`, …).
         code: &'static str,
+        /// The rule, in words.
         rule: &'static str,
     },
     /// A directory with no file in it, which a Git tree cannot hold.
     #[error("{}: is an empty directory, which a repository cannot hold; remove it", path.display())]
-    EmptyDirectory { path: PathBuf },
+    EmptyDirectory {
+        /// The entry at fault, as the root joined with its relative path.
+        path: PathBuf,
+    },
     /// More files or bytes than a repository's source may hold.
     #[error("{}: {limit}", path.display())]
-    TooLarge { path: PathBuf, limit: String },
+    TooLarge {
+        /// The file over the per-file limit, or the root for a limit of the whole.
+        path: PathBuf,
+        /// The limit passed, as a sentence.
+        limit: String,
+    },
     /// An entry was replaced while the directory was read (a link or another directory put in
     /// place of a listed one): nothing read from it is used.
     #[error("{}: changed while sf read it ({detail}); retry once the directory is quiet", path.display())]
-    Changed { path: PathBuf, detail: String },
+    Changed {
+        /// The entry at fault, as the root joined with its relative path.
+        path: PathBuf,
+        /// What changed.
+        detail: String,
+    },
 }
 
 impl SourceDirError {

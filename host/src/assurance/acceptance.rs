@@ -42,7 +42,9 @@ crate::contracts::word_enum! {
     /// Which tree a process check runs: the base B or the Candidate M.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
     pub enum Stage {
+        /// The base commit B's tree, as it was before the proposal.
         "base" Base,
+        /// The Candidate commit M's tree: the base with the proposal applied.
         "candidate" Candidate,
     }
 }
@@ -52,7 +54,9 @@ crate::contracts::word_enum! {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Expectation {
+    /// The exit code the program must end with (0 to 255).
     pub exit_code: i32,
+    /// The `sha256:` the stdout bytes must have, or `None` when stdout is not compared.
     #[serde(deserialize_with = "canonical::nullable")]
     pub stdout_digest: Option<Digest>,
 }
@@ -61,8 +65,11 @@ pub struct Expectation {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(remote = "Self", deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProcessCheck {
+    /// The check's id, distinct within the acceptance; follows [`ID_RULE`].
     pub id: String,
+    /// When the check runs and what it shows.
     pub phase: Phase,
+    /// Which tree it runs: a before check runs on the base, an after check on the Candidate.
     pub stage: Stage,
     /// The file given to the runtime first: a file of the stage's tree
     /// ([`EntryPlace::Program`], written `"tree"`) or of the Slice's harness.
@@ -71,9 +78,11 @@ pub struct ProcessCheck {
     /// Whether the Candidate may rewrite the entry: true exactly for a check of stage
     /// candidate whose entry is a tree file inside the Slice's scope.
     pub entry_in_scope: bool,
+    /// The arguments passed after the entry: at most 256, 64 KiB together, none holding NUL.
     pub args: Vec<String>,
     /// The snapshot digest of the one input the program reads.
     pub input: Digest,
+    /// What the run must show for the check to pass.
     pub expectation: Expectation,
 }
 
@@ -135,7 +144,9 @@ mod entry_record {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct ReviewCheck {
+    /// The check's id, distinct within the acceptance; follows [`ID_RULE`].
     pub id: String,
+    /// The question for the reviewer: 1 to 4096 bytes.
     pub prompt: String,
 }
 canonical::literal_fields!(ReviewCheck { "kind": "review" });
@@ -144,7 +155,9 @@ canonical::literal_fields!(ReviewCheck { "kind": "review" });
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Check {
+    /// A program run once in the sandbox (`"kind": "process"`).
     Process(ProcessCheck),
+    /// A question for a person; reserved, never run (`"kind": "review"`).
     Review(ReviewCheck),
 }
 
@@ -162,6 +175,7 @@ impl Check {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(remote = "Self")]
 pub struct Acceptance {
+    /// 1 to 64 checks with distinct ids, the process checks in phase order.
     pub checks: Vec<Check>,
 }
 canonical::literal_fields!(serialize Acceptance { "protocol": ACCEPTANCE_PROTOCOL });

@@ -15,8 +15,9 @@
 //! recipe's, it names the pinned Candidate and the check's phase and stage, it was observed
 //! without problems, its program, input, harness, runtime, profile and bounds identities equal
 //! the pinned ones (the bounds with the effective timeout, at most the recipe's, and the recipe's
-//! output limit), Landlock was fully enforced, the run exited or was signalled and was reaped,
-//! and it ended by the deadline. An outcome meets its expectation when the run exited with the
+//! output limit), its environment is the pinned one, the executor states every enforcement
+//! fact the recipe pins, the run exited or was signalled and was reaped, and it ended by the
+//! deadline. An outcome meets its expectation when the run exited with the
 //! expected code and, if the expectation names one, its stdout has the expected SHA-256. A
 //! signalled run is an outcome (the program crashed or was killed by a limit of the pinned
 //! profile) that meets no expectation.
@@ -41,8 +42,13 @@ pub const VERDICT_PROTOCOL: &str = "sf-repository-verdict/1";
 /// The judge's outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Outcome {
+    /// Every process check has exactly one attributable record, and every outcome met its
+    /// expectation: the only outcome an integration may be prepared for.
     Verified,
+    /// Every process check has exactly one attributable record, and at least one outcome
+    /// missed its expectation.
     Failed,
+    /// The evidence does not decide; the Verdict's reasons say why.
     Inconclusive,
 }
 
@@ -60,9 +66,12 @@ impl Outcome {
 /// What the judge found for one process check.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckVerdict {
+    /// The check's id in the acceptance.
     pub check: String,
     /// The one record of the check, when there is exactly one.
     pub record: Option<Digest>,
+    /// Whether the judge found that record attributable to the pinned run (see the module
+    /// documentation).
     pub attributable: bool,
     /// Whether the outcome met the expectation; `None` unless attributable.
     pub met: Option<bool>,
@@ -73,10 +82,16 @@ pub struct CheckVerdict {
 /// The judge's answer: the outcome, per check, and the reasons for an Inconclusive one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
+    /// The digest of the pins the evidence was filed under.
     pub pins: Digest,
+    /// The attempt whose records were counted.
     pub attempt: AttemptId,
+    /// What the evidence shows.
     pub outcome: Outcome,
+    /// One per process check, in acceptance order.
     pub checks: Vec<CheckVerdict>,
+    /// Why the outcome is Inconclusive: checks without one attributable record, records that
+    /// cannot be read or belong to no check, a store that cannot be searched. Empty otherwise.
     pub reasons: Vec<String>,
 }
 
@@ -166,10 +181,16 @@ pub fn attempts(
 /// records count (records of other attempts under the same pins are inert).
 #[derive(Clone, Copy, Debug)]
 pub struct JudgeRequest<'a> {
+    /// The pins whose digest the records are filed under.
     pub pins: &'a RepositoryPins,
+    /// The acceptance the pins name: its process checks are what is judged.
     pub acceptance: &'a Acceptance,
+    /// The recipe the pins name: the collector closure, bounds and enforcement a record must
+    /// show.
     pub recipe: &'a Recipe,
+    /// The environment record the pins name: the runtime and profile a run must have had.
     pub environment: &'a EnvironmentRecord,
+    /// The attempt whose records count.
     pub attempt: &'a AttemptId,
 }
 

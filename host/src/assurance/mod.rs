@@ -41,7 +41,12 @@ pub use slice::{FrozenSlice, SLICE_PROTOCOL, SliceRecord, authenticate, overlay_
 pub enum AssuranceError {
     /// A record or request breaks a rule; the input names the field.
     #[error("invalid input: {input}: {rule}")]
-    InvalidInput { input: String, rule: String },
+    InvalidInput {
+        /// The record or field at fault (`acceptance.checks[2].phase`, say).
+        input: String,
+        /// The rule it breaks, as a sentence.
+        rule: String,
+    },
 }
 
 impl AssuranceError {

@@ -2,7 +2,7 @@
 //! check's run, as the payload of one Evidence record.
 //!
 //! ```text
-//! "sf-repository-observation/2\n"
+//! "sf-repository-observation/3\n"
 //! <facts length, decimal, no leading zeros>"\n"
 //! <facts: canonical JSON, naming the lengths and SHA-256 of stdout and stderr>
 //! <stdout bytes><stderr bytes>
@@ -59,20 +59,28 @@ crate::contracts::word_enum! {
 /// The process facts of a run that started.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcessFacts {
+    /// How the run ended.
     pub status: RunStatus,
+    /// The exit code when the run exited.
     pub exit_code: Option<i32>,
+    /// The signal number when the run was signalled.
     pub signal: Option<i32>,
-    /// The effective timeout the run was given (at most the recipe's).
+    /// The effective timeout the run was given, in ms (at most the recipe's).
     pub timeout_ms: u64,
-    /// The stdout and stderr limit the run was given (the recipe's).
+    /// The stdout and stderr limit the run was given, in bytes (the recipe's).
     pub output_limit: u64,
+    /// Monotonic wall-clock time of the run, in ms.
     pub wall_ms: u64,
+    /// User CPU time of the run's reaped processes, in ms.
     pub user_ms: u64,
+    /// System CPU time of the run's reaped processes, in ms.
     pub system_ms: u64,
+    /// The largest resident set of any one process of the run, in KiB.
     pub max_rss_kib: u64,
     /// The run's peak memory as a whole, where the executor measured it (recorded only then).
     pub memory_peak_bytes: Option<u64>,
-    /// Whether the executor confirmed that no process of the run was left.
+    /// Whether the executor confirmed that no process of the run was left (written as
+    /// `namespace: "reaped"` or `"unconfirmed"`).
     pub reaped: bool,
 }
 
@@ -83,9 +91,13 @@ pub struct ObservationFacts {
     pub collector: Digest,
     /// The Candidate digest.
     pub candidate: Digest,
+    /// The id of the process check that ran.
     pub check: String,
+    /// The check's phase, as the collector ran it.
     pub phase: Phase,
+    /// Which tree the check ran on.
     pub stage: Stage,
+    /// How far the run got.
     pub status: ObservationStatus,
     /// The collector's own verdict on attribution: true only for an observed run with no
     /// problem. The judge checks every identity again and never relies on this alone.
@@ -97,19 +109,25 @@ pub struct ObservationFacts {
     pub environment: Option<Digest>,
     /// The identities the executor reported for the run.
     pub identities: Option<RunIdentities>,
+    /// The process facts of a run that started.
     pub process: Option<ProcessFacts>,
-    /// Milliseconds since the epoch by the collector's clock, immediately around the run.
+    /// Milliseconds since the epoch by the collector's clock, immediately before the run.
     pub started_at: Option<u64>,
+    /// Milliseconds since the epoch by the collector's clock, immediately after the run.
     pub ended_at: Option<u64>,
-    /// The collection's deadline.
+    /// The collection's deadline, in milliseconds since the epoch; a run that ended later is
+    /// not attributable.
     pub deadline: u64,
 }
 
 /// One observation: the facts and the output bytes.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Observation {
+    /// What the collector recorded about the run.
     pub facts: ObservationFacts,
+    /// The stdout bytes kept (at most the output limit).
     pub stdout: Vec<u8>,
+    /// The stderr bytes kept (at most the output limit).
     pub stderr: Vec<u8>,
 }
 

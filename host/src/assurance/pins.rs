@@ -21,10 +21,12 @@ pub const PINS_PROTOCOL: &str = "sf-repository-pins/2";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SlicePins {
+    /// The Slice's id; follows [`ID_RULE`].
     pub id: String,
+    /// The Slice's revision (a positive safe integer).
     #[serde(deserialize_with = "canonical::positive")]
     pub revision: u64,
-    /// The Slice record's digest.
+    /// The `sha256:` of the Slice record's canonical bytes.
     pub digest: Digest,
 }
 
@@ -47,7 +49,9 @@ pub struct CandidatePins {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BasePins {
+    /// The base commit B.
     pub commit: ObjectId,
+    /// B's tree.
     pub tree: ObjectId,
     /// The snapshot digest of B's files.
     pub snapshot: Digest,
@@ -62,14 +66,19 @@ pub struct BasePins {
 pub struct RepositoryPins {
     /// The repository (the store) the Candidate is sealed in; its Product is the fence's.
     pub repository: RepositoryIdentity,
+    /// The Slice the Candidate was sealed for.
     pub slice: SlicePins,
+    /// The Candidate whose evidence is collected.
     pub candidate: CandidatePins,
+    /// The base the Candidate was sealed on.
     pub base: BasePins,
     /// The snapshot digest of the harness every run gets.
     pub harness: Digest,
-    /// Digests of the frozen acceptance, recipe and environment records.
+    /// The `sha256:` of the frozen acceptance record's canonical bytes.
     pub acceptance: Digest,
+    /// The `sha256:` of the frozen recipe record's canonical bytes.
     pub recipe: Digest,
+    /// The `sha256:` of the frozen environment record's canonical bytes.
     pub environment: Digest,
 }
 

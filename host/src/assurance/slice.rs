@@ -35,7 +35,9 @@ pub const SLICE_PROTOCOL: &str = "sf-slice/1";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct SliceRecord {
+    /// The Slice's id; follows [`ID_RULE`].
     pub id: String,
+    /// The Slice's revision (a positive safe integer).
     #[serde(deserialize_with = "canonical::positive")]
     pub revision: u64,
     /// The repository the Slice's base belongs to.
@@ -47,8 +49,11 @@ pub struct SliceRecord {
     /// The patterns of paths no proposal may create, change or delete, even inside the
     /// scope: the operator's, and every file of the overlay with the directories above it.
     pub protected: Vec<String>,
+    /// The `sha256:` of the acceptance record's canonical bytes.
     pub acceptance: Digest,
+    /// The `sha256:` of the recipe record's canonical bytes.
     pub recipe: Digest,
+    /// The `sha256:` of the environment record's canonical bytes.
     pub environment: Digest,
     /// The snapshot digest of the harness (the empty snapshot's when there is none).
     pub harness: Digest,
@@ -162,9 +167,13 @@ pub fn overlay_protection(overlay: &[SnapshotFile]) -> BTreeSet<String> {
 /// A frozen Slice: its record and everything the record names.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrozenSlice {
+    /// The Slice record; its digest is the Slice's.
     pub record: SliceRecord,
+    /// The acceptance the record names.
     pub acceptance: Acceptance,
+    /// The recipe the record names.
     pub recipe: Recipe,
+    /// The environment record the record names.
     pub environment: EnvironmentRecord,
     /// The harness files (at `/sf/harness` in every run).
     pub harness: Vec<SnapshotFile>,

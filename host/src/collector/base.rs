@@ -13,7 +13,9 @@ use crate::snapshot::{SnapshotFile, snapshot_digest};
 /// A tree's files as a program snapshot, with its snapshot digest.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MaterialisedTree {
+    /// The tree's files with their bytes, sorted by path.
     pub files: Vec<SnapshotFile>,
+    /// The snapshot digest of `files`.
     pub digest: Digest,
 }
 

@@ -1,6 +1,6 @@
 //! The repository collector: runs each frozen process check of one sealed
 //! Candidate once, in the confined executor, under the pins it was sealed for, and stores
-//! exactly one `sf-repository-observation/1` Evidence record per run. It observes and never
+//! exactly one observation Evidence record ([`OBSERVATION_FORMAT`]) per run. It observes and never
 //! judges; it never runs Candidate or base code in its own process, never reads or writes Git,
 //! and works only over `dyn Executor`, `dyn EvidenceStore` and `dyn Gate`.
 //!
@@ -30,8 +30,10 @@
 //! come from the collector's clock around `Executor::run`. An executor `Err` is not-started
 //! (the contract says it started nothing); a panic is unresolved. A run whose identities
 //! differ from the pinned program, input, harness, runtime, profile or bounds, that was stopped
-//! (timeout, output limit, abort), whose processes were not confirmed reaped, whose Landlock
-//! was not fully enforced, or that ended after the deadline, is recorded with those problems
+//! (timeout, output limit, abort), whose processes were not confirmed reaped, whose
+//! enforcement facts do not state what the recipe pins, that enforced other bounds than
+//! requested, for which the executor reported problems, or that ended after the deadline, is
+//! recorded with those problems
 //! and is not attributable: the judge can only find it Inconclusive.
 //!
 //! **One record per run**: every check, started or not, becomes one observation and one
@@ -77,6 +79,7 @@ pub const STORE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The collector's clock: where a run's start and end times, and the time left before the
 /// deadline, come from.
 pub trait Clock: Send + Sync {
+    /// The current wall-clock time.
     fn now(&self) -> SystemTime;
 }
 
@@ -132,27 +135,36 @@ impl RunState {
 /// One process check's run, in acceptance order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CollectedRun {
+    /// The id of the process check.
     pub check: String,
     /// The stored record's id; `None` when nothing was stored for the check.
     pub evidence: Option<Digest>,
+    /// How far the run got.
     pub state: RunState,
+    /// The identities the executor reported, for a run it answered.
     pub identities: Option<RunIdentities>,
+    /// Why the run did not start or is not attributable, and why its record was not stored;
+    /// empty for an attributable run.
     pub problems: Vec<String>,
 }
 
 /// The outcome of a collection that ran to its end.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CollectResult {
+    /// The attempt the hold is for; every record names it.
     pub attempt: AttemptId,
     /// The pins digest every record is filed under.
     pub pins: Digest,
     /// The pins themselves.
     pub pinned: RepositoryPins,
+    /// One per process check, in acceptance order.
     pub runs: Vec<CollectedRun>,
     /// The ids of the records stored, in run order.
     pub evidence: Vec<Digest>,
-    /// The environment at the start and at the end (`None` when it could not be described).
+    /// The environment before the first run (`None` when it could not be described).
     pub environment_before: Option<EnvironmentRecord>,
+    /// The environment after the last run (`None` when it could not be described); a
+    /// Verdict needs it equal to `environment_before`.
     pub environment_after: Option<EnvironmentRecord>,
 }
 
@@ -179,13 +191,21 @@ impl CollectResult {
 pub enum CollectError {
     /// A request, an option or the pins break a rule; nothing was started or stored.
     #[error("invalid input: {input}: {rule}")]
-    InvalidInput { input: String, rule: String },
+    InvalidInput {
+        /// The request part, option or pin at fault (`sealed.digest`, `hold`, ...).
+        input: String,
+        /// The rule it breaks, as a sentence.
+        rule: String,
+    },
     /// The hold ended (or could not be confirmed) before a run or a put: nothing further was
     /// started or stored. Records stored earlier (`stored`) stand and are inert.
     #[error("the hold of attempt {attempt} ended: {reason}")]
     Released {
+        /// The attempt whose hold ended.
         attempt: AttemptId,
+        /// What the fence reported.
         reason: String,
+        /// The ids of the records stored before the hold ended, in run order.
         stored: Vec<Digest>,
     },
 }

@@ -4,7 +4,7 @@
 //! tests too and no Candidate decides what its tests are.
 //!
 //! The collector derives the pins itself, and the judge and the integration guard take them
-//! from [`derive`] as well, so that every party names the same runs.
+//! from [`derive()`] as well, so that every party names the same runs.
 
 use crate::assurance::{
     BasePins, CandidatePins, FrozenSlice, RepositoryPins, SlicePins, Stage, authenticate,

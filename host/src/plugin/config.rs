@@ -217,11 +217,18 @@ pub enum ConfigError {
         "configuration file {}: cannot be read ({detail}); pass an existing sf.toml to --config",
         path.display()
     )]
-    Unreadable { path: PathBuf, detail: String },
+    Unreadable {
+        /// The file given.
+        path: PathBuf,
+        /// Why it cannot be read (absent, not a regular file, too large, not UTF-8, ...).
+        detail: String,
+    },
     /// The file is not a valid configuration.
     #[error("{origin}: {detail}")]
     Invalid {
+        /// Where the configuration came from.
         origin: ConfigOrigin,
+        /// What is wrong with it.
         detail: String,
     },
     /// No compiled-in backend and no plugin on the plugin path serves the tag.
@@ -232,26 +239,42 @@ pub enum ConfigError {
         plugin_path.iter().map(|dir| dir.display().to_string()).collect::<Vec<_>>().join(":")
     )]
     UnknownTag {
+        /// Where the configuration came from.
         origin: ConfigOrigin,
+        /// The section whose tag is unknown.
         section: String,
+        /// The section's `type`.
         tag: String,
+        /// Every tag that serves the section's contract, with where it comes from
+        /// (`sqlite (compiled in)`, `<tag> (plugin <name>, <library>)`).
         known: Vec<String>,
+        /// The plugin path that was searched, in order.
         plugin_path: Vec<PathBuf>,
     },
     /// A compiled-in backend refused its configuration or failed to start.
     #[error("{origin}: [{section}] type {tag:?}: {detail}")]
     Backend {
+        /// Where the configuration came from.
         origin: ConfigOrigin,
+        /// The section whose backend failed (`object_store`, `executor`, `evidence_store` or
+        /// `gate`).
         section: String,
+        /// The section's `type`.
         tag: String,
+        /// What the backend reported.
         detail: String,
     },
     /// The plugin that serves the tag failed to load, check or instantiate.
     #[error("{origin}: [{section}] type {tag:?}: {error}")]
     Plugin {
+        /// Where the configuration came from.
         origin: ConfigOrigin,
+        /// The section whose plugin failed (`object_store`, `executor`, `evidence_store` or
+        /// `gate`).
         section: String,
+        /// The section's `type`.
         tag: String,
+        /// What the plugin host reported.
         error: Box<PluginError>,
     },
 }

@@ -18,13 +18,21 @@ pub enum PluginError {
         manifest.display()
     )]
     MissingManifest {
+        /// The library whose manifest was looked for.
         library: PathBuf,
+        /// Where its manifest file should be.
         manifest: PathBuf,
+        /// Why the file cannot be read.
         detail: String,
     },
     /// The manifest file is not a valid manifest.
     #[error("plugin manifest {}: {detail}; fix the file or rebuild the plugin", file.display())]
-    InvalidManifest { file: PathBuf, detail: String },
+    InvalidManifest {
+        /// The manifest file.
+        file: PathBuf,
+        /// The rule the manifest breaks.
+        detail: String,
+    },
     /// The library named by a manifest is not there.
     #[error(
         "plugin {plugin}: its library {} cannot be used ({detail}); build the plugin, or remove \
@@ -33,9 +41,13 @@ pub enum PluginError {
         manifest.display()
     )]
     MissingLibrary {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The library path, beside the manifest.
         library: PathBuf,
+        /// The manifest file read for it.
         manifest: PathBuf,
+        /// Why it cannot be used (absent, not a regular file, ...).
         detail: String,
     },
     /// A plugin file or directory could be changed by someone else.
@@ -45,8 +57,12 @@ pub enum PluginError {
         path.display()
     )]
     Insecure {
+        /// The plugin's name, from its manifest (or the name of a program checked by the
+        /// same rules).
         plugin: String,
+        /// The library, or a directory at or above it, that fails the check.
         path: PathBuf,
+        /// The ownership or mode rule it breaks.
         rule: String,
     },
     /// The dynamic loader refused the library.
@@ -55,8 +71,11 @@ pub enum PluginError {
         library.display()
     )]
     LoadFailed {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The library, by its canonical path.
         library: PathBuf,
+        /// What the dynamic loader reported.
         detail: String,
     },
     /// The library does not export the entry symbol.
@@ -66,8 +85,11 @@ pub enum PluginError {
         library.display()
     )]
     MissingEntry {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The library file, as given to the loader.
         library: PathBuf,
+        /// What the dynamic loader reported.
         detail: String,
     },
     /// The entry table does not start with the magic number.
@@ -77,8 +99,11 @@ pub enum PluginError {
         library.display()
     )]
     WrongMagic {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The library file, as given to the loader.
         library: PathBuf,
+        /// The magic number the table starts with.
         found: u64,
     },
     /// The plugin speaks another ABI major version.
@@ -89,7 +114,9 @@ pub enum PluginError {
         library.display()
     )]
     AbiMismatch {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The library file, as given to the loader.
         library: PathBuf,
         /// `major` or `major.minor`, as far as it is known (the manifest file names only the
         /// major).
@@ -102,8 +129,11 @@ pub enum PluginError {
         library.display()
     )]
     MalformedTable {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The library file, as given to the loader.
         library: PathBuf,
+        /// What is wrong with the table.
         detail: String,
     },
     /// The manifest file beside the library is not the manifest compiled into it.
@@ -114,9 +144,13 @@ pub enum PluginError {
         library.display()
     )]
     ManifestMismatch {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The library file, as given to the loader.
         library: PathBuf,
+        /// The manifest file beside the library.
         manifest: PathBuf,
+        /// How the two differ.
         detail: String,
     },
     /// The plugin does not provide the contract asked for, or this sf does not know it.
@@ -125,9 +159,13 @@ pub enum PluginError {
         list(provided)
     )]
     UnknownContract {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The contract asked for.
         contract: String,
+        /// The contracts the plugin's manifest lists.
         provided: Vec<String>,
+        /// Whether this sf does not know the contract or the manifest does not list it.
         detail: String,
     },
     /// The plugin does not serve the tag asked for.
@@ -136,9 +174,13 @@ pub enum PluginError {
         list(provided)
     )]
     UnknownTag {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The contract asked for.
         contract: String,
+        /// The `type` tag asked for.
         tag: String,
+        /// The tags the manifest lists under the contract.
         provided: Vec<String>,
     },
     /// The plugin panicked; the panic was caught inside the plugin and sf kept running.
@@ -147,8 +189,11 @@ pub enum PluginError {
          its author, or configure another backend"
     )]
     Panicked {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The call that failed: a method name, or `instantiate(contract, tag)`.
         during: String,
+        /// The panic message the plugin reported.
         message: String,
     },
     /// The plugin answered with bytes that are not a well-formed reply.
@@ -158,8 +203,11 @@ pub enum PluginError {
          backend"
     )]
     MalformedMessage {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The call that failed: a method name, or `instantiate(contract, tag)`.
         during: String,
+        /// What is wrong with the reply.
         detail: String,
     },
     /// The plugin does not know a method this sf called (an older minor version).
@@ -167,22 +215,34 @@ pub enum PluginError {
         "plugin {plugin} does not support {method} ({detail}); rebuild it against a newer sf-sdk"
     )]
     UnsupportedMethod {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The method called.
         method: String,
+        /// The plugin's message.
         detail: String,
     },
     /// The plugin refused to serve the call (bad configuration, a backend that could not
     /// start, a request it could not read).
     #[error("plugin {plugin} refused {during} ({code}): {message}")]
     Refused {
+        /// The plugin's name, from its manifest.
         plugin: String,
+        /// The call that failed: a method name, or `instantiate(contract, tag)`.
         during: String,
+        /// The plugin's error code.
         code: String,
+        /// The plugin's message.
         message: String,
     },
     /// A plugin directory cannot be used.
     #[error("plugin path: {}: {detail}", path.display())]
-    PluginPath { path: PathBuf, detail: String },
+    PluginPath {
+        /// The directory, or the plugin path entry, at fault.
+        path: PathBuf,
+        /// What is wrong with it and how to fix it.
+        detail: String,
+    },
 }
 
 fn list(items: &[String]) -> String {

@@ -295,6 +295,7 @@ pub fn finish_run(
 /// A `run` reply, read while the plugin's buffer is alive.
 #[derive(Debug)]
 pub enum RunReply {
+    /// A well-formed answer: the run started and this is its outcome.
     Answer(Box<RunAnswer>),
     /// A contract error: nothing started, the plugin says.
     Refused(ExecutorError),

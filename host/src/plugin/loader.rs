@@ -520,11 +520,16 @@ impl std::fmt::Debug for Instance {
 pub enum CallReply<'a> {
     /// `STATUS_OK`: the answer message, and the new instance if the method made one.
     Answer {
+        /// The encoded answer, in the plugin's buffer.
         bytes: &'a [u8],
+        /// The instance the method made (an object store factory's `open` or `create`), if any.
         new_instance: Option<Instance>,
     },
     /// `STATUS_CONTRACT_ERROR`: the contract's error message.
-    ContractError { bytes: &'a [u8] },
+    ContractError {
+        /// The encoded contract error, in the plugin's buffer.
+        bytes: &'a [u8],
+    },
 }
 
 impl Instance {

@@ -110,32 +110,58 @@ impl Rejection {
 pub enum RepositoryError {
     /// An argument breaks a rule; nothing was read or written.
     #[error("invalid input: {input}: {rule}")]
-    InvalidInput { input: String, rule: String },
+    InvalidInput {
+        /// The argument or field at fault (`productId`, `files: <path>`, ...).
+        input: String,
+        /// The rule it breaks, as a sentence.
+        rule: String,
+    },
     /// A proposal was rejected; nothing was written.
     #[error("proposal rejected ({}): {input}: {detail}", reason.code())]
     Rejected {
+        /// Why, with its stable code.
         reason: Rejection,
+        /// The part of the proposal at fault (a field or an edit's path).
         input: String,
+        /// What about it broke the rule.
         detail: String,
     },
     /// The path to create exists; sf never adopts it.
     #[error("{} already exists; sf never adopts an existing path: choose a new path", path.display())]
-    Exists { path: PathBuf },
+    Exists {
+        /// The repository path that was asked for.
+        path: PathBuf,
+    },
     /// The owned root is missing, replaced or tampered with, or the store cannot be used.
     #[error("repository unavailable: {reason}")]
-    Unavailable { reason: String },
+    Unavailable {
+        /// What made the root or the store unusable.
+        reason: String,
+    },
     /// The Candidate or object asked for does not exist.
     #[error("not found: {what}")]
-    Missing { what: String },
+    Missing {
+        /// The Candidate, commit or object that is absent.
+        what: String,
+    },
     /// Stored data failed verification; it is reported, never repaired.
     #[error("corrupt: {what}")]
-    Corrupt { what: String },
+    Corrupt {
+        /// The stored object or ref that failed, and how.
+        what: String,
+    },
     /// A different record already holds this identity.
     #[error("conflict: {what}")]
-    Conflict { what: String },
+    Conflict {
+        /// What already holds another record (an action occurrence's intent, say) and which.
+        what: String,
+    },
     /// Git (or the store's tool) failed or did not answer in time.
     #[error("git failed: {detail}")]
-    GitFailed { detail: String },
+    GitFailed {
+        /// The operation that failed and what the store reported.
+        detail: String,
+    },
 }
 
 impl RepositoryError {

@@ -30,7 +30,7 @@ pub const SEAL_PROTOCOL: &str = "sf-seal/1";
 /// The author and committer of every commit sf writes. A fixed time makes equal inputs give
 /// equal commits, which is what lets identical seals converge.
 pub const IDENT: &str = "sf <sf@localhost.invalid> 0 +0000";
-/// The largest commit body sf reads (seed 001: MAX_COMMIT_BYTES).
+/// The largest commit body sf reads, in bytes; also the budget of a seal commit's tree.
 pub const MAX_COMMIT_BYTES: u64 = 4096;
 /// The byte budget of one tree level when reading.
 pub const MAX_TREE_LEVEL_BYTES: u64 = 64 * 1024 * 1024;
@@ -70,21 +70,28 @@ pub const REPOSITORY_LIMITS: RepositoryLimits = RepositoryLimits {
 };
 
 /// Who a repository is: persist it and hand it back to [`open_repository`](super::open_repository).
-/// Serialised (as the ownership marker, too) with the seed's field names; reading checks
-/// every field's rule.
+/// Serialised (as the ownership marker, too) with the camelCase field names listed in
+/// [`to_value`](Self::to_value); reading checks every field's rule.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(remote = "Self", deny_unknown_fields, rename_all = "camelCase")]
 pub struct RepositoryIdentity {
+    /// The Product the repository holds; follows [`ID_RULE`].
     #[serde(deserialize_with = "product_id")]
     pub product_id: String,
     /// The canonical absolute path of the root.
     #[serde(deserialize_with = "root_path")]
     pub path: String,
+    /// The device number of the root directory, recorded at creation; the store refuses to
+    /// open a root whose device differs.
     pub dev: u64,
+    /// The inode number of the root directory, recorded at creation; the store refuses to open
+    /// a root whose inode differs (a moved or replaced root).
     pub ino: u64,
     /// 32 lowercase hex characters of randomness drawn at creation.
     #[serde(deserialize_with = "nonce")]
     pub nonce: String,
+    /// The branch Candidates are based on and integrated into; checked by
+    /// [`check_target_ref`].
     #[serde(deserialize_with = "target_ref")]
     pub target_ref: String,
     /// The initial commit: sf's pinned commit, or the commit imported from the team's

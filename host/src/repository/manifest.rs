@@ -29,6 +29,7 @@ pub const MAX_PROTECTED_PATTERNS: usize = 1024;
 /// the paths no proposal may create, change or delete.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SliceBinding {
+    /// The `sha256:` of the Slice record's canonical bytes.
     pub digest: Digest,
     /// Protected-path patterns ([`crate::path_glob`]), as the Slice lists them.
     pub protected: Vec<String>,
@@ -71,7 +72,10 @@ pub fn parse_protected(patterns: &[String]) -> Result<Vec<PathGlob>, RepositoryE
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Slice {
+    /// The Slice's id; follows [`ID_RULE`].
     pub id: String,
+    /// Which revision of the Slice (a positive safe integer); a new revision is a new Slice
+    /// record with its own digest.
     #[serde(deserialize_with = "canonical::positive")]
     pub revision: u64,
 }
@@ -81,11 +85,18 @@ pub struct Slice {
 /// the Slice's digest and protected paths.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FrozenInputs {
+    /// The base commit B the proposal is applied to; a factory commit of the repository.
     pub base: ObjectId,
+    /// The Slice the Candidate belongs to.
     pub slice: Slice,
+    /// The paths a proposal may touch: 1 to 64 distinct paths, each a file or a directory
+    /// and everything below it ([`in_scope`](super::in_scope)).
     pub scope: Vec<String>,
+    /// The `sha256:` of the canonical acceptance record the Candidate is judged by.
     pub acceptance: Digest,
+    /// The `sha256:` of the canonical recipe record its checks are run by.
     pub recipe: Digest,
+    /// The `sha256:` of the canonical environment record its checks must run in.
     pub environment: Digest,
     /// `None` only for a version 1 Candidate read back; `seal` requires it.
     pub binding: Option<SliceBinding>,
@@ -204,9 +215,13 @@ pub(crate) fn is_candidate_message(message: &str, product_id: &str) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(remote = "Self", deny_unknown_fields)]
 pub struct ManifestFile {
+    /// The file's path in the tree.
     pub path: String,
+    /// The Git blob id (SHA-1) of its bytes.
     pub blob: ObjectId,
+    /// The `sha256:` of its bytes.
     pub sha256: Digest,
+    /// Its length in bytes.
     pub bytes: u64,
 }
 canonical::literal_fields!(ManifestFile { "mode": FILE_MODE });
@@ -242,9 +257,12 @@ impl ManifestFile {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ManifestEdit {
+    /// The path the edit touches.
     pub path: String,
+    /// The `sha256:` of the file's bytes in the base; `None` when the edit created it.
     #[serde(deserialize_with = "canonical::nullable")]
     pub prior: Option<Digest>,
+    /// The `sha256:` of the file's new bytes; `None` when the edit deleted it.
     #[serde(deserialize_with = "canonical::nullable")]
     pub next: Option<Digest>,
 }
@@ -252,20 +270,33 @@ pub struct ManifestEdit {
 /// The record a Candidate's digest is taken over.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CandidateManifest {
+    /// The repository the Candidate was sealed in.
     pub repository: RepositoryIdentity,
+    /// The Slice it was sealed for.
     pub slice: Slice,
     /// The Slice binding of a version 2 manifest; `None` for version 1.
     pub binding: Option<SliceBinding>,
+    /// The frozen scope the proposal was checked against.
     pub scope: Vec<String>,
+    /// The `sha256:` of the frozen acceptance record.
     pub acceptance: Digest,
+    /// The `sha256:` of the frozen recipe record.
     pub recipe: Digest,
+    /// The `sha256:` of the frozen environment record.
     pub environment: Digest,
+    /// The base commit B, M's sole parent.
     pub base_commit: ObjectId,
+    /// B's tree.
     pub base_tree: ObjectId,
+    /// The Candidate commit M.
     pub commit: ObjectId,
+    /// M's tree: the base with the proposal applied.
     pub tree: ObjectId,
+    /// Every file of M's tree, sorted by path.
     pub files: Vec<ManifestFile>,
+    /// The `sha256:` of the proposal's canonical record (edits sorted by path).
     pub proposal_digest: Digest,
+    /// The proposal's edits as digests, sorted by path.
     pub edits: Vec<ManifestEdit>,
 }
 
@@ -292,7 +323,8 @@ impl CandidateManifest {
         }
     }
 
-    /// The manifest as a JSON value with the seed's field names.
+    /// The manifest as a JSON value, in the written record's shape (`base: {commit, tree}`,
+    /// `proposal: {digest, edits}`, and `slice.digest` and `protected` in version 2).
     pub fn to_value(&self) -> Value {
         canonical::to_value(&ManifestRecord::from(self))
             .expect("a manifest holds only strings and integers")
@@ -446,10 +478,15 @@ impl From<&CandidateManifest> for ManifestRecord {
 /// digest (what the executor runs as input).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SealedCandidate {
+    /// The Candidate's digest: the `sha256:` of `manifest_bytes`, and the name of its ref.
     pub digest: Digest,
+    /// The manifest, parsed.
     pub manifest: CandidateManifest,
+    /// The canonical manifest bytes as stored in the seal commit's tree.
     pub manifest_bytes: Vec<u8>,
+    /// M's files with their bytes, read back from the store.
     pub files: Vec<SnapshotFile>,
+    /// The snapshot digest of `files`: what the executor is given as the Candidate's input.
     pub snapshot_digest: Digest,
 }
 

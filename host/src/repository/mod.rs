@@ -1,6 +1,6 @@
 //! Owned repositories: create one from a directory of text files, open it by its identity,
 //! seal proposals as immutable Candidates, and export a Candidate's exact bytes, every
-//! identity recomputed and nothing adopted, repaired or guessed (seed 001).
+//! identity recomputed and nothing adopted, repaired or guessed.
 //!
 //! Everything here works over `dyn ObjectStore`; the core never names a backend. Stored
 //! layout: `refs/sf/candidates/<manifest sha256 hex>` → seal commit S (tree
@@ -71,7 +71,9 @@ pub fn candidate_ref(digest: &Digest) -> RefName {
 /// (tests only; production uses [`NoFaults`]).
 #[derive(Clone)]
 pub struct RepositoryOptions {
+    /// The bound on each store operation: every call gets a deadline this far from its start.
     pub git_timeout: Duration,
+    /// Where tests stop or fail the repository at named points; [`NoFaults`] otherwise.
     pub faults: Arc<dyn FaultPoints>,
 }
 
@@ -97,7 +99,11 @@ impl std::fmt::Debug for RepositoryOptions {
 pub struct CreateRepository {
     /// Absolute, normalised and canonical; must not exist.
     pub path: String,
+    /// The Product the repository holds, recorded in its identity and its initial commit;
+    /// follows [`ID_RULE`].
     pub product_id: String,
+    /// The branch the initial commit is created on and Candidates are later integrated into;
+    /// checked by [`check_target_ref`].
     pub target_ref: String,
     /// What the first base is.
     pub base: InitialBase,
@@ -161,6 +167,7 @@ impl std::fmt::Debug for Repository {
 }
 
 impl Repository {
+    /// The identity this handle was opened with, checked against the store's ownership marker.
     pub fn identity(&self) -> &RepositoryIdentity {
         &self.identity
     }

@@ -18,9 +18,13 @@ use super::source::{SourceFile, check_resulting_source, check_text};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileEdit {
+    /// The path to create, replace or delete; inside the scope and not protected.
     pub path: String,
+    /// The `sha256:` of the file's current bytes, or `None` to create a file that must not
+    /// exist.
     #[serde(deserialize_with = "canonical::nullable")]
     pub prior: Option<Digest>,
+    /// The file's whole new text, or `None` to delete it.
     #[serde(deserialize_with = "canonical::nullable")]
     pub text: Option<String>,
 }
@@ -30,6 +34,7 @@ pub struct FileEdit {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Proposal {
+    /// The edits, in any order; at most one per path (compared ignoring case).
     #[serde(serialize_with = "sorted_by_path")]
     pub edits: Vec<FileEdit>,
 }

@@ -1,7 +1,8 @@
 //! Guarded at-most-once integration: the one effect sf has on the world. The target ref moves
 //! from base B to the Candidate's commit M at most once per prepared intent, even across
 //! repeats, concurrent processes, restarts and kills; an outcome that cannot be known is
-//! reported as unknown, never as failed (seed 001, invariants 8–12 and 15).
+//! reported as unknown, never as failed. `docs/integration.md` describes the calls, the
+//! observation and the gate.
 //!
 //! Stored layout: `refs/sf/integrations/<key>/{intent,dispatch,receipt}`, where `<key>` is the
 //! SHA-256 of the canonical `{protocol, action}`, so action ids never shape ref names. All

@@ -18,6 +18,7 @@ pub enum Postcondition {
 }
 
 impl Postcondition {
+    /// The kebab-case word the observation records (`desired-state-observed`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::DesiredStateObserved => "desired-state-observed",
@@ -43,6 +44,7 @@ pub enum Invocation {
 }
 
 impl Invocation {
+    /// The kebab-case word the observation records (`not-dispatched`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::NotDispatched => "not-dispatched",
@@ -56,7 +58,9 @@ impl Invocation {
 /// A retained receipt: the receipt commit R and the target it confirms.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IntegrationReceipt {
+    /// The receipt commit R (its parent is the claim D).
     pub id: ObjectId,
+    /// The commit the receipt says the target was moved to: the Candidate's commit M.
     pub target: ObjectId,
 }
 
@@ -74,22 +78,31 @@ pub struct ObservationStamp {
 pub struct IntegrationObservation {
     /// The payload digest (not the intent commit).
     pub intent: Digest,
+    /// Which observation this is and when it was read.
     pub observation: ObservationStamp,
+    /// The target ref the intent moves (`ref` in the record).
     pub target_ref: String,
     /// The target as read (`None` when it could not be read).
     pub target: Option<ObjectId>,
+    /// Whether the target, as read, names the Candidate's commit M.
     pub postcondition: Postcondition,
     /// The claim D, if one exists.
     pub dispatch: Option<ObjectId>,
+    /// The receipt R, if one exists (or, for the call that moved the target, if it could be
+    /// written).
     pub receipt: Option<IntegrationReceipt>,
+    /// What is known of the intent's one invocation.
     pub invocation: Invocation,
     /// True only for the call that started the update.
     pub dispatched: bool,
+    /// Why the outcome is not plain: a stale base, a withheld update, an unknown result or a
+    /// receipt that could not be written; `None` otherwise.
     pub problem: Option<String>,
 }
 
 impl IntegrationObservation {
-    /// The observation as JSON with the seed's field names.
+    /// The observation as JSON: `{intent, observation: {id, at}, ref, target, postcondition,
+    /// dispatch, receipt: {id, target}, invocation, dispatched, problem}`, object ids as hex.
     pub fn to_value(&self) -> Value {
         let hex = |id: &Option<ObjectId>| Value::from(id.map(|id| id.to_hex()));
         object([

@@ -24,7 +24,10 @@ pub const PAYLOAD_NAME: &str = "payload.json";
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Action {
+    /// The action's id; follows [`ID_RULE`].
     pub id: String,
+    /// Which occurrence of the action (a positive safe integer): each occurrence has at most
+    /// one intent, so a new effect needs a new occurrence.
     #[serde(deserialize_with = "canonical::positive")]
     pub occurrence: u64,
 }
@@ -33,28 +36,42 @@ pub struct Action {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Owner {
+    /// The owner's id; follows [`ID_RULE`]. Recorded in the payload, not interpreted.
     pub id: String,
+    /// The generation of the owner's ownership (a positive safe integer). Recorded in the
+    /// payload, not interpreted.
     #[serde(deserialize_with = "canonical::positive")]
     pub generation: u64,
 }
 
 /// What an integration is asked to do: move `target_ref` of `repository` from `base` to
 /// `commit`, the commit of Candidate `candidate`, for `action`, with `proof` (the digest of
-/// whatever admitted it) and `owner`. Written with the seed's field names (`ref` for the
-/// target ref).
+/// whatever admitted it) and `owner`. Each field is written under its own name, except
+/// `target_ref`, which is written as `ref`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IntegrationPayload {
+    /// The action occurrence the intent is for; it keys the intent's refs.
     pub action: Action,
+    /// The Product id; must be the repository's.
     pub product: String,
+    /// The Slice the Candidate was sealed for.
     pub slice: Slice,
+    /// The repository whose target moves; must be the one the intent is prepared in.
     pub repository: RepositoryIdentity,
+    /// The ref to move; must be the repository's target ref.
     #[serde(rename = "ref")]
     pub target_ref: String,
+    /// The commit the target must name for the move to start: the Candidate's base B.
     pub base: ObjectId,
+    /// The commit the target is moved to: the Candidate's commit M; never equal to `base`.
     pub commit: ObjectId,
+    /// The digest of the Candidate (its manifest's `sha256:`).
     pub candidate: Digest,
+    /// The digest of what admitted the move; the commands put the Verified Verdict's digest
+    /// here, and the primitive does not check it.
     pub proof: Digest,
+    /// Who owns the integration.
     pub owner: Owner,
 }
 
@@ -132,6 +149,7 @@ pub struct PreparedIntegration {
     pub digest: Digest,
     /// The intent commit I.
     pub intent: ObjectId,
+    /// The payload the intent retains, as `payload.json` in I's tree.
     pub payload: IntegrationPayload,
 }
 
