@@ -273,10 +273,7 @@ fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, Cli
     let base_files: Vec<SnapshotFile> = base_snapshot
         .files
         .iter()
-        .map(|file| SnapshotFile {
-            path: file.path.clone(),
-            content: file.text.as_bytes().to_vec(),
-        })
+        .map(|file| SnapshotFile::regular(file.path.clone(), file.text.as_bytes().to_vec()))
         .collect();
     let base_tree = MaterialisedTree {
         digest: snapshot_digest(&base_files).map_err(|error| invalid("the base", error))?,

@@ -345,10 +345,7 @@ fn decode(bytes: &[u8], digest: &Digest) -> Result<Vec<SnapshotFile>, String> {
                 entry.path
             ));
         }
-        files.push(SnapshotFile {
-            path: entry.path.clone(),
-            content: file.to_vec(),
-        });
+        files.push(SnapshotFile::regular(entry.path.clone(), file.to_vec()));
         content = rest;
     }
     if !content.is_empty() {
@@ -376,10 +373,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt as _;
 
     fn file(path: &str, content: &str) -> SnapshotFile {
-        SnapshotFile {
-            path: path.into(),
-            content: content.as_bytes().to_vec(),
-        }
+        SnapshotFile::regular(path, content.as_bytes().to_vec())
     }
 
     fn store() -> (tempfile::TempDir, SnapshotStore) {
@@ -428,10 +422,10 @@ mod tests {
             store.put(&many, &digest).unwrap_err().code(),
             "invalid-input"
         );
-        let big = vec![SnapshotFile {
-            path: "big".into(),
-            content: vec![0; SNAPSHOT_LIMITS.max_bytes as usize + 1],
-        }];
+        let big = vec![SnapshotFile::regular(
+            "big",
+            vec![0; SNAPSHOT_LIMITS.max_bytes as usize + 1],
+        )];
         let digest = snapshot_digest(&big).unwrap();
         assert_eq!(
             store.put(&big, &digest).unwrap_err().code(),

@@ -107,7 +107,7 @@ pub fn read_snapshot_dir(root: &Path) -> Result<Vec<SnapshotFile>, SourceDirErro
     let files = read_dir_files(root, &limits, |_, bytes| Ok(bytes))?;
     Ok(files
         .into_iter()
-        .map(|(path, content)| SnapshotFile { path, content })
+        .map(|(path, content)| SnapshotFile::regular(path, content))
         .collect())
 }
 

@@ -608,10 +608,10 @@ fn decode_files(
     files
         .iter()
         .map(|file| {
-            Ok(SnapshotFile {
-                path: file.path.clone(),
-                content: sections.take(file.content)?.to_vec(),
-            })
+            Ok(SnapshotFile::regular(
+                file.path.clone(),
+                sections.take(file.content)?.to_vec(),
+            ))
         })
         .collect()
 }
@@ -799,10 +799,7 @@ mod tests {
     use serde_json::Value;
 
     fn file(path: &str, content: &[u8]) -> SnapshotFile {
-        SnapshotFile {
-            path: path.into(),
-            content: content.to_vec(),
-        }
+        SnapshotFile::regular(path, content.to_vec())
     }
 
     fn request() -> RunRequest {

@@ -226,6 +226,13 @@ const GOLDEN: &[(&str, usize, &str)] = &[
         71,
         "21447054490f4733b1f55de7d58bd359a28601b5991fe01d01f2823276075ea0",
     ),
+    // sf-snapshot/2 of `moded_program()`, also computed outside Rust from the framing in
+    // docs/formats.md: sha256:030db841da1dcd42e9c6cfbcc48922b745ad104bf4684d9446e21e0f573ac812.
+    (
+        "snapshot-digest-v2",
+        71,
+        "5cd532b5c8159108bbfe482f958a8e8423673fae2dd577e503d2c13db22a3a15",
+    ),
     (
         "store-cas",
         148,
@@ -272,10 +279,7 @@ fn oid(fill: char) -> ObjectId {
 }
 
 fn file(path: &str, content: &[u8]) -> SnapshotFile {
-    SnapshotFile {
-        path: path.into(),
-        content: content.to_vec(),
-    }
+    SnapshotFile::regular(path, content.to_vec())
 }
 
 fn identity() -> sf_host::repository::RepositoryIdentity {
@@ -383,6 +387,15 @@ fn request() -> RunRequest {
         harness: vec![file("run.sh", b"sh /sf/program/main.sh\n")],
         bounds: RunBounds::new(Duration::from_millis(2500), 4096),
     }
+}
+
+/// The program of [`request`] with its entry executable and a link to it.
+fn moded_program() -> Vec<SnapshotFile> {
+    vec![
+        SnapshotFile::executable("main.sh", b"echo hi\n".to_vec()),
+        file("lib/x", b"\x00\x01"),
+        SnapshotFile::symlink("lib/main", b"../main.sh".to_vec()),
+    ]
 }
 
 fn recipe() -> Recipe {
@@ -628,6 +641,14 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
     v.insert(
         "snapshot-digest",
         snapshot_digest(&request().program)
+            .unwrap()
+            .to_string()
+            .into_bytes(),
+    );
+    // A snapshot with an executable and a link is digested as sf-snapshot/2.
+    v.insert(
+        "snapshot-digest-v2",
+        snapshot_digest(&moded_program())
             .unwrap()
             .to_string()
             .into_bytes(),

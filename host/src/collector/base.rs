@@ -49,10 +49,7 @@ fn check_files(files: &[SourceFile], tree: &ObjectId, what: &str) -> Result<(), 
 fn snapshot_of(files: &[SourceFile], what: &str) -> Result<MaterialisedTree, String> {
     let files: Vec<SnapshotFile> = files
         .iter()
-        .map(|file| SnapshotFile {
-            path: file.path.clone(),
-            content: file.text.as_bytes().to_vec(),
-        })
+        .map(|file| SnapshotFile::regular(file.path.clone(), file.text.as_bytes().to_vec()))
         .collect();
     let digest = snapshot_digest(&files).map_err(|error| format!("{what}: {error}"))?;
     Ok(MaterialisedTree { files, digest })

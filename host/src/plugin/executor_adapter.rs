@@ -367,10 +367,7 @@ mod tests {
 
     fn request() -> RunRequest {
         RunRequest {
-            program: vec![SnapshotFile {
-                path: "main.sh".into(),
-                content: b"echo hi".to_vec(),
-            }],
+            program: vec![SnapshotFile::regular("main.sh", b"echo hi".to_vec())],
             entry: "main.sh".into(),
             args: Vec::new(),
             input: Vec::new(),

@@ -159,10 +159,7 @@ impl Repository {
 
         let files: Vec<SnapshotFile> = files
             .into_iter()
-            .map(|file| SnapshotFile {
-                path: file.path,
-                content: file.text.into_bytes(),
-            })
+            .map(|file| SnapshotFile::regular(file.path, file.text.into_bytes()))
             .collect();
         let snapshot_digest = snapshot_digest(&files).map_err(|error| {
             RepositoryError::corrupt(format!("Candidate {digest} files: {error}"))

@@ -95,10 +95,7 @@ pub fn scripted_program(behaviour: &Behaviour) -> Program {
         Behaviour::Flood => "flood\n".to_owned(),
     };
     Program {
-        files: vec![SnapshotFile {
-            path: "main.script".into(),
-            content: text.into_bytes(),
-        }],
+        files: vec![SnapshotFile::regular("main.script", text.into_bytes())],
         entry: "main.script".into(),
         args: Vec::new(),
     }
@@ -142,10 +139,10 @@ pub fn run_case(harness: &dyn Harness, name: &str) {
 }
 
 fn input() -> Vec<SnapshotFile> {
-    vec![SnapshotFile {
-        path: "data/input.txt".into(),
-        content: b"input-bytes".to_vec(),
-    }]
+    vec![SnapshotFile::regular(
+        "data/input.txt",
+        b"input-bytes".to_vec(),
+    )]
 }
 
 fn request(harness: &dyn Harness, behaviour: &Behaviour, bounds: RunBounds) -> RunRequest {
@@ -168,10 +165,10 @@ fn harnessed(harness: &dyn Harness, behaviour: &Behaviour, bounds: RunBounds) ->
     let mut request = request(harness, behaviour, bounds);
     request.harness = std::mem::replace(
         &mut request.program,
-        vec![SnapshotFile {
-            path: "tree/file.txt".into(),
-            content: b"the tree under test".to_vec(),
-        }],
+        vec![SnapshotFile::regular(
+            "tree/file.txt",
+            b"the tree under test".to_vec(),
+        )],
     );
     request.entry = RunEntry::harness(request.entry.path);
     request
@@ -319,10 +316,8 @@ pub fn invalid_input_is_refused(harness: &dyn Harness) {
     bad.entry = RunEntry::harness(good.entry.path.clone());
     cases.push(("an entry in an empty harness", bad));
     let mut bad = harnessed(harness, &printing(), bounds());
-    bad.harness.push(SnapshotFile {
-        path: "../escape".into(),
-        content: Vec::new(),
-    });
+    bad.harness
+        .push(SnapshotFile::regular("../escape", Vec::new()));
     cases.push(("bad harness path", bad));
     let mut bad = good.clone();
     bad.args.push("nul\0inside".into());
@@ -331,16 +326,14 @@ pub fn invalid_input_is_refused(harness: &dyn Harness) {
     bad.bounds.timeout = Duration::ZERO;
     cases.push(("zero timeout", bad));
     let mut bad = good.clone();
-    bad.input.push(SnapshotFile {
-        path: "../escape".into(),
-        content: Vec::new(),
-    });
+    bad.input
+        .push(SnapshotFile::regular("../escape", Vec::new()));
     cases.push(("bad input path", bad));
     let mut bad = good.clone();
-    bad.program.push(SnapshotFile {
-        path: "huge.bin".into(),
-        content: vec![0; MAX_SNAPSHOT_BYTES as usize + 1],
-    });
+    bad.program.push(SnapshotFile::regular(
+        "huge.bin",
+        vec![0; MAX_SNAPSHOT_BYTES as usize + 1],
+    ));
     cases.push(("oversized program", bad));
     for (what, bad) in cases {
         match executor.run(&bad, &CancelToken::new()) {
