@@ -132,9 +132,19 @@ const GOLDEN: &[(&str, usize, &str)] = &[
         "38a54b1baa3de5ff16a091707ca7f02661078e13a83bc442450961a8e35fb149",
     ),
     (
+        "executor-run-v4",
+        527,
+        "a84e7eacc89a2cf374a0dbc26fbb24182249c01663c03814769ccc1cb6d99902",
+    ),
+    (
         "executor-run-v3",
         397,
         "38a54b1baa3de5ff16a091707ca7f02661078e13a83bc442450961a8e35fb149",
+    ),
+    (
+        "executor-run-v4",
+        527,
+        "a84e7eacc89a2cf374a0dbc26fbb24182249c01663c03814769ccc1cb6d99902",
     ),
     (
         "executor-runtime",
@@ -714,6 +724,18 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
     v.insert(
         "executor-answer-v3",
         executor_protocol::encode_answer(&answer(), RunWire::V3),
+    );
+    v.insert(
+        "executor-run-v4",
+        executor_protocol::encode_run(
+            9,
+            &RunRequest {
+                program: moded_program(),
+                ..request()
+            },
+            RunWire::V4,
+        )
+        .unwrap(),
     );
     v.insert(
         "executor-runtime",
