@@ -36,6 +36,7 @@ use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 const GOLDEN: &[(&str, usize, &str)] = &[
     ("fence-epoch", 54, "e82f1f33df9a9e7d1bf6e65aa96320ee61799e0f5451c212858813fa3248bc31"),
     ("stored-snapshot", 385, "3c77dff5b18eac597aa9add058d42767b51c2b17b7ace8a9e3dec011c60286ba"),
+    ("stored-snapshot-v2", 561, "97c205ac5b4efc007857ee9429b03fe061c260a1d70920752959773796a2fac0"),
     (
         "acceptance",
         1152,
@@ -678,6 +679,13 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
     store.put(&files, &snapshot).unwrap();
     v.insert(
         "stored-snapshot",
+        std::fs::read(root.join("snapshots").join(snapshot.hex())).unwrap(),
+    );
+    let moded = moded_program();
+    let snapshot = snapshot_digest(&moded).unwrap();
+    store.put(&moded, &snapshot).unwrap();
+    v.insert(
+        "stored-snapshot-v2",
         std::fs::read(root.join("snapshots").join(snapshot.hex())).unwrap(),
     );
     let fence = sf_host::fence::Fence::open(&root.join("fence"), "golden").unwrap();
