@@ -10,16 +10,25 @@
 //! below it is created relative to its directory's descriptor (`O_CREAT | O_EXCL |
 //! O_NOFOLLOW`). A link planted at `--out`, in its path or at the staging name is refused,
 //! naming the path; nothing is ever written through one.
+//!
+//! Each entry is written as its mode says: a regular file 0644, an executable 0755 (both less
+//! the umask, as Git checks files out), a symbolic link with `symlinkat` relative to its
+//! directory's descriptor, holding its target. The entries keep the snapshot rules (checked
+//! again before anything is written), so every link resolves inside the export and nothing
+//! lies beneath a link; and a link is never made where a name exists, so none can stand
+//! where a directory was.
 
 use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 
 use super::common::{CliError, Context, Output, absolute_new_path, repository_error};
 use sf_host::canonical::Digest;
+use sf_host::contracts::tree_path::EntryMode;
 use sf_host::dir_fd::{DirFd, DirFdError, EntryKind};
-use sf_host::snapshot::SnapshotFile;
+use sf_host::snapshot::{SnapshotFile, check_snapshot};
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
@@ -45,9 +54,8 @@ pub fn run(context: &Context, args: ExportArgs) -> Result<Output, CliError> {
             ),
         )
     })?;
-    let out = absolute_new_path(&args.out, "--out")?;
-    let (parent, name) = open_parent(&args.out, &out)?;
-    let replace = check_destination(&parent, &name, &out)?;
+    let destination = Destination::check(&args.out)?;
+    let out = destination.out.clone();
     let repository = context.open_repository(&args.identity)?;
     let sealed = repository.export_candidate(&digest).map_err(|error| {
         repository_error(
@@ -58,7 +66,7 @@ pub fn run(context: &Context, args: ExportArgs) -> Result<Output, CliError> {
             &error,
         )
     })?;
-    write_all(&parent, &name, &out, replace, &sealed.files)?;
+    destination.write(&sealed.files)?;
     let files: Vec<serde_json::Value> = sealed
         .manifest
         .files
@@ -87,6 +95,55 @@ pub fn run(context: &Context, args: ExportArgs) -> Result<Output, CliError> {
             out.display()
         ),
     })
+}
+
+/// Writes `files` into the new or empty directory `out` exactly as `sf export` writes a
+/// Candidate's files (see the module documentation): each entry with its mode, links as
+/// links, all through directory descriptors, appearing whole or not at all. Entries that
+/// break the snapshot rules are `invalid-input`, naming the path and the rule, before
+/// anything is written.
+pub fn write_export(out: &Path, files: &[SnapshotFile]) -> Result<(), CliError> {
+    Destination::check(out)?.write(files)
+}
+
+/// Where an export goes: the open parent of `--out`, the name in it, and whether an empty
+/// directory there is replaced.
+struct Destination {
+    parent: DirFd,
+    name: OsString,
+    out: PathBuf,
+    replace: bool,
+}
+
+impl Destination {
+    /// `given` (`--out`) checked before anything is read or written: its parent opened
+    /// without following a link, the name free or an empty directory.
+    fn check(given: &Path) -> Result<Self, CliError> {
+        let out = absolute_new_path(given, "--out")?;
+        let (parent, name) = open_parent(given, &out)?;
+        let replace = check_destination(&parent, &name, &out)?;
+        Ok(Self {
+            parent,
+            name,
+            out,
+            replace,
+        })
+    }
+
+    /// Writes `files` there (see [`write_all`]), after checking them against the snapshot
+    /// rules.
+    fn write(&self, files: &[SnapshotFile]) -> Result<(), CliError> {
+        check_snapshot(files).map_err(|error| {
+            CliError::new(
+                "invalid-input",
+                format!(
+                    "the files to export to {}: {error}; nothing was written",
+                    self.out.display()
+                ),
+            )
+        })?;
+        write_all(&self.parent, &self.name, &self.out, self.replace, files)
+    }
 }
 
 /// The directory `--out` names, opened without following a link in any component: a link
@@ -173,19 +230,23 @@ fn write_all(
         .map_err(|error| out_error(out, &error))?;
     let written = (|| {
         for file in files {
-            // Paths were checked against the grammar when the Candidate was verified:
-            // relative, no `.`, `..` or empty segment, so each component is one name.
+            // Paths keep the tree rules (checked before): relative, no `.`, `..` or empty
+            // segment, so each component is one name.
             let (directory, file_name) = match file.path.rsplit_once('/') {
                 Some((directory, file_name)) => {
                     (Some(staging.ensure_dirs(directory, 0o755)?), file_name)
                 }
                 None => (None, file.path.as_str()),
             };
-            directory.as_ref().unwrap_or(&staging).create_file(
-                OsStr::new(file_name),
-                &file.content,
-                0o644,
-            )?;
+            let directory = directory.as_ref().unwrap_or(&staging);
+            let file_name = OsStr::new(file_name);
+            match file.mode {
+                EntryMode::Regular => directory.create_file(file_name, &file.content, 0o644)?,
+                EntryMode::Executable => directory.create_file(file_name, &file.content, 0o755)?,
+                EntryMode::Symlink => {
+                    directory.create_symlink(file_name, OsStr::from_bytes(&file.content))?
+                }
+            }
         }
         staging.sync()?;
         parent.rename(&staging_name, parent, name, replace)

@@ -42,6 +42,7 @@ use clap::{Args, Parser, Subcommand};
 use sf_host::text_escape;
 
 pub use common::{CliError, Context, Output};
+pub use export::write_export;
 
 /// The `schemaVersion` of the `--json` envelope.
 pub const SCHEMA_VERSION: u64 = 1;

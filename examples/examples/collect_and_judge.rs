@@ -55,10 +55,7 @@ fn private(path: &std::path::Path) -> Result<(), Box<dyn Error>> {
 }
 
 fn file(path: &str, content: &str) -> SnapshotFile {
-    SnapshotFile {
-        path: path.into(),
-        content: content.as_bytes().to_vec(),
-    }
+    SnapshotFile::regular(path, content.as_bytes().to_vec())
 }
 
 fn process(

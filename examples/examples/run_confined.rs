@@ -43,16 +43,13 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
 
     let request = RunRequest {
-        program: vec![SnapshotFile {
-            path: "greet.sh".into(),
-            content: SCRIPT.as_bytes().to_vec(),
-        }],
+        program: vec![SnapshotFile::regular(
+            "greet.sh",
+            SCRIPT.as_bytes().to_vec(),
+        )],
         entry: "greet.sh".into(),
         args: vec!["the sandbox".into()],
-        input: vec![SnapshotFile {
-            path: "name.txt".into(),
-            content: b"reader\n".to_vec(),
-        }],
+        input: vec![SnapshotFile::regular("name.txt", b"reader\n".to_vec())],
         harness: Vec::new(),
         bounds: RunBounds::new(Duration::from_secs(20), 64 * 1024),
     };

@@ -56,6 +56,7 @@ fuzz_target!(|data: &[u8]| {
                 "run",
                 "run_v2",
                 "run_v3",
+                "run_v4",
                 "cancel",
             ] {
                 let _ = executor::Request::decode(method, bytes);

@@ -1,5 +1,5 @@
-//! The write-once snapshot store: a Slice's frozen fixture inputs, kept by snapshot digest. A
-//! published entry is never replaced.
+//! The write-once snapshot store: a Slice's frozen fixture inputs, harness and overlay, kept
+//! by snapshot digest, each entry with its mode.
 //!
 //! A store is one private directory of this user. `put` refuses, before any write, files that
 //! do not give the expected digest, more than [`SNAPSHOT_LIMITS`] allows, or anything the
@@ -13,7 +13,7 @@
 //! `unavailable`. One writer at a time (the owner) is assumed: two concurrent puts of the same
 //! digest share a temporary name.
 //!
-//! File format (`sf-delivery-snapshot/1`):
+//! File format (`sf-delivery-snapshot/1`), for a snapshot of regular files:
 //!
 //! ```text
 //! "sf-delivery-snapshot/1\n"
@@ -21,6 +21,15 @@
 //! <canonical JSON {"digest":"sha256:…","files":[{"bytes":N,"path":"…","sha256":"sha256:…"},…],"protocol":"sf-delivery-snapshot/1"}>
 //! <each file's bytes, in the manifest's (path byte) order>
 //! ```
+//!
+//! A snapshot holding an executable or a symbolic link is stored as `sf-delivery-snapshot/2`:
+//! the same framing, the protocol string `sf-delivery-snapshot/2` in both places, and each
+//! manifest entry with its `mode` as Git writes it (`"100644"`, `"100755"`, `"120000"`; a
+//! link's bytes are its target):
+//! `{"bytes":N,"mode":"100755","path":"…","sha256":"sha256:…"}`. Each snapshot has exactly one
+//! encoding: regular files only are always version 1 (so every entry stored before modes
+//! existed keeps its bytes, and a replay of it still matches), and a version 2 entry holding
+//! only regular files is `corrupt`.
 
 use std::io::{Read as _, Write as _};
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -29,11 +38,15 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::canonical::{self, Digest};
+use crate::contracts::tree_path::EntryMode;
 use crate::private_dir::{self, PrivateDir};
 use crate::snapshot::{SnapshotFile, snapshot_digest};
 
-/// The protocol string of a stored snapshot file and its manifest.
+/// The protocol string of a stored snapshot file and its manifest, for regular files only.
 pub const SNAPSHOT_FORMAT: &str = "sf-delivery-snapshot/1";
+/// The protocol string of a stored snapshot holding an executable or a symbolic link: its
+/// manifest names each entry's mode.
+pub const SNAPSHOT_FORMAT_V2: &str = "sf-delivery-snapshot/2";
 
 /// How much one stored snapshot may hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,21 +64,21 @@ pub const SNAPSHOT_LIMITS: SnapshotLimits = SnapshotLimits {
     max_bytes: 15 * 1024 * 1024,
 };
 
-/// One file as a manifest lists it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One entry as a manifest lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotEntry {
     /// The file's path in the snapshot.
     pub path: String,
+    /// What the entry is (always [`EntryMode::Regular`] in version 1).
+    pub mode: EntryMode,
     /// Its length in bytes.
     pub bytes: u64,
     /// The `sha256:` of its bytes.
     pub sha256: Digest,
 }
 
-/// What a stored snapshot holds: its digest and its files' identities, in path order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self", deny_unknown_fields)]
+/// What a stored snapshot holds: its digest and its entries' identities, in path order.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SnapshotManifest {
     /// The snapshot digest of the files; the entry's name is its hex.
     pub digest: Digest,
@@ -80,6 +93,7 @@ impl SnapshotManifest {
             .iter()
             .map(|file| SnapshotEntry {
                 path: file.path.clone(),
+                mode: file.mode,
                 bytes: file.content.len() as u64,
                 sha256: Digest::of(&file.content),
             })
@@ -87,9 +101,132 @@ impl SnapshotManifest {
         files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
         Self { digest, files }
     }
+
+    /// Whether every entry is a regular file: such a manifest is written as version 1.
+    fn is_regular_only(&self) -> bool {
+        self.files
+            .iter()
+            .all(|entry| entry.mode == EntryMode::Regular)
+    }
+
+    /// The manifest's canonical bytes and the protocol they are framed with.
+    fn encode(&self) -> Result<(&'static str, Vec<u8>), canonical::JsonError> {
+        let moded = !self.is_regular_only();
+        let files = self
+            .files
+            .iter()
+            .map(|entry| StoredEntry {
+                path: entry.path.clone(),
+                mode: moded.then_some(Mode(entry.mode)),
+                bytes: entry.bytes,
+                sha256: entry.sha256.clone(),
+            })
+            .collect();
+        let digest = self.digest.clone();
+        if moded {
+            let manifest = ManifestV2 { digest, files };
+            Ok((
+                SNAPSHOT_FORMAT_V2,
+                canonical::to_canonical_bytes(&manifest)?,
+            ))
+        } else {
+            let manifest = ManifestV1 { digest, files };
+            Ok((SNAPSHOT_FORMAT, canonical::to_canonical_bytes(&manifest)?))
+        }
+    }
+
+    /// Reads the manifest `head` of a stored snapshot framed with `protocol`: version 1
+    /// entries have no mode, version 2 entries each have one and not all are regular.
+    fn decode(protocol: &str, head: &[u8]) -> Result<Self, String> {
+        let read = |error: canonical::FieldError| error.to_string();
+        let moded = protocol == SNAPSHOT_FORMAT_V2;
+        let (digest, stored) = if moded {
+            let manifest: ManifestV2 =
+                canonical::from_canonical_slice(head, "manifest").map_err(read)?;
+            (manifest.digest, manifest.files)
+        } else {
+            let manifest: ManifestV1 =
+                canonical::from_canonical_slice(head, "manifest").map_err(read)?;
+            (manifest.digest, manifest.files)
+        };
+        let mut files = Vec::with_capacity(stored.len());
+        for (at, entry) in stored.into_iter().enumerate() {
+            let mode = match (moded, entry.mode) {
+                (true, Some(Mode(mode))) => mode,
+                (false, None) => EntryMode::Regular,
+                (true, None) => return Err(format!("manifest.files[{at}].mode is missing")),
+                (false, Some(_)) => {
+                    return Err(format!(
+                        "manifest.files[{at}].mode is not a field of {SNAPSHOT_FORMAT}"
+                    ));
+                }
+            };
+            files.push(SnapshotEntry {
+                path: entry.path,
+                mode,
+                bytes: entry.bytes,
+                sha256: entry.sha256,
+            });
+        }
+        let manifest = Self { digest, files };
+        if moded && manifest.is_regular_only() {
+            return Err(format!(
+                "a snapshot of regular files is stored as {SNAPSHOT_FORMAT}, not \
+                 {SNAPSHOT_FORMAT_V2}"
+            ));
+        }
+        Ok(manifest)
+    }
 }
 
-canonical::literal_fields!(SnapshotManifest { "protocol": SNAPSHOT_FORMAT });
+/// A manifest entry as stored: its mode in version 2 only.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoredEntry {
+    path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mode: Option<Mode>,
+    bytes: u64,
+    sha256: Digest,
+}
+
+/// A version 1 manifest.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+struct ManifestV1 {
+    digest: Digest,
+    files: Vec<StoredEntry>,
+}
+
+canonical::literal_fields!(ManifestV1 { "protocol": SNAPSHOT_FORMAT });
+
+/// A version 2 manifest: the entries with their modes.
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+struct ManifestV2 {
+    digest: Digest,
+    files: Vec<StoredEntry>,
+}
+
+canonical::literal_fields!(ManifestV2 { "protocol": SNAPSHOT_FORMAT_V2 });
+
+/// An entry's mode, written as Git writes it.
+struct Mode(EntryMode);
+
+impl Serialize for Mode {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.0.octal())
+    }
+}
+
+impl<'de> Deserialize<'de> for Mode {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        EntryMode::from_octal(text.as_bytes())
+            .map(Mode)
+            .ok_or_else(|| serde::de::Error::custom("must be 100644, 100755 or 120000"))
+    }
+}
 
 /// Why the snapshot store refused or failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -291,15 +428,16 @@ fn encode(
     manifest: &SnapshotManifest,
     files: &[SnapshotFile],
 ) -> Result<Vec<u8>, SnapshotStoreError> {
-    let header = canonical::to_canonical_bytes(manifest).map_err(|error| {
-        SnapshotStoreError::InvalidInput {
-            input: "files".into(),
-            rule: format!("the manifest must fit canonical JSON's bound: {error}"),
-        }
-    })?;
+    let (protocol, header) =
+        manifest
+            .encode()
+            .map_err(|error| SnapshotStoreError::InvalidInput {
+                input: "files".into(),
+                rule: format!("the manifest must fit canonical JSON's bound: {error}"),
+            })?;
     let mut sorted: Vec<&SnapshotFile> = files.iter().collect();
     sorted.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-    let mut bytes = crate::framing::prefix(SNAPSHOT_FORMAT, header.len());
+    let mut bytes = crate::framing::prefix(protocol, header.len());
     bytes.extend_from_slice(&header);
     for file in sorted {
         bytes.extend_from_slice(&file.content);
@@ -352,9 +490,13 @@ fn read_entry(path: &Path, digest: &Digest) -> Result<Vec<u8>, SnapshotStoreErro
 }
 
 fn decode(bytes: &[u8], digest: &Digest) -> Result<Vec<SnapshotFile>, String> {
-    let (head, mut content) = crate::framing::split(bytes, SNAPSHOT_FORMAT, "manifest", 8)?;
-    let manifest: SnapshotManifest =
-        canonical::from_canonical_slice(head, "manifest").map_err(|error| error.to_string())?;
+    let protocol = if bytes.starts_with(format!("{SNAPSHOT_FORMAT_V2}\n").as_bytes()) {
+        SNAPSHOT_FORMAT_V2
+    } else {
+        SNAPSHOT_FORMAT
+    };
+    let (head, mut content) = crate::framing::split(bytes, protocol, "manifest", 8)?;
+    let manifest = SnapshotManifest::decode(protocol, head)?;
     if manifest.digest != *digest {
         return Err(format!("the manifest names {}", manifest.digest));
     }
@@ -371,10 +513,11 @@ fn decode(bytes: &[u8], digest: &Digest) -> Result<Vec<SnapshotFile>, String> {
                 entry.path
             ));
         }
-        files.push(SnapshotFile {
-            path: entry.path.clone(),
-            content: file.to_vec(),
-        });
+        files.push(SnapshotFile::new(
+            entry.path.clone(),
+            entry.mode,
+            file.to_vec(),
+        ));
         content = rest;
     }
     if !content.is_empty() {
@@ -402,10 +545,7 @@ mod tests {
     use std::os::unix::fs::PermissionsExt as _;
 
     fn file(path: &str, content: &str) -> SnapshotFile {
-        SnapshotFile {
-            path: path.into(),
-            content: content.as_bytes().to_vec(),
-        }
+        SnapshotFile::regular(path, content.as_bytes().to_vec())
     }
 
     fn store() -> (tempfile::TempDir, SnapshotStore) {
@@ -454,10 +594,10 @@ mod tests {
             store.put(&many, &digest).unwrap_err().code(),
             "invalid-input"
         );
-        let big = vec![SnapshotFile {
-            path: "big".into(),
-            content: vec![0; SNAPSHOT_LIMITS.max_bytes as usize + 1],
-        }];
+        let big = vec![SnapshotFile::regular(
+            "big",
+            vec![0; SNAPSHOT_LIMITS.max_bytes as usize + 1],
+        )];
         let digest = snapshot_digest(&big).unwrap();
         assert_eq!(
             store.put(&big, &digest).unwrap_err().code(),
@@ -487,6 +627,119 @@ mod tests {
         std::fs::remove_file(&entry).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", &entry).unwrap();
         assert_eq!(store.read(&digest).unwrap_err().code(), "corrupt");
+    }
+
+    /// Rewrites the stored entry of `digest` with `edit` applied to its bytes.
+    fn tamper(store: &SnapshotStore, digest: &Digest, edit: impl Fn(&str) -> String) {
+        let entry = store.root().join(digest.hex());
+        let bytes = std::fs::read(&entry).unwrap();
+        let text = String::from_utf8(bytes).unwrap();
+        std::fs::remove_file(&entry).unwrap();
+        std::fs::write(&entry, edit(&text)).unwrap();
+    }
+
+    #[test]
+    fn modes_are_kept_in_version_2_and_regular_files_stay_version_1() {
+        let (_dir, store) = store();
+        let regular = vec![file("run.sh", "#!/bin/sh\n"), file("data/a", "1")];
+        let digest = snapshot_digest(&regular).unwrap();
+        store.put(&regular, &digest).unwrap();
+        let stored = std::fs::read(store.root().join(digest.hex())).unwrap();
+        assert!(stored.starts_with(b"sf-delivery-snapshot/1\n"));
+        assert!(!String::from_utf8_lossy(&stored).contains("mode"));
+
+        let moded = vec![
+            SnapshotFile::executable("run.sh", b"#!/bin/sh\n".to_vec()),
+            file("data/a", "1"),
+            SnapshotFile::symlink("data/b", b"a".to_vec()),
+        ];
+        let digest = snapshot_digest(&moded).unwrap();
+        let manifest = store.put(&moded, &digest).unwrap();
+        assert_eq!(manifest.files[1].mode, EntryMode::Symlink);
+        let stored = std::fs::read(store.root().join(digest.hex())).unwrap();
+        let text = String::from_utf8_lossy(&stored);
+        assert!(text.starts_with("sf-delivery-snapshot/2\n"), "{text}");
+        assert!(
+            text.contains(r#"{"bytes":1,"mode":"120000","path":"data/b","#),
+            "{text}"
+        );
+        assert!(text.contains(r#""protocol":"sf-delivery-snapshot/2""#));
+        let mut read = store.read(&digest).unwrap();
+        read.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut expected = moded.clone();
+        expected.sort_by(|a, b| a.path.cmp(&b.path));
+        assert_eq!(read, expected);
+        assert_eq!(store.put(&moded, &digest).unwrap(), manifest, "a replay");
+    }
+
+    #[test]
+    fn a_changed_mode_or_a_second_encoding_is_corrupt() {
+        let (_dir, store) = store();
+        let moded = vec![
+            SnapshotFile::executable("run.sh", b"#!/bin/sh\n".to_vec()),
+            file("data", "1"),
+        ];
+        let digest = snapshot_digest(&moded).unwrap();
+        store.put(&moded, &digest).unwrap();
+        // The executable's mode changed: the snapshot is another one.
+        tamper(&store, &digest, |text| text.replace("100755", "120000"));
+        let error = store.read(&digest).unwrap_err();
+        assert_eq!(error.code(), "corrupt", "{error}");
+        // A mode Git does not write.
+        tamper(&store, &digest, |text| text.replace("120000", "100664"));
+        let error = store.read(&digest).unwrap_err();
+        assert!(error.to_string().contains("mode"), "{error}");
+        // Regular files written as version 2: the one snapshot would have two encodings.
+        let regular = vec![file("run.sh", "#!/bin/sh\n"), file("data", "1")];
+        let digest = snapshot_digest(&regular).unwrap();
+        store.put(&regular, &digest).unwrap();
+        // The manifest edited by `edit` and framed again as `protocol`.
+        let reframe = |protocol: &'static str, edit: fn(&str) -> String| {
+            move |text: &str| {
+                let (_, rest) = text.split_once('\n').unwrap();
+                let (length, rest) = rest.split_once('\n').unwrap();
+                let (head, content) = rest.split_at(length.parse().unwrap());
+                let head = edit(head);
+                format!("{protocol}\n{}\n{head}{content}", head.len())
+            }
+        };
+        tamper(
+            &store,
+            &digest,
+            reframe(SNAPSHOT_FORMAT_V2, |head| {
+                head.replace(r#","path":"#, r#","mode":"100644","path":"#)
+                    .replace(SNAPSHOT_FORMAT, SNAPSHOT_FORMAT_V2)
+            }),
+        );
+        let error = store.read(&digest).unwrap_err();
+        assert_eq!(error.code(), "corrupt", "{error}");
+        assert!(error.to_string().contains("regular files"), "{error}");
+        // A mode in version 1 (the file just rewritten, framed as version 1 again).
+        tamper(
+            &store,
+            &digest,
+            reframe(SNAPSHOT_FORMAT, |head| {
+                head.replace(SNAPSHOT_FORMAT_V2, SNAPSHOT_FORMAT)
+            }),
+        );
+        let error = store.read(&digest).unwrap_err();
+        assert!(error.to_string().contains("not a field"), "{error}");
+        // A version 2 entry without its mode.
+        let other = vec![
+            SnapshotFile::executable("other.sh", b"exit 0\n".to_vec()),
+            file("y", "2"),
+        ];
+        let digest = snapshot_digest(&other).unwrap();
+        store.put(&other, &digest).unwrap();
+        tamper(
+            &store,
+            &digest,
+            reframe(SNAPSHOT_FORMAT_V2, |head| {
+                head.replacen(r#""mode":"100644","#, "", 1)
+            }),
+        );
+        let error = store.read(&digest).unwrap_err();
+        assert!(error.to_string().contains("is missing"), "{error}");
     }
 
     #[test]

@@ -139,7 +139,7 @@ pub fn read_snapshot_dir(root: &Path) -> Result<Vec<SnapshotFile>, SourceDirErro
     let files = read_dir_files(root, &limits)?;
     Ok(files
         .into_iter()
-        .map(|(path, _, content)| SnapshotFile { path, content })
+        .map(|(path, _, content)| SnapshotFile::regular(path, content))
         .collect())
 }
 

@@ -15,7 +15,9 @@
 //!   otherwise), so what is read is what was listed; a file whose size, modification or
 //!   change time moved while it was read is `changed-while-read` too;
 //! - files are created with `O_CREAT | O_EXCL | O_NOFOLLOW`, directories with `mkdirat` and
-//!   then opened `O_NOFOLLOW | O_DIRECTORY`; a name that exists as a link is refused.
+//!   then opened `O_NOFOLLOW | O_DIRECTORY`, symbolic links with `symlinkat`; a name that
+//!   exists as a link is refused, and a link is never made where anything (a directory
+//!   included) exists.
 //!
 //! Names handed to this module are single components: never empty, `.`, `..`, or holding a
 //! `/` or NUL. Paths kept here serve messages only; no access goes through them.
@@ -591,6 +593,22 @@ impl DirFd {
             })
     }
 
+    /// Creates the symbolic link `name` to `target` with `symlinkat` relative to this
+    /// directory. The target is stored as given and never followed here. Anything at `name`
+    /// already (a file, a directory, a link) is refused and left as it is: a link never takes
+    /// the place of a directory, so nothing written later below that name can be redirected.
+    pub fn create_symlink(&self, name: &OsStr, target: &OsStr) -> Result<()> {
+        let name = check_name(&self.path, name)?;
+        match rustix::fs::symlinkat(target, &self.fd, name) {
+            Ok(()) => Ok(()),
+            Err(Errno::EXIST) => Err(self.existing(name)),
+            Err(errno) => Err(DirFdError::WriteFailed {
+                path: self.shown(name),
+                detail: errno.to_string(),
+            }),
+        }
+    }
+
     /// Writes the file `name` once: when there is none, `bytes` are written under a fresh
     /// temporary name, synced, and renamed into place only if `name` is still free
     /// (`RENAME_NOREPLACE`), so the file appears whole or not at all; when it exists, it is
@@ -881,5 +899,100 @@ mod tests {
             .map(|e| e.name)
             .collect();
         assert_eq!(names, ["file", "once"], "no temporary file is left");
+    }
+
+    /// The process's file-mode creation mask, as the kernel reports it.
+    fn umask() -> u32 {
+        let status = fs::read_to_string("/proc/self/status").unwrap();
+        let line = status
+            .lines()
+            .find_map(|line| line.strip_prefix("Umask:"))
+            .expect("/proc/self/status states the umask");
+        u32::from_str_radix(line.trim(), 8).unwrap()
+    }
+
+    #[test]
+    fn files_are_created_with_the_mode_asked_less_the_umask() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let top = DirFd::open(dir.path()).unwrap();
+        let mask = umask();
+        for (name, mode) in [("run.sh", 0o755), ("data.txt", 0o644)] {
+            top.create_file(OsStr::new(name), b"x", mode).unwrap();
+            let found = fs::symlink_metadata(dir.path().join(name)).unwrap();
+            assert!(found.is_file());
+            assert_eq!(found.permissions().mode() & 0o7777, mode & !mask, "{name}");
+        }
+        let run = fs::metadata(dir.path().join("run.sh")).unwrap();
+        assert_ne!(run.permissions().mode() & 0o100, 0, "the owner may execute");
+        let data = fs::metadata(dir.path().join("data.txt")).unwrap();
+        assert_eq!(data.permissions().mode() & 0o111, 0, "nobody may execute");
+    }
+
+    #[test]
+    fn links_are_made_relative_to_the_directory_and_never_replace_anything() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let work = root.join("work");
+        fs::create_dir(&work).unwrap();
+        let top = DirFd::open(&work).unwrap();
+        let sub = top.create_dir(OsStr::new("sub"), 0o755).unwrap();
+        sub.create_file(OsStr::new("target.txt"), b"t", 0o644)
+            .unwrap();
+        sub.create_symlink(OsStr::new("link"), OsStr::new("target.txt"))
+            .unwrap();
+        assert_eq!(
+            fs::read_link(work.join("sub/link")).unwrap(),
+            Path::new("target.txt")
+        );
+        assert_eq!(fs::read(work.join("sub/link")).unwrap(), b"t");
+        // A dangling target, or one outside, is stored as given: the caller checks targets.
+        top.create_symlink(OsStr::new("dangling"), OsStr::new("no/such"))
+            .unwrap();
+        assert_eq!(
+            fs::read_link(work.join("dangling")).unwrap(),
+            Path::new("no/such")
+        );
+
+        // An existing directory is never replaced by a link, nor is a file or a link.
+        fs::create_dir(work.join("dir")).unwrap();
+        fs::write(work.join("dir/inside"), "kept").unwrap();
+        for (name, code) in [
+            ("dir", "exists"),
+            ("sub", "exists"),
+            ("sub/link", "bad-path"),
+            ("dangling", "symlink"),
+        ] {
+            let error = top
+                .create_symlink(OsStr::new(name), OsStr::new("elsewhere"))
+                .unwrap_err();
+            assert_eq!(error.code(), code, "{name}: {error}");
+        }
+        let error = sub
+            .create_symlink(OsStr::new("target.txt"), OsStr::new("x"))
+            .unwrap_err();
+        assert_eq!(error.code(), "exists", "{error}");
+        assert_eq!(error.path(), work.join("sub/target.txt"));
+        assert!(fs::symlink_metadata(work.join("dir")).unwrap().is_dir());
+        assert_eq!(fs::read(work.join("dir/inside")).unwrap(), b"kept");
+        assert_eq!(fs::read(work.join("sub/target.txt")).unwrap(), b"t");
+        assert_eq!(
+            fs::read_link(work.join("dangling")).unwrap(),
+            Path::new("no/such")
+        );
+
+        // The directory's own descriptor is used: a link put in place of its path later
+        // does not redirect where the link is made.
+        fs::rename(work.join("sub"), root.join("moved")).unwrap();
+        symlink(&root, work.join("sub")).unwrap();
+        sub.create_symlink(OsStr::new("second"), OsStr::new("target.txt"))
+            .unwrap();
+        assert!(fs::symlink_metadata(root.join("moved/second")).is_ok());
+        assert!(fs::symlink_metadata(root.join("second")).is_err());
+        // Nor is a file created beneath a link: a link where a directory was is refused.
+        assert_eq!(
+            top.ensure_dirs("sub/deeper", 0o755).unwrap_err().code(),
+            "symlink"
+        );
     }
 }

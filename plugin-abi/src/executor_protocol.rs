@@ -14,6 +14,7 @@
 //! | `run` | `{runId, program: [{path, content}], entry, args, input: [{path, content}], bounds}` | the answer (below) |
 //! | `run_v2` | `{runId, program, entry: {place, path}, args, input, harness, bounds}` | the answer, with `identities.harness` |
 //! | `run_v3` | as `run_v2` | the answer of `run_v2`, with `identities.enforcement` an object of facts |
+//! | `run_v4` | as `run_v2`, each file `{path, mode, content}` | the answer of `run_v3` |
 //! | `cancel` | `{runId}` | `{}` |
 //!
 //! `executable`, `readable[].path`, `recipe` and every `content` are section indexes; `kind`
@@ -39,8 +40,17 @@
 //! instead of the fixed Landlock fields of the older answers. Those fields map to the facts
 //! of four mechanisms (`landlock`, `landlock-abi`, `host-identity`, `memory`: sf-contracts'
 //! `legacy_enforcement`), both when a host reads an older answer and when a plugin answers an
-//! older host. A host calls `run_v3` on a plugin of minor 3 or later, `run_v2` on minor 2, and
-//! `run`, for a request without a harness, on an older one.
+//! older host.
+//!
+//! `run_v4` (ABI 1.4) takes the request of `run_v2` with each snapshot entry's mode:
+//! `{path, mode, content}`, `mode` written as Git writes it (`100644` a regular file, `100755`
+//! an executable, `120000` a symbolic link, whose `content` is its target); its answer is
+//! `run_v3`'s. The older requests carry regular files only: a request holding an executable or
+//! a link cannot travel in them ([`RunWire::lacks`]), and the host refuses it before anything
+//! is sent rather than send the bytes without their modes.
+//!
+//! A host calls `run_v4` on a plugin of minor 4 or later, `run_v3` on minor 3, `run_v2` on
+//! minor 2, and `run` on an older one, each for the requests its shape carries.
 //!
 //! # Cancellation
 //!
@@ -61,7 +71,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::contracts::canonical::Digest;
 use crate::contracts::legacy_enforcement::LegacyEnforcement;
-use crate::contracts::snapshot::SnapshotFile;
+use crate::contracts::snapshot::{SnapshotFile, is_regular_only};
+use crate::contracts::tree_path::EntryMode;
 use crate::contracts::{
     Enforcement, EntryPlace, ExecutorError, NamespaceDisposition, ProfileDescription, ReadableKind,
     ReadablePath, RunAnswer, RunBounds, RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes,
@@ -85,6 +96,8 @@ pub mod method {
     pub const RUN_V2: &str = "run_v2";
     /// `run_v2` whose answer states enforcement as facts (ABI 1.3).
     pub const RUN_V3: &str = "run_v3";
+    /// `run_v3` whose request carries each snapshot entry's mode (ABI 1.4).
+    pub const RUN_V4: &str = "run_v4";
     /// Cancels a run in flight by its id.
     pub const CANCEL: &str = "cancel";
 }
@@ -98,6 +111,45 @@ pub enum RunWire {
     V2,
     /// `run_v3`: the request of `run_v2`; the answer states enforcement as facts.
     V3,
+    /// `run_v4`: the request of `run_v2` with each entry's mode; the answer of `run_v3`.
+    V4,
+}
+
+/// What a request holds that an older message shape cannot carry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RunFeature {
+    /// A harness, or an entry in it (ABI 1.2, `run_v2`).
+    Harness,
+    /// A snapshot entry that is not a regular file: an executable or a symbolic link (ABI
+    /// 1.4, `run_v4`).
+    Modes,
+}
+
+impl RunFeature {
+    /// The mechanism an Executor names when it cannot run a request for want of this feature
+    /// (`ExecutorError::Unavailable`).
+    pub fn mechanism(self) -> &'static str {
+        match self {
+            Self::Harness => "harness",
+            Self::Modes => "snapshot-modes",
+        }
+    }
+
+    /// The ABI minor that added the feature.
+    pub fn since_minor(self) -> u32 {
+        match self {
+            Self::Harness => 2,
+            Self::Modes => 4,
+        }
+    }
+
+    /// What an older shape lacks, in words: "whose run …".
+    pub fn lacking(self) -> &'static str {
+        match self {
+            Self::Harness => "whose run has no harness",
+            Self::Modes => "whose run carries regular files only (no executable or symbolic link)",
+        }
+    }
 }
 
 impl RunWire {
@@ -107,13 +159,29 @@ impl RunWire {
             Self::V1 => method::RUN,
             Self::V2 => method::RUN_V2,
             Self::V3 => method::RUN_V3,
+            Self::V4 => method::RUN_V4,
         }
+    }
+
+    /// What `request` holds that this shape cannot carry, if anything (the harness is
+    /// reported before the modes).
+    pub fn lacks(self, request: &RunRequest) -> Option<RunFeature> {
+        let harnessed = !request.harness.is_empty() || request.entry.place != EntryPlace::Program;
+        if self == Self::V1 && harnessed {
+            return Some(RunFeature::Harness);
+        }
+        let moded = [&request.program, &request.input, &request.harness]
+            .iter()
+            .any(|files| !is_regular_only(files));
+        if self != Self::V4 && moded {
+            return Some(RunFeature::Modes);
+        }
+        None
     }
 
     /// Whether `request` can travel in this shape.
     pub fn carries(self, request: &RunRequest) -> bool {
-        self != Self::V1
-            || (request.harness.is_empty() && request.entry.place == EntryPlace::Program)
+        self.lacks(request).is_none()
     }
 }
 
@@ -124,7 +192,7 @@ pub enum Request {
     DescribeRuntime,
     /// `profile`.
     Profile,
-    /// `run`, `run_v2` or `run_v3`.
+    /// `run`, `run_v2`, `run_v3` or `run_v4`.
     Run {
         /// The host's name for the run, for `cancel`.
         run_id: u64,
@@ -154,8 +222,8 @@ impl Request {
             }
             method::RUN => {
                 let (header, mut sections) = message::decode::<RunHeader>(bytes)?;
-                let program = decode_files(&header.program, &mut sections)?;
-                let input = decode_files(&header.input, &mut sections)?;
+                let program = decode_files(&header.program, "program", &mut sections)?;
+                let input = decode_files(&header.input, "input", &mut sections)?;
                 sections.finish()?;
                 Self::Run {
                     run_id: header.run_id,
@@ -171,33 +239,17 @@ impl Request {
                 }
             }
             method::RUN_V2 | method::RUN_V3 => {
-                let (header, mut sections) = message::decode::<RunHeaderV2>(bytes)?;
-                let program = decode_files(&header.program, &mut sections)?;
-                let input = decode_files(&header.input, &mut sections)?;
-                let harness = decode_files(&header.harness, &mut sections)?;
-                sections.finish()?;
-                let place = EntryPlace::from_code(&header.entry.place).ok_or_else(|| {
-                    MessageError::field("entry.place", "must be program or harness")
-                })?;
-                Self::Run {
-                    run_id: header.run_id,
-                    request: RunRequest {
-                        program,
-                        entry: RunEntry {
-                            place,
-                            path: header.entry.path,
-                        },
-                        args: header.args,
-                        input,
-                        harness,
-                        bounds: header.bounds.decode("bounds")?,
-                    },
-                    wire: if method == method::RUN_V2 {
-                        RunWire::V2
-                    } else {
-                        RunWire::V3
-                    },
-                }
+                let (header, sections) = message::decode::<RunHeaderV2<FileHeader>>(bytes)?;
+                let wire = if method == method::RUN_V2 {
+                    RunWire::V2
+                } else {
+                    RunWire::V3
+                };
+                Self::decode_run(header, sections, wire)?
+            }
+            method::RUN_V4 => {
+                let (header, sections) = message::decode::<RunHeaderV2<ModedFileHeader>>(bytes)?;
+                Self::decode_run(header, sections, RunWire::V4)?
             }
             method::CANCEL => {
                 let (header, sections) = message::decode::<CancelHeader>(bytes)?;
@@ -210,6 +262,35 @@ impl Request {
         };
         Ok(Some(request))
     }
+
+    /// A run of one of the shapes that carry a harness.
+    fn decode_run<F: WireFile>(
+        header: RunHeaderV2<F>,
+        mut sections: Sections<'_>,
+        wire: RunWire,
+    ) -> Result<Self, MessageError> {
+        let program = decode_files(&header.program, "program", &mut sections)?;
+        let input = decode_files(&header.input, "input", &mut sections)?;
+        let harness = decode_files(&header.harness, "harness", &mut sections)?;
+        sections.finish()?;
+        let place = EntryPlace::from_code(&header.entry.place)
+            .ok_or_else(|| MessageError::field("entry.place", "must be program or harness"))?;
+        Ok(Self::Run {
+            run_id: header.run_id,
+            request: RunRequest {
+                program,
+                entry: RunEntry {
+                    place,
+                    path: header.entry.path,
+                },
+                args: header.args,
+                input,
+                harness,
+                bounds: header.bounds.decode("bounds")?,
+            },
+            wire,
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -220,40 +301,54 @@ pub fn encode_no_arguments() -> Vec<u8> {
     Empty::encode()
 }
 
-/// `run` or `run_v2`; `None` when `wire` cannot carry the request (see [`RunWire::carries`]).
+/// The request of a run in the shape of `wire`; `None` when `wire` cannot carry it (see
+/// [`RunWire::lacks`]).
 pub fn encode_run(run_id: u64, request: &RunRequest, wire: RunWire) -> Option<Vec<u8>> {
     if !wire.carries(request) {
         return None;
     }
     let mut builder = MessageBuilder::new();
-    let program = encode_files(&request.program, &mut builder);
-    let input = encode_files(&request.input, &mut builder);
-    let bounds = BoundsHeader::encode(&request.bounds);
     Some(match wire {
-        RunWire::V1 => builder.encode(&RunHeader {
-            run_id,
-            program,
-            entry: request.entry.path.clone(),
-            args: request.args.clone(),
-            input,
-            bounds,
-        }),
-        RunWire::V2 | RunWire::V3 => {
-            let harness = encode_files(&request.harness, &mut builder);
-            builder.encode(&RunHeaderV2 {
+        RunWire::V1 => {
+            let program = encode_files(&request.program, &mut builder);
+            let input = encode_files(&request.input, &mut builder);
+            builder.encode(&RunHeader {
                 run_id,
                 program,
-                entry: EntryHeader {
-                    place: request.entry.place.code().to_owned(),
-                    path: request.entry.path.clone(),
-                },
+                entry: request.entry.path.clone(),
                 args: request.args.clone(),
                 input,
-                harness,
-                bounds,
+                bounds: BoundsHeader::encode(&request.bounds),
             })
         }
+        RunWire::V2 | RunWire::V3 => {
+            let header = run_header_v2::<FileHeader>(run_id, request, &mut builder);
+            builder.encode(&header)
+        }
+        RunWire::V4 => {
+            let header = run_header_v2::<ModedFileHeader>(run_id, request, &mut builder);
+            builder.encode(&header)
+        }
     })
+}
+
+fn run_header_v2<'a, F: WireFile>(
+    run_id: u64,
+    request: &'a RunRequest,
+    builder: &mut MessageBuilder<'a>,
+) -> RunHeaderV2<F> {
+    RunHeaderV2 {
+        run_id,
+        program: encode_files(&request.program, builder),
+        entry: EntryHeader {
+            place: request.entry.place.code().to_owned(),
+            path: request.entry.path.clone(),
+        },
+        args: request.args.clone(),
+        input: encode_files(&request.input, builder),
+        harness: encode_files(&request.harness, builder),
+        bounds: BoundsHeader::encode(&request.bounds),
+    }
 }
 
 /// `cancel`.
@@ -360,7 +455,7 @@ pub fn encode_answer(answer: &RunAnswer, wire: RunWire) -> Vec<u8> {
             let identities = identities_header(ids, harness, EnforcementHeader::from(legacy));
             encode_answer_with(answer, stdout, stderr, identities, builder, peak)
         }
-        RunWire::V3 => {
+        RunWire::V3 | RunWire::V4 => {
             let facts: BTreeMap<String, String> = ids
                 .enforcement
                 .facts()
@@ -446,7 +541,7 @@ pub fn decode_answer(bytes: &[u8], wire: RunWire) -> Result<RunAnswer, MessageEr
             let enforcement = legacy_facts(answer.identities.enforcement.clone())?;
             decode_answer_with(answer, sections, harness, enforcement)
         }
-        RunWire::V3 => {
+        RunWire::V3 | RunWire::V4 => {
             let (answer, sections) =
                 message::decode::<AnswerHeader<IdentitiesHeader<BTreeMap<String, String>>>>(bytes)?;
             let harness = required_harness(&answer.identities.harness)?;
@@ -556,15 +651,17 @@ struct RunHeader {
     bounds: BoundsHeader,
 }
 
+/// The request of `run_v2` and `run_v3` (`F` = [`FileHeader`]) and of `run_v4`
+/// ([`ModedFileHeader`]).
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RunHeaderV2 {
+struct RunHeaderV2<F> {
     run_id: u64,
-    program: Vec<FileHeader>,
+    program: Vec<F>,
     entry: EntryHeader,
     args: Vec<String>,
-    input: Vec<FileHeader>,
-    harness: Vec<FileHeader>,
+    input: Vec<F>,
+    harness: Vec<F>,
     bounds: BoundsHeader,
 }
 
@@ -581,6 +678,7 @@ struct CancelHeader {
     run_id: u64,
 }
 
+/// A file of the requests before `run_v4`: a regular file, always.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileHeader {
@@ -588,30 +686,79 @@ struct FileHeader {
     content: usize,
 }
 
-fn encode_files<'a>(
+/// A snapshot entry of `run_v4`: its mode as Git writes it.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ModedFileHeader {
+    path: String,
+    mode: String,
+    content: usize,
+}
+
+/// One snapshot entry's header in the shape of one request.
+trait WireFile: Sized {
+    /// The header of `file` whose content is section `content`. Only called for a request
+    /// the shape carries ([`RunWire::lacks`]), so a shape without modes sees regular files.
+    fn encode(file: &SnapshotFile, content: usize) -> Self;
+    /// The path, the mode and the content's section; `what` names the entry in errors.
+    fn decode(&self, what: &str) -> Result<(&str, EntryMode, usize), MessageError>;
+}
+
+impl WireFile for FileHeader {
+    fn encode(file: &SnapshotFile, content: usize) -> Self {
+        Self {
+            path: file.path.clone(),
+            content,
+        }
+    }
+
+    fn decode(&self, _: &str) -> Result<(&str, EntryMode, usize), MessageError> {
+        Ok((&self.path, EntryMode::Regular, self.content))
+    }
+}
+
+impl WireFile for ModedFileHeader {
+    fn encode(file: &SnapshotFile, content: usize) -> Self {
+        Self {
+            path: file.path.clone(),
+            mode: file.mode.octal().to_owned(),
+            content,
+        }
+    }
+
+    fn decode(&self, what: &str) -> Result<(&str, EntryMode, usize), MessageError> {
+        let mode = EntryMode::from_octal(self.mode.as_bytes()).ok_or_else(|| {
+            MessageError::field(format!("{what}.mode"), "must be 100644, 100755 or 120000")
+        })?;
+        Ok((&self.path, mode, self.content))
+    }
+}
+
+fn encode_files<'a, F: WireFile>(
     files: &'a [SnapshotFile],
     builder: &mut MessageBuilder<'a>,
-) -> Vec<FileHeader> {
+) -> Vec<F> {
     files
         .iter()
-        .map(|file| FileHeader {
-            path: file.path.clone(),
-            content: builder.section(&file.content),
-        })
+        .map(|file| F::encode(file, builder.section(&file.content)))
         .collect()
 }
 
-fn decode_files(
-    files: &[FileHeader],
+fn decode_files<F: WireFile>(
+    files: &[F],
+    what: &str,
     sections: &mut Sections<'_>,
 ) -> Result<Vec<SnapshotFile>, MessageError> {
     files
         .iter()
-        .map(|file| {
-            Ok(SnapshotFile {
-                path: file.path.clone(),
-                content: sections.take(file.content)?.to_vec(),
-            })
+        .enumerate()
+        .map(|(at, file)| {
+            let (path, mode, content) = file.decode(&format!("{what}[{at}]"))?;
+            Ok(SnapshotFile::new(
+                path,
+                mode,
+                sections.take(content)?.to_vec(),
+            ))
         })
         .collect()
 }
@@ -799,10 +946,7 @@ mod tests {
     use serde_json::Value;
 
     fn file(path: &str, content: &[u8]) -> SnapshotFile {
-        SnapshotFile {
-            path: path.into(),
-            content: content.to_vec(),
-        }
+        SnapshotFile::regular(path, content.to_vec())
     }
 
     fn request() -> RunRequest {
@@ -870,6 +1014,20 @@ mod tests {
         request
     }
 
+    /// [`with_harness`] with an executable and links in every snapshot.
+    fn with_modes() -> RunRequest {
+        let mut request = with_harness();
+        request.program[0].mode = EntryMode::Executable;
+        request
+            .program
+            .push(SnapshotFile::symlink("lib/main", b"../main.sh".to_vec()));
+        request
+            .input
+            .push(SnapshotFile::symlink("data/link", b"in.bin".to_vec()));
+        request.harness[0].mode = EntryMode::Executable;
+        request
+    }
+
     #[test]
     fn requests_round_trip() {
         for (request, wire) in [
@@ -877,6 +1035,8 @@ mod tests {
             (request(), RunWire::V2),
             (with_harness(), RunWire::V2),
             (with_harness(), RunWire::V3),
+            (with_harness(), RunWire::V4),
+            (with_modes(), RunWire::V4),
         ] {
             let decoded = Request::decode(
                 wire.method(),
@@ -893,8 +1053,20 @@ mod tests {
                 }
             );
         }
-        // `run` cannot carry a harness or an entry in it.
+        // `run` cannot carry a harness or an entry in it, and only `run_v4` carries modes.
         assert_eq!(encode_run(1, &with_harness(), RunWire::V1), None);
+        assert_eq!(RunWire::V1.lacks(&with_modes()), Some(RunFeature::Harness));
+        for wire in [RunWire::V2, RunWire::V3] {
+            assert_eq!(wire.lacks(&with_modes()), Some(RunFeature::Modes));
+            assert_eq!(encode_run(1, &with_modes(), wire), None);
+        }
+        let mut moded_without_harness = with_modes();
+        moded_without_harness.harness.clear();
+        moded_without_harness.entry = RunEntry::program("main.sh");
+        assert_eq!(
+            RunWire::V1.lacks(&moded_without_harness),
+            Some(RunFeature::Modes)
+        );
         let mut harness_entry_only = with_harness();
         harness_entry_only.harness.clear();
         assert_eq!(encode_run(1, &harness_entry_only, RunWire::V1), None);
@@ -937,6 +1109,42 @@ mod tests {
             Request::Profile
         );
         assert_eq!(Request::decode("frobnicate", b"").unwrap(), None);
+        // A `run_v4` entry's mode is one of Git's three; a `run_v2` entry has none.
+        let moded = encode_run(1, &with_modes(), RunWire::V4).unwrap();
+        let split = message::split(&moded).unwrap();
+        let mut header: Value = serde_json::from_slice(split.header).unwrap();
+        assert_eq!(header["program"][0]["mode"], "100755");
+        assert_eq!(header["program"][1]["mode"], "100644");
+        assert_eq!(header["program"][2]["mode"], "120000");
+        assert_eq!(header["input"][0]["mode"], "100644");
+        let reframe = |header: &Value| {
+            let request = with_modes();
+            let mut builder = MessageBuilder::new();
+            for file in request
+                .program
+                .iter()
+                .chain(&request.input)
+                .chain(&request.harness)
+            {
+                builder.section(&file.content);
+            }
+            builder.encode(header)
+        };
+        assert!(Request::decode(method::RUN_V4, &reframe(&header)).is_ok());
+        assert!(
+            Request::decode(method::RUN_V2, &reframe(&header)).is_err(),
+            "a mode is not a field of run_v2"
+        );
+        for bad in ["100664", "40000", "160000", "755", ""] {
+            header["input"][1]["mode"] = bad.into();
+            let error = Request::decode(method::RUN_V4, &reframe(&header)).unwrap_err();
+            assert!(error.to_string().contains("input[1].mode"), "{error}");
+        }
+        header["input"][1].as_object_mut().unwrap().remove("mode");
+        assert!(
+            Request::decode(method::RUN_V4, &reframe(&header)).is_err(),
+            "run_v4 requires every mode"
+        );
         assert!(Request::decode(method::RUN, &encode_cancel(1)).is_err());
         assert!(Request::decode(method::PROFILE, &encode_cancel(1)).is_err());
     }
@@ -1149,6 +1357,7 @@ mod tests {
         let seeds = [
             encode_run(1, &request(), RunWire::V1).unwrap(),
             encode_run(1, &with_harness(), RunWire::V2).unwrap(),
+            encode_run(1, &with_modes(), RunWire::V4).unwrap(),
             encode_answer(&answer(), RunWire::V1),
             encode_answer(&answer(), RunWire::V2),
             encode_error(&ExecutorError::Aborted),
@@ -1174,6 +1383,7 @@ mod tests {
             for method in [
                 method::RUN,
                 method::RUN_V2,
+                method::RUN_V4,
                 method::CANCEL,
                 method::PROFILE,
                 method::DESCRIBE_RUNTIME,

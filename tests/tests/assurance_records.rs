@@ -348,20 +348,17 @@ fn inputs_that_are_missing_mismatched_or_over_the_limits_are_refused() {
 
     // The snapshot store refuses inputs over its limits before writing anything.
     let many: Vec<SnapshotFile> = (0..257)
-        .map(|n| SnapshotFile {
-            path: format!("f{n}"),
-            content: vec![],
-        })
+        .map(|n| SnapshotFile::regular(format!("f{n}"), vec![]))
         .collect();
     let error = scenario
         .snapshots
         .put(&many, &snapshot_digest(&many).unwrap())
         .unwrap_err();
     assert_eq!(error.code(), "invalid-input");
-    let big = vec![SnapshotFile {
-        path: "big".into(),
-        content: vec![b'x'; 15 * 1024 * 1024 + 1],
-    }];
+    let big = vec![SnapshotFile::regular(
+        "big",
+        vec![b'x'; 15 * 1024 * 1024 + 1],
+    )];
     let error = scenario
         .snapshots
         .put(&big, &snapshot_digest(&big).unwrap())
@@ -369,10 +366,7 @@ fn inputs_that_are_missing_mismatched_or_over_the_limits_are_refused() {
     assert_eq!(error.code(), "invalid-input");
     // And the collector refuses an input the executor could not take.
     let mut request = good.clone();
-    let huge = vec![SnapshotFile {
-        path: "huge".into(),
-        content: vec![0; 16 * 1024 * 1024 + 1],
-    }];
+    let huge = vec![SnapshotFile::regular("huge", vec![0; 16 * 1024 * 1024 + 1])];
     let (_, files) = request.slice.inputs.iter_mut().next().unwrap();
     *files = huge;
     assert_eq!(

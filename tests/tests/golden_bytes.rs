@@ -36,6 +36,7 @@ use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 const GOLDEN: &[(&str, usize, &str)] = &[
     ("fence-epoch", 54, "e82f1f33df9a9e7d1bf6e65aa96320ee61799e0f5451c212858813fa3248bc31"),
     ("stored-snapshot", 385, "3c77dff5b18eac597aa9add058d42767b51c2b17b7ace8a9e3dec011c60286ba"),
+    ("stored-snapshot-v2", 561, "97c205ac5b4efc007857ee9429b03fe061c260a1d70920752959773796a2fac0"),
     (
         "acceptance",
         1152,
@@ -132,9 +133,19 @@ const GOLDEN: &[(&str, usize, &str)] = &[
         "38a54b1baa3de5ff16a091707ca7f02661078e13a83bc442450961a8e35fb149",
     ),
     (
+        "executor-run-v4",
+        527,
+        "a84e7eacc89a2cf374a0dbc26fbb24182249c01663c03814769ccc1cb6d99902",
+    ),
+    (
         "executor-run-v3",
         397,
         "38a54b1baa3de5ff16a091707ca7f02661078e13a83bc442450961a8e35fb149",
+    ),
+    (
+        "executor-run-v4",
+        527,
+        "a84e7eacc89a2cf374a0dbc26fbb24182249c01663c03814769ccc1cb6d99902",
     ),
     (
         "executor-runtime",
@@ -226,6 +237,13 @@ const GOLDEN: &[(&str, usize, &str)] = &[
         71,
         "21447054490f4733b1f55de7d58bd359a28601b5991fe01d01f2823276075ea0",
     ),
+    // sf-snapshot/2 of `moded_program()`, also computed outside Rust from the framing in
+    // docs/formats.md: sha256:030db841da1dcd42e9c6cfbcc48922b745ad104bf4684d9446e21e0f573ac812.
+    (
+        "snapshot-digest-v2",
+        71,
+        "5cd532b5c8159108bbfe482f958a8e8423673fae2dd577e503d2c13db22a3a15",
+    ),
     (
         "store-cas",
         148,
@@ -272,10 +290,7 @@ fn oid(fill: char) -> ObjectId {
 }
 
 fn file(path: &str, content: &[u8]) -> SnapshotFile {
-    SnapshotFile {
-        path: path.into(),
-        content: content.to_vec(),
-    }
+    SnapshotFile::regular(path, content.to_vec())
 }
 
 fn identity() -> sf_host::repository::RepositoryIdentity {
@@ -383,6 +398,15 @@ fn request() -> RunRequest {
         harness: vec![file("run.sh", b"sh /sf/program/main.sh\n")],
         bounds: RunBounds::new(Duration::from_millis(2500), 4096),
     }
+}
+
+/// The program of [`request`] with its entry executable and a link to it.
+fn moded_program() -> Vec<SnapshotFile> {
+    vec![
+        SnapshotFile::executable("main.sh", b"echo hi\n".to_vec()),
+        file("lib/x", b"\x00\x01"),
+        SnapshotFile::symlink("lib/main", b"../main.sh".to_vec()),
+    ]
 }
 
 fn recipe() -> Recipe {
@@ -632,6 +656,14 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             .to_string()
             .into_bytes(),
     );
+    // A snapshot with an executable and a link is digested as sf-snapshot/2.
+    v.insert(
+        "snapshot-digest-v2",
+        snapshot_digest(&moded_program())
+            .unwrap()
+            .to_string()
+            .into_bytes(),
+    );
     v.insert(
         "bounds-digest",
         RunBounds::new(Duration::from_millis(2500), 4096)
@@ -647,6 +679,13 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
     store.put(&files, &snapshot).unwrap();
     v.insert(
         "stored-snapshot",
+        std::fs::read(root.join("snapshots").join(snapshot.hex())).unwrap(),
+    );
+    let moded = moded_program();
+    let snapshot = snapshot_digest(&moded).unwrap();
+    store.put(&moded, &snapshot).unwrap();
+    v.insert(
+        "stored-snapshot-v2",
         std::fs::read(root.join("snapshots").join(snapshot.hex())).unwrap(),
     );
     let fence = sf_host::fence::Fence::open(&root.join("fence"), "golden").unwrap();
@@ -693,6 +732,18 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
     v.insert(
         "executor-answer-v3",
         executor_protocol::encode_answer(&answer(), RunWire::V3),
+    );
+    v.insert(
+        "executor-run-v4",
+        executor_protocol::encode_run(
+            9,
+            &RunRequest {
+                program: moded_program(),
+                ..request()
+            },
+            RunWire::V4,
+        )
+        .unwrap(),
     );
     v.insert(
         "executor-runtime",

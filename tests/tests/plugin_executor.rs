@@ -43,16 +43,10 @@ fn static_shell() -> SandboxExecutor {
 
 fn shell_request(script: &str, timeout: Duration) -> RunRequest {
     RunRequest {
-        program: vec![SnapshotFile {
-            path: "main.sh".into(),
-            content: script.as_bytes().to_vec(),
-        }],
+        program: vec![SnapshotFile::regular("main.sh", script.as_bytes().to_vec())],
         entry: "main.sh".into(),
         args: vec!["arg-\u{e9}".into()],
-        input: vec![SnapshotFile {
-            path: "in/data.bin".into(),
-            content: vec![0, 255, 10],
-        }],
+        input: vec![SnapshotFile::regular("in/data.bin", vec![0, 255, 10])],
         harness: Vec::new(),
         bounds: RunBounds::new(timeout, 1 << 16),
     }

@@ -60,10 +60,7 @@ fn orphans_do_not_survive_the_run() {
 
 fn shell_request(script: &str, timeout: Duration, output_limit: u64) -> RunRequest {
     RunRequest {
-        program: vec![SnapshotFile {
-            path: "main.sh".into(),
-            content: script.as_bytes().to_vec(),
-        }],
+        program: vec![SnapshotFile::regular("main.sh", script.as_bytes().to_vec())],
         entry: "main.sh".into(),
         args: Vec::new(),
         input: Vec::new(),

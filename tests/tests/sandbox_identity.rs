@@ -63,10 +63,9 @@ fn each_identity_names_exactly_its_part() {
     );
 
     let mut program = request.clone();
-    program.program.push(SnapshotFile {
-        path: "extra.txt".into(),
-        content: b"x".to_vec(),
-    });
+    program
+        .program
+        .push(SnapshotFile::regular("extra.txt", b"x".to_vec()));
     assert_eq!(
         changed(&base, &identities(&executor, &program)),
         vec!["program"]

@@ -4,7 +4,6 @@
 //! the files must be the recorded tree.
 
 use crate::canonical::Digest;
-use crate::contracts::tree_path::EntryMode as Mode;
 use crate::git_object::{self, ObjectId, ObjectKind};
 use crate::repository::source::{SourceFile, build_tree};
 use crate::repository::{SealedCandidate, SourceSnapshot};
@@ -50,21 +49,9 @@ fn check_files(files: &[SourceFile], tree: &ObjectId, what: &str) -> Result<(), 
 }
 
 fn snapshot_of(files: &[SourceFile], what: &str) -> Result<MaterialisedTree, String> {
-    // An executor snapshot holds regular files only so far: an executable or a link is
-    // refused by name rather than run as something else.
-    if let Some(file) = files.iter().find(|file| file.mode != Mode::Regular) {
-        return Err(format!(
-            "{what}: {} is {} and an executor snapshot holds regular files only",
-            file.path,
-            file.mode.word()
-        ));
-    }
     let files: Vec<SnapshotFile> = files
         .iter()
-        .map(|file| SnapshotFile {
-            path: file.path.clone(),
-            content: file.content.clone(),
-        })
+        .map(|file| SnapshotFile::new(file.path.clone(), file.mode, file.content.clone()))
         .collect();
     let digest = snapshot_digest(&files).map_err(|error| format!("{what}: {error}"))?;
     Ok(MaterialisedTree { files, digest })
@@ -94,7 +81,7 @@ pub fn materialise_candidate(sealed: &SealedCandidate) -> Result<MaterialisedTre
     for file in &sealed.files {
         files.push(SourceFile::new(
             file.path.clone(),
-            Mode::Regular,
+            file.mode,
             file.content.clone(),
         ));
     }

@@ -123,10 +123,7 @@ mod tests {
     use super::*;
 
     fn file(path: &str, content: &str) -> SnapshotFile {
-        SnapshotFile {
-            path: path.into(),
-            content: content.as_bytes().to_vec(),
-        }
+        SnapshotFile::regular(path, content.as_bytes().to_vec())
     }
 
     fn tree(files: Vec<SnapshotFile>) -> MaterialisedTree {

@@ -180,20 +180,8 @@ impl Executor for PluginExecutor {
         // can name what was asked.
         let digests = request.check()?;
         let plugin = self.instance.plugin();
-        let shape = run_wire(plugin.abi_minor());
         let run_id = self.next_run.fetch_add(1, Ordering::Relaxed);
-        let Some(bytes) = wire::encode_run(run_id, request, shape) else {
-            return Err(ExecutorError::Unavailable {
-                mechanism: "harness".to_owned(),
-                reason: format!(
-                    "plugin {} speaks ABI {}.{}, whose run has no harness; rebuild it with an sdk \
-                     of ABI 1.2 or later",
-                    plugin.name(),
-                    super::abi::ABI_MAJOR,
-                    plugin.abi_minor()
-                ),
-            });
-        };
+        let (shape, bytes) = encode_run_for(plugin.name(), plugin.abi_minor(), run_id, request)?;
         let started = Instant::now();
         let finished = AtomicBool::new(false);
         let (outcome, cancel_problem) = std::thread::scope(|scope| {
@@ -227,12 +215,46 @@ impl Executor for PluginExecutor {
     }
 }
 
-/// The run message shape for a plugin of ABI minor `minor`: `run_v2` from minor 2 on.
+/// The run message shape for a plugin of ABI minor `minor`: `run` before minor 2, then the
+/// method of each minor up to `run_v4` from minor 4 on.
 pub fn run_wire(minor: u32) -> wire::RunWire {
     match minor {
         0 | 1 => wire::RunWire::V1,
         2 => wire::RunWire::V2,
-        _ => wire::RunWire::V3,
+        3 => wire::RunWire::V3,
+        _ => wire::RunWire::V4,
+    }
+}
+
+/// The shape and bytes of `request` for plugin `plugin` of ABI minor `minor`; `unavailable`,
+/// naming what the plugin's run cannot carry (a harness, an executable or a link), when its
+/// shape cannot carry the request. Nothing is sent then: a plugin is never handed a request
+/// without what it holds (the files without their modes would run as something else).
+pub fn encode_run_for(
+    plugin: &str,
+    minor: u32,
+    run_id: u64,
+    request: &RunRequest,
+) -> Result<(wire::RunWire, Vec<u8>), ExecutorError> {
+    let shape = run_wire(minor);
+    if let Some(feature) = shape.lacks(request) {
+        return Err(ExecutorError::Unavailable {
+            mechanism: feature.mechanism().to_owned(),
+            reason: format!(
+                "plugin {plugin} speaks ABI {major}.{minor}, {lacking}; rebuild it with an sdk of \
+                 ABI {major}.{since} or later",
+                major = super::abi::ABI_MAJOR,
+                lacking = feature.lacking(),
+                since = feature.since_minor(),
+            ),
+        });
+    }
+    match wire::encode_run(run_id, request, shape) {
+        Some(bytes) => Ok((shape, bytes)),
+        None => Err(ExecutorError::Unavailable {
+            mechanism: "plugin".to_owned(),
+            reason: format!("the request did not encode for plugin {plugin}"),
+        }),
     }
 }
 
@@ -368,10 +390,7 @@ mod tests {
 
     fn request() -> RunRequest {
         RunRequest {
-            program: vec![SnapshotFile {
-                path: "main.sh".into(),
-                content: b"echo hi".to_vec(),
-            }],
+            program: vec![SnapshotFile::regular("main.sh", b"echo hi".to_vec())],
             entry: "main.sh".into(),
             args: Vec::new(),
             input: Vec::new(),
@@ -545,6 +564,51 @@ mod tests {
         assert_eq!(run_wire(1), wire::RunWire::V1);
         assert_eq!(run_wire(2), wire::RunWire::V2);
         assert_eq!(run_wire(3), wire::RunWire::V3);
-        assert_eq!(run_wire(4), wire::RunWire::V3);
+        assert_eq!(run_wire(4), wire::RunWire::V4);
+        assert_eq!(run_wire(5), wire::RunWire::V4);
+    }
+
+    /// A plugin older than what a request holds is refused before anything is sent, naming
+    /// what it lacks; each plugin gets the newest shape it speaks otherwise.
+    #[test]
+    fn requests_a_plugin_cannot_carry_are_refused_before_sending() {
+        let plain = request();
+        let mut harnessed = request();
+        harnessed.harness = vec![SnapshotFile::regular("t.sh", b"sh".to_vec())];
+        harnessed.entry = crate::contracts::RunEntry::harness("t.sh");
+        let mut moded = request();
+        moded.program[0].mode = crate::contracts::tree_path::EntryMode::Executable;
+        let mut linked = request();
+        linked
+            .input
+            .push(SnapshotFile::symlink("data", b"elsewhere".to_vec()));
+        let refused =
+            |minor: u32, request: &RunRequest| match encode_run_for("old", minor, 1, request) {
+                Err(ExecutorError::Unavailable { mechanism, reason }) => {
+                    assert!(reason.contains(&format!("ABI 1.{minor}")), "{reason}");
+                    assert!(reason.contains("plugin old"), "{reason}");
+                    mechanism
+                }
+                other => panic!("minor {minor}: {other:?}"),
+            };
+        for minor in 0..=5 {
+            let (shape, _) = encode_run_for("p", minor, 1, &plain).unwrap();
+            assert_eq!(shape, run_wire(minor));
+        }
+        assert_eq!(refused(1, &harnessed), "harness");
+        assert!(encode_run_for("p", 2, 1, &harnessed).is_ok());
+        for minor in 0..=3 {
+            assert_eq!(refused(minor, &moded), "snapshot-modes");
+            assert_eq!(refused(minor, &linked), "snapshot-modes");
+        }
+        for request in [&moded, &linked] {
+            let (shape, bytes) = encode_run_for("p", 4, 1, request).unwrap();
+            assert_eq!(shape, wire::RunWire::V4);
+            let decoded = wire::Request::decode(shape.method(), &bytes).unwrap();
+            assert!(
+                matches!(decoded, Some(wire::Request::Run { request: ref got, .. }) if got == request),
+                "{decoded:?}"
+            );
+        }
     }
 }

@@ -167,10 +167,7 @@ impl Repository {
 
         let files: Vec<SnapshotFile> = files
             .into_iter()
-            .map(|file| SnapshotFile {
-                path: file.path,
-                content: file.content,
-            })
+            .map(|file| SnapshotFile::new(file.path, file.mode, file.content))
             .collect();
         // The tree rules were checked when the tree was read; whether the files fit an
         // executor is the collector's question, not the export's.

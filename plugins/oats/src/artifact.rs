@@ -388,7 +388,7 @@ impl Artifact {
         }
         Ok(out
             .into_iter()
-            .map(|(path, content)| SnapshotFile { path, content })
+            .map(|(path, content)| SnapshotFile::regular(path, content))
             .collect())
     }
 

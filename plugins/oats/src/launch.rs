@@ -149,14 +149,8 @@ impl Launch {
 /// The files the launcher adds to every program.
 pub fn launcher_files() -> Vec<SnapshotFile> {
     vec![
-        SnapshotFile {
-            path: LAUNCHER_PATH.into(),
-            content: LAUNCHER.as_bytes().to_vec(),
-        },
-        SnapshotFile {
-            path: KERNEL_STUB_PATH.into(),
-            content: KERNEL_STUB.as_bytes().to_vec(),
-        },
+        SnapshotFile::regular(LAUNCHER_PATH, LAUNCHER.as_bytes().to_vec()),
+        SnapshotFile::regular(KERNEL_STUB_PATH, KERNEL_STUB.as_bytes().to_vec()),
     ]
 }
 
@@ -226,10 +220,7 @@ pub fn run(
             "{}/{REQUEST_PATH}",
             input_dir.trim_end_matches('/')
         )],
-        input: vec![SnapshotFile {
-            path: REQUEST_PATH.into(),
-            content: bytes,
-        }],
+        input: vec![SnapshotFile::regular(REQUEST_PATH, bytes)],
         harness: Vec::new(),
         bounds: RunBounds::new(launch.timeout, launch.output_limit),
     };

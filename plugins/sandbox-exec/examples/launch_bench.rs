@@ -52,10 +52,7 @@ fn sandbox(network: Option<NetworkMode>, prepare_ahead: bool) -> Result<SandboxE
 
 fn true_request() -> RunRequest {
     RunRequest {
-        program: vec![SnapshotFile {
-            path: "entry".into(),
-            content: b"unused".to_vec(),
-        }],
+        program: vec![SnapshotFile::regular("entry", b"unused".to_vec())],
         entry: "entry".into(),
         args: Vec::new(),
         input: Vec::new(),

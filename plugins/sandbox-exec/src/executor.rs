@@ -354,6 +354,7 @@ fn plan_files(files: &[SnapshotFile]) -> Vec<PlanFile> {
         .iter()
         .map(|file| PlanFile {
             path: file.path.clone(),
+            kind: file.mode.into(),
             size: file.content.len() as u64,
         })
         .collect()

@@ -19,20 +19,45 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+use sf_contracts::tree_path::EntryMode;
 
 use crate::runtime::{BindSource, Layout};
 
-/// The version of this exchange; a launcher refuses any other.
-pub const PLAN_PROTOCOL: u32 = 3;
+/// The version of this exchange; a launcher refuses any other. Version 4 added each
+/// snapshot entry's kind ([`PlanFile::kind`]).
+pub const PLAN_PROTOCOL: u32 = 4;
 
 /// The largest header accepted (the file bytes follow it and are bounded separately).
 pub const MAX_HEADER_BYTES: u64 = 4 << 20;
 
-/// One file of a snapshot, whose bytes follow the header.
+/// One entry of a snapshot, whose bytes (a link's target) follow the header.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanFile {
     pub path: String,
+    pub kind: PlanEntryKind,
     pub size: u64,
+}
+
+/// What the launcher makes of a snapshot entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PlanEntryKind {
+    /// A file, mode 0444.
+    File,
+    /// An executable file, mode 0555.
+    Executable,
+    /// A symbolic link whose target is the entry's bytes.
+    Symlink,
+}
+
+impl From<EntryMode> for PlanEntryKind {
+    fn from(mode: EntryMode) -> Self {
+        match mode {
+            EntryMode::Regular => Self::File,
+            EntryMode::Executable => Self::Executable,
+            EntryMode::Symlink => Self::Symlink,
+        }
+    }
 }
 
 /// A resource limit to set: every one the kernel has, so that none is inherited.

@@ -15,16 +15,13 @@ fn executor(runtime: RuntimeConfig) -> SandboxExecutor {
 
 fn request(script: &str) -> RunRequest {
     RunRequest {
-        program: vec![SnapshotFile {
-            path: "main.sh".into(),
-            content: script.as_bytes().to_vec(),
-        }],
+        program: vec![SnapshotFile::regular("main.sh", script.as_bytes().to_vec())],
         entry: "main.sh".into(),
         args: vec!["one".into()],
-        input: vec![SnapshotFile {
-            path: "data/in.txt".into(),
-            content: b"input bytes".to_vec(),
-        }],
+        input: vec![SnapshotFile::regular(
+            "data/in.txt",
+            b"input bytes".to_vec(),
+        )],
         harness: Vec::new(),
         bounds: RunBounds::new(Duration::from_secs(10), 1 << 20),
     }
@@ -50,10 +47,7 @@ fn shell_runs_confined() {
 
 fn single(path: &str, content: &str) -> RunRequest {
     RunRequest {
-        program: vec![SnapshotFile {
-            path: path.into(),
-            content: content.as_bytes().to_vec(),
-        }],
+        program: vec![SnapshotFile::regular(path, content.as_bytes().to_vec())],
         entry: path.into(),
         args: vec![],
         input: vec![],

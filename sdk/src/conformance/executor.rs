@@ -22,6 +22,7 @@
 use std::time::{Duration, Instant};
 
 use sf_contracts::snapshot::{MAX_SNAPSHOT_BYTES, SnapshotFile, snapshot_digest};
+use sf_contracts::tree_path::EntryMode;
 use sf_contracts::{
     CancelToken, Executor, NamespaceDisposition, RunBounds, RunEntry, RunRequest, RunStatus,
 };
@@ -95,10 +96,7 @@ pub fn scripted_program(behaviour: &Behaviour) -> Program {
         Behaviour::Flood => "flood\n".to_owned(),
     };
     Program {
-        files: vec![SnapshotFile {
-            path: "main.script".into(),
-            content: text.into_bytes(),
-        }],
+        files: vec![SnapshotFile::regular("main.script", text.into_bytes())],
         entry: "main.script".into(),
         args: Vec::new(),
     }
@@ -122,6 +120,7 @@ super::suite! {
         identities_name_what_ran,
         same_request_same_identities,
         harness_entry_runs,
+        modes_are_part_of_the_identity,
         invalid_input_is_refused,
         cancelled_before_start_starts_nothing,
         timeout_stops_the_run,
@@ -142,10 +141,10 @@ pub fn run_case(harness: &dyn Harness, name: &str) {
 }
 
 fn input() -> Vec<SnapshotFile> {
-    vec![SnapshotFile {
-        path: "data/input.txt".into(),
-        content: b"input-bytes".to_vec(),
-    }]
+    vec![SnapshotFile::regular(
+        "data/input.txt",
+        b"input-bytes".to_vec(),
+    )]
 }
 
 fn request(harness: &dyn Harness, behaviour: &Behaviour, bounds: RunBounds) -> RunRequest {
@@ -168,10 +167,10 @@ fn harnessed(harness: &dyn Harness, behaviour: &Behaviour, bounds: RunBounds) ->
     let mut request = request(harness, behaviour, bounds);
     request.harness = std::mem::replace(
         &mut request.program,
-        vec![SnapshotFile {
-            path: "tree/file.txt".into(),
-            content: b"the tree under test".to_vec(),
-        }],
+        vec![SnapshotFile::regular(
+            "tree/file.txt",
+            b"the tree under test".to_vec(),
+        )],
     );
     request.entry = RunEntry::harness(request.entry.path);
     request
@@ -183,6 +182,39 @@ fn printing() -> Behaviour {
         stderr: "err-text".into(),
         input: Some("data/input.txt".into()),
         code: 3,
+    }
+}
+
+/// Runs `request` of the [`printing`] behaviour and checks that it did what it prints.
+fn run_printing(harness: &dyn Harness, request: &RunRequest) -> sf_contracts::RunAnswer {
+    let answer = harness
+        .executor()
+        .run(request, &CancelToken::new())
+        .expect("the run starts");
+    assert_eq!(answer.status, RunStatus::Exited, "{answer:?}");
+    assert_eq!(answer.exit_code, Some(3), "{answer:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        "out-text\nargument-zero\ninput-bytes",
+        "{answer:?}"
+    );
+    answer
+}
+
+/// Checks that `answer` names `request`'s program, input and harness by their digests.
+#[track_caller]
+fn assert_snapshots_named(answer: &sf_contracts::RunAnswer, request: &RunRequest) {
+    let ids = &answer.identities;
+    for (what, named, files) in [
+        ("program", &ids.program, &request.program),
+        ("input", &ids.input, &request.input),
+        ("harness", &ids.harness, &request.harness),
+    ] {
+        assert_eq!(
+            named,
+            &snapshot_digest(files).unwrap(),
+            "the answer names the {what}"
+        );
     }
 }
 
@@ -278,25 +310,8 @@ pub fn same_request_same_identities(harness: &dyn Harness) {
 /// the harness and the program apart.
 pub fn harness_entry_runs(harness: &dyn Harness) {
     let request = harnessed(harness, &printing(), bounds());
-    let answer = harness
-        .executor()
-        .run(&request, &CancelToken::new())
-        .expect("the run starts");
-    assert_eq!(answer.status, RunStatus::Exited, "{answer:?}");
-    assert_eq!(answer.exit_code, Some(3), "{answer:?}");
-    assert_eq!(
-        String::from_utf8_lossy(&answer.stdout),
-        "out-text\nargument-zero\ninput-bytes",
-        "{answer:?}"
-    );
-    assert_eq!(
-        answer.identities.harness,
-        snapshot_digest(&request.harness).unwrap()
-    );
-    assert_eq!(
-        answer.identities.program,
-        snapshot_digest(&request.program).unwrap()
-    );
+    let answer = run_printing(harness, &request);
+    assert_snapshots_named(&answer, &request);
     let mut changed = request.clone();
     changed.harness[0].content.push(b'\n');
     let other = harness
@@ -305,6 +320,40 @@ pub fn harness_entry_runs(harness: &dyn Harness) {
         .expect("the run starts");
     assert_ne!(other.identities.harness, answer.identities.harness);
     assert_eq!(other.identities.program, answer.identities.program);
+}
+
+/// A program whose entry is executable and which holds symbolic links runs as the same
+/// program of regular files does, and its identity is the digest of the entries with their
+/// modes (`sf-snapshot/2`), not that of the same bytes as regular files: a backend (or a wire)
+/// that dropped the modes would name another program.
+pub fn modes_are_part_of_the_identity(harness: &dyn Harness) {
+    let regular = request(harness, &printing(), bounds());
+    let mut moded = regular.clone();
+    for file in &mut moded.program {
+        if file.path == moded.entry.path {
+            file.mode = EntryMode::Executable;
+        }
+    }
+    moded.program.push(SnapshotFile::symlink(
+        "sf-conformance/entry-link",
+        format!("../{}", moded.entry.path).into_bytes(),
+    ));
+    moded.input.push(SnapshotFile::symlink(
+        "data/input-link.txt",
+        b"input.txt".to_vec(),
+    ));
+    let answer = run_printing(harness, &moded);
+    assert_snapshots_named(&answer, &moded);
+    let as_regular: Vec<SnapshotFile> = moded
+        .program
+        .iter()
+        .map(|file| SnapshotFile::regular(file.path.clone(), file.content.clone()))
+        .collect();
+    assert_ne!(
+        answer.identities.program,
+        snapshot_digest(&as_regular).unwrap(),
+        "the modes are part of the program's identity"
+    );
 }
 
 /// Invalid requests are `invalid-input` errors.
@@ -319,10 +368,8 @@ pub fn invalid_input_is_refused(harness: &dyn Harness) {
     bad.entry = RunEntry::harness(good.entry.path.clone());
     cases.push(("an entry in an empty harness", bad));
     let mut bad = harnessed(harness, &printing(), bounds());
-    bad.harness.push(SnapshotFile {
-        path: "../escape".into(),
-        content: Vec::new(),
-    });
+    bad.harness
+        .push(SnapshotFile::regular("../escape", Vec::new()));
     cases.push(("bad harness path", bad));
     let mut bad = good.clone();
     bad.args.push("nul\0inside".into());
@@ -331,16 +378,24 @@ pub fn invalid_input_is_refused(harness: &dyn Harness) {
     bad.bounds.timeout = Duration::ZERO;
     cases.push(("zero timeout", bad));
     let mut bad = good.clone();
-    bad.input.push(SnapshotFile {
-        path: "../escape".into(),
-        content: Vec::new(),
-    });
+    bad.input
+        .push(SnapshotFile::regular("../escape", Vec::new()));
     cases.push(("bad input path", bad));
     let mut bad = good.clone();
-    bad.program.push(SnapshotFile {
-        path: "huge.bin".into(),
-        content: vec![0; MAX_SNAPSHOT_BYTES as usize + 1],
-    });
+    bad.program
+        .push(SnapshotFile::symlink("up", b"../escape".to_vec()));
+    cases.push(("a link leaving the program", bad));
+    let mut bad = good.clone();
+    bad.input
+        .push(SnapshotFile::symlink("data/link", b"..".to_vec()));
+    bad.input
+        .push(SnapshotFile::regular("data/link/under", b"x".to_vec()));
+    cases.push(("a file beneath a link", bad));
+    let mut bad = good.clone();
+    bad.program.push(SnapshotFile::regular(
+        "huge.bin",
+        vec![0; MAX_SNAPSHOT_BYTES as usize + 1],
+    ));
     cases.push(("oversized program", bad));
     for (what, bad) in cases {
         match executor.run(&bad, &CancelToken::new()) {

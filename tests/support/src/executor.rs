@@ -42,10 +42,7 @@ impl Harness for ShellHarness {
             }
         };
         Program {
-            files: vec![SnapshotFile {
-                path: "main.sh".into(),
-                content: script.into_bytes(),
-            }],
+            files: vec![SnapshotFile::regular("main.sh", script.into_bytes())],
             entry: "main.sh".into(),
             args: Vec::new(),
         }

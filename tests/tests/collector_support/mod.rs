@@ -80,10 +80,7 @@ pub fn proceed() -> Arc<dyn Gate> {
 }
 
 fn file(path: &str, content: &str) -> SnapshotFile {
-    SnapshotFile {
-        path: path.into(),
-        content: content.as_bytes().to_vec(),
-    }
+    SnapshotFile::regular(path, content.as_bytes().to_vec())
 }
 
 /// How a scenario's recipe and acceptance differ from the defaults.

@@ -97,26 +97,23 @@ pub fn probe_executor() -> SandboxExecutor {
 
 /// The program every probe run gets (its entry is read first, proving it is readable).
 pub fn probe_program() -> Vec<SnapshotFile> {
-    vec![SnapshotFile {
-        path: "entry.txt".into(),
-        content: b"sf probe program".to_vec(),
-    }]
+    vec![SnapshotFile::regular(
+        "entry.txt",
+        b"sf probe program".to_vec(),
+    )]
 }
 
 /// The input every probe run gets.
 pub fn probe_input() -> Vec<SnapshotFile> {
-    vec![SnapshotFile {
-        path: "data.txt".into(),
-        content: b"probe input".to_vec(),
-    }]
+    vec![SnapshotFile::regular("data.txt", b"probe input".to_vec())]
 }
 
 /// The harness every probe run gets.
 pub fn probe_harness() -> Vec<SnapshotFile> {
-    vec![SnapshotFile {
-        path: "tests/check.txt".into(),
-        content: b"probe harness".to_vec(),
-    }]
+    vec![SnapshotFile::regular(
+        "tests/check.txt",
+        b"probe harness".to_vec(),
+    )]
 }
 
 /// A request running `probes` with `timeout` and a 1 MiB output limit.

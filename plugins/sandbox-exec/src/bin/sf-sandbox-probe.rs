@@ -117,6 +117,22 @@ fn run(name: &str, argument: &str) {
             names.sort();
             names.join(",")
         }),
+        "lstat" => std::fs::symlink_metadata(argument).map(|metadata| {
+            use std::os::unix::fs::PermissionsExt as _;
+            let kind = if metadata.is_symlink() {
+                "symlink"
+            } else if metadata.is_dir() {
+                "directory"
+            } else if metadata.is_file() {
+                "file"
+            } else {
+                "other"
+            };
+            format!("{kind} {:o}", metadata.permissions().mode() & 0o7777)
+        }),
+        "readlink" => {
+            std::fs::read_link(argument).map(|target| target.to_string_lossy().into_owned())
+        }
         "create" => std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)

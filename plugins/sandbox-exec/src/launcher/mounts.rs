@@ -9,18 +9,27 @@
 //!    program and input directories, the size-capped scratch, and a fresh /proc (only this
 //!    pid namespace, `subset=pid`);
 //! 4. the root is made read-only, `pivot_root` enters it and the old root is detached;
-//! 5. once the run plan came ([`mount_run`]), the program and the input get tmpfs mounts of
-//!    their own over their directories, sized to them, filled, then made read-only (nosuid,
-//!    nodev, noexec throughout).
+//! 5. once the run plan came ([`mount_run`]), the program, the input and the harness get
+//!    tmpfs mounts of their own over their directories, sized to them, filled, then made
+//!    read-only (nosuid, nodev, noexec throughout). They are filled through directory
+//!    descriptors (`sf_io::dir_fd`): each directory is made with `mkdirat` and opened
+//!    `O_NOFOLLOW | O_DIRECTORY` relative to its parent's descriptor, each file is created
+//!    `O_CREAT | O_EXCL | O_NOFOLLOW` (mode 0444, an executable 0555), each symbolic link with
+//!    `symlinkat`, which never takes the place of an existing name. So nothing is ever written
+//!    through a link, a link never stands where a directory was, and an entry beneath a link
+//!    fails instead of landing elsewhere (the supervisor refused such a snapshot already).
 
-use std::ffi::CString;
+use std::ffi::{CString, OsStr};
 use std::fs;
 use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use sf_io::dir_fd::{DirFd, DirFdError};
+
 use super::sys::{self, Failure, Step, cpath, cstring};
-use crate::plan::{Plan, RunPlan};
+use crate::plan::{Plan, PlanEntryKind, PlanFile, RunPlan};
 
 /// One cloned tree waiting to be attached.
 struct Tree {
@@ -194,8 +203,20 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
 
 /// Mounts the run's program, input and harness, inside the root [`build_root`] entered: each
 /// on a tmpfs of its own over its (empty) directory, filled, then made read-only. `files`
-/// holds the program's, the input's and the harness's bytes, in run plan order.
+/// holds the program's, the input's and the harness's bytes (a link's target), in run plan
+/// order.
 pub fn mount_run(plan: &Plan, run: &RunPlan, files: &[Vec<u8>]) -> Step {
+    // The modes written are the snapshot's, not whatever sf's umask would leave of them. The
+    // init is single threaded, and the mask is restored before the program's process starts.
+    // SAFETY: umask only swaps the process's mask.
+    let mask = unsafe { libc::umask(0) };
+    let mounted = mount_snapshots(plan, run, files);
+    // SAFETY: as above.
+    unsafe { libc::umask(mask) };
+    mounted
+}
+
+fn mount_snapshots(plan: &Plan, run: &RunPlan, files: &[Vec<u8>]) -> Step {
     let snapshot_flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     let (program_files, rest) = files.split_at(run.program.len().min(files.len()));
     let (input_files, harness_files) = rest.split_at(run.input.len().min(rest.len()));
@@ -217,23 +238,52 @@ pub fn mount_run(plan: &Plan, run: &RunPlan, files: &[Vec<u8>]) -> Step {
         let at = Path::new(dir);
         let name = cpath(at, "mount")?;
         mount_tmpfs(&name, options, snapshot_flags)?;
-        for (entry, content) in entries.iter().zip(contents) {
-            let path = at.join(&entry.path);
-            if let Some(parent) = path.parent() {
-                make_directories(parent)?;
-            }
-            fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o444)
-                .open(&path)
-                .and_then(|mut file| std::io::Write::write_all(&mut file, content))
-                .map_err(|error| {
-                    Failure::new("mount", format!("writing {dir}/{}: {error}", entry.path))
-                })?;
-        }
+        fill(at, entries, contents)?;
         sys::mount_setattr(libc::AT_FDCWD, &name, 0, sys::MOUNT_ATTR_RDONLY)
             .map_err(|error| Failure::new("mount", format!("making {dir} read-only: {error}")))?;
+    }
+    Ok(())
+}
+
+/// Writes `entries` (with `contents`, in the same order) below the directory `at`, every one
+/// relative to a descriptor of a directory made here (see the module documentation).
+fn fill(at: &Path, entries: &[PlanFile], contents: &[Vec<u8>]) -> Step {
+    let failed = |what: &str, error: DirFdError| {
+        Failure::new(
+            "mount",
+            format!("materialising {}/{what}: {error}", at.display()),
+        )
+    };
+    let root = DirFd::open(at).map_err(|error| failed("", error))?;
+    // Entries of one directory tend to come together: the last directory is kept open.
+    let mut last: Option<(&str, DirFd)> = None;
+    for (entry, content) in entries.iter().zip(contents) {
+        let (parent, leaf) = match entry.path.rsplit_once('/') {
+            Some((parent, leaf)) => (Some(parent), leaf),
+            None => (None, entry.path.as_str()),
+        };
+        let dir = match parent {
+            None => &root,
+            Some(parent) => {
+                if last.as_ref().is_none_or(|(open, _)| *open != parent) {
+                    let opened = root
+                        .ensure_dirs(parent, 0o755)
+                        .map_err(|error| failed(&entry.path, error))?;
+                    last = Some((parent, opened));
+                }
+                match &last {
+                    Some((_, dir)) => dir,
+                    None => &root,
+                }
+            }
+        };
+        let leaf = OsStr::new(leaf);
+        let written = match entry.kind {
+            PlanEntryKind::File => dir.create_file(leaf, content, 0o444),
+            PlanEntryKind::Executable => dir.create_file(leaf, content, 0o555),
+            PlanEntryKind::Symlink => dir.create_symlink(leaf, OsStr::from_bytes(content)),
+        };
+        written.map_err(|error| failed(&entry.path, error))?;
     }
     Ok(())
 }
@@ -276,4 +326,102 @@ fn make_directories(path: &Path) -> Step {
         .map_err(|error| Failure::new("mount", format!("directory {}: {error}", path.display())))?;
     let _ = fs::set_permissions(path, fs::Permissions::from_mode(0o755));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn entry(path: &str, kind: PlanEntryKind, content: &[u8]) -> (PlanFile, Vec<u8>) {
+        let file = PlanFile {
+            path: path.to_owned(),
+            kind,
+            size: content.len() as u64,
+        };
+        (file, content.to_vec())
+    }
+
+    fn fill_with(at: &Path, entries: &[(PlanFile, Vec<u8>)]) -> Step {
+        let (files, contents): (Vec<PlanFile>, Vec<Vec<u8>>) = entries.iter().cloned().unzip();
+        fill(at, &files, &contents)
+    }
+
+    #[test]
+    fn entries_are_written_with_their_kinds_through_descriptors() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().canonicalize().unwrap();
+        fill_with(
+            &at,
+            &[
+                entry("a/b/file.txt", PlanEntryKind::File, b"text"),
+                entry("a/b/run", PlanEntryKind::Executable, b"#!"),
+                entry("top", PlanEntryKind::File, b""),
+                entry("a/link", PlanEntryKind::Symlink, b"b/file.txt"),
+                entry("a/b/deeper/x", PlanEntryKind::File, b"x"),
+            ],
+        )
+        .unwrap();
+        let mode = |path: &str| {
+            fs::symlink_metadata(at.join(path))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o7777
+        };
+        // Less the umask here; `mount_run` clears it while it fills.
+        assert_eq!(mode("a/b/file.txt") & 0o333, 0, "read-only, not executable");
+        assert_ne!(mode("a/b/file.txt") & 0o400, 0, "readable");
+        assert_ne!(mode("a/b/run") & 0o100, 0, "executable");
+        assert_eq!(mode("top") & 0o111, 0, "not executable");
+        assert_eq!(
+            fs::read_link(at.join("a/link")).unwrap(),
+            Path::new("b/file.txt")
+        );
+        assert_eq!(fs::read(at.join("a/b/deeper/x")).unwrap(), b"x");
+    }
+
+    #[test]
+    fn nothing_is_written_beneath_a_link_or_over_a_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let at = root.join("snapshot");
+        let outside = root.join("outside");
+        fs::create_dir(&at).unwrap();
+        fs::create_dir(&outside).unwrap();
+        // A link, then an entry beneath it: refused, naming the entry, nothing outside.
+        let outside_text = outside.display().to_string();
+        let failure = fill_with(
+            &at,
+            &[
+                entry("d", PlanEntryKind::Symlink, outside_text.as_bytes()),
+                entry("d/planted", PlanEntryKind::File, b"x"),
+            ],
+        )
+        .unwrap_err();
+        assert_eq!(failure.mechanism, "mount");
+        assert!(failure.detail.contains("d/planted"), "{}", failure.detail);
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+        // A directory, then a link at its name: refused, the directory kept.
+        let failure = fill_with(
+            &at,
+            &[
+                entry("e/inside", PlanEntryKind::File, b"kept"),
+                entry("e", PlanEntryKind::Symlink, b"elsewhere"),
+            ],
+        )
+        .unwrap_err();
+        assert!(failure.detail.contains("exists"), "{}", failure.detail);
+        assert!(fs::symlink_metadata(at.join("e")).unwrap().is_dir());
+        assert_eq!(fs::read(at.join("e/inside")).unwrap(), b"kept");
+        // A link planted where a directory of the snapshot would go is never followed.
+        symlink(&outside, at.join("planted")).unwrap();
+        let failure = fill_with(&at, &[entry("planted/x", PlanEntryKind::File, b"x")]).unwrap_err();
+        assert!(
+            failure.detail.contains("symbolic link"),
+            "{}",
+            failure.detail
+        );
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+    }
 }
