@@ -205,12 +205,13 @@ fn special_and_unportable_files_are_refused() {
     std::fs::write(dir.join(name), "x").unwrap();
     refused(&oats, &dir, ErrorCode::UnsupportedFile);
 
-    // An executable capability whose files cannot be carried into a run.
+    // An executable capability whose files cannot be carried into a run: a name Git refuses.
     let dir = bench.fixture("tool", "git-dir");
     std::fs::create_dir_all(dir.join(".github")).unwrap();
     std::fs::write(dir.join(".github/ci.yml"), "x").unwrap();
+    std::fs::write(dir.join("bad\rname"), "x").unwrap();
     let error = refused(&oats, &dir, ErrorCode::UnsupportedPath);
-    assert_eq!(error.subject, ".github/ci.yml");
+    assert_eq!(error.subject, "bad\rname");
     assert!(oats.list().unwrap().is_empty());
 }
 

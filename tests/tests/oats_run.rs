@@ -308,3 +308,35 @@ fn scripts_run_confined() {
     // Nothing the script wrote reached the capability directory.
     assert!(!dir.join("bin/written.txt").exists());
 }
+
+/// A real capability layout: skills and a command under an npm scope
+/// (`node_modules/@scope/pkg/…`) register, and the command runs with the scoped files in its
+/// program.
+#[test]
+fn a_capability_under_an_npm_scope_registers_and_its_command_runs() {
+    let bench = Bench::new();
+    let dir = bench.fixture("tool", "scoped");
+    let package = dir.join("node_modules/@scope/pkg");
+    std::fs::create_dir_all(package.join("skills/greet")).unwrap();
+    std::fs::write(package.join("skills/greet/SKILL.md"), "# greet\n").unwrap();
+    std::fs::write(
+        package.join("index.mjs"),
+        "import { readFileSync } from 'node:fs';\n\
+         const skill = readFileSync(new URL('./skills/greet/SKILL.md', import.meta.url), 'utf8');\n\
+         process.stdout.write(JSON.stringify({ scoped: true, skill }) + '\\n');\n",
+    )
+    .unwrap();
+    let mut manifest = oats_support::manifest(&dir);
+    manifest["skills"] = json!(["skills", "node_modules/@scope/pkg/skills"]);
+    manifest["commands"]["scoped"] = json!("node_modules/@scope/pkg/index.mjs");
+    oats_support::write_manifest(&dir, &manifest);
+    let oats = bench.oats_with(sandbox(), OatsOptions::default());
+    oats.register(&dir).unwrap();
+    oats.trust("acme.tool", None).unwrap();
+    let outcome = oats
+        .run_command("acme.tool", "scoped", &[], &RunContext::default())
+        .unwrap();
+    assert_eq!(outcome.exit_code, Some(0), "{outcome:?}");
+    let seen = stdout_json(&outcome.stdout);
+    assert_eq!(seen, json!({"scoped": true, "skill": "# greet\n"}));
+}

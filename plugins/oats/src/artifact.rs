@@ -31,7 +31,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use sf_contracts::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile};
-use sf_contracts::source_path;
+use sf_contracts::tree_path;
 use sf_io::dir_fd::{DirFd, DirFdError, EntryKind};
 use sha2::{Digest as _, Sha256};
 
@@ -374,15 +374,14 @@ impl Artifact {
                 ),
             ));
         }
+        // Links were resolved above, so every entry is a regular file; its path keeps Git's
+        // rules (an npm scope's `@`, spaces and the like are ordinary names).
         for path in out.keys() {
-            if let Err(rule) = source_path::check_path(path) {
+            if let Err(rule) = tree_path::check_path(path, Some(tree_path::EntryMode::Regular)) {
                 return Err(OatsError::new(
                     ErrorCode::UnsupportedPath,
                     path.trim_start_matches("artifact/").to_owned(),
-                    format!(
-                        "cannot be carried into a run: {} (segments of A-Z a-z 0-9 . _ -, none starting with .git)",
-                        rule.describe()
-                    ),
+                    format!("cannot be carried into a run: {}", rule.describe()),
                 ));
             }
         }
