@@ -30,22 +30,28 @@ fn text(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap().trim().to_owned()
 }
 
-/// A bundle of the shared fixtures beside the checkout (`../shared/fixtures/repos`), or where
-/// `SF_FIXTURE_REPOS` names. A missing fixture fails the test: it never skips.
+/// A bundle of the shared fixtures: where `SF_FIXTURE_REPOS` names, else beside the checkout
+/// (`../shared/fixtures/repos`), else the machine's `/work/shared/fixtures/repos`. A missing
+/// fixture fails the test: it never skips.
 fn fixture(name: &str) -> PathBuf {
-    let dir = std::env::var_os("SF_FIXTURE_REPOS")
+    let candidates: Vec<PathBuf> = std::env::var_os("SF_FIXTURE_REPOS")
         .map(PathBuf::from)
+        .into_iter()
+        .chain([
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/repos"),
+            PathBuf::from("/work/shared/fixtures/repos"),
+        ])
+        .collect();
+    candidates
+        .iter()
+        .map(|dir| dir.join(name))
+        .find(|bundle| bundle.is_file())
         .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/repos")
-        });
-    let bundle = dir.join(name);
-    assert!(
-        bundle.is_file(),
-        "the fixture {} is missing: the real-repository tests need ../shared/fixtures/repos \
-         (or SF_FIXTURE_REPOS)",
-        bundle.display()
-    );
-    bundle
+            panic!(
+                "the fixture {name} is missing from {candidates:?}: the real-repository tests \
+                 need the shared fixtures (or SF_FIXTURE_REPOS)"
+            )
+        })
 }
 
 /// One leaf as the comparison sees it.
