@@ -171,7 +171,7 @@ fn check_entry(
     dir: &Path,
     files: &[SnapshotFile],
 ) -> Result<(), CliError> {
-    sf_host::source_path::check_path(entry).map_err(|rule| {
+    sf_host::contracts::tree_path::check_path(entry, None).map_err(|rule| {
         CliError::new(
             "invalid-input",
             format!(

@@ -17,7 +17,6 @@ pub mod grammar;
 pub mod legacy_enforcement;
 pub mod path_glob;
 pub mod snapshot;
-pub mod source_path;
 pub mod tree_path;
 pub mod words;
 

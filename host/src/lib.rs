@@ -15,7 +15,7 @@
 #![deny(missing_docs)]
 
 pub use sf_contracts as contracts;
-pub use sf_contracts::{canonical, framing, git_object, path_glob, snapshot, source_path};
+pub use sf_contracts::{canonical, framing, git_object, path_glob, snapshot};
 pub use sf_io::{dir_fd, private_dir, text_escape};
 
 pub mod assurance;

@@ -6,8 +6,7 @@
 //! resolving inside it, case collisions) are the repository's, checked when it is created.
 //!
 //! [`read_snapshot_dir`] reads a directory the same way as a file snapshot (a program or an
-//! input to run): regular files only (a link is refused), with the snapshot's path grammar
-//! and limits.
+//! input to run), with the snapshot's limits.
 //!
 //! Whoever can write the directory may change it while sf reads it; the walk goes through
 //! directory descriptors ([`crate::dir_fd`]), so a link swapped in anywhere is refused and
@@ -19,7 +18,6 @@ use crate::contracts::tree_path::{self, EntryMode as Mode};
 use crate::dir_fd::{DirFd, DirFdError, EntryKind};
 use crate::repository::{REPOSITORY_LIMITS, SourceFile};
 use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile};
-use crate::source_path;
 
 /// Why a directory cannot be read as a source.
 #[derive(Debug, thiserror::Error)]
@@ -41,8 +39,9 @@ pub enum SourceDirError {
         /// What the system reported.
         detail: String,
     },
-    /// A symbolic link where only regular files are held (a snapshot).
-    #[error("{}: is a symbolic link; a snapshot holds regular files only: replace it by the file or remove it", path.display())]
+    /// A symbolic link where the walk opened a directory or file: an entry replaced by a
+    /// link after it was listed.
+    #[error("{}: is a symbolic link where a directory or file was listed; retry once the directory is quiet", path.display())]
     Symlink {
         /// The link, as the root joined with its relative path.
         path: PathBuf,
@@ -116,7 +115,6 @@ pub fn read_source_dir(root: &Path) -> Result<Vec<SourceFile>, SourceDirError> {
         max_file_bytes: REPOSITORY_LIMITS.max_file_bytes,
         max_total_bytes: REPOSITORY_LIMITS.max_source_bytes,
         holder: "a repository's source",
-        links: true,
     };
     let files = read_dir_files(root, &limits)?;
     Ok(files
@@ -125,21 +123,21 @@ pub fn read_source_dir(root: &Path) -> Result<Vec<SourceFile>, SourceDirError> {
         .collect())
 }
 
-/// Reads every file under `root` (which must be a directory) as a file snapshot, sorted by
-/// path: the rules of [`read_source_dir`] with regular files only, the snapshot's path
-/// grammar, and at most [`MAX_SNAPSHOT_FILES`] files and [`MAX_SNAPSHOT_BYTES`] bytes.
+/// Reads every file and link under `root` (which must be a directory) as a snapshot, sorted
+/// by path: the rules of [`read_source_dir`] with at most [`MAX_SNAPSHOT_FILES`] entries and
+/// [`MAX_SNAPSHOT_BYTES`] bytes. The tree rules (links inside) are the snapshot's, checked
+/// when it is digested.
 pub fn read_snapshot_dir(root: &Path) -> Result<Vec<SnapshotFile>, SourceDirError> {
     let limits = Limits {
         max_files: MAX_SNAPSHOT_FILES,
         max_file_bytes: MAX_SNAPSHOT_BYTES as usize,
         max_total_bytes: MAX_SNAPSHOT_BYTES as usize,
         holder: "a snapshot",
-        links: false,
     };
     let files = read_dir_files(root, &limits)?;
     Ok(files
         .into_iter()
-        .map(|(path, _, content)| SnapshotFile::regular(path, content))
+        .map(|(path, mode, content)| SnapshotFile::new(path, mode, content))
         .collect())
 }
 
@@ -149,9 +147,6 @@ struct Limits {
     max_file_bytes: usize,
     max_total_bytes: usize,
     holder: &'static str,
-    /// Whether symbolic links and executables are held (a source) or refused and flattened
-    /// (a snapshot of regular files).
-    links: bool,
 }
 
 impl From<DirFdError> for SourceDirError {
@@ -234,14 +229,9 @@ impl Walk<'_> {
             } else {
                 format!("{prefix}/{name}")
             };
-            if limits.links {
-                let leaf = (entry.kind == EntryKind::Symlink).then_some(Mode::Symlink);
-                tree_path::check_path(&relative, leaf)
-                    .map_err(|rule| bad(rule.code(), rule.describe()))?;
-            } else {
-                source_path::check_path(&relative)
-                    .map_err(|rule| bad(rule.code(), rule.describe()))?;
-            }
+            let leaf = (entry.kind == EntryKind::Symlink).then_some(Mode::Symlink);
+            tree_path::check_path(&relative, leaf)
+                .map_err(|rule| bad(rule.code(), rule.describe()))?;
             let counted = |files: &Vec<ReadEntry>| {
                 if files.len() >= limits.max_files {
                     return Err(SourceDirError::TooLarge {
@@ -255,12 +245,11 @@ impl Walk<'_> {
                 Ok(())
             };
             match entry.kind {
-                EntryKind::Symlink if limits.links => {
+                EntryKind::Symlink => {
                     counted(files)?;
                     let target = dir.read_link(&entry)?;
                     files.push((relative, Mode::Symlink, target.into_encoded_bytes()));
                 }
-                EntryKind::Symlink => return Err(SourceDirError::Symlink { path }),
                 EntryKind::Other => return Err(SourceDirError::NotRegular { path }),
                 EntryKind::Directory => {
                     let below = dir.open_dir(&entry)?;
@@ -291,7 +280,7 @@ impl Walk<'_> {
                         });
                     }
                     // Git records the owner's execute bit and nothing else of the mode.
-                    let mode = if limits.links && read.mode & 0o100 != 0 {
+                    let mode = if read.mode & 0o100 != 0 {
                         Mode::Executable
                     } else {
                         Mode::Regular
@@ -412,8 +401,14 @@ mod tests {
         assert_eq!(files[1].content, b"echo hi\n");
         let empty = tempfile::tempdir().unwrap();
         assert!(read_snapshot_dir(empty.path()).unwrap().is_empty());
+        // A link is read as a link, never followed: its target is checked when the snapshot
+        // is digested, and one leaving the snapshot is refused there.
         std::os::unix::fs::symlink("/etc/passwd", dir.path().join("l")).unwrap();
-        assert_eq!(read_snapshot_dir(dir.path()).unwrap_err().code(), "symlink");
+        let files = read_snapshot_dir(dir.path()).unwrap();
+        assert_eq!(files[1].mode, Mode::Symlink);
+        assert_eq!(files[1].content, b"/etc/passwd");
+        let refused = crate::snapshot::snapshot_digest(&files).unwrap_err();
+        assert!(refused.to_string().contains("relative"), "{refused}");
         assert_eq!(
             read_snapshot_dir(&dir.path().join("main.sh"))
                 .unwrap_err()

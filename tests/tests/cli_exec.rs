@@ -449,12 +449,12 @@ fn bad_input_is_refused_before_anything_runs() {
         "/nonexistent/sh",
     );
 
-    // A program directory holding something a snapshot cannot hold.
+    // A program directory holding something a snapshot cannot hold: a link leaving it.
     std::os::unix::fs::symlink("/etc/passwd", work.root.join("program/link")).unwrap();
     refused(
         &run_json(&mut work.exec("main.sh", &[])),
-        "symlink",
-        "program/link",
+        "invalid-input",
+        "snapshot path \"link\": a link's target is relative (absolute-link)",
     );
     std::fs::remove_file(work.root.join("program/link")).unwrap();
 

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::canonical::{self, Digest, Value};
 use crate::contracts::executor::{EntryPlace, MAX_ARG_BYTES, MAX_ARGS, RunEntry};
+use crate::contracts::tree_path;
 use crate::repository::{ID_RULE, is_valid_id};
-use crate::source_path;
 
 use super::{AssuranceError, invalid_field, read_record, record_bytes, record_bytes_digest};
 
@@ -250,7 +250,7 @@ impl Acceptance {
                         }
                         _ => {}
                     }
-                    source_path::check_path(&process.entry.path)
+                    tree_path::check_path(&process.entry.path, None)
                         .map_err(|rule| invalid(format!("{field}.entry.path"), rule.describe()))?;
                     if process.entry_in_scope
                         && (process.stage != Stage::Candidate

@@ -10,10 +10,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::canonical::{self, Digest, FieldError, FieldErrorKind, Value};
+use crate::contracts::tree_path;
 use crate::git_object::ObjectId;
 use crate::path_glob::PathGlob;
 use crate::snapshot::SnapshotFile;
-use crate::source_path;
 
 use super::error::RepositoryError;
 use super::identity::{CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, RepositoryIdentity};
@@ -131,7 +131,7 @@ impl FrozenInputs {
         }
         let mut seen = std::collections::BTreeSet::new();
         for (at, path) in self.scope.iter().enumerate() {
-            source_path::check_path(path).map_err(|rule| {
+            tree_path::check_path(path, None).map_err(|rule| {
                 RepositoryError::invalid(format!("frozen.scope[{at}] ({path})"), rule.describe())
             })?;
             if !seen.insert(path.to_ascii_lowercase()) {
