@@ -381,3 +381,56 @@ fn dangerous_names_are_refused_at_import_naming_path_and_rule() {
         "a refused import created the root"
     );
 }
+
+/// A commit in sf's Candidate form whose tree holds a name Git refuses, planted in an owned
+/// repository with plain Git, never reads back: the walker every read uses (snapshot, export,
+/// the base of a seal) names the path and the rule, and nothing is repaired.
+#[test]
+fn a_planted_tree_with_a_dangerous_name_never_reads_back() {
+    let test = sf_tests::TestRepo::git(&[("src/a.txt", "a\n")]);
+    let sealed = test
+        .repo
+        .seal(
+            &sf_tests::frozen(test.identity.initial, &["src"]),
+            &sf_tests::proposal(vec![sf_tests::edit("src/a.txt", Some("a\n"), Some("b\n"))]),
+        )
+        .unwrap();
+    let owned = &test.path;
+    for (name, code) in [(".GIT", "git-segment"), ("a\rb", "control-character")] {
+        let blob = text(git_with_input(
+            owned,
+            &["hash-object", "-w", "--stdin"],
+            b"x",
+        ));
+        let inner = text(git_with_input(
+            owned,
+            &["mktree", "-z"],
+            format!("100644 blob {blob}\tconfig\0").as_bytes(),
+        ));
+        let root = text(git_with_input(
+            owned,
+            &["mktree", "-z"],
+            format!("040000 tree {inner}\t{name}\0").as_bytes(),
+        ));
+        // M's own bytes with the planted tree: the Candidate form, another tree.
+        let m = String::from_utf8(git(
+            owned,
+            &["cat-file", "commit", &sealed.manifest.commit.to_hex()],
+        ))
+        .unwrap();
+        let forged_body = m.replacen(&sealed.manifest.tree.to_hex(), &root, 1);
+        let forged = text(git_with_input(
+            owned,
+            &["hash-object", "-t", "commit", "-w", "--stdin"],
+            forged_body.as_bytes(),
+        ));
+        let id = sf_host::git_object::ObjectId::parse_hex(&forged).unwrap();
+        let error = test.repo.snapshot(&id).unwrap_err();
+        assert_eq!(error.code(), "corrupt", "{name:?}: {error}");
+        let message = error.to_string();
+        assert!(
+            message.contains(&format!("{name}: ")) && message.contains(&format!("({code})")),
+            "{name:?}: {message}"
+        );
+    }
+}
