@@ -468,12 +468,9 @@ pub fn walk_tree<S: ObjectSource + ?Sized>(
                     ));
                     continue;
                 }
-                match EntryMode::from_octal(&entry.mode) {
-                    Some(EntryMode::Tree) => next.push((path, entry.id)),
-                    Some(leaf) => {
-                        let mode = leaf.leaf().unwrap_or(Mode::Regular);
-                        blobs.push((path, mode, entry.id));
-                    }
+                match EntryMode::from_octal(&entry.mode).map(|mode| (mode, mode.leaf())) {
+                    Some((_, Some(leaf))) => blobs.push((path, leaf, entry.id)),
+                    Some((_, None)) => next.push((path, entry.id)),
                     None => {
                         sound = false;
                         let rule = if entry.mode == b"160000" {
