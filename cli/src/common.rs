@@ -265,3 +265,19 @@ fn plugin_path() -> Result<PluginPath, CliError> {
 fn config_error(error: ConfigError) -> CliError {
     CliError::new(error.code(), error.to_string())
 }
+
+/// One file of a listing as the JSON output shows it: its path, mode word (`file`,
+/// `executable`, `symlink`), SHA-256 and size.
+pub fn file_entry(
+    path: &str,
+    mode: sf_host::contracts::tree_path::EntryMode,
+    sha256: &sf_host::canonical::Digest,
+    bytes: u64,
+) -> serde_json::Value {
+    serde_json::json!({
+        "path": path,
+        "mode": mode.word(),
+        "sha256": sha256.to_string(),
+        "bytes": bytes,
+    })
+}

@@ -65,11 +65,13 @@ pub fn describe(sealed: &SealedCandidate) -> Output {
         .files
         .iter()
         .map(|file| {
-            serde_json::json!({
-                "path": file.path,
-                "sha256": file.sha256.to_string(),
-                "bytes": file.bytes,
-            })
+            // The manifests of sf-candidate/1 and /2 list regular files only.
+            super::common::file_entry(
+                &file.path,
+                sf_host::contracts::tree_path::EntryMode::Regular,
+                &file.sha256,
+                file.bytes,
+            )
         })
         .collect();
     let json = serde_json::json!({

@@ -41,13 +41,7 @@ pub fn run(context: &Context, args: SnapshotArgs) -> Result<Output, CliError> {
     let files: Vec<serde_json::Value> = snapshot
         .files
         .iter()
-        .map(|file| {
-            serde_json::json!({
-                "path": file.path,
-                "sha256": file.sha256.to_string(),
-                "bytes": file.bytes,
-            })
-        })
+        .map(|file| super::common::file_entry(&file.path, file.mode, &file.sha256, file.bytes))
         .collect();
     let mut text = format!("commit {}\ntree   {}\n", snapshot.commit, snapshot.tree);
     for file in &snapshot.files {
