@@ -67,20 +67,7 @@ pub fn run(context: &Context, args: ExportArgs) -> Result<Output, CliError> {
         )
     })?;
     destination.write(&sealed.files)?;
-    let files: Vec<serde_json::Value> = sealed
-        .manifest
-        .files
-        .iter()
-        .map(|file| {
-            // The manifests of sf-candidate/1 and /2 list regular files only.
-            super::common::file_entry(
-                &file.path,
-                sf_host::contracts::tree_path::EntryMode::Regular,
-                &file.sha256,
-                file.bytes,
-            )
-        })
-        .collect();
+    let files = super::seal::listed_files(&sealed);
     Ok(Output {
         json: serde_json::json!({
             "digest": sealed.digest.to_string(),

@@ -58,10 +58,10 @@ pub fn run(context: &Context, args: SealArgs) -> Result<Output, CliError> {
     Ok(describe(&sealed))
 }
 
-/// The output of `seal`: the Candidate's identities and its files.
-pub fn describe(sealed: &SealedCandidate) -> Output {
-    let manifest = &sealed.manifest;
-    let files: Vec<serde_json::Value> = manifest
+/// The files a Candidate's manifest lists, as the JSON output shows them.
+pub(super) fn listed_files(sealed: &SealedCandidate) -> Vec<serde_json::Value> {
+    sealed
+        .manifest
         .files
         .iter()
         .map(|file| {
@@ -73,7 +73,13 @@ pub fn describe(sealed: &SealedCandidate) -> Output {
                 file.bytes,
             )
         })
-        .collect();
+        .collect()
+}
+
+/// The output of `seal`: the Candidate's identities and its files.
+pub fn describe(sealed: &SealedCandidate) -> Output {
+    let manifest = &sealed.manifest;
+    let files = listed_files(sealed);
     let json = serde_json::json!({
         "digest": sealed.digest.to_string(),
         "ref": candidate_ref(&sealed.digest).as_str(),
