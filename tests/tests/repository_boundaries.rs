@@ -12,8 +12,8 @@ use sf_host::contracts::{EncodedObject, ObjectStore, RefName, RefUpdate, StoreRo
 use sf_host::fault::FaultPoint;
 use sf_host::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
 use sf_host::repository::{
-    CreateRepository, IDENT, InitialBase, RepositoryOptions, SealedCandidate, candidate_message,
-    candidate_ref, create_repository, open_repository,
+    CreateRepository, IDENT, InitialBase, RepositoryOptions, SealedCandidate, candidate_idents,
+    candidate_message, candidate_ref, create_repository, open_repository,
 };
 use sf_tests::{TestRepo, edit, frozen, git_factory, private_dir, proposal, texts, tree_hash};
 
@@ -335,13 +335,7 @@ fn corrupt_missing_or_swapped_objects_never_qualify() {
     type Tamper = fn(&TestRepo, &SealedCandidate);
     let cases: &[(&str, Tamper)] = &[
         ("a blob's bytes replaced", |test, sealed| {
-            let file = sealed
-                .manifest
-                .files
-                .iter()
-                .find(|f| f.path == "src/c.txt")
-                .unwrap();
-            let path = loose_path(test, &file.blob);
+            let path = loose_path(test, &blob_of(sealed, "src/c.txt"));
             // A well-formed object of other content under the blob's name.
             let other = git_object::object_header(ObjectKind::Blob, 2)
                 .into_iter()
@@ -350,28 +344,13 @@ fn corrupt_missing_or_swapped_objects_never_qualify() {
             write_loose(&path, &other);
         }),
         ("a blob missing", |test, sealed| {
-            let file = sealed
-                .manifest
-                .files
-                .iter()
-                .find(|f| f.path == "src/c.txt")
-                .unwrap();
-            std::fs::remove_file(loose_path(test, &file.blob)).unwrap();
+            std::fs::remove_file(loose_path(test, &blob_of(sealed, "src/c.txt"))).unwrap();
         }),
         ("two blobs swapped", |test, sealed| {
-            let a = sealed
-                .manifest
-                .files
-                .iter()
-                .find(|f| f.path == "src/a.txt")
-                .unwrap();
-            let c = sealed
-                .manifest
-                .files
-                .iter()
-                .find(|f| f.path == "src/c.txt")
-                .unwrap();
-            let (pa, pc) = (loose_path(test, &a.blob), loose_path(test, &c.blob));
+            let (pa, pc) = (
+                loose_path(test, &blob_of(sealed, "src/a.txt")),
+                loose_path(test, &blob_of(sealed, "src/c.txt")),
+            );
             let tmp = pa.with_extension("swap");
             std::fs::rename(&pa, &tmp).unwrap();
             std::fs::rename(&pc, &pa).unwrap();
@@ -384,9 +363,9 @@ fn corrupt_missing_or_swapped_objects_never_qualify() {
             std::fs::remove_file(loose_path(test, &sealed.manifest.tree)).unwrap()
         }),
         ("the Candidate ref names a blob", |test, sealed| {
-            let file = &sealed.manifest.files[0];
+            let blob = blob_of(sealed, &sealed.files[0].path);
             let name = candidate_ref(&sealed.digest);
-            std::fs::write(test.path.join(name.as_str()), format!("{}\n", file.blob)).unwrap();
+            std::fs::write(test.path.join(name.as_str()), format!("{blob}\n")).unwrap();
         }),
         ("the Candidate ref names M", |test, sealed| {
             let name = candidate_ref(&sealed.digest);
@@ -429,33 +408,42 @@ fn write_loose(path: &Path, raw: &[u8]) {
 
 /// Publishes a forged Candidate: `manifest` bytes under their own digest, with a seal commit
 /// over `commit`, written through the raw store as a hostile writer could.
+/// Publishes `manifest` under its digest, with a seal commit on `commit` whose tree holds it
+/// and (when given) `proposal` as `proposal.json`, as a hostile writer could.
 fn publish_forged(
     test: &TestRepo,
     manifest: Vec<u8>,
+    proposal: Option<Vec<u8>>,
     commit: ObjectId,
     extra: Vec<EncodedObject>,
 ) -> Digest {
     let digest = Digest::of(&manifest);
     let blob = EncodedObject::new(ObjectKind::Blob, manifest);
-    let tree = EncodedObject::new(
-        ObjectKind::Tree,
-        git_object::encode_tree(&[TreeEntry {
-            mode: EntryMode::File,
-            name: "manifest.json".into(),
-            id: blob.id,
-        }]),
-    );
+    let proposal = proposal.map(|bytes| EncodedObject::new(ObjectKind::Blob, bytes));
+    let mut entries = vec![TreeEntry {
+        mode: EntryMode::File,
+        name: "manifest.json".into(),
+        id: blob.id,
+    }];
+    entries.extend(proposal.iter().map(|proposal| TreeEntry {
+        mode: EntryMode::File,
+        name: "proposal.json".into(),
+        id: proposal.id,
+    }));
+    let tree = EncodedObject::new(ObjectKind::Tree, git_object::encode_tree(&entries));
     let seal = EncodedObject::new(
         ObjectKind::Commit,
         git_object::encode_commit(&Commit {
             tree: tree.id,
             parents: vec![commit],
-            ident: IDENT.into(),
+            author: IDENT.into(),
+            committer: IDENT.into(),
             message: "sf-seal/1\n".into(),
         }),
     );
     let store = raw_store(test);
     let mut objects = extra;
+    objects.extend(proposal);
     objects.extend([blob, tree, seal.clone()]);
     store.write_objects(&objects, deadline()).unwrap();
     let name: RefName = candidate_ref(&digest);
@@ -464,6 +452,20 @@ fn publish_forged(
         RefUpdate::Applied
     );
     digest
+}
+
+/// The canonical bytes of the proposal a Candidate's seal commit holds.
+fn proposal_bytes(sealed: &SealedCandidate) -> Option<Vec<u8>> {
+    sealed
+        .proposal
+        .as_ref()
+        .map(|proposal| proposal.to_bytes().unwrap())
+}
+
+/// The blob id of the Candidate's file at `path`.
+fn blob_of(sealed: &SealedCandidate, path: &str) -> ObjectId {
+    let file = sealed.files.iter().find(|f| f.path == path).unwrap();
+    git_object::object_id(ObjectKind::Blob, &file.content)
 }
 
 fn with_field(manifest: &Value, path: &[&str], value: Value) -> Vec<u8> {
@@ -503,31 +505,34 @@ fn forged_manifests_never_qualify() {
             "another product",
             with_field(&manifest, &["repository", "productId"], "product-2".into()),
         ),
-        ("a file's sha256", {
+        (
+            "the content digest",
+            with_field(&manifest, &["content"], wrong_sha.as_str().into()),
+        ),
+        ("an edit's next mode", {
             let Value::Object(map) = &manifest else {
                 unreachable!()
             };
-            let mut files = map["files"].clone();
-            let Value::Array(items) = &mut files else {
+            let mut proposal = map["proposal"].clone();
+            let Value::Object(proposal_map) = &mut proposal else {
                 unreachable!()
             };
-            let Value::Object(first) = &mut items[0] else {
+            let Value::Array(edits) = proposal_map.get_mut("edits").unwrap() else {
                 unreachable!()
             };
-            first.insert("sha256".into(), wrong_sha.as_str().into());
-            with_field(&manifest, &["files"], files)
+            let Value::Object(first) = &mut edits[0] else {
+                unreachable!()
+            };
+            let Value::Object(next) = first.get_mut("next").unwrap() else {
+                unreachable!()
+            };
+            next.insert("mode".into(), "100755".into());
+            with_field(&manifest, &["proposal"], proposal)
         }),
-        ("a file dropped", {
-            let Value::Object(map) = &manifest else {
-                unreachable!()
-            };
-            let mut files = map["files"].clone();
-            let Value::Array(items) = &mut files else {
-                unreachable!()
-            };
-            items.pop();
-            with_field(&manifest, &["files"], files)
-        }),
+        (
+            "the proposal bounds",
+            with_field(&manifest, &["bounds", "edits"], Value::Integer(65)),
+        ),
         (
             "the slice revision",
             with_field(&manifest, &["slice", "revision"], Value::Integer(7)),
@@ -561,7 +566,7 @@ fn forged_manifests_never_qualify() {
     ];
     for (name, bytes) in cases {
         let before_export = test.repo.export_candidate(&sealed.digest).unwrap();
-        let digest = publish_forged(&test, bytes, m, vec![]);
+        let digest = publish_forged(&test, bytes, proposal_bytes(&sealed), m, vec![]);
         let error = test.repo.export_candidate(&digest).unwrap_err();
         assert_eq!(error.code(), "corrupt", "{name}: {error}");
         // The genuine Candidate is unaffected.
@@ -594,6 +599,7 @@ fn a_manifest_of_another_repository_never_qualifies() {
     let digest = publish_forged(
         &one,
         sealed.manifest_bytes.clone(),
+        proposal_bytes(&sealed),
         sealed.manifest.commit,
         objects,
     );
@@ -614,7 +620,8 @@ fn a_base_that_is_not_a_factory_commit_never_qualifies() {
         git_object::encode_commit(&Commit {
             tree: base.tree,
             parents: vec![],
-            ident: "mallory <m@example.com> 0 +0000".into(),
+            author: "mallory <m@example.com> 0 +0000".into(),
+            committer: "mallory <m@example.com> 0 +0000".into(),
             message: "looks fine\n".into(),
         }),
     );
@@ -626,15 +633,19 @@ fn a_base_that_is_not_a_factory_commit_never_qualifies() {
         f.base = foreign.id;
         f
     };
+    let sealed_proposal = sealed.proposal.as_ref().unwrap();
+    let (author, committer) = candidate_idents(sealed_proposal);
     let m = EncodedObject::new(
         ObjectKind::Commit,
         git_object::encode_commit(&Commit {
             tree: sealed.manifest.tree,
             parents: vec![foreign.id],
-            ident: IDENT.into(),
+            author,
+            committer,
             message: candidate_message(
                 "product-1",
                 &frozen_inputs,
+                sealed_proposal,
                 &sealed.manifest.proposal_digest,
             ),
         }),
@@ -643,7 +654,13 @@ fn a_base_that_is_not_a_factory_commit_never_qualifies() {
         let value = canonical::parse(&bytes).unwrap();
         with_field(&value, &["commit"], m.id.to_hex().into())
     };
-    let digest = publish_forged(&test, bytes, m.id, vec![foreign.clone(), m]);
+    let digest = publish_forged(
+        &test,
+        bytes,
+        proposal_bytes(&sealed),
+        m.id,
+        vec![foreign.clone(), m],
+    );
     let error = test.repo.export_candidate(&digest).unwrap_err();
     assert_eq!(error.code(), "corrupt", "{error}");
     assert!(
