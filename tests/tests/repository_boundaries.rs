@@ -12,8 +12,9 @@ use sf_host::contracts::{EncodedObject, ObjectStore, RefName, RefUpdate, StoreRo
 use sf_host::fault::FaultPoint;
 use sf_host::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
 use sf_host::repository::{
-    CreateRepository, IDENT, InitialBase, RepositoryOptions, SealedCandidate, candidate_idents,
-    candidate_message, candidate_ref, create_repository, open_repository,
+    CandidateProtocol, CreateRepository, IDENT, InitialBase, ManifestFile, RepositoryOptions,
+    SealedCandidate, TreeContents, candidate_idents, candidate_message, candidate_ref,
+    create_repository, legacy_candidate_message, open_repository,
 };
 use sf_tests::{TestRepo, edit, frozen, git_factory, private_dir, proposal, texts, tree_hash};
 
@@ -530,10 +531,6 @@ fn forged_manifests_never_qualify() {
             with_field(&manifest, &["proposal"], proposal)
         }),
         (
-            "the proposal bounds",
-            with_field(&manifest, &["bounds", "edits"], Value::Integer(65)),
-        ),
-        (
             "the slice revision",
             with_field(&manifest, &["slice", "revision"], Value::Integer(7)),
         ),
@@ -711,4 +708,71 @@ fn a_create_interrupted_before_the_marker_never_opens_and_is_never_adopted() {
         create_repository(factory.as_ref(), &request, &RepositoryOptions::default()).unwrap_err();
     assert_eq!(error.code(), "exists");
     assert_eq!(tree_hash(&path), before);
+}
+
+/// An `sf-candidate/2` Candidate as an earlier sf sealed it: M with the version 2 message and
+/// sf's identity, a manifest listing every file, and a seal tree of the manifest alone.
+fn publish_v2(test: &TestRepo, like: &SealedCandidate) -> (Digest, ObjectId) {
+    let mut manifest = like.manifest.clone();
+    manifest.protocol = CandidateProtocol::V2;
+    manifest.contents = TreeContents::Files(
+        like.files
+            .iter()
+            .map(|file| ManifestFile {
+                path: file.path.clone(),
+                blob: git_object::object_id(ObjectKind::Blob, &file.content),
+                sha256: Digest::of(&file.content),
+                bytes: file.content.len() as u64,
+            })
+            .collect(),
+    );
+    let m = EncodedObject::new(
+        ObjectKind::Commit,
+        git_object::encode_commit(&Commit::by(
+            manifest.tree,
+            vec![manifest.base_commit],
+            IDENT,
+            legacy_candidate_message("product-1", &manifest.frozen(), &manifest.proposal_digest),
+        )),
+    );
+    manifest.commit = m.id;
+    let bytes = manifest.to_bytes().unwrap();
+    (
+        publish_forged(test, bytes, None, m.id, vec![m.clone()]),
+        m.id,
+    )
+}
+
+#[test]
+fn an_sf_candidate_2_candidate_still_exports_and_serves_as_a_base() {
+    let test = TestRepo::git(FILES);
+    // A version 3 seal of text edits without a message has the version 2 proposal digest:
+    // its objects and edits are what the earlier sf wrote.
+    let sealed = seal_one(&test);
+    let (digest, m) = publish_v2(&test, &sealed);
+    let exported = test.repo.export_candidate(&digest).unwrap();
+    assert_eq!(exported.manifest.protocol, CandidateProtocol::V2);
+    assert_eq!(exported.files, sealed.files);
+    assert_eq!(exported.snapshot_digest, sealed.snapshot_digest);
+    assert_eq!(
+        exported.proposal, None,
+        "a version 2 seal tree holds no proposal"
+    );
+    // Its M is a factory commit: a version 3 Candidate can be sealed on it.
+    let next = test
+        .repo
+        .seal(
+            &frozen(m, &["src"]),
+            &proposal(vec![edit("src/c.txt", Some("c\n"), Some("cc\n"))]),
+        )
+        .unwrap();
+    assert_eq!(next.manifest.base_commit, m);
+    // A version 2 manifest beside a proposal.json is not a seal sf ever wrote.
+    let mut manifest = exported.manifest.clone();
+    manifest.slice.revision = 2;
+    let bytes = manifest.to_bytes().unwrap();
+    let forged = publish_forged(&test, bytes, proposal_bytes(&sealed), m, vec![]);
+    let error = test.repo.export_candidate(&forged).unwrap_err();
+    assert_eq!(error.code(), "corrupt", "{error}");
+    assert!(error.to_string().contains("seal tree"), "{error}");
 }

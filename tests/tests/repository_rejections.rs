@@ -388,14 +388,22 @@ fn invalid_frozen_inputs_write_nothing() {
         assert_eq!(error.code(), "invalid-input", "{name}: {error}");
         assert_eq!(test.tree_hash(), before, "{name} wrote something");
     }
-    // The proposal's canonical JSON can exceed 1 MiB within the proposal byte limit when
-    // control characters are escaped: invalid input, still before any write.
-    let controls = "\u{1}".repeat(200 * 1024);
+    // The proposal's canonical JSON can exceed the largest proposal document within the
+    // hard cap's bytes when control characters are escaped (six bytes each): rejected, still
+    // before any write.
+    let mut raised = good.clone();
+    raised.bounds = ProposalBounds::HARD_CAP;
+    let controls = "\u{1}".repeat(6 * 1024 * 1024);
     let error = test
         .repo
-        .seal(&good, &proposal(vec![create("src/c.txt", &controls)]))
+        .seal(&raised, &proposal(vec![create("src/c.txt", &controls)]))
         .unwrap_err();
-    assert_eq!(error.code(), "invalid-input", "{error}");
+    assert_eq!(
+        error.rejection(),
+        Some(Rejection::ProposalTooLarge),
+        "{}",
+        error.to_string().chars().take(200).collect::<String>()
+    );
     assert_eq!(test.tree_hash(), before);
 }
 
