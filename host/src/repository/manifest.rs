@@ -292,17 +292,13 @@ fn is_v3_message(message: &str, product_id: &str) -> bool {
     let [protocol, product, slice, slice_digest, proposal] = lines.as_slice() else {
         return false;
     };
-    let value = |line: &'_ str, label: &str| -> Option<String> {
-        line.strip_prefix(label).map(str::to_owned)
-    };
-    let slice_ok = value(slice, "Sf-Slice: ").is_some_and(|slice| slice_names(&slice));
-    let digests_ok = value(slice_digest, "Sf-Slice-Digest: ")
-        .zip(value(proposal, "Sf-Proposal: "))
-        .is_some_and(|(a, b)| Digest::parse(&a).is_some() && Digest::parse(&b).is_some());
+    let digest =
+        |line: &str, label: &str| line.strip_prefix(label).and_then(Digest::parse).is_some();
     *protocol == CANDIDATE_PROTOCOL
-        && value(product, "Sf-Product: ").as_deref() == Some(product_id)
-        && slice_ok
-        && digests_ok
+        && product.strip_prefix("Sf-Product: ") == Some(product_id)
+        && slice.strip_prefix("Sf-Slice: ").is_some_and(slice_names)
+        && digest(slice_digest, "Sf-Slice-Digest: ")
+        && digest(proposal, "Sf-Proposal: ")
         && message.ends_with('\n')
         && !text.is_empty()
         && !text.starts_with('\n')
@@ -571,7 +567,7 @@ impl CandidateManifest {
         let protocol = CandidateProtocol::parse(tag).expect("variant_tag checked the protocol");
         if protocol == CandidateProtocol::V3 {
             let record: V3Record = canonical::from_value(value, "manifest")?;
-            return Ok(record.into());
+            return record.try_into();
         }
         let record: LegacyRecord = canonical::from_value(value, "manifest")?;
         // Version 2 is version 1 with these two fields; which may be here is the protocol's.
@@ -644,10 +640,10 @@ impl CandidateManifest {
             TreeContents::Digest(content) => Record::V3(V3Record {
                 protocol: self.protocol().to_owned(),
                 repository: self.repository.clone(),
-                slice: V3SliceRecord {
+                slice: SliceRecord {
                     id: self.slice.id.clone(),
                     revision: self.slice.revision,
-                    digest: digest.unwrap_or_else(|| Digest::of(b"")),
+                    digest,
                 },
                 protected: binding.map_or_else(Vec::new, |binding| binding.protected.clone()),
                 bounds: self.bounds,
@@ -744,7 +740,7 @@ struct V3Record {
     /// Checked before the record is read ([`CandidateManifest::from_value`]).
     protocol: String,
     repository: RepositoryIdentity,
-    slice: V3SliceRecord,
+    slice: SliceRecord,
     protected: Vec<String>,
     bounds: ProposalBounds,
     scope: Vec<String>,
@@ -758,9 +754,16 @@ struct V3Record {
     proposal: V3ProposalRecord,
 }
 
-impl From<V3Record> for CandidateManifest {
-    fn from(record: V3Record) -> Self {
-        Self {
+impl TryFrom<V3Record> for CandidateManifest {
+    type Error = FieldError;
+
+    fn try_from(record: V3Record) -> Result<Self, FieldError> {
+        let digest = record.slice.digest.ok_or_else(|| FieldError {
+            kind: FieldErrorKind::Missing,
+            field: "manifest.slice.digest".into(),
+            rule: format!("is required in a {CANDIDATE_PROTOCOL} manifest"),
+        })?;
+        Ok(Self {
             protocol: CandidateProtocol::V3,
             repository: record.repository,
             slice: Slice {
@@ -768,7 +771,7 @@ impl From<V3Record> for CandidateManifest {
                 revision: record.slice.revision,
             },
             binding: Some(SliceBinding {
-                digest: record.slice.digest,
+                digest,
                 protected: record.protected,
             }),
             bounds: record.bounds,
@@ -783,7 +786,7 @@ impl From<V3Record> for CandidateManifest {
             contents: TreeContents::Digest(record.content),
             proposal_digest: record.proposal.digest,
             edits: record.proposal.edits,
-        }
+        })
     }
 }
 
@@ -799,27 +802,6 @@ struct SliceRecord {
         skip_serializing_if = "Option::is_none"
     )]
     digest: Option<Digest>,
-}
-
-/// Written from the same [`SliceRecord`] value; read with the digest required.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct V3SliceRecord {
-    id: String,
-    #[serde(deserialize_with = "canonical::positive")]
-    revision: u64,
-    digest: Digest,
-}
-
-impl Serialize for V3SliceRecord {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        SliceRecord {
-            id: self.id.clone(),
-            revision: self.revision,
-            digest: Some(self.digest.clone()),
-        }
-        .serialize(serializer)
-    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -1032,6 +1014,15 @@ mod tests {
             ),
             (
                 edited(&v3(), |map| {
+                    if let Some(Value::Object(slice)) = map.get_mut("slice") {
+                        slice.remove("digest");
+                    }
+                }),
+                "missing-field",
+                "manifest.slice.digest",
+            ),
+            (
+                edited(&v3(), |map| {
                     if let Some(Value::Object(proposal)) = map.get_mut("proposal")
                         && let Some(Value::Array(edits)) = proposal.get_mut("edits")
                         && let Some(Value::Object(edit)) = edits.first_mut()
@@ -1063,5 +1054,59 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn a_version_3_candidate_commit_is_recognised_by_its_committer_and_trailers() {
+        let frozen = FrozenInputs {
+            base: ObjectId::from_bytes([1; 20]),
+            slice: Slice {
+                id: "s".into(),
+                revision: 2,
+            },
+            scope: vec!["src".into()],
+            acceptance: Digest::of(b"a"),
+            recipe: Digest::of(b"r"),
+            environment: Digest::of(b"e"),
+            binding: Some(binding()),
+            bounds: ProposalBounds::DEFAULT,
+        };
+        let proposal = Proposal {
+            author: Some(super::super::Author {
+                name: "Ada".into(),
+                email: "ada@example.org".into(),
+                time: 5,
+                offset: "-0230".into(),
+            }),
+            ..Proposal::new(Vec::new())
+        };
+        let (author, committer) = candidate_idents(&proposal);
+        let commit = crate::git_object::Commit {
+            tree: ObjectId::from_bytes([2; 20]),
+            parents: vec![frozen.base],
+            author,
+            committer,
+            message: candidate_message("p", &frozen, &proposal, &Digest::of(b"p")),
+        };
+        assert!(is_candidate_commit(&commit, "p"));
+        assert!(!is_candidate_commit(&commit, "q"), "another Product");
+        let changed = |edit: &dyn Fn(&mut crate::git_object::Commit)| {
+            let mut other = commit.clone();
+            edit(&mut other);
+            is_candidate_commit(&other, "p")
+        };
+        assert!(!changed(&|c| c.committer = c.author.clone()), "not sf's");
+        assert!(!changed(&|c| c.parents.clear()), "no parent");
+        assert!(
+            !changed(&|c| c.message.push_str("Extra: x\n")),
+            "a sixth trailer"
+        );
+        assert!(!changed(
+            &|c| c.message = c.message.replacen("Sf-Slice: s 2", "Sf-Slice: s 02", 1)
+        ));
+        assert!(
+            !changed(&|c| c.message = c.message.replacen("sf: Candidate", "\nsf: Candidate", 1)),
+            "a text that starts blank"
+        );
     }
 }
