@@ -3,6 +3,7 @@
 //! checks that the Candidate was sealed for exactly it before anything else happens; only
 //! `collect` writes (after its preflight), the others create nothing.
 
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -13,7 +14,9 @@ use super::common::{CliError, Context, Output, json_value, repository_error};
 use super::slice_dir::{SliceDir, coded, invalid};
 use sf_host::assurance::{Observation, Outcome, Verdict, time};
 use sf_host::canonical::{Digest, Value, object};
-use sf_host::collector::{CollectRequest, CollectedRun, Programs, RepositoryCollector, derive};
+use sf_host::collector::{
+    CollectEvent, CollectRequest, CollectedRun, Programs, RepositoryCollector, derive,
+};
 use sf_host::contracts::CancelToken;
 use sf_host::contracts::EvidenceStoreExt;
 use sf_host::fence::Fence;
@@ -50,6 +53,9 @@ pub struct CollectArgs {
     /// one hour
     #[arg(long, value_name = "ISO")]
     pub(super) deadline: Option<String>,
+    /// How many checks run at a time (each still one sandboxed run and one record)
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub(super) jobs: NonZeroUsize,
 }
 
 #[derive(Debug, Args)]
@@ -191,16 +197,23 @@ pub(super) fn run_json_of(run: &CollectedRun) -> serde_json::Value {
     })
 }
 
-/// One progress line per settled run, on stderr.
-pub(super) fn report_progress(run: &CollectedRun) {
-    match run.problems.first() {
-        Some(problem) => eprintln!(
-            "sf: {} {}: {}",
-            run.check,
-            run.state.as_str(),
-            text_escape::line(problem)
-        ),
-        None => eprintln!("sf: {} {}", run.check, run.state.as_str()),
+/// One progress line on stderr when a check's run starts, and one when it is settled, with
+/// its time.
+pub(super) fn report_progress(event: CollectEvent<'_>) {
+    match event {
+        CollectEvent::Started { check } => eprintln!("sf: {check} started"),
+        CollectEvent::Settled { run, elapsed } => {
+            let took = format!("{:.1}s", elapsed.as_secs_f64());
+            match run.problems.first() {
+                Some(problem) => eprintln!(
+                    "sf: {} {} ({took}): {}",
+                    run.check,
+                    run.state.as_str(),
+                    text_escape::line(problem)
+                ),
+                None => eprintln!("sf: {} {} ({took})", run.check, run.state.as_str()),
+            }
+        }
     }
 }
 
@@ -224,7 +237,8 @@ pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliEr
     let product = loaded.repository.identity().product_id.clone();
     let fence = fence(&loaded.slice, &product)?;
     let collector = RepositoryCollector::new(store, executor, protected)
-        .map_err(|error| coded(error.code(), "the collector", error))?;
+        .map_err(|error| coded(error.code(), "the collector", error))?
+        .with_jobs(args.jobs);
     let hold = fence.acquire().map_err(|error| {
         coded(
             error.code(),
@@ -244,7 +258,7 @@ pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliEr
             gate,
             &hold,
             &CancelToken::new(),
-            &mut |run| report_progress(run),
+            &mut report_progress,
         )
         .map_err(|error| coded(error.code(), "the collection", error))?;
     let json = serde_json::json!({

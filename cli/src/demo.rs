@@ -493,6 +493,7 @@ fn land_candidate(context: &Context, root: &Path, candidate: &str) -> LandedStep
             owner: land::DEFAULT_OWNER.into(),
             generation: 1,
             deadline: None,
+            jobs: std::num::NonZeroUsize::MIN,
         },
     );
     let json = match outcome.result {

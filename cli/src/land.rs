@@ -52,6 +52,9 @@ pub struct LandArgs {
     /// When the collection must be over (RFC 3339 UTC); default: in one hour
     #[arg(long, value_name = "ISO")]
     pub(super) deadline: Option<String>,
+    /// How many checks run at a time (each still one sandboxed run and one record)
+    #[arg(long, value_name = "N", default_value = "1")]
+    pub(super) jobs: std::num::NonZeroUsize,
 }
 
 /// The exit status of a landing's outcome.
@@ -167,9 +170,10 @@ fn land_command(context: &Context, args: &LandArgs) -> Result<(Output, u8), CliE
             action,
             owner,
             deadline,
+            jobs: args.jobs,
             faults: std::sync::Arc::clone(&context.faults),
         },
-        &mut |run| report_progress(run),
+        &mut report_progress,
     )
     .map_err(|error| land_error("landing", error))?;
     let exit = exit_status(landed.outcome);

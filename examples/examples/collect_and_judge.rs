@@ -28,7 +28,9 @@ use sf_host::assurance::{
     Stage, current_environment, judge,
 };
 use sf_host::canonical::{self, Digest, Value};
-use sf_host::collector::{CollectRequest, RepositoryCollector, current_recipe, derive};
+use sf_host::collector::{
+    CollectEvent, CollectRequest, RepositoryCollector, current_recipe, derive,
+};
 use sf_host::contracts::{CancelToken, Executor, Gate, RunEntry};
 use sf_host::evidence::SqliteEvidenceStore;
 use sf_host::fence::Fence;
@@ -234,15 +236,17 @@ fn main() -> Result<(), Box<dyn Error>> {
             gate.clone(),
             &hold,
             &CancelToken::new(),
-            &mut |run| {
-                println!(
-                    "  {:<16} {:<12} {}",
-                    run.check,
-                    run.state.as_str(),
-                    run.evidence
-                        .as_ref()
-                        .map_or("-".into(), ToString::to_string)
-                );
+            &mut |event| {
+                if let CollectEvent::Settled { run, .. } = event {
+                    println!(
+                        "  {:<16} {:<12} {}",
+                        run.check,
+                        run.state.as_str(),
+                        run.evidence
+                            .as_ref()
+                            .map_or("-".into(), ToString::to_string)
+                    );
+                }
             },
         )?;
         if !result.may_judge() {

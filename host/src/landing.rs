@@ -28,7 +28,7 @@ use crate::assurance::{
 };
 use crate::canonical::Digest;
 use crate::collector::{
-    CollectError, CollectRequest, CollectResult, CollectedRun, RepositoryCollector, derive,
+    CollectError, CollectEvent, CollectRequest, CollectResult, RepositoryCollector, derive,
     environment_problem,
 };
 use crate::contracts::{
@@ -370,6 +370,8 @@ pub struct LandRequest<'a> {
     pub owner: Owner,
     /// When the collection must be over.
     pub deadline: SystemTime,
+    /// How many checks run at a time ([`RepositoryCollector::with_jobs`]).
+    pub jobs: std::num::NonZeroUsize,
     /// Where tests stop or fail the landing at named points.
     pub faults: Arc<dyn FaultPoints>,
 }
@@ -439,7 +441,7 @@ fn outcome_of(observation: &IntegrationObservation) -> LandOutcome {
 /// names; everything reached is in the answer.
 pub fn land(
     request: LandRequest<'_>,
-    progress: &mut dyn FnMut(&CollectedRun),
+    progress: &mut dyn FnMut(CollectEvent<'_>),
 ) -> Result<Landed, LandError> {
     let repository = request.repository;
     let sealed = repository.export_candidate(&request.candidate)?;
@@ -458,7 +460,8 @@ pub fn land(
         Arc::clone(&request.store),
         Arc::clone(&request.executor),
         request.protected.clone(),
-    )?;
+    )?
+    .with_jobs(request.jobs);
     let hold = request.fence.acquire()?;
     let collected = collector.collect_with_progress(
         &CollectRequest {

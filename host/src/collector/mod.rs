@@ -40,6 +40,13 @@
 //! `EvidenceStore::put`, after the hold is asserted again. A put that fails makes that run
 //! storage-failed and stops the collection: later checks are not-started with no record, and
 //! the caller must issue no Verdict for this attempt ([`CollectResult::may_judge`]).
+//!
+//! **Jobs** ([`RepositoryCollector::with_jobs`]): up to N checks run at a time, each taken in
+//! acceptance order by the next free job, and every rule above holds for each launch: one job
+//! reads the gate at a time (so once it closes no job launches again), the hold is asserted
+//! before each run and each put (once it ends no job starts or stores anything), and once a
+//! put fails no job starts or stores anything further (a run still in flight then ends
+//! storage-failed without a record). Results and record ids are listed in acceptance order.
 
 mod base;
 mod closure;
@@ -47,9 +54,11 @@ mod placement;
 pub mod programs;
 mod recipe;
 
+use std::num::NonZeroUsize;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::assurance::judge::check_records;
@@ -233,6 +242,7 @@ pub struct RepositoryCollector {
     executor: Arc<dyn Executor>,
     protected: Vec<PathBuf>,
     clock: Arc<dyn Clock>,
+    jobs: NonZeroUsize,
 }
 
 impl std::fmt::Debug for RepositoryCollector {
@@ -256,6 +266,54 @@ struct Prepared {
 struct Ran {
     observation: Observation,
     state: RunState,
+}
+
+/// What the jobs of one collection share.
+struct Shared {
+    /// The index of the next check to take.
+    next: AtomicUsize,
+    /// Why the gate closed, once it did.
+    gate_closed: Mutex<Option<String>>,
+    /// A put failed: nothing further is started or stored.
+    storage_failed: AtomicBool,
+    /// Why the hold ended, once it did: nothing further is started or stored.
+    released: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn is_released(&self) -> bool {
+        self.released
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+}
+
+/// What a job tells the calling thread.
+enum Event {
+    Started(usize),
+    Settled {
+        at: usize,
+        run: Box<CollectedRun>,
+        elapsed: Duration,
+    },
+}
+
+/// What [`RepositoryCollector::collect_with_progress`] reports as it goes.
+#[derive(Clone, Copy, Debug)]
+pub enum CollectEvent<'a> {
+    /// A check's run is about to be launched (its gate read and hold check come first).
+    Started {
+        /// The check's id.
+        check: &'a str,
+    },
+    /// A check is settled: run and stored, or not started.
+    Settled {
+        /// How it settled.
+        run: &'a CollectedRun,
+        /// From its start to its record being stored (zero when it never started).
+        elapsed: Duration,
+    },
 }
 
 impl RepositoryCollector {
@@ -282,7 +340,16 @@ impl RepositoryCollector {
             executor,
             protected: protected_paths,
             clock: Arc::new(SystemClock),
+            jobs: NonZeroUsize::MIN,
         })
+    }
+
+    /// The same collector running up to `jobs` checks at a time (one by default). Each check
+    /// is still one run and one record; the gate and the hold are still checked before each
+    /// launch.
+    pub fn with_jobs(mut self, jobs: NonZeroUsize) -> Self {
+        self.jobs = jobs;
+        self
     }
 
     /// The same collector with another clock (tests).
@@ -307,116 +374,87 @@ impl RepositoryCollector {
         self.collect_with_progress(request, gate, hold, cancel, &mut |_| {})
     }
 
-    /// [`RepositoryCollector::collect`], calling `progress` once per check as it is settled.
+    /// [`RepositoryCollector::collect`], calling `progress` on the calling thread when each
+    /// check's run starts and when it is settled (in the order they happen: with more than
+    /// one job, not acceptance order).
     pub fn collect_with_progress(
         &self,
         request: &CollectRequest,
         gate: Arc<dyn Gate>,
         hold: &Hold,
         cancel: &CancelToken,
-        progress: &mut dyn FnMut(&CollectedRun),
+        progress: &mut dyn FnMut(CollectEvent<'_>),
     ) -> Result<CollectResult, CollectError> {
         let prepared = self.prepare(request, hold)?;
         let environment_before = self.current_environment();
         let attempt = hold.attempt().clone();
-        let mut runs = Vec::new();
-        let mut stored = Vec::new();
-        let mut gate_closed: Option<String> = None;
-        let mut storage_failed = false;
-        for check in &prepared.checks {
-            if storage_failed {
-                let run = CollectedRun {
+        let checks = &prepared.checks;
+        let shared = Shared {
+            next: AtomicUsize::new(0),
+            gate_closed: Mutex::new(None),
+            storage_failed: AtomicBool::new(false),
+            released: Mutex::new(None),
+        };
+        let mut settled: Vec<Option<CollectedRun>> = vec![None; checks.len()];
+        let mut stored: Vec<(usize, Digest)> = Vec::new();
+        let jobs = self.jobs.get().min(checks.len()).max(1);
+        std::thread::scope(|scope| {
+            let (events, received) = mpsc::channel::<Event>();
+            for _ in 0..jobs {
+                let events = events.clone();
+                let (shared, prepared, attempt, gate) = (&shared, &prepared, &attempt, &gate);
+                scope.spawn(move || {
+                    self.work(
+                        request, prepared, attempt, gate, hold, cancel, shared, &events,
+                    )
+                });
+            }
+            drop(events);
+            // Progress is reported here, on the caller's thread, as the workers send it.
+            for event in received {
+                match event {
+                    Event::Started(at) => progress(CollectEvent::Started {
+                        check: &checks[at].id,
+                    }),
+                    Event::Settled { at, run, elapsed } => {
+                        progress(CollectEvent::Settled { run: &run, elapsed });
+                        if let Some(id) = &run.evidence {
+                            stored.push((at, id.clone()));
+                        }
+                        settled[at] = Some(*run);
+                    }
+                }
+            }
+        });
+        // Records are listed in acceptance order, whatever order they were stored in.
+        stored.sort_by_key(|(at, _)| *at);
+        let stored: Vec<Digest> = stored.into_iter().map(|(_, id)| id).collect();
+        if let Some(reason) = shared
+            .released
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            return Err(CollectError::Released {
+                attempt,
+                reason,
+                stored,
+            });
+        }
+        let runs = settled
+            .into_iter()
+            .zip(checks)
+            .map(|(run, check)| {
+                // Every check is settled once the workers are done unless the hold ended,
+                // which returned above; this is a defect, reported as one.
+                run.unwrap_or_else(|| CollectedRun {
                     check: check.id.clone(),
                     evidence: None,
                     state: RunState::NotStarted,
                     identities: None,
-                    problems: vec![
-                        "an earlier record could not be stored; nothing further is started or stored"
-                            .into(),
-                    ],
-                };
-                progress(&run);
-                runs.push(run);
-                continue;
-            }
-            let released =
-                |error: crate::fence::FenceError, stored: &[Digest]| CollectError::Released {
-                    attempt: attempt.clone(),
-                    reason: error.to_string(),
-                    stored: stored.to_vec(),
-                };
-            let ran = self.run_one(
-                request,
-                &prepared,
-                check,
-                &gate,
-                &mut gate_closed,
-                hold,
-                cancel,
-            );
-            let ran = match ran {
-                Ok(ran) => ran,
-                Err(error) => return Err(released(error, &stored)),
-            };
-            hold.assert_active()
-                .map_err(|error| released(error, &stored))?;
-            let identities = ran.observation.facts.identities.clone();
-            let put = ran
-                .observation
-                .encode()
-                .map_err(|error| error.to_string())
-                .and_then(|payload| {
-                    EvidenceRecord::new(
-                        prepared.pins.clone(),
-                        attempt.clone(),
-                        OBSERVATION_FORMAT,
-                        &payload,
-                    )
-                    .map_err(|error| error.to_string())
+                    problems: vec!["the collection ended before this check was settled".into()],
                 })
-                .and_then(|record| {
-                    self.store
-                        .put(&record, Instant::now() + STORE_TIMEOUT)
-                        .map_err(|error| error.to_string())
-                        .and_then(|id| {
-                            // The store's id is checked, never trusted.
-                            if id == record.id() {
-                                Ok(id)
-                            } else {
-                                Err(format!(
-                                    "the store answered id {id} for record {}",
-                                    record.id()
-                                ))
-                            }
-                        })
-                });
-            let run = match put {
-                Ok(id) => {
-                    stored.push(id.clone());
-                    CollectedRun {
-                        check: check.id.clone(),
-                        evidence: Some(id),
-                        state: ran.state,
-                        identities,
-                        problems: ran.observation.facts.problems.clone(),
-                    }
-                }
-                Err(error) => {
-                    storage_failed = true;
-                    let mut problems = ran.observation.facts.problems.clone();
-                    problems.push(format!("the record could not be stored: {error}"));
-                    CollectedRun {
-                        check: check.id.clone(),
-                        evidence: None,
-                        state: RunState::StorageFailed,
-                        identities,
-                        problems,
-                    }
-                }
-            };
-            progress(&run);
-            runs.push(run);
-        }
+            })
+            .collect();
         Ok(CollectResult {
             attempt,
             pins: prepared.pins,
@@ -426,6 +464,148 @@ impl RepositoryCollector {
             environment_before,
             environment_after: self.current_environment(),
         })
+    }
+
+    /// One worker: takes the next check until none is left, the hold ended, or (after a
+    /// record could not be stored) settles the rest as not started.
+    #[allow(clippy::too_many_arguments)]
+    fn work(
+        &self,
+        request: &CollectRequest,
+        prepared: &Prepared,
+        attempt: &AttemptId,
+        gate: &Arc<dyn Gate>,
+        hold: &Hold,
+        cancel: &CancelToken,
+        shared: &Shared,
+        events: &mpsc::Sender<Event>,
+    ) {
+        let release = |error: crate::fence::FenceError| {
+            let mut released = shared
+                .released
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            released.get_or_insert_with(|| error.to_string());
+        };
+        loop {
+            let at = shared.next.fetch_add(1, Ordering::SeqCst);
+            let Some(check) = prepared.checks.get(at) else {
+                return;
+            };
+            if shared.is_released() {
+                return;
+            }
+            // The receiver lives until every worker is done: a send cannot fail.
+            let settle = |run: CollectedRun, elapsed: Duration| {
+                let _ = events.send(Event::Settled {
+                    at,
+                    run: Box::new(run),
+                    elapsed,
+                });
+            };
+            if shared.storage_failed.load(Ordering::SeqCst) {
+                settle(
+                    CollectedRun {
+                        check: check.id.clone(),
+                        evidence: None,
+                        state: RunState::NotStarted,
+                        identities: None,
+                        problems: vec![
+                            "an earlier record could not be stored; nothing further is started or stored"
+                                .into(),
+                        ],
+                    },
+                    Duration::ZERO,
+                );
+                continue;
+            }
+            let _ = events.send(Event::Started(at));
+            let started = Instant::now();
+            let ran = match self.run_one(request, prepared, check, gate, shared, hold, cancel) {
+                Ok(ran) => ran,
+                Err(error) => return release(error),
+            };
+            if let Err(error) = hold.assert_active() {
+                return release(error);
+            }
+            let run = self.store_run(prepared, attempt, check, ran, shared);
+            settle(run, started.elapsed());
+        }
+    }
+
+    /// Stores one run's record (unless an earlier put failed) and says how it settled.
+    fn store_run(
+        &self,
+        prepared: &Prepared,
+        attempt: &AttemptId,
+        check: &ProcessCheck,
+        ran: Ran,
+        shared: &Shared,
+    ) -> CollectedRun {
+        let identities = ran.observation.facts.identities.clone();
+        let mut problems = ran.observation.facts.problems.clone();
+        if shared.storage_failed.load(Ordering::SeqCst) {
+            // Another job's put failed while this run ran: nothing further is stored.
+            problems.push(
+                "an earlier record could not be stored; this run's record was not stored".into(),
+            );
+            return CollectedRun {
+                check: check.id.clone(),
+                evidence: None,
+                state: RunState::StorageFailed,
+                identities,
+                problems,
+            };
+        }
+        let put = ran
+            .observation
+            .encode()
+            .map_err(|error| error.to_string())
+            .and_then(|payload| {
+                EvidenceRecord::new(
+                    prepared.pins.clone(),
+                    attempt.clone(),
+                    OBSERVATION_FORMAT,
+                    &payload,
+                )
+                .map_err(|error| error.to_string())
+            })
+            .and_then(|record| {
+                self.store
+                    .put(&record, Instant::now() + STORE_TIMEOUT)
+                    .map_err(|error| error.to_string())
+                    .and_then(|id| {
+                        // The store's id is checked, never trusted.
+                        if id == record.id() {
+                            Ok(id)
+                        } else {
+                            Err(format!(
+                                "the store answered id {id} for record {}",
+                                record.id()
+                            ))
+                        }
+                    })
+            });
+        match put {
+            Ok(id) => CollectedRun {
+                check: check.id.clone(),
+                evidence: Some(id),
+                state: ran.state,
+                identities,
+                problems,
+            },
+            Err(error) => {
+                shared.storage_failed.store(true, Ordering::SeqCst);
+                problems.push(format!("the record could not be stored: {error}"));
+                CollectedRun {
+                    check: check.id.clone(),
+                    evidence: None,
+                    state: RunState::StorageFailed,
+                    identities,
+                    problems,
+                }
+            }
+        }
     }
 
     fn prepare(&self, request: &CollectRequest, hold: &Hold) -> Result<Prepared, CollectError> {
@@ -508,7 +688,7 @@ impl RepositoryCollector {
         prepared: &Prepared,
         check: &ProcessCheck,
         gate: &Arc<dyn Gate>,
-        gate_closed: &mut Option<String>,
+        shared: &Shared,
         hold: &Hold,
         cancel: &CancelToken,
     ) -> Result<Ran, crate::fence::FenceError> {
@@ -539,15 +719,23 @@ impl RepositoryCollector {
                 state: RunState::NotStarted,
             }
         };
-        if let Some(reason) = gate_closed {
-            return Ok(not_started(facts, reason.clone()));
-        }
-        if cancel.is_cancelled() {
-            return Ok(not_started(facts, "aborted before the run".into()));
-        }
-        if let Err(reason) = self.read_gate(gate, prepared.deadline, cancel) {
-            *gate_closed = Some(reason.clone());
-            return Ok(not_started(facts, reason));
+        {
+            // One job reads the gate at a time, so that once it refuses no later run is
+            // launched and the gate is not asked again.
+            let mut gate_closed = shared
+                .gate_closed
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if let Some(reason) = &*gate_closed {
+                return Ok(not_started(facts, reason.clone()));
+            }
+            if cancel.is_cancelled() {
+                return Ok(not_started(facts, "aborted before the run".into()));
+            }
+            if let Err(reason) = self.read_gate(gate, prepared.deadline, cancel) {
+                *gate_closed = Some(reason.clone());
+                return Ok(not_started(facts, reason));
+            }
         }
         hold.assert_active()?;
         let runtime = match self.executor.describe_runtime() {
