@@ -17,8 +17,8 @@ use sf_host::canonical::{Digest, Value, object};
 use sf_host::collector::{
     CollectEvent, CollectRequest, CollectedRun, Programs, RepositoryCollector, derive,
 };
-use sf_host::contracts::CancelToken;
 use sf_host::contracts::EvidenceStoreExt;
+use sf_host::contracts::{CancelToken, EvidenceStore};
 use sf_host::fence::Fence;
 use sf_host::landing::{Judging, LandError, preflight};
 use sf_host::repository::{Repository, SealedCandidate, SourceSnapshot};
@@ -323,7 +323,11 @@ pub(super) fn verdict_json(verdict: &Verdict, digest: &Digest) -> serde_json::Va
 
 /// `sf judge`: the Verdict, and with `--exit-code` an exit status CI can branch on.
 pub fn run_judge(context: &Context, args: JudgeArgs) -> Result<(Output, u8), CliError> {
-    let verdict = judge_verdict(context, &args)?;
+    let loaded = Loaded::read(context, &args.target)?;
+    let judging = loaded.judging(context)?;
+    let verdict = judging
+        .verdict(args.attempt)
+        .map_err(|error| land_error("judging", error))?;
     let digest = verdict
         .digest()
         .map_err(|error| invalid("the Verdict", error))?;
@@ -335,19 +339,77 @@ pub fn run_judge(context: &Context, args: JudgeArgs) -> Result<(Output, u8), Cli
     Ok((
         Output {
             json: verdict_json(&verdict, &digest),
-            text: verdict_text(&verdict, &digest),
+            text: verdict_text(&verdict, &digest) + &output_tails(judging.store.as_ref(), &verdict),
         },
         exit,
     ))
 }
 
-/// The Verdict `sf judge` prints.
-pub fn judge_verdict(context: &Context, args: &JudgeArgs) -> Result<Verdict, CliError> {
-    let loaded = Loaded::read(context, &args.target)?;
-    loaded
-        .judging(context)?
-        .verdict(args.attempt)
-        .map_err(|error| land_error("judging", error))
+/// How many of the last lines of a run's stdout and stderr the text of a Verdict shows for
+/// each check that was not met, and at most how many bytes of them.
+const TAIL_LINES: usize = 20;
+const TAIL_BYTES: usize = 4096;
+
+/// The last lines of the stdout and stderr of every check that was not met (missed, or not
+/// attributable), read from its record and escaped for the terminal: what a person needs to
+/// see why without `sf evidence get`. A record that cannot be read is said in one line; it
+/// never fails the command (the Verdict already stands).
+pub(super) fn output_tails(store: &dyn EvidenceStore, verdict: &Verdict) -> String {
+    let mut text = String::new();
+    for check in &verdict.checks {
+        let (Some(id), false) = (&check.record, check.met == Some(true)) else {
+            continue;
+        };
+        let observation = store
+            .get_verified(id, Instant::now() + Duration::from_secs(60))
+            .map_err(|error| error.to_string())
+            .and_then(|record| {
+                Observation::decode_format(record.format(), record.payload())
+                    .map_err(|why| why.to_string())
+            });
+        match observation {
+            Ok(observation) => {
+                text.push_str(&format!("check {} (record {id}):\n", check.check));
+                for (name, bytes) in [
+                    ("stdout", &observation.stdout),
+                    ("stderr", &observation.stderr),
+                ] {
+                    let (shown, cut) = tail(bytes, TAIL_LINES, TAIL_BYTES);
+                    let label = if cut {
+                        format!("{name}, its end")
+                    } else {
+                        name.to_owned()
+                    };
+                    text.push_str(&text_escape::block(&label, shown));
+                }
+            }
+            Err(why) => text.push_str(&format!(
+                "check {}: its record {id} cannot be shown: {}\n",
+                check.check,
+                text_escape::line(&why)
+            )),
+        }
+    }
+    text
+}
+
+/// The end of `bytes`: at most `lines` lines and `max_bytes` bytes, and whether that cut
+/// anything.
+fn tail(bytes: &[u8], lines: usize, max_bytes: usize) -> (&[u8], bool) {
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let mut start = body
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(_, byte)| **byte == b'\n')
+        .nth(lines.saturating_sub(1))
+        .map_or(0, |(at, _)| at + 1);
+    start = start.max(bytes.len().saturating_sub(max_bytes));
+    // Never start inside a UTF-8 sequence the byte bound cut.
+    while bytes.get(start).is_some_and(|byte| byte & 0xc0 == 0x80) {
+        start += 1;
+    }
+    (&bytes[start..], start > 0)
 }
 
 /// `sf evidence …`.
@@ -419,5 +481,26 @@ pub fn run_evidence(context: &Context, command: EvidenceCommand) -> Result<Outpu
             }
             Ok(Output { json, text })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tail;
+
+    #[test]
+    fn a_tail_keeps_the_last_lines_within_the_byte_bound_on_a_character_boundary() {
+        let text: String = (1..=30).map(|n| format!("line {n}\n")).collect();
+        let (shown, cut) = tail(text.as_bytes(), 20, 4096);
+        assert!(cut);
+        assert!(shown.starts_with(b"line 11\n") && shown.ends_with(b"line 30\n"));
+        let (all, cut) = tail(b"one\ntwo", 20, 4096);
+        assert_eq!((all, cut), (&b"one\ntwo"[..], false));
+        // 3 000 two-byte characters on one line: the byte bound cuts, never inside one.
+        let wide = "é".repeat(3000);
+        let (shown, cut) = tail(wide.as_bytes(), 20, 4095);
+        assert!(cut);
+        assert!(std::str::from_utf8(shown).is_ok());
+        assert_eq!(shown.len(), 4094);
     }
 }

@@ -14,14 +14,15 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::assure::{
-    CandidateInSlice, Loaded, PREFLIGHT_GATE_TIMEOUT, deadline, fence, land_error, report_progress,
-    run_json_of, verdict_json, verdict_text,
+    CandidateInSlice, Loaded, PREFLIGHT_GATE_TIMEOUT, deadline, fence, land_error, output_tails,
+    report_progress, run_json_of, verdict_json, verdict_text,
 };
 use super::common::{CliError, Context, Output, json_value, read_input};
 use super::{
     EXIT_FAILED, EXIT_FAILURE, EXIT_INCONCLUSIVE, EXIT_NOT_DISPATCHED, EXIT_UNKNOWN, EXIT_USAGE,
     EXIT_WITHHELD, Outcome,
 };
+use sf_host::contracts::EvidenceStore;
 use sf_host::landing::{LandOutcome, LandRequest, Landed, land, preflight};
 use sf_host::repository::{Action, Owner};
 
@@ -155,6 +156,7 @@ fn land_command(context: &Context, args: &LandArgs) -> Result<(Output, u8), CliE
     }
     let protected = loaded.protected()?;
     let store = loaded.slice.evidence_store(context)?;
+    let records = std::sync::Arc::clone(&store);
     let product = loaded.repository.identity().product_id.clone();
     let fence = fence(&loaded.slice, &product)?;
     let landed = land(
@@ -177,10 +179,10 @@ fn land_command(context: &Context, args: &LandArgs) -> Result<(Output, u8), CliE
     )
     .map_err(|error| land_error("landing", error))?;
     let exit = exit_status(landed.outcome);
-    Ok((describe(&landed, &loaded), exit))
+    Ok((describe(&landed, &loaded, records.as_ref()), exit))
 }
 
-fn describe(landed: &Landed, loaded: &Loaded) -> Output {
+fn describe(landed: &Landed, loaded: &Loaded, store: &dyn EvidenceStore) -> Output {
     let mut json = serde_json::json!({
         "outcome": landed.outcome.as_str(),
         "replayed": landed.replayed,
@@ -223,6 +225,7 @@ fn describe(landed: &Landed, loaded: &Loaded) -> Output {
         for line in verdict_text(verdict, &digest).lines() {
             text.push_str(&format!("  {line}\n"));
         }
+        text.push_str(&output_tails(store, verdict));
     }
     if let Some(prepared) = &landed.prepared {
         json["prepared"] = json_value(&prepared.to_value());

@@ -910,3 +910,49 @@ fn a_killed_landing_converges_and_never_dispatches_twice() {
         assert_eq!(work.dispatches(), 1);
     }
 }
+
+/// A check that missed shows, in the text of `sf land` and `sf judge`, the end of what its
+/// run printed, escaped: what a person needs to see why, without `sf evidence get`.
+#[test]
+fn a_missed_check_shows_the_end_of_its_output() {
+    let work = Work::new();
+    let no_fix = work.seal("slice", SUM_NOT_FIXED);
+    let args = [
+        "land",
+        "--identity",
+        "identity.json",
+        "--candidate",
+        &no_fix,
+        "--slice",
+        "slice",
+        "--gate",
+        "gate.json",
+    ];
+    let landed = work.text_command(&args).output().unwrap();
+    let text = String::from_utf8(landed.stdout).unwrap();
+    assert_eq!(landed.status.code(), Some(3), "Failed: {text}");
+    let start = text
+        .find("check bug-fixed (record sha256:")
+        .unwrap_or_else(|| panic!("the missed check is shown: {text}"));
+    let shown = &text[start..];
+    assert!(shown.contains("--- stdout (2 bytes) ---"), "{shown}");
+    assert!(shown.contains("--- stderr (0 bytes) ---"), "{shown}");
+    assert!(
+        !text.contains("check bug-shown (record"),
+        "a met check shows nothing: {text}"
+    );
+    let judged = work
+        .text_command(&[
+            "judge",
+            "--identity",
+            "identity.json",
+            "--candidate",
+            &no_fix,
+            "--slice",
+            "slice",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(judged.stdout).unwrap();
+    assert!(text.contains("check bug-fixed (record sha256:"), "{text}");
+}

@@ -166,6 +166,13 @@ impl Work {
         command
     }
 
+    /// The `sf ARGS` command (its text output), not yet run.
+    pub fn text_command(&self, args: &[&str]) -> Command {
+        let mut command = sf();
+        command.current_dir(&self.dir).args(args);
+        command
+    }
+
     /// The test build of `sf` that kills itself at `point` (`SF_TEST_KILL_AT`).
     pub fn faulty(&self, point: &str, args: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_sf-faulty"));
