@@ -12,13 +12,13 @@ use clap::{Args, Subcommand};
 
 use super::common::{CliError, Context, Output, json_value, repository_error};
 use super::slice_dir::{SliceDir, coded, invalid};
-use sf_host::assurance::{Observation, Outcome, Verdict, time};
+use sf_host::assurance::{Observation, Outcome, ProcessCheck, ProcessFacts, Verdict, time};
 use sf_host::canonical::{Digest, Value, object};
 use sf_host::collector::{
     CollectEvent, CollectRequest, CollectedRun, Programs, RepositoryCollector, derive,
 };
 use sf_host::contracts::EvidenceStoreExt;
-use sf_host::contracts::{CancelToken, EvidenceStore};
+use sf_host::contracts::{CancelToken, EntryPlace, EvidenceStore};
 use sf_host::fence::Fence;
 use sf_host::landing::{Judging, LandError, preflight};
 use sf_host::repository::{Repository, SealedCandidate, SourceSnapshot};
@@ -412,6 +412,41 @@ fn tail(bytes: &[u8], lines: usize, max_bytes: usize) -> (&[u8], bool) {
     (&bytes[start..], start > 0)
 }
 
+/// What a process check runs, as a person would type it: the runtime, the entry (where it is
+/// placed in the sandbox) and the arguments, each escaped for the terminal.
+fn command_line(slice: &SliceDir, check: &ProcessCheck) -> String {
+    let entry = match check.entry.place {
+        EntryPlace::Program => format!("/sf/program/{}", check.entry.path),
+        EntryPlace::Harness => format!("/sf/harness/{}", check.entry.path),
+    };
+    std::iter::once(slice.frozen.recipe.runtime.as_str())
+        .chain(std::iter::once(entry.as_str()))
+        .chain(check.args.iter().map(String::as_str))
+        .map(|word| text_escape::line(word).into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// How a run ended and what it used, one line each.
+fn process_lines(process: &ProcessFacts) -> String {
+    let ended = match (process.exit_code, process.signal) {
+        (Some(code), _) => format!("{} (exit code {code})", process.status.code()),
+        (None, Some(signal)) => format!("{} (signal {signal})", process.status.code()),
+        (None, None) => process.status.code().to_owned(),
+    };
+    let peak = process
+        .memory_peak_bytes
+        .map_or_else(String::new, |bytes| format!(", peak memory {bytes} bytes"));
+    format!(
+        "  ended   {ended}\n  time    {} ms wall, {} ms user, {} ms system (timeout {} ms)\n  memory  largest process {} KiB{peak}\n",
+        process.wall_ms,
+        process.user_ms,
+        process.system_ms,
+        process.timeout_ms,
+        process.max_rss_kib
+    )
+}
+
 /// `sf evidence …`.
 pub fn run_evidence(context: &Context, command: EvidenceCommand) -> Result<Output, CliError> {
     match command {
@@ -449,6 +484,17 @@ pub fn run_evidence(context: &Context, command: EvidenceCommand) -> Result<Outpu
                     observation.facts.stage.as_str(),
                     observation.facts.status.as_str()
                 ));
+                if let Some(check) = slice
+                    .frozen
+                    .acceptance
+                    .process_checks()
+                    .find(|check| check.id == observation.facts.check)
+                {
+                    text.push_str(&format!("  command {}\n", command_line(&slice, check)));
+                }
+                if let Some(process) = &observation.facts.process {
+                    text.push_str(&process_lines(process));
+                }
                 for problem in &observation.facts.problems {
                     text.push_str(&format!("  problem {}\n", text_escape::line(problem)));
                 }

@@ -955,4 +955,23 @@ fn a_missed_check_shows_the_end_of_its_output() {
         .unwrap();
     let text = String::from_utf8(judged.stdout).unwrap();
     assert!(text.contains("check bug-fixed (record sha256:"), "{text}");
+
+    // The record itself says what ran, how it ended and what it used.
+    let id = shown["check bug-fixed (record ".len()..]
+        .split(')')
+        .next()
+        .unwrap()
+        .to_owned();
+    let got = work
+        .text_command(&["evidence", "get", &id, "--slice", "slice"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(got.stdout).unwrap();
+    assert!(
+        text.contains("  command /bin/sh /sf/harness/run-test.sh numbers.sh\n"),
+        "{text}"
+    );
+    assert!(text.contains("  ended   exited (exit code 0)\n"), "{text}");
+    assert!(text.contains(" ms wall, "), "{text}");
+    assert!(text.contains("  memory  largest process "), "{text}");
 }
