@@ -710,11 +710,19 @@ fn a_create_interrupted_before_the_marker_never_opens_and_is_never_adopted() {
     assert_eq!(tree_hash(&path), before);
 }
 
-/// An `sf-candidate/2` Candidate as an earlier sf sealed it: M with the version 2 message and
-/// sf's identity, a manifest listing every file, and a seal tree of the manifest alone.
-fn publish_v2(test: &TestRepo, like: &SealedCandidate) -> (Digest, ObjectId) {
+/// An `sf-candidate/2` (or `/1`) Candidate as an earlier sf sealed it: M with that version's
+/// message and sf's identity, a manifest listing every file, and a seal tree of the manifest
+/// alone.
+fn publish_legacy(
+    test: &TestRepo,
+    like: &SealedCandidate,
+    protocol: CandidateProtocol,
+) -> (Digest, ObjectId) {
     let mut manifest = like.manifest.clone();
-    manifest.protocol = CandidateProtocol::V2;
+    manifest.protocol = protocol;
+    if protocol == CandidateProtocol::V1 {
+        manifest.binding = None;
+    }
     manifest.contents = TreeContents::Files(
         like.files
             .iter()
@@ -749,7 +757,7 @@ fn an_sf_candidate_2_candidate_still_exports_and_serves_as_a_base() {
     // A version 3 seal of text edits without a message has the version 2 proposal digest:
     // its objects and edits are what the earlier sf wrote.
     let sealed = seal_one(&test);
-    let (digest, m) = publish_v2(&test, &sealed);
+    let (digest, m) = publish_legacy(&test, &sealed, CandidateProtocol::V2);
     let exported = test.repo.export_candidate(&digest).unwrap();
     assert_eq!(exported.manifest.protocol, CandidateProtocol::V2);
     assert_eq!(exported.files, sealed.files);
@@ -775,4 +783,21 @@ fn an_sf_candidate_2_candidate_still_exports_and_serves_as_a_base() {
     let error = test.repo.export_candidate(&forged).unwrap_err();
     assert_eq!(error.code(), "corrupt", "{error}");
     assert!(error.to_string().contains("seal tree"), "{error}");
+}
+
+#[test]
+fn an_sf_candidate_1_candidate_exports_and_is_never_prepared_for_integration() {
+    let test = TestRepo::git(FILES);
+    let sealed = seal_one(&test);
+    let (digest, _) = publish_legacy(&test, &sealed, CandidateProtocol::V1);
+    let exported = test.repo.export_candidate(&digest).unwrap();
+    assert_eq!(exported.manifest.protocol, CandidateProtocol::V1);
+    let before = test.tree_hash();
+    let error = test
+        .repo
+        .prepare_integration(&sf_tests::payload(&test.identity, &exported, "land", 1))
+        .unwrap_err();
+    assert_eq!(error.code(), "invalid-input", "{error}");
+    assert!(error.to_string().contains("sf-candidate/1"), "{error}");
+    assert_eq!(test.tree_hash(), before, "nothing written");
 }

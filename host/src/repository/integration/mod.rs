@@ -67,6 +67,18 @@ impl Repository {
                 other => other,
             })?;
         let manifest = &sealed.manifest;
+        if manifest.binding.is_none() {
+            // A first-version Candidate names no Slice digest: no Verdict can be bound to it.
+            return Err(RepositoryError::invalid(
+                "payload.candidate",
+                format!(
+                    "Candidate {} is {}, sealed for no Slice digest: it is never integrated; \
+                     seal the proposal again for a frozen Slice",
+                    payload.candidate,
+                    manifest.protocol()
+                ),
+            ));
+        }
         let mismatches = [
             (
                 "payload.product",
