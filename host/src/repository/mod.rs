@@ -4,12 +4,15 @@
 //!
 //! Everything here works over `dyn ObjectStore`; the core never names a backend. Stored
 //! layout: `refs/sf/candidates/<manifest sha256 hex>` → seal commit S (tree
-//! `{manifest.json}`, parent M); M's sole parent is the base B.
+//! `{manifest.json}`, parent M); M's sole parent is the base B. Later bases imported from
+//! the team's repository: `refs/sf/imports/<commit hex>` → record commit R (tree
+//! `{import.json}`, parent the imported commit).
 
 mod create;
 mod error;
 mod export;
 mod identity;
+mod import;
 mod imported;
 mod integration;
 mod manifest;
@@ -35,6 +38,11 @@ pub use identity::{
     REPOSITORY_PROTOCOL, REPOSITORY_PROTOCOL_V1, RepositoryIdentity, RepositoryLimits,
     RepositorySettings, SEAL_PROTOCOL, check_target_ref, initial_message,
     parse_repository_identity, seal_message,
+};
+pub use import::{
+    IMPORT_PROTOCOL, IMPORT_RECORD_NAME, IMPORT_REF_PREFIX, ImportBase, ImportError, ImportRecord,
+    ImportSource, ImportedBase, MAX_IMPORT_RECORD_BYTES, SourceError, TargetMove, import_message,
+    import_ref,
 };
 pub use imported::{CommitHeads, ImportedCommit, MAX_IMPORTED_COMMIT_BYTES, commit_heads};
 pub use integration::{
@@ -194,9 +202,15 @@ impl Repository {
     }
 
     /// The files of `commit`, which must be a factory commit of this repository: the pinned
-    /// initial commit, or a stored commit in this Product's Candidate format. Whether a
-    /// Candidate ref publishes it is not checked here (export does).
+    /// initial commit, a commit an import record publishes, or a stored commit in this
+    /// Product's Candidate format. Whether a Candidate ref publishes it is not checked here
+    /// (export does).
     pub fn snapshot(&self, commit: &ObjectId) -> Result<SourceSnapshot, RepositoryError> {
+        if *commit != self.identity.initial
+            && let Some(imported) = self.imported_snapshot(commit)?
+        {
+            return Ok(imported);
+        }
         let what = format!("commit {commit}");
         // An imported initial commit may carry a signature; sf's own commits are small.
         let budget = if *commit == self.identity.initial {
