@@ -348,7 +348,12 @@ impl Repository {
         let name = import_ref(&imported.commit);
         let replayed = match self.recorded_import(&imported.commit)? {
             None => false,
-            Some((_, stored)) if stored == record_commit => true,
+            Some((_, stored)) if stored == record_commit => {
+                // A replay: what the record publishes is read back whole, and nothing is
+                // written.
+                self.imported_snapshot(&imported.commit)?;
+                true
+            }
             Some((stored, _)) => return Err(conflicting_record(&name, &stored, &record).into()),
         };
         let from = if request.advance {
