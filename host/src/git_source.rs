@@ -225,6 +225,7 @@ pub fn import_git_base(
     repository: &Repository,
     request: &ImportBase,
 ) -> Result<ImportedBase, ImportError<GitSourceError>> {
+    request.check_source()?;
     let mut source = GitSource::open(Path::new(&request.source)).map_err(ImportError::Source)?;
     repository.import_base(&mut source, request)
 }

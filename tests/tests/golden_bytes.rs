@@ -26,8 +26,7 @@ use sf_host::plugin::object_store_protocol;
 use sf_host::plugin::{evidence_store_protocol, executor_protocol, gate_protocol};
 use sf_host::repository::{
     CandidateManifest, FrozenInputs, IDENT, ImportRecord, ManifestEdit, ManifestFile, Slice,
-    SliceBinding,
-    candidate_message, dispatch_message, intent_message, parse_repository_identity,
+    SliceBinding, candidate_message, dispatch_message, intent_message, parse_repository_identity,
     receipt_message,
 };
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};

@@ -183,6 +183,21 @@ pub struct ImportBase {
     pub advance: bool,
 }
 
+impl ImportBase {
+    /// Checks `source`: an absolute path of at most 4096 bytes without control characters
+    /// (`invalid-input` otherwise). Call it before opening the source.
+    pub fn check_source(&self) -> Result<(), RepositoryError> {
+        if valid_source(&self.source) {
+            Ok(())
+        } else {
+            Err(RepositoryError::invalid(
+                format!("source {:?}", self.source),
+                SOURCE_RULE,
+            ))
+        }
+    }
+}
+
 /// What an import did to the target.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -312,16 +327,16 @@ impl Repository {
         git: &mut S,
         request: &ImportBase,
     ) -> Result<ImportedBase, ImportError<S::Error>> {
-        if !valid_source(&request.source) {
-            return Err(RepositoryError::invalid("source", SOURCE_RULE).into());
-        }
-        if !valid_rev(&request.rev) {
-            return Err(RepositoryError::invalid("rev", REV_RULE).into());
-        }
+        request.check_source()?;
         let settings = self.identity.settings();
         let imported = git
             .read_commit(&request.rev, &settings.limits(), settings.policy())
             .map_err(ImportError::Source)?;
+        // The source checked the revision its own way first (a Git reader names a bad one
+        // `bad-revision`); what a record holds has a rule of its own.
+        if !valid_rev(&request.rev) {
+            return Err(RepositoryError::invalid("rev", REV_RULE).into());
+        }
         imported
             .check()
             .map_err(|rule| RepositoryError::invalid("imported commit", rule))?;
