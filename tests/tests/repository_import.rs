@@ -400,6 +400,15 @@ fn a_tree_the_model_or_the_settings_cannot_hold_is_refused_whole_and_nothing_is_
     );
     std::os::unix::fs::symlink("../../outside", source.join("escape")).unwrap();
     git(&source, &["add", "-A"]);
+    git(
+        &source,
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("160000,{},sub", ids[0]),
+        ],
+    );
     git(&source, &["commit", "-q", "-m", "unholdable"]);
     let settings = RepositorySettings {
         max_file_bytes: 16,
@@ -422,8 +431,9 @@ fn a_tree_the_model_or_the_settings_cannot_hold_is_refused_whole_and_nothing_is_
             ("big.txt", "file-too-large"),
             ("escape", "link-escapes"),
             ("readme", "case-collision"),
+            ("sub", "unsupported-entry"),
         ],
-        "every path at fault, with the repository's own limit"
+        "every path at fault, an entry's and the tree rules', with the repository's own limit"
     );
     assert_eq!(
         (tree_hash(&test.path), refs(&test)),
