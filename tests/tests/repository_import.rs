@@ -472,6 +472,111 @@ fn a_tree_the_model_or_the_settings_cannot_hold_is_refused_whole_and_nothing_is_
     assert_eq!(paths, ["README", "readme"]);
 }
 
+#[test]
+fn concurrent_identical_imports_converge_and_move_the_target_once() {
+    let (_dir, root) = private_dir();
+    let (source, ids) = make_source(
+        &root,
+        "source",
+        &[&[("src/a.txt", "a0\n")], &[("src/a.txt", "a1\n")]],
+    );
+    let test = create_from(&source, &ids[0], RepositorySettings::default());
+    let barrier = std::sync::Barrier::new(4);
+    let outcomes: Vec<_> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let repo = test.reopen();
+                let (barrier, source, rev) = (&barrier, &source, &ids[1]);
+                scope.spawn(move || {
+                    barrier.wait();
+                    import_git_base(&repo, &request(source, rev, true)).unwrap()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().unwrap())
+            .collect()
+    });
+    let record_commits: std::collections::BTreeSet<ObjectId> = outcomes
+        .iter()
+        .map(|outcome| outcome.record_commit)
+        .collect();
+    assert_eq!(record_commits.len(), 1, "one record");
+    let moved = outcomes
+        .iter()
+        .filter(|outcome| matches!(outcome.target, TargetMove::Moved { .. }))
+        .count();
+    assert_eq!(moved, 1, "the target moved once: {outcomes:?}");
+    assert!(
+        outcomes.iter().all(|outcome| matches!(
+            outcome.target,
+            TargetMove::Moved { .. } | TargetMove::AlreadyThere
+        )),
+        "{outcomes:?}"
+    );
+    assert_eq!(test.repo.target().unwrap().to_hex(), ids[1]);
+    assert_eq!(
+        text(git(
+            &test.path,
+            &["for-each-ref", "--format=%(objectname)", "refs/sf/imports/"]
+        )),
+        record_commits.first().unwrap().to_hex()
+    );
+}
+
+#[test]
+fn an_import_stopped_before_its_record_is_published_publishes_nothing() {
+    let (_dir, root) = private_dir();
+    let (source, ids) = make_source(
+        &root,
+        "source",
+        &[&[("src/a.txt", "a0\n")], &[("src/a.txt", "a1\n")]],
+    );
+    let test = create_from(&source, &ids[0], RepositorySettings::default());
+    let stopping = open_repository(
+        test.factory.as_ref(),
+        &test.identity,
+        RepositoryOptions {
+            faults: Arc::new(|point: FaultPoint| {
+                if point == FaultPoint::ObjectsWritten {
+                    panic!("stopped at objects-written");
+                }
+            }),
+            ..RepositoryOptions::default()
+        },
+    )
+    .unwrap();
+    let stopped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        import_git_base(&stopping, &request(&source, &ids[1], true))
+    }));
+    assert!(stopped.is_err(), "the hook stops the import");
+    // The objects are written; no record names them, so the commit is no factory commit and
+    // the target did not move.
+    let commit = id(&ids[1]);
+    assert_eq!(
+        text(git(&test.path, &["cat-file", "-t", &ids[1]])),
+        "commit"
+    );
+    assert_eq!(
+        test.repo.snapshot(&commit).unwrap_err().code(),
+        "invalid-input"
+    );
+    assert_eq!(test.repo.target().unwrap().to_hex(), ids[0]);
+    assert_eq!(
+        text(git(&test.path, &["for-each-ref", "refs/sf/imports/"])),
+        ""
+    );
+    // The same import again completes it.
+    let completed = import_git_base(&test.repo, &request(&source, &ids[1], true)).unwrap();
+    assert!(!completed.replayed);
+    assert_eq!(completed.target, TargetMove::Moved { from: id(&ids[0]) });
+    assert_eq!(
+        test.repo.snapshot(&commit).unwrap().tree,
+        completed.record.tree
+    );
+}
+
 /// Writes `body` as an object of `kind` into the owned repository with plain Git (as someone
 /// with write access to it could) and returns its id.
 fn plant(test: &TestRepo, kind: ObjectKind, body: &[u8]) -> ObjectId {
@@ -768,11 +873,16 @@ mod unknown {
                 },
             )
             .unwrap();
+        // Read back once, the target still names the first base: the outcome stays unknown.
         assert_eq!(
             imported.target,
             TargetMove::Unknown {
                 from: identity.initial,
-                reason: "the store's tool timed out after the update started".into(),
+                reason: format!(
+                    "the store's tool timed out after the update started; the target names {} \
+                     now",
+                    identity.initial
+                ),
             }
         );
         assert!(!imported.replayed);

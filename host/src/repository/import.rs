@@ -204,7 +204,8 @@ impl ImportBase {
 pub enum TargetMove {
     /// The import did not ask to move it.
     NotAsked,
-    /// It named the imported commit already (or a concurrent update moved it there).
+    /// It named the imported commit already, or does after an update that was refused or
+    /// not confirmed (a concurrent import moved it there, or this one did).
     AlreadyThere,
     /// This call moved it from `from` to the imported commit, confirmed by the store's
     /// read-back.
@@ -543,9 +544,27 @@ impl Repository {
                     expected: from,
                     current,
                 },
-                RefUpdate::Unknown { reason } => TargetMove::Unknown { from, reason },
+                RefUpdate::Unknown { reason } => self.settle_target(from, commit, reason),
             },
         )
+    }
+
+    /// After a target update the store could not confirm: read the target once (never
+    /// retrying). Naming the imported commit, the target is where the import wants it,
+    /// whoever moved it (a concurrent identical import, typically, whose update made this
+    /// one's fail): `AlreadyThere`. Anything else stays `Unknown`.
+    fn settle_target(&self, from: ObjectId, commit: ObjectId, reason: String) -> TargetMove {
+        match self.target() {
+            Ok(current) if current == commit => TargetMove::AlreadyThere,
+            Ok(current) => TargetMove::Unknown {
+                from,
+                reason: format!("{reason}; the target names {current} now"),
+            },
+            Err(error) => TargetMove::Unknown {
+                from,
+                reason: format!("{reason}; the target cannot be read back: {error}"),
+            },
+        }
     }
 
     /// The record `refs/sf/imports/<commit>` publishes and its commit R, verified whole:
