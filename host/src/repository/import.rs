@@ -322,7 +322,9 @@ impl Repository {
     /// stored, its objects and the record's are written, and the record ref is created,
     /// create-only (a concurrent identical import converges on it). Only then, with
     /// `advance`, the target moves by one compare-and-swap from the commit it was checked at;
-    /// what happened is [`ImportedBase::target`], never an `Err`.
+    /// what happened is [`ImportedBase::target`]. (A store that refuses to start that update,
+    /// its ownership check failing, say, is an `Err` with the record published and nothing
+    /// moved; an identical import is then a replay that tries again.)
     pub fn import_base<S: ImportSource>(
         &self,
         git: &mut S,
