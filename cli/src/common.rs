@@ -175,6 +175,11 @@ pub fn repository_error(what: &str, error: &RepositoryError) -> CliError {
 
 /// Reads an input file, naming it by `what` (for example `--proposal`) in errors.
 pub fn read_input(path: &Path, what: &str) -> Result<Vec<u8>, CliError> {
+    read_input_within(path, what, MAX_INPUT_BYTES)
+}
+
+/// [`read_input`] for an input with its own bound of `limit` bytes (a proposal).
+pub fn read_input_within(path: &Path, what: &str, limit: u64) -> Result<Vec<u8>, CliError> {
     let unreadable = |detail: String| {
         CliError::new(
             "unreadable-input",
@@ -190,10 +195,10 @@ pub fn read_input(path: &Path, what: &str) -> Result<Vec<u8>, CliError> {
     }
     let mut bytes = Vec::new();
     std::fs::File::open(path)
-        .and_then(|file| file.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes))
+        .and_then(|file| file.take(limit + 1).read_to_end(&mut bytes))
         .map_err(|error| unreadable(error.to_string()))?;
-    if bytes.len() as u64 > MAX_INPUT_BYTES {
-        return Err(unreadable(format!("larger than {MAX_INPUT_BYTES} bytes")));
+    if bytes.len() as u64 > limit {
+        return Err(unreadable(format!("larger than {limit} bytes")));
     }
     Ok(bytes)
 }

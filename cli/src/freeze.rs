@@ -20,7 +20,7 @@ use sf_host::assurance::{
 use sf_host::canonical::{self, Digest, Value};
 use sf_host::collector::{current_recipe, lay_over, materialise_base};
 use sf_host::dir_fd::{DirFd, DirFdError};
-use sf_host::repository::{ID_RULE, is_valid_id};
+use sf_host::repository::{ID_RULE, ProposalBounds, is_valid_id};
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 use sf_host::snapshot_store::SnapshotStore;
 use sf_host::source_dir::read_snapshot_dir;
@@ -45,7 +45,8 @@ pub struct FreezeArgs {
 }
 
 /// What `slice.json` says: the Slice's id and revision, the paths a Candidate may edit
-/// (`scope`) and the patterns no Candidate may touch (`protected`, none when absent).
+/// (`scope`), the patterns no Candidate may touch (`protected`, none when absent), and the
+/// proposal bounds when the Slice raises the default ones (`bounds`, `{"edits", "bytes"}`).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Authored {
@@ -56,6 +57,8 @@ struct Authored {
     scope: Vec<String>,
     #[serde(default)]
     protected: Vec<String>,
+    #[serde(default, deserialize_with = "canonical::optional")]
+    bounds: Option<ProposalBounds>,
 }
 
 fn slice_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
@@ -257,6 +260,10 @@ fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, Cli
         harness: harness_digest,
         overlay: overlay_digest,
         executor: executor_record,
+        // The default is not written, so that such a Slice keeps the record it always had.
+        bounds: slice
+            .bounds
+            .filter(|bounds| *bounds != ProposalBounds::DEFAULT),
     };
     let frozen = FrozenSlice {
         record,

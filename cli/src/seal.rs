@@ -6,9 +6,12 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::{CliError, Context, Output, read_input, repository_error};
+use super::common::{CliError, Context, Output, read_input_within, repository_error};
 use super::slice_dir::{SliceDir, coded};
-use sf_host::repository::{RepositoryError, SealedCandidate, candidate_ref, parse_proposal};
+use sf_host::canonical::Digest;
+use sf_host::repository::{
+    MAX_PROPOSAL_DOCUMENT_BYTES, RepositoryError, SealedCandidate, candidate_ref, parse_proposal,
+};
 
 #[derive(Debug, Args)]
 pub struct SealArgs {
@@ -18,7 +21,7 @@ pub struct SealArgs {
     /// The frozen Slice directory the Candidate is sealed for (from `sf slice freeze`)
     #[arg(long, value_name = "SLICE")]
     pub(super) slice: PathBuf,
-    /// The proposal: {edits: [{path, prior, text}]}
+    /// The proposal: {edits: [{path, prior, text | bytes | link | mode}], message?, author?}
     #[arg(long, value_name = "FILE")]
     pub(super) proposal: PathBuf,
 }
@@ -26,7 +29,12 @@ pub struct SealArgs {
 pub fn run(context: &Context, args: SealArgs) -> Result<Output, CliError> {
     let proposal_file = args.proposal.display().to_string();
     let slice = SliceDir::open(&args.slice)?;
-    let proposal = parse_proposal(&read_input(&args.proposal, "--proposal")?)
+    let bytes = read_input_within(
+        &args.proposal,
+        "--proposal",
+        MAX_PROPOSAL_DOCUMENT_BYTES as u64,
+    )?;
+    let proposal = parse_proposal(&bytes)
         .map_err(|error| repository_error(&format!("--proposal {proposal_file}"), &error))?;
     let repository = context.open_repository(&args.identity)?;
     if slice.frozen.record.repository != *repository.identity() {
@@ -58,19 +66,17 @@ pub fn run(context: &Context, args: SealArgs) -> Result<Output, CliError> {
     Ok(describe(&sealed))
 }
 
-/// The files a Candidate's manifest lists, as the JSON output shows them.
+/// The entries of a Candidate's tree, as the JSON output shows them.
 pub(super) fn listed_files(sealed: &SealedCandidate) -> Vec<serde_json::Value> {
     sealed
-        .manifest
         .files
         .iter()
         .map(|file| {
-            // The manifests of sf-candidate/1 and /2 list regular files only.
             super::common::file_entry(
                 &file.path,
-                sf_host::contracts::tree_path::EntryMode::Regular,
-                &file.sha256,
-                file.bytes,
+                file.mode,
+                &Digest::of(&file.content),
+                file.content.len() as u64,
             )
         })
         .collect()
@@ -100,7 +106,7 @@ pub fn describe(sealed: &SealedCandidate) -> Output {
         manifest.slice.id,
         manifest.slice.revision,
         sealed.snapshot_digest,
-        manifest.files.len()
+        sealed.files.len()
     );
     Output { json, text }
 }

@@ -2,7 +2,7 @@
 //! how every other command reads it back, verified, without creating anything.
 //!
 //! ```text
-//! SLICE/slice.json          {"id", "revision", "scope", "protected"?}          (authored)
+//! SLICE/slice.json          {"id", "revision", "scope", "protected"?, "bounds"?} (authored)
 //! SLICE/acceptance.json     an acceptance; a check's "input" may name SLICE/inputs/<name>
 //! SLICE/recipe.json         {"timeoutMs", "outputLimit"}
 //! SLICE/inputs/<name>/…     fixture inputs

@@ -34,10 +34,11 @@ mod ser;
 pub use crate::literal_fields;
 pub(crate) use de::TextVisitor;
 pub use de::{
-    DIGEST_RULE, FieldError, FieldErrorKind, from_canonical_slice, from_slice, from_value,
+    DIGEST_RULE, FieldError, FieldErrorKind, from_canonical_slice, from_slice, from_slice_within,
+    from_value,
 };
 pub use rules::{checked, nullable, optional, positive, valid_if, variant_tag};
-pub use ser::{digest_of, to_canonical_bytes, to_value};
+pub use ser::{digest_of, to_canonical_bytes, to_canonical_bytes_within, to_value};
 
 /// The largest canonical document, in bytes (1 MiB).
 pub const MAX_BYTES: usize = 1_048_576;
@@ -112,8 +113,11 @@ pub fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
 #[non_exhaustive]
 pub enum JsonError {
     /// The document (read or written) is longer than [`MAX_BYTES`].
-    #[error("document is larger than {MAX_BYTES} bytes")]
-    TooLarge,
+    #[error("document is larger than {limit} bytes")]
+    TooLarge {
+        /// The bound the document exceeds ([`MAX_BYTES`] unless a record names its own).
+        limit: usize,
+    },
     /// Arrays and objects nest deeper than [`MAX_DEPTH`].
     #[error("document nests deeper than {MAX_DEPTH} levels")]
     TooDeep,
@@ -160,7 +164,7 @@ impl JsonError {
     /// The stable kebab-case code of this error.
     pub fn code(&self) -> &'static str {
         match self {
-            Self::TooLarge => "too-large",
+            Self::TooLarge { .. } => "too-large",
             Self::TooDeep => "too-deep",
             Self::InvalidUtf8 => "invalid-utf8",
             Self::DuplicateKey { .. } => "duplicate-key",
@@ -174,17 +178,23 @@ impl JsonError {
 /// Encodes `value` canonically; fails when the result would exceed [`MAX_BYTES`] or an
 /// integer is outside the safe range.
 pub fn encode(value: &Value) -> Result<Vec<u8>, JsonError> {
+    encode_within(value, MAX_BYTES)
+}
+
+/// Encodes `value` canonically within `limit` bytes: for the few records whose own bound is
+/// not [`MAX_BYTES`] (a proposal a Slice lets grow).
+pub fn encode_within(value: &Value, limit: usize) -> Result<Vec<u8>, JsonError> {
     let mut out = Vec::new();
-    write_value(value, &mut out)?;
-    if out.len() > MAX_BYTES {
-        return Err(JsonError::TooLarge);
+    write_value(value, &mut out, limit)?;
+    if out.len() > limit {
+        return Err(JsonError::TooLarge { limit });
     }
     Ok(out)
 }
 
-fn write_value(value: &Value, out: &mut Vec<u8>) -> Result<(), JsonError> {
-    if out.len() > MAX_BYTES {
-        return Err(JsonError::TooLarge);
+fn write_value(value: &Value, out: &mut Vec<u8>, limit: usize) -> Result<(), JsonError> {
+    if out.len() > limit {
+        return Err(JsonError::TooLarge { limit });
     }
     match value {
         Value::Null => out.extend_from_slice(b"null"),
@@ -203,7 +213,7 @@ fn write_value(value: &Value, out: &mut Vec<u8>) -> Result<(), JsonError> {
                 if index > 0 {
                     out.push(b',');
                 }
-                write_value(item, out)?;
+                write_value(item, out, limit)?;
             }
             out.push(b']');
         }
@@ -215,7 +225,7 @@ fn write_value(value: &Value, out: &mut Vec<u8>) -> Result<(), JsonError> {
                 }
                 write_string(key, out);
                 out.push(b':');
-                write_value(item, out)?;
+                write_value(item, out, limit)?;
             }
             out.push(b'}');
         }
@@ -248,8 +258,13 @@ fn write_string(text: &str, out: &mut Vec<u8>) {
 
 /// Parses `bytes` strictly (see the module documentation).
 pub fn parse(bytes: &[u8]) -> Result<Value, JsonError> {
-    if bytes.len() > MAX_BYTES {
-        return Err(JsonError::TooLarge);
+    parse_within(bytes, MAX_BYTES)
+}
+
+/// Parses `bytes` strictly within `limit` bytes (see [`encode_within`]).
+pub fn parse_within(bytes: &[u8], limit: usize) -> Result<Value, JsonError> {
+    if bytes.len() > limit {
+        return Err(JsonError::TooLarge { limit });
     }
     let text = std::str::from_utf8(bytes).map_err(|_| JsonError::InvalidUtf8)?;
     let mut parser = Parser {
@@ -612,7 +627,7 @@ mod tests {
         let at_limit = Value::String("a".repeat(MAX_BYTES - 2));
         assert_eq!(encode(&at_limit).unwrap().len(), MAX_BYTES);
         let over = Value::String("a".repeat(MAX_BYTES - 1));
-        assert_eq!(encode(&over), Err(JsonError::TooLarge));
+        assert_eq!(encode(&over), Err(JsonError::TooLarge { limit: MAX_BYTES }));
     }
 
     #[test]

@@ -268,19 +268,39 @@ pub fn decode_tree(body: &[u8]) -> Option<Vec<TreeEntry>> {
     (in_order && names.len() == entries.len()).then_some(entries)
 }
 
-/// A commit as sf writes it: one tree, zero or more parents, one identity line used as both
-/// author and committer, and a message.
+/// A commit as sf writes it: one tree, zero or more parents, an author and a committer
+/// identity line, and a message. No other header (an encoding, a signature) is ever written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Commit {
     /// The id of the commit's root tree.
     pub tree: ObjectId,
     /// The ids of the parent commits, in order; empty for a root commit.
     pub parents: Vec<ObjectId>,
-    /// The identity line written as both author and committer: name, `<email>`, seconds
-    /// since the epoch and time-zone offset (`sf <sf@invalid> 0 +0000`).
-    pub ident: String,
+    /// The author line: name, `<email>`, seconds since the epoch and time-zone offset
+    /// (`Ada <ada@example.org> 1764600000 +0100`).
+    pub author: String,
+    /// The committer line, in the author's form.
+    pub committer: String,
     /// The message, everything after the blank line that ends the headers.
     pub message: String,
+}
+
+impl Commit {
+    /// A commit whose author and committer are both `ident`: how sf writes its own records.
+    pub fn by(tree: ObjectId, parents: Vec<ObjectId>, ident: &str, message: String) -> Self {
+        Self {
+            tree,
+            parents,
+            author: ident.to_owned(),
+            committer: ident.to_owned(),
+            message,
+        }
+    }
+
+    /// Whether `ident` is both the author and the committer.
+    pub fn is_by(&self, ident: &str) -> bool {
+        self.author == ident && self.committer == ident
+    }
 }
 
 /// Encodes a commit body.
@@ -291,14 +311,14 @@ pub fn encode_commit(commit: &Commit) -> Vec<u8> {
     }
     body.push_str(&format!(
         "author {}\ncommitter {}\n\n{}",
-        commit.ident, commit.ident, commit.message
+        commit.author, commit.committer, commit.message
     ));
     body.into_bytes()
 }
 
 /// Decodes a commit body written in sf's canonical shape; anything else (extra headers,
-/// signatures, differing author and committer, non-UTF-8) is `None`. Callers compare the
-/// re-encoding with the bytes they read, so a decode is never a repair.
+/// signatures, non-UTF-8) is `None`. Callers compare what they decode with what they expect,
+/// and the decode itself re-encodes and compares, so a decode is never a repair.
 pub fn decode_commit(body: &[u8]) -> Option<Commit> {
     let text = std::str::from_utf8(body).ok()?;
     let (headers, message) = text.split_once("\n\n")?;
@@ -312,13 +332,14 @@ pub fn decode_commit(body: &[u8]) -> Option<Commit> {
     }
     let author = line.strip_prefix("author ")?;
     let committer = lines.next()?.strip_prefix("committer ")?;
-    if lines.next().is_some() || author != committer {
+    if lines.next().is_some() {
         return None;
     }
     let commit = Commit {
         tree,
         parents,
-        ident: author.to_owned(),
+        author: author.to_owned(),
+        committer: committer.to_owned(),
         message: message.to_owned(),
     };
     (encode_commit(&commit) == body).then_some(commit)
@@ -409,7 +430,8 @@ mod tests {
         let commit = Commit {
             tree: object_id(ObjectKind::Tree, &[]),
             parents: vec![object_id(ObjectKind::Blob, b"x")],
-            ident: "sf <sf@invalid> 0 +0000".into(),
+            author: "Ada <ada@example.org> 1764600000 +0100".into(),
+            committer: "sf <sf@invalid> 1764600000 +0100".into(),
             message: "hello\n".into(),
         };
         let body = encode_commit(&commit);

@@ -176,6 +176,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             harness: snapshot_digest(&harness)?,
             overlay: snapshot_digest(&[])?,
             executor: canonical::object([("type", Value::from("sandbox-exec"))]),
+            bounds: None,
         },
         acceptance,
         recipe,
@@ -210,13 +211,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     )?;
 
     for (name, sum) in [("a fix", SUM_FIXED), ("not a fix", SUM_NOT_FIXED)] {
-        let proposal = Proposal {
-            edits: vec![FileEdit {
-                path: "sum.sh".into(),
-                prior: Some(Digest::of(SUM_BUGGY.as_bytes())),
-                text: Some(sum.into()),
-            }],
-        };
+        let proposal = Proposal::new(vec![FileEdit::text(
+            "sum.sh",
+            Some(Digest::of(SUM_BUGGY.as_bytes())),
+            Some(sum.into()),
+        )]);
         let sealed = repository.seal(&frozen, &proposal)?;
         let base = repository.snapshot(&sealed.manifest.base_commit)?;
         // The pins the records are filed under, as the collector derives them.

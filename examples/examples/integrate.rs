@@ -19,8 +19,8 @@ use sf_host::canonical::Digest;
 use sf_host::gate::FileGate;
 use sf_host::repository::{
     Action, CreateRepository, FileEdit, FrozenInputs, InitialBase, IntegrationObservation,
-    IntegrationPayload, Owner, Proposal, RepositoryOptions, Slice, SliceBinding, SourceFile,
-    create_repository, open_repository,
+    IntegrationPayload, Owner, Proposal, ProposalBounds, RepositoryOptions, Slice, SliceBinding,
+    SourceFile, create_repository, open_repository,
 };
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -64,14 +64,13 @@ fn main() -> Result<(), Box<dyn Error>> {
                 digest: Digest::of(b"placeholder slice"),
                 protected: Vec::new(),
             }),
+            bounds: ProposalBounds::DEFAULT,
         },
-        &Proposal {
-            edits: vec![FileEdit {
-                path: "VERSION".into(),
-                prior: Some(Digest::of(b"1\n")),
-                text: Some("2\n".into()),
-            }],
-        },
+        &Proposal::new(vec![FileEdit::text(
+            "VERSION",
+            Some(Digest::of(b"1\n")),
+            Some("2\n".into()),
+        )]),
     )?;
     println!("candidate   {}", sealed.digest);
     println!("base B      {}", sealed.manifest.base_commit);

@@ -27,8 +27,8 @@ use sf_host::canonical::Digest;
 use sf_host::contracts::ObjectStoreFactory;
 use sf_host::plugin::{PluginObjectStoreFactory, load};
 use sf_host::repository::{
-    CreateRepository, FileEdit, FrozenInputs, InitialBase, Proposal, RepositoryOptions, Slice,
-    SliceBinding, SourceText, create_repository, open_repository,
+    CreateRepository, FileEdit, FrozenInputs, InitialBase, Proposal, ProposalBounds,
+    RepositoryOptions, Slice, SliceBinding, SourceText, create_repository, open_repository,
 };
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -129,18 +129,21 @@ fn seal_once(
             digest: Digest::of(b"slice"),
             protected: Vec::new(),
         }),
+        bounds: ProposalBounds::DEFAULT,
     };
-    let proposal = Proposal {
-        edits: files
+    let proposal = Proposal::new(
+        files
             .iter()
             .take(5)
-            .map(|file| FileEdit {
-                path: file.path.clone(),
-                prior: Some(Digest::of(file.text.as_bytes())),
-                text: Some(format!("{}changed\n", file.text)),
+            .map(|file| {
+                FileEdit::text(
+                    file.path.clone(),
+                    Some(Digest::of(file.text.as_bytes())),
+                    Some(format!("{}changed\n", file.text)),
+                )
             })
             .collect(),
-    };
+    );
     let started = Instant::now();
     let sealed = repository.seal(&frozen, &proposal)?;
     let seal = started.elapsed();

@@ -17,8 +17,8 @@ use std::path::Path;
 use sf_git_cli::{GitCliConfig, GitCliFactory};
 use sf_host::canonical::Digest;
 use sf_host::repository::{
-    CreateRepository, FileEdit, FrozenInputs, InitialBase, Proposal, RepositoryOptions, Slice,
-    SliceBinding, SourceText, create_repository, open_repository,
+    CreateRepository, FileEdit, FrozenInputs, InitialBase, Proposal, ProposalBounds,
+    RepositoryOptions, Slice, SliceBinding, SourceText, create_repository, open_repository,
 };
 
 fn main() -> Result<(), Box<dyn Error>> {
@@ -82,21 +82,16 @@ fn main() -> Result<(), Box<dyn Error>> {
             digest: Digest::of(b"placeholder slice record"),
             protected: Vec::new(),
         }),
+        bounds: ProposalBounds::DEFAULT,
     };
-    let proposal = Proposal {
-        edits: vec![
-            FileEdit {
-                path: "README.md".into(),
-                prior: Some(readme.sha256.clone()),
-                text: Some("# Greeter\n\nPrints a greeting and a farewell.\n".into()),
-            },
-            FileEdit {
-                path: "src/farewell.txt".into(),
-                prior: None, // creates a file that must not exist yet
-                text: Some("Goodbye, world.\n".into()),
-            },
-        ],
-    };
+    let proposal = Proposal::new(vec![
+        FileEdit::text(
+            "README.md",
+            Some(readme.sha256.clone()),
+            Some("# Greeter\n\nPrints a greeting and a farewell.\n".into()),
+        ),
+        FileEdit::text("src/farewell.txt", None, Some("Goodbye, world.\n".into())),
+    ]);
 
     let sealed = repository.seal(&frozen, &proposal)?;
     // Export reads everything back from the store and re-verifies it; it is what a later

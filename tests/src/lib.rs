@@ -131,6 +131,7 @@ pub fn frozen(base: sf_host::git_object::ObjectId, scope: &[&str]) -> FrozenInpu
             digest: Digest::of(b"slice"),
             protected: Vec::new(),
         }),
+        bounds: sf_host::repository::ProposalBounds::DEFAULT,
     }
 }
 
@@ -146,6 +147,7 @@ pub fn frozen_to_json(frozen: &FrozenInputs) -> serde_json::Value {
         "environment": frozen.environment.to_string(),
         "sliceDigest": binding.digest.to_string(),
         "protected": binding.protected,
+        "bounds": {"edits": frozen.bounds.edits, "bytes": frozen.bounds.bytes},
     })
 }
 
@@ -186,21 +188,25 @@ pub fn frozen_from_json(bytes: &[u8]) -> Result<FrozenInputs, String> {
             digest: digest("/sliceDigest")?,
             protected: strings("protected"),
         }),
+        bounds: sf_host::repository::ProposalBounds {
+            edits: value["bounds"]["edits"].as_u64().ok_or("bounds.edits")?,
+            bytes: value["bounds"]["bytes"].as_u64().ok_or("bounds.bytes")?,
+        },
     })
 }
 
 /// An edit replacing `prior_text` (or creating, when `None`) with `text` (or deleting).
 pub fn edit(path: &str, prior_text: Option<&str>, text: Option<&str>) -> FileEdit {
-    FileEdit {
-        path: path.into(),
-        prior: prior_text.map(|prior| Digest::of(prior.as_bytes())),
-        text: text.map(str::to_owned),
-    }
+    FileEdit::text(
+        path,
+        prior_text.map(|prior| Digest::of(prior.as_bytes())),
+        text.map(str::to_owned),
+    )
 }
 
 /// A proposal of `edits`.
 pub fn proposal(edits: Vec<FileEdit>) -> Proposal {
-    Proposal { edits }
+    Proposal::new(edits)
 }
 
 /// A hash of everything under `root` (not following links): each entry's relative path,

@@ -1,8 +1,8 @@
 //! `sf export` writes each entry with its mode: a regular file 0644, an executable 0755 (less
 //! the umask), a symbolic link as a link holding its target, all through directory
-//! descriptors. The Candidates sealed today hold regular files only (no command yet seals an
-//! executable or a link), so the writer `sf export` uses, `sf_cli::write_export`, is tested
-//! here directly with entries of every mode.
+//! descriptors. The writer `sf export` uses, `sf_cli::write_export`, is tested here directly
+//! with entries of every mode and hostile layouts; `cli_whole_tree` exports a sealed
+//! Candidate holding them through the binary.
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};

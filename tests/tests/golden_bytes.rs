@@ -14,6 +14,7 @@ use sf_host::assurance::{
     Verdict,
 };
 use sf_host::canonical::{self, Digest, Value};
+use sf_host::contracts::tree_path::EntryMode;
 use sf_host::contracts::{
     AttemptId, EncodedObject, Enforcement, EvidenceRecord, ExecutorError, GateAnswer, GateError,
     NamespaceDisposition, ObjectStoreError, ProfileDescription, ReadableKind, ReadablePath,
@@ -25,15 +26,23 @@ use sf_host::plugin::executor_protocol::RunWire;
 use sf_host::plugin::object_store_protocol;
 use sf_host::plugin::{evidence_store_protocol, executor_protocol, gate_protocol};
 use sf_host::repository::{
-    CandidateManifest, FrozenInputs, IDENT, ImportRecord, ManifestEdit, ManifestFile, Slice,
-    SliceBinding, candidate_message, dispatch_message, intent_message, parse_repository_identity,
-    receipt_message,
+    Author, CandidateManifest, CandidateProtocol, FileEdit, FrozenInputs, IDENT, ImportRecord,
+    ManifestEdit, ManifestEntry, ManifestFile, Proposal, ProposalBounds, ProposalMessage, Slice,
+    SliceBinding, TreeContents, candidate_idents, candidate_message, dispatch_message,
+    intent_message, legacy_candidate_message, parse_repository_identity, receipt_message,
 };
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 
 /// (name, length, sha256 hex) of every vector, as written.
 #[rustfmt::skip]
 const GOLDEN: &[(&str, usize, &str)] = &[
+    ("candidate-commit-v3", 512, "857532993d46c4ce13d5c4dff4b9be7ed7212d4593e3583aa2ca8dce311b9427"),
+    ("candidate-message-v3", 309, "54aaeded3135d60eccc011bb17c7ffed5514f946399c09c2400df64b4fdf12c5"),
+    ("candidate-message-v3-untitled", 296, "39a6fcde2836b1ef6b55b9bc76ffabd5416e27d890acc4f51048a81341e4a7c7"),
+    ("manifest-v3", 1803, "208042bf2ec71665a1cf4257f70de56620a08737a8f0bfedcc26f872214eb2aa"),
+    ("proposal-v1", 58, "4de3a50218a71d6389c035e08226c46c3768db9dc5064fbf25e4fec182955204"),
+    ("proposal-v2", 663, "36769f727459f0e175a7e12cb85752417db5cd2a04532021592b22f9c22bfed4"),
+    ("slice-record-bounds", 921, "467985f37d7996df22d956105893835efc22a1d86c21e2a8748e40b1a71c5913"),
     ("fence-epoch", 54, "e82f1f33df9a9e7d1bf6e65aa96320ee61799e0f5451c212858813fa3248bc31"),
     ("stored-snapshot", 385, "3c77dff5b18eac597aa9add058d42767b51c2b17b7ace8a9e3dec011c60286ba"),
     ("stored-snapshot-v2", 561, "97c205ac5b4efc007857ee9429b03fe061c260a1d70920752959773796a2fac0"),
@@ -334,11 +343,24 @@ fn frozen() -> FrozenInputs {
             digest: digest("slice"),
             protected: vec!["tests/**".into(), "**/conftest.py".into()],
         }),
+        bounds: ProposalBounds::DEFAULT,
     }
 }
 
 fn manifest(binding: Option<SliceBinding>) -> CandidateManifest {
+    let regular = |text: &str| {
+        Some(ManifestEntry {
+            mode: EntryMode::Regular,
+            sha256: digest(text),
+        })
+    };
     CandidateManifest {
+        protocol: if binding.is_some() {
+            CandidateProtocol::V2
+        } else {
+            CandidateProtocol::V1
+        },
+        bounds: ProposalBounds::DEFAULT,
         repository: identity(),
         slice: frozen().slice,
         binding,
@@ -350,18 +372,77 @@ fn manifest(binding: Option<SliceBinding>) -> CandidateManifest {
         base_tree: oid('2'),
         commit: oid('3'),
         tree: oid('4'),
-        files: vec![ManifestFile {
+        contents: TreeContents::Files(vec![ManifestFile {
             path: "src/a.txt".into(),
             blob: oid('5'),
             sha256: digest("a"),
             bytes: 1,
-        }],
+        }]),
         proposal_digest: digest("proposal"),
         edits: vec![ManifestEdit {
             path: "src/a.txt".into(),
-            prior: Some(digest("old")),
-            next: Some(digest("a")),
+            prior: regular("old"),
+            next: regular("a"),
         }],
+    }
+}
+
+/// A proposal over the whole tree model, with a message and an author.
+fn proposal_v2() -> Proposal {
+    Proposal {
+        edits: vec![
+            FileEdit::text("src/a.txt", Some(digest("old")), Some("a\n".into())),
+            FileEdit::bytes("src/logo.png", None, b"\x89PNG\r\n\x1a\n\x00".to_vec()),
+            FileEdit::link("src/current", None, "a.txt"),
+            FileEdit::mode("src/run.sh", digest("run"), EntryMode::Executable),
+            FileEdit::text("src/gone.txt", Some(digest("gone")), None),
+        ],
+        message: Some(ProposalMessage {
+            title: "Fix the greeting".into(),
+            body: Some("The greeting lost its newline.\n\nFixes #12.".into()),
+        }),
+        author: Some(Author {
+            name: "Ada Lovelace".into(),
+            email: "ada@example.org".into(),
+            time: 1_764_600_000,
+            offset: "+0100".into(),
+        }),
+    }
+}
+
+/// A version 3 manifest, its edits over every kind of entry.
+fn manifest_v3() -> CandidateManifest {
+    let entry = |mode, text: &str| {
+        Some(ManifestEntry {
+            mode,
+            sha256: digest(text),
+        })
+    };
+    CandidateManifest {
+        protocol: CandidateProtocol::V3,
+        bounds: ProposalBounds {
+            edits: 256,
+            bytes: 4 * 1024 * 1024,
+        },
+        contents: TreeContents::Digest(digest("contents")),
+        edits: vec![
+            ManifestEdit {
+                path: "src/a.txt".into(),
+                prior: entry(EntryMode::Regular, "old"),
+                next: entry(EntryMode::Regular, "a"),
+            },
+            ManifestEdit {
+                path: "src/current".into(),
+                prior: None,
+                next: entry(EntryMode::Symlink, "a.txt"),
+            },
+            ManifestEdit {
+                path: "src/run.sh".into(),
+                prior: entry(EntryMode::Regular, "run"),
+                next: entry(EntryMode::Executable, "run"),
+            },
+        ],
+        ..manifest(frozen().binding)
     }
 }
 
@@ -550,23 +631,57 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
     v.insert("import-record-commit", record_objects[2].body.clone());
     v.insert(
         "candidate-message-v2",
-        candidate_message("golden", &frozen(), &digest("proposal")).into_bytes(),
+        legacy_candidate_message("golden", &frozen(), &digest("proposal")).into_bytes(),
     );
     let mut v1 = frozen();
     v1.binding = None;
     v.insert(
         "candidate-message-v1",
-        candidate_message("golden", &v1, &digest("proposal")).into_bytes(),
+        legacy_candidate_message("golden", &v1, &digest("proposal")).into_bytes(),
     );
     v.insert(
         "candidate-commit",
+        git_object::encode_commit(&Commit::by(
+            oid('4'),
+            vec![oid('1')],
+            IDENT,
+            legacy_candidate_message("golden", &frozen(), &digest("proposal")),
+        )),
+    );
+    let proposal = proposal_v2();
+    v.insert("proposal-v2", proposal.to_bytes().unwrap());
+    v.insert(
+        "proposal-v1",
+        Proposal::new(vec![FileEdit::text("src/a.txt", None, Some("a\n".into()))])
+            .to_bytes()
+            .unwrap(),
+    );
+    v.insert(
+        "candidate-message-v3",
+        candidate_message("golden", &frozen(), &proposal, &digest("proposal")).into_bytes(),
+    );
+    v.insert(
+        "candidate-message-v3-untitled",
+        candidate_message(
+            "golden",
+            &frozen(),
+            &Proposal::new(proposal.edits.clone()),
+            &digest("proposal"),
+        )
+        .into_bytes(),
+    );
+    let (author, committer) = candidate_idents(&proposal);
+    v.insert(
+        "candidate-commit-v3",
         git_object::encode_commit(&Commit {
             tree: oid('4'),
             parents: vec![oid('1')],
-            ident: IDENT.to_owned(),
-            message: candidate_message("golden", &frozen(), &digest("proposal")),
+            author,
+            committer,
+            message: candidate_message("golden", &frozen(), &proposal, &digest("proposal")),
         }),
     );
+    v.insert("manifest-v3", encode(&manifest_v3().to_value()));
     v.insert(
         "manifest-v2",
         encode(&manifest(frozen().binding).to_value()),
@@ -621,8 +736,17 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             ("type", Value::from("sandbox-exec")),
             ("runtime", Value::from("sh")),
         ]),
+        bounds: None,
     };
     v.insert("slice-record", slice.to_bytes().unwrap());
+    let raised = SliceRecord {
+        bounds: Some(ProposalBounds {
+            edits: 256,
+            bytes: 4 * 1024 * 1024,
+        }),
+        ..slice.clone()
+    };
+    v.insert("slice-record-bounds", raised.to_bytes().unwrap());
     let pins = sf_host::assurance::RepositoryPins {
         repository: identity.clone(),
         slice: sf_host::assurance::SlicePins {
@@ -884,7 +1008,10 @@ fn every_format_encodes_as_it_did() {
                 "{name}: the bytes changed; they are now:\n{}",
                 String::from_utf8_lossy(&vectors[name])
             )),
-            None => wrong.push(format!("{name}: no golden vector")),
+            None => wrong.push(format!(
+                "{name}: no golden vector; the bytes are:\n{}",
+                String::from_utf8_lossy(&vectors[name])
+            )),
         }
     }
     for name in expected.keys() {

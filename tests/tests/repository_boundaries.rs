@@ -12,8 +12,9 @@ use sf_host::contracts::{EncodedObject, ObjectStore, RefName, RefUpdate, StoreRo
 use sf_host::fault::FaultPoint;
 use sf_host::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
 use sf_host::repository::{
-    CreateRepository, IDENT, InitialBase, RepositoryOptions, SealedCandidate, candidate_message,
-    candidate_ref, create_repository, open_repository,
+    CandidateProtocol, CreateRepository, IDENT, InitialBase, ManifestFile, RepositoryOptions,
+    SealedCandidate, TreeContents, candidate_idents, candidate_message, candidate_ref,
+    create_repository, legacy_candidate_message, open_repository,
 };
 use sf_tests::{TestRepo, edit, frozen, git_factory, private_dir, proposal, texts, tree_hash};
 
@@ -335,13 +336,7 @@ fn corrupt_missing_or_swapped_objects_never_qualify() {
     type Tamper = fn(&TestRepo, &SealedCandidate);
     let cases: &[(&str, Tamper)] = &[
         ("a blob's bytes replaced", |test, sealed| {
-            let file = sealed
-                .manifest
-                .files
-                .iter()
-                .find(|f| f.path == "src/c.txt")
-                .unwrap();
-            let path = loose_path(test, &file.blob);
+            let path = loose_path(test, &blob_of(sealed, "src/c.txt"));
             // A well-formed object of other content under the blob's name.
             let other = git_object::object_header(ObjectKind::Blob, 2)
                 .into_iter()
@@ -350,28 +345,13 @@ fn corrupt_missing_or_swapped_objects_never_qualify() {
             write_loose(&path, &other);
         }),
         ("a blob missing", |test, sealed| {
-            let file = sealed
-                .manifest
-                .files
-                .iter()
-                .find(|f| f.path == "src/c.txt")
-                .unwrap();
-            std::fs::remove_file(loose_path(test, &file.blob)).unwrap();
+            std::fs::remove_file(loose_path(test, &blob_of(sealed, "src/c.txt"))).unwrap();
         }),
         ("two blobs swapped", |test, sealed| {
-            let a = sealed
-                .manifest
-                .files
-                .iter()
-                .find(|f| f.path == "src/a.txt")
-                .unwrap();
-            let c = sealed
-                .manifest
-                .files
-                .iter()
-                .find(|f| f.path == "src/c.txt")
-                .unwrap();
-            let (pa, pc) = (loose_path(test, &a.blob), loose_path(test, &c.blob));
+            let (pa, pc) = (
+                loose_path(test, &blob_of(sealed, "src/a.txt")),
+                loose_path(test, &blob_of(sealed, "src/c.txt")),
+            );
             let tmp = pa.with_extension("swap");
             std::fs::rename(&pa, &tmp).unwrap();
             std::fs::rename(&pc, &pa).unwrap();
@@ -384,9 +364,9 @@ fn corrupt_missing_or_swapped_objects_never_qualify() {
             std::fs::remove_file(loose_path(test, &sealed.manifest.tree)).unwrap()
         }),
         ("the Candidate ref names a blob", |test, sealed| {
-            let file = &sealed.manifest.files[0];
+            let blob = blob_of(sealed, &sealed.files[0].path);
             let name = candidate_ref(&sealed.digest);
-            std::fs::write(test.path.join(name.as_str()), format!("{}\n", file.blob)).unwrap();
+            std::fs::write(test.path.join(name.as_str()), format!("{blob}\n")).unwrap();
         }),
         ("the Candidate ref names M", |test, sealed| {
             let name = candidate_ref(&sealed.digest);
@@ -429,33 +409,42 @@ fn write_loose(path: &Path, raw: &[u8]) {
 
 /// Publishes a forged Candidate: `manifest` bytes under their own digest, with a seal commit
 /// over `commit`, written through the raw store as a hostile writer could.
+/// Publishes `manifest` under its digest, with a seal commit on `commit` whose tree holds it
+/// and (when given) `proposal` as `proposal.json`, as a hostile writer could.
 fn publish_forged(
     test: &TestRepo,
     manifest: Vec<u8>,
+    proposal: Option<Vec<u8>>,
     commit: ObjectId,
     extra: Vec<EncodedObject>,
 ) -> Digest {
     let digest = Digest::of(&manifest);
     let blob = EncodedObject::new(ObjectKind::Blob, manifest);
-    let tree = EncodedObject::new(
-        ObjectKind::Tree,
-        git_object::encode_tree(&[TreeEntry {
-            mode: EntryMode::File,
-            name: "manifest.json".into(),
-            id: blob.id,
-        }]),
-    );
+    let proposal = proposal.map(|bytes| EncodedObject::new(ObjectKind::Blob, bytes));
+    let mut entries = vec![TreeEntry {
+        mode: EntryMode::File,
+        name: "manifest.json".into(),
+        id: blob.id,
+    }];
+    entries.extend(proposal.iter().map(|proposal| TreeEntry {
+        mode: EntryMode::File,
+        name: "proposal.json".into(),
+        id: proposal.id,
+    }));
+    let tree = EncodedObject::new(ObjectKind::Tree, git_object::encode_tree(&entries));
     let seal = EncodedObject::new(
         ObjectKind::Commit,
         git_object::encode_commit(&Commit {
             tree: tree.id,
             parents: vec![commit],
-            ident: IDENT.into(),
+            author: IDENT.into(),
+            committer: IDENT.into(),
             message: "sf-seal/1\n".into(),
         }),
     );
     let store = raw_store(test);
     let mut objects = extra;
+    objects.extend(proposal);
     objects.extend([blob, tree, seal.clone()]);
     store.write_objects(&objects, deadline()).unwrap();
     let name: RefName = candidate_ref(&digest);
@@ -464,6 +453,20 @@ fn publish_forged(
         RefUpdate::Applied
     );
     digest
+}
+
+/// The canonical bytes of the proposal a Candidate's seal commit holds.
+fn proposal_bytes(sealed: &SealedCandidate) -> Option<Vec<u8>> {
+    sealed
+        .proposal
+        .as_ref()
+        .map(|proposal| proposal.to_bytes().unwrap())
+}
+
+/// The blob id of the Candidate's file at `path`.
+fn blob_of(sealed: &SealedCandidate, path: &str) -> ObjectId {
+    let file = sealed.files.iter().find(|f| f.path == path).unwrap();
+    git_object::object_id(ObjectKind::Blob, &file.content)
 }
 
 fn with_field(manifest: &Value, path: &[&str], value: Value) -> Vec<u8> {
@@ -503,30 +506,29 @@ fn forged_manifests_never_qualify() {
             "another product",
             with_field(&manifest, &["repository", "productId"], "product-2".into()),
         ),
-        ("a file's sha256", {
+        (
+            "the content digest",
+            with_field(&manifest, &["content"], wrong_sha.as_str().into()),
+        ),
+        ("an edit's next mode", {
             let Value::Object(map) = &manifest else {
                 unreachable!()
             };
-            let mut files = map["files"].clone();
-            let Value::Array(items) = &mut files else {
+            let mut proposal = map["proposal"].clone();
+            let Value::Object(proposal_map) = &mut proposal else {
                 unreachable!()
             };
-            let Value::Object(first) = &mut items[0] else {
+            let Value::Array(edits) = proposal_map.get_mut("edits").unwrap() else {
                 unreachable!()
             };
-            first.insert("sha256".into(), wrong_sha.as_str().into());
-            with_field(&manifest, &["files"], files)
-        }),
-        ("a file dropped", {
-            let Value::Object(map) = &manifest else {
+            let Value::Object(first) = &mut edits[0] else {
                 unreachable!()
             };
-            let mut files = map["files"].clone();
-            let Value::Array(items) = &mut files else {
+            let Value::Object(next) = first.get_mut("next").unwrap() else {
                 unreachable!()
             };
-            items.pop();
-            with_field(&manifest, &["files"], files)
+            next.insert("mode".into(), "100755".into());
+            with_field(&manifest, &["proposal"], proposal)
         }),
         (
             "the slice revision",
@@ -561,7 +563,7 @@ fn forged_manifests_never_qualify() {
     ];
     for (name, bytes) in cases {
         let before_export = test.repo.export_candidate(&sealed.digest).unwrap();
-        let digest = publish_forged(&test, bytes, m, vec![]);
+        let digest = publish_forged(&test, bytes, proposal_bytes(&sealed), m, vec![]);
         let error = test.repo.export_candidate(&digest).unwrap_err();
         assert_eq!(error.code(), "corrupt", "{name}: {error}");
         // The genuine Candidate is unaffected.
@@ -594,6 +596,7 @@ fn a_manifest_of_another_repository_never_qualifies() {
     let digest = publish_forged(
         &one,
         sealed.manifest_bytes.clone(),
+        proposal_bytes(&sealed),
         sealed.manifest.commit,
         objects,
     );
@@ -614,7 +617,8 @@ fn a_base_that_is_not_a_factory_commit_never_qualifies() {
         git_object::encode_commit(&Commit {
             tree: base.tree,
             parents: vec![],
-            ident: "mallory <m@example.com> 0 +0000".into(),
+            author: "mallory <m@example.com> 0 +0000".into(),
+            committer: "mallory <m@example.com> 0 +0000".into(),
             message: "looks fine\n".into(),
         }),
     );
@@ -626,15 +630,19 @@ fn a_base_that_is_not_a_factory_commit_never_qualifies() {
         f.base = foreign.id;
         f
     };
+    let sealed_proposal = sealed.proposal.as_ref().unwrap();
+    let (author, committer) = candidate_idents(sealed_proposal);
     let m = EncodedObject::new(
         ObjectKind::Commit,
         git_object::encode_commit(&Commit {
             tree: sealed.manifest.tree,
             parents: vec![foreign.id],
-            ident: IDENT.into(),
+            author,
+            committer,
             message: candidate_message(
                 "product-1",
                 &frozen_inputs,
+                sealed_proposal,
                 &sealed.manifest.proposal_digest,
             ),
         }),
@@ -643,7 +651,13 @@ fn a_base_that_is_not_a_factory_commit_never_qualifies() {
         let value = canonical::parse(&bytes).unwrap();
         with_field(&value, &["commit"], m.id.to_hex().into())
     };
-    let digest = publish_forged(&test, bytes, m.id, vec![foreign.clone(), m]);
+    let digest = publish_forged(
+        &test,
+        bytes,
+        proposal_bytes(&sealed),
+        m.id,
+        vec![foreign.clone(), m],
+    );
     let error = test.repo.export_candidate(&digest).unwrap_err();
     assert_eq!(error.code(), "corrupt", "{error}");
     assert!(
@@ -694,4 +708,71 @@ fn a_create_interrupted_before_the_marker_never_opens_and_is_never_adopted() {
         create_repository(factory.as_ref(), &request, &RepositoryOptions::default()).unwrap_err();
     assert_eq!(error.code(), "exists");
     assert_eq!(tree_hash(&path), before);
+}
+
+/// An `sf-candidate/2` Candidate as an earlier sf sealed it: M with the version 2 message and
+/// sf's identity, a manifest listing every file, and a seal tree of the manifest alone.
+fn publish_v2(test: &TestRepo, like: &SealedCandidate) -> (Digest, ObjectId) {
+    let mut manifest = like.manifest.clone();
+    manifest.protocol = CandidateProtocol::V2;
+    manifest.contents = TreeContents::Files(
+        like.files
+            .iter()
+            .map(|file| ManifestFile {
+                path: file.path.clone(),
+                blob: git_object::object_id(ObjectKind::Blob, &file.content),
+                sha256: Digest::of(&file.content),
+                bytes: file.content.len() as u64,
+            })
+            .collect(),
+    );
+    let m = EncodedObject::new(
+        ObjectKind::Commit,
+        git_object::encode_commit(&Commit::by(
+            manifest.tree,
+            vec![manifest.base_commit],
+            IDENT,
+            legacy_candidate_message("product-1", &manifest.frozen(), &manifest.proposal_digest),
+        )),
+    );
+    manifest.commit = m.id;
+    let bytes = manifest.to_bytes().unwrap();
+    (
+        publish_forged(test, bytes, None, m.id, vec![m.clone()]),
+        m.id,
+    )
+}
+
+#[test]
+fn an_sf_candidate_2_candidate_still_exports_and_serves_as_a_base() {
+    let test = TestRepo::git(FILES);
+    // A version 3 seal of text edits without a message has the version 2 proposal digest:
+    // its objects and edits are what the earlier sf wrote.
+    let sealed = seal_one(&test);
+    let (digest, m) = publish_v2(&test, &sealed);
+    let exported = test.repo.export_candidate(&digest).unwrap();
+    assert_eq!(exported.manifest.protocol, CandidateProtocol::V2);
+    assert_eq!(exported.files, sealed.files);
+    assert_eq!(exported.snapshot_digest, sealed.snapshot_digest);
+    assert_eq!(
+        exported.proposal, None,
+        "a version 2 seal tree holds no proposal"
+    );
+    // Its M is a factory commit: a version 3 Candidate can be sealed on it.
+    let next = test
+        .repo
+        .seal(
+            &frozen(m, &["src"]),
+            &proposal(vec![edit("src/c.txt", Some("c\n"), Some("cc\n"))]),
+        )
+        .unwrap();
+    assert_eq!(next.manifest.base_commit, m);
+    // A version 2 manifest beside a proposal.json is not a seal sf ever wrote.
+    let mut manifest = exported.manifest.clone();
+    manifest.slice.revision = 2;
+    let bytes = manifest.to_bytes().unwrap();
+    let forged = publish_forged(&test, bytes, proposal_bytes(&sealed), m, vec![]);
+    let error = test.repo.export_candidate(&forged).unwrap_err();
+    assert_eq!(error.code(), "corrupt", "{error}");
+    assert!(error.to_string().contains("seal tree"), "{error}");
 }

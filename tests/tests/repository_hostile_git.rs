@@ -214,7 +214,10 @@ fn replace_refs_never_substitute_objects() {
             &proposal(vec![edit("src/a.txt", Some("alpha\n"), Some("genuine\n"))]),
         )
         .unwrap();
-    let genuine = sealed.manifest.files[0].blob;
+    let genuine = sf_host::git_object::object_id(
+        sf_host::git_object::ObjectKind::Blob,
+        &sealed.files[0].content,
+    );
     // A replacement object and a replace ref, written as a hostile writer would.
     let forged = Command::new("git")
         .arg("--git-dir")

@@ -4,8 +4,8 @@
 use sf_host::canonical::Digest;
 use sf_host::contracts::tree_path::{PathRule, TreeRule};
 use sf_host::repository::{
-    FileEdit, FrozenInputs, InitialBase, Proposal, REPOSITORY_LIMITS, Rejection, RepositoryError,
-    RepositorySettings, parse_proposal,
+    FileEdit, FrozenInputs, InitialBase, Proposal, ProposalBounds, REPOSITORY_LIMITS, Rejection,
+    RepositoryError, RepositorySettings, parse_proposal,
 };
 use sf_tests::{TestRepo, edit, frozen, proposal};
 
@@ -59,22 +59,22 @@ fn rejected_proposals_write_nothing() {
     use Rejection::*;
     let test = TestRepo::git(FILES);
     let inputs = frozen(test.identity.initial, SCOPE);
-    let over_edits: Vec<FileEdit> = (0..=REPOSITORY_LIMITS.max_edits)
+    let over_edits: Vec<FileEdit> = (0..=(ProposalBounds::DEFAULT.edits as usize))
         .map(|n| create(&format!("src/n{n}.txt"), "x"))
         .collect();
     let big = "x".repeat(REPOSITORY_LIMITS.max_file_bytes + 1);
-    let half = "y".repeat(REPOSITORY_LIMITS.max_proposal_bytes / 2);
+    let half = "y".repeat((ProposalBounds::DEFAULT.bytes as usize) / 2);
     let long_path = format!("src/{}", "p".repeat(256));
     let wrong = Digest::of(b"not the file").to_string();
     let alpha = Digest::of(b"alpha\n").to_string();
     let cases: Vec<(&str, Input, Rejection)> = vec![
         (
             "wrong prior",
-            typed(vec![FileEdit {
-                path: "src/a.txt".into(),
-                prior: Some(Digest::of(b"x")),
-                text: Some("n".into()),
-            }]),
+            typed(vec![FileEdit::text(
+                "src/a.txt",
+                Some(Digest::of(b"x")),
+                Some("n".into()),
+            )]),
             WrongPrior,
         ),
         (
@@ -388,14 +388,22 @@ fn invalid_frozen_inputs_write_nothing() {
         assert_eq!(error.code(), "invalid-input", "{name}: {error}");
         assert_eq!(test.tree_hash(), before, "{name} wrote something");
     }
-    // The proposal's canonical JSON can exceed 1 MiB within the proposal byte limit when
-    // control characters are escaped: invalid input, still before any write.
-    let controls = "\u{1}".repeat(200 * 1024);
+    // The proposal's canonical JSON can exceed the largest proposal document within the
+    // hard cap's bytes when control characters are escaped (six bytes each): rejected, still
+    // before any write.
+    let mut raised = good.clone();
+    raised.bounds = ProposalBounds::HARD_CAP;
+    let controls = "\u{1}".repeat(6 * 1024 * 1024);
     let error = test
         .repo
-        .seal(&good, &proposal(vec![create("src/c.txt", &controls)]))
+        .seal(&raised, &proposal(vec![create("src/c.txt", &controls)]))
         .unwrap_err();
-    assert_eq!(error.code(), "invalid-input", "{error}");
+    assert_eq!(
+        error.rejection(),
+        Some(Rejection::ProposalTooLarge),
+        "{}",
+        error.to_string().chars().take(200).collect::<String>()
+    );
     assert_eq!(test.tree_hash(), before);
 }
 
@@ -404,7 +412,7 @@ fn limits_are_exact() {
     let test = TestRepo::git(FILES);
     let inputs = frozen(test.identity.initial, SCOPE);
     // Edits: 64 accepted, 65 refused (above).
-    let edits: Vec<FileEdit> = (0..REPOSITORY_LIMITS.max_edits)
+    let edits: Vec<FileEdit> = (0..(ProposalBounds::DEFAULT.edits as usize))
         .map(|n| create(&format!("src/e{n}.txt"), "x"))
         .collect();
     test.repo.seal(&inputs, &proposal(edits)).expect("64 edits");
@@ -417,7 +425,7 @@ fn limits_are_exact() {
         .seal(&inputs, &proposal(vec![create(&path, "x")]))
         .expect("4096-byte path");
     // Proposal bytes: paths plus texts exactly at the limit accepted, one over refused.
-    let text = "z".repeat(REPOSITORY_LIMITS.max_proposal_bytes - "src/q".len());
+    let text = "z".repeat((ProposalBounds::DEFAULT.bytes as usize) - "src/q".len());
     test.repo
         .seal(&inputs, &proposal(vec![create("src/q", &text)]))
         .expect("proposal at the limit");

@@ -439,12 +439,12 @@ fn size_and_depth_are_bounded() {
     assert_eq!(to_canonical_bytes(&at_limit).unwrap().len(), MAX_BYTES);
     assert_eq!(
         to_canonical_bytes(&"a".repeat(MAX_BYTES - 1)),
-        Err(JsonError::TooLarge)
+        Err(JsonError::TooLarge { limit: MAX_BYTES })
     );
     let over = format!("\"{}\"", "a".repeat(MAX_BYTES - 1));
     assert_eq!(
         from_slice::<String>(over.as_bytes(), "s").unwrap_err().kind,
-        FieldErrorKind::Json(JsonError::TooLarge)
+        FieldErrorKind::Json(JsonError::TooLarge { limit: MAX_BYTES })
     );
     let deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
     assert_eq!(

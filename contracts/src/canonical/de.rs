@@ -15,7 +15,7 @@ use serde::de::{
     Visitor,
 };
 
-use super::{CanonicalError, Digest, JsonError, MAX_SAFE_INTEGER, Value, parse, parse_canonical};
+use super::{CanonicalError, Digest, JsonError, MAX_SAFE_INTEGER, Value, parse_canonical};
 
 /// What is wrong with one field of a record.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -101,7 +101,17 @@ pub fn from_value<'de, T: Deserialize<'de>>(
 
 /// Parses `bytes` strictly (any white space and key order) and reads them as a `T`.
 pub fn from_slice<T: DeserializeOwned>(bytes: &[u8], root: &str) -> Result<T, FieldError> {
-    let value = parse(bytes).map_err(|error| FieldError::json(root, &error))?;
+    from_slice_within(bytes, root, super::MAX_BYTES)
+}
+
+/// [`from_slice`] for a record with its own bound of `limit` bytes.
+pub fn from_slice_within<T: DeserializeOwned>(
+    bytes: &[u8],
+    root: &str,
+    limit: usize,
+) -> Result<T, FieldError> {
+    let value =
+        super::parse_within(bytes, limit).map_err(|error| FieldError::json(root, &error))?;
     from_value(&value, root)
 }
 

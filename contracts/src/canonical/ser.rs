@@ -23,6 +23,14 @@ pub fn to_canonical_bytes<T: Serialize + ?Sized>(value: &T) -> Result<Vec<u8>, J
     encode(&to_value(value)?)
 }
 
+/// [`to_canonical_bytes`] for a record with its own bound of `limit` bytes.
+pub fn to_canonical_bytes_within<T: Serialize + ?Sized>(
+    value: &T,
+    limit: usize,
+) -> Result<Vec<u8>, JsonError> {
+    super::encode_within(&to_value(value)?, limit)
+}
+
 /// The `sha256:` digest of `value`'s canonical bytes.
 pub fn digest_of<T: Serialize + ?Sized>(value: &T) -> Result<Digest, JsonError> {
     Ok(Digest::of(&to_canonical_bytes(value)?))

@@ -18,8 +18,8 @@ use crate::contracts::executor::EntryPlace;
 use crate::git_object::ObjectId;
 use crate::path_glob::PathGlob;
 use crate::repository::{
-    CANDIDATE_PROTOCOL, FrozenInputs, ID_RULE, RepositoryIdentity, SealedCandidate, Slice,
-    SliceBinding, check_protected, in_scope, is_valid_id, parse_protected,
+    CANDIDATE_PROTOCOL, FrozenInputs, ID_RULE, ProposalBounds, RepositoryIdentity, SealedCandidate,
+    Slice, SliceBinding, check_protected, in_scope, is_valid_id, parse_protected,
 };
 use crate::snapshot::{SnapshotFile, snapshot_digest};
 
@@ -63,6 +63,15 @@ pub struct SliceRecord {
     /// The executor configuration the Slice was frozen with (`{"type": …, …}`), so that a
     /// collection cannot run under another one.
     pub executor: Value,
+    /// How large a proposal may be, when the Slice raises the default bounds (64 edits and
+    /// 512 KiB) up to the hard cap; absent (`None`) for the default, so that a Slice frozen
+    /// without it keeps its record and digest.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub bounds: Option<ProposalBounds>,
 }
 
 canonical::literal_fields!(SliceRecord { "protocol": SLICE_PROTOCOL });
@@ -95,6 +104,7 @@ impl SliceRecord {
                 digest: digest.clone(),
                 protected: self.protected.clone(),
             }),
+            bounds: self.bounds.unwrap_or_default(),
         }
     }
 
@@ -418,6 +428,7 @@ pub fn authenticate(
         ("slice", frozen.slice != expected.slice),
         ("scope", frozen.scope != expected.scope),
         ("protected", frozen.binding != expected.binding),
+        ("bounds", frozen.bounds != expected.bounds),
         ("base", frozen.base != expected.base),
         ("acceptance", frozen.acceptance != expected.acceptance),
         ("recipe", frozen.recipe != expected.recipe),

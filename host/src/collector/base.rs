@@ -74,8 +74,8 @@ pub fn materialise_base(
     snapshot_of(&snapshot.files, "base")
 }
 
-/// The Candidate's exported files, checked against its manifest: the same paths with the
-/// recorded sizes, SHA-256s and blob ids, building the recorded tree M^{tree}.
+/// The Candidate's exported files, checked against its manifest: the listed files (versions
+/// 1 and 2) or the content digest (version 3), building the recorded tree M^{tree}.
 pub fn materialise_candidate(sealed: &SealedCandidate) -> Result<MaterialisedTree, String> {
     let mut files = Vec::with_capacity(sealed.files.len());
     for file in &sealed.files {
@@ -86,19 +86,10 @@ pub fn materialise_candidate(sealed: &SealedCandidate) -> Result<MaterialisedTre
         ));
     }
     files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-    if files.len() != sealed.manifest.files.len()
-        || files
-            .iter()
-            .zip(&sealed.manifest.files)
-            .any(|(file, listed)| {
-                file.path != listed.path
-                    || file.blob != listed.blob
-                    || file.sha256 != listed.sha256
-                    || file.bytes != listed.bytes
-            })
-    {
-        return Err("Candidate: the files are not the ones its manifest lists".into());
-    }
+    sealed
+        .manifest
+        .check_contents(&files)
+        .map_err(|why| format!("Candidate: {why}"))?;
     check_files(&files, &sealed.manifest.tree, "Candidate")?;
     snapshot_of(&files, "Candidate")
 }

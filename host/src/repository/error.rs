@@ -26,7 +26,7 @@ pub enum Rejection {
     NoEdits,
     /// More edits than the limit.
     TooManyEdits,
-    /// `prior` is null and `text` is null: an edit that does nothing.
+    /// `prior` is null for a deletion or a mode change: an edit that does nothing.
     EmptyEdit,
     /// `prior` names a digest other than the current file's.
     WrongPrior,
@@ -34,7 +34,7 @@ pub enum Rejection {
     AbsentFile,
     /// `prior` is null but the file exists.
     FileExists,
-    /// The new text equals the current text.
+    /// The edit leaves the entry as it is (the same mode and bytes).
     NoChange,
     /// A path appears twice (compared ignoring case).
     DuplicatePath,
@@ -64,8 +64,18 @@ pub enum Rejection {
     SourceTooLarge,
     /// A file's content is not UTF-8 where text is required.
     NotText,
-    /// The proposal's paths and texts together exceed the limit.
+    /// The proposal's paths, contents and link targets together exceed the Slice's bound,
+    /// or its document the largest proposal document.
     ProposalTooLarge,
+    /// An edit says more than one change (text and bytes, a link with a mode, a deletion
+    /// with anything else).
+    AmbiguousEdit,
+    /// An edit's change does not fit the entry it names (a mode for a symbolic link).
+    WrongKind,
+    /// The proposal's message breaks a rule (title, body).
+    InvalidMessage,
+    /// The proposal's author breaks a rule (name, email, time, offset).
+    InvalidAuthor,
 }
 
 impl Rejection {
@@ -98,6 +108,10 @@ impl Rejection {
             Self::SourceTooLarge => "source-too-large",
             Self::NotText => "not-text",
             Self::ProposalTooLarge => "proposal-too-large",
+            Self::AmbiguousEdit => "ambiguous-edit",
+            Self::WrongKind => "wrong-kind",
+            Self::InvalidMessage => "invalid-message",
+            Self::InvalidAuthor => "invalid-author",
         }
     }
 }

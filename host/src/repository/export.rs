@@ -8,11 +8,13 @@ use crate::snapshot::{SnapshotFile, digest_of_files};
 
 use super::identity;
 use super::proposal;
+use super::seal;
 use super::source::{self, SourceFile};
 use super::{
-    CandidateManifest, FileEdit, IDENT, MANIFEST_NAME, MAX_COMMIT_BYTES, ManifestFile, Proposal,
-    Repository, RepositoryError, SealedCandidate, SourceSnapshot, candidate_message, candidate_ref,
-    check_protected, validate_proposal,
+    CandidateManifest, CandidateProtocol, FileEdit, IDENT, MANIFEST_NAME,
+    MAX_CANDIDATE_COMMIT_BYTES, MAX_COMMIT_BYTES, MAX_PROPOSAL_DOCUMENT_BYTES, ManifestEntry,
+    PROPOSAL_NAME, Proposal, Repository, RepositoryError, SealedCandidate, SourceSnapshot,
+    candidate_ref, check_protected, legacy_candidate_message, validate_proposal,
 };
 
 impl Repository {
@@ -53,7 +55,7 @@ impl Repository {
         )?;
         let seal = git_object::decode_commit(&seal_body)
             .filter(|seal| {
-                seal.ident == IDENT
+                seal.is_by(IDENT)
                     && seal.parents.len() == 1
                     && seal.message == identity::seal_message()
             })
@@ -63,17 +65,20 @@ impl Repository {
                 ))
             })?;
         let seal_tree = read_one(seal.tree, ObjectKind::Tree, MAX_COMMIT_BYTES, "seal tree")?;
-        let manifest_blob = match git_object::decode_tree(&seal_tree).as_deref() {
-            Some([entry]) if entry.mode == EntryMode::File && entry.name == MANIFEST_NAME => {
-                entry.id
-            }
-            _ => {
-                return Err(RepositoryError::corrupt(format!(
-                    "seal tree {} is not exactly {{{MANIFEST_NAME}}}",
-                    seal.tree
-                )));
-            }
+        let seal_entries = git_object::decode_tree(&seal_tree).unwrap_or_default();
+        let blob_named = |name: &str| {
+            seal_entries
+                .iter()
+                .find(|entry| entry.mode == EntryMode::File && entry.name == name)
+                .map(|entry| entry.id)
         };
+        let not_sealed = || {
+            RepositoryError::corrupt(format!(
+                "seal tree {} is not {{{MANIFEST_NAME}}} or {{{MANIFEST_NAME}, {PROPOSAL_NAME}}}",
+                seal.tree
+            ))
+        };
+        let manifest_blob = blob_named(MANIFEST_NAME).ok_or_else(not_sealed)?;
         let manifest_bytes = read_one(
             manifest_blob,
             ObjectKind::Blob,
@@ -93,6 +98,18 @@ impl Repository {
                 error.field, error.rule
             ))
         })?;
+        // The seal tree holds exactly what the manifest's protocol says.
+        let proposal_blob = blob_named(PROPOSAL_NAME);
+        let expected_entries = if manifest.protocol == CandidateProtocol::V3 {
+            2
+        } else {
+            1
+        };
+        if seal_entries.len() != expected_entries
+            || proposal_blob.is_some() != (manifest.protocol == CandidateProtocol::V3)
+        {
+            return Err(not_sealed());
+        }
         if manifest.repository != self.identity {
             return Err(RepositoryError::corrupt(format!(
                 "manifest {digest} belongs to another repository ({} at {})",
@@ -109,31 +126,67 @@ impl Repository {
         frozen
             .validate()
             .map_err(|error| RepositoryError::corrupt(format!("manifest {digest}: {error}")))?;
+        let corrupt = |why: String| RepositoryError::corrupt(format!("manifest {digest}: {why}"));
+        // The proposal the seal commit holds, whose digest the manifest and M name.
+        let proposal = match proposal_blob {
+            None => None,
+            Some(blob) => {
+                let bytes = read_one(
+                    blob,
+                    ObjectKind::Blob,
+                    MAX_PROPOSAL_DOCUMENT_BYTES as u64,
+                    "proposal",
+                )?;
+                if Digest::of(&bytes) != manifest.proposal_digest {
+                    return Err(corrupt(format!(
+                        "the {PROPOSAL_NAME} beside it does not hash to the proposal digest"
+                    )));
+                }
+                let proposal = proposal::parse_proposal(&bytes)
+                    .map_err(|error| corrupt(format!("{PROPOSAL_NAME}: {error}")))?;
+                // Validation re-encodes: the digest matches only for canonical bytes.
+                let recomputed = validate_proposal(&proposal, &manifest.scope, &manifest.bounds)
+                    .map_err(|error| corrupt(format!("{PROPOSAL_NAME}: {error}")))?;
+                if recomputed != manifest.proposal_digest {
+                    return Err(corrupt(format!("{PROPOSAL_NAME} is not canonical")));
+                }
+                Some(proposal)
+            }
+        };
 
-        // M, rebuilt from the manifest, byte for byte.
+        // M, rebuilt from the manifest (and the proposal), byte for byte.
         let m_body = read_one(
             manifest.commit,
             ObjectKind::Commit,
-            MAX_COMMIT_BYTES,
+            MAX_CANDIDATE_COMMIT_BYTES,
             "Candidate commit",
         )?;
-        let expected_m = git_object::encode_commit(&Commit {
-            tree: manifest.tree,
-            parents: vec![manifest.base_commit],
-            ident: IDENT.to_owned(),
-            message: candidate_message(
+        let expected_m = match &proposal {
+            Some(proposal) => seal::candidate_commit(
                 &self.identity.product_id,
                 &frozen,
+                proposal,
                 &manifest.proposal_digest,
+                manifest.tree,
             ),
-        });
+            None => git_object::encode_commit(&Commit::by(
+                manifest.tree,
+                vec![manifest.base_commit],
+                IDENT,
+                legacy_candidate_message(
+                    &self.identity.product_id,
+                    &frozen,
+                    &manifest.proposal_digest,
+                ),
+            )),
+        };
         if m_body != expected_m {
             return Err(RepositoryError::corrupt(format!(
                 "Candidate commit {} does not match its manifest",
                 manifest.commit
             )));
         }
-        // Every tree and blob, read back and re-checked; the listing must equal the manifest's.
+        // Every tree and blob, read back and re-checked, must be what the manifest names.
         let files = source::read_tree(
             store,
             manifest.tree,
@@ -141,15 +194,9 @@ impl Repository {
             "Candidate tree",
             self.deadline(),
         )?;
-        let listed = ManifestFile::listing(&files).map_err(|why| {
+        manifest.check_contents(&files).map_err(|why| {
             RepositoryError::corrupt(format!("Candidate tree {}: {why}", manifest.tree))
         })?;
-        if listed != manifest.files {
-            return Err(RepositoryError::corrupt(format!(
-                "Candidate tree {} does not match the manifest's files",
-                manifest.tree
-            )));
-        }
         // The base: a factory commit with the recorded tree.
         let base = self.snapshot(&manifest.base_commit).map_err(|error| {
             RepositoryError::corrupt(format!(
@@ -163,7 +210,15 @@ impl Repository {
                 manifest.base_commit
             )));
         }
-        self.check_edits(&manifest, &base, &files, digest)?;
+        let recovered;
+        let applied_proposal = match &proposal {
+            Some(proposal) => proposal,
+            None => {
+                recovered = self.recover_proposal(&manifest, &base, &files, digest)?;
+                &recovered
+            }
+        };
+        self.check_edits(&manifest, &base, applied_proposal, &files, digest)?;
 
         let files: Vec<SnapshotFile> = files
             .into_iter()
@@ -178,27 +233,30 @@ impl Repository {
             manifest_bytes,
             files,
             snapshot_digest,
+            proposal,
         })
     }
 
-    /// Recomputes the proposal from the base and the Candidate's files and checks that it is
-    /// what the manifest records: the edits, their priors and nexts, and the proposal digest.
-    fn check_edits(
+    /// The proposal of an `sf-candidate/1` or `/2` Candidate, whose seal commit holds only the
+    /// manifest: the edits' texts read from the Candidate's files, checked against the
+    /// recorded digests and the proposal digest.
+    fn recover_proposal(
         &self,
         manifest: &CandidateManifest,
         base: &SourceSnapshot,
         files: &[SourceFile],
         digest: &Digest,
-    ) -> Result<(), RepositoryError> {
+    ) -> Result<Proposal, RepositoryError> {
         let corrupt = |why: &str| RepositoryError::corrupt(format!("manifest {digest}: {why}"));
         let find =
             |list: &[SourceFile], path: &str| list.iter().find(|file| file.path == path).cloned();
         let mut edits = Vec::with_capacity(manifest.edits.len());
         for edit in &manifest.edits {
-            let before = find(&base.files, &edit.path);
+            let digest_of =
+                |entry: &Option<ManifestEntry>| entry.as_ref().map(|e| e.sha256.clone());
             let after = find(files, &edit.path);
-            if before.as_ref().map(|file| &file.sha256) != edit.prior.as_ref()
-                || after.as_ref().map(|file| &file.sha256) != edit.next.as_ref()
+            if find(&base.files, &edit.path).map(|file| file.sha256) != digest_of(&edit.prior)
+                || after.as_ref().map(|file| file.sha256.clone()) != digest_of(&edit.next)
             {
                 return Err(corrupt(&format!(
                     "edit of {} does not match the base and Candidate files",
@@ -209,40 +267,55 @@ impl Repository {
                 .map(|file| String::from_utf8(file.content))
                 .transpose()
                 .map_err(|_| corrupt(&format!("the edited {} is not text", edit.path)))?;
-            edits.push(FileEdit {
-                path: edit.path.clone(),
-                prior: edit.prior.clone(),
+            edits.push(FileEdit::text(
+                edit.path.clone(),
+                digest_of(&edit.prior),
                 text,
-            });
+            ));
         }
-        let proposal = Proposal { edits };
-        let recomputed = validate_proposal(&proposal, &manifest.scope)
+        let proposal = Proposal::new(edits);
+        let recomputed = validate_proposal(&proposal, &manifest.scope, &manifest.bounds)
             .map_err(|error| corrupt(&error.to_string()))?;
-        let protected = manifest
-            .frozen()
-            .protected()
-            .map_err(|error| corrupt(&error.to_string()))?;
-        check_protected(
-            manifest.edits.iter().map(|edit| edit.path.as_str()),
-            &protected,
-        )
-        .map_err(|error| corrupt(&error.to_string()))?;
         if recomputed != manifest.proposal_digest {
             return Err(corrupt(
                 "the proposal digest does not match the recorded edits",
             ));
         }
-        let applied = proposal::apply_edits(&base.files, &proposal, &self.identity.settings())
+        Ok(proposal)
+    }
+
+    /// Checks that the Candidate's files are the base with `proposal` applied, that no edit
+    /// touches a protected path, and that the manifest records exactly these edits, in path
+    /// order.
+    fn check_edits(
+        &self,
+        manifest: &CandidateManifest,
+        base: &SourceSnapshot,
+        proposal: &Proposal,
+        files: &[SourceFile],
+        digest: &Digest,
+    ) -> Result<(), RepositoryError> {
+        let corrupt = |why: &str| RepositoryError::corrupt(format!("manifest {digest}: {why}"));
+        let protected = manifest
+            .frozen()
+            .protected()
+            .map_err(|error| corrupt(&error.to_string()))?;
+        check_protected(
+            proposal.edits.iter().map(|edit| edit.path.as_str()),
+            &protected,
+        )
+        .map_err(|error| corrupt(&error.to_string()))?;
+        let applied = proposal::apply_edits(&base.files, proposal, &self.identity.settings())
             .map_err(|error| corrupt(&error.to_string()))?;
         if applied != files {
             return Err(corrupt(
                 "the Candidate files are not the base with the recorded edits applied",
             ));
         }
-        let mut sorted = manifest.edits.clone();
-        sorted.sort_by(|a, b| a.path.cmp(&b.path));
-        if sorted != manifest.edits {
-            return Err(corrupt("the recorded edits are not in path order"));
+        if seal::edit_entries(&base.files, proposal, files) != manifest.edits {
+            return Err(corrupt(
+                "the recorded edits are not the proposal's, entry for entry and in path order",
+            ));
         }
         Ok(())
     }

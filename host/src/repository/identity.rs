@@ -19,9 +19,13 @@ pub const REPOSITORY_PROTOCOL: &str = "sf-repository/2";
 /// The protocol string of identities made before repositories had settings: still opened,
 /// with the default settings.
 pub const REPOSITORY_PROTOCOL_V1: &str = "sf-repository/1";
-/// The protocol string of Candidate manifests and Candidate commit messages sealed for a
-/// frozen Slice (its digest and protected paths in the manifest and the message).
-pub const CANDIDATE_PROTOCOL: &str = "sf-candidate/2";
+/// The protocol string of the Candidates sf seals: Git's whole tree model, a proposal with
+/// its own message and author, and a manifest that names the tree by digests instead of
+/// listing its files.
+pub const CANDIDATE_PROTOCOL: &str = "sf-candidate/3";
+/// The protocol string of Candidates sealed for a frozen Slice over regular text files, their
+/// manifests listing every file: still exported, collected, judged and integrated.
+pub const CANDIDATE_PROTOCOL_V2: &str = "sf-candidate/2";
 /// The protocol string of the Candidates sealed before a Slice had a digest: still exported
 /// and snapshotted, never collected, judged or integrated.
 pub const CANDIDATE_PROTOCOL_V1: &str = "sf-candidate/1";
@@ -30,6 +34,11 @@ pub const SEAL_PROTOCOL: &str = "sf-seal/1";
 /// The author and committer of every commit sf writes. A fixed time makes equal inputs give
 /// equal commits, which is what lets identical seals converge.
 pub const IDENT: &str = "sf <sf@localhost.invalid> 0 +0000";
+/// sf's name and email: the committer of every Candidate commit, dated as its author.
+pub const SF_NAME_EMAIL: &str = "sf <sf@localhost.invalid>";
+/// The largest Candidate commit sf reads, in bytes: a proposal's title and body (64 KiB at
+/// most), its author and the trailers.
+pub const MAX_CANDIDATE_COMMIT_BYTES: u64 = 72 * 1024;
 /// The largest commit body sf reads, in bytes; also the budget of a seal commit's tree.
 pub const MAX_COMMIT_BYTES: u64 = 4096;
 /// The byte budget of one tree level when reading.
@@ -41,7 +50,8 @@ pub const MAX_REPOSITORY_PATH_BYTES: usize = 1024;
 /// The longest target ref accepted, in bytes.
 pub const MAX_TARGET_REF_BYTES: usize = 128;
 
-/// The bounds of a repository's source and of one proposal; see docs/repository.md.
+/// The bounds of a repository's source trees; see docs/repository.md. (A proposal's bounds
+/// are its Slice's: [`ProposalBounds`](super::ProposalBounds).)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RepositoryLimits {
     /// Leaves (files and symbolic links) in one source tree.
@@ -52,21 +62,15 @@ pub struct RepositoryLimits {
     pub max_source_bytes: usize,
     /// Bytes of one path.
     pub max_path_bytes: usize,
-    /// Edits in one proposal.
-    pub max_edits: usize,
-    /// Bytes of a proposal's paths plus its replacement texts.
-    pub max_proposal_bytes: usize,
 }
 
 /// The limits every repository enforces before any write: room for real repositories (a
-/// hundred thousand files, 2 GiB of blobs, 100 MiB a file), and a proposal kept reviewable.
+/// hundred thousand files, 2 GiB of blobs, 100 MiB a file).
 pub const REPOSITORY_LIMITS: RepositoryLimits = RepositoryLimits {
     max_files: 100_000,
     max_file_bytes: 100 * 1024 * 1024,
     max_source_bytes: 2 * 1024 * 1024 * 1024,
     max_path_bytes: crate::contracts::tree_path::MAX_PATH_BYTES,
-    max_edits: 64,
-    max_proposal_bytes: 512 * 1024,
 };
 
 /// Who a repository is: persist it and hand it back to [`open_repository`](super::open_repository).
@@ -137,7 +141,7 @@ impl Default for RepositorySettings {
 }
 
 impl RepositorySettings {
-    /// The limits of this repository's trees; the proposal bounds are every repository's.
+    /// The limits of this repository's trees.
     pub fn limits(&self) -> RepositoryLimits {
         let clamp = |value: u64| usize::try_from(value).unwrap_or(usize::MAX);
         RepositoryLimits {

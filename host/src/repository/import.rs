@@ -166,7 +166,8 @@ fn record_commit(tree: ObjectId, imported: ObjectId) -> Vec<u8> {
     git_object::encode_commit(&Commit {
         tree,
         parents: vec![imported],
-        ident: IDENT.to_owned(),
+        author: IDENT.to_owned(),
+        committer: IDENT.to_owned(),
         message: import_message(),
     })
 }

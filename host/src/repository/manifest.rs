@@ -1,11 +1,13 @@
-//! The Candidate manifest (`sf-candidate/2`) and the frozen inputs a Candidate is sealed for,
-//! with the Candidate commit message derived from them.
+//! The Candidate manifest and the frozen inputs a Candidate is sealed for, with the Candidate
+//! commit message derived from them.
 //!
-//! A version 2 Candidate is sealed for one frozen Slice: its manifest and message name the
-//! Slice's digest, and the manifest its protected-path patterns, so that no Candidate can
-//! claim a scope, a base or records its Slice does not have. Version 1 Candidates
-//! (`sf-candidate/1`, without the binding) are still read and exported; nothing collects,
-//! judges or integrates them.
+//! sf seals `sf-candidate/3`: the manifest names the Slice's digest, its protected paths and
+//! proposal bounds, M's tree by id and by a content digest of every entry (never a listing,
+//! so a 100,000-file tree has a small manifest), and each edit's entries before and after;
+//! M's message is the proposal's title and body followed by trailers. `sf-candidate/2`
+//! (regular text files, every file listed) is still exported, collected, judged and
+//! integrated. `sf-candidate/1` (without the Slice binding) is still read and exported;
+//! nothing collects, judges or integrates it.
 
 use serde::{Deserialize, Serialize};
 
@@ -16,9 +18,14 @@ use crate::path_glob::PathGlob;
 use crate::snapshot::SnapshotFile;
 
 use super::error::RepositoryError;
-use super::identity::{CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, RepositoryIdentity};
+use super::identity::{
+    CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, CANDIDATE_PROTOCOL_V2, IDENT, RepositoryIdentity,
+    SF_NAME_EMAIL,
+};
+use super::proposal::{Proposal, ProposalBounds};
 use super::source::{FILE_MODE, SourceFile};
 use crate::contracts::grammar::{ID_RULE, is_valid_id};
+use crate::contracts::tree_path::EntryMode;
 
 /// The most scope entries frozen inputs may hold.
 pub const MAX_SCOPE_ENTRIES: usize = 64;
@@ -100,6 +107,8 @@ pub struct FrozenInputs {
     pub environment: Digest,
     /// `None` only for a version 1 Candidate read back; `seal` requires it.
     pub binding: Option<SliceBinding>,
+    /// How large a proposal may be ([`ProposalBounds::DEFAULT`] unless the Slice raises them).
+    pub bounds: ProposalBounds,
 }
 
 impl FrozenInputs {
@@ -111,9 +120,11 @@ impl FrozenInputs {
     }
 
     /// Checks the rules the types do not carry: the slice id grammar, a positive safe
-    /// revision, 1 to 64 distinct valid scope paths, and valid protected patterns.
+    /// revision, 1 to 64 distinct valid scope paths, valid protected patterns, and proposal
+    /// bounds within the hard cap.
     pub fn validate(&self) -> Result<(), RepositoryError> {
         self.protected()?;
+        self.bounds.check("frozen.bounds")?;
         if !is_valid_id(&self.slice.id) {
             return Err(RepositoryError::invalid("frozen.slice.id", ID_RULE));
         }
@@ -145,13 +156,46 @@ impl FrozenInputs {
     }
 }
 
-/// The message of Candidate commit M: derived from the frozen inputs and the proposal
-/// digest, never from the manifest (which names M), so there is no cycle. A version 2
-/// message names the Slice's digest on the line after the Slice.
-pub fn candidate_message(product_id: &str, frozen: &FrozenInputs, proposal: &Digest) -> String {
+/// Which Candidate protocol a manifest follows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CandidateProtocol {
+    /// `sf-candidate/1`: no Slice binding; read and exported only.
+    V1,
+    /// `sf-candidate/2`: bound to a Slice, regular text files listed one by one.
+    V2,
+    /// `sf-candidate/3`: Git's whole tree model, named by digests; M carries the proposal's
+    /// message and author.
+    V3,
+}
+
+impl CandidateProtocol {
+    /// The protocol string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::V1 => CANDIDATE_PROTOCOL_V1,
+            Self::V2 => CANDIDATE_PROTOCOL_V2,
+            Self::V3 => CANDIDATE_PROTOCOL,
+        }
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        [Self::V1, Self::V2, Self::V3]
+            .into_iter()
+            .find(|protocol| protocol.as_str() == text)
+    }
+}
+
+/// The message of an `sf-candidate/1` or `/2` Candidate commit M: derived from the frozen
+/// inputs and the proposal digest, never from the manifest (which names M), so there is no
+/// cycle. A version 2 message names the Slice's digest on the line after the Slice.
+pub fn legacy_candidate_message(
+    product_id: &str,
+    frozen: &FrozenInputs,
+    proposal: &Digest,
+) -> String {
     let (protocol, slice_digest) = match &frozen.binding {
         Some(binding) => (
-            CANDIDATE_PROTOCOL,
+            CANDIDATE_PROTOCOL_V2,
             format!("slice-digest: {}\n", binding.digest),
         ),
         None => (CANDIDATE_PROTOCOL_V1, String::new()),
@@ -166,12 +210,117 @@ pub fn candidate_message(product_id: &str, frozen: &FrozenInputs, proposal: &Dig
     )
 }
 
-/// Whether `message` is a Candidate commit message (of either version) naming `product_id`,
-/// in canonical form.
-pub(crate) fn is_candidate_message(message: &str, product_id: &str) -> bool {
-    let (rest, v2) = if let Some(rest) =
-        message.strip_prefix(&format!("{CANDIDATE_PROTOCOL}\n\nproduct: {product_id}\n"))
-    {
+/// The message of an `sf-candidate/3` Candidate commit M: the proposal's title and body (a
+/// title naming the Slice when the proposal has none), then a paragraph of trailers naming
+/// the protocol, the Product, the Slice and its digest, and the proposal digest. The
+/// proposal digest covers the message and author, and the Slice digest every frozen record;
+/// nothing here depends on the manifest (which names M).
+pub fn candidate_message(
+    product_id: &str,
+    frozen: &FrozenInputs,
+    proposal: &Proposal,
+    proposal_digest: &Digest,
+) -> String {
+    let slice_digest = frozen
+        .binding
+        .as_ref()
+        .map_or_else(String::new, |binding| binding.digest.to_string());
+    let text = match &proposal.message {
+        Some(message) => match &message.body {
+            Some(body) => format!("{}\n\n{body}", message.title),
+            None => message.title.clone(),
+        },
+        None => format!(
+            "sf: Candidate for Slice {} revision {}",
+            frozen.slice.id, frozen.slice.revision
+        ),
+    };
+    format!(
+        "{text}\n\n{}",
+        trailers(
+            product_id,
+            &frozen.slice,
+            &slice_digest,
+            &proposal_digest.to_string()
+        )
+    )
+}
+
+fn trailers(product_id: &str, slice: &Slice, slice_digest: &str, proposal: &str) -> String {
+    format!(
+        "Sf-Candidate: {CANDIDATE_PROTOCOL}\nSf-Product: {product_id}\nSf-Slice: {} {}\nSf-Slice-Digest: {slice_digest}\nSf-Proposal: {proposal}\n",
+        slice.id, slice.revision
+    )
+}
+
+/// The author and committer lines of an `sf-candidate/3` M: the proposal's author (sf's own
+/// identity at time 0 when it names none), and sf as the committer at the author's time.
+pub fn candidate_idents(proposal: &Proposal) -> (String, String) {
+    match &proposal.author {
+        Some(author) => (
+            author.line(),
+            format!("{SF_NAME_EMAIL} {} {}", author.time, author.offset),
+        ),
+        None => (IDENT.to_owned(), IDENT.to_owned()),
+    }
+}
+
+/// Whether `commit` is in the form of a Candidate commit (of any version) naming
+/// `product_id`: one parent, sf's identity (as author and committer for versions 1 and 2,
+/// as committer for version 3), and the version's message in canonical form.
+pub(crate) fn is_candidate_commit(commit: &crate::git_object::Commit, product_id: &str) -> bool {
+    if commit.parents.len() != 1 {
+        return false;
+    }
+    if commit.is_by(IDENT) && is_legacy_message(&commit.message, product_id) {
+        return true;
+    }
+    commit
+        .committer
+        .strip_prefix(SF_NAME_EMAIL)
+        .is_some_and(|date| date.starts_with(' '))
+        && is_v3_message(&commit.message, product_id)
+}
+
+/// Whether `message` ends with a version 3 trailer paragraph naming `product_id`, after a
+/// non-empty text.
+fn is_v3_message(message: &str, product_id: &str) -> bool {
+    let Some((text, last)) = message.rsplit_once("\n\nSf-Candidate: ") else {
+        return false;
+    };
+    let lines: Vec<&str> = last.split_terminator('\n').collect();
+    let [protocol, product, slice, slice_digest, proposal] = lines.as_slice() else {
+        return false;
+    };
+    let digest =
+        |line: &str, label: &str| line.strip_prefix(label).and_then(Digest::parse).is_some();
+    *protocol == CANDIDATE_PROTOCOL
+        && product.strip_prefix("Sf-Product: ") == Some(product_id)
+        && slice.strip_prefix("Sf-Slice: ").is_some_and(slice_names)
+        && digest(slice_digest, "Sf-Slice-Digest: ")
+        && digest(proposal, "Sf-Proposal: ")
+        && message.ends_with('\n')
+        && !text.is_empty()
+        && !text.starts_with('\n')
+}
+
+/// Whether `slice` is `<id> <revision>` in canonical form.
+fn slice_names(slice: &str) -> bool {
+    let Some((id, revision)) = slice.split_once(' ') else {
+        return false;
+    };
+    let revision_ok = revision.parse::<u64>().is_ok_and(|r| {
+        r >= 1 && r <= canonical::MAX_SAFE_INTEGER as u64 && r.to_string() == revision
+    });
+    is_valid_id(id) && revision_ok
+}
+
+/// Whether `message` is a version 1 or 2 Candidate commit message naming `product_id`, in
+/// canonical form.
+fn is_legacy_message(message: &str, product_id: &str) -> bool {
+    let (rest, v2) = if let Some(rest) = message.strip_prefix(&format!(
+        "{CANDIDATE_PROTOCOL_V2}\n\nproduct: {product_id}\n"
+    )) {
         (rest, true)
     } else if let Some(rest) = message.strip_prefix(&format!(
         "{CANDIDATE_PROTOCOL_V1}\n\nproduct: {product_id}\n"
@@ -195,20 +344,12 @@ pub(crate) fn is_candidate_message(message: &str, product_id: &str) -> bool {
     if lines.len() != 5 || !message.ends_with('\n') {
         return false;
     }
-    let Some((id, revision)) = lines[0]
-        .strip_prefix("slice: ")
-        .and_then(|slice| slice.split_once(' '))
-    else {
-        return false;
-    };
-    let revision_ok = revision.parse::<u64>().is_ok_and(|r| {
-        r >= 1 && r <= canonical::MAX_SAFE_INTEGER as u64 && r.to_string() == revision
-    });
+    let slice_ok = lines[0].strip_prefix("slice: ").is_some_and(slice_names);
     let digests_ok = ["acceptance: ", "recipe: ", "environment: ", "proposal: "]
         .iter()
         .zip(&lines[1..])
         .all(|(label, line)| line.strip_prefix(label).and_then(Digest::parse).is_some());
-    is_valid_id(id) && revision_ok && digests_ok
+    slice_ok && digests_ok
 }
 
 /// One file of a Candidate's tree, as the manifest lists it (with `"mode": "100644"`).
@@ -236,7 +377,8 @@ impl ManifestFile {
             .map(|file| {
                 if file.mode != crate::contracts::tree_path::EntryMode::Regular {
                     return Err(format!(
-                        "{} is {}: an {CANDIDATE_PROTOCOL} manifest lists regular files only",
+                        "{} is {}: an {CANDIDATE_PROTOCOL_V1} or {CANDIDATE_PROTOCOL_V2} manifest \
+                         lists regular files only",
                         file.path,
                         file.mode.word()
                     ));
@@ -252,30 +394,84 @@ impl ManifestFile {
     }
 }
 
-/// One edit as the manifest records it: `next` is the new bytes' digest, or `None` for a
-/// deletion; never the text.
+/// One entry as a version 3 manifest records it: its mode and the `sha256:` of its bytes (a
+/// link's target bytes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManifestEntry {
+    /// `100644`, `100755` or `120000`.
+    #[serde(with = "octal")]
+    pub mode: EntryMode,
+    /// The `sha256:` of the entry's bytes.
+    pub sha256: Digest,
+}
+
+impl ManifestEntry {
+    /// The entry of `file`.
+    pub fn of(file: &SourceFile) -> Self {
+        Self {
+            mode: file.mode,
+            sha256: file.sha256.clone(),
+        }
+    }
+}
+
+/// A leaf's mode as its octal string.
+mod octal {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use crate::contracts::tree_path::EntryMode;
+
+    pub fn serialize<S: Serializer>(mode: &EntryMode, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(mode.octal())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<EntryMode, D::Error> {
+        let word = String::deserialize(deserializer)?;
+        EntryMode::from_octal(word.as_bytes())
+            .ok_or_else(|| serde::de::Error::custom("must be \"100644\", \"100755\" or \"120000\""))
+    }
+}
+
+/// One edit as the manifest records it: the entry before (`None` when the edit created it)
+/// and after (`None` when it deleted it), never the bytes. Version 1 and 2 manifests record
+/// the digests only (their entries are regular files).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ManifestEdit {
     /// The path the edit touches.
     pub path: String,
-    /// The `sha256:` of the file's bytes in the base; `None` when the edit created it.
+    /// The entry in the base; `None` when the edit created it.
     #[serde(deserialize_with = "canonical::nullable")]
-    pub prior: Option<Digest>,
-    /// The `sha256:` of the file's new bytes; `None` when the edit deleted it.
+    pub prior: Option<ManifestEntry>,
+    /// The entry in M; `None` when the edit deleted it.
     #[serde(deserialize_with = "canonical::nullable")]
-    pub next: Option<Digest>,
+    pub next: Option<ManifestEntry>,
+}
+
+/// How a manifest names M's entries beyond its tree id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TreeContents {
+    /// Versions 1 and 2: every file, sorted by path.
+    Files(Vec<ManifestFile>),
+    /// Version 3: the snapshot digest of every entry (path, mode, bytes), what the executor
+    /// is given as input.
+    Digest(Digest),
 }
 
 /// The record a Candidate's digest is taken over.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CandidateManifest {
+    /// Which protocol the manifest follows.
+    pub protocol: CandidateProtocol,
     /// The repository the Candidate was sealed in.
     pub repository: RepositoryIdentity,
     /// The Slice it was sealed for.
     pub slice: Slice,
-    /// The Slice binding of a version 2 manifest; `None` for version 1.
+    /// The Slice binding (versions 2 and 3); `None` for version 1.
     pub binding: Option<SliceBinding>,
+    /// The proposal bounds it was sealed within (recorded from version 3; the default before).
+    pub bounds: ProposalBounds,
     /// The frozen scope the proposal was checked against.
     pub scope: Vec<String>,
     /// The `sha256:` of the frozen acceptance record.
@@ -292,11 +488,11 @@ pub struct CandidateManifest {
     pub commit: ObjectId,
     /// M's tree: the base with the proposal applied.
     pub tree: ObjectId,
-    /// Every file of M's tree, sorted by path.
-    pub files: Vec<ManifestFile>,
+    /// M's entries: listed (versions 1 and 2) or digested (version 3).
+    pub contents: TreeContents,
     /// The `sha256:` of the proposal's canonical record (edits sorted by path).
     pub proposal_digest: Digest,
-    /// The proposal's edits as digests, sorted by path.
+    /// The proposal's edits as entries, sorted by path.
     pub edits: Vec<ManifestEdit>,
 }
 
@@ -311,52 +507,80 @@ impl CandidateManifest {
             recipe: self.recipe.clone(),
             environment: self.environment.clone(),
             binding: self.binding.clone(),
+            bounds: self.bounds,
         }
     }
 
     /// The manifest's protocol string.
     pub fn protocol(&self) -> &'static str {
-        if self.binding.is_some() {
-            CANDIDATE_PROTOCOL
-        } else {
-            CANDIDATE_PROTOCOL_V1
-        }
+        self.protocol.as_str()
     }
 
-    /// The manifest as a JSON value, in the written record's shape (`base: {commit, tree}`,
-    /// `proposal: {digest, edits}`, and `slice.digest` and `protected` in version 2).
+    /// Checks `files` (M's entries, sorted by path) against what the manifest names beyond
+    /// the tree id: the listing, or the content digest. The error says how they differ.
+    pub fn check_contents(&self, files: &[SourceFile]) -> Result<(), String> {
+        match &self.contents {
+            TreeContents::Files(listed) => {
+                if ManifestFile::listing(files)? != *listed {
+                    return Err("the files are not the ones the manifest lists".into());
+                }
+            }
+            TreeContents::Digest(digest) => {
+                if contents_digest(files) != *digest {
+                    return Err(format!(
+                        "the entries do not have the content digest {digest}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The manifest as a JSON value, in the written record's shape.
     pub fn to_value(&self) -> Value {
-        canonical::to_value(&ManifestRecord::from(self))
-            .expect("a manifest holds only strings and integers")
+        match self.record() {
+            Record::Legacy(record) => canonical::to_value(&record),
+            Record::V3(record) => canonical::to_value(&record),
+        }
+        .expect("a manifest holds only strings and integers")
     }
 
     /// The canonical bytes of the manifest: what the Candidate's digest is taken over.
     pub fn to_bytes(&self) -> Result<Vec<u8>, canonical::JsonError> {
-        canonical::to_canonical_bytes(&ManifestRecord::from(self))
+        canonical::encode(&self.to_value())
     }
 
-    /// Parses a manifest of either version strictly: its `protocol` first (so that a
-    /// manifest of another version is named as such), then exactly that version's fields.
-    /// Canonical form is the caller's check (it has the bytes).
+    /// Parses a manifest of any version strictly: its `protocol` first (so that a manifest
+    /// of another version is named as such), then exactly that version's fields. Canonical
+    /// form is the caller's check (it has the bytes).
     pub fn from_value(value: &Value) -> Result<Self, FieldError> {
-        let protocol = canonical::variant_tag(
+        let tag = canonical::variant_tag(
             value,
             "manifest",
             "protocol",
-            &[CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1],
+            &[
+                CANDIDATE_PROTOCOL,
+                CANDIDATE_PROTOCOL_V2,
+                CANDIDATE_PROTOCOL_V1,
+            ],
         )?;
-        let record: ManifestRecord = canonical::from_value(value, "manifest")?;
+        let protocol = CandidateProtocol::parse(tag).expect("variant_tag checked the protocol");
+        if protocol == CandidateProtocol::V3 {
+            let record: V3Record = canonical::from_value(value, "manifest")?;
+            return record.try_into();
+        }
+        let record: LegacyRecord = canonical::from_value(value, "manifest")?;
         // Version 2 is version 1 with these two fields; which may be here is the protocol's.
         let absent = |field: &str, kind| FieldError {
             rule: match kind {
-                FieldErrorKind::Missing => format!("is required in a {protocol} manifest"),
-                _ => format!("is not a field of a {protocol} manifest"),
+                FieldErrorKind::Missing => format!("is required in a {tag} manifest"),
+                _ => format!("is not a field of a {tag} manifest"),
             },
             kind,
             field: format!("manifest.{field}"),
         };
         let binding = match (
-            protocol == CANDIDATE_PROTOCOL,
+            protocol == CandidateProtocol::V2,
             record.slice.digest,
             record.protected,
         ) {
@@ -367,13 +591,21 @@ impl CandidateManifest {
             (false, Some(_), _) => return Err(absent("slice.digest", FieldErrorKind::Unknown)),
             (false, _, Some(_)) => return Err(absent("protected", FieldErrorKind::Unknown)),
         };
+        let entry = |digest: Option<Digest>| {
+            digest.map(|sha256| ManifestEntry {
+                mode: EntryMode::Regular,
+                sha256,
+            })
+        };
         Ok(Self {
+            protocol,
             repository: record.repository,
             slice: Slice {
                 id: record.slice.id,
                 revision: record.slice.revision,
             },
             binding,
+            bounds: ProposalBounds::DEFAULT,
             scope: record.scope,
             acceptance: record.acceptance,
             recipe: record.recipe,
@@ -382,17 +614,104 @@ impl CandidateManifest {
             base_tree: record.base.tree,
             commit: record.commit,
             tree: record.tree,
-            files: record.files,
+            contents: TreeContents::Files(record.files),
             proposal_digest: record.proposal.digest,
-            edits: record.proposal.edits,
+            edits: record
+                .proposal
+                .edits
+                .into_iter()
+                .map(|edit| ManifestEdit {
+                    path: edit.path,
+                    prior: entry(edit.prior),
+                    next: entry(edit.next),
+                })
+                .collect(),
         })
+    }
+
+    fn record(&self) -> Record {
+        let binding = self.binding.as_ref();
+        let digest = binding.map(|binding| binding.digest.clone());
+        let base = BaseRecord {
+            commit: self.base_commit,
+            tree: self.base_tree,
+        };
+        match &self.contents {
+            TreeContents::Digest(content) => Record::V3(V3Record {
+                protocol: self.protocol().to_owned(),
+                repository: self.repository.clone(),
+                slice: SliceRecord {
+                    id: self.slice.id.clone(),
+                    revision: self.slice.revision,
+                    digest,
+                },
+                protected: binding.map_or_else(Vec::new, |binding| binding.protected.clone()),
+                bounds: self.bounds,
+                scope: self.scope.clone(),
+                acceptance: self.acceptance.clone(),
+                recipe: self.recipe.clone(),
+                environment: self.environment.clone(),
+                base,
+                commit: self.commit,
+                tree: self.tree,
+                content: content.clone(),
+                proposal: V3ProposalRecord {
+                    digest: self.proposal_digest.clone(),
+                    edits: self.edits.clone(),
+                },
+            }),
+            TreeContents::Files(files) => Record::Legacy(LegacyRecord {
+                protocol: self.protocol().to_owned(),
+                repository: self.repository.clone(),
+                slice: SliceRecord {
+                    id: self.slice.id.clone(),
+                    revision: self.slice.revision,
+                    digest,
+                },
+                protected: binding.map(|binding| binding.protected.clone()),
+                scope: self.scope.clone(),
+                acceptance: self.acceptance.clone(),
+                recipe: self.recipe.clone(),
+                environment: self.environment.clone(),
+                base,
+                commit: self.commit,
+                tree: self.tree,
+                files: files.clone(),
+                proposal: LegacyProposalRecord {
+                    digest: self.proposal_digest.clone(),
+                    edits: self
+                        .edits
+                        .iter()
+                        .map(|edit| LegacyEdit {
+                            path: edit.path.clone(),
+                            prior: edit.prior.as_ref().map(|entry| entry.sha256.clone()),
+                            next: edit.next.as_ref().map(|entry| entry.sha256.clone()),
+                        })
+                        .collect(),
+                },
+            }),
+        }
     }
 }
 
-/// The manifest as it is written: version 2 adds `slice.digest` and `protected` to version 1.
+/// The content digest a version 3 manifest names: the snapshot digest of M's entries.
+pub fn contents_digest(files: &[SourceFile]) -> Digest {
+    let entries: Vec<SnapshotFile> = files
+        .iter()
+        .map(|file| SnapshotFile::new(file.path.clone(), file.mode, file.content.clone()))
+        .collect();
+    crate::snapshot::digest_of_files(&entries)
+}
+
+enum Record {
+    Legacy(LegacyRecord),
+    V3(V3Record),
+}
+
+/// A version 1 or 2 manifest as it is written: version 2 adds `slice.digest` and `protected`.
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ManifestRecord {
+struct LegacyRecord {
     /// Checked before the record is read ([`CandidateManifest::from_value`]).
     protocol: String,
     repository: RepositoryIdentity,
@@ -411,7 +730,64 @@ struct ManifestRecord {
     commit: ObjectId,
     tree: ObjectId,
     files: Vec<ManifestFile>,
-    proposal: ProposalRecord,
+    proposal: LegacyProposalRecord,
+}
+
+/// A version 3 manifest as it is written.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct V3Record {
+    /// Checked before the record is read ([`CandidateManifest::from_value`]).
+    protocol: String,
+    repository: RepositoryIdentity,
+    slice: SliceRecord,
+    protected: Vec<String>,
+    bounds: ProposalBounds,
+    scope: Vec<String>,
+    acceptance: Digest,
+    recipe: Digest,
+    environment: Digest,
+    base: BaseRecord,
+    commit: ObjectId,
+    tree: ObjectId,
+    content: Digest,
+    proposal: V3ProposalRecord,
+}
+
+impl TryFrom<V3Record> for CandidateManifest {
+    type Error = FieldError;
+
+    fn try_from(record: V3Record) -> Result<Self, FieldError> {
+        let digest = record.slice.digest.ok_or_else(|| FieldError {
+            kind: FieldErrorKind::Missing,
+            field: "manifest.slice.digest".into(),
+            rule: format!("is required in a {CANDIDATE_PROTOCOL} manifest"),
+        })?;
+        Ok(Self {
+            protocol: CandidateProtocol::V3,
+            repository: record.repository,
+            slice: Slice {
+                id: record.slice.id,
+                revision: record.slice.revision,
+            },
+            binding: Some(SliceBinding {
+                digest,
+                protected: record.protected,
+            }),
+            bounds: record.bounds,
+            scope: record.scope,
+            acceptance: record.acceptance,
+            recipe: record.recipe,
+            environment: record.environment,
+            base_commit: record.base.commit,
+            base_tree: record.base.tree,
+            commit: record.commit,
+            tree: record.tree,
+            contents: TreeContents::Digest(record.content),
+            proposal_digest: record.proposal.digest,
+            edits: record.proposal.edits,
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -437,40 +813,26 @@ struct BaseRecord {
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct ProposalRecord {
+struct LegacyProposalRecord {
     digest: Digest,
-    edits: Vec<ManifestEdit>,
+    edits: Vec<LegacyEdit>,
 }
 
-impl From<&CandidateManifest> for ManifestRecord {
-    fn from(manifest: &CandidateManifest) -> Self {
-        let binding = manifest.binding.as_ref();
-        Self {
-            protocol: manifest.protocol().to_owned(),
-            repository: manifest.repository.clone(),
-            slice: SliceRecord {
-                id: manifest.slice.id.clone(),
-                revision: manifest.slice.revision,
-                digest: binding.map(|binding| binding.digest.clone()),
-            },
-            protected: binding.map(|binding| binding.protected.clone()),
-            scope: manifest.scope.clone(),
-            acceptance: manifest.acceptance.clone(),
-            recipe: manifest.recipe.clone(),
-            environment: manifest.environment.clone(),
-            base: BaseRecord {
-                commit: manifest.base_commit,
-                tree: manifest.base_tree,
-            },
-            commit: manifest.commit,
-            tree: manifest.tree,
-            files: manifest.files.clone(),
-            proposal: ProposalRecord {
-                digest: manifest.proposal_digest.clone(),
-                edits: manifest.edits.clone(),
-            },
-        }
-    }
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LegacyEdit {
+    path: String,
+    #[serde(deserialize_with = "canonical::nullable")]
+    prior: Option<Digest>,
+    #[serde(deserialize_with = "canonical::nullable")]
+    next: Option<Digest>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct V3ProposalRecord {
+    digest: Digest,
+    edits: Vec<ManifestEdit>,
 }
 
 /// A sealed Candidate as seal and export return it: its digest, its manifest (and the exact
@@ -488,6 +850,9 @@ pub struct SealedCandidate {
     pub files: Vec<SnapshotFile>,
     /// The snapshot digest of `files`: what the executor is given as the Candidate's input.
     pub snapshot_digest: Digest,
+    /// The proposal, as the seal commit holds it (version 3; `None` before, whose seal
+    /// commits hold only the manifest).
+    pub proposal: Option<Proposal>,
 }
 
 #[cfg(test)]
@@ -499,6 +864,12 @@ mod tests {
     fn manifest(binding: Option<SliceBinding>) -> CandidateManifest {
         let oid = |byte| ObjectId::from_bytes([byte; 20]);
         CandidateManifest {
+            protocol: if binding.is_some() {
+                CandidateProtocol::V2
+            } else {
+                CandidateProtocol::V1
+            },
+            bounds: ProposalBounds::DEFAULT,
             repository: RepositoryIdentity {
                 product_id: "p".into(),
                 path: "/r".into(),
@@ -522,18 +893,41 @@ mod tests {
             base_tree: oid(2),
             commit: oid(3),
             tree: oid(4),
-            files: vec![ManifestFile {
+            contents: TreeContents::Files(vec![ManifestFile {
                 path: "src/a".into(),
                 blob: oid(5),
                 sha256: Digest::of(b"x"),
                 bytes: 1,
-            }],
+            }]),
             proposal_digest: Digest::of(b"p"),
             edits: vec![ManifestEdit {
                 path: "src/a".into(),
                 prior: None,
-                next: Some(Digest::of(b"x")),
+                next: Some(ManifestEntry {
+                    mode: EntryMode::Regular,
+                    sha256: Digest::of(b"x"),
+                }),
             }],
+        }
+    }
+
+    fn v3() -> CandidateManifest {
+        CandidateManifest {
+            protocol: CandidateProtocol::V3,
+            contents: TreeContents::Digest(Digest::of(b"contents")),
+            bounds: ProposalBounds {
+                edits: 100,
+                bytes: 1000,
+            },
+            edits: vec![ManifestEdit {
+                path: "src/l".into(),
+                prior: None,
+                next: Some(ManifestEntry {
+                    mode: EntryMode::Symlink,
+                    sha256: Digest::of(b"a"),
+                }),
+            }],
+            ..manifest(Some(binding()))
         }
     }
 
@@ -555,7 +949,7 @@ mod tests {
 
     #[test]
     fn both_versions_round_trip_and_keep_their_own_fields() {
-        for manifest in [manifest(None), manifest(Some(binding()))] {
+        for manifest in [manifest(None), manifest(Some(binding())), v3()] {
             let back = CandidateManifest::from_value(&manifest.to_value()).unwrap();
             assert_eq!(back, manifest);
             assert_eq!(
@@ -598,11 +992,47 @@ mod tests {
             ),
             (
                 edited(&v2, |map| {
-                    map.insert("protocol".into(), "sf-candidate/3".into());
+                    map.insert("protocol".into(), "sf-candidate/4".into());
                     map.insert("trees".into(), Value::Null);
                 }),
                 "wrong-type",
                 "manifest.protocol",
+            ),
+            (
+                edited(&v2, |map| {
+                    map.insert("protocol".into(), "sf-candidate/3".into());
+                }),
+                "unknown-field",
+                "manifest.files",
+            ),
+            (
+                edited(&v3(), |map| {
+                    map.remove("bounds");
+                }),
+                "missing-field",
+                "manifest.bounds",
+            ),
+            (
+                edited(&v3(), |map| {
+                    if let Some(Value::Object(slice)) = map.get_mut("slice") {
+                        slice.remove("digest");
+                    }
+                }),
+                "missing-field",
+                "manifest.slice.digest",
+            ),
+            (
+                edited(&v3(), |map| {
+                    if let Some(Value::Object(proposal)) = map.get_mut("proposal")
+                        && let Some(Value::Array(edits)) = proposal.get_mut("edits")
+                        && let Some(Value::Object(edit)) = edits.first_mut()
+                        && let Some(Value::Object(next)) = edit.get_mut("next")
+                    {
+                        next.insert("mode".into(), "160000".into());
+                    }
+                }),
+                "wrong-type",
+                "manifest.proposal.edits[0].next.mode",
             ),
             (
                 edited(&v1, |map| {
@@ -624,5 +1054,59 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn a_version_3_candidate_commit_is_recognised_by_its_committer_and_trailers() {
+        let frozen = FrozenInputs {
+            base: ObjectId::from_bytes([1; 20]),
+            slice: Slice {
+                id: "s".into(),
+                revision: 2,
+            },
+            scope: vec!["src".into()],
+            acceptance: Digest::of(b"a"),
+            recipe: Digest::of(b"r"),
+            environment: Digest::of(b"e"),
+            binding: Some(binding()),
+            bounds: ProposalBounds::DEFAULT,
+        };
+        let proposal = Proposal {
+            author: Some(super::super::Author {
+                name: "Ada".into(),
+                email: "ada@example.org".into(),
+                time: 5,
+                offset: "-0230".into(),
+            }),
+            ..Proposal::new(Vec::new())
+        };
+        let (author, committer) = candidate_idents(&proposal);
+        let commit = crate::git_object::Commit {
+            tree: ObjectId::from_bytes([2; 20]),
+            parents: vec![frozen.base],
+            author,
+            committer,
+            message: candidate_message("p", &frozen, &proposal, &Digest::of(b"p")),
+        };
+        assert!(is_candidate_commit(&commit, "p"));
+        assert!(!is_candidate_commit(&commit, "q"), "another Product");
+        let changed = |edit: &dyn Fn(&mut crate::git_object::Commit)| {
+            let mut other = commit.clone();
+            edit(&mut other);
+            is_candidate_commit(&other, "p")
+        };
+        assert!(!changed(&|c| c.committer = c.author.clone()), "not sf's");
+        assert!(!changed(&|c| c.parents.clear()), "no parent");
+        assert!(
+            !changed(&|c| c.message.push_str("Extra: x\n")),
+            "a sixth trailer"
+        );
+        assert!(!changed(
+            &|c| c.message = c.message.replacen("Sf-Slice: s 2", "Sf-Slice: s 02", 1)
+        ));
+        assert!(
+            !changed(&|c| c.message = c.message.replacen("sf: Candidate", "\nsf: Candidate", 1)),
+            "a text that starts blank"
+        );
     }
 }

@@ -4,9 +4,10 @@
 //!
 //! Everything here works over `dyn ObjectStore`; the core never names a backend. Stored
 //! layout: `refs/sf/candidates/<manifest sha256 hex>` → seal commit S (tree
-//! `{manifest.json}`, parent M); M's sole parent is the base B. Later bases imported from
-//! the team's repository: `refs/sf/imports/<commit hex>` → record commit R (tree
-//! `{import.json}`, parent the imported commit).
+//! `{manifest.json}`, and `proposal.json` from `sf-candidate/3` on; parent M); M's sole
+//! parent is the base B. Later bases imported from the team's repository:
+//! `refs/sf/imports/<commit hex>` → record commit R (tree `{import.json}`, parent the
+//! imported commit).
 
 mod create;
 mod error;
@@ -33,11 +34,11 @@ use crate::git_object::{self, ObjectId, ObjectKind};
 pub use crate::contracts::grammar::{ID_RULE, is_valid_id};
 pub use error::{Rejection, RepositoryError};
 pub use identity::{
-    CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, DEFAULT_GIT_TIMEOUT, IDENT, MAX_COMMIT_BYTES,
-    MAX_REPOSITORY_PATH_BYTES, MAX_TARGET_REF_BYTES, MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS,
-    REPOSITORY_PROTOCOL, REPOSITORY_PROTOCOL_V1, RepositoryIdentity, RepositoryLimits,
-    RepositorySettings, SEAL_PROTOCOL, check_target_ref, initial_message,
-    parse_repository_identity, seal_message,
+    CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, CANDIDATE_PROTOCOL_V2, DEFAULT_GIT_TIMEOUT, IDENT,
+    MAX_CANDIDATE_COMMIT_BYTES, MAX_COMMIT_BYTES, MAX_REPOSITORY_PATH_BYTES, MAX_TARGET_REF_BYTES,
+    MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS, REPOSITORY_PROTOCOL, REPOSITORY_PROTOCOL_V1,
+    RepositoryIdentity, RepositoryLimits, RepositorySettings, SEAL_PROTOCOL, SF_NAME_EMAIL,
+    check_target_ref, initial_message, parse_repository_identity, seal_message,
 };
 pub use import::{
     IMPORT_PROTOCOL, IMPORT_RECORD_NAME, IMPORT_REF_PREFIX, ImportBase, ImportError, ImportRecord,
@@ -52,11 +53,14 @@ pub use integration::{
     dispatch_message, intent_message, receipt_message,
 };
 pub use manifest::{
-    CandidateManifest, FrozenInputs, MAX_PROTECTED_PATTERNS, MAX_SCOPE_ENTRIES, ManifestEdit,
-    ManifestFile, SealedCandidate, Slice, SliceBinding, candidate_message, parse_protected,
+    CandidateManifest, CandidateProtocol, FrozenInputs, MAX_PROTECTED_PATTERNS, MAX_SCOPE_ENTRIES,
+    ManifestEdit, ManifestEntry, ManifestFile, SealedCandidate, Slice, SliceBinding, TreeContents,
+    candidate_idents, candidate_message, contents_digest, legacy_candidate_message,
+    parse_protected,
 };
 pub use proposal::{
-    FileEdit, Proposal, check_protected, in_scope, parse_proposal, validate_proposal,
+    Author, Bytes, Change, FileEdit, FileMode, MAX_PROPOSAL_DOCUMENT_BYTES, Proposal,
+    ProposalBounds, ProposalMessage, check_protected, in_scope, parse_proposal, validate_proposal,
 };
 pub use source::{SourceFault, SourceFile, SourceSnapshot, SourceText, describe_faults};
 
@@ -67,6 +71,8 @@ pub const CANDIDATE_REF_PREFIX: &str = "refs/sf/candidates/";
 const CANDIDATE_REF_PATIENCE: Duration = Duration::from_secs(2);
 /// The name of the manifest in a seal commit's tree.
 pub const MANIFEST_NAME: &str = "manifest.json";
+/// The name of the proposal's canonical record in an `sf-candidate/3` seal commit's tree.
+pub const PROPOSAL_NAME: &str = "proposal.json";
 
 /// The ref that publishes the Candidate with `digest`.
 pub fn candidate_ref(digest: &Digest) -> RefName {
@@ -203,8 +209,8 @@ impl Repository {
 
     /// The files of `commit`, which must be a factory commit of this repository: the pinned
     /// initial commit, a commit an import record publishes, or a stored commit in this
-    /// Product's Candidate format. Whether a Candidate ref publishes it is not checked here
-    /// (export does).
+    /// Product's Candidate form (any version). Whether a Candidate ref publishes it is not
+    /// checked here (export does).
     pub fn snapshot(&self, commit: &ObjectId) -> Result<SourceSnapshot, RepositoryError> {
         if *commit != self.identity.initial
             && let Some(imported) = self.imported_snapshot(commit)?
@@ -212,11 +218,12 @@ impl Repository {
             return Ok(imported);
         }
         let what = format!("commit {commit}");
-        // An imported initial commit may carry a signature; sf's own commits are small.
+        // An imported initial commit may carry a signature; a Candidate commit its
+        // proposal's message.
         let budget = if *commit == self.identity.initial {
             MAX_IMPORTED_COMMIT_BYTES
         } else {
-            MAX_COMMIT_BYTES
+            MAX_CANDIDATE_COMMIT_BYTES
         };
         let answer = self
             .store
@@ -239,18 +246,17 @@ impl Repository {
         if object.kind != ObjectKind::Commit {
             return Err(not_factory(commit));
         }
-        let decoded =
-            git_object::decode_commit(&object.body).filter(|decoded| decoded.ident == IDENT);
+        let decoded = git_object::decode_commit(&object.body);
         let tree = if *commit == self.identity.initial {
-            self.initial_tree(commit, &object.body, decoded.as_ref())?
+            self.initial_tree(
+                commit,
+                &object.body,
+                decoded.as_ref().filter(|decoded| decoded.is_by(IDENT)),
+            )?
         } else {
             match decoded {
                 Some(decoded)
-                    if decoded.parents.len() == 1
-                        && manifest::is_candidate_message(
-                            &decoded.message,
-                            &self.identity.product_id,
-                        ) =>
+                    if manifest::is_candidate_commit(&decoded, &self.identity.product_id) =>
                 {
                     decoded.tree
                 }

@@ -11,10 +11,12 @@ use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry
 use super::identity;
 use super::proposal;
 use super::source;
+use super::source::SourceFile;
 use super::{
-    CANDIDATE_REF_PATIENCE, CandidateManifest, FrozenInputs, IDENT, MANIFEST_NAME, ManifestEdit,
-    ManifestFile, Proposal, Repository, RepositoryError, SealedCandidate, candidate_message,
-    candidate_ref, check_protected, validate_proposal,
+    CANDIDATE_REF_PATIENCE, CandidateManifest, CandidateProtocol, FrozenInputs, IDENT,
+    MANIFEST_NAME, ManifestEdit, ManifestEntry, PROPOSAL_NAME, Proposal, Repository,
+    RepositoryError, SealedCandidate, TreeContents, candidate_idents, candidate_message,
+    candidate_ref, check_protected, contents_digest, validate_proposal,
 };
 
 impl Repository {
@@ -35,7 +37,7 @@ impl Repository {
                  required",
             ));
         }
-        let proposal_digest = validate_proposal(proposal, &frozen.scope)?;
+        let proposal_digest = validate_proposal(proposal, &frozen.scope, &frozen.bounds)?;
         check_protected(
             proposal.edits.iter().map(|edit| edit.path.as_str()),
             &frozen.protected()?,
@@ -53,27 +55,20 @@ impl Repository {
         let built = source::build_tree(&files);
         let commit = EncodedObject::new(
             ObjectKind::Commit,
-            git_object::encode_commit(&Commit {
-                tree: built.tree,
-                parents: vec![frozen.base],
-                ident: IDENT.to_owned(),
-                message: candidate_message(&self.identity.product_id, frozen, &proposal_digest),
-            }),
+            candidate_commit(
+                &self.identity.product_id,
+                frozen,
+                proposal,
+                &proposal_digest,
+                built.tree,
+            ),
         );
-        let mut edits: Vec<ManifestEdit> = proposal
-            .edits
-            .iter()
-            .map(|edit| ManifestEdit {
-                path: edit.path.clone(),
-                prior: edit.prior.clone(),
-                next: edit.text.as_ref().map(|text| Digest::of(text.as_bytes())),
-            })
-            .collect();
-        edits.sort_by(|a, b| a.path.cmp(&b.path));
         let manifest = CandidateManifest {
+            protocol: CandidateProtocol::V3,
             repository: self.identity.clone(),
             slice: frozen.slice.clone(),
             binding: frozen.binding.clone(),
+            bounds: frozen.bounds,
             scope: frozen.scope.clone(),
             acceptance: frozen.acceptance.clone(),
             recipe: frozen.recipe.clone(),
@@ -82,15 +77,9 @@ impl Repository {
             base_tree: base.tree,
             commit: commit.id,
             tree: built.tree,
-            files: ManifestFile::listing(&files).map_err(|why| {
-                RepositoryError::rejected(
-                    super::Rejection::UnsupportedEntry,
-                    "resulting source",
-                    why,
-                )
-            })?,
+            contents: TreeContents::Digest(contents_digest(&files)),
             proposal_digest,
-            edits,
+            edits: edit_entries(&base.files, proposal, &files),
         };
         let manifest_bytes = manifest.to_bytes().map_err(|error| {
             RepositoryError::invalid(
@@ -104,7 +93,8 @@ impl Repository {
             // A replay: verify what is published and write nothing.
             return self.export_candidate(&digest);
         }
-        let (seal_objects, seal_commit) = seal_objects(manifest_bytes, commit.id);
+        let (seal_objects, seal_commit) =
+            seal_objects(manifest_bytes, proposal.to_bytes()?, commit.id);
         let mut objects = built.objects;
         objects.push(commit);
         objects.extend(seal_objects);
@@ -166,29 +156,84 @@ impl Repository {
     }
 }
 
-/// The manifest blob, seal tree and seal commit S for a manifest, and S's id.
+/// The bytes of an `sf-candidate/3` Candidate commit M on tree `tree`: its parent the frozen
+/// base, its author the proposal's (sf committing at the author's time), its message the
+/// proposal's text and the trailers. Seal builds it and export rebuilds it to compare.
+pub(super) fn candidate_commit(
+    product_id: &str,
+    frozen: &FrozenInputs,
+    proposal: &Proposal,
+    proposal_digest: &Digest,
+    tree: ObjectId,
+) -> Vec<u8> {
+    let (author, committer) = candidate_idents(proposal);
+    git_object::encode_commit(&Commit {
+        tree,
+        parents: vec![frozen.base],
+        author,
+        committer,
+        message: candidate_message(product_id, frozen, proposal, proposal_digest),
+    })
+}
+
+/// The edits of `proposal` as the manifest records them: each path's entry in the base and
+/// in the resulting `files` (both sorted by path), sorted by path.
+pub(super) fn edit_entries(
+    base: &[SourceFile],
+    proposal: &Proposal,
+    files: &[SourceFile],
+) -> Vec<ManifestEdit> {
+    let entry = |list: &[SourceFile], path: &str| {
+        list.binary_search_by(|file| file.path.as_str().cmp(path))
+            .ok()
+            .map(|at| ManifestEntry::of(&list[at]))
+    };
+    let mut edits: Vec<ManifestEdit> = proposal
+        .edits
+        .iter()
+        .map(|edit| ManifestEdit {
+            path: edit.path.clone(),
+            prior: entry(base, &edit.path),
+            next: entry(files, &edit.path),
+        })
+        .collect();
+    edits.sort_by(|a, b| a.path.cmp(&b.path));
+    edits
+}
+
+/// The seal tree and seal commit S for a manifest (and, from `sf-candidate/3` on, the
+/// proposal's canonical bytes), and S's id.
 fn seal_objects(
     manifest_bytes: Vec<u8>,
+    proposal_bytes: Vec<u8>,
     candidate_commit: ObjectId,
 ) -> (Vec<EncodedObject>, ObjectId) {
-    let blob = EncodedObject::new(ObjectKind::Blob, manifest_bytes);
+    let manifest = EncodedObject::new(ObjectKind::Blob, manifest_bytes);
+    let proposal = EncodedObject::new(ObjectKind::Blob, proposal_bytes);
     let tree = EncodedObject::new(
         ObjectKind::Tree,
-        git_object::encode_tree(&[TreeEntry {
-            mode: EntryMode::File,
-            name: MANIFEST_NAME.into(),
-            id: blob.id,
-        }]),
+        git_object::encode_tree(&[
+            TreeEntry {
+                mode: EntryMode::File,
+                name: MANIFEST_NAME.into(),
+                id: manifest.id,
+            },
+            TreeEntry {
+                mode: EntryMode::File,
+                name: PROPOSAL_NAME.into(),
+                id: proposal.id,
+            },
+        ]),
     );
     let commit = EncodedObject::new(
         ObjectKind::Commit,
-        git_object::encode_commit(&Commit {
-            tree: tree.id,
-            parents: vec![candidate_commit],
-            ident: IDENT.to_owned(),
-            message: identity::seal_message(),
-        }),
+        git_object::encode_commit(&Commit::by(
+            tree.id,
+            vec![candidate_commit],
+            IDENT,
+            identity::seal_message(),
+        )),
     );
     let id = commit.id;
-    (vec![blob, tree, commit], id)
+    (vec![manifest, proposal, tree, commit], id)
 }

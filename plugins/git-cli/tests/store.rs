@@ -93,7 +93,8 @@ fn closure(text: &str) -> (EncodedObject, EncodedObject, EncodedObject) {
         encode_commit(&Commit {
             tree: tree.id,
             parents: vec![],
-            ident: "sf <sf@invalid> 0 +0000".into(),
+            author: "sf <sf@invalid> 0 +0000".into(),
+            committer: "sf <sf@invalid> 0 +0000".into(),
             message: format!("{text}\n"),
         }),
     );

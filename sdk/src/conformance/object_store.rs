@@ -189,7 +189,8 @@ fn commit_of(tree: ObjectId, parents: Vec<ObjectId>, tag: &str) -> Commit {
     Commit {
         tree,
         parents,
-        ident: "sf conformance <conformance@sf.invalid> 1700000000 +0000".into(),
+        author: "sf conformance <conformance@sf.invalid> 1700000000 +0000".into(),
+        committer: "sf conformance <conformance@sf.invalid> 1700000000 +0000".into(),
         message: format!("conformance commit {tag}\n"),
     }
 }

@@ -274,6 +274,7 @@ impl Scenario {
             harness: snapshot_digest(&[]).unwrap(),
             overlay: snapshot_digest(&[]).unwrap(),
             executor: canonical::object([("type", Value::from("sandbox-exec"))]),
+            bounds: None,
         };
         FrozenSlice {
             record,

@@ -74,11 +74,28 @@ impl Work {
 
     /// The repository only.
     pub fn unfrozen() -> Self {
+        Self::created(|dir| {
+            write(&dir.join("project/sum.sh"), SUM_BUGGY);
+            vec!["--from".into(), "project".into()]
+        })
+    }
+
+    /// A repository whose first base is commit `rev` of the Git repository `source` that
+    /// `prepare` makes in the working directory (its path relative to it).
+    pub fn from_git(prepare: impl FnOnce(&Path) -> String, rev: &str) -> Self {
+        Self::created(|dir| {
+            let source = prepare(dir);
+            vec!["--from-git".into(), source, format!("--rev={rev}")]
+        })
+    }
+
+    /// `sf repo create` with the source arguments `source` gives.
+    fn created(source: impl FnOnce(&Path) -> Vec<String>) -> Self {
         let (tmp, dir) = sf_tests::private_dir();
-        write(&dir.join("project/sum.sh"), SUM_BUGGY);
         write(&dir.join("gate.json"), "{\"proceed\": true}\n");
+        let from = source(&dir);
         let work = Self { _tmp: tmp, dir };
-        work.sf(&[
+        let mut args = vec![
             "repo",
             "create",
             "--path",
@@ -87,12 +104,11 @@ impl Work {
             "sum",
             "--target",
             "refs/heads/main",
-            "--from",
-            "project",
             "--identity-out",
             "identity.json",
-        ])
-        .result();
+        ];
+        args.extend(from.iter().map(String::as_str));
+        work.sf(&args).result();
         work
     }
 

@@ -298,7 +298,7 @@ impl Repository {
                             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
                 });
             nonce_ok
-                && commit.ident == IDENT
+                && commit.is_by(IDENT)
                 && commit.parents == [prepared.intent]
                 && commit.tree == empty_tree().id
         });

@@ -225,7 +225,8 @@ pub(super) fn commit_object(
         git_object::encode_commit(&Commit {
             tree,
             parents,
-            ident: IDENT.to_owned(),
+            author: IDENT.to_owned(),
+            committer: IDENT.to_owned(),
             message,
         }),
     )
