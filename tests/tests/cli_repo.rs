@@ -38,7 +38,7 @@ fn import(identity: &Path, source: &Path, rev: &str, advance: bool) -> std::proc
 fn sf_repo_import_adds_a_later_base_that_slices_and_candidates_build_on() {
     let (_dir, root) = private_dir();
     let (clone, commits) = clone_fixture(&root, "requests.bundle");
-    // Text-only commits of 2011 (an sf-candidate/2 manifest lists regular files only).
+    // Commits of 2011, with merges between them.
     let (older, middle, later) = (&commits[2620], &commits[2600], &commits[2581]);
     let identity = root.join("identity.json");
     let owned = root.join("owned");

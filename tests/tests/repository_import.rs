@@ -99,13 +99,8 @@ fn a_later_commit_of_requests_is_imported_exactly_and_a_candidate_is_sealed_on_i
     let (_dir, root) = private_dir();
     let (clone, commits) = clone_fixture(&root, "requests.bundle");
     // Two commits of February and April 2011, 39 first-parent commits and several merges
-    // apart. Their trees hold regular files only: an sf-candidate/2 manifest lists nothing
-    // else, so a Candidate can be sealed on them (the later ones hold an executable and links).
+    // apart.
     let (older, later) = (&commits[2620], &commits[2581]);
-    for commit in [older, later] {
-        let listing = text(git(&clone, &["ls-tree", "-r", commit]));
-        assert!(listing.lines().all(|line| line.starts_with("100644 blob")));
-    }
     let test = create_from(&clone, older, RepositorySettings::default());
 
     let imported = import_git_base(&test.repo, &request(&clone, later, false)).unwrap();
@@ -234,6 +229,37 @@ fn the_target_follows_the_source_forward_once_and_a_moved_target_is_a_conflict()
     git(
         &test.path,
         &["fsck", "--strict", "--no-dangling", "refs/heads/main"],
+    );
+    // A Candidate is sealed on today's tree, its executable and links kept, as a child of it.
+    let readme = String::from_utf8(git(&clone, &["show", "main:README.md"])).unwrap();
+    let sealed = test
+        .repo
+        .seal(
+            &frozen(id(tip), &["README.md"]),
+            &proposal(vec![edit(
+                "README.md",
+                Some(&readme),
+                Some(&format!("{readme}sealed on the imported tip\n")),
+            )]),
+        )
+        .unwrap();
+    let candidate = sealed.manifest.commit.to_hex();
+    assert_eq!(
+        text(git(&test.path, &["rev-parse", &format!("{candidate}^")])),
+        *tip
+    );
+    let unlike_files = |rev: &str| {
+        text(git(&test.path, &["ls-tree", "-r", rev]))
+            .lines()
+            .filter(|line| !line.starts_with("100644"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(unlike_files(&candidate), unlike_files(tip));
+    assert!(
+        unlike_files(tip)
+            .iter()
+            .any(|line| line.starts_with("120000"))
     );
 
     // Once: the same import again writes nothing and moves nothing.
