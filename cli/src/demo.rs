@@ -225,7 +225,8 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
             max_tree_bytes: RepositorySettings::default().max_tree_bytes,
             allow_case_collisions: false,
         }),
-    )?;
+    )
+    .result?;
     let initial = text(&created.json["initial"]);
     steps.record(
         "repo create",

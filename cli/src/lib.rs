@@ -143,7 +143,7 @@ enum Command {
 
 fn dispatch(context: &Context, command: Command) -> Outcome {
     match command {
-        Command::Repo(command) => repo::run(context, command).into(),
+        Command::Repo(command) => repo::run(context, command),
         Command::Seal(args) => seal::run(context, args).into(),
         Command::Export(args) => export::run(context, args).into(),
         Command::Snapshot(args) => snapshot::run(context, args).into(),

@@ -1,6 +1,8 @@
 //! `sf repo create`: a new owned repository from a directory (its files, executables and
 //! symbolic links, committed by sf), or from a commit of an existing Git repository
-//! (`--from-git REPO --rev REV`), held byte for byte as the first base.
+//! (`--from-git REPO --rev REV`), held byte for byte as the first base. `sf repo import`: a
+//! later commit of the team's repository as a further base, with its import record, and the
+//! target moved to it only when asked and only forward.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
@@ -9,9 +11,12 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Args, Subcommand};
 
 use super::common::{CliError, Context, Output, absolute_new_path, json_value, repository_error};
-use sf_host::git_source::read_git_commit;
+use crate::{EXIT_NOT_DISPATCHED, EXIT_UNKNOWN, Outcome};
+use sf_host::contracts::RefValue;
+use sf_host::git_source::{import_git_base, read_git_commit};
 use sf_host::repository::{
-    CreateRepository, InitialBase, RepositoryOptions, RepositorySettings, create_repository,
+    CreateRepository, ImportBase, ImportError, ImportedBase, InitialBase, RepositoryOptions,
+    RepositorySettings, TargetMove, create_repository,
 };
 use sf_host::source_dir::read_source_dir;
 
@@ -20,6 +25,28 @@ pub enum RepoCommand {
     /// Create an owned repository whose first base is a directory's files (--from) or a
     /// commit of a Git repository, byte for byte (--from-git with --rev)
     Create(CreateArgs),
+    /// Import a later commit of the team's Git repository as a further base, byte for byte,
+    /// with a record of where it came from; --advance also moves the target to it, only
+    /// forward along the source's history
+    Import(ImportArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The repository identity file (from `sf repo create --identity-out`)
+    #[arg(long, value_name = "FILE")]
+    identity: PathBuf,
+    /// The team's Git repository (a work tree or a bare repository); recorded as an absolute
+    /// path
+    #[arg(long, value_name = "REPO")]
+    from_git: PathBuf,
+    /// The branch, tag or commit to import
+    #[arg(long, value_name = "REV")]
+    rev: String,
+    /// Also move the target to the imported commit, by one compare-and-swap after the record
+    /// is published, and only if the commit descends from the target in the source's history
+    #[arg(long)]
+    advance: bool,
 }
 
 #[derive(Debug, Args)]
@@ -66,10 +93,138 @@ pub struct CreateArgs {
     pub(super) identity_out: Option<PathBuf>,
 }
 
-pub fn run(context: &Context, command: RepoCommand) -> Result<Output, CliError> {
+pub fn run(context: &Context, command: RepoCommand) -> Outcome {
     match command {
-        RepoCommand::Create(args) => create(context, args),
+        RepoCommand::Create(args) => create(context, args).into(),
+        RepoCommand::Import(args) => match import(context, args) {
+            Ok((output, exit)) => Outcome {
+                result: Ok(output),
+                exit,
+            },
+            Err(error) => Err(error).into(),
+        },
     }
+}
+
+/// The exit status of an import that published its record: 0 unless the target, asked to
+/// move, did not (`7`: it moved meanwhile) or may not have (`6`: unknown).
+fn import_status(target: &TargetMove) -> u8 {
+    match target {
+        TargetMove::NotAsked | TargetMove::AlreadyThere | TargetMove::Moved { .. } => 0,
+        TargetMove::Conflict { .. } => EXIT_NOT_DISPATCHED,
+        TargetMove::Unknown { .. } => EXIT_UNKNOWN,
+        // An outcome added later: not one this command can call a success.
+        _ => crate::EXIT_FAILURE,
+    }
+}
+
+fn import(context: &Context, args: ImportArgs) -> Result<(Output, u8), CliError> {
+    let source = std::path::absolute(&args.from_git).map_err(|error| {
+        CliError::new(
+            "invalid-input",
+            format!("--from-git {}: {error}", args.from_git.display()),
+        )
+    })?;
+    let source = source.to_str().ok_or_else(|| {
+        CliError::new(
+            "invalid-input",
+            format!("--from-git {}: is not UTF-8", source.display()),
+        )
+    })?;
+    let repository = context.open_repository(&args.identity)?;
+    let request = ImportBase {
+        source: source.to_owned(),
+        rev: args.rev.clone(),
+        advance: args.advance,
+    };
+    let imported = import_git_base(&repository, &request).map_err(|error| match error {
+        ImportError::Source(error) => CliError::new(
+            error.code(),
+            format!("--from-git: {error}\n(nothing was written)"),
+        ),
+        ImportError::Repository(error) => repository_error(
+            &format!("importing into repository {}", repository.identity().path),
+            &error,
+        ),
+        other => CliError::new(other.code(), other.to_string()),
+    })?;
+    let target_ref = &repository.identity().target_ref;
+    let exit = import_status(&imported.target);
+    Ok((describe_import(&imported, target_ref), exit))
+}
+
+fn describe_import(imported: &ImportedBase, target_ref: &str) -> Output {
+    let record = &imported.record;
+    let hex = |id: &sf_host::git_object::ObjectId| serde_json::Value::from(id.to_hex());
+    let value_of = |value: &Option<RefValue>| match value {
+        None => serde_json::Value::Null,
+        Some(RefValue::Direct(id)) => hex(id),
+        Some(RefValue::Symbolic(to)) => format!("symbolic ref to {to}").into(),
+    };
+    let (from, current, reason) = match &imported.target {
+        TargetMove::Moved { from } => (hex(from), serde_json::Value::Null, None),
+        TargetMove::Conflict { expected, current } => (hex(expected), value_of(current), None),
+        TargetMove::Unknown { from, reason } => {
+            (hex(from), serde_json::Value::Null, Some(reason.clone()))
+        }
+        _ => (serde_json::Value::Null, serde_json::Value::Null, None),
+    };
+    let moved = matches!(imported.target, TargetMove::Moved { .. });
+    let json = serde_json::json!({
+        "commit": record.commit.to_hex(),
+        "tree": record.tree.to_hex(),
+        "recordRef": imported.record_ref.as_str(),
+        "recordCommit": imported.record_commit.to_hex(),
+        "record": json_value(&record.to_value()),
+        "replayed": imported.replayed,
+        "target": {
+            "ref": target_ref,
+            "advance": record.advance,
+            "outcome": imported.target.word(),
+            "moved": moved,
+            "from": from,
+            "current": current,
+            "reason": reason,
+        },
+    });
+    let mut text = format!(
+        "imported commit {} (tree {}) from {} at {:?}\n  record  {} -> {}{}\n",
+        record.commit,
+        record.tree,
+        record.source,
+        record.rev,
+        imported.record_ref,
+        imported.record_commit,
+        if imported.replayed {
+            " (already recorded: nothing written)"
+        } else {
+            ""
+        }
+    );
+    let line = match &imported.target {
+        TargetMove::NotAsked => format!("{target_ref} not moved (pass --advance to move it)"),
+        TargetMove::AlreadyThere => format!("{target_ref} names {} already", record.commit),
+        TargetMove::Moved { from } => {
+            format!("{target_ref} moved from {from} to {}", record.commit)
+        }
+        TargetMove::Conflict { expected, current } => format!(
+            "{target_ref} NOT moved: it named {expected} when checked and {} when updated \
+             (it moved meanwhile); import again with --advance to move it from there",
+            match current {
+                None => "nothing".to_owned(),
+                Some(RefValue::Direct(id)) => id.to_hex(),
+                Some(RefValue::Symbolic(to)) => format!("a symbolic ref to {to}"),
+            }
+        ),
+        TargetMove::Unknown { from, reason } => format!(
+            "{target_ref}: UNKNOWN whether it moved from {from} to {} ({reason}); read it \
+             before doing anything else",
+            record.commit
+        ),
+        other => format!("{target_ref}: {}", other.word()),
+    };
+    text.push_str(&format!("  target  {line}\n"));
+    Output { json, text }
 }
 
 fn create(context: &Context, args: CreateArgs) -> Result<Output, CliError> {

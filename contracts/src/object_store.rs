@@ -197,6 +197,25 @@ pub trait ObjectStoreFactory: Send + Sync {
         marker: &[u8],
         deadline: Instant,
     ) -> Result<Box<dyn ObjectStore>, ObjectStoreError>;
+
+    /// Whether the stores this factory makes hold history boundaries
+    /// ([`ObjectStore::record_boundaries`]): `Ok` if they do, `unavailable` naming why not.
+    /// The host asks before it creates a root whose first base needs a boundary, so that a
+    /// store that cannot hold one creates nothing. Asking starts nothing. The default is the
+    /// default of `record_boundaries`: a store that cannot.
+    fn supports_boundaries(&self) -> Result<(), ObjectStoreError> {
+        Err(no_boundaries())
+    }
+}
+
+/// Why a store without history boundaries refuses one: the answer of the defaults of
+/// [`ObjectStoreFactory::supports_boundaries`] and [`ObjectStore::record_boundaries`].
+fn no_boundaries() -> ObjectStoreError {
+    ObjectStoreError::Unavailable {
+        reason: "this object store cannot hold a history boundary (an imported commit whose \
+                 parents it does not hold)"
+            .into(),
+    }
 }
 
 /// The object database and refs of one owned repository.
@@ -235,11 +254,7 @@ pub trait ObjectStore: Send + Sync {
         deadline: Instant,
     ) -> Result<(), ObjectStoreError> {
         let _ = (commits, deadline);
-        Err(ObjectStoreError::Unavailable {
-            reason: "this object store cannot hold a history boundary (an imported commit \
-                     whose parents it does not hold)"
-                .into(),
-        })
+        Err(no_boundaries())
     }
 
     /// Reads `ids` in order; `None` for a missing object. The whole answer (bodies plus 64

@@ -1,18 +1,19 @@
 //! Fuzzes the strict record parsers: the repository identity (persisted by callers and held in
 //! the ownership marker), the frozen Slice record and acceptance (read from a Slice
-//! directory), and the Candidate manifest (read from the store).
+//! directory), the Candidate manifest and the import record (read from the store).
 //!
 //! Oracles: parsing never panics; a parsed identity re-encodes canonically and parses back to
 //! itself; a parsed Slice record or acceptance passes its own validation and re-encodes to
 //! bytes that parse back to itself; a parsed manifest re-encodes to a value that parses back
-//! to itself.
+//! to itself; an import record is read only from its canonical bytes, so it re-encodes to
+//! exactly the input.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use sf_host::assurance::{Acceptance, SliceRecord};
 use sf_host::canonical;
-use sf_host::repository::{CandidateManifest, parse_repository_identity};
+use sf_host::repository::{CandidateManifest, ImportRecord, parse_repository_identity};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(identity) = parse_repository_identity(data) {
@@ -49,5 +50,9 @@ fuzz_target!(|data: &[u8]| {
                 .unwrap_or_else(|_| panic!("a parsed manifest's value does not parse back"));
             assert_eq!(again, manifest, "the manifest changed on a round trip");
         }
+    }
+
+    if let Ok(record) = canonical::from_canonical_slice::<ImportRecord>(data, "import.json") {
+        assert_eq!(record.to_bytes(), data, "an import record is its canonical bytes");
     }
 });

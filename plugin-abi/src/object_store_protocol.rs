@@ -22,7 +22,9 @@
 //! | `record_boundaries` | store | `{commits, deadlineMs}` | `{}` |
 //!
 //! `record_boundaries` came with ABI minor 3's object stores; a plugin of an older minor
-//! answers it as an unknown method, which the host reports as `unavailable`.
+//! answers it as an unknown method, which the host reports as `unavailable`, and the host's
+//! factory adapter answers `supports_boundaries` from the plugin's minor without a call, so
+//! that a create needing a boundary is refused before a root exists.
 //!
 //! `root` is `{path, dev, ino}`, `update` is `{outcome: "applied"}`, `{outcome: "refused",
 //! current}` or `{outcome: "unknown", reason}`. Numbers in `path`, `marker` and `body` are

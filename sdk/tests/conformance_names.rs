@@ -41,6 +41,10 @@ impl ObjectStoreFactory for AcceptsRelativePaths {
     ) -> Result<Box<dyn ObjectStore>, ObjectStoreError> {
         self.0.open(root, marker, deadline)
     }
+
+    fn supports_boundaries(&self) -> Result<(), ObjectStoreError> {
+        self.0.supports_boundaries()
+    }
 }
 
 fn harness() -> PrivateDirHarness {

@@ -356,3 +356,51 @@ pub fn plain_git(dir: &std::path::Path, args: &[&str], input: &[u8]) -> Vec<u8> 
     );
     output.stdout
 }
+
+/// A bundle of the shared fixtures (`requests.bundle`, `typing_extensions.bundle`): where
+/// `SF_FIXTURE_REPOS` names, else beside the checkout (`../shared/fixtures/repos`), else the
+/// machine's `/work/shared/fixtures/repos`. A missing fixture fails the test: it never skips.
+pub fn fixture_bundle(name: &str) -> PathBuf {
+    let candidates: Vec<PathBuf> = std::env::var_os("SF_FIXTURE_REPOS")
+        .map(PathBuf::from)
+        .into_iter()
+        .chain([
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/repos"),
+            PathBuf::from("/work/shared/fixtures/repos"),
+        ])
+        .collect();
+    candidates
+        .iter()
+        .map(|dir| dir.join(name))
+        .find(|bundle| bundle.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "the fixture {name} is missing from {candidates:?}: the real-repository tests \
+                 need the shared fixtures (or SF_FIXTURE_REPOS)"
+            )
+        })
+}
+
+/// A bare clone of the fixture bundle `name` at `dir/<name without .bundle>`, and the commits
+/// of its `main` on the first-parent line, newest first.
+pub fn clone_fixture(dir: &Path, name: &str) -> (PathBuf, Vec<String>) {
+    let clone = dir.join(name.trim_end_matches(".bundle"));
+    plain_git(
+        dir,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            fixture_bundle(name).to_str().expect("UTF-8 fixture path"),
+            clone.to_str().expect("UTF-8 clone path"),
+        ],
+        &[],
+    );
+    let listing = plain_git(&clone, &["rev-list", "--first-parent", "main"], &[]);
+    let commits = String::from_utf8(listing)
+        .expect("rev-list prints hex")
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    (clone, commits)
+}

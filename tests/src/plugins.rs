@@ -225,6 +225,16 @@ pub fn run_json(command: &mut Command) -> Envelope {
 /// base) and freezes it for the repository of `identity` through the built `sf`; returns the
 /// Slice directory, for tests that need a Candidate sealed for some Slice.
 pub fn freeze_minimal_slice(dir: &Path, identity: &Path, scope: &[&str]) -> PathBuf {
+    freeze_minimal_slice_with_result(dir, identity, scope).0
+}
+
+/// [`freeze_minimal_slice`], with the result of `sf slice freeze --json` (its `base`, its
+/// `slice` digest, …).
+pub fn freeze_minimal_slice_with_result(
+    dir: &Path,
+    identity: &Path,
+    scope: &[&str],
+) -> (PathBuf, serde_json::Value) {
     let slice = dir.join("slice");
     std::fs::create_dir_all(slice.join("inputs/none")).unwrap();
     std::fs::create_dir_all(slice.join("harness")).unwrap();
@@ -244,12 +254,13 @@ pub fn freeze_minimal_slice(dir: &Path, identity: &Path, scope: &[&str]) -> Path
         r#"{"protocol":"sf-repository-acceptance/2","checks":[{"kind":"process","id":"runs","phase":"guardrail","stage":"base","entry":{"from":"harness","path":"t.sh"},"entryInScope":false,"args":[],"input":"none","expectation":{"exitCode":0,"stdoutDigest":null}}]}"#,
     )
     .unwrap();
-    run_json(
+    let frozen = run_json(
         sf().args(["slice", "freeze", "--json", "--dir"])
             .arg(&slice)
             .arg("--identity")
             .arg(identity),
     )
-    .result();
-    slice
+    .result()
+    .clone();
+    (slice, frozen)
 }

@@ -26,10 +26,10 @@ use sf_host::plugin::executor_protocol::RunWire;
 use sf_host::plugin::object_store_protocol;
 use sf_host::plugin::{evidence_store_protocol, executor_protocol, gate_protocol};
 use sf_host::repository::{
-    Author, CandidateManifest, CandidateProtocol, FileEdit, FrozenInputs, IDENT, ManifestEdit,
-    ManifestEntry, ManifestFile, Proposal, ProposalBounds, ProposalMessage, Slice, SliceBinding,
-    TreeContents, candidate_idents, candidate_message, dispatch_message, intent_message,
-    legacy_candidate_message, parse_repository_identity, receipt_message,
+    Author, CandidateManifest, CandidateProtocol, FileEdit, FrozenInputs, IDENT, ImportRecord,
+    ManifestEdit, ManifestEntry, ManifestFile, Proposal, ProposalBounds, ProposalMessage, Slice,
+    SliceBinding, TreeContents, candidate_idents, candidate_message, dispatch_message,
+    intent_message, legacy_candidate_message, parse_repository_identity, receipt_message,
 };
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 
@@ -180,6 +180,21 @@ const GOLDEN: &[(&str, usize, &str)] = &[
         "identity-and-marker",
         243,
         "39c38ddb61ffa01e2fdd60bf5a80eba5a94240d117a26c4a8791e51965e1c5b1",
+    ),
+    (
+        "import-record",
+        213,
+        "ee727550416d58edb9c727803809dd5a72d0210e20aaa72b5716349c7fb6829b",
+    ),
+    (
+        "import-record-commit",
+        192,
+        "f49aa1cc7c00a380d481a787b5c2d7b257d6413cc3efb08e6fa58f57b1c5b5aa",
+    ),
+    (
+        "import-record-tree",
+        39,
+        "91d754223b04f8a2ec01af582944698e94b093bed0bc3976ce0ba0ee98e78eff",
     ),
     (
         "initial-message",
@@ -600,6 +615,20 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         "seal-message",
         sf_host::repository::seal_message().into_bytes(),
     );
+    // An import record (sf-import/1) and its record commit R, whose tree holds it alone and
+    // whose parent is the imported commit.
+    let record = ImportRecord {
+        product: "golden".into(),
+        commit: oid('1'),
+        tree: oid('2'),
+        source: "/home/team/repo".into(),
+        rev: "refs/heads/main".into(),
+        advance: true,
+    };
+    v.insert("import-record", record.to_bytes());
+    let (record_objects, _) = record.objects();
+    v.insert("import-record-tree", record_objects[1].body.clone());
+    v.insert("import-record-commit", record_objects[2].body.clone());
     v.insert(
         "candidate-message-v2",
         legacy_candidate_message("golden", &frozen(), &digest("proposal")).into_bytes(),

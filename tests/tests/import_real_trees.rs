@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use sf_host::contracts::tree_path::EntryMode;
@@ -28,30 +28,6 @@ fn git_with_input(dir: &Path, args: &[&str], input: &[u8]) -> Vec<u8> {
 
 fn text(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap().trim().to_owned()
-}
-
-/// A bundle of the shared fixtures: where `SF_FIXTURE_REPOS` names, else beside the checkout
-/// (`../shared/fixtures/repos`), else the machine's `/work/shared/fixtures/repos`. A missing
-/// fixture fails the test: it never skips.
-fn fixture(name: &str) -> PathBuf {
-    let candidates: Vec<PathBuf> = std::env::var_os("SF_FIXTURE_REPOS")
-        .map(PathBuf::from)
-        .into_iter()
-        .chain([
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures/repos"),
-            PathBuf::from("/work/shared/fixtures/repos"),
-        ])
-        .collect();
-    candidates
-        .iter()
-        .map(|dir| dir.join(name))
-        .find(|bundle| bundle.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "the fixture {name} is missing from {candidates:?}: the real-repository tests \
-                 need the shared fixtures (or SF_FIXTURE_REPOS)"
-            )
-        })
 }
 
 /// One leaf as the comparison sees it.
@@ -183,7 +159,7 @@ fn real_repositories_are_imported_exactly_at_their_tip_and_older_commits() {
                 "clone",
                 "-q",
                 "--bare",
-                fixture(bundle).to_str().unwrap(),
+                sf_tests::fixture_bundle(bundle).to_str().unwrap(),
                 clone.to_str().unwrap(),
             ],
         );

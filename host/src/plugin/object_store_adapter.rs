@@ -100,7 +100,33 @@ impl ObjectStoreFactory for PluginObjectStoreFactory {
     ) -> Result<Box<dyn ObjectStore>, ObjectStoreError> {
         self.make_store(method::OPEN, &wire::encode_open(root, marker, deadline))
     }
+
+    /// `record_boundaries` came with ABI minor 3: a plugin of an older minor does not know
+    /// the method, and says so only once a root exists, so it is refused here, before
+    /// anything is created. A plugin of minor 3 or later serves the method; whether its store
+    /// holds boundaries only its answer to `record_boundaries` says.
+    fn supports_boundaries(&self) -> Result<(), ObjectStoreError> {
+        let plugin = self.instance.plugin();
+        if plugin.abi_minor() >= BOUNDARIES_SINCE_MINOR {
+            return Ok(());
+        }
+        Err(ObjectStoreError::Unavailable {
+            reason: format!(
+                "plugin {} speaks ABI {}.{}, whose object stores cannot hold a history \
+                 boundary (an imported commit whose parents stay in the team's repository; \
+                 record_boundaries came with ABI {}.{BOUNDARIES_SINCE_MINOR}): rebuild it \
+                 with a newer sf-sdk, or configure another object store",
+                plugin.name(),
+                super::abi::ABI_MAJOR,
+                plugin.abi_minor(),
+                super::abi::ABI_MAJOR,
+            ),
+        })
+    }
 }
+
+/// The ABI minor whose object stores first served `record_boundaries`.
+const BOUNDARIES_SINCE_MINOR: u32 = 3;
 
 /// One store living in a plugin; dropping it releases the plugin's store.
 #[derive(Debug)]

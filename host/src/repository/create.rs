@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::canonical;
-use crate::contracts::{EncodedObject, ObjectStoreFactory, RefName, RefUpdate};
+use crate::contracts::{EncodedObject, ObjectStoreError, ObjectStoreFactory, RefName, RefUpdate};
 use crate::fault::FaultPoint;
 use crate::git_object::{self, Commit, ObjectId, ObjectKind};
 
@@ -117,6 +117,19 @@ pub fn create_repository(
     let first = validate_create(request, &nonce)?;
     let target = RefName::parse(&request.target_ref)?;
     let deadline = || Instant::now() + options.git_timeout;
+    if first.boundary {
+        // Asked before the root exists: a store that cannot hold the boundary creates nothing.
+        factory.supports_boundaries().map_err(|error| match error {
+            ObjectStoreError::Unavailable { reason } => RepositoryError::Unavailable {
+                reason: format!(
+                    "commit {} has parents, which stay in the team's repository, so its store \
+                     must hold a history boundary: {reason}",
+                    first.commit
+                ),
+            },
+            other => other.into(),
+        })?;
+    }
 
     let store = factory.create(Path::new(&request.path), deadline())?;
     let root = store.root().clone();

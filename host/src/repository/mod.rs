@@ -5,12 +5,15 @@
 //! Everything here works over `dyn ObjectStore`; the core never names a backend. Stored
 //! layout: `refs/sf/candidates/<manifest sha256 hex>` → seal commit S (tree
 //! `{manifest.json}`, and `proposal.json` from `sf-candidate/3` on; parent M); M's sole
-//! parent is the base B.
+//! parent is the base B. Later bases imported from the team's repository:
+//! `refs/sf/imports/<commit hex>` → record commit R (tree `{import.json}`, parent the
+//! imported commit).
 
 mod create;
 mod error;
 mod export;
 mod identity;
+mod import;
 mod imported;
 mod integration;
 mod manifest;
@@ -36,6 +39,11 @@ pub use identity::{
     MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS, REPOSITORY_PROTOCOL, REPOSITORY_PROTOCOL_V1,
     RepositoryIdentity, RepositoryLimits, RepositorySettings, SEAL_PROTOCOL, SF_NAME_EMAIL,
     check_target_ref, initial_message, parse_repository_identity, seal_message,
+};
+pub use import::{
+    IMPORT_PROTOCOL, IMPORT_RECORD_NAME, IMPORT_REF_PREFIX, ImportBase, ImportError, ImportRecord,
+    ImportSource, ImportedBase, MAX_IMPORT_RECORD_BYTES, SourceError, TargetMove, import_message,
+    import_ref,
 };
 pub use imported::{CommitHeads, ImportedCommit, MAX_IMPORTED_COMMIT_BYTES, commit_heads};
 pub use integration::{
@@ -200,9 +208,15 @@ impl Repository {
     }
 
     /// The files of `commit`, which must be a factory commit of this repository: the pinned
-    /// initial commit, or a stored commit in this Product's Candidate form (any version). Whether a
-    /// Candidate ref publishes it is not checked here (export does).
+    /// initial commit, a commit an import record publishes, or a stored commit in this
+    /// Product's Candidate form (any version). Whether a Candidate ref publishes it is not
+    /// checked here (export does).
     pub fn snapshot(&self, commit: &ObjectId) -> Result<SourceSnapshot, RepositoryError> {
+        if *commit != self.identity.initial
+            && let Some(imported) = self.imported_snapshot(commit)?
+        {
+            return Ok(imported);
+        }
         let what = format!("commit {commit}");
         // An imported initial commit may carry a signature; a Candidate commit its
         // proposal's message.

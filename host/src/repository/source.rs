@@ -512,22 +512,28 @@ pub fn walk_tree<S: ObjectSource + ?Sized>(
             ),
         )]));
     }
-    if !faults.is_empty() {
-        faults.sort_by(|a, b| a.path.cmp(&b.path));
-        return Err(WalkError::Faults(faults));
-    }
+    // The leaves are read and checked even when entries are at fault, so that a refusal
+    // lists the faults of the tree rules (a link leaving the tree, a case collision, a size)
+    // beside those of the entries (a submodule, a mode): every path at fault at once.
+    // A read that fails then does not hide the entries' faults.
     let ids: Vec<ObjectId> = blobs.iter().map(|(_, _, id)| *id).collect();
-    let bodies = source
-        .read(&ids, ObjectKind::Blob, limits.max_source_bytes as u64)
-        .map_err(WalkError::Read)?;
+    let bodies = match source.read(&ids, ObjectKind::Blob, limits.max_source_bytes as u64) {
+        Ok(bodies) => bodies,
+        Err(_) if !faults.is_empty() => {
+            faults.sort_by(|a, b| a.path.cmp(&b.path));
+            return Err(WalkError::Faults(faults));
+        }
+        Err(error) => return Err(WalkError::Read(error)),
+    };
     let mut files: Vec<SourceFile> = blobs
         .into_iter()
         .zip(bodies)
         .map(|((path, mode, _), body)| SourceFile::new(path, mode, body))
         .collect();
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    let faults = check_source(&files, limits, policy);
+    faults.extend(check_source(&files, limits, policy));
     if !faults.is_empty() {
+        faults.sort_by(|a, b| a.path.cmp(&b.path));
         return Err(WalkError::Faults(faults));
     }
     // Rebuilding from the files must give the tree that was read: a stored tree in any other

@@ -118,4 +118,9 @@ impl ObjectStoreFactory for GitCliFactory {
     ) -> Result<Box<dyn ObjectStore>, ObjectStoreError> {
         Ok(Box::new(self.open_store(root, marker, deadline)?))
     }
+
+    /// Git's `shallow` list holds them ([`crate::boundary`]).
+    fn supports_boundaries(&self) -> Result<(), ObjectStoreError> {
+        Ok(())
+    }
 }

@@ -253,6 +253,10 @@ impl ObjectStoreFactory for InMemoryObjectStoreFactory {
     ) -> Result<Box<dyn ObjectStore>, ObjectStoreError> {
         Ok(Box::new(self.open_store(root, marker, deadline)?))
     }
+
+    fn supports_boundaries(&self) -> Result<(), ObjectStoreError> {
+        Ok(())
+    }
 }
 
 /// One in-memory root's objects and refs.

@@ -4,7 +4,10 @@
 //! so that a test can run every case in a child process and watch the host survive:
 //!
 //! - `SF_HOSTILE_ENTRY` changes the entry table: `wrong-magic`, `abi-major` (major + 1),
-//!   `abi-minor` (minor + 1, which must still work), `null-table`, `null-function`.
+//!   `abi-minor` (minor + 1, which must still work), `null-table`, `null-function`, and
+//!   `abi-minor-2`: a plugin built with an sdk of ABI 1.2, which says so in its table and
+//!   answers `record_boundaries` (ABI 1.3's) as an sdk of 1.2 answers any method it does not
+//!   know.
 //! - `SF_HOSTILE_REPLY` replaces the reply of every `call` (after the real call ran; with
 //!   `SF_HOSTILE_REPLY_SCOPE=store`, of store methods only):
 //!   `garbage` (random bytes), `bad-header` (a frame whose header is not JSON),
@@ -15,6 +18,10 @@
 //!   `"factory"` in `create` and `open`, `"store"` (the default) in every store method and in
 //!   the store's destructor.
 //! - The `panicking` Gate and EvidenceStore tags panic in every method.
+//! - The `memory-root` ObjectStore tag is not hostile: the sdk's in-memory store, except that
+//!   `create` also makes the root as a directory on disk, exclusively, as a real store would,
+//!   so that a test of the `sf` binary sees whether a root was created. It lives as long as the
+//!   process; open a root only in the process that created it.
 //!
 //! A manifest mismatch needs no code: the tests copy the library beside an edited manifest.
 
@@ -38,7 +45,10 @@ const MANIFEST: &str = include_str!("../sf-plugin.json");
 
 static DEFINITION: PluginDefinition = PluginDefinition {
     manifest: MANIFEST,
-    object_stores: &[("panicking", panicking as ObjectStoreConstructor)],
+    object_stores: &[
+        ("memory-root", memory_root as ObjectStoreConstructor),
+        ("panicking", panicking as ObjectStoreConstructor),
+    ],
     executors: &[],
     evidence_stores: &[("panicking", panicking_evidence as EvidenceStoreConstructor)],
     gates: &[("panicking", panicking_gate as GateConstructor)],
@@ -201,6 +211,57 @@ impl ObjectStore for PanickingStore {
     }
 }
 
+fn memory_root(config: &PluginConfig) -> Result<Box<dyn ObjectStoreFactory>, String> {
+    #[derive(sf_sdk::serde::Deserialize)]
+    #[serde(crate = "sf_sdk::serde", deny_unknown_fields)]
+    struct Empty {}
+    let Empty {} = config.parse()?;
+    Ok(Box::new(MemoryRoot {
+        inner: InMemoryObjectStoreFactory::new(),
+    }))
+}
+
+/// The in-memory store, whose `create` also makes the root directory on disk.
+struct MemoryRoot {
+    inner: InMemoryObjectStoreFactory,
+}
+
+impl ObjectStoreFactory for MemoryRoot {
+    fn create(
+        &self,
+        path: &Path,
+        deadline: Instant,
+    ) -> Result<Box<dyn ObjectStore>, ObjectStoreError> {
+        use std::os::unix::fs::DirBuilderExt as _;
+        let store = self.inner.create(path, deadline)?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(path)
+            .map_err(|error| match error.kind() {
+                std::io::ErrorKind::AlreadyExists => ObjectStoreError::Exists {
+                    path: path.to_owned(),
+                },
+                _ => ObjectStoreError::Unavailable {
+                    reason: format!("{}: {error}", path.display()),
+                },
+            })?;
+        Ok(store)
+    }
+
+    fn open(
+        &self,
+        root: &StoreRoot,
+        marker: &[u8],
+        deadline: Instant,
+    ) -> Result<Box<dyn ObjectStore>, ObjectStoreError> {
+        self.inner.open(root, marker, deadline)
+    }
+
+    fn supports_boundaries(&self) -> Result<(), ObjectStoreError> {
+        self.inner.supports_boundaries()
+    }
+}
+
 unsafe extern "C" fn instantiate(
     contract: SfBytes,
     config: SfBytes,
@@ -211,7 +272,11 @@ unsafe extern "C" fn instantiate(
     unsafe { sf_sdk::export::instantiate(&DEFINITION, contract, config, instance, reply) }
 }
 
-/// Runs the real call, then replaces its reply as `SF_HOSTILE_REPLY` says.
+/// The ABI's status of a plugin-level error (`unsupported-method`, …).
+const PLUGIN_ERROR: i32 = 2;
+
+/// Runs the real call, then replaces its reply as `SF_HOSTILE_REPLY` says; as ABI 1.2 would,
+/// with `SF_HOSTILE_ENTRY=abi-minor-2`, for a method that came later.
 unsafe extern "C" fn call(
     instance: *mut c_void,
     method: SfBytes,
@@ -219,6 +284,19 @@ unsafe extern "C" fn call(
     reply: *mut SfBuffer,
     new_instance: *mut *mut c_void,
 ) -> i32 {
+    if std::env::var("SF_HOSTILE_ENTRY").as_deref() == Ok("abi-minor-2") {
+        // SAFETY: the host lends the method name for the call.
+        let name = unsafe { method.as_slice() }.unwrap_or_default();
+        if name == b"record_boundaries" {
+            // What the sdk of ABI 1.2 answered for a method it did not know.
+            let header = br#"{"code":"unsupported-method","message":"\"record_boundaries\" is not a method of the object-store contract"}"#;
+            let mut bytes = (header.len() as u32).to_le_bytes().to_vec();
+            bytes.extend_from_slice(header);
+            // SAFETY: the host passed a valid out-pointer for the reply.
+            unsafe { reply.write(SfBuffer::from_vec(bytes)) };
+            return PLUGIN_ERROR;
+        }
+    }
     // SAFETY: forwarded from the host.
     let status = unsafe { sf_sdk::export::call(instance, method, request, reply, new_instance) };
     let Ok(mode) = std::env::var("SF_HOSTILE_REPLY") else {
@@ -322,6 +400,7 @@ static NEXT_MINOR: StaticEntry = table(
     sf_sdk::export::ABI_MINOR + 1,
     true,
 );
+static MINOR_TWO: StaticEntry = table(sf_sdk::export::MAGIC, sf_sdk::export::ABI_MAJOR, 2, true);
 static NULL_FUNCTION: StaticEntry = table(
     sf_sdk::export::MAGIC,
     sf_sdk::export::ABI_MAJOR,
@@ -336,6 +415,7 @@ pub extern "C" fn sf_plugin_entry_v1() -> *const PluginEntryV1 {
         Ok("wrong-magic") => &WRONG_MAGIC.0,
         Ok("abi-major") => &NEXT_MAJOR.0,
         Ok("abi-minor") => &NEXT_MINOR.0,
+        Ok("abi-minor-2") => &MINOR_TWO.0,
         Ok("null-table") => std::ptr::null(),
         Ok("null-function") => &NULL_FUNCTION.0,
         _ => &NORMAL.0,
