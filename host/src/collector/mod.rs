@@ -32,9 +32,12 @@
 //! differ from the pinned program, input, harness, runtime, profile or bounds, that was stopped
 //! (timeout, output limit, abort), whose processes were not confirmed reaped, whose
 //! enforcement facts do not state what the recipe pins, that enforced other bounds than
-//! requested, for which the executor reported problems, or that ended after the deadline, is
-//! recorded with those problems
-//! and is not attributable: the judge can only find it Inconclusive.
+//! requested, for which the executor reported problems, that hit one of the executor's own
+//! limits (processes, memory, file size, CPU time, open files, scratch: the sandbox's, which
+//! no check declares), or that ended after the deadline, is recorded with those problems
+//! and is not attributable: the judge can only find it Inconclusive. The limits hit are
+//! recorded as the executor stated them (`process.limitsHit`), so that the judge decides
+//! from the record, not from the collector's word.
 //!
 //! **One record per run**: every check, started or not, becomes one observation and one
 //! `EvidenceStore::put`, after the hold is asserted again. A put that fails makes that run
@@ -60,8 +63,8 @@ use crate::assurance::{
 use crate::canonical::{self, Digest};
 use crate::contracts::{
     AttemptId, CancelToken, Enforcement, EntryPlace, EvidenceRecord, EvidenceStore, Executor, Gate,
-    GateExt, NamespaceDisposition, RunAnswer, RunIdentities, RunRequest, RunStatus,
-    RuntimeDescription, Withheld,
+    GateExt, LimitHit, NamespaceDisposition, RunAnswer, RunIdentities, RunRequest, RunStatus,
+    RuntimeDescription, Withheld, check_limits_hit,
 };
 use crate::fence::Hold;
 use crate::repository::{CandidateManifest, SealedCandidate, SourceSnapshot};
@@ -146,6 +149,9 @@ pub struct CollectedRun {
     /// Why the run did not start or is not attributable, and why its record was not stored;
     /// empty for an attributable run.
     pub problems: Vec<String>,
+    /// The executor's limits the run hit, as recorded (empty for a run that hit none or did
+    /// not start).
+    pub limits_hit: Vec<LimitHit>,
 }
 
 /// The outcome of a collection that ran to its end.
@@ -334,6 +340,7 @@ impl RepositoryCollector {
                         "an earlier record could not be stored; nothing further is started or stored"
                             .into(),
                     ],
+                    limits_hit: Vec::new(),
                 };
                 progress(&run);
                 runs.push(run);
@@ -361,6 +368,13 @@ impl RepositoryCollector {
             hold.assert_active()
                 .map_err(|error| released(error, &stored))?;
             let identities = ran.observation.facts.identities.clone();
+            let limits_hit = ran
+                .observation
+                .facts
+                .process
+                .as_ref()
+                .and_then(|process| process.limits_hit.clone())
+                .unwrap_or_default();
             let put = ran
                 .observation
                 .encode()
@@ -399,6 +413,7 @@ impl RepositoryCollector {
                         state: ran.state,
                         identities,
                         problems: ran.observation.facts.problems.clone(),
+                        limits_hit,
                     }
                 }
                 Err(error) => {
@@ -411,6 +426,7 @@ impl RepositoryCollector {
                         state: RunState::StorageFailed,
                         identities,
                         problems,
+                        limits_hit,
                     }
                 }
             };
@@ -666,6 +682,17 @@ impl RepositoryCollector {
             facts.ended_at,
             prepared.deadline,
         );
+        let limits_hit = match check_limits_hit(&answer.limits_hit) {
+            Ok(()) => answer.limits_hit.clone(),
+            // A list the record cannot hold is kept as the problems above (one per hit), so
+            // that no hit is dropped.
+            Err(rule) => {
+                facts.problems.push(format!(
+                    "the executor stated its limits hit malformed: {rule}"
+                ));
+                Vec::new()
+            }
+        };
         facts.attributable = facts.problems.is_empty();
         facts.identities = Some(answer.identities.clone());
         facts.process = Some(ProcessFacts {
@@ -679,6 +706,7 @@ impl RepositoryCollector {
             system_ms: answer.times.system.as_millis() as u64,
             max_rss_kib: answer.times.max_rss_kib,
             memory_peak_bytes: answer.times.memory_peak_bytes,
+            limits_hit: Some(limits_hit),
             reaped: answer.namespace == NamespaceDisposition::Reaped,
         });
         Ok(Ran {
@@ -820,6 +848,8 @@ fn answer_problems(
     for problem in &answer.problems {
         problems.push(format!("executor: {problem}"));
     }
+    // The sandbox's own limits are never the program's failure.
+    problems.extend(answer.limits_hit.iter().map(ToString::to_string));
     if ended_at.is_none_or(|ended| ended > deadline) {
         problems.push("the run ended after the deadline".into());
     }
