@@ -105,6 +105,40 @@ fn the_same_fix_within_the_limits_is_verified() {
     assert_eq!(verdict.outcome, Outcome::Verified, "{verdict:#?}");
 }
 
+/// A Slice frozen under other limits (here the limits that were the defaults before these:
+/// 64 processes, 4 GiB of address space, a 16 MiB scratch) pins their profile; an executor
+/// with the current defaults runs none of its checks, naming the profile, and the Verdict is
+/// Inconclusive: a Slice is never run under limits it was not frozen with.
+#[test]
+fn a_slice_frozen_under_other_limits_is_never_run_under_these() {
+    let earlier = Limits {
+        processes: 64,
+        address_space_bytes: 4 << 30,
+        file_size_bytes: 16 << 20,
+        open_files: 256,
+        cpu_seconds: 300,
+        scratch_bytes: 16 << 20,
+        scratch_inodes: 4096,
+        ..Limits::default()
+    };
+    let scenario = Scenario::new(sandbox_with(earlier), Options::default());
+    let request = scenario.request(SUM_FIXED);
+    let hold = scenario.fence.acquire().unwrap();
+    let result = scenario
+        .collector_over(sandbox())
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap();
+    for run in &result.runs {
+        assert_eq!(run.state, RunState::NotStarted, "{run:?}");
+        assert!(
+            run.problems[0].contains("the environment record differs from the pinned one: profile"),
+            "{run:?}"
+        );
+    }
+    let verdict = scenario.judge(&request, hold.attempt());
+    assert_eq!(verdict.outcome, Outcome::Inconclusive, "{verdict:#?}");
+}
+
 /// Collects `request` under a new attempt and judges it.
 fn collect_and_judge(scenario: &Scenario, request: &CollectRequest) -> (CollectResult, Verdict) {
     let hold = scenario.fence.acquire().unwrap();
