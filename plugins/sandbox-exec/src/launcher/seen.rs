@@ -62,14 +62,14 @@ impl Seen {
         }
         let seconds = |time: libc::timeval| time.tv_sec.max(0) as u64;
         match libc::WTERMSIG(status) {
-            libc::SIGXFSZ => self.file_size_ends += 1,
-            libc::SIGXCPU => self.cpu_signal_ends += 1,
+            libc::SIGXFSZ => self.file_size_ends = self.file_size_ends.saturating_add(1),
+            libc::SIGXCPU => self.cpu_signal_ends = self.cpu_signal_ends.saturating_add(1),
             libc::SIGKILL
                 if self.cpu_seconds.is_some_and(|limit| {
-                    seconds(usage.ru_utime) + seconds(usage.ru_stime) >= limit
+                    seconds(usage.ru_utime).saturating_add(seconds(usage.ru_stime)) >= limit
                 }) =>
             {
-                self.cpu_kill_ends += 1;
+                self.cpu_kill_ends = self.cpu_kill_ends.saturating_add(1);
             }
             _ => {}
         }
