@@ -77,6 +77,22 @@ fn collect_and_judge_name_the_limit_a_run_hit() {
     );
     let shown = runs.iter().find(|run| run["check"] == "bug-shown").unwrap();
     assert_eq!(shown["limitsHit"], serde_json::json!([]), "{shown}");
+    // `sf evidence get` shows the record's limits, in text and in its facts.
+    let id = fixed["evidence"].as_str().unwrap();
+    let record = work.sf(&["evidence", "get", id, "--slice", "tight"]);
+    let facts = &record.result()["observation"]["process"];
+    assert_eq!(facts["limitsHit"][0]["limit"], "processes", "{facts}");
+    let text = sf_tests::plugins::sf()
+        .current_dir(&work.dir)
+        .args(["evidence", "get", id, "--slice", "tight"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.lines()
+            .any(|line| line.starts_with("  limit   ") && line.contains(REASON)),
+        "{text}"
+    );
 
     // `sf judge --json`: Inconclusive, the limit by check and in the check's problems.
     let judged = run("judge", "tight", &candidate, true);
