@@ -51,8 +51,8 @@ pub struct Limits {
     /// The most processes and threads the program may have at once. The run's control group
     /// bounds them exactly (its `pids.max` is this plus the launcher and the init); without
     /// one, RLIMIT_NPROC does, which counts every thread of the sandbox's user in its user
-    /// namespace and is set [`NPROC_ABOVE_GROUP`] above the group's bound (see
-    /// [`rlimits`]).
+    /// namespace and is set [`NPROC_ABOVE_GROUP`] above the group's bound, so that the
+    /// group's bound is the one reached, and counted.
     pub processes: u64,
     /// The size of the scratch file system in bytes.
     pub scratch_bytes: u64,
