@@ -10,7 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use clap::{Args, Subcommand};
 
-use super::common::{CliError, Context, Output, json_value, repository_error};
+use super::common::{CliError, Context, Output, json_value, limits_hit_json, repository_error};
 use super::slice_dir::{SliceDir, coded, invalid};
 use sf_host::assurance::{Observation, Outcome, ProcessCheck, ProcessFacts, Verdict, time};
 use sf_host::canonical::{Digest, Value, object};
@@ -194,6 +194,7 @@ pub(super) fn run_json_of(run: &CollectedRun) -> serde_json::Value {
         "state": run.state.as_str(),
         "evidence": run.evidence.as_ref().map(ToString::to_string),
         "problems": run.problems,
+        "limitsHit": limits_hit_json(&run.limits_hit),
     })
 }
 
@@ -275,6 +276,13 @@ pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliEr
     );
     for run in &result.runs {
         text.push_str(&format!("  {:<24} {}\n", run.check, run.state.as_str()));
+        for hit in &run.limits_hit {
+            text.push_str(&format!(
+                "  {:<24}   {}\n",
+                "",
+                text_escape::line(&hit.to_string())
+            ));
+        }
     }
     if !result.may_judge() {
         text.push_str("no Verdict may be issued for this attempt\n");
@@ -313,11 +321,19 @@ pub(super) fn verdict_text(verdict: &Verdict, digest: &Digest) -> String {
     text
 }
 
-/// A Verdict as JSON: its record and its digest.
+/// A Verdict as JSON: its record, its digest, and the executor's limits each check's run hit
+/// (by check; the record's problems name them too).
 pub(super) fn verdict_json(verdict: &Verdict, digest: &Digest) -> serde_json::Value {
+    let limits_hit: serde_json::Map<String, serde_json::Value> = verdict
+        .checks
+        .iter()
+        .filter(|check| !check.limits_hit.is_empty())
+        .map(|check| (check.check.clone(), limits_hit_json(&check.limits_hit)))
+        .collect();
     serde_json::json!({
         "verdict": json_value(&verdict.to_value()),
         "digest": digest.to_string(),
+        "limitsHit": limits_hit,
     })
 }
 
@@ -497,6 +513,23 @@ pub fn run_evidence(context: &Context, command: EvidenceCommand) -> Result<Outpu
                 }
                 for problem in &observation.facts.problems {
                     text.push_str(&format!("  problem {}\n", text_escape::line(problem)));
+                }
+                match observation
+                    .facts
+                    .process
+                    .as_ref()
+                    .map(|process| process.limits_hit.as_deref())
+                {
+                    Some(Some(hits)) => {
+                        for hit in hits {
+                            text.push_str(&format!(
+                                "  limit   {}\n",
+                                text_escape::line(&hit.to_string())
+                            ));
+                        }
+                    }
+                    Some(None) => text.push_str("  limits  not recorded (an older format)\n"),
+                    None => {}
                 }
                 text.push_str(&text_escape::block("stdout", &observation.stdout));
                 text.push_str(&text_escape::block("stderr", &observation.stderr));

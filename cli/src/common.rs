@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sf_host::canonical::Value;
-use sf_host::contracts::{EvidenceStore, Executor, Gate, ObjectStoreFactory};
+use sf_host::contracts::{EvidenceStore, Executor, Gate, LimitHit, ObjectStoreFactory};
 use sf_host::fault::{FaultPoints, NoFaults};
 use sf_host::plugin::{Config, ConfigError, PluginPath};
 use sf_host::repository::{
@@ -233,6 +233,21 @@ pub fn json_value(value: &Value) -> serde_json::Value {
                 .collect(),
         ),
     }
+}
+
+/// The limits a run hit, as `--json` shows them: `[{limit, value, detail, reason}]`, `reason`
+/// the sentence a Verdict names the limit with.
+pub fn limits_hit_json(hits: &[LimitHit]) -> serde_json::Value {
+    hits.iter()
+        .map(|hit| {
+            serde_json::json!({
+                "limit": hit.limit().as_str(),
+                "value": hit.value(),
+                "detail": hit.detail(),
+                "reason": hit.to_string(),
+            })
+        })
+        .collect()
 }
 
 /// An absolute form of `path`: relative paths are taken from the working directory, and the

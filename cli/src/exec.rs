@@ -286,6 +286,7 @@ pub fn answer_json(answer: &RunAnswer) -> serde_json::Value {
             }
         },
         "problems": answer.problems,
+        "limitsHit": super::common::limits_hit_json(&answer.limits_hit),
     })
 }
 
@@ -342,6 +343,12 @@ fn answer_text(answer: &RunAnswer) -> String {
     }
     for problem in &answer.problems {
         text.push_str(&format!("problem   {}\n", text_escape::line(problem)));
+    }
+    for hit in &answer.limits_hit {
+        text.push_str(&format!(
+            "limit     {}\n",
+            text_escape::line(&hit.to_string())
+        ));
     }
     for (name, bytes) in [("stdout", &answer.stdout), ("stderr", &answer.stderr)] {
         text.push_str(&text_escape::block(name, bytes));

@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::canonical::{self, Digest, Value};
+use crate::limit_hit::LimitHit;
 use crate::snapshot::SnapshotFile;
 
 use crate::error_fields::contract_error;
@@ -601,6 +602,10 @@ pub struct RunAnswer {
     pub namespace: NamespaceDisposition,
     /// What went wrong in the Executor itself after the start, if anything; empty normally.
     pub problems: Vec<String>,
+    /// The Executor's own limits the run hit, as far as it could see them: at most one per
+    /// limit, in [`Limit`](crate::Limit) order ([`check_limits_hit`](crate::check_limits_hit)).
+    /// A run that hit one failed for the Executor's reason, whatever the program did.
+    pub limits_hit: Vec<LimitHit>,
 }
 
 impl fmt::Debug for RunAnswer {
@@ -616,6 +621,7 @@ impl fmt::Debug for RunAnswer {
             .field("identities", &self.identities)
             .field("namespace", &self.namespace)
             .field("problems", &self.problems)
+            .field("limits_hit", &self.limits_hit)
             .finish()
     }
 }

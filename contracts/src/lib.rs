@@ -15,6 +15,7 @@ pub mod framing;
 pub mod git_object;
 pub mod grammar;
 pub mod legacy_enforcement;
+pub mod limit_hit;
 pub mod path_glob;
 pub mod snapshot;
 pub mod tree_path;
@@ -36,6 +37,7 @@ pub use executor::{
     RunBounds, RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
 pub use gate::{Gate, GateAnswer, GateError, GateExt, Withheld, is_valid_reason};
+pub use limit_hit::{Limit, LimitHit, MAX_LIMIT_DETAIL_CHARS, check_limits_hit};
 pub use object_store::{
     EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreExt, ObjectStoreFactory,
     READ_FRAMING_BYTES, RefName, RefUpdate, RefValue, StoreRoot, StoredObject,

@@ -57,6 +57,7 @@ fuzz_target!(|data: &[u8]| {
                 "run_v2",
                 "run_v3",
                 "run_v4",
+                "run_v5",
                 "cancel",
             ] {
                 let _ = executor::Request::decode(method, bytes);
@@ -74,6 +75,15 @@ fuzz_target!(|data: &[u8]| {
                     executor::RunWire::V3,
                 )
                 .expect("an encoded run_v3 answer decodes");
+                assert_eq!(again, answer);
+            }
+            // The limits a run hit survive their own shape.
+            if let Ok(answer) = executor::decode_answer(bytes, executor::RunWire::V5) {
+                let again = executor::decode_answer(
+                    &executor::encode_answer(&answer, executor::RunWire::V5),
+                    executor::RunWire::V5,
+                )
+                .expect("an encoded run_v5 answer decodes");
                 assert_eq!(again, answer);
             }
             let _ = executor::decode_cancelled(bytes);

@@ -15,6 +15,7 @@
 //! | `run_v2` | `{runId, program, entry: {place, path}, args, input, harness, bounds}` | the answer, with `identities.harness` |
 //! | `run_v3` | as `run_v2` | the answer of `run_v2`, with `identities.enforcement` an object of facts |
 //! | `run_v4` | as `run_v2`, each file `{path, mode, content}` | the answer of `run_v3` |
+//! | `run_v5` | as `run_v4` | the answer of `run_v4`, with `limitsHit` |
 //! | `cancel` | `{runId}` | `{}` |
 //!
 //! `executable`, `readable[].path`, `recipe` and every `content` are section indexes; `kind`
@@ -49,8 +50,19 @@
 //! a link cannot travel in them ([`RunWire::lacks`]), and the host refuses it before anything
 //! is sent rather than send the bytes without their modes.
 //!
-//! A host calls `run_v4` on a plugin of minor 4 or later, `run_v3` on minor 3, `run_v2` on
-//! minor 2, and `run` on an older one, each for the requests its shape carries.
+//! `run_v5` (ABI 1.5) takes the request of `run_v4`; its answer adds `limitsHit`, the
+//! Executor's own limits the run hit: `[{limit, value, detail}, …]`, each `limit` one word of
+//! sf-contracts' `Limit` (`processes`, `memory`, `file-size`, `cpu-time`, `open-files`,
+//! `scratch`, `scratch-files`), at most once and in that order, `value` the limit in force (at
+//! most 2^53 − 1) and `detail` how the Executor knows (1 to 256 characters, no control
+//! character). The older answers have no such field (it is refused in them): a run answered
+//! in one reads as having stated no limit hit, and a plugin answering an older host writes
+//! each limit its run hit as a problem instead (`problems`, which every shape carries and
+//! which makes the run unattributable to a collector of any version), so that no hit is lost.
+//!
+//! A host calls `run_v5` on a plugin of minor 5 or later, `run_v4` on minor 4, `run_v3` on
+//! minor 3, `run_v2` on minor 2, and `run` on an older one, each for the requests its shape
+//! carries.
 //!
 //! # Cancellation
 //!
@@ -74,9 +86,9 @@ use crate::contracts::legacy_enforcement::LegacyEnforcement;
 use crate::contracts::snapshot::{SnapshotFile, is_regular_only};
 use crate::contracts::tree_path::EntryMode;
 use crate::contracts::{
-    Enforcement, EntryPlace, ExecutorError, NamespaceDisposition, ProfileDescription, ReadableKind,
-    ReadablePath, RunAnswer, RunBounds, RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes,
-    RuntimeDescription,
+    Enforcement, EntryPlace, ExecutorError, LimitHit, NamespaceDisposition, ProfileDescription,
+    ReadableKind, ReadablePath, RunAnswer, RunBounds, RunEntry, RunIdentities, RunRequest,
+    RunStatus, RunTimes, RuntimeDescription,
 };
 use crate::message::{self, MessageBuilder, MessageError, Sections};
 use crate::protocol::{self, Empty};
@@ -98,6 +110,8 @@ pub mod method {
     pub const RUN_V3: &str = "run_v3";
     /// `run_v3` whose request carries each snapshot entry's mode (ABI 1.4).
     pub const RUN_V4: &str = "run_v4";
+    /// `run_v4` whose answer states the limits the run hit (ABI 1.5).
+    pub const RUN_V5: &str = "run_v5";
     /// Cancels a run in flight by its id.
     pub const CANCEL: &str = "cancel";
 }
@@ -113,6 +127,8 @@ pub enum RunWire {
     V3,
     /// `run_v4`: the request of `run_v2` with each entry's mode; the answer of `run_v3`.
     V4,
+    /// `run_v5`: the request of `run_v4`; the answer of `run_v4` with the limits hit.
+    V5,
 }
 
 /// What a request holds that an older message shape cannot carry.
@@ -160,6 +176,7 @@ impl RunWire {
             Self::V2 => method::RUN_V2,
             Self::V3 => method::RUN_V3,
             Self::V4 => method::RUN_V4,
+            Self::V5 => method::RUN_V5,
         }
     }
 
@@ -173,7 +190,7 @@ impl RunWire {
         let moded = [&request.program, &request.input, &request.harness]
             .iter()
             .any(|files| !is_regular_only(files));
-        if self != Self::V4 && moded {
+        if !self.carries_modes() && moded {
             return Some(RunFeature::Modes);
         }
         None
@@ -182,6 +199,16 @@ impl RunWire {
     /// Whether `request` can travel in this shape.
     pub fn carries(self, request: &RunRequest) -> bool {
         self.lacks(request).is_none()
+    }
+
+    /// Whether the request of this shape carries each entry's mode.
+    fn carries_modes(self) -> bool {
+        matches!(self, Self::V4 | Self::V5)
+    }
+
+    /// Whether the answer of this shape states the limits the run hit.
+    pub fn states_limits(self) -> bool {
+        self == Self::V5
     }
 }
 
@@ -192,7 +219,7 @@ pub enum Request {
     DescribeRuntime,
     /// `profile`.
     Profile,
-    /// `run`, `run_v2`, `run_v3` or `run_v4`.
+    /// `run`, `run_v2`, `run_v3`, `run_v4` or `run_v5`.
     Run {
         /// The host's name for the run, for `cancel`.
         run_id: u64,
@@ -247,9 +274,14 @@ impl Request {
                 };
                 Self::decode_run(header, sections, wire)?
             }
-            method::RUN_V4 => {
+            method::RUN_V4 | method::RUN_V5 => {
                 let (header, sections) = message::decode::<RunHeaderV2<ModedFileHeader>>(bytes)?;
-                Self::decode_run(header, sections, RunWire::V4)?
+                let wire = if method == method::RUN_V4 {
+                    RunWire::V4
+                } else {
+                    RunWire::V5
+                };
+                Self::decode_run(header, sections, wire)?
             }
             method::CANCEL => {
                 let (header, sections) = message::decode::<CancelHeader>(bytes)?;
@@ -325,7 +357,7 @@ pub fn encode_run(run_id: u64, request: &RunRequest, wire: RunWire) -> Option<Ve
             let header = run_header_v2::<FileHeader>(run_id, request, &mut builder);
             builder.encode(&header)
         }
-        RunWire::V4 => {
+        RunWire::V4 | RunWire::V5 => {
             let header = run_header_v2::<ModedFileHeader>(run_id, request, &mut builder);
             builder.encode(&header)
         }
@@ -432,7 +464,8 @@ pub fn decode_profile(bytes: &[u8]) -> Result<ProfileDescription, MessageError> 
 }
 
 /// The answer of a run in the shape of `wire`. The `run` and `run_v2` shapes carry
-/// enforcement in their fixed fields ([`LegacyEnforcement::from_facts`]).
+/// enforcement in their fixed fields ([`LegacyEnforcement::from_facts`]); the shapes before
+/// `run_v5` carry each limit the run hit as a problem.
 pub fn encode_answer(answer: &RunAnswer, wire: RunWire) -> Vec<u8> {
     let mut builder = MessageBuilder::new();
     let stdout = builder.section(&answer.stdout);
@@ -448,21 +481,21 @@ pub fn encode_answer(answer: &RunAnswer, wire: RunWire) -> Vec<u8> {
                 ..EnforcementHeader::from(legacy)
             };
             let identities = identities_header(ids, None, enforcement);
-            encode_answer_with(answer, stdout, stderr, identities, builder, None)
+            encode_answer_with(answer, wire, (stdout, stderr), identities, builder, None)
         }
         RunWire::V2 => {
             let harness = Some(ids.harness.to_string());
             let identities = identities_header(ids, harness, EnforcementHeader::from(legacy));
-            encode_answer_with(answer, stdout, stderr, identities, builder, peak)
+            encode_answer_with(answer, wire, (stdout, stderr), identities, builder, peak)
         }
-        RunWire::V3 | RunWire::V4 => {
+        RunWire::V3 | RunWire::V4 | RunWire::V5 => {
             let facts: BTreeMap<String, String> = ids
                 .enforcement
                 .facts()
                 .map(|(mechanism, status)| (mechanism.to_owned(), status.to_owned()))
                 .collect();
             let identities = identities_header(ids, Some(ids.harness.to_string()), facts);
-            encode_answer_with(answer, stdout, stderr, identities, builder, peak)
+            encode_answer_with(answer, wire, (stdout, stderr), identities, builder, peak)
         }
     }
 }
@@ -485,12 +518,21 @@ fn identities_header<E>(
 
 fn encode_answer_with<I: Serialize>(
     answer: &RunAnswer,
-    stdout: usize,
-    stderr: usize,
+    wire: RunWire,
+    (stdout, stderr): (usize, usize),
     identities: I,
     builder: MessageBuilder<'_>,
     memory_peak_bytes: Option<u64>,
 ) -> Vec<u8> {
+    let (problems, limits_hit) = if wire.states_limits() {
+        (answer.problems.clone(), Some(answer.limits_hit.clone()))
+    } else {
+        // An older host reads no limits; as problems, the hits still make the run
+        // unattributable there.
+        let mut problems = answer.problems.clone();
+        problems.extend(answer.limits_hit.iter().map(ToString::to_string));
+        (problems, None)
+    };
     builder.encode(&AnswerHeader {
         status: answer.status.code().to_owned(),
         exit_code: answer.exit_code,
@@ -512,7 +554,8 @@ fn encode_answer_with<I: Serialize>(
                 reason: reason.clone(),
             },
         },
-        problems: answer.problems.clone(),
+        problems,
+        limits_hit,
     })
 }
 
@@ -532,22 +575,22 @@ pub fn decode_answer(bytes: &[u8], wire: RunWire) -> Result<RunAnswer, MessageEr
             let harness = crate::contracts::snapshot::snapshot_digest(&[])
                 .map_err(|error| MessageError::field("identities.harness", error.to_string()))?;
             let enforcement = legacy_facts(answer.identities.enforcement.clone())?;
-            decode_answer_with(answer, sections, harness, enforcement)
+            decode_answer_with(answer, sections, (wire, harness), enforcement)
         }
         RunWire::V2 => {
             let (answer, sections) =
                 message::decode::<AnswerHeader<IdentitiesHeader<EnforcementHeader>>>(bytes)?;
             let harness = required_harness(&answer.identities.harness)?;
             let enforcement = legacy_facts(answer.identities.enforcement.clone())?;
-            decode_answer_with(answer, sections, harness, enforcement)
+            decode_answer_with(answer, sections, (wire, harness), enforcement)
         }
-        RunWire::V3 | RunWire::V4 => {
+        RunWire::V3 | RunWire::V4 | RunWire::V5 => {
             let (answer, sections) =
                 message::decode::<AnswerHeader<IdentitiesHeader<BTreeMap<String, String>>>>(bytes)?;
             let harness = required_harness(&answer.identities.harness)?;
             let enforcement = Enforcement::from_facts(answer.identities.enforcement.clone())
                 .map_err(|rule| MessageError::field("identities.enforcement", rule))?;
-            decode_answer_with(answer, sections, harness, enforcement)
+            decode_answer_with(answer, sections, (wire, harness), enforcement)
         }
     }
 }
@@ -573,9 +616,20 @@ fn legacy_facts(header: EnforcementHeader) -> Result<Enforcement, MessageError> 
 fn decode_answer_with<E>(
     answer: AnswerHeader<IdentitiesHeader<E>>,
     mut sections: Sections<'_>,
-    harness: Digest,
+    (wire, harness): (RunWire, Digest),
     enforcement: Enforcement,
 ) -> Result<RunAnswer, MessageError> {
+    let limits_hit = match (wire.states_limits(), answer.limits_hit) {
+        (true, Some(hits)) => hits,
+        (true, None) => return Err(MessageError::field("limitsHit", "is missing")),
+        (false, None) => Vec::new(),
+        (false, Some(_)) => {
+            return Err(MessageError::field(
+                "limitsHit",
+                format!("is not a field of a {} answer", wire.method()),
+            ));
+        }
+    };
     let stdout = sections.take(answer.stdout)?.to_vec();
     let stderr = sections.take(answer.stderr)?.to_vec();
     sections.finish()?;
@@ -608,6 +662,7 @@ fn decode_answer_with<E>(
             NamespaceHeader::Unconfirmed { reason } => NamespaceDisposition::Unconfirmed { reason },
         },
         problems: answer.problems,
+        limits_hit,
     })
 }
 
@@ -910,6 +965,20 @@ struct AnswerHeader<I> {
     identities: I,
     namespace: NamespaceHeader,
     problems: Vec<String>,
+    /// Present in `run_v5` answers only.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "limits_hit"
+    )]
+    limits_hit: Option<Vec<LimitHit>>,
+}
+
+/// A stated list of limits hit, checked ([`crate::contracts::check_limits_hit`]).
+fn limits_hit<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<LimitHit>>, D::Error> {
+    crate::contracts::limit_hit::deserialize_limits_hit(deserializer).map(Some)
 }
 
 fn path(bytes: &[u8]) -> PathBuf {
@@ -943,6 +1012,7 @@ fn parse_status(text: &str) -> Result<RunStatus, MessageError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contracts::Limit;
     use serde_json::Value;
 
     fn file(path: &str, content: &[u8]) -> SnapshotFile {
@@ -997,6 +1067,18 @@ mod tests {
                 reason: "lost".into(),
             },
             problems: vec!["one".into(), "two".into()],
+            limits_hit: Vec::new(),
+        }
+    }
+
+    /// [`answer`] with two limits hit.
+    fn answer_with_hits() -> RunAnswer {
+        RunAnswer {
+            limits_hit: vec![
+                LimitHit::new(Limit::Processes, 1024, "pids.events max 3").unwrap(),
+                LimitHit::new(Limit::Memory, 2 << 30, "memory.oom_control oom_kill 1").unwrap(),
+            ],
+            ..answer()
         }
     }
 
@@ -1037,6 +1119,7 @@ mod tests {
             (with_harness(), RunWire::V3),
             (with_harness(), RunWire::V4),
             (with_modes(), RunWire::V4),
+            (with_modes(), RunWire::V5),
         ] {
             let decoded = Request::decode(
                 wire.method(),
@@ -1222,6 +1305,76 @@ mod tests {
         assert!(decode_answer(&builder.encode(&header), RunWire::V3).is_err());
     }
 
+    /// `run_v5` carries the limits a run hit, checked; an older shape carries each as a
+    /// problem (so an older host still finds the run unattributable) and refuses the field.
+    #[test]
+    fn run_v5_answers_carry_the_limits_hit() {
+        let hit = answer_with_hits();
+        let bytes = encode_answer(&hit, RunWire::V5);
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.contains(
+                r#""limitsHit":[{"detail":"pids.events max 3","limit":"processes","value":1024},"#
+            ),
+            "{text}"
+        );
+        assert_eq!(decode_answer(&bytes, RunWire::V5).unwrap(), hit);
+        let none = encode_answer(&answer(), RunWire::V5);
+        assert!(String::from_utf8_lossy(&none).contains(r#""limitsHit":[]"#));
+        assert_eq!(decode_answer(&none, RunWire::V5).unwrap(), answer());
+        for wire in [RunWire::V1, RunWire::V2, RunWire::V3, RunWire::V4] {
+            let old = encode_answer(&hit, wire);
+            assert!(
+                !String::from_utf8_lossy(&old).contains("limitsHit"),
+                "{wire:?}"
+            );
+            let read = decode_answer(&old, wire).unwrap();
+            assert!(read.limits_hit.is_empty());
+            assert_eq!(
+                read.problems,
+                [
+                    "one",
+                    "two",
+                    "the run hit the sandbox's process limit (1024): pids.events max 3",
+                    "the run hit the sandbox's memory limit (2048 MiB): memory.oom_control \
+                     oom_kill 1",
+                ]
+            );
+        }
+        assert!(
+            decode_answer(&bytes, RunWire::V4).is_err(),
+            "limitsHit is not a field of run_v4"
+        );
+        assert!(
+            decode_answer(&encode_answer(&hit, RunWire::V4), RunWire::V5).is_err(),
+            "run_v5 requires limitsHit"
+        );
+        let mut header: Value =
+            serde_json::from_slice(message::split(&bytes).unwrap().header).unwrap();
+        let reframe = |header: &Value| {
+            let mut builder = MessageBuilder::new();
+            builder.section(&hit.stdout);
+            builder.section(&hit.stderr);
+            builder.encode(header)
+        };
+        assert!(decode_answer(&reframe(&header), RunWire::V5).is_ok());
+        let hits = header["limitsHit"].clone();
+        for bad in [
+            serde_json::json!([hits[1], hits[0]]),
+            serde_json::json!([hits[0], hits[0]]),
+            serde_json::json!([{"detail": "x", "limit": "disk", "value": 1}]),
+            serde_json::json!([{"detail": "a\nb", "limit": "memory", "value": 1}]),
+            serde_json::json!([{"detail": "x", "limit": "memory", "value": 1u64 << 53}]),
+            serde_json::json!({}),
+        ] {
+            header["limitsHit"] = bad.clone();
+            assert!(
+                decode_answer(&reframe(&header), RunWire::V5).is_err(),
+                "{bad}"
+            );
+        }
+    }
+
     #[test]
     fn answers_round_trip() {
         let answer = answer();
@@ -1360,6 +1513,7 @@ mod tests {
             encode_run(1, &with_modes(), RunWire::V4).unwrap(),
             encode_answer(&answer(), RunWire::V1),
             encode_answer(&answer(), RunWire::V2),
+            encode_answer(&answer_with_hits(), RunWire::V5),
             encode_error(&ExecutorError::Aborted),
             encode_cancel(3),
         ];
@@ -1384,6 +1538,7 @@ mod tests {
                 method::RUN,
                 method::RUN_V2,
                 method::RUN_V4,
+                method::RUN_V5,
                 method::CANCEL,
                 method::PROFILE,
                 method::DESCRIBE_RUNTIME,
@@ -1392,6 +1547,7 @@ mod tests {
             }
             let _ = decode_answer(&bytes, RunWire::V1);
             let _ = decode_answer(&bytes, RunWire::V2);
+            let _ = decode_answer(&bytes, RunWire::V5);
             let _ = decode_runtime(&bytes);
             let _ = decode_profile(&bytes);
             let _ = decode_error(&bytes);

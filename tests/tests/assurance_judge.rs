@@ -10,7 +10,9 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use collector_support::*;
-use sf_host::assurance::{JudgeRequest, OBSERVATION_FORMAT, Observation, Outcome, Verdict, judge};
+use sf_host::assurance::{
+    CheckVerdict, JudgeRequest, OBSERVATION_FORMAT, Observation, Outcome, Verdict, judge,
+};
 use sf_host::canonical::Digest;
 use sf_host::collector::{CollectRequest, CollectResult};
 use sf_host::contracts::{
@@ -97,6 +99,23 @@ fn reasons(verdict: &Verdict) -> String {
     format!("{:?} {:?}", verdict.reasons, verdict.checks)
 }
 
+/// Asserts that `verdict` is Inconclusive and its check `name` not attributable (the case
+/// being `what`); that check's verdict.
+fn unattributed<'a>(verdict: &'a Verdict, name: &str, what: &str) -> &'a CheckVerdict {
+    assert_eq!(
+        verdict.outcome,
+        Outcome::Inconclusive,
+        "{what}: {}",
+        reasons(verdict)
+    );
+    let check = verdict.checks.iter().find(|c| c.check == name).unwrap();
+    assert!(
+        !check.attributable && check.met.is_none(),
+        "{what}: {check:?}"
+    );
+    check
+}
+
 #[test]
 fn the_records_as_written_are_verified() {
     let c = collected();
@@ -131,6 +150,56 @@ fn a_signalled_run_is_an_outcome_that_misses() {
     });
     let verdict = verdict_of(&store_of(&observations, &attempt()), &attempt());
     assert_eq!(verdict.outcome, Outcome::Failed, "{}", reasons(&verdict));
+}
+
+/// A run that hit one of the sandbox's limits is not attributable, whatever its outcome:
+/// the same signalled run that is Failed above (killed by the memory limit, say) is
+/// Inconclusive once its record names the limit, with the limit as the first reason. The
+/// judge decides from the record's limits: here the collector's own verdict says
+/// attributable, and the record is still not counted.
+#[test]
+fn a_run_that_hit_a_limit_is_inconclusive_never_failed() {
+    use sf_host::contracts::{Limit, LimitHit};
+    let memory = LimitHit::new(
+        Limit::Memory,
+        2 << 30,
+        "the run's control group ran out of memory (memory.oom_control oom_kill 1, under_oom 0)",
+    )
+    .unwrap();
+    let observations = changed("bug-fixed", |o| {
+        assert!(o.facts.attributable && o.facts.problems.is_empty());
+        let process = o.facts.process.as_mut().unwrap();
+        process.status = RunStatus::Signalled;
+        process.exit_code = None;
+        process.signal = Some(9);
+        process.limits_hit = Some(vec![memory.clone()]);
+    });
+    let verdict = verdict_of(&store_of(&observations, &attempt()), &attempt());
+    let check = unattributed(&verdict, "bug-fixed", "a limit hit");
+    assert_eq!(
+        check.problems,
+        [
+            "the run hit the sandbox's memory limit (2048 MiB): the run's control group ran out \
+          of memory (memory.oom_control oom_kill 1, under_oom 0)"
+        ]
+    );
+    assert_eq!(check.limits_hit, std::slice::from_ref(&memory));
+    assert!(
+        verdict.reasons[0].starts_with("check bug-fixed: the run hit the sandbox's memory limit"),
+        "{}",
+        reasons(&verdict)
+    );
+    // A run that met its expectation is not Verified either when it hit a limit.
+    let passed = changed("bug-fixed", |o| {
+        o.facts.process.as_mut().unwrap().limits_hit = Some(vec![memory.clone()]);
+    });
+    let verdict = verdict_of(&store_of(&passed, &attempt()), &attempt());
+    assert_eq!(
+        verdict.outcome,
+        Outcome::Inconclusive,
+        "{}",
+        reasons(&verdict)
+    );
 }
 
 #[test]
@@ -324,18 +393,7 @@ fn unattributable_records_are_inconclusive() {
     for (expected, change) in cases {
         let observations = changed("bug-fixed", &change);
         let verdict = verdict_of(&store_of(&observations, &attempt()), &attempt());
-        assert_eq!(
-            verdict.outcome,
-            Outcome::Inconclusive,
-            "{expected}: {}",
-            reasons(&verdict)
-        );
-        let check = verdict
-            .checks
-            .iter()
-            .find(|c| c.check == "bug-fixed")
-            .unwrap();
-        assert!(!check.attributable && check.met.is_none());
+        unattributed(&verdict, "bug-fixed", expected);
         assert!(
             reasons(&verdict).contains(expected),
             "{expected}: {}",

@@ -109,6 +109,7 @@ fn a_program_that_prints() {
     assert_eq!(result["namespace"]["disposition"], "reaped");
     assert_eq!(result["bounds"]["timeoutMs"], 10_000);
     assert_eq!(result["problems"], Value::Array(Vec::new()));
+    assert_eq!(result["limitsHit"], Value::Array(Vec::new()));
 
     // The same inputs give the same identities; another argument changes none of them.
     let again = run_json(&mut work.exec("main.sh", &["--", "again"]));
@@ -323,6 +324,56 @@ fn the_configuration_shapes_the_executor() {
 }
 
 #[track_caller]
+/// A write past the configured file size is answered with the file-size limit named, in
+/// `--json` (`limitsHit`) and in text (a `limit` line); the same write within it names
+/// nothing.
+#[test]
+fn a_limit_the_run_hit_is_named() {
+    let work = Work::new();
+    let config = work.root.join("sf.toml");
+    std::fs::write(
+        &config,
+        "[executor]\ntype = \"sandbox-exec\"\n\n[executor.limits]\nfile_size_bytes = 65536\n",
+    )
+    .unwrap();
+    work.program(
+        "write.sh",
+        "exec head -c \"$1\" /dev/zero > /sf/scratch/out.bin\n",
+    );
+    let write = |bytes: &str| {
+        let mut command = work.exec("write.sh", &["--config"]);
+        command.arg(&config).args(["--", bytes]);
+        command
+    };
+    let within = run_json(&mut write("1000"));
+    assert_eq!(within.result()["limitsHit"], Value::Array(Vec::new()));
+    let past = run_json(&mut write("100000"));
+    let result = past.result();
+    assert_eq!(result["status"], "signalled", "{result}");
+    let hit = &result["limitsHit"][0];
+    assert_eq!(hit["limit"], "file-size", "{result}");
+    assert_eq!(hit["value"], 65536, "{result}");
+    assert_eq!(
+        hit["reason"],
+        "the run hit the sandbox's file-size limit (65536 bytes): SIGXFSZ ended 1 process"
+    );
+    let mut text = sf();
+    text.current_dir(&work.root)
+        .args(["exec", "--config"])
+        .arg(&config)
+        .args(["--runtime", "sh", "--program", "program", "--entry"])
+        .args(["write.sh", "--input", "input", "--", "100000"]);
+    let output = text.output().unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        stdout.contains(
+            "limit     the run hit the sandbox's file-size limit (65536 bytes): SIGXFSZ ended 1 process\n"
+        ),
+        "{stdout}"
+    );
+}
+
 fn refused(envelope: &Envelope, code: &str, needle: &str) {
     assert_eq!(envelope.error_code(), code, "{}", envelope.json);
     assert!(

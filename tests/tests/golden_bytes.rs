@@ -9,17 +9,17 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use sf_host::assurance::{
-    Acceptance, CheckVerdict, EnvironmentRecord, OBSERVATION_FORMAT_V2, Observation,
-    ObservationFacts, ObservationStatus, Outcome, Phase, ProcessFacts, Recipe, SliceRecord, Stage,
-    Verdict,
+    Acceptance, CheckVerdict, EnvironmentRecord, OBSERVATION_FORMAT_V2, OBSERVATION_FORMAT_V3,
+    Observation, ObservationFacts, ObservationStatus, Outcome, Phase, ProcessFacts, Recipe,
+    SliceRecord, Stage, Verdict,
 };
 use sf_host::canonical::{self, Digest, Value};
 use sf_host::contracts::tree_path::EntryMode;
 use sf_host::contracts::{
     AttemptId, EncodedObject, Enforcement, EvidenceRecord, ExecutorError, GateAnswer, GateError,
-    NamespaceDisposition, ObjectStoreError, ProfileDescription, ReadableKind, ReadablePath,
-    RefName, RefUpdate, RefValue, RunAnswer, RunBounds, RunEntry, RunIdentities, RunRequest,
-    RunStatus, RunTimes, RuntimeDescription,
+    Limit, LimitHit, NamespaceDisposition, ObjectStoreError, ProfileDescription, ReadableKind,
+    ReadablePath, RefName, RefUpdate, RefValue, RunAnswer, RunBounds, RunEntry, RunIdentities,
+    RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
 use sf_host::git_object::{self, Commit, ObjectId, ObjectKind};
 use sf_host::plugin::executor_protocol::RunWire;
@@ -36,6 +36,9 @@ use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 /// (name, length, sha256 hex) of every vector, as written.
 #[rustfmt::skip]
 const GOLDEN: &[(&str, usize, &str)] = &[
+    ("observation-v4", 1727, "ab7f27f84aacaeefa45a634bbdaec7b55f7655020281601b8da09eb2d27caefd"),
+    ("executor-answer-v5", 1170, "1d395f403093f2d252662c24a4063a174700dd255201fc7b8e7cf5c8489f0f42"),
+    ("executor-answer-v4-with-hits", 1164, "9950c7ca3794cc2d96b6e548f2a33c1d9009c385b45541b9bb4eff5fc607a72c"),
     ("candidate-commit-v3", 512, "857532993d46c4ce13d5c4dff4b9be7ed7212d4593e3583aa2ca8dce311b9427"),
     ("candidate-message-v3", 309, "54aaeded3135d60eccc011bb17c7ffed5514f946399c09c2400df64b4fdf12c5"),
     ("candidate-message-v3-untitled", 296, "39a6fcde2836b1ef6b55b9bc76ffabd5416e27d890acc4f51048a81341e4a7c7"),
@@ -482,6 +485,18 @@ fn answer() -> RunAnswer {
         identities: identities(),
         namespace: NamespaceDisposition::Reaped,
         problems: vec!["a problem".into()],
+        limits_hit: Vec::new(),
+    }
+}
+
+/// [`answer`] with two of the executor's limits hit.
+fn answer_with_hits() -> RunAnswer {
+    RunAnswer {
+        limits_hit: vec![
+            LimitHit::new(Limit::Processes, 1024, "pids.events max 3").unwrap(),
+            LimitHit::new(Limit::Scratch, 512 << 20, "no free block").unwrap(),
+        ],
+        ..answer()
     }
 }
 
@@ -526,14 +541,47 @@ fn recipe_v1() -> Vec<u8> {
     canonical::encode(&value).unwrap()
 }
 
-/// The observation as version 2 wrote it: the same facts, with the run's enforcement in the
-/// fixed fields.
-fn observation_v2() -> Vec<u8> {
+/// The facts of [`observation`] in the shape of `format`, from before the limits a run hit
+/// were recorded.
+fn facts_before_limits(format: &str) -> Value {
     let mut value = observation().facts_value();
     let Value::Object(map) = &mut value else {
         unreachable!("facts are an object")
     };
-    map.insert("protocol".into(), OBSERVATION_FORMAT_V2.into());
+    map.insert("protocol".into(), format.into());
+    let Some(Value::Object(process)) = map.get_mut("process") else {
+        unreachable!("the observation has process facts")
+    };
+    process.remove("limitsHit");
+    value
+}
+
+/// An observation of `format` with `facts` and [`observation`]'s output.
+fn framed_observation(format: &str, facts: &Value) -> Vec<u8> {
+    let facts = canonical::encode(facts).unwrap();
+    let observation = observation();
+    let mut bytes = sf_host::framing::prefix(format, facts.len());
+    bytes.extend_from_slice(&facts);
+    bytes.extend_from_slice(&observation.stdout);
+    bytes.extend_from_slice(&observation.stderr);
+    bytes
+}
+
+/// The observation as version 3 wrote it: the same facts, without the limits hit.
+fn observation_v3() -> Vec<u8> {
+    framed_observation(
+        OBSERVATION_FORMAT_V3,
+        &facts_before_limits(OBSERVATION_FORMAT_V3),
+    )
+}
+
+/// The observation as version 2 wrote it: the same facts, with the run's enforcement in the
+/// fixed fields.
+fn observation_v2() -> Vec<u8> {
+    let mut value = facts_before_limits(OBSERVATION_FORMAT_V2);
+    let Value::Object(map) = &mut value else {
+        unreachable!("facts are an object")
+    };
     let Some(Value::Object(ids)) = map.get_mut("identities") else {
         unreachable!("the observation has identities")
     };
@@ -546,22 +594,25 @@ fn observation_v2() -> Vec<u8> {
     ] {
         ids.insert(key.into(), text.into());
     }
-    let facts = canonical::encode(&value).unwrap();
-    let observation = observation();
-    let mut bytes = sf_host::framing::prefix(OBSERVATION_FORMAT_V2, facts.len());
-    bytes.extend_from_slice(&facts);
-    bytes.extend_from_slice(&observation.stdout);
-    bytes.extend_from_slice(&observation.stderr);
-    bytes
+    framed_observation(OBSERVATION_FORMAT_V2, &value)
 }
 
-/// What the formats no longer written mean now: a version 2 observation reads as the same
-/// observation, and a version 1 recipe is refused with its remedy.
+/// What the formats no longer written mean now: a version 2 or 3 observation reads as the
+/// same observation with its limits not recorded, and a version 1 recipe is refused with its
+/// remedy.
 #[test]
 fn formats_no_longer_written_read_as_they_did() {
+    let mut unrecorded = observation();
+    if let Some(process) = unrecorded.facts.process.as_mut() {
+        process.limits_hit = None;
+    }
     assert_eq!(
         Observation::decode_format(OBSERVATION_FORMAT_V2, &observation_v2()).unwrap(),
-        observation()
+        unrecorded
+    );
+    assert_eq!(
+        Observation::decode_format(OBSERVATION_FORMAT_V3, &observation_v3()).unwrap(),
+        unrecorded
     );
     let error = Recipe::from_json(&recipe_v1()).unwrap_err().to_string();
     assert!(error.contains("freeze the Slice again"), "{error}");
@@ -591,6 +642,14 @@ fn observation() -> Observation {
                 system_ms: 1,
                 max_rss_kib: 4096,
                 memory_peak_bytes: Some(1 << 20),
+                limits_hit: Some(vec![
+                    LimitHit::new(
+                        Limit::Processes,
+                        1024,
+                        "the run's control group refused 2 fork(s) or thread(s) (pids.events max 2)",
+                    )
+                    .unwrap(),
+                ]),
                 reaped: true,
             }),
             started_at: Some(1_800_000_000_000),
@@ -776,7 +835,8 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         product: "golden".into(),
         epoch: 4,
     };
-    v.insert("observation-v3", observation().encode().unwrap());
+    v.insert("observation-v4", observation().encode().unwrap());
+    v.insert("observation-v3", observation_v3());
     v.insert("observation-v2", observation_v2());
     // The Evidence record's own format did not change: it is tested over the payload it was
     // first tested over, an observation of version 2.
@@ -798,6 +858,7 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             attributable: true,
             met: Some(false),
             problems: vec!["exit code 1, expected 0".into()],
+            limits_hit: Vec::new(),
         }],
         reasons: Vec::new(),
     };
@@ -897,6 +958,15 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             RunWire::V4,
         )
         .unwrap(),
+    );
+    v.insert(
+        "executor-answer-v5",
+        executor_protocol::encode_answer(&answer_with_hits(), RunWire::V5),
+    );
+    // An answer to an older host carries the limits hit as problems.
+    v.insert(
+        "executor-answer-v4-with-hits",
+        executor_protocol::encode_answer(&answer_with_hits(), RunWire::V4),
     );
     v.insert(
         "executor-runtime",

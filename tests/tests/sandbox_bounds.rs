@@ -7,10 +7,7 @@ mod sandbox_support;
 use std::time::{Duration, Instant};
 
 use sandbox_support::*;
-use sf_host::contracts::{
-    CancelToken, Executor, NamespaceDisposition, RunBounds, RunRequest, RunStatus,
-};
-use sf_host::snapshot::SnapshotFile;
+use sf_host::contracts::{CancelToken, Executor, NamespaceDisposition, RunBounds, RunStatus};
 use sf_sandbox_exec::{Limits, RuntimeConfig};
 
 /// Must show 4: orphans that double-fork and setsid die with the run, whether the program
@@ -56,17 +53,6 @@ fn orphans_do_not_survive_the_run() {
     );
     assert_eq!(answer.namespace, NamespaceDisposition::Reaped);
     assert_eq!(host_processes_matching(&name), Vec::<String>::new());
-}
-
-fn shell_request(script: &str, timeout: Duration, output_limit: u64) -> RunRequest {
-    RunRequest {
-        program: vec![SnapshotFile::regular("main.sh", script.as_bytes().to_vec())],
-        entry: "main.sh".into(),
-        args: Vec::new(),
-        input: Vec::new(),
-        harness: Vec::new(),
-        bounds: RunBounds::new(timeout, output_limit),
-    }
 }
 
 /// Must show 5: `sleep 1000` under a 200 ms timeout is timed out within the limit plus a

@@ -171,7 +171,7 @@ fn every_rlimit_is_the_profiles_not_inherited() {
     // the profile's (the program could not raise it otherwise), none above what this
     // process has.
     let unusual: &[(libc::__rlimit_resource_t, u64, u64)] = &[
-        (libc::RLIMIT_CPU, 1000, 2000),
+        (libc::RLIMIT_CPU, 1000, 5000),
         (libc::RLIMIT_CORE, 1 << 20, libc::RLIM_INFINITY),
         (libc::RLIMIT_NOFILE, 300, 20_000),
         (libc::RLIMIT_MEMLOCK, 3 << 20, 3 << 20),
@@ -232,17 +232,19 @@ fn every_rlimit_is_the_profiles_not_inherited() {
     assert!(allowed(&answer, "show=/proc/self/oom_score_adj").starts_with("ok 1000"));
     let limits = allowed(&answer, "show=/proc/self/limits");
     for (name, expected) in [
-        ("Max cpu time", "300 301 seconds"),
-        ("Max file size", "16777216 16777216 bytes"),
-        ("Max data size", "4294967296 4294967296 bytes"),
+        ("Max cpu time", "3600 3601 seconds"),
+        ("Max file size", "536870912 536870912 bytes"),
+        ("Max data size", "17179869184 17179869184 bytes"),
         ("Max stack size", "8388608 8388608 bytes"),
         ("Max core file size", "0 0 bytes"),
-        ("Max resident set", "4294967296 4294967296 bytes"),
-        ("Max processes", "64 64 processes"),
-        ("Max open files", "256 256 files"),
+        ("Max resident set", "17179869184 17179869184 bytes"),
+        // The program's 1024, the launcher and the init, and 8 above the control group's
+        // bound (so that the group's bound is the one reached, and counted).
+        ("Max processes", "1034 1034 processes"),
+        ("Max open files", "1024 1024 files"),
         ("Max locked memory", "65536 65536 bytes"),
-        ("Max address space", "4294967296 4294967296 bytes"),
-        ("Max file locks", "256 256 locks"),
+        ("Max address space", "17179869184 17179869184 bytes"),
+        ("Max file locks", "1024 1024 locks"),
         ("Max pending signals", "1024 1024 signals"),
         ("Max msgqueue size", "0 0 bytes"),
         ("Max nice priority", "0 0"),

@@ -16,18 +16,26 @@
 //! without problems, its program, input, harness, runtime, profile and bounds identities equal
 //! the pinned ones (the bounds with the effective timeout, at most the recipe's, and the recipe's
 //! output limit), its environment is the pinned one, the executor states every enforcement
-//! fact the recipe pins, the run exited or was signalled and was reaped, and it ended by the
-//! deadline. An outcome meets its expectation when the run exited with the
-//! expected code and, if the expectation names one, its stdout has the expected SHA-256. A
-//! signalled run is an outcome (the program crashed or was killed by a limit of the pinned
-//! profile) that meets no expectation.
+//! fact the recipe pins, the run exited or was signalled and was reaped, it hit none of the
+//! executor's own limits (the record's `limitsHit` is empty), and it ended by the deadline.
+//! An outcome meets its expectation when the run exited with the expected code and, if the
+//! expectation names one, its stdout has the expected SHA-256. A signalled run is an outcome
+//! (the program crashed, or was killed for a reason the executor did not see as one of its
+//! limits) that meets no expectation.
+//!
+//! A run that hit a limit of the sandbox's (processes, memory, file size, CPU time, open
+//! files, scratch) failed, or passed, for the sandbox's reason: no check declares such a
+//! limit as part of what it asks, so the record is not attributable and the check is
+//! Inconclusive with the limit named (`the run hit the sandbox's process limit (1024): …`),
+//! never Failed. The Candidate can make its own run Inconclusive this way (by starting
+//! threads until one is refused, say), never Verified.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
 
 use crate::canonical::{self, Digest, Value, object};
 use crate::contracts::EvidenceStoreExt;
-use crate::contracts::{AttemptId, EvidenceStore, RunStatus};
+use crate::contracts::{AttemptId, EvidenceStore, LimitHit, RunStatus};
 
 use super::acceptance::{Acceptance, ProcessCheck};
 use super::environment::EnvironmentRecord;
@@ -77,6 +85,9 @@ pub struct CheckVerdict {
     pub met: Option<bool>,
     /// Why the check is not attributable, or how its outcome missed.
     pub problems: Vec<String>,
+    /// The executor's limits the record says the run hit (each is also one of `problems`).
+    /// Not part of the Verdict record, whose problems name them.
+    pub limits_hit: Vec<LimitHit>,
 }
 
 /// The judge's answer: the outcome, per check, and the reasons for an Inconclusive one.
@@ -284,6 +295,7 @@ pub fn judge(
                 attributable: false,
                 met: None,
                 problems: vec!["no record of this attempt".into()],
+                limits_hit: Vec::new(),
             },
             [(id, observation)] => judge_one(request, &environment_digest, check, id, observation),
             many => CheckVerdict {
@@ -295,6 +307,7 @@ pub fn judge(
                     "{} records of this attempt; a run has exactly one",
                     many.len()
                 )],
+                limits_hit: Vec::new(),
             },
         };
         if !verdict.attributable {
@@ -339,14 +352,23 @@ fn judge_one(
     observation: &Observation,
 ) -> CheckVerdict {
     let mut problems = Vec::new();
+    let facts = &observation.facts;
+    let limits_hit = facts
+        .process
+        .as_ref()
+        .and_then(|process| process.limits_hit.clone())
+        .unwrap_or_default();
+    // The sandbox's limits first: they are why the rest of the record says nothing of the
+    // program.
+    problems.extend(limits_hit.iter().map(ToString::to_string));
     let verdict = |problems: Vec<String>, met: Option<bool>| CheckVerdict {
         check: check.id.clone(),
         record: Some(id.clone()),
         attributable: met.is_some(),
         met,
         problems,
+        limits_hit: limits_hit.clone(),
     };
-    let facts = &observation.facts;
     let pins = request.pins;
     let recipe = request.recipe;
     if facts.collector != recipe.collector_closure {
@@ -365,10 +387,19 @@ fn judge_one(
         problems.push(format!("the run was {}", facts.status.as_str()));
     }
     if !facts.attributable || !facts.problems.is_empty() {
-        problems.push(format!(
-            "the collector found it not attributable: {}",
-            facts.problems.join("; ")
-        ));
+        // The collector names the limits hit among its problems too; they are named above.
+        let others: Vec<&str> = facts
+            .problems
+            .iter()
+            .map(String::as_str)
+            .filter(|problem| !problems.iter().any(|named| named == problem))
+            .collect();
+        if !others.is_empty() || limits_hit.is_empty() {
+            problems.push(format!(
+                "the collector found it not attributable: {}",
+                others.join("; ")
+            ));
+        }
     }
     if facts.environment.as_ref() != Some(environment_digest) {
         problems.push("the environment of the run is not the pinned one".into());
@@ -419,6 +450,11 @@ fn judge_one(
             }
             if !process.reaped {
                 problems.push("the executor did not confirm that every process ended".into());
+            }
+            if process.limits_hit.is_none() {
+                problems.push(
+                    "the record does not say which of the executor's limits the run hit".into(),
+                );
             }
         }
         _ => problems.push("no process facts or identities".into()),

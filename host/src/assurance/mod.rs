@@ -28,8 +28,9 @@ pub use acceptance::{
 pub use environment::{ENVIRONMENT_PROTOCOL, EnvironmentRecord, current_environment, platform};
 pub use judge::{CheckVerdict, JudgeRequest, Outcome, VERDICT_PROTOCOL, Verdict, judge};
 pub use observation::{
-    OBSERVATION_FORMAT, OBSERVATION_FORMAT_V1, OBSERVATION_FORMAT_V2, Observation,
-    ObservationFacts, ObservationStatus, ProcessFacts, sanitize_problem, sanitize_problems,
+    OBSERVATION_FORMAT, OBSERVATION_FORMAT_V1, OBSERVATION_FORMAT_V2, OBSERVATION_FORMAT_V3,
+    Observation, ObservationFacts, ObservationStatus, ProcessFacts, sanitize_problem,
+    sanitize_problems,
 };
 pub use pins::{BasePins, CandidatePins, PINS_PROTOCOL, RepositoryPins, SlicePins};
 pub use recipe::{RECIPE_PROTOCOL, Recipe};

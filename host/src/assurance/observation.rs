@@ -1,8 +1,8 @@
-//! The repository observation (`sf-repository-observation/3`): what the collector saw of one
+//! The repository observation (`sf-repository-observation/4`): what the collector saw of one
 //! check's run, as the payload of one Evidence record.
 //!
 //! ```text
-//! "sf-repository-observation/3\n"
+//! "sf-repository-observation/4\n"
 //! <facts length, decimal, no leading zeros>"\n"
 //! <facts: canonical JSON, naming the lengths and SHA-256 of stdout and stderr>
 //! <stdout bytes><stderr bytes>
@@ -15,24 +15,30 @@
 //! Version 2 added the harness to the run's identities; version 3 states the run's
 //! enforcement as the executor's facts (`identities.enforcement`, an object of mechanism →
 //! status) instead of the fixed fields `landlockAbi`, `landlock` and the optional
-//! `hostIdentity` and `memory`. Records of versions 1 and 2 ([`OBSERVATION_FORMAT_V1`],
-//! [`OBSERVATION_FORMAT_V2`]) are still read (a version 1 run had no harness, so its harness
+//! `hostIdentity` and `memory`; version 4 adds the executor's limits the run hit
+//! (`process.limitsHit`, a list of `{detail, limit, value}`, possibly empty, required).
+//! Records of versions 1 to 3 ([`OBSERVATION_FORMAT_V1`], [`OBSERVATION_FORMAT_V2`],
+//! [`OBSERVATION_FORMAT_V3`]) are still read (a version 1 run had no harness, so its harness
 //! identity is the empty snapshot's; their fixed fields read as the facts of four mechanisms,
-//! as sf-contracts' `legacy_enforcement` maps them) but the collector writes, and the judge
-//! counts, only version 3.
+//! as sf-contracts' `legacy_enforcement` maps them; they recorded no limits, which read as
+//! not recorded, never as none hit) but the collector writes, and the judge counts, only
+//! version 4.
 
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::canonical::{self, Digest, FieldError, Value};
 use crate::contracts::legacy_enforcement::{LegacyEnforcement, NOT_STATED};
-use crate::contracts::{Enforcement, RunIdentities, RunStatus};
+use crate::contracts::{Enforcement, LimitHit, RunIdentities, RunStatus};
 
 use super::AssuranceError;
 use super::acceptance::{Phase, Stage};
 use super::time;
 
 /// The protocol string of an observation, and the format of its Evidence records.
-pub const OBSERVATION_FORMAT: &str = "sf-repository-observation/3";
+pub const OBSERVATION_FORMAT: &str = "sf-repository-observation/4";
+/// The format of observations written before the limits a run hit were recorded; read,
+/// never written.
+pub const OBSERVATION_FORMAT_V3: &str = "sf-repository-observation/3";
 /// The format of observations written before enforcement was stated as facts; read, never
 /// written.
 pub const OBSERVATION_FORMAT_V2: &str = "sf-repository-observation/2";
@@ -79,6 +85,10 @@ pub struct ProcessFacts {
     pub max_rss_kib: u64,
     /// The run's peak memory as a whole, where the executor measured it (recorded only then).
     pub memory_peak_bytes: Option<u64>,
+    /// The executor's limits the run hit, as the executor stated them (each once, in
+    /// `Limit` order); `None` in records of formats before version 4, which did not record
+    /// them. A run that hit one is never attributable: it failed for the sandbox's reason.
+    pub limits_hit: Option<Vec<LimitHit>>,
     /// Whether the executor confirmed that no process of the run was left (written as
     /// `namespace: "reaped"` or `"unconfirmed"`).
     pub reaped: bool,
@@ -257,8 +267,22 @@ struct ProcessWire {
         skip_serializing_if = "Option::is_none"
     )]
     memory_peak_bytes: Option<u64>,
+    /// Required from version 4, absent before.
+    #[serde(
+        default,
+        deserialize_with = "limits_hit",
+        skip_serializing_if = "Option::is_none"
+    )]
+    limits_hit: Option<Vec<LimitHit>>,
     #[serde(with = "namespace")]
     namespace: bool,
+}
+
+/// A recorded list of limits hit, checked as the contract states them.
+fn limits_hit<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<LimitHit>>, D::Error> {
+    crate::contracts::limit_hit::deserialize_limits_hit(deserializer).map(Some)
 }
 
 #[derive(Serialize, Deserialize)]
@@ -295,6 +319,7 @@ impl ProcessWire {
             system_ms: clamp(process.system_ms),
             max_rss_kib: clamp(process.max_rss_kib),
             memory_peak_bytes: process.memory_peak_bytes.map(clamp),
+            limits_hit: process.limits_hit.clone(),
             namespace: process.reaped,
         }
     }
@@ -311,6 +336,7 @@ impl ProcessWire {
             system_ms: self.system_ms,
             max_rss_kib: self.max_rss_kib,
             memory_peak_bytes: self.memory_peak_bytes,
+            limits_hit: self.limits_hit,
             reaped: self.namespace,
         }
     }
@@ -480,14 +506,16 @@ impl Observation {
     pub fn is_format(format: &str) -> bool {
         [
             OBSERVATION_FORMAT,
+            OBSERVATION_FORMAT_V3,
             OBSERVATION_FORMAT_V2,
             OBSERVATION_FORMAT_V1,
         ]
         .contains(&format)
     }
 
-    /// Decodes an observation of `format` (the current one, [`OBSERVATION_FORMAT_V2`] or
-    /// [`OBSERVATION_FORMAT_V1`]), as strictly as [`Observation::decode`].
+    /// Decodes an observation of `format` (the current one, [`OBSERVATION_FORMAT_V3`],
+    /// [`OBSERVATION_FORMAT_V2`] or [`OBSERVATION_FORMAT_V1`]), as strictly as
+    /// [`Observation::decode`].
     pub fn decode_format(format: &str, bytes: &[u8]) -> Result<Self, String> {
         if !Self::is_format(format) {
             return Err(format!("{format:?} is not an observation format"));
@@ -521,7 +549,7 @@ fn read_facts(
     head: &[u8],
     format: &str,
 ) -> Result<(ObservationFacts, StreamWire, StreamWire), FieldError> {
-    if format == OBSERVATION_FORMAT {
+    if format == OBSERVATION_FORMAT || format == OBSERVATION_FORMAT_V3 {
         let wire: FactsWire<IdentitiesWire> = canonical::from_canonical_slice(head, "facts")?;
         into_facts(wire, format, |ids| {
             Ok(RunIdentities {
@@ -550,6 +578,20 @@ fn into_facts<I>(
             "facts.protocol",
             format!("must be {format:?}"),
         ));
+    }
+    if let Some(process) = &wire.process {
+        match (format == OBSERVATION_FORMAT, &process.limits_hit) {
+            (true, None) => {
+                return Err(FieldError::wrong("facts.process.limitsHit", "is missing"));
+            }
+            (false, Some(_)) => {
+                return Err(FieldError::wrong(
+                    "facts.process.limitsHit",
+                    format!("is not a field of a {format} observation"),
+                ));
+            }
+            _ => {}
+        }
     }
     let facts = ObservationFacts {
         collector: wire.collector,
@@ -659,6 +701,7 @@ mod tests {
                     system_ms: 2,
                     max_rss_kib: 900,
                     memory_peak_bytes: Some(5 << 20),
+                    limits_hit: Some(Vec::new()),
                     reaped: true,
                 }),
                 started_at: Some(1_000),
@@ -704,14 +747,36 @@ mod tests {
         assert_eq!(Observation::decode(&bytes).unwrap(), original);
     }
 
-    /// `original` in the shape of an older `format`: its facts as the fixed fields, and (in
-    /// version 1) no harness.
-    fn older(original: &Observation, format: &str, extra: &[(&str, &str)]) -> Vec<u8> {
+    /// The facts of `original` as an object, in the shape of `format` before version 4: no
+    /// limits hit.
+    fn facts_before_limits(original: &Observation, format: &str) -> Value {
         let mut value = original.facts_value();
         let canonical::Value::Object(map) = &mut value else {
             unreachable!()
         };
         map.insert("protocol".into(), format.into());
+        if let Some(canonical::Value::Object(process)) = map.get_mut("process") {
+            process.remove("limitsHit");
+        }
+        value
+    }
+
+    fn framed(format: &str, facts: &Value, original: &Observation) -> Vec<u8> {
+        let facts = canonical::encode(facts).unwrap();
+        let mut bytes = crate::framing::prefix(format, facts.len());
+        bytes.extend_from_slice(&facts);
+        bytes.extend_from_slice(&original.stdout);
+        bytes.extend_from_slice(&original.stderr);
+        bytes
+    }
+
+    /// `original` in the shape of an older `format`: its facts as the fixed fields, and (in
+    /// version 1) no harness.
+    fn older(original: &Observation, format: &str, extra: &[(&str, &str)]) -> Vec<u8> {
+        let mut value = facts_before_limits(original, format);
+        let canonical::Value::Object(map) = &mut value else {
+            unreachable!()
+        };
         let Some(canonical::Value::Object(ids)) = map.get_mut("identities") else {
             unreachable!()
         };
@@ -724,12 +789,79 @@ mod tests {
         if format == OBSERVATION_FORMAT_V1 {
             ids.remove("harness");
         }
-        let facts = canonical::encode(&value).unwrap();
-        let mut bytes = crate::framing::prefix(format, facts.len());
-        bytes.extend_from_slice(&facts);
-        bytes.extend_from_slice(&original.stdout);
-        bytes.extend_from_slice(&original.stderr);
-        bytes
+        framed(format, &value, original)
+    }
+
+    /// The limits a run hit are recorded from version 4 on, each checked as the contract
+    /// states it; version 3 records read with them not recorded, and neither version takes
+    /// the other's shape.
+    #[test]
+    fn version_four_records_the_limits_hit_and_version_three_reads_without_them() {
+        use crate::contracts::Limit;
+        let mut hit = observation(b"");
+        if let Some(process) = hit.facts.process.as_mut() {
+            process.limits_hit = Some(vec![
+                LimitHit::new(Limit::Processes, 1024, "pids.events max 3").unwrap(),
+                LimitHit::new(Limit::Scratch, 512 << 20, "no free block").unwrap(),
+            ]);
+        }
+        let bytes = hit.encode().unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            text.contains(r#""limitsHit":[{"detail":"pids.events max 3","limit":"processes","value":1024},{"detail":"no free block","limit":"scratch","value":536870912}]"#),
+            "{text}"
+        );
+        assert_eq!(Observation::decode(&bytes).unwrap(), hit);
+        let none = observation(b"");
+        assert!(
+            String::from_utf8_lossy(&none.encode().unwrap()).contains(r#""limitsHit":[]"#),
+            "an empty list is written: none hit, recorded"
+        );
+
+        let v3 = framed(
+            OBSERVATION_FORMAT_V3,
+            &facts_before_limits(&hit, OBSERVATION_FORMAT_V3),
+            &hit,
+        );
+        let read = Observation::decode_format(OBSERVATION_FORMAT_V3, &v3).unwrap();
+        assert_eq!(read.facts.process.as_ref().unwrap().limits_hit, None);
+        assert!(
+            Observation::decode(&v3).is_err(),
+            "the judge's decoder reads only version 4"
+        );
+        // A version 3 record with limits, or a version 4 one without, is refused.
+        let mut with_limits = hit.facts_value();
+        let canonical::Value::Object(map) = &mut with_limits else {
+            unreachable!()
+        };
+        map.insert("protocol".into(), OBSERVATION_FORMAT_V3.into());
+        let mislabelled = framed(OBSERVATION_FORMAT_V3, &with_limits, &hit);
+        assert!(Observation::decode_format(OBSERVATION_FORMAT_V3, &mislabelled).is_err());
+        let without = facts_before_limits(&hit, OBSERVATION_FORMAT);
+        assert!(Observation::decode(&framed(OBSERVATION_FORMAT, &without, &hit)).is_err());
+        // Out of order, twice, or an unknown limit: refused.
+        for bad in [
+            r#"[{"detail":"b","limit":"scratch","value":1},{"detail":"a","limit":"processes","value":1}]"#,
+            r#"[{"detail":"a","limit":"memory","value":1},{"detail":"a","limit":"memory","value":1}]"#,
+            r#"[{"detail":"a","limit":"disk","value":1}]"#,
+            r#"null"#,
+        ] {
+            let mut value = hit.facts_value();
+            let canonical::Value::Object(map) = &mut value else {
+                unreachable!()
+            };
+            let Some(canonical::Value::Object(process)) = map.get_mut("process") else {
+                unreachable!()
+            };
+            process.insert(
+                "limitsHit".into(),
+                canonical::parse_canonical(bad.as_bytes()).unwrap(),
+            );
+            assert!(
+                Observation::decode(&framed(OBSERVATION_FORMAT, &value, &hit)).is_err(),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
@@ -746,16 +878,20 @@ mod tests {
         );
         assert!(
             Observation::decode(&bytes).is_err(),
-            "the current decoder reads only version 3"
+            "the current decoder reads only version 4"
         );
         assert!(Observation::decode_format("sf-evidence/1", &bytes).is_err());
 
         let stated = [("hostIdentity", "reserved-id"), ("memory", "cgroup-v1")];
         let bytes = older(&original, OBSERVATION_FORMAT_V2, &stated);
         let decoded = Observation::decode_format(OBSERVATION_FORMAT_V2, &bytes).unwrap();
+        let mut without_limits = original.clone();
+        if let Some(process) = without_limits.facts.process.as_mut() {
+            process.limits_hit = None;
+        }
         assert_eq!(
-            decoded, original,
-            "version 2's fields are the same four facts"
+            decoded, without_limits,
+            "version 2's fields are the same four facts, and it recorded no limits"
         );
         assert!(Observation::decode(&bytes).is_err());
         for bad in [[("hostIdentity", "not-stated")], [("memory", "lots")]] {

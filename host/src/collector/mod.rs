@@ -32,9 +32,12 @@
 //! differ from the pinned program, input, harness, runtime, profile or bounds, that was stopped
 //! (timeout, output limit, abort), whose processes were not confirmed reaped, whose
 //! enforcement facts do not state what the recipe pins, that enforced other bounds than
-//! requested, for which the executor reported problems, or that ended after the deadline, is
-//! recorded with those problems
-//! and is not attributable: the judge can only find it Inconclusive.
+//! requested, for which the executor reported problems, that hit one of the executor's own
+//! limits (processes, memory, file size, CPU time, open files, scratch: the sandbox's, which
+//! no check declares), or that ended after the deadline, is recorded with those problems
+//! and is not attributable: the judge can only find it Inconclusive. The limits hit are
+//! recorded as the executor stated them (`process.limitsHit`), so that the judge decides
+//! from the record, not from the collector's word.
 //!
 //! **One record per run**: every check, started or not, becomes one observation and one
 //! `EvidenceStore::put`, after the hold is asserted again. A put that fails makes that run
@@ -69,8 +72,8 @@ use crate::assurance::{
 use crate::canonical::{self, Digest};
 use crate::contracts::{
     AttemptId, CancelToken, Enforcement, EntryPlace, EvidenceRecord, EvidenceStore, Executor, Gate,
-    GateExt, NamespaceDisposition, RunAnswer, RunIdentities, RunRequest, RunStatus,
-    RuntimeDescription, Withheld,
+    GateExt, LimitHit, NamespaceDisposition, RunAnswer, RunIdentities, RunRequest, RunStatus,
+    RuntimeDescription, Withheld, check_limits_hit,
 };
 use crate::fence::Hold;
 use crate::repository::{CandidateManifest, SealedCandidate, SourceSnapshot};
@@ -155,6 +158,9 @@ pub struct CollectedRun {
     /// Why the run did not start or is not attributable, and why its record was not stored;
     /// empty for an attributable run.
     pub problems: Vec<String>,
+    /// The executor's limits the run hit, as recorded (empty for a run that hit none or did
+    /// not start).
+    pub limits_hit: Vec<LimitHit>,
 }
 
 /// The outcome of a collection that ran to its end.
@@ -452,6 +458,7 @@ impl RepositoryCollector {
                     state: RunState::NotStarted,
                     identities: None,
                     problems: vec!["the collection ended before this check was settled".into()],
+                    limits_hit: Vec::new(),
                 })
             })
             .collect();
@@ -514,6 +521,7 @@ impl RepositoryCollector {
                             "an earlier record could not be stored; nothing further is started or stored"
                                 .into(),
                         ],
+                        limits_hit: Vec::new(),
                     },
                     Duration::ZERO,
                 );
@@ -544,6 +552,13 @@ impl RepositoryCollector {
     ) -> CollectedRun {
         let identities = ran.observation.facts.identities.clone();
         let mut problems = ran.observation.facts.problems.clone();
+        let limits_hit = ran
+            .observation
+            .facts
+            .process
+            .as_ref()
+            .and_then(|process| process.limits_hit.clone())
+            .unwrap_or_default();
         if shared.storage_failed.load(Ordering::SeqCst) {
             // Another job's put failed while this run ran: nothing further is stored.
             problems.push(
@@ -555,6 +570,7 @@ impl RepositoryCollector {
                 state: RunState::StorageFailed,
                 identities,
                 problems,
+                limits_hit,
             };
         }
         let put = ran
@@ -593,6 +609,7 @@ impl RepositoryCollector {
                 state: ran.state,
                 identities,
                 problems,
+                limits_hit,
             },
             Err(error) => {
                 shared.storage_failed.store(true, Ordering::SeqCst);
@@ -603,6 +620,7 @@ impl RepositoryCollector {
                     state: RunState::StorageFailed,
                     identities,
                     problems,
+                    limits_hit,
                 }
             }
         }
@@ -854,6 +872,17 @@ impl RepositoryCollector {
             facts.ended_at,
             prepared.deadline,
         );
+        let limits_hit = match check_limits_hit(&answer.limits_hit) {
+            Ok(()) => answer.limits_hit.clone(),
+            // A list the record cannot hold is kept as the problems above (one per hit), so
+            // that no hit is dropped.
+            Err(rule) => {
+                facts.problems.push(format!(
+                    "the executor stated its limits hit malformed: {rule}"
+                ));
+                Vec::new()
+            }
+        };
         facts.attributable = facts.problems.is_empty();
         facts.identities = Some(answer.identities.clone());
         facts.process = Some(ProcessFacts {
@@ -867,6 +896,7 @@ impl RepositoryCollector {
             system_ms: answer.times.system.as_millis() as u64,
             max_rss_kib: answer.times.max_rss_kib,
             memory_peak_bytes: answer.times.memory_peak_bytes,
+            limits_hit: Some(limits_hit),
             reaped: answer.namespace == NamespaceDisposition::Reaped,
         });
         Ok(Ran {
@@ -1008,6 +1038,8 @@ fn answer_problems(
     for problem in &answer.problems {
         problems.push(format!("executor: {problem}"));
     }
+    // The sandbox's own limits are never the program's failure.
+    problems.extend(answer.limits_hit.iter().map(ToString::to_string));
     if ended_at.is_none_or(|ended| ended > deadline) {
         problems.push("the run ended after the deadline".into());
     }

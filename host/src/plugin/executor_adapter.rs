@@ -216,13 +216,14 @@ impl Executor for PluginExecutor {
 }
 
 /// The run message shape for a plugin of ABI minor `minor`: `run` before minor 2, then the
-/// method of each minor up to `run_v4` from minor 4 on.
+/// method of each minor up to `run_v5` from minor 5 on.
 pub fn run_wire(minor: u32) -> wire::RunWire {
     match minor {
         0 | 1 => wire::RunWire::V1,
         2 => wire::RunWire::V2,
         3 => wire::RunWire::V3,
-        _ => wire::RunWire::V4,
+        4 => wire::RunWire::V4,
+        _ => wire::RunWire::V5,
     }
 }
 
@@ -311,6 +312,7 @@ pub fn finish_run(
             ),
         },
         problems: vec![detail],
+        limits_hit: Vec::new(),
     })
 }
 
@@ -553,6 +555,7 @@ mod tests {
             },
             namespace: NamespaceDisposition::Reaped,
             problems: Vec::new(),
+            limits_hit: Vec::new(),
         };
         let bytes = wire::encode_answer(&answer, wire::RunWire::V2);
         assert_eq!(finish(Ok(reply(&bytes, false))).unwrap(), answer);
@@ -565,7 +568,8 @@ mod tests {
         assert_eq!(run_wire(2), wire::RunWire::V2);
         assert_eq!(run_wire(3), wire::RunWire::V3);
         assert_eq!(run_wire(4), wire::RunWire::V4);
-        assert_eq!(run_wire(5), wire::RunWire::V4);
+        assert_eq!(run_wire(5), wire::RunWire::V5);
+        assert_eq!(run_wire(6), wire::RunWire::V5);
     }
 
     /// A plugin older than what a request holds is refused before anything is sent, naming
@@ -601,9 +605,9 @@ mod tests {
             assert_eq!(refused(minor, &moded), "snapshot-modes");
             assert_eq!(refused(minor, &linked), "snapshot-modes");
         }
-        for request in [&moded, &linked] {
-            let (shape, bytes) = encode_run_for("p", 4, 1, request).unwrap();
-            assert_eq!(shape, wire::RunWire::V4);
+        for (request, minor) in [(&moded, 4), (&linked, 5)] {
+            let (shape, bytes) = encode_run_for("p", minor, 1, request).unwrap();
+            assert_eq!(shape, run_wire(minor));
             let decoded = wire::Request::decode(shape.method(), &bytes).unwrap();
             assert!(
                 matches!(decoded, Some(wire::Request::Run { request: ref got, .. }) if got == request),

@@ -14,6 +14,13 @@
 //!   where swap is accounted), `pids.max`, `cpu.cfs_quota_us` over `cpu.cfs_period_us`; the peak
 //!   is `memory.max_usage_in_bytes`.
 //!
+//! After a run its event counters say which bounds the run hit ([`RunGroup::events`]): the
+//! forks and threads refused at the process bound (`pids.events` `max`, both kinds), and the
+//! processes the kernel killed for want of memory (v1 `memory.oom_control` `oom_kill` and
+//! `under_oom`; v2 `memory.events` `oom` and `oom_kill`). v1's `memory.failcnt` is not one of
+//! them: it counts every charge that met the bound, including page cache the kernel then
+//! reclaimed without the program noticing.
+//!
 //! v2 is preferred when both would do. The host opens each group's `tasks` (v1) or
 //! `cgroup.procs` (v2) and hands the descriptors to the launcher's process, which writes itself
 //! into them before it gives up root (the kernel checks a write against the opener's
@@ -45,6 +52,19 @@ pub struct Bounds {
     pub processes: u64,
     /// CPU time per wall-clock time, in percent of one CPU.
     pub cpu_percent: u64,
+}
+
+/// What a run's group counted of the bounds its processes met.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Events {
+    /// Forks and threads refused at the process bound (`pids.events` `max`).
+    pub processes_refused: u64,
+    /// Processes the kernel killed because the group's memory ran out (`oom_kill`).
+    pub oom_kills: u64,
+    /// Times the group's memory ran out and an allocation was about to fail (v2 `oom`).
+    pub oom: u64,
+    /// Whether the group was out of memory when read (v1 `under_oom`).
+    pub under_oom: bool,
 }
 
 /// The CFS period the CPU bound is expressed over (100 ms, the kernel's default).
@@ -213,6 +233,35 @@ impl RunGroup {
             .collect()
     }
 
+    /// The group's event counters (see [`Events`]); `Err` names the file that could not be
+    /// read or that lacks a counter.
+    pub fn events(&self) -> Result<Events, String> {
+        let (memory, pids, memory_file) = match self.version {
+            Version::V2 => (&self.directories[0], &self.directories[0], "memory.events"),
+            Version::V1 => match &self.directories[..] {
+                [memory, pids, _cpu] => (memory, pids, "memory.oom_control"),
+                _ => return Err("a v1 group is three directories".to_owned()),
+            },
+        };
+        let pids_events = read(pids, "pids.events")?;
+        let memory_events = read(memory, memory_file)?;
+        let counter = |text: &str, file: &str, key: &str| {
+            counter(text, key).ok_or_else(|| format!("{file} has no counter {key}"))
+        };
+        Ok(Events {
+            processes_refused: counter(&pids_events, "pids.events", "max")?,
+            oom_kills: counter(&memory_events, memory_file, "oom_kill")?,
+            oom: match self.version {
+                Version::V2 => counter(&memory_events, memory_file, "oom")?,
+                Version::V1 => 0,
+            },
+            under_oom: match self.version {
+                Version::V1 => counter(&memory_events, memory_file, "under_oom")? != 0,
+                Version::V2 => false,
+            },
+        })
+    }
+
     /// The most memory the group's processes used at once, in bytes.
     pub fn peak(&self) -> Option<u64> {
         let (dir, file) = match self.version {
@@ -306,6 +355,21 @@ impl Drop for Cleaner {
             let _ = thread.join();
         }
     }
+}
+
+/// The text of a group's file.
+fn read(dir: &Path, file: &str) -> Result<String, String> {
+    let path = dir.join(file);
+    fs::read_to_string(&path).map_err(|error| format!("reading {}: {error}", path.display()))
+}
+
+/// The value of `key` in a flat keyed file (`key value` lines, as `pids.events` and
+/// `memory.events` are).
+fn counter(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (name, value) = line.split_once(' ')?;
+        (name == key).then(|| value.trim().parse().ok())?
+    })
 }
 
 fn write(dir: &Path, file: &str, value: impl std::fmt::Display) -> Result<(), String> {
@@ -454,5 +518,19 @@ mod tests {
             Some(PathBuf::from("/cg/b"))
         );
         assert_eq!(own_directory(&nested, "/other"), None);
+    }
+
+    #[test]
+    fn counters_are_read_by_key() {
+        let oom_control = "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n";
+        assert_eq!(counter(oom_control, "oom_kill"), Some(2));
+        assert_eq!(counter(oom_control, "under_oom"), Some(0));
+        assert_eq!(counter(oom_control, "oom"), None);
+        assert_eq!(counter("max 17\n", "max"), Some(17));
+        assert_eq!(counter("max x\n", "max"), None);
+        assert_eq!(
+            counter("low 0\nhigh 0\nmax 4\noom 1\noom_kill 1\n", "oom"),
+            Some(1)
+        );
     }
 }

@@ -424,6 +424,7 @@ impl Executor for SandboxExecutor {
                 files: files.clone(),
                 bounds: request.bounds,
                 cancel,
+                limits: &self.profile.limits,
             })
         };
         // However this run ends, the next sandbox is built after it: building it while the
@@ -466,6 +467,7 @@ impl Executor for SandboxExecutor {
             },
             namespace: ran.namespace,
             problems: ran.problems,
+            limits_hit: ran.limits_hit,
         })
     }
 }

@@ -18,6 +18,7 @@
 //! - `runtime`: resolving and digesting a runtime;
 //! - `identity`: the reserved host ids sandboxes run as when sf is root;
 //! - `cgroup`: the control group that bounds each run as a whole;
+//! - `limits`: the limits a run hit, from the group's counters and the init's reports;
 //! - `profile`: the confinement recipe and its digest;
 //! - `seccomp`: the seccomp filters;
 //! - `plan`: what the supervisor hands the launcher and what comes back;
@@ -41,6 +42,7 @@ mod executor;
 mod identity;
 #[doc(hidden)]
 pub mod launcher;
+mod limits;
 mod plan;
 pub mod plugin;
 mod prepare;
@@ -53,7 +55,7 @@ mod zygote;
 pub use executor::{LAUNCHER_NAME, SandboxConfig, SandboxExecutor};
 pub use identity::{DEFAULT_IDS, IdRange};
 pub use profile::{
-    HARNESS_DIR, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits, NetworkMode, PROFILE_PROTOCOL,
-    PROGRAM_DIR, SCRATCH_DIR,
+    HARNESS_DIR, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits, NPROC_ABOVE_GROUP, NetworkMode,
+    PROFILE_PROTOCOL, PROGRAM_DIR, SANDBOX_PROCESSES, SCRATCH_DIR,
 };
 pub use runtime::{DEVICES, LIBRARY_DIRECTORIES, RUNTIME_PROTOCOL, RuntimeConfig};

@@ -13,7 +13,8 @@
 //!
 //! The launcher and its two children write reports back on the same socket, one line each,
 //! in an order the process tree makes certain: `fail`, or `confined` (then perhaps
-//! `exec-failed`), then `exit`/`signal`, then `done`.
+//! `exec-failed`), then any `hit` (a limit the init saw hit), then `exit`/`signal`, then
+//! `done`.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -221,6 +222,8 @@ pub enum Report {
     Confined { landlock_abi: u32, landlock: String },
     /// The exec of the runtime failed with this errno; nothing of the program ran.
     ExecFailed { errno: i32 },
+    /// The init saw the run hit `limit` (a word of the contract's `Limit`), as `detail` says.
+    Hit { limit: String, detail: String },
     /// The program's first process exited with this code.
     Exit { code: i32 },
     /// The program's first process was killed by this signal.
@@ -248,6 +251,11 @@ impl Report {
                 landlock,
             } => format!("confined {landlock_abi} {landlock}"),
             Self::ExecFailed { errno } => format!("exec-failed {errno}"),
+            Self::Hit { limit, detail } => format!(
+                "hit {} {}",
+                limit.replace(char::is_whitespace, "-"),
+                detail.replace(['\n', '\r'], " ")
+            ),
             Self::Exit { code } => format!("exit {code}"),
             Self::Signal { signal } => format!("signal {signal}"),
             Self::Done {
@@ -281,6 +289,13 @@ impl Report {
             "exec-failed" => Self::ExecFailed {
                 errno: rest.parse().ok()?,
             },
+            "hit" => {
+                let (limit, detail) = rest.split_once(' ')?;
+                Self::Hit {
+                    limit: limit.to_owned(),
+                    detail: detail.to_owned(),
+                }
+            }
             "exit" => Self::Exit {
                 code: rest.parse().ok()?,
             },
@@ -313,6 +328,10 @@ mod tests {
                 landlock: "fully-enforced".into(),
             },
             Report::ExecFailed { errno: 2 },
+            Report::Hit {
+                limit: "file-size".into(),
+                detail: "SIGXFSZ ended 2 processes".into(),
+            },
             Report::Exit { code: -1 },
             Report::Signal { signal: 9 },
             Report::Done {
@@ -325,5 +344,6 @@ mod tests {
         }
         assert_eq!(Report::parse("bogus"), None);
         assert_eq!(Report::parse("exit x"), None);
+        assert_eq!(Report::parse("hit memory"), None);
     }
 }

@@ -14,8 +14,11 @@ use crate::plan::Resource;
 use crate::runtime::DEVICES;
 use crate::seccomp::{self, NamedFilter};
 
-/// The protocol string of the profile's canonical document.
-pub const PROFILE_PROTOCOL: &str = "sf-sandbox-profile/1";
+/// The protocol string of the profile's canonical document. Version 2 counts the launcher and
+/// the init in the process rlimit, sets it above the control group's process bound (so that
+/// the group's bound, whose hits are counted, is the one reached), and states which limits a
+/// run's answer records as hit (`limitsRecorded`).
+pub const PROFILE_PROTOCOL: &str = "sf-sandbox-profile/2";
 
 /// Where the program's, the input's and the harness's files are, read-only, inside the
 /// sandbox: where the Executor contract says they are.
@@ -34,7 +37,7 @@ pub const ROOT_TMPFS_OPTIONS: &str = "size=1m,nr_inodes=4096,mode=0755";
 /// The options of the fresh /proc: only the sandbox's own processes, nothing of /proc/sys.
 pub const PROC_OPTIONS: &str = "subset=pid";
 
-/// The resource limits every process of a run gets.
+/// The resource limits of a run (the defaults, and why, are in docs/sandbox.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Limits {
     /// RLIMIT_CPU (seconds, per process): SIGXCPU at this, SIGKILL one second later.
@@ -45,8 +48,11 @@ pub struct Limits {
     pub file_size_bytes: u64,
     /// RLIMIT_NOFILE.
     pub open_files: u64,
-    /// RLIMIT_NPROC: processes of the sandbox's user, counted inside its user namespace
-    /// (including the launcher's two).
+    /// The most processes and threads the program may have at once. The run's control group
+    /// bounds them exactly (its `pids.max` is this plus the launcher and the init); without
+    /// one, RLIMIT_NPROC does, which counts every thread of the sandbox's user in its user
+    /// namespace and is set [`NPROC_ABOVE_GROUP`] above the group's bound, so that the
+    /// group's bound is the one reached, and counted.
     pub processes: u64,
     /// The size of the scratch file system in bytes.
     pub scratch_bytes: u64,
@@ -71,21 +77,36 @@ fn default_cpu_percent() -> u64 {
     Limits::default().cpu_percent
 }
 
+/// The defaults fit a real project's test suite (one that starts a hundred threads, a JIT
+/// runtime that reserves gigabytes of address space, a scratch for caches and temporary
+/// files); docs/sandbox.md says why each is what it is.
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            cpu_seconds: 300,
-            address_space_bytes: 4 << 30,
-            file_size_bytes: 16 << 20,
-            open_files: 256,
-            processes: 64,
-            scratch_bytes: 16 << 20,
-            scratch_inodes: 4096,
+            cpu_seconds: 3600,
+            address_space_bytes: 16 << 30,
+            file_size_bytes: 512 << 20,
+            open_files: 1024,
+            processes: 1024,
+            scratch_bytes: 512 << 20,
+            scratch_inodes: 65536,
             memory_bytes: 2 << 30,
             cpu_percent: 200,
         }
     }
 }
+
+/// The processes besides the program's that a run's control group and its process rlimit
+/// count: the launcher and the init.
+pub const SANDBOX_PROCESSES: u64 = 2;
+
+/// How far RLIMIT_NPROC is set above the control group's process bound. Both count the same
+/// tasks (every one of the run is in the group and of the sandbox's user), and the kernel
+/// checks the rlimit first: were they equal, a fork at the bound would fail on the rlimit,
+/// which leaves no trace outside, and the group's `pids.events` would never count it. Above
+/// it, the group's bound is the one reached and counted; without a group the rlimit holds
+/// alone, this many processes later.
+pub const NPROC_ABOVE_GROUP: u64 = 8;
 
 /// How the network namespace is made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -273,7 +294,10 @@ pub fn rlimits(limits: &Limits) -> Vec<(Resource, u64, u64)> {
         same(Resource::Rss, limits.address_space_bytes),
         same(Resource::FileSize, limits.file_size_bytes),
         same(Resource::OpenFiles, limits.open_files),
-        same(Resource::Processes, limits.processes),
+        same(
+            Resource::Processes,
+            group_processes(limits).saturating_add(NPROC_ABOVE_GROUP),
+        ),
         same(Resource::Core, 0),
         same(Resource::MemoryLock, LOCKED_BYTES),
         same(Resource::FileLocks, limits.open_files),
@@ -316,14 +340,18 @@ pub fn check_ceilings(limits: &Limits) -> Result<(), ExecutorError> {
     Ok(())
 }
 
-/// The bounds of a run's control group. Its process bound counts the launcher and the init
-/// besides the program's processes.
+/// The bounds of a run's control group.
 pub fn group_bounds(limits: &Limits) -> crate::cgroup::Bounds {
     crate::cgroup::Bounds {
         memory_bytes: limits.memory_bytes,
-        processes: limits.processes.saturating_add(2),
+        processes: group_processes(limits),
         cpu_percent: limits.cpu_percent,
     }
+}
+
+/// The control group's process bound: the program's processes and the launcher and the init.
+fn group_processes(limits: &Limits) -> u64 {
+    limits.processes.saturating_add(SANDBOX_PROCESSES)
 }
 
 fn check_limits(limits: &Limits) -> Result<(), ExecutorError> {
@@ -651,6 +679,7 @@ fn recipe(
         ("seccomp", seccomp),
         ("rlimits", rlimits),
         ("controlGroup", group),
+        ("limitsRecorded", limits_recorded()),
         (
             "oomScoreAdjustment",
             Value::from("1000 for the program's processes: the group's OOM kills them first"),
@@ -680,6 +709,44 @@ fn recipe(
                  limit or cancellation, the init dies and the kernel kills the whole pid \
                  namespace",
             ),
+        ),
+    ])
+}
+
+/// Which limits a run's answer records as hit, and from what (the launcher's reports and the
+/// run's control group: [`crate::limits`]).
+fn limits_recorded() -> Value {
+    canonical::object([
+        (
+            "processes",
+            Value::from("the run's group's pids.events max; not recorded without a group"),
+        ),
+        (
+            "memory",
+            Value::from(
+                "the run's group's OOM kills (v1 memory.oom_control oom_kill and under_oom, \
+                 v2 memory.events oom and oom_kill); not recorded without a group",
+            ),
+        ),
+        (
+            "file-size",
+            Value::from("SIGXFSZ ending a process the init reaps"),
+        ),
+        (
+            "cpu-time",
+            Value::from(
+                "SIGXCPU, or SIGKILL after the CPU rlimit's time, ending a process the init \
+                 reaps",
+            ),
+        ),
+        ("open-files", Value::from("not recorded")),
+        (
+            "scratch",
+            Value::from("no free block when the program's first process ends"),
+        ),
+        (
+            "scratch-files",
+            Value::from("no free inode when the program's first process ends"),
         ),
     ])
 }

@@ -20,12 +20,13 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::MsgFlags;
 use sf_contracts::{
-    CancelToken, ExecutorError, NamespaceDisposition, RunBounds, RunStatus, RunTimes,
+    CancelToken, ExecutorError, LimitHit, NamespaceDisposition, RunBounds, RunStatus, RunTimes,
 };
 
 use crate::cgroup::{self, Cleaner, CleanerHandle, Hierarchy, RunGroup};
 use crate::identity::Ids;
 use crate::plan::Report;
+use crate::profile::Limits;
 use crate::zygote::ForkServer;
 
 /// How often cancellation is checked while nothing else happens.
@@ -178,6 +179,8 @@ pub(crate) struct Launch<'a> {
     pub files: Vec<&'a [u8]>,
     pub bounds: RunBounds,
     pub cancel: &'a CancelToken,
+    /// The profile's limits, whose values the limits hit state.
+    pub limits: &'a Limits,
 }
 
 /// What happened to a run that started.
@@ -197,6 +200,8 @@ pub(crate) struct Ran {
     pub id: Option<u32>,
     /// Which kind of control group bounded the run, if one did.
     pub group: Option<cgroup::Version>,
+    /// The limits the run hit, as far as the group and the init saw.
+    pub limits_hit: Vec<LimitHit>,
 }
 
 /// Why the supervisor stopped the run.
@@ -409,6 +414,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let mut usage = None;
     let mut failure = None;
     let mut exec_failed = None;
+    let mut hits_reported = Vec::new();
     for report in reports {
         match report {
             Report::Fail { mechanism, detail } => {
@@ -419,6 +425,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
                 landlock,
             } => confined = Some((landlock_abi, landlock)),
             Report::ExecFailed { errno } => exec_failed = Some(errno),
+            Report::Hit { limit, detail } => hits_reported.push((limit, detail)),
             Report::Exit { code } => exit_code = Some(code),
             Report::Signal { signal: number } => signal = Some(number),
             Report::Done {
@@ -482,6 +489,13 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
         RunStatus::Signalled => (None, signal),
         _ => (None, None),
     };
+    // Read once the run's namespace is gone (or the launcher was killed), so that the
+    // counters are final.
+    let group = started
+        .group
+        .as_ref()
+        .map(|(group, _)| (group.version(), group.events()));
+    let limits_hit = crate::limits::limits_hit(launch.limits, &hits_reported, group, &mut problems);
     Ok(Ran {
         status,
         exit_code,
@@ -500,6 +514,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
         problems,
         id: started.id,
         group: started.group_version(),
+        limits_hit,
     })
 }
 

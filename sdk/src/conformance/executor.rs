@@ -242,7 +242,7 @@ pub fn descriptions_are_stable(harness: &dyn Harness) {
     );
 }
 
-/// A program that prints and exits: status exited, its code, exactly its output.
+/// A program that prints and exits: status exited, its code, exactly its output, no limit hit.
 pub fn exit_code_and_output(harness: &dyn Harness) {
     let answer = harness
         .executor()
@@ -261,6 +261,11 @@ pub fn exit_code_and_output(harness: &dyn Harness) {
     );
     assert_eq!(String::from_utf8_lossy(&answer.stderr), "err-text\n");
     assert_eq!(answer.namespace, NamespaceDisposition::Reaped);
+    assert_eq!(
+        answer.limits_hit,
+        [],
+        "a program that prints and exits hits none of the executor's limits"
+    );
 }
 
 /// The identities are the request's digests and the executor's descriptions.

@@ -14,6 +14,7 @@
 //! | `sleep` | nothing more happens until the timeout or a cancellation (in real time) |
 //! | `signal <n>` | the run ends by signal `n` |
 //! | `exit <n>` | the run ends with exit code `n` |
+//! | `hit <limit> <value> <detail>` | the answer states that the run hit `limit` (a word of `Limit`), whose value was `value`, as `detail` says |
 //!
 //! Output past a limit ends the run with `output-limit` and exactly the limit's bytes, as
 //! the contract says. A program that ends without `exit` or `signal` exits 0.
@@ -25,9 +26,9 @@ use std::time::{Duration, Instant};
 
 use sf_contracts::canonical::Digest;
 use sf_contracts::{
-    CancelToken, Enforcement, EntryPlace, Executor, ExecutorError, NamespaceDisposition,
-    ProfileDescription, ReadableKind, ReadablePath, RequestDigests, RunAnswer, RunIdentities,
-    RunRequest, RunStatus, RunTimes, RuntimeDescription,
+    CancelToken, Enforcement, EntryPlace, Executor, ExecutorError, Limit, LimitHit,
+    NamespaceDisposition, ProfileDescription, ReadableKind, ReadablePath, RequestDigests,
+    RunAnswer, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
 
 /// One scripted outcome of a run that started.
@@ -43,6 +44,8 @@ pub struct ScriptedRun {
     pub stdout: Vec<u8>,
     /// stderr (likewise).
     pub stderr: Vec<u8>,
+    /// The Executor's limits the run hit (stated in [`Limit`] order, each once).
+    pub limits_hit: Vec<LimitHit>,
 }
 
 impl ScriptedRun {
@@ -54,6 +57,7 @@ impl ScriptedRun {
             signal: None,
             stdout: stdout.to_vec(),
             stderr: Vec::new(),
+            limits_hit: Vec::new(),
         }
     }
 }
@@ -124,13 +128,18 @@ impl ScriptedExecutor {
             .unwrap_or_default();
         let mut stdout = Vec::new();
         let mut stderr = Vec::new();
-        let ended = |status: RunStatus, stdout: Vec<u8>, stderr: Vec<u8>| ScriptedRun {
-            status,
-            exit_code: None,
-            signal: None,
-            stdout,
-            stderr,
-        };
+        let mut hits = Vec::new();
+        let ended =
+            |status: RunStatus, stdout: Vec<u8>, stderr: Vec<u8>, hits: &mut Vec<LimitHit>| {
+                ScriptedRun {
+                    status,
+                    exit_code: None,
+                    signal: None,
+                    stdout,
+                    stderr,
+                    limits_hit: std::mem::take(hits),
+                }
+            };
         for line in entry.lines() {
             let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
             match word {
@@ -160,23 +169,32 @@ impl ScriptedExecutor {
                 }
                 "sleep" => loop {
                     if cancel.is_cancelled() {
-                        return ended(RunStatus::Aborted, stdout, stderr);
+                        return ended(RunStatus::Aborted, stdout, stderr, &mut hits);
                     }
                     if start.elapsed() >= request.bounds.timeout {
-                        return ended(RunStatus::TimedOut, stdout, stderr);
+                        return ended(RunStatus::TimedOut, stdout, stderr, &mut hits);
                     }
                     std::thread::sleep(Duration::from_millis(2));
                 },
                 "signal" => {
                     return ScriptedRun {
                         signal: Some(rest.parse().unwrap_or(9)),
-                        ..ended(RunStatus::Signalled, stdout, stderr)
+                        ..ended(RunStatus::Signalled, stdout, stderr, &mut hits)
                     };
+                }
+                "hit" => {
+                    let mut parts = rest.splitn(3, ' ');
+                    let hit = (parts.next().and_then(Limit::parse))
+                        .zip(parts.next().and_then(|value| value.parse().ok()))
+                        .and_then(|(limit, value)| {
+                            LimitHit::new(limit, value, parts.next().unwrap_or("")).ok()
+                        });
+                    hits.extend(hit);
                 }
                 "exit" => {
                     return ScriptedRun {
                         exit_code: Some(rest.parse().unwrap_or(1)),
-                        ..ended(RunStatus::Exited, stdout, stderr)
+                        ..ended(RunStatus::Exited, stdout, stderr, &mut hits)
                     };
                 }
                 _ => {}
@@ -184,7 +202,7 @@ impl ScriptedExecutor {
         }
         ScriptedRun {
             exit_code: Some(0),
-            ..ended(RunStatus::Exited, stdout, stderr)
+            ..ended(RunStatus::Exited, stdout, stderr, &mut hits)
         }
     }
 }
@@ -230,6 +248,9 @@ impl Executor for ScriptedExecutor {
         if !matches!(run.status, RunStatus::Signalled) {
             run.signal = None;
         }
+        // As the contract lists them: each limit once, in order.
+        run.limits_hit.sort_by_key(LimitHit::limit);
+        run.limits_hit.dedup_by_key(|hit| hit.limit());
         Ok(RunAnswer {
             status: run.status,
             exit_code: run.exit_code,
@@ -252,6 +273,7 @@ impl Executor for ScriptedExecutor {
             },
             namespace: NamespaceDisposition::Reaped,
             problems: Vec::new(),
+            limits_hit: run.limits_hit,
         })
     }
 }

@@ -37,7 +37,7 @@ use sf_host::fence::Fence;
 use sf_host::repository::{FrozenInputs, SealedCandidate};
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 use sf_host::snapshot_store::SnapshotStore;
-use sf_sandbox_exec::{RuntimeConfig, SandboxConfig, SandboxExecutor};
+use sf_sandbox_exec::{Limits, RuntimeConfig, SandboxConfig, SandboxExecutor};
 use sf_tests::{TestRepo, edit, private_dir, proposal};
 
 /// The base's `sum.sh`: skips the first number (the bug).
@@ -57,8 +57,14 @@ pub fn launcher() -> &'static Path {
 
 /// The real sandbox-exec Executor with the `/bin/sh` runtime.
 pub fn sandbox() -> Arc<SandboxExecutor> {
+    sandbox_with(Limits::default())
+}
+
+/// The real sandbox-exec Executor with the `/bin/sh` runtime and `limits`.
+pub fn sandbox_with(limits: Limits) -> Arc<SandboxExecutor> {
     let mut config = SandboxConfig::new(RuntimeConfig::shell());
     config.launcher = Some(launcher().to_path_buf());
+    config.limits = limits;
     Arc::new(SandboxExecutor::new(config).expect("the sandbox configures"))
 }
 

@@ -128,6 +128,18 @@ pub fn probe_request(probes: &[String], timeout: Duration) -> RunRequest {
     }
 }
 
+/// A request running `script` (the program's `main.sh`) with `timeout` and `output_limit`.
+pub fn shell_request(script: &str, timeout: Duration, output_limit: u64) -> RunRequest {
+    RunRequest {
+        program: vec![SnapshotFile::regular("main.sh", script.as_bytes().to_vec())],
+        entry: "main.sh".into(),
+        args: Vec::new(),
+        input: Vec::new(),
+        harness: Vec::new(),
+        bounds: RunBounds::new(timeout, output_limit),
+    }
+}
+
 /// Runs `probes` under `executor`.
 pub fn run_probes(executor: &SandboxExecutor, probes: &[String]) -> RunAnswer {
     executor

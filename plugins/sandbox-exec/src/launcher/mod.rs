@@ -25,6 +25,7 @@
 
 mod confine;
 mod mounts;
+mod seen;
 pub(crate) mod sys;
 mod zygote;
 
@@ -454,7 +455,8 @@ fn watch(init: libc::pid_t, handoff: RawFd) -> Step<i32> {
 }
 
 /// The namespace's init: builds the root, waits for the run plan, mounts the run's files,
-/// starts the program, reaps, reports, exits.
+/// starts the program, reaps (counting the limits it sees hit, see [`seen`]), reports,
+/// exits.
 fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
     // SAFETY: prctl and poll on our own descriptor.
     unsafe {
@@ -494,6 +496,7 @@ fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
         report(SOCKET, &fail(failure));
         sys::exit_now(126);
     }
+    let mut seen = seen::Seen::new(plan);
     let program = sys::spawn_until_exec(&mut || {
         // SAFETY: closing the pipe end the program must not hold (in its own table).
         unsafe { libc::close(alive) };
@@ -519,9 +522,17 @@ fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
     }
     loop {
         let mut status = 0;
-        // SAFETY: a valid status pointer.
-        let reaped = unsafe { libc::waitpid(-1, &mut status, libc::__WALL) };
+        // SAFETY: zeroed rusage is a valid value to be overwritten.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: valid status and usage pointers.
+        let reaped = unsafe { libc::wait4(-1, &mut status, libc::__WALL, &mut usage) };
+        if reaped > 0 {
+            seen.reaped(status, &usage);
+        }
         if reaped == program {
+            for hit in seen.reports() {
+                report(SOCKET, &hit);
+            }
             let line = if libc::WIFEXITED(status) {
                 Report::Exit {
                     code: libc::WEXITSTATUS(status),
