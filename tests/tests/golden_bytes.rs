@@ -145,11 +145,6 @@ const GOLDEN: &[(&str, usize, &str)] = &[
         "38a54b1baa3de5ff16a091707ca7f02661078e13a83bc442450961a8e35fb149",
     ),
     (
-        "executor-run-v4",
-        527,
-        "a84e7eacc89a2cf374a0dbc26fbb24182249c01663c03814769ccc1cb6d99902",
-    ),
-    (
         "executor-run-v3",
         397,
         "38a54b1baa3de5ff16a091707ca7f02661078e13a83bc442450961a8e35fb149",
@@ -1070,6 +1065,11 @@ fn every_format_encodes_as_it_did() {
         .iter()
         .map(|(name, len, hex)| (*name, (*len, *hex)))
         .collect();
+    assert_eq!(
+        expected.len(),
+        GOLDEN.len(),
+        "a vector is listed twice in GOLDEN"
+    );
     let mut wrong = Vec::new();
     for (name, len, hex) in &actual {
         match expected.get(name) {
