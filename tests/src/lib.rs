@@ -404,3 +404,68 @@ pub fn clone_fixture(dir: &Path, name: &str) -> (PathBuf, Vec<String>) {
         .collect();
     (clone, commits)
 }
+
+/// The leaves of the tree `git archive` writes for `rev` of `repo`, extracted by `tar` into
+/// `scratch` and read back from disk: each path's mode (executable when the owner may
+/// execute it) and bytes, or a link's target. An independent view of a commit's tree to
+/// compare sf's with.
+pub fn archived_leaves(
+    repo: &Path,
+    rev: &str,
+    scratch: &Path,
+) -> std::collections::BTreeMap<String, (sf_host::contracts::tree_path::EntryMode, Vec<u8>)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    use std::process::{Command, Stdio};
+
+    use sf_host::contracts::tree_path::EntryMode;
+
+    fn walk(
+        dir: &Path,
+        prefix: &str,
+        leaves: &mut std::collections::BTreeMap<String, (EntryMode, Vec<u8>)>,
+    ) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let name = entry.file_name().into_string().unwrap();
+            let path = format!("{prefix}{name}");
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(entry.path()).unwrap();
+                leaves.insert(
+                    path,
+                    (
+                        EntryMode::Symlink,
+                        target.into_os_string().into_encoded_bytes(),
+                    ),
+                );
+            } else if meta.is_dir() {
+                walk(&entry.path(), &format!("{path}/"), leaves);
+            } else {
+                let mode = if meta.permissions().mode() & 0o100 != 0 {
+                    EntryMode::Executable
+                } else {
+                    EntryMode::Regular
+                };
+                leaves.insert(path, (mode, std::fs::read(entry.path()).unwrap()));
+            }
+        }
+    }
+
+    let out = scratch.join(format!("archive-{rev}"));
+    std::fs::create_dir_all(&out).unwrap();
+    let tar = plain_git(repo, &["archive", "--format=tar", rev], &[]);
+    let mut child = Command::new("tar")
+        .args(["-x", "-f", "-", "-C"])
+        .arg(&out)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &tar).unwrap();
+    assert!(
+        child.wait().unwrap().success(),
+        "tar extracts git archive of {rev}"
+    );
+    let mut leaves = std::collections::BTreeMap::new();
+    walk(&out, "", &mut leaves);
+    leaves
+}

@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use sf_host::contracts::tree_path::EntryMode;
 use sf_host::git_source::{GitSourceError, read_git_source};
@@ -28,62 +27,6 @@ fn git_with_input(dir: &Path, args: &[&str], input: &[u8]) -> Vec<u8> {
 
 fn text(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap().trim().to_owned()
-}
-
-/// One leaf as the comparison sees it.
-#[derive(Debug, PartialEq, Eq)]
-enum Leaf {
-    File { executable: bool, bytes: Vec<u8> },
-    Link(Vec<u8>),
-}
-
-/// The leaves of the tree `git archive` writes for `rev`, extracted by `tar` and read back
-/// from disk.
-fn archived(repo: &Path, rev: &str, scratch: &Path) -> BTreeMap<String, Leaf> {
-    let out = scratch.join(format!("archive-{rev}"));
-    std::fs::create_dir_all(&out).unwrap();
-    let tar = git(repo, &["archive", "--format=tar", rev]);
-    let mut child = Command::new("tar")
-        .args(["-x", "-f", "-", "-C"])
-        .arg(&out)
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &tar).unwrap();
-    assert!(child.wait().unwrap().success());
-    let mut leaves = BTreeMap::new();
-    walk(&out, "", &mut leaves);
-    leaves
-}
-
-fn walk(dir: &Path, prefix: &str, leaves: &mut BTreeMap<String, Leaf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name().into_string().unwrap();
-        let path = if prefix.is_empty() {
-            name
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let meta = std::fs::symlink_metadata(entry.path()).unwrap();
-        if meta.file_type().is_symlink() {
-            let target = std::fs::read_link(entry.path()).unwrap();
-            leaves.insert(
-                path,
-                Leaf::Link(target.into_os_string().into_encoded_bytes()),
-            );
-        } else if meta.is_dir() {
-            walk(&entry.path(), &path, leaves);
-        } else {
-            leaves.insert(
-                path,
-                Leaf::File {
-                    executable: meta.permissions().mode() & 0o100 != 0,
-                    bytes: std::fs::read(entry.path()).unwrap(),
-                },
-            );
-        }
-    }
 }
 
 /// Imports `rev` of `source` into a new owned repository and checks it is the same commit
@@ -114,21 +57,12 @@ fn import_exactly(source: &Path, rev: &str, scratch: &Path) {
         text(git(&path, &["rev-parse", "refs/heads/main^{tree}"])),
         tree
     );
-    let held: BTreeMap<String, Leaf> = base
+    let held: BTreeMap<String, (EntryMode, Vec<u8>)> = base
         .files
         .into_iter()
-        .map(|file| {
-            let leaf = match file.mode {
-                EntryMode::Symlink => Leaf::Link(file.content),
-                mode => Leaf::File {
-                    executable: mode == EntryMode::Executable,
-                    bytes: file.content,
-                },
-            };
-            (file.path, leaf)
-        })
+        .map(|file| (file.path, (file.mode, file.content)))
         .collect();
-    let expected = archived(source, &commit, scratch);
+    let expected = sf_tests::archived_leaves(source, &commit, scratch);
     assert_eq!(
         held.keys().collect::<Vec<_>>(),
         expected.keys().collect::<Vec<_>>(),

@@ -9,7 +9,6 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use sf_host::canonical::Digest;
 use sf_host::contracts::tree_path::EntryMode;
@@ -97,47 +96,6 @@ fn whole_tree_proposal() -> Proposal {
     }
 }
 
-/// The leaves `git archive` of `rev` in `repo` holds: (executable?, bytes) or a link target.
-fn archived(repo: &Path, rev: &str, scratch: &Path) -> BTreeMap<String, (EntryMode, Vec<u8>)> {
-    let out = scratch.join(format!("archive-{rev}"));
-    std::fs::create_dir_all(&out).unwrap();
-    let tar = git(repo, &["archive", "--format=tar", rev]);
-    let mut child = Command::new("tar")
-        .args(["-x", "-f", "-", "-C"])
-        .arg(&out)
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &tar).unwrap();
-    assert!(child.wait().unwrap().success());
-    let mut leaves = BTreeMap::new();
-    read_leaves(&out, "", &mut leaves);
-    leaves
-}
-
-fn read_leaves(dir: &Path, prefix: &str, leaves: &mut BTreeMap<String, (EntryMode, Vec<u8>)>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name().into_string().unwrap();
-        let path = format!("{prefix}{name}");
-        let meta = std::fs::symlink_metadata(entry.path()).unwrap();
-        if meta.file_type().is_symlink() {
-            let target = std::fs::read_link(entry.path()).unwrap();
-            let target = target.into_os_string().into_string().unwrap().into_bytes();
-            leaves.insert(path, (EntryMode::Symlink, target));
-        } else if meta.is_dir() {
-            read_leaves(&entry.path(), &format!("{path}/"), leaves);
-        } else {
-            let mode = if meta.permissions().mode() & 0o111 != 0 {
-                EntryMode::Executable
-            } else {
-                EntryMode::Regular
-            };
-            leaves.insert(path, (mode, std::fs::read(entry.path()).unwrap()));
-        }
-    }
-}
-
 #[test]
 fn a_proposal_over_every_entry_kind_is_sealed_exported_exactly_and_replayed() {
     let (_dir, root) = private_dir();
@@ -178,7 +136,7 @@ fn a_proposal_over_every_entry_kind_is_sealed_exported_exactly_and_replayed() {
         .iter()
         .map(|file| (file.path.clone(), (file.mode, file.content.clone())))
         .collect();
-    assert_eq!(archived(&test.path, &m, &root), held);
+    assert_eq!(sf_tests::archived_leaves(&test.path, &m, &root), held);
 
     // M is a commit a team would accept: the imported commit its parent, the proposal's
     // author, message and date; sf its committer at the same time.
