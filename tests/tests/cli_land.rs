@@ -975,3 +975,58 @@ fn a_missed_check_shows_the_end_of_its_output() {
     assert!(text.contains(" ms wall, "), "{text}");
     assert!(text.contains("  memory  largest process "), "{text}");
 }
+
+/// A Slice that protects a test runner's start-up hooks (pytest's `conftest.py`, Python's
+/// `sitecustomize.py`, `usercustomize.py` and `.pth` files) refuses, at seal, a proposal that
+/// adds any of them inside its scope, and writes nothing.
+#[test]
+fn start_up_hooks_a_slice_protects_are_refused_at_seal() {
+    let work = Work::new();
+    work.author_slice(
+        "hooks",
+        &[(
+            "slice.json",
+            r#"{"id":"sum-fix","revision":2,"scope":["sum.sh","tests","lib"],
+                "protected":["tests/numbers.sh","**/conftest.py","**/sitecustomize.py",
+                             "**/usercustomize.py","**/*.pth"]}"#,
+        )],
+    );
+    work.freeze("hooks").result();
+    for path in [
+        "tests/conftest.py",
+        "lib/sitecustomize.py",
+        "lib/usercustomize.py",
+        "lib/site-packages/evil.pth",
+        "conftest.py",
+    ] {
+        let before = work.hash("hooks");
+        let proposal = work.proposal(
+            "hook",
+            serde_json::json!({"edits": [
+                {"path": "sum.sh", "prior": Digest::of(SUM_BUGGY.as_bytes()).to_string(),
+                 "text": SUM_FIXED},
+                {"path": path, "prior": null, "text": "import os\nos._exit(0)\n"},
+            ]}),
+        );
+        let sealed = work.sf(&[
+            "seal",
+            "--identity",
+            "identity.json",
+            "--slice",
+            "hooks",
+            "--proposal",
+            proposal.to_str().unwrap(),
+        ]);
+        assert_eq!(sealed.error_code(), "rejected", "{path}");
+        let message = sealed.json["error"]["message"].as_str().unwrap();
+        // A root conftest.py is outside this scope, refused for that before anything else.
+        let rule = if path == "conftest.py" {
+            "outside-scope"
+        } else {
+            "protected-path"
+        };
+        assert!(message.contains(rule), "{path}: {message}");
+        assert!(message.contains(path), "{path}: {message}");
+        assert_eq!(work.hash("hooks"), before, "{path}: nothing written");
+    }
+}
