@@ -3,12 +3,14 @@
 //! checks that the Candidate was sealed for exactly it before anything else happens; only
 //! `collect` writes (after its preflight), the others create nothing.
 
+use std::io::IsTerminal as _;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
 
 use super::common::{CliError, Context, Output, json_value, limits_hit_json, repository_error};
 use super::slice_dir::{SliceDir, coded, invalid};
@@ -198,22 +200,62 @@ pub(super) fn run_json_of(run: &CollectedRun) -> serde_json::Value {
     })
 }
 
-/// One progress line on stderr when a check's run starts, and one when it is settled, with
-/// its time.
-pub(super) fn report_progress(event: CollectEvent<'_>) {
-    match event {
-        CollectEvent::Started { check } => eprintln!("sf: {check} started"),
-        CollectEvent::Settled { run, elapsed } => {
-            let took = format!("{:.1}s", elapsed.as_secs_f64());
-            match run.problems.first() {
-                Some(problem) => eprintln!(
-                    "sf: {} {} ({took}): {}",
-                    run.check,
-                    run.state.as_str(),
-                    text_escape::line(problem)
-                ),
-                None => eprintln!("sf: {} {} ({took})", run.check, run.state.as_str()),
+/// A collection's progress on stderr: a line when each check's run starts and one when it is
+/// settled, with its time; on a terminal, also a live bar of the checks settled, drawn below
+/// the lines and cleared at the end.
+pub(super) struct Progress {
+    bar: Option<ProgressBar>,
+}
+
+impl Progress {
+    /// The progress of a collection of `checks` process checks.
+    pub(super) fn new(checks: usize) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(checks as u64);
+            if let Ok(style) =
+                ProgressStyle::with_template("{spinner} {pos}/{len} checks settled, {elapsed}")
+            {
+                bar.set_style(style);
             }
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        Self { bar }
+    }
+
+    /// Reports one event.
+    pub(super) fn report(&self, event: CollectEvent<'_>) {
+        let line = match event {
+            CollectEvent::Started { check } => format!("sf: {check} started"),
+            CollectEvent::Settled { run, elapsed } => {
+                let took = format!("{:.1}s", elapsed.as_secs_f64());
+                match run.problems.first() {
+                    Some(problem) => format!(
+                        "sf: {} {} ({took}): {}",
+                        run.check,
+                        run.state.as_str(),
+                        text_escape::line(problem)
+                    ),
+                    None => format!("sf: {} {} ({took})", run.check, run.state.as_str()),
+                }
+            }
+        };
+        match &self.bar {
+            Some(bar) => {
+                bar.println(line);
+                if matches!(event, CollectEvent::Settled { .. }) {
+                    bar.inc(1);
+                }
+            }
+            None => eprintln!("{line}"),
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
         }
     }
 }
@@ -248,6 +290,7 @@ pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliEr
         )
     })?;
     eprintln!("sf collect: attempt {}", hold.attempt());
+    let progress = Progress::new(loaded.slice.frozen.acceptance.process_checks().count());
     let result = collector
         .collect_with_progress(
             &CollectRequest {
@@ -259,9 +302,10 @@ pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliEr
             gate,
             &hold,
             &CancelToken::new(),
-            &mut report_progress,
+            &mut |event| progress.report(event),
         )
         .map_err(|error| coded(error.code(), "the collection", error))?;
+    drop(progress);
     let json = serde_json::json!({
         "attempt": json_value(&result.attempt.to_value()),
         "pins": result.pins.to_string(),

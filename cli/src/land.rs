@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::assure::{
-    CandidateInSlice, Loaded, PREFLIGHT_GATE_TIMEOUT, deadline, fence, land_error, output_tails,
-    report_progress, run_json_of, verdict_json, verdict_text,
+    CandidateInSlice, Loaded, PREFLIGHT_GATE_TIMEOUT, Progress, deadline, fence, land_error,
+    output_tails, run_json_of, verdict_json, verdict_text,
 };
 use super::common::{CliError, Context, Output, json_value, read_input};
 use super::{
@@ -159,6 +159,7 @@ fn land_command(context: &Context, args: &LandArgs) -> Result<(Output, u8), CliE
     let records = std::sync::Arc::clone(&store);
     let product = loaded.repository.identity().product_id.clone();
     let fence = fence(&loaded.slice, &product)?;
+    let progress = Progress::new(loaded.slice.frozen.acceptance.process_checks().count());
     let landed = land(
         LandRequest {
             repository: &loaded.repository,
@@ -175,9 +176,10 @@ fn land_command(context: &Context, args: &LandArgs) -> Result<(Output, u8), CliE
             jobs: args.jobs,
             faults: std::sync::Arc::clone(&context.faults),
         },
-        &mut report_progress,
+        &mut |event| progress.report(event),
     )
     .map_err(|error| land_error("landing", error))?;
+    drop(progress);
     let exit = exit_status(landed.outcome);
     Ok((describe(&landed, &loaded, records.as_ref()), exit))
 }

@@ -1030,3 +1030,47 @@ fn start_up_hooks_a_slice_protects_are_refused_at_seal() {
         assert_eq!(work.hash("hooks"), before, "{path}: nothing written");
     }
 }
+
+/// On a terminal, `sf collect` draws a live bar of the checks settled beside its lines; off
+/// one (every other test) it writes the lines only. The terminal is a real pseudo-terminal
+/// (`script`).
+#[test]
+fn on_a_terminal_collect_draws_a_live_bar() {
+    let work = Work::new();
+    let fix = work.seal("slice", SUM_FIXED);
+    let sf = sf_tests::plugins::built().sf.clone();
+    let command = format!(
+        "{} collect --identity identity.json --candidate {fix} --slice slice",
+        sf.display()
+    );
+    let output = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .current_dir(&work.dir)
+        .env("TERM", "xterm")
+        .env_remove("SF_PLUGIN_PATH")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let shown = String::from_utf8_lossy(&output.stdout);
+    assert!(shown.contains("checks settled"), "the bar: {shown}");
+    assert!(
+        shown.contains("sf: bug-fixed started"),
+        "the lines: {shown}"
+    );
+    // Off a terminal, the same command writes no bar.
+    let output = work
+        .text_command(&[
+            "collect",
+            "--identity",
+            "identity.json",
+            "--candidate",
+            &fix,
+            "--slice",
+            "slice",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("sf: bug-fixed started"), "{stderr}");
+    assert!(!stderr.contains("checks settled"), "{stderr}");
+}
