@@ -164,11 +164,23 @@ pub fn snapshot_digest(files: &[SnapshotFile]) -> Result<Digest, SnapshotError> 
 /// (a Candidate's tree, which may be larger than an executor takes). Distinct paths are the
 /// caller's guarantee.
 pub fn digest_of_files(files: &[SnapshotFile]) -> Digest {
-    let with_modes = !is_regular_only(files);
-    let mut sorted: Vec<&SnapshotFile> = files.iter().collect();
-    sorted.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-    let total: usize = files.iter().map(|file| file.content.len()).sum();
-    let mut encoding = Vec::with_capacity(total + 64 * files.len() + 16);
+    let entries: Vec<(&str, EntryMode, &[u8])> = files
+        .iter()
+        .map(|file| (file.path.as_str(), file.mode, file.content.as_slice()))
+        .collect();
+    digest_of_entries(&entries)
+}
+
+/// [`digest_of_files`] of entries held elsewhere (path, mode, content), so that a caller with
+/// its own file type digests them without copying their bytes into snapshot files first.
+pub fn digest_of_entries(entries: &[(&str, EntryMode, &[u8])]) -> Digest {
+    let with_modes = entries
+        .iter()
+        .any(|(_, mode, _)| *mode != EntryMode::Regular);
+    let mut sorted: Vec<&(&str, EntryMode, &[u8])> = entries.iter().collect();
+    sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    let total: usize = entries.iter().map(|(_, _, content)| content.len()).sum();
+    let mut encoding = Vec::with_capacity(total + 64 * entries.len() + 16);
     let protocol = if with_modes {
         SNAPSHOT_DIGEST_PROTOCOL_V2
     } else {
@@ -176,14 +188,14 @@ pub fn digest_of_files(files: &[SnapshotFile]) -> Digest {
     };
     encoding.extend_from_slice(protocol.as_bytes());
     encoding.push(b'\n');
-    for file in sorted {
-        encoding.extend_from_slice(&(file.path.len() as u64).to_be_bytes());
-        encoding.extend_from_slice(file.path.as_bytes());
+    for (path, mode, content) in sorted {
+        encoding.extend_from_slice(&(path.len() as u64).to_be_bytes());
+        encoding.extend_from_slice(path.as_bytes());
         if with_modes {
-            encoding.extend_from_slice(file.mode.octal().as_bytes());
+            encoding.extend_from_slice(mode.octal().as_bytes());
         }
-        encoding.extend_from_slice(&(file.content.len() as u64).to_be_bytes());
-        encoding.extend_from_slice(&file.content);
+        encoding.extend_from_slice(&(content.len() as u64).to_be_bytes());
+        encoding.extend_from_slice(content);
     }
     Digest::of(&encoding)
 }

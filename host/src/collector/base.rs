@@ -88,7 +88,7 @@ pub fn materialise_candidate(sealed: &SealedCandidate) -> Result<MaterialisedTre
     files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
     sealed
         .manifest
-        .check_contents(&files)
+        .check_contents(&files, &crate::repository::contents_digest(&files))
         .map_err(|why| format!("Candidate: {why}"))?;
     check_files(&files, &sealed.manifest.tree, "Candidate")?;
     snapshot_of(&files, "Candidate")

@@ -4,7 +4,7 @@
 use crate::canonical::{self, Digest};
 use crate::contracts::RefValue;
 use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind};
-use crate::snapshot::{SnapshotFile, digest_of_files};
+use crate::snapshot::SnapshotFile;
 
 use super::identity;
 use super::proposal;
@@ -14,7 +14,7 @@ use super::{
     CandidateManifest, CandidateProtocol, FileEdit, IDENT, MANIFEST_NAME,
     MAX_CANDIDATE_COMMIT_BYTES, MAX_COMMIT_BYTES, MAX_PROPOSAL_DOCUMENT_BYTES, ManifestEntry,
     PROPOSAL_NAME, Proposal, Repository, RepositoryError, SealedCandidate, SourceSnapshot,
-    candidate_ref, check_protected, legacy_candidate_message, validate_proposal,
+    candidate_ref, check_protected, contents_digest, legacy_candidate_message, validate_proposal,
 };
 
 impl Repository {
@@ -194,9 +194,13 @@ impl Repository {
             "Candidate tree",
             self.deadline(),
         )?;
-        manifest.check_contents(&files).map_err(|why| {
-            RepositoryError::corrupt(format!("Candidate tree {}: {why}", manifest.tree))
-        })?;
+        // One digest of the entries: checked against the manifest, and the executor's input.
+        let snapshot_digest = contents_digest(&files);
+        manifest
+            .check_contents(&files, &snapshot_digest)
+            .map_err(|why| {
+                RepositoryError::corrupt(format!("Candidate tree {}: {why}", manifest.tree))
+            })?;
         // The base: a factory commit with the recorded tree.
         let base = self.snapshot(&manifest.base_commit).map_err(|error| {
             RepositoryError::corrupt(format!(
@@ -226,7 +230,6 @@ impl Repository {
             .collect();
         // The tree rules were checked when the tree was read; whether the files fit an
         // executor is the collector's question, not the export's.
-        let snapshot_digest = digest_of_files(&files);
         Ok(SealedCandidate {
             digest: digest.clone(),
             manifest,

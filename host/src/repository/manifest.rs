@@ -516,19 +516,20 @@ impl CandidateManifest {
         self.protocol.as_str()
     }
 
-    /// Checks `files` (M's entries, sorted by path) against what the manifest names beyond
-    /// the tree id: the listing, or the content digest. The error says how they differ.
-    pub fn check_contents(&self, files: &[SourceFile]) -> Result<(), String> {
+    /// Checks `files` (M's entries, sorted by path), whose [`contents_digest`] is `digest`,
+    /// against what the manifest names beyond the tree id: the listing, or the content
+    /// digest. The error says how they differ.
+    pub fn check_contents(&self, files: &[SourceFile], digest: &Digest) -> Result<(), String> {
         match &self.contents {
             TreeContents::Files(listed) => {
                 if ManifestFile::listing(files)? != *listed {
                     return Err("the files are not the ones the manifest lists".into());
                 }
             }
-            TreeContents::Digest(digest) => {
-                if contents_digest(files) != *digest {
+            TreeContents::Digest(named) => {
+                if digest != named {
                     return Err(format!(
-                        "the entries do not have the content digest {digest}"
+                        "the entries do not have the content digest {named}"
                     ));
                 }
             }
@@ -696,11 +697,11 @@ impl CandidateManifest {
 
 /// The content digest a version 3 manifest names: the snapshot digest of M's entries.
 pub fn contents_digest(files: &[SourceFile]) -> Digest {
-    let entries: Vec<SnapshotFile> = files
+    let entries: Vec<(&str, EntryMode, &[u8])> = files
         .iter()
-        .map(|file| SnapshotFile::new(file.path.clone(), file.mode, file.content.clone()))
+        .map(|file| (file.path.as_str(), file.mode, file.content.as_slice()))
         .collect();
-    crate::snapshot::digest_of_files(&entries)
+    crate::snapshot::digest_of_entries(&entries)
 }
 
 enum Record {

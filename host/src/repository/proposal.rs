@@ -523,6 +523,15 @@ pub fn validate_proposal(
     scope: &[String],
     bounds: &ProposalBounds,
 ) -> Result<Digest, RepositoryError> {
+    validated_bytes(proposal, scope, bounds).map(|bytes| Digest::of(&bytes))
+}
+
+/// [`validate_proposal`], giving the proposal's canonical bytes (what the seal stores).
+pub(crate) fn validated_bytes(
+    proposal: &Proposal,
+    scope: &[String],
+    bounds: &ProposalBounds,
+) -> Result<Vec<u8>, RepositoryError> {
     let edits = &proposal.edits;
     if edits.is_empty() {
         return Err(RepositoryError::rejected(
@@ -613,7 +622,7 @@ pub fn validate_proposal(
             ),
         ));
     }
-    Ok(Digest::of(&proposal.to_bytes()?))
+    proposal.to_bytes()
 }
 
 /// Applies validated edits to the base's files, checking priors, and the resulting source

@@ -16,7 +16,7 @@ use super::{
     CANDIDATE_REF_PATIENCE, CandidateManifest, CandidateProtocol, FrozenInputs, IDENT,
     MANIFEST_NAME, ManifestEdit, ManifestEntry, PROPOSAL_NAME, Proposal, Repository,
     RepositoryError, SealedCandidate, TreeContents, candidate_idents, candidate_message,
-    candidate_ref, check_protected, contents_digest, validate_proposal,
+    candidate_ref, check_protected, contents_digest,
 };
 
 impl Repository {
@@ -37,7 +37,8 @@ impl Repository {
                  required",
             ));
         }
-        let proposal_digest = validate_proposal(proposal, &frozen.scope, &frozen.bounds)?;
+        let proposal_bytes = proposal::validated_bytes(proposal, &frozen.scope, &frozen.bounds)?;
+        let proposal_digest = Digest::of(&proposal_bytes);
         check_protected(
             proposal.edits.iter().map(|edit| edit.path.as_str()),
             &frozen.protected()?,
@@ -93,8 +94,7 @@ impl Repository {
             // A replay: verify what is published and write nothing.
             return self.export_candidate(&digest);
         }
-        let (seal_objects, seal_commit) =
-            seal_objects(manifest_bytes, proposal.to_bytes()?, commit.id);
+        let (seal_objects, seal_commit) = seal_objects(manifest_bytes, proposal_bytes, commit.id);
         let mut objects = built.objects;
         objects.push(commit);
         objects.extend(seal_objects);
