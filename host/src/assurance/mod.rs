@@ -14,6 +14,7 @@ pub mod observation;
 pub mod pins;
 pub mod recipe;
 pub mod slice;
+pub mod test_results;
 pub mod time;
 
 use serde::Serialize;
