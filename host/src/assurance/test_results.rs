@@ -843,6 +843,8 @@ mod tests {
     const PYTEST_XUNIT1: &[u8] =
         include_bytes!("../../tests/fixtures/junit/pytest-xunit1-logging.xml");
     const NODE: &[u8] = include_bytes!("../../tests/fixtures/junit/node-test.xml");
+    const UNITTEST: &[u8] = include_bytes!("../../tests/fixtures/junit/unittest.xml");
+    const XMLRUNNER: &[u8] = include_bytes!("../../tests/fixtures/junit/xmlrunner.xml");
 
     fn ids_and_outcomes(results: &TestResults) -> Vec<(&str, TestOutcome)> {
         results
@@ -945,6 +947,54 @@ mod tests {
         );
         // time="0.001316"
         assert_eq!(results.cases[0].duration_ms, 1);
+    }
+
+    #[test]
+    fn reads_the_unittest_runner() {
+        let results = TestResults::parse_junit(UNITTEST).unwrap();
+        assert_eq!(
+            ids_and_outcomes(&results),
+            [
+                ("unittest.loader._FailedTest::test_broken_import", Error),
+                ("test_sample.Arithmetic::test_adds", Passed),
+                ("test_sample.Arithmetic::test_expected_failure", Passed),
+                ("test_sample.Arithmetic::test_fails", Failed),
+                ("test_sample.Arithmetic::test_raises", Error),
+                ("test_sample.Arithmetic::test_skipped", Skipped),
+                ("test_sample.Arithmetic::test_subtests", Failed),
+                ("test_sample.Arithmetic::test_subtests_pass", Passed),
+                ("test_sample.Arithmetic::test_unexpected_success", Failed),
+                ("setUpClass (test_sample.BrokenSetup)", Error),
+            ]
+        );
+    }
+
+    #[test]
+    fn reads_unittest_xml_reporting() {
+        let results = TestResults::parse_junit(XMLRUNNER).unwrap();
+        // The same tests as the harness runner's: xmlrunner writes each failing subtest as a
+        // case of its own and leaves out the test they belong to, writes an expected failure
+        // as skipped and an unexpected success as an error.
+        assert_eq!(
+            ids_and_outcomes(&results),
+            [
+                ("test_sample.Arithmetic::test_adds", Passed),
+                ("test_sample.Arithmetic::test_subtests_pass", Passed),
+                ("test_sample.Arithmetic::test_fails", Failed),
+                ("test_sample.Arithmetic::test_subtests (n=1)", Failed),
+                ("test_sample.Arithmetic::test_subtests (n=3)", Failed),
+                ("test_sample.Arithmetic::test_raises", Error),
+                ("test_sample.Arithmetic::test_skipped", Skipped),
+                ("test_sample.Arithmetic::test_expected_failure", Skipped),
+                ("test_sample.Arithmetic::test_unexpected_success", Error),
+                ("unittest.loader._FailedTest::test_broken_import", Error),
+                ("setUpClass (test_sample.BrokenSetup)", Error),
+            ]
+        );
+        assert_eq!(
+            results.outcome("test_sample.Arithmetic::test_subtests"),
+            None
+        );
     }
 
     #[test]
@@ -1325,7 +1375,7 @@ mod tests {
             b"time=\"1e999\"",
         ];
         let mut random = Mutations(0x5eed_1234_abcd_ef01);
-        let fixtures = [PYTEST, NODE, PYTEST_XUNIT1];
+        let fixtures = [PYTEST, NODE, UNITTEST, XMLRUNNER, PYTEST_XUNIT1];
         let mut parsed = 0;
         for _ in 0..4000 {
             let mut bytes = fixtures[random.below(fixtures.len())].to_vec();
