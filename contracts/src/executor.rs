@@ -26,6 +26,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::canonical::{self, Digest, Value};
+use crate::command::{CapturedResults, RunCommand};
 use crate::limit_hit::LimitHit;
 use crate::snapshot::SnapshotFile;
 
@@ -266,6 +267,9 @@ pub struct RunRequest {
     pub harness: Vec<SnapshotFile>,
     /// The time and output bounds.
     pub bounds: RunBounds,
+    /// The command to run instead of the runtime with `entry` and `args`: with one, `args`
+    /// is empty and `entry` is not run (see [`crate::command`]).
+    pub command: Option<RunCommand>,
 }
 
 /// The snapshot digests of a request's program, input and harness.
@@ -296,11 +300,40 @@ impl RunRequest {
             EntryPlace::Program => (&self.program, "the entry is a file of the program"),
             EntryPlace::Harness => (&self.harness, "the entry is a file of the harness"),
         };
-        if !place.iter().any(|file| file.path == self.entry.path) {
+        if self.command.is_none() && !place.iter().any(|file| file.path == self.entry.path) {
             return Err(ExecutorError::InvalidInput {
                 input: format!("entry {:?}", self.entry.path),
                 rule,
             });
+        }
+        if let Some(command) = &self.command {
+            command.check()?;
+            if !self.args.is_empty() {
+                return Err(ExecutorError::InvalidInput {
+                    input: "arguments".to_owned(),
+                    rule: "a run with a command passes its arguments in the command's argv",
+                });
+            }
+            let (dir, below) = crate::command::cwd_place(&command.cwd).unwrap_or(("", ""));
+            let files = match dir {
+                PROGRAM_DIR => Some(&self.program),
+                INPUT_DIR => Some(&self.input),
+                HARNESS_DIR => Some(&self.harness),
+                _ => None,
+            };
+            if let Some(files) = files
+                && !below.is_empty()
+                && !files.iter().any(|file| {
+                    file.path
+                        .strip_prefix(below)
+                        .is_some_and(|rest| rest.starts_with('/'))
+                })
+            {
+                return Err(ExecutorError::InvalidInput {
+                    input: format!("cwd {:?}", command.cwd),
+                    rule: "the working directory is a directory of its snapshot",
+                });
+            }
         }
         if self.args.len() > MAX_ARGS {
             return Err(ExecutorError::InvalidInput {
@@ -547,6 +580,8 @@ pub struct RunIdentities {
     pub bounds: Digest,
     /// The enforcement facts the Executor stated for the run, in its own words.
     pub enforcement: Enforcement,
+    /// [`RunCommand::digest`] of the command that ran, for a run with one.
+    pub command: Option<Digest>,
 }
 
 /// Whether every process of a run had ended when the answer was given.
@@ -606,6 +641,8 @@ pub struct RunAnswer {
     /// limit, in [`Limit`](crate::Limit) order ([`check_limits_hit`](crate::check_limits_hit)).
     /// A run that hit one failed for the Executor's reason, whatever the program did.
     pub limits_hit: Vec<LimitHit>,
+    /// The results file, for a run whose command asked for one (`None` otherwise).
+    pub results: Option<CapturedResults>,
 }
 
 impl fmt::Debug for RunAnswer {
@@ -747,6 +784,7 @@ mod tests {
 
     fn request() -> RunRequest {
         RunRequest {
+            command: None,
             program: vec![file("main.sh", "echo hi")],
             entry: "main.sh".into(),
             args: vec![],

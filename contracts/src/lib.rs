@@ -10,6 +10,7 @@
 #![deny(missing_docs)]
 
 pub mod canonical;
+pub mod command;
 pub mod error_fields;
 pub mod framing;
 pub mod git_object;
@@ -26,6 +27,9 @@ pub mod executor;
 pub mod gate;
 pub mod object_store;
 
+pub use command::{
+    CapturedResults, MAX_RESULTS_BYTES, ResultsRequest, RunCommand, RunEnvironment, SCRATCH_DIR,
+};
 pub use evidence_store::{
     AttemptId, EVIDENCE_PROTOCOL, EvidenceRecord, EvidenceStore, EvidenceStoreError,
     EvidenceStoreExt, MAX_RECORD_BYTES,

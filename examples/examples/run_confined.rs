@@ -43,6 +43,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
 
     let request = RunRequest {
+        command: None,
         program: vec![SnapshotFile::regular(
             "greet.sh",
             SCRIPT.as_bytes().to_vec(),

@@ -30,7 +30,7 @@ pub const ABI_MAJOR: u32 = 1;
 /// `gate` contracts; minor 2 the executor's `run_v2` (the harness); minor 3 its `run_v3`
 /// (enforcement as the Executor's own facts); minor 4 its `run_v4` (snapshot entries with
 /// their modes: executables and symbolic links); minor 5 its `run_v5` (the limits a run hit).
-pub const ABI_MINOR: u32 = 5;
+pub const ABI_MINOR: u32 = 6;
 
 /// The call succeeded; the reply is the answer message.
 pub const STATUS_OK: i32 = 0;

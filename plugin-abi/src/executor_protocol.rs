@@ -16,6 +16,7 @@
 //! | `run_v3` | as `run_v2` | the answer of `run_v2`, with `identities.enforcement` an object of facts |
 //! | `run_v4` | as `run_v2`, each file `{path, mode, content}` | the answer of `run_v3` |
 //! | `run_v5` | as `run_v4` | the answer of `run_v4`, with `limitsHit` |
+//! | `run_v6` | as `run_v4`, with an optional `command` | the answer of `run_v5`, with `identities.command` and `results` for a command |
 //! | `cancel` | `{runId}` | `{}` |
 //!
 //! `executable`, `readable[].path`, `recipe` and every `content` are section indexes; `kind`
@@ -60,7 +61,16 @@
 //! each limit its run hit as a problem instead (`problems`, which every shape carries and
 //! which makes the run unattributable to a collector of any version), so that no hit is lost.
 //!
-//! A host calls `run_v5` on a plugin of minor 5 or later, `run_v4` on minor 4, `run_v3` on
+//! `run_v6` (ABI 1.6) takes the request of `run_v4` with an optional `command`: `{argv, cwd,
+//! env: {name: value}, environment: {digest, tree, at} | null, results: {path, maxBytes} |
+//! null}` (`tree` a section index: a host path's bytes). Its answer is `run_v5`'s; for a run
+//! with a command, `identities.command` is the command's digest and `results` is
+//! `{"state":"absent"}`, `{"state":"written","content":N}` (a section) or
+//! `{"state":"refused","reason":…}` when the command asked for a results file, absent when it
+//! did not; a run without a command has neither. A request with a command cannot travel in
+//! an older shape ([`RunFeature::Command`]): the host refuses it before anything is sent.
+//!
+//! A host calls `run_v6` on a plugin of minor 6 or later, `run_v5` on minor 5, `run_v4` on minor 4, `run_v3` on
 //! minor 3, `run_v2` on minor 2, and `run` on an older one, each for the requests its shape
 //! carries.
 //!
@@ -82,6 +92,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::contracts::canonical::Digest;
+use crate::contracts::command::{CapturedResults, ResultsRequest, RunCommand, RunEnvironment};
 use crate::contracts::legacy_enforcement::LegacyEnforcement;
 use crate::contracts::snapshot::{SnapshotFile, is_regular_only};
 use crate::contracts::tree_path::EntryMode;
@@ -112,6 +123,8 @@ pub mod method {
     pub const RUN_V4: &str = "run_v4";
     /// `run_v4` whose answer states the limits the run hit (ABI 1.5).
     pub const RUN_V5: &str = "run_v5";
+    /// `run_v5` whose request may carry a command and whose answer its results (ABI 1.6).
+    pub const RUN_V6: &str = "run_v6";
     /// Cancels a run in flight by its id.
     pub const CANCEL: &str = "cancel";
 }
@@ -129,6 +142,9 @@ pub enum RunWire {
     V4,
     /// `run_v5`: the request of `run_v4`; the answer of `run_v4` with the limits hit.
     V5,
+    /// `run_v6`: the request of `run_v4` with a command; the answer of `run_v5` with the
+    /// command's identity and results.
+    V6,
 }
 
 /// What a request holds that an older message shape cannot carry.
@@ -139,6 +155,8 @@ pub enum RunFeature {
     /// A snapshot entry that is not a regular file: an executable or a symbolic link (ABI
     /// 1.4, `run_v4`).
     Modes,
+    /// A command instead of an entry (ABI 1.6, `run_v6`).
+    Command,
 }
 
 impl RunFeature {
@@ -148,6 +166,7 @@ impl RunFeature {
         match self {
             Self::Harness => "harness",
             Self::Modes => "snapshot-modes",
+            Self::Command => "command",
         }
     }
 
@@ -156,6 +175,7 @@ impl RunFeature {
         match self {
             Self::Harness => 2,
             Self::Modes => 4,
+            Self::Command => 6,
         }
     }
 
@@ -164,6 +184,7 @@ impl RunFeature {
         match self {
             Self::Harness => "whose run has no harness",
             Self::Modes => "whose run carries regular files only (no executable or symbolic link)",
+            Self::Command => "whose run runs the runtime with an entry file (no command)",
         }
     }
 }
@@ -177,6 +198,7 @@ impl RunWire {
             Self::V3 => method::RUN_V3,
             Self::V4 => method::RUN_V4,
             Self::V5 => method::RUN_V5,
+            Self::V6 => method::RUN_V6,
         }
     }
 
@@ -193,6 +215,9 @@ impl RunWire {
         if !self.carries_modes() && moded {
             return Some(RunFeature::Modes);
         }
+        if self != Self::V6 && request.command.is_some() {
+            return Some(RunFeature::Command);
+        }
         None
     }
 
@@ -203,23 +228,32 @@ impl RunWire {
 
     /// Whether the request of this shape carries each entry's mode.
     fn carries_modes(self) -> bool {
-        matches!(self, Self::V4 | Self::V5)
+        matches!(self, Self::V4 | Self::V5 | Self::V6)
     }
 
     /// Whether the answer of this shape states the limits the run hit.
     pub fn states_limits(self) -> bool {
-        self == Self::V5
+        matches!(self, Self::V5 | Self::V6)
+    }
+
+    /// Whether the request of this shape may carry a command (and its answer the command's
+    /// identity and results).
+    pub fn carries_commands(self) -> bool {
+        self == Self::V6
     }
 }
 
 /// A request, as the plugin side decodes it.
+// One request is decoded per call and moved once; boxing the run would only add an
+// allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request {
     /// `describe_runtime`.
     DescribeRuntime,
     /// `profile`.
     Profile,
-    /// `run`, `run_v2`, `run_v3`, `run_v4` or `run_v5`.
+    /// `run`, `run_v2`, `run_v3`, `run_v4`, `run_v5` or `run_v6`.
     Run {
         /// The host's name for the run, for `cancel`.
         run_id: u64,
@@ -255,6 +289,7 @@ impl Request {
                 Self::Run {
                     run_id: header.run_id,
                     request: RunRequest {
+                        command: None,
                         program,
                         entry: RunEntry::program(header.entry),
                         args: header.args,
@@ -274,12 +309,12 @@ impl Request {
                 };
                 Self::decode_run(header, sections, wire)?
             }
-            method::RUN_V4 | method::RUN_V5 => {
+            method::RUN_V4 | method::RUN_V5 | method::RUN_V6 => {
                 let (header, sections) = message::decode::<RunHeaderV2<ModedFileHeader>>(bytes)?;
-                let wire = if method == method::RUN_V4 {
-                    RunWire::V4
-                } else {
-                    RunWire::V5
+                let wire = match method {
+                    method::RUN_V4 => RunWire::V4,
+                    method::RUN_V5 => RunWire::V5,
+                    _ => RunWire::V6,
                 };
                 Self::decode_run(header, sections, wire)?
             }
@@ -304,12 +339,23 @@ impl Request {
         let program = decode_files(&header.program, "program", &mut sections)?;
         let input = decode_files(&header.input, "input", &mut sections)?;
         let harness = decode_files(&header.harness, "harness", &mut sections)?;
+        let command = match (header.command, wire.carries_commands()) {
+            (None, _) => None,
+            (Some(command), true) => Some(command.decode(&mut sections)?),
+            (Some(_), false) => {
+                return Err(MessageError::field(
+                    "command",
+                    format!("is not a field of a {} request", wire.method()),
+                ));
+            }
+        };
         sections.finish()?;
         let place = EntryPlace::from_code(&header.entry.place)
             .ok_or_else(|| MessageError::field("entry.place", "must be program or harness"))?;
         Ok(Self::Run {
             run_id: header.run_id,
             request: RunRequest {
+                command,
                 program,
                 entry: RunEntry {
                     place,
@@ -357,7 +403,7 @@ pub fn encode_run(run_id: u64, request: &RunRequest, wire: RunWire) -> Option<Ve
             let header = run_header_v2::<FileHeader>(run_id, request, &mut builder);
             builder.encode(&header)
         }
-        RunWire::V4 | RunWire::V5 => {
+        RunWire::V4 | RunWire::V5 | RunWire::V6 => {
             let header = run_header_v2::<ModedFileHeader>(run_id, request, &mut builder);
             builder.encode(&header)
         }
@@ -380,6 +426,10 @@ fn run_header_v2<'a, F: WireFile>(
         input: encode_files(&request.input, builder),
         harness: encode_files(&request.harness, builder),
         bounds: BoundsHeader::encode(&request.bounds),
+        command: request
+            .command
+            .as_ref()
+            .map(|command| CommandHeader::encode(command, builder)),
     }
 }
 
@@ -488,13 +538,16 @@ pub fn encode_answer(answer: &RunAnswer, wire: RunWire) -> Vec<u8> {
             let identities = identities_header(ids, harness, EnforcementHeader::from(legacy));
             encode_answer_with(answer, wire, (stdout, stderr), identities, builder, peak)
         }
-        RunWire::V3 | RunWire::V4 | RunWire::V5 => {
+        RunWire::V3 | RunWire::V4 | RunWire::V5 | RunWire::V6 => {
             let facts: BTreeMap<String, String> = ids
                 .enforcement
                 .facts()
                 .map(|(mechanism, status)| (mechanism.to_owned(), status.to_owned()))
                 .collect();
-            let identities = identities_header(ids, Some(ids.harness.to_string()), facts);
+            let mut identities = identities_header(ids, Some(ids.harness.to_string()), facts);
+            if wire.carries_commands() {
+                identities.command = ids.command.as_ref().map(ToString::to_string);
+            }
             encode_answer_with(answer, wire, (stdout, stderr), identities, builder, peak)
         }
     }
@@ -506,6 +559,7 @@ fn identities_header<E>(
     enforcement: E,
 ) -> IdentitiesHeader<E> {
     IdentitiesHeader {
+        command: None,
         program: ids.program.to_string(),
         input: ids.input.to_string(),
         harness,
@@ -516,14 +570,24 @@ fn identities_header<E>(
     }
 }
 
-fn encode_answer_with<I: Serialize>(
-    answer: &RunAnswer,
+fn encode_answer_with<'a, I: Serialize>(
+    answer: &'a RunAnswer,
     wire: RunWire,
     (stdout, stderr): (usize, usize),
     identities: I,
-    builder: MessageBuilder<'_>,
+    mut builder: MessageBuilder<'a>,
     memory_peak_bytes: Option<u64>,
 ) -> Vec<u8> {
+    // An older host reads no command: a request with one cannot have reached it, and no
+    // results go back to it.
+    let results = if wire.carries_commands() {
+        answer
+            .results
+            .as_ref()
+            .map(|results| ResultsHeader::encode(results, &mut builder))
+    } else {
+        None
+    };
     let (problems, limits_hit) = if wire.states_limits() {
         (answer.problems.clone(), Some(answer.limits_hit.clone()))
     } else {
@@ -556,6 +620,7 @@ fn encode_answer_with<I: Serialize>(
         },
         problems,
         limits_hit,
+        results,
     })
 }
 
@@ -584,7 +649,7 @@ pub fn decode_answer(bytes: &[u8], wire: RunWire) -> Result<RunAnswer, MessageEr
             let enforcement = legacy_facts(answer.identities.enforcement.clone())?;
             decode_answer_with(answer, sections, (wire, harness), enforcement)
         }
-        RunWire::V3 | RunWire::V4 | RunWire::V5 => {
+        RunWire::V3 | RunWire::V4 | RunWire::V5 | RunWire::V6 => {
             let (answer, sections) =
                 message::decode::<AnswerHeader<IdentitiesHeader<BTreeMap<String, String>>>>(bytes)?;
             let harness = required_harness(&answer.identities.harness)?;
@@ -632,9 +697,28 @@ fn decode_answer_with<E>(
     };
     let stdout = sections.take(answer.stdout)?.to_vec();
     let stderr = sections.take(answer.stderr)?.to_vec();
+    if !wire.carries_commands() && (answer.results.is_some() || answer.identities.command.is_some())
+    {
+        return Err(MessageError::field(
+            "results",
+            format!(
+                "neither results nor identities.command is a field of a {} answer",
+                wire.method()
+            ),
+        ));
+    }
+    let results = match answer.results {
+        Some(results) => Some(results.decode(&mut sections)?),
+        None => None,
+    };
     sections.finish()?;
     let identities = answer.identities;
+    let command = match &identities.command {
+        Some(command) => Some(parse_digest(command, "identities.command")?),
+        None => None,
+    };
     Ok(RunAnswer {
+        results,
         status: parse_status(&answer.status)?,
         exit_code: answer.exit_code,
         signal: answer.signal,
@@ -649,6 +733,7 @@ fn decode_answer_with<E>(
         },
         bounds: answer.bounds.decode("bounds")?,
         identities: RunIdentities {
+            command,
             program: parse_digest(&identities.program, "identities.program")?,
             input: parse_digest(&identities.input, "identities.input")?,
             harness,
@@ -718,6 +803,113 @@ struct RunHeaderV2<F> {
     input: Vec<F>,
     harness: Vec<F>,
     bounds: BoundsHeader,
+    /// Present in `run_v6` requests only, for a run with a command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    command: Option<CommandHeader>,
+}
+
+/// A run's command (`run_v6`).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CommandHeader {
+    argv: Vec<String>,
+    cwd: String,
+    env: BTreeMap<String, String>,
+    environment: Option<EnvironmentHeader>,
+    results: Option<ResultsRequestHeader>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvironmentHeader {
+    digest: String,
+    /// A section: the host directory's bytes.
+    tree: usize,
+    at: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ResultsRequestHeader {
+    path: String,
+    max_bytes: u64,
+}
+
+impl CommandHeader {
+    fn encode<'a>(command: &'a RunCommand, builder: &mut MessageBuilder<'a>) -> Self {
+        Self {
+            argv: command.argv.clone(),
+            cwd: command.cwd.clone(),
+            env: command.env.clone(),
+            environment: command
+                .environment
+                .as_ref()
+                .map(|environment| EnvironmentHeader {
+                    digest: environment.digest.to_string(),
+                    tree: builder.section(environment.tree.as_os_str().as_bytes()),
+                    at: environment.at.clone(),
+                }),
+            results: command
+                .results
+                .as_ref()
+                .map(|results| ResultsRequestHeader {
+                    path: results.path.clone(),
+                    max_bytes: results.max_bytes,
+                }),
+        }
+    }
+
+    fn decode(self, sections: &mut Sections<'_>) -> Result<RunCommand, MessageError> {
+        let environment = match self.environment {
+            Some(environment) => Some(RunEnvironment {
+                digest: parse_digest(&environment.digest, "command.environment.digest")?,
+                tree: path(sections.take(environment.tree)?),
+                at: environment.at,
+            }),
+            None => None,
+        };
+        Ok(RunCommand {
+            argv: self.argv,
+            cwd: self.cwd,
+            env: self.env,
+            environment,
+            results: self.results.map(|results| ResultsRequest {
+                path: results.path,
+                max_bytes: results.max_bytes,
+            }),
+        })
+    }
+}
+
+/// What became of a run's results file (`run_v6` answers).
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "lowercase", deny_unknown_fields)]
+enum ResultsHeader {
+    Absent {},
+    Written { content: usize },
+    Refused { reason: String },
+}
+
+impl ResultsHeader {
+    fn encode<'a>(results: &'a CapturedResults, builder: &mut MessageBuilder<'a>) -> Self {
+        match results {
+            CapturedResults::Absent => Self::Absent {},
+            CapturedResults::Written(bytes) => Self::Written {
+                content: builder.section(bytes),
+            },
+            CapturedResults::Refused(reason) => Self::Refused {
+                reason: reason.clone(),
+            },
+        }
+    }
+
+    fn decode(self, sections: &mut Sections<'_>) -> Result<CapturedResults, MessageError> {
+        Ok(match self {
+            Self::Absent {} => CapturedResults::Absent,
+            Self::Written { content } => CapturedResults::Written(sections.take(content)?.to_vec()),
+            Self::Refused { reason } => CapturedResults::Refused(reason),
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize)]
@@ -943,6 +1135,9 @@ struct IdentitiesHeader<E> {
     profile: String,
     bounds: String,
     enforcement: E,
+    /// Present in `run_v6` answers only, for a run with a command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    command: Option<String>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -972,6 +1167,9 @@ struct AnswerHeader<I> {
         deserialize_with = "limits_hit"
     )]
     limits_hit: Option<Vec<LimitHit>>,
+    /// Present in `run_v6` answers only, for a run whose command asked for a results file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    results: Option<ResultsHeader>,
 }
 
 /// A stated list of limits hit, checked ([`crate::contracts::check_limits_hit`]).
@@ -1021,6 +1219,7 @@ mod tests {
 
     fn request() -> RunRequest {
         RunRequest {
+            command: None,
             program: vec![file("main.sh", b"echo \xff\x00"), file("lib/a.sh", b"")],
             entry: "main.sh".into(),
             args: vec!["one".into(), String::new(), "th ree\u{e9}".into()],
@@ -1036,6 +1235,7 @@ mod tests {
 
     fn answer() -> RunAnswer {
         RunAnswer {
+            results: None,
             status: RunStatus::Signalled,
             exit_code: None,
             signal: Some(9),
@@ -1050,6 +1250,7 @@ mod tests {
             },
             bounds: request().bounds,
             identities: RunIdentities {
+                command: None,
                 program: Digest::of(b"p"),
                 input: Digest::of(b"i"),
                 harness: crate::contracts::snapshot::snapshot_digest(&[]).unwrap(),
@@ -1074,6 +1275,7 @@ mod tests {
     /// [`answer`] with two limits hit.
     fn answer_with_hits() -> RunAnswer {
         RunAnswer {
+            results: None,
             limits_hit: vec![
                 LimitHit::new(Limit::Processes, 1024, "pids.events max 3").unwrap(),
                 LimitHit::new(Limit::Memory, 2 << 30, "memory.oom_control oom_kill 1").unwrap(),
@@ -1303,6 +1505,71 @@ mod tests {
         builder.section(&other.stdout);
         builder.section(&other.stderr);
         assert!(decode_answer(&builder.encode(&header), RunWire::V3).is_err());
+    }
+
+    /// `run_v6` carries a command (its environment's host directory as a section) and its
+    /// answer the command's identity and results; no older shape carries either, and a host
+    /// never sends a command in one.
+    #[test]
+    fn run_v6_carries_commands_and_their_results() {
+        use crate::contracts::command::{
+            CapturedResults, ResultsRequest, RunCommand, RunEnvironment,
+        };
+        let mut with = request();
+        with.command = Some(RunCommand {
+            argv: vec!["python3".into(), "-m".into(), "pytest".into()],
+            cwd: "/sf/program".into(),
+            env: [("A".to_owned(), "1".to_owned())].into(),
+            environment: Some(RunEnvironment {
+                digest: Digest::of(b"env"),
+                tree: "/var/lib/sf/\u{e9}nv".into(),
+                at: "/opt/venv".into(),
+            }),
+            results: Some(ResultsRequest {
+                path: "results.xml".into(),
+                max_bytes: 1000,
+            }),
+        });
+        let bytes = encode_run(7, &with, RunWire::V6).unwrap();
+        match Request::decode(method::RUN_V6, &bytes).unwrap() {
+            Some(Request::Run { request, wire, .. }) => {
+                assert_eq!(request, with);
+                assert_eq!(wire, RunWire::V6);
+            }
+            other => panic!("{other:?}"),
+        }
+        for wire in [
+            RunWire::V1,
+            RunWire::V2,
+            RunWire::V3,
+            RunWire::V4,
+            RunWire::V5,
+        ] {
+            assert_eq!(wire.lacks(&with), Some(RunFeature::Command), "{wire:?}");
+            assert!(encode_run(7, &with, wire).is_none());
+        }
+        assert!(
+            Request::decode(method::RUN_V5, &bytes).is_err(),
+            "command is not a field of run_v5"
+        );
+        let mut ran = answer();
+        ran.identities.command = Some(Digest::of(b"command"));
+        for results in [
+            CapturedResults::Absent,
+            CapturedResults::Written(b"<testsuites/>".to_vec()),
+            CapturedResults::Refused("a directory".into()),
+        ] {
+            ran.results = Some(results);
+            let bytes = encode_answer(&ran, RunWire::V6);
+            assert_eq!(decode_answer(&bytes, RunWire::V6).unwrap(), ran);
+            assert!(decode_answer(&bytes, RunWire::V5).is_err());
+            let old = decode_answer(&encode_answer(&ran, RunWire::V5), RunWire::V5).unwrap();
+            assert_eq!((old.results, old.identities.command), (None, None));
+        }
+        assert_eq!(
+            decode_answer(&encode_answer(&answer(), RunWire::V6), RunWire::V6).unwrap(),
+            answer()
+        );
     }
 
     /// `run_v5` carries the limits a run hit, checked; an older shape carries each as a

@@ -446,6 +446,7 @@ fn manifest_v3() -> CandidateManifest {
 
 fn identities() -> RunIdentities {
     RunIdentities {
+        command: None,
         program: digest("program"),
         input: digest("input"),
         harness: digest("harness"),
@@ -464,6 +465,7 @@ fn identities() -> RunIdentities {
 
 fn answer() -> RunAnswer {
     RunAnswer {
+        results: None,
         status: RunStatus::Exited,
         exit_code: Some(3),
         signal: None,
@@ -487,6 +489,7 @@ fn answer() -> RunAnswer {
 /// [`answer`] with two of the executor's limits hit.
 fn answer_with_hits() -> RunAnswer {
     RunAnswer {
+        results: None,
         limits_hit: vec![
             LimitHit::new(Limit::Processes, 1024, "pids.events max 3").unwrap(),
             LimitHit::new(Limit::Scratch, 512 << 20, "no free block").unwrap(),
@@ -497,6 +500,7 @@ fn answer_with_hits() -> RunAnswer {
 
 fn request() -> RunRequest {
     RunRequest {
+        command: None,
         program: vec![file("main.sh", b"echo hi\n"), file("lib/x", b"\x00\x01")],
         entry: RunEntry::harness("run.sh"),
         args: vec!["one".into(), "two words".into()],
@@ -914,6 +918,7 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         executor_protocol::encode_run(
             9,
             &RunRequest {
+                command: None,
                 entry: RunEntry::program("main.sh"),
                 harness: Vec::new(),
                 ..request()
@@ -947,6 +952,7 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         executor_protocol::encode_run(
             9,
             &RunRequest {
+                command: None,
                 program: moded_program(),
                 ..request()
             },

@@ -31,6 +31,7 @@ fn moded_request(probes: &[&str]) -> RunRequest {
         b"#!/bin/sh\n".to_vec(),
     ));
     RunRequest {
+        command: None,
         program,
         entry: "entry.txt".into(),
         args: probes.iter().map(|probe| probe.to_string()).collect(),

@@ -553,6 +553,7 @@ fn read_facts(
         let wire: FactsWire<IdentitiesWire> = canonical::from_canonical_slice(head, "facts")?;
         into_facts(wire, format, |ids| {
             Ok(RunIdentities {
+                command: None,
                 program: ids.program,
                 input: ids.input,
                 harness: ids.harness,
@@ -649,6 +650,7 @@ fn legacy_identities(ids: LegacyIdentitiesWire, format: &str) -> Result<RunIdent
     .to_facts()
     .map_err(|(field, rule)| FieldError::wrong(&path(field), rule))?;
     Ok(RunIdentities {
+        command: None,
         program: ids.program,
         input: ids.input,
         harness,
@@ -676,6 +678,7 @@ mod tests {
                 problems: vec![],
                 environment: Some(Digest::of(b"e")),
                 identities: Some(RunIdentities {
+                    command: None,
                     program: Digest::of(b"p"),
                     input: Digest::of(b"i"),
                     harness: Digest::of(b"h"),

@@ -826,6 +826,7 @@ impl RepositoryCollector {
         let timeout_ms = recipe.timeout_ms.min(left);
         let bounds = recipe.bounds(timeout_ms);
         let run = RunRequest {
+            command: None,
             program: program.clone(),
             entry: check.entry.clone(),
             args: check.args.clone(),

@@ -216,14 +216,15 @@ impl Executor for PluginExecutor {
 }
 
 /// The run message shape for a plugin of ABI minor `minor`: `run` before minor 2, then the
-/// method of each minor up to `run_v5` from minor 5 on.
+/// method of each minor up to `run_v6` from minor 6 on.
 pub fn run_wire(minor: u32) -> wire::RunWire {
     match minor {
         0 | 1 => wire::RunWire::V1,
         2 => wire::RunWire::V2,
         3 => wire::RunWire::V3,
         4 => wire::RunWire::V4,
-        _ => wire::RunWire::V5,
+        5 => wire::RunWire::V5,
+        _ => wire::RunWire::V6,
     }
 }
 
@@ -285,6 +286,7 @@ pub fn finish_run(
         harness,
     } = digests;
     Ok(RunAnswer {
+        results: None,
         status: RunStatus::Aborted,
         exit_code: None,
         signal: None,
@@ -296,6 +298,7 @@ pub fn finish_run(
         },
         bounds: request.bounds,
         identities: RunIdentities {
+            command: None,
             program,
             input,
             harness,
@@ -392,6 +395,7 @@ mod tests {
 
     fn request() -> RunRequest {
         RunRequest {
+            command: None,
             program: vec![SnapshotFile::regular("main.sh", b"echo hi".to_vec())],
             entry: "main.sh".into(),
             args: Vec::new(),
@@ -531,6 +535,7 @@ mod tests {
             harness,
         } = request.check().unwrap();
         let answer = RunAnswer {
+            results: None,
             status: RunStatus::Exited,
             exit_code: Some(3),
             signal: None,
@@ -539,6 +544,7 @@ mod tests {
             times: RunTimes::default(),
             bounds: request.bounds,
             identities: RunIdentities {
+                command: None,
                 program,
                 input,
                 harness,
@@ -569,7 +575,8 @@ mod tests {
         assert_eq!(run_wire(3), wire::RunWire::V3);
         assert_eq!(run_wire(4), wire::RunWire::V4);
         assert_eq!(run_wire(5), wire::RunWire::V5);
-        assert_eq!(run_wire(6), wire::RunWire::V5);
+        assert_eq!(run_wire(6), wire::RunWire::V6);
+        assert_eq!(run_wire(7), wire::RunWire::V6);
     }
 
     /// A plugin older than what a request holds is refused before anything is sent, naming

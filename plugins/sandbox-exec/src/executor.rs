@@ -8,12 +8,15 @@ use serde::{Deserialize, Serialize};
 use sf_contracts::snapshot::SnapshotFile;
 use sf_contracts::{
     CancelToken, Executor, ExecutorError, ProfileDescription, RequestDigests, RunAnswer,
-    RunIdentities, RunRequest, RuntimeDescription,
+    RunCommand, RunEnvironment, RunIdentities, RunRequest, RuntimeDescription,
 };
 
 use crate::cgroup::{Cleaner, Hierarchy};
 use crate::identity::{IdRange, Ids};
-use crate::plan::{LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan, PlanFile, RunPlan};
+use crate::plan::{
+    CommandPlan, EnvironmentBind, LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan, PlanFile,
+    RunPlan,
+};
 use crate::prepare::Preparer;
 use crate::profile::{
     self, HARNESS_DIR, HOSTNAME, INPUT_DIR, INSIDE_ID, LANDLOCK_ABI_NUMBER, Limits, NetworkMode,
@@ -147,10 +150,6 @@ impl SandboxExecutor {
         let launcher = find_launcher(config.launcher.as_deref())?;
         let devices = device_sources()?;
         let plan = Self::plan(&runtime, &profile, &devices, shared.is_some())?;
-        let plan = serde_json::to_vec(&plan).map_err(|error| ExecutorError::Unavailable {
-            mechanism: "launcher".to_owned(),
-            reason: format!("the plan did not encode: {error}"),
-        })?;
         let bounds = profile::group_bounds(&profile.limits);
         let hierarchy = Hierarchy::find(&bounds);
         if let (Err(reason), true) = (&hierarchy, config.require_cgroup) {
@@ -307,15 +306,34 @@ impl SandboxExecutor {
                 .collect(),
             cwd: PROGRAM_DIR.to_owned(),
             executable,
+            dependencies: None,
         })
     }
 
     /// One run's part of the plan.
     fn run_plan(&self, request: &RunRequest) -> Result<RunPlan, ExecutorError> {
-        let executable = crate::runtime::path_text(&self.runtime.config().executable)?;
-        let mut argv = vec![executable, request.entry.inside()];
-        argv.extend(request.args.iter().cloned());
+        let (argv, command) = match &request.command {
+            Some(command) => (
+                command.argv.clone(),
+                Some(CommandPlan {
+                    candidates: command.program_candidates(),
+                    cwd: command.cwd.clone(),
+                    environment: command.full_env(),
+                    results: command
+                        .results
+                        .as_ref()
+                        .map(|results| (results.path.clone(), results.max_bytes)),
+                }),
+            ),
+            None => {
+                let executable = crate::runtime::path_text(&self.runtime.config().executable)?;
+                let mut argv = vec![executable, request.entry.inside()];
+                argv.extend(request.args.iter().cloned());
+                (argv, None)
+            }
+        };
         Ok(RunPlan {
+            command,
             program_options: snapshot_tmpfs_options(&request.program),
             input_options: snapshot_tmpfs_options(&request.input),
             harness_options: snapshot_tmpfs_options(&request.harness),
@@ -329,8 +347,11 @@ impl SandboxExecutor {
     /// A started launcher for a run: the prepared one when there is one, its launcher and the
     /// fork server still run, and the runtime's files are still the configured ones (a
     /// prepared sandbox holds the files it cloned); else a new one.
-    fn take_sandbox(&self) -> Result<(Started, Sandbox), ExecutorError> {
-        let prepared = self.preparer.take();
+    fn take_sandbox(
+        &self,
+        dependencies: Option<&EnvironmentBind>,
+    ) -> Result<(Started, Sandbox), ExecutorError> {
+        let prepared = self.preparer.take(dependencies);
         let usable = prepared.is_some()
             && self.runtime.binds_as_configured()
             && self.preparer.shared.source.server.is_running();
@@ -339,13 +360,72 @@ impl SandboxExecutor {
             // A sandbox prepared from files that changed since is dropped unused; a new
             // launcher checks the files again and refuses them as it always does. One whose
             // launcher ended is replaced too (a failure to build it shows again, in this run).
-            _ => Ok((self.start_sandbox()?, Sandbox::New)),
+            _ => Ok((self.start_sandbox(dependencies)?, Sandbox::New)),
         }
     }
 
     /// A launcher started now, for a run that waits for it.
-    fn start_sandbox(&self) -> Result<Started, ExecutorError> {
-        start(&self.preparer.shared.source)
+    fn start_sandbox(
+        &self,
+        dependencies: Option<&EnvironmentBind>,
+    ) -> Result<Started, ExecutorError> {
+        start(&self.preparer.shared.source, dependencies)
+    }
+
+    /// The bind of a command's dependency environment: a directory that the sandbox's user
+    /// can read and no one but root or this user can change, bound where no path of the
+    /// runtime is, above or below.
+    fn dependencies(&self, environment: &RunEnvironment) -> Result<EnvironmentBind, ExecutorError> {
+        let tree = &environment.tree;
+        let metadata = std::fs::symlink_metadata(tree).map_err(|error| {
+            invalid(
+                format!("environment tree {}: {error}", tree.display()),
+                "an environment's tree is an existing directory",
+            )
+        })?;
+        if !metadata.is_dir() {
+            return Err(invalid(
+                format!("environment tree {}", tree.display()),
+                "an environment's tree is a directory, not a link or a file",
+            ));
+        }
+        if let Some(problem) = crate::runtime::untrusted(tree) {
+            return Err(invalid(
+                format!("environment tree {}: {problem}", tree.display()),
+                "an environment's tree, and every directory above it, is owned by root or \
+                 this user and writable by neither group nor others",
+            ));
+        }
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            crate::runtime::check_readable_by_others(tree, true)?;
+        }
+        let at = PathBuf::from(&environment.at);
+        let layout = self.runtime.layout();
+        let mounted = layout.binds.keys().chain(layout.symlinks.keys());
+        if let Some(path) = mounted
+            .chain(layout.directories.iter())
+            .find(|path| path.starts_with(&at))
+            .or_else(|| {
+                let mut mounted = layout.binds.keys().chain(layout.symlinks.keys());
+                mounted.find(|path| at.starts_with(path))
+            })
+        {
+            return Err(invalid(
+                format!(
+                    "environment path {} and runtime path {}",
+                    environment.at,
+                    path.display()
+                ),
+                "an environment is bound neither over nor inside a path of the runtime",
+            ));
+        }
+        Ok(EnvironmentBind {
+            at,
+            host: tree.clone(),
+            dev: metadata.dev(),
+            ino: metadata.ino(),
+        })
     }
 }
 
@@ -405,6 +485,15 @@ impl Executor for SandboxExecutor {
             harness,
         } = request.check()?;
         let runtime = self.runtime.describe()?;
+        let dependencies = match request
+            .command
+            .as_ref()
+            .and_then(|c| c.environment.as_ref())
+        {
+            Some(environment) => Some(self.dependencies(environment)?),
+            None => None,
+        };
+        let dependencies = dependencies.as_ref();
         let run = self.run_plan(request)?;
         let header = serde_json::to_vec(&run).map_err(|error| ExecutorError::Unavailable {
             mechanism: "launcher".to_owned(),
@@ -429,14 +518,14 @@ impl Executor for SandboxExecutor {
         };
         // However this run ends, the next sandbox is built after it: building it while the
         // run runs would take the machine's cores from the run.
-        let _next = self.preparer.next_after();
-        let ran = match self.take_sandbox()? {
+        let _next = self.preparer.next_after(dependencies);
+        let ran = match self.take_sandbox(dependencies)? {
             (started, Sandbox::Prepared) => match launch(started) {
                 Ok(ran) => ran,
                 // `Err` means the program did not start: the prepared sandbox was lost before
                 // it took the run (say its fork server was killed). A new one gets the run,
                 // and reports its own failure if it has one.
-                Err(_) if !cancel.is_cancelled() => launch(self.start_sandbox()?)?,
+                Err(_) if !cancel.is_cancelled() => launch(self.start_sandbox(dependencies)?)?,
                 Err(error) => return Err(error),
             },
             (started, Sandbox::New) => launch(started)?,
@@ -449,6 +538,7 @@ impl Executor for SandboxExecutor {
             ran.group,
         );
         Ok(RunAnswer {
+            results: ran.results.clone(),
             status: ran.status,
             exit_code: ran.exit_code,
             signal: ran.signal,
@@ -457,6 +547,7 @@ impl Executor for SandboxExecutor {
             times: ran.times,
             bounds: request.bounds,
             identities: RunIdentities {
+                command: request.command.as_ref().map(RunCommand::digest),
                 program,
                 input,
                 harness,

@@ -25,8 +25,9 @@ use sf_contracts::tree_path::EntryMode;
 use crate::runtime::{BindSource, Layout};
 
 /// The version of this exchange; a launcher refuses any other. Version 4 added each
-/// snapshot entry's kind ([`PlanFile::kind`]).
-pub const PLAN_PROTOCOL: u32 = 4;
+/// snapshot entry's kind ([`PlanFile::kind`]); version 5 the dependency environment
+/// ([`Plan::environment`]) and the command ([`RunPlan::command`]).
+pub const PLAN_PROTOCOL: u32 = 5;
 
 /// The largest header accepted (the file bytes follow it and are bounded separately).
 pub const MAX_HEADER_BYTES: u64 = 4 << 20;
@@ -174,6 +175,20 @@ pub struct Plan {
     pub environment: Vec<(String, String)>,
     pub cwd: String,
     pub executable: String,
+    /// The dependency environment every run of this sandbox sees, if any.
+    pub dependencies: Option<EnvironmentBind>,
+}
+
+/// A dependency environment: a host directory bound read-only (and executable) at another
+/// path inside the sandbox.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct EnvironmentBind {
+    /// Where the files appear inside.
+    pub at: PathBuf,
+    /// The host directory, cloned before the pivot and checked by identity.
+    pub host: PathBuf,
+    pub dev: u64,
+    pub ino: u64,
 }
 
 impl Plan {
@@ -181,6 +196,19 @@ impl Plan {
     /// harness's.
     pub fn snapshot_dirs(&self) -> [&str; 3] {
         [&self.program_dir, &self.input_dir, &self.harness_dir]
+    }
+
+    /// This plan with `dependencies` bound, and readable and executable under Landlock.
+    pub fn with_dependencies(&self, dependencies: Option<&EnvironmentBind>) -> Plan {
+        let mut plan = self.clone();
+        if let Some(environment) = dependencies {
+            plan.landlock.rules.push(LandlockRule {
+                path: environment.at.to_string_lossy().into_owned(),
+                access: crate::profile::runtime_directory_access().bits(),
+            });
+            plan.dependencies = Some(environment.clone());
+        }
+        plan
     }
 }
 
@@ -195,6 +223,19 @@ pub struct RunPlan {
     pub input: Vec<PlanFile>,
     pub harness: Vec<PlanFile>,
     pub argv: Vec<String>,
+    /// A command in place of the runtime with an entry: `argv[0]` is tried as each of
+    /// `candidates` in turn, as `execvp` does.
+    pub command: Option<CommandPlan>,
+}
+
+/// What a run with a command execs, where, with what, and what it leaves.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandPlan {
+    pub candidates: Vec<String>,
+    pub cwd: String,
+    pub environment: Vec<(String, String)>,
+    /// The results file under scratch, and the most bytes kept.
+    pub results: Option<(String, u64)>,
 }
 
 impl RunPlan {
@@ -213,6 +254,14 @@ impl RunPlan {
     }
 }
 
+/// What the init found at a command's results path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResultsSeen {
+    Absent,
+    Written(Vec<u8>),
+    Refused(String),
+}
+
 /// A report line from the launcher side.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Report {
@@ -224,6 +273,8 @@ pub enum Report {
     ExecFailed { errno: i32 },
     /// The init saw the run hit `limit` (a word of the contract's `Limit`), as `detail` says.
     Hit { limit: String, detail: String },
+    /// The results file the command left, once every other process of the run had ended.
+    Results(ResultsSeen),
     /// The program's first process exited with this code.
     Exit { code: i32 },
     /// The program's first process was killed by this signal.
@@ -251,6 +302,13 @@ impl Report {
                 landlock,
             } => format!("confined {landlock_abi} {landlock}"),
             Self::ExecFailed { errno } => format!("exec-failed {errno}"),
+            Self::Results(ResultsSeen::Absent) => "results absent".to_owned(),
+            Self::Results(ResultsSeen::Written(bytes)) => {
+                format!("results written {}", hex::encode(bytes))
+            }
+            Self::Results(ResultsSeen::Refused(reason)) => {
+                format!("results refused {}", reason.replace(['\n', '\r'], " "))
+            }
             Self::Hit { limit, detail } => format!(
                 "hit {} {}",
                 limit.replace(char::is_whitespace, "-"),
@@ -296,6 +354,15 @@ impl Report {
                     detail: detail.to_owned(),
                 }
             }
+            "results" => {
+                let (state, rest) = rest.split_once(' ').unwrap_or((rest, ""));
+                Self::Results(match state {
+                    "absent" if rest.is_empty() => ResultsSeen::Absent,
+                    "written" => ResultsSeen::Written(hex::decode(rest).ok()?),
+                    "refused" => ResultsSeen::Refused(rest.to_owned()),
+                    _ => return None,
+                })
+            }
             "exit" => Self::Exit {
                 code: rest.parse().ok()?,
             },
@@ -328,6 +395,10 @@ mod tests {
                 landlock: "fully-enforced".into(),
             },
             Report::ExecFailed { errno: 2 },
+            Report::Results(ResultsSeen::Absent),
+            Report::Results(ResultsSeen::Written(b"<x/>\n\0".to_vec())),
+            Report::Results(ResultsSeen::Written(Vec::new())),
+            Report::Results(ResultsSeen::Refused("a directory".into())),
             Report::Hit {
                 limit: "file-size".into(),
                 detail: "SIGXFSZ ended 2 processes".into(),

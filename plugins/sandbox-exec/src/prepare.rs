@@ -16,6 +16,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::plan::EnvironmentBind;
 use crate::supervisor::{Source, Started, start};
 
 /// What the Executor and its preparing thread share.
@@ -28,7 +29,10 @@ pub(crate) struct Shared {
 
 #[derive(Debug, Default)]
 struct Slot {
-    ready: Option<Started>,
+    /// The sandbox waiting, and the dependency environment it binds.
+    ready: Option<(Started, Option<EnvironmentBind>)>,
+    /// The dependency environment the next sandbox binds: the last run's.
+    next: Option<EnvironmentBind>,
     /// A run ended: prepare another.
     wanted: bool,
     /// How many runs started (nothing is prepared before the second one).
@@ -76,15 +80,16 @@ impl Preparer {
         Self { shared, thread }
     }
 
-    /// The prepared sandbox: the one waiting, else the one being started (waited for, up to
-    /// a bound); `None` when there is neither.
-    pub fn take(&self) -> Option<Started> {
+    /// The prepared sandbox binding `dependencies`: the one waiting, else the one being
+    /// started (waited for, up to a bound); `None` when there is neither, or it binds another
+    /// environment (it is then dropped unused).
+    pub fn take(&self, dependencies: Option<&EnvironmentBind>) -> Option<Started> {
         self.thread.as_ref()?;
         let until = Instant::now() + WAIT_FOR_PREPARING;
         let mut slot = self.shared.slot();
         loop {
-            if let Some(started) = slot.ready.take() {
-                return Some(started);
+            if let Some((started, bound)) = slot.ready.take() {
+                return (bound.as_ref() == dependencies).then_some(started);
             }
             let left = until.saturating_duration_since(Instant::now());
             if !slot.preparing || left.is_zero() {
@@ -100,9 +105,11 @@ impl Preparer {
     }
 
     /// A guard that, when dropped (at the end of a run), has the next sandbox prepared,
-    /// from the second run on.
-    pub fn next_after(&self) -> NextAfter<'_> {
-        self.shared.slot().runs += 1;
+    /// binding the same dependency environment as this run, from the second run on.
+    pub fn next_after(&self, dependencies: Option<&EnvironmentBind>) -> NextAfter<'_> {
+        let mut slot = self.shared.slot();
+        slot.runs += 1;
+        slot.next = dependencies.cloned();
         NextAfter(self)
     }
 
@@ -147,7 +154,7 @@ impl Drop for Preparer {
 /// reports the failure).
 fn prepare_loop(shared: &Shared) {
     loop {
-        {
+        let dependencies = {
             let mut slot = shared.slot();
             let needed = |slot: &Slot| slot.wanted && slot.ready.is_none();
             while !slot.stopping && !needed(&slot) {
@@ -161,8 +168,9 @@ fn prepare_loop(shared: &Shared) {
             }
             slot.wanted = false;
             slot.preparing = true;
-        }
-        let started = start(&shared.source);
+            slot.next.clone()
+        };
+        let started = start(&shared.source, dependencies.as_ref());
         let mut slot = shared.slot();
         slot.preparing = false;
         shared.changed.notify_all();
@@ -172,7 +180,7 @@ fn prepare_loop(shared: &Shared) {
         if let Ok(started) = started
             && slot.ready.is_none()
         {
-            slot.ready = Some(started);
+            slot.ready = Some((started, dependencies));
         }
     }
 }

@@ -526,7 +526,7 @@ pub(crate) fn untrusted(path: &Path) -> Option<String> {
     None
 }
 
-fn check_readable_by_others(path: &Path, directory: bool) -> Result<(), ExecutorError> {
+pub(crate) fn check_readable_by_others(path: &Path, directory: bool) -> Result<(), ExecutorError> {
     let refuse = |what: &Path| {
         invalid(
             format!("runtime path {} (at {})", path.display(), what.display()),

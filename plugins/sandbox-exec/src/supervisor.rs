@@ -20,12 +20,13 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::socket::MsgFlags;
 use sf_contracts::{
-    CancelToken, ExecutorError, LimitHit, NamespaceDisposition, RunBounds, RunStatus, RunTimes,
+    CancelToken, CapturedResults, ExecutorError, LimitHit, NamespaceDisposition, RunBounds,
+    RunStatus, RunTimes,
 };
 
 use crate::cgroup::{self, Cleaner, CleanerHandle, Hierarchy, RunGroup};
 use crate::identity::Ids;
-use crate::plan::Report;
+use crate::plan::{EnvironmentBind, Plan, Report, ResultsSeen};
 use crate::profile::Limits;
 use crate::zygote::ForkServer;
 
@@ -40,8 +41,9 @@ const DRAIN_GRACE: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub(crate) struct Source {
     pub server: ForkServer,
-    /// The encoded [`crate::plan::Plan`] every sandbox of the Executor is built from.
-    pub plan: Vec<u8>,
+    /// The [`crate::plan::Plan`] every sandbox of the Executor is built from, without a
+    /// dependency environment.
+    pub plan: Plan,
     /// The host ids the sandboxes run as (as root; `None`: sf's own).
     pub ids: Option<Ids>,
     /// The control groups that bound each run, where the machine allows.
@@ -127,8 +129,18 @@ impl Drop for Started {
 }
 
 /// Has the fork server fork a launcher (in a control group of its own and under a host id
-/// of its own, where there are) and hands it the plan.
-pub(crate) fn start(source: &Source) -> Result<Started, ExecutorError> {
+/// of its own, where there are) and hands it the plan, with `dependencies` bound.
+pub(crate) fn start(
+    source: &Source,
+    dependencies: Option<&EnvironmentBind>,
+) -> Result<Started, ExecutorError> {
+    let plan =
+        serde_json::to_vec(&source.plan.with_dependencies(dependencies)).map_err(|error| {
+            ExecutorError::Unavailable {
+                mechanism: "launcher".to_owned(),
+                reason: format!("the plan did not encode: {error}"),
+            }
+        })?;
     let group = source.resources.group()?;
     let procs = match &group {
         Some(group) => group.procs().map_err(|reason| ExecutorError::Unavailable {
@@ -157,14 +169,13 @@ pub(crate) fn start(source: &Source) -> Result<Started, ExecutorError> {
         id,
         group: group.and_then(|group| Some((group, source.resources.cleaner.handle()?))),
     };
-    let plan = &source.plan;
     // The plan is small enough for the socket's buffer; a launcher that is gone already
     // shows up as a failed write, and its report says why when the run reads it.
     let _ = started
         .socket
         .set_write_timeout(Some(PLAN_WRITE_TIMEOUT))
         .and_then(|()| send_all(&started.socket, &(plan.len() as u64).to_le_bytes()))
-        .and_then(|()| send_all(&started.socket, plan));
+        .and_then(|()| send_all(&started.socket, &plan));
     Ok(started)
 }
 
@@ -202,6 +213,8 @@ pub(crate) struct Ran {
     pub group: Option<cgroup::Version>,
     /// The limits the run hit, as far as the group and the init saw.
     pub limits_hit: Vec<LimitHit>,
+    /// The results file the init read, for a command that asked for one.
+    pub results: Option<CapturedResults>,
 }
 
 /// Why the supervisor stopped the run.
@@ -415,6 +428,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let mut failure = None;
     let mut exec_failed = None;
     let mut hits_reported = Vec::new();
+    let mut results = None;
     for report in reports {
         match report {
             Report::Fail { mechanism, detail } => {
@@ -426,6 +440,13 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
             } => confined = Some((landlock_abi, landlock)),
             Report::ExecFailed { errno } => exec_failed = Some(errno),
             Report::Hit { limit, detail } => hits_reported.push((limit, detail)),
+            Report::Results(seen) => {
+                results = Some(match seen {
+                    ResultsSeen::Absent => CapturedResults::Absent,
+                    ResultsSeen::Written(bytes) => CapturedResults::Written(bytes),
+                    ResultsSeen::Refused(reason) => CapturedResults::Refused(reason),
+                })
+            }
             Report::Exit { code } => exit_code = Some(code),
             Report::Signal { signal: number } => signal = Some(number),
             Report::Done {
@@ -515,6 +536,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
         id: started.id,
         group: started.group_version(),
         limits_hit,
+        results,
     })
 }
 

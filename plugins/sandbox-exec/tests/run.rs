@@ -15,6 +15,7 @@ fn executor(runtime: RuntimeConfig) -> SandboxExecutor {
 
 fn request(script: &str) -> RunRequest {
     RunRequest {
+        command: None,
         program: vec![SnapshotFile::regular("main.sh", script.as_bytes().to_vec())],
         entry: "main.sh".into(),
         args: vec!["one".into()],
@@ -47,6 +48,7 @@ fn shell_runs_confined() {
 
 fn single(path: &str, content: &str) -> RunRequest {
     RunRequest {
+        command: None,
         program: vec![SnapshotFile::regular(path, content.as_bytes().to_vec())],
         entry: path.into(),
         args: vec![],

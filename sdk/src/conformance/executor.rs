@@ -152,6 +152,7 @@ fn request(harness: &dyn Harness, behaviour: &Behaviour, bounds: RunBounds) -> R
     let mut args = program.args;
     args.push("argument-zero".into());
     RunRequest {
+        command: None,
         program: program.files,
         entry: program.entry.into(),
         args,

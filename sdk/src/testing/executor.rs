@@ -252,6 +252,7 @@ impl Executor for ScriptedExecutor {
         run.limits_hit.sort_by_key(LimitHit::limit);
         run.limits_hit.dedup_by_key(|hit| hit.limit());
         Ok(RunAnswer {
+            results: None,
             status: run.status,
             exit_code: run.exit_code,
             signal: run.signal,
@@ -263,6 +264,7 @@ impl Executor for ScriptedExecutor {
             },
             bounds: request.bounds,
             identities: RunIdentities {
+                command: None,
                 program,
                 input,
                 harness,

@@ -119,6 +119,7 @@ pub fn probe_harness() -> Vec<SnapshotFile> {
 /// A request running `probes` with `timeout` and a 1 MiB output limit.
 pub fn probe_request(probes: &[String], timeout: Duration) -> RunRequest {
     RunRequest {
+        command: None,
         program: probe_program(),
         entry: "entry.txt".into(),
         args: probes.to_vec(),
@@ -131,6 +132,7 @@ pub fn probe_request(probes: &[String], timeout: Duration) -> RunRequest {
 /// A request running `script` (the program's `main.sh`) with `timeout` and `output_limit`.
 pub fn shell_request(script: &str, timeout: Duration, output_limit: u64) -> RunRequest {
     RunRequest {
+        command: None,
         program: vec![SnapshotFile::regular("main.sh", script.as_bytes().to_vec())],
         entry: "main.sh".into(),
         args: Vec::new(),

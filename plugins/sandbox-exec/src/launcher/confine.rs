@@ -115,12 +115,26 @@ pub fn confine_and_exec(plan: &Plan, run: &RunPlan, armed: &Armed) -> ! {
     match confine(plan, run, armed, channel) {
         Ok(exec) => {
             report(channel, &exec.report);
-            // SAFETY: null-terminated arrays of pointers into CStrings that live until exec.
-            unsafe {
-                libc::execve(exec.path.as_ptr(), exec.argv.as_ptr(), exec.envp.as_ptr());
+            // As execvp searches PATH: a candidate that is missing or cannot be executed
+            // gives way to the next; the first other failure ends the search.
+            let mut failed = libc::ENOENT;
+            for path in &exec.paths {
+                // SAFETY: null-terminated arrays of pointers into CStrings that live until
+                // exec.
+                unsafe {
+                    libc::execve(path.as_ptr(), exec.argv.as_ptr(), exec.envp.as_ptr());
+                }
+                let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+                match errno {
+                    libc::ENOENT | libc::ENOTDIR => {}
+                    libc::EACCES => failed = libc::EACCES,
+                    other => {
+                        failed = other;
+                        break;
+                    }
+                }
             }
-            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-            report(channel, &Report::ExecFailed { errno });
+            report(channel, &Report::ExecFailed { errno: failed });
             sys::exit_now(127)
         }
         Err(failure) => {
@@ -181,7 +195,7 @@ fn reset_signals() {
 
 /// What execve needs, prepared before seccomp applies.
 struct Exec {
-    path: CString,
+    paths: Vec<CString>,
     _strings: Vec<CString>,
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
@@ -266,8 +280,12 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
         "sched_setscheduler(SCHED_OTHER)",
     )?;
 
-    std::env::set_current_dir(&plan.cwd)
-        .map_err(|error| Failure::new("mount", format!("chdir {}: {error}", plan.cwd)))?;
+    let cwd = run
+        .command
+        .as_ref()
+        .map_or(&plan.cwd, |command| &command.cwd);
+    std::env::set_current_dir(cwd)
+        .map_err(|error| Failure::new("mount", format!("chdir {cwd}: {error}")))?;
 
     // Everything execve needs, allocated now.
     let strings = run
@@ -277,7 +295,27 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
         .collect::<Step<Vec<_>>>()?;
     let mut argv: Vec<*const libc::c_char> = strings.iter().map(|s| s.as_ptr()).collect();
     argv.push(std::ptr::null());
-    let mut envp: Vec<*const libc::c_char> = armed.environment.iter().map(|s| s.as_ptr()).collect();
+    let (paths, variables) = match &run.command {
+        Some(command) => (
+            command
+                .candidates
+                .iter()
+                .map(|path| cstring(path, "exec"))
+                .collect::<Step<Vec<_>>>()?,
+            command
+                .environment
+                .iter()
+                .map(|(name, value)| cstring(&format!("{name}={value}"), "exec"))
+                .collect::<Step<Vec<_>>>()?,
+        ),
+        None => (vec![armed.path.clone()], Vec::new()),
+    };
+    let environment = if run.command.is_some() {
+        &variables
+    } else {
+        &armed.environment
+    };
+    let mut envp: Vec<*const libc::c_char> = environment.iter().map(|s| s.as_ptr()).collect();
     envp.push(std::ptr::null());
 
     drop_capabilities()?;
@@ -301,8 +339,8 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
             .map_err(|error| Failure::new("seccomp", format!("installing a filter: {error}")))?;
     }
     Ok(Exec {
-        path: armed.path.clone(),
-        _strings: strings,
+        paths,
+        _strings: strings.into_iter().chain(variables).collect(),
         argv,
         envp,
         report: Report::Confined {

@@ -25,6 +25,7 @@
 
 mod confine;
 mod mounts;
+mod results;
 mod seen;
 pub(crate) mod sys;
 mod zygote;
@@ -457,6 +458,22 @@ fn watch(init: libc::pid_t, handoff: RawFd) -> Step<i32> {
 /// The namespace's init: builds the root, waits for the run plan, mounts the run's files,
 /// starts the program, reaps (counting the limits it sees hit, see [`seen`]), reports,
 /// exits.
+/// Reaps every process left in the namespace (they were all killed), counting each.
+fn reap_all(seen: &mut seen::Seen) {
+    loop {
+        let mut status = 0;
+        // SAFETY: zeroed rusage is a valid value to be overwritten.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: valid status and usage pointers.
+        let reaped = unsafe { libc::wait4(-1, &mut status, libc::__WALL, &mut usage) };
+        if reaped > 0 {
+            seen.reaped(status, &usage);
+        } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            return;
+        }
+    }
+}
+
 fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
     // SAFETY: prctl and poll on our own descriptor.
     unsafe {
@@ -530,6 +547,19 @@ fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
             seen.reaped(status, &usage);
         }
         if reaped == program {
+            if let Some((path, max_bytes)) = run
+                .command
+                .as_ref()
+                .and_then(|command| command.results.as_ref())
+            {
+                // Nothing of the run may change the file while it is read: every other
+                // process of the namespace ends first (pid 1 is never signalled by -1).
+                // SAFETY: signalling every other process of this pid namespace.
+                unsafe { libc::kill(-1, libc::SIGKILL) };
+                reap_all(&mut seen);
+                let results = results::read(&plan.scratch_dir, path, *max_bytes);
+                report(SOCKET, &Report::Results(results));
+            }
             for hit in seen.reports() {
                 report(SOCKET, &hit);
             }

@@ -30,10 +30,12 @@ use sf_io::dir_fd::{DirFd, DirFdError};
 
 use super::sys::{self, Failure, Step, cpath, cstring};
 use crate::plan::{Plan, PlanEntryKind, PlanFile, RunPlan};
+use crate::runtime::BindSource;
 
-/// One cloned tree waiting to be attached.
+/// One cloned tree waiting to be attached at `at`, cloned from `path`.
 struct Tree {
     path: PathBuf,
+    at: PathBuf,
     fd: RawFd,
     directory: bool,
 }
@@ -49,17 +51,30 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
     let mut trees = Vec::new();
     let runtime_flags = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
     let device_flags = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
+    let dependencies = plan.dependencies.as_ref().map(|environment| {
+        (
+            &environment.host,
+            &environment.at,
+            BindSource {
+                directory: true,
+                dev: environment.dev,
+                ino: environment.ino,
+            },
+            runtime_flags,
+        )
+    });
     let sources = plan
         .layout
         .binds
         .iter()
-        .map(|(path, source)| (path, source, runtime_flags))
+        .map(|(path, source)| (path, path, *source, runtime_flags))
         .chain(
             plan.devices
                 .iter()
-                .map(|(path, source)| (path, source, device_flags)),
-        );
-    for (path, source, flags) in sources {
+                .map(|(path, source)| (path, path, *source, device_flags)),
+        )
+        .chain(dependencies);
+    for (path, at, source, flags) in sources {
         let name = cpath(path, "mount")?;
         let fd = sys::open_tree_clone(&name).map_err(|error| {
             Failure::new("mount", format!("cloning {}: {error}", path.display()))
@@ -94,6 +109,7 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
         })?;
         trees.push(Tree {
             path: path.clone(),
+            at: at.clone(),
             fd,
             directory: source.directory,
         });
@@ -128,7 +144,7 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
             .map_err(|error| Failure::new("mount", format!("link {}: {error}", link.display())))?;
     }
     for tree in &trees {
-        let at = inside(&tree.path);
+        let at = inside(&tree.at);
         if tree.directory {
             make_directories(&at)?;
         } else {
