@@ -55,6 +55,12 @@ impl Context {
             .map_err(|error| CliError::new(error.code(), error.to_string()))
     }
 
+    /// The directory of the dependency environment store: `[environments] store`, or
+    /// `$HOME/.local/share/sf/environments` when the configuration does not set it.
+    pub fn environment_store_dir(&self) -> Result<PathBuf, CliError> {
+        self.config()?.environment_store_dir().map_err(config_error)
+    }
+
     /// The configured ObjectStore factory, through the plugin path when the tag is a plugin's.
     pub fn object_store(&self) -> Result<Arc<dyn ObjectStoreFactory>, CliError> {
         self.config()?

@@ -20,6 +20,7 @@
 mod assure;
 mod common;
 mod demo;
+mod env;
 mod exec;
 mod export;
 mod freeze;
@@ -115,6 +116,9 @@ enum Command {
     Snapshot(snapshot::SnapshotArgs),
     /// Run one program through the configured Executor and print its answer
     Exec(exec::ExecArgs),
+    /// Dependency environments: directory trees checks run in, stored read-only by digest
+    #[command(subcommand)]
+    Env(env::EnvCommand),
     /// Integrate a sealed Candidate into the target ref, at most once per prepared intent
     #[command(subcommand)]
     Integrate(integrate::IntegrateCommand),
@@ -148,6 +152,7 @@ fn dispatch(context: &Context, command: Command) -> Outcome {
         Command::Export(args) => export::run(context, args).into(),
         Command::Snapshot(args) => snapshot::run(context, args).into(),
         Command::Exec(args) => exec::run(context, args).into(),
+        Command::Env(command) => env::run(context, command).into(),
         Command::Integrate(command) => integrate::run(context, command).into(),
         Command::Plugins(command) => plugins::run(context, command).into(),
         Command::Oats(args) => oats::run(context, args).into(),

@@ -174,6 +174,39 @@ pub struct Entry {
     pub size: u64,
     dev: u64,
     ino: u64,
+    version: Version,
+}
+
+impl Entry {
+    /// Whether `later` (the same name, listed again) shows this entry unchanged: the same
+    /// kind, device and inode, mode, owner, size, and modification and change times. How a
+    /// walk confirms, after it read a tree, that nothing in it moved meanwhile.
+    pub fn is_unchanged_in(&self, later: &Entry) -> bool {
+        self.name == later.name
+            && self.kind == later.kind
+            && (self.dev, self.ino) == (later.dev, later.ino)
+            && self.mode == later.mode
+            && self.uid == later.uid
+            && self.size == later.size
+            && self.version == later.version
+    }
+}
+
+/// What changes when a file's contents or status change: its size, and its modification and
+/// change times to the nanosecond.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Version {
+    size: i64,
+    modified: (i64, u64),
+    changed: (i64, u64),
+}
+
+fn version_of(stat: &Stat) -> Version {
+    Version {
+        size: stat.st_size,
+        modified: (stat.st_mtime, stat.st_mtime_nsec),
+        changed: (stat.st_ctime, stat.st_ctime_nsec),
+    }
 }
 
 /// A file's bytes and permission bits, read through one descriptor.
@@ -184,6 +217,18 @@ pub struct FileBytes {
     /// The permission bits (`st_mode & 0o7777`).
     pub mode: u32,
 }
+
+/// What [`DirFd::read_file_chunks`] read: the file's length and permission bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileRead {
+    /// The number of bytes read, which is the file's whole length.
+    pub size: u64,
+    /// The permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+}
+
+/// How much [`DirFd::read_file_chunks`] hands over at a time.
+const CHUNK_BYTES: usize = 64 * 1024;
 
 /// What [`DirFd::write_once`] found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,6 +259,30 @@ fn kind_of(stat: &Stat) -> EntryKind {
 
 fn identity(stat: &Stat) -> (u64, u64) {
     (stat.st_dev, stat.st_ino)
+}
+
+fn too_large(path: PathBuf, limit: u64) -> DirFdError {
+    DirFdError::TooLarge {
+        path,
+        limit: format!("is larger than {limit} bytes"),
+    }
+}
+
+/// Checks that the file read through `file` (`read` bytes) did not change since it was
+/// opened with status `before`: a file written to while it was read gives bytes that were
+/// never its contents.
+fn check_unchanged(file: &std::fs::File, before: &Stat, read: u64, path: PathBuf) -> Result<()> {
+    let after = rustix::fs::fstat(file).map_err(|errno| DirFdError::Unreadable {
+        path: path.clone(),
+        detail: errno.to_string(),
+    })?;
+    if version_of(&after) != version_of(before) || read != after.st_size as u64 {
+        return Err(DirFdError::Changed {
+            path,
+            detail: "it was written to while it was read".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Checks that `name` is one path component.
@@ -440,16 +509,86 @@ impl DirFd {
         self.read(name, limit, None)
     }
 
+    /// Reads the listed regular file `entry` as [`DirFd::read_file`] does, but hands its bytes
+    /// to `sink` a chunk at a time instead of keeping them: for files too large to hold in
+    /// memory (a toolchain's libraries), hashed or copied as they are read. More than `limit`
+    /// bytes is [`DirFdError::TooLarge`], found before `sink` sees the byte past it; an error
+    /// from `sink` stops the read and is returned as it is. The caller must not use what
+    /// `sink` saw unless this returns `Ok`: a file written to while it was read is `Changed`
+    /// only once its last byte is read.
+    pub fn read_file_chunks(
+        &self,
+        entry: &Entry,
+        limit: u64,
+        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<FileRead> {
+        let name = check_name(&self.path, &entry.name)?;
+        let (mut file, before, path) = self.open_file(name, Some((entry.dev, entry.ino)))?;
+        // No larger than the file (and a byte to see its end), so small files cost little.
+        let expected = usize::try_from(before.st_size).unwrap_or(0);
+        let mut buffer = vec![0; expected.saturating_add(1).min(CHUNK_BYTES)];
+        let mut size: u64 = 0;
+        loop {
+            let read = match file.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(read) => read,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => {
+                    return Err(DirFdError::Unreadable {
+                        path,
+                        detail: error.to_string(),
+                    });
+                }
+            };
+            size += read as u64;
+            if size > limit {
+                return Err(too_large(path, limit));
+            }
+            sink(&buffer[..read])?;
+        }
+        check_unchanged(&file, &before, size, path)?;
+        Ok(FileRead {
+            size,
+            mode: before.st_mode & 0o7777,
+        })
+    }
+
     fn read(&self, name: &OsStr, limit: u64, listed: Option<(u64, u64)>) -> Result<FileBytes> {
         let name = check_name(&self.path, name)?;
+        let (file, before, path) = self.open_file(name, listed)?;
+        let mut bytes = Vec::new();
+        (&file)
+            .take(limit.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|error| DirFdError::Unreadable {
+                path: path.clone(),
+                detail: error.to_string(),
+            })?;
+        if bytes.len() as u64 > limit {
+            return Err(too_large(path, limit));
+        }
+        check_unchanged(&file, &before, bytes.len() as u64, path)?;
+        Ok(FileBytes {
+            bytes,
+            mode: before.st_mode & 0o7777,
+        })
+    }
+
+    /// Opens the regular file `name` for reading without following a link; when `listed` is
+    /// given, it must still be the file of that device and inode. Returns the file, its
+    /// status when opened and its path (for messages).
+    fn open_file(
+        &self,
+        name: &OsStr,
+        listed: Option<(u64, u64)>,
+    ) -> Result<(std::fs::File, Stat, PathBuf)> {
         let path = self.shown(name);
         let fd = rustix::fs::openat(&self.fd, name, READ_FLAGS, Mode::empty())
             .map_err(|errno| self.classify_open_error(name, &path, errno, false))?;
-        let unreadable = |detail: String| DirFdError::Unreadable {
+        let stat = rustix::fs::fstat(&fd).map_err(|errno| DirFdError::Unreadable {
             path: path.clone(),
-            detail,
-        };
-        let stat = rustix::fs::fstat(&fd).map_err(|errno| unreadable(errno.to_string()))?;
+            detail: errno.to_string(),
+        })?;
         if kind_of(&stat) != EntryKind::File {
             return Err(DirFdError::NotRegular { path });
         }
@@ -459,57 +598,37 @@ impl DirFd {
                 detail: "another file took its place after it was listed".into(),
             });
         }
-        let mut bytes = Vec::new();
-        let mut file = std::fs::File::from(fd);
-        (&mut file)
-            .take(limit.saturating_add(1))
-            .read_to_end(&mut bytes)
-            .map_err(|error| unreadable(error.to_string()))?;
-        if bytes.len() as u64 > limit {
-            return Err(DirFdError::TooLarge {
-                path,
-                limit: format!("is larger than {limit} bytes"),
-            });
-        }
-        // A file written to while it was read gives bytes that were never its contents.
-        let after = rustix::fs::fstat(&file).map_err(|errno| unreadable(errno.to_string()))?;
-        let version = |stat: &Stat| {
-            (
-                stat.st_size,
-                stat.st_mtime,
-                stat.st_mtime_nsec,
-                stat.st_ctime,
-                stat.st_ctime_nsec,
-            )
-        };
-        if version(&after) != version(&stat) || bytes.len() as u64 != after.st_size as u64 {
-            return Err(DirFdError::Changed {
-                path,
-                detail: "it was written to while it was read".into(),
-            });
-        }
-        Ok(FileBytes {
-            bytes,
-            mode: stat.st_mode & 0o7777,
-        })
+        Ok((std::fs::File::from(fd), stat, path))
     }
 
-    /// The target of the listed symbolic link `entry`. A link replaced by something else
-    /// after it was listed is `Changed`.
+    /// The target of the listed symbolic link `entry`. A link replaced by something else (or
+    /// by another link) after it was listed is `Changed`.
     pub fn read_link(&self, entry: &Entry) -> Result<OsString> {
         let name = check_name(&self.path, &entry.name)?;
-        rustix::fs::readlinkat(&self.fd, name, Vec::new())
+        let changed = || DirFdError::Changed {
+            path: self.shown(name),
+            detail: "it is no longer the symbolic link that was listed".into(),
+        };
+        let target = rustix::fs::readlinkat(&self.fd, name, Vec::new())
             .map(|target| OsString::from_vec(target.into_bytes()))
             .map_err(|errno| match errno {
-                rustix::io::Errno::INVAL => DirFdError::Changed {
-                    path: self.shown(name),
-                    detail: "it is no longer the symbolic link that was listed".into(),
-                },
+                rustix::io::Errno::INVAL => changed(),
                 errno => DirFdError::Unreadable {
                     path: self.shown(name),
                     detail: errno.to_string(),
                 },
-            })
+            })?;
+        // A link's target never changes in place, so the same inode after the read, of the
+        // target's length, is the link that was listed.
+        match self.entry(name)? {
+            Some(now)
+                if (now.dev, now.ino) == (entry.dev, entry.ino)
+                    && now.size == target.len() as u64 =>
+            {
+                Ok(target)
+            }
+            _ => Err(changed()),
+        }
     }
 
     /// Creates the directory `name` (mode `mode`, less the umask), which must not exist, and
@@ -567,6 +686,19 @@ impl DirFd {
     /// O_NOFOLLOW`, writes `bytes` and syncs it. Anything at `name` already, a link included,
     /// is refused and left as it is.
     pub fn create_file(&self, name: &OsStr, bytes: &[u8], mode: u32) -> Result<()> {
+        let mut file = self.create_file_writer(name, mode)?;
+        file.write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .map_err(|error| DirFdError::WriteFailed {
+                path: self.shown(name),
+                detail: error.to_string(),
+            })
+    }
+
+    /// Creates the file `name` (mode `mode`, less the umask) as [`DirFd::create_file`] does
+    /// and returns it open for writing, for contents written a piece at a time; the caller
+    /// writes and syncs it.
+    pub fn create_file_writer(&self, name: &OsStr, mode: u32) -> Result<std::fs::File> {
         let name = check_name(&self.path, name)?;
         let flags = OFlags::WRONLY
             .union(OFlags::CREATE)
@@ -574,23 +706,14 @@ impl DirFd {
             .union(OFlags::NOFOLLOW)
             .union(OFlags::NOCTTY)
             .union(OFlags::CLOEXEC);
-        let fd = match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(mode)) {
-            Ok(fd) => fd,
-            Err(Errno::EXIST) => return Err(self.existing(name)),
-            Err(errno) => {
-                return Err(DirFdError::WriteFailed {
-                    path: self.shown(name),
-                    detail: errno.to_string(),
-                });
-            }
-        };
-        let mut file = std::fs::File::from(fd);
-        file.write_all(bytes)
-            .and_then(|()| file.sync_all())
-            .map_err(|error| DirFdError::WriteFailed {
+        match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(mode)) {
+            Ok(fd) => Ok(std::fs::File::from(fd)),
+            Err(Errno::EXIST) => Err(self.existing(name)),
+            Err(errno) => Err(DirFdError::WriteFailed {
                 path: self.shown(name),
-                detail: error.to_string(),
-            })
+                detail: errno.to_string(),
+            }),
+        }
     }
 
     /// Creates the symbolic link `name` to `target` with `symlinkat` relative to this
@@ -698,7 +821,9 @@ impl DirFd {
     }
 
     /// Removes `name` and, when it is a directory, everything below it, through descriptors
-    /// (a link is removed, never followed). For cleaning up what sf itself created.
+    /// (a link is removed, never followed). For cleaning up what sf itself created: a
+    /// directory sf made read-only (0555) is made writable (0700) first, since nothing can be
+    /// removed from it otherwise.
     pub fn remove_tree(&self, name: &OsStr) -> Result<()> {
         let name = check_name(&self.path, name)?;
         let failed = |errno: Errno| DirFdError::WriteFailed {
@@ -709,6 +834,9 @@ impl DirFd {
             None => Ok(()),
             Some(entry) if entry.kind == EntryKind::Directory => {
                 let dir = self.open_dir(&entry)?;
+                if entry.mode & 0o300 != 0o300 {
+                    dir.set_mode(0o700)?;
+                }
                 for inner in dir.entries(usize::MAX)? {
                     dir.remove_tree(&inner.name)?;
                 }
@@ -753,6 +881,7 @@ fn entry_of(name: OsString, stat: &Stat) -> Entry {
         size: stat.st_size as u64,
         dev,
         ino,
+        version: version_of(stat),
     }
 }
 
@@ -994,5 +1123,141 @@ mod tests {
             top.ensure_dirs("sub/deeper", 0o755).unwrap_err().code(),
             "symlink"
         );
+    }
+
+    #[test]
+    fn large_files_are_read_in_chunks_and_a_write_during_the_read_is_a_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let big: Vec<u8> = (0..3 * CHUNK_BYTES + 17).map(|n| (n % 251) as u8).collect();
+        fs::write(root.join("big"), &big).unwrap();
+        fs::write(root.join("small"), "s").unwrap();
+        let top = DirFd::open(&root).unwrap();
+        let entries = top.entries(10).unwrap();
+        let mut seen = Vec::new();
+        let mut chunks = 0;
+        let read = top
+            .read_file_chunks(&entries[0], big.len() as u64, &mut |chunk| {
+                chunks += 1;
+                seen.extend_from_slice(chunk);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(seen, big);
+        assert!(chunks >= 4, "{chunks} chunks");
+        assert_eq!(read.size, big.len() as u64);
+        // One byte over the limit is refused before the sink sees it.
+        let mut total = 0;
+        let error = top
+            .read_file_chunks(&entries[0], big.len() as u64 - 1, &mut |chunk| {
+                total += chunk.len();
+                Ok(())
+            })
+            .unwrap_err();
+        assert_eq!(error.code(), "too-large", "{error}");
+        assert!(total < big.len());
+        // The sink's own error stops the read and comes back as it is.
+        let error = top
+            .read_file_chunks(&entries[1], 10, &mut |_| {
+                Err(DirFdError::WriteFailed {
+                    path: "sink".into(),
+                    detail: "full".into(),
+                })
+            })
+            .unwrap_err();
+        assert_eq!(error.code(), "write-failed");
+        // A file appended to (once) while it is read.
+        let mut appended = false;
+        let error = top
+            .read_file_chunks(&entries[0], u64::MAX, &mut |_| {
+                if !appended {
+                    appended = true;
+                    let mut file = fs::OpenOptions::new()
+                        .append(true)
+                        .open(root.join("big"))
+                        .unwrap();
+                    file.write_all(b"more").unwrap();
+                }
+                Ok(())
+            })
+            .unwrap_err();
+        assert_eq!(error.code(), "changed-while-read", "{error}");
+        // A file replaced after it was listed.
+        fs::write(root.join("small.new"), "s").unwrap();
+        fs::rename(root.join("small.new"), root.join("small")).unwrap();
+        let error = top
+            .read_file_chunks(&entries[1], 10, &mut |_| Ok(()))
+            .unwrap_err();
+        assert_eq!(error.code(), "changed-while-read", "{error}");
+    }
+
+    #[test]
+    fn a_later_listing_says_whether_an_entry_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::write(root.join("a"), "one").unwrap();
+        symlink("a", root.join("l")).unwrap();
+        let top = DirFd::open(&root).unwrap();
+        let first = top.entries(10).unwrap();
+        let again = top.entries(10).unwrap();
+        assert!(first[0].is_unchanged_in(&again[0]));
+        assert!(first[1].is_unchanged_in(&again[1]));
+        assert!(!first[0].is_unchanged_in(&again[1]));
+        // Appended to: the size moves (whatever the clock's resolution).
+        fs::OpenOptions::new()
+            .append(true)
+            .open(root.join("a"))
+            .unwrap()
+            .write_all(b"two")
+            .unwrap();
+        let later = top.entries(10).unwrap();
+        assert!(!first[0].is_unchanged_in(&later[0]));
+        // A link replaced by another link (made first, so that it cannot reuse the old
+        // inode number).
+        symlink("b", root.join("l.new")).unwrap();
+        fs::rename(root.join("l.new"), root.join("l")).unwrap();
+        let later = top.entries(10).unwrap();
+        assert!(!first[1].is_unchanged_in(&later[1]));
+        assert_eq!(top.read_link(&later[1]).unwrap(), "b");
+        assert_eq!(
+            top.read_link(&first[1]).unwrap_err().code(),
+            "changed-while-read"
+        );
+    }
+
+    #[test]
+    fn files_written_in_pieces_are_created_exclusively_and_read_only_trees_are_removed() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let top = DirFd::open(&root).unwrap();
+        let mut file = top.create_file_writer(OsStr::new("f"), 0o600).unwrap();
+        file.write_all(b"one ").unwrap();
+        file.write_all(b"two").unwrap();
+        drop(file);
+        assert_eq!(fs::read(root.join("f")).unwrap(), b"one two");
+        assert_eq!(
+            top.create_file_writer(OsStr::new("f"), 0o600)
+                .unwrap_err()
+                .code(),
+            "exists"
+        );
+        symlink(root.join("f"), root.join("l")).unwrap();
+        assert_eq!(
+            top.create_file_writer(OsStr::new("l"), 0o600)
+                .unwrap_err()
+                .code(),
+            "symlink"
+        );
+        // A tree sf made read-only is still removed whole.
+        let sub = top.create_dir(OsStr::new("sub"), 0o755).unwrap();
+        let inner = sub.create_dir(OsStr::new("inner"), 0o755).unwrap();
+        inner.create_file(OsStr::new("x"), b"x", 0o444).unwrap();
+        inner.set_mode(0o555).unwrap();
+        sub.set_mode(0o555).unwrap();
+        top.remove_tree(OsStr::new("sub")).unwrap();
+        assert!(!root.join("sub").exists());
+        let mode = fs::metadata(&root).unwrap().permissions().mode();
+        assert_ne!(mode & 0o200, 0, "the parent is left as it was");
     }
 }

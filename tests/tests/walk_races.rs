@@ -1,5 +1,6 @@
 //! The directory-swap race: while sf reads a directory someone else can write (`sf exec
-//! --program`, `--input`, `sf repo create --from`, `sf slice freeze`, an oats capability), a second thread swaps one of its
+//! --program`, `--input`, `sf repo create --from`, `sf slice freeze`, an oats capability, a
+//! dependency environment added to the store), a second thread swaps one of its
 //! subdirectories for a symbolic link to a root-only directory holding a secret, in a tight
 //! loop (`renameat2(RENAME_EXCHANGE)`, so the name is always one or the other). Thousands of
 //! walks in process (the functions those commands call) and tens of runs of the built `sf`:
@@ -275,6 +276,69 @@ fn oats_artifact_walks_never_follow_a_swapped_link() {
     drop(swapper);
     assert!(swaps > 100, "the swapper ran only {swaps} times");
     assert!(drifted > 0, "no walk of {WALKS} met a swap");
+}
+
+/// Adds to the dependency environment store per race: each add copies and syncs.
+const ADDS: usize = 300;
+
+#[test]
+fn environment_adds_never_copy_a_swapped_link() {
+    // `sf env add` copies the tree into the store; a link is kept as a link (its target a
+    // path), never followed, and a tree that changed while it was copied is refused.
+    use sf_host::environment_store::{EnvironmentLimits, EnvironmentStore};
+    let work = Work::new();
+    let store = EnvironmentStore::open(&work.root.join("store")).unwrap();
+    let swapper = work.swapper();
+    let mut drifted = 0;
+    for n in 0..ADDS {
+        match store.add(
+            &format!("race-{n}"),
+            &work.tree,
+            EnvironmentLimits::default(),
+        ) {
+            Ok(entry) => {
+                let sub = entry.tree.join("sub");
+                let mut stored = vec![entry.tree.join("main.sh")];
+                if sub.symlink_metadata().unwrap().is_symlink() {
+                    drifted += 1;
+                } else {
+                    for item in std::fs::read_dir(&sub).unwrap() {
+                        let item = item.unwrap();
+                        work.secret.assert_absent(
+                            item.file_name().as_encoded_bytes(),
+                            "a stored environment's names",
+                        );
+                        stored.push(item.path());
+                    }
+                }
+                for file in stored {
+                    work.secret
+                        .assert_absent(&std::fs::read(file).unwrap(), "a stored environment");
+                }
+                let listing = entry.tree.parent().unwrap().join("listing.json");
+                work.secret
+                    .assert_absent(&std::fs::read(listing).unwrap(), "a listing document");
+            }
+            Err(error) => {
+                drifted += 1;
+                assert!(
+                    matches!(
+                        error.code(),
+                        "symlink" | "changed-while-read" | "not-a-directory"
+                    ),
+                    "{error}"
+                );
+                work.secret
+                    .assert_absent(error.to_string().as_bytes(), "an add's error");
+            }
+        }
+    }
+    let swaps = swapper.swaps();
+    drop(swapper);
+    assert!(swaps > 100, "the swapper ran only {swaps} times");
+    assert!(drifted > 0, "no add of {ADDS} met a swap");
+    let tmp = std::fs::read_dir(store.root().join("tmp")).unwrap().count();
+    assert_eq!(tmp, 0, "a refused add left its copy");
 }
 
 /// Runs `command` [`RUNS`] times while the swapper runs; `check` sees each envelope.

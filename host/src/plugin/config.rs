@@ -15,7 +15,13 @@
 //! [gate]
 //! type = "file"             # or "open", or a plugin's tag such as "oats-binding"
 //! path = "/etc/sf/gate.json"
+//!
+//! [environments]
+//! store = "/var/lib/sf/environments"   # default: $HOME/.local/share/sf/environments
 //! ```
+//!
+//! `[environments]` is not a backend: it has no `type`, only `store`, the absolute path of the
+//! dependency environment store (`crate::environment_store`).
 //!
 //! A tag resolves in two steps. Backends compiled into the running program register their
 //! configuration type with typetag (`#[typetag::serde(name = "…")] impl ObjectStoreBackend`,
@@ -59,8 +65,20 @@ pub const DEFAULT_CONFIG: &str = "[object_store]\ntype = \"git-cli\"\n\n[executo
                                   \"sandbox-exec\"\n\n[evidence_store]\ntype = \"sqlite\"\n\n\
                                   [gate]\ntype = \"open\"\n";
 
-/// The sections a configuration may hold.
-pub const SECTIONS: &[&str] = &["object_store", "executor", "evidence_store", "gate"];
+/// The sections a configuration may hold: one per backend, and `[environments]`.
+pub const SECTIONS: &[&str] = &[
+    "object_store",
+    "executor",
+    "evidence_store",
+    "gate",
+    "environments",
+];
+
+/// The keys `[environments]` may hold.
+pub const ENVIRONMENTS_KEYS: &[&str] = &["store"];
+
+/// Where the environment store is, below `$HOME`, when `[environments] store` is not set.
+pub const DEFAULT_ENVIRONMENT_STORE: &str = ".local/share/sf/environments";
 
 /// The largest configuration file read.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
@@ -319,6 +337,8 @@ pub struct Config {
     executor: Section,
     evidence_store: Section,
     gate: Section,
+    /// `[environments] store`, when set.
+    environment_store: Option<PathBuf>,
 }
 
 /// How a section's tag resolved.
@@ -383,6 +403,10 @@ impl Config {
                     .join(", ")
             )));
         }
+        let environment_store = match table.remove("environments") {
+            Some(value) => environments(value).map_err(invalid)?,
+            None => None,
+        };
         let mut take = |name: &str| match table.remove(name) {
             Some(value) => section(name, value).map(Some).map_err(invalid),
             None if origin == ConfigOrigin::Defaults => {
@@ -404,8 +428,35 @@ impl Config {
             executor: or_default(executor, |config| config.executor),
             evidence_store: or_default(evidence_store, |config| config.evidence_store),
             gate: or_default(gate, |config| config.gate),
+            environment_store,
             origin,
         })
+    }
+
+    /// The directory of the dependency environment store: `[environments] store`, or
+    /// `$HOME/.local/share/sf/environments` when it is not set. Without it set, a `HOME` that
+    /// is unset or not absolute is `config-invalid`, saying to set it.
+    pub fn environment_store_dir(&self) -> Result<PathBuf, ConfigError> {
+        let home = std::env::var_os("HOME");
+        self.environment_store_dir_with(home.as_deref().map(Path::new))
+    }
+
+    /// [`Config::environment_store_dir`] with `home` for `$HOME`.
+    fn environment_store_dir_with(&self, home: Option<&Path>) -> Result<PathBuf, ConfigError> {
+        if let Some(store) = &self.environment_store {
+            return Ok(store.clone());
+        }
+        match home {
+            Some(home) if home.is_absolute() => Ok(home.join(DEFAULT_ENVIRONMENT_STORE)),
+            _ => Err(ConfigError::Invalid {
+                origin: self.origin.clone(),
+                detail: format!(
+                    "[environments] store is not set, and HOME is unset or not an absolute \
+                     path, so there is no default ($HOME/{DEFAULT_ENVIRONMENT_STORE}); set \
+                     [environments] store = \"/absolute/dir\""
+                ),
+            }),
+        }
     }
 
     /// Where this configuration came from.
@@ -764,6 +815,33 @@ fn canonical_to_toml(value: &crate::canonical::Value, at: &str) -> Result<toml::
     })
 }
 
+/// Reads `[environments]`: only `store`, an absolute path.
+fn environments(value: toml::Value) -> Result<Option<PathBuf>, String> {
+    let toml::Value::Table(fields) = value else {
+        return Err("[environments] must be a table".into());
+    };
+    if let Some(unknown) = fields
+        .keys()
+        .find(|key| !ENVIRONMENTS_KEYS.contains(&key.as_str()))
+    {
+        return Err(format!(
+            "[environments] {unknown} is not a known key; the known keys are {}",
+            ENVIRONMENTS_KEYS.join(", ")
+        ));
+    }
+    match fields.get("store") {
+        None => Ok(None),
+        Some(toml::Value::String(store)) if Path::new(store).is_absolute() => {
+            Ok(Some(PathBuf::from(store)))
+        }
+        Some(toml::Value::String(store)) => Err(format!(
+            "[environments] store {store:?} is not an absolute path; name the store's \
+             directory by its absolute path"
+        )),
+        Some(_) => Err("[environments] store must be a string (an absolute path)".into()),
+    }
+}
+
 fn section(name: &str, value: toml::Value) -> Result<Section, String> {
     let toml::Value::Table(mut fields) = value else {
         return Err(format!("[{name}] must be a table"));
@@ -858,6 +936,46 @@ mod tests {
             ("[object_store]\ntype = \"Git CLI\"", "is not a tag"),
         ] {
             let error = Config::parse(text, ConfigOrigin::File("/x".into())).unwrap_err();
+            assert_eq!(error.code(), "config-invalid", "{text}");
+            assert!(error.to_string().contains(needle), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_environment_store_is_configured_or_below_home() {
+        let origin = || ConfigOrigin::File("/x".into());
+        let config = Config::parse("[environments]\nstore = \"/srv/envs\"\n", origin()).unwrap();
+        assert_eq!(
+            config.environment_store_dir_with(None).unwrap(),
+            Path::new("/srv/envs")
+        );
+        let config = Config::parse("", origin()).unwrap();
+        assert_eq!(
+            config
+                .environment_store_dir_with(Some(Path::new("/home/me")))
+                .unwrap(),
+            Path::new("/home/me/.local/share/sf/environments")
+        );
+        for home in [None, Some(Path::new("relative"))] {
+            let error = config.environment_store_dir_with(home).unwrap_err();
+            assert_eq!(error.code(), "config-invalid");
+            assert!(
+                error.to_string().contains("[environments] store"),
+                "{error}"
+            );
+        }
+        let config = Config::parse("[environments]\n", origin()).unwrap();
+        assert!(config.environment_store_dir_with(None).is_err());
+        for (text, needle) in [
+            (
+                "[environments]\nstore = \"envs\"\n",
+                "[environments] store \"envs\"",
+            ),
+            ("[environments]\nstore = 1\n", "must be a string"),
+            ("[environments]\ntype = \"x\"\n", "[environments] type"),
+            ("environments = 1\n", "must be a table"),
+        ] {
+            let error = Config::parse(text, origin()).unwrap_err();
             assert_eq!(error.code(), "config-invalid", "{text}");
             assert!(error.to_string().contains(needle), "{text}: {error}");
         }
