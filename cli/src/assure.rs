@@ -3,6 +3,7 @@
 //! checks that the Candidate was sealed for exactly it before anything else happens; only
 //! `collect` writes (after its preflight), the others create nothing.
 
+use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
@@ -14,13 +15,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use super::common::{CliError, Context, Output, json_value, limits_hit_json, repository_error};
 use super::slice_dir::{SliceDir, coded, invalid};
+use sf_host::assurance::acceptance::{Acceptance, CheckRun};
 use sf_host::assurance::{Observation, Outcome, ProcessCheck, ProcessFacts, Verdict, time};
 use sf_host::canonical::{Digest, Value, object};
 use sf_host::collector::{
     CollectEvent, CollectRequest, CollectedRun, Programs, RepositoryCollector, derive,
 };
 use sf_host::contracts::EvidenceStoreExt;
-use sf_host::contracts::{CancelToken, EntryPlace, EvidenceStore};
+use sf_host::contracts::{CancelToken, EvidenceStore};
 use sf_host::fence::Fence;
 use sf_host::landing::{Judging, LandError, preflight};
 use sf_host::repository::{Repository, SealedCandidate, SourceSnapshot};
@@ -184,6 +186,15 @@ pub(super) fn deadline(text: Option<&str>) -> Result<SystemTime, CliError> {
     }
 }
 
+/// The verified trees of the dependency environments `acceptance` names, from the
+/// environment store.
+pub(super) fn environments(
+    context: &Context,
+    acceptance: &Acceptance,
+) -> Result<BTreeMap<Digest, PathBuf>, CliError> {
+    super::env::verified_trees(context, acceptance.environments())
+}
+
 /// The fence of the Slice's Product.
 pub(super) fn fence(slice: &SliceDir, product: &str) -> Result<Fence, CliError> {
     Fence::open(&slice.state("fence")?, product)
@@ -298,6 +309,7 @@ pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliEr
                 sealed: loaded.sealed.clone(),
                 base: loaded.base.clone(),
                 deadline,
+                environments: environments(context, &loaded.slice.frozen.acceptance)?,
             },
             gate,
             &hold,
@@ -473,18 +485,36 @@ fn tail(bytes: &[u8], lines: usize, max_bytes: usize) -> (&[u8], bool) {
 }
 
 /// What a process check runs, as a person would type it: the runtime, the entry (where it is
-/// placed in the sandbox) and the arguments, each escaped for the terminal.
+/// placed in the sandbox) and the arguments, or a command's argv with its working directory
+/// and environment, each escaped for the terminal.
 fn command_line(slice: &SliceDir, check: &ProcessCheck) -> String {
-    let entry = match check.entry.place {
-        EntryPlace::Program => format!("/sf/program/{}", check.entry.path),
-        EntryPlace::Harness => format!("/sf/harness/{}", check.entry.path),
+    let words: Vec<String> = match &check.run {
+        CheckRun::Entry { entry, args, .. } => std::iter::once(slice.frozen.recipe.runtime.clone())
+            .chain(std::iter::once(entry.inside()))
+            .chain(args.iter().cloned())
+            .collect(),
+        CheckRun::Command(command) => command.argv.clone(),
     };
-    std::iter::once(slice.frozen.recipe.runtime.as_str())
-        .chain(std::iter::once(entry.as_str()))
-        .chain(check.args.iter().map(String::as_str))
+    let line = words
+        .iter()
         .map(|word| text_escape::line(word).into_owned())
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    match check.command() {
+        Some(command) => {
+            let mut line = format!("{line}  (in {}", text_escape::line(&command.cwd.inside()));
+            if let Some(environment) = &command.environment {
+                line.push_str(&format!(
+                    ", environment {} at {}",
+                    text_escape::line(&environment.name),
+                    text_escape::line(&environment.at)
+                ));
+            }
+            line.push(')');
+            line
+        }
+        None => line,
+    }
 }
 
 /// How a run ended and what it used, one line each.

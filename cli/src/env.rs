@@ -2,6 +2,7 @@
 //! `node_modules`, a toolchain) that checks run in, kept read-only by digest in the store that
 //! `[environments] store` names (`sf_host::environment_store`).
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
@@ -150,6 +151,35 @@ fn describe(entry: &EnvironmentEntry) -> Output {
         }),
         text,
     }
+}
+
+/// The entry `name` points to in the configured store, verified (for `sf slice freeze`).
+pub(super) fn resolve(context: &Context, name: &str) -> Result<EnvironmentEntry, CliError> {
+    check_name(name).map_err(store_error)?;
+    let root = context.environment_store_dir()?;
+    let store = EnvironmentStore::open_existing(&root).map_err(store_error)?;
+    store.resolve(name).map_err(store_error)
+}
+
+/// Each of `digests` in the configured store, verified now, by the directory holding its
+/// files; an environment that changed is `corrupt` and nothing runs (for `sf collect` and
+/// `sf land`, before an attempt starts).
+pub(super) fn verified_trees<'a>(
+    context: &Context,
+    digests: impl IntoIterator<Item = &'a Digest>,
+) -> Result<BTreeMap<Digest, PathBuf>, CliError> {
+    let mut digests = digests.into_iter().peekable();
+    if digests.peek().is_none() {
+        return Ok(BTreeMap::new());
+    }
+    let root = context.environment_store_dir()?;
+    let store = EnvironmentStore::open_existing(&root).map_err(store_error)?;
+    digests
+        .map(|digest| {
+            let entry = store.verify(digest).map_err(store_error)?;
+            Ok((entry.digest, entry.tree))
+        })
+        .collect()
 }
 
 fn store_error(error: EnvironmentStoreError) -> CliError {

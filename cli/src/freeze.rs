@@ -164,6 +164,19 @@ fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, Cli
             let Value::Object(check) = check else {
                 continue;
             };
+            // A command's dependency environment is named; the freeze pins what the name
+            // points to now: its digest and where it is bound, verified.
+            if let Some(Value::String(name)) = check.get("environment").cloned() {
+                let entry = super::env::resolve(context, &name)?;
+                check.insert(
+                    "environment".into(),
+                    canonical::object([
+                        ("name", Value::String(name)),
+                        ("digest", Value::String(entry.digest.to_string())),
+                        ("at", Value::String(entry.at.display().to_string())),
+                    ]),
+                );
+            }
             let Some(Value::String(input)) = check.get("input").cloned() else {
                 continue;
             };

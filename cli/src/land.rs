@@ -174,6 +174,7 @@ fn land_command(context: &Context, args: &LandArgs) -> Result<(Output, u8), CliE
             owner,
             deadline,
             jobs: args.jobs,
+            environments: super::assure::environments(context, &loaded.slice.frozen.acceptance)?,
             faults: std::sync::Arc::clone(&context.faults),
         },
         &mut |event| progress.report(event),

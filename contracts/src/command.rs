@@ -298,10 +298,9 @@ impl RunCommand {
             .collect()
     }
 
-    /// The `sha256:` of the canonical document
+    /// The canonical document [`RunCommand::digest`] hashes:
     /// `{"argv":[…],"cwd":…,"env":{…},"environment":{"at","digest"}|null,"protocol":"sf-run-command/1","results":{"maxBytes","path"}|null}`.
-    /// Every Executor digests a command this way, so a judge can compute the digest it pins.
-    pub fn digest(&self) -> Digest {
+    pub fn document(&self) -> Value {
         let environment = match &self.environment {
             Some(environment) => canonical::object([
                 ("at", Value::from(environment.at.as_str())),
@@ -325,7 +324,7 @@ impl RunCommand {
                 .map(|(name, value)| (name.clone(), Value::from(value.as_str())))
                 .collect(),
         );
-        let document = canonical::object([
+        canonical::object([
             ("protocol", Value::from(COMMAND_PROTOCOL)),
             (
                 "argv",
@@ -335,10 +334,15 @@ impl RunCommand {
             ("env", env),
             ("environment", environment),
             ("results", results),
-        ]);
-        // A checked command holds strings and small integers only; should it not encode,
+        ])
+    }
+
+    /// The `sha256:` of [`RunCommand::document`]. Every Executor digests a command this
+    /// way, so a judge can compute the digest it pins.
+    pub fn digest(&self) -> Digest {
+        // A checked command holds strings and small integers only; should one not encode,
         // the digest of its error text still differs from every real command's.
-        canonical::digest(&document)
+        canonical::digest(&self.document())
             .unwrap_or_else(|error| Digest::of(error.to_string().as_bytes()))
     }
 }

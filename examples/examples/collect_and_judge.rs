@@ -24,8 +24,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sf_git_cli::{GitCliConfig, GitCliFactory};
 use sf_host::assurance::{
-    Acceptance, Check, Expectation, FrozenSlice, JudgeRequest, Phase, ProcessCheck, SliceRecord,
-    Stage, current_environment, judge,
+    Acceptance, Check, CheckRun, Expectation, FrozenSlice, JudgeRequest, Phase, ProcessCheck,
+    SliceRecord, Stage, current_environment, judge,
 };
 use sf_host::canonical::{self, Digest, Value};
 use sf_host::collector::{
@@ -73,15 +73,15 @@ fn process(
         id: id.into(),
         phase,
         stage,
-        // A tree entry of stage candidate inside the scope is one the Candidate may rewrite.
-        entry_in_scope: stage == Stage::Candidate && entry == RunEntry::program("sum.sh"),
-        entry,
-        args: args.iter().map(|arg| (*arg).to_owned()).collect(),
-        input: input.clone(),
-        expectation: Expectation {
-            exit_code,
-            stdout_digest: stdout.map(|text| Digest::of(text.as_bytes())),
+        run: CheckRun::Entry {
+            // A tree entry of stage candidate inside the scope is one the Candidate may
+            // rewrite.
+            entry_in_scope: stage == Stage::Candidate && entry == RunEntry::program("sum.sh"),
+            entry,
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
         },
+        input: input.clone(),
+        expectation: Expectation::exit(exit_code, stdout.map(|text| Digest::of(text.as_bytes()))),
     })
 }
 
@@ -227,6 +227,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             sealed,
             base,
             deadline: SystemTime::now() + Duration::from_secs(300),
+            environments: Default::default(),
         };
         println!("\nCandidate    {} ({name})", pins.candidate.digest);
         let hold = fence.acquire()?;

@@ -372,6 +372,9 @@ pub struct LandRequest<'a> {
     pub deadline: SystemTime,
     /// How many checks run at a time ([`RepositoryCollector::with_jobs`]).
     pub jobs: std::num::NonZeroUsize,
+    /// The verified trees of the dependency environments the checks name
+    /// ([`CollectRequest::environments`]).
+    pub environments: std::collections::BTreeMap<Digest, PathBuf>,
     /// Where tests stop or fail the landing at named points.
     pub faults: Arc<dyn FaultPoints>,
 }
@@ -469,6 +472,7 @@ pub fn land(
             sealed: sealed.clone(),
             base,
             deadline: request.deadline,
+            environments: request.environments.clone(),
         },
         Arc::clone(&request.gate),
         &hold,

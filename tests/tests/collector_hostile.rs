@@ -171,6 +171,7 @@ fn a_hostile_candidate_reaches_nothing() {
         },
         stdout: b"ok\n".to_vec(),
         stderr: vec![],
+        results: None,
     }
     .encode()
     .unwrap();

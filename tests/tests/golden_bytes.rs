@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use sf_host::assurance::{
     Acceptance, CheckVerdict, EnvironmentRecord, OBSERVATION_FORMAT_V2, OBSERVATION_FORMAT_V3,
-    Observation, ObservationFacts, ObservationStatus, Outcome, Phase, ProcessFacts, Recipe,
-    SliceRecord, Stage, Verdict,
+    OBSERVATION_FORMAT_V4, Observation, ObservationFacts, ObservationStatus, Outcome, Phase,
+    ProcessFacts, Recipe, SliceRecord, Stage, Verdict,
 };
 use sf_host::canonical::{self, Digest, Value};
 use sf_host::contracts::tree_path::EntryMode;
@@ -36,7 +36,11 @@ use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 /// (name, length, sha256 hex) of every vector, as written.
 #[rustfmt::skip]
 const GOLDEN: &[(&str, usize, &str)] = &[
+    ("observation-v5", 1742, "64fdcd35af8841fa728fa1c5369d6e9feff859316c97d3fea6f8707d7a318f6e"),
     ("observation-v4", 1727, "ab7f27f84aacaeefa45a634bbdaec7b55f7655020281601b8da09eb2d27caefd"),
+    ("run-command", 311, "bcbc9006fed36e2d308ab5fe2119a5c6181a2b98dc1dddb4f4c8dc710527ce32"),
+    ("executor-request-v6-command", 858, "31d65cbab48b500531d50a527e2927ae782b49c45ebd10102916185a458d4ec4"),
+    ("executor-answer-v6-results", 1386, "ed260df12c461f197246812343e8af615c63f9639aa861105e3b13f3f59fd85b"),
     ("executor-answer-v5", 1170, "1d395f403093f2d252662c24a4063a174700dd255201fc7b8e7cf5c8489f0f42"),
     ("executor-answer-v4-with-hits", 1164, "9950c7ca3794cc2d96b6e548f2a33c1d9009c385b45541b9bb4eff5fc607a72c"),
     ("candidate-commit-v3", 512, "857532993d46c4ce13d5c4dff4b9be7ed7212d4593e3583aa2ca8dce311b9427"),
@@ -540,14 +544,32 @@ fn recipe_v1() -> Vec<u8> {
     canonical::encode(&value).unwrap()
 }
 
-/// The facts of [`observation`] in the shape of `format`, from before the limits a run hit
-/// were recorded.
-fn facts_before_limits(format: &str) -> Value {
+/// The facts of [`observation`] in the shape of version 4: without results.
+fn facts_before_results(format: &str) -> Value {
     let mut value = observation().facts_value();
     let Value::Object(map) = &mut value else {
         unreachable!("facts are an object")
     };
     map.insert("protocol".into(), format.into());
+    map.remove("results");
+    value
+}
+
+/// The observation as version 4 wrote it: the same facts, without results.
+fn observation_v4() -> Vec<u8> {
+    framed_observation(
+        OBSERVATION_FORMAT_V4,
+        &facts_before_results(OBSERVATION_FORMAT_V4),
+    )
+}
+
+/// The facts of [`observation`] in the shape of `format`, from before the limits a run hit
+/// were recorded.
+fn facts_before_limits(format: &str) -> Value {
+    let mut value = facts_before_results(format);
+    let Value::Object(map) = &mut value else {
+        unreachable!("facts are an object")
+    };
     let Some(Value::Object(process)) = map.get_mut("process") else {
         unreachable!("the observation has process facts")
     };
@@ -601,6 +623,10 @@ fn observation_v2() -> Vec<u8> {
 /// remedy.
 #[test]
 fn formats_no_longer_written_read_as_they_did() {
+    assert_eq!(
+        Observation::decode_format(OBSERVATION_FORMAT_V4, &observation_v4()).unwrap(),
+        observation()
+    );
     let mut unrecorded = observation();
     if let Some(process) = unrecorded.facts.process.as_mut() {
         process.limits_hit = None;
@@ -657,6 +683,7 @@ fn observation() -> Observation {
         },
         stdout: b"6\n".to_vec(),
         stderr: Vec::new(),
+        results: None,
     }
 }
 
@@ -834,7 +861,9 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         product: "golden".into(),
         epoch: 4,
     };
-    v.insert("observation-v4", observation().encode().unwrap());
+    v.insert("observation-v5", observation().encode().unwrap());
+    // Version 4, no longer written, is still the bytes it was.
+    v.insert("observation-v4", observation_v4());
     v.insert("observation-v3", observation_v3());
     v.insert("observation-v2", observation_v2());
     // The Evidence record's own format did not change: it is tested over the payload it was
@@ -963,6 +992,48 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
     v.insert(
         "executor-answer-v5",
         executor_protocol::encode_answer(&answer_with_hits(), RunWire::V5),
+    );
+    let command = sf_host::contracts::RunCommand {
+        argv: vec!["python3".into(), "-m".into(), "pytest".into(), "-q".into()],
+        cwd: "/sf/program/tests".into(),
+        env: [("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned())].into(),
+        environment: Some(sf_host::contracts::RunEnvironment {
+            digest: digest("environment"),
+            tree: "/var/lib/sf/environments/objects/e/tree".into(),
+            at: "/opt/sf-envs/pytest".into(),
+        }),
+        results: Some(sf_host::contracts::ResultsRequest {
+            path: "results.xml".into(),
+            max_bytes: 1 << 20,
+        }),
+    };
+    v.insert(
+        "run-command",
+        canonical::encode(&command.document()).expect("a command encodes"),
+    );
+    v.insert(
+        "executor-request-v6-command",
+        executor_protocol::encode_run(
+            7,
+            &RunRequest {
+                command: Some(command.clone()),
+                args: Vec::new(),
+                program: moded_program(),
+                ..request()
+            },
+            RunWire::V6,
+        )
+        .unwrap(),
+    );
+    let mut with_results = answer_with_hits();
+    with_results.identities.command = Some(command.digest());
+    with_results.results = Some(sf_host::contracts::CapturedResults::Written(
+        b"<testsuites><testsuite><testcase classname=\"t\" name=\"a\"/></testsuite></testsuites>"
+            .to_vec(),
+    ));
+    v.insert(
+        "executor-answer-v6-results",
+        executor_protocol::encode_answer(&with_results, RunWire::V6),
     );
     // An answer to an older host carries the limits hit as problems.
     v.insert(

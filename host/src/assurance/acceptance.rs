@@ -1,25 +1,35 @@
-//! The acceptance (`sf-repository-acceptance/2`): a Slice's frozen checks and what each
-//! expects. Process checks run an entry file, of one stage's tree or of the Slice's harness,
-//! in the sandbox; review checks are reserved and never run.
+//! The acceptance (`sf-repository-acceptance/3`): a Slice's frozen checks and what each
+//! expects. Process checks run one process in the sandbox: the runtime with an entry file,
+//! of one stage's tree or of the Slice's harness (`"kind": "process"`), or a command
+//! (`"kind": "command"`: an argv, a working directory, variables, a dependency environment,
+//! a JUnit results file and per-test expectations); review checks are reserved and never
+//! run.
 //!
 //! Version 2 added where the entry is (`{"from": "tree" | "harness", "path"}`) and
 //! `entryInScope`, which says whether the Candidate may rewrite the entry (a check of stage
 //! candidate whose entry is a tree file inside the Slice's scope): the freeze refuses a Slice
-//! where it does not say so truthfully.
+//! where it does not say so truthfully. Version 3 added command checks; an acceptance without
+//! one is still written as version 2 (so its digest is what it was), and both are read.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::canonical::{self, Digest, Value};
 use crate::contracts::executor::{EntryPlace, MAX_ARG_BYTES, MAX_ARGS, RunEntry};
+use crate::contracts::{ResultsRequest, RunCommand, RunEnvironment};
+
+use super::test_results::TestExpectation;
 use crate::contracts::tree_path;
 use crate::repository::{ID_RULE, is_valid_id};
 
 use super::{AssuranceError, invalid_field, read_record, record_bytes, record_bytes_digest};
 
-/// The protocol string of the acceptance record.
-pub const ACCEPTANCE_PROTOCOL: &str = "sf-repository-acceptance/2";
+/// The protocol string of an acceptance record holding a command check.
+pub const ACCEPTANCE_PROTOCOL: &str = "sf-repository-acceptance/3";
+/// The protocol string of an acceptance record without command checks (written and read).
+pub const ACCEPTANCE_PROTOCOL_V2: &str = "sf-repository-acceptance/2";
 /// The most checks an acceptance holds.
 pub const MAX_CHECKS: usize = 64;
 /// The longest review prompt, in bytes.
@@ -50,7 +60,10 @@ crate::contracts::word_enum! {
 }
 
 /// What a process check's run must show: its exit code and, unless `None`, the SHA-256 of
-/// its stdout. The expected stdout itself is never stored where a Candidate could read it.
+/// its stdout; for a command check with results, the tests that must fail on the base and
+/// pass on the Candidate (`failToPass`) and those that must pass on both (`passToPass`), by
+/// the runner's test ids. The expected stdout itself is never stored where a Candidate could
+/// read it. The test lists are written only when they are not empty.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Expectation {
@@ -59,11 +72,37 @@ pub struct Expectation {
     /// The `sha256:` the stdout bytes must have, or `None` when stdout is not compared.
     #[serde(deserialize_with = "canonical::nullable")]
     pub stdout_digest: Option<Digest>,
+    /// Tests that fail or error on the base and pass on the Candidate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fail_to_pass: Vec<String>,
+    /// Tests that pass on both.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_to_pass: Vec<String>,
 }
 
-/// A check that runs one program once in the sandbox (`"kind": "process"` in records).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self", deny_unknown_fields, rename_all = "camelCase")]
+impl Expectation {
+    /// An expectation of an exit code and, optionally, a stdout digest; no test lists.
+    pub fn exit(exit_code: i32, stdout_digest: Option<Digest>) -> Self {
+        Self {
+            exit_code,
+            stdout_digest,
+            fail_to_pass: Vec::new(),
+            pass_to_pass: Vec::new(),
+        }
+    }
+
+    /// The per-test part, for the grader.
+    pub fn tests(&self) -> TestExpectation {
+        TestExpectation {
+            fail_to_pass: self.fail_to_pass.clone(),
+            pass_to_pass: self.pass_to_pass.clone(),
+        }
+    }
+}
+
+/// A check that runs one process once in the sandbox: the runtime with an entry file
+/// (`"kind": "process"` in records) or a command (`"kind": "command"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProcessCheck {
     /// The check's id, distinct within the acceptance; follows [`ID_RULE`].
     pub id: String,
@@ -71,22 +110,268 @@ pub struct ProcessCheck {
     pub phase: Phase,
     /// Which tree it runs: a before check runs on the base, an after check on the Candidate.
     pub stage: Stage,
-    /// The file given to the runtime first: a file of the stage's tree
-    /// ([`EntryPlace::Program`], written `"tree"`) or of the Slice's harness.
-    #[serde(with = "entry_record")]
-    pub entry: RunEntry,
-    /// Whether the Candidate may rewrite the entry: true exactly for a check of stage
-    /// candidate whose entry is a tree file inside the Slice's scope.
-    pub entry_in_scope: bool,
-    /// The arguments passed after the entry: at most 256, 64 KiB together, none holding NUL.
-    pub args: Vec<String>,
+    /// What runs.
+    pub run: CheckRun,
     /// The snapshot digest of the one input the program reads.
     pub input: Digest,
     /// What the run must show for the check to pass.
     pub expectation: Expectation,
 }
 
-canonical::literal_fields!(ProcessCheck { "kind": "process" });
+/// What a process check runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CheckRun {
+    /// The runtime, given an entry file and arguments.
+    Entry {
+        /// The file given to the runtime first: a file of the stage's tree
+        /// ([`EntryPlace::Program`], written `"tree"`) or of the Slice's harness.
+        entry: RunEntry,
+        /// Whether the Candidate may rewrite the entry: true exactly for a check of stage
+        /// candidate whose entry is a tree file inside the Slice's scope.
+        entry_in_scope: bool,
+        /// The arguments passed after the entry: at most 256, 64 KiB together, none
+        /// holding NUL.
+        args: Vec<String>,
+    },
+    /// A command (boxed: it is most of a check's size, and most checks are read, not moved).
+    Command(Box<CheckCommand>),
+}
+
+crate::contracts::word_enum! {
+    /// Which directory a command's working directory is in.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+    pub enum CwdFrom {
+        /// The stage's tree, `/sf/program`.
+        "tree" Tree,
+        /// The Slice's harness, `/sf/harness`.
+        "harness" Harness,
+        /// The check's input, `/sf/input`.
+        "input" Input,
+        /// The run's scratch space, `/sf/scratch` (its `path` is empty).
+        "scratch" Scratch,
+    }
+}
+
+/// A command's working directory: a directory of a place, `""` for the place itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckCwd {
+    /// The place.
+    pub from: CwdFrom,
+    /// The directory below it, in the repository's path grammar, or `""`.
+    pub path: String,
+}
+
+impl CheckCwd {
+    /// The directory inside a run.
+    pub fn inside(&self) -> String {
+        let dir = match self.from {
+            CwdFrom::Tree => crate::contracts::PROGRAM_DIR,
+            CwdFrom::Harness => crate::contracts::HARNESS_DIR,
+            CwdFrom::Input => crate::contracts::INPUT_DIR,
+            CwdFrom::Scratch => crate::contracts::SCRATCH_DIR,
+        };
+        if self.path.is_empty() {
+            dir.to_owned()
+        } else {
+            format!("{dir}/{}", self.path)
+        }
+    }
+}
+
+/// A dependency environment a command runs in: its name in the store when it was frozen, its
+/// digest (what is pinned) and the absolute path it was built for, where runs see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckEnvironment {
+    /// The store's name for it, for people; the digest is what counts.
+    pub name: String,
+    /// The environment's digest.
+    pub digest: Digest,
+    /// Where runs see it.
+    pub at: String,
+}
+
+/// A JUnit XML file the command writes under its scratch space, and the most bytes kept.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CheckResults {
+    /// The file's path relative to `/sf/scratch`.
+    pub junit: String,
+    /// The most bytes kept (1 to 8 MiB).
+    pub max_bytes: u64,
+}
+
+/// A check's command: see [`crate::contracts::command`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckCommand {
+    /// The program and its arguments; `argv[0]` a bare name or an absolute path.
+    pub argv: Vec<String>,
+    /// Where it runs.
+    pub cwd: CheckCwd,
+    /// Variables on top of the fixed base.
+    pub env: BTreeMap<String, String>,
+    /// The dependency environment, if any.
+    pub environment: Option<CheckEnvironment>,
+    /// The results file, if any.
+    pub results: Option<CheckResults>,
+}
+
+impl CheckCommand {
+    /// The executor's command, with the environment's files at `tree` on this host.
+    pub fn to_run(&self, tree: Option<PathBuf>) -> RunCommand {
+        RunCommand {
+            argv: self.argv.clone(),
+            cwd: self.cwd.inside(),
+            env: self.env.clone(),
+            environment: self.environment.as_ref().map(|environment| RunEnvironment {
+                digest: environment.digest.clone(),
+                tree: tree.unwrap_or_default(),
+                at: environment.at.clone(),
+            }),
+            results: self.results.as_ref().map(|results| ResultsRequest {
+                path: results.junit.clone(),
+                max_bytes: results.max_bytes,
+            }),
+        }
+    }
+}
+
+/// A process check as its record holds it (`"kind": "process"`).
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields, rename_all = "camelCase")]
+struct EntryCheckRecord {
+    id: String,
+    phase: Phase,
+    stage: Stage,
+    #[serde(with = "entry_record")]
+    entry: RunEntry,
+    entry_in_scope: bool,
+    args: Vec<String>,
+    input: Digest,
+    expectation: Expectation,
+}
+canonical::literal_fields!(EntryCheckRecord { "kind": "process" });
+
+/// A command check as its record holds it (`"kind": "command"`).
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields, rename_all = "camelCase")]
+struct CommandCheckRecord {
+    id: String,
+    phase: Phase,
+    stage: Stage,
+    argv: Vec<String>,
+    cwd: CheckCwd,
+    env: BTreeMap<String, String>,
+    #[serde(deserialize_with = "canonical::nullable")]
+    environment: Option<CheckEnvironment>,
+    #[serde(deserialize_with = "canonical::nullable")]
+    results: Option<CheckResults>,
+    input: Digest,
+    expectation: Expectation,
+}
+canonical::literal_fields!(CommandCheckRecord { "kind": "command" });
+
+impl Serialize for ProcessCheck {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (id, phase, stage, input, expectation) = (
+            self.id.clone(),
+            self.phase,
+            self.stage,
+            self.input.clone(),
+            self.expectation.clone(),
+        );
+        match &self.run {
+            CheckRun::Entry {
+                entry,
+                entry_in_scope,
+                args,
+            } => EntryCheckRecord {
+                id,
+                phase,
+                stage,
+                entry: entry.clone(),
+                entry_in_scope: *entry_in_scope,
+                args: args.clone(),
+                input,
+                expectation,
+            }
+            .serialize(serializer),
+            CheckRun::Command(command) => CommandCheckRecord {
+                id,
+                phase,
+                stage,
+                argv: command.argv.clone(),
+                cwd: command.cwd.clone(),
+                env: command.env.clone(),
+                environment: command.environment.clone(),
+                results: command.results.clone(),
+                input,
+                expectation,
+            }
+            .serialize(serializer),
+        }
+    }
+}
+
+impl From<EntryCheckRecord> for ProcessCheck {
+    fn from(record: EntryCheckRecord) -> Self {
+        Self {
+            id: record.id,
+            phase: record.phase,
+            stage: record.stage,
+            run: CheckRun::Entry {
+                entry: record.entry,
+                entry_in_scope: record.entry_in_scope,
+                args: record.args,
+            },
+            input: record.input,
+            expectation: record.expectation,
+        }
+    }
+}
+
+impl From<CommandCheckRecord> for ProcessCheck {
+    fn from(record: CommandCheckRecord) -> Self {
+        Self {
+            id: record.id,
+            phase: record.phase,
+            stage: record.stage,
+            run: CheckRun::Command(Box::new(CheckCommand {
+                argv: record.argv,
+                cwd: record.cwd,
+                env: record.env,
+                environment: record.environment,
+                results: record.results,
+            })),
+            input: record.input,
+            expectation: record.expectation,
+        }
+    }
+}
+
+impl ProcessCheck {
+    /// The entry, whether it is in the scope, and the arguments, for a check of the entry
+    /// kind.
+    pub fn entry(&self) -> Option<(&RunEntry, bool, &[String])> {
+        match &self.run {
+            CheckRun::Entry {
+                entry,
+                entry_in_scope,
+                args,
+            } => Some((entry, *entry_in_scope, args)),
+            CheckRun::Command(_) => None,
+        }
+    }
+
+    /// The command, for a command check.
+    pub fn command(&self) -> Option<&CheckCommand> {
+        match &self.run {
+            CheckRun::Command(command) => Some(command.as_ref()),
+            CheckRun::Entry { .. } => None,
+        }
+    }
+}
 
 /// How a record writes an entry: `{"from": "tree" | "harness", "path"}`.
 mod entry_record {
@@ -172,23 +457,41 @@ impl Check {
 }
 
 /// A Slice's frozen acceptance.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(remote = "Self")]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Acceptance {
     /// 1 to 64 checks with distinct ids, the process checks in phase order.
     pub checks: Vec<Check>,
 }
-canonical::literal_fields!(serialize Acceptance { "protocol": ACCEPTANCE_PROTOCOL });
+
+/// Written as version 3 when a check is a command, else as version 2.
+impl Serialize for Acceptance {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut record = serializer.serialize_struct("Acceptance", 2)?;
+        record.serialize_field("checks", &self.checks)?;
+        record.serialize_field("protocol", self.protocol())?;
+        record.end()
+    }
+}
 
 /// The acceptance as it is read: its checks as JSON, each then read as the kind it names.
 #[derive(Deserialize)]
-#[serde(remote = "Self", deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 struct AcceptanceRecord {
     checks: Vec<Value>,
+    protocol: String,
 }
-canonical::literal_fields!(deserialize AcceptanceRecord { "protocol": ACCEPTANCE_PROTOCOL });
 
 impl Acceptance {
+    /// The record's protocol: version 3 when a check is a command, else version 2.
+    pub fn protocol(&self) -> &'static str {
+        if self.process_checks().any(|check| check.command().is_some()) {
+            ACCEPTANCE_PROTOCOL
+        } else {
+            ACCEPTANCE_PROTOCOL_V2
+        }
+    }
+
     /// The process checks, in the order listed (which is phase order).
     pub fn process_checks(&self) -> impl Iterator<Item = &ProcessCheck> {
         self.checks.iter().filter_map(|check| match check {
@@ -250,26 +553,26 @@ impl Acceptance {
                         }
                         _ => {}
                     }
-                    tree_path::check_path(&process.entry.path, None)
-                        .map_err(|rule| invalid(format!("{field}.entry.path"), rule.describe()))?;
-                    if process.entry_in_scope
-                        && (process.stage != Stage::Candidate
-                            || process.entry.place != EntryPlace::Program)
-                    {
-                        return Err(invalid(
-                            format!("{field}.entryInScope"),
-                            "only a check of stage candidate with an entry of the tree can have \
-                             its entry in the scope",
-                        ));
+                    match &process.run {
+                        CheckRun::Entry {
+                            entry,
+                            entry_in_scope,
+                            args,
+                        } => validate_entry(&field, process.stage, entry, *entry_in_scope, args)?,
+                        CheckRun::Command(command) => validate_command(&field, command)?,
                     }
-                    if process.args.len() > MAX_ARGS
-                        || process.args.iter().map(String::len).sum::<usize>() > MAX_ARG_BYTES
-                        || process.args.iter().any(|arg| arg.contains('\0'))
-                    {
-                        return Err(invalid(
-                            format!("{field}.args"),
-                            "at most 256 arguments of at most 64 KiB together, none holding NUL",
-                        ));
+                    let tests = process.expectation.tests();
+                    if !tests.is_empty() {
+                        if process.command().and_then(|c| c.results.as_ref()).is_none() {
+                            return Err(invalid(
+                                format!("{field}.expectation"),
+                                "failToPass and passToPass need the runner's results: a \
+                                 command check with \"results\"",
+                            ));
+                        }
+                        tests
+                            .check()
+                            .map_err(|rule| invalid(format!("{field}.expectation"), &rule))?;
                     }
                     if !(0..=255).contains(&process.expectation.exit_code) {
                         return Err(invalid(
@@ -305,28 +608,135 @@ impl Acceptance {
     }
 
     /// Parses an acceptance strictly (any valid JSON; exactly the declared fields; each check
-    /// exactly the fields of the `kind` it names) and validates it.
+    /// exactly the fields of the `kind` it names) and validates it. A version 2 record holds
+    /// no command check; a version 3 record is written only when one does.
     pub fn from_json(bytes: &[u8]) -> Result<Self, AssuranceError> {
         let record: AcceptanceRecord = read_record(bytes, "acceptance")?;
+        let kinds: &[&str] = match record.protocol.as_str() {
+            ACCEPTANCE_PROTOCOL => &["process", "command", "review"],
+            ACCEPTANCE_PROTOCOL_V2 => &["process", "review"],
+            _ => {
+                return Err(AssuranceError::invalid(
+                    "acceptance.protocol",
+                    format!("must be {ACCEPTANCE_PROTOCOL:?} or {ACCEPTANCE_PROTOCOL_V2:?}"),
+                ));
+            }
+        };
         let mut checks = Vec::with_capacity(record.checks.len());
         for (at, check) in record.checks.iter().enumerate() {
             let path = format!("acceptance.checks[{at}]");
-            let kind = canonical::variant_tag(check, &path, "kind", &["process", "review"])
-                .map_err(invalid_field)?;
-            checks.push(if kind == "process" {
-                Check::Process(canonical::from_value(check, &path).map_err(invalid_field)?)
-            } else {
-                Check::Review(canonical::from_value(check, &path).map_err(invalid_field)?)
+            let kind =
+                canonical::variant_tag(check, &path, "kind", kinds).map_err(invalid_field)?;
+            checks.push(match kind {
+                "process" => Check::Process(
+                    canonical::from_value::<EntryCheckRecord>(check, &path)
+                        .map_err(invalid_field)?
+                        .into(),
+                ),
+                "command" => Check::Process(
+                    canonical::from_value::<CommandCheckRecord>(check, &path)
+                        .map_err(invalid_field)?
+                        .into(),
+                ),
+                _ => Check::Review(canonical::from_value(check, &path).map_err(invalid_field)?),
             });
         }
         let acceptance = Self { checks };
+        if record.protocol == ACCEPTANCE_PROTOCOL && acceptance.protocol() != ACCEPTANCE_PROTOCOL {
+            return Err(AssuranceError::invalid(
+                "acceptance.protocol",
+                format!(
+                    "is {ACCEPTANCE_PROTOCOL:?}, but no check is a command: an acceptance \
+                     without one is {ACCEPTANCE_PROTOCOL_V2:?}"
+                ),
+            ));
+        }
         acceptance.validate()?;
         Ok(acceptance)
     }
 
     /// The checks whose entry is a file of the harness.
     pub fn harness_entries(&self) -> impl Iterator<Item = &ProcessCheck> {
-        self.process_checks()
-            .filter(|check| check.entry.place == EntryPlace::Harness)
+        self.process_checks().filter(|check| {
+            check
+                .entry()
+                .is_some_and(|(entry, _, _)| entry.place == EntryPlace::Harness)
+        })
     }
+
+    /// The dependency environments the command checks name, each once.
+    pub fn environments(&self) -> BTreeSet<&Digest> {
+        self.process_checks()
+            .filter_map(|check| check.command()?.environment.as_ref())
+            .map(|environment| &environment.digest)
+            .collect()
+    }
+}
+
+fn validate_entry(
+    field: &str,
+    stage: Stage,
+    entry: &RunEntry,
+    entry_in_scope: bool,
+    args: &[String],
+) -> Result<(), AssuranceError> {
+    let invalid = |input: String, rule: &str| AssuranceError::invalid(input, rule);
+    tree_path::check_path(&entry.path, None)
+        .map_err(|rule| invalid(format!("{field}.entry.path"), rule.describe()))?;
+    if entry_in_scope && (stage != Stage::Candidate || entry.place != EntryPlace::Program) {
+        return Err(invalid(
+            format!("{field}.entryInScope"),
+            "only a check of stage candidate with an entry of the tree can have its entry in \
+             the scope",
+        ));
+    }
+    if args.len() > MAX_ARGS
+        || args.iter().map(String::len).sum::<usize>() > MAX_ARG_BYTES
+        || args.iter().any(|arg| arg.contains('\0'))
+    {
+        return Err(invalid(
+            format!("{field}.args"),
+            "at most 256 arguments of at most 64 KiB together, none holding NUL",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_command(field: &str, command: &CheckCommand) -> Result<(), AssuranceError> {
+    let invalid = |input: String, rule: &str| AssuranceError::invalid(input, rule);
+    let cwd = &command.cwd;
+    match (cwd.from, cwd.path.as_str()) {
+        (_, "") => {}
+        (CwdFrom::Scratch, _) => {
+            return Err(invalid(
+                format!("{field}.cwd.path"),
+                "a working directory in scratch is scratch itself: the path is \"\"",
+            ));
+        }
+        (_, path) => tree_path::check_path(path, None)
+            .map_err(|rule| invalid(format!("{field}.cwd.path"), rule.describe()))?,
+    }
+    if let Some(environment) = &command.environment
+        && let Err(error) = crate::environment_store::check_name(&environment.name)
+    {
+        return Err(invalid(
+            format!("{field}.environment.name"),
+            &error.to_string(),
+        ));
+    }
+    if let Some(results) = &command.results {
+        tree_path::check_path(&results.junit, Some(tree_path::EntryMode::Regular))
+            .map_err(|rule| invalid(format!("{field}.results.junit"), rule.describe()))?;
+        if results.max_bytes == 0 || results.max_bytes > crate::contracts::MAX_RESULTS_BYTES {
+            return Err(invalid(
+                format!("{field}.results.maxBytes"),
+                "a results file is kept up to 1 byte to 8 MiB",
+            ));
+        }
+    }
+    // The executor's own rules, with a placeholder for where this host keeps the files.
+    command
+        .to_run(Some(PathBuf::from("/")))
+        .check()
+        .map_err(|error| invalid(format!("{field} command"), &error.to_string()))
 }

@@ -23,6 +23,14 @@
 //! (the program crashed, or was killed for a reason the executor did not see as one of its
 //! limits) that meets no expectation.
 //!
+//! A command check with results is graded on its per-test results too, parsed from the JUnit
+//! file the record holds (`test_results`): every failToPass test fails or errors on the base
+//! and passes on the Candidate, every passToPass test passes on both, and the results agree
+//! with the exit code (an exit 0 with a failure listed misses). The exit code stays the
+//! authority: the Candidate's code can write the file, so results claiming every test passed
+//! never make a failing exit pass. Results that cannot decide (no file, a file that was
+//! refused or does not parse, zero tests collected) make the check Inconclusive.
+//!
 //! A run that hit a limit of the sandbox's (processes, memory, file size, CPU time, open
 //! files, scratch) failed, or passed, for the sandbox's reason: no check declares such a
 //! limit as part of what it asks, so the record is not attributable and the check is
@@ -35,13 +43,14 @@ use std::time::Instant;
 
 use crate::canonical::{self, Digest, Value, object};
 use crate::contracts::EvidenceStoreExt;
-use crate::contracts::{AttemptId, EvidenceStore, LimitHit, RunStatus};
+use crate::contracts::{AttemptId, CapturedResults, EvidenceStore, LimitHit, RunStatus};
 
-use super::acceptance::{Acceptance, ProcessCheck};
+use super::acceptance::{Acceptance, ProcessCheck, Stage};
 use super::environment::EnvironmentRecord;
 use super::observation::{OBSERVATION_FORMAT, Observation, ObservationStatus};
 use super::pins::RepositoryPins;
 use super::recipe::Recipe;
+use super::test_results::{TestGrade, TestResults, grade};
 use super::{AssuranceError, sanitize_problems};
 
 /// The protocol string of the Verdict record.
@@ -431,6 +440,19 @@ fn judge_one(
             if ids.profile != request.environment.profile {
                 problems.push(format!("profile {} is not the pinned one", ids.profile));
             }
+            let command = check.command().map(|command| command.to_run(None).digest());
+            if ids.command != command {
+                problems.push(match &command {
+                    Some(command) => format!("the command run is not the pinned {command}"),
+                    None => "a command ran for a check of an entry".to_owned(),
+                });
+            }
+            let asked = check
+                .command()
+                .is_some_and(|command| command.results.is_some());
+            if asked && observation.results.is_none() && process.status == RunStatus::Exited {
+                problems.push("the record does not say what results the run left".into());
+            }
             for unmet in ids.enforcement.unmet(&recipe.enforcement) {
                 problems.push(format!("enforcement: {unmet}, as the recipe pins"));
             }
@@ -490,6 +512,54 @@ fn judge_one(
             missed.push(format!("stdout hashes to {actual}, expected {expected}"));
         }
     }
+    if check
+        .command()
+        .is_some_and(|command| command.results.is_some())
+    {
+        match grade_tests(check, process, observation) {
+            TestGrade::Met => {}
+            TestGrade::Missed {
+                misses,
+                disagreement,
+            } => {
+                missed.extend(disagreement);
+                missed.extend(misses.iter().map(ToString::to_string));
+            }
+            // Results that cannot decide leave the check undecided, whatever the exit code:
+            // a Candidate that deletes every test is not Failed for it, nor Verified.
+            TestGrade::Undecided(reason) => {
+                return verdict(
+                    vec![format!("the test results cannot decide: {reason}")],
+                    None,
+                );
+            }
+        }
+    }
     let met = missed.is_empty();
     verdict(missed, Some(met))
+}
+
+/// Grades a command check's per-test results: those the record holds, parsed here.
+fn grade_tests(
+    check: &ProcessCheck,
+    process: &super::ProcessFacts,
+    observation: &Observation,
+) -> TestGrade {
+    let parsed;
+    let results = match &observation.results {
+        Some(CapturedResults::Written(bytes)) => {
+            parsed = TestResults::parse_junit(bytes);
+            Some(&parsed)
+        }
+        Some(CapturedResults::Refused(reason)) => {
+            return TestGrade::Undecided(format!("the results file was not read: {reason}"));
+        }
+        Some(CapturedResults::Absent) | None => None,
+    };
+    grade(
+        check.stage == Stage::Base,
+        process.exit_code,
+        results,
+        &check.expectation.tests(),
+    )
 }

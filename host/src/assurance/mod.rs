@@ -24,14 +24,16 @@ use crate::canonical::FieldError;
 use crate::canonical::{self, Digest};
 
 pub use acceptance::{
-    ACCEPTANCE_PROTOCOL, Acceptance, Check, Expectation, Phase, ProcessCheck, ReviewCheck, Stage,
+    ACCEPTANCE_PROTOCOL, ACCEPTANCE_PROTOCOL_V2, Acceptance, Check, CheckCommand, CheckCwd,
+    CheckEnvironment, CheckResults, CheckRun, CwdFrom, Expectation, Phase, ProcessCheck,
+    ReviewCheck, Stage,
 };
 pub use environment::{ENVIRONMENT_PROTOCOL, EnvironmentRecord, current_environment, platform};
 pub use judge::{CheckVerdict, JudgeRequest, Outcome, VERDICT_PROTOCOL, Verdict, judge};
 pub use observation::{
     OBSERVATION_FORMAT, OBSERVATION_FORMAT_V1, OBSERVATION_FORMAT_V2, OBSERVATION_FORMAT_V3,
-    Observation, ObservationFacts, ObservationStatus, ProcessFacts, sanitize_problem,
-    sanitize_problems,
+    OBSERVATION_FORMAT_V4, Observation, ObservationFacts, ObservationStatus, ProcessFacts,
+    sanitize_problem, sanitize_problems,
 };
 pub use pins::{BasePins, CandidatePins, PINS_PROTOCOL, RepositoryPins, SlicePins};
 pub use recipe::{RECIPE_PROTOCOL, Recipe};

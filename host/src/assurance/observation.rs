@@ -1,11 +1,11 @@
-//! The repository observation (`sf-repository-observation/4`): what the collector saw of one
+//! The repository observation (`sf-repository-observation/5`): what the collector saw of one
 //! check's run, as the payload of one Evidence record.
 //!
 //! ```text
-//! "sf-repository-observation/4\n"
+//! "sf-repository-observation/5\n"
 //! <facts length, decimal, no leading zeros>"\n"
-//! <facts: canonical JSON, naming the lengths and SHA-256 of stdout and stderr>
-//! <stdout bytes><stderr bytes>
+//! <facts: canonical JSON, naming the lengths and SHA-256 of stdout, stderr and results>
+//! <stdout bytes><stderr bytes><results bytes>
 //! ```
 //!
 //! The collector's facts come first and are framed by their length, and the output streams
@@ -16,26 +16,33 @@
 //! enforcement as the executor's facts (`identities.enforcement`, an object of mechanism →
 //! status) instead of the fixed fields `landlockAbi`, `landlock` and the optional
 //! `hostIdentity` and `memory`; version 4 adds the executor's limits the run hit
-//! (`process.limitsHit`, a list of `{detail, limit, value}`, possibly empty, required).
+//! (`process.limitsHit`, a list of `{detail, limit, value}`, possibly empty, required);
+//! version 5 adds a command's identity (`identities.command`, written for a command check's
+//! run) and the results file the run left (`results`: `null`, or `{"state": "absent"}`,
+//! `{"state": "refused", "reason"}` or `{"state": "written", "bytes", "sha256"}` with the
+//! bytes after stderr). Version 4 records are read as holding neither.
 //! Records of versions 1 to 3 ([`OBSERVATION_FORMAT_V1`], [`OBSERVATION_FORMAT_V2`],
 //! [`OBSERVATION_FORMAT_V3`]) are still read (a version 1 run had no harness, so its harness
 //! identity is the empty snapshot's; their fixed fields read as the facts of four mechanisms,
 //! as sf-contracts' `legacy_enforcement` maps them; they recorded no limits, which read as
 //! not recorded, never as none hit) but the collector writes, and the judge counts, only
-//! version 4.
+//! version 5.
 
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::canonical::{self, Digest, FieldError, Value};
 use crate::contracts::legacy_enforcement::{LegacyEnforcement, NOT_STATED};
-use crate::contracts::{Enforcement, LimitHit, RunIdentities, RunStatus};
+use crate::contracts::{CapturedResults, Enforcement, LimitHit, RunIdentities, RunStatus};
 
 use super::AssuranceError;
 use super::acceptance::{Phase, Stage};
 use super::time;
 
 /// The protocol string of an observation, and the format of its Evidence records.
-pub const OBSERVATION_FORMAT: &str = "sf-repository-observation/4";
+pub const OBSERVATION_FORMAT: &str = "sf-repository-observation/5";
+/// The format of observations written before commands and results were recorded; read,
+/// never written.
+pub const OBSERVATION_FORMAT_V4: &str = "sf-repository-observation/4";
 /// The format of observations written before the limits a run hit were recorded; read,
 /// never written.
 pub const OBSERVATION_FORMAT_V3: &str = "sf-repository-observation/3";
@@ -139,6 +146,9 @@ pub struct Observation {
     pub stdout: Vec<u8>,
     /// The stderr bytes kept (at most the output limit).
     pub stderr: Vec<u8>,
+    /// The results file a command's run left, when its check asked for one and the run
+    /// answered.
+    pub results: Option<CapturedResults>,
 }
 
 impl std::fmt::Debug for Observation {
@@ -212,6 +222,85 @@ struct FactsWire<I> {
     deadline: u64,
     stdout: StreamWire,
     stderr: StreamWire,
+    /// Version 5 only: `null` or the results file's state.
+    #[serde(
+        default,
+        deserialize_with = "results_wire",
+        skip_serializing_if = "ResultsField::is_absent"
+    )]
+    results: ResultsField,
+}
+
+/// The `results` field: absent (versions before 5), `null`, or a state.
+#[derive(Default)]
+enum ResultsField {
+    #[default]
+    Absent,
+    Null,
+    Stated(ResultsWire),
+}
+
+impl ResultsField {
+    fn is_absent(&self) -> bool {
+        matches!(self, Self::Absent)
+    }
+}
+
+impl Serialize for ResultsField {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Absent | Self::Null => serializer.serialize_none(),
+            Self::Stated(results) => results.serialize(serializer),
+        }
+    }
+}
+
+fn results_wire<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ResultsField, D::Error> {
+    Ok(match canonical::nullable::<_, ResultsWire>(deserializer)? {
+        Some(results) => ResultsField::Stated(results),
+        None => ResultsField::Null,
+    })
+}
+
+/// A results file's state as recorded.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResultsWire {
+    state: String,
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    bytes: Option<u64>,
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    sha256: Option<Digest>,
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    reason: Option<String>,
+}
+
+impl ResultsWire {
+    fn of(results: &CapturedResults) -> Self {
+        let (state, bytes, reason) = match results {
+            CapturedResults::Absent => ("absent", None, None),
+            CapturedResults::Written(bytes) => ("written", Some(bytes), None),
+            CapturedResults::Refused(reason) => ("refused", None, Some(sanitize_problem(reason))),
+        };
+        Self {
+            state: state.to_owned(),
+            bytes: bytes.map(|bytes| bytes.len() as u64),
+            sha256: bytes.map(|bytes| Digest::of(bytes)),
+            reason,
+        }
+    }
 }
 
 /// A run's identities from version 3: the executor's enforcement facts as they are.
@@ -225,6 +314,13 @@ struct IdentitiesWire {
     profile: Digest,
     bounds: Digest,
     enforcement: Enforcement,
+    /// Version 5 only, for a command check's run.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    command: Option<Digest>,
 }
 
 /// A run's identities in versions 1 (no harness) and 2: enforcement in fixed fields.
@@ -468,6 +564,7 @@ impl Observation {
                 profile: ids.profile.clone(),
                 bounds: ids.bounds.clone(),
                 enforcement: ids.enforcement.clone(),
+                command: ids.command.clone(),
             }),
             process: facts.process.as_ref().map(ProcessWire::of),
             started_at: facts.started_at,
@@ -475,6 +572,10 @@ impl Observation {
             deadline: facts.deadline,
             stdout: StreamWire::of(&self.stdout),
             stderr: StreamWire::of(&self.stderr),
+            results: match &self.results {
+                Some(results) => ResultsField::Stated(ResultsWire::of(results)),
+                None => ResultsField::Null,
+            },
         }
     }
 
@@ -487,12 +588,18 @@ impl Observation {
     pub fn encode(&self) -> Result<Vec<u8>, AssuranceError> {
         let facts = canonical::to_canonical_bytes(&self.wire())
             .map_err(|error| AssuranceError::invalid("observation facts", error.to_string()))?;
-        let mut bytes =
-            Vec::with_capacity(64 + facts.len() + self.stdout.len() + self.stderr.len());
+        let results: &[u8] = match &self.results {
+            Some(CapturedResults::Written(bytes)) => bytes,
+            _ => &[],
+        };
+        let mut bytes = Vec::with_capacity(
+            64 + facts.len() + self.stdout.len() + self.stderr.len() + results.len(),
+        );
         bytes.extend_from_slice(&crate::framing::prefix(OBSERVATION_FORMAT, facts.len()));
         bytes.extend_from_slice(&facts);
         bytes.extend_from_slice(&self.stdout);
         bytes.extend_from_slice(&self.stderr);
+        bytes.extend_from_slice(results);
         Ok(bytes)
     }
 
@@ -506,6 +613,7 @@ impl Observation {
     pub fn is_format(format: &str) -> bool {
         [
             OBSERVATION_FORMAT,
+            OBSERVATION_FORMAT_V4,
             OBSERVATION_FORMAT_V3,
             OBSERVATION_FORMAT_V2,
             OBSERVATION_FORMAT_V1,
@@ -521,39 +629,103 @@ impl Observation {
             return Err(format!("{format:?} is not an observation format"));
         }
         let (head, streams) = crate::framing::split(bytes, format, "facts", 8)?;
-        let (facts, stdout, stderr) =
+        let (facts, stdout, stderr, results) =
             read_facts(head, format).map_err(|error| format!("{}: {}", error.field, error.rule))?;
-        let lengths = usize::try_from(stdout.bytes)
-            .ok()
-            .zip(usize::try_from(stderr.bytes).ok());
-        let Some((stdout_len, stderr_len)) =
-            lengths.filter(|(out, err)| out.checked_add(*err) == Some(streams.len()))
-        else {
+        let written = match &results {
+            Some(RecordedResults::Written { bytes, .. }) => *bytes,
+            _ => 0,
+        };
+        let lengths =
+            [stdout.bytes, stderr.bytes, written].map(|length| usize::try_from(length).ok());
+        let [Some(stdout_len), Some(stderr_len), Some(results_len)] = lengths else {
             return Err("the output bytes are not the lengths the facts name".into());
         };
-        let (stdout_bytes, stderr_bytes) = streams.split_at(stdout_len);
-        debug_assert_eq!(stderr_bytes.len(), stderr_len);
+        if stdout_len
+            .checked_add(stderr_len)
+            .and_then(|n| n.checked_add(results_len))
+            != Some(streams.len())
+        {
+            return Err("the output bytes are not the lengths the facts name".into());
+        }
+        let (stdout_bytes, rest) = streams.split_at(stdout_len);
+        let (stderr_bytes, results_bytes) = rest.split_at(stderr_len);
         if Digest::of(stdout_bytes) != stdout.sha256 || Digest::of(stderr_bytes) != stderr.sha256 {
             return Err("the output bytes do not hash to the digests the facts name".into());
         }
+        let results = match results {
+            None => None,
+            Some(RecordedResults::Absent) => Some(CapturedResults::Absent),
+            Some(RecordedResults::Refused(reason)) => Some(CapturedResults::Refused(reason)),
+            Some(RecordedResults::Written { sha256, .. }) => {
+                if Digest::of(results_bytes) != sha256 {
+                    return Err("the results bytes do not hash to the digest the facts name".into());
+                }
+                Some(CapturedResults::Written(results_bytes.to_vec()))
+            }
+        };
         Ok(Self {
             facts,
             stdout: stdout_bytes.to_vec(),
             stderr: stderr_bytes.to_vec(),
+            results,
         })
     }
 }
 
+/// A results state as read, before its bytes are checked.
+enum RecordedResults {
+    Absent,
+    Refused(String),
+    Written { bytes: u64, sha256: Digest },
+}
+
+impl RecordedResults {
+    fn read(wire: ResultsWire) -> Result<Self, FieldError> {
+        let wrong = |rule: &str| Err(FieldError::wrong("facts.results", rule.to_owned()));
+        match (wire.state.as_str(), wire.bytes, wire.sha256, wire.reason) {
+            ("absent", None, None, None) => Ok(Self::Absent),
+            ("refused", None, None, Some(reason)) => Ok(Self::Refused(reason)),
+            ("written", Some(bytes), Some(sha256), None) => Ok(Self::Written { bytes, sha256 }),
+            ("absent" | "refused" | "written", ..) => {
+                wrong("absent has no other field, refused a reason, written bytes and sha256")
+            }
+            _ => wrong("state must be absent, refused or written"),
+        }
+    }
+}
+
+type ReadFacts = (
+    ObservationFacts,
+    StreamWire,
+    StreamWire,
+    Option<RecordedResults>,
+);
+
 /// Reads the canonical facts `head` in the shape of `format`.
-fn read_facts(
-    head: &[u8],
-    format: &str,
-) -> Result<(ObservationFacts, StreamWire, StreamWire), FieldError> {
-    if format == OBSERVATION_FORMAT || format == OBSERVATION_FORMAT_V3 {
+fn read_facts(head: &[u8], format: &str) -> Result<ReadFacts, FieldError> {
+    if [
+        OBSERVATION_FORMAT,
+        OBSERVATION_FORMAT_V4,
+        OBSERVATION_FORMAT_V3,
+    ]
+    .contains(&format)
+    {
         let wire: FactsWire<IdentitiesWire> = canonical::from_canonical_slice(head, "facts")?;
+        let current = format == OBSERVATION_FORMAT;
+        if !current
+            && wire
+                .identities
+                .as_ref()
+                .is_some_and(|ids| ids.command.is_some())
+        {
+            return Err(FieldError::wrong(
+                "facts.identities.command",
+                format!("is not a field of a {format} observation"),
+            ));
+        }
         into_facts(wire, format, |ids| {
             Ok(RunIdentities {
-                command: None,
+                command: ids.command,
                 program: ids.program,
                 input: ids.input,
                 harness: ids.harness,
@@ -573,15 +745,30 @@ fn into_facts<I>(
     wire: FactsWire<I>,
     format: &str,
     identities: impl FnOnce(I) -> Result<RunIdentities, FieldError>,
-) -> Result<(ObservationFacts, StreamWire, StreamWire), FieldError> {
+) -> Result<ReadFacts, FieldError> {
     if wire.protocol != format {
         return Err(FieldError::wrong(
             "facts.protocol",
             format!("must be {format:?}"),
         ));
     }
+    let results = match (format == OBSERVATION_FORMAT, wire.results) {
+        (true, ResultsField::Absent) => {
+            return Err(FieldError::wrong("facts.results", "is missing"));
+        }
+        (true, ResultsField::Null) => None,
+        (true, ResultsField::Stated(results)) => Some(RecordedResults::read(results)?),
+        (false, ResultsField::Absent) => None,
+        (false, _) => {
+            return Err(FieldError::wrong(
+                "facts.results",
+                format!("is not a field of a {format} observation"),
+            ));
+        }
+    };
+    let limits_recorded = format == OBSERVATION_FORMAT || format == OBSERVATION_FORMAT_V4;
     if let Some(process) = &wire.process {
-        match (format == OBSERVATION_FORMAT, &process.limits_hit) {
+        match (limits_recorded, &process.limits_hit) {
             (true, None) => {
                 return Err(FieldError::wrong("facts.process.limitsHit", "is missing"));
             }
@@ -610,7 +797,7 @@ fn into_facts<I>(
         ended_at: wire.ended_at,
         deadline: wire.deadline,
     };
-    Ok((facts, wire.stdout, wire.stderr))
+    Ok((facts, wire.stdout, wire.stderr, results))
 }
 
 /// The identities of a version 1 or 2 record: its fixed enforcement fields as facts, and a
@@ -713,6 +900,7 @@ mod tests {
             },
             stdout: stdout.to_vec(),
             stderr: b"warn\n".to_vec(),
+            results: None,
         }
     }
 
@@ -721,6 +909,54 @@ mod tests {
         let original = observation(b"ok\n");
         let bytes = original.encode().unwrap();
         assert_eq!(Observation::decode(&bytes).unwrap(), original);
+    }
+
+    /// Version 5 keeps a command's identity and the results file's state, its bytes after
+    /// stderr, each checked: a changed byte of the results is refused, as is a version 4
+    /// record that names either.
+    #[test]
+    fn a_commands_results_are_kept_after_the_output_and_checked() {
+        for results in [
+            CapturedResults::Absent,
+            CapturedResults::Refused("a directory".into()),
+            CapturedResults::Written(b"<testsuites/>".to_vec()),
+            CapturedResults::Written(Vec::new()),
+        ] {
+            let mut original = observation(b"ok\n");
+            original.results = Some(results.clone());
+            if let Some(ids) = original.facts.identities.as_mut() {
+                ids.command = Some(Digest::of(b"command"));
+            }
+            let bytes = original.encode().unwrap();
+            assert_eq!(
+                Observation::decode(&bytes).unwrap(),
+                original,
+                "{results:?}"
+            );
+            if let CapturedResults::Written(written) = &results
+                && !written.is_empty()
+            {
+                let mut changed = bytes.clone();
+                *changed.last_mut().unwrap() ^= 1;
+                let error = Observation::decode(&changed).unwrap_err();
+                assert!(error.contains("results bytes"), "{error}");
+            }
+        }
+        let mut v4_with_command = observation(b"");
+        if let Some(ids) = v4_with_command.facts.identities.as_mut() {
+            ids.command = Some(Digest::of(b"command"));
+        }
+        let mut facts = v4_with_command.facts_value();
+        let canonical::Value::Object(map) = &mut facts else {
+            unreachable!()
+        };
+        map.insert("protocol".into(), OBSERVATION_FORMAT_V4.into());
+        map.remove("results");
+        let encoded = canonical::encode(&facts).unwrap();
+        let mut framed = crate::framing::prefix(OBSERVATION_FORMAT_V4, encoded.len());
+        framed.extend_from_slice(&encoded);
+        let error = Observation::decode_format(OBSERVATION_FORMAT_V4, &framed).unwrap_err();
+        assert!(error.contains("identities.command"), "{error}");
     }
 
     /// The enforcement facts are the executor's, in its words: those it does not state are
@@ -758,6 +994,7 @@ mod tests {
             unreachable!()
         };
         map.insert("protocol".into(), format.into());
+        map.remove("results");
         if let Some(canonical::Value::Object(process)) = map.get_mut("process") {
             process.remove("limitsHit");
         }
@@ -915,6 +1152,7 @@ mod tests {
             facts: forged_facts,
             stdout: vec![],
             stderr: vec![],
+            results: None,
         }
         .encode()
         .unwrap();

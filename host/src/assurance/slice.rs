@@ -23,7 +23,7 @@ use crate::repository::{
 };
 use crate::snapshot::{SnapshotFile, snapshot_digest};
 
-use super::acceptance::{Acceptance, Stage};
+use super::acceptance::{Acceptance, CheckCommand, CwdFrom, Stage};
 use super::environment::EnvironmentRecord;
 use super::recipe::Recipe;
 use super::{AssuranceError, read_record, record_bytes, record_bytes_digest};
@@ -259,21 +259,25 @@ impl FrozenSlice {
                     "the Slice does not hold this input",
                 ));
             }
-            if check.entry.place == EntryPlace::Harness
-                && !self
-                    .harness
-                    .iter()
-                    .any(|file| file.path == check.entry.path)
+            if let Some(command) = check.command() {
+                self.check_command(&field, command)?;
+                continue;
+            }
+            let Some((entry, entry_in_scope, _)) = check.entry() else {
+                continue;
+            };
+            if entry.place == EntryPlace::Harness
+                && !self.harness.iter().any(|file| file.path == entry.path)
             {
                 return Err(AssuranceError::invalid(
-                    format!("{field} entry {}", check.entry.path),
+                    format!("{field} entry {}", entry.path),
                     "is not a file of the harness",
                 ));
             }
             let rewritable = check.stage == Stage::Candidate
-                && check.entry.place == EntryPlace::Program
-                && in_scope(&check.entry.path, &record.scope);
-            if rewritable != check.entry_in_scope {
+                && entry.place == EntryPlace::Program
+                && in_scope(&entry.path, &record.scope);
+            if rewritable != entry_in_scope {
                 return Err(AssuranceError::invalid(
                     format!("{field} entryInScope"),
                     if rewritable {
@@ -288,6 +292,25 @@ impl FrozenSlice {
         }
         self.check_answer_key()?;
         record.digest()
+    }
+
+    /// A command check's working directory in the harness is a directory of it.
+    fn check_command(&self, field: &str, command: &CheckCommand) -> Result<(), AssuranceError> {
+        let cwd = &command.cwd;
+        if cwd.from == CwdFrom::Harness
+            && !cwd.path.is_empty()
+            && !self.harness.iter().any(|file| {
+                file.path
+                    .strip_prefix(cwd.path.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+            })
+        {
+            return Err(AssuranceError::invalid(
+                format!("{field} cwd {}", cwd.path),
+                "is not a directory of the harness",
+            ));
+        }
+        Ok(())
     }
 
     /// Refuses a file a run can read whose bytes are a check's expected stdout (as they are,
@@ -341,10 +364,13 @@ impl FrozenSlice {
     /// laid over it.
     pub fn check_entries_in(&self, base: &[SnapshotFile]) -> Result<(), AssuranceError> {
         for check in self.acceptance.process_checks() {
-            if check.entry.place != EntryPlace::Program || check.entry_in_scope {
+            let Some((entry, false, _)) = check.entry() else {
+                continue;
+            };
+            if entry.place != EntryPlace::Program {
                 continue;
             }
-            let path = &check.entry.path;
+            let path = &entry.path;
             if !base
                 .iter()
                 .chain(self.overlay.iter())

@@ -57,6 +57,7 @@ mod placement;
 pub mod programs;
 mod recipe;
 
+use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
@@ -64,6 +65,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::assurance::acceptance::{CheckRun, CwdFrom};
 use crate::assurance::judge::check_records;
 use crate::assurance::{
     EnvironmentRecord, FrozenSlice, OBSERVATION_FORMAT, Observation, ObservationFacts,
@@ -72,8 +74,8 @@ use crate::assurance::{
 use crate::canonical::{self, Digest};
 use crate::contracts::{
     AttemptId, CancelToken, Enforcement, EntryPlace, EvidenceRecord, EvidenceStore, Executor, Gate,
-    GateExt, LimitHit, NamespaceDisposition, RunAnswer, RunIdentities, RunRequest, RunStatus,
-    RuntimeDescription, Withheld, check_limits_hit,
+    GateExt, LimitHit, NamespaceDisposition, RunAnswer, RunEntry, RunIdentities, RunRequest,
+    RunStatus, RuntimeDescription, Withheld, check_limits_hit,
 };
 use crate::fence::Hold;
 use crate::repository::{CandidateManifest, SealedCandidate, SourceSnapshot};
@@ -117,6 +119,11 @@ pub struct CollectRequest {
     pub base: SourceSnapshot,
     /// When the collection must be over.
     pub deadline: SystemTime,
+    /// Where this host keeps the files of each dependency environment the command checks
+    /// name, by digest, each verified against its digest by the caller (the environment
+    /// store) before the collection; a check whose environment is missing here is not
+    /// started.
+    pub environments: BTreeMap<Digest, PathBuf>,
 }
 
 /// How far one check's run got.
@@ -733,6 +740,7 @@ impl RepositoryCollector {
                     facts,
                     stdout: Vec::new(),
                     stderr: Vec::new(),
+                    results: None,
                 },
                 state: RunState::NotStarted,
             }
@@ -791,20 +799,66 @@ impl RepositoryCollector {
         }
         let program = &prepared.programs.of(check.stage).files;
         let harness = &request.slice.harness;
-        let (place, place_name) = match check.entry.place {
-            EntryPlace::Program => (program, format!("the {} tree", check.stage.as_str())),
-            EntryPlace::Harness => (harness, "the harness".to_owned()),
-        };
-        if !place.iter().any(|file| file.path == check.entry.path) {
-            return Ok(not_started(
-                facts,
-                format!(
-                    "the entry {} is not a file of {place_name}",
-                    check.entry.path
-                ),
-            ));
-        }
         let input = &request.slice.inputs[&check.input];
+        let (entry, args, command) = match &check.run {
+            CheckRun::Entry { entry, args, .. } => {
+                let (place, place_name) = match entry.place {
+                    EntryPlace::Program => (program, format!("the {} tree", check.stage.as_str())),
+                    EntryPlace::Harness => (harness, "the harness".to_owned()),
+                };
+                if !place.iter().any(|file| file.path == entry.path) {
+                    return Ok(not_started(
+                        facts,
+                        format!("the entry {} is not a file of {place_name}", entry.path),
+                    ));
+                }
+                (entry.clone(), args.clone(), None)
+            }
+            CheckRun::Command(command) => {
+                let tree = match &command.environment {
+                    None => None,
+                    Some(environment) => match request.environments.get(&environment.digest) {
+                        Some(tree) => Some(tree.clone()),
+                        None => {
+                            return Ok(not_started(
+                                facts,
+                                format!(
+                                    "the dependency environment {} ({}) is not available \
+                                     on this host",
+                                    environment.name, environment.digest
+                                ),
+                            ));
+                        }
+                    },
+                };
+                let (files, place_name) = match command.cwd.from {
+                    CwdFrom::Tree => (program, format!("the {} tree", check.stage.as_str())),
+                    CwdFrom::Harness => (harness, "the harness".to_owned()),
+                    CwdFrom::Input => (input, "the input".to_owned()),
+                    CwdFrom::Scratch => (program, String::new()),
+                };
+                let cwd = &command.cwd.path;
+                if command.cwd.from != CwdFrom::Scratch
+                    && !cwd.is_empty()
+                    && !files.iter().any(|file| {
+                        file.path
+                            .strip_prefix(cwd.as_str())
+                            .is_some_and(|rest| rest.starts_with('/'))
+                    })
+                {
+                    return Ok(not_started(
+                        facts,
+                        format!("the working directory {cwd} is not a directory of {place_name}"),
+                    ));
+                }
+                // A command runs no entry: the request's is a placeholder it never reads.
+                (
+                    RunEntry::program(String::new()),
+                    Vec::new(),
+                    Some(command.to_run(tree)),
+                )
+            }
+        };
         for (what, files) in [("program", program), ("input", input), ("harness", harness)] {
             let bytes: u64 = files.iter().map(|file| file.content.len() as u64).sum();
             if bytes > MAX_SNAPSHOT_BYTES || files.len() > MAX_SNAPSHOT_FILES {
@@ -826,10 +880,10 @@ impl RepositoryCollector {
         let timeout_ms = recipe.timeout_ms.min(left);
         let bounds = recipe.bounds(timeout_ms);
         let run = RunRequest {
-            command: None,
+            command,
             program: program.clone(),
-            entry: check.entry.clone(),
-            args: check.args.clone(),
+            entry,
+            args,
             input: input.clone(),
             harness: harness.clone(),
             bounds,
@@ -851,6 +905,7 @@ impl RepositoryCollector {
                         facts,
                         stdout: Vec::new(),
                         stderr: Vec::new(),
+                        results: None,
                     },
                     state: RunState::Unresolved,
                 });
@@ -905,6 +960,7 @@ impl RepositoryCollector {
                 facts,
                 stdout: answer.stdout,
                 stderr: answer.stderr,
+                results: answer.results,
             },
             state: RunState::Observed,
         })
@@ -1023,6 +1079,18 @@ fn answer_problems(
     }
     if answer.bounds != *bounds {
         problems.push("the executor enforced other bounds than requested".into());
+    }
+    let command = check.command().map(|command| command.to_run(None).digest());
+    if ids.command != command {
+        problems.push(match (&ids.command, &command) {
+            (Some(actual), Some(expected)) => {
+                format!("the executor reports command {actual}, not the pinned {expected}")
+            }
+            (None, _) => "the executor reports no command for a command check".to_owned(),
+            (Some(actual), None) => {
+                format!("the executor reports command {actual} for a check of an entry")
+            }
+        });
     }
     for unmet in ids.enforcement.unmet(enforcement) {
         problems.push(format!("enforcement: {unmet}, as the recipe pins"));

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use sf_host::assurance::{
-    Acceptance, Check, EnvironmentRecord, Expectation, FrozenSlice, JudgeRequest, Phase,
+    Acceptance, Check, CheckRun, EnvironmentRecord, Expectation, FrozenSlice, JudgeRequest, Phase,
     ProcessCheck, Recipe, RepositoryPins, ReviewCheck, SliceRecord, Stage, Verdict,
     current_environment, judge,
 };
@@ -171,14 +171,16 @@ impl Scenario {
                 id: id.into(),
                 phase,
                 stage,
-                entry: entry.into(),
-                entry_in_scope: stage == Stage::Candidate && entry == "sum.sh",
-                args: args.iter().map(|arg| (*arg).to_owned()).collect(),
-                input: input.clone(),
-                expectation: Expectation {
-                    exit_code: exit,
-                    stdout_digest: stdout.map(|text| Digest::of(text.as_bytes())),
+                run: CheckRun::Entry {
+                    entry: entry.into(),
+                    entry_in_scope: stage == Stage::Candidate && entry == "sum.sh",
+                    args: args.iter().map(|arg| (*arg).to_owned()).collect(),
                 },
+                input: input.clone(),
+                expectation: Expectation::exit(
+                    exit,
+                    stdout.map(|text| Digest::of(text.as_bytes())),
+                ),
             })
         };
         let acceptance = Acceptance {
@@ -343,6 +345,7 @@ impl Scenario {
             sealed,
             base,
             deadline: SystemTime::now() + Duration::from_secs(600),
+            environments: Default::default(),
         }
     }
 

@@ -1,0 +1,257 @@
+//! Real bug fixes from a real history, graded by per-test results, through the `sf` binary:
+//! python/typing_extensions (its standard-library `unittest` suite, run by the trusted JUnit
+//! runner in the Slice's harness as a command check) at three fix commits. The base is each
+//! fix's parent, imported byte for byte; the fix's test changes are laid over both trees by
+//! the Slice (and protected); the proposal is the fix's source change. Each fix is Verified;
+//! the parent's source with a cosmetic edit is Failed with the FAIL_TO_PASS tests named; a
+//! fix that breaks another test is Failed on PASS_TO_PASS; a Candidate that forces exit 0
+//! from an exit handler while its tests fail is not Verified (the runner's results disagree
+//! with the exit code); one that deletes every test is Inconclusive.
+
+mod land_support;
+
+use std::path::Path;
+use std::process::Command;
+
+use land_support::{Work, write};
+use sf_host::canonical::Digest;
+
+/// The trusted runner: a stdlib unittest runner that writes JUnit XML.
+const RUNNER: &str = include_str!("../../docs/examples/harness/sf_unittest_junit.py");
+
+/// A fix commit of python/typing_extensions and the tests it makes pass (found by running
+/// the module on the parent with the fix's tests, and on the fix).
+struct Fix {
+    commit: &'static str,
+    fail_to_pass: &'static [&'static str],
+}
+
+const FIXES: &[Fix] = &[
+    Fix {
+        commit: "364c9e0",
+        fail_to_pass: &[
+            "test_typing_extensions.TypedDictTests::test_keys_inheritance_with_same_name",
+            "test_typing_extensions.TypedDictTests::test_multiple_inheritance_with_same_key",
+        ],
+    },
+    Fix {
+        commit: "2f06414",
+        fail_to_pass: &["test_typing_extensions.TypeAliasTypeTests::test_cannot_set_attributes"],
+    },
+    Fix {
+        commit: "7b79d4a",
+        fail_to_pass: &["test_typing_extensions.ProtocolTests::test_builtin_protocol_allowlist"],
+    },
+];
+
+/// Tests that pass before and after every fix above.
+const PASS_TO_PASS: &[&str] = &[
+    "test_typing_extensions.AllTests::test_all_names_in___all__",
+    "test_typing_extensions.TypedDictTests::test_annotations",
+];
+
+const SOURCE: &str = "src/typing_extensions.py";
+const TESTS: &str = "src/test_typing_extensions.py";
+
+/// A working directory whose repository's base is the parent of `fix`, and the Slice of the
+/// fix frozen in `slice/`. Returns the work and the parent's source.
+fn slice_for(fix: &Fix) -> (Work, String) {
+    let mut clone = None;
+    let work = Work::from_git(
+        |dir| {
+            let (path, _) = sf_tests::clone_fixture(dir, "typing_extensions.bundle");
+            clone = Some(path.clone());
+            path.file_name().unwrap().to_str().unwrap().to_owned()
+        },
+        &format!("{}^", fix.commit),
+    );
+    let clone = clone.unwrap();
+    let show = |rev: &str, path: &str| show(&clone, rev, path);
+    let slice = work.dir.join("slice");
+    write(
+        &slice.join("slice.json"),
+        &serde_json::json!({
+            "id": format!("fix-{}", fix.commit),
+            "revision": 1,
+            "scope": [SOURCE],
+            "protected": [TESTS],
+        })
+        .to_string(),
+    );
+    write(&slice.join("overlay").join(TESTS), &show(fix.commit, TESTS));
+    write(&slice.join("harness/sf_unittest_junit.py"), RUNNER);
+    write(&slice.join("inputs/none/README"), "no input\n");
+    write(
+        &slice.join("recipe.json"),
+        r#"{"timeoutMs":300000,"outputLimit":1048576}"#,
+    );
+    let check = |id: &str, phase: &str, stage: &str, exit: i32| {
+        serde_json::json!({
+            "kind": "command", "id": id, "phase": phase, "stage": stage,
+            "argv": ["python3", "/sf/harness/sf_unittest_junit.py",
+                     "--out", "/sf/scratch/results.xml", "test_typing_extensions"],
+            "cwd": {"from": "tree", "path": "src"},
+            "env": {"PYTHONDONTWRITEBYTECODE": "1"},
+            "environment": null,
+            "results": {"junit": "results.xml", "maxBytes": 4194304},
+            "input": "none",
+            "expectation": {"exitCode": exit, "stdoutDigest": null,
+                            "failToPass": fix.fail_to_pass, "passToPass": PASS_TO_PASS},
+        })
+    };
+    write(
+        &slice.join("acceptance.json"),
+        &serde_json::json!({
+            "protocol": "sf-repository-acceptance/3",
+            "checks": [
+                check("tests-fail-on-base", "before", "base", 1),
+                check("tests-pass-on-candidate", "after", "candidate", 0),
+            ],
+        })
+        .to_string(),
+    );
+    work.freeze("slice").result();
+    let parent = show(&format!("{}^", fix.commit), SOURCE);
+    let fixed = show(fix.commit, SOURCE);
+    write(&work.dir.join("fixed.py"), &fixed);
+    (work, parent)
+}
+
+/// The bytes of `path` at `rev` of the bare repository `repo`, exactly.
+fn show(repo: &Path, rev: &str, path: &str) -> String {
+    let output = Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(["show", &format!("{rev}:{path}")])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git show {rev}:{path}: {output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Seals a proposal writing `text` over the parent's source; the Candidate's digest.
+fn seal(work: &Work, parent: &str, name: &str, text: &str) -> String {
+    let proposal = work.proposal(
+        name,
+        serde_json::json!({"edits": [{
+            "path": SOURCE,
+            "prior": Digest::of(parent.as_bytes()).to_string(),
+            "text": text,
+        }]}),
+    );
+    work.sf(&[
+        "seal",
+        "--identity",
+        "identity.json",
+        "--slice",
+        "slice",
+        "--proposal",
+        proposal.to_str().unwrap(),
+    ])
+    .result()["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// Collects and judges `candidate`; the Verdict's JSON.
+fn judged(work: &Work, candidate: &str) -> serde_json::Value {
+    work.sf(&[
+        "collect",
+        "--identity",
+        "identity.json",
+        "--candidate",
+        candidate,
+        "--slice",
+        "slice",
+    ])
+    .result();
+    work.sf(&[
+        "judge",
+        "--identity",
+        "identity.json",
+        "--candidate",
+        candidate,
+        "--slice",
+        "slice",
+    ])
+    .result()["verdict"]
+        .clone()
+}
+
+fn problems(verdict: &serde_json::Value, check: &str) -> String {
+    verdict["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == check)
+        .map(|c| c["problems"].to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn real_fixes_are_verified_and_their_parents_failed_with_the_tests_named() {
+    for fix in FIXES {
+        let (work, parent) = slice_for(fix);
+        let fixed = std::fs::read_to_string(work.dir.join("fixed.py")).unwrap();
+        let verdict = judged(&work, &seal(&work, &parent, "fix", &fixed));
+        assert_eq!(verdict["outcome"], "verified", "{}: {verdict}", fix.commit);
+
+        // The parent's source with a cosmetic edit: the new tests still fail.
+        let cosmetic = format!("{parent}\n# a cosmetic edit\n");
+        let verdict = judged(&work, &seal(&work, &parent, "cosmetic", &cosmetic));
+        assert_eq!(verdict["outcome"], "failed", "{}: {verdict}", fix.commit);
+        let missed = problems(&verdict, "tests-pass-on-candidate");
+        for test in fix.fail_to_pass {
+            assert!(
+                missed.contains(&format!("failToPass test {test}")),
+                "{}: {missed}",
+                fix.commit
+            );
+        }
+    }
+}
+
+#[test]
+fn a_fix_that_breaks_another_test_is_failed_on_pass_to_pass() {
+    let fix = &FIXES[0];
+    let (work, parent) = slice_for(fix);
+    let fixed = std::fs::read_to_string(work.dir.join("fixed.py")).unwrap();
+    let breaking = format!("{fixed}\n__all__.append('no_such_name_anywhere')\n");
+    let verdict = judged(&work, &seal(&work, &parent, "breaking", &breaking));
+    assert_eq!(verdict["outcome"], "failed", "{verdict}");
+    let missed = problems(&verdict, "tests-pass-on-candidate");
+    assert!(
+        missed
+            .contains("passToPass test test_typing_extensions.AllTests::test_all_names_in___all__"),
+        "{missed}"
+    );
+}
+
+#[test]
+fn forcing_exit_zero_or_deleting_the_tests_is_never_verified() {
+    let fix = &FIXES[1];
+    let (work, parent) = slice_for(fix);
+    // The bug left in, and the process's exit forced to 0 from an exit handler: the runner's
+    // results (written before the handler ran) list the failures, and disagree.
+    let forced = format!(
+        "{parent}\nimport atexit as _atexit, os as _os\n_atexit.register(lambda: _os._exit(0))\n"
+    );
+    let verdict = judged(&work, &seal(&work, &parent, "forced", &forced));
+    assert_eq!(verdict["outcome"], "failed", "{verdict}");
+    let missed = problems(&verdict, "tests-pass-on-candidate");
+    assert!(
+        missed.contains("the run exited 0, but its results list"),
+        "{missed}"
+    );
+    assert!(missed.contains("failToPass test"), "{missed}");
+
+    // A Candidate whose import ends the process at once, before any test ran: no results.
+    let silenced = format!("import os as _os\n_os._exit(0)\n{parent}");
+    let verdict = judged(&work, &seal(&work, &parent, "silenced", &silenced));
+    assert_eq!(verdict["outcome"], "inconclusive", "{verdict}");
+    assert!(
+        problems(&verdict, "tests-pass-on-candidate").contains("cannot decide"),
+        "{verdict}"
+    );
+}
