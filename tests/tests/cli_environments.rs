@@ -1,0 +1,356 @@
+//! Real test suites in dependency environments, through the `sf` binary: psf/requests' pytest
+//! module `tests/test_utils.py` at three fix commits, run by pytest from a venv that the
+//! test builds from the package registry and adds to sf's environment store (`sf env add`);
+//! the check names the environment, the freeze pins its digest and the path it was built
+//! for, collect verifies it and the sandbox binds it read-only there. Each fix is Verified,
+//! its parent (with a cosmetic edit) Failed with the FAIL_TO_PASS test named; a check whose
+//! environment changed in the store runs nothing (`corrupt`).
+
+mod land_support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use land_support::{Work, write};
+use sf_host::canonical::Digest;
+use sf_tests::plugins::Envelope;
+
+/// The packages pytest and requests' test module need, pinned.
+const PACKAGES: &[&str] = &[
+    "pytest==9.2.0",
+    "urllib3==2.8.0",
+    "idna==3.20",
+    "charset-normalizer==3.5.3",
+    "certifi==2026.10.19.post1",
+];
+
+/// A directory every user can search (the sandbox's user reads the store when the tests run
+/// as root), holding `home/` (the `HOME` of every sf command here, so the store is
+/// `home/.local/share/sf/environments`) and `venv/`, a Python venv with pytest built once
+/// per test binary.
+fn public() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("sf-test-environments-")
+            .tempdir()
+            .unwrap()
+            .keep();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir(dir.join("home")).unwrap();
+        let venv = dir.join("venv");
+        let status = Command::new("/usr/bin/python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .unwrap();
+        assert!(status.success(), "python3 -m venv: {status}");
+        let output = Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .args(PACKAGES)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "pip install from the package registry: {output:?}"
+        );
+        dir
+    })
+}
+
+/// `sf --json ARGS` in `work` with the public `HOME`.
+fn sf(work: &Work, args: &[&str]) -> Envelope {
+    Envelope::parse(
+        work.command(args)
+            .env("HOME", public().join("home"))
+            .output()
+            .unwrap(),
+    )
+}
+
+/// Adds the venv to the store once per test binary; its digest.
+fn environment() -> &'static str {
+    static DIGEST: OnceLock<String> = OnceLock::new();
+    DIGEST.get_or_init(|| {
+        let out = sf_tests::plugins::sf()
+            .env("HOME", public().join("home"))
+            .args(["--json", "env", "add", "pytest"])
+            .arg(public().join("venv"))
+            .output()
+            .unwrap();
+        let added = Envelope::parse(out);
+        added.result()["digest"].as_str().unwrap().to_owned()
+    })
+}
+
+struct Fix {
+    commit: &'static str,
+    fail_to_pass: &'static [&'static str],
+}
+
+const FIXES: &[Fix] = &[
+    Fix {
+        commit: "a4f9a599",
+        fail_to_pass: &[
+            "tests.test_utils::test_should_bypass_proxies_no_proxy_domain_boundary[http://prelocalhost/-False]",
+        ],
+    },
+    Fix {
+        commit: "47914226",
+        fail_to_pass: &[
+            "tests.test_utils.TestGetNetrcAuth::test_empty_default_credentials_ignored",
+        ],
+    },
+    Fix {
+        commit: "f0198e6d",
+        fail_to_pass: &["tests.test_utils::test_get_encoding_from_headers[value3-ISO-8859-1]"],
+    },
+];
+
+const PASS_TO_PASS: &[&str] = &["tests.test_utils.TestSuperLen::test_io_streams[StringIO-Test]"];
+const SOURCE: &str = "src/requests/utils.py";
+const TESTS: &str = "tests/test_utils.py";
+
+fn show(repo: &Path, rev: &str, path: &str) -> String {
+    let output = Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(["show", &format!("{rev}:{path}")])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git show {rev}:{path}: {output:?}");
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// The work of `fix`: its parent as the base, the fix's tests over both trees, pytest from
+/// the environment; the parent's and the fix's source.
+fn slice_for(fix: &Fix) -> (Work, String, String) {
+    environment();
+    let mut clone = None;
+    let work = Work::from_git(
+        |dir| {
+            let (path, _) = sf_tests::clone_fixture(dir, "requests.bundle");
+            clone = Some(path.clone());
+            path.file_name().unwrap().to_str().unwrap().to_owned()
+        },
+        &format!("{}^", fix.commit),
+    );
+    let clone = clone.unwrap();
+    let slice = work.dir.join("slice");
+    write(
+        &slice.join("slice.json"),
+        &serde_json::json!({
+            "id": format!("fix-{}", fix.commit), "revision": 1,
+            "scope": [SOURCE], "protected": [TESTS, "tests/conftest.py"],
+        })
+        .to_string(),
+    );
+    write(
+        &slice.join("overlay").join(TESTS),
+        &show(&clone, fix.commit, TESTS),
+    );
+    write(&slice.join("inputs/none/README"), "no input\n");
+    write(
+        &slice.join("recipe.json"),
+        r#"{"timeoutMs":300000,"outputLimit":1048576}"#,
+    );
+    let check = |id: &str, phase: &str, stage: &str, exit: i32| {
+        serde_json::json!({
+            "kind": "command", "id": id, "phase": phase, "stage": stage,
+            "argv": ["python3", "-m", "pytest", "-q", "-p", "no:cacheprovider", TESTS,
+                     "--junitxml=/sf/scratch/results.xml"],
+            "cwd": {"from": "tree", "path": ""},
+            "env": {"PYTHONPATH": "/sf/program/src", "PYTHONDONTWRITEBYTECODE": "1"},
+            "environment": "pytest",
+            "results": {"junit": "results.xml", "maxBytes": 4194304},
+            "input": "none",
+            "expectation": {"exitCode": exit, "stdoutDigest": null,
+                            "failToPass": fix.fail_to_pass, "passToPass": PASS_TO_PASS},
+        })
+    };
+    write(
+        &slice.join("acceptance.json"),
+        &serde_json::json!({
+            "protocol": "sf-repository-acceptance/3",
+            "checks": [
+                check("tests-fail-on-base", "before", "base", 1),
+                check("tests-pass-on-candidate", "after", "candidate", 0),
+            ],
+        })
+        .to_string(),
+    );
+    let frozen = sf(
+        &work,
+        &[
+            "slice",
+            "freeze",
+            "--dir",
+            "slice",
+            "--identity",
+            "identity.json",
+        ],
+    );
+    frozen.result();
+    let acceptance: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(slice.join("frozen/acceptance.json")).unwrap())
+            .unwrap();
+    let pinned = &acceptance["checks"][0]["environment"];
+    assert_eq!(pinned["name"], "pytest");
+    assert_eq!(pinned["digest"], environment());
+    assert_eq!(pinned["at"], public().join("venv").to_str().unwrap());
+    let parent = show(&clone, &format!("{}^", fix.commit), SOURCE);
+    let fixed = show(&clone, fix.commit, SOURCE);
+    (work, parent, fixed)
+}
+
+fn verdict(work: &Work, parent: &str, name: &str, text: &str) -> serde_json::Value {
+    let proposal = work.proposal(
+        name,
+        serde_json::json!({"edits": [{
+            "path": SOURCE, "prior": Digest::of(parent.as_bytes()).to_string(), "text": text,
+        }]}),
+    );
+    let candidate = sf(
+        work,
+        &[
+            "seal",
+            "--identity",
+            "identity.json",
+            "--slice",
+            "slice",
+            "--proposal",
+            proposal.to_str().unwrap(),
+        ],
+    )
+    .result()["digest"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let on = [
+        "--identity",
+        "identity.json",
+        "--candidate",
+        &candidate,
+        "--slice",
+        "slice",
+    ];
+    let mut collect = vec!["collect"];
+    collect.extend(on);
+    sf(work, &collect).result();
+    let mut judge = vec!["judge"];
+    judge.extend(on);
+    sf(work, &judge).result()["verdict"].clone()
+}
+
+#[test]
+fn requests_fixes_run_by_pytest_from_a_venv_environment_are_verified() {
+    for fix in FIXES {
+        let (work, parent, fixed) = slice_for(fix);
+        let verified = verdict(&work, &parent, "fix", &fixed);
+        assert_eq!(
+            verified["outcome"], "verified",
+            "{}: {verified}",
+            fix.commit
+        );
+        let failed = verdict(
+            &work,
+            &parent,
+            "cosmetic",
+            &format!("{parent}\n# cosmetic\n"),
+        );
+        assert_eq!(failed["outcome"], "failed", "{}: {failed}", fix.commit);
+        let missed = failed["checks"][1]["problems"].to_string();
+        assert!(
+            missed.contains(&format!("failToPass test {}", fix.fail_to_pass[0])),
+            "{}: {missed}",
+            fix.commit
+        );
+    }
+}
+
+/// A small environment of its own (the shared venv stays whole): `bin/greet`, a script.
+fn tiny_environment() -> PathBuf {
+    let tiny = public().join("tiny");
+    write(
+        &tiny.join("bin/greet"),
+        "#!/bin/sh\necho hello from the environment\n",
+    );
+    std::fs::set_permissions(
+        tiny.join("bin/greet"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    tiny
+}
+
+#[test]
+fn an_environment_that_changed_in_the_store_is_never_used() {
+    let tiny = tiny_environment();
+    let work = Work::new();
+    let added = sf(&work, &["env", "add", "tiny", tiny.to_str().unwrap()]);
+    let digest = added.result()["digest"].as_str().unwrap().to_owned();
+    let slice = work.author_slice("tiny-slice", &[]);
+    write(
+        &slice.join("slice.json"),
+        r#"{"id":"tiny","revision":1,"scope":["sum.sh","tests"],"protected":["tests/numbers.sh"]}"#,
+    );
+    write(
+        &slice.join("acceptance.json"),
+        &serde_json::json!({
+            "protocol": "sf-repository-acceptance/3",
+            "checks": [{
+                "kind": "command", "id": "greets", "phase": "guardrail", "stage": "candidate",
+                "argv": ["greet"], "cwd": {"from": "scratch", "path": ""}, "env": {},
+                "environment": "tiny", "results": null, "input": "numbers",
+                "expectation": {"exitCode": 0, "stdoutDigest":
+                    Digest::of(b"hello from the environment\n").to_string()},
+            }],
+        })
+        .to_string(),
+    );
+    sf(
+        &work,
+        &[
+            "slice",
+            "freeze",
+            "--dir",
+            "tiny-slice",
+            "--identity",
+            "identity.json",
+        ],
+    )
+    .result();
+    let candidate = work.seal("tiny-slice", land_support::SUM_FIXED);
+    let on = [
+        "--identity",
+        "identity.json",
+        "--candidate",
+        &candidate,
+        "--slice",
+        "tiny-slice",
+    ];
+    let collect = |work: &Work| {
+        let mut args = vec!["collect"];
+        args.extend(on);
+        sf(work, &args)
+    };
+    collect(&work).result();
+    let mut judge = vec!["judge"];
+    judge.extend(on);
+    assert_eq!(sf(&work, &judge).result()["verdict"]["outcome"], "verified");
+
+    // The stored copy changes (its owner can always make a read-only file writable again).
+    let hex = digest.trim_start_matches("sha256:");
+    let stored = public()
+        .join("home/.local/share/sf/environments/objects")
+        .join(hex)
+        .join("tree/bin/greet");
+    let mut permissions = std::fs::metadata(&stored).unwrap().permissions();
+    permissions.set_mode(0o755);
+    std::fs::set_permissions(&stored, permissions).unwrap();
+    std::fs::write(&stored, "#!/bin/sh\necho hello from the environment\n#\n").unwrap();
+    let refused = collect(&work);
+    assert_eq!(refused.error_code(), "corrupt", "{:?}", refused);
+}
