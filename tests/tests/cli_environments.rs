@@ -354,3 +354,143 @@ fn an_environment_that_changed_in_the_store_is_never_used() {
     let refused = collect(&work);
     assert_eq!(refused.error_code(), "corrupt", "{:?}", refused);
 }
+
+const GREET_BUGGY: &str = "module.exports = (name) => 'hello ' + name;\n";
+const GREET_FIXED: &str =
+    "const shout = require('shout');\nmodule.exports = (name) => shout('hello ' + name);\n";
+const GREET_TEST: &str = "const test = require('node:test');\n\
+const assert = require('node:assert');\n\
+const greet = require('../lib/greet');\n\
+test('greets loudly', () => { assert.strictEqual(greet('ada'), 'HELLO ADA!'); });\n\
+test('keeps the name', () => { assert.match(greet('ada'), /ada/i); });\n";
+
+/// A Node project (`lib/greet.js`, which does not shout yet) in a Git repository `node`.
+fn node_project(dir: &Path) -> String {
+    let source = dir.join("node");
+    std::fs::create_dir(&source).unwrap();
+    write(
+        &source.join("package.json"),
+        "{\"name\":\"greeter\",\"private\":true}\n",
+    );
+    write(&source.join("lib/greet.js"), GREET_BUGGY);
+    let run = |args: &[&str]| sf_tests::plain_git(&source, args, &[]);
+    run(&["init", "-q"]);
+    run(&["add", "-A"]);
+    run(&["commit", "-q", "-m", "greet"]);
+    "node".into()
+}
+
+/// A `node_modules` environment holding the package `shout`.
+fn node_modules() -> PathBuf {
+    let env = public().join("node-env");
+    write(
+        &env.join("node_modules/shout/package.json"),
+        "{\"name\":\"shout\",\"version\":\"1.0.0\",\"main\":\"index.js\"}\n",
+    );
+    write(
+        &env.join("node_modules/shout/index.js"),
+        "module.exports = (text) => text.toUpperCase() + '!';\n",
+    );
+    env
+}
+
+#[test]
+fn a_node_project_runs_node_test_with_a_node_modules_environment() {
+    let env = node_modules();
+    let work = Work::from_git(node_project, "HEAD");
+    sf(&work, &["env", "add", "node-deps", env.to_str().unwrap()]).result();
+    let slice = work.dir.join("node-slice");
+    write(
+        &slice.join("slice.json"),
+        r#"{"id":"greet","revision":1,"scope":["lib"],"protected":["test/greet.test.js"]}"#,
+    );
+    write(&slice.join("overlay/test/greet.test.js"), GREET_TEST);
+    write(&slice.join("inputs/none/README"), "no input\n");
+    write(
+        &slice.join("recipe.json"),
+        r#"{"timeoutMs":60000,"outputLimit":65536}"#,
+    );
+    let check = |id: &str, phase: &str, stage: &str, exit: i32| {
+        serde_json::json!({
+            "kind": "command", "id": id, "phase": phase, "stage": stage,
+            "argv": ["node", "--test", "--test-reporter=junit",
+                     "--test-reporter-destination=/sf/scratch/results.xml", "test/"],
+            "cwd": {"from": "tree", "path": ""},
+            "env": {"NODE_PATH": format!("{}/node_modules", env.display())},
+            "environment": "node-deps",
+            "results": {"junit": "results.xml", "maxBytes": 1048576},
+            "input": "none",
+            "expectation": {"exitCode": exit, "stdoutDigest": null,
+                            "failToPass": ["test::greets loudly"],
+                            "passToPass": ["test::keeps the name"]},
+        })
+    };
+    write(
+        &slice.join("acceptance.json"),
+        &serde_json::json!({
+            "protocol": "sf-repository-acceptance/3",
+            "checks": [check("shows-the-bug", "before", "base", 1),
+                       check("shows-the-fix", "after", "candidate", 0)],
+        })
+        .to_string(),
+    );
+    sf(
+        &work,
+        &[
+            "slice",
+            "freeze",
+            "--dir",
+            "node-slice",
+            "--identity",
+            "identity.json",
+        ],
+    )
+    .result();
+    let judged = |name: &str, text: &str| {
+        let proposal = work.proposal(
+            name,
+            serde_json::json!({"edits": [{"path": "lib/greet.js",
+                "prior": Digest::of(GREET_BUGGY.as_bytes()).to_string(), "text": text}]}),
+        );
+        let candidate = sf(
+            &work,
+            &[
+                "seal",
+                "--identity",
+                "identity.json",
+                "--slice",
+                "node-slice",
+                "--proposal",
+                proposal.to_str().unwrap(),
+            ],
+        )
+        .result()["digest"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let on = [
+            "--identity",
+            "identity.json",
+            "--candidate",
+            &candidate,
+            "--slice",
+            "node-slice",
+        ];
+        let mut collect = vec!["collect"];
+        collect.extend(on);
+        sf(&work, &collect).result();
+        let mut judge = vec!["judge"];
+        judge.extend(on);
+        sf(&work, &judge).result()["verdict"].clone()
+    };
+    let fixed = judged("fix", GREET_FIXED);
+    assert_eq!(fixed["outcome"], "verified", "{fixed}");
+    let unfixed = judged("no-fix", &format!("{GREET_BUGGY}// tidied\n"));
+    assert_eq!(unfixed["outcome"], "failed", "{unfixed}");
+    assert!(
+        unfixed["checks"][1]["problems"]
+            .to_string()
+            .contains("failToPass test test::greets loudly"),
+        "{unfixed}"
+    );
+}
