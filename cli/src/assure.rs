@@ -16,13 +16,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::common::{CliError, Context, Output, json_value, limits_hit_json, repository_error};
 use super::slice_dir::{SliceDir, coded, invalid};
 use sf_host::assurance::acceptance::{Acceptance, CheckRun};
+use sf_host::assurance::test_results::TestResults;
 use sf_host::assurance::{Observation, Outcome, ProcessCheck, ProcessFacts, Verdict, time};
 use sf_host::canonical::{Digest, Value, object};
 use sf_host::collector::{
     CollectEvent, CollectRequest, CollectedRun, Programs, RepositoryCollector, derive,
 };
 use sf_host::contracts::EvidenceStoreExt;
-use sf_host::contracts::{CancelToken, EvidenceStore};
+use sf_host::contracts::{CancelToken, CapturedResults, EvidenceStore};
 use sf_host::fence::Fence;
 use sf_host::landing::{Judging, LandError, preflight};
 use sf_host::repository::{Repository, SealedCandidate, SourceSnapshot};
@@ -517,6 +518,62 @@ fn command_line(slice: &SliceDir, check: &ProcessCheck) -> String {
     }
 }
 
+/// The per-test table of a command's results file, as text (a line per test, escaped) and
+/// as JSON (`{state, reason?, error?, tests: [{id, outcome, durationMs}]}`).
+fn results_lines(results: &CapturedResults) -> (String, serde_json::Value) {
+    match results {
+        CapturedResults::Absent => (
+            "  results none (the run left no results file)\n".to_owned(),
+            serde_json::json!({"state": "absent"}),
+        ),
+        CapturedResults::Refused(reason) => (
+            format!("  results refused: {}\n", text_escape::line(reason)),
+            serde_json::json!({"state": "refused", "reason": reason}),
+        ),
+        CapturedResults::Written(bytes) => match TestResults::parse_junit(bytes) {
+            Err(error) => (
+                format!(
+                    "  results {} bytes that are not JUnit XML sf reads: {}\n",
+                    bytes.len(),
+                    text_escape::line(&error.to_string())
+                ),
+                serde_json::json!({"state": "written", "error": error.to_string()}),
+            ),
+            Ok(parsed) => {
+                let counts = parsed.counts();
+                let mut text = format!(
+                    "  results {} tests: {} passed, {} failed, {} errored, {} skipped\n",
+                    parsed.cases.len(),
+                    counts.passed,
+                    counts.failed,
+                    counts.error,
+                    counts.skipped
+                );
+                for case in &parsed.cases {
+                    text.push_str(&format!(
+                        "    {:<7} {:>6} ms  {}\n",
+                        case.outcome.as_str(),
+                        case.duration_ms,
+                        text_escape::line(&case.id)
+                    ));
+                }
+                let tests: Vec<serde_json::Value> = parsed
+                    .cases
+                    .iter()
+                    .map(|case| {
+                        serde_json::json!({"id": case.id, "outcome": case.outcome.as_str(),
+                                           "durationMs": case.duration_ms})
+                    })
+                    .collect();
+                (
+                    text,
+                    serde_json::json!({"state": "written", "tests": tests}),
+                )
+            }
+        },
+    }
+}
+
 /// How a run ended and what it used, one line each.
 fn process_lines(process: &ProcessFacts) -> String {
     let ended = match (process.exit_code, process.signal) {
@@ -604,6 +661,11 @@ pub fn run_evidence(context: &Context, command: EvidenceCommand) -> Result<Outpu
                     }
                     Some(None) => text.push_str("  limits  not recorded (an older format)\n"),
                     None => {}
+                }
+                if let Some(results) = &observation.results {
+                    let (summary, tests) = results_lines(results);
+                    json["results"] = tests;
+                    text.push_str(&summary);
                 }
                 text.push_str(&text_escape::block("stdout", &observation.stdout));
                 text.push_str(&text_escape::block("stderr", &observation.stderr));

@@ -493,4 +493,22 @@ fn a_node_project_runs_node_test_with_a_node_modules_environment() {
             .contains("failToPass test test::greets loudly"),
         "{unfixed}"
     );
+    // The record's per-test table, as `sf evidence get` shows it.
+    let record = unfixed["checks"][1]["record"].as_str().unwrap();
+    let shown = work
+        .text_command(&["evidence", "get", record, "--slice", "node-slice"])
+        .output()
+        .unwrap();
+    let shown = String::from_utf8(shown.stdout).unwrap();
+    assert!(
+        shown.contains("results 2 tests: 1 passed, 1 failed, 0 errored, 0 skipped"),
+        "{shown}"
+    );
+    assert!(
+        shown
+            .lines()
+            .any(|line| line.trim_start().starts_with("failed")
+                && line.ends_with("test::greets loudly")),
+        "{shown}"
+    );
 }
