@@ -46,7 +46,8 @@ pub struct FreezeArgs {
 
 /// What `slice.json` says: the Slice's id and revision, the paths a Candidate may edit
 /// (`scope`), the patterns no Candidate may touch (`protected`, none when absent), and the
-/// proposal bounds when the Slice raises the default ones (`bounds`, `{"edits", "bytes"}`).
+/// proposal bounds when the Slice raises the default ones (`bounds`, `{"edits", "bytes"}`),
+/// and the constructs no proposal may add (`forbidden`, none when absent).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Authored {
@@ -59,6 +60,8 @@ struct Authored {
     protected: Vec<String>,
     #[serde(default, deserialize_with = "canonical::optional")]
     bounds: Option<ProposalBounds>,
+    #[serde(default)]
+    forbidden: Vec<String>,
 }
 
 fn slice_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
@@ -277,6 +280,7 @@ fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, Cli
         bounds: slice
             .bounds
             .filter(|bounds| *bounds != ProposalBounds::DEFAULT),
+        forbidden: slice.forbidden,
     };
     let frozen = FrozenSlice {
         record,

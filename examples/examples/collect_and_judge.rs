@@ -179,6 +179,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             overlay: snapshot_digest(&[])?,
             executor: canonical::object([("type", Value::from("sandbox-exec"))]),
             bounds: None,
+            forbidden: Vec::new(),
         },
         acceptance,
         recipe,

@@ -48,6 +48,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let repository = open_repository(&factory, &identity, RepositoryOptions::default())?;
     let sealed = repository.seal(
         &FrozenInputs {
+            forbidden: Vec::new(),
             base: identity.initial,
             slice: Slice {
                 id: "bump".into(),

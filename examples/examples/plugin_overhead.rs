@@ -116,6 +116,7 @@ fn seal_once(
     )?;
     let repository = open_repository(factory, &identity, RepositoryOptions::default())?;
     let frozen = FrozenInputs {
+        forbidden: Vec::new(),
         base: identity.initial,
         slice: Slice {
             id: "slice-1".into(),

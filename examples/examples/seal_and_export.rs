@@ -65,6 +65,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         .ok_or("the base has no README.md")?;
 
     let frozen = FrozenInputs {
+        forbidden: Vec::new(),
         base: identity.initial,
         slice: Slice {
             id: "example".into(),

@@ -118,6 +118,7 @@ impl TestRepo {
 /// them), protecting nothing.
 pub fn frozen(base: sf_host::git_object::ObjectId, scope: &[&str]) -> FrozenInputs {
     FrozenInputs {
+        forbidden: Vec::new(),
         base,
         slice: Slice {
             id: "slice-1".into(),
@@ -175,6 +176,7 @@ pub fn frozen_from_json(bytes: &[u8]) -> Result<FrozenInputs, String> {
             .unwrap_or_default()
     };
     Ok(FrozenInputs {
+        forbidden: Vec::new(),
         base: sf_host::git_object::ObjectId::parse_hex(text("/base")?).ok_or("base: object id")?,
         slice: Slice {
             id: text("/slice/id")?.to_owned(),

@@ -56,6 +56,11 @@ const TESTS: &str = "src/test_typing_extensions.py";
 /// A working directory whose repository's base is the parent of `fix`, and the Slice of the
 /// fix frozen in `slice/`. Returns the work and the parent's source.
 fn slice_for(fix: &Fix) -> (Work, String) {
+    slice_forbidding(fix, &[])
+}
+
+/// [`slice_for`], with a Slice forbidding `forbidden` constructs.
+fn slice_forbidding(fix: &Fix, forbidden: &[&str]) -> (Work, String) {
     let mut clone = None;
     let work = Work::from_git(
         |dir| {
@@ -75,6 +80,7 @@ fn slice_for(fix: &Fix) -> (Work, String) {
             "revision": 1,
             "scope": [SOURCE],
             "protected": [TESTS],
+            "forbidden": forbidden,
         })
         .to_string(),
     );
@@ -254,4 +260,55 @@ fn forcing_exit_zero_or_deleting_the_tests_is_never_verified() {
         problems(&verdict, "tests-pass-on-candidate").contains("cannot decide"),
         "{verdict}"
     );
+}
+
+/// A Candidate that also rewrites the results file from an exit handler (so the results and
+/// the exit code agree on a pass) is what an in-process run cannot tell from a fix: a Slice
+/// that forbids the constructs refuses it at seal, before anything is written, naming the
+/// edit and the construct; a proposal that keeps a construct the base already holds is not
+/// refused.
+#[test]
+fn a_slice_refuses_a_proposal_adding_a_forbidden_construct_at_seal() {
+    let fix = &FIXES[1];
+    let (work, parent) = slice_forbidding(fix, &["atexit", "os._exit"]);
+    let forging = format!(
+        "{parent}\nimport atexit as _a, os as _o\n\
+         _a.register(lambda: (open('/sf/scratch/results.xml', 'w').write('<testsuites/>'), \
+         _o._exit(0)))\n"
+    );
+    let proposal = work.proposal(
+        "forging",
+        serde_json::json!({"edits": [{
+            "path": SOURCE, "prior": Digest::of(parent.as_bytes()).to_string(), "text": forging,
+        }]}),
+    );
+    let refs_before = std::fs::read_dir(work.dir.join("repo.git/refs"))
+        .unwrap()
+        .count();
+    let refused = work.sf(&[
+        "seal",
+        "--identity",
+        "identity.json",
+        "--slice",
+        "slice",
+        "--proposal",
+        proposal.to_str().unwrap(),
+    ]);
+    assert_eq!(refused.error_code(), "rejected", "{refused:?}");
+    let message = refused.error_message();
+    assert!(message.contains("forbidden-construct"), "{message}");
+    assert!(
+        message.contains(SOURCE) && message.contains("atexit"),
+        "{message}"
+    );
+    assert_eq!(
+        std::fs::read_dir(work.dir.join("repo.git/refs"))
+            .unwrap()
+            .count(),
+        refs_before
+    );
+    // The fix adds none of them, and is sealed and Verified under the same Slice.
+    let fixed = std::fs::read_to_string(work.dir.join("fixed.py")).unwrap();
+    let verdict = judged(&work, &seal(&work, &parent, "fix", &fixed));
+    assert_eq!(verdict["outcome"], "verified", "{verdict}");
 }

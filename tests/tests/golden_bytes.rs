@@ -50,6 +50,7 @@ const GOLDEN: &[(&str, usize, &str)] = &[
     ("proposal-v1", 58, "4de3a50218a71d6389c035e08226c46c3768db9dc5064fbf25e4fec182955204"),
     ("proposal-v2", 663, "36769f727459f0e175a7e12cb85752417db5cd2a04532021592b22f9c22bfed4"),
     ("slice-record-bounds", 921, "467985f37d7996df22d956105893835efc22a1d86c21e2a8748e40b1a71c5913"),
+    ("slice-record-forbidden", 916, "d50ce71354149639aede633ad68ffb49af36da330562bc23a237e6460aa0a613"),
     ("fence-epoch", 54, "e82f1f33df9a9e7d1bf6e65aa96320ee61799e0f5451c212858813fa3248bc31"),
     ("stored-snapshot", 385, "3c77dff5b18eac597aa9add058d42767b51c2b17b7ace8a9e3dec011c60286ba"),
     ("stored-snapshot-v2", 561, "97c205ac5b4efc007857ee9429b03fe061c260a1d70920752959773796a2fac0"),
@@ -332,6 +333,7 @@ fn encode(value: &Value) -> Vec<u8> {
 
 fn frozen() -> FrozenInputs {
     FrozenInputs {
+        forbidden: Vec::new(),
         base: oid('1'),
         slice: Slice {
             id: "golden-slice".into(),
@@ -822,6 +824,7 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             ("runtime", Value::from("sh")),
         ]),
         bounds: None,
+        forbidden: Vec::new(),
     };
     v.insert("slice-record", slice.to_bytes().unwrap());
     let raised = SliceRecord {
@@ -832,6 +835,11 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         ..slice.clone()
     };
     v.insert("slice-record-bounds", raised.to_bytes().unwrap());
+    let forbidding = SliceRecord {
+        forbidden: vec!["os._exit".into(), "atexit".into()],
+        ..slice.clone()
+    };
+    v.insert("slice-record-forbidden", forbidding.to_bytes().unwrap());
     let pins = sf_host::assurance::RepositoryPins {
         repository: identity.clone(),
         slice: sf_host::assurance::SlicePins {

@@ -72,6 +72,11 @@ pub struct SliceRecord {
         skip_serializing_if = "Option::is_none"
     )]
     pub bounds: Option<ProposalBounds>,
+    /// Constructs no proposal may add to a file (`os._exit`, `atexit`, `sys.settrace`…),
+    /// checked on the proposal at seal and again before a collection; absent when empty, so
+    /// that a Slice frozen without them keeps its record and digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forbidden: Vec<String>,
 }
 
 canonical::literal_fields!(SliceRecord { "protocol": SLICE_PROTOCOL });
@@ -94,6 +99,7 @@ impl SliceRecord {
     /// What a Candidate of this Slice is sealed for; `digest` is this record's.
     pub fn frozen_inputs(&self, digest: &Digest) -> FrozenInputs {
         FrozenInputs {
+            forbidden: self.forbidden.clone(),
             base: self.base,
             slice: self.slice(),
             scope: self.scope.clone(),

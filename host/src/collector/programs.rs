@@ -10,7 +10,7 @@ use crate::assurance::{
     BasePins, CandidatePins, FrozenSlice, RepositoryPins, SlicePins, Stage, authenticate,
 };
 use crate::canonical::Digest;
-use crate::repository::{SealedCandidate, SourceSnapshot};
+use crate::repository::{SealedCandidate, SourceSnapshot, check_forbidden};
 use crate::snapshot::{SnapshotFile, snapshot_digest};
 
 use super::base::{MaterialisedTree, materialise_base, materialise_candidate};
@@ -83,6 +83,20 @@ pub fn derive(
         ));
     }
     let base_tree = materialise_base(base, &manifest.base_commit, &manifest.base_tree)?;
+    // The seal refused a proposal adding a forbidden construct; a Candidate sealed elsewhere
+    // is checked here again, on its files and the base's.
+    check_forbidden(
+        manifest.edits.iter().map(|edit| {
+            let path = edit.path.as_str();
+            (
+                path,
+                bytes(&base_tree.files, path),
+                bytes(&candidate_tree.files, path),
+            )
+        }),
+        &slice.record.forbidden,
+    )
+    .map_err(|error| format!("Candidate {}: {error}", sealed.digest))?;
     let base_program = lay_over(&base_tree, &slice.overlay, "base")?;
     let candidate_program = lay_over(&candidate_tree, &slice.overlay, "Candidate")?;
     let record = &slice.record;
@@ -116,6 +130,14 @@ pub fn derive(
         base: base_program,
         candidate: candidate_program,
     })
+}
+
+/// The bytes of `path` in `files`, empty when it is absent.
+fn bytes<'f>(files: &'f [SnapshotFile], path: &str) -> &'f [u8] {
+    files
+        .iter()
+        .find(|file| file.path == path)
+        .map_or(&[], |file| file.content.as_slice())
 }
 
 #[cfg(test)]

@@ -76,6 +76,10 @@ pub enum Rejection {
     InvalidMessage,
     /// The proposal's author breaks a rule (name, email, time, offset).
     InvalidAuthor,
+    /// An edit adds a construct the Slice forbids (forcing the process's exit from an exit
+    /// handler, patching the test framework): its new content holds it more often than the
+    /// entry it replaces.
+    ForbiddenConstruct,
 }
 
 impl Rejection {
@@ -98,6 +102,7 @@ impl Rejection {
             Self::DuplicatePath => "duplicate-path",
             Self::OutsideScope => "outside-scope",
             Self::ProtectedPath => "protected-path",
+            Self::ForbiddenConstruct => "forbidden-construct",
             Self::Tree(rule) => rule.code(),
             Self::SymlinkedDotFile => "symlinked-dot-file",
             Self::UnsupportedEntry => "unsupported-entry",

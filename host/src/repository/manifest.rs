@@ -109,6 +109,10 @@ pub struct FrozenInputs {
     pub binding: Option<SliceBinding>,
     /// How large a proposal may be ([`ProposalBounds::DEFAULT`] unless the Slice raises them).
     pub bounds: ProposalBounds,
+    /// Constructs no proposal may add to a file ([`check_forbidden`](super::check_forbidden)):
+    /// checked at seal and again before a collection. Not written in the manifest: the Slice
+    /// record holds them, and the manifest names its digest.
+    pub forbidden: Vec<String>,
 }
 
 impl FrozenInputs {
@@ -124,6 +128,7 @@ impl FrozenInputs {
     /// bounds within the hard cap.
     pub fn validate(&self) -> Result<(), RepositoryError> {
         self.protected()?;
+        super::check_forbidden_list(&self.forbidden)?;
         self.bounds.check("frozen.bounds")?;
         if !is_valid_id(&self.slice.id) {
             return Err(RepositoryError::invalid("frozen.slice.id", ID_RULE));
@@ -500,6 +505,7 @@ impl CandidateManifest {
     /// The frozen inputs this Candidate was sealed for.
     pub fn frozen(&self) -> FrozenInputs {
         FrozenInputs {
+            forbidden: Vec::new(),
             base: self.base_commit,
             slice: self.slice.clone(),
             scope: self.scope.clone(),
@@ -1060,6 +1066,7 @@ mod tests {
     #[test]
     fn a_version_3_candidate_commit_is_recognised_by_its_committer_and_trailers() {
         let frozen = FrozenInputs {
+            forbidden: Vec::new(),
             base: ObjectId::from_bytes([1; 20]),
             slice: Slice {
                 id: "s".into(),

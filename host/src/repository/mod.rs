@@ -59,8 +59,9 @@ pub use manifest::{
     parse_protected,
 };
 pub use proposal::{
-    Author, Bytes, Change, FileEdit, FileMode, MAX_PROPOSAL_DOCUMENT_BYTES, Proposal,
-    ProposalBounds, ProposalMessage, check_protected, in_scope, parse_proposal, validate_proposal,
+    Author, Bytes, Change, FileEdit, FileMode, MAX_FORBIDDEN, MAX_FORBIDDEN_BYTES,
+    MAX_PROPOSAL_DOCUMENT_BYTES, Proposal, ProposalBounds, ProposalMessage, check_forbidden,
+    check_forbidden_list, check_protected, in_scope, parse_proposal, validate_proposal,
 };
 pub use source::{SourceFault, SourceFile, SourceSnapshot, SourceText, describe_faults};
 

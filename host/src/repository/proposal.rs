@@ -515,6 +515,80 @@ pub fn check_protected<'a>(
     Ok(())
 }
 
+/// The most constructs a Slice may forbid, and the longest one, in bytes.
+pub const MAX_FORBIDDEN: usize = 64;
+/// The longest forbidden construct, in bytes.
+pub const MAX_FORBIDDEN_BYTES: usize = 256;
+
+/// Checks a Slice's forbidden constructs: at most [`MAX_FORBIDDEN`], each 1 to
+/// [`MAX_FORBIDDEN_BYTES`] bytes without a control character, none twice.
+pub fn check_forbidden_list(forbidden: &[String]) -> Result<(), RepositoryError> {
+    if forbidden.len() > MAX_FORBIDDEN {
+        return Err(RepositoryError::invalid(
+            "frozen.forbidden",
+            "holds at most 64 constructs",
+        ));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (at, construct) in forbidden.iter().enumerate() {
+        if construct.is_empty()
+            || construct.len() > MAX_FORBIDDEN_BYTES
+            || construct.chars().any(char::is_control)
+            || !seen.insert(construct)
+        {
+            return Err(RepositoryError::invalid(
+                format!("frozen.forbidden[{at}]"),
+                "a forbidden construct is 1 to 256 bytes without a control character, listed \
+                 once",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses the first edit whose new content holds one of the `forbidden` constructs more
+/// often than the content it replaces: each of `edits` is a path with its bytes before and
+/// after (empty for an entry that is absent). A proposal may keep what the base holds, never
+/// add one. Content is compared as bytes, whatever the entry's mode.
+pub fn check_forbidden<'a>(
+    edits: impl IntoIterator<Item = (&'a str, &'a [u8], &'a [u8])>,
+    forbidden: &[String],
+) -> Result<(), RepositoryError> {
+    if forbidden.is_empty() {
+        return Ok(());
+    }
+    let count = |haystack: &[u8], needle: &[u8]| {
+        haystack
+            .windows(needle.len())
+            .filter(|window| *window == needle)
+            .count()
+    };
+    for (path, before, after) in edits {
+        for construct in forbidden {
+            let needle = construct.as_bytes();
+            if count(after, needle) > count(before, needle) {
+                return Err(RepositoryError::rejected(
+                    Rejection::ForbiddenConstruct,
+                    format!("proposal edit {path}"),
+                    format!(
+                        "adds {construct:?}, which the Slice forbids a proposal to add (a \
+                         construct that could make an in-process test run pass without its \
+                         tests passing)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The bytes of `path` in `files` (sorted by path), empty when it is absent.
+pub(crate) fn content_of<'f>(files: &'f [SourceFile], path: &str) -> &'f [u8] {
+    files
+        .binary_search_by(|file| file.path.as_str().cmp(path))
+        .map_or(&[], |at| files[at].content.as_slice())
+}
+
 /// Validates a proposal on its own (without a base): edit count, paths, each edit's one
 /// change, texts, duplicates, scope, size against `bounds`, and the message and author.
 /// Returns the proposal's digest.
@@ -709,6 +783,31 @@ pub(crate) fn apply_edits(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_forbidden_construct_may_be_kept_never_added() {
+        let forbidden = vec!["os._exit".to_owned(), "atexit".to_owned()];
+        let check = |before: &str, after: &str| {
+            check_forbidden([("m.py", before.as_bytes(), after.as_bytes())], &forbidden)
+        };
+        assert!(check("x = 1\n", "x = 2\n").is_ok());
+        assert!(
+            check("os._exit(1)\n", "os._exit(1)\nx = 2\n").is_ok(),
+            "kept"
+        );
+        let error = check("os._exit(1)\n", "os._exit(1)\nos._exit(0)\n").unwrap_err();
+        assert_eq!(error.code(), "rejected");
+        assert!(error.to_string().contains("forbidden-construct"), "{error}");
+        assert!(check("", "import atexit\n").is_err(), "a new file adds it");
+        assert!(check_forbidden([("m.py", &b""[..], &b"atexit"[..])], &[]).is_ok());
+        for bad in [
+            vec![String::new()],
+            vec!["a".into(), "a".into()],
+            vec!["a\nb".into()],
+        ] {
+            assert!(check_forbidden_list(&bad).is_err(), "{bad:?}");
+        }
+    }
+
     use super::*;
 
     #[test]

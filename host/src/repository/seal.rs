@@ -53,6 +53,17 @@ impl Repository {
             other => other,
         })?;
         let files = proposal::apply_edits(&base.files, proposal, &self.identity.settings())?;
+        proposal::check_forbidden(
+            proposal.edits.iter().map(|edit| {
+                let path = edit.path.as_str();
+                (
+                    path,
+                    proposal::content_of(&base.files, path),
+                    proposal::content_of(&files, path),
+                )
+            }),
+            &frozen.forbidden,
+        )?;
         let built = source::build_tree(&files);
         let commit = EncodedObject::new(
             ObjectKind::Commit,

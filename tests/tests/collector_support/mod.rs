@@ -283,6 +283,7 @@ impl Scenario {
             overlay: snapshot_digest(&[]).unwrap(),
             executor: canonical::object([("type", Value::from("sandbox-exec"))]),
             bounds: None,
+            forbidden: Vec::new(),
         };
         FrozenSlice {
             record,
