@@ -81,6 +81,45 @@ pub enum CapturedResults {
     Refused(String),
 }
 
+/// Bounds a command's run asks for below the Executor's own limits: the most memory its
+/// processes use together, the most processes and threads at once, and the CPU seconds each
+/// process may use. A bound the run hits is the program's failure to fit it, not the
+/// sandbox's; one the Executor cannot enforce (no control group for memory or processes)
+/// starts nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct RunResources {
+    /// Bytes of memory, all the run's processes together.
+    pub memory_bytes: Option<u64>,
+    /// Processes and threads at once.
+    pub processes: Option<u64>,
+    /// CPU seconds per process.
+    pub cpu_seconds: Option<u64>,
+}
+
+impl RunResources {
+    /// Whether no bound is asked for.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    fn document(&self) -> Value {
+        let mut fields = std::collections::BTreeMap::new();
+        for (name, value) in [
+            ("cpuSeconds", self.cpu_seconds),
+            ("memoryBytes", self.memory_bytes),
+            ("processes", self.processes),
+        ] {
+            if let Some(value) = value {
+                fields.insert(
+                    name.to_owned(),
+                    Value::Integer(i64::try_from(value).unwrap_or(i64::MAX)),
+                );
+            }
+        }
+        Value::Object(fields)
+    }
+}
+
 /// A run's command.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RunCommand {
@@ -96,6 +135,8 @@ pub struct RunCommand {
     pub environment: Option<RunEnvironment>,
     /// The results file to capture, if any.
     pub results: Option<ResultsRequest>,
+    /// Bounds below the Executor's limits, if any.
+    pub resources: RunResources,
 }
 
 fn refuse<T>(input: String, rule: &'static str) -> Result<T, ExecutorError> {
@@ -237,6 +278,20 @@ impl RunCommand {
                 );
             }
         }
+        for (name, value) in [
+            ("memory", self.resources.memory_bytes),
+            ("processes", self.resources.processes),
+            ("CPU seconds", self.resources.cpu_seconds),
+        ] {
+            if value == Some(0)
+                || value.is_some_and(|value| value > crate::canonical::MAX_SAFE_INTEGER as u64)
+            {
+                return refuse(
+                    format!("resources {name}"),
+                    "a bound is a positive integer of at most 2^53 - 1",
+                );
+            }
+        }
         if let Some(results) = &self.results {
             if crate::tree_path::check_path(
                 &results.path,
@@ -299,7 +354,7 @@ impl RunCommand {
     }
 
     /// The canonical document [`RunCommand::digest`] hashes:
-    /// `{"argv":[…],"cwd":…,"env":{…},"environment":{"at","digest"}|null,"protocol":"sf-run-command/1","results":{"maxBytes","path"}|null}`.
+    /// `{"argv":[…],"cwd":…,"env":{…},"environment":{"at","digest"}|null,"protocol":"sf-run-command/1","resources":{"cpuSeconds"?,"memoryBytes"?,"processes"?},"results":{"maxBytes","path"}|null}`.
     pub fn document(&self) -> Value {
         let environment = match &self.environment {
             Some(environment) => canonical::object([
@@ -334,6 +389,7 @@ impl RunCommand {
             ("env", env),
             ("environment", environment),
             ("results", results),
+            ("resources", self.resources.document()),
         ])
     }
 
@@ -358,6 +414,7 @@ mod tests {
             env: BTreeMap::new(),
             environment: None,
             results: None,
+            resources: RunResources::default(),
         }
     }
 
@@ -402,6 +459,8 @@ mod tests {
         }));
         assert!(!refused(&|c| c.results = Some(results("out/x.xml", 10))));
         assert!(!refused(&|c| c.cwd = "/sf/harness/tests".into()));
+        assert!(refused(&|c| c.resources.memory_bytes = Some(0)));
+        assert!(!refused(&|c| c.resources.processes = Some(64)));
     }
 
     #[test]
@@ -444,6 +503,9 @@ mod tests {
             path: "r.xml".into(),
             max_bytes: 5,
         });
+        assert!(seen.insert(changed.digest()));
+        let mut changed = base.clone();
+        changed.resources.memory_bytes = Some(1 << 28);
         assert!(seen.insert(changed.digest()));
         let mut changed = base.clone();
         changed.environment = Some(RunEnvironment {

@@ -28,7 +28,8 @@ pub mod gate;
 pub mod object_store;
 
 pub use command::{
-    CapturedResults, MAX_RESULTS_BYTES, ResultsRequest, RunCommand, RunEnvironment, SCRATCH_DIR,
+    CapturedResults, MAX_RESULTS_BYTES, ResultsRequest, RunCommand, RunEnvironment, RunResources,
+    SCRATCH_DIR,
 };
 pub use evidence_store::{
     AttemptId, EVIDENCE_PROTOCOL, EvidenceRecord, EvidenceStore, EvidenceStoreError,

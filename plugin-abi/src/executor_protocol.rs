@@ -63,7 +63,7 @@
 //!
 //! `run_v6` (ABI 1.6) takes the request of `run_v4` with an optional `command`: `{argv, cwd,
 //! env: {name: value}, environment: {digest, tree, at} | null, results: {path, maxBytes} |
-//! null}` (`tree` a section index: a host path's bytes). Its answer is `run_v5`'s; for a run
+//! null, resources: {memoryBytes?, processes?, cpuSeconds?}}` (`tree` a section index: a host path's bytes). Its answer is `run_v5`'s; for a run
 //! with a command, `identities.command` is the command's digest and `results` is
 //! `{"state":"absent"}`, `{"state":"written","content":N}` (a section) or
 //! `{"state":"refused","reason":…}` when the command asked for a results file, absent when it
@@ -92,7 +92,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::contracts::canonical::Digest;
-use crate::contracts::command::{CapturedResults, ResultsRequest, RunCommand, RunEnvironment};
+use crate::contracts::command::{
+    CapturedResults, ResultsRequest, RunCommand, RunEnvironment, RunResources,
+};
 use crate::contracts::legacy_enforcement::LegacyEnforcement;
 use crate::contracts::snapshot::{SnapshotFile, is_regular_only};
 use crate::contracts::tree_path::EntryMode;
@@ -817,6 +819,18 @@ struct CommandHeader {
     env: BTreeMap<String, String>,
     environment: Option<EnvironmentHeader>,
     results: Option<ResultsRequestHeader>,
+    resources: ResourcesHeader,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ResourcesHeader {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    memory_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    processes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    cpu_seconds: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -856,6 +870,11 @@ impl CommandHeader {
                     path: results.path.clone(),
                     max_bytes: results.max_bytes,
                 }),
+            resources: ResourcesHeader {
+                memory_bytes: command.resources.memory_bytes,
+                processes: command.resources.processes,
+                cpu_seconds: command.resources.cpu_seconds,
+            },
         }
     }
 
@@ -877,6 +896,11 @@ impl CommandHeader {
                 path: results.path,
                 max_bytes: results.max_bytes,
             }),
+            resources: RunResources {
+                memory_bytes: self.resources.memory_bytes,
+                processes: self.resources.processes,
+                cpu_seconds: self.resources.cpu_seconds,
+            },
         })
     }
 }
@@ -1529,6 +1553,11 @@ mod tests {
                 path: "results.xml".into(),
                 max_bytes: 1000,
             }),
+            resources: crate::contracts::command::RunResources {
+                memory_bytes: Some(1 << 30),
+                processes: None,
+                cpu_seconds: Some(60),
+            },
         });
         let bytes = encode_run(7, &with, RunWire::V6).unwrap();
         match Request::decode(method::RUN_V6, &bytes).unwrap() {

@@ -38,9 +38,9 @@ use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 const GOLDEN: &[(&str, usize, &str)] = &[
     ("observation-v5", 1742, "64fdcd35af8841fa728fa1c5369d6e9feff859316c97d3fea6f8707d7a318f6e"),
     ("observation-v4", 1727, "ab7f27f84aacaeefa45a634bbdaec7b55f7655020281601b8da09eb2d27caefd"),
-    ("run-command", 311, "bcbc9006fed36e2d308ab5fe2119a5c6181a2b98dc1dddb4f4c8dc710527ce32"),
-    ("executor-request-v6-command", 858, "31d65cbab48b500531d50a527e2927ae782b49c45ebd10102916185a458d4ec4"),
-    ("executor-answer-v6-results", 1386, "ed260df12c461f197246812343e8af615c63f9639aa861105e3b13f3f59fd85b"),
+    ("run-command", 366, "5d897824d2f9bf9908783256f15ad8fb7b31ff718e813ea5f2a130fa6b2426f8"),
+    ("executor-request-v6-command", 913, "db6df7ad26295d4829ef74e9740ffdebd4626a6da339708d6d63a1a4708f7dfe"),
+    ("executor-answer-v6-results", 1386, "4f566603e024cb359e547fc5ce39743a78cfe9df98bdc7a9aae6c5b8e727af20"),
     ("executor-answer-v5", 1170, "1d395f403093f2d252662c24a4063a174700dd255201fc7b8e7cf5c8489f0f42"),
     ("executor-answer-v4-with-hits", 1164, "9950c7ca3794cc2d96b6e548f2a33c1d9009c385b45541b9bb4eff5fc607a72c"),
     ("candidate-commit-v3", 512, "857532993d46c4ce13d5c4dff4b9be7ed7212d4593e3583aa2ca8dce311b9427"),
@@ -1014,6 +1014,11 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             path: "results.xml".into(),
             max_bytes: 1 << 20,
         }),
+        resources: sf_host::contracts::RunResources {
+            memory_bytes: Some(1 << 30),
+            processes: Some(256),
+            cpu_seconds: None,
+        },
     };
     v.insert(
         "run-command",

@@ -32,6 +32,7 @@ fn command(argv: &[&str]) -> RunCommand {
         env: BTreeMap::new(),
         environment: None,
         results: None,
+        resources: Default::default(),
     }
 }
 
@@ -256,4 +257,80 @@ fn the_results_file_is_read_after_every_process_ended_and_only_if_regular() {
         raced.results,
         Some(CapturedResults::Written(b"first\n".to_vec()))
     );
+}
+
+/// Starts the given number of threads (each waits on one barrier) and prints how many
+/// started; a refused thread ends it with exit code 3.
+const THREADS: &str = "import sys, threading\n\
+n = int(sys.argv[1]); b = threading.Barrier(n + 1); ts = []\n\
+try:\n\
+\x20   for _ in range(n):\n\
+\x20       t = threading.Thread(target=b.wait); t.start(); ts.append(t)\n\
+except RuntimeError as e:\n\
+\x20   print('refused after', len(ts)); b.abort(); sys.exit(3)\n\
+b.wait()\n\
+[t.join() for t in ts]\n\
+print('started', n)\n";
+
+fn python(script: &str, args: &[&str], resources: sf_host::contracts::RunResources) -> RunRequest {
+    let mut argv = vec!["python3", "-c", script];
+    argv.extend(args);
+    let mut command = command(&argv);
+    command.resources = resources;
+    request(command)
+}
+
+/// A run may ask for less than the profile allows: the bound it asks for is enforced and is
+/// the value the limit hit states; one above the profile's is refused before a start. As
+/// root (as CI runs them) the run's control group bounds memory and processes.
+#[test]
+fn a_command_asks_for_lower_bounds_and_they_hold() {
+    use sf_host::contracts::{Limit, RunResources};
+    let executor = executor();
+    let few = RunResources {
+        processes: Some(16),
+        ..RunResources::default()
+    };
+    let refused = run(&executor, &python(THREADS, &["40"], few));
+    assert_eq!(refused.exit_code, Some(3), "{refused:?}");
+    let hit = &refused.limits_hit;
+    assert_eq!(hit.len(), 1, "{refused:?}");
+    assert_eq!((hit[0].limit(), hit[0].value()), (Limit::Processes, 16));
+    // The same program under the profile's limits starts every thread.
+    let fits = run(
+        &executor,
+        &python(THREADS, &["40"], RunResources::default()),
+    );
+    assert_eq!(stdout(&fits), "started 40\n", "{fits:?}");
+    assert!(fits.limits_hit.is_empty(), "{fits:?}");
+
+    let small = RunResources {
+        memory_bytes: Some(64 << 20),
+        ..RunResources::default()
+    };
+    let bomb = run(
+        &executor,
+        &python(
+            "x = bytearray(256 << 20); x[::4096] = b'1' * len(x[::4096]); print('kept')",
+            &[],
+            small,
+        ),
+    );
+    assert!(!stdout(&bomb).contains("kept"), "{bomb:?}");
+    let memory: Vec<_> = bomb
+        .limits_hit
+        .iter()
+        .filter(|hit| hit.limit() == Limit::Memory)
+        .collect();
+    assert_eq!(memory.len(), 1, "{bomb:?}");
+    assert_eq!(memory[0].value(), 64 << 20);
+
+    let greedy = RunResources {
+        processes: Some(1 << 40),
+        ..RunResources::default()
+    };
+    assert!(matches!(
+        executor.run(&python("pass", &[], greedy), &CancelToken::new()),
+        Err(ExecutorError::InvalidInput { .. })
+    ));
 }

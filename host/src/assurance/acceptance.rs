@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::canonical::{self, Digest, Value};
 use crate::contracts::executor::{EntryPlace, MAX_ARG_BYTES, MAX_ARGS, RunEntry};
-use crate::contracts::{ResultsRequest, RunCommand, RunEnvironment};
+use crate::contracts::{ResultsRequest, RunCommand, RunEnvironment, RunResources};
 
 use super::test_results::TestExpectation;
 use crate::contracts::tree_path;
@@ -202,6 +202,53 @@ pub struct CheckResults {
     pub max_bytes: u64,
 }
 
+/// Bounds a command check declares for its run, below the executor's own limits: a run that
+/// hits one did not fit what the check asks, and misses (its check is Failed with the bound
+/// named); a limit of the executor's the check does not declare stays the sandbox's
+/// (Inconclusive).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CheckResources {
+    /// Bytes of memory, all the run's processes together.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub memory_bytes: Option<u64>,
+    /// Processes and threads at once.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub processes: Option<u64>,
+    /// CPU seconds per process.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cpu_seconds: Option<u64>,
+}
+
+impl CheckResources {
+    /// Whether the check declares `limit` (a limit of the contract's).
+    pub fn declares(&self, limit: crate::contracts::Limit) -> bool {
+        use crate::contracts::Limit;
+        match limit {
+            Limit::Memory => self.memory_bytes.is_some(),
+            Limit::Processes => self.processes.is_some(),
+            Limit::CpuTime => self.cpu_seconds.is_some(),
+            _ => false,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// A check's command: see [`crate::contracts::command`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckCommand {
@@ -215,6 +262,8 @@ pub struct CheckCommand {
     pub environment: Option<CheckEnvironment>,
     /// The results file, if any.
     pub results: Option<CheckResults>,
+    /// The bounds the check declares (none by default).
+    pub resources: CheckResources,
 }
 
 impl CheckCommand {
@@ -233,6 +282,11 @@ impl CheckCommand {
                 path: results.junit.clone(),
                 max_bytes: results.max_bytes,
             }),
+            resources: RunResources {
+                memory_bytes: self.resources.memory_bytes,
+                processes: self.resources.processes,
+                cpu_seconds: self.resources.cpu_seconds,
+            },
         }
     }
 }
@@ -267,6 +321,9 @@ struct CommandCheckRecord {
     environment: Option<CheckEnvironment>,
     #[serde(deserialize_with = "canonical::nullable")]
     results: Option<CheckResults>,
+    /// Written only when the check declares a bound.
+    #[serde(default, skip_serializing_if = "CheckResources::is_empty")]
+    resources: CheckResources,
     input: Digest,
     expectation: Expectation,
 }
@@ -306,6 +363,7 @@ impl Serialize for ProcessCheck {
                 env: command.env.clone(),
                 environment: command.environment.clone(),
                 results: command.results.clone(),
+                resources: command.resources,
                 input,
                 expectation,
             }
@@ -343,6 +401,7 @@ impl From<CommandCheckRecord> for ProcessCheck {
                 env: record.env,
                 environment: record.environment,
                 results: record.results,
+                resources: record.resources,
             })),
             input: record.input,
             expectation: record.expectation,

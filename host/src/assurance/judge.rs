@@ -368,8 +368,15 @@ fn judge_one(
         .and_then(|process| process.limits_hit.clone())
         .unwrap_or_default();
     // The sandbox's limits first: they are why the rest of the record says nothing of the
-    // program.
-    problems.extend(limits_hit.iter().map(ToString::to_string));
+    // program. A bound the check itself declares is not the sandbox's: hitting it is a miss.
+    let declared = check
+        .command()
+        .map(|command| command.resources)
+        .unwrap_or_default();
+    let (own, sandboxes): (Vec<&LimitHit>, Vec<&LimitHit>) = limits_hit
+        .iter()
+        .partition(|hit| declared.declares(hit.limit()));
+    problems.extend(sandboxes.iter().map(ToString::to_string));
     let verdict = |problems: Vec<String>, met: Option<bool>| CheckVerdict {
         check: check.id.clone(),
         record: Some(id.clone()),
@@ -396,14 +403,15 @@ fn judge_one(
         problems.push(format!("the run was {}", facts.status.as_str()));
     }
     if !facts.attributable || !facts.problems.is_empty() {
-        // The collector names the limits hit among its problems too; they are named above.
+        // The collector names the sandbox's limits hit among its problems too; they are named
+        // above.
         let others: Vec<&str> = facts
             .problems
             .iter()
             .map(String::as_str)
             .filter(|problem| !problems.iter().any(|named| named == problem))
             .collect();
-        if !others.is_empty() || limits_hit.is_empty() {
+        if !others.is_empty() || sandboxes.is_empty() {
             problems.push(format!(
                 "the collector found it not attributable: {}",
                 others.join("; ")
@@ -491,7 +499,17 @@ fn judge_one(
     }
     let process = facts.process.as_ref().expect("checked above");
     let expectation = &check.expectation;
-    let mut missed = Vec::new();
+    let mut missed: Vec<String> = own
+        .iter()
+        .map(|hit| {
+            format!(
+                "the run exceeded the check's own {} ({}): {}",
+                hit.limit().describe(),
+                hit.limit().amount(hit.value()),
+                hit.detail()
+            )
+        })
+        .collect();
     if process.status != RunStatus::Exited {
         missed.push(format!(
             "the program was ended by signal {}",

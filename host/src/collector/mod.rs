@@ -1107,8 +1107,19 @@ fn answer_problems(
     for problem in &answer.problems {
         problems.push(format!("executor: {problem}"));
     }
-    // The sandbox's own limits are never the program's failure.
-    problems.extend(answer.limits_hit.iter().map(ToString::to_string));
+    // The sandbox's own limits are never the program's failure; a bound the check declares
+    // is the program's to fit, and the judge grades it.
+    let declared = check
+        .command()
+        .map(|command| command.resources)
+        .unwrap_or_default();
+    problems.extend(
+        answer
+            .limits_hit
+            .iter()
+            .filter(|hit| !declared.declares(hit.limit()))
+            .map(ToString::to_string),
+    );
     if ended_at.is_none_or(|ended| ended > deadline) {
         problems.push("the run ended after the deadline".into());
     }

@@ -182,7 +182,9 @@ impl RunGroup {
         self.version
     }
 
-    fn bound(&self, bounds: &Bounds) -> Result<(), String> {
+    /// Writes `bounds` into the group (lowering them before a run that asks for less: memory
+    /// is written before its swap total, so that lowering keeps the kernel's order).
+    pub(crate) fn bound(&self, bounds: &Bounds) -> Result<(), String> {
         let quota = bounds.cpu_percent.saturating_mul(CPU_PERIOD_US) / 100;
         match self.version {
             Version::V2 => {

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use sf_contracts::snapshot::SnapshotFile;
 use sf_contracts::{
     CancelToken, Executor, ExecutorError, ProfileDescription, RequestDigests, RunAnswer,
-    RunCommand, RunEnvironment, RunIdentities, RunRequest, RuntimeDescription,
+    RunCommand, RunEnvironment, RunIdentities, RunRequest, RunResources, RuntimeDescription,
 };
 
 use crate::cgroup::{Cleaner, Hierarchy};
@@ -333,6 +333,10 @@ impl SandboxExecutor {
             }
         };
         Ok(RunPlan {
+            cpu_seconds: request
+                .command
+                .as_ref()
+                .and_then(|command| command.resources.cpu_seconds),
             command,
             program_options: snapshot_tmpfs_options(&request.program),
             input_options: snapshot_tmpfs_options(&request.input),
@@ -370,6 +374,33 @@ impl SandboxExecutor {
         dependencies: Option<&EnvironmentBind>,
     ) -> Result<Started, ExecutorError> {
         start(&self.preparer.shared.source, dependencies)
+    }
+
+    /// The limits of a run that asks for `resources`: the profile's, each bound the run asks
+    /// for put in its place. A bound above the profile's is refused: a run may ask for less
+    /// than the sandbox allows, never more.
+    fn limits_for(&self, resources: &RunResources) -> Result<Limits, ExecutorError> {
+        let mut limits = self.profile.limits;
+        for (name, asked, limit) in [
+            ("memory", resources.memory_bytes, &mut limits.memory_bytes),
+            ("processes", resources.processes, &mut limits.processes),
+            (
+                "CPU seconds",
+                resources.cpu_seconds,
+                &mut limits.cpu_seconds,
+            ),
+        ] {
+            if let Some(asked) = asked {
+                if asked > *limit {
+                    return Err(invalid(
+                        format!("resources {name} {asked}, above the profile's {limit}"),
+                        "a run's bound is at most the profile's limit",
+                    ));
+                }
+                *limit = asked;
+            }
+        }
+        Ok(limits)
     }
 
     /// The bind of a command's dependency environment: a directory that the sandbox's user
@@ -494,6 +525,14 @@ impl Executor for SandboxExecutor {
             None => None,
         };
         let dependencies = dependencies.as_ref();
+        let resources = request
+            .command
+            .as_ref()
+            .map(|command| command.resources)
+            .unwrap_or_default();
+        let limits = self.limits_for(&resources)?;
+        let lower = (resources.memory_bytes.is_some() || resources.processes.is_some())
+            .then(|| profile::group_bounds(&limits));
         let run = self.run_plan(request)?;
         let header = serde_json::to_vec(&run).map_err(|error| ExecutorError::Unavailable {
             mechanism: "launcher".to_owned(),
@@ -513,7 +552,8 @@ impl Executor for SandboxExecutor {
                 files: files.clone(),
                 bounds: request.bounds,
                 cancel,
-                limits: &self.profile.limits,
+                limits: &limits,
+                lower,
             })
         };
         // However this run ends, the next sandbox is built after it: building it while the

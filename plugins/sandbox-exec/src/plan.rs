@@ -226,6 +226,8 @@ pub struct RunPlan {
     /// A command in place of the runtime with an entry: `argv[0]` is tried as each of
     /// `candidates` in turn, as `execvp` does.
     pub command: Option<CommandPlan>,
+    /// RLIMIT_CPU below the plan's, when the run asks for less.
+    pub cpu_seconds: Option<u64>,
 }
 
 /// What a run with a command execs, where, with what, and what it leaves.

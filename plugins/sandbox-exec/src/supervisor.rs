@@ -190,8 +190,13 @@ pub(crate) struct Launch<'a> {
     pub files: Vec<&'a [u8]>,
     pub bounds: RunBounds,
     pub cancel: &'a CancelToken,
-    /// The profile's limits, whose values the limits hit state.
+    /// The limits in force for this run (the profile's, or lower ones the run asked for),
+    /// whose values the limits hit state.
     pub limits: &'a Limits,
+    /// The group bounds to lower the run's control group to before the run starts, when the
+    /// run asks for less memory or fewer processes than the profile; a run that asks and
+    /// has no group starts nothing.
+    pub lower: Option<cgroup::Bounds>,
 }
 
 /// What happened to a run that started.
@@ -262,6 +267,21 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let start = Instant::now();
     let deadline = start + launch.bounds.timeout;
     let mut started = launch.started;
+    if let Some(bounds) = &launch.lower {
+        let lowered = match &started.group {
+            Some((group, _)) => group.bound(bounds),
+            None => Err("no control group bounds this run".to_owned()),
+        };
+        if let Err(reason) = lowered {
+            return Err(ExecutorError::Unavailable {
+                mechanism: "cgroup".to_owned(),
+                reason: format!(
+                    "the run asks for a memory or process bound below the profile's, which \
+                     only its control group can enforce: {reason}"
+                ),
+            });
+        }
+    }
     let Started {
         socket,
         stdout,

@@ -269,6 +269,19 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
         )?;
     }
 
+    if let Some(seconds) = run.cpu_seconds {
+        let limit = libc::rlimit {
+            rlim_cur: seconds,
+            rlim_max: seconds.saturating_add(1),
+        };
+        // SAFETY: a valid rlimit; lowering is always allowed.
+        check(
+            unsafe { libc::setrlimit(libc::RLIMIT_CPU, &limit) }.into(),
+            "rlimits",
+            "setrlimit Cpu (the run's own bound)",
+        )?;
+    }
+
     // A real-time scheduling policy of whoever started sf is not the program's: back to the
     // ordinary one (always allowed; the niceness stays, and RLIMIT_NICE keeps it from being
     // lowered).
