@@ -6,7 +6,9 @@
 //! the parent's source with a cosmetic edit is Failed with the FAIL_TO_PASS tests named; a
 //! fix that breaks another test is Failed on PASS_TO_PASS; a Candidate that forces exit 0
 //! from an exit handler while its tests fail is not Verified (the runner's results disagree
-//! with the exit code); one that deletes every test is Inconclusive.
+//! with the exit code), nor is one whose exit handler rewrites the results to claim every
+//! test passed (the exit code is the authority); one that leaves no results is
+//! Inconclusive.
 
 mod land_support;
 
@@ -251,6 +253,33 @@ fn forcing_exit_zero_or_deleting_the_tests_is_never_verified() {
         "{missed}"
     );
     assert!(missed.contains("failToPass test"), "{missed}");
+
+    // The bug left in, and an exit handler that rewrites the results file to claim every
+    // test passed: the run still exits 1, and the exit code is the authority.
+    let claimed = format!(
+        "{parent}\nimport atexit as _atexit\n_atexit.register(lambda: open(\
+         '/sf/scratch/results.xml', 'w').write('<testsuites><testsuite>' + ''.join(\
+         '<testcase classname=\"test_typing_extensions.{{}}\" name=\"{{}}\"/>'.format(*t.split('::')) \
+         for t in {tests:?}) + '</testsuite></testsuites>'))\n",
+        tests = fix
+            .fail_to_pass
+            .iter()
+            .chain(PASS_TO_PASS)
+            .map(|t| t.trim_start_matches("test_typing_extensions."))
+            .collect::<Vec<_>>()
+    );
+    let verdict = judged(&work, &seal(&work, &parent, "claimed", &claimed));
+    assert_eq!(verdict["outcome"], "failed", "{verdict}");
+    assert!(
+        problems(&verdict, "tests-pass-on-candidate").contains("exit code 1, expected 0"),
+        "{verdict}"
+    );
+    // The forgery did land in the record: every test it lists passed.
+    let record = verdict["checks"][1]["record"].as_str().unwrap().to_owned();
+    let shown = work.sf(&["evidence", "get", &record, "--slice", "slice"]);
+    let tests = shown.result()["results"]["tests"].as_array().unwrap().clone();
+    assert_eq!(tests.len(), fix.fail_to_pass.len() + PASS_TO_PASS.len(), "{tests:?}");
+    assert!(tests.iter().all(|test| test["outcome"] == "passed"), "{tests:?}");
 
     // A Candidate whose import ends the process at once, before any test ran: no results.
     let silenced = format!("import os as _os\n_os._exit(0)\n{parent}");
