@@ -89,3 +89,38 @@ fn a_declared_bound_the_run_exceeds_fails_the_check_and_an_undeclared_one_is_the
         "{inconclusive}"
     );
 }
+
+/// A check's own timeout: a run that does not end within it misses (Failed, the timeout
+/// named); a timeout above the recipe's is refused at freeze, with nothing written.
+#[test]
+fn a_checks_own_timeout_the_run_exceeds_fails_the_check() {
+    let work = Work::new();
+    let authored = |name: &str, timeout_ms: u64| {
+        let slice = work.author_slice(name, &[]);
+        write(
+            &slice.join("acceptance.json"),
+            &serde_json::json!({"protocol": "sf-repository-acceptance/3", "checks": [{
+                "kind": "command", "id": "sleeps", "phase": "guardrail", "stage": "candidate",
+                "argv": ["sleep", "5"], "cwd": {"from": "scratch", "path": ""}, "env": {},
+                "environment": null, "results": null, "input": "numbers",
+                "timeoutMs": timeout_ms,
+                "expectation": {"exitCode": 0, "stdoutDigest": null},
+            }]})
+            .to_string(),
+        );
+        work.freeze(name)
+    };
+    authored("quick", 1500).result();
+    let failed = verdict(&work, "quick");
+    assert_eq!(failed["outcome"], "failed", "{failed}");
+    assert!(
+        failed["checks"][0]["problems"]
+            .to_string()
+            .contains("did not end within the check's own timeout (1500 ms)"),
+        "{failed}"
+    );
+    // The recipe of these tests allows 3 s.
+    let refused = authored("slow", 10_000);
+    assert!(refused.error_message().contains("recipe"), "{:?}", refused);
+    assert!(!work.dir.join("slow/frozen").exists());
+}

@@ -277,9 +277,19 @@ fn forcing_exit_zero_or_deleting_the_tests_is_never_verified() {
     // The forgery did land in the record: every test it lists passed.
     let record = verdict["checks"][1]["record"].as_str().unwrap().to_owned();
     let shown = work.sf(&["evidence", "get", &record, "--slice", "slice"]);
-    let tests = shown.result()["results"]["tests"].as_array().unwrap().clone();
-    assert_eq!(tests.len(), fix.fail_to_pass.len() + PASS_TO_PASS.len(), "{tests:?}");
-    assert!(tests.iter().all(|test| test["outcome"] == "passed"), "{tests:?}");
+    let tests = shown.result()["results"]["tests"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        tests.len(),
+        fix.fail_to_pass.len() + PASS_TO_PASS.len(),
+        "{tests:?}"
+    );
+    assert!(
+        tests.iter().all(|test| test["outcome"] == "passed"),
+        "{tests:?}"
+    );
 
     // A Candidate whose import ends the process at once, before any test ran: no results.
     let silenced = format!("import os as _os\n_os._exit(0)\n{parent}");

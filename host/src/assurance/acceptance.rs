@@ -264,6 +264,18 @@ pub struct CheckCommand {
     pub results: Option<CheckResults>,
     /// The bounds the check declares (none by default).
     pub resources: CheckResources,
+    /// The most time the check's run may take, in ms (at most the recipe's); a run stopped
+    /// at it did not finish in the time the check allows, and misses. `None`: the recipe's
+    /// timeout, which is the sandbox's.
+    pub timeout_ms: Option<u64>,
+}
+
+impl CheckCommand {
+    /// Whether a run given `timeout_ms` ran under the check's own timeout (not one the
+    /// recipe or the collection's deadline cut shorter).
+    pub fn own_timeout(&self, timeout_ms: u64) -> bool {
+        self.timeout_ms == Some(timeout_ms)
+    }
 }
 
 impl CheckCommand {
@@ -324,6 +336,12 @@ struct CommandCheckRecord {
     /// Written only when the check declares a bound.
     #[serde(default, skip_serializing_if = "CheckResources::is_empty")]
     resources: CheckResources,
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    timeout_ms: Option<u64>,
     input: Digest,
     expectation: Expectation,
 }
@@ -364,6 +382,7 @@ impl Serialize for ProcessCheck {
                 environment: command.environment.clone(),
                 results: command.results.clone(),
                 resources: command.resources,
+                timeout_ms: command.timeout_ms,
                 input,
                 expectation,
             }
@@ -402,6 +421,7 @@ impl From<CommandCheckRecord> for ProcessCheck {
                 environment: record.environment,
                 results: record.results,
                 resources: record.resources,
+                timeout_ms: record.timeout_ms,
             })),
             input: record.input,
             expectation: record.expectation,
@@ -781,6 +801,14 @@ fn validate_command(field: &str, command: &CheckCommand) -> Result<(), Assurance
         return Err(invalid(
             format!("{field}.environment.name"),
             &error.to_string(),
+        ));
+    }
+    if command.timeout_ms.is_some_and(|ms| {
+        ms == 0 || ms > crate::contracts::executor::MAX_TIMEOUT.as_millis() as u64
+    }) {
+        return Err(invalid(
+            format!("{field}.timeoutMs"),
+            "a check's timeout is 1 to 3,600,000 ms",
         ));
     }
     if let Some(results) = &command.results {

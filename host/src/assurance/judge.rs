@@ -474,8 +474,20 @@ fn judge_one(
             {
                 problems.push("the bounds enforced are not the pinned ones".into());
             }
+            let own_timeout = check
+                .command()
+                .is_some_and(|command| command.own_timeout(process.timeout_ms));
+            if let Some(own) = check.command().and_then(|command| command.timeout_ms)
+                && process.timeout_ms > own
+            {
+                problems.push(format!(
+                    "timeout {} ms is not within the check's {own} ms",
+                    process.timeout_ms
+                ));
+            }
             match process.status {
                 RunStatus::Exited | RunStatus::Signalled => {}
+                RunStatus::TimedOut if own_timeout => {}
                 other => problems.push(format!("the run was stopped ({})", other.code())),
             }
             if !process.reaped {
@@ -510,7 +522,12 @@ fn judge_one(
             )
         })
         .collect();
-    if process.status != RunStatus::Exited {
+    if process.status == RunStatus::TimedOut {
+        missed.push(format!(
+            "the run did not end within the check's own timeout ({} ms)",
+            process.timeout_ms
+        ));
+    } else if process.status != RunStatus::Exited {
         missed.push(format!(
             "the program was ended by signal {}",
             process.signal.unwrap_or(0)

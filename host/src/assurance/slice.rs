@@ -267,6 +267,19 @@ impl FrozenSlice {
             }
             if let Some(command) = check.command() {
                 self.check_command(&field, command)?;
+                if command
+                    .timeout_ms
+                    .is_some_and(|ms| ms > self.recipe.timeout_ms)
+                {
+                    return Err(AssuranceError::invalid(
+                        format!("{field} timeoutMs"),
+                        format!(
+                            "is more than the recipe's {} ms: a check's timeout is at most the \
+                             recipe's",
+                            self.recipe.timeout_ms
+                        ),
+                    ));
+                }
                 continue;
             }
             let Some((entry, entry_in_scope, _)) = check.entry() else {

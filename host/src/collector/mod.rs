@@ -877,7 +877,8 @@ impl RepositoryCollector {
             ));
         }
         let recipe = &request.slice.recipe;
-        let timeout_ms = recipe.timeout_ms.min(left);
+        let own = check.command().and_then(|command| command.timeout_ms);
+        let timeout_ms = recipe.timeout_ms.min(own.unwrap_or(u64::MAX)).min(left);
         let bounds = recipe.bounds(timeout_ms);
         let run = RunRequest {
             command,
@@ -1095,8 +1096,14 @@ fn answer_problems(
     for unmet in ids.enforcement.unmet(enforcement) {
         problems.push(format!("enforcement: {unmet}, as the recipe pins"));
     }
+    // A run stopped at the check's own timeout did not finish in the time the check allows:
+    // the judge grades it.
+    let own_timeout = check
+        .command()
+        .is_some_and(|command| command.own_timeout(bounds.timeout_ms()));
     match answer.status {
         RunStatus::Exited | RunStatus::Signalled => {}
+        RunStatus::TimedOut if own_timeout => {}
         stopped => problems.push(format!("the run was stopped ({})", stopped.code())),
     }
     if let NamespaceDisposition::Unconfirmed { reason } = &answer.namespace {
