@@ -82,8 +82,8 @@ pub enum CapturedResults {
 }
 
 /// Bounds a command's run asks for below the Executor's own limits: the most memory its
-/// processes use together, the most processes and threads at once, and the CPU seconds each
-/// process may use. A bound the run hits is the program's failure to fit it, not the
+/// processes use together, the most processes and threads at once, the CPU seconds each
+/// process may use, and the size and file count of its scratch space. A bound the run hits is the program's failure to fit it, not the
 /// sandbox's; one the Executor cannot enforce (no control group for memory or processes)
 /// starts nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -94,6 +94,10 @@ pub struct RunResources {
     pub processes: Option<u64>,
     /// CPU seconds per process.
     pub cpu_seconds: Option<u64>,
+    /// Bytes the scratch space holds.
+    pub scratch_bytes: Option<u64>,
+    /// Files and directories the scratch space holds.
+    pub scratch_files: Option<u64>,
 }
 
 impl RunResources {
@@ -108,6 +112,8 @@ impl RunResources {
             ("cpuSeconds", self.cpu_seconds),
             ("memoryBytes", self.memory_bytes),
             ("processes", self.processes),
+            ("scratchBytes", self.scratch_bytes),
+            ("scratchFiles", self.scratch_files),
         ] {
             if let Some(value) = value {
                 fields.insert(
@@ -282,6 +288,8 @@ impl RunCommand {
             ("memory", self.resources.memory_bytes),
             ("processes", self.resources.processes),
             ("CPU seconds", self.resources.cpu_seconds),
+            ("scratch bytes", self.resources.scratch_bytes),
+            ("scratch files", self.resources.scratch_files),
         ] {
             if value == Some(0)
                 || value.is_some_and(|value| value > crate::canonical::MAX_SAFE_INTEGER as u64)
@@ -354,7 +362,7 @@ impl RunCommand {
     }
 
     /// The canonical document [`RunCommand::digest`] hashes:
-    /// `{"argv":[…],"cwd":…,"env":{…},"environment":{"at","digest"}|null,"protocol":"sf-run-command/1","resources":{"cpuSeconds"?,"memoryBytes"?,"processes"?},"results":{"maxBytes","path"}|null}`.
+    /// `{"argv":[…],"cwd":…,"env":{…},"environment":{"at","digest"}|null,"protocol":"sf-run-command/1","resources":{"cpuSeconds"?,"memoryBytes"?,"processes"?,"scratchBytes"?,"scratchFiles"?},"results":{"maxBytes","path"}|null}`.
     pub fn document(&self) -> Value {
         let environment = match &self.environment {
             Some(environment) => canonical::object([

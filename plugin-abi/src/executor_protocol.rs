@@ -63,7 +63,7 @@
 //!
 //! `run_v6` (ABI 1.6) takes the request of `run_v4` with an optional `command`: `{argv, cwd,
 //! env: {name: value}, environment: {digest, tree, at} | null, results: {path, maxBytes} |
-//! null, resources: {memoryBytes?, processes?, cpuSeconds?}}` (`tree` a section index: a host path's bytes). Its answer is `run_v5`'s; for a run
+//! null, resources: {memoryBytes?, processes?, cpuSeconds?, scratchBytes?, scratchFiles?}}` (`tree` a section index: a host path's bytes). Its answer is `run_v5`'s; for a run
 //! with a command, `identities.command` is the command's digest and `results` is
 //! `{"state":"absent"}`, `{"state":"written","content":N}` (a section) or
 //! `{"state":"refused","reason":…}` when the command asked for a results file, absent when it
@@ -831,6 +831,10 @@ struct ResourcesHeader {
     processes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     cpu_seconds: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scratch_bytes: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    scratch_files: Option<u64>,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -874,6 +878,8 @@ impl CommandHeader {
                 memory_bytes: command.resources.memory_bytes,
                 processes: command.resources.processes,
                 cpu_seconds: command.resources.cpu_seconds,
+                scratch_bytes: command.resources.scratch_bytes,
+                scratch_files: command.resources.scratch_files,
             },
         }
     }
@@ -900,6 +906,8 @@ impl CommandHeader {
                 memory_bytes: self.resources.memory_bytes,
                 processes: self.resources.processes,
                 cpu_seconds: self.resources.cpu_seconds,
+                scratch_bytes: self.resources.scratch_bytes,
+                scratch_files: self.resources.scratch_files,
             },
         })
     }
@@ -1557,6 +1565,8 @@ mod tests {
                 memory_bytes: Some(1 << 30),
                 processes: None,
                 cpu_seconds: Some(60),
+                scratch_bytes: Some(1 << 26),
+                scratch_files: None,
             },
         });
         let bytes = encode_run(7, &with, RunWire::V6).unwrap();

@@ -1018,6 +1018,8 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             memory_bytes: Some(1 << 30),
             processes: Some(256),
             cpu_seconds: None,
+            scratch_bytes: None,
+            scratch_files: None,
         },
     };
     v.insert(

@@ -325,6 +325,30 @@ fn a_command_asks_for_lower_bounds_and_they_hold() {
     assert_eq!(memory.len(), 1, "{bomb:?}");
     assert_eq!(memory[0].value(), 64 << 20);
 
+    let tight = RunResources {
+        scratch_bytes: Some(1 << 20),
+        ..RunResources::default()
+    };
+    let mut fill = command(&[
+        "sh",
+        "-c",
+        "head -c 4194304 /dev/zero > $TMPDIR/big; echo $?",
+    ]);
+    fill.resources = tight;
+    let filled = run(&executor, &request(fill));
+    assert_ne!(
+        stdout(&filled),
+        "0\n",
+        "the write past the bound fails: {filled:?}"
+    );
+    let scratch: Vec<_> = filled
+        .limits_hit
+        .iter()
+        .filter(|hit| hit.limit() == Limit::Scratch)
+        .collect();
+    assert_eq!(scratch.len(), 1, "{filled:?}");
+    assert_eq!(scratch[0].value(), 1 << 20);
+
     let greedy = RunResources {
         processes: Some(1 << 40),
         ..RunResources::default()

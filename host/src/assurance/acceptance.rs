@@ -230,6 +230,20 @@ pub struct CheckResources {
         skip_serializing_if = "Option::is_none"
     )]
     pub cpu_seconds: Option<u64>,
+    /// Bytes the run's scratch space holds.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub scratch_bytes: Option<u64>,
+    /// Files and directories the run's scratch space holds.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub scratch_files: Option<u64>,
 }
 
 impl CheckResources {
@@ -240,6 +254,8 @@ impl CheckResources {
             Limit::Memory => self.memory_bytes.is_some(),
             Limit::Processes => self.processes.is_some(),
             Limit::CpuTime => self.cpu_seconds.is_some(),
+            Limit::Scratch => self.scratch_bytes.is_some(),
+            Limit::ScratchFiles => self.scratch_files.is_some(),
             _ => false,
         }
     }
@@ -298,6 +314,8 @@ impl CheckCommand {
                 memory_bytes: self.resources.memory_bytes,
                 processes: self.resources.processes,
                 cpu_seconds: self.resources.cpu_seconds,
+                scratch_bytes: self.resources.scratch_bytes,
+                scratch_files: self.resources.scratch_files,
             },
         }
     }

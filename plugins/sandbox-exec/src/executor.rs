@@ -333,6 +333,7 @@ impl SandboxExecutor {
             }
         };
         Ok(RunPlan {
+            scratch_options: None,
             cpu_seconds: request
                 .command
                 .as_ref()
@@ -388,6 +389,16 @@ impl SandboxExecutor {
                 "CPU seconds",
                 resources.cpu_seconds,
                 &mut limits.cpu_seconds,
+            ),
+            (
+                "scratch bytes",
+                resources.scratch_bytes,
+                &mut limits.scratch_bytes,
+            ),
+            (
+                "scratch files",
+                resources.scratch_files,
+                &mut limits.scratch_inodes,
             ),
         ] {
             if let Some(asked) = asked {
@@ -533,7 +544,13 @@ impl Executor for SandboxExecutor {
         let limits = self.limits_for(&resources)?;
         let lower = (resources.memory_bytes.is_some() || resources.processes.is_some())
             .then(|| profile::group_bounds(&limits));
-        let run = self.run_plan(request)?;
+        let mut run = self.run_plan(request)?;
+        if resources.scratch_bytes.is_some() || resources.scratch_files.is_some() {
+            run.scratch_options = Some(format!(
+                "size={},nr_inodes={}",
+                limits.scratch_bytes, limits.scratch_inodes
+            ));
+        }
         let header = serde_json::to_vec(&run).map_err(|error| ExecutorError::Unavailable {
             mechanism: "launcher".to_owned(),
             reason: format!("the run plan did not encode: {error}"),

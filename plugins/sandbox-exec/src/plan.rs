@@ -228,6 +228,9 @@ pub struct RunPlan {
     pub command: Option<CommandPlan>,
     /// RLIMIT_CPU below the plan's, when the run asks for less.
     pub cpu_seconds: Option<u64>,
+    /// The scratch's tmpfs size options when the run asks for less than the plan's: the init
+    /// remounts the scratch with them before the program's process starts.
+    pub scratch_options: Option<String>,
 }
 
 /// What a run with a command execs, where, with what, and what it leaves.

@@ -222,6 +222,18 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
 /// holds the program's, the input's and the harness's bytes (a link's target), in run plan
 /// order.
 pub fn mount_run(plan: &Plan, run: &RunPlan, files: &[Vec<u8>]) -> Step {
+    if let Some(options) = &run.scratch_options {
+        // A run that asks for a smaller scratch gets it before anything of it runs; the
+        // scratch is still empty, so nothing it holds can exceed the new size.
+        sys::mount(
+            c"none",
+            &cstring(&plan.scratch_dir, "mount")?,
+            None,
+            libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            Some(&cstring(options, "mount")?),
+        )
+        .map_err(|error| Failure::new("mount", format!("bounding the scratch: {error}")))?;
+    }
     // The modes written are the snapshot's, not whatever sf's umask would leave of them. The
     // init is single threaded, and the mask is restored before the program's process starts.
     // SAFETY: umask only swaps the process's mask.
