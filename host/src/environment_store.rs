@@ -1151,6 +1151,14 @@ impl Copy<'_> {
             other => EnvironmentStoreError::Source(other),
         })?;
         check_special_bits(shown, read.mode)?;
+        // The copy keeps the source's modification time: it changes no byte (it is not part of
+        // the digest), and caches built with the tree compare it (Python's bytecode: a pip
+        // venv's `.pyc` files would all be stale in a copy of another time, and compiled again
+        // on every run, since the store is read-only).
+        if let Some(modified) = entry.modified() {
+            file.set_modified(modified)
+                .map_err(|error| unavailable(format!("{}: {error}", copied.display())))?;
+        }
         let executable = read.mode & 0o111 != 0;
         let mode = if executable { 0o555 } else { 0o444 };
         file.set_permissions(std::fs::Permissions::from_mode(mode))

@@ -661,4 +661,22 @@ fn a_real_venv_keeps_its_links_and_its_configuration() {
     let listing = canonical::encode(&expected_listing(&venv, venv.to_str().unwrap())).unwrap();
     assert_eq!(entry.digest, Digest::of(&listing));
     assert_eq!(store.verify(&entry.digest).unwrap().files, entry.files);
+    // Each file keeps its modification time (Python compares a `.pyc` with it).
+    let modified = |path: &Path| std::fs::metadata(path).unwrap().modified().unwrap();
+    let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::new(1_000_000_000, 5);
+    let touched = root.join("touched");
+    std::fs::create_dir(&touched).unwrap();
+    write(&touched.join("mod.py"), b"x = 1\n", 0o644);
+    std::fs::File::options()
+        .write(true)
+        .open(touched.join("mod.py"))
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let kept = store.add("touched", &touched, limits()).unwrap();
+    assert_eq!(modified(&kept.tree.join("mod.py")), old);
+    assert_eq!(
+        modified(&entry.tree.join("pyvenv.cfg")),
+        modified(&venv.join("pyvenv.cfg"))
+    );
 }

@@ -190,6 +190,16 @@ impl Entry {
             && self.size == later.size
             && self.version == later.version
     }
+
+    /// When the entry was last modified, as listed (`None` for a time before the epoch).
+    pub fn modified(&self) -> Option<std::time::SystemTime> {
+        let (seconds, nanos) = self.version.modified;
+        let seconds = u64::try_from(seconds).ok()?;
+        let nanos = u32::try_from(nanos)
+            .ok()
+            .filter(|nanos| *nanos < 1_000_000_000)?;
+        std::time::SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::new(seconds, nanos))
+    }
 }
 
 /// What changes when a file's contents or status change: its size, and its modification and
