@@ -323,11 +323,7 @@ impl RunRequest {
             };
             if let Some(files) = files
                 && !below.is_empty()
-                && !files.iter().any(|file| {
-                    file.path
-                        .strip_prefix(below)
-                        .is_some_and(|rest| rest.starts_with('/'))
-                })
+                && !crate::snapshot::holds_directory(files, below)
             {
                 return Err(ExecutorError::InvalidInput {
                     input: format!("cwd {:?}", command.cwd),

@@ -148,6 +148,16 @@ pub fn check_snapshot(files: &[SnapshotFile]) -> Result<(), SnapshotError> {
     }
 }
 
+/// Whether `dir` (a path relative to the snapshot's root) is a directory of `files`: some
+/// entry lies below it.
+pub fn holds_directory(files: &[SnapshotFile], dir: &str) -> bool {
+    files.iter().any(|file| {
+        file.path
+            .strip_prefix(dir)
+            .is_some_and(|rest| rest.starts_with('/'))
+    })
+}
+
 /// Whether every entry of `files` is a regular file: such a snapshot is digested as
 /// `sf-snapshot/1`.
 pub fn is_regular_only(files: &[SnapshotFile]) -> bool {

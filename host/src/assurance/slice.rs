@@ -318,11 +318,7 @@ impl FrozenSlice {
         let cwd = &command.cwd;
         if cwd.from == CwdFrom::Harness
             && !cwd.path.is_empty()
-            && !self.harness.iter().any(|file| {
-                file.path
-                    .strip_prefix(cwd.path.as_str())
-                    .is_some_and(|rest| rest.starts_with('/'))
-            })
+            && !crate::snapshot::holds_directory(&self.harness, &cwd.path)
         {
             return Err(AssuranceError::invalid(
                 format!("{field} cwd {}", cwd.path),

@@ -79,7 +79,7 @@ use crate::contracts::{
 };
 use crate::fence::Hold;
 use crate::repository::{CandidateManifest, SealedCandidate, SourceSnapshot};
-use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES};
+use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, holds_directory};
 
 pub use base::{MaterialisedTree, materialise_base, materialise_candidate};
 pub use closure::{COLLECTOR_NAME, collector_closure, collector_sources};
@@ -831,20 +831,16 @@ impl RepositoryCollector {
                         }
                     },
                 };
-                let (files, place_name) = match command.cwd.from {
-                    CwdFrom::Tree => (program, format!("the {} tree", check.stage.as_str())),
-                    CwdFrom::Harness => (harness, "the harness".to_owned()),
-                    CwdFrom::Input => (input, "the input".to_owned()),
-                    CwdFrom::Scratch => (program, String::new()),
+                let place = match command.cwd.from {
+                    CwdFrom::Tree => Some((program, format!("the {} tree", check.stage.as_str()))),
+                    CwdFrom::Harness => Some((harness, "the harness".to_owned())),
+                    CwdFrom::Input => Some((input, "the input".to_owned())),
+                    CwdFrom::Scratch => None,
                 };
                 let cwd = &command.cwd.path;
-                if command.cwd.from != CwdFrom::Scratch
+                if let Some((files, place_name)) = place
                     && !cwd.is_empty()
-                    && !files.iter().any(|file| {
-                        file.path
-                            .strip_prefix(cwd.as_str())
-                            .is_some_and(|rest| rest.starts_with('/'))
-                    })
+                    && !holds_directory(files, cwd)
                 {
                     return Ok(not_started(
                         facts,
