@@ -91,7 +91,8 @@ fn a_declared_bound_the_run_exceeds_fails_the_check_and_an_undeclared_one_is_the
 }
 
 /// A check's own timeout: a run that does not end within it misses (Failed, the timeout
-/// named); a timeout above the recipe's is refused at freeze, with nothing written.
+/// named, even though a run cut short leaves no results to grade); a timeout above the
+/// recipe's is refused at freeze, with nothing written.
 #[test]
 fn a_checks_own_timeout_the_run_exceeds_fails_the_check() {
     let work = Work::new();
@@ -102,7 +103,8 @@ fn a_checks_own_timeout_the_run_exceeds_fails_the_check() {
             &serde_json::json!({"protocol": "sf-repository-acceptance/3", "checks": [{
                 "kind": "command", "id": "sleeps", "phase": "guardrail", "stage": "candidate",
                 "argv": ["sleep", "5"], "cwd": {"from": "scratch", "path": ""}, "env": {},
-                "environment": null, "results": null, "input": "numbers",
+                "environment": null,
+                "results": {"junit": "results.xml", "maxBytes": 65536}, "input": "numbers",
                 "timeoutMs": timeout_ms,
                 "expectation": {"exitCode": 0, "stdoutDigest": null},
             }]})

@@ -29,7 +29,8 @@
 //! with the exit code (an exit 0 with a failure listed misses). The exit code stays the
 //! authority: the Candidate's code can write the file, so results claiming every test passed
 //! never make a failing exit pass. Results that cannot decide (no file, a file that was
-//! refused or does not parse, zero tests collected) make the check Inconclusive.
+//! refused or does not parse, zero tests collected) make the check of a run that exited
+//! Inconclusive; a run that did not exit has missed already.
 //!
 //! A run that hit a limit of the sandbox's (processes, memory, file size, CPU time, open
 //! files, scratch) failed, or passed, for the sandbox's reason: no check declares such a
@@ -547,9 +548,12 @@ fn judge_one(
             missed.push(format!("stdout hashes to {actual}, expected {expected}"));
         }
     }
-    if check
-        .command()
-        .is_some_and(|command| command.results.is_some())
+    // A run that did not exit has missed already; its results (if it left any) decide
+    // nothing more.
+    if process.status == RunStatus::Exited
+        && check
+            .command()
+            .is_some_and(|command| command.results.is_some())
     {
         match grade_tests(check, process, observation) {
             TestGrade::Met => {}
