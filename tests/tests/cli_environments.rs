@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use land_support::{Work, write};
+use land_support::{Work, show, write};
 use sf_host::canonical::Digest;
 use sf_tests::plugins::Envelope;
 
@@ -60,16 +60,6 @@ fn public() -> &'static Path {
     })
 }
 
-/// `sf --json ARGS` in `work` with the public `HOME`.
-fn sf(work: &Work, args: &[&str]) -> Envelope {
-    Envelope::parse(
-        work.command(args)
-            .env("HOME", public().join("home"))
-            .output()
-            .unwrap(),
-    )
-}
-
 /// Adds the venv to the store once per test binary; its digest.
 fn environment() -> &'static str {
     static DIGEST: OnceLock<String> = OnceLock::new();
@@ -113,17 +103,6 @@ const PASS_TO_PASS: &[&str] = &["tests.test_utils.TestSuperLen::test_io_streams[
 const SOURCE: &str = "src/requests/utils.py";
 const TESTS: &str = "tests/test_utils.py";
 
-fn show(repo: &Path, rev: &str, path: &str) -> String {
-    let output = Command::new("git")
-        .arg("--git-dir")
-        .arg(repo)
-        .args(["show", &format!("{rev}:{path}")])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "git show {rev}:{path}: {output:?}");
-    String::from_utf8(output.stdout).unwrap()
-}
-
 /// The work of `fix`: its parent as the base, the fix's tests over both trees, pytest from
 /// the environment; the parent's and the fix's source.
 fn slice_for(fix: &Fix) -> (Work, String, String) {
@@ -136,7 +115,8 @@ fn slice_for(fix: &Fix) -> (Work, String, String) {
             path.file_name().unwrap().to_str().unwrap().to_owned()
         },
         &format!("{}^", fix.commit),
-    );
+    )
+    .with_env("HOME", &public().join("home"));
     let clone = clone.unwrap();
     let slice = work.dir.join("slice");
     write(
@@ -181,17 +161,14 @@ fn slice_for(fix: &Fix) -> (Work, String, String) {
         })
         .to_string(),
     );
-    let frozen = sf(
-        &work,
-        &[
-            "slice",
-            "freeze",
-            "--dir",
-            "slice",
-            "--identity",
-            "identity.json",
-        ],
-    );
+    let frozen = work.sf(&[
+        "slice",
+        "freeze",
+        "--dir",
+        "slice",
+        "--identity",
+        "identity.json",
+    ]);
     frozen.result();
     let acceptance: serde_json::Value =
         serde_json::from_slice(&std::fs::read(slice.join("frozen/acceptance.json")).unwrap())
@@ -206,42 +183,10 @@ fn slice_for(fix: &Fix) -> (Work, String, String) {
 }
 
 fn verdict(work: &Work, parent: &str, name: &str, text: &str) -> serde_json::Value {
-    let proposal = work.proposal(
-        name,
-        serde_json::json!({"edits": [{
-            "path": SOURCE, "prior": Digest::of(parent.as_bytes()).to_string(), "text": text,
-        }]}),
-    );
-    let candidate = sf(
-        work,
-        &[
-            "seal",
-            "--identity",
-            "identity.json",
-            "--slice",
-            "slice",
-            "--proposal",
-            proposal.to_str().unwrap(),
-        ],
-    )
-    .result()["digest"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let on = [
-        "--identity",
-        "identity.json",
-        "--candidate",
-        &candidate,
-        "--slice",
+    work.collect_and_judge(
+        &work.seal_text("slice", SOURCE, parent, name, text),
         "slice",
-    ];
-    let mut collect = vec!["collect"];
-    collect.extend(on);
-    sf(work, &collect).result();
-    let mut judge = vec!["judge"];
-    judge.extend(on);
-    sf(work, &judge).result()["verdict"].clone()
+    )
 }
 
 #[test]
@@ -288,8 +233,8 @@ fn tiny_environment() -> PathBuf {
 #[test]
 fn an_environment_that_changed_in_the_store_is_never_used() {
     let tiny = tiny_environment();
-    let work = Work::new();
-    let added = sf(&work, &["env", "add", "tiny", tiny.to_str().unwrap()]);
+    let work = Work::new().with_env("HOME", &public().join("home"));
+    let added = work.sf(&["env", "add", "tiny", tiny.to_str().unwrap()]);
     let digest = added.result()["digest"].as_str().unwrap().to_owned();
     let slice = work.author_slice("tiny-slice", &[]);
     write(
@@ -310,36 +255,20 @@ fn an_environment_that_changed_in_the_store_is_never_used() {
         })
         .to_string(),
     );
-    sf(
-        &work,
-        &[
-            "slice",
-            "freeze",
-            "--dir",
-            "tiny-slice",
-            "--identity",
-            "identity.json",
-        ],
-    )
-    .result();
-    let candidate = work.seal("tiny-slice", land_support::SUM_FIXED);
-    let on = [
+    work.sf(&[
+        "slice",
+        "freeze",
+        "--dir",
+        "tiny-slice",
         "--identity",
         "identity.json",
-        "--candidate",
-        &candidate,
-        "--slice",
-        "tiny-slice",
-    ];
-    let collect = |work: &Work| {
-        let mut args = vec!["collect"];
-        args.extend(on);
-        sf(work, &args)
-    };
-    collect(&work).result();
-    let mut judge = vec!["judge"];
-    judge.extend(on);
-    assert_eq!(sf(&work, &judge).result()["verdict"]["outcome"], "verified");
+    ])
+    .result();
+    let candidate = work.seal("tiny-slice", land_support::SUM_FIXED);
+    assert_eq!(
+        work.collect_and_judge(&candidate, "tiny-slice")["outcome"],
+        "verified"
+    );
 
     // The stored copy changes (its owner can always make a read-only file writable again).
     let hex = digest.trim_start_matches("sha256:");
@@ -351,7 +280,15 @@ fn an_environment_that_changed_in_the_store_is_never_used() {
     permissions.set_mode(0o755);
     std::fs::set_permissions(&stored, permissions).unwrap();
     std::fs::write(&stored, "#!/bin/sh\necho hello from the environment\n#\n").unwrap();
-    let refused = collect(&work);
+    let refused = work.sf(&[
+        "collect",
+        "--identity",
+        "identity.json",
+        "--candidate",
+        &candidate,
+        "--slice",
+        "tiny-slice",
+    ]);
     assert_eq!(refused.error_code(), "corrupt", "{:?}", refused);
 }
 
@@ -397,8 +334,9 @@ fn node_modules() -> PathBuf {
 #[test]
 fn a_node_project_runs_node_test_with_a_node_modules_environment() {
     let env = node_modules();
-    let work = Work::from_git(node_project, "HEAD");
-    sf(&work, &["env", "add", "node-deps", env.to_str().unwrap()]).result();
+    let work = Work::from_git(node_project, "HEAD").with_env("HOME", &public().join("home"));
+    work.sf(&["env", "add", "node-deps", env.to_str().unwrap()])
+        .result();
     let slice = work.dir.join("node-slice");
     write(
         &slice.join("slice.json"),
@@ -434,54 +372,18 @@ fn a_node_project_runs_node_test_with_a_node_modules_environment() {
         })
         .to_string(),
     );
-    sf(
-        &work,
-        &[
-            "slice",
-            "freeze",
-            "--dir",
-            "node-slice",
-            "--identity",
-            "identity.json",
-        ],
-    )
+    work.sf(&[
+        "slice",
+        "freeze",
+        "--dir",
+        "node-slice",
+        "--identity",
+        "identity.json",
+    ])
     .result();
     let judged = |name: &str, text: &str| {
-        let proposal = work.proposal(
-            name,
-            serde_json::json!({"edits": [{"path": "lib/greet.js",
-                "prior": Digest::of(GREET_BUGGY.as_bytes()).to_string(), "text": text}]}),
-        );
-        let candidate = sf(
-            &work,
-            &[
-                "seal",
-                "--identity",
-                "identity.json",
-                "--slice",
-                "node-slice",
-                "--proposal",
-                proposal.to_str().unwrap(),
-            ],
-        )
-        .result()["digest"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let on = [
-            "--identity",
-            "identity.json",
-            "--candidate",
-            &candidate,
-            "--slice",
-            "node-slice",
-        ];
-        let mut collect = vec!["collect"];
-        collect.extend(on);
-        sf(&work, &collect).result();
-        let mut judge = vec!["judge"];
-        judge.extend(on);
-        sf(&work, &judge).result()["verdict"].clone()
+        let candidate = work.seal_text("node-slice", "lib/greet.js", GREET_BUGGY, name, text);
+        work.collect_and_judge(&candidate, "node-slice")
     };
     let fixed = judged("fix", GREET_FIXED);
     assert_eq!(fixed["outcome"], "verified", "{fixed}");

@@ -43,21 +43,7 @@ fn slice(work: &Work, name: &str, resources: serde_json::Value) -> serde_json::V
 }
 
 fn verdict(work: &Work, name: &str) -> serde_json::Value {
-    let candidate = work.seal(name, SUM_FIXED);
-    let on = [
-        "--identity",
-        "identity.json",
-        "--candidate",
-        &candidate,
-        "--slice",
-        name,
-    ];
-    let mut collect = vec!["collect"];
-    collect.extend(on);
-    work.sf(&collect).result();
-    let mut judge = vec!["judge"];
-    judge.extend(on);
-    work.sf(&judge).result()["verdict"].clone()
+    work.collect_and_judge(&work.seal(name, SUM_FIXED), name)
 }
 
 #[test]

@@ -12,10 +12,7 @@
 
 mod land_support;
 
-use std::path::Path;
-use std::process::Command;
-
-use land_support::{Work, write};
+use land_support::{Work, show, write};
 use sf_host::canonical::Digest;
 
 /// The trusted runner: a stdlib unittest runner that writes JUnit XML.
@@ -125,66 +122,14 @@ fn slice_forbidding(fix: &Fix, forbidden: &[&str]) -> (Work, String) {
     (work, parent)
 }
 
-/// The bytes of `path` at `rev` of the bare repository `repo`, exactly.
-fn show(repo: &Path, rev: &str, path: &str) -> String {
-    let output = Command::new("git")
-        .arg("--git-dir")
-        .arg(repo)
-        .args(["show", &format!("{rev}:{path}")])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "git show {rev}:{path}: {output:?}");
-    String::from_utf8(output.stdout).unwrap()
-}
-
 /// Seals a proposal writing `text` over the parent's source; the Candidate's digest.
 fn seal(work: &Work, parent: &str, name: &str, text: &str) -> String {
-    let proposal = work.proposal(
-        name,
-        serde_json::json!({"edits": [{
-            "path": SOURCE,
-            "prior": Digest::of(parent.as_bytes()).to_string(),
-            "text": text,
-        }]}),
-    );
-    work.sf(&[
-        "seal",
-        "--identity",
-        "identity.json",
-        "--slice",
-        "slice",
-        "--proposal",
-        proposal.to_str().unwrap(),
-    ])
-    .result()["digest"]
-        .as_str()
-        .unwrap()
-        .to_owned()
+    work.seal_text("slice", SOURCE, parent, name, text)
 }
 
 /// Collects and judges `candidate`; the Verdict's JSON.
 fn judged(work: &Work, candidate: &str) -> serde_json::Value {
-    work.sf(&[
-        "collect",
-        "--identity",
-        "identity.json",
-        "--candidate",
-        candidate,
-        "--slice",
-        "slice",
-    ])
-    .result();
-    work.sf(&[
-        "judge",
-        "--identity",
-        "identity.json",
-        "--candidate",
-        candidate,
-        "--slice",
-        "slice",
-    ])
-    .result()["verdict"]
-        .clone()
+    work.collect_and_judge(candidate, "slice")
 }
 
 fn problems(verdict: &serde_json::Value, check: &str) -> String {

@@ -54,6 +54,22 @@ pub const RECIPE: &str = r#"{"timeoutMs":3000,"outputLimit":65536}"#;
 pub struct Work {
     _tmp: tempfile::TempDir,
     pub dir: PathBuf,
+    /// Variables every `sf` command of this work gets (a `HOME` whose environment store
+    /// the sandbox's user can read, say).
+    env: Vec<(String, PathBuf)>,
+}
+
+/// The bytes of `path` at `rev` of the Git repository `repo` (a bare one or a `.git`),
+/// exactly (no trimming).
+pub fn show(repo: &Path, rev: &str, path: &str) -> String {
+    let output = Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(["show", &format!("{rev}:{path}")])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git show {rev}:{path}: {output:?}");
+    String::from_utf8(output.stdout).unwrap()
 }
 
 /// Writes `text` at `path`, creating its directories.
@@ -94,7 +110,11 @@ impl Work {
         let (tmp, dir) = sf_tests::private_dir();
         write(&dir.join("gate.json"), "{\"proceed\": true}\n");
         let from = source(&dir);
-        let work = Self { _tmp: tmp, dir };
+        let work = Self {
+            _tmp: tmp,
+            dir,
+            env: Vec::new(),
+        };
         let mut args = vec![
             "repo",
             "create",
@@ -159,11 +179,70 @@ impl Work {
         Envelope::parse_decided(self.command(args).output().unwrap())
     }
 
+    /// This work, with `name=value` in the environment of every `sf` command.
+    pub fn with_env(mut self, name: &str, value: &Path) -> Self {
+        self.env.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
     /// The `sf --json ARGS` command, not yet run.
     pub fn command(&self, args: &[&str]) -> Command {
         let mut command = sf();
-        command.current_dir(&self.dir).arg("--json").args(args);
         command
+            .current_dir(&self.dir)
+            .envs(self.env.iter().map(|(name, value)| (name, value)))
+            .arg("--json")
+            .args(args);
+        command
+    }
+
+    /// `sf seal` under `slice` of a proposal writing `text` over `path`, whose bytes are
+    /// `prior` now; the Candidate's digest.
+    pub fn seal_text(
+        &self,
+        slice: &str,
+        path: &str,
+        prior: &str,
+        name: &str,
+        text: &str,
+    ) -> String {
+        let proposal = self.proposal(
+            name,
+            serde_json::json!({"edits": [{
+                "path": path, "prior": Digest::of(prior.as_bytes()).to_string(), "text": text,
+            }]}),
+        );
+        self.sf(&[
+            "seal",
+            "--identity",
+            "identity.json",
+            "--slice",
+            slice,
+            "--proposal",
+            proposal.to_str().unwrap(),
+        ])
+        .result()["digest"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// `sf collect` and then `sf judge` of `candidate` under `slice`; the Verdict's JSON.
+    pub fn collect_and_judge(&self, candidate: &str, slice: &str) -> serde_json::Value {
+        let on = [
+            "--identity",
+            "identity.json",
+            "--candidate",
+            candidate,
+            "--slice",
+            slice,
+        ];
+        let mut collect = vec!["collect"];
+        collect.extend(on);
+        self.sf(&collect).result();
+        let mut judge = vec!["judge"];
+        judge.extend(on);
+        self.sf(&judge).result()["verdict"].clone()
     }
 
     /// The `sf ARGS` command (its text output), not yet run.
