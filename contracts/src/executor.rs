@@ -2,8 +2,9 @@
 //!
 //! An Executor is configured with one runtime (an executable and the host files it may read)
 //! and one confinement profile. It describes both as digests, and it runs one program: a file
-//! snapshot, an entry file (of the program or of the harness), arguments, one input snapshot,
-//! one harness snapshot, a timeout and output limits.
+//! snapshot, an entry file (of the program or of the harness) and arguments, or a command
+//! ([`crate::command`]: an argv, a working directory, variables, a dependency environment, a
+//! results file), one input snapshot, one harness snapshot, a timeout and output limits.
 //!
 //! Inside a run, the program's files are at [`PROGRAM_DIR`] (the working directory), the
 //! input's at [`INPUT_DIR`] and the harness's at [`HARNESS_DIR`], all read-only. The harness
