@@ -11,7 +11,6 @@ mod land_support;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use land_support::{Work, show, write};
 use sf_host::canonical::Digest;
@@ -27,20 +26,34 @@ const PACKAGES: &[&str] = &[
 ];
 
 /// A directory every user can search (the sandbox's user reads the store when the tests run
-/// as root), holding `home/` (the `HOME` of every sf command here, so the store is
-/// `home/.local/share/sf/environments`) and `venv/`, a Python venv with pytest built once
-/// per test binary.
-fn public() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
+/// as root), holding `home/` (the `HOME` of every sf command of the test, so the store is
+/// `home/.local/share/sf/environments`) and what the test builds its environments from;
+/// removed when dropped.
+struct Public(tempfile::TempDir);
+
+impl Public {
+    fn new() -> Self {
         let dir = tempfile::Builder::new()
             .prefix("sf-test-environments-")
             .tempdir()
-            .unwrap()
-            .keep();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::create_dir(dir.join("home")).unwrap();
-        let venv = dir.join("venv");
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir(dir.path().join("home")).unwrap();
+        Self(dir)
+    }
+
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    fn home(&self) -> PathBuf {
+        self.path().join("home")
+    }
+
+    /// Builds `venv/`, a Python venv with [`PACKAGES`] from the package registry, and adds it
+    /// to the store as `pytest`; its digest.
+    fn pytest_environment(&self) -> String {
+        let venv = self.path().join("venv");
         let status = Command::new("/usr/bin/python3")
             .args(["-m", "venv"])
             .arg(&venv)
@@ -56,23 +69,16 @@ fn public() -> &'static Path {
             output.status.success(),
             "pip install from the package registry: {output:?}"
         );
-        dir
-    })
-}
-
-/// Adds the venv to the store once per test binary; its digest.
-fn environment() -> &'static str {
-    static DIGEST: OnceLock<String> = OnceLock::new();
-    DIGEST.get_or_init(|| {
-        let out = sf_tests::plugins::sf()
-            .env("HOME", public().join("home"))
-            .args(["--json", "env", "add", "pytest"])
-            .arg(public().join("venv"))
-            .output()
-            .unwrap();
-        let added = Envelope::parse(out);
+        let added = Envelope::parse(
+            sf_tests::plugins::sf()
+                .env("HOME", self.home())
+                .args(["--json", "env", "add", "pytest"])
+                .arg(&venv)
+                .output()
+                .unwrap(),
+        );
         added.result()["digest"].as_str().unwrap().to_owned()
-    })
+    }
 }
 
 struct Fix {
@@ -105,8 +111,7 @@ const TESTS: &str = "tests/test_utils.py";
 
 /// The work of `fix`: its parent as the base, the fix's tests over both trees, pytest from
 /// the environment; the parent's and the fix's source.
-fn slice_for(fix: &Fix) -> (Work, String, String) {
-    environment();
+fn slice_for(fix: &Fix, public: &Public, environment: &str) -> (Work, String, String) {
     let mut clone = None;
     let work = Work::from_git(
         |dir| {
@@ -116,7 +121,7 @@ fn slice_for(fix: &Fix) -> (Work, String, String) {
         },
         &format!("{}^", fix.commit),
     )
-    .with_env("HOME", &public().join("home"));
+    .with_env("HOME", &public.home());
     let clone = clone.unwrap();
     let slice = work.dir.join("slice");
     write(
@@ -175,8 +180,8 @@ fn slice_for(fix: &Fix) -> (Work, String, String) {
             .unwrap();
     let pinned = &acceptance["checks"][0]["environment"];
     assert_eq!(pinned["name"], "pytest");
-    assert_eq!(pinned["digest"], environment());
-    assert_eq!(pinned["at"], public().join("venv").to_str().unwrap());
+    assert_eq!(pinned["digest"], environment);
+    assert_eq!(pinned["at"], public.path().join("venv").to_str().unwrap());
     let parent = show(&clone, &format!("{}^", fix.commit), SOURCE);
     let fixed = show(&clone, fix.commit, SOURCE);
     (work, parent, fixed)
@@ -191,8 +196,10 @@ fn verdict(work: &Work, parent: &str, name: &str, text: &str) -> serde_json::Val
 
 #[test]
 fn requests_fixes_run_by_pytest_from_a_venv_environment_are_verified() {
+    let public = Public::new();
+    let environment = public.pytest_environment();
     for fix in FIXES {
-        let (work, parent, fixed) = slice_for(fix);
+        let (work, parent, fixed) = slice_for(fix, &public, &environment);
         let verified = verdict(&work, &parent, "fix", &fixed);
         assert_eq!(
             verified["outcome"], "verified",
@@ -216,8 +223,8 @@ fn requests_fixes_run_by_pytest_from_a_venv_environment_are_verified() {
 }
 
 /// A small environment of its own (the shared venv stays whole): `bin/greet`, a script.
-fn tiny_environment() -> PathBuf {
-    let tiny = public().join("tiny");
+fn tiny_environment(public: &Public) -> PathBuf {
+    let tiny = public.path().join("tiny");
     write(
         &tiny.join("bin/greet"),
         "#!/bin/sh\necho hello from the environment\n",
@@ -232,8 +239,9 @@ fn tiny_environment() -> PathBuf {
 
 #[test]
 fn an_environment_that_changed_in_the_store_is_never_used() {
-    let tiny = tiny_environment();
-    let work = Work::new().with_env("HOME", &public().join("home"));
+    let public = Public::new();
+    let tiny = tiny_environment(&public);
+    let work = Work::new().with_env("HOME", &public.home());
     let added = work.sf(&["env", "add", "tiny", tiny.to_str().unwrap()]);
     let digest = added.result()["digest"].as_str().unwrap().to_owned();
     let slice = work.author_slice("tiny-slice", &[]);
@@ -272,8 +280,9 @@ fn an_environment_that_changed_in_the_store_is_never_used() {
 
     // The stored copy changes (its owner can always make a read-only file writable again).
     let hex = digest.trim_start_matches("sha256:");
-    let stored = public()
-        .join("home/.local/share/sf/environments/objects")
+    let stored = public
+        .home()
+        .join(".local/share/sf/environments/objects")
         .join(hex)
         .join("tree/bin/greet");
     let mut permissions = std::fs::metadata(&stored).unwrap().permissions();
@@ -318,8 +327,8 @@ fn node_project(dir: &Path) -> String {
 }
 
 /// A `node_modules` environment holding the package `shout`.
-fn node_modules() -> PathBuf {
-    let env = public().join("node-env");
+fn node_modules(public: &Public) -> PathBuf {
+    let env = public.path().join("node-env");
     write(
         &env.join("node_modules/shout/package.json"),
         "{\"name\":\"shout\",\"version\":\"1.0.0\",\"main\":\"index.js\"}\n",
@@ -333,8 +342,9 @@ fn node_modules() -> PathBuf {
 
 #[test]
 fn a_node_project_runs_node_test_with_a_node_modules_environment() {
-    let env = node_modules();
-    let work = Work::from_git(node_project, "HEAD").with_env("HOME", &public().join("home"));
+    let public = Public::new();
+    let env = node_modules(&public);
+    let work = Work::from_git(node_project, "HEAD").with_env("HOME", &public.home());
     work.sf(&["env", "add", "node-deps", env.to_str().unwrap()])
         .result();
     let slice = work.dir.join("node-slice");
