@@ -287,6 +287,8 @@ pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliEr
         PREFLIGHT_GATE_TIMEOUT,
     )
     .map_err(|error| land_error("before the collection", error))?;
+    // Verified before the attempt is claimed: an environment that changed starts nothing.
+    let environments = environments(context, &loaded.slice.frozen.acceptance)?;
     let protected = loaded.protected()?;
     let store = loaded.slice.evidence_store(context)?;
     let product = loaded.repository.identity().product_id.clone();
@@ -310,7 +312,7 @@ pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliEr
                 sealed: loaded.sealed.clone(),
                 base: loaded.base.clone(),
                 deadline,
-                environments: environments(context, &loaded.slice.frozen.acceptance)?,
+                environments,
             },
             gate,
             &hold,

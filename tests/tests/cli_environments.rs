@@ -289,6 +289,21 @@ fn an_environment_that_changed_in_the_store_is_never_used() {
     permissions.set_mode(0o755);
     std::fs::set_permissions(&stored, permissions).unwrap();
     std::fs::write(&stored, "#!/bin/sh\necho hello from the environment\n#\n").unwrap();
+    let epochs = || -> Vec<Vec<u8>> {
+        let fence = work.dir.join("tiny-slice/state/fence");
+        let mut files: Vec<_> = std::fs::read_dir(&fence)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "epoch"))
+            .collect();
+        files.sort();
+        files
+            .iter()
+            .map(|path| std::fs::read(path).unwrap())
+            .collect()
+    };
+    let before = epochs();
+    assert!(!before.is_empty());
     let refused = work.sf(&[
         "collect",
         "--identity",
@@ -299,6 +314,7 @@ fn an_environment_that_changed_in_the_store_is_never_used() {
         "tiny-slice",
     ]);
     assert_eq!(refused.error_code(), "corrupt", "{:?}", refused);
+    assert_eq!(epochs(), before, "no attempt was claimed");
 }
 
 const GREET_BUGGY: &str = "module.exports = (name) => 'hello ' + name;\n";
