@@ -86,17 +86,45 @@ pub enum CapturedResults {
 /// process may use, and the size and file count of its scratch space. A bound the run hits is the program's failure to fit it, not the
 /// sandbox's; one the Executor cannot enforce (no control group for memory or processes)
 /// starts nothing.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct RunResources {
     /// Bytes of memory, all the run's processes together.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub memory_bytes: Option<u64>,
     /// Processes and threads at once.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub processes: Option<u64>,
     /// CPU seconds per process.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub cpu_seconds: Option<u64>,
     /// Bytes the scratch space holds.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub scratch_bytes: Option<u64>,
     /// Files and directories the scratch space holds.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub scratch_files: Option<u64>,
 }
 
@@ -104,6 +132,20 @@ impl RunResources {
     /// Whether no bound is asked for.
     pub fn is_empty(&self) -> bool {
         *self == Self::default()
+    }
+
+    /// Whether a bound is asked for `limit`: a run that hits it did not fit what it asked,
+    /// and the limit is not the Executor's own.
+    pub fn declares(&self, limit: crate::limit_hit::Limit) -> bool {
+        use crate::limit_hit::Limit;
+        match limit {
+            Limit::Memory => self.memory_bytes.is_some(),
+            Limit::Processes => self.processes.is_some(),
+            Limit::CpuTime => self.cpu_seconds.is_some(),
+            Limit::Scratch => self.scratch_bytes.is_some(),
+            Limit::ScratchFiles => self.scratch_files.is_some(),
+            Limit::FileSize | Limit::OpenFiles => false,
+        }
     }
 
     fn document(&self) -> Value {

@@ -819,22 +819,7 @@ struct CommandHeader {
     env: BTreeMap<String, String>,
     environment: Option<EnvironmentHeader>,
     results: Option<ResultsRequestHeader>,
-    resources: ResourcesHeader,
-}
-
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ResourcesHeader {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    memory_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    processes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    cpu_seconds: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    scratch_bytes: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    scratch_files: Option<u64>,
+    resources: RunResources,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -874,13 +859,7 @@ impl CommandHeader {
                     path: results.path.clone(),
                     max_bytes: results.max_bytes,
                 }),
-            resources: ResourcesHeader {
-                memory_bytes: command.resources.memory_bytes,
-                processes: command.resources.processes,
-                cpu_seconds: command.resources.cpu_seconds,
-                scratch_bytes: command.resources.scratch_bytes,
-                scratch_files: command.resources.scratch_files,
-            },
+            resources: command.resources,
         }
     }
 
@@ -902,13 +881,7 @@ impl CommandHeader {
                 path: results.path,
                 max_bytes: results.max_bytes,
             }),
-            resources: RunResources {
-                memory_bytes: self.resources.memory_bytes,
-                processes: self.resources.processes,
-                cpu_seconds: self.resources.cpu_seconds,
-                scratch_bytes: self.resources.scratch_bytes,
-                scratch_files: self.resources.scratch_files,
-            },
+            resources: self.resources,
         })
     }
 }

@@ -202,69 +202,6 @@ pub struct CheckResults {
     pub max_bytes: u64,
 }
 
-/// Bounds a command check declares for its run, below the executor's own limits: a run that
-/// hits one did not fit what the check asks, and misses (its check is Failed with the bound
-/// named); a limit of the executor's the check does not declare stays the sandbox's
-/// (Inconclusive).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct CheckResources {
-    /// Bytes of memory, all the run's processes together.
-    #[serde(
-        default,
-        deserialize_with = "canonical::optional",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub memory_bytes: Option<u64>,
-    /// Processes and threads at once.
-    #[serde(
-        default,
-        deserialize_with = "canonical::optional",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub processes: Option<u64>,
-    /// CPU seconds per process.
-    #[serde(
-        default,
-        deserialize_with = "canonical::optional",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub cpu_seconds: Option<u64>,
-    /// Bytes the run's scratch space holds.
-    #[serde(
-        default,
-        deserialize_with = "canonical::optional",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub scratch_bytes: Option<u64>,
-    /// Files and directories the run's scratch space holds.
-    #[serde(
-        default,
-        deserialize_with = "canonical::optional",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub scratch_files: Option<u64>,
-}
-
-impl CheckResources {
-    /// Whether the check declares `limit` (a limit of the contract's).
-    pub fn declares(&self, limit: crate::contracts::Limit) -> bool {
-        use crate::contracts::Limit;
-        match limit {
-            Limit::Memory => self.memory_bytes.is_some(),
-            Limit::Processes => self.processes.is_some(),
-            Limit::CpuTime => self.cpu_seconds.is_some(),
-            Limit::Scratch => self.scratch_bytes.is_some(),
-            Limit::ScratchFiles => self.scratch_files.is_some(),
-            _ => false,
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        *self == Self::default()
-    }
-}
-
 /// A check's command: see [`crate::contracts::command`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CheckCommand {
@@ -278,8 +215,11 @@ pub struct CheckCommand {
     pub environment: Option<CheckEnvironment>,
     /// The results file, if any.
     pub results: Option<CheckResults>,
-    /// The bounds the check declares (none by default).
-    pub resources: CheckResources,
+    /// The bounds the check declares below the executor's own limits (none by default): a
+    /// run that hits one did not fit what the check asks, and misses (its check is Failed
+    /// with the bound named); a limit of the executor's the check does not declare stays the
+    /// sandbox's (Inconclusive).
+    pub resources: RunResources,
     /// The most time the check's run may take, in ms (at most the recipe's); a run stopped
     /// at it did not finish in the time the check allows, and misses. `None`: the recipe's
     /// timeout, which is the sandbox's.
@@ -310,13 +250,7 @@ impl CheckCommand {
                 path: results.junit.clone(),
                 max_bytes: results.max_bytes,
             }),
-            resources: RunResources {
-                memory_bytes: self.resources.memory_bytes,
-                processes: self.resources.processes,
-                cpu_seconds: self.resources.cpu_seconds,
-                scratch_bytes: self.resources.scratch_bytes,
-                scratch_files: self.resources.scratch_files,
-            },
+            resources: self.resources,
         }
     }
 }
@@ -352,8 +286,8 @@ struct CommandCheckRecord {
     #[serde(deserialize_with = "canonical::nullable")]
     results: Option<CheckResults>,
     /// Written only when the check declares a bound.
-    #[serde(default, skip_serializing_if = "CheckResources::is_empty")]
-    resources: CheckResources,
+    #[serde(default, skip_serializing_if = "RunResources::is_empty")]
+    resources: RunResources,
     #[serde(
         default,
         deserialize_with = "canonical::optional",

@@ -25,8 +25,8 @@ use crate::canonical::{self, Digest};
 
 pub use acceptance::{
     ACCEPTANCE_PROTOCOL, ACCEPTANCE_PROTOCOL_V2, Acceptance, Check, CheckCommand, CheckCwd,
-    CheckEnvironment, CheckResources, CheckResults, CheckRun, CwdFrom, Expectation, Phase,
-    ProcessCheck, ReviewCheck, Stage,
+    CheckEnvironment, CheckResults, CheckRun, CwdFrom, Expectation, Phase, ProcessCheck,
+    ReviewCheck, Stage,
 };
 pub use environment::{ENVIRONMENT_PROTOCOL, EnvironmentRecord, current_environment, platform};
 pub use judge::{CheckVerdict, JudgeRequest, Outcome, VERDICT_PROTOCOL, Verdict, judge};
