@@ -307,3 +307,48 @@ pub fn file_entry(
         "bytes": bytes,
     })
 }
+
+/// `file`, made absolute, when it does not exist yet: where a command writes a record it must
+/// never overwrite (`flag` names the option in the error).
+pub fn new_record_file(file: Option<&Path>, flag: &str) -> Result<Option<PathBuf>, CliError> {
+    let Some(file) = file else {
+        return Ok(None);
+    };
+    let file = absolute_new_path(file, flag)?;
+    if file.symlink_metadata().is_ok() {
+        return Err(CliError::new(
+            "exists",
+            format!(
+                "{flag} {}: already exists; sf never overwrites it: choose a new file",
+                file.display()
+            ),
+        ));
+    }
+    Ok(Some(file))
+}
+
+/// Writes `value` canonically to the new file `file` (created, never overwritten, synced).
+/// The record is retained in the repository already, so the error says how to get it again.
+pub fn write_new_record(file: &Path, value: &Value, flag: &str) -> Result<(), CliError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let bytes = sf_host::canonical::encode(value)
+        .map_err(|error| CliError::new("invalid-input", error.to_string()))?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(file)
+        .and_then(|mut out| out.write_all(&bytes).and_then(|()| out.sync_all()))
+        .map_err(|error| {
+            CliError::new(
+                "unwritable-output",
+                format!(
+                    "{flag} {}: cannot be written ({error}); the intent is retained: run \
+                     prepare again with the same input to get it",
+                    file.display()
+                ),
+            )
+        })
+}

@@ -224,6 +224,7 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
             max_file_bytes: RepositorySettings::default().max_file_bytes,
             max_tree_bytes: RepositorySettings::default().max_tree_bytes,
             allow_case_collisions: false,
+            upstream: Default::default(),
         }),
     )
     .result?;

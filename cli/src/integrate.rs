@@ -9,8 +9,6 @@
 //! `unknown` never licenses a retry. `ok: false` means the call refused before starting
 //! anything (bad input, a missing or conflicting intent, a claim Git did not acknowledge).
 
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -18,10 +16,10 @@ use clap::{Args, Subcommand};
 
 use super::assure::{CandidateInSlice, Loaded, land_error};
 use super::common::{
-    CliError, Context, Output, absolute_new_path, json_value, read_input, repository_error,
+    CliError, Context, Output, json_value, new_record_file, read_input, repository_error,
+    write_new_record,
 };
 use sf_host::assurance::Outcome;
-use sf_host::canonical;
 use sf_host::landing::VerifiedGate;
 use sf_host::repository::{
     Action, IntegrationObservation, IntegrationPayload, Owner, PreparedIntegration, RepositoryError,
@@ -99,22 +97,7 @@ pub fn run(context: &Context, command: IntegrateCommand) -> Result<Output, CliEr
 }
 
 fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
-    let prepared_out = match &args.prepared_out {
-        Some(file) => {
-            let file = absolute_new_path(file, "--prepared-out")?;
-            if file.symlink_metadata().is_ok() {
-                return Err(CliError::new(
-                    "exists",
-                    format!(
-                        "--prepared-out {}: already exists; sf never overwrites it: choose a new file",
-                        file.display()
-                    ),
-                ));
-            }
-            Some(file)
-        }
-        None => None,
-    };
+    let prepared_out = new_record_file(args.prepared_out.as_deref(), "--prepared-out")?;
     let loaded = Loaded::read(context, &args.target)?;
     let verdict = loaded
         .judging(context)?
@@ -163,25 +146,7 @@ fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
         .map_err(|error| repository_error("preparing the integration", &error))?;
     let value = prepared.to_value();
     if let Some(file) = &prepared_out {
-        let bytes = canonical::encode(&value)
-            .map_err(|error| CliError::new("invalid-input", error.to_string()))?;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(file)
-            .and_then(|mut out| out.write_all(&bytes).and_then(|()| out.sync_all()))
-            .map_err(|error| {
-                CliError::new(
-                    "unwritable-output",
-                    format!(
-                        "--prepared-out {}: cannot be written ({error}); the intent is retained: \
-                         run prepare again with the same input to get it",
-                        file.display()
-                    ),
-                )
-            })?;
+        write_new_record(file, &value, "--prepared-out")?;
     }
     let text = format!(
         "prepared intent {}\n  intent commit {}\n  action        {} #{}\n  move          {} {} -> {}\n  proof         {} (Verified, attempt {})\n",

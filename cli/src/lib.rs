@@ -19,6 +19,7 @@
 
 mod assure;
 mod common;
+mod deliver;
 mod demo;
 mod env;
 mod exec;
@@ -62,6 +63,8 @@ pub const EXIT_WITHHELD: u8 = 5;
 pub const EXIT_UNKNOWN: u8 = 6;
 /// … of `sf land` when nothing was dispatched (the target left the Candidate's base).
 pub const EXIT_NOT_DISPATCHED: u8 = 7;
+/// … of `sf deliver invoke` (and `sf land --deliver`) when the remote refused the push.
+pub const EXIT_REFUSED: u8 = 8;
 
 /// What a command ended with: its result and its exit status.
 #[derive(Debug)]
@@ -122,6 +125,10 @@ enum Command {
     /// Integrate a sealed Candidate into the target ref, at most once per prepared intent
     #[command(subcommand)]
     Integrate(integrate::IntegrateCommand),
+    /// Deliver a Verified Candidate's commit to the team's Git remote, at most once per
+    /// prepared intent
+    #[command(subcommand)]
+    Deliver(deliver::DeliverCommand),
     /// Plugins on the plugin path
     #[command(subcommand)]
     Plugins(plugins::PluginsCommand),
@@ -154,6 +161,7 @@ fn dispatch(context: &Context, command: Command) -> Outcome {
         Command::Exec(args) => exec::run(context, args).into(),
         Command::Env(command) => env::run(context, command).into(),
         Command::Integrate(command) => integrate::run(context, command).into(),
+        Command::Deliver(command) => deliver::run(context, command),
         Command::Plugins(command) => plugins::run(context, command).into(),
         Command::Oats(args) => oats::run(context, args).into(),
         Command::Slice(command) => freeze::run(context, command).into(),

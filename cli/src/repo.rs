@@ -2,21 +2,24 @@
 //! symbolic links, committed by sf), or from a commit of an existing Git repository
 //! (`--from-git REPO --rev REV`), held byte for byte as the first base. `sf repo import`: a
 //! later commit of the team's repository as a further base, with its import record, and the
-//! target moved to it only when asked and only forward.
+//! target moved to it only when asked and only forward. `--upstream-branch` on either (and
+//! `sf repo upstream`) records the base's upstream, the remote and branch a delivery pushes to.
 
 use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use clap::{ArgGroup, Args, Subcommand};
 
 use super::common::{CliError, Context, Output, absolute_new_path, json_value, repository_error};
 use crate::{EXIT_NOT_DISPATCHED, EXIT_UNKNOWN, Outcome};
 use sf_host::contracts::RefValue;
+use sf_host::git_object::ObjectId;
 use sf_host::git_source::{import_git_base, read_git_commit};
 use sf_host::repository::{
-    CreateRepository, ImportBase, ImportError, ImportedBase, InitialBase, RepositoryOptions,
-    RepositorySettings, TargetMove, create_repository,
+    CreateRepository, ImportBase, ImportError, ImportedBase, InitialBase, Repository,
+    RepositoryOptions, RepositorySettings, TargetMove, Upstream, UpstreamRecord, create_repository,
+    open_repository,
 };
 use sf_host::source_dir::read_source_dir;
 
@@ -29,6 +32,39 @@ pub enum RepoCommand {
     /// with a record of where it came from; --advance also moves the target to it, only
     /// forward along the source's history
     Import(ImportArgs),
+    /// Record the upstream of a base (the initial commit or an imported one): the team's
+    /// remote and the branch a delivery pushes to; written once per base
+    Upstream(UpstreamCommandArgs),
+}
+
+/// Where a base's upstream is: given with `--upstream-branch` (and `--upstream`, which
+/// defaults to the `--from-git` repository).
+#[derive(Debug, Args, Clone, Default)]
+pub struct UpstreamArgs {
+    /// Record the base's upstream: the team's remote (a path, file://, git://, http(s):// or
+    /// ssh:// URL, never with a password); default: the --from-git repository. Needs
+    /// --upstream-branch
+    #[arg(long, value_name = "URL", requires = "upstream_branch")]
+    pub(super) upstream: Option<String>,
+    /// The branch of the upstream that follows this base, which `sf deliver` moves
+    #[arg(long, value_name = "BRANCH", requires = "from_git")]
+    pub(super) upstream_branch: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct UpstreamCommandArgs {
+    /// The repository identity file
+    #[arg(long, value_name = "FILE")]
+    identity: PathBuf,
+    /// The base commit (default: the repository's initial commit)
+    #[arg(long, value_name = "COMMIT")]
+    base: Option<String>,
+    /// The team's remote (a path, file://, git://, http(s):// or ssh:// URL)
+    #[arg(long, value_name = "URL")]
+    url: String,
+    /// The branch that follows the base
+    #[arg(long, value_name = "BRANCH")]
+    branch: String,
 }
 
 #[derive(Debug, Args)]
@@ -47,6 +83,8 @@ pub struct ImportArgs {
     /// is published, and only if the commit descends from the target in the source's history
     #[arg(long)]
     advance: bool,
+    #[command(flatten)]
+    upstream: UpstreamArgs,
 }
 
 #[derive(Debug, Args)]
@@ -91,6 +129,8 @@ pub struct CreateArgs {
     /// Write the repository identity (needed by every later command) to this new file
     #[arg(long, value_name = "FILE")]
     pub(super) identity_out: Option<PathBuf>,
+    #[command(flatten)]
+    pub(super) upstream: UpstreamArgs,
 }
 
 pub fn run(context: &Context, command: RepoCommand) -> Outcome {
@@ -103,7 +143,95 @@ pub fn run(context: &Context, command: RepoCommand) -> Outcome {
             },
             Err(error) => Err(error).into(),
         },
+        RepoCommand::Upstream(args) => record(context, args).into(),
     }
+}
+
+/// The upstream `args` asks for, checked, with `source` (the `--from-git` repository) as the
+/// default URL; `None` when none is asked for.
+fn upstream_of(args: &UpstreamArgs, source: Option<&Path>) -> Result<Option<Upstream>, CliError> {
+    let Some(branch) = &args.upstream_branch else {
+        return Ok(None);
+    };
+    let url = match (&args.upstream, source) {
+        (Some(url), _) => url.clone(),
+        (None, Some(source)) => std::path::absolute(source)
+            .ok()
+            .and_then(|path| path.to_str().map(str::to_owned))
+            .ok_or_else(|| {
+                CliError::new(
+                    "invalid-input",
+                    format!(
+                        "--from-git {}: not an absolute UTF-8 path",
+                        source.display()
+                    ),
+                )
+            })?,
+        (None, None) => {
+            return Err(CliError::new(
+                "invalid-input",
+                "--upstream-branch needs --upstream URL or --from-git REPO",
+            ));
+        }
+    };
+    let upstream = Upstream {
+        url,
+        branch: branch.clone(),
+    };
+    upstream
+        .validate()
+        .map_err(|error| repository_error("--upstream/--upstream-branch", &error))?;
+    Ok(Some(upstream))
+}
+
+fn record_upstream(
+    repository: &Repository,
+    base: &ObjectId,
+    upstream: &Upstream,
+) -> Result<UpstreamRecord, CliError> {
+    repository
+        .record_upstream(base, upstream)
+        .map_err(|error| repository_error(&format!("recording the upstream of {base}"), &error))
+}
+
+fn upstream_text(record: &UpstreamRecord) -> String {
+    format!(
+        "upstream of {}: {} branch {}\n",
+        record.base, record.upstream.url, record.upstream.branch
+    )
+}
+
+fn upstream_json(record: &UpstreamRecord) -> serde_json::Value {
+    serde_json::json!({
+        "base": record.base.to_hex(),
+        "url": record.upstream.url,
+        "branch": record.upstream.branch,
+    })
+}
+
+fn record(context: &Context, args: UpstreamCommandArgs) -> Result<Output, CliError> {
+    let repository = context.open_repository(&args.identity)?;
+    let base = match &args.base {
+        None => repository.identity().initial,
+        Some(text) => ObjectId::parse_hex(text).ok_or_else(|| {
+            CliError::new(
+                "invalid-input",
+                format!("--base {text:?}: a commit id is 40 lowercase hex characters"),
+            )
+        })?,
+    };
+    let upstream = Upstream {
+        url: args.url,
+        branch: args.branch,
+    };
+    upstream
+        .validate()
+        .map_err(|error| repository_error("--url/--branch", &error))?;
+    let record = record_upstream(&repository, &base, &upstream)?;
+    Ok(Output {
+        json: upstream_json(&record),
+        text: upstream_text(&record),
+    })
 }
 
 /// The exit status of an import that published its record: 0 unless the target, asked to
@@ -131,6 +259,7 @@ fn import(context: &Context, args: ImportArgs) -> Result<(Output, u8), CliError>
             format!("--from-git {}: is not UTF-8", source.display()),
         )
     })?;
+    let upstream = upstream_of(&args.upstream, Some(&args.from_git))?;
     let repository = context.open_repository(&args.identity)?;
     let request = ImportBase {
         source: source.to_owned(),
@@ -150,7 +279,13 @@ fn import(context: &Context, args: ImportArgs) -> Result<(Output, u8), CliError>
     })?;
     let target_ref = &repository.identity().target_ref;
     let exit = import_status(&imported.target);
-    Ok((describe_import(&imported, target_ref), exit))
+    let mut output = describe_import(&imported, target_ref);
+    if let Some(upstream) = &upstream {
+        let record = record_upstream(&repository, &imported.record.commit, upstream)?;
+        output.text.push_str(&upstream_text(&record));
+        output.json["upstream"] = upstream_json(&record);
+    }
+    Ok((output, exit))
 }
 
 fn describe_import(imported: &ImportedBase, target_ref: &str) -> Output {
@@ -265,6 +400,7 @@ fn create(context: &Context, args: CreateArgs) -> Result<Output, CliError> {
         max_tree_bytes: args.max_tree_bytes,
         allow_case_collisions: args.allow_case_collisions,
     };
+    let upstream = upstream_of(&args.upstream, args.from_git.as_deref())?;
     let base = match (&args.from, &args.from_git, &args.rev) {
         (Some(dir), None, None) => InitialBase::Files(read_source_dir(dir).map_err(|error| {
             CliError::new(
@@ -306,6 +442,26 @@ fn create(context: &Context, args: CreateArgs) -> Result<Output, CliError> {
         "created repository {} (product {}, target {}, initial commit {})\n",
         identity.path, identity.product_id, identity.target_ref, identity.initial
     );
+    let mut json = json_value(&identity.to_value());
+    if let Some(upstream) = &upstream {
+        let recorded = open_repository(factory.as_ref(), &identity, RepositoryOptions::default())
+            .map_err(|error| repository_error("opening the new repository", &error))
+            .and_then(|repository| record_upstream(&repository, &identity.initial, upstream));
+        match recorded {
+            Ok(record) => {
+                text.push_str(&upstream_text(&record));
+                json["upstream"] = upstream_json(&record);
+            }
+            Err(mut error) => {
+                error.message.push_str(&format!(
+                    "; the repository was created (identity: {}): record the upstream with \
+                     `sf repo upstream`",
+                    String::from_utf8_lossy(&bytes)
+                ));
+                return Err(error);
+            }
+        }
+    }
     if let Some(file) = &identity_out {
         std::fs::OpenOptions::new()
             .write(true)
@@ -333,8 +489,5 @@ fn create(context: &Context, args: CreateArgs) -> Result<Output, CliError> {
         text.push_str(&String::from_utf8_lossy(&bytes));
         text.push('\n');
     }
-    Ok(Output {
-        json: json_value(&identity.to_value()),
-        text,
-    })
+    Ok(Output { json, text })
 }

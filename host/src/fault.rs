@@ -22,6 +22,13 @@ pub enum FaultPoint {
     IntegrationAcknowledged,
     /// Integration: the guard withheld the update after the claim.
     IntegrationWithheld,
+    /// Delivery: the dispatch claim was acknowledged.
+    DeliveryClaimed,
+    /// Delivery: the push is about to start.
+    DeliverySubmitted,
+    /// Delivery: the push ended, the remote was read back and the receipt write (if any) was
+    /// attempted.
+    DeliveryAcknowledged,
     /// Landing: the collection ended and its hold was released; nothing is judged yet.
     LandCollected,
     /// Landing: the Verdict was reached; nothing is prepared yet.
@@ -39,13 +46,16 @@ impl FaultPoint {
             Self::IntegrationSubmitted => "integration-submitted",
             Self::IntegrationAcknowledged => "integration-acknowledged",
             Self::IntegrationWithheld => "integration-withheld",
+            Self::DeliveryClaimed => "delivery-claimed",
+            Self::DeliverySubmitted => "delivery-submitted",
+            Self::DeliveryAcknowledged => "delivery-acknowledged",
             Self::LandCollected => "land-collected",
             Self::LandJudged => "land-judged",
         }
     }
 
     /// Every point, for tests that iterate over them.
-    pub const ALL: [FaultPoint; 9] = [
+    pub const ALL: [FaultPoint; 12] = [
         Self::InitialObjectsWritten,
         Self::ObjectsWritten,
         Self::Published,
@@ -53,6 +63,9 @@ impl FaultPoint {
         Self::IntegrationSubmitted,
         Self::IntegrationAcknowledged,
         Self::IntegrationWithheld,
+        Self::DeliveryClaimed,
+        Self::DeliverySubmitted,
+        Self::DeliveryAcknowledged,
         Self::LandCollected,
         Self::LandJudged,
     ];

@@ -275,31 +275,43 @@ impl VerifiedGate {
         prepared: &PreparedIntegration,
         then: Arc<dyn Gate>,
     ) -> Result<Self, LandError> {
-        let payload = &prepared.payload;
-        if payload.candidate != judging.pins.candidate.digest {
+        Self::for_proof(
+            judging,
+            &prepared.payload.candidate,
+            &prepared.payload.proof,
+            then,
+        )
+    }
+
+    /// The guard for an effect on Candidate `candidate` admitted by `proof`: it must be the
+    /// digest of a Verified Verdict of some attempt of that Candidate under the Slice
+    /// `judging` names (an integration's proof, a delivery's Verdict).
+    pub fn for_proof(
+        judging: Judging,
+        candidate: &Digest,
+        proof: &Digest,
+        then: Arc<dyn Gate>,
+    ) -> Result<Self, LandError> {
+        if *candidate != judging.pins.candidate.digest {
             return Err(LandError::invalid(
                 "the intent",
                 format!(
-                    "names Candidate {}, not {}",
-                    payload.candidate, judging.pins.candidate.digest
+                    "names Candidate {candidate}, not {}",
+                    judging.pins.candidate.digest
                 ),
             ));
         }
-        let attempt =
-            judging
-                .verified_attempt(&payload.proof)?
-                .ok_or_else(|| LandError::NotVerified {
-                    reason: format!(
-                        "the intent's proof {} is not the Verdict digest of a Verified attempt of \
-                     Candidate {} under Slice {} revision {}; only a Verified Candidate is \
-                     integrated",
-                        payload.proof,
-                        payload.candidate,
-                        judging.pins.slice.id,
-                        judging.pins.slice.revision
-                    ),
-                })?;
-        Self::new(judging, attempt, payload.proof.clone(), then)
+        let attempt = judging
+            .verified_attempt(proof)?
+            .ok_or_else(|| LandError::NotVerified {
+                reason: format!(
+                    "the intent's proof {proof} is not the Verdict digest of a Verified attempt \
+                     of Candidate {candidate} under Slice {} revision {}; only a Verified \
+                     Candidate is integrated or delivered",
+                    judging.pins.slice.id, judging.pins.slice.revision
+                ),
+            })?;
+        Self::new(judging, attempt, proof.clone(), then)
     }
 
     /// Why the evidence does not back the move now, or `None`.

@@ -25,6 +25,7 @@ pub mod evidence;
 pub mod fault;
 pub mod fence;
 pub mod gate;
+pub mod git_remote;
 pub mod git_source;
 pub mod landing;
 pub mod plugin;

@@ -18,10 +18,15 @@
 //!
 //! [environments]
 //! store = "/var/lib/sf/environments"   # default: $HOME/.local/share/sf/environments
+//!
+//! [delivery]
+//! credential_helper = "store --file=/etc/sf/credentials"   # default: none
+//! push_timeout_seconds = 300
 //! ```
 //!
 //! `[environments]` is not a backend: it has no `type`, only `store`, the absolute path of the
-//! dependency environment store (`crate::environment_store`).
+//! dependency environment store (`crate::environment_store`). Neither is `[delivery]`: the
+//! credential helper Git asks for the delivery's URL only, and how long one push may take.
 //!
 //! A tag resolves in two steps. Backends compiled into the running program register their
 //! configuration type with typetag (`#[typetag::serde(name = "…")] impl ObjectStoreBackend`,
@@ -72,7 +77,20 @@ pub const SECTIONS: &[&str] = &[
     "evidence_store",
     "gate",
     "environments",
+    "delivery",
 ];
+
+/// The keys `[delivery]` may hold.
+pub const DELIVERY_KEYS: &[&str] = &["credential_helper", "push_timeout_seconds"];
+
+/// `[delivery]`: how sf reaches the team's remote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeliverySettings {
+    /// A Git credential helper for the delivery's URL only (`credential.<url>.helper`).
+    pub credential_helper: Option<String>,
+    /// How long one push may take, in seconds; the default when `None`.
+    pub push_timeout_seconds: Option<u64>,
+}
 
 /// The keys `[environments]` may hold.
 pub const ENVIRONMENTS_KEYS: &[&str] = &["store"];
@@ -339,6 +357,8 @@ pub struct Config {
     gate: Section,
     /// `[environments] store`, when set.
     environment_store: Option<PathBuf>,
+    /// `[delivery]`.
+    delivery: DeliverySettings,
 }
 
 /// How a section's tag resolved.
@@ -407,6 +427,10 @@ impl Config {
             Some(value) => environments(value).map_err(invalid)?,
             None => None,
         };
+        let delivery = match table.remove("delivery") {
+            Some(value) => delivery(value).map_err(invalid)?,
+            None => DeliverySettings::default(),
+        };
         let mut take = |name: &str| match table.remove(name) {
             Some(value) => section(name, value).map(Some).map_err(invalid),
             None if origin == ConfigOrigin::Defaults => {
@@ -429,8 +453,14 @@ impl Config {
             evidence_store: or_default(evidence_store, |config| config.evidence_store),
             gate: or_default(gate, |config| config.gate),
             environment_store,
+            delivery,
             origin,
         })
+    }
+
+    /// `[delivery]`.
+    pub fn delivery(&self) -> &DeliverySettings {
+        &self.delivery
     }
 
     /// The directory of the dependency environment store: `[environments] store`, or
@@ -840,6 +870,51 @@ fn environments(value: toml::Value) -> Result<Option<PathBuf>, String> {
         )),
         Some(_) => Err("[environments] store must be a string (an absolute path)".into()),
     }
+}
+
+fn delivery(value: toml::Value) -> Result<DeliverySettings, String> {
+    let toml::Value::Table(fields) = value else {
+        return Err("[delivery] must be a table".into());
+    };
+    if let Some(unknown) = fields
+        .keys()
+        .find(|key| !DELIVERY_KEYS.contains(&key.as_str()))
+    {
+        return Err(format!(
+            "[delivery] {unknown} is not a known key; the known keys are {}",
+            DELIVERY_KEYS.join(", ")
+        ));
+    }
+    let credential_helper = match fields.get("credential_helper") {
+        None => None,
+        Some(toml::Value::String(helper))
+            if !helper.is_empty() && !helper.chars().any(char::is_control) =>
+        {
+            Some(helper.clone())
+        }
+        Some(_) => {
+            return Err(
+                "[delivery] credential_helper must be a non-empty string without control \
+                 characters (as Git's credential.helper takes it)"
+                    .into(),
+            );
+        }
+    };
+    let push_timeout_seconds = match fields.get("push_timeout_seconds") {
+        None => None,
+        Some(toml::Value::Integer(seconds)) if (1..=86_400).contains(seconds) => {
+            Some(*seconds as u64)
+        }
+        Some(_) => {
+            return Err(
+                "[delivery] push_timeout_seconds must be an integer from 1 to 86400".into(),
+            );
+        }
+    };
+    Ok(DeliverySettings {
+        credential_helper,
+        push_timeout_seconds,
+    })
 }
 
 fn section(name: &str, value: toml::Value) -> Result<Section, String> {

@@ -45,9 +45,9 @@ pub mod object_store_adapter;
 pub mod search;
 
 pub use config::{
-    Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG, EvidenceStoreBackend, ExecutorBackend,
-    GateBackend, ObjectStoreBackend, compiled_evidence_store_tags, compiled_executor_tags,
-    compiled_gate_tags, compiled_object_store_tags,
+    Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG, DeliverySettings, EvidenceStoreBackend,
+    ExecutorBackend, GateBackend, ObjectStoreBackend, compiled_evidence_store_tags,
+    compiled_executor_tags, compiled_gate_tags, compiled_object_store_tags,
 };
 pub use error::PluginError;
 pub use evidence_store_adapter::PluginEvidenceStore;

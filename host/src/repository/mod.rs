@@ -10,6 +10,7 @@
 //! imported commit).
 
 mod create;
+mod delivery;
 mod error;
 mod export;
 mod identity;
@@ -32,6 +33,13 @@ use crate::fault::{FaultPoints, NoFaults};
 use crate::git_object::{self, ObjectId, ObjectKind};
 
 pub use crate::contracts::grammar::{ID_RULE, is_valid_id};
+pub use delivery::{
+    DELIVERY_PROTOCOL, DELIVERY_REF_PREFIX, DeliveryInvocation, DeliveryMode, DeliveryObservation,
+    DeliveryPayload, DeliveryRequest, LeasedUpdate, MARKER_REF_PREFIX, PreparedDelivery, Push,
+    PushOutcome, ReceiptOutcome, Remote, RemoteError, RemoteReading, Transport, UPSTREAM_PROTOCOL,
+    UPSTREAM_REF_PREFIX, Upstream, UpstreamRecord, check_url, marker_ref, marker_tag,
+    marker_tag_id, side_branch, upstream_ref,
+};
 pub use error::{Rejection, RepositoryError};
 pub use identity::{
     CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, CANDIDATE_PROTOCOL_V2, DEFAULT_GIT_TIMEOUT, IDENT,

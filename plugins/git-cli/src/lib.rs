@@ -14,7 +14,6 @@
 //! - `boundary`: the history boundaries of imported bases (Git's `shallow` list);
 //! - `binary`: pinning and digesting the Git binary;
 //! - `runner`: spawning Git with a fixed surface and hard bounds;
-//! - `pack`: encoding objects as a pack for `unpack-objects`;
 //! - `batch`: parsing `cat-file --batch` answers;
 //! - `refs`: parsing `for-each-ref` output and judging ref files Git skipped;
 //! - `store`: the trait implementation;
@@ -31,7 +30,6 @@ mod errors;
 mod factory;
 mod layout;
 mod ownership;
-mod pack;
 mod plugin;
 mod refs;
 mod runner;

@@ -20,12 +20,12 @@ use crate::batch;
 use crate::errors::{before, limit, timeout, unavailable};
 use crate::layout::{MARKER_MAX_BYTES, MARKER_NAME, sync_dir, write_new_file};
 use crate::ownership::{RefSlot, check_loose_objects, check_ref_path, check_root};
-use crate::pack;
 use crate::refs::{
     LIST_REFS_OUTPUT_BYTES, READ_REF_OUTPUT_BYTES, Unlisted, judge_unlisted, parse_listing,
     walk_ref_files,
 };
 use crate::runner::{Ending, GitRun, GitRunner, Subcommand};
+use sf_git::pack;
 
 /// Output cap for `unpack-objects -q`, which should write nothing to stdout.
 const UNPACK_OUTPUT_BYTES: u64 = 64 * 1024;

@@ -105,6 +105,20 @@ impl Work {
         })
     }
 
+    /// [`Work::from_git`] with the base's upstream recorded: the Git repository `prepare`
+    /// makes and its branch `branch` (the base is that branch's tip).
+    pub fn from_git_upstream(prepare: impl FnOnce(&Path) -> String, branch: &str) -> Self {
+        Self::created(|dir| {
+            let source = prepare(dir);
+            vec![
+                "--from-git".into(),
+                source,
+                format!("--rev={branch}"),
+                format!("--upstream-branch={branch}"),
+            ]
+        })
+    }
+
     /// `sf repo create` with the source arguments `source` gives.
     fn created(source: impl FnOnce(&Path) -> Vec<String>) -> Self {
         let (tmp, dir) = sf_tests::private_dir();

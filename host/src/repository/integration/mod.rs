@@ -29,7 +29,7 @@ use super::{Repository, random_nonce, source};
 
 pub use guard::{MALFORMED_GUARD_ANSWER, consult};
 use observation::Seen;
-use observation::now_rfc3339;
+pub(in crate::repository) use observation::now_rfc3339;
 pub use observation::{
     IntegrationObservation, IntegrationReceipt, Invocation, ObservationStamp, Postcondition,
 };
@@ -37,10 +37,11 @@ pub use records::{
     Action, INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationPayload, MAX_PAYLOAD_BYTES,
     Owner, PAYLOAD_NAME, PreparedIntegration, dispatch_message, intent_message, receipt_message,
 };
-use records::{IntegrationRefs, commit_object, empty_tree, integration_refs, intent_objects};
+use records::{IntegrationRefs, integration_refs, intent_objects};
+pub(in crate::repository) use records::{commit_object, empty_tree, record_objects};
 
 impl Repository {
-    fn stamp(&self) -> Result<ObservationStamp, RepositoryError> {
+    pub(in crate::repository) fn stamp(&self) -> Result<ObservationStamp, RepositoryError> {
         Ok(ObservationStamp {
             id: random_nonce()?,
             at: now_rfc3339(),
@@ -225,7 +226,10 @@ impl Repository {
         }))
     }
 
-    fn read_direct(&self, name: &RefName) -> Result<Option<ObjectId>, RepositoryError> {
+    pub(in crate::repository) fn read_direct(
+        &self,
+        name: &RefName,
+    ) -> Result<Option<ObjectId>, RepositoryError> {
         match self.store.read_ref(name, self.deadline())? {
             None => Ok(None),
             Some(RefValue::Direct(id)) => Ok(Some(id)),
@@ -235,7 +239,7 @@ impl Repository {
         }
     }
 
-    fn read_one(
+    pub(in crate::repository) fn read_one(
         &self,
         id: ObjectId,
         kind: ObjectKind,
@@ -553,26 +557,36 @@ impl Repository {
         refs: &IntegrationRefs,
         prepared: &PreparedIntegration,
     ) -> Result<Option<ObjectId>, RepositoryError> {
+        self.claim_once(&refs.dispatch, prepared.intent, |nonce| {
+            dispatch_message(&prepared.digest, nonce)
+        })
+    }
+
+    /// Creates `dispatch` (create-only) naming a fresh commit over the empty tree with parent
+    /// `intent` and the message `message` gives for a fresh random nonce: the claim of an
+    /// at-most-once effect. See [`Self::claim`] for the answers.
+    pub(in crate::repository) fn claim_once(
+        &self,
+        dispatch: &RefName,
+        intent: ObjectId,
+        message: impl FnOnce(&str) -> String,
+    ) -> Result<Option<ObjectId>, RepositoryError> {
         let tree = empty_tree();
-        let claim = commit_object(
-            tree.id,
-            vec![prepared.intent],
-            dispatch_message(&prepared.digest, &random_nonce()?),
-        );
+        let claim = commit_object(tree.id, vec![intent], message(&random_nonce()?));
         self.store
             .write_objects(&[tree, claim.clone()], self.deadline())?;
         match self
             .store
-            .create_ref(&refs.dispatch, &claim.id, self.deadline())?
+            .create_ref(dispatch, &claim.id, self.deadline())?
         {
             RefUpdate::Applied => Ok(Some(claim.id)),
             RefUpdate::Refused { .. } | RefUpdate::Unknown { .. } => {
-                match self.read_direct(&refs.dispatch)? {
+                match self.read_direct(dispatch)? {
                     Some(other) if other != claim.id => Ok(None),
                     _ => Err(RepositoryError::GitFailed {
                         detail: format!(
-                            "the claim {} on {} was not acknowledged; nothing was started",
-                            claim.id, refs.dispatch
+                            "the claim {} on {dispatch} was not acknowledged; nothing was started",
+                            claim.id
                         ),
                     }),
                 }

@@ -146,7 +146,7 @@ pub(super) struct Seen {
 }
 
 /// RFC 3339 UTC with milliseconds, from the system clock.
-pub(super) fn now_rfc3339() -> String {
+pub(in crate::repository) fn now_rfc3339() -> String {
     let since = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .unwrap_or_default();

@@ -211,11 +211,11 @@ pub(super) fn integration_refs(action: &Action) -> IntegrationRefs {
     }
 }
 
-pub(super) fn empty_tree() -> EncodedObject {
+pub(in crate::repository) fn empty_tree() -> EncodedObject {
     EncodedObject::new(ObjectKind::Tree, git_object::encode_tree(&[]))
 }
 
-pub(super) fn commit_object(
+pub(in crate::repository) fn commit_object(
     tree: ObjectId,
     parents: Vec<ObjectId>,
     message: String,
@@ -249,15 +249,31 @@ pub fn receipt_message(digest: &Digest, target: &ObjectId) -> String {
 
 /// The intent objects for a payload: blob, tree and commit (last).
 pub(super) fn intent_objects(payload_bytes: Vec<u8>, digest: &Digest) -> Vec<EncodedObject> {
-    let blob = EncodedObject::new(ObjectKind::Blob, payload_bytes);
+    record_objects(
+        PAYLOAD_NAME,
+        payload_bytes,
+        Vec::new(),
+        intent_message(digest),
+    )
+}
+
+/// The objects of a record commit by sf whose tree holds one file, `name` with `bytes`: blob,
+/// tree and commit (last), the commit with `parents` and `message`.
+pub(in crate::repository) fn record_objects(
+    name: &str,
+    bytes: Vec<u8>,
+    parents: Vec<ObjectId>,
+    message: String,
+) -> Vec<EncodedObject> {
+    let blob = EncodedObject::new(ObjectKind::Blob, bytes);
     let tree = EncodedObject::new(
         ObjectKind::Tree,
         git_object::encode_tree(&[TreeEntry {
             mode: EntryMode::File,
-            name: PAYLOAD_NAME.into(),
+            name: name.into(),
             id: blob.id,
         }]),
     );
-    let commit = commit_object(tree.id, Vec::new(), intent_message(digest));
+    let commit = commit_object(tree.id, parents, message);
     vec![blob, tree, commit]
 }

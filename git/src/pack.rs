@@ -1,4 +1,4 @@
-//! Pack encoding: objects the host already encoded and hashed, framed as a version-2 pack for
+//! Pack encoding: objects already encoded and hashed, framed as a version-2 pack for
 //! `git unpack-objects --strict`. No deltas: each object is its zlib-deflated body, so Git
 //! re-hashes exactly the bytes the host hashed.
 
@@ -11,7 +11,7 @@ use sha1::{Digest as _, Sha1};
 
 /// Encodes `objects` as one pack: `PACK`, version 2, the object count, each object's
 /// type-and-size header and deflated body, and the SHA-1 of everything before it.
-pub(crate) fn encode(objects: &[&EncodedObject]) -> Result<Vec<u8>, ObjectStoreError> {
+pub fn encode(objects: &[&EncodedObject]) -> Result<Vec<u8>, ObjectStoreError> {
     let count = u32::try_from(objects.len()).map_err(|_| ObjectStoreError::InvalidInput {
         input: format!("{} objects", objects.len()),
         rule: "one write holds at most 2^32 - 1 objects",

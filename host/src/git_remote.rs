@@ -1,0 +1,320 @@
+//! The team's Git remote, reached through the pinned git binary's own transports
+//! ([`GitRemote`], the [`Remote`] delivery pushes through).
+//!
+//! Each call runs in a scratch bare repository of its own, in a private temporary directory
+//! removed when the call ends: a push writes the objects it sends there (one pack through
+//! `unpack-objects`, the base listed in `shallow` so Git never looks for its parents), makes
+//! the marker tag with `mktag` (which must give the id sf computed), and runs one
+//! `git push --porcelain --atomic` with an explicit `--force-with-lease=<ref>:<expected>` per
+//! ref. Git runs hardened as everywhere in sf ([`sf_git::process`]: no hooks, no user or
+//! system configuration, no prompts, an empty HOME, bounded time and output); only the one
+//! protocol the URL names is allowed, and a credential helper, when configured, is scoped to
+//! that URL. What a remote says is hostile: every line kept is cut and made printable.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use sf_git::process::{Ending, GitRun, pin_git, run_git};
+
+use crate::contracts::RefName;
+use crate::git_object::ObjectId;
+use crate::repository::{Push, PushOutcome, Remote, RemoteError, check_url};
+
+/// How long reading a remote's refs may take by default.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a push may take by default.
+pub const DEFAULT_PUSH_TIMEOUT: Duration = Duration::from_secs(300);
+/// The most output kept from `ls-remote` (only the lines asked for are printed).
+const LS_REMOTE_CAP: u64 = 64 * 1024;
+/// The most output kept from a push (its porcelain status, a few lines).
+const PUSH_CAP: u64 = 64 * 1024;
+/// The most characters of a remote's words kept in a reason.
+const REASON_CHARS: usize = 1024;
+
+/// The team's remote through the pinned git binary.
+#[derive(Clone, Debug)]
+pub struct GitRemote {
+    git: PathBuf,
+    read_timeout: Duration,
+    push_timeout: Duration,
+    credential_helper: Option<String>,
+}
+
+impl GitRemote {
+    /// Pins Git (`configured`, or the first of sf-git's default paths) with the default
+    /// timeouts and no credential helper. The error names the binary and the rule it breaks.
+    pub fn new(configured: Option<&Path>) -> Result<Self, String> {
+        let git = pin_git(configured)?;
+        Ok(Self {
+            git: git.path,
+            read_timeout: DEFAULT_READ_TIMEOUT,
+            push_timeout: DEFAULT_PUSH_TIMEOUT,
+            credential_helper: None,
+        })
+    }
+
+    /// The same with other bounds: reading refs, and one push.
+    pub fn with_timeouts(mut self, read: Duration, push: Duration) -> Self {
+        self.read_timeout = read;
+        self.push_timeout = push;
+        self
+    }
+
+    /// The same with a credential helper (as Git's `credential.helper` takes it), used for
+    /// the delivery's URL only. Its secrets stay with it: sf never reads or records them.
+    pub fn with_credential_helper(mut self, helper: Option<String>) -> Self {
+        self.credential_helper = helper;
+        self
+    }
+
+    /// The `-c` settings a call to `url` adds: its one protocol, and its credential helper.
+    fn settings(&self, url: &str) -> Result<Vec<String>, String> {
+        let transport = check_url(url).map_err(str::to_owned)?;
+        let mut args = vec![
+            "-c".to_owned(),
+            format!("protocol.{}.allow=always", transport.name()),
+        ];
+        if let Some(helper) = &self.credential_helper {
+            args.extend(["-c".to_owned(), format!("credential.{url}.helper={helper}")]);
+        }
+        Ok(args)
+    }
+
+    fn run(
+        &self,
+        scratch: &Scratch,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+        cap: u64,
+        deadline: Instant,
+    ) -> Result<GitRun, String> {
+        run_git(
+            &self.git,
+            &scratch.home,
+            &scratch.repo,
+            &args,
+            stdin,
+            cap,
+            deadline,
+        )
+        .map_err(|error| format!("git could not be started: {error}"))
+    }
+
+    /// Writes what the push sends into the scratch repository: the objects, the boundary and
+    /// the marker tag (whose id must be the one sf computed).
+    fn stage(&self, scratch: &Scratch, push: &Push<'_>, deadline: Instant) -> Result<(), String> {
+        let objects: Vec<_> = push.objects.iter().collect();
+        let pack = sf_git::pack::encode(&objects).map_err(|error| error.to_string())?;
+        let unpacked = self.run(
+            scratch,
+            vec!["unpack-objects".into(), "-q".into()],
+            pack,
+            1024,
+            deadline,
+        )?;
+        if !unpacked.succeeded() {
+            return Err(format!(
+                "writing the objects to push: git unpack-objects {}",
+                unpacked.describe_ending()
+            ));
+        }
+        let shallow: String = push.boundary.iter().map(|id| format!("{id}\n")).collect();
+        std::fs::write(scratch.repo.join("shallow"), shallow)
+            .map_err(|error| format!("writing the push's history boundary: {error}"))?;
+        let (tag, id) = push.tag;
+        let made = self.run(scratch, vec!["mktag".into()], tag.to_vec(), 1024, deadline)?;
+        let printed = String::from_utf8_lossy(&made.stdout);
+        if !made.succeeded() || printed.trim() != id.to_hex() {
+            return Err(format!(
+                "git mktag gave {:?} for the marker tag, not {id}: {}",
+                printed.trim(),
+                made.describe_ending()
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Remote for GitRemote {
+    fn read_refs(
+        &self,
+        url: &str,
+        names: &[&RefName],
+    ) -> Result<BTreeMap<String, ObjectId>, RemoteError> {
+        let failed = |reason: String| RemoteError {
+            reason: printable(&reason),
+        };
+        let deadline = Instant::now() + self.read_timeout;
+        let scratch = Scratch::new(self, deadline).map_err(failed)?;
+        let mut args = self.settings(url).map_err(failed)?;
+        args.extend(["ls-remote".to_owned(), "--".to_owned(), url.to_owned()]);
+        args.extend(names.iter().map(|name| name.as_str().to_owned()));
+        let run = self
+            .run(&scratch, args, Vec::new(), LS_REMOTE_CAP, deadline)
+            .map_err(failed)?;
+        if !run.succeeded() {
+            return Err(failed(format!("git ls-remote {}", run.describe_ending())));
+        }
+        let text = std::str::from_utf8(&run.stdout)
+            .map_err(|_| failed("git ls-remote printed bytes that are not UTF-8".into()))?;
+        let mut values = BTreeMap::new();
+        for line in text.lines() {
+            let (id, name) = line
+                .split_once('\t')
+                .and_then(|(id, name)| Some((ObjectId::parse_hex(id)?, name)))
+                .ok_or_else(|| failed(format!("git ls-remote printed {line:?}")))?;
+            // ls-remote matches patterns by their tail; only exact names are answers.
+            if names.iter().any(|asked| asked.as_str() == name)
+                && values.insert(name.to_owned(), id).is_some()
+            {
+                return Err(failed(format!("the remote advertised {name} twice")));
+            }
+        }
+        Ok(values)
+    }
+
+    fn push(&self, url: &str, push: &Push<'_>) -> PushOutcome {
+        let deadline = Instant::now() + self.push_timeout;
+        let not_started = |reason: String| PushOutcome::NotStarted {
+            reason: printable(&reason),
+        };
+        let scratch = match Scratch::new(self, deadline) {
+            Ok(scratch) => scratch,
+            Err(reason) => return not_started(reason),
+        };
+        if let Err(reason) = self.stage(&scratch, push, deadline) {
+            return not_started(reason);
+        }
+        let mut args = match self.settings(url) {
+            Ok(args) => args,
+            Err(reason) => return not_started(reason),
+        };
+        args.extend(["push", "--porcelain", "--atomic", "--no-verify"].map(str::to_owned));
+        for update in push.updates {
+            let expected = update.expected.map(|id| id.to_hex()).unwrap_or_default();
+            args.push(format!("--force-with-lease={}:{expected}", update.name));
+        }
+        args.extend(["--".to_owned(), url.to_owned()]);
+        for update in push.updates {
+            args.push(format!("{}:{}", update.new, update.name));
+        }
+        let run = match self.run(&scratch, args, Vec::new(), PUSH_CAP, deadline) {
+            Ok(run) => run,
+            Err(reason) => return not_started(reason),
+        };
+        classify(&run, push)
+    }
+}
+
+/// What a push's porcelain status and ending say. Only a status line for every ref decides:
+/// all done and exit 0 is applied; a rejection Git reports for certain (`rejected`, `remote
+/// rejected`, a stale lease) is refused; `remote failure`, a missing line, a timeout or a
+/// kill is unknown.
+fn classify(run: &GitRun, push: &Push<'_>) -> PushOutcome {
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let mut statuses = Vec::new();
+    for update in push.updates {
+        let line = stdout.lines().find(|line| {
+            line.split('\t')
+                .nth(1)
+                .and_then(|refspec| refspec.rsplit_once(':'))
+                .is_some_and(|(_, to)| to == update.name.as_str())
+        });
+        match line {
+            Some(line) => statuses.push(line),
+            None => {
+                return PushOutcome::Unknown {
+                    reason: printable(&format!(
+                        "git push gave no status for {}: it {}",
+                        update.name,
+                        run.describe_ending()
+                    )),
+                };
+            }
+        }
+    }
+    let done = statuses
+        .iter()
+        .all(|line| matches!(line.as_bytes().first(), Some(b' ' | b'+' | b'*' | b'=')));
+    if done && matches!(&run.ending, Ending::Exited(status) if status.success()) {
+        return PushOutcome::Applied;
+    }
+    let summaries: Vec<&str> = statuses
+        .iter()
+        .filter_map(|line| line.split('\t').nth(2))
+        .collect();
+    let certain = statuses.iter().all(|line| line.starts_with('!'))
+        && summaries.iter().all(|summary| {
+            summary.starts_with("[rejected]") || summary.starts_with("[remote rejected]")
+        });
+    let reason = printable(&format!(
+        "{}; git push {}",
+        summaries.join("; "),
+        run.describe_ending()
+    ));
+    if certain {
+        PushOutcome::Refused { reason }
+    } else {
+        PushOutcome::Unknown { reason }
+    }
+}
+
+/// A remote's words as a reason: control characters replaced, at most [`REASON_CHARS`].
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c == '\n' {
+                ' '
+            } else if c.is_control() {
+                '?'
+            } else {
+                c
+            }
+        })
+        .take(REASON_CHARS)
+        .collect()
+}
+
+/// A private temporary directory holding an empty HOME and a scratch bare repository.
+struct Scratch {
+    _dir: tempfile::TempDir,
+    home: PathBuf,
+    repo: PathBuf,
+}
+
+impl Scratch {
+    fn new(remote: &GitRemote, deadline: Instant) -> Result<Self, String> {
+        let dir = tempfile::Builder::new()
+            .prefix("sf-deliver-")
+            .tempdir()
+            .map_err(|error| format!("cannot create a scratch directory: {error}"))?;
+        let home = dir.path().join("home");
+        let repo = dir.path().join("repo.git");
+        for path in [&home, &repo] {
+            std::fs::create_dir(path)
+                .map_err(|error| format!("cannot create {}: {error}", path.display()))?;
+        }
+        let scratch = Self {
+            _dir: dir,
+            home,
+            repo,
+        };
+        let init = remote.run(
+            &scratch,
+            ["init", "--bare", "-q", "--template="]
+                .map(str::to_owned)
+                .to_vec(),
+            Vec::new(),
+            1024,
+            deadline,
+        )?;
+        if !init.succeeded() {
+            return Err(format!(
+                "git init of a scratch repository {}",
+                init.describe_ending()
+            ));
+        }
+        Ok(scratch)
+    }
+}

@@ -1,0 +1,541 @@
+//! The delivery records: a base's upstream (where the team's repository lives and which
+//! branch it follows), the delivery payload and the prepared intent, the refs of one intent
+//! (local and on the remote), the marker tag pushed with the branch, and the byte encodings of
+//! the intent, dispatch and receipt commits.
+
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::{self, Digest, FieldError, Value};
+use crate::contracts::RefName;
+use crate::git_object::ObjectId;
+
+use super::super::error::RepositoryError;
+use super::super::identity::{IDENT, RepositoryIdentity, check_target_ref};
+use super::super::integration::{Action, Owner};
+use super::super::manifest::Slice;
+use crate::contracts::grammar::{ID_RULE, is_valid_id};
+
+/// The protocol string of delivery payloads, keys, records and marker tags.
+pub const DELIVERY_PROTOCOL: &str = "sf-delivery/1";
+/// The protocol string of upstream records.
+pub const UPSTREAM_PROTOCOL: &str = "sf-upstream/1";
+/// The prefix of every local delivery ref.
+pub const DELIVERY_REF_PREFIX: &str = "refs/sf/deliveries/";
+/// The prefix of every marker ref on a remote.
+pub const MARKER_REF_PREFIX: &str = "refs/sf/delivered/";
+/// The prefix of every upstream record ref.
+pub const UPSTREAM_REF_PREFIX: &str = "refs/sf/upstreams/";
+/// The name of the record in an upstream record commit's tree.
+pub const UPSTREAM_RECORD_NAME: &str = "upstream.json";
+/// The largest canonical delivery payload, in bytes.
+pub const MAX_DELIVERY_PAYLOAD_BYTES: usize = 8192;
+/// The longest upstream URL, in bytes.
+pub const MAX_URL_BYTES: usize = 2048;
+/// The longest reason a refusal receipt keeps, in characters.
+pub const MAX_REASON_CHARS: usize = 256;
+
+const URL_RULE: &str = "an upstream is an absolute path, or a file://, git://, http://, \
+                        https:// or ssh:// URL, of at most 2048 bytes, without spaces or \
+                        control characters, not starting with -, and without a password (a \
+                        credential helper or SSH agent holds credentials, never sf's records)";
+const BRANCH_RULE: &str = "a branch is a name that refs/heads/<branch> makes a valid target \
+                           ref (letters, digits, . _ - and /, at most 117 bytes)";
+
+/// Where a base came from and which branch a delivery moves: the team's own repository.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Upstream {
+    /// The repository's URL, as Git's own transports take it (see [`check_url`]).
+    #[serde(deserialize_with = "url_text")]
+    pub url: String,
+    /// The branch, without `refs/heads/`.
+    #[serde(deserialize_with = "branch_text")]
+    pub branch: String,
+}
+
+fn url_text<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    canonical::valid_if(
+        deserializer,
+        |url: &String| check_url(url).is_ok(),
+        URL_RULE,
+    )
+}
+
+fn branch_text<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    canonical::valid_if(
+        deserializer,
+        |branch: &String| check_target_ref(&format!("refs/heads/{branch}")).is_ok(),
+        BRANCH_RULE,
+    )
+}
+
+/// Which of Git's transports a URL goes through: the one protocol a delivery's Git process
+/// is allowed (`protocol.<name>.allow`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// A local path or `file://`.
+    File,
+    /// `git://`.
+    Git,
+    /// `http://`.
+    Http,
+    /// `https://`.
+    Https,
+    /// `ssh://`.
+    Ssh,
+}
+
+impl Transport {
+    /// Git's name of the protocol.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::File => "file",
+            Self::Git => "git",
+            Self::Http => "http",
+            Self::Https => "https",
+            Self::Ssh => "ssh",
+        }
+    }
+}
+
+/// Checks an upstream URL against [`URL_RULE`] and says which transport it goes through.
+/// Git's other forms (`ext::`, `fd::`, scp-like `host:path`, remote helpers) are refused: a
+/// URL that runs a command is never one a record may name.
+pub fn check_url(url: &str) -> Result<Transport, &'static str> {
+    if url.is_empty()
+        || url.len() > MAX_URL_BYTES
+        || url.starts_with('-')
+        || url.chars().any(|c| c.is_control() || c.is_whitespace())
+    {
+        return Err(URL_RULE);
+    }
+    if url.starts_with('/') {
+        return Ok(Transport::File);
+    }
+    let (transport, rest) = [
+        ("file://", Transport::File),
+        ("git://", Transport::Git),
+        ("http://", Transport::Http),
+        ("https://", Transport::Https),
+        ("ssh://", Transport::Ssh),
+    ]
+    .into_iter()
+    .find_map(|(scheme, transport)| url.strip_prefix(scheme).map(|rest| (transport, rest)))
+    .ok_or(URL_RULE)?;
+    if transport == Transport::File {
+        return if rest.starts_with('/') {
+            Ok(transport)
+        } else {
+            Err(URL_RULE)
+        };
+    }
+    let authority = rest.split('/').next().unwrap_or_default();
+    if authority.is_empty() || rest.len() == authority.len() {
+        return Err(URL_RULE);
+    }
+    if let Some((userinfo, _)) = authority.rsplit_once('@')
+        && (userinfo.contains(':') || userinfo.is_empty())
+    {
+        return Err(URL_RULE);
+    }
+    Ok(transport)
+}
+
+impl Upstream {
+    /// Checks both fields; `invalid-input` naming the field otherwise.
+    pub fn validate(&self) -> Result<(), RepositoryError> {
+        check_url(&self.url).map_err(|rule| RepositoryError::invalid("upstream.url", rule))?;
+        check_target_ref(&self.branch_ref())
+            .map_err(|_| RepositoryError::invalid("upstream.branch", BRANCH_RULE))?;
+        Ok(())
+    }
+
+    /// `refs/heads/<branch>`.
+    pub fn branch_ref(&self) -> String {
+        format!("refs/heads/{}", self.branch)
+    }
+}
+
+/// The upstream of one base, as its record holds it (`sf-upstream/1`): written once per base
+/// commit, never moved.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct UpstreamRecord {
+    /// The repository's Product.
+    pub product: String,
+    /// The base commit (the initial commit or an imported one).
+    pub base: ObjectId,
+    /// Where the base came from and which branch follows it.
+    pub upstream: Upstream,
+}
+
+canonical::literal_fields!(UpstreamRecord { "protocol": UPSTREAM_PROTOCOL });
+
+/// The ref of the upstream record of `base`.
+pub fn upstream_ref(base: &ObjectId) -> RefName {
+    RefName::parse(&format!("{UPSTREAM_REF_PREFIX}{base}")).expect("upstream ref names are valid")
+}
+
+/// Where a delivery puts the Candidate's commit M.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeliveryMode {
+    /// The upstream branch itself, moved from the base U to M (a fast-forward).
+    Branch,
+    /// A new branch `refs/heads/sf/<candidate hex>`, created (never moved), for a hosting
+    /// platform to review and merge; what the platform merges is its own commit.
+    SideBranch,
+}
+
+impl DeliveryMode {
+    /// The kebab-case word (`branch`, `side-branch`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Branch => "branch",
+            Self::SideBranch => "side-branch",
+        }
+    }
+}
+
+/// What a delivery is asked to do: push M, the commit of Candidate `candidate` (Verified with
+/// Verdict `verdict`), to `ref` of `remote`, from `expected` (U for a branch, absent for a
+/// side branch), together with the create-only marker ref `marker`, for `action`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeliveryPayload {
+    /// The action occurrence the intent is for; with the repository it keys the refs.
+    pub action: Action,
+    /// The Product id; must be the repository's.
+    pub product: String,
+    /// The Slice the Candidate was sealed for.
+    pub slice: Slice,
+    /// The owned repository the Candidate is sealed in.
+    pub repository: RepositoryIdentity,
+    /// The digest of the Candidate.
+    pub candidate: Digest,
+    /// The digest of the Verified Verdict that admits the delivery.
+    pub verdict: Digest,
+    /// The Candidate's commit M: what is pushed, byte for byte.
+    pub commit: ObjectId,
+    /// The Candidate's base U; M's parent.
+    pub base: ObjectId,
+    /// Where M goes.
+    pub mode: DeliveryMode,
+    /// The remote's URL (the base's recorded upstream).
+    pub remote: String,
+    /// The remote ref moved or created.
+    #[serde(rename = "ref")]
+    pub remote_ref: String,
+    /// The value `ref` must name for the push to start: U for a branch; absent (the ref must
+    /// not exist) for a side branch.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "canonical::optional"
+    )]
+    pub expected: Option<ObjectId>,
+    /// The marker ref created in the same atomic push: `refs/sf/delivered/<key>`.
+    pub marker: String,
+    /// Who owns the delivery.
+    pub owner: Owner,
+}
+
+impl DeliveryPayload {
+    /// Checks the rules the types do not carry and returns the canonical bytes.
+    pub fn validate(&self) -> Result<Vec<u8>, RepositoryError> {
+        for (field, id) in [
+            ("payload.action.id", &self.action.id),
+            ("payload.product", &self.product),
+            ("payload.slice.id", &self.slice.id),
+            ("payload.owner.id", &self.owner.id),
+        ] {
+            if !is_valid_id(id) {
+                return Err(RepositoryError::invalid(field, ID_RULE));
+            }
+        }
+        for (field, number) in [
+            ("payload.action.occurrence", self.action.occurrence),
+            ("payload.slice.revision", self.slice.revision),
+            ("payload.owner.generation", self.owner.generation),
+        ] {
+            if number == 0 || number > canonical::MAX_SAFE_INTEGER as u64 {
+                return Err(RepositoryError::invalid(
+                    field,
+                    "must be a positive safe integer",
+                ));
+            }
+        }
+        check_url(&self.remote).map_err(|rule| RepositoryError::invalid("payload.remote", rule))?;
+        check_target_ref(&self.remote_ref)
+            .map_err(|rule| RepositoryError::invalid("payload.ref", rule))?;
+        let marker = marker_ref(&self.repository, &self.action);
+        if self.marker != marker.as_str() {
+            return Err(RepositoryError::invalid(
+                "payload.marker",
+                format!("must be {marker}, the marker of this repository and action"),
+            ));
+        }
+        match (self.mode, self.expected) {
+            (DeliveryMode::Branch, Some(expected)) if expected == self.base => {}
+            (DeliveryMode::Branch, _) => {
+                return Err(RepositoryError::invalid(
+                    "payload.expected",
+                    "a branch delivery expects the remote ref to name the base",
+                ));
+            }
+            (DeliveryMode::SideBranch, None) => {
+                if self.remote_ref != side_branch(&self.candidate) {
+                    return Err(RepositoryError::invalid(
+                        "payload.ref",
+                        format!(
+                            "a side-branch delivery creates {}",
+                            side_branch(&self.candidate)
+                        ),
+                    ));
+                }
+            }
+            (DeliveryMode::SideBranch, Some(_)) => {
+                return Err(RepositoryError::invalid(
+                    "payload.expected",
+                    "a side-branch delivery expects the remote ref to be absent",
+                ));
+            }
+        }
+        if self.base == self.commit {
+            return Err(RepositoryError::invalid(
+                "payload.commit",
+                "must differ from payload.base",
+            ));
+        }
+        let bytes = canonical::to_canonical_bytes(self)
+            .map_err(|error| RepositoryError::invalid("payload", error.to_string()))?;
+        if bytes.len() > MAX_DELIVERY_PAYLOAD_BYTES {
+            return Err(RepositoryError::invalid(
+                "payload",
+                format!(
+                    "its canonical encoding is {} bytes; at most {MAX_DELIVERY_PAYLOAD_BYTES}",
+                    bytes.len()
+                ),
+            ));
+        }
+        Ok(bytes)
+    }
+}
+
+/// The side branch a Candidate is delivered to: `refs/heads/sf/<candidate hex>`.
+pub fn side_branch(candidate: &Digest) -> String {
+    format!("refs/heads/sf/{}", candidate.hex())
+}
+
+fn invalid(error: FieldError) -> RepositoryError {
+    RepositoryError::invalid(error.field, error.rule)
+}
+
+/// A retained delivery intent: persist it and hand it to `invoke_delivery` and
+/// `inspect_delivery`. Written as `{protocol, digest, intent, payload}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+pub struct PreparedDelivery {
+    /// The payload digest: `sha256:` of its canonical bytes.
+    pub digest: Digest,
+    /// The intent commit I.
+    pub intent: ObjectId,
+    /// The payload the intent retains.
+    pub payload: DeliveryPayload,
+}
+
+canonical::literal_fields!(PreparedDelivery { "protocol": DELIVERY_PROTOCOL });
+
+impl PreparedDelivery {
+    /// The record as JSON: `{protocol, digest, intent, payload}`.
+    pub fn to_value(&self) -> Value {
+        canonical::to_value(self).expect("a prepared delivery holds only strings and integers")
+    }
+
+    /// Parses a persisted record strictly and checks that its digest is its payload's.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, RepositoryError> {
+        let prepared: Self = canonical::from_slice(bytes, "prepared").map_err(invalid)?;
+        prepared.validate()?;
+        Ok(prepared)
+    }
+
+    pub(super) fn validate(&self) -> Result<Vec<u8>, RepositoryError> {
+        let bytes = self.payload.validate()?;
+        if Digest::of(&bytes) != self.digest {
+            return Err(RepositoryError::invalid(
+                "prepared.digest",
+                "must be the sha256 of the payload's canonical bytes",
+            ));
+        }
+        Ok(bytes)
+    }
+}
+
+/// The key of a delivery: the SHA-256 hex of the canonical `{protocol, repository nonce,
+/// action}`, so that neither action ids nor another repository's deliveries shape its refs.
+fn delivery_key(repository: &RepositoryIdentity, action: &Action) -> String {
+    #[derive(Serialize)]
+    struct Key<'a> {
+        protocol: &'a str,
+        repository: &'a str,
+        action: &'a Action,
+    }
+    let key = Key {
+        protocol: DELIVERY_PROTOCOL,
+        repository: &repository.nonce,
+        action,
+    };
+    // Bounded (ids are at most 128 bytes), so encoding cannot fail.
+    Digest::of(&canonical::to_canonical_bytes(&key).unwrap_or_default()).hex()
+}
+
+/// The marker ref a delivery creates on the remote in the same atomic push as the branch.
+pub fn marker_ref(repository: &RepositoryIdentity, action: &Action) -> RefName {
+    RefName::parse(&format!(
+        "{MARKER_REF_PREFIX}{}",
+        delivery_key(repository, action)
+    ))
+    .expect("valid marker ref")
+}
+
+/// The local refs of one delivery intent.
+pub(super) struct DeliveryRefs {
+    pub(super) intent: RefName,
+    pub(super) dispatch: RefName,
+    pub(super) receipt: RefName,
+}
+
+pub(super) fn delivery_refs(repository: &RepositoryIdentity, action: &Action) -> DeliveryRefs {
+    let key = delivery_key(repository, action);
+    let name = |leaf: &str| {
+        RefName::parse(&format!("{DELIVERY_REF_PREFIX}{key}/{leaf}")).expect("valid delivery ref")
+    };
+    DeliveryRefs {
+        intent: name("intent"),
+        dispatch: name("dispatch"),
+        receipt: name("receipt"),
+    }
+}
+
+/// The message of intent commit I.
+pub fn delivery_intent_message(digest: &Digest) -> String {
+    format!("{DELIVERY_PROTOCOL} intent\n\nintent: {digest}\n")
+}
+
+/// The message of dispatch commit D.
+pub fn delivery_dispatch_message(digest: &Digest, nonce: &str) -> String {
+    format!("{DELIVERY_PROTOCOL} dispatch\n\nintent: {digest}\nnonce: {nonce}\n")
+}
+
+/// What a receipt says: the push landed (M is on the remote), or the remote refused it for
+/// certain (nothing was updated).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReceiptOutcome {
+    /// The push landed: the marker names this intent's tag.
+    Delivered,
+    /// The remote refused the push for certain; the reason as the remote gave it (printable
+    /// ASCII, at most [`MAX_REASON_CHARS`]).
+    Refused(String),
+}
+
+/// The message of receipt commit R.
+pub fn delivery_receipt_message(
+    digest: &Digest,
+    commit: &ObjectId,
+    outcome: &ReceiptOutcome,
+) -> String {
+    match outcome {
+        ReceiptOutcome::Delivered => format!(
+            "{DELIVERY_PROTOCOL} receipt\n\nintent: {digest}\noutcome: delivered\ncommit: {commit}\n"
+        ),
+        ReceiptOutcome::Refused(reason) => format!(
+            "{DELIVERY_PROTOCOL} receipt\n\nintent: {digest}\noutcome: refused\nreason: {reason}\n"
+        ),
+    }
+}
+
+/// `text` as a reason a record keeps: printable ASCII, at most [`MAX_REASON_CHARS`]
+/// characters. A remote's words are hostile input.
+pub fn record_reason(text: &str) -> String {
+    let mut reason: String = text
+        .chars()
+        .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
+        .take(MAX_REASON_CHARS)
+        .collect();
+    if reason.is_empty() {
+        reason.push('?');
+    }
+    reason
+}
+
+/// The marker tag's bytes: an annotated tag of M by sf at time 0 whose message names the
+/// intent's Candidate, Verdict, Slice and Product, so that anyone who can read the remote can
+/// look a delivered commit up. Fixed by the payload, so every retry pushes the same bytes.
+pub fn marker_tag(payload: &DeliveryPayload) -> Vec<u8> {
+    let name = payload
+        .marker
+        .strip_prefix("refs/")
+        .unwrap_or(&payload.marker);
+    format!(
+        "object {}\ntype commit\ntag {name}\ntagger {IDENT}\n\n{DELIVERY_PROTOCOL} marker\n\n\
+         Sf-Product: {}\nSf-Slice: {} {}\nSf-Candidate-Digest: {}\nSf-Verdict: {}\n",
+        payload.commit,
+        payload.product,
+        payload.slice.id,
+        payload.slice.revision,
+        payload.candidate,
+        payload.verdict
+    )
+    .into_bytes()
+}
+
+/// The id Git gives the marker tag: SHA-1 over `tag <size>\0` and its bytes.
+pub fn marker_tag_id(tag: &[u8]) -> ObjectId {
+    use sha1::{Digest as _, Sha1};
+    let mut hasher = Sha1::new();
+    hasher.update(format!("tag {}\0", tag.len()).as_bytes());
+    hasher.update(tag);
+    ObjectId::from_bytes(hasher.finalize().into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_git_transports_without_credentials_or_commands() {
+        for (url, transport) in [
+            ("/srv/git/product.git", Transport::File),
+            ("file:///srv/git/product.git", Transport::File),
+            ("git://127.0.0.1:9418/product.git", Transport::Git),
+            ("http://127.0.0.1:8080/product.git", Transport::Http),
+            ("https://git.example.org/team/product.git", Transport::Https),
+            ("ssh://git@git.example.org/team/product.git", Transport::Ssh),
+        ] {
+            assert_eq!(check_url(url), Ok(transport), "{url}");
+        }
+        for url in [
+            "",
+            "relative/path",
+            "-uhello",
+            "ext::sh -c touch% /tmp/pwned",
+            "fd::3",
+            "git.example.org:team/product.git",
+            "https://user:secret@git.example.org/p.git",
+            "https://@git.example.org/p.git",
+            "https://git.example.org",
+            "file://relative",
+            "https://git.example.org/a b",
+            "https://git.example.org/a\nb",
+        ] {
+            assert_eq!(check_url(url), Err(URL_RULE), "{url:?}");
+        }
+    }
+
+    #[test]
+    fn reasons_kept_are_printable_and_short() {
+        assert_eq!(record_reason("no\x1b[31m way\n"), "no?[31m way?");
+        assert_eq!(record_reason(""), "?");
+        assert_eq!(record_reason(&"x".repeat(1000)).len(), MAX_REASON_CHARS);
+    }
+}
