@@ -496,6 +496,8 @@ fn land_candidate(context: &Context, root: &Path, candidate: &str) -> LandedStep
             generation: 1,
             deadline: None,
             jobs: std::num::NonZeroUsize::MIN,
+            deliver: false,
+            side_branch: false,
         },
     );
     let json = match outcome.result {

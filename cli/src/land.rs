@@ -7,7 +7,11 @@
 //! (nothing written); 3 Failed; 4 Inconclusive, or no Verdict could be issued; 5 withheld by
 //! the gate (before anything started, or after the claim: the occurrence is then consumed);
 //! 6 unknown (inspect; never retry the occurrence); 7 not dispatched (the target moved away
-//! from the Candidate's base); 1 anything else (nothing decided).
+//! from the Candidate's base); 1 anything else (nothing decided). With `--deliver`, a
+//! landing that integrated goes on to deliver the same commit to the base's upstream (the
+//! same Verified Verdict, a delivery intent for the same action occurrence), and the exit
+//! status is the delivery's when it is not confirmed: 5 withheld, 6 unknown, 7 not
+//! dispatched, 8 refused.
 
 use std::path::{Path, PathBuf};
 
@@ -18,13 +22,14 @@ use super::assure::{
     output_tails, run_json_of, verdict_json, verdict_text,
 };
 use super::common::{CliError, Context, Output, json_value, read_input};
+use super::deliver;
 use super::{
     EXIT_FAILED, EXIT_FAILURE, EXIT_INCONCLUSIVE, EXIT_NOT_DISPATCHED, EXIT_UNKNOWN, EXIT_USAGE,
     EXIT_WITHHELD, Outcome,
 };
 use sf_host::contracts::EvidenceStore;
 use sf_host::landing::{LandOutcome, LandRequest, Landed, land, preflight};
-use sf_host::repository::{Action, Owner};
+use sf_host::repository::{Action, DeliveryMode, DeliveryRequest, Owner};
 
 /// The owner a landing names when `--owner` is not given.
 pub const DEFAULT_OWNER: &str = "sf-land";
@@ -56,6 +61,14 @@ pub struct LandArgs {
     /// How many checks run at a time (each still one sandboxed run and one record)
     #[arg(long, value_name = "N", default_value = "1")]
     pub(super) jobs: std::num::NonZeroUsize,
+    /// After integrating, deliver the commit to the base's upstream, at most once (see `sf
+    /// deliver`)
+    #[arg(long)]
+    pub(super) deliver: bool,
+    /// With --deliver: push to a new side branch refs/heads/sf/<candidate> instead of the
+    /// upstream branch
+    #[arg(long, requires = "deliver")]
+    pub(super) side_branch: bool,
 }
 
 /// The exit status of a landing's outcome.
@@ -138,8 +151,11 @@ fn land_command(context: &Context, args: &LandArgs) -> Result<(Output, u8), CliE
         id: args.owner.clone(),
         generation: args.generation,
     };
+    let delivery_action = action.clone();
+    let delivery_owner = owner.clone();
     let executor = loaded.slice.executor(context)?;
     let gate = context.gate(args.gate.as_deref())?;
+    let delivery_gate = std::sync::Arc::clone(&gate);
     let replay = loaded
         .repository
         .retained_intent(&action)
@@ -181,8 +197,39 @@ fn land_command(context: &Context, args: &LandArgs) -> Result<(Output, u8), CliE
     )
     .map_err(|error| land_error("landing", error))?;
     drop(progress);
-    let exit = exit_status(landed.outcome);
-    Ok((describe(&landed, &loaded, records.as_ref()), exit))
+    let mut exit = exit_status(landed.outcome);
+    let mut output = describe(&landed, &loaded, records.as_ref());
+    if args.deliver
+        && landed.outcome == LandOutcome::Integrated
+        && let Some(prepared) = &landed.prepared
+    {
+        let delivery = deliver::prepare_for(
+            &loaded,
+            DeliveryRequest {
+                action: delivery_action,
+                owner: delivery_owner,
+                candidate: loaded.sealed.digest.clone(),
+                verdict: prepared.payload.proof.clone(),
+                mode: if args.side_branch {
+                    DeliveryMode::SideBranch
+                } else {
+                    DeliveryMode::Branch
+                },
+            },
+        )?;
+        let observed = deliver::invoke_for(context, &loaded, &delivery, delivery_gate)?;
+        exit = deliver::invocation_status(observed.invocation);
+        output.json["delivery"] = serde_json::json!({
+            "prepared": json_value(&delivery.to_value()),
+            "observation": json_value(&observed.to_value()),
+        });
+        let described = deliver::describe(&observed);
+        output.text.push_str("  delivery\n");
+        for line in described.text.lines() {
+            output.text.push_str(&format!("    {}\n", sf_host::text_escape::line(line)));
+        }
+    }
+    Ok((output, exit))
 }
 
 fn describe(landed: &Landed, loaded: &Loaded, store: &dyn EvidenceStore) -> Output {

@@ -15,7 +15,7 @@ use super::common::{CliError, Context, Output, absolute_new_path, json_value, re
 use crate::{EXIT_NOT_DISPATCHED, EXIT_UNKNOWN, Outcome};
 use sf_host::contracts::RefValue;
 use sf_host::git_object::ObjectId;
-use sf_host::git_source::{import_git_base, read_git_commit};
+use sf_host::git_source::{import_git_base, import_git_base_from, read_git_commit};
 use sf_host::repository::{
     CreateRepository, ImportBase, ImportError, ImportedBase, InitialBase, Repository,
     RepositoryOptions, RepositorySettings, TargetMove, Upstream, UpstreamRecord, create_repository,
@@ -68,17 +68,22 @@ pub struct UpstreamCommandArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("import_source").required(true).args(["from_git", "from_upstream"])))]
 pub struct ImportArgs {
     /// The repository identity file (from `sf repo create --identity-out`)
     #[arg(long, value_name = "FILE")]
     identity: PathBuf,
     /// The team's Git repository (a work tree or a bare repository); recorded as an absolute
     /// path
-    #[arg(long, value_name = "REPO")]
-    from_git: PathBuf,
+    #[arg(long, value_name = "REPO", requires = "rev")]
+    from_git: Option<PathBuf>,
     /// The branch, tag or commit to import
-    #[arg(long, value_name = "REV")]
-    rev: String,
+    #[arg(long, value_name = "REV", requires = "from_git")]
+    rev: Option<String>,
+    /// Fetch the tip of the upstream recorded for the target's base (its URL and branch) and
+    /// import it, recording the same upstream for it
+    #[arg(long, conflicts_with_all = ["from_git", "upstream", "upstream_branch"])]
+    from_upstream: bool,
     /// Also move the target to the imported commit, by one compare-and-swap after the record
     /// is published, and only if the commit descends from the target in the source's history
     #[arg(long)]
@@ -247,26 +252,61 @@ fn import_status(target: &TargetMove) -> u8 {
 }
 
 fn import(context: &Context, args: ImportArgs) -> Result<(Output, u8), CliError> {
-    let source = std::path::absolute(&args.from_git).map_err(|error| {
-        CliError::new(
-            "invalid-input",
-            format!("--from-git {}: {error}", args.from_git.display()),
-        )
-    })?;
-    let source = source.to_str().ok_or_else(|| {
-        CliError::new(
-            "invalid-input",
-            format!("--from-git {}: is not UTF-8", source.display()),
-        )
-    })?;
-    let upstream = upstream_of(&args.upstream, Some(&args.from_git))?;
     let repository = context.open_repository(&args.identity)?;
-    let request = ImportBase {
-        source: source.to_owned(),
-        rev: args.rev.clone(),
-        advance: args.advance,
+    let (request, upstream, fetched) = match (&args.from_git, &args.rev) {
+        (Some(from_git), Some(rev)) => {
+            let source = std::path::absolute(from_git)
+                .ok()
+                .and_then(|path| path.to_str().map(str::to_owned))
+                .ok_or_else(|| {
+                    CliError::new(
+                        "invalid-input",
+                        format!("--from-git {}: not an absolute UTF-8 path", from_git.display()),
+                    )
+                })?;
+            let upstream = upstream_of(&args.upstream, Some(from_git))?;
+            let request = ImportBase {
+                source,
+                rev: rev.clone(),
+                advance: args.advance,
+            };
+            (request, upstream, None)
+        }
+        _ => {
+            let target = repository
+                .target()
+                .map_err(|error| repository_error("reading the target", &error))?;
+            let record = repository
+                .upstream_at(&target)
+                .map_err(|error| repository_error("reading the target's upstream", &error))?
+                .ok_or_else(|| {
+                    CliError::new(
+                        "invalid-input",
+                        format!(
+                            "--from-upstream: the target {target} records no upstream (nor does \
+                             its base); record one with `sf repo upstream` or import with \
+                             --from-git"
+                        ),
+                    )
+                })?;
+            let branch = sf_host::contracts::RefName::parse(&record.upstream.branch_ref())
+                .map_err(|error| CliError::new("invalid-input", error.to_string()))?;
+            let fetched = super::deliver::remote(context)?
+                .fetch(&record.upstream.url, &branch)
+                .map_err(|error| CliError::new("remote-unavailable", error.to_string()))?;
+            let request = ImportBase {
+                source: record.upstream.url.clone(),
+                rev: branch.as_str().to_owned(),
+                advance: args.advance,
+            };
+            (request, Some(record.upstream), Some(fetched))
+        }
     };
-    let imported = import_git_base(&repository, &request).map_err(|error| match error {
+    let imported = match &fetched {
+        Some(fetched) => import_git_base_from(&repository, &request, fetched.path()),
+        None => import_git_base(&repository, &request),
+    }
+    .map_err(|error| match error {
         ImportError::Source(error) => CliError::new(
             error.code(),
             format!("--from-git: {error}\n(nothing was written)"),

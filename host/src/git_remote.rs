@@ -136,6 +136,73 @@ impl GitRemote {
     }
 }
 
+/// The tip of an upstream branch, fetched into a scratch repository that lives as long as
+/// this value: read it with [`crate::git_source::GitSource`] like any local repository.
+#[derive(Debug)]
+pub struct FetchedUpstream {
+    scratch: Scratch,
+    /// The commit the branch named when fetched.
+    pub commit: ObjectId,
+}
+
+impl FetchedUpstream {
+    /// The scratch repository holding the fetched history.
+    pub fn path(&self) -> &Path {
+        &self.scratch.repo
+    }
+}
+
+impl GitRemote {
+    /// Fetches `branch` of the remote at `url` (its history, no tags, every object checked by
+    /// Git's fsck) into the same ref of a scratch repository, bounded by the push timeout.
+    pub fn fetch(&self, url: &str, branch: &RefName) -> Result<FetchedUpstream, RemoteError> {
+        let failed = |reason: String| RemoteError {
+            reason: printable(&reason),
+        };
+        let deadline = Instant::now() + self.push_timeout;
+        let scratch = Scratch::new(self, deadline).map_err(failed)?;
+        let mut args = self.settings(url).map_err(failed)?;
+        // Fetched to the same name, so that the revision an import records is the branch.
+        let fetched = branch.as_str();
+        args.extend(
+            [
+                "-c",
+                "fetch.fsckObjects=true",
+                "fetch",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--no-recurse-submodules",
+                "--quiet",
+                "--",
+                url,
+            ]
+            .map(str::to_owned),
+        );
+        args.push(format!("+{branch}:{fetched}"));
+        let run = self.run(&scratch, args, Vec::new(), 1024, deadline).map_err(failed)?;
+        if !run.succeeded() {
+            return Err(failed(format!("git fetch {}", run.describe_ending())));
+        }
+        let resolved = self
+            .run(
+                &scratch,
+                ["rev-parse", "--verify", "--end-of-options", fetched]
+                    .map(str::to_owned)
+                    .to_vec(),
+                Vec::new(),
+                1024,
+                deadline,
+            )
+            .map_err(failed)?;
+        let commit = std::str::from_utf8(&resolved.stdout)
+            .ok()
+            .and_then(|text| ObjectId::parse_hex(text.trim()))
+            .filter(|_| resolved.succeeded())
+            .ok_or_else(|| failed(format!("the fetched {branch} cannot be read back")))?;
+        Ok(FetchedUpstream { scratch, commit })
+    }
+}
+
 impl Remote for GitRemote {
     fn read_refs(
         &self,
@@ -277,6 +344,7 @@ fn printable(text: &str) -> String {
 }
 
 /// A private temporary directory holding an empty HOME and a scratch bare repository.
+#[derive(Debug)]
 struct Scratch {
     _dir: tempfile::TempDir,
     home: PathBuf,

@@ -225,8 +225,19 @@ pub fn import_git_base(
     repository: &Repository,
     request: &ImportBase,
 ) -> Result<ImportedBase, ImportError<GitSourceError>> {
+    import_git_base_from(repository, request, Path::new(&request.source))
+}
+
+/// Imports `request.rev` of the Git repository at `path` into `repository`, recording
+/// `request.source` as where it came from: how a base fetched from an upstream URL into a
+/// scratch repository is imported with the URL as its source.
+pub fn import_git_base_from(
+    repository: &Repository,
+    request: &ImportBase,
+    path: &Path,
+) -> Result<ImportedBase, ImportError<GitSourceError>> {
     request.check_source()?;
-    let mut source = GitSource::open(Path::new(&request.source)).map_err(ImportError::Source)?;
+    let mut source = GitSource::open(path).map_err(ImportError::Source)?;
     repository.import_base(&mut source, request)
 }
 

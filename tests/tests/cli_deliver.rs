@@ -360,3 +360,301 @@ fn a_refusing_remote_is_refused_and_a_side_branch_is_created_once() {
     );
     assert_eq!(delivery.remote_ref("refs/heads/main").unwrap(), upstream);
 }
+
+#[test]
+fn land_deliver_integrates_then_delivers_and_import_from_upstream_takes_the_new_tip() {
+    let delivery = Delivery::new();
+    let upstream = delivery.remote_ref("refs/heads/main").unwrap();
+    let candidate = delivery.collected("fix", SUM_FIXED);
+    let landed = delivery.work.land(&candidate, "slice", &["--deliver"]);
+    let result = landed.result();
+    assert_eq!(result["outcome"], "integrated", "{result}");
+    let observed = &result["delivery"]["observation"];
+    assert_eq!(observed["invocation"], "confirmed", "{result}");
+    let commit = observed["commit"].as_str().unwrap();
+    assert_eq!(delivery.work.target(), commit);
+    assert_eq!(delivery.remote_ref("refs/heads/main").unwrap(), commit);
+    // A replay of the landing delivers nothing again.
+    let again = delivery.work.land(&candidate, "slice", &["--deliver"]);
+    assert_eq!(again.result()["delivery"]["observation"]["dispatched"], false);
+    assert_eq!(again.result()["delivery"]["observation"]["invocation"], "confirmed");
+
+    // The team builds on M; the next import fetches that tip as the next base, with the same
+    // upstream recorded, and the target follows it forward.
+    let tree = git(&delivery.remote, &["rev-parse", &format!("{commit}^{{tree}}")]);
+    let next = git(
+        &delivery.remote,
+        &["commit-tree", &tree, "-p", commit, "-m", "the team's next commit"],
+    );
+    git(&delivery.remote, &["update-ref", "refs/heads/main", &next]);
+    let imported = delivery.work.sf(&[
+        "repo",
+        "import",
+        "--identity",
+        "identity.json",
+        "--from-upstream",
+        "--advance",
+    ]);
+    let imported = imported.result();
+    assert_eq!(imported["record"]["commit"], next.as_str(), "{imported}");
+    assert_eq!(imported["record"]["rev"], "refs/heads/main");
+    assert_eq!(
+        imported["record"]["source"],
+        delivery.remote.to_str().unwrap()
+    );
+    assert_eq!(imported["upstream"]["branch"], "main");
+    assert_eq!(delivery.work.target(), next);
+    assert_ne!(upstream, next);
+}
+
+/// Installs a post-receive hook on the remote that appends one line per push that updated a
+/// ref; returns the log's path.
+fn count_pushes(remote: &Path) -> PathBuf {
+    let log = remote.join("pushes.log");
+    let hook = remote.join("hooks/post-receive");
+    write(
+        &hook,
+        &format!("#!/bin/sh\ncat >/dev/null\necho push >> '{}'\n", log.display()),
+    );
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    log
+}
+
+fn pushes(log: &Path) -> usize {
+    std::fs::read_to_string(log)
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn eight_concurrent_invokes_of_one_intent_push_exactly_once() {
+    let delivery = Delivery::new();
+    let log = count_pushes(&delivery.remote);
+    let candidate = delivery.collected("fix", SUM_FIXED);
+    let (prepared, intent) = delivery.prepare(&candidate, 1, &[]);
+    let children: Vec<_> = (0..8)
+        .map(|_| {
+            delivery
+                .work
+                .command(&[
+                    "deliver",
+                    "invoke",
+                    "--identity",
+                    "identity.json",
+                    "--prepared",
+                    prepared.to_str().unwrap(),
+                    "--slice",
+                    "slice",
+                    "--gate",
+                    "gate.json",
+                ])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut dispatched = 0;
+    for child in children {
+        let output = child.wait_with_output().unwrap();
+        let envelope: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("not an envelope: {output:?}"));
+        if envelope["ok"] == true && envelope["result"]["dispatched"] == true {
+            dispatched += 1;
+        }
+    }
+    assert_eq!(dispatched, 1);
+    assert_eq!(pushes(&log), 1);
+    assert_eq!(
+        delivery.remote_ref("refs/heads/main").unwrap(),
+        intent["payload"]["commit"].as_str().unwrap()
+    );
+    assert_eq!(delivery.inspect(&prepared)["invocation"], "confirmed");
+}
+
+#[test]
+fn a_deliverer_killed_at_each_fault_point_leaves_a_truthful_inspection_and_no_second_push() {
+    for (point, expected, pushed) in [
+        ("delivery-claimed", "unknown", false),
+        ("delivery-submitted", "unknown", false),
+        ("delivery-acknowledged", "confirmed", true),
+    ] {
+        let delivery = Delivery::new();
+        let log = count_pushes(&delivery.remote);
+        let upstream = delivery.remote_ref("refs/heads/main").unwrap();
+        let candidate = delivery.collected("fix", SUM_FIXED);
+        let (prepared, intent) = delivery.prepare(&candidate, 1, &[]);
+        let status = delivery
+            .work
+            .faulty(
+                point,
+                &[
+                    "deliver",
+                    "invoke",
+                    "--identity",
+                    "identity.json",
+                    "--prepared",
+                    prepared.to_str().unwrap(),
+                    "--slice",
+                    "slice",
+                    "--gate",
+                    "gate.json",
+                ],
+            )
+            .output()
+            .unwrap()
+            .status;
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9),
+            "{point}"
+        );
+        let inspected = delivery.inspect(&prepared);
+        assert_eq!(inspected["invocation"], expected, "{point}: {inspected}");
+        let commit = intent["payload"]["commit"].as_str().unwrap();
+        let on_remote = delivery.remote_ref("refs/heads/main").unwrap();
+        assert_eq!(on_remote == commit, pushed, "{point}");
+        assert_eq!(on_remote == upstream, !pushed, "{point}");
+        // Invoked again, nothing more is pushed: the claim stays.
+        let (again, _) = delivery.invoke(&prepared);
+        assert_eq!(again["dispatched"], false, "{point}: {again}");
+        assert_eq!(again["invocation"], expected, "{point}: {again}");
+        assert_eq!(pushes(&log), usize::from(pushed), "{point}");
+    }
+}
+
+/// A pre-receive hook that says it started, then waits until `release` exists (at most a
+/// minute), then accepts.
+fn hold_pushes(remote: &Path) -> (PathBuf, PathBuf) {
+    let started = remote.join("hook-started");
+    let release = remote.join("hook-release");
+    let hook = remote.join("hooks/pre-receive");
+    write(
+        &hook,
+        &format!(
+            "#!/bin/sh\ncat >/dev/null\ntouch '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done\nexit 0\n",
+            started.display(),
+            release.display()
+        ),
+    );
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    (started, release)
+}
+
+fn wait_for(path: &Path) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !path.exists() {
+        assert!(std::time::Instant::now() < until, "{} never appeared", path.display());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// Waits (at most 20 s) until the remote's branch names `commit`, then says whether the
+/// remote holds the intent's marker: whether the push landed.
+fn settle(delivery: &Delivery, marker: &str, commit: &str) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if delivery.remote_ref("refs/heads/main").as_deref() == Some(commit) {
+            return delivery.remote_ref(marker).is_some();
+        }
+        if std::time::Instant::now() > until {
+            return delivery.remote_ref(marker).is_some();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_remote_that_stops_answering_mid_push_is_unknown_and_a_later_inspect_reads_the_truth() {
+    let delivery = Delivery::new();
+    let log = count_pushes(&delivery.remote);
+    let (started, release) = hold_pushes(&delivery.remote);
+    write(
+        &delivery.work.dir.join("sf.toml"),
+        "[delivery]\npush_timeout_seconds = 2\n",
+    );
+    let candidate = delivery.collected("fix", SUM_FIXED);
+    let (prepared, intent) = delivery.prepare(&candidate, 1, &[]);
+    let output = delivery
+        .work
+        .command(&[
+            "--config",
+            "sf.toml",
+            "deliver",
+            "invoke",
+            "--identity",
+            "identity.json",
+            "--prepared",
+            prepared.to_str().unwrap(),
+            "--slice",
+            "slice",
+            "--gate",
+            "gate.json",
+        ])
+        .output()
+        .unwrap();
+    let envelope: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let observed = &envelope["result"];
+    assert!(started.exists(), "the push reached the server");
+    assert_eq!(observed["invocation"], "unknown", "{observed}");
+    assert_eq!(observed["dispatched"], true);
+    assert!(
+        observed["problem"].as_str().unwrap().contains("timed out"),
+        "{observed}"
+    );
+    assert_eq!(output.status.code(), Some(6));
+    // The server goes on once the hook is released; whatever it did, inspect says it.
+    std::fs::write(&release, "").unwrap();
+    let commit = intent["payload"]["commit"].as_str().unwrap();
+    let marker = intent["payload"]["marker"].as_str().unwrap();
+    let landed = settle(&delivery, marker, commit);
+    let inspected = delivery.inspect(&prepared);
+    let expected = if landed { "confirmed" } else { "unknown" };
+    assert_eq!(inspected["invocation"], expected, "{inspected}");
+    assert!(pushes(&log) <= 1);
+}
+
+#[test]
+fn a_deliverer_killed_while_its_push_is_in_flight_never_pushes_twice() {
+    let delivery = Delivery::new();
+    let log = count_pushes(&delivery.remote);
+    let (started, release) = hold_pushes(&delivery.remote);
+    let candidate = delivery.collected("fix", SUM_FIXED);
+    let (prepared, intent) = delivery.prepare(&candidate, 1, &[]);
+    let mut child = delivery
+        .work
+        .command(&[
+            "deliver",
+            "invoke",
+            "--identity",
+            "identity.json",
+            "--prepared",
+            prepared.to_str().unwrap(),
+            "--slice",
+            "slice",
+            "--gate",
+            "gate.json",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&started);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Killed mid-push, before it could read anything back: a claim, no receipt.
+    let inspected = delivery.inspect(&prepared);
+    assert_eq!(inspected["receipt"], serde_json::Value::Null, "{inspected}");
+    std::fs::write(&release, "").unwrap();
+    let commit = intent["payload"]["commit"].as_str().unwrap();
+    let marker = intent["payload"]["marker"].as_str().unwrap();
+    let landed = settle(&delivery, marker, commit);
+    let (again, _) = delivery.invoke(&prepared);
+    assert_eq!(again["dispatched"], false, "{again}");
+    let expected = if landed { "confirmed" } else { "unknown" };
+    assert_eq!(again["invocation"], expected, "{again}");
+    assert_eq!(delivery.inspect(&prepared)["invocation"], expected);
+    assert!(pushes(&log) <= 1);
+}

@@ -44,7 +44,7 @@ pub const MAX_REV_BYTES: usize = 256;
 const RECORD_REF_PATIENCE: Duration = Duration::from_secs(2);
 
 const SOURCE_RULE: &str = "a source is an absolute path of at most 4096 bytes, without control \
-                           characters";
+                           characters, or the upstream URL a base was fetched from";
 const REV_RULE: &str = "a revision is a branch, tag or commit name of 1 to 256 bytes, not \
                         starting with - and without spaces or control characters";
 
@@ -72,7 +72,8 @@ pub struct ImportRecord {
     pub commit: ObjectId,
     /// Its tree.
     pub tree: ObjectId,
-    /// The repository it was read from, as given (made absolute).
+    /// The repository it was read from, as given (made absolute), or the upstream URL it was
+    /// fetched from.
     #[serde(deserialize_with = "source_text")]
     pub source: String,
     /// The revision it was read at, as given.
@@ -101,9 +102,10 @@ fn rev_text<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Err
 }
 
 fn valid_source(source: &str) -> bool {
-    source.starts_with('/')
+    (source.starts_with('/')
         && source.len() <= MAX_SOURCE_BYTES
-        && !source.chars().any(char::is_control)
+        && !source.chars().any(char::is_control))
+        || super::delivery::check_url(source).is_ok()
 }
 
 /// The rule of sf-git's reader (`check_rev`), kept here for records read back.
