@@ -127,9 +127,12 @@ pub(super) fn remote(context: &Context) -> Result<GitRemote, CliError> {
     let push = settings
         .push_timeout_seconds
         .map_or(DEFAULT_PUSH_TIMEOUT, Duration::from_secs);
+    let read = settings
+        .read_timeout_seconds
+        .map_or(DEFAULT_READ_TIMEOUT, Duration::from_secs);
     Ok(GitRemote::new(None)
         .map_err(|reason| CliError::new("git-unavailable", reason))?
-        .with_timeouts(DEFAULT_READ_TIMEOUT, push)
+        .with_timeouts(read, push)
         .with_credential_helper(settings.credential_helper.clone()))
 }
 

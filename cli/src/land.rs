@@ -226,7 +226,9 @@ fn land_command(context: &Context, args: &LandArgs) -> Result<(Output, u8), CliE
         let described = deliver::describe(&observed);
         output.text.push_str("  delivery\n");
         for line in described.text.lines() {
-            output.text.push_str(&format!("    {}\n", sf_host::text_escape::line(line)));
+            output
+                .text
+                .push_str(&format!("    {}\n", sf_host::text_escape::line(line)));
         }
     }
     Ok((output, exit))

@@ -261,7 +261,10 @@ fn import(context: &Context, args: ImportArgs) -> Result<(Output, u8), CliError>
                 .ok_or_else(|| {
                     CliError::new(
                         "invalid-input",
-                        format!("--from-git {}: not an absolute UTF-8 path", from_git.display()),
+                        format!(
+                            "--from-git {}: not an absolute UTF-8 path",
+                            from_git.display()
+                        ),
                     )
                 })?;
             let upstream = upstream_of(&args.upstream, Some(from_git))?;

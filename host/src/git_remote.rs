@@ -179,7 +179,9 @@ impl GitRemote {
             .map(str::to_owned),
         );
         args.push(format!("+{branch}:{fetched}"));
-        let run = self.run(&scratch, args, Vec::new(), 1024, deadline).map_err(failed)?;
+        let run = self
+            .run(&scratch, args, Vec::new(), 1024, deadline)
+            .map_err(failed)?;
         if !run.succeeded() {
             return Err(failed(format!("git fetch {}", run.describe_ending())));
         }

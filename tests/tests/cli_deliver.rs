@@ -376,15 +376,31 @@ fn land_deliver_integrates_then_delivers_and_import_from_upstream_takes_the_new_
     assert_eq!(delivery.remote_ref("refs/heads/main").unwrap(), commit);
     // A replay of the landing delivers nothing again.
     let again = delivery.work.land(&candidate, "slice", &["--deliver"]);
-    assert_eq!(again.result()["delivery"]["observation"]["dispatched"], false);
-    assert_eq!(again.result()["delivery"]["observation"]["invocation"], "confirmed");
+    assert_eq!(
+        again.result()["delivery"]["observation"]["dispatched"],
+        false
+    );
+    assert_eq!(
+        again.result()["delivery"]["observation"]["invocation"],
+        "confirmed"
+    );
 
     // The team builds on M; the next import fetches that tip as the next base, with the same
     // upstream recorded, and the target follows it forward.
-    let tree = git(&delivery.remote, &["rev-parse", &format!("{commit}^{{tree}}")]);
+    let tree = git(
+        &delivery.remote,
+        &["rev-parse", &format!("{commit}^{{tree}}")],
+    );
     let next = git(
         &delivery.remote,
-        &["commit-tree", &tree, "-p", commit, "-m", "the team's next commit"],
+        &[
+            "commit-tree",
+            &tree,
+            "-p",
+            commit,
+            "-m",
+            "the team's next commit",
+        ],
     );
     git(&delivery.remote, &["update-ref", "refs/heads/main", &next]);
     let imported = delivery.work.sf(&[
@@ -414,10 +430,12 @@ fn count_pushes(remote: &Path) -> PathBuf {
     let hook = remote.join("hooks/post-receive");
     write(
         &hook,
-        &format!("#!/bin/sh\ncat >/dev/null\necho push >> '{}'\n", log.display()),
+        &format!(
+            "#!/bin/sh\ncat >/dev/null\necho push >> '{}'\n",
+            log.display()
+        ),
     );
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     log
 }
 
@@ -538,15 +556,18 @@ fn hold_pushes(remote: &Path) -> (PathBuf, PathBuf) {
             release.display()
         ),
     );
-    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     (started, release)
 }
 
 fn wait_for(path: &Path) {
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while !path.exists() {
-        assert!(std::time::Instant::now() < until, "{} never appeared", path.display());
+        assert!(
+            std::time::Instant::now() < until,
+            "{} never appeared",
+            path.display()
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
@@ -657,4 +678,105 @@ fn a_deliverer_killed_while_its_push_is_in_flight_never_pushes_twice() {
     assert_eq!(again["invocation"], expected, "{again}");
     assert_eq!(delivery.inspect(&prepared)["invocation"], expected);
     assert!(pushes(&log) <= 1);
+}
+
+#[test]
+fn records_are_write_once_and_verified_when_read() {
+    let delivery = Delivery::new();
+    let owned = delivery.work.dir.join("repo.git");
+    // The upstream: the same again is a replay, another is a conflict, a password is refused
+    // before anything is written.
+    let url = delivery.remote.to_str().unwrap();
+    let same = delivery.work.sf(&[
+        "repo",
+        "upstream",
+        "--identity",
+        "identity.json",
+        "--url",
+        url,
+        "--branch",
+        "main",
+    ]);
+    assert_eq!(same.result()["url"], url);
+    let other = delivery.work.sf(&[
+        "repo",
+        "upstream",
+        "--identity",
+        "identity.json",
+        "--url",
+        "git://127.0.0.1/other.git",
+        "--branch",
+        "main",
+    ]);
+    assert_eq!(other.error_code(), "conflict");
+    let before = delivery.work.hash("slice");
+    for url in [
+        "https://ada:secret@example.org/team.git",
+        "ext::sh -c id",
+        "-oProxyCommand=id",
+    ] {
+        let flag = format!("--url={url}");
+        let refused = delivery.work.sf(&[
+            "repo",
+            "upstream",
+            "--identity",
+            "identity.json",
+            &flag,
+            "--branch",
+            "main",
+        ]);
+        assert_eq!(refused.error_code(), "invalid-input", "{url}");
+        assert!(
+            !refused.error_message().contains("secret"),
+            "{}",
+            refused.error_message()
+        );
+    }
+    assert_eq!(delivery.work.hash("slice"), before);
+
+    // One intent per occurrence: another Candidate for it is a conflict.
+    let candidate = delivery.collected("fix", SUM_FIXED);
+    let (prepared, _) = delivery.prepare(&candidate, 1, &[]);
+    let conflict = delivery.work.sf(&[
+        "deliver",
+        "prepare",
+        "--identity",
+        "identity.json",
+        "--candidate",
+        &candidate,
+        "--slice",
+        "slice",
+        "--action",
+        "deliver-sum",
+        "--occurrence",
+        "1",
+        "--owner",
+        "owner-2",
+        "--generation",
+        "1",
+    ]);
+    assert_eq!(conflict.error_code(), "conflict");
+
+    // A receipt that does not answer the claim is corrupt, never taken as confirmed.
+    let (observed, _) = delivery.invoke(&prepared);
+    assert_eq!(observed["invocation"], "confirmed");
+    let receipt = git(
+        &owned,
+        &["for-each-ref", "--format=%(refname)", "refs/sf/deliveries/"],
+    )
+    .lines()
+    .find(|name| name.ends_with("/receipt"))
+    .unwrap()
+    .to_owned();
+    let initial = delivery.work.initial();
+    git(&owned, &["update-ref", &receipt, &initial]);
+    let corrupt = delivery.work.sf(&[
+        "deliver",
+        "inspect",
+        "--identity",
+        "identity.json",
+        "--prepared",
+        prepared.to_str().unwrap(),
+    ]);
+    assert_eq!(corrupt.error_code(), "corrupt");
 }

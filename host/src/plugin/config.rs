@@ -22,6 +22,7 @@
 //! [delivery]
 //! credential_helper = "store --file=/etc/sf/credentials"   # default: none
 //! push_timeout_seconds = 300
+//! read_timeout_seconds = 60
 //! ```
 //!
 //! `[environments]` is not a backend: it has no `type`, only `store`, the absolute path of the
@@ -81,15 +82,21 @@ pub const SECTIONS: &[&str] = &[
 ];
 
 /// The keys `[delivery]` may hold.
-pub const DELIVERY_KEYS: &[&str] = &["credential_helper", "push_timeout_seconds"];
+pub const DELIVERY_KEYS: &[&str] = &[
+    "credential_helper",
+    "push_timeout_seconds",
+    "read_timeout_seconds",
+];
 
 /// `[delivery]`: how sf reaches the team's remote.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DeliverySettings {
     /// A Git credential helper for the delivery's URL only (`credential.<url>.helper`).
     pub credential_helper: Option<String>,
-    /// How long one push may take, in seconds; the default when `None`.
+    /// How long one push (or fetch) may take, in seconds; the default when `None`.
     pub push_timeout_seconds: Option<u64>,
+    /// How long reading a remote's refs may take, in seconds; the default when `None`.
+    pub read_timeout_seconds: Option<u64>,
 }
 
 /// The keys `[environments]` may hold.
@@ -900,20 +907,19 @@ fn delivery(value: toml::Value) -> Result<DeliverySettings, String> {
             );
         }
     };
-    let push_timeout_seconds = match fields.get("push_timeout_seconds") {
-        None => None,
+    let seconds = |key: &str| match fields.get(key) {
+        None => Ok(None),
         Some(toml::Value::Integer(seconds)) if (1..=86_400).contains(seconds) => {
-            Some(*seconds as u64)
+            Ok(Some(*seconds as u64))
         }
-        Some(_) => {
-            return Err(
-                "[delivery] push_timeout_seconds must be an integer from 1 to 86400".into(),
-            );
-        }
+        Some(_) => Err(format!(
+            "[delivery] {key} must be an integer from 1 to 86400"
+        )),
     };
     Ok(DeliverySettings {
         credential_helper,
-        push_timeout_seconds,
+        push_timeout_seconds: seconds("push_timeout_seconds")?,
+        read_timeout_seconds: seconds("read_timeout_seconds")?,
     })
 }
 
@@ -938,6 +944,40 @@ fn section(name: &str, value: toml::Value) -> Result<Section, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_delivery_section_is_read_strictly() {
+        let file = || ConfigOrigin::File("sf.toml".into());
+        let config = Config::parse(
+            "[delivery]\ncredential_helper = \"store --file=/etc/sf/creds\"\npush_timeout_seconds = 20\nread_timeout_seconds = 5\n",
+            file(),
+        )
+        .unwrap();
+        assert_eq!(
+            config.delivery(),
+            &DeliverySettings {
+                credential_helper: Some("store --file=/etc/sf/creds".into()),
+                push_timeout_seconds: Some(20),
+                read_timeout_seconds: Some(5),
+            }
+        );
+        assert_eq!(
+            Config::parse("", file()).unwrap().delivery(),
+            &DeliverySettings::default()
+        );
+        for bad in [
+            "[delivery]\npassword = \"x\"\n",
+            "[delivery]\npush_timeout_seconds = 0\n",
+            "[delivery]\nread_timeout_seconds = \"60\"\n",
+            "[delivery]\ncredential_helper = \"\"\n",
+            "[delivery]\ncredential_helper = \"a\\nb\"\n",
+            "delivery = 1\n",
+        ] {
+            let error = Config::parse(bad, file()).unwrap_err();
+            assert_eq!(error.code(), "config-invalid", "{bad}");
+            assert!(error.to_string().contains("[delivery]"), "{bad}: {error}");
+        }
+    }
 
     #[test]
     fn the_executor_section_round_trips_through_its_record() {

@@ -160,12 +160,20 @@ impl Repository {
 
     /// The upstream that follows `commit`: its own record when it is a base, or, for a
     /// Candidate's commit M (what the target names after an integration), its base's.
-    pub fn upstream_at(&self, commit: &ObjectId) -> Result<Option<UpstreamRecord>, RepositoryError> {
+    pub fn upstream_at(
+        &self,
+        commit: &ObjectId,
+    ) -> Result<Option<UpstreamRecord>, RepositoryError> {
         if let Some(record) = self.upstream_of(commit)? {
             return Ok(Some(record));
         }
         let what = format!("commit {commit}");
-        let body = self.read_one(*commit, ObjectKind::Commit, MAX_IMPORTED_COMMIT_BYTES, &what)?;
+        let body = self.read_one(
+            *commit,
+            ObjectKind::Commit,
+            MAX_IMPORTED_COMMIT_BYTES,
+            &what,
+        )?;
         let heads = commit_heads(&body)
             .map_err(|rule| RepositoryError::corrupt(format!("{what}: {rule}")))?;
         match heads.parents.as_slice() {
