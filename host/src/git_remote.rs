@@ -74,6 +74,9 @@ impl GitRemote {
         let mut args = vec![
             "-c".to_owned(),
             format!("protocol.{}.allow=always", transport.name()),
+            // A redirect could send the push, or the helper's credentials, elsewhere.
+            "-c".to_owned(),
+            "http.followRedirects=false".to_owned(),
         ];
         if let Some(helper) = &self.credential_helper {
             args.extend(["-c".to_owned(), format!("credential.{url}.helper={helper}")]);

@@ -36,6 +36,13 @@ use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 /// (name, length, sha256 hex) of every vector, as written.
 #[rustfmt::skip]
 const GOLDEN: &[(&str, usize, &str)] = &[
+    ("delivery-dispatch-message", 144, "29c77f5c99675f0dcd73a8b9d0c9a8d66e08eda9620fa21f233cc9d133f4f5ac"),
+    ("delivery-intent-message", 102, "1b1afc7ced791fc347bb56689cd161592d8ca974dd58240ee95fcf34198cdb9b"),
+    ("delivery-marker-tag", 427, "c61a4ceb099e1fbf82ff543d14cc2f12371f3fb60d21ea6f6913277d6ef617c6"),
+    ("delivery-payload", 917, "947a7c2c2d13f50a481ef7ebcb962b53a462be34fd9ebb0c82e5391d520d3eb3"),
+    ("delivery-receipt-delivered", 171, "679d560e5a01bce808def362561b34b6054a644019904c7b157100747a2f6283"),
+    ("delivery-receipt-refused", 174, "eae8e84eed0c237a53a542a48338066a934d090d381b14336429a05b98264ecb"),
+    ("upstream-record", 174, "c5cb73211c466254cb6ac5a1b48930c3cf90dc1f784c80161e19308ef0fde891"),
     ("observation-v5", 1742, "64fdcd35af8841fa728fa1c5369d6e9feff859316c97d3fea6f8707d7a318f6e"),
     ("observation-v4", 1727, "ab7f27f84aacaeefa45a634bbdaec7b55f7655020281601b8da09eb2d27caefd"),
     ("run-command", 366, "5d897824d2f9bf9908783256f15ad8fb7b31ff718e813ea5f2a130fa6b2426f8"),
@@ -325,6 +332,79 @@ fn identity() -> sf_host::repository::RepositoryIdentity {
         br#"{"dev":2049,"initial":"1111111111111111111111111111111111111111","ino":77,"nonce":"0123456789abcdef0123456789abcdef","objectFormat":"sha1","path":"/srv/sf/golden","productId":"golden","protocol":"sf-repository/1","targetRef":"refs/heads/main"}"#,
     )
     .unwrap()
+}
+
+/// The delivery records: the upstream record, the payload, the marker tag, and the messages of
+/// the intent, dispatch and receipt commits.
+fn delivery_vectors(v: &mut BTreeMap<&'static str, Vec<u8>>) {
+    use sf_host::repository::{
+        Action, DeliveryMode, DeliveryPayload, Owner, ReceiptOutcome, Upstream, UpstreamRecord,
+        delivery_dispatch_message, delivery_intent_message, delivery_receipt_message, marker_ref,
+        marker_tag,
+    };
+    let upstream = UpstreamRecord {
+        product: "golden".into(),
+        base: oid('1'),
+        upstream: Upstream {
+            url: "https://git.example.org/team/golden.git".into(),
+            branch: "main".into(),
+        },
+    };
+    v.insert(
+        "upstream-record",
+        canonical::to_canonical_bytes(&upstream).unwrap(),
+    );
+    let action = Action {
+        id: "deliver-golden".into(),
+        occurrence: 1,
+    };
+    let payload = DeliveryPayload {
+        marker: marker_ref(&identity(), &action).as_str().to_owned(),
+        action,
+        product: "golden".into(),
+        slice: Slice {
+            id: "golden-slice".into(),
+            revision: 3,
+        },
+        repository: identity(),
+        candidate: digest("candidate"),
+        verdict: digest("verdict"),
+        commit: oid('3'),
+        base: oid('1'),
+        mode: DeliveryMode::Branch,
+        remote: "https://git.example.org/team/golden.git".into(),
+        remote_ref: "refs/heads/main".into(),
+        expected: Some(oid('1')),
+        owner: Owner {
+            id: "owner".into(),
+            generation: 1,
+        },
+    };
+    v.insert("delivery-payload", payload.validate().unwrap());
+    v.insert("delivery-marker-tag", marker_tag(&payload));
+    v.insert(
+        "delivery-intent-message",
+        delivery_intent_message(&digest("payload")).into_bytes(),
+    );
+    v.insert(
+        "delivery-dispatch-message",
+        delivery_dispatch_message(&digest("payload"), "ffffffffffffffffffffffffffffffff")
+            .into_bytes(),
+    );
+    v.insert(
+        "delivery-receipt-delivered",
+        delivery_receipt_message(&digest("payload"), &oid('3'), &ReceiptOutcome::Delivered)
+            .into_bytes(),
+    );
+    v.insert(
+        "delivery-receipt-refused",
+        delivery_receipt_message(
+            &digest("payload"),
+            &oid('3'),
+            &ReceiptOutcome::Refused("[remote rejected] (pre-receive hook declined)".into()),
+        )
+        .into_bytes(),
+    );
 }
 
 fn encode(value: &Value) -> Vec<u8> {
@@ -786,6 +866,7 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         "receipt-message",
         receipt_message(&digest("payload"), &oid('3')).into_bytes(),
     );
+    delivery_vectors(&mut v);
     let acceptance = Acceptance::from_json(include_bytes!(
         "../../cli/src/demo/sample/slice/acceptance.json"
     ))

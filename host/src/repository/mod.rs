@@ -37,8 +37,9 @@ pub use delivery::{
     DELIVERY_PROTOCOL, DELIVERY_REF_PREFIX, DeliveryInvocation, DeliveryMode, DeliveryObservation,
     DeliveryPayload, DeliveryRequest, LeasedUpdate, MARKER_REF_PREFIX, PreparedDelivery, Push,
     PushOutcome, ReceiptOutcome, Remote, RemoteError, RemoteReading, Transport, UPSTREAM_PROTOCOL,
-    UPSTREAM_REF_PREFIX, Upstream, UpstreamRecord, check_url, marker_ref, marker_tag,
-    marker_tag_id, side_branch, upstream_ref,
+    UPSTREAM_REF_PREFIX, Upstream, UpstreamRecord, check_url, delivery_dispatch_message,
+    delivery_intent_message, delivery_receipt_message, marker_ref, marker_tag, marker_tag_id,
+    side_branch, upstream_ref,
 };
 pub use error::{Rejection, RepositoryError};
 pub use identity::{
