@@ -1,8 +1,10 @@
 //! `sf demo`: the whole pipeline on real components, through the same code paths as the
 //! subcommands (each step calls the subcommand's own function with the arguments a user would
 //! type), in a fresh private directory on the embedded defaults. It walks the safe path:
-//! Candidates are sealed for a frozen Slice and landed with `sf land`, which integrates only a
-//! Verified Candidate.
+//! Candidates are sealed for a frozen Slice and landed with `sf land --deliver`, which
+//! integrates only a Verified Candidate and then pushes that very commit to the team's
+//! repository, once. The team's repository is a bare Git repository the demo makes first, with
+//! the sample project as its `main`; the owned repository imports it byte for byte.
 //!
 //! The sample project (`demo/sample/`, embedded in the binary): `sum.sh FILE` prints the sum
 //! of the numbers in FILE but skips the first line (the bug). The Slice brings its own test,
@@ -22,9 +24,11 @@ use super::assure::CandidateInSlice;
 use super::common::{CliError, Context, Output, absolute_new_path};
 use super::freeze::{self, FreezeArgs, SliceCommand};
 use super::land::{self, LandArgs};
-use super::repo::{self, CreateArgs, RepoCommand};
+use super::repo::{self, CreateArgs, RepoCommand, UpstreamArgs};
 use super::seal::{self, SealArgs};
 use sf_host::canonical::Digest;
+use sf_host::contracts::RefName;
+use sf_host::repository::Remote as _;
 use sf_host::repository::RepositorySettings;
 
 #[derive(Debug, Args)]
@@ -209,32 +213,47 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
         ok: true,
     };
 
-    // 1. An owned repository from the sample project.
+    // 1. The team's repository: the sample project committed on `main` of a bare repository.
+    let team = root.join("team.git");
+    let upstream = team_repository(&root.join("project"), &team)?;
+    steps.record(
+        "team repository",
+        true,
+        format!("{} main at {upstream} (the sample project)", team.display()),
+        serde_json::json!({"team": team.display().to_string(), "main": upstream}),
+    );
+
+    // 2. An owned repository whose first base is that commit, byte for byte, with the team's
+    // repository recorded as its upstream.
     let created = repo::run(
         &defaults,
         RepoCommand::Create(CreateArgs {
             path: repository.clone(),
             product: PRODUCT.into(),
             target: TARGET.into(),
-            from: Some(root.join("project")),
-            from_git: None,
-            rev: None,
+            from: None,
+            from_git: Some(team.clone()),
+            rev: Some("main".into()),
             identity_out: Some(identity.clone()),
             max_files: RepositorySettings::default().max_files,
             max_file_bytes: RepositorySettings::default().max_file_bytes,
             max_tree_bytes: RepositorySettings::default().max_tree_bytes,
             allow_case_collisions: false,
-            upstream: Default::default(),
+            upstream: UpstreamArgs {
+                upstream: None,
+                upstream_branch: Some("main".into()),
+            },
         }),
     )
     .result?;
     let initial = text(&created.json["initial"]);
     steps.record(
         "repo create",
-        true,
+        initial == upstream && created.json["upstream"]["branch"] == "main",
         format!(
-            "owned repository {} (target {TARGET} at {initial})",
-            repository.display()
+            "owned repository {} (target {TARGET} at {initial}, the team's commit; upstream {} main)",
+            repository.display(),
+            team.display()
         ),
         serde_json::json!({"repository": repository.display().to_string(), "initial": initial}),
     );
@@ -276,22 +295,30 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
         serde_json::json!({"gate": gate.display().to_string()}),
     );
 
-    // 4-5. The fixing Candidate: seal, land (collect, judge Verified, integrate once).
+    // 4-5. The fixing Candidate: seal, land (collect, judge Verified, integrate once, deliver
+    // once).
     let fix = seal_sum(&defaults, &mut steps, &root, "fix", SUM_FIXED)?;
     let landed = land_candidate(&defaults, &root, &fix.digest);
+    let delivered = &landed.json["delivery"]["observation"];
     steps.record(
         "land fix",
         landed.exit == 0
             && landed.json["outcome"] == "integrated"
             && landed.json["verdict"]["verdict"]["outcome"] == "verified"
-            && landed.json["observation"]["dispatched"] == true,
+            && landed.json["observation"]["dispatched"] == true
+            && delivered["invocation"] == "confirmed"
+            && delivered["dispatched"] == true
+            && delivered["read"]["target"] == fix.commit.as_str(),
         format!(
-            "{} (exit {}): verdict {}, invocation {}, {TARGET} -> {}",
+            "{} (exit {}): verdict {}, invocation {}, {TARGET} -> {}; delivered {}: the team's \
+             main -> {}",
             text(&landed.json["outcome"]),
             landed.exit,
             text(&landed.json["verdict"]["verdict"]["outcome"]),
             text(&landed.json["observation"]["invocation"]),
-            text(&landed.json["observation"]["target"])
+            text(&landed.json["observation"]["target"]),
+            text(&delivered["invocation"]),
+            text(&delivered["read"]["target"]),
         ),
         landed.summary(),
     );
@@ -303,9 +330,11 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
         again.exit == 0
             && again.json["replayed"] == true
             && again.json["observation"]["dispatched"] == false
-            && again.json["observation"]["target"] == fix.commit.as_str(),
+            && again.json["observation"]["target"] == fix.commit.as_str()
+            && again.json["delivery"]["observation"]["dispatched"] == false
+            && again.json["delivery"]["observation"]["invocation"] == "confirmed",
         format!(
-            "{} (replayed {}): nothing collected or started, target still {}",
+            "{} (replayed {}): nothing collected, started or pushed, target still {}",
             text(&again.json["outcome"]),
             again.json["replayed"],
             text(&again.json["observation"]["target"])
@@ -320,7 +349,8 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
         "land no-fix",
         failed.exit == super::EXIT_FAILED
             && failed.json["outcome"] == "failed"
-            && failed.json["prepared"].is_null(),
+            && failed.json["prepared"].is_null()
+            && failed.json["delivery"].is_null(),
         format!(
             "{} (exit {}): {}; nothing prepared",
             text(&failed.json["outcome"]),
@@ -370,14 +400,23 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
         .target()
         .map_err(|error| super::common::repository_error("the repository's target", &error))?
         .to_hex();
+    let main = RefName::parse(TARGET)
+        .map_err(|error| CliError::new("invalid-input", error.to_string()))?;
+    let team_main = super::deliver::remote(&defaults)?
+        .read_refs(&team.display().to_string(), &[&main])
+        .map_err(|error| CliError::new("remote-unavailable", error.to_string()))?
+        .get(TARGET)
+        .map(|id| id.to_hex())
+        .unwrap_or_default();
     steps.record(
         "not integrated",
-        target == fix.commit && target != no_fix.commit,
+        target == fix.commit && target != no_fix.commit && team_main == fix.commit,
         format!(
-            "{TARGET} is {target} (the fix); Candidate {} was never prepared",
+            "{TARGET} is {target} (the fix), and so is the team's main; Candidate {} was never \
+             prepared",
             no_fix.digest
         ),
-        serde_json::json!({"target": target, "candidate": no_fix.digest}),
+        serde_json::json!({"target": target, "team": team_main, "candidate": no_fix.digest}),
     );
 
     let mut text = String::new();
@@ -392,7 +431,9 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
              sf judge --identity {id} --candidate {} --slice {sl}\n  \
              sf evidence find --identity {id} --candidate {} --slice {sl}\n  \
              sf land --identity {id} --candidate {} --slice {sl} --gate {}\n  \
-             git --git-dir {} log --oneline {TARGET}\n",
+             git --git-dir {} log --oneline {TARGET}\n  \
+             git --git-dir {} log --format='%h %an: %s' main   # the team's repository\n  \
+             git --git-dir {} for-each-ref refs/sf/delivered/   # the delivery's marker\n",
             root.display(),
             fix.digest,
             no_fix.digest,
@@ -400,6 +441,8 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
             fix.digest,
             gate.display(),
             repository.display(),
+            team.display(),
+            team.display(),
         ));
     }
     if !steps.ok {
@@ -418,6 +461,66 @@ struct Sealed {
     commit: String,
 }
 
+/// Makes the team's repository `team`, a bare repository whose `main` is one commit of the
+/// files of `project`, with the pinned git binary and none of the user's configuration (no
+/// hooks, no signing); returns the commit.
+fn team_repository(project: &Path, team: &Path) -> Result<String, CliError> {
+    let git = sf_host::pin_git(None).map_err(|reason| CliError::new("git-unavailable", reason))?;
+    let run = |dir: &Path, args: &[&str]| -> Result<String, CliError> {
+        let output = std::process::Command::new(&git.path)
+            .current_dir(dir)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "The Team")
+            .env("GIT_AUTHOR_EMAIL", "team@example.org")
+            .env("GIT_COMMITTER_NAME", "The Team")
+            .env("GIT_COMMITTER_EMAIL", "team@example.org")
+            .env("GIT_AUTHOR_DATE", "1700000000 +0000")
+            .env("GIT_COMMITTER_DATE", "1700000000 +0000")
+            .args([
+                "-c",
+                "core.hooksPath=/dev/null",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .output()
+            .map_err(|error| CliError::new("git-unavailable", error.to_string()))?;
+        if !output.status.success() {
+            return Err(CliError::new(
+                "git-failed",
+                format!(
+                    "making the demo's team repository: git {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&output.stderr).trim()
+                ),
+            ));
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    };
+    run(project, &["init", "-q"])?;
+    run(project, &["add", "-A"])?;
+    run(
+        project,
+        &["commit", "-q", "-m", "The sample project: sum.sh"],
+    )?;
+    let parent = team.parent().unwrap_or(project);
+    run(
+        parent,
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            "--no-local",
+            &project.display().to_string(),
+            &team.display().to_string(),
+        ],
+    )?;
+    run(team, &["rev-parse", "refs/heads/main"])
+}
+
 /// Seals the Candidate replacing `sum.sh` with `sum` for the demo's Slice.
 fn seal_sum(
     context: &Context,
@@ -427,11 +530,16 @@ fn seal_sum(
     sum: &str,
 ) -> Result<Sealed, CliError> {
     let proposal = root.join("proposals").join(format!("{name}.json"));
-    let edits = serde_json::json!({"edits": [{
-        "path": "sum.sh",
-        "prior": Digest::of(SUM_BUGGY.as_bytes()).to_string(),
-        "text": sum,
-    }]});
+    let edits = serde_json::json!({
+        "message": {"title": format!("sum.sh: {name}"), "body": "Proposed by the sf demo."},
+        "author": {"name": "Demo Contributor", "email": "contributor@example.org",
+                   "time": 1_700_000_100u64, "offset": "+0000"},
+        "edits": [{
+            "path": "sum.sh",
+            "prior": Digest::of(SUM_BUGGY.as_bytes()).to_string(),
+            "text": sum,
+        }],
+    });
     write(&proposal, &edits.to_string())?;
     let sealed = seal::run(
         context,
@@ -496,7 +604,7 @@ fn land_candidate(context: &Context, root: &Path, candidate: &str) -> LandedStep
             generation: 1,
             deadline: None,
             jobs: std::num::NonZeroUsize::MIN,
-            deliver: false,
+            deliver: true,
             side_branch: false,
         },
     );

@@ -9,13 +9,15 @@
 //! built-in backends (the SQLite evidence store, the file and open gates) live here too.
 //!
 //! The layers below are separate crates, re-exported under the names the core uses:
-//! sf-contracts (the traits and encodings), sf-io (descriptor-relative file access) and
-//! sf-plugin-abi (the wire, through [`plugin`]). The command line is the sf-cli crate.
+//! sf-contracts (the traits and encodings), sf-io (descriptor-relative file access), sf-git
+//! (the pinned, hardened git binary: [`pin_git`]) and sf-plugin-abi (the wire, through
+//! [`plugin`]). The command line is the sf-cli crate.
 
 #![deny(missing_docs)]
 
 pub use sf_contracts as contracts;
 pub use sf_contracts::{canonical, framing, git_object, path_glob, snapshot};
+pub use sf_git::process::{PinnedGit, pin_git};
 pub use sf_io::{dir_fd, private_dir, text_escape};
 
 pub mod assurance;

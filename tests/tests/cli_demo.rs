@@ -1,5 +1,6 @@
 //! `sf demo` through the built binary and its plugins: every step of the pipeline on the
-//! bundled sample project behaves as described, on the safe path (`sf land`).
+//! bundled sample project behaves as described, on the safe path (`sf land --deliver`, from a
+//! team repository the demo makes).
 
 use sf_tests::plugins::{run_json, sf};
 
@@ -45,6 +46,10 @@ fn the_demo_verifies_integrates_once_and_fails_the_non_fix() {
     );
     let not_integrated = step("not integrated");
     assert_eq!(&not_integrated["target"], fix_commit);
+    // Delivered to the team's repository: its main is the fix's commit, whose parent is the
+    // team's own commit the owned repository was created from.
+    assert_eq!(&not_integrated["team"], fix_commit);
+    assert_eq!(step("repo create")["initial"], step("team repository")["main"]);
     // Progress on stderr, one line per run, for both collections.
     let progress = demo
         .stderr
