@@ -20,13 +20,13 @@ use super::common::{
     CliError, Context, Output, json_value, new_record_file, read_input, repository_error,
     write_new_record,
 };
+use super::integrate::{InspectArgs, InvokeArgs, OccurrenceArgs, verified};
 use crate::{EXIT_NOT_DISPATCHED, EXIT_REFUSED, EXIT_UNKNOWN, EXIT_WITHHELD, Outcome};
-use sf_host::assurance::Outcome as Judged;
 use sf_host::git_remote::{DEFAULT_PUSH_TIMEOUT, DEFAULT_READ_TIMEOUT, GitRemote};
 use sf_host::landing::VerifiedGate;
 use sf_host::repository::{
-    Action, DeliveryInvocation, DeliveryMode, DeliveryObservation, DeliveryRequest, Owner,
-    PreparedDelivery, RemoteReading, RepositoryError,
+    DeliveryInvocation, DeliveryMode, DeliveryObservation, DeliveryRequest, PreparedDelivery,
+    RemoteReading, RepositoryError,
 };
 
 #[derive(Debug, Subcommand)]
@@ -47,18 +47,8 @@ pub struct PrepareArgs {
     /// Candidate under this Slice. Only a Verified Verdict is accepted
     #[arg(long, value_name = "EPOCH")]
     pub(super) attempt: Option<u64>,
-    /// The action id
-    #[arg(long, value_name = "ID")]
-    pub(super) action: String,
-    /// The action's occurrence (a positive integer; a new push needs a new occurrence)
-    #[arg(long, value_name = "N")]
-    pub(super) occurrence: u64,
-    /// The owner id
-    #[arg(long, value_name = "ID")]
-    pub(super) owner: String,
-    /// The owner's generation (a positive integer)
-    #[arg(long, value_name = "N")]
-    pub(super) generation: u64,
+    #[command(flatten)]
+    pub(super) occurrence: OccurrenceArgs,
     /// Push to a new branch refs/heads/sf/<candidate> (created, never moved) for the hosting
     /// platform to review and merge, instead of moving the upstream branch itself
     #[arg(long)]
@@ -66,33 +56,6 @@ pub struct PrepareArgs {
     /// Also write the prepared record to this new file (never overwritten)
     #[arg(long, value_name = "FILE")]
     pub(super) prepared_out: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct InvokeArgs {
-    /// The repository identity file
-    #[arg(long, value_name = "FILE")]
-    pub(super) identity: PathBuf,
-    /// The prepared record (from `sf deliver prepare --prepared-out`)
-    #[arg(long, value_name = "FILE")]
-    pub(super) prepared: PathBuf,
-    /// The frozen Slice whose evidence the intent's Verdict is judged from, again, immediately
-    /// before the push
-    #[arg(long, value_name = "SLICE")]
-    pub(super) slice: PathBuf,
-    /// A gate file read immediately before the push, in place of the configured [gate]
-    #[arg(long, value_name = "FILE")]
-    pub(super) gate: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct InspectArgs {
-    /// The repository identity file
-    #[arg(long, value_name = "FILE")]
-    pub(super) identity: PathBuf,
-    /// The prepared record
-    #[arg(long, value_name = "FILE")]
-    pub(super) prepared: PathBuf,
 }
 
 pub fn run(context: &Context, command: DeliverCommand) -> Outcome {
@@ -139,38 +102,13 @@ pub(super) fn remote(context: &Context) -> Result<GitRemote, CliError> {
 fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
     let prepared_out = new_record_file(args.prepared_out.as_deref(), "--prepared-out")?;
     let loaded = Loaded::read(context, &args.target)?;
-    let verdict = loaded
-        .judging(context)?
-        .verdict(args.attempt)
-        .map_err(|error| land_error("judging the Candidate", error))?;
-    let digest = verdict
-        .digest()
-        .map_err(|error| CliError::new("invalid-input", error.to_string()))?;
-    if verdict.outcome != Judged::Verified {
-        return Err(CliError::new(
-            "not-verified",
-            format!(
-                "Candidate {} is judged {} under Slice {} revision {} (attempt {}, Verdict \
-                 {digest}); only a Verified Candidate is delivered: nothing was prepared",
-                loaded.sealed.digest,
-                verdict.outcome.as_str(),
-                loaded.slice.frozen.record.id,
-                loaded.slice.frozen.record.revision,
-                verdict.attempt
-            ),
-        ));
-    }
+    let (verdict, digest) = verified(context, &loaded, args.attempt, "delivered")?;
+    let (action, owner) = args.occurrence.parts();
     let prepared = prepare_for(
         &loaded,
         DeliveryRequest {
-            action: Action {
-                id: args.action,
-                occurrence: args.occurrence,
-            },
-            owner: Owner {
-                id: args.owner,
-                generation: args.generation,
-            },
+            action,
+            owner,
             candidate: loaded.sealed.digest.clone(),
             verdict: digest,
             mode: if args.side_branch {

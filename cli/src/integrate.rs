@@ -19,7 +19,8 @@ use super::common::{
     CliError, Context, Output, json_value, new_record_file, read_input, repository_error,
     write_new_record,
 };
-use sf_host::assurance::Outcome;
+use sf_host::assurance::{Outcome, Verdict};
+use sf_host::canonical::Digest;
 use sf_host::landing::VerifiedGate;
 use sf_host::repository::{
     Action, IntegrationObservation, IntegrationPayload, Owner, PreparedIntegration, RepositoryError,
@@ -39,10 +40,21 @@ pub enum IntegrateCommand {
 pub struct PrepareArgs {
     #[command(flatten)]
     pub(super) target: CandidateInSlice,
-    /// The attempt whose Verdict admits the integration; default: the newest attempt of this
+    /// The attempt whose Verdict admits the effect; default: the newest attempt of this
     /// Candidate under this Slice. Only a Verified Verdict is accepted; its digest is the proof
     #[arg(long, value_name = "EPOCH")]
     pub(super) attempt: Option<u64>,
+    #[command(flatten)]
+    pub(super) occurrence: OccurrenceArgs,
+    /// Also write the prepared record to this new file (never overwritten)
+    #[arg(long, value_name = "FILE")]
+    pub(super) prepared_out: Option<PathBuf>,
+}
+
+/// Which occurrence of which action an effect's intent is for, and who owns it: what both
+/// `sf integrate prepare` and `sf deliver prepare` take.
+#[derive(Debug, Args)]
+pub struct OccurrenceArgs {
     /// The action id
     #[arg(long, value_name = "ID")]
     pub(super) action: String,
@@ -55,9 +67,22 @@ pub struct PrepareArgs {
     /// The owner's generation (a positive integer)
     #[arg(long, value_name = "N")]
     pub(super) generation: u64,
-    /// Also write the prepared record to this new file (never overwritten)
-    #[arg(long, value_name = "FILE")]
-    pub(super) prepared_out: Option<PathBuf>,
+}
+
+impl OccurrenceArgs {
+    /// The action and the owner.
+    pub(super) fn parts(&self) -> (Action, Owner) {
+        (
+            Action {
+                id: self.action.clone(),
+                occurrence: self.occurrence,
+            },
+            Owner {
+                id: self.owner.clone(),
+                generation: self.generation,
+            },
+        )
+    }
 }
 
 #[derive(Debug, Args)]
@@ -65,15 +90,15 @@ pub struct InvokeArgs {
     /// The repository identity file
     #[arg(long, value_name = "FILE")]
     pub(super) identity: PathBuf,
-    /// The prepared record (from `sf integrate prepare --prepared-out`)
+    /// The prepared record (from `prepare --prepared-out`)
     #[arg(long, value_name = "FILE")]
     pub(super) prepared: PathBuf,
-    /// The frozen Slice whose evidence the intent's proof is judged from, again, immediately
-    /// before the move
+    /// The frozen Slice whose evidence the intent's Verdict is judged from, again,
+    /// immediately before the effect starts
     #[arg(long, value_name = "SLICE")]
     pub(super) slice: PathBuf,
-    /// A gate file read immediately before the move, in place of the configured [gate]:
-    /// exactly {"proceed": true} lets it start
+    /// A gate file read immediately before the effect starts, in place of the configured
+    /// [gate]: exactly {"proceed": true} lets it start
     #[arg(long, value_name = "FILE")]
     pub(super) gate: Option<PathBuf>,
 }
@@ -96,14 +121,20 @@ pub fn run(context: &Context, command: IntegrateCommand) -> Result<Output, CliEr
     }
 }
 
-fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
-    let prepared_out = new_record_file(args.prepared_out.as_deref(), "--prepared-out")?;
-    let loaded = Loaded::read(context, &args.target)?;
+/// The Verdict of `attempt` (default: the newest) of the loaded Candidate and its digest, when
+/// it is Verified; `not-verified` otherwise, saying nothing is `effect` (integrated,
+/// delivered) and nothing was prepared.
+pub(super) fn verified(
+    context: &Context,
+    loaded: &Loaded,
+    attempt: Option<u64>,
+    effect: &str,
+) -> Result<(Verdict, Digest), CliError> {
     let verdict = loaded
         .judging(context)?
-        .verdict(args.attempt)
+        .verdict(attempt)
         .map_err(|error| land_error("judging the Candidate", error))?;
-    let proof = verdict
+    let digest = verdict
         .digest()
         .map_err(|error| CliError::new("invalid-input", error.to_string()))?;
     if verdict.outcome != Outcome::Verified {
@@ -111,7 +142,7 @@ fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
             "not-verified",
             format!(
                 "Candidate {} is judged {} under Slice {} revision {} (attempt {}, Verdict \
-                 {proof}); only a Verified Candidate is integrated: nothing was prepared",
+                 {digest}); only a Verified Candidate is {effect}: nothing was prepared",
                 loaded.sealed.digest,
                 verdict.outcome.as_str(),
                 loaded.slice.frozen.record.id,
@@ -120,14 +151,19 @@ fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
             ),
         ));
     }
+    Ok((verdict, digest))
+}
+
+fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
+    let prepared_out = new_record_file(args.prepared_out.as_deref(), "--prepared-out")?;
+    let loaded = Loaded::read(context, &args.target)?;
+    let (verdict, proof) = verified(context, &loaded, args.attempt, "integrated")?;
     let repository = &loaded.repository;
     let identity = repository.identity();
     let manifest = &loaded.sealed.manifest;
+    let (action, owner) = args.occurrence.parts();
     let payload = IntegrationPayload {
-        action: Action {
-            id: args.action.clone(),
-            occurrence: args.occurrence,
-        },
+        action,
         product: identity.product_id.clone(),
         slice: manifest.slice.clone(),
         repository: identity.clone(),
@@ -136,10 +172,7 @@ fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
         commit: manifest.commit,
         candidate: loaded.sealed.digest.clone(),
         proof,
-        owner: Owner {
-            id: args.owner.clone(),
-            generation: args.generation,
-        },
+        owner,
     };
     let prepared = repository
         .prepare_integration(&payload)

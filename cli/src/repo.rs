@@ -152,6 +152,19 @@ pub fn run(context: &Context, command: RepoCommand) -> Outcome {
     }
 }
 
+/// `path` made absolute, as text (`flag` names it in the error).
+fn absolute_text(path: &Path, flag: &str) -> Result<String, CliError> {
+    std::path::absolute(path)
+        .ok()
+        .and_then(|path| path.to_str().map(str::to_owned))
+        .ok_or_else(|| {
+            CliError::new(
+                "invalid-input",
+                format!("{flag} {}: not an absolute UTF-8 path", path.display()),
+            )
+        })
+}
+
 /// The upstream `args` asks for, checked, with `source` (the `--from-git` repository) as the
 /// default URL; `None` when none is asked for.
 fn upstream_of(args: &UpstreamArgs, source: Option<&Path>) -> Result<Option<Upstream>, CliError> {
@@ -160,18 +173,7 @@ fn upstream_of(args: &UpstreamArgs, source: Option<&Path>) -> Result<Option<Upst
     };
     let url = match (&args.upstream, source) {
         (Some(url), _) => url.clone(),
-        (None, Some(source)) => std::path::absolute(source)
-            .ok()
-            .and_then(|path| path.to_str().map(str::to_owned))
-            .ok_or_else(|| {
-                CliError::new(
-                    "invalid-input",
-                    format!(
-                        "--from-git {}: not an absolute UTF-8 path",
-                        source.display()
-                    ),
-                )
-            })?,
+        (None, Some(source)) => absolute_text(source, "--from-git")?,
         (None, None) => {
             return Err(CliError::new(
                 "invalid-input",
@@ -255,18 +257,7 @@ fn import(context: &Context, args: ImportArgs) -> Result<(Output, u8), CliError>
     let repository = context.open_repository(&args.identity)?;
     let (request, upstream, fetched) = match (&args.from_git, &args.rev) {
         (Some(from_git), Some(rev)) => {
-            let source = std::path::absolute(from_git)
-                .ok()
-                .and_then(|path| path.to_str().map(str::to_owned))
-                .ok_or_else(|| {
-                    CliError::new(
-                        "invalid-input",
-                        format!(
-                            "--from-git {}: not an absolute UTF-8 path",
-                            from_git.display()
-                        ),
-                    )
-                })?;
+            let source = absolute_text(from_git, "--from-git")?;
             let upstream = upstream_of(&args.upstream, Some(from_git))?;
             let request = ImportBase {
                 source,

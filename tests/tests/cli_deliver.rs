@@ -43,6 +43,22 @@ fn team(dir: &Path) -> String {
     "team.git".into()
 }
 
+/// `sf deliver invoke` of the prepared record `prepared`, behind the open gate file.
+fn invoke_args(prepared: &Path) -> [&str; 10] {
+    [
+        "deliver",
+        "invoke",
+        "--identity",
+        "identity.json",
+        "--prepared",
+        prepared.to_str().unwrap(),
+        "--slice",
+        "slice",
+        "--gate",
+        "gate.json",
+    ]
+}
+
 struct Delivery {
     work: Work,
     remote: PathBuf,
@@ -143,22 +159,7 @@ impl Delivery {
     }
 
     fn invoke(&self, prepared: &Path) -> (serde_json::Value, i32) {
-        let output = self
-            .work
-            .command(&[
-                "deliver",
-                "invoke",
-                "--identity",
-                "identity.json",
-                "--prepared",
-                prepared.to_str().unwrap(),
-                "--slice",
-                "slice",
-                "--gate",
-                "gate.json",
-            ])
-            .output()
-            .unwrap();
+        let output = self.work.command(&invoke_args(prepared)).output().unwrap();
         let envelope: serde_json::Value = serde_json::from_slice(&output.stdout)
             .unwrap_or_else(|_| panic!("not an envelope: {output:?}"));
         assert_eq!(envelope["ok"], true, "{envelope}");
@@ -455,18 +456,7 @@ fn eight_concurrent_invokes_of_one_intent_push_exactly_once() {
         .map(|_| {
             delivery
                 .work
-                .command(&[
-                    "deliver",
-                    "invoke",
-                    "--identity",
-                    "identity.json",
-                    "--prepared",
-                    prepared.to_str().unwrap(),
-                    "--slice",
-                    "slice",
-                    "--gate",
-                    "gate.json",
-                ])
+                .command(&invoke_args(&prepared))
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
@@ -505,21 +495,7 @@ fn a_deliverer_killed_at_each_fault_point_leaves_a_truthful_inspection_and_no_se
         let (prepared, intent) = delivery.prepare(&candidate, 1, &[]);
         let status = delivery
             .work
-            .faulty(
-                point,
-                &[
-                    "deliver",
-                    "invoke",
-                    "--identity",
-                    "identity.json",
-                    "--prepared",
-                    prepared.to_str().unwrap(),
-                    "--slice",
-                    "slice",
-                    "--gate",
-                    "gate.json",
-                ],
-            )
+            .faulty(point, &invoke_args(&prepared))
             .output()
             .unwrap()
             .status;
@@ -600,20 +576,7 @@ fn a_remote_that_stops_answering_mid_push_is_unknown_and_a_later_inspect_reads_t
     let (prepared, intent) = delivery.prepare(&candidate, 1, &[]);
     let output = delivery
         .work
-        .command(&[
-            "--config",
-            "sf.toml",
-            "deliver",
-            "invoke",
-            "--identity",
-            "identity.json",
-            "--prepared",
-            prepared.to_str().unwrap(),
-            "--slice",
-            "slice",
-            "--gate",
-            "gate.json",
-        ])
+        .command(&[&["--config", "sf.toml"][..], &invoke_args(&prepared)].concat())
         .output()
         .unwrap();
     let envelope: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
@@ -646,18 +609,7 @@ fn a_deliverer_killed_while_its_push_is_in_flight_never_pushes_twice() {
     let (prepared, intent) = delivery.prepare(&candidate, 1, &[]);
     let mut child = delivery
         .work
-        .command(&[
-            "deliver",
-            "invoke",
-            "--identity",
-            "identity.json",
-            "--prepared",
-            prepared.to_str().unwrap(),
-            "--slice",
-            "slice",
-            "--gate",
-            "gate.json",
-        ])
+        .command(&invoke_args(&prepared))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -49,7 +49,10 @@ fn the_demo_verifies_integrates_once_and_fails_the_non_fix() {
     // Delivered to the team's repository: its main is the fix's commit, whose parent is the
     // team's own commit the owned repository was created from.
     assert_eq!(&not_integrated["team"], fix_commit);
-    assert_eq!(step("repo create")["initial"], step("team repository")["main"]);
+    assert_eq!(
+        step("repo create")["initial"],
+        step("team repository")["main"]
+    );
     // Progress on stderr, one line per run, for both collections.
     let progress = demo
         .stderr

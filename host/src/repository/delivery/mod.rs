@@ -22,7 +22,7 @@ use crate::contracts::{EncodedObject, Gate, RefName, RefUpdate};
 use crate::git_object::{self, EntryMode, ObjectId, ObjectKind};
 
 use super::error::RepositoryError;
-use super::identity::{IDENT, MAX_CANDIDATE_COMMIT_BYTES, MAX_COMMIT_BYTES};
+use super::identity::{MAX_CANDIDATE_COMMIT_BYTES, MAX_COMMIT_BYTES};
 use super::imported::{MAX_IMPORTED_COMMIT_BYTES, commit_heads};
 use super::integration::{Action, Owner, commit_object, consult, empty_tree, record_objects};
 use super::{Repository, source};
@@ -377,42 +377,14 @@ impl Repository {
         refs: &DeliveryRefs,
         prepared: &PreparedDelivery,
     ) -> Result<Option<ObjectId>, RepositoryError> {
-        let Some(dispatch) = self.read_direct(&refs.dispatch)? else {
-            return Ok(None);
-        };
-        let body = self.read_one(
-            dispatch,
-            ObjectKind::Commit,
-            MAX_COMMIT_BYTES,
-            "delivery dispatch commit",
-        )?;
-        let prefix = format!(
-            "{DELIVERY_PROTOCOL} dispatch\n\nintent: {}\nnonce: ",
-            prepared.digest
-        );
-        let valid = git_object::decode_commit(&body).is_some_and(|commit| {
-            let nonce_ok = commit
-                .message
-                .strip_prefix(&prefix)
-                .and_then(|rest| rest.strip_suffix('\n'))
-                .is_some_and(|nonce| {
-                    nonce.len() == 32
-                        && nonce
-                            .bytes()
-                            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-                });
-            nonce_ok
-                && commit.is_by(IDENT)
-                && commit.parents == [prepared.intent]
-                && commit.tree == empty_tree().id
-        });
-        if !valid {
-            return Err(RepositoryError::corrupt(format!(
-                "dispatch {dispatch} under {} is not a claim on this delivery intent",
-                refs.dispatch
-            )));
-        }
-        Ok(Some(dispatch))
+        self.read_claim(
+            &refs.dispatch,
+            prepared.intent,
+            &format!(
+                "{DELIVERY_PROTOCOL} dispatch\n\nintent: {}\nnonce: ",
+                prepared.digest
+            ),
+        )
     }
 
     /// The receipt under `refs.receipt`, verified against `dispatch`, and what it says.

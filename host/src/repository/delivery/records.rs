@@ -11,9 +11,8 @@ use crate::git_object::ObjectId;
 
 use super::super::error::RepositoryError;
 use super::super::identity::{IDENT, RepositoryIdentity, check_target_ref};
-use super::super::integration::{Action, Owner};
+use super::super::integration::{Action, Owner, check_effect_fields};
 use super::super::manifest::Slice;
-use crate::contracts::grammar::{ID_RULE, is_valid_id};
 
 /// The protocol string of delivery payloads, keys, records and marker tags.
 pub const DELIVERY_PROTOCOL: &str = "sf-delivery/1";
@@ -243,28 +242,7 @@ pub struct DeliveryPayload {
 impl DeliveryPayload {
     /// Checks the rules the types do not carry and returns the canonical bytes.
     pub fn validate(&self) -> Result<Vec<u8>, RepositoryError> {
-        for (field, id) in [
-            ("payload.action.id", &self.action.id),
-            ("payload.product", &self.product),
-            ("payload.slice.id", &self.slice.id),
-            ("payload.owner.id", &self.owner.id),
-        ] {
-            if !is_valid_id(id) {
-                return Err(RepositoryError::invalid(field, ID_RULE));
-            }
-        }
-        for (field, number) in [
-            ("payload.action.occurrence", self.action.occurrence),
-            ("payload.slice.revision", self.slice.revision),
-            ("payload.owner.generation", self.owner.generation),
-        ] {
-            if number == 0 || number > canonical::MAX_SAFE_INTEGER as u64 {
-                return Err(RepositoryError::invalid(
-                    field,
-                    "must be a positive safe integer",
-                ));
-            }
-        }
+        check_effect_fields(&self.action, &self.product, &self.slice, &self.owner)?;
         check_url(&self.remote).map_err(|rule| RepositoryError::invalid("payload.remote", rule))?;
         check_target_ref(&self.remote_ref)
             .map_err(|rule| RepositoryError::invalid("payload.ref", rule))?;

@@ -38,7 +38,9 @@ pub use records::{
     Owner, PAYLOAD_NAME, PreparedIntegration, dispatch_message, intent_message, receipt_message,
 };
 use records::{IntegrationRefs, integration_refs, intent_objects};
-pub(in crate::repository) use records::{commit_object, empty_tree, record_objects};
+pub(in crate::repository) use records::{
+    check_effect_fields, commit_object, empty_tree, record_objects,
+};
 
 impl Repository {
     pub(in crate::repository) fn stamp(&self) -> Result<ObservationStamp, RepositoryError> {
@@ -290,11 +292,30 @@ impl Repository {
         refs: &IntegrationRefs,
         prepared: &PreparedIntegration,
     ) -> Result<Option<ObjectId>, RepositoryError> {
-        let Some(dispatch) = self.read_direct(&refs.dispatch)? else {
+        self.read_claim(
+            &refs.dispatch,
+            prepared.intent,
+            &format!(
+                "{INTEGRATION_PROTOCOL} dispatch\n\nintent: {}\nnonce: ",
+                prepared.digest
+            ),
+        )
+    }
+
+    /// Reads the claim under `dispatch`, if any, verified: a commit by sf over the empty
+    /// tree whose one parent is `intent` and whose message is `prefix`, 32 lowercase hex
+    /// characters of nonce and a newline. Anything else is `corrupt`.
+    pub(in crate::repository) fn read_claim(
+        &self,
+        dispatch: &RefName,
+        intent: ObjectId,
+        prefix: &str,
+    ) -> Result<Option<ObjectId>, RepositoryError> {
+        let Some(claim) = self.read_direct(dispatch)? else {
             return Ok(None);
         };
         let body = self.read_one(
-            dispatch,
+            claim,
             ObjectKind::Commit,
             MAX_COMMIT_BYTES,
             "dispatch commit",
@@ -302,10 +323,7 @@ impl Repository {
         let valid = git_object::decode_commit(&body).is_some_and(|commit| {
             let nonce_ok = commit
                 .message
-                .strip_prefix(&format!(
-                    "{INTEGRATION_PROTOCOL} dispatch\n\nintent: {}\nnonce: ",
-                    prepared.digest
-                ))
+                .strip_prefix(prefix)
                 .and_then(|rest| rest.strip_suffix('\n'))
                 .is_some_and(|nonce| {
                     nonce.len() == 32
@@ -315,16 +333,15 @@ impl Repository {
                 });
             nonce_ok
                 && commit.is_by(IDENT)
-                && commit.parents == [prepared.intent]
+                && commit.parents == [intent]
                 && commit.tree == empty_tree().id
         });
         if !valid {
             return Err(RepositoryError::corrupt(format!(
-                "dispatch {dispatch} under {} is not a claim on this intent",
-                refs.dispatch
+                "dispatch {claim} under {dispatch} is not a claim on this intent"
             )));
         }
-        Ok(Some(dispatch))
+        Ok(Some(claim))
     }
 
     /// Reads the receipt under `refs.receipt`, verified against `dispatch`, if any.

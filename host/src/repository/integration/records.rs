@@ -90,28 +90,7 @@ impl IntegrationPayload {
 
     /// Checks the rules the types do not carry and returns the canonical bytes.
     pub fn validate(&self) -> Result<Vec<u8>, RepositoryError> {
-        for (field, id) in [
-            ("payload.action.id", &self.action.id),
-            ("payload.product", &self.product),
-            ("payload.slice.id", &self.slice.id),
-            ("payload.owner.id", &self.owner.id),
-        ] {
-            if !is_valid_id(id) {
-                return Err(RepositoryError::invalid(field, ID_RULE));
-            }
-        }
-        for (field, number) in [
-            ("payload.action.occurrence", self.action.occurrence),
-            ("payload.slice.revision", self.slice.revision),
-            ("payload.owner.generation", self.owner.generation),
-        ] {
-            if number == 0 || number > canonical::MAX_SAFE_INTEGER as u64 {
-                return Err(RepositoryError::invalid(
-                    field,
-                    "must be a positive safe integer",
-                ));
-            }
-        }
+        check_effect_fields(&self.action, &self.product, &self.slice, &self.owner)?;
         check_target_ref(&self.target_ref)
             .map_err(|rule| RepositoryError::invalid("payload.ref", rule))?;
         if self.base == self.commit {
@@ -133,6 +112,39 @@ impl IntegrationPayload {
         }
         Ok(bytes)
     }
+}
+
+/// Checks what every effect's payload holds besides its own fields: the ids in the id
+/// grammar and the numbers positive safe integers, each error naming its `payload.` field.
+pub(in crate::repository) fn check_effect_fields(
+    action: &Action,
+    product: &str,
+    slice: &Slice,
+    owner: &Owner,
+) -> Result<(), RepositoryError> {
+    for (field, id) in [
+        ("payload.action.id", action.id.as_str()),
+        ("payload.product", product),
+        ("payload.slice.id", slice.id.as_str()),
+        ("payload.owner.id", owner.id.as_str()),
+    ] {
+        if !is_valid_id(id) {
+            return Err(RepositoryError::invalid(field, ID_RULE));
+        }
+    }
+    for (field, number) in [
+        ("payload.action.occurrence", action.occurrence),
+        ("payload.slice.revision", slice.revision),
+        ("payload.owner.generation", owner.generation),
+    ] {
+        if number == 0 || number > canonical::MAX_SAFE_INTEGER as u64 {
+            return Err(RepositoryError::invalid(
+                field,
+                "must be a positive safe integer",
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A record's field error as invalid input naming the field.
