@@ -9,11 +9,14 @@
 //! - [`executor::ShellHarness`]: the Executor conformance harness for a `/bin/sh` runtime.
 //! - [`build`]: building another package's plugin library or programs into the target
 //!   directory the test runs from, and the directory test-only plugins are installed in.
+//! - [`git_servers`]: real Git servers on loopback (bare remotes with faulty hooks,
+//!   `git daemon`, smart HTTP, hostile servers) for tests that push and fetch.
 //!
 //! It depends on no backend and not on sf-host, so any backend crate can dev-depend on it.
 
 pub mod build;
 pub mod executor;
+pub mod git_servers;
 pub mod object_store;
 
 use std::os::unix::fs::PermissionsExt as _;
