@@ -215,22 +215,75 @@ pub fn run_git(
     stdout_cap: u64,
     deadline: Instant,
 ) -> std::io::Result<GitRun> {
-    let mut command = Command::new(git);
-    for setting in COMMAND_CONFIG {
-        command.arg("-c").arg(setting);
+    GitCall {
+        git,
+        home,
+        git_dir,
+        args,
+        address_space: None,
     }
-    command
-        .args(args)
-        .env_clear()
-        .env("GIT_DIR", git_dir)
-        .env("HOME", home)
-        .envs(ENVIRONMENT.iter().copied())
-        .current_dir(git_dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn()?;
-    Ok(supervise(&mut child, stdin, stdout_cap, deadline))
+    .run(stdin, stdout_cap, deadline)
+}
+
+/// One Git process as [`run_git`] runs it, with a bound on its address space when it talks to
+/// something hostile (a remote's endless advertisement makes the client grow without end).
+#[derive(Debug, Clone, Copy)]
+pub struct GitCall<'a> {
+    /// The pinned binary.
+    pub git: &'a Path,
+    /// An empty private directory: Git's `HOME`.
+    pub home: &'a Path,
+    /// The repository, and the working directory.
+    pub git_dir: &'a Path,
+    /// The arguments after the shared `-c` settings.
+    pub args: &'a [String],
+    /// `RLIMIT_AS` of the process (and what it runs), in bytes; `None`: unbounded.
+    pub address_space: Option<u64>,
+}
+
+impl GitCall<'_> {
+    /// Runs it: see [`run_git`]. The process leads a process group of its own, so that at the
+    /// deadline (or the output cap) everything it started (a transport helper, a local
+    /// receive-pack) is killed with it.
+    pub fn run(
+        self,
+        stdin: Vec<u8>,
+        stdout_cap: u64,
+        deadline: Instant,
+    ) -> std::io::Result<GitRun> {
+        use std::os::unix::process::CommandExt as _;
+        let mut command = Command::new(self.git);
+        for setting in COMMAND_CONFIG {
+            command.arg("-c").arg(setting);
+        }
+        command
+            .args(self.args)
+            .env_clear()
+            .env("GIT_DIR", self.git_dir)
+            .env("HOME", self.home)
+            .envs(ENVIRONMENT.iter().copied())
+            .current_dir(self.git_dir)
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(bytes) = self.address_space {
+            // SAFETY: between fork and exec only async-signal-safe calls are made: setrlimit,
+            // on values computed before the fork.
+            unsafe {
+                command.pre_exec(move || {
+                    nix::sys::resource::setrlimit(
+                        nix::sys::resource::Resource::RLIMIT_AS,
+                        bytes,
+                        bytes,
+                    )
+                    .map_err(std::io::Error::from)
+                });
+            }
+        }
+        let mut child = command.spawn()?;
+        Ok(supervise(&mut child, stdin, stdout_cap, deadline))
+    }
 }
 
 /// Feeds, drains and bounds a started child until it ends; the child is always reaped.
@@ -308,8 +361,15 @@ fn wait_bounded(child: &mut Child, overflow: &AtomicBool, deadline: Instant) -> 
     }
 }
 
-/// SIGKILL, then wait so that no zombie is left. Errors mean it already ended.
+/// SIGKILL to its process group (everything it started), then wait so that no zombie is
+/// left. Errors mean it already ended.
 fn kill_and_reap(child: &mut Child) {
+    if let Ok(pid) = i32::try_from(child.id()) {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
     let _ = child.kill();
     let _ = child.wait();
 }

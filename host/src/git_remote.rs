@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sf_git::process::{Ending, GitRun, pin_git, run_git};
+use sf_git::process::{Ending, GitCall, GitRun, pin_git};
 
 use crate::contracts::RefName;
 use crate::git_object::ObjectId;
@@ -31,6 +31,11 @@ const LS_REMOTE_CAP: u64 = 64 * 1024;
 const PUSH_CAP: u64 = 64 * 1024;
 /// The most characters of a remote's words kept in a reason.
 const REASON_CHARS: usize = 1024;
+/// The address space of a Git process reading a remote's refs: an endless advertisement makes
+/// the client grow without end (hundreds of MiB a second).
+const READ_ADDRESS_SPACE: u64 = 1 << 30;
+/// The address space of a Git process that pushes or fetches (it maps packs).
+const TRANSFER_ADDRESS_SPACE: u64 = 8 << 30;
 
 /// The team's remote through the pinned git binary.
 #[derive(Clone, Debug)]
@@ -91,16 +96,16 @@ impl GitRemote {
         stdin: Vec<u8>,
         cap: u64,
         deadline: Instant,
+        address_space: u64,
     ) -> Result<GitRun, String> {
-        run_git(
-            &self.git,
-            &scratch.home,
-            &scratch.repo,
-            &args,
-            stdin,
-            cap,
-            deadline,
-        )
+        GitCall {
+            git: &self.git,
+            home: &scratch.home,
+            git_dir: &scratch.repo,
+            args: &args,
+            address_space: Some(address_space),
+        }
+        .run(stdin, cap, deadline)
         .map_err(|error| format!("git could not be started: {error}"))
     }
 
@@ -115,6 +120,7 @@ impl GitRemote {
             pack,
             1024,
             deadline,
+            TRANSFER_ADDRESS_SPACE,
         )?;
         if !unpacked.succeeded() {
             return Err(format!(
@@ -126,7 +132,14 @@ impl GitRemote {
         std::fs::write(scratch.repo.join("shallow"), shallow)
             .map_err(|error| format!("writing the push's history boundary: {error}"))?;
         let (tag, id) = push.tag;
-        let made = self.run(scratch, vec!["mktag".into()], tag.to_vec(), 1024, deadline)?;
+        let made = self.run(
+            scratch,
+            vec!["mktag".into()],
+            tag.to_vec(),
+            1024,
+            deadline,
+            READ_ADDRESS_SPACE,
+        )?;
         let printed = String::from_utf8_lossy(&made.stdout);
         if !made.succeeded() || printed.trim() != id.to_hex() {
             return Err(format!(
@@ -183,7 +196,14 @@ impl GitRemote {
         );
         args.push(format!("+{branch}:{fetched}"));
         let run = self
-            .run(&scratch, args, Vec::new(), 1024, deadline)
+            .run(
+                &scratch,
+                args,
+                Vec::new(),
+                1024,
+                deadline,
+                TRANSFER_ADDRESS_SPACE,
+            )
             .map_err(failed)?;
         if !run.succeeded() {
             return Err(failed(format!("git fetch {}", run.describe_ending())));
@@ -197,6 +217,7 @@ impl GitRemote {
                 Vec::new(),
                 1024,
                 deadline,
+                READ_ADDRESS_SPACE,
             )
             .map_err(failed)?;
         let commit = std::str::from_utf8(&resolved.stdout)
@@ -223,7 +244,14 @@ impl Remote for GitRemote {
         args.extend(["ls-remote".to_owned(), "--".to_owned(), url.to_owned()]);
         args.extend(names.iter().map(|name| name.as_str().to_owned()));
         let run = self
-            .run(&scratch, args, Vec::new(), LS_REMOTE_CAP, deadline)
+            .run(
+                &scratch,
+                args,
+                Vec::new(),
+                LS_REMOTE_CAP,
+                deadline,
+                READ_ADDRESS_SPACE,
+            )
             .map_err(failed)?;
         if !run.succeeded() {
             return Err(failed(format!("git ls-remote {}", run.describe_ending())));
@@ -271,7 +299,14 @@ impl Remote for GitRemote {
         for update in push.updates {
             args.push(format!("{}:{}", update.new, update.name));
         }
-        let run = match self.run(&scratch, args, Vec::new(), PUSH_CAP, deadline) {
+        let run = match self.run(
+            &scratch,
+            args,
+            Vec::new(),
+            PUSH_CAP,
+            deadline,
+            TRANSFER_ADDRESS_SPACE,
+        ) {
             Ok(run) => run,
             Err(reason) => return not_started(reason),
         };
@@ -381,6 +416,7 @@ impl Scratch {
             Vec::new(),
             1024,
             deadline,
+            READ_ADDRESS_SPACE,
         )?;
         if !init.succeeded() {
             return Err(format!(

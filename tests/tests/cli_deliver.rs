@@ -4,34 +4,17 @@
 //! a second invoke pushes nothing; a remote that moved starts nothing; a refusing hook is
 //! refused, never confirmed; a Candidate that is not Verified is never prepared.
 
+mod deliver_support;
 mod land_support;
 
 use std::path::{Path, PathBuf};
 
-use land_support::{SUM_BUGGY, SUM_FIXED, SUM_NOT_FIXED, Work, git, write};
-use sf_host::canonical::Digest;
+use deliver_support::{Delivery, invoke_args};
+use land_support::{SUM_FIXED, SUM_NOT_FIXED, Work, git, team_project, write};
 
-/// The team's repository: a bare repository whose `main` has two commits, the second holding
-/// the buggy `sum.sh`. Returns its name in `dir`.
+/// The team's repository: a bare clone of [`team_project`] in `dir`; its name there.
 fn team(dir: &Path) -> String {
-    let work = dir.join("team-work");
-    std::fs::create_dir_all(&work).unwrap();
-    let run = |args: &[&str]| {
-        let output = std::process::Command::new("git")
-            .current_dir(&work)
-            .args(["-c", "user.name=Team", "-c", "user.email=team@example.org"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "git {args:?}: {output:?}");
-    };
-    run(&["init", "-q", "-b", "main"]);
-    write(&work.join("README"), "the team's project\n");
-    run(&["add", "."]);
-    run(&["commit", "-q", "-m", "start"]);
-    write(&work.join("sum.sh"), SUM_BUGGY);
-    run(&["add", "."]);
-    run(&["commit", "-q", "-m", "sum"]);
+    let work = team_project(dir);
     let bare = dir.join("team.git");
     let output = std::process::Command::new("git")
         .args(["clone", "-q", "--bare"])
@@ -43,147 +26,16 @@ fn team(dir: &Path) -> String {
     "team.git".into()
 }
 
-/// `sf deliver invoke` of the prepared record `prepared`, behind the open gate file.
-fn invoke_args(prepared: &Path) -> [&str; 10] {
-    [
-        "deliver",
-        "invoke",
-        "--identity",
-        "identity.json",
-        "--prepared",
-        prepared.to_str().unwrap(),
-        "--slice",
-        "slice",
-        "--gate",
-        "gate.json",
-    ]
-}
-
-struct Delivery {
-    work: Work,
-    remote: PathBuf,
-}
-
-impl Delivery {
-    fn new() -> Self {
-        let work = Work::from_git_upstream(team, "main");
-        work.author_slice("slice", &[]);
-        work.freeze("slice").result();
-        let remote = work.dir.join("team.git");
-        Self { work, remote }
-    }
-
-    fn remote_ref(&self, name: &str) -> Option<String> {
-        let output = std::process::Command::new("git")
-            .arg("--git-dir")
-            .arg(&self.remote)
-            .args(["rev-parse", "--verify", "-q", name])
-            .output()
-            .unwrap();
-        output
-            .status
-            .success()
-            .then(|| String::from_utf8(output.stdout).unwrap().trim().to_owned())
-    }
-
-    /// Seals `sum` with a message and an author of its own, collects it; the digest.
-    fn collected(&self, name: &str, sum: &str) -> String {
-        let proposal = self.work.proposal(
-            name,
-            serde_json::json!({
-                "message": {"title": "Count the first number too", "body": "sum.sh skipped it."},
-                "author": {"name": "Ada Fixer", "email": "ada@example.org",
-                           "time": 1_700_000_000u64, "offset": "+0100"},
-                "edits": [{"path": "sum.sh",
-                           "prior": Digest::of(SUM_BUGGY.as_bytes()).to_string(),
-                           "text": sum}],
-            }),
-        );
-        let candidate = self.work.sf(&[
-            "seal",
-            "--identity",
-            "identity.json",
-            "--slice",
-            "slice",
-            "--proposal",
-            proposal.to_str().unwrap(),
-        ]);
-        let candidate = candidate.result()["digest"].as_str().unwrap().to_owned();
-        self.work
-            .sf(&[
-                "collect",
-                "--identity",
-                "identity.json",
-                "--candidate",
-                &candidate,
-                "--slice",
-                "slice",
-            ])
-            .result();
-        candidate
-    }
-
-    fn prepare(
-        &self,
-        candidate: &str,
-        occurrence: u64,
-        extra: &[&str],
-    ) -> (PathBuf, serde_json::Value) {
-        let prepared = self.work.dir.join(format!("delivery-{occurrence}.json"));
-        let mut args = vec![
-            "deliver",
-            "prepare",
-            "--identity",
-            "identity.json",
-            "--candidate",
-            candidate,
-            "--slice",
-            "slice",
-            "--action",
-            "deliver-sum",
-            "--occurrence",
-        ];
-        let occurrence = occurrence.to_string();
-        args.push(&occurrence);
-        args.extend([
-            "--owner",
-            "owner-1",
-            "--generation",
-            "1",
-            "--prepared-out",
-            prepared.to_str().unwrap(),
-        ]);
-        args.extend_from_slice(extra);
-        let value = self.work.sf(&args).result().clone();
-        (prepared, value)
-    }
-
-    fn invoke(&self, prepared: &Path) -> (serde_json::Value, i32) {
-        let output = self.work.command(&invoke_args(prepared)).output().unwrap();
-        let envelope: serde_json::Value = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|_| panic!("not an envelope: {output:?}"));
-        assert_eq!(envelope["ok"], true, "{envelope}");
-        (envelope["result"].clone(), output.status.code().unwrap())
-    }
-
-    fn inspect(&self, prepared: &Path) -> serde_json::Value {
-        self.work
-            .sf(&[
-                "deliver",
-                "inspect",
-                "--identity",
-                "identity.json",
-                "--prepared",
-                prepared.to_str().unwrap(),
-            ])
-            .result()
-            .clone()
-    }
+/// A delivery to `team.git` in the working directory, over file://.
+fn new_delivery() -> Delivery {
+    let work = Work::from_git_upstream(team, "main");
+    let remote = work.dir.join("team.git");
+    Delivery::at(work, remote)
 }
 
 #[test]
 fn a_verified_candidate_lands_on_the_team_branch_as_the_sealed_commit_once() {
-    let delivery = Delivery::new();
+    let delivery = new_delivery();
     let upstream = delivery.remote_ref("refs/heads/main").unwrap();
     let candidate = delivery.collected("fix", SUM_FIXED);
     let (prepared, intent) = delivery.prepare(&candidate, 1, &[]);
@@ -267,7 +119,7 @@ fn a_verified_candidate_lands_on_the_team_branch_as_the_sealed_commit_once() {
 
 #[test]
 fn a_remote_that_moved_starts_nothing_and_a_failed_candidate_is_never_prepared() {
-    let delivery = Delivery::new();
+    let delivery = new_delivery();
     let failed = delivery.collected("no-fix", SUM_NOT_FIXED);
     let refused = delivery.work.sf(&[
         "deliver",
@@ -325,7 +177,7 @@ fn observed_marker(prepared: &Path) -> String {
 
 #[test]
 fn a_refusing_remote_is_refused_and_a_side_branch_is_created_once() {
-    let delivery = Delivery::new();
+    let delivery = new_delivery();
     let hook = delivery.remote.join("hooks/pre-receive");
     write(
         &hook,
@@ -364,7 +216,7 @@ fn a_refusing_remote_is_refused_and_a_side_branch_is_created_once() {
 
 #[test]
 fn land_deliver_integrates_then_delivers_and_import_from_upstream_takes_the_new_tip() {
-    let delivery = Delivery::new();
+    let delivery = new_delivery();
     let upstream = delivery.remote_ref("refs/heads/main").unwrap();
     let candidate = delivery.collected("fix", SUM_FIXED);
     let landed = delivery.work.land(&candidate, "slice", &["--deliver"]);
@@ -448,7 +300,7 @@ fn pushes(log: &Path) -> usize {
 
 #[test]
 fn eight_concurrent_invokes_of_one_intent_push_exactly_once() {
-    let delivery = Delivery::new();
+    let delivery = new_delivery();
     let log = count_pushes(&delivery.remote);
     let candidate = delivery.collected("fix", SUM_FIXED);
     let (prepared, intent) = delivery.prepare(&candidate, 1, &[]);
@@ -488,7 +340,7 @@ fn a_deliverer_killed_at_each_fault_point_leaves_a_truthful_inspection_and_no_se
         ("delivery-submitted", "unknown", false),
         ("delivery-acknowledged", "confirmed", true),
     ] {
-        let delivery = Delivery::new();
+        let delivery = new_delivery();
         let log = count_pushes(&delivery.remote);
         let upstream = delivery.remote_ref("refs/heads/main").unwrap();
         let candidate = delivery.collected("fix", SUM_FIXED);
@@ -548,10 +400,10 @@ fn wait_for(path: &Path) {
     }
 }
 
-/// Waits (at most 20 s) until the remote's branch names `commit`, then says whether the
+/// Waits (at most 5 s) until the remote's branch names `commit`, then says whether the
 /// remote holds the intent's marker: whether the push landed.
 fn settle(delivery: &Delivery, marker: &str, commit: &str) -> bool {
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         if delivery.remote_ref("refs/heads/main").as_deref() == Some(commit) {
             return delivery.remote_ref(marker).is_some();
@@ -565,7 +417,7 @@ fn settle(delivery: &Delivery, marker: &str, commit: &str) -> bool {
 
 #[test]
 fn a_remote_that_stops_answering_mid_push_is_unknown_and_a_later_inspect_reads_the_truth() {
-    let delivery = Delivery::new();
+    let delivery = new_delivery();
     let log = count_pushes(&delivery.remote);
     let (started, release) = hold_pushes(&delivery.remote);
     write(
@@ -602,7 +454,7 @@ fn a_remote_that_stops_answering_mid_push_is_unknown_and_a_later_inspect_reads_t
 
 #[test]
 fn a_deliverer_killed_while_its_push_is_in_flight_never_pushes_twice() {
-    let delivery = Delivery::new();
+    let delivery = new_delivery();
     let log = count_pushes(&delivery.remote);
     let (started, release) = hold_pushes(&delivery.remote);
     let candidate = delivery.collected("fix", SUM_FIXED);
@@ -634,7 +486,7 @@ fn a_deliverer_killed_while_its_push_is_in_flight_never_pushes_twice() {
 
 #[test]
 fn records_are_write_once_and_verified_when_read() {
-    let delivery = Delivery::new();
+    let delivery = new_delivery();
     let owned = delivery.work.dir.join("repo.git");
     // The upstream: the same again is a replay, another is a conflict, a password is refused
     // before anything is written.

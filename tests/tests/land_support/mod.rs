@@ -108,14 +108,28 @@ impl Work {
     /// [`Work::from_git`] with the base's upstream recorded: the Git repository `prepare`
     /// makes and its branch `branch` (the base is that branch's tip).
     pub fn from_git_upstream(prepare: impl FnOnce(&Path) -> String, branch: &str) -> Self {
+        Self::from_git_upstream_at(prepare, branch, None)
+    }
+
+    /// [`Work::from_git_upstream`] with the upstream at `url` rather than the repository
+    /// read.
+    pub fn from_git_upstream_at(
+        prepare: impl FnOnce(&Path) -> String,
+        branch: &str,
+        url: Option<&str>,
+    ) -> Self {
         Self::created(|dir| {
             let source = prepare(dir);
-            vec![
+            let mut args = vec![
                 "--from-git".into(),
                 source,
                 format!("--rev={branch}"),
                 format!("--upstream-branch={branch}"),
-            ]
+            ];
+            if let Some(url) = url {
+                args.push(format!("--upstream={url}"));
+            }
+            args
         })
     }
 
@@ -417,6 +431,30 @@ impl Work {
             sf_tests::tree_hash(&self.dir.join(slice)),
         )
     }
+}
+
+/// The team's project as a work tree `team-work` in `dir`, on `main`: a first commit with a
+/// README, a second adding the buggy `sum.sh`. Returns its path.
+pub fn team_project(dir: &Path) -> PathBuf {
+    let work = dir.join("team-work");
+    std::fs::create_dir_all(&work).unwrap();
+    let run = |args: &[&str]| {
+        let output = Command::new("git")
+            .current_dir(&work)
+            .args(["-c", "user.name=Team", "-c", "user.email=team@example.org"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "git {args:?}: {output:?}");
+    };
+    run(&["init", "-q", "-b", "main"]);
+    write(&work.join("README"), "the team's project\n");
+    run(&["add", "."]);
+    run(&["commit", "-q", "-m", "start"]);
+    write(&work.join("sum.sh"), SUM_BUGGY);
+    run(&["add", "."]);
+    run(&["commit", "-q", "-m", "sum"]);
+    work
 }
 
 /// Reads `repo` with the real git (a test's view, not sf's).
