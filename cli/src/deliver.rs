@@ -96,7 +96,8 @@ pub(super) fn remote(context: &Context) -> Result<GitRemote, CliError> {
     Ok(GitRemote::new(None)
         .map_err(|reason| CliError::new("git-unavailable", reason))?
         .with_timeouts(read, push)
-        .with_credential_helper(settings.credential_helper.clone()))
+        .with_credential_helper(settings.credential_helper.clone())
+        .with_ssh_command(settings.ssh_command.clone()))
 }
 
 fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {

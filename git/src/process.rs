@@ -221,6 +221,7 @@ pub fn run_git(
         git_dir,
         args,
         address_space: None,
+        extra_env: &[],
     }
     .run(stdin, stdout_cap, deadline)
 }
@@ -239,6 +240,9 @@ pub struct GitCall<'a> {
     pub args: &'a [String],
     /// `RLIMIT_AS` of the process (and what it runs), in bytes; `None`: unbounded.
     pub address_space: Option<u64>,
+    /// Variables set besides the fixed [`ENVIRONMENT`] (an SSH agent's socket for a push the
+    /// user configured one for); never one of its names.
+    pub extra_env: &'a [(String, String)],
 }
 
 impl GitCall<'_> {
@@ -262,6 +266,12 @@ impl GitCall<'_> {
             .env("GIT_DIR", self.git_dir)
             .env("HOME", self.home)
             .envs(ENVIRONMENT.iter().copied())
+            .envs(
+                self.extra_env
+                    .iter()
+                    .filter(|(name, _)| ENVIRONMENT.iter().all(|(fixed, _)| fixed != name))
+                    .map(|(name, value)| (name.as_str(), value.as_str())),
+            )
             .current_dir(self.git_dir)
             .process_group(0)
             .stdin(Stdio::piped())

@@ -19,7 +19,7 @@ use sf_git::process::{Ending, GitCall, GitRun, pin_git};
 
 use crate::contracts::RefName;
 use crate::git_object::ObjectId;
-use crate::repository::{Push, PushOutcome, Remote, RemoteError, check_url};
+use crate::repository::{Push, PushOutcome, Remote, RemoteError, Transport, check_url};
 
 /// How long reading a remote's refs may take by default.
 pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(60);
@@ -44,6 +44,7 @@ pub struct GitRemote {
     read_timeout: Duration,
     push_timeout: Duration,
     credential_helper: Option<String>,
+    ssh_command: Option<String>,
 }
 
 impl GitRemote {
@@ -56,6 +57,7 @@ impl GitRemote {
             read_timeout: DEFAULT_READ_TIMEOUT,
             push_timeout: DEFAULT_PUSH_TIMEOUT,
             credential_helper: None,
+            ssh_command: None,
         })
     }
 
@@ -73,7 +75,28 @@ impl GitRemote {
         self
     }
 
-    /// The `-c` settings a call to `url` adds: its one protocol, and its credential helper.
+    /// The same with an SSH command for `ssh://` URLs (as Git's `core.sshCommand` takes it:
+    /// the user's key and known-hosts file), run with the caller's `SSH_AUTH_SOCK` so that
+    /// their agent can answer. Without one, Git's SSH is off and an `ssh://` push fails.
+    pub fn with_ssh_command(mut self, command: Option<String>) -> Self {
+        self.ssh_command = command;
+        self
+    }
+
+    /// The variables a call to `url` adds: the SSH agent's socket, for an SSH command.
+    fn environment(&self, url: &str) -> Vec<(String, String)> {
+        match (
+            check_url(url),
+            &self.ssh_command,
+            std::env::var("SSH_AUTH_SOCK"),
+        ) {
+            (Ok(Transport::Ssh), Some(_), Ok(socket)) => vec![("SSH_AUTH_SOCK".into(), socket)],
+            _ => Vec::new(),
+        }
+    }
+
+    /// The `-c` settings a call to `url` adds: its one protocol, and its credential helper
+    /// or SSH command.
     fn settings(&self, url: &str) -> Result<Vec<String>, String> {
         let transport = check_url(url).map_err(str::to_owned)?;
         let mut args = vec![
@@ -86,6 +109,9 @@ impl GitRemote {
         if let Some(helper) = &self.credential_helper {
             args.extend(["-c".to_owned(), format!("credential.{url}.helper={helper}")]);
         }
+        if let (Transport::Ssh, Some(command)) = (transport, &self.ssh_command) {
+            args.extend(["-c".to_owned(), format!("core.sshCommand={command}")]);
+        }
         Ok(args)
     }
 
@@ -95,7 +121,6 @@ impl GitRemote {
         args: Vec<String>,
         stdin: Vec<u8>,
         cap: u64,
-        deadline: Instant,
         address_space: u64,
     ) -> Result<GitRun, String> {
         GitCall {
@@ -104,14 +129,15 @@ impl GitRemote {
             git_dir: &scratch.repo,
             args: &args,
             address_space: Some(address_space),
+            extra_env: &scratch.env,
         }
-        .run(stdin, cap, deadline)
+        .run(stdin, cap, scratch.deadline)
         .map_err(|error| format!("git could not be started: {error}"))
     }
 
     /// Writes what the push sends into the scratch repository: the objects, the boundary and
     /// the marker tag (whose id must be the one sf computed).
-    fn stage(&self, scratch: &Scratch, push: &Push<'_>, deadline: Instant) -> Result<(), String> {
+    fn stage(&self, scratch: &Scratch, push: &Push<'_>) -> Result<(), String> {
         let objects: Vec<_> = push.objects.iter().collect();
         let pack = sf_git::pack::encode(&objects).map_err(|error| error.to_string())?;
         let unpacked = self.run(
@@ -119,7 +145,6 @@ impl GitRemote {
             vec!["unpack-objects".into(), "-q".into()],
             pack,
             1024,
-            deadline,
             TRANSFER_ADDRESS_SPACE,
         )?;
         if !unpacked.succeeded() {
@@ -137,7 +162,6 @@ impl GitRemote {
             vec!["mktag".into()],
             tag.to_vec(),
             1024,
-            deadline,
             READ_ADDRESS_SPACE,
         )?;
         let printed = String::from_utf8_lossy(&made.stdout);
@@ -176,7 +200,7 @@ impl GitRemote {
             reason: printable(&reason),
         };
         let deadline = Instant::now() + self.push_timeout;
-        let scratch = Scratch::new(self, deadline).map_err(failed)?;
+        let scratch = Scratch::new(self, url, deadline).map_err(failed)?;
         let mut args = self.settings(url).map_err(failed)?;
         // Fetched to the same name, so that the revision an import records is the branch.
         let fetched = branch.as_str();
@@ -196,14 +220,7 @@ impl GitRemote {
         );
         args.push(format!("+{branch}:{fetched}"));
         let run = self
-            .run(
-                &scratch,
-                args,
-                Vec::new(),
-                1024,
-                deadline,
-                TRANSFER_ADDRESS_SPACE,
-            )
+            .run(&scratch, args, Vec::new(), 1024, TRANSFER_ADDRESS_SPACE)
             .map_err(failed)?;
         if !run.succeeded() {
             return Err(failed(format!("git fetch {}", run.describe_ending())));
@@ -216,7 +233,6 @@ impl GitRemote {
                     .to_vec(),
                 Vec::new(),
                 1024,
-                deadline,
                 READ_ADDRESS_SPACE,
             )
             .map_err(failed)?;
@@ -239,7 +255,7 @@ impl Remote for GitRemote {
             reason: printable(&reason),
         };
         let deadline = Instant::now() + self.read_timeout;
-        let scratch = Scratch::new(self, deadline).map_err(failed)?;
+        let scratch = Scratch::new(self, url, deadline).map_err(failed)?;
         let mut args = self.settings(url).map_err(failed)?;
         args.extend(["ls-remote".to_owned(), "--".to_owned(), url.to_owned()]);
         args.extend(names.iter().map(|name| name.as_str().to_owned()));
@@ -249,7 +265,6 @@ impl Remote for GitRemote {
                 args,
                 Vec::new(),
                 LS_REMOTE_CAP,
-                deadline,
                 READ_ADDRESS_SPACE,
             )
             .map_err(failed)?;
@@ -279,11 +294,11 @@ impl Remote for GitRemote {
         let not_started = |reason: String| PushOutcome::NotStarted {
             reason: printable(&reason),
         };
-        let scratch = match Scratch::new(self, deadline) {
+        let scratch = match Scratch::new(self, url, deadline) {
             Ok(scratch) => scratch,
             Err(reason) => return not_started(reason),
         };
-        if let Err(reason) = self.stage(&scratch, push, deadline) {
+        if let Err(reason) = self.stage(&scratch, push) {
             return not_started(reason);
         }
         let mut args = match self.settings(url) {
@@ -299,14 +314,7 @@ impl Remote for GitRemote {
         for update in push.updates {
             args.push(format!("{}:{}", update.new, update.name));
         }
-        let run = match self.run(
-            &scratch,
-            args,
-            Vec::new(),
-            PUSH_CAP,
-            deadline,
-            TRANSFER_ADDRESS_SPACE,
-        ) {
+        let run = match self.run(&scratch, args, Vec::new(), PUSH_CAP, TRANSFER_ADDRESS_SPACE) {
             Ok(run) => run,
             Err(reason) => return not_started(reason),
         };
@@ -383,16 +391,20 @@ fn printable(text: &str) -> String {
         .collect()
 }
 
-/// A private temporary directory holding an empty HOME and a scratch bare repository.
+/// A private temporary directory holding an empty HOME and a scratch bare repository, and
+/// what every Git process of one call shares: its deadline, and the variables it adds.
 #[derive(Debug)]
 struct Scratch {
     _dir: tempfile::TempDir,
     home: PathBuf,
     repo: PathBuf,
+    deadline: Instant,
+    env: Vec<(String, String)>,
 }
 
 impl Scratch {
-    fn new(remote: &GitRemote, deadline: Instant) -> Result<Self, String> {
+    /// A scratch directory for a call to `url` by `remote`, ending by `deadline`.
+    fn new(remote: &GitRemote, url: &str, deadline: Instant) -> Result<Self, String> {
         let dir = tempfile::Builder::new()
             .prefix("sf-deliver-")
             .tempdir()
@@ -403,10 +415,12 @@ impl Scratch {
             std::fs::create_dir(path)
                 .map_err(|error| format!("cannot create {}: {error}", path.display()))?;
         }
-        let scratch = Self {
+        let mut scratch = Self {
             _dir: dir,
             home,
             repo,
+            deadline,
+            env: Vec::new(),
         };
         let init = remote.run(
             &scratch,
@@ -415,7 +429,6 @@ impl Scratch {
                 .to_vec(),
             Vec::new(),
             1024,
-            deadline,
             READ_ADDRESS_SPACE,
         )?;
         if !init.succeeded() {
@@ -424,6 +437,7 @@ impl Scratch {
                 init.describe_ending()
             ));
         }
+        scratch.env = remote.environment(url);
         Ok(scratch)
     }
 }

@@ -584,3 +584,64 @@ fn records_are_write_once_and_verified_when_read() {
     ]);
     assert_eq!(corrupt.error_code(), "corrupt");
 }
+
+#[test]
+fn an_ssh_upstream_goes_through_the_configured_ssh_command_with_the_agent_socket_only() {
+    let (_tmp, dir) = sf_tests::private_dir();
+    let bare = dir.join("team.git");
+    let output = std::process::Command::new("git")
+        .args(["clone", "-q", "--bare"])
+        .arg(team_project(&dir))
+        .arg(&bare)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let url = format!("ssh://git@git.example.invalid{}", bare.display());
+    let source = bare.to_str().unwrap().to_owned();
+    let work = Work::from_git_upstream_at(move |_| source, "main", Some(&url));
+    let delivery = Delivery::at(work, bare.clone());
+    // A stand-in for ssh: runs the remote command here, and notes the agent socket it got and
+    // whether any other variable of the caller reached it.
+    let seen = delivery.work.dir.join("ssh-seen");
+    let ssh = delivery.work.dir.join("fake-ssh");
+    write(
+        &ssh,
+        &format!(
+            "#!/bin/sh\necho \"sock=$SSH_AUTH_SOCK other=$SF_TEST_SECRET\" >> '{}'\nfor last; do :; done\nexec sh -c \"$last\"\n",
+            seen.display()
+        ),
+    );
+    std::fs::set_permissions(&ssh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let candidate = delivery.collected("fix", SUM_FIXED);
+    let (prepared, intent) = delivery.prepare(&candidate, 1, &[]);
+
+    // Without an SSH command, Git's SSH is off: the remote cannot be read, nothing is claimed.
+    let (observed, exit) = delivery.invoke(&prepared);
+    assert_eq!(observed["invocation"], "not-dispatched", "{observed}");
+    assert_eq!(exit, 7);
+    assert!(!seen.exists());
+
+    write(
+        &delivery.work.dir.join("sf.toml"),
+        &format!("[delivery]\nssh_command = \"{}\"\n", ssh.display()),
+    );
+    let output = delivery
+        .work
+        .command(&[&["--config", "sf.toml"][..], &invoke_args(&prepared)].concat())
+        .env("SSH_AUTH_SOCK", "/run/agent.sock")
+        .env("SF_TEST_SECRET", "leaked")
+        .output()
+        .unwrap();
+    let envelope: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(envelope["result"]["invocation"], "confirmed", "{envelope}");
+    assert_eq!(
+        git(&bare, &["rev-parse", "refs/heads/main"]),
+        intent["payload"]["commit"].as_str().unwrap()
+    );
+    let seen = std::fs::read_to_string(&seen).unwrap();
+    assert!(seen.lines().count() >= 2, "{seen}");
+    assert!(
+        seen.lines().all(|line| line == "sock=/run/agent.sock other="),
+        "{seen}"
+    );
+}

@@ -21,6 +21,7 @@
 //!
 //! [delivery]
 //! credential_helper = "store --file=/etc/sf/credentials"   # default: none
+//! ssh_command = "ssh -i /etc/sf/deploy-key -o UserKnownHostsFile=/etc/sf/known_hosts"
 //! push_timeout_seconds = 300
 //! read_timeout_seconds = 60
 //! ```
@@ -84,6 +85,7 @@ pub const SECTIONS: &[&str] = &[
 /// The keys `[delivery]` may hold.
 pub const DELIVERY_KEYS: &[&str] = &[
     "credential_helper",
+    "ssh_command",
     "push_timeout_seconds",
     "read_timeout_seconds",
 ];
@@ -93,6 +95,9 @@ pub const DELIVERY_KEYS: &[&str] = &[
 pub struct DeliverySettings {
     /// A Git credential helper for the delivery's URL only (`credential.<url>.helper`).
     pub credential_helper: Option<String>,
+    /// The SSH command for `ssh://` upstreams (`core.sshCommand`), run with the caller's
+    /// `SSH_AUTH_SOCK`.
+    pub ssh_command: Option<String>,
     /// How long one push (or fetch) may take, in seconds; the default when `None`.
     pub push_timeout_seconds: Option<u64>,
     /// How long reading a remote's refs may take, in seconds; the default when `None`.
@@ -892,20 +897,17 @@ fn delivery(value: toml::Value) -> Result<DeliverySettings, String> {
             DELIVERY_KEYS.join(", ")
         ));
     }
-    let credential_helper = match fields.get("credential_helper") {
-        None => None,
-        Some(toml::Value::String(helper))
-            if !helper.is_empty() && !helper.chars().any(char::is_control) =>
+    let command = |key: &str| match fields.get(key) {
+        None => Ok(None),
+        Some(toml::Value::String(text))
+            if !text.is_empty() && !text.chars().any(char::is_control) =>
         {
-            Some(helper.clone())
+            Ok(Some(text.clone()))
         }
-        Some(_) => {
-            return Err(
-                "[delivery] credential_helper must be a non-empty string without control \
-                 characters (as Git's credential.helper takes it)"
-                    .into(),
-            );
-        }
+        Some(_) => Err(format!(
+            "[delivery] {key} must be a non-empty string without control characters (as Git's \
+             own setting takes it)"
+        )),
     };
     let seconds = |key: &str| match fields.get(key) {
         None => Ok(None),
@@ -917,7 +919,8 @@ fn delivery(value: toml::Value) -> Result<DeliverySettings, String> {
         )),
     };
     Ok(DeliverySettings {
-        credential_helper,
+        credential_helper: command("credential_helper")?,
+        ssh_command: command("ssh_command")?,
         push_timeout_seconds: seconds("push_timeout_seconds")?,
         read_timeout_seconds: seconds("read_timeout_seconds")?,
     })
@@ -957,6 +960,7 @@ mod tests {
             config.delivery(),
             &DeliverySettings {
                 credential_helper: Some("store --file=/etc/sf/creds".into()),
+                ssh_command: None,
                 push_timeout_seconds: Some(20),
                 read_timeout_seconds: Some(5),
             }
