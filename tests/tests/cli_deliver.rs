@@ -641,7 +641,8 @@ fn an_ssh_upstream_goes_through_the_configured_ssh_command_with_the_agent_socket
     let seen = std::fs::read_to_string(&seen).unwrap();
     assert!(seen.lines().count() >= 2, "{seen}");
     assert!(
-        seen.lines().all(|line| line == "sock=/run/agent.sock other="),
+        seen.lines()
+            .all(|line| line == "sock=/run/agent.sock other="),
         "{seen}"
     );
 }
