@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use metadata_support::{Workspace, names};
 use sf_test_support::build::TEST_PLUGINS;
 
-/// What a user installs: `sf`, `sf-oats`, and the git-cli, sandbox-exec (with its launcher)
-/// and oats plugins.
+/// What a user installs: `sf`, `sf-oats`, and the git-cli, sandbox-exec (with its launcher),
+/// oats and PostgreSQL plugins.
 const INSTALLED: &[&str] = &[
     "sf-cli",
     "sf-oats-cli",
@@ -18,6 +18,7 @@ const INSTALLED: &[&str] = &[
     "sf-sandbox-exec",
     "sf-sandbox-exec-plugin",
     "sf-oats-plugin",
+    "sf-postgres",
 ];
 
 /// Plugin libraries that exist for tests and examples only.

@@ -1,0 +1,22 @@
+//! sf-postgres: the EvidenceStore on PostgreSQL, for teams whose collectors run on several
+//! machines against one Product. Write-once is the database's own rule, not sf's promise: the
+//! role sf connects as may only INSERT and SELECT, triggers refuse UPDATE, DELETE and
+//! TRUNCATE, and the whole schema is checked when sf connects ([`schema`]). Every record read
+//! is re-hashed; a row that fails is `corrupt`, never repaired. A put returns only once its
+//! transaction committed with `synchronous_commit = on`.
+//!
+//! - [`config`]: the connection (`[evidence_store] type = "postgres"`), the password from a
+//!   file or a variable, never in a record, a log or an error;
+//! - [`schema`]: `schema.sql`, the objects it makes, and the check of every one;
+//! - [`store`]: the store itself, [`PostgresEvidenceStore`];
+//! - `plugin`: the export as a plugin.
+
+#![deny(missing_docs)]
+
+pub mod config;
+mod plugin;
+pub mod schema;
+pub mod store;
+
+pub use config::PostgresConfig;
+pub use store::PostgresEvidenceStore;

@@ -1,0 +1,111 @@
+//! The PostgreSQL tests' shared set-up: one throwaway cluster per test process, a database
+//! per store with sf's schema and a writer role, and the plugin library.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use sf_postgres::PostgresConfig;
+use sf_postgres::schema::SCHEMA_SQL;
+use sf_sdk::contracts::EvidenceStore;
+use sf_test_support::build::plugin_library;
+use sf_test_support::postgres::PgCluster;
+
+/// The cluster of this test process, started on first use.
+pub fn cluster() -> &'static PgCluster {
+    static CLUSTER: OnceLock<PgCluster> = OnceLock::new();
+    CLUSTER.get_or_init(PgCluster::start)
+}
+
+/// `libsf_postgres.so`, built once per test process.
+pub fn library() -> &'static PathBuf {
+    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+    LIBRARY.get_or_init(|| plugin_library(&["sf-postgres"], &[], "sf_postgres"))
+}
+
+/// A database with sf's schema made by the administrator, and a role sf connects as with
+/// INSERT and SELECT only; its password in a private file.
+pub struct Database {
+    pub name: String,
+    pub role: String,
+    pub password_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Database {
+    pub fn create(cluster: &PgCluster) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let name = format!("sf_{}_{n}", std::process::id());
+        let role = format!("sf_writer_{}_{n}", std::process::id());
+        let password = format!("secret-{n}-{}", std::process::id());
+        cluster.psql("postgres", &format!("CREATE DATABASE {name}"));
+        cluster.psql(
+            "postgres",
+            &format!("CREATE ROLE {role} LOGIN PASSWORD '{password}'"),
+        );
+        cluster.psql(
+            &name,
+            &SCHEMA_SQL.replace(":\"sf_role\"", &format!("\"{role}\"")),
+        );
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let password_file = dir.path().join("password");
+        std::fs::write(&password_file, format!("{password}\n")).expect("password file");
+        std::fs::set_permissions(
+            &password_file,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .expect("chmod the password file");
+        Self {
+            name,
+            role,
+            password_file,
+            _dir: dir,
+        }
+    }
+
+    /// The store's configuration.
+    pub fn config(&self) -> PostgresConfig {
+        PostgresConfig {
+            host: "127.0.0.1".into(),
+            port: cluster().port(),
+            database: self.name.clone(),
+            user: self.role.clone(),
+            password_file: Some(self.password_file.clone()),
+            password_env: None,
+            connect_timeout_seconds: 10,
+        }
+    }
+
+    /// The same as a configuration section, as `sf.toml` gives it to a plugin.
+    pub fn section(&self) -> serde_json::Map<String, serde_json::Value> {
+        match serde_json::to_value(self.config()).expect("a config encodes") {
+            serde_json::Value::Object(map) => map,
+            _ => unreachable!("a struct encodes as an object"),
+        }
+    }
+}
+
+type Registry = Mutex<HashMap<usize, Database>>;
+
+fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(Default::default)
+}
+
+fn key(store: &Arc<dyn EvidenceStore>) -> usize {
+    Arc::as_ptr(store) as *const () as usize
+}
+
+/// Keeps `database` for as long as the test process runs, found again by `store`.
+pub fn remember(store: &Arc<dyn EvidenceStore>, database: Database) {
+    registry().lock().unwrap().insert(key(store), database);
+}
+
+/// The database name of a store made by [`remember`]'s caller.
+pub fn database_of(store: &Arc<dyn EvidenceStore>) -> String {
+    registry().lock().unwrap()[&key(store)].name.clone()
+}
