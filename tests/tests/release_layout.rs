@@ -65,7 +65,12 @@ fn every_plugin_library_is_installed_or_test_only() {
         .collect();
     assert_eq!(
         installed,
-        names(&["sf-git-cli", "sf-sandbox-exec-plugin", "sf-oats-plugin"])
+        names(&[
+            "sf-git-cli",
+            "sf-sandbox-exec-plugin",
+            "sf-oats-plugin",
+            "sf-postgres"
+        ])
     );
     assert_eq!(
         plugins
