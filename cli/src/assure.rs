@@ -83,6 +83,20 @@ pub enum EvidenceCommand {
     Get(GetArgs),
     /// List the records filed under a Candidate's pins
     Find(FindArgs),
+    /// Copy every record of a Slice's SQLite store into the evidence store another
+    /// configuration names (PostgreSQL, say), each re-verified; running it again copies
+    /// nothing twice
+    Migrate(MigrateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The Slice directory whose SQLite store is read
+    #[arg(long, value_name = "SLICE")]
+    from: PathBuf,
+    /// The sf.toml whose [evidence_store] receives the records
+    #[arg(long, value_name = "CONFIG")]
+    to: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -599,6 +613,7 @@ fn process_lines(process: &ProcessFacts) -> String {
 /// `sf evidence …`.
 pub fn run_evidence(context: &Context, command: EvidenceCommand) -> Result<Output, CliError> {
     match command {
+        EvidenceCommand::Migrate(args) => super::migrate::run(context, &args.from, &args.to),
         EvidenceCommand::Get(args) => {
             let id = parse_digest(&args.id, "ID")?;
             let slice = SliceDir::open(&args.slice)?;

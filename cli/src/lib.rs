@@ -27,6 +27,7 @@ mod export;
 mod freeze;
 mod integrate;
 mod land;
+mod migrate;
 mod oats;
 mod plugins;
 mod repo;

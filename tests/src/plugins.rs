@@ -23,6 +23,7 @@ const PACKAGES: &[&str] = &[
     "sf-oats-plugin",
     "sf-oats-cli",
     "sf-example-out-of-tree-plugin",
+    "sf-postgres",
 ];
 
 /// Where the built artifacts are.
@@ -54,6 +55,8 @@ pub struct Built {
     pub sf_oats: PathBuf,
     /// The out-of-tree example plugin library.
     pub example: PathBuf,
+    /// The PostgreSQL evidence store plugin library.
+    pub postgres: PathBuf,
 }
 
 /// Builds (once per process) and returns the plugin libraries and the `sf` binary.
@@ -86,6 +89,7 @@ pub fn built() -> &'static Built {
             oats: library(&dir, "sf_oats_plugin"),
             sf_oats: dir.join("sf-oats"),
             example: library(&dir, "sf_example_out_of_tree_plugin"),
+            postgres: library(&dir, "sf_postgres"),
             dir,
         };
         for path in [
@@ -98,6 +102,7 @@ pub fn built() -> &'static Built {
             &built.oats,
             &built.sf_oats,
             &built.example,
+            &built.postgres,
         ] {
             strip_group_write(path);
         }

@@ -431,6 +431,30 @@ fn check_integrity(connection: &Connection) -> Result<(), EvidenceStoreError> {
     Ok(())
 }
 
+impl SqliteEvidenceStore {
+    /// The id of every record stored, in the order they were first stored: what a migration
+    /// to another store copies (the contract has no such call; only this store, read whole,
+    /// needs one).
+    pub fn ids(&self, deadline: Instant) -> Result<Vec<Digest>, EvidenceStoreError> {
+        let connection = self.connection(deadline)?;
+        let mut statement = connection
+            .prepare("SELECT id FROM evidence ORDER BY rowid")
+            .map_err(|error| sql_error("listing records", error))?;
+        let ids: Vec<String> = statement
+            .query_map(params![], |row| row.get(0))
+            .and_then(Iterator::collect)
+            .map_err(|error| sql_error("listing records", error))?;
+        ids.into_iter()
+            .map(|text| {
+                Digest::parse(&text).ok_or_else(|| EvidenceStoreError::Corrupt {
+                    id: text.clone(),
+                    what: "a key is not a sha256: digest".into(),
+                })
+            })
+            .collect()
+    }
+}
+
 impl EvidenceStore for SqliteEvidenceStore {
     fn put(
         &self,

@@ -34,10 +34,7 @@ fn record(n: u8) -> EvidenceRecord {
 }
 
 fn password(database: &Database) -> String {
-    std::fs::read_to_string(&database.password_file)
-        .unwrap()
-        .trim()
-        .to_owned()
+    database.password()
 }
 
 #[test]

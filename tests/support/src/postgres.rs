@@ -183,6 +183,61 @@ impl PgCluster {
     }
 }
 
+/// A database of a [`PgCluster`] with a schema the caller gives, made by the superuser, and a
+/// role that logs in with a password kept in a private file (mode 0600): what sf connects as.
+pub struct PgDatabase {
+    /// The database's name.
+    pub name: String,
+    /// The role's name.
+    pub role: String,
+    /// The file holding the role's password.
+    pub password_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl PgDatabase {
+    /// The role's password.
+    pub fn password(&self) -> String {
+        std::fs::read_to_string(&self.password_file)
+            .expect("the password file")
+            .trim()
+            .to_owned()
+    }
+}
+
+impl PgCluster {
+    /// A new database holding `schema` (SQL run by the superuser, in which `:"sf_role"` names
+    /// the new role, as psql's `-v sf_role=…` would) and a new login role.
+    pub fn database_with(&self, schema: &str) -> PgDatabase {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let name = format!("sf_{}_{n}", std::process::id());
+        let role = format!("sf_writer_{}_{n}", std::process::id());
+        let password = format!("secret-{n}-{}", std::process::id());
+        self.psql("postgres", &format!("CREATE DATABASE {name}"));
+        self.psql(
+            "postgres",
+            &format!("CREATE ROLE {role} LOGIN PASSWORD '{password}'"),
+        );
+        self.psql(
+            &name,
+            &schema.replace(":\"sf_role\"", &format!("\"{role}\"")),
+        );
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let password_file = dir.path().join("password");
+        std::fs::write(&password_file, format!("{password}\n")).expect("password file");
+        std::fs::set_permissions(&password_file, std::fs::Permissions::from_mode(0o600))
+            .expect("chmod the password file");
+        PgDatabase {
+            name,
+            role,
+            password_file,
+            _dir: dir,
+        }
+    }
+}
+
 impl Drop for PgCluster {
     fn drop(&mut self) {
         self.stop();

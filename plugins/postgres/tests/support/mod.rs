@@ -5,14 +5,13 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use sf_postgres::PostgresConfig;
 use sf_postgres::schema::SCHEMA_SQL;
 use sf_sdk::contracts::EvidenceStore;
 use sf_test_support::build::plugin_library;
-use sf_test_support::postgres::PgCluster;
+use sf_test_support::postgres::{PgCluster, PgDatabase};
 
 /// The cluster of this test process, started on first use.
 pub fn cluster() -> &'static PgCluster {
@@ -26,45 +25,20 @@ pub fn library() -> &'static PathBuf {
     LIBRARY.get_or_init(|| plugin_library(&["sf-postgres"], &[], "sf_postgres"))
 }
 
-/// A database with sf's schema made by the administrator, and a role sf connects as with
-/// INSERT and SELECT only; its password in a private file.
-pub struct Database {
-    pub name: String,
-    pub role: String,
-    pub password_file: PathBuf,
-    _dir: tempfile::TempDir,
+/// A database with sf's schema made by the administrator (`schema.sql`), and a role sf
+/// connects as with INSERT and SELECT only.
+pub struct Database(pub PgDatabase);
+
+impl std::ops::Deref for Database {
+    type Target = PgDatabase;
+    fn deref(&self) -> &PgDatabase {
+        &self.0
+    }
 }
 
 impl Database {
     pub fn create(cluster: &PgCluster) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let name = format!("sf_{}_{n}", std::process::id());
-        let role = format!("sf_writer_{}_{n}", std::process::id());
-        let password = format!("secret-{n}-{}", std::process::id());
-        cluster.psql("postgres", &format!("CREATE DATABASE {name}"));
-        cluster.psql(
-            "postgres",
-            &format!("CREATE ROLE {role} LOGIN PASSWORD '{password}'"),
-        );
-        cluster.psql(
-            &name,
-            &SCHEMA_SQL.replace(":\"sf_role\"", &format!("\"{role}\"")),
-        );
-        let dir = tempfile::tempdir().expect("temporary directory");
-        let password_file = dir.path().join("password");
-        std::fs::write(&password_file, format!("{password}\n")).expect("password file");
-        std::fs::set_permissions(
-            &password_file,
-            std::os::unix::fs::PermissionsExt::from_mode(0o600),
-        )
-        .expect("chmod the password file");
-        Self {
-            name,
-            role,
-            password_file,
-            _dir: dir,
-        }
+        Self(cluster.database_with(SCHEMA_SQL))
     }
 
     /// The store's configuration.
