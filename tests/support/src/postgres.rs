@@ -154,6 +154,33 @@ impl PgCluster {
         String::from_utf8_lossy(&output.stdout).trim().to_owned()
     }
 
+    /// Runs a script of any length with `psql` as the superuser on `database` over TCP, fed
+    /// on its standard input (each statement its own transaction). Panics when psql fails.
+    pub fn psql_script(&self, database: &str, script: &str) {
+        use std::io::Write as _;
+        let mut child = Command::new(self.bin.join("psql"))
+            .env_clear()
+            .env("PGPASSWORD", &self.superuser_password)
+            .env("PATH", "/usr/bin:/bin")
+            .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
+            .args(["-U", SUPERUSER, "-d", database, "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("running psql");
+        let mut stdin = child.stdin.take().expect("psql's stdin");
+        let script = script.to_owned();
+        let writer = std::thread::spawn(move || stdin.write_all(script.as_bytes()));
+        let output = child.wait_with_output().expect("waiting for psql");
+        writer
+            .join()
+            .expect("the writer")
+            .expect("writing the script");
+        check(&output, "psql script");
+    }
+
     /// Runs `sql` with `psql` as `user` (with `password`) on `database` over TCP; the whole
     /// output, success or not.
     pub fn psql_as(&self, user: &str, password: &str, database: &str, sql: &str) -> Output {
