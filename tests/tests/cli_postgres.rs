@@ -98,3 +98,83 @@ fn records_migrate_from_sqlite_once_and_judge_the_same_from_postgresql() {
         "0"
     );
 }
+
+#[test]
+fn a_server_lost_mid_collection_stops_it_without_a_verdict_and_loses_nothing_stored() {
+    let mut cluster = PgCluster::start();
+    let database = cluster.database_with(SCHEMA);
+    let work = Work::unfrozen();
+    let slice = work.author_slice("slice", &[]);
+    let check = |id: &str, argv: &[&str]| {
+        serde_json::json!({
+            "kind": "command", "id": id, "phase": "guardrail", "stage": "candidate",
+            "argv": argv, "cwd": {"from": "scratch", "path": ""}, "env": {},
+            "environment": null, "results": null, "input": "numbers",
+            "expectation": {"exitCode": 0, "stdoutDigest": null},
+        })
+    };
+    write(
+        &slice.join("acceptance.json"),
+        &serde_json::json!({"protocol": "sf-repository-acceptance/3", "checks": [
+            check("quick", &["true"]),
+            check("slow", &["sleep", "4"]),
+            check("after", &["true"]),
+        ]})
+        .to_string(),
+    );
+    work.freeze("slice").result();
+    let candidate = work.seal("slice", SUM_FIXED);
+    let pg = config(&work, "pg.toml", &cluster, &database);
+    let child = work
+        .command(&[
+            "--config",
+            &pg,
+            "collect",
+            "--identity",
+            "identity.json",
+            "--candidate",
+            &candidate,
+            "--slice",
+            "slice",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the first record is stored (the slow check is running), the server goes away.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while cluster.psql(&database.name, "SELECT count(*) FROM sf_evidence") != "1" {
+        assert!(
+            std::time::Instant::now() < until,
+            "the first record never arrived"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    cluster.stop();
+    let output = child.wait_with_output().unwrap();
+    let envelope: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("not an envelope: {output:?}"));
+    let result = &envelope["result"];
+    assert_eq!(result["mayJudge"], false, "{envelope}");
+    let states: Vec<&str> = result["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|run| run["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states[0], "observed", "{envelope}");
+    assert_eq!(states[1], "storage-failed", "{envelope}");
+    // The collection stopped: the check after it was never run.
+    assert!(states.len() == 2 || states[2] != "observed", "{envelope}");
+
+    // Back up (on another port): the record stored before is there, exactly once, and the
+    // attempt judges Inconclusive, never Verified.
+    cluster.restart();
+    assert_eq!(
+        cluster.psql(&database.name, "SELECT count(*) FROM sf_evidence"),
+        "1"
+    );
+    let pg = config(&work, "pg-again.toml", &cluster, &database);
+    let verdict = judge(&work, &candidate, Some(&pg));
+    assert_eq!(verdict["outcome"], "inconclusive", "{verdict}");
+}
