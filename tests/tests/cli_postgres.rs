@@ -1,7 +1,9 @@
 //! The PostgreSQL evidence store through the `sf` binary, on a throwaway cluster: a Slice's
 //! records collected into SQLite are migrated into PostgreSQL (each re-verified; a second run
 //! copies nothing), and the Verdict judged from PostgreSQL is the one judged from SQLite;
-//! collecting straight into PostgreSQL stores each record once (counted in the database).
+//! collecting straight into PostgreSQL stores each record once (counted in the database); a
+//! collector killed mid-collection leaves only whole records; a server lost mid-collection
+//! stops it without a Verdict and loses nothing stored.
 
 mod land_support;
 
@@ -99,10 +101,9 @@ fn records_migrate_from_sqlite_once_and_judge_the_same_from_postgresql() {
     );
 }
 
-#[test]
-fn a_server_lost_mid_collection_stops_it_without_a_verdict_and_loses_nothing_stored() {
-    let mut cluster = PgCluster::start();
-    let database = cluster.database_with(SCHEMA);
+/// A working directory whose Slice has three command checks: a quick one, one that sleeps four
+/// seconds, and a quick one.
+fn slow_slice() -> Work {
     let work = Work::unfrozen();
     let slice = work.author_slice("slice", &[]);
     let check = |id: &str, argv: &[&str]| {
@@ -123,6 +124,73 @@ fn a_server_lost_mid_collection_stops_it_without_a_verdict_and_loses_nothing_sto
         .to_string(),
     );
     work.freeze("slice").result();
+    work
+}
+
+/// `sf --config CONFIG collect` of `candidate` under `slice/`, started and not waited for.
+fn spawn_collect(work: &Work, config: &str, candidate: &str) -> std::process::Child {
+    work.command(&[
+        "--config",
+        config,
+        "collect",
+        "--identity",
+        "identity.json",
+        "--candidate",
+        candidate,
+        "--slice",
+        "slice",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped())
+    .spawn()
+    .unwrap()
+}
+
+/// Waits (at most a minute) until the database holds `count` records.
+fn wait_for_records(cluster: &PgCluster, database: &PgDatabase, count: usize) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while cluster.psql(&database.name, "SELECT count(*) FROM sf_evidence") != count.to_string() {
+        assert!(
+            std::time::Instant::now() < until,
+            "{count} records never arrived"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_collector_killed_mid_collection_leaves_only_whole_records() {
+    let cluster = PgCluster::start();
+    let database = cluster.database_with(SCHEMA);
+    let work = slow_slice();
+    let candidate = work.seal("slice", SUM_FIXED);
+    let pg = config(&work, "pg.toml", &cluster, &database);
+    let mut child = spawn_collect(&work, &pg, &candidate);
+    wait_for_records(&cluster, &database, 1);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Every row is a whole record: it hashes to its id (checked in the database itself).
+    assert_eq!(
+        cluster.psql(
+            &database.name,
+            "SELECT count(*) FROM sf_evidence WHERE id <> 'sha256:' || encode(sha256(record), 'hex')"
+        ),
+        "0"
+    );
+    assert_eq!(
+        cluster.psql(&database.name, "SELECT count(*) FROM sf_evidence"),
+        "1"
+    );
+    // And sf reads it back whole.
+    let verdict = judge(&work, &candidate, Some(&pg));
+    assert_eq!(verdict["outcome"], "inconclusive", "{verdict}");
+}
+
+#[test]
+fn a_server_lost_mid_collection_stops_it_without_a_verdict_and_loses_nothing_stored() {
+    let mut cluster = PgCluster::start();
+    let database = cluster.database_with(SCHEMA);
+    let work = slow_slice();
     let candidate = work.seal("slice", SUM_FIXED);
     let pg = config(&work, "pg.toml", &cluster, &database);
     let child = work
