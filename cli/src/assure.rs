@@ -612,6 +612,9 @@ fn command_line(slice: &SliceDir, check: &ProcessCheck) -> String {
                     text_escape::line(&environment.at)
                 ));
             }
+            if command.scratch_executable {
+                line.push_str(", scratch executable");
+            }
             line.push(')');
             line
         }
