@@ -20,7 +20,8 @@ use sf_host::assurance::test_results::TestResults;
 use sf_host::assurance::{Observation, Outcome, ProcessCheck, ProcessFacts, Verdict, time};
 use sf_host::canonical::{Digest, Value, object};
 use sf_host::collector::{
-    CollectEvent, CollectRequest, CollectedRun, Programs, RepositoryCollector, derive,
+    CollectError, CollectEvent, CollectRequest, CollectedRun, DERIVE_INPUT, Programs,
+    RepositoryCollector, derive,
 };
 use sf_host::contracts::EvidenceStoreExt;
 use sf_host::contracts::{CancelToken, CapturedResults, EvidenceStore};
@@ -131,6 +132,62 @@ pub(super) fn land_error(what: &str, error: LandError) -> CliError {
     }
 }
 
+/// A Candidate and the frozen Slice it is checked against, read and verified: the Slice
+/// whole, the Candidate re-exported and its base read (what [`Loaded`] holds but the programs
+/// derived from them).
+pub(super) struct Exported {
+    pub slice: SliceDir,
+    pub repository: Repository,
+    pub sealed: SealedCandidate,
+    pub base: SourceSnapshot,
+    pub digest: Digest,
+}
+
+impl Exported {
+    pub(super) fn read(context: &Context, target: &CandidateInSlice) -> Result<Self, CliError> {
+        let digest = parse_digest(&target.candidate, "--candidate")?;
+        let slice = SliceDir::open(&target.slice)?;
+        Self::read_in(context, target, digest, slice)
+    }
+
+    /// [`Exported::read`] of Candidate `digest` under the opened `slice`.
+    fn read_in(
+        context: &Context,
+        target: &CandidateInSlice,
+        digest: Digest,
+        slice: SliceDir,
+    ) -> Result<Self, CliError> {
+        let repository = context.open_repository(&target.identity)?;
+        // The export reads and checks the base as well (a factory commit with the recorded
+        // tree); its snapshot is the base's.
+        let (sealed, base) = repository
+            .export_candidate_and_base(&digest)
+            .map_err(|error| repository_error(&format!("--candidate {digest}"), &error))?;
+        Ok(Self {
+            slice,
+            repository,
+            sealed,
+            base,
+            digest,
+        })
+    }
+}
+
+/// Why Candidate `digest` is not one Slice `slice` may run, in the words of `derive`'s refusal.
+fn not_for_the_slice(digest: &Digest, slice: &SliceDir, why: impl std::fmt::Display) -> CliError {
+    coded(
+        "invalid-input",
+        format!("--candidate {digest} under --slice {}", slice.dir.display()),
+        format!("{why}; nothing was started"),
+    )
+}
+
+fn protected_paths(slice: &SliceDir, repository: &Repository) -> Result<Vec<PathBuf>, CliError> {
+    let mut protected = slice.protected()?;
+    protected.push(PathBuf::from(&repository.identity().path));
+    Ok(protected)
+}
+
 /// A Candidate and the frozen Slice it is checked against, everything verified: the Slice
 /// whole, the Candidate re-exported, its base read, and the Candidate sealed for exactly this
 /// Slice in this repository ([`derive`]).
@@ -138,42 +195,31 @@ pub(super) struct Loaded {
     pub slice: SliceDir,
     pub repository: Repository,
     pub sealed: SealedCandidate,
-    pub base: SourceSnapshot,
     pub programs: Programs,
 }
 
 impl Loaded {
     pub(super) fn read(context: &Context, target: &CandidateInSlice) -> Result<Self, CliError> {
-        let digest = parse_digest(&target.candidate, "--candidate")?;
-        let slice = SliceDir::open(&target.slice)?;
-        let repository = context.open_repository(&target.identity)?;
-        let sealed = repository
-            .export_candidate(&digest)
-            .map_err(|error| repository_error(&format!("--candidate {digest}"), &error))?;
-        let base = repository
-            .snapshot(&sealed.manifest.base_commit)
-            .map_err(|error| repository_error("the Candidate's base", &error))?;
-        let programs = derive(&slice.frozen, &sealed, &base).map_err(|why| {
-            coded(
-                "invalid-input",
-                format!("--candidate {digest} under --slice {}", slice.dir.display()),
-                format!("{why}; nothing was started"),
-            )
-        })?;
-        Ok(Self {
+        let Exported {
             slice,
             repository,
             sealed,
             base,
+            digest,
+        } = Exported::read(context, target)?;
+        let programs = derive(&slice.frozen, &sealed, &base)
+            .map_err(|why| not_for_the_slice(&digest, &slice, why))?;
+        Ok(Self {
+            slice,
+            repository,
+            sealed,
             programs,
         })
     }
 
     /// What no Candidate may read: the Slice, its state and the repository.
     pub(super) fn protected(&self) -> Result<Vec<PathBuf>, CliError> {
-        let mut protected = self.slice.protected()?;
-        protected.push(PathBuf::from(&self.repository.identity().path));
-        Ok(protected)
+        protected_paths(&self.slice, &self.repository)
     }
 
     /// The judge's view of this Candidate's evidence, read-only.
@@ -290,23 +336,86 @@ impl Drop for Progress {
 pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliError> {
     let deadline = deadline(args.deadline.as_deref())?;
     super::land::check_gate_file(args.gate.as_deref())?;
-    let loaded = Loaded::read(context, &args.target)?;
-    let executor = loaded.slice.executor(context)?;
+    let digest = parse_digest(&args.target.candidate, "--candidate")?;
+    let slice = SliceDir::open(&args.target.slice)?;
+    // The dependency environments are verified on a thread of their own while the Candidate is
+    // exported and checked (neither needs the other, and each is a good part of the time before
+    // the first check starts); their verdict is taken where it always was, after the preflight
+    // and before the attempt is claimed.
+    let environments: Vec<Digest> = slice
+        .frozen
+        .acceptance
+        .environments()
+        .into_iter()
+        .cloned()
+        .collect();
+    let store_dir = (!environments.is_empty()).then(|| context.environment_store_dir());
+    std::thread::scope(|scope| {
+        let verifying = scope.spawn(move || match store_dir {
+            None => Ok(BTreeMap::new()),
+            Some(dir) => dir.and_then(|dir| super::env::verified_trees_in(&dir, &environments)),
+        });
+        let verified = || {
+            verifying.join().unwrap_or_else(|_| {
+                Err(CliError::new(
+                    "unavailable",
+                    "verifying the dependency environments failed; nothing was started",
+                ))
+            })
+        };
+        collect_exported(context, &args, deadline, digest, slice, verified)
+    })
+}
+
+/// The rest of `sf collect` once the Slice is open; `verified` answers the verification of
+/// its dependency environments.
+fn collect_exported(
+    context: &Context,
+    args: &CollectArgs,
+    deadline: SystemTime,
+    digest: Digest,
+    slice: SliceDir,
+    verified: impl FnOnce() -> Result<BTreeMap<Digest, PathBuf>, CliError>,
+) -> Result<Output, CliError> {
+    let Exported {
+        slice,
+        repository,
+        sealed,
+        base,
+        digest,
+    } = Exported::read_in(context, &args.target, digest, slice)?;
+    // The collector checks the Slice and the Candidate and derives what runs before anything
+    // is claimed; a Candidate not sealed for this Slice starts nothing.
+    let prepared = RepositoryCollector::prepare(CollectRequest {
+        slice: slice.frozen.clone(),
+        sealed,
+        base,
+        deadline,
+        environments: BTreeMap::new(),
+    })
+    .map_err(|error| match error {
+        CollectError::InvalidInput { input, rule } if input == DERIVE_INPUT => {
+            not_for_the_slice(&digest, &slice, rule)
+        }
+        error => coded(error.code(), "the collection", error),
+    })?;
+    let slice = &slice;
+    let executor = slice.executor(context)?;
     let gate = context.gate(args.gate.as_deref())?;
     preflight(
         executor.as_ref(),
-        &loaded.slice.frozen,
+        &slice.frozen,
         &gate,
         deadline,
         PREFLIGHT_GATE_TIMEOUT,
     )
     .map_err(|error| land_error("before the collection", error))?;
     // Verified before the attempt is claimed: an environment that changed starts nothing.
-    let environments = environments(context, &loaded.slice.frozen.acceptance)?;
-    let protected = loaded.protected()?;
-    let store = loaded.slice.evidence_store(context)?;
-    let product = loaded.repository.identity().product_id.clone();
-    let fence = fence(&loaded.slice, &product)?;
+    let prepared = prepared.with_environments(verified()?);
+    let protected = protected_paths(slice, &repository)?;
+    let store = slice.evidence_store(context)?;
+    let product = repository.identity().product_id.clone();
+    let fence = fence(slice, &product)?;
     let collector = RepositoryCollector::new(store, executor, protected)
         .map_err(|error| coded(error.code(), "the collector", error))?
         .with_jobs(args.jobs);
@@ -318,21 +427,11 @@ pub fn run_collect(context: &Context, args: CollectArgs) -> Result<Output, CliEr
         )
     })?;
     eprintln!("sf collect: attempt {}", hold.attempt());
-    let progress = Progress::new(loaded.slice.frozen.acceptance.process_checks().count());
+    let progress = Progress::new(slice.frozen.acceptance.process_checks().count());
     let result = collector
-        .collect_with_progress(
-            &CollectRequest {
-                slice: loaded.slice.frozen.clone(),
-                sealed: loaded.sealed.clone(),
-                base: loaded.base.clone(),
-                deadline,
-                environments,
-            },
-            gate,
-            &hold,
-            &CancelToken::new(),
-            &mut |event| progress.report(event),
-        )
+        .collect_prepared(&prepared, gate, &hold, &CancelToken::new(), &mut |event| {
+            progress.report(event)
+        })
         .map_err(|error| coded(error.code(), "the collection", error))?;
     drop(progress);
     let json = serde_json::json!({
@@ -526,6 +625,9 @@ fn command_line(slice: &SliceDir, check: &ProcessCheck) -> String {
                     text_escape::line(&environment.name),
                     text_escape::line(&environment.at)
                 ));
+            }
+            if command.scratch_executable {
+                line.push_str(", scratch executable");
             }
             line.push(')');
             line

@@ -172,8 +172,20 @@ pub(super) fn verified_trees<'a>(
     if digests.peek().is_none() {
         return Ok(BTreeMap::new());
     }
-    let root = context.environment_store_dir()?;
-    let store = EnvironmentStore::open_existing(&root).map_err(store_error)?;
+    verified_trees_in(&context.environment_store_dir()?, digests)
+}
+
+/// [`verified_trees`] in the store at `root`, which needs no [`Context`] (so that another
+/// thread can verify while the command goes on).
+pub(super) fn verified_trees_in<'a>(
+    root: &std::path::Path,
+    digests: impl IntoIterator<Item = &'a Digest>,
+) -> Result<BTreeMap<Digest, PathBuf>, CliError> {
+    let mut digests = digests.into_iter().peekable();
+    if digests.peek().is_none() {
+        return Ok(BTreeMap::new());
+    }
+    let store = EnvironmentStore::open_existing(root).map_err(store_error)?;
     digests
         .map(|digest| {
             let entry = store.verify(digest).map_err(store_error)?;

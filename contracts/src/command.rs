@@ -185,6 +185,12 @@ pub struct RunCommand {
     pub results: Option<ResultsRequest>,
     /// Bounds below the Executor's limits, if any.
     pub resources: RunResources,
+    /// Whether the run may execute files it writes to its scratch space. A run's scratch is
+    /// not executable unless its command asks: a compiled language's test suite (`cargo
+    /// test`, a C project's `make check`) builds its test programs at run time and runs them,
+    /// and they can be nowhere else. It is part of the command's digest (when asked), so a
+    /// judge pins it with the rest.
+    pub scratch_executable: bool,
 }
 
 fn refuse<T>(input: String, rule: &'static str) -> Result<T, ExecutorError> {
@@ -404,7 +410,7 @@ impl RunCommand {
     }
 
     /// The canonical document [`RunCommand::digest`] hashes:
-    /// `{"argv":[…],"cwd":…,"env":{…},"environment":{"at","digest"}|null,"protocol":"sf-run-command/1","resources":{"cpuSeconds"?,"memoryBytes"?,"processes"?,"scratchBytes"?,"scratchFiles"?},"results":{"maxBytes","path"}|null}`.
+    /// `{"argv":[…],"cwd":…,"env":{…},"environment":{"at","digest"}|null,"protocol":"sf-run-command/1","resources":{"cpuSeconds"?,"memoryBytes"?,"processes"?,"scratchBytes"?,"scratchFiles"?},"results":{"maxBytes","path"}|null,"scratchExecutable"?:true}`.
     pub fn document(&self) -> Value {
         let environment = match &self.environment {
             Some(environment) => canonical::object([
@@ -429,18 +435,23 @@ impl RunCommand {
                 .map(|(name, value)| (name.clone(), Value::from(value.as_str())))
                 .collect(),
         );
-        canonical::object([
-            ("protocol", Value::from(COMMAND_PROTOCOL)),
+        let mut document = std::collections::BTreeMap::from([
+            ("protocol".to_owned(), Value::from(COMMAND_PROTOCOL)),
             (
-                "argv",
+                "argv".to_owned(),
                 Value::Array(self.argv.iter().map(|a| Value::from(a.as_str())).collect()),
             ),
-            ("cwd", Value::from(self.cwd.as_str())),
-            ("env", env),
-            ("environment", environment),
-            ("results", results),
-            ("resources", self.resources.document()),
-        ])
+            ("cwd".to_owned(), Value::from(self.cwd.as_str())),
+            ("env".to_owned(), env),
+            ("environment".to_owned(), environment),
+            ("results".to_owned(), results),
+            ("resources".to_owned(), self.resources.document()),
+        ]);
+        // Only when asked: every command without it keeps the digest it always had.
+        if self.scratch_executable {
+            document.insert("scratchExecutable".to_owned(), Value::Bool(true));
+        }
+        Value::Object(document)
     }
 
     /// The `sha256:` of [`RunCommand::document`]. Every Executor digests a command this
@@ -465,6 +476,7 @@ mod tests {
             environment: None,
             results: None,
             resources: RunResources::default(),
+            scratch_executable: false,
         }
     }
 
@@ -556,6 +568,9 @@ mod tests {
         assert!(seen.insert(changed.digest()));
         let mut changed = base.clone();
         changed.resources.memory_bytes = Some(1 << 28);
+        assert!(seen.insert(changed.digest()));
+        let mut changed = base.clone();
+        changed.scratch_executable = true;
         assert!(seen.insert(changed.digest()));
         let mut changed = base.clone();
         changed.environment = Some(RunEnvironment {

@@ -184,30 +184,32 @@ pub fn digest_of_files(files: &[SnapshotFile]) -> Digest {
 /// [`digest_of_files`] of entries held elsewhere (path, mode, content), so that a caller with
 /// its own file type digests them without copying their bytes into snapshot files first.
 pub fn digest_of_entries(entries: &[(&str, EntryMode, &[u8])]) -> Digest {
+    use sha2::Digest as _;
     let with_modes = entries
         .iter()
         .any(|(_, mode, _)| *mode != EntryMode::Regular);
     let mut sorted: Vec<&(&str, EntryMode, &[u8])> = entries.iter().collect();
     sorted.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
-    let total: usize = entries.iter().map(|(_, _, content)| content.len()).sum();
-    let mut encoding = Vec::with_capacity(total + 64 * entries.len() + 16);
     let protocol = if with_modes {
         SNAPSHOT_DIGEST_PROTOCOL_V2
     } else {
         SNAPSHOT_DIGEST_PROTOCOL
     };
-    encoding.extend_from_slice(protocol.as_bytes());
-    encoding.push(b'\n');
+    // The encoding is hashed as it is produced rather than built whole first: a tree of a
+    // few MiB was otherwise copied once more for every digest of it.
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(protocol.as_bytes());
+    hasher.update(b"\n");
     for (path, mode, content) in sorted {
-        encoding.extend_from_slice(&(path.len() as u64).to_be_bytes());
-        encoding.extend_from_slice(path.as_bytes());
+        hasher.update((path.len() as u64).to_be_bytes());
+        hasher.update(path.as_bytes());
         if with_modes {
-            encoding.extend_from_slice(mode.octal().as_bytes());
+            hasher.update(mode.octal().as_bytes());
         }
-        encoding.extend_from_slice(&(content.len() as u64).to_be_bytes());
-        encoding.extend_from_slice(content);
+        hasher.update((content.len() as u64).to_be_bytes());
+        hasher.update(content);
     }
-    Digest::of(&encoding)
+    Digest::from_bytes(hasher.finalize().into())
 }
 
 #[cfg(test)]

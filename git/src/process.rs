@@ -320,11 +320,20 @@ fn supervise(child: &mut Child, stdin: Vec<u8>, stdout_cap: u64, deadline: Insta
         });
     }
 
+    // Git's stdout reaches its end when Git exits (or when the drain stops at the cap): wait
+    // for that, up to the deadline, rather than poll for the exit. Most calls take a few
+    // milliseconds, and a poll's sleeps would add as much again to each of them.
+    let drained = stdout_rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
     let mut ending = wait_bounded(child, &overflow, deadline);
-    let grace = deadline
-        .saturating_duration_since(Instant::now())
-        .max(DRAIN_GRACE);
-    let stdout = stdout_rx.recv_timeout(grace).ok().flatten();
+    let stdout = match drained {
+        Ok(stdout) => stdout,
+        Err(_) => {
+            let grace = deadline
+                .saturating_duration_since(Instant::now())
+                .max(DRAIN_GRACE);
+            stdout_rx.recv_timeout(grace).ok().flatten()
+        }
+    };
     let stderr = stderr_rx.recv_timeout(DRAIN_GRACE).ok().flatten();
     if overflow.load(Ordering::SeqCst) {
         ending = Ending::OutputOverflow;
@@ -346,8 +355,10 @@ fn supervise(child: &mut Child, stdin: Vec<u8>, stdout_cap: u64, deadline: Insta
 }
 
 /// Polls the child with a short backoff until it exits, overflows or passes the deadline.
+/// Called once its stdout ended, when it is usually exiting already: the first pauses are
+/// short.
 fn wait_bounded(child: &mut Child, overflow: &AtomicBool, deadline: Instant) -> Ending {
-    let mut pause = Duration::from_millis(1);
+    let mut pause = Duration::from_micros(50);
     loop {
         if overflow.load(Ordering::SeqCst) {
             kill_and_reap(child);

@@ -735,14 +735,15 @@ impl EnvironmentStore {
         }
         let tree = object.open_dir(tree_entry).map_err(stored)?;
         check_stored_mode(tree_entry, tree.path(), digest)?;
-        let mut walk = Rehash {
+        let walk = Rehash {
             digest,
             budget: listing.files(),
             file_limit: listing.bytes(),
             entries: Vec::new(),
+            queue: None,
+            queued: 0,
         };
-        walk.directory(&tree, "")?;
-        let found = Listing::new(listing.at.clone(), walk.entries);
+        let found = Listing::new(listing.at.clone(), walk.walk(tree)?);
         if let Some(difference) = first_difference(&listing.entries, &found.entries) {
             return Err(corrupt(difference));
         }
@@ -1297,14 +1298,58 @@ fn check_stored_mode(entry: &Entry, path: &Path, digest: &Digest) -> Result<()> 
     Ok(())
 }
 
-/// A stored tree walked again, every file re-hashed.
+/// Files queued for hashing at most (the walk waits beyond). Each holds its directory open,
+/// so the bound also bounds the descriptors a verification holds.
+const REHASH_QUEUE: usize = 256;
+
+/// The most threads that hash a stored tree's files at once.
+const REHASH_THREADS: usize = 8;
+
+/// A file of the stored tree to hash: the directory it is in, its entry, its path in the
+/// listing and its place among the entries.
+struct FileJob {
+    dir: std::sync::Arc<DirFd>,
+    entry: Entry,
+    path: String,
+    slot: usize,
+}
+
+impl FileJob {
+    fn hash(&self, digest: &Digest, file_limit: u64) -> Result<ListingEntry> {
+        let mut hasher = sha2::Sha256::new();
+        let read = self
+            .dir
+            .read_file_chunks(&self.entry, file_limit, &mut |chunk| {
+                hasher.update(chunk);
+                Ok(())
+            })
+            .map_err(|error| stored_error(digest, error))?;
+        Ok(ListingEntry::file(
+            self.path.clone(),
+            read.mode == 0o555,
+            Digest::from_bytes(hasher.finalize().into()),
+            read.size,
+        ))
+    }
+}
+
+/// A stored tree walked again, every file re-hashed. The walk lists directories and reads
+/// links itself and queues the files, which threads of their own hash while it goes on
+/// ([`REHASH_THREADS`], as many as the machine has cores): a verification runs before every
+/// collection, and re-hashing a venv or a toolchain one file after another was most of the
+/// time a collection took before its first check.
 struct Rehash<'a> {
     digest: &'a Digest,
     /// Entries the listing names: a tree holding more is corrupt, found before it is all read.
     budget: u64,
     /// No stored file can be larger than all listed files together.
     file_limit: u64,
-    entries: Vec<ListingEntry>,
+    /// Every entry in walk order; a file's once it was hashed.
+    entries: Vec<Option<ListingEntry>>,
+    /// Where the walk queues files for the hashing threads.
+    queue: Option<std::sync::mpsc::SyncSender<FileJob>>,
+    /// Files queued.
+    queued: usize,
 }
 
 impl Rehash<'_> {
@@ -1315,7 +1360,85 @@ impl Rehash<'_> {
         }
     }
 
-    fn directory(&mut self, dir: &DirFd, prefix: &str) -> Result<()> {
+    /// Walks `dir`, every file hashed; the entries found, in walk order. Of the errors, the
+    /// one of the earliest entry in walk order is reported, as a walk that hashed each file in
+    /// turn would have.
+    fn walk(mut self, dir: DirFd) -> Result<Vec<ListingEntry>> {
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .clamp(1, REHASH_THREADS);
+        let (queue, jobs) = std::sync::mpsc::sync_channel::<FileJob>(REHASH_QUEUE);
+        let jobs = std::sync::Mutex::new(jobs);
+        let (digest, file_limit) = (self.digest, self.file_limit);
+        let hasher = || {
+            let mut done = Vec::new();
+            loop {
+                let job = jobs
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .recv();
+                let Ok(job) = job else {
+                    return done;
+                };
+                let hashed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    job.hash(digest, file_limit)
+                }))
+                .unwrap_or_else(|_| {
+                    Err(unavailable(format!(
+                        "hashing {} of environment {digest} failed; it is not verified",
+                        job.path
+                    )))
+                });
+                done.push((job.slot, hashed));
+            }
+        };
+        let (walked, hashed) = std::thread::scope(|scope| {
+            let hashers: Vec<_> = (0..threads).map(|_| scope.spawn(hasher)).collect();
+            self.queue = Some(queue);
+            let walked = self.directory(std::sync::Arc::new(dir), "");
+            // No more files: the hashers end once the queue is empty.
+            self.queue = None;
+            let mut hashed = Vec::new();
+            for thread in hashers {
+                // A hasher catches its own panics, so each answers for every file it took.
+                hashed.extend(thread.join().unwrap_or_default());
+            }
+            (walked, hashed)
+        });
+        let walk_failed_at = walked.as_ref().err().map(|_| self.entries.len());
+        let mut first_error: Option<(usize, EnvironmentStoreError)> = None;
+        let mut files = 0;
+        for (slot, result) in hashed {
+            match result {
+                Ok(entry) => {
+                    self.entries[slot] = Some(entry);
+                    files += 1;
+                }
+                Err(error) => {
+                    if first_error.as_ref().is_none_or(|(first, _)| slot < *first) {
+                        first_error = Some((slot, error));
+                    }
+                }
+            }
+        }
+        match (first_error, walked) {
+            (Some((slot, error)), _) if walk_failed_at.is_none_or(|at| slot < at) => {
+                return Err(error);
+            }
+            (_, Err(error)) => return Err(error),
+            (Some((_, error)), Ok(())) => return Err(error),
+            (None, Ok(())) => {}
+        }
+        if files != self.queued {
+            return Err(unavailable(format!(
+                "{} of the {} files of environment {} were hashed; it is not verified",
+                files, self.queued, self.digest
+            )));
+        }
+        Ok(self.entries.into_iter().flatten().collect())
+    }
+
+    fn directory(&mut self, dir: std::sync::Arc<DirFd>, prefix: &str) -> Result<()> {
         let stored = |error| stored_error(self.digest, error);
         let remaining = self.budget.saturating_sub(self.entries.len() as u64);
         let limit = usize::try_from(remaining.saturating_add(1)).unwrap_or(usize::MAX);
@@ -1335,23 +1458,28 @@ impl Rehash<'_> {
             match entry.kind {
                 EntryKind::Directory => {
                     let below = dir.open_dir(&entry).map_err(stored)?;
-                    self.entries.push(ListingEntry::dir(path.clone()));
-                    self.directory(&below, &path)?;
+                    self.entries.push(Some(ListingEntry::dir(path.clone())));
+                    self.directory(std::sync::Arc::new(below), &path)?;
                 }
                 EntryKind::File => {
-                    let mut hasher = sha2::Sha256::new();
-                    let read = dir
-                        .read_file_chunks(&entry, self.file_limit, &mut |chunk| {
-                            hasher.update(chunk);
-                            Ok(())
-                        })
-                        .map_err(stored)?;
-                    self.entries.push(ListingEntry::file(
+                    let job = FileJob {
+                        dir: std::sync::Arc::clone(&dir),
+                        entry,
                         path,
-                        read.mode == 0o555,
-                        Digest::from_bytes(hasher.finalize().into()),
-                        read.size,
-                    ));
+                        slot: self.entries.len(),
+                    };
+                    self.entries.push(None);
+                    let sent = self
+                        .queue
+                        .as_ref()
+                        .is_some_and(|queue| queue.send(job).is_ok());
+                    if !sent {
+                        return Err(unavailable(format!(
+                            "no thread hashes the files of environment {}; it is not verified",
+                            self.digest
+                        )));
+                    }
+                    self.queued += 1;
                 }
                 EntryKind::Symlink => {
                     let target = dir.read_link(&entry).map_err(stored)?;
@@ -1361,7 +1489,7 @@ impl Rehash<'_> {
                             shown.display()
                         ))
                     })?;
-                    self.entries.push(ListingEntry::symlink(path, target));
+                    self.entries.push(Some(ListingEntry::symlink(path, target)));
                 }
                 EntryKind::Other => {
                     return Err(

@@ -394,6 +394,44 @@ fn an_added_entry_or_a_replaced_directory_is_corrupt() {
     assert!(error.to_string().contains("names/env"), "{error}");
 }
 
+/// The files of a stored tree are hashed on several threads, a bounded queue of them at a
+/// time: in a tree of more files than the queue holds, spread over many directories, the
+/// tree whole verifies, a changed byte is found and named, and of two changes the earlier in
+/// path order is the one named.
+#[test]
+fn a_change_in_a_tree_of_many_files_is_found_whichever_thread_hashes_it() {
+    let (_dir, root) = private_dir();
+    let source = root.join("wide");
+    for dir in 0..40 {
+        for file in 0..25 {
+            write(
+                &source.join(format!("d{dir:02}/f{file:02}")),
+                format!("{dir} {file}\n").repeat(dir + file + 1).as_bytes(),
+                0o644,
+            );
+        }
+    }
+    write(&source.join("big.bin"), &vec![7u8; 3 << 20], 0o644);
+    let store = open_store(&root, "store");
+    let entry = store.add("wide", &source, limits()).unwrap();
+    assert_eq!(store.verify(&entry.digest).unwrap().digest, entry.digest);
+    let changed = entry.tree.join("d31/f17");
+    let mut bytes = std::fs::read(&changed).unwrap();
+    bytes[0] ^= 1;
+    chmod(&changed, 0o644);
+    std::fs::write(&changed, &bytes).unwrap();
+    chmod(&changed, 0o444);
+    let error = store.verify(&entry.digest).unwrap_err();
+    assert_eq!(error.code(), "corrupt", "{error}");
+    assert!(error.to_string().contains("d31/f17"), "{error}");
+    let earlier = entry.tree.join("d05/f03");
+    chmod(&earlier, 0o644);
+    std::fs::write(&earlier, b"other\n").unwrap();
+    chmod(&earlier, 0o444);
+    let error = store.verify(&entry.digest).unwrap_err();
+    assert!(error.to_string().contains("d05/f03"), "{error}");
+}
+
 #[test]
 fn unknown_names_and_digests_are_missing() {
     let (_dir, store, _, _, _) = stored();

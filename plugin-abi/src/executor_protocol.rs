@@ -63,12 +63,19 @@
 //!
 //! `run_v6` (ABI 1.6) takes the request of `run_v4` with an optional `command`: `{argv, cwd,
 //! env: {name: value}, environment: {digest, tree, at} | null, results: {path, maxBytes} |
-//! null, resources: {memoryBytes?, processes?, cpuSeconds?, scratchBytes?, scratchFiles?}}` (`tree` a section index: a host path's bytes). Its answer is `run_v5`'s; for a run
+//! null, resources: {memoryBytes?, processes?, cpuSeconds?, scratchBytes?, scratchFiles?},
+//! scratchExecutable?: true}` (`tree` a section index: a host path's bytes). Its answer is `run_v5`'s; for a run
 //! with a command, `identities.command` is the command's digest and `results` is
 //! `{"state":"absent"}`, `{"state":"written","content":N}` (a section) or
 //! `{"state":"refused","reason":…}` when the command asked for a results file, absent when it
 //! did not; a run without a command has neither. A request with a command cannot travel in
 //! an older shape ([`RunFeature::Command`]): the host refuses it before anything is sent.
+//!
+//! From ABI 1.7 the command may hold `scratchExecutable: true` (absent otherwise): the run
+//! may execute what it writes to its scratch space. A plugin of minor 6 does not know the
+//! field (its header refuses unknown fields), so the host never sends a request that asks for
+//! it to one ([`RunFeature::ExecutableScratch`]): it refuses the request before anything is
+//! sent.
 //!
 //! A host calls `run_v6` on a plugin of minor 6 or later, `run_v5` on minor 5, `run_v4` on minor 4, `run_v3` on
 //! minor 3, `run_v2` on minor 2, and `run` on an older one, each for the requests its shape
@@ -159,6 +166,8 @@ pub enum RunFeature {
     Modes,
     /// A command instead of an entry (ABI 1.6, `run_v6`).
     Command,
+    /// A command whose scratch may be executed (ABI 1.7, `run_v6`'s `scratchExecutable`).
+    ExecutableScratch,
 }
 
 impl RunFeature {
@@ -169,6 +178,7 @@ impl RunFeature {
             Self::Harness => "harness",
             Self::Modes => "snapshot-modes",
             Self::Command => "command",
+            Self::ExecutableScratch => "executable-scratch",
         }
     }
 
@@ -178,6 +188,7 @@ impl RunFeature {
             Self::Harness => 2,
             Self::Modes => 4,
             Self::Command => 6,
+            Self::ExecutableScratch => 7,
         }
     }
 
@@ -187,7 +198,21 @@ impl RunFeature {
             Self::Harness => "whose run has no harness",
             Self::Modes => "whose run carries regular files only (no executable or symbolic link)",
             Self::Command => "whose run runs the runtime with an entry file (no command)",
+            Self::ExecutableScratch => "whose run's scratch space is never executable",
         }
+    }
+
+    /// What `request` asks of a plugin of ABI minor `minor` that it cannot give, beyond what
+    /// the message shape `wire` carries ([`RunWire::lacks`]).
+    pub fn lacking_for(minor: u32, wire: RunWire, request: &RunRequest) -> Option<Self> {
+        wire.lacks(request).or_else(|| {
+            let executable = request
+                .command
+                .as_ref()
+                .is_some_and(|command| command.scratch_executable);
+            (executable && minor < Self::ExecutableScratch.since_minor())
+                .then_some(Self::ExecutableScratch)
+        })
     }
 }
 
@@ -820,6 +845,9 @@ struct CommandHeader {
     environment: Option<EnvironmentHeader>,
     results: Option<ResultsRequestHeader>,
     resources: RunResources,
+    /// ABI 1.7; absent when false, so that a request without it is what minor 6 reads.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    scratch_executable: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -860,6 +888,7 @@ impl CommandHeader {
                     max_bytes: results.max_bytes,
                 }),
             resources: command.resources,
+            scratch_executable: command.scratch_executable,
         }
     }
 
@@ -882,6 +911,7 @@ impl CommandHeader {
                 max_bytes: results.max_bytes,
             }),
             resources: self.resources,
+            scratch_executable: self.scratch_executable,
         })
     }
 }
@@ -1541,6 +1571,7 @@ mod tests {
                 scratch_bytes: Some(1 << 26),
                 scratch_files: None,
             },
+            scratch_executable: true,
         });
         let bytes = encode_run(7, &with, RunWire::V6).unwrap();
         match Request::decode(method::RUN_V6, &bytes).unwrap() {
@@ -1563,6 +1594,23 @@ mod tests {
         assert!(
             Request::decode(method::RUN_V5, &bytes).is_err(),
             "command is not a field of run_v5"
+        );
+        // An executable scratch is asked of a plugin of minor 7 or later only; without it the
+        // command is what minor 6 reads.
+        assert_eq!(
+            RunFeature::lacking_for(6, RunWire::V6, &with),
+            Some(RunFeature::ExecutableScratch)
+        );
+        assert_eq!(RunFeature::lacking_for(7, RunWire::V6, &with), None);
+        let mut plain = with.clone();
+        if let Some(command) = plain.command.as_mut() {
+            command.scratch_executable = false;
+        }
+        assert_eq!(RunFeature::lacking_for(6, RunWire::V6, &plain), None);
+        let plain_bytes = encode_run(7, &plain, RunWire::V6).unwrap();
+        assert!(
+            !String::from_utf8_lossy(&plain_bytes).contains("scratchExecutable"),
+            "a command that does not ask for it does not carry the field"
         );
         let mut ran = answer();
         ran.identities.command = Some(Digest::of(b"command"));

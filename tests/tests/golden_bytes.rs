@@ -1102,6 +1102,7 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             scratch_bytes: None,
             scratch_files: None,
         },
+        scratch_executable: false,
     };
     v.insert(
         "run-command",

@@ -33,6 +33,7 @@ fn command(argv: &[&str]) -> RunCommand {
         environment: None,
         results: None,
         resources: Default::default(),
+        scratch_executable: false,
     }
 }
 
@@ -120,6 +121,42 @@ fn no_shell_is_implied_and_a_missing_program_starts_nothing() {
         executor.run(&request(elsewhere), &CancelToken::new()),
         Err(ExecutorError::InvalidInput { .. })
     ));
+}
+
+/// A run's scratch is not executable unless its command asks (a compiled language's test
+/// suite builds its test programs there and runs them); asking is part of the command's
+/// digest, and nothing else of the run becomes executable.
+#[test]
+fn the_scratch_is_executable_only_for_a_command_that_asks() {
+    let executor = executor();
+    let built = "cp /bin/true /sf/scratch/built && /sf/scratch/built && echo ran";
+    let plain = command(&["sh", "-c", built]);
+    let answer = run(&executor, &request(plain.clone()));
+    assert_eq!(answer.status, RunStatus::Exited, "{answer:?}");
+    assert_eq!(answer.exit_code, Some(126), "{answer:?}");
+    assert!(
+        String::from_utf8_lossy(&answer.stderr).contains("Permission denied"),
+        "{answer:?}"
+    );
+    let mut asking = plain.clone();
+    asking.scratch_executable = true;
+    assert_ne!(asking.digest(), plain.digest());
+    let answer = run(&executor, &request(asking.clone()));
+    assert_eq!(answer.exit_code, Some(0), "{answer:?}");
+    assert_eq!(stdout(&answer), "ran\n");
+    assert_eq!(answer.identities.command, Some(asking.digest()));
+    // The program's executables stay noexec: only the scratch is what the command asked for.
+    let mut tree = command(&["sh", "-c", "/sf/program/run.sh"]);
+    tree.scratch_executable = true;
+    let mut in_tree = request(tree);
+    in_tree.program.push(SnapshotFile::new(
+        "run.sh".to_owned(),
+        sf_host::contracts::tree_path::EntryMode::Executable,
+        b"#!/bin/sh\necho ran from the tree\n".to_vec(),
+    ));
+    let answer = run(&executor, &in_tree);
+    assert_eq!(answer.exit_code, Some(126), "{answer:?}");
+    assert_eq!(stdout(&answer), "");
 }
 
 /// A directory shaped like a dependency environment: `bin/tool` (a shell script with an

@@ -224,6 +224,9 @@ pub struct CheckCommand {
     /// at it did not finish in the time the check allows, and misses. `None`: the recipe's
     /// timeout, which is the sandbox's.
     pub timeout_ms: Option<u64>,
+    /// Whether the run may execute what it writes to its scratch space (a compiled test
+    /// suite's test programs); see [`RunCommand::scratch_executable`].
+    pub scratch_executable: bool,
 }
 
 impl CheckCommand {
@@ -251,6 +254,7 @@ impl CheckCommand {
                 max_bytes: results.max_bytes,
             }),
             resources: self.resources,
+            scratch_executable: self.scratch_executable,
         }
     }
 }
@@ -294,6 +298,9 @@ struct CommandCheckRecord {
         skip_serializing_if = "Option::is_none"
     )]
     timeout_ms: Option<u64>,
+    /// Written only when true, so that every record without it keeps its bytes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    scratch_executable: bool,
     input: Digest,
     expectation: Expectation,
 }
@@ -335,6 +342,7 @@ impl Serialize for ProcessCheck {
                 results: command.results.clone(),
                 resources: command.resources,
                 timeout_ms: command.timeout_ms,
+                scratch_executable: command.scratch_executable,
                 input,
                 expectation,
             }
@@ -374,6 +382,7 @@ impl From<CommandCheckRecord> for ProcessCheck {
                 results: record.results,
                 resources: record.resources,
                 timeout_ms: record.timeout_ms,
+                scratch_executable: record.scratch_executable,
             })),
             input: record.input,
             expectation: record.expectation,

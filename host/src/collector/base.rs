@@ -5,7 +5,7 @@
 
 use crate::canonical::Digest;
 use crate::git_object::{self, ObjectId, ObjectKind};
-use crate::repository::source::{SourceFile, build_tree};
+use crate::repository::source::{SourceFile, tree_id};
 use crate::repository::{SealedCandidate, SourceSnapshot};
 use crate::snapshot::{SnapshotFile, snapshot_digest};
 
@@ -39,7 +39,7 @@ fn check_files(files: &[SourceFile], tree: &ObjectId, what: &str) -> Result<(), 
             ));
         }
     }
-    let rebuilt = build_tree(files).tree;
+    let rebuilt = tree_id(files);
     if rebuilt != *tree {
         return Err(format!(
             "{what}: the files build tree {rebuilt}, not {tree}"

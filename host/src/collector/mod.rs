@@ -275,6 +275,27 @@ struct Prepared {
     checks: Vec<ProcessCheck>,
 }
 
+/// The input a [`CollectError::InvalidInput`] names when the Candidate is not one the Slice
+/// may run ([`programs::derive`] refused it): its rule is derive's reason.
+pub const DERIVE_INPUT: &str = "the Slice and the Candidate";
+
+/// A collection checked and its programs derived ([`RepositoryCollector::prepare`]), with
+/// the collector's own copy of the request it was derived from.
+pub struct PreparedCollection {
+    request: CollectRequest,
+    prepared: Prepared,
+}
+
+impl PreparedCollection {
+    /// The same collection with `environments` as the request's: where this host keeps each
+    /// dependency environment, verified by the caller against its digest just before the
+    /// collection starts (nothing derived depends on them).
+    pub fn with_environments(mut self, environments: BTreeMap<Digest, PathBuf>) -> Self {
+        self.request.environments = environments;
+        self
+    }
+}
+
 /// What one check's run produced, before it is stored.
 struct Ran {
     observation: Observation,
@@ -398,7 +419,65 @@ impl RepositoryCollector {
         cancel: &CancelToken,
         progress: &mut dyn FnMut(CollectEvent<'_>),
     ) -> Result<CollectResult, CollectError> {
-        let prepared = self.prepare(request, hold)?;
+        let prepared = Self::prepare_parts(request)?;
+        self.run_prepared(request, &prepared, gate, hold, cancel, progress)
+    }
+
+    /// Checks `request` and derives what it runs ([`programs::derive`]), everything
+    /// [`RepositoryCollector::collect`] checks before anything starts but the hold, which
+    /// need not exist yet: so that a caller can refuse a collection before it claims an
+    /// attempt, and the collection then runs exactly what was derived here, from the
+    /// collector's own copy of the request.
+    pub fn prepare(request: CollectRequest) -> Result<PreparedCollection, CollectError> {
+        let prepared = Self::prepare_parts(&request)?;
+        Ok(PreparedCollection { request, prepared })
+    }
+
+    /// Runs a collection [`RepositoryCollector::prepare`] checked, as
+    /// [`RepositoryCollector::collect_with_progress`] does.
+    pub fn collect_prepared(
+        &self,
+        prepared: &PreparedCollection,
+        gate: Arc<dyn Gate>,
+        hold: &Hold,
+        cancel: &CancelToken,
+        progress: &mut dyn FnMut(CollectEvent<'_>),
+    ) -> Result<CollectResult, CollectError> {
+        self.run_prepared(
+            &prepared.request,
+            &prepared.prepared,
+            gate,
+            hold,
+            cancel,
+            progress,
+        )
+    }
+
+    fn run_prepared(
+        &self,
+        request: &CollectRequest,
+        prepared: &Prepared,
+        gate: Arc<dyn Gate>,
+        hold: &Hold,
+        cancel: &CancelToken,
+        progress: &mut dyn FnMut(CollectEvent<'_>),
+    ) -> Result<CollectResult, CollectError> {
+        if hold.attempt().product != prepared.programs.pins.product() {
+            return Err(CollectError::invalid(
+                "hold",
+                format!(
+                    "is on the fence of {}, not of the pinned Product {}",
+                    hold.attempt().product,
+                    prepared.programs.pins.product()
+                ),
+            ));
+        }
+        hold.assert_active()
+            .map_err(|error| CollectError::Released {
+                attempt: hold.attempt().clone(),
+                reason: error.to_string(),
+                stored: Vec::new(),
+            })?;
         let environment_before = self.current_environment();
         let attempt = hold.attempt().clone();
         let checks = &prepared.checks;
@@ -415,7 +494,7 @@ impl RepositoryCollector {
             let (events, received) = mpsc::channel::<Event>();
             for _ in 0..jobs {
                 let events = events.clone();
-                let (shared, prepared, attempt, gate) = (&shared, &prepared, &attempt, &gate);
+                let (shared, attempt, gate) = (&shared, &attempt, &gate);
                 scope.spawn(move || {
                     self.work(
                         request, prepared, attempt, gate, hold, cancel, shared, &events,
@@ -471,8 +550,8 @@ impl RepositoryCollector {
             .collect();
         Ok(CollectResult {
             attempt,
-            pins: prepared.pins,
-            pinned: prepared.programs.pins,
+            pins: prepared.pins.clone(),
+            pinned: prepared.programs.pins.clone(),
             runs,
             evidence: stored,
             environment_before,
@@ -633,11 +712,11 @@ impl RepositoryCollector {
         }
     }
 
-    fn prepare(&self, request: &CollectRequest, hold: &Hold) -> Result<Prepared, CollectError> {
+    fn prepare_parts(request: &CollectRequest) -> Result<Prepared, CollectError> {
         let invalid = |input: &str, rule: String| CollectError::invalid(input, rule);
-        self.check_sealed(&request.sealed)?;
+        Self::check_sealed(&request.sealed)?;
         let programs = derive(&request.slice, &request.sealed, &request.base)
-            .map_err(|why| invalid("the Slice and the Candidate", why))?;
+            .map_err(|why| invalid(DERIVE_INPUT, why))?;
         let slice = &request.slice;
         let pins = &programs.pins;
         let pins_digest = check_records(pins, &slice.acceptance, &slice.recipe, &slice.environment)
@@ -645,22 +724,6 @@ impl RepositoryCollector {
                 crate::assurance::AssuranceError::InvalidInput { input, rule } => {
                     CollectError::InvalidInput { input, rule }
                 }
-            })?;
-        if hold.attempt().product != pins.product() {
-            return Err(invalid(
-                "hold",
-                format!(
-                    "is on the fence of {}, not of the pinned Product {}",
-                    hold.attempt().product,
-                    pins.product()
-                ),
-            ));
-        }
-        hold.assert_active()
-            .map_err(|error| CollectError::Released {
-                attempt: hold.attempt().clone(),
-                reason: error.to_string(),
-                stored: Vec::new(),
             })?;
         let closure = collector_closure();
         if slice.recipe.collector_closure != closure {
@@ -686,7 +749,7 @@ impl RepositoryCollector {
 
     /// The sealed Candidate's manifest bytes are its digest's and the canonical form of the
     /// manifest it carries.
-    fn check_sealed(&self, sealed: &SealedCandidate) -> Result<(), CollectError> {
+    fn check_sealed(sealed: &SealedCandidate) -> Result<(), CollectError> {
         if Digest::of(&sealed.manifest_bytes) != sealed.digest {
             return Err(CollectError::invalid(
                 "sealed.digest",

@@ -239,7 +239,7 @@ pub fn encode_run_for(
     request: &RunRequest,
 ) -> Result<(wire::RunWire, Vec<u8>), ExecutorError> {
     let shape = run_wire(minor);
-    if let Some(feature) = shape.lacks(request) {
+    if let Some(feature) = wire::RunFeature::lacking_for(minor, shape, request) {
         return Err(ExecutorError::Unavailable {
             mechanism: feature.mechanism().to_owned(),
             reason: format!(

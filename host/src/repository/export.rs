@@ -2,7 +2,7 @@
 //! bytes returned as fresh copies. Nothing is ever repaired.
 
 use crate::canonical::{self, Digest};
-use crate::contracts::RefValue;
+use crate::contracts::{ObjectStore as _, ObjectStoreExt, RefValue};
 use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind};
 use crate::snapshot::SnapshotFile;
 
@@ -23,6 +23,20 @@ impl Repository {
     /// compared, the edits and proposal digest recomputed, and the base a factory commit with
     /// the recorded tree). Corruption is reported, never repaired. Files are fresh copies.
     pub fn export_candidate(&self, digest: &Digest) -> Result<SealedCandidate, RepositoryError> {
+        self.export_candidate_and_base(digest)
+            .map(|(sealed, _)| sealed)
+    }
+
+    /// [`Repository::export_candidate`], and the snapshot of the Candidate's base it read and
+    /// checked on the way (what [`Repository::snapshot`] of the base commit answers), so that
+    /// a caller that needs both reads the base once.
+    pub fn export_candidate_and_base(
+        &self,
+        digest: &Digest,
+    ) -> Result<(SealedCandidate, SourceSnapshot), RepositoryError> {
+        // The Candidate's tree and its base's share nearly every object: each is read from
+        // the store once in this export, and checked wherever it is used.
+        let _cache = self.store.scope();
         let name = candidate_ref(digest);
         let seal_commit = match self.store.read_ref(&name, self.deadline())? {
             None => {
@@ -37,7 +51,7 @@ impl Repository {
             }
             Some(RefValue::Direct(id)) => id,
         };
-        let store = self.store.as_ref();
+        let store = &self.store;
         let read_one = |id: ObjectId,
                         kind: ObjectKind,
                         budget: u64,
@@ -79,6 +93,15 @@ impl Repository {
             ))
         };
         let manifest_blob = blob_named(MANIFEST_NAME).ok_or_else(not_sealed)?;
+        // Both blobs of the seal tree in one read; each is read and checked below.
+        let _ = store.read_verified(
+            &[Some(manifest_blob), blob_named(PROPOSAL_NAME)]
+                .into_iter()
+                .flatten()
+                .collect::<Vec<_>>(),
+            canonical::MAX_BYTES as u64 + MAX_PROPOSAL_DOCUMENT_BYTES as u64,
+            self.deadline(),
+        );
         let manifest_bytes = read_one(
             manifest_blob,
             ObjectKind::Blob,
@@ -154,6 +177,16 @@ impl Repository {
             }
         };
 
+        // M and the base commit, and both trees level by level together; every object is
+        // read and checked again below, from this export's cache.
+        source::prefetch(
+            store,
+            &[manifest.commit, manifest.base_commit],
+            &[manifest.tree, manifest.base_tree],
+            MAX_CANDIDATE_COMMIT_BYTES.max(super::MAX_IMPORTED_COMMIT_BYTES),
+            &self.identity.settings().limits(),
+            self.deadline(),
+        );
         // M, rebuilt from the manifest (and the proposal), byte for byte.
         let m_body = read_one(
             manifest.commit,
@@ -230,14 +263,17 @@ impl Repository {
             .collect();
         // The tree rules were checked when the tree was read; whether the files fit an
         // executor is the collector's question, not the export's.
-        Ok(SealedCandidate {
-            digest: digest.clone(),
-            manifest,
-            manifest_bytes,
-            files,
-            snapshot_digest,
-            proposal,
-        })
+        Ok((
+            SealedCandidate {
+                digest: digest.clone(),
+                manifest,
+                manifest_bytes,
+                files,
+                snapshot_digest,
+                proposal,
+            },
+            base,
+        ))
     }
 
     /// The proposal of an `sf-candidate/1` or `/2` Candidate, whose seal commit holds only the

@@ -16,7 +16,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::canonical;
 use crate::contracts::tree_path::TreePolicy;
 use crate::contracts::{
-    EncodedObject, ObjectStoreError, ObjectStoreExt, RefName, RefUpdate, RefValue,
+    EncodedObject, ObjectStore as _, ObjectStoreError, ObjectStoreExt, RefName, RefUpdate, RefValue,
 };
 use crate::fault::FaultPoint;
 use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
@@ -599,7 +599,7 @@ impl Repository {
         };
         let deadline = self.deadline();
         let read = |id: ObjectId, kind: ObjectKind, budget: u64| {
-            source::read_verified(self.store.as_ref(), &[id], kind, budget, &what, deadline)
+            source::read_verified(&self.store, &[id], kind, budget, &what, deadline)
                 .map(|mut bodies| bodies.remove(0))
         };
         let body = read(record_commit, ObjectKind::Commit, MAX_COMMIT_BYTES)?;
@@ -651,7 +651,7 @@ impl Repository {
         };
         let what = format!("imported commit {commit}");
         let body = source::read_verified(
-            self.store.as_ref(),
+            &self.store,
             &[*commit],
             ObjectKind::Commit,
             MAX_IMPORTED_COMMIT_BYTES,
@@ -669,7 +669,7 @@ impl Repository {
             )));
         }
         let files = source::read_tree(
-            self.store.as_ref(),
+            &self.store,
             heads.tree,
             &self.identity.settings(),
             &what,

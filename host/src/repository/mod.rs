@@ -18,6 +18,7 @@ mod import;
 mod imported;
 mod integration;
 mod manifest;
+mod object_cache;
 mod proposal;
 mod seal;
 pub(crate) mod source;
@@ -170,7 +171,7 @@ pub fn open_repository(
     )?;
     Ok(Repository {
         identity: identity.clone(),
-        store,
+        store: object_cache::CachedStore::new(store),
         options,
     })
 }
@@ -178,7 +179,7 @@ pub fn open_repository(
 /// An open owned repository. The only way to get one is [`open_repository`].
 pub struct Repository {
     identity: RepositoryIdentity,
-    store: Box<dyn ObjectStore>,
+    store: object_cache::CachedStore,
     options: RepositoryOptions,
 }
 
@@ -274,7 +275,7 @@ impl Repository {
             }
         };
         let files = source::read_tree(
-            self.store.as_ref(),
+            &self.store,
             tree,
             &self.identity.settings(),
             &what,

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use crate::canonical::Digest;
-use crate::contracts::{EncodedObject, RefName, RefUpdate, RefValue};
+use crate::contracts::{EncodedObject, ObjectStore as _, RefName, RefUpdate, RefValue};
 use crate::fault::FaultPoint;
 use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
 

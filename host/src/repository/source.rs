@@ -267,14 +267,24 @@ pub(crate) fn build_tree(files: &[SourceFile]) -> BuiltTree {
         .iter()
         .map(|file| EncodedObject::new(ObjectKind::Blob, file.content.clone()))
         .collect();
-    let entries: Vec<(&str, EntryMode, ObjectId)> = files
-        .iter()
-        .map(|f| (f.path.as_str(), EntryMode::of_leaf(f.mode), f.blob))
-        .collect();
-    let tree = build_level(&entries, &mut objects);
+    let tree = build_level(&leaf_entries(files), &mut objects);
     objects.sort_by_key(|object| object.id);
     objects.dedup_by_key(|object| object.id);
     BuiltTree { tree, objects }
+}
+
+/// The id of the tree [`build_tree`] builds from `files`, without their blobs: the tree's
+/// entries name each file by its `blob` id either way, so a check of a tree's id need not
+/// copy and hash every file's bytes once more.
+pub(crate) fn tree_id(files: &[SourceFile]) -> ObjectId {
+    build_level(&leaf_entries(files), &mut Vec::new())
+}
+
+fn leaf_entries(files: &[SourceFile]) -> Vec<(&str, EntryMode, ObjectId)> {
+    files
+        .iter()
+        .map(|f| (f.path.as_str(), EntryMode::of_leaf(f.mode), f.blob))
+        .collect()
 }
 
 fn build_level(
@@ -538,7 +548,7 @@ pub fn walk_tree<S: ObjectSource + ?Sized>(
     }
     // Rebuilding from the files must give the tree that was read: a stored tree in any other
     // shape never qualifies.
-    if build_tree(&files).tree != root {
+    if tree_id(&files) != root {
         return Err(WalkError::Faults(vec![SourceFault::new(
             Rejection::UnsupportedEntry,
             "(the root)",
@@ -546,6 +556,83 @@ pub fn walk_tree<S: ObjectSource + ?Sized>(
         )]));
     }
     Ok(files)
+}
+
+/// Reads the commits `commits` and every tree and blob below the trees `trees` once, so that
+/// a store that keeps what it read for the operation ([`super::object_cache`]) answers the
+/// walks that follow, each of which reads and checks everything again, without a Git process
+/// of their own: one read per level of all the trees together (the first with the commits),
+/// then one of every blob, where walking each tree alone costs a read per level and tree.
+/// Best effort: a read that fails, or trees beyond `limits`, stop it, and the walks that
+/// follow report what is wrong.
+pub(crate) fn prefetch(
+    store: &dyn ObjectStore,
+    commits: &[ObjectId],
+    trees: &[ObjectId],
+    commit_budget: u64,
+    limits: &RepositoryLimits,
+    deadline: Instant,
+) {
+    let roots = trees.len().max(1);
+    let entry_cap = limits
+        .max_files
+        .saturating_mul(2)
+        .saturating_add(1)
+        .saturating_mul(roots);
+    let mut seen = std::collections::HashSet::new();
+    let mut level: Vec<ObjectId> = trees
+        .iter()
+        .copied()
+        .filter(|id| seen.insert(*id))
+        .collect();
+    let mut ids: Vec<ObjectId> = commits
+        .iter()
+        .copied()
+        .chain(level.iter().copied())
+        .collect();
+    let mut budget = commit_budget
+        .saturating_mul(commits.len() as u64)
+        .saturating_add(MAX_TREE_LEVEL_BYTES.saturating_mul(roots as u64));
+    let mut blobs = Vec::new();
+    let mut entries = 0usize;
+    while !level.is_empty() {
+        let Ok(answers) = store.read_verified(&ids, budget, deadline) else {
+            return;
+        };
+        let mut next = Vec::new();
+        for answer in answers.into_iter().skip(ids.len() - level.len()) {
+            let Some(object) = answer.filter(|object| object.kind == ObjectKind::Tree) else {
+                continue;
+            };
+            let Some(raw) = git_object::split_tree(&object.body) else {
+                continue;
+            };
+            entries += raw.len();
+            if entries > entry_cap {
+                return;
+            }
+            for entry in raw {
+                match EntryMode::from_octal(&entry.mode).map(|mode| mode.leaf()) {
+                    Some(Some(_)) if seen.insert(entry.id) => blobs.push(entry.id),
+                    Some(None) if seen.insert(entry.id) => next.push(entry.id),
+                    _ => {}
+                }
+            }
+        }
+        level = next;
+        ids = level.clone();
+        budget = MAX_TREE_LEVEL_BYTES.saturating_mul(roots as u64);
+    }
+    // No more than the cache keeps: blobs beyond it would be read now and again by the walks.
+    if !blobs.is_empty() {
+        let _ = store.read_verified(
+            &blobs,
+            (limits.max_source_bytes as u64)
+                .saturating_mul(roots as u64)
+                .min(super::object_cache::MAX_CACHED_BYTES),
+            deadline,
+        );
+    }
 }
 
 /// Reads the owned tree `tree` back ([`walk_tree`] on the store); any fault is `corrupt`,
@@ -584,6 +671,7 @@ mod tests {
             SourceFile::new("l".into(), Mode::Symlink, b"a/x".to_vec()),
         ];
         let built = build_tree(&files);
+        assert_eq!(tree_id(&files), built.tree);
         // root, a, a/y, and four blobs
         assert_eq!(built.objects.len(), 7);
         assert!(built.objects.iter().all(EncodedObject::verify));

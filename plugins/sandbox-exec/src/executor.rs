@@ -334,6 +334,10 @@ impl SandboxExecutor {
         };
         Ok(RunPlan {
             scratch_options: None,
+            scratch_executable: request
+                .command
+                .as_ref()
+                .is_some_and(|command| command.scratch_executable),
             cpu_seconds: request
                 .command
                 .as_ref()

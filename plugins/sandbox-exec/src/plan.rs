@@ -26,8 +26,9 @@ use crate::runtime::{BindSource, Layout};
 
 /// The version of this exchange; a launcher refuses any other. Version 4 added each
 /// snapshot entry's kind ([`PlanFile::kind`]); version 5 the dependency environment
-/// ([`Plan::environment`]) and the command ([`RunPlan::command`]).
-pub const PLAN_PROTOCOL: u32 = 5;
+/// ([`Plan::environment`]) and the command ([`RunPlan::command`]); version 6 the executable
+/// scratch ([`RunPlan::scratch_executable`]).
+pub const PLAN_PROTOCOL: u32 = 6;
 
 /// The largest header accepted (the file bytes follow it and are bounded separately).
 pub const MAX_HEADER_BYTES: u64 = 4 << 20;
@@ -231,6 +232,10 @@ pub struct RunPlan {
     /// The scratch's tmpfs size options when the run asks for less than the plan's: the init
     /// remounts the scratch with them before the program's process starts.
     pub scratch_options: Option<String>,
+    /// Whether the run's command asked to execute what it writes to its scratch: the init
+    /// remounts the (still empty) scratch without `noexec` and Landlock gives it the execute
+    /// right too. Every other run's scratch stays `noexec`.
+    pub scratch_executable: bool,
 }
 
 /// What a run with a command execs, where, with what, and what it leaves.

@@ -79,9 +79,10 @@ pub fn arm(plan: &Plan, writable_proc: RawFd) -> Step<Armed> {
 
 impl Armed {
     /// Adds the rules of the program's, the input's and the harness's directories, now that
-    /// the run's mounts cover them (a rule holds the inode it was given), and finishes the
-    /// ruleset.
-    pub fn finish(&mut self, plan: &Plan) -> Step {
+    /// the run's mounts cover them (a rule holds the inode it was given), and, for a run whose
+    /// command asked to execute what it writes to its scratch, the execute right on the
+    /// scratch (rules for one directory add up); and finishes the ruleset.
+    pub fn finish(&mut self, plan: &Plan, run: &RunPlan) -> Step {
         let mut ruleset = self
             .building
             .take()
@@ -93,6 +94,13 @@ impl Armed {
             .filter(|rule| plan.snapshot_dirs().contains(&rule.path.as_str()))
         {
             ruleset = add_rule(ruleset, &rule.path, rule.access)?;
+        }
+        if run.scratch_executable {
+            ruleset = add_rule(
+                ruleset,
+                &plan.scratch_dir,
+                BitFlags::from(AccessFs::Execute).bits(),
+            )?;
         }
         let fd: Option<OwnedFd> = ruleset.into();
         self.ruleset = Some(fd.ok_or_else(|| {

@@ -509,7 +509,9 @@ fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
     };
     // SAFETY: closing our end tells the launcher the socket is its own again.
     unsafe { libc::close(handoff) };
-    if let Err(failure) = mounts::mount_run(plan, &run, &files).and_then(|()| armed.finish(plan)) {
+    if let Err(failure) =
+        mounts::mount_run(plan, &run, &files).and_then(|()| armed.finish(plan, &run))
+    {
         report(SOCKET, &fail(failure));
         sys::exit_now(126);
     }

@@ -222,17 +222,28 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
 /// holds the program's, the input's and the harness's bytes (a link's target), in run plan
 /// order.
 pub fn mount_run(plan: &Plan, run: &RunPlan, files: &[Vec<u8>]) -> Step {
-    if let Some(options) = &run.scratch_options {
+    if run.scratch_options.is_some() || run.scratch_executable {
         // A run that asks for a smaller scratch gets it before anything of it runs; the
-        // scratch is still empty, so nothing it holds can exceed the new size.
+        // scratch is still empty, so nothing it holds can exceed the new size. A run whose
+        // command asked to execute what it builds there (a compiled test suite's test
+        // programs) gets it without `noexec`; every other run's stays `noexec`.
+        let options = run
+            .scratch_options
+            .as_ref()
+            .unwrap_or(&plan.scratch_options);
+        let exec = if run.scratch_executable {
+            0
+        } else {
+            libc::MS_NOEXEC
+        };
         sys::mount(
             c"none",
             &cstring(&plan.scratch_dir, "mount")?,
             None,
-            libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            libc::MS_REMOUNT | libc::MS_NOSUID | libc::MS_NODEV | exec,
             Some(&cstring(options, "mount")?),
         )
-        .map_err(|error| Failure::new("mount", format!("bounding the scratch: {error}")))?;
+        .map_err(|error| Failure::new("mount", format!("remounting the scratch: {error}")))?;
     }
     // The modes written are the snapshot's, not whatever sf's umask would leave of them. The
     // init is single threaded, and the mask is restored before the program's process starts.
