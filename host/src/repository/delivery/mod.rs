@@ -24,7 +24,9 @@ use crate::git_object::{self, EntryMode, ObjectId, ObjectKind};
 use super::error::RepositoryError;
 use super::identity::{MAX_CANDIDATE_COMMIT_BYTES, MAX_COMMIT_BYTES};
 use super::imported::{MAX_IMPORTED_COMMIT_BYTES, commit_heads};
-use super::integration::{Action, Owner, commit_object, consult, empty_tree, record_objects};
+use super::integration::{
+    Action, Owner, commit_object, consult, empty_tree, record_objects, retained_exactly,
+};
 use super::{Repository, source};
 use crate::fault::FaultPoint;
 
@@ -358,18 +360,14 @@ impl Repository {
             ));
         }
         let refs = delivery_refs(&self.identity, &prepared.payload.action);
-        match self.read_delivery_intent(&refs)? {
-            None => Err(RepositoryError::Missing {
-                what: format!("delivery intent {} ({})", prepared.digest, refs.intent),
-            }),
-            Some(retained) if retained == *prepared => Ok(refs),
-            Some(retained) => Err(RepositoryError::Conflict {
-                what: format!(
-                    "the retained delivery intent is {} at {}, not this one",
-                    retained.digest, retained.intent
-                ),
-            }),
-        }
+        retained_exactly(
+            self.read_delivery_intent(&refs)?,
+            prepared,
+            "delivery intent",
+            &refs.intent,
+            |p| (&p.digest, &p.intent),
+        )?;
+        Ok(refs)
     }
 
     fn read_delivery_dispatch(

@@ -11,7 +11,7 @@ use crate::git_object::ObjectId;
 
 use super::super::error::RepositoryError;
 use super::super::identity::{IDENT, RepositoryIdentity, check_target_ref};
-use super::super::integration::{Action, Owner, check_effect_fields};
+use super::super::integration::{Action, Owner, check_effect_fields, digest_of_payload};
 use super::super::manifest::Slice;
 
 /// The protocol string of delivery payloads, keys, records and marker tags.
@@ -338,14 +338,7 @@ impl PreparedDelivery {
     }
 
     pub(super) fn validate(&self) -> Result<Vec<u8>, RepositoryError> {
-        let bytes = self.payload.validate()?;
-        if Digest::of(&bytes) != self.digest {
-            return Err(RepositoryError::invalid(
-                "prepared.digest",
-                "must be the sha256 of the payload's canonical bytes",
-            ));
-        }
-        Ok(bytes)
+        digest_of_payload(self.payload.validate()?, &self.digest)
     }
 }
 

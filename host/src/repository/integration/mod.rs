@@ -39,7 +39,8 @@ pub use records::{
 };
 use records::{IntegrationRefs, integration_refs, intent_objects};
 pub(in crate::repository) use records::{
-    check_effect_fields, commit_object, empty_tree, record_objects,
+    check_effect_fields, commit_object, digest_of_payload, empty_tree, record_objects,
+    retained_exactly,
 };
 
 impl Repository {
@@ -266,18 +267,14 @@ impl Repository {
             ));
         }
         let refs = integration_refs(&prepared.payload.action);
-        match self.read_intent(&refs)? {
-            None => Err(RepositoryError::Missing {
-                what: format!("intent {} ({})", prepared.digest, refs.intent),
-            }),
-            Some(retained) if retained == *prepared => Ok(refs),
-            Some(retained) => Err(RepositoryError::Conflict {
-                what: format!(
-                    "the retained intent is {} at {}, not this one",
-                    retained.digest, retained.intent
-                ),
-            }),
-        }
+        retained_exactly(
+            self.read_intent(&refs)?,
+            prepared,
+            "intent",
+            &refs.intent,
+            |p| (&p.digest, &p.intent),
+        )?;
+        Ok(refs)
     }
 
     /// Reads the dispatch claim D under `refs.dispatch`, verified, if any.

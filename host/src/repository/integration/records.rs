@@ -181,14 +181,47 @@ impl PreparedIntegration {
     }
 
     pub(super) fn validate(&self) -> Result<Vec<u8>, RepositoryError> {
-        let bytes = self.payload.validate()?;
-        if Digest::of(&bytes) != self.digest {
-            return Err(RepositoryError::invalid(
-                "prepared.digest",
-                "must be the sha256 of the payload's canonical bytes",
-            ));
+        digest_of_payload(self.payload.validate()?, &self.digest)
+    }
+}
+
+/// `bytes`, a payload's canonical bytes, when `digest` is their sha256 (a prepared record's
+/// `digest`): `invalid-input` naming `prepared.digest` otherwise.
+pub(in crate::repository) fn digest_of_payload(
+    bytes: Vec<u8>,
+    digest: &Digest,
+) -> Result<Vec<u8>, RepositoryError> {
+    if Digest::of(&bytes) != *digest {
+        return Err(RepositoryError::invalid(
+            "prepared.digest",
+            "must be the sha256 of the payload's canonical bytes",
+        ));
+    }
+    Ok(bytes)
+}
+
+/// What a call given a prepared record `prepared` may go on with: the record retained for
+/// its occurrence must be exactly it (`missing` when none is, `conflict` when another is).
+/// `what` names the kind of intent, `at` the ref it is retained under, `ids` gives a
+/// record's digest and intent commit.
+pub(in crate::repository) fn retained_exactly<P: PartialEq>(
+    retained: Option<P>,
+    prepared: &P,
+    what: &str,
+    at: &RefName,
+    ids: impl Fn(&P) -> (&Digest, &ObjectId),
+) -> Result<(), RepositoryError> {
+    match retained {
+        None => Err(RepositoryError::Missing {
+            what: format!("{what} {} ({at})", ids(prepared).0),
+        }),
+        Some(retained) if retained == *prepared => Ok(()),
+        Some(retained) => {
+            let (digest, intent) = ids(&retained);
+            Err(RepositoryError::Conflict {
+                what: format!("the retained {what} is {digest} at {intent}, not this one"),
+            })
         }
-        Ok(bytes)
     }
 }
 
