@@ -19,10 +19,14 @@
 //! ```text
 //! cargo build --release -p sf-cli -p sf-sandbox-exec -p sf-sandbox-exec-plugin -p sf-git-cli
 //! cargo run --release -p sf-examples --example collect_suites -- [--rounds N] [--sf SF]
+//!     [--compare OTHER]
 //! ```
 //!
 //! N defaults to 3, SF (the `sf` binary) to the one beside this program's directory
-//! (`target/<profile>/sf`). It needs `/usr/bin/python3` with `venv`, `git`, the fixture bundle
+//! (`target/<profile>/sf`). With `--compare`, OTHER (another build's `sf`, its plugins beside
+//! it: a baseline) is measured in the same rounds, the two taking turns, and both are printed
+//! against the same direct baseline: on a machine other work shares, numbers from two
+//! separate runs compare the load as much as the builds. It needs `/usr/bin/python3` with `venv`, `git`, the fixture bundle
 //! in `/work/shared/fixtures/repos/` and the package registry; everything it makes is in one
 //! temporary directory, removed at the end.
 
@@ -61,12 +65,21 @@ const SCRATCH_DIR: &str = "/sf/scratch";
 fn main() -> Result<(), Box<dyn Error>> {
     let mut rounds = 3;
     let mut sf = None;
+    let mut compare = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--rounds" => rounds = args.next().ok_or("--rounds needs N")?.parse()?,
             "--sf" => sf = Some(PathBuf::from(args.next().ok_or("--sf needs SF")?)),
-            _ => return Err(format!("unknown argument {arg}; [--rounds N] [--sf SF]").into()),
+            "--compare" => {
+                compare = Some(PathBuf::from(args.next().ok_or("--compare needs SF")?));
+            }
+            _ => {
+                return Err(format!(
+                    "unknown argument {arg}; [--rounds N] [--sf SF] [--compare SF]"
+                )
+                .into());
+            }
         }
     }
     if rounds == 0 {
@@ -80,17 +93,27 @@ fn main() -> Result<(), Box<dyn Error>> {
             .ok_or("no directory above the example")?
             .join("sf"),
     };
-    let bench = Bench::set_up(sf)?;
+    // Each binary gets a setup of its own: a Slice pins the collector that froze it.
+    let mut sides = vec![Side::new(Bench::set_up(sf.clone())?, sf)];
+    if let Some(other) = compare {
+        sides.push(Side::new(Bench::set_up(other.clone())?, other));
+    }
     let load_before = load_average()?;
     // One untimed direct round, so that no side pays for a cold page cache.
-    bench.direct()?;
-    let (mut one, mut two, mut direct) = (Vec::new(), Vec::new(), Vec::new());
+    sides[0].bench.direct()?;
+    let mut direct = Vec::new();
+    // The sides take turns within each round, so that other work on the machine weighs on
+    // both alike.
     for _ in 0..rounds {
-        one.push(bench.collect(1)?);
-        two.push(bench.collect(2)?);
-        direct.push(bench.direct()?);
+        for side in &mut sides {
+            side.one.push(side.bench.collect(1)?);
+        }
+        for side in &mut sides {
+            side.two.push(side.bench.collect(2)?);
+        }
+        direct.push(sides[0].bench.direct()?);
     }
-    let (one, two, direct) = (median(one), median(two), median(direct));
+    let direct = median(direct);
     println!(
         "requests at {BASE}, {} pytest modules ({}), {rounds} rounds",
         MODULES.len(),
@@ -102,25 +125,54 @@ fn main() -> Result<(), Box<dyn Error>> {
         std::thread::available_parallelism()?,
         load_average()?
     );
-    println!("  sf collect --jobs 1  median {:>8.3} s", one.as_secs_f64());
-    println!("  sf collect --jobs 2  median {:>8.3} s", two.as_secs_f64());
     println!(
         "  direct               median {:>8.3} s",
         direct.as_secs_f64()
     );
-    println!(
-        "  ratio --jobs 2 / --jobs 1: {:.2} (target at most 0.60)",
-        two.as_secs_f64() / one.as_secs_f64()
-    );
-    println!(
-        "  ratio --jobs 1 / direct:   {:.2} (target at most 1.10)",
-        one.as_secs_f64() / direct.as_secs_f64()
-    );
+    for side in sides {
+        let (one, two) = (median(side.one), median(side.two));
+        println!("  {}", side.sf.display());
+        println!(
+            "    sf collect --jobs 1  median {:>8.3} s",
+            one.as_secs_f64()
+        );
+        println!(
+            "    sf collect --jobs 2  median {:>8.3} s",
+            two.as_secs_f64()
+        );
+        println!(
+            "    ratio --jobs 2 / --jobs 1: {:.2} (target at most 0.60)",
+            two.as_secs_f64() / one.as_secs_f64()
+        );
+        println!(
+            "    ratio --jobs 1 / direct:   {:.2} (target at most 1.10)",
+            one.as_secs_f64() / direct.as_secs_f64()
+        );
+    }
     println!(
         "  direct: each check's argv and environment variables, with the same venv, run on the \
          host one after another in a checkout of the Candidate's tree with the overlay laid in"
     );
     Ok(())
+}
+
+/// One `sf` binary's setup and its times.
+struct Side {
+    bench: Bench,
+    sf: PathBuf,
+    one: Vec<Duration>,
+    two: Vec<Duration>,
+}
+
+impl Side {
+    fn new(bench: Bench, sf: PathBuf) -> Self {
+        Self {
+            bench,
+            sf,
+            one: Vec::new(),
+            two: Vec::new(),
+        }
+    }
 }
 
 /// One command check: a pytest module run from the venv, its JUnit results in scratch.
