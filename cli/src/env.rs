@@ -17,6 +17,7 @@ use sf_host::environment_store::{
 #[derive(Debug, Subcommand)]
 pub enum EnvCommand {
     /// Copy DIR into the store under NAME; a check binds it, read-only, at DIR's absolute path
+    /// (or, with --root, as its run's whole root)
     Add(AddArgs),
     /// Verify a stored environment, by name or digest, and print it
     Show(ShowArgs),
@@ -34,6 +35,11 @@ pub struct AddArgs {
     /// no symbolic link in the path
     #[arg(value_name = "DIR")]
     dir: PathBuf,
+    /// DIR is a whole root (a Debian root made with debootstrap): a check's run sees it as /,
+    /// in place of the runtime's files; its top-level dev, proc, sf and sys are not copied, and
+    /// setuid, setgid and sticky bits are dropped
+    #[arg(long)]
+    root: bool,
     /// At most this many entries (files, links and directories together)
     #[arg(long, value_name = "N", default_value_t = EnvironmentLimits::default().files)]
     max_files: u64,
@@ -67,9 +73,12 @@ fn add(context: &Context, args: AddArgs) -> Result<Output, CliError> {
         files: args.max_files,
         bytes: args.max_bytes,
     };
-    let entry = store
-        .add(&args.name, &args.dir, limits)
-        .map_err(store_error)?;
+    let entry = if args.root {
+        store.add_root(&args.name, &args.dir, limits)
+    } else {
+        store.add(&args.name, &args.dir, limits)
+    }
+    .map_err(store_error)?;
     Ok(describe(&entry))
 }
 

@@ -47,16 +47,34 @@ pub const BASE_ENV: [(&str, &str); 4] = [
 /// The `PATH` of a command without an environment, and the tail of one with it.
 pub const BASE_PATH: &str = "/usr/bin:/bin";
 
+/// Where a root environment is bound: it is the run's whole root, in place of the runtime.
+pub const ROOT_AT: &str = "/";
+
+/// The top-level names of a root environment that are never part of it: the sandbox mounts
+/// its own `/dev`, `/proc` and `/sf`, and gives no `/sys`. A store leaves them out when it
+/// adds a root, and an Executor never attaches them.
+pub const ROOT_PROVIDED: [&str; 4] = ["dev", "proc", "sf", "sys"];
+
 /// A dependency environment: a read-only tree from the host's content-addressed store,
-/// bound at the absolute path it was built for.
+/// bound at the absolute path it was built for, or, when that path is [`ROOT_AT`], as the
+/// run's whole root (a Debian root made with debootstrap): the run then sees the
+/// environment's files and the sandbox's own (`/sf`, `/proc`, `/dev`), and none of the
+/// runtime's.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct RunEnvironment {
     /// The environment's digest, as its store computed it over its content and `at`.
     pub digest: Digest,
     /// The host directory holding the files (the store's copy), bound read-only.
     pub tree: PathBuf,
-    /// The absolute path inside the run where the files appear.
+    /// The absolute path inside the run where the files appear; [`ROOT_AT`] for a root.
     pub at: String,
+}
+
+impl RunEnvironment {
+    /// Whether the environment is the run's whole root.
+    pub fn is_root(&self) -> bool {
+        self.at == ROOT_AT
+    }
 }
 
 /// A results file the run writes under its scratch space, read by the Executor once every
@@ -318,11 +336,11 @@ impl RunCommand {
             let reserved = ["/sf", "/proc", "/dev"].iter().any(|prefix| {
                 at == prefix || at.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'))
             });
-            if !is_normal_absolute(at) || reserved {
+            if !environment.is_root() && (!is_normal_absolute(at) || reserved) {
                 return refuse(
                     format!("environment path {at:?}"),
-                    "an environment is bound at a normal absolute path outside /sf, /proc \
-                     and /dev",
+                    "an environment is bound at / (as the whole root) or at a normal \
+                     absolute path outside /sf, /proc and /dev",
                 );
             }
             if !environment.tree.is_absolute() {
@@ -371,9 +389,11 @@ impl RunCommand {
         Ok(())
     }
 
-    /// The `PATH` the run gets unless `env` sets one: the environment's `bin` first.
+    /// The `PATH` the run gets unless `env` sets one: the environment's `bin` first (a root
+    /// environment's own `/usr/local/bin`, then the base).
     pub fn default_path(&self) -> String {
         match &self.environment {
+            Some(environment) if environment.is_root() => format!("/usr/local/bin:{BASE_PATH}"),
             Some(environment) => format!("{}/bin:{BASE_PATH}", environment.at),
             None => BASE_PATH.to_owned(),
         }

@@ -20,6 +20,12 @@
 //! setgid or sticky entry, and a device, socket or pipe are refused, naming the path; a hard
 //! link is copied as a separate file.
 //!
+//! A root environment ([`EnvironmentStore::add_root`]) has `at` `/`: a run sees it as its
+//! whole root. It is meant for a root made by debootstrap, so its top-level [`ROOT_PROVIDED`]
+//! names are left out (device nodes and mount points the sandbox makes its own) and its
+//! setuid, setgid and sticky entries are copied without the bits (the copy keeps executable or
+//! not, as for every file, and the sandbox's mounts are `nosuid`), instead of refused.
+//!
 //! The store is read by the sandbox's unprivileged user, so it cannot be a private 0700
 //! directory. Its rule is the one the sandbox applies to its runtime files: the root and
 //! every directory above it are owned by root or this user and writable by no one else (a
@@ -78,6 +84,25 @@ pub const MAX_LISTING_BYTES: usize = 64 * 1024 * 1024;
 
 /// The longest environment name.
 const MAX_NAME_LENGTH: usize = 64;
+
+/// The `at` of a root environment, and the top-level names an added root leaves out (a
+/// Debian root's device nodes and empty kernel mount points would otherwise be refused or
+/// mean nothing).
+pub use crate::contracts::command::{ROOT_AT, ROOT_PROVIDED};
+
+/// Where an added tree is bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bound {
+    /// At the absolute path it was added from.
+    AtSource,
+    /// As the run's whole root.
+    Root,
+}
+
+/// Whether `name`, listed below `prefix`, is one of a root environment's [`ROOT_PROVIDED`].
+fn provided_by_sandbox(prefix: &str, name: &OsStr) -> bool {
+    prefix.is_empty() && ROOT_PROVIDED.iter().any(|provided| name == *provided)
+}
 
 /// The largest name file: `sha256:`, 64 hex characters and a newline.
 const NAME_FILE_BYTES: u64 = 72;
@@ -520,10 +545,39 @@ impl EnvironmentStore {
         source: &Path,
         limits: EnvironmentLimits,
     ) -> Result<EnvironmentEntry> {
+        self.add_bound(name, source, Bound::AtSource, limits)
+    }
+
+    /// Copies the tree at `source` into the store under `name` as a root environment (`at`
+    /// is `/`): a check's run sees it as its whole root, in place of the runtime's files. The
+    /// source is named as for [`EnvironmentStore::add`], but may be anywhere. What a root
+    /// made by debootstrap holds and a run cannot use is left out or reduced, as
+    /// [`ROOT_PROVIDED`] says and the module documentation explains.
+    pub fn add_root(
+        &self,
+        name: &str,
+        source: &Path,
+        limits: EnvironmentLimits,
+    ) -> Result<EnvironmentEntry> {
+        self.add_bound(name, source, Bound::Root, limits)
+    }
+
+    fn add_bound(
+        &self,
+        name: &str,
+        source: &Path,
+        bound: Bound,
+        limits: EnvironmentLimits,
+    ) -> Result<EnvironmentEntry> {
         check_name(name)?;
-        let at = bind_path(source)?;
+        let source_path = bind_path(source)?;
+        let at = match bound {
+            Bound::AtSource => source_path.clone(),
+            Bound::Root => ROOT_AT.to_owned(),
+        };
         let store = self.check()?;
-        let source_dir = DirFd::open(Path::new(&at)).map_err(EnvironmentStoreError::Source)?;
+        let source_dir =
+            DirFd::open(Path::new(&source_path)).map_err(EnvironmentStoreError::Source)?;
         let source_state = source_dir.stat().map_err(EnvironmentStoreError::Source)?;
         let staging = Staging::create(&store.tmp)?;
         let tree = staging
@@ -532,7 +586,8 @@ impl EnvironmentStore {
             .map_err(store_failed)?;
         tree.set_mode(0o700).map_err(store_failed)?;
         let mut copy = Copy {
-            source: Path::new(&at),
+            source: Path::new(&source_path),
+            root: bound == Bound::Root,
             limits,
             entries: Vec::new(),
             seen: Vec::new(),
@@ -540,7 +595,12 @@ impl EnvironmentStore {
         };
         copy.directory(&source_dir, &tree, "")?;
         make_read_only(&tree)?;
-        confirm_unchanged(Path::new(&at), &source_state, &copy.seen)?;
+        confirm_unchanged(
+            Path::new(&source_path),
+            &source_state,
+            &copy.seen,
+            copy.root,
+        )?;
         // Everything copied is durable before anything names it.
         rustix::fs::syncfs(&tree)
             .map_err(|errno| unavailable(format!("{}: syncfs: {errno}", tree.path().display())))?;
@@ -721,7 +781,9 @@ impl EnvironmentStore {
         let listing: Listing =
             canonical::from_slice_within(&document, "listing", MAX_LISTING_BYTES)
                 .map_err(|error| corrupt(format!("listing.json: {error}")))?;
-        if bind_path(Path::new(&listing.at)).ok().as_deref() != Some(listing.at.as_str()) {
+        if listing.at != ROOT_AT
+            && bind_path(Path::new(&listing.at)).ok().as_deref() != Some(listing.at.as_str())
+        {
             return Err(corrupt(format!(
                 "listing.json: at {:?} is not a normalised absolute path",
                 listing.at
@@ -1023,6 +1085,8 @@ impl Drop for Staging<'_> {
 /// The copy of a source tree: what is listed, and every entry as it was seen, in walk order.
 struct Copy<'a> {
     source: &'a Path,
+    /// Whether the copy is a root environment's ([`EnvironmentStore::add_root`]).
+    root: bool,
     limits: EnvironmentLimits,
     entries: Vec<ListingEntry>,
     seen: Vec<(String, Entry)>,
@@ -1055,6 +1119,9 @@ impl Copy<'_> {
             other => EnvironmentStoreError::Source(other),
         })?;
         for entry in entries {
+            if self.root && provided_by_sandbox(prefix, &entry.name) {
+                continue;
+            }
             if self.seen.len() as u64 >= self.limits.files {
                 return Err(self.too_many());
             }
@@ -1065,7 +1132,7 @@ impl Copy<'_> {
                     "the name is not UTF-8, which the listing document cannot hold; rename it",
                 )
             })?;
-            check_special_bits(&shown, entry.mode)?;
+            self.check_special_bits(&shown, entry.mode)?;
             self.seen.push((path.clone(), entry.clone()));
             match entry.kind {
                 EntryKind::Directory => {
@@ -1151,7 +1218,7 @@ impl Copy<'_> {
             DirFdError::TooLarge { .. } => over(self),
             other => EnvironmentStoreError::Source(other),
         })?;
-        check_special_bits(shown, read.mode)?;
+        self.check_special_bits(shown, read.mode)?;
         // The copy keeps the source's modification time: it changes no byte (it is not part of
         // the digest), and caches built with the tree compare it (Python's bytecode: a pip
         // venv's `.pyc` files would all be stale in a copy of another time, and compiled again
@@ -1174,8 +1241,22 @@ impl Copy<'_> {
     }
 }
 
-/// Refuses a setuid, setgid or sticky entry: the copy could not keep what the bit means, and
-/// a setuid file has no business in an environment.
+impl Copy<'_> {
+    /// Refuses a setuid, setgid or sticky entry: the copy could not keep what the bit means,
+    /// and a setuid file has no business in an environment. A root environment is the
+    /// exception: every Debian root has setuid programs (`su`, `mount`) and a sticky `/tmp`,
+    /// and their copies lose the bits as every copy loses its other mode bits (the listing
+    /// keeps executable or not); inside the sandbox they would mean nothing anyway (its
+    /// mounts are `nosuid`, its process has no capability and a read-only root).
+    fn check_special_bits(&self, path: &Path, mode: u32) -> Result<()> {
+        if self.root {
+            return Ok(());
+        }
+        check_special_bits(path, mode)
+    }
+}
+
+/// Refuses a setuid, setgid or sticky entry (see [`Copy::check_special_bits`]).
 fn check_special_bits(path: &Path, mode: u32) -> Result<()> {
     if mode & 0o7000 != 0 {
         return Err(invalid(
@@ -1196,6 +1277,7 @@ fn confirm_unchanged(
     at: &Path,
     root_state: &rustix::fs::Stat,
     seen: &[(String, Entry)],
+    root: bool,
 ) -> Result<()> {
     let changed = |path: &Path, detail: &str| {
         EnvironmentStoreError::Source(DirFdError::Changed {
@@ -1203,8 +1285,8 @@ fn confirm_unchanged(
             detail: detail.to_owned(),
         })
     };
-    let root = DirFd::open(at).map_err(EnvironmentStoreError::Source)?;
-    let now = root.stat().map_err(EnvironmentStoreError::Source)?;
+    let root_dir = DirFd::open(at).map_err(EnvironmentStoreError::Source)?;
+    let now = root_dir.stat().map_err(EnvironmentStoreError::Source)?;
     let state = |stat: &rustix::fs::Stat| {
         (
             stat.st_dev,
@@ -1219,7 +1301,7 @@ fn confirm_unchanged(
         return Err(changed(at, "the directory changed while sf copied it"));
     }
     let mut next = 0;
-    survey(&root, "", seen, &mut next)?;
+    survey(&root_dir, "", seen, root, &mut next)?;
     if next != seen.len() {
         let (path, _) = &seen[next];
         return Err(changed(
@@ -1231,7 +1313,13 @@ fn confirm_unchanged(
 }
 
 /// Compares the entries below `dir` (listed below `prefix`) with `seen`, from `next` on.
-fn survey(dir: &DirFd, prefix: &str, seen: &[(String, Entry)], next: &mut usize) -> Result<()> {
+fn survey(
+    dir: &DirFd,
+    prefix: &str,
+    seen: &[(String, Entry)],
+    root: bool,
+    next: &mut usize,
+) -> Result<()> {
     let changed = |path: PathBuf, detail: &str| {
         EnvironmentStoreError::Source(DirFdError::Changed {
             path,
@@ -1248,6 +1336,9 @@ fn survey(dir: &DirFd, prefix: &str, seen: &[(String, Entry)], next: &mut usize)
             other => EnvironmentStoreError::Source(other),
         })?;
     for entry in entries {
+        if root && provided_by_sandbox(prefix, &entry.name) {
+            continue;
+        }
         let shown = dir.shown(&entry.name);
         let path = relative(prefix, &entry.name);
         match seen.get(*next) {
@@ -1269,7 +1360,13 @@ fn survey(dir: &DirFd, prefix: &str, seen: &[(String, Entry)], next: &mut usize)
             let below = dir
                 .open_dir(&entry)
                 .map_err(EnvironmentStoreError::Source)?;
-            survey(&below, path.as_deref().unwrap_or_default(), seen, next)?;
+            survey(
+                &below,
+                path.as_deref().unwrap_or_default(),
+                seen,
+                root,
+                next,
+            )?;
         }
     }
     Ok(())

@@ -77,6 +77,11 @@
 //! it to one ([`RunFeature::ExecutableScratch`]): it refuses the request before anything is
 //! sent.
 //!
+//! From ABI 1.8 the command's `environment.at` may be `/`: the environment is the run's whole
+//! root, in place of the runtime's files. A plugin of minor 7 would read it as an environment
+//! bound over every runtime path, so the host never sends such a request to one
+//! ([`RunFeature::RootEnvironment`]).
+//!
 //! A host calls `run_v6` on a plugin of minor 6 or later, `run_v5` on minor 5, `run_v4` on minor 4, `run_v3` on
 //! minor 3, `run_v2` on minor 2, and `run` on an older one, each for the requests its shape
 //! carries.
@@ -168,6 +173,9 @@ pub enum RunFeature {
     Command,
     /// A command whose scratch may be executed (ABI 1.7, `run_v6`'s `scratchExecutable`).
     ExecutableScratch,
+    /// A command whose environment is the run's whole root (ABI 1.8, `run_v6`'s
+    /// `environment.at` of `/`).
+    RootEnvironment,
 }
 
 impl RunFeature {
@@ -179,6 +187,7 @@ impl RunFeature {
             Self::Modes => "snapshot-modes",
             Self::Command => "command",
             Self::ExecutableScratch => "executable-scratch",
+            Self::RootEnvironment => "root-environment",
         }
     }
 
@@ -189,6 +198,7 @@ impl RunFeature {
             Self::Modes => 4,
             Self::Command => 6,
             Self::ExecutableScratch => 7,
+            Self::RootEnvironment => 8,
         }
     }
 
@@ -199,6 +209,7 @@ impl RunFeature {
             Self::Modes => "whose run carries regular files only (no executable or symbolic link)",
             Self::Command => "whose run runs the runtime with an entry file (no command)",
             Self::ExecutableScratch => "whose run's scratch space is never executable",
+            Self::RootEnvironment => "whose run's environment is never its whole root",
         }
     }
 
@@ -206,12 +217,18 @@ impl RunFeature {
     /// the message shape `wire` carries ([`RunWire::lacks`]).
     pub fn lacking_for(minor: u32, wire: RunWire, request: &RunRequest) -> Option<Self> {
         wire.lacks(request).or_else(|| {
-            let executable = request
-                .command
+            let command = request.command.as_ref()?;
+            let root = command
+                .environment
                 .as_ref()
-                .is_some_and(|command| command.scratch_executable);
-            (executable && minor < Self::ExecutableScratch.since_minor())
-                .then_some(Self::ExecutableScratch)
+                .is_some_and(|environment| environment.is_root());
+            [
+                (command.scratch_executable, Self::ExecutableScratch),
+                (root, Self::RootEnvironment),
+            ]
+            .into_iter()
+            .find(|(asked, feature)| *asked && minor < feature.since_minor())
+            .map(|(_, feature)| feature)
         })
     }
 }
@@ -1607,6 +1624,21 @@ mod tests {
             command.scratch_executable = false;
         }
         assert_eq!(RunFeature::lacking_for(6, RunWire::V6, &plain), None);
+        // A root environment is asked of a plugin of minor 8 or later only.
+        let mut root = plain.clone();
+        if let Some(environment) = root
+            .command
+            .as_mut()
+            .and_then(|command| command.environment.as_mut())
+        {
+            environment.at = "/".into();
+        }
+        assert_eq!(
+            RunFeature::lacking_for(7, RunWire::V6, &root),
+            Some(RunFeature::RootEnvironment)
+        );
+        assert_eq!(RunFeature::lacking_for(8, RunWire::V6, &root), None);
+        assert_eq!(RunFeature::lacking_for(7, RunWire::V6, &plain), None);
         let plain_bytes = encode_run(7, &plain, RunWire::V6).unwrap();
         assert!(
             !String::from_utf8_lossy(&plain_bytes).contains("scratchExecutable"),

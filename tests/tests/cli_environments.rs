@@ -12,7 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use land_support::{Work, show, write};
+use land_support::{Public, Work, show, write};
 use sf_host::canonical::Digest;
 use sf_tests::plugins::Envelope;
 
@@ -25,60 +25,34 @@ const PACKAGES: &[&str] = &[
     "certifi==2026.10.19.post1",
 ];
 
-/// A directory every user can search (the sandbox's user reads the store when the tests run
-/// as root), holding `home/` (the `HOME` of every sf command of the test, so the store is
-/// `home/.local/share/sf/environments`) and what the test builds its environments from;
-/// removed when dropped.
-struct Public(tempfile::TempDir);
-
-impl Public {
-    fn new() -> Self {
-        let dir = tempfile::Builder::new()
-            .prefix("sf-test-environments-")
-            .tempdir()
-            .unwrap();
-        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::create_dir(dir.path().join("home")).unwrap();
-        Self(dir)
-    }
-
-    fn path(&self) -> &Path {
-        self.0.path()
-    }
-
-    fn home(&self) -> PathBuf {
-        self.path().join("home")
-    }
-
-    /// Builds `venv/`, a Python venv with [`PACKAGES`] from the package registry, and adds it
-    /// to the store as `pytest`; its digest.
-    fn pytest_environment(&self) -> String {
-        let venv = self.path().join("venv");
-        let status = Command::new("/usr/bin/python3")
-            .args(["-m", "venv"])
+/// Builds `venv/` in `public`, a Python venv with [`PACKAGES`] from the package registry, and
+/// adds it to the store as `pytest`; its digest.
+fn pytest_environment(public: &Public) -> String {
+    let venv = public.path().join("venv");
+    let status = Command::new("/usr/bin/python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .unwrap();
+    assert!(status.success(), "python3 -m venv: {status}");
+    let output = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "--disable-pip-version-check"])
+        .args(PACKAGES)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "pip install from the package registry: {output:?}"
+    );
+    let added = Envelope::parse(
+        sf_tests::plugins::sf()
+            .env("HOME", public.home())
+            .args(["--json", "env", "add", "pytest"])
             .arg(&venv)
-            .status()
-            .unwrap();
-        assert!(status.success(), "python3 -m venv: {status}");
-        let output = Command::new(venv.join("bin/pip"))
-            .args(["install", "--quiet", "--disable-pip-version-check"])
-            .args(PACKAGES)
             .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "pip install from the package registry: {output:?}"
-        );
-        let added = Envelope::parse(
-            sf_tests::plugins::sf()
-                .env("HOME", self.home())
-                .args(["--json", "env", "add", "pytest"])
-                .arg(&venv)
-                .output()
-                .unwrap(),
-        );
-        added.result()["digest"].as_str().unwrap().to_owned()
-    }
+            .unwrap(),
+    );
+    added.result()["digest"].as_str().unwrap().to_owned()
 }
 
 struct Fix {
@@ -197,7 +171,7 @@ fn verdict(work: &Work, parent: &str, name: &str, text: &str) -> serde_json::Val
 #[test]
 fn requests_fixes_run_by_pytest_from_a_venv_environment_are_verified() {
     let public = Public::new();
-    let environment = public.pytest_environment();
+    let environment = pytest_environment(&public);
     for fix in FIXES {
         let (work, parent, fixed) = slice_for(fix, &public, &environment);
         let verified = verdict(&work, &parent, "fix", &fixed);
@@ -279,12 +253,7 @@ fn an_environment_that_changed_in_the_store_is_never_used() {
     );
 
     // The stored copy changes (its owner can always make a read-only file writable again).
-    let hex = digest.trim_start_matches("sha256:");
-    let stored = public
-        .home()
-        .join(".local/share/sf/environments/objects")
-        .join(hex)
-        .join("tree/bin/greet");
+    let stored = public.stored_tree(&digest).join("bin/greet");
     let mut permissions = std::fs::metadata(&stored).unwrap().permissions();
     permissions.set_mode(0o755);
     std::fs::set_permissions(&stored, permissions).unwrap();

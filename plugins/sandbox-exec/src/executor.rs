@@ -15,7 +15,7 @@ use crate::cgroup::{Cleaner, Hierarchy};
 use crate::identity::{IdRange, Ids};
 use crate::plan::{
     CommandPlan, EnvironmentBind, LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan, PlanFile,
-    RunPlan,
+    RootEntry, RunPlan,
 };
 use crate::prepare::Preparer;
 use crate::profile::{
@@ -447,6 +447,15 @@ impl SandboxExecutor {
             crate::runtime::check_readable_by_others(tree, true)?;
         }
         let at = PathBuf::from(&environment.at);
+        if environment.is_root() {
+            return Ok(EnvironmentBind {
+                root_entries: root_entries(tree)?,
+                at,
+                host: tree.clone(),
+                dev: metadata.dev(),
+                ino: metadata.ino(),
+            });
+        }
         let layout = self.runtime.layout();
         let mounted = layout.binds.keys().chain(layout.symlinks.keys());
         if let Some(path) = mounted
@@ -471,8 +480,52 @@ impl SandboxExecutor {
             host: tree.clone(),
             dev: metadata.dev(),
             ino: metadata.ino(),
+            root_entries: Vec::new(),
         })
     }
+}
+
+/// The most top-level entries a root environment may have (a Debian root has about twenty).
+const MAX_ROOT_ENTRIES: usize = 4096;
+
+/// A root environment's top-level directories and files (its links are recreated by the
+/// init, from the tree), read through a descriptor: the names the sandbox provides itself
+/// are left out, and an entry of another kind (a device, a socket) is refused, since the store
+/// never keeps one.
+fn root_entries(tree: &Path) -> Result<Vec<RootEntry>, ExecutorError> {
+    use sf_io::dir_fd::{DirFd, EntryKind};
+    let shown = || format!("environment tree {}", tree.display());
+    let unreadable = |error: sf_io::dir_fd::DirFdError| ExecutorError::Unavailable {
+        mechanism: "environment".to_owned(),
+        reason: format!("{}: {error}", shown()),
+    };
+    let dir = DirFd::open(tree).map_err(unreadable)?;
+    let mut entries = Vec::new();
+    for entry in dir.entries(MAX_ROOT_ENTRIES).map_err(unreadable)? {
+        let Some(name) = entry.name.to_str() else {
+            return Err(invalid(
+                shown(),
+                "a root environment's top-level names are UTF-8",
+            ));
+        };
+        if sf_contracts::command::ROOT_PROVIDED.contains(&name) {
+            continue;
+        }
+        match entry.kind {
+            EntryKind::Directory | EntryKind::File => entries.push(RootEntry {
+                name: name.to_owned(),
+                directory: entry.kind == EntryKind::Directory,
+            }),
+            EntryKind::Symlink => {}
+            EntryKind::Other => {
+                return Err(invalid(
+                    format!("{}: {name}", shown()),
+                    "a root environment's top-level entries are directories, files and links",
+                ));
+            }
+        }
+    }
+    Ok(entries)
 }
 
 fn plan_files(files: &[SnapshotFile]) -> Vec<PlanFile> {

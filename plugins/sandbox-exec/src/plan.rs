@@ -27,8 +27,9 @@ use crate::runtime::{BindSource, Layout};
 /// The version of this exchange; a launcher refuses any other. Version 4 added each
 /// snapshot entry's kind ([`PlanFile::kind`]); version 5 the dependency environment
 /// ([`Plan::environment`]) and the command ([`RunPlan::command`]); version 6 the executable
-/// scratch ([`RunPlan::scratch_executable`]).
-pub const PLAN_PROTOCOL: u32 = 6;
+/// scratch ([`RunPlan::scratch_executable`]); version 7 the root environment
+/// ([`EnvironmentBind::root_entries`]).
+pub const PLAN_PROTOCOL: u32 = 7;
 
 /// The largest header accepted (the file bytes follow it and are bounded separately).
 pub const MAX_HEADER_BYTES: u64 = 4 << 20;
@@ -181,7 +182,7 @@ pub struct Plan {
 }
 
 /// A dependency environment: a host directory bound read-only (and executable) at another
-/// path inside the sandbox.
+/// path inside the sandbox, or, at `/`, the sandbox's whole root in place of the runtime.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct EnvironmentBind {
     /// Where the files appear inside.
@@ -190,6 +191,25 @@ pub struct EnvironmentBind {
     pub host: PathBuf,
     pub dev: u64,
     pub ino: u64,
+    /// For a root environment, its top-level directories and files: the init attaches each
+    /// at `/<name>` (and recreates the top-level links), and each gets the rule a runtime
+    /// directory or file gets. Empty for any other environment.
+    pub root_entries: Vec<RootEntry>,
+}
+
+impl EnvironmentBind {
+    /// Whether the environment is the sandbox's whole root.
+    pub fn is_root(&self) -> bool {
+        self.at == std::path::Path::new(sf_contracts::command::ROOT_AT)
+    }
+}
+
+/// A top-level directory or file of a root environment.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RootEntry {
+    /// Its name, one component.
+    pub name: String,
+    pub directory: bool,
 }
 
 impl Plan {
@@ -199,16 +219,45 @@ impl Plan {
         [&self.program_dir, &self.input_dir, &self.harness_dir]
     }
 
-    /// This plan with `dependencies` bound, and readable and executable under Landlock.
+    /// This plan with `dependencies` bound, and readable and executable under Landlock. A
+    /// root environment takes the runtime's place: none of the runtime's files is bound or
+    /// has a rule, and each of the environment's top-level directories and files gets the
+    /// rule a runtime directory or file would.
     pub fn with_dependencies(&self, dependencies: Option<&EnvironmentBind>) -> Plan {
+        use crate::profile::{runtime_directory_access, runtime_file_access};
         let mut plan = self.clone();
-        if let Some(environment) = dependencies {
+        let Some(environment) = dependencies else {
+            return plan;
+        };
+        if environment.is_root() {
+            let runtime: std::collections::BTreeSet<String> = plan
+                .layout
+                .binds
+                .keys()
+                .map(|path| path.to_string_lossy().into_owned())
+                .collect();
+            plan.landlock
+                .rules
+                .retain(|rule| !runtime.contains(&rule.path));
+            plan.layout = Layout::default();
+            for entry in &environment.root_entries {
+                let access = if entry.directory {
+                    runtime_directory_access()
+                } else {
+                    runtime_file_access()
+                };
+                plan.landlock.rules.push(LandlockRule {
+                    path: format!("/{}", entry.name),
+                    access: access.bits(),
+                });
+            }
+        } else {
             plan.landlock.rules.push(LandlockRule {
                 path: environment.at.to_string_lossy().into_owned(),
-                access: crate::profile::runtime_directory_access().bits(),
+                access: runtime_directory_access().bits(),
             });
-            plan.dependencies = Some(environment.clone());
         }
+        plan.dependencies = Some(environment.clone());
         plan
     }
 }

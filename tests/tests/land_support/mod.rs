@@ -72,6 +72,41 @@ pub fn show(repo: &Path, rev: &str, path: &str) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
+/// A directory every user can search (the sandbox's user reads the environment store when the
+/// tests run as root), holding `home/`, the `HOME` of every sf command of a test that uses
+/// environments (so the store is `home/.local/share/sf/environments`), and what the test
+/// builds its environments from; removed when dropped.
+pub struct Public(tempfile::TempDir);
+
+impl Public {
+    pub fn new() -> Self {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::Builder::new()
+            .prefix("sf-test-environments-")
+            .tempdir()
+            .unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::create_dir(dir.path().join("home")).unwrap();
+        Self(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.path().join("home")
+    }
+
+    /// The stored tree of the environment `digest`.
+    pub fn stored_tree(&self, digest: &str) -> PathBuf {
+        self.home()
+            .join(".local/share/sf/environments/objects")
+            .join(digest.trim_start_matches("sha256:"))
+            .join("tree")
+    }
+}
+
 /// Writes `text` at `path`, creating its directories.
 pub fn write(path: &Path, text: &str) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -7,7 +7,9 @@
 //! 3. a small tmpfs over the stage directory becomes the new root: it gets the runtime's
 //!    directories and symbolic links, the clones attached at their own paths, the empty
 //!    program and input directories, the size-capped scratch, and a fresh /proc (only this
-//!    pid namespace, `subset=pid`);
+//!    pid namespace, `subset=pid`); a root environment takes the runtime's place, its
+//!    top-level directories and files cloned and attached at `/<name>` and its top-level
+//!    links recreated ([`root_environment`]);
 //! 4. the root is made read-only, `pivot_root` enters it and the old root is detached;
 //! 5. once the run plan came ([`mount_run`]), the program, the input and the harness get
 //!    tmpfs mounts of their own over their directories, sized to them, filled, then made
@@ -26,10 +28,10 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use sf_io::dir_fd::{DirFd, DirFdError};
+use sf_io::dir_fd::{DirFd, DirFdError, EntryKind};
 
 use super::sys::{self, Failure, Step, cpath, cstring};
-use crate::plan::{Plan, PlanEntryKind, PlanFile, RunPlan};
+use crate::plan::{EnvironmentBind, Plan, PlanEntryKind, PlanFile, RunPlan};
 use crate::runtime::BindSource;
 
 /// One cloned tree waiting to be attached at `at`, cloned from `path`.
@@ -51,7 +53,11 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
     let mut trees = Vec::new();
     let runtime_flags = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
     let device_flags = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
-    let dependencies = plan.dependencies.as_ref().map(|environment| {
+    let (root, dependencies) = match &plan.dependencies {
+        Some(environment) if environment.is_root() => (Some(environment), None),
+        other => (None, other.as_ref()),
+    };
+    let dependencies = dependencies.map(|environment| {
         (
             &environment.host,
             &environment.at,
@@ -95,24 +101,18 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
                 ),
             ));
         }
-        sys::mount_setattr(
-            fd,
-            c"",
-            libc::AT_EMPTY_PATH as u32 | sys::AT_RECURSIVE,
-            flags,
-        )
-        .map_err(|error| {
-            Failure::new(
-                "mount",
-                format!("making {} read-only: {error}", path.display()),
-            )
-        })?;
+        restrict(fd, flags, path)?;
         trees.push(Tree {
             path: path.clone(),
             at: at.clone(),
             fd,
             directory: source.directory,
         });
+    }
+
+    let mut links = std::collections::BTreeMap::new();
+    if let Some(environment) = root {
+        root_environment(environment, runtime_flags, &mut trees, &mut links)?;
     }
 
     let stage = PathBuf::from(&plan.stage);
@@ -135,7 +135,7 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
     for directory in &plan.layout.directories {
         make_directories(&inside(directory))?;
     }
-    for (link, target) in &plan.layout.symlinks {
+    for (link, target) in plan.layout.symlinks.iter().chain(&links) {
         let at = inside(link);
         if let Some(parent) = at.parent() {
             make_directories(parent)?;
@@ -215,6 +215,92 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
     std::env::set_current_dir("/")
         .map_err(|error| Failure::new("pivot-root", format!("chdir to /: {error}")))?;
     Ok(writable_proc)
+}
+
+/// Sets `flags` (read-only, nosuid, …) on the cloned tree `fd` and everything below it;
+/// `path` names it in the failure.
+fn restrict(fd: RawFd, flags: u64, path: &Path) -> Step {
+    sys::mount_setattr(
+        fd,
+        c"",
+        libc::AT_EMPTY_PATH as u32 | sys::AT_RECURSIVE,
+        flags,
+    )
+    .map_err(|error| {
+        Failure::new(
+            "mount",
+            format!("making {} read-only: {error}", path.display()),
+        )
+    })
+}
+
+/// The trees and links of a root environment, which takes the runtime's place: its tree is
+/// opened through a descriptor whose device and inode must be the ones the supervisor saw;
+/// each top-level directory and file is cloned from that descriptor (`open_tree` of a name in
+/// it, never a path resolved again), made read-only, nosuid and nodev, and attached at
+/// `/<name>`; each top-level link (a merged-/usr root's `bin → usr/bin`) is recreated with its
+/// target text. The names the sandbox provides itself are never attached.
+fn root_environment(
+    environment: &EnvironmentBind,
+    flags: u64,
+    trees: &mut Vec<Tree>,
+    links: &mut std::collections::BTreeMap<PathBuf, PathBuf>,
+) -> Step {
+    use std::os::fd::{AsFd as _, AsRawFd as _};
+    let shown = environment.host.display();
+    let failed =
+        |error: DirFdError| Failure::new("mount", format!("root environment {shown}: {error}"));
+    let tree = DirFd::open(&environment.host).map_err(failed)?;
+    let stat = tree.stat().map_err(failed)?;
+    if stat.st_dev != environment.dev || stat.st_ino != environment.ino {
+        return Err(Failure::new(
+            "runtime",
+            format!("{shown} is not the directory it was when the run was planned"),
+        ));
+    }
+    for entry in tree.entries(4096).map_err(failed)? {
+        let at = Path::new("/").join(&entry.name);
+        if sf_contracts::command::ROOT_PROVIDED
+            .iter()
+            .any(|name| entry.name == *name)
+        {
+            continue;
+        }
+        match entry.kind {
+            EntryKind::Symlink => {
+                links.insert(at, PathBuf::from(tree.read_link(&entry).map_err(failed)?));
+            }
+            EntryKind::Directory | EntryKind::File => {
+                let name = CString::new(entry.name.as_bytes()).map_err(|_| {
+                    Failure::new(
+                        "mount",
+                        format!("root environment {shown}: a name holds NUL"),
+                    )
+                })?;
+                let fd =
+                    sys::open_tree_clone_at(tree.as_fd().as_raw_fd(), &name).map_err(|error| {
+                        Failure::new("mount", format!("cloning {}: {error}", at.display()))
+                    })?;
+                restrict(fd, flags, &at)?;
+                trees.push(Tree {
+                    path: environment.host.join(&entry.name),
+                    at,
+                    fd,
+                    directory: entry.kind == EntryKind::Directory,
+                });
+            }
+            EntryKind::Other => {
+                return Err(Failure::new(
+                    "mount",
+                    format!(
+                        "root environment {shown}: {} is not a directory, file or link",
+                        at.display()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Mounts the run's program, input and harness, inside the root [`build_root`] entered: each

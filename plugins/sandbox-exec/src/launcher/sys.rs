@@ -76,11 +76,16 @@ struct MountAttr {
 
 /// A detached copy of the mount tree at `path` (a bind mount not yet attached anywhere).
 pub fn open_tree_clone(path: &CStr) -> io::Result<RawFd> {
+    open_tree_clone_at(libc::AT_FDCWD, path)
+}
+
+/// As [`open_tree_clone`], with `path` relative to the directory `dir` (a name in it).
+pub fn open_tree_clone_at(dir: RawFd, path: &CStr) -> io::Result<RawFd> {
     // SAFETY: a valid C string and flags; the kernel returns a new descriptor or -1.
     let fd = unsafe {
         libc::syscall(
             libc::SYS_open_tree,
-            libc::AT_FDCWD,
+            dir,
             path.as_ptr(),
             OPEN_TREE_CLONE
                 | libc::O_CLOEXEC as libc::c_uint
