@@ -162,6 +162,10 @@ fn a_whole_root_environment_is_the_runs_root() {
     let refused = work.sf(&["env", "add", "plain", root.to_str().unwrap()]);
     assert_eq!(refused.error_code(), "invalid-input", "{refused:?}");
 
+    // The host's own root is never an environment.
+    let host = work.sf(&["env", "add", "--root", "host", "/"]);
+    assert_eq!(host.error_code(), "invalid-input", "{host:?}");
+
     let added = work.sf(&["env", "add", "--root", "small-root", root.to_str().unwrap()]);
     let result = added.result();
     assert_eq!(result["at"], "/", "{result}");
