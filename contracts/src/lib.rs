@@ -1,8 +1,7 @@
 //! sf-contracts: the contracts every sf backend implements (object store, executor,
 //! evidence store, attempt fence, gate), their request, answer and error types, and the
 //! encodings those types are made of: digests and canonical JSON, Git objects, snapshots, the
-//! path, glob and
-//! id grammars, and byte framing.
+//! path, glob and id grammars, and byte framing.
 //!
 //! This crate is the bottom layer: it depends on no other sf crate, and every other sf crate
 //! (the plugin ABI, the host, the sdk, every backend) depends on it. Nothing here starts a
