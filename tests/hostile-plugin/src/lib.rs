@@ -30,9 +30,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use sf_sdk::contracts::{
-    AttemptFence, EncodedObject, EvidenceRecord, EvidenceStore, EvidenceStoreError, Gate,
-    GateAnswer, GateError, ObjectStore, ObjectStoreError, ObjectStoreFactory, RefName, RefUpdate,
-    RefValue, StoreRoot, StoredObject,
+    AttemptFence, EncodedObject, EvidenceRecord, EvidenceStore, EvidenceStoreError, FenceError,
+    FenceHold, Gate, GateAnswer, GateError, ObjectStore, ObjectStoreError, ObjectStoreFactory,
+    RefName, RefUpdate, RefValue, StoreRoot, StoredObject,
 };
 use sf_sdk::export::{
     EvidenceStoreConstructor, FenceConstructor, GateConstructor, ObjectStoreConstructor,
