@@ -22,12 +22,12 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
-use postgres::{Client, NoTls};
+use postgres::Client;
 use sf_contracts::canonical::{self, Digest};
 use sf_contracts::fence::{AttemptFence, FenceError, FenceHold, check_product};
 use sf_contracts::{AttemptId, EvidenceStoreError};
 
-use crate::config::PostgresConfig;
+use crate::config::{Connector, PostgresConfig};
 use crate::schema::{check, describe};
 
 /// Mixed into every advisory lock key, so that sf's keys are its own.
@@ -37,7 +37,7 @@ const STATEMENT_TIMEOUT_MS: u32 = 30_000;
 
 /// The attempt fence on PostgreSQL.
 pub struct PostgresFence {
-    config: postgres::Config,
+    connector: Connector,
     /// The connection `last_epoch` reads on; made again when it was lost.
     reader: Mutex<Option<Client>>,
 }
@@ -93,14 +93,14 @@ impl PostgresFence {
     /// The fence in the database `config` names; connects once and checks the schema
     /// (`corrupt` on any difference, `unavailable` when the server cannot be reached).
     pub fn connect(config: &PostgresConfig) -> Result<Self, FenceError> {
-        let client_config = config
-            .client_config()
+        let connector = config
+            .connector()
             .map_err(|error| FenceError::InvalidInput {
                 input: "[evidence_store]".into(),
                 rule: error.to_string(),
             })?;
         let fence = Self {
-            config: client_config,
+            connector,
             reader: Mutex::new(None),
         };
         let client = fence.open()?;
@@ -111,8 +111,8 @@ impl PostgresFence {
     /// A new session, durable and bounded, its schema checked.
     fn open(&self) -> Result<Client, FenceError> {
         let mut client = self
-            .config
-            .connect(NoTls)
+            .connector
+            .connect()
             .map_err(|error| unavailable("connecting to PostgreSQL", &error))?;
         client
             .batch_execute(&format!(

@@ -322,6 +322,16 @@ fn compare(
 pub fn describe(error: &postgres::Error) -> String {
     match error.as_db_error() {
         Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => error.to_string(),
+        None => {
+            // The client's own errors keep their cause apart (a TLS handshake's is the
+            // certificate that failed): said too, as the fix depends on it.
+            let mut text = error.to_string();
+            let mut cause = std::error::Error::source(error);
+            while let Some(inner) = cause {
+                text.push_str(&format!(": {inner}"));
+                cause = inner.source();
+            }
+            text
+        }
     }
 }
