@@ -9,8 +9,9 @@ mod land_support;
 mod pg_support;
 
 use land_support::{SUM_FIXED, Work, write};
-use pg_support::{SCHEMA, config, judge};
+use pg_support::{SCHEMA, collect_command, config, judge};
 use sf_test_support::postgres::{PgCluster, PgDatabase};
+use sf_tests::plugins::Envelope;
 
 #[test]
 fn records_migrate_from_sqlite_once_and_judge_the_same_from_postgresql() {
@@ -41,17 +42,7 @@ fn records_migrate_from_sqlite_once_and_judge_the_same_from_postgresql() {
 
     // A second Candidate collected straight into PostgreSQL: one row per record.
     let second = work.seal("slice", &format!("{SUM_FIXED}# again\n"));
-    let collected = work.sf(&[
-        "--config",
-        &pg,
-        "collect",
-        "--identity",
-        "identity.json",
-        "--candidate",
-        &second,
-        "--slice",
-        "slice",
-    ]);
+    let collected = Envelope::parse(collect_command(&work, &pg, &second).output().unwrap());
     let runs = collected.result()["runs"].as_array().unwrap().len();
     assert_eq!(judge(&work, &second, Some(&pg))["outcome"], "verified");
     assert_eq!(
@@ -95,21 +86,11 @@ fn slow_slice() -> Work {
 
 /// `sf --config CONFIG collect` of `candidate` under `slice/`, started and not waited for.
 fn spawn_collect(work: &Work, config: &str, candidate: &str) -> std::process::Child {
-    work.command(&[
-        "--config",
-        config,
-        "collect",
-        "--identity",
-        "identity.json",
-        "--candidate",
-        candidate,
-        "--slice",
-        "slice",
-    ])
-    .stdout(std::process::Stdio::piped())
-    .stderr(std::process::Stdio::piped())
-    .spawn()
-    .unwrap()
+    collect_command(work, config, candidate)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// Waits (at most a minute) until the database holds `count` records.
@@ -159,18 +140,7 @@ fn a_server_lost_mid_collection_stops_it_without_a_verdict_and_loses_nothing_sto
     let work = slow_slice();
     let candidate = work.seal("slice", SUM_FIXED);
     let pg = config(&work, "pg.toml", &cluster, &database);
-    let child = work
-        .command(&[
-            "--config",
-            &pg,
-            "collect",
-            "--identity",
-            "identity.json",
-            "--candidate",
-            &candidate,
-            "--slice",
-            "slice",
-        ])
+    let child = collect_command(&work, &pg, &candidate)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -11,8 +11,9 @@ mod pg_support;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use land_support::{SUM_BUGGY, SUM_FIXED, SUM_NOT_FIXED, Work};
-use pg_support::{SCHEMA, config, judge};
+use pg_support::{SCHEMA, collect_command, config, judge};
 use sf_test_support::postgres::{PgCluster, PgDatabase};
+use sf_tests::plugins::Envelope;
 
 /// How many advisory locks (fence holds) sessions hold in `database` right now.
 fn holders(cluster: &PgCluster, database: &PgDatabase) -> usize {
@@ -34,17 +35,7 @@ fn holders(cluster: &PgCluster, database: &PgDatabase) -> usize {
 fn collect_when_free(work: &Work, config: &str, candidate: &str) -> (serde_json::Value, usize) {
     let mut refused = 0;
     loop {
-        let envelope = work.sf(&[
-            "--config",
-            config,
-            "collect",
-            "--identity",
-            "identity.json",
-            "--candidate",
-            candidate,
-            "--slice",
-            "slice",
-        ]);
+        let envelope = Envelope::parse(collect_command(work, config, candidate).output().unwrap());
         if envelope.json["ok"] == false && envelope.json["error"]["code"] == "busy" {
             refused += 1;
             assert!(refused < 2000, "never got the fence: {}", envelope.json);

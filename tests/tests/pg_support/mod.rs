@@ -27,6 +27,21 @@ pub fn config(work: &Work, name: &str, cluster: &PgCluster, database: &PgDatabas
     name.to_owned()
 }
 
+/// The `sf --json --config CONFIG collect` of `candidate` under `slice/`, not yet run.
+pub fn collect_command(work: &Work, config: &str, candidate: &str) -> std::process::Command {
+    work.command(&[
+        "--config",
+        config,
+        "collect",
+        "--identity",
+        "identity.json",
+        "--candidate",
+        candidate,
+        "--slice",
+        "slice",
+    ])
+}
+
 /// `sf judge` of `candidate` under `slice/`, with `config` when given; the Verdict's JSON.
 pub fn judge(work: &Work, candidate: &str, config: Option<&str>) -> serde_json::Value {
     let mut args = Vec::new();
