@@ -1,10 +1,15 @@
-//! The AttemptFence conformance suite against the file fence, one test per case: real fence
-//! directories, real `flock`s, and a real holder process killed with SIGKILL.
+//! The AttemptFence conformance suite against the file fence, one test per case, twice:
+//! linked, and exported by the test plugin sf-test-backends-plugin (tag `test-file-fence`)
+//! loaded through the real loader and adapter. Real fence directories, real `flock`s, and a
+//! real holder process killed with SIGKILL.
+
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use sf_host::fence::{AttemptFence, FenceHold, FileFence};
+use sf_host::plugin::{PluginFence, load};
 use sf_sdk::conformance::fence::Harness;
 use sf_test_support::fence::{HOLDER_ENV, PRODUCT_ENV, announce_and_wait, kill_a_holder};
 
@@ -12,10 +17,32 @@ use sf_test_support::fence::{HOLDER_ENV, PRODUCT_ENV, announce_and_wait, kill_a_
 /// each case gets its own of) is dropped.
 #[derive(Default)]
 struct FileHarness {
+    /// Whether handles are the plugin's (loaded) or this process's own (linked).
+    loaded: bool,
     dir: Mutex<Option<(tempfile::TempDir, PathBuf)>>,
 }
 
 impl FileHarness {
+    fn loaded() -> Self {
+        Self {
+            loaded: true,
+            ..Self::default()
+        }
+    }
+
+    /// A handle on the fence in `root`, linked or loaded.
+    fn handle(&self, root: &Path) -> Arc<dyn AttemptFence> {
+        if self.loaded {
+            let plugin = load(support::backends_plugin()).unwrap_or_else(|error| panic!("{error}"));
+            Arc::new(
+                PluginFence::new(&plugin, "test-file-fence", &support::path_section(root))
+                    .unwrap_or_else(|error| panic!("{error}")),
+            )
+        } else {
+            Arc::new(FileFence::open(root).unwrap_or_else(|error| panic!("{error}")))
+        }
+    }
+
     /// The directory of the case's fence (each case makes one).
     fn root_of(&self, _fence: &Arc<dyn AttemptFence>) -> PathBuf {
         self.dir
@@ -32,13 +59,13 @@ impl Harness for FileHarness {
     fn fresh_fence(&self) -> Arc<dyn AttemptFence> {
         let (dir, parent) = sf_test_support::private_dir();
         let root = parent.join("fence");
-        let fence = FileFence::open(&root).unwrap_or_else(|error| panic!("{error}"));
+        let fence = self.handle(&root);
         *self.dir.lock().unwrap() = Some((dir, root));
-        Arc::new(fence)
+        fence
     }
 
     fn another_handle(&self, fence: &Arc<dyn AttemptFence>) -> Arc<dyn AttemptFence> {
-        Arc::new(FileFence::open(&self.root_of(fence)).unwrap_or_else(|error| panic!("{error}")))
+        self.handle(&self.root_of(fence))
     }
 
     fn lose(&self, fence: &Arc<dyn AttemptFence>, hold: &dyn FenceHold) -> bool {
@@ -70,6 +97,10 @@ fn file_fence_holder() {
     announce_and_wait(hold.attempt().epoch);
 }
 
-mod file {
+mod file_linked {
     sf_sdk::fence_conformance!(super::FileHarness::default);
+}
+
+mod file_loaded {
+    sf_sdk::fence_conformance!(super::FileHarness::loaded);
 }
