@@ -1166,4 +1166,32 @@ mod tests {
         assert_eq!(error.code(), "unknown-tag");
         assert!(error.to_string().contains("[executor]"), "{error}");
     }
+
+    #[test]
+    fn the_fence_comes_with_the_evidence_store() {
+        use crate::contracts::AttemptFence as _;
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = PluginPath::new([dir.path().to_owned()]);
+        let root = dir.path().canonicalize().unwrap().join("fence");
+        // The built-in SQLite store: the file fence in the directory given.
+        let fence = Config::defaults().fence(&plugins, &root).unwrap();
+        let hold = fence.acquire("product").unwrap();
+        assert_eq!(hold.attempt().epoch, 1);
+        assert!(
+            root.join(format!(
+                "{}.lock",
+                crate::canonical::Digest::of(b"product").hex()
+            ))
+            .exists()
+        );
+        // A store no backend serves has no fence either.
+        let config = Config::parse(
+            "[evidence_store]\ntype = \"no-such-store\"",
+            ConfigOrigin::File("/x".into()),
+        )
+        .unwrap();
+        let error = config.fence(&plugins, &root).unwrap_err();
+        assert_eq!(error.code(), "unknown-tag");
+        assert!(error.to_string().contains("[evidence_store]"), "{error}");
+    }
 }
