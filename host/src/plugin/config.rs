@@ -1169,7 +1169,6 @@ mod tests {
 
     #[test]
     fn the_fence_comes_with_the_evidence_store() {
-        use crate::contracts::AttemptFence as _;
         let dir = tempfile::tempdir().unwrap();
         let plugins = PluginPath::new([dir.path().to_owned()]);
         let root = dir.path().canonicalize().unwrap().join("fence");

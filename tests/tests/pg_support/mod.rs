@@ -27,19 +27,23 @@ pub fn config(work: &Work, name: &str, cluster: &PgCluster, database: &PgDatabas
     name.to_owned()
 }
 
-/// The `sf --json --config CONFIG collect` of `candidate` under `slice/`, not yet run.
-pub fn collect_command(work: &Work, config: &str, candidate: &str) -> std::process::Command {
-    work.command(&[
-        "--config",
-        config,
-        "collect",
+/// The arguments that name `candidate` under `slice/` in the work's repository.
+fn on(candidate: &str) -> [&str; 6] {
+    [
         "--identity",
         "identity.json",
         "--candidate",
         candidate,
         "--slice",
         "slice",
-    ])
+    ]
+}
+
+/// The `sf --json --config CONFIG collect` of `candidate` under `slice/`, not yet run.
+pub fn collect_command(work: &Work, config: &str, candidate: &str) -> std::process::Command {
+    let mut args = vec!["--config", config, "collect"];
+    args.extend(on(candidate));
+    work.command(&args)
 }
 
 /// `sf judge` of `candidate` under `slice/`, with `config` when given; the Verdict's JSON.
@@ -48,14 +52,7 @@ pub fn judge(work: &Work, candidate: &str, config: Option<&str>) -> serde_json::
     if let Some(config) = config {
         args.extend(["--config", config]);
     }
-    args.extend([
-        "judge",
-        "--identity",
-        "identity.json",
-        "--candidate",
-        candidate,
-        "--slice",
-        "slice",
-    ]);
+    args.push("judge");
+    args.extend(on(candidate));
     work.sf(&args).result()["verdict"].clone()
 }
