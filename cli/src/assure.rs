@@ -256,10 +256,11 @@ pub(super) fn environments(
     super::env::verified_trees(context, acceptance.environments())
 }
 
-/// The fence of the Slice's Product.
-pub(super) fn fence(slice: &SliceDir, product: &str) -> Result<Fence, CliError> {
-    Fence::open(&slice.state("fence")?, product)
-        .map_err(|error| coded(error.code(), "the fence", error))
+/// The fence of the Slice's Product: the one that comes with the configured evidence store
+/// (PostgreSQL's, shared by every machine), or the file fence in the Slice's state.
+pub(super) fn fence(context: &Context, slice: &SliceDir, product: &str) -> Result<Fence, CliError> {
+    let backend = context.fence(&slice.state("fence")?)?;
+    Fence::new(backend, product).map_err(|error| coded(error.code(), "the fence", error))
 }
 
 pub(super) fn run_json_of(run: &CollectedRun) -> serde_json::Value {
@@ -415,7 +416,7 @@ fn collect_exported(
     let protected = protected_paths(slice, &repository)?;
     let store = slice.evidence_store(context)?;
     let product = repository.identity().product_id.clone();
-    let fence = fence(slice, &product)?;
+    let fence = fence(context, slice, &product)?;
     let collector = RepositoryCollector::new(store, executor, protected)
         .map_err(|error| coded(error.code(), "the collector", error))?
         .with_jobs(args.jobs);

@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sf_host::canonical::Value;
-use sf_host::contracts::{EvidenceStore, Executor, Gate, LimitHit, ObjectStoreFactory};
+use sf_host::contracts::{
+    AttemptFence, EvidenceStore, Executor, Gate, LimitHit, ObjectStoreFactory,
+};
 use sf_host::fault::{FaultPoints, NoFaults};
 use sf_host::plugin::{Config, ConfigError, PluginPath};
 use sf_host::repository::{
@@ -83,6 +85,14 @@ impl Context {
     pub fn evidence_store(&self, state_dir: &Path) -> Result<Arc<dyn EvidenceStore>, CliError> {
         self.config()?
             .evidence_store(&plugin_path()?, state_dir)
+            .map_err(config_error)
+    }
+
+    /// The attempt fence that comes with the configured EvidenceStore; `fence_dir` is where
+    /// the file fence keeps its files when the store brings no fence of its own.
+    pub fn fence(&self, fence_dir: &Path) -> Result<Arc<dyn AttemptFence>, CliError> {
+        self.config()?
+            .fence(&plugin_path()?, fence_dir)
             .map_err(config_error)
     }
 

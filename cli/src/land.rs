@@ -174,7 +174,7 @@ fn land_command(context: &Context, args: &LandArgs) -> Result<(Output, u8), CliE
     let store = loaded.slice.evidence_store(context)?;
     let records = std::sync::Arc::clone(&store);
     let product = loaded.repository.identity().product_id.clone();
-    let fence = fence(&loaded.slice, &product)?;
+    let fence = fence(context, &loaded.slice, &product)?;
     let progress = Progress::new(loaded.slice.frozen.acceptance.process_checks().count());
     let landed = land(
         LandRequest {

@@ -37,7 +37,7 @@ pub const MAX_RECORD_BYTES: usize = 32 * 1024 * 1024;
 /// The largest header, in bytes.
 pub const MAX_HEADER_BYTES: usize = 64 * 1024;
 
-/// Which attempt wrote a record: a Product's fence epoch (see `sf_host::fence`). Records of
+/// Which attempt wrote a record: a Product's fence epoch (see [`crate::fence`]). Records of
 /// an attempt whose hold has ended stay stored and are inert. Written `{"epoch", "product"}`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

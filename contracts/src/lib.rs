@@ -1,7 +1,7 @@
-//! sf-contracts: the four contracts every sf backend implements (object store, executor,
-//! evidence store, gate), their request, answer and error types, and the encodings those
-//! types are made of: digests and canonical JSON, Git objects, snapshots, the path, glob and
-//! id grammars, and byte framing.
+//! sf-contracts: the contracts every sf backend implements (object store, executor,
+//! evidence store, attempt fence, gate), their request, answer and error types, and the
+//! encodings those types are made of: digests and canonical JSON, Git objects, snapshots, the
+//! path, glob and id grammars, and byte framing.
 //!
 //! This crate is the bottom layer: it depends on no other sf crate, and every other sf crate
 //! (the plugin ABI, the host, the sdk, every backend) depends on it. Nothing here starts a
@@ -24,6 +24,7 @@ pub mod words;
 
 pub mod evidence_store;
 pub mod executor;
+pub mod fence;
 pub mod gate;
 pub mod object_store;
 
@@ -41,6 +42,7 @@ pub use executor::{
     PROGRAM_DIR, ProfileDescription, ReadableKind, ReadablePath, RequestDigests, RunAnswer,
     RunBounds, RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
 };
+pub use fence::{AttemptFence, FenceError, FenceHold};
 pub use gate::{Gate, GateAnswer, GateError, GateExt, Withheld, is_valid_reason};
 pub use limit_hit::{Limit, LimitHit, MAX_LIMIT_DETAIL_CHARS, check_limits_hit};
 pub use object_store::{

@@ -70,6 +70,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         password_file: Some(database.password_file.clone()),
         password_env: None,
         connect_timeout_seconds: 10,
+        sslmode: Default::default(),
+        sslrootcert: None,
     })?;
     let workdir = tempfile::Builder::new().prefix("sf-bench-").tempdir()?;
     fs::set_permissions(workdir.path(), fs::Permissions::from_mode(0o700))?;

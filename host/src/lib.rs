@@ -26,6 +26,7 @@ pub mod environment_store;
 pub mod evidence;
 pub mod fault;
 pub mod fence;
+pub mod file_fence;
 pub mod gate;
 pub mod git_remote;
 pub mod git_source;

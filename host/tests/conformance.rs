@@ -7,32 +7,14 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use sf_host::contracts::{EvidenceStore, Gate};
 use sf_host::evidence::SqliteEvidenceStore;
 use sf_host::gate::FileGate;
 use sf_host::plugin::{PluginEvidenceStore, PluginGate, load};
 use sf_sdk::conformance::gate::{self, Setting};
-use sf_sdk::serde_json::{Map, Value};
-use sf_test_support::build::{BACKENDS_PLUGIN, cargo_build};
-use support::SqliteFileHarness;
-
-/// The test plugin exporting the built-ins, built and installed once per test process.
-fn backends_plugin() -> &'static Path {
-    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
-    LIBRARY.get_or_init(|| {
-        let profile = cargo_build(&[BACKENDS_PLUGIN.package, "sf-host"], &["--lib"]);
-        BACKENDS_PLUGIN.install(&profile)
-    })
-}
-
-/// A plugin section holding only `path`.
-fn path_section(path: &Path) -> Map<String, Value> {
-    let mut section = Map::new();
-    section.insert("path".into(), path.to_str().expect("a UTF-8 path").into());
-    section
-}
+use support::{SqliteFileHarness, backends_plugin, path_section};
 
 fn linked_sqlite() -> SqliteFileHarness {
     SqliteFileHarness::new(|path| {

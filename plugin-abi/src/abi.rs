@@ -32,8 +32,9 @@ pub const ABI_MAJOR: u32 = 1;
 /// their modes: executables and symbolic links); minor 5 its `run_v5` (the limits a run hit);
 /// minor 6 its `run_v6` (commands); minor 7 a command's executable scratch (`run_v6`'s
 /// `scratchExecutable`, never sent to a plugin of an older minor); minor 8 a command's root
-/// environment (`run_v6`'s `environment.at` of `/`, likewise).
-pub const ABI_MINOR: u32 = 8;
+/// environment (`run_v6`'s `environment.at` of `/`, likewise); minor 9 the `fence` contract
+/// (the attempt fence, never instantiated from a plugin of an older minor).
+pub const ABI_MINOR: u32 = 9;
 
 /// The call succeeded; the reply is the answer message.
 pub const STATUS_OK: i32 = 0;

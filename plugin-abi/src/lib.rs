@@ -2,7 +2,8 @@
 //! else: the exported symbol and its entry table ([`abi`]), the framing of every request and
 //! reply ([`message`]), the messages every contract shares ([`protocol`]), each contract's
 //! requests, answers and errors on the wire ([`object_store_protocol`],
-//! [`executor_protocol`], [`evidence_store_protocol`], [`gate_protocol`]), and the manifest
+//! [`executor_protocol`], [`evidence_store_protocol`], [`gate_protocol`],
+//! [`fence_protocol`]), and the manifest
 //! a library ships beside it ([`manifest`]).
 //!
 //! Both sides use this crate: the host (to call a plugin and check its answers) and the sdk
@@ -16,6 +17,7 @@ use sf_contracts as contracts;
 pub mod abi;
 pub mod evidence_store_protocol;
 pub mod executor_protocol;
+pub mod fence_protocol;
 pub mod gate_protocol;
 pub mod manifest;
 pub mod message;
@@ -30,4 +32,5 @@ pub const KNOWN_CONTRACTS: &[&str] = &[
     executor_protocol::CONTRACT,
     evidence_store_protocol::CONTRACT,
     gate_protocol::CONTRACT,
+    fence_protocol::CONTRACT,
 ];

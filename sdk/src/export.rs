@@ -20,13 +20,20 @@
 //!     gate: {
 //!         "my-gate" => make_gate,
 //!     },
+//!     fence: {                         // the attempt fence (ABI minor 9)
+//!         "my-fence" => make_fence,
+//!     },
 //! }
 //!
 //! fn make_store(config: &sf_sdk::export::PluginConfig) -> Result<MyFactory, String> { … }
 //! fn make_executor(config: &sf_sdk::export::PluginConfig) -> Result<MyExecutor, String> { … }
 //! fn make_evidence_store(config: &sf_sdk::export::PluginConfig) -> Result<MyStore, String> { … }
 //! fn make_gate(config: &sf_sdk::export::PluginConfig) -> Result<MyGate, String> { … }
+//! fn make_fence(config: &sf_sdk::export::PluginConfig) -> Result<MyFence, String> { … }
 //! ```
+//!
+//! A fence's `acquire` hands the host a new instance, the hold (as an object store factory's
+//! `open` hands it a store); the host's `drop_instance` of a hold drops it, which releases it.
 //!
 //! An executor instance also serves `cancel`: the host calls it from another thread while a
 //! `run` of the same instance is in flight, naming the run by the id the `run` request
@@ -49,9 +56,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Mutex, PoisonError};
 
 use serde::de::DeserializeOwned;
-use sf_contracts::{CancelToken, EvidenceStore, Executor, Gate, ObjectStore, ObjectStoreFactory};
+use sf_contracts::{
+    AttemptFence, CancelToken, EvidenceStore, Executor, FenceHold, Gate, ObjectStore,
+    ObjectStoreFactory,
+};
 use sf_plugin_abi::evidence_store_protocol as evidence_wire;
 use sf_plugin_abi::executor_protocol as executor_wire;
+use sf_plugin_abi::fence_protocol as fence_wire;
 use sf_plugin_abi::gate_protocol as gate_wire;
 use sf_plugin_abi::object_store_protocol::{self as wire, Request};
 use sf_plugin_abi::protocol::{self, Empty, PanicReply, PluginErrorReply};
@@ -76,6 +87,9 @@ pub type EvidenceStoreConstructor = fn(&PluginConfig) -> Result<Box<dyn Evidence
 /// Makes a Gate from a configuration.
 pub type GateConstructor = fn(&PluginConfig) -> Result<Box<dyn Gate>, String>;
 
+/// Makes an AttemptFence from a configuration.
+pub type FenceConstructor = fn(&PluginConfig) -> Result<Box<dyn AttemptFence>, String>;
+
 /// What a plugin exports: its manifest and one constructor per tag of each contract.
 pub struct PluginDefinition {
     /// The manifest, byte for byte as in the manifest file.
@@ -88,6 +102,8 @@ pub struct PluginDefinition {
     pub evidence_stores: &'static [(&'static str, EvidenceStoreConstructor)],
     /// `(tag, constructor)` for the `gate` contract.
     pub gates: &'static [(&'static str, GateConstructor)],
+    /// `(tag, constructor)` for the `fence` contract.
+    pub fences: &'static [(&'static str, FenceConstructor)],
 }
 
 impl PluginDefinition {
@@ -103,11 +119,12 @@ impl PluginDefinition {
             ));
         }
         let mut exported: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        let contracts: [(&str, Vec<&str>); 4] = [
+        let contracts: [(&str, Vec<&str>); 5] = [
             (wire::CONTRACT, tags(self.object_stores)),
             (executor_wire::CONTRACT, tags(self.executors)),
             (evidence_wire::CONTRACT, tags(self.evidence_stores)),
             (gate_wire::CONTRACT, tags(self.gates)),
+            (fence_wire::CONTRACT, tags(self.fences)),
         ];
         for (contract, tags) in contracts {
             if !tags.is_empty() {
@@ -197,6 +214,16 @@ where
         .map_err(|error| error.to_string())
 }
 
+/// Boxes a constructor's result; what the macro wraps every `fence` constructor in.
+pub fn fence<F, E>(made: Result<F, E>) -> Result<Box<dyn AttemptFence>, String>
+where
+    F: AttemptFence + 'static,
+    E: Display,
+{
+    made.map(|fence| Box::new(fence) as Box<dyn AttemptFence>)
+        .map_err(|error| error.to_string())
+}
+
 /// Boxes a constructor's result; what the macro wraps every `object_store` constructor in.
 pub fn object_store_factory<F, E>(made: Result<F, E>) -> Result<Box<dyn ObjectStoreFactory>, String>
 where
@@ -229,6 +256,8 @@ enum Instance {
     Executor(ExecutorInstance),
     EvidenceStore(Box<dyn EvidenceStore>),
     Gate(Box<dyn Gate>),
+    Fence(Box<dyn AttemptFence>),
+    FenceHold(Box<dyn FenceHold>),
 }
 
 /// The most cancellations remembered for runs that are not in flight (cancelled before they
@@ -403,6 +432,10 @@ pub unsafe fn instantiate(
                 Some(make) => make(&config).map(Instance::Gate),
                 None => return unknown_tag(),
             },
+            fence_wire::CONTRACT => match constructor(definition.fences, &config.tag) {
+                Some(make) => make(&config).map(Instance::Fence),
+                None => return unknown_tag(),
+            },
             other => {
                 return plugin_error(
                     protocol::UNKNOWN_CONTRACT,
@@ -459,6 +492,8 @@ pub unsafe extern "C" fn call(
             Instance::Executor(executor) => serve_executor(executor, method, request),
             Instance::EvidenceStore(store) => serve_evidence_store(store.as_ref(), method, request),
             Instance::Gate(gate) => serve_gate(gate.as_ref(), method, request),
+            Instance::Fence(fence) => serve_fence(fence.as_ref(), method, request, new_instance),
+            Instance::FenceHold(hold) => serve_hold(hold.as_ref(), method, request),
         }
     });
     // SAFETY: the host passes a valid out-pointer for the reply.
@@ -673,6 +708,64 @@ fn serve_gate(gate: &dyn Gate, method: &str, request: &[u8]) -> Outcome {
     }
 }
 
+fn serve_fence(
+    fence: &dyn AttemptFence,
+    method: &str,
+    request: &[u8],
+    new_instance: *mut *mut c_void,
+) -> Outcome {
+    let request = match undecodable(
+        fence_wire::CONTRACT,
+        method,
+        fence_wire::FenceRequest::decode(method, request),
+    ) {
+        Ok(request) => request,
+        Err(outcome) => return outcome,
+    };
+    match request {
+        fence_wire::FenceRequest::LastEpoch { product } => match fence.last_epoch(&product) {
+            Ok(epoch) => Outcome::Ok(fence_wire::encode_epoch(epoch)),
+            Err(error) => Outcome::ContractError(fence_wire::encode_error(&error)),
+        },
+        fence_wire::FenceRequest::Acquire { product } => {
+            if new_instance.is_null() {
+                return plugin_error(protocol::MALFORMED_REQUEST, "no place for the new hold");
+            }
+            match fence.acquire(&product) {
+                Ok(hold) => {
+                    let answer = fence_wire::encode_attempt(hold.attempt());
+                    let handle = Box::into_raw(Box::new(Instance::FenceHold(hold)));
+                    // SAFETY: the host passes a valid out-pointer (checked non-null above).
+                    unsafe { new_instance.write(handle.cast()) };
+                    Outcome::Ok(answer)
+                }
+                Err(error) => Outcome::ContractError(fence_wire::encode_error(&error)),
+            }
+        }
+    }
+}
+
+fn serve_hold(hold: &dyn FenceHold, method: &str, request: &[u8]) -> Outcome {
+    let request = match undecodable(
+        fence_wire::CONTRACT,
+        method,
+        fence_wire::HoldRequest::decode(method, request),
+    ) {
+        Ok(request) => request,
+        Err(outcome) => return outcome,
+    };
+    match request {
+        fence_wire::HoldRequest::AssertActive => match hold.assert_active() {
+            Ok(()) => Outcome::Ok(Empty::encode()),
+            Err(error) => Outcome::ContractError(fence_wire::encode_error(&error)),
+        },
+        fence_wire::HoldRequest::Release => {
+            hold.release();
+            Outcome::Ok(Empty::encode())
+        }
+    }
+}
+
 /// The table's `free_buf`.
 ///
 /// # Safety
@@ -722,6 +815,9 @@ pub unsafe extern "C" fn drop_instance(instance: *mut c_void) -> i32 {
 ///     gate: {                                // optional
 ///         "my-gate" => my_gate_constructor,  // fn(&PluginConfig) -> Result<G, E>
 ///     },
+///     fence: {                               // optional
+///         "my-fence" => my_fence_constructor, // fn(&PluginConfig) -> Result<F, E>
+///     },
 /// }
 /// ```
 #[macro_export]
@@ -732,6 +828,7 @@ macro_rules! export_plugin {
         $(, executor: { $($executor_tag:literal => $executor_constructor:expr),+ $(,)? })?
         $(, evidence_store: { $($evidence_tag:literal => $evidence_constructor:expr),+ $(,)? })?
         $(, gate: { $($gate_tag:literal => $gate_constructor:expr),+ $(,)? })?
+        $(, fence: { $($fence_tag:literal => $fence_constructor:expr),+ $(,)? })?
         $(,)?
     ) => {
         #[cfg(panic = "abort")]
@@ -772,6 +869,12 @@ macro_rules! export_plugin {
                     (|config: &$crate::export::PluginConfig| {
                         $crate::export::gate(($gate_constructor)(config))
                     }) as $crate::export::GateConstructor,
+                )),+)?],
+                fences: &[$($((
+                    $fence_tag,
+                    (|config: &$crate::export::PluginConfig| {
+                        $crate::export::fence(($fence_constructor)(config))
+                    }) as $crate::export::FenceConstructor,
                 )),+)?],
             };
 

@@ -16,7 +16,7 @@ use sf_host::contracts::{ObjectStoreFactory, RefName, RefUpdate, StoreRoot};
 use sf_host::git_object::ObjectId;
 use sf_host::plugin::loader::CallReply;
 use sf_host::plugin::object_store_protocol as wire;
-use sf_host::plugin::{PluginError, PluginObjectStoreFactory, load};
+use sf_host::plugin::{PluginError, PluginFence, PluginObjectStoreFactory, load};
 use sf_tests::plugins::{built, run_json, sf};
 
 /// Set in a child: which scenario to run.
@@ -63,6 +63,7 @@ fn child() {
         "panics" => panics(&library),
         "garbage" => garbage(&library),
         "contract" => contracts(&library),
+        "fence" => fence(&library),
         other => panic!("no scenario {other}"),
     };
     println!("\nREPORT {}", Value::Object(report.into_iter().collect()));
@@ -98,6 +99,12 @@ impl HasCode for PluginError {
 impl HasCode for sf_host::contracts::ObjectStoreError {
     fn code(&self) -> &'static str {
         sf_host::contracts::ObjectStoreError::code(self)
+    }
+}
+
+impl HasCode for sf_host::contracts::FenceError {
+    fn code(&self) -> &'static str {
+        sf_host::contracts::FenceError::code(self)
     }
 }
 
@@ -263,6 +270,35 @@ fn contracts(library: &Path) -> BTreeMap<String, Value> {
     report
 }
 
+/// The `panicking` fence: made, then asked; under `SF_HOSTILE_ENTRY=abi-minor-2`, refused
+/// before it is made.
+fn fence(library: &Path) -> BTreeMap<String, Value> {
+    use sf_host::contracts::AttemptFence as _;
+    let plugin = load(library).expect("the hostile library loads");
+    let mut report = BTreeMap::new();
+    match PluginFence::new(&plugin, "panicking", &serde_json::Map::new()) {
+        Err(error) => {
+            report.insert("instantiate".into(), error_entry::<()>(Err(error)));
+        }
+        Ok(fence) => {
+            report.insert("instantiate".into(), json!({"ok": "made"}));
+            report.insert(
+                "acquire".into(),
+                error_entry(fence.acquire("product").map(|hold| hold.attempt().clone())),
+            );
+            report.insert(
+                "last_epoch".into(),
+                error_entry(fence.last_epoch("product")),
+            );
+            report.insert(
+                "bad id".into(),
+                error_entry(fence.acquire("bad id").map(|_| ())),
+            );
+        }
+    }
+    report
+}
+
 fn code_of(report: &BTreeMap<String, Value>, key: &str) -> String {
     report[key]["code"]
         .as_str()
@@ -306,6 +342,33 @@ fn a_plugin_that_panics_in_every_method_is_reported_and_the_host_survives() {
             .unwrap_or_else(|| panic!("{method}: {}", report[method]));
         assert!(reason.contains("panicked"), "{method}: {reason}");
     }
+}
+
+#[test]
+fn a_fence_plugin_that_panics_is_unavailable_and_one_older_than_minor_9_is_refused() {
+    let report = in_child("fence", &[]);
+    assert_eq!(report["instantiate"]["ok"], "made", "{report:?}");
+    for method in ["acquire", "last_epoch"] {
+        assert_eq!(code_of(&report, method), "unavailable", "{method}");
+        assert!(
+            message_of(&report, method).contains("plugin hostile panicked in"),
+            "{method}: {report:?}"
+        );
+    }
+    // A bad Product id never reaches the plugin.
+    assert_eq!(code_of(&report, "bad id"), "invalid-input");
+
+    let report = in_child("fence", &[("SF_HOSTILE_ENTRY", "abi-minor-2")]);
+    assert_eq!(
+        code_of(&report, "instantiate"),
+        "unknown-contract",
+        "{report:?}"
+    );
+    let message = message_of(&report, "instantiate");
+    assert!(
+        message.contains("ABI 1.2") && message.contains("fence contract came with ABI 1.9"),
+        "{message}"
+    );
 }
 
 #[test]

@@ -26,6 +26,9 @@
 //! read_timeout_seconds = 60
 //! ```
 //!
+//! The attempt fence has no section: it comes with the evidence store (see [`Config::fence`]):
+//! the same plugin's `fence` under the evidence store's tag, or the file fence.
+//!
 //! `[environments]` is not a backend: it has no `type`, only `store`, the absolute path of the
 //! dependency environment store (`crate::environment_store`). Neither is `[delivery]`: the
 //! credential helper Git asks for the delivery's URL only, and how long one push may take.
@@ -56,6 +59,8 @@ use super::evidence_store_adapter::PluginEvidenceStore;
 use super::evidence_store_protocol::CONTRACT as EVIDENCE_STORE;
 use super::executor_adapter::PluginExecutor;
 use super::executor_protocol::CONTRACT as EXECUTOR;
+use super::fence_adapter::PluginFence;
+use super::fence_protocol::CONTRACT as FENCE;
 use super::gate_adapter::PluginGate;
 use super::gate_protocol::CONTRACT as GATE;
 use super::loader::{self, LoadedPlugin};
@@ -63,9 +68,10 @@ use super::object_store_adapter::PluginObjectStoreFactory;
 use super::object_store_protocol::CONTRACT as OBJECT_STORE;
 use super::search::{self, PluginPath};
 use crate::contracts::{
-    EvidenceStore, EvidenceStoreError, Executor, ExecutorError, Gate, GateError, ObjectStoreError,
-    ObjectStoreFactory,
+    AttemptFence, EvidenceStore, EvidenceStoreError, Executor, ExecutorError, Gate, GateError,
+    ObjectStoreError, ObjectStoreFactory,
 };
+use crate::file_fence::FileFence;
 
 /// The configuration used where a file leaves a section out, or when there is no file.
 pub const DEFAULT_CONFIG: &str = "[object_store]\ntype = \"git-cli\"\n\n[executor]\ntype = \
@@ -644,6 +650,40 @@ impl Config {
         }
     }
 
+    /// The attempt fence that comes with the configured evidence store: the same plugin's
+    /// `fence` under the same tag, configured by the same `[evidence_store]` section, when its
+    /// manifest lists one; otherwise the file fence in `fence_dir` (the Slice's own). The
+    /// epochs name the attempts whose records the store holds, so the fence must reach every
+    /// collector the store does: there is no `[fence]` section to set it apart.
+    pub fn fence(
+        &self,
+        plugins: &PluginPath,
+        fence_dir: &Path,
+    ) -> Result<Arc<dyn AttemptFence>, ConfigError> {
+        let name = "evidence_store";
+        let section = &self.evidence_store;
+        let file = || {
+            FileFence::open(fence_dir)
+                .map(|fence| Arc::new(fence) as Arc<dyn AttemptFence>)
+                .map_err(|error| self.backend_error(name, section, error.to_string()))
+        };
+        match self.resolve::<Box<dyn EvidenceStoreBackend>>(
+            name,
+            section,
+            EVIDENCE_STORE,
+            compiled_evidence_store_tags(),
+            plugins,
+        )? {
+            Resolved::Compiled(_) => file(),
+            Resolved::Plugin(plugin, fields) if plugin.manifest().provides(FENCE, &section.tag) => {
+                let fence = PluginFence::new(&plugin, &section.tag, &fields)
+                    .map_err(|error| self.plugin_error(name, section, error))?;
+                Ok(Arc::new(fence))
+            }
+            Resolved::Plugin(..) => file(),
+        }
+    }
+
     /// Builds the configured Gate: a compiled-in backend if one is registered under the tag,
     /// otherwise the plugin on `plugins` whose manifest lists it.
     pub fn gate(&self, plugins: &PluginPath) -> Result<Arc<dyn Gate>, ConfigError> {
@@ -1125,5 +1165,32 @@ mod tests {
             .expect("an unknown tag");
         assert_eq!(error.code(), "unknown-tag");
         assert!(error.to_string().contains("[executor]"), "{error}");
+    }
+
+    #[test]
+    fn the_fence_comes_with_the_evidence_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = PluginPath::new([dir.path().to_owned()]);
+        let root = dir.path().canonicalize().unwrap().join("fence");
+        // The built-in SQLite store: the file fence in the directory given.
+        let fence = Config::defaults().fence(&plugins, &root).unwrap();
+        let hold = fence.acquire("product").unwrap();
+        assert_eq!(hold.attempt().epoch, 1);
+        assert!(
+            root.join(format!(
+                "{}.lock",
+                crate::canonical::Digest::of(b"product").hex()
+            ))
+            .exists()
+        );
+        // A store no backend serves has no fence either.
+        let config = Config::parse(
+            "[evidence_store]\ntype = \"no-such-store\"",
+            ConfigOrigin::File("/x".into()),
+        )
+        .unwrap();
+        let error = config.fence(&plugins, &root).unwrap_err();
+        assert_eq!(error.code(), "unknown-tag");
+        assert!(error.to_string().contains("[evidence_store]"), "{error}");
     }
 }

@@ -7,7 +7,7 @@
 //! executable, then `SF_PLUGIN_PATH`), checked before it is opened, opened once and never
 //! unloaded, checked again through its entry table, and then used only through the adapters'
 //! trait implementations ([`object_store_adapter`], [`executor_adapter`],
-//! [`evidence_store_adapter`], [`gate_adapter`]). See
+//! [`evidence_store_adapter`], [`gate_adapter`], [`fence_adapter`]). See
 //! docs/plugins.md.
 //!
 //! Modules, one job each:
@@ -18,20 +18,22 @@
 //! - [`executor_protocol`]: the `executor` contract's requests, answers and errors;
 //! - [`evidence_store_protocol`]: the `evidence-store` contract's requests, answers and errors;
 //! - [`gate_protocol`]: the `gate` contract's request, answers and errors;
+//! - [`fence_protocol`]: the `fence` contract's requests, answers and errors (ABI minor 9);
 //! - [`manifest`]: the manifest record and its file beside the library;
 //! - [`loader`]: checking and opening a library, instances and raw calls;
 //! - [`object_store_adapter`]: `ObjectStoreFactory` and `ObjectStore` over a plugin;
 //! - [`executor_adapter`]: `Executor` over a plugin, with cancellation across the boundary;
 //! - [`evidence_store_adapter`]: `EvidenceStore` over a plugin, its answers re-verified;
 //! - [`gate_adapter`]: `Gate` over a plugin, every failure a refusal;
+//! - [`fence_adapter`]: `AttemptFence` over a plugin, each hold an instance of its own;
 //! - [`search`]: the plugin path and discovery of manifests;
 //! - [`config`]: `sf.toml`, typetag registration and tag resolution;
 //! - [`builtin`]: sf-host's own compiled-in backends (`sqlite`, `open`, `file`);
 //! - [`error`]: the typed errors.
 
 pub use sf_plugin_abi::{
-    KNOWN_CONTRACTS, abi, evidence_store_protocol, executor_protocol, gate_protocol, manifest,
-    message, object_store_protocol, protocol,
+    KNOWN_CONTRACTS, abi, evidence_store_protocol, executor_protocol, fence_protocol,
+    gate_protocol, manifest, message, object_store_protocol, protocol,
 };
 
 pub mod builtin;
@@ -39,6 +41,7 @@ pub mod config;
 pub mod error;
 pub mod evidence_store_adapter;
 pub mod executor_adapter;
+pub mod fence_adapter;
 pub mod gate_adapter;
 pub mod loader;
 pub mod object_store_adapter;
@@ -52,6 +55,7 @@ pub use config::{
 pub use error::PluginError;
 pub use evidence_store_adapter::PluginEvidenceStore;
 pub use executor_adapter::PluginExecutor;
+pub use fence_adapter::PluginFence;
 pub use gate_adapter::PluginGate;
 pub use loader::{Instance, LoadedPlugin, load};
 pub use object_store_adapter::{PluginObjectStore, PluginObjectStoreFactory};

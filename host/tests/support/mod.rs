@@ -1,16 +1,34 @@
-//! What the host's tests of its built-in SQLite EvidenceStore share: private directories for
-//! database files, tampering with a database from outside the store, and the evidence-store
-//! conformance harness over SQLite files, however the store is reached.
+//! What the host's tests of its built-in backends share: private directories for database
+//! files, tampering with a database from outside the store, the evidence-store conformance
+//! harness over SQLite files, however the store is reached, and the test plugin that exports
+//! the built-ins.
 
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use sf_host::canonical::Digest;
 use sf_host::contracts::EvidenceStore;
 
 pub use sf_test_support::private_store_dir as store_dir;
+
+/// The test plugin exporting the built-ins, built and installed once per test process.
+pub fn backends_plugin() -> &'static Path {
+    use sf_test_support::build::{BACKENDS_PLUGIN, cargo_build};
+    static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
+    LIBRARY.get_or_init(|| {
+        let profile = cargo_build(&[BACKENDS_PLUGIN.package, "sf-host"], &["--lib"]);
+        BACKENDS_PLUGIN.install(&profile)
+    })
+}
+
+/// A plugin section holding only `path`.
+pub fn path_section(path: &Path) -> sf_sdk::serde_json::Map<String, sf_sdk::serde_json::Value> {
+    let mut section = sf_sdk::serde_json::Map::new();
+    section.insert("path".into(), path.to_str().expect("a UTF-8 path").into());
+    section
+}
 
 /// The SQLite store's write-once triggers, as its schema creates them.
 const EVIDENCE_TRIGGERS_SQL: &str = "

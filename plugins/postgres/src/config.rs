@@ -1,7 +1,9 @@
 //! The connection sf makes: `[evidence_store] type = "postgres"` with `host`, `port`,
 //! `database`, `user`, and the password from `password_file` (a file only its owner can read)
 //! or `password_env` (a variable's name). The password is read when connecting and kept only
-//! by the client; no error names it.
+//! by the client; no error names it. With `sslmode = "verify-full"` the connection is TLS
+//! (OpenSSL), the server's chain verified against `sslrootcert` (or the system's roots) and
+//! its name against `host`; the client refuses a server that does not speak TLS.
 
 use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
@@ -22,6 +24,8 @@ const MAX_PASSWORD_BYTES: u64 = 4096;
 /// database = "sf"
 /// user = "sf_writer"
 /// password_file = "/etc/sf/pg-password"   # or password_env = "SF_PG_PASSWORD"
+/// sslmode = "verify-full"                  # default "disable"
+/// sslrootcert = "/etc/sf/pg-root.pem"      # default: the system's root certificates
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -45,6 +49,65 @@ pub struct PostgresConfig {
     /// How long connecting may take, in seconds (default 10).
     #[serde(default = "default_connect_timeout")]
     pub connect_timeout_seconds: u64,
+    /// Whether the connection is TLS: `disable` (the default) or `verify-full`.
+    #[serde(default, skip_serializing_if = "SslMode::is_disable")]
+    pub sslmode: SslMode,
+    /// The root certificates (PEM) a `verify-full` server's chain must lead to; the system's
+    /// when absent. Refused with `disable`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sslrootcert: Option<PathBuf>,
+}
+
+/// `sslmode`: libpq's names, of the two modes sf offers. Nothing in between: a TLS connection
+/// whose server is not verified protects against no one who can intercept it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SslMode {
+    /// Plain TCP (a trusted network, a local tunnel).
+    #[default]
+    Disable,
+    /// TLS, the server's certificate chain and host name verified.
+    VerifyFull,
+}
+
+impl SslMode {
+    fn is_disable(&self) -> bool {
+        *self == Self::Disable
+    }
+}
+
+/// What every session is opened with: the client configuration (the password read) and the
+/// transport. Never printed: it holds the password.
+#[derive(Clone)]
+pub struct Connector {
+    client: postgres::Config,
+    transport: Transport,
+}
+
+impl Connector {
+    /// Opens a session.
+    pub fn connect(&self) -> Result<postgres::Client, postgres::Error> {
+        self.transport.connect(&self.client)
+    }
+}
+
+/// How a connection is made: plain, or TLS with a verifying connector.
+#[derive(Clone)]
+pub enum Transport {
+    /// Plain TCP.
+    Plain,
+    /// TLS.
+    Tls(postgres_openssl::MakeTlsConnector),
+}
+
+impl Transport {
+    /// Connects as `config` says over this transport.
+    pub fn connect(&self, config: &postgres::Config) -> Result<postgres::Client, postgres::Error> {
+        match self {
+            Self::Plain => config.connect(postgres::NoTls),
+            Self::Tls(connector) => config.connect(connector.clone()),
+        }
+    }
 }
 
 fn default_port() -> u16 {
@@ -86,7 +149,50 @@ impl PostgresConfig {
         if let Some(password) = self.password()? {
             config.password(password);
         }
+        if self.sslmode == SslMode::VerifyFull {
+            // The client refuses a server that answers the TLS request with "no".
+            config.ssl_mode(postgres::config::SslMode::Require);
+        }
         Ok(config)
+    }
+
+    /// The connector: the client configuration and the transport, the password and the root
+    /// certificates read now.
+    pub fn connector(&self) -> Result<Connector, ConfigError> {
+        Ok(Connector {
+            client: self.client_config()?,
+            transport: self.transport()?,
+        })
+    }
+
+    /// The transport `sslmode` and `sslrootcert` name, its root certificates read now.
+    pub fn transport(&self) -> Result<Transport, ConfigError> {
+        match (self.sslmode, &self.sslrootcert) {
+            (SslMode::Disable, Some(_)) => Err(ConfigError(
+                "sslrootcert is set, and sslmode is \"disable\": set sslmode = \"verify-full\""
+                    .into(),
+            )),
+            (SslMode::Disable, None) => Ok(Transport::Plain),
+            (SslMode::VerifyFull, roots) => {
+                let failed = |what: String| ConfigError(format!("sslmode verify-full: {what}"));
+                let mut builder =
+                    openssl::ssl::SslConnector::builder(openssl::ssl::SslMethod::tls())
+                        .map_err(|error| failed(error.to_string()))?;
+                if let Some(roots) = roots {
+                    builder.set_ca_file(roots).map_err(|error| {
+                        failed(format!(
+                            "sslrootcert {} is not a readable PEM file of certificates: {error}",
+                            roots.display()
+                        ))
+                    })?;
+                }
+                // SslConnector verifies the chain and (through postgres-openssl, with the
+                // configured host) the server's name by default.
+                Ok(Transport::Tls(postgres_openssl::MakeTlsConnector::new(
+                    builder.build(),
+                )))
+            }
+        }
     }
 
     /// The password, from the file or the variable; `None` when neither is named (a server

@@ -4,11 +4,11 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Instant;
 
-use postgres::{Client, NoTls};
+use postgres::Client;
 use sf_contracts::canonical::Digest;
 use sf_contracts::{EvidenceRecord, EvidenceStore, EvidenceStoreError};
 
-use crate::config::PostgresConfig;
+use crate::config::{Connector, PostgresConfig};
 use crate::schema::{check, describe};
 
 /// PostgreSQL's code for a statement cancelled by `statement_timeout`.
@@ -16,7 +16,7 @@ const QUERY_CANCELED: &str = "57014";
 
 /// The evidence store on PostgreSQL.
 pub struct PostgresEvidenceStore {
-    config: postgres::Config,
+    connector: Connector,
     client: Mutex<Option<Client>>,
 }
 
@@ -32,15 +32,14 @@ impl PostgresEvidenceStore {
     /// Connects as `config` says and checks the schema (`corrupt` on any difference,
     /// `unavailable` when the server cannot be reached or refuses the role).
     pub fn connect(config: &PostgresConfig) -> Result<Self, EvidenceStoreError> {
-        let client_config =
-            config
-                .client_config()
-                .map_err(|error| EvidenceStoreError::InvalidInput {
-                    input: "[evidence_store]".into(),
-                    rule: error.to_string(),
-                })?;
+        let connector = config
+            .connector()
+            .map_err(|error| EvidenceStoreError::InvalidInput {
+                input: "[evidence_store]".into(),
+                rule: error.to_string(),
+            })?;
         let store = Self {
-            config: client_config,
+            connector,
             client: Mutex::new(None),
         };
         let client = store.open()?;
@@ -51,8 +50,8 @@ impl PostgresEvidenceStore {
     /// A new connection, its session made durable and its schema checked.
     fn open(&self) -> Result<Client, EvidenceStoreError> {
         let mut client =
-            self.config
-                .connect(NoTls)
+            self.connector
+                .connect()
                 .map_err(|error| EvidenceStoreError::Unavailable {
                     reason: format!("connecting to PostgreSQL: {}", describe(&error)),
                 })?;

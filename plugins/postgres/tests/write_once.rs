@@ -115,6 +115,19 @@ fn a_schema_changed_behind_sfs_back_is_corrupt_with_every_difference_named() {
              AS $$ BEGIN RETURN NEW; END $$",
             "the function sf_evidence_write_once",
         ),
+        (
+            "DROP TRIGGER sf_fence_only_grows ON sf_fence",
+            "sf_fence_only_grows is missing",
+        ),
+        ("GRANT DELETE ON sf_fence TO {role}", "may DELETE sf_fence"),
+        (
+            "REVOKE UPDATE ON sf_fence FROM {role}",
+            "cannot UPDATE sf_fence",
+        ),
+        (
+            "ALTER TABLE sf_fence ADD COLUMN extra text",
+            "the columns of sf_fence",
+        ),
     ];
     for (change, named) in cases {
         let database = Database::create(cluster());

@@ -11,6 +11,7 @@
 //! | [`executor`] | [`executor_conformance!`](crate::executor_conformance) |
 //! | [`evidence_store`] | [`evidence_store_conformance!`](crate::evidence_store_conformance) |
 //! | [`gate`] | [`gate_conformance!`](crate::gate_conformance) |
+//! | [`fence`] | [`fence_conformance!`](crate::fence_conformance) |
 //!
 //! ```text
 //! mod in_memory {
@@ -34,6 +35,7 @@
 
 pub mod evidence_store;
 pub mod executor;
+pub mod fence;
 pub mod gate;
 pub mod object_store;
 

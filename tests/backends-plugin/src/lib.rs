@@ -1,18 +1,20 @@
-//! sf's built-in SQLite EvidenceStore and file Gate, exported as a dynamic plugin under test
-//! tags (`test-sqlite`, `test-file-gate`), for tests only.
+//! sf's built-in SQLite EvidenceStore, file Gate and file fence, exported as a dynamic plugin
+//! under test tags (`test-sqlite`, `test-file-gate`, `test-file-fence`), for tests only.
 //!
-//! sf links both backends itself; exporting them again through `export_plugin!` lets the
-//! evidence-store and gate conformance suites, and `sf.toml` resolution through the plugin
+//! sf links these backends itself; exporting them again through `export_plugin!` lets the
+//! evidence-store, gate and fence conformance suites, and `sf.toml` resolution through the plugin
 //! path, run against real backends on the far side of the real loader and ABI.
 
 use std::path::PathBuf;
 
 use sf_host::evidence::SqliteEvidenceStore;
+use sf_host::fence::FileFence;
 use sf_host::gate::FileGate;
 use sf_host::plugin::builtin::FileGateBackend;
 use sf_sdk::export::PluginConfig;
 
-/// `[evidence_store] type = "test-sqlite", path = "/abs/evidence.db"`.
+/// `[evidence_store] type = "test-sqlite", path = "/abs/evidence.db"` (and the fence's
+/// `path`, its directory).
 #[derive(sf_sdk::serde::Deserialize)]
 #[serde(crate = "sf_sdk::serde", deny_unknown_fields)]
 struct SqliteConfig {
@@ -30,6 +32,12 @@ fn file_gate(config: &PluginConfig) -> Result<FileGate, String> {
     backend.file_gate().map_err(|error| error.to_string())
 }
 
+/// `type = "test-file-fence", path = "/abs/fence-dir"`: the file fence in that directory.
+fn file_fence(config: &PluginConfig) -> Result<FileFence, String> {
+    let SqliteConfig { path } = config.parse()?;
+    FileFence::open(&path).map_err(|error| error.to_string())
+}
+
 sf_sdk::export_plugin! {
     manifest: "sf-plugin.json",
     evidence_store: {
@@ -37,5 +45,8 @@ sf_sdk::export_plugin! {
     },
     gate: {
         "test-file-gate" => file_gate,
+    },
+    fence: {
+        "test-file-fence" => file_fence,
     },
 }

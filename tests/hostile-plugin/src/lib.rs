@@ -17,7 +17,7 @@
 //! - The `panicking` ObjectStore tag panics: `panic_in = "instantiate"` in its constructor,
 //!   `"factory"` in `create` and `open`, `"store"` (the default) in every store method and in
 //!   the store's destructor.
-//! - The `panicking` Gate and EvidenceStore tags panic in every method.
+//! - The `panicking` Gate, EvidenceStore and fence tags panic in every method.
 //! - The `memory-root` ObjectStore tag is not hostile: the sdk's in-memory store, except that
 //!   `create` also makes the root as a directory on disk, exclusively, as a real store would,
 //!   so that a test of the `sf` binary sees whether a root was created. It lives as long as the
@@ -30,13 +30,13 @@ use std::path::Path;
 use std::time::Instant;
 
 use sf_sdk::contracts::{
-    EncodedObject, EvidenceRecord, EvidenceStore, EvidenceStoreError, Gate, GateAnswer, GateError,
-    ObjectStore, ObjectStoreError, ObjectStoreFactory, RefName, RefUpdate, RefValue, StoreRoot,
-    StoredObject,
+    AttemptFence, EncodedObject, EvidenceRecord, EvidenceStore, EvidenceStoreError, FenceError,
+    FenceHold, Gate, GateAnswer, GateError, ObjectStore, ObjectStoreError, ObjectStoreFactory,
+    RefName, RefUpdate, RefValue, StoreRoot, StoredObject,
 };
 use sf_sdk::export::{
-    EvidenceStoreConstructor, GateConstructor, ObjectStoreConstructor, PluginConfig,
-    PluginDefinition, PluginEntryV1, SfBuffer, SfBytes, StaticEntry,
+    EvidenceStoreConstructor, FenceConstructor, GateConstructor, ObjectStoreConstructor,
+    PluginConfig, PluginDefinition, PluginEntryV1, SfBuffer, SfBytes, StaticEntry,
 };
 use sf_sdk::git_object::ObjectId;
 use sf_sdk::testing::InMemoryObjectStoreFactory;
@@ -52,9 +52,11 @@ static DEFINITION: PluginDefinition = PluginDefinition {
     executors: &[],
     evidence_stores: &[("panicking", panicking_evidence as EvidenceStoreConstructor)],
     gates: &[("panicking", panicking_gate as GateConstructor)],
+    fences: &[("panicking", panicking_fence as FenceConstructor)],
 };
 
-/// A Gate and an EvidenceStore that panic in every method.
+/// A Gate, an EvidenceStore and a fence that panic in every method.
+#[derive(Debug)]
 struct Panicking;
 
 impl Gate for Panicking {
@@ -94,6 +96,20 @@ fn panicking_gate(_: &PluginConfig) -> Result<Box<dyn Gate>, String> {
 }
 
 fn panicking_evidence(_: &PluginConfig) -> Result<Box<dyn EvidenceStore>, String> {
+    Ok(Box::new(Panicking))
+}
+
+impl AttemptFence for Panicking {
+    fn acquire(&self, _: &str) -> Result<Box<dyn FenceHold>, FenceError> {
+        panic!("hostile: panic in acquire")
+    }
+
+    fn last_epoch(&self, _: &str) -> Result<u64, FenceError> {
+        panic!("hostile: panic in last_epoch")
+    }
+}
+
+fn panicking_fence(_: &PluginConfig) -> Result<Box<dyn AttemptFence>, String> {
     Ok(Box::new(Panicking))
 }
 

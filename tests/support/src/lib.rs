@@ -11,12 +11,14 @@
 //!   directory the test runs from, and the directory test-only plugins are installed in.
 //! - [`git_servers`]: real Git servers on loopback (bare remotes with faulty hooks,
 //!   `git daemon`, smart HTTP, hostile servers) for tests that push and fetch.
+//! - [`fence`]: killing a fence holder, by re-executing the test binary as one.
 //! - [`postgres`]: a throwaway PostgreSQL cluster on 127.0.0.1, run as an unprivileged user.
 //!
 //! It depends on no backend and not on sf-host, so any backend crate can dev-depend on it.
 
 pub mod build;
 pub mod executor;
+pub mod fence;
 pub mod git_servers;
 pub mod object_store;
 pub mod postgres;

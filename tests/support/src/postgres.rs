@@ -131,6 +131,63 @@ impl PgCluster {
             .output();
     }
 
+    /// Makes the server speak TLS, with a new self-signed certificate for `127.0.0.1` (made
+    /// by the `openssl` command), and refuse every TCP connection without it; restarts it
+    /// (on another port). Returns a copy of the certificate: what a client trusts as its root.
+    pub fn require_tls(&mut self) -> PathBuf {
+        let (cert, key) = (self.data.join("server.crt"), self.data.join("server.key"));
+        let made = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            ])
+            .args([
+                "-subj",
+                "/CN=127.0.0.1",
+                "-addext",
+                "subjectAltName=IP:127.0.0.1",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("running openssl");
+        check(&made, "openssl req");
+        for file in [&cert, &key] {
+            std::fs::set_permissions(file, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod the server's certificate and key");
+            if let Some(uid) = self.uid {
+                nix::unistd::chown(
+                    file,
+                    Some(nix::unistd::Uid::from_raw(uid)),
+                    Some(nix::unistd::Gid::from_raw(uid)),
+                )
+                .expect("chown the server's certificate and key");
+            }
+        }
+        let append = |file: &str, text: &str, first: bool| {
+            let path = self.data.join(file);
+            let old = std::fs::read_to_string(&path).expect("a configuration file");
+            let new = if first {
+                format!("{text}{old}")
+            } else {
+                format!("{old}{text}")
+            };
+            std::fs::write(&path, new).expect("writing a configuration file");
+        };
+        append(
+            "postgresql.conf",
+            "\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n",
+            false,
+        );
+        // First match wins: a TCP connection without TLS is refused before any other line.
+        append("pg_hba.conf", "hostnossl all all all reject\n", true);
+        let root = self.dir.path().join("root.pem");
+        std::fs::copy(&cert, &root).expect("copying the certificate");
+        self.restart();
+        root
+    }
+
     /// The TCP port the server listens on (127.0.0.1).
     pub fn port(&self) -> u16 {
         self.port

@@ -51,6 +51,8 @@ impl Database {
             password_file: Some(self.password_file.clone()),
             password_env: None,
             connect_timeout_seconds: 10,
+            sslmode: Default::default(),
+            sslrootcert: None,
         }
     }
 
