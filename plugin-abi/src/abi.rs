@@ -29,8 +29,10 @@ pub const ABI_MAJOR: u32 = 1;
 /// The ABI minor version this host and this sdk speak. Minor 1 added the `evidence-store` and
 /// `gate` contracts; minor 2 the executor's `run_v2` (the harness); minor 3 its `run_v3`
 /// (enforcement as the Executor's own facts); minor 4 its `run_v4` (snapshot entries with
-/// their modes: executables and symbolic links); minor 5 its `run_v5` (the limits a run hit).
-pub const ABI_MINOR: u32 = 6;
+/// their modes: executables and symbolic links); minor 5 its `run_v5` (the limits a run hit);
+/// minor 6 its `run_v6` (commands and their results); minor 7 the object store's read scopes
+/// (`begin_reads`, `end_reads`).
+pub const ABI_MINOR: u32 = 7;
 
 /// The call succeeded; the reply is the answer message.
 pub const STATUS_OK: i32 = 0;

@@ -2,7 +2,7 @@
 //! bytes returned as fresh copies. Nothing is ever repaired.
 
 use crate::canonical::{self, Digest};
-use crate::contracts::RefValue;
+use crate::contracts::{ObjectStoreExt, RefValue};
 use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind};
 use crate::snapshot::SnapshotFile;
 
@@ -23,6 +23,9 @@ impl Repository {
     /// compared, the edits and proposal digest recomputed, and the base a factory commit with
     /// the recorded tree). Corruption is reported, never repaired. Files are fresh copies.
     pub fn export_candidate(&self, digest: &Digest) -> Result<SealedCandidate, RepositoryError> {
+        // One read scope for the whole export: every level and blob of the Candidate and of
+        // its base comes through one reader.
+        let _reads = self.store.read_scope();
         let name = candidate_ref(digest);
         let seal_commit = match self.store.read_ref(&name, self.deadline())? {
             None => {
