@@ -130,6 +130,31 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GIT_ATTR_NOSYSTEM", "1"),
 ];
 
+/// The command [`run_git`] starts, for a caller that keeps the process running and talks to
+/// it itself (a long-lived `cat-file --batch`): the shared `-c` settings then `args`, the
+/// cleared environment (the fixed [`ENVIRONMENT`], `GIT_DIR` = `git_dir`, `HOME` = `home`),
+/// `git_dir` as working directory, a process group of its own, and every standard stream
+/// piped. The caller bounds, drains, kills and reaps it.
+pub fn hardened_command(git: &Path, home: &Path, git_dir: &Path, args: &[String]) -> Command {
+    use std::os::unix::process::CommandExt as _;
+    let mut command = Command::new(git);
+    for setting in COMMAND_CONFIG {
+        command.arg("-c").arg(setting);
+    }
+    command
+        .args(args)
+        .env_clear()
+        .env("GIT_DIR", git_dir)
+        .env("HOME", home)
+        .envs(ENVIRONMENT.iter().copied())
+        .current_dir(git_dir)
+        .process_group(0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
 /// Stderr bytes kept; the rest is drained and dropped so that Git never blocks on it.
 const STDERR_KEPT_BYTES: usize = 16 * 1024;
 

@@ -31,8 +31,9 @@ pub const ABI_MAJOR: u32 = 1;
 /// (enforcement as the Executor's own facts); minor 4 its `run_v4` (snapshot entries with
 /// their modes: executables and symbolic links); minor 5 its `run_v5` (the limits a run hit);
 /// minor 6 its `run_v6` (commands); minor 7 a command's executable scratch (`run_v6`'s
-/// `scratchExecutable`, never sent to a plugin of an older minor).
-pub const ABI_MINOR: u32 = 7;
+/// `scratchExecutable`, never sent to a plugin of an older minor); minor 8 the object store's
+/// read scopes (`begin_reads`, `end_reads`, sent only to a plugin of minor 8 or later).
+pub const ABI_MINOR: u32 = 8;
 
 /// The call succeeded; the reply is the answer message.
 pub const STATUS_OK: i32 = 0;

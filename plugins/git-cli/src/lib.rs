@@ -14,7 +14,10 @@
 //! - `boundary`: the history boundaries of imported bases (Git's `shallow` list);
 //! - `binary`: pinning and digesting the Git binary;
 //! - `runner`: spawning Git with a fixed surface and hard bounds;
-//! - `batch`: parsing `cat-file --batch` answers;
+//! - `reader`: a long-lived `cat-file --batch-command --buffer` serving the reads of a read
+//!   scope;
+//! - `batch`: parsing `cat-file` answers as they arrive;
+//! - `packs`: the pack files one object write leaves, checked by name and shape;
 //! - `refs`: parsing `for-each-ref` output and judging ref files Git skipped;
 //! - `store`: the trait implementation;
 //! - `factory`: configuration and the factory;
@@ -30,7 +33,9 @@ mod errors;
 mod factory;
 mod layout;
 mod ownership;
+mod packs;
 mod plugin;
+mod reader;
 mod refs;
 mod runner;
 mod store;
@@ -40,7 +45,7 @@ pub use factory::{GitCliConfig, GitCliFactory};
 pub use layout::{
     CONFIG, HEAD, HEAD_LOCK, MARKER_MAX_BYTES, MARKER_NAME, PATH_MAX_BYTES, TOP_LEVEL,
 };
-pub use ownership::FINALISATION_SEARCH_LIMIT;
+pub use packs::FINALISATION_SEARCH_LIMIT;
 pub use plugin::GitCliBackend;
 pub use refs::{LIST_REFS_OUTPUT_BYTES, LIST_REFS_WALK_ENTRIES, READ_REF_OUTPUT_BYTES};
 pub use store::GitCliStore;

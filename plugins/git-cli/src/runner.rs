@@ -14,8 +14,10 @@ use std::time::Instant;
 
 use sf_contracts::git_object::ObjectId;
 use sf_contracts::{ObjectStoreError, RefName};
-use sf_git::process::run_git;
+
+use crate::reader::BatchReader;
 pub(crate) use sf_git::process::{Ending, GitRun};
+use sf_git::process::{hardened_command, run_git};
 
 /// The `for-each-ref` format: name, symbolic target and object, NUL-separated because none of
 /// them can hold a NUL.
@@ -24,9 +26,10 @@ pub(crate) const REF_FORMAT: &str = "--format=%(refname)%00%(symref)%00%(objectn
 /// The only Git invocations this store makes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Subcommand<'a> {
-    /// `unpack-objects --strict -q`, reading a pack on stdin.
-    UnpackObjects,
-    /// `cat-file --batch`, reading object ids on stdin.
+    /// `index-pack --strict --stdin`, reading a pack on stdin and keeping it as one pack.
+    IndexPack,
+    /// `cat-file --batch-command --buffer`, reading `contents <id>` commands and a `flush`
+    /// on stdin.
     CatFileBatch,
     /// `update-ref --no-deref <name> <new> <old>`; `old` zero means "must be absent".
     UpdateRef {
@@ -41,8 +44,12 @@ pub(crate) enum Subcommand<'a> {
 impl Subcommand<'_> {
     fn args(&self) -> Vec<String> {
         match self {
-            Self::UnpackObjects => vec!["unpack-objects".into(), "--strict".into(), "-q".into()],
-            Self::CatFileBatch => vec!["cat-file".into(), "--batch".into()],
+            Self::IndexPack => vec!["index-pack".into(), "--strict".into(), "--stdin".into()],
+            Self::CatFileBatch => vec![
+                "cat-file".into(),
+                "--batch-command".into(),
+                "--buffer".into(),
+            ],
             Self::UpdateRef { name, new, old } => vec![
                 "update-ref".into(),
                 "--no-deref".into(),
@@ -93,6 +100,25 @@ impl GitRunner {
             stdout_cap,
             deadline,
         )
+        .map_err(|error| ObjectStoreError::Unavailable {
+            reason: format!(
+                "{}: could not start {}: {error}",
+                self.git.display(),
+                subcommand.describe()
+            ),
+        })
+    }
+
+    /// Starts a long-lived `cat-file --batch-command --buffer` in `root`, with the same settings, environment
+    /// and HOME as every other command.
+    pub(crate) fn batch_reader(&self, root: &Path) -> Result<BatchReader, ObjectStoreError> {
+        let subcommand = Subcommand::CatFileBatch;
+        BatchReader::spawn(hardened_command(
+            &self.git,
+            self.home.path(),
+            root,
+            &subcommand.args(),
+        ))
         .map_err(|error| ObjectStoreError::Unavailable {
             reason: format!(
                 "{}: could not start {}: {error}",
