@@ -130,31 +130,6 @@ pub const ENVIRONMENT: &[(&str, &str)] = &[
     ("GIT_ATTR_NOSYSTEM", "1"),
 ];
 
-/// The command [`run_git`] starts, for a caller that keeps the process running and talks to
-/// it itself (a long-lived `cat-file --batch`): the shared `-c` settings then `args`, the
-/// cleared environment (the fixed [`ENVIRONMENT`], `GIT_DIR` = `git_dir`, `HOME` = `home`),
-/// `git_dir` as working directory, a process group of its own, and every standard stream
-/// piped. The caller bounds, drains, kills and reaps it.
-pub fn hardened_command(git: &Path, home: &Path, git_dir: &Path, args: &[String]) -> Command {
-    use std::os::unix::process::CommandExt as _;
-    let mut command = Command::new(git);
-    for setting in COMMAND_CONFIG {
-        command.arg("-c").arg(setting);
-    }
-    command
-        .args(args)
-        .env_clear()
-        .env("GIT_DIR", git_dir)
-        .env("HOME", home)
-        .envs(ENVIRONMENT.iter().copied())
-        .current_dir(git_dir)
-        .process_group(0)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    command
-}
-
 /// Stderr bytes kept; the rest is drained and dropped so that Git never blocks on it.
 const STDERR_KEPT_BYTES: usize = 16 * 1024;
 
@@ -271,15 +246,13 @@ pub struct GitCall<'a> {
 }
 
 impl GitCall<'_> {
-    /// Runs it: see [`run_git`]. The process leads a process group of its own, so that at the
-    /// deadline (or the output cap) everything it started (a transport helper, a local
-    /// receive-pack) is killed with it.
-    pub fn run(
-        self,
-        stdin: Vec<u8>,
-        stdout_cap: u64,
-        deadline: Instant,
-    ) -> std::io::Result<GitRun> {
+    /// The command [`GitCall::run`] starts, for a caller that keeps the process running and
+    /// talks to it itself (a long-lived `cat-file --batch-command`): the shared `-c` settings
+    /// then the arguments, the cleared environment (the fixed [`ENVIRONMENT`], `GIT_DIR`,
+    /// `HOME`, the extra variables), `git_dir` as working directory, a process group of its
+    /// own, the address-space bound, and every standard stream piped. Whoever spawns it
+    /// bounds, drains, kills and reaps it.
+    pub fn command(&self) -> Command {
         use std::os::unix::process::CommandExt as _;
         let mut command = Command::new(self.git);
         for setting in COMMAND_CONFIG {
@@ -316,6 +289,19 @@ impl GitCall<'_> {
                 });
             }
         }
+        command
+    }
+
+    /// Runs it: see [`run_git`]. The process leads a process group of its own, so that at the
+    /// deadline (or the output cap) everything it started (a transport helper, a local
+    /// receive-pack) is killed with it.
+    pub fn run(
+        self,
+        stdin: Vec<u8>,
+        stdout_cap: u64,
+        deadline: Instant,
+    ) -> std::io::Result<GitRun> {
+        let mut command = self.command();
         let mut child = command.spawn()?;
         Ok(supervise(&mut child, stdin, stdout_cap, deadline))
     }

@@ -276,7 +276,9 @@ fn old_minor_reads(library: &Path) -> BTreeMap<String, Value> {
         PluginObjectStoreFactory::new(&plugin, "memory-root", &serde_json::Map::new()).unwrap();
     let store = factory.create(&parent.join("root"), deadline()).unwrap();
     let blob = EncodedObject::new(ObjectKind::Blob, b"read me\n".to_vec());
-    store.write_objects(&[blob.clone()], deadline()).unwrap();
+    store
+        .write_objects(std::slice::from_ref(&blob), deadline())
+        .unwrap();
     let read = {
         let _scope = store.read_scope();
         store.read_verified(&[blob.id], 4096, deadline()).unwrap()

@@ -1,6 +1,6 @@
 //! Spawning Git: the one place a Git process starts, with a fixed surface and hard bounds.
 //!
-//! Only four subcommands run, each with a fixed argument list, under `-c` settings that switch
+//! Only five subcommands run, each with a fixed argument list, under `-c` settings that switch
 //! off hooks, fsmonitor, reflogs, gc, maintenance, replace refs, transports and credential
 //! helpers, in a cleared environment whose HOME is an empty private directory. Input is written from a thread, stdout and stderr are drained by threads
 //! with byte caps, and a wall-clock deadline kills (SIGKILL) and reaps the process. The
@@ -17,7 +17,7 @@ use sf_contracts::{ObjectStoreError, RefName};
 
 use crate::reader::BatchReader;
 pub(crate) use sf_git::process::{Ending, GitRun};
-use sf_git::process::{hardened_command, run_git};
+use sf_git::process::{GitCall, run_git};
 
 /// The `for-each-ref` format: name, symbolic target and object, NUL-separated because none of
 /// them can hold a NUL.
@@ -39,6 +39,10 @@ pub(crate) enum Subcommand<'a> {
     },
     /// `for-each-ref --format=... <pattern>`; the pattern is a validated ref name or prefix.
     ForEachRef { pattern: &'a str },
+    /// `repack --geometric=2 -d -n --no-write-bitmap-index -q`: the roll-up of small packs
+    /// ([`crate::rollup`]); `-n` because `update-server-info` would write files the layout
+    /// does not allow.
+    Repack,
 }
 
 impl Subcommand<'_> {
@@ -60,6 +64,16 @@ impl Subcommand<'_> {
             Self::ForEachRef { pattern } => {
                 vec!["for-each-ref".into(), REF_FORMAT.into(), (*pattern).into()]
             }
+            Self::Repack => [
+                "repack",
+                "--geometric=2",
+                "-d",
+                "-n",
+                "--no-write-bitmap-index",
+                "-q",
+            ]
+            .map(String::from)
+            .to_vec(),
         }
     }
 
@@ -113,13 +127,16 @@ impl GitRunner {
     /// and HOME as every other command.
     pub(crate) fn batch_reader(&self, root: &Path) -> Result<BatchReader, ObjectStoreError> {
         let subcommand = Subcommand::CatFileBatch;
-        BatchReader::spawn(hardened_command(
-            &self.git,
-            self.home.path(),
-            root,
-            &subcommand.args(),
-        ))
-        .map_err(|error| ObjectStoreError::Unavailable {
+        let args = subcommand.args();
+        let call = GitCall {
+            git: &self.git,
+            home: self.home.path(),
+            git_dir: root,
+            args: &args,
+            address_space: None,
+            extra_env: &[],
+        };
+        BatchReader::spawn(call.command()).map_err(|error| ObjectStoreError::Unavailable {
             reason: format!(
                 "{}: could not start {}: {error}",
                 self.git.display(),

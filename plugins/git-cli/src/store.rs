@@ -27,11 +27,15 @@ use crate::refs::{
     LIST_REFS_OUTPUT_BYTES, READ_REF_OUTPUT_BYTES, RefFile, parse_listing, read_ref_file,
     walk_ref_files,
 };
+use crate::rollup;
 use crate::runner::{Ending, GitRun, GitRunner, Subcommand};
 use sf_git::pack;
 
 /// Output cap for `index-pack --stdin`, which writes one line naming the pack.
 const INDEX_PACK_OUTPUT_BYTES: u64 = 64 * 1024;
+
+/// Output cap for `repack -q`, which writes nothing on success.
+const REPACK_OUTPUT_BYTES: u64 = 64 * 1024;
 
 /// One owned root, served through the pinned Git binary. Obtained only from
 /// [`GitCliFactory`](crate::GitCliFactory).
@@ -123,6 +127,29 @@ impl GitCliStore {
             }),
             _ => Ok(run),
         }
+    }
+
+    /// After a write: rolls small packs up when the root holds more than
+    /// [`rollup::MAX_PACKS`] and no one else holds the pack lock, within what is left of the
+    /// write's deadline. Housekeeping: the objects were written and checked, so a roll-up
+    /// that fails or runs out of time fails nothing (the next write tries again), but the
+    /// root must still pass its ownership check after Git ran in it.
+    fn roll_up(&self, deadline: Instant) -> Result<(), ObjectStoreError> {
+        if Instant::now() >= deadline || !rollup::over_limit(&self.root.path)? {
+            return Ok(());
+        }
+        let Some(_alone) = rollup::try_alone(&self.root.path)? else {
+            return Ok(());
+        };
+        self.check_ownership()?;
+        let _ = self.runner.run(
+            &self.root.path,
+            &Subcommand::Repack,
+            Vec::new(),
+            REPACK_OUTPUT_BYTES,
+            deadline,
+        );
+        self.check_ownership()
     }
 
     /// Reads `ids` (distinct) through the reader of the open read scope, or through one
@@ -388,6 +415,8 @@ impl ObjectStore for GitCliStore {
         }
         let pack = pack::encode(&unique)?;
         let slot = PackSlot::of(&pack);
+        // Held until the pack's files were checked: no roll-up removes them meanwhile.
+        let shared = rollup::share(&self.root.path, deadline)?;
         slot.check_before(&self.root.path)?;
         let subcommand = Subcommand::IndexPack;
         let run = self.runner.run(
@@ -417,7 +446,9 @@ impl ObjectStore for GitCliStore {
                 slot.name()
             )));
         }
-        slot.check_after(&self.root.path)
+        slot.check_after(&self.root.path)?;
+        drop(shared);
+        self.roll_up(deadline)
     }
 
     fn read_objects(

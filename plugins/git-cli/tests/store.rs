@@ -1187,3 +1187,109 @@ fn stores_are_usable_through_the_trait_objects() {
     );
     assert_code(reopened.mark(MARKER, soon()), "invalid-input");
 }
+
+/// The `pack-*.pack` files of `root`.
+fn pack_count(root: &Path) -> usize {
+    fs::read_dir(root.join("objects/pack"))
+        .expect("lists")
+        .filter(|entry| {
+            let name = entry.as_ref().expect("entry").file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("pack-") && name.ends_with(".pack")
+        })
+        .count()
+}
+
+/// Writes `count` blobs, one write (one pack) each, named by `tag`; no ref names any.
+fn write_blobs(store: &GitCliStore, tag: &str, count: usize) -> Vec<EncodedObject> {
+    (0..count)
+        .map(|at| {
+            let blob = EncodedObject::new(ObjectKind::Blob, format!("{tag} {at}\n").into_bytes());
+            store
+                .write_objects(std::slice::from_ref(&blob), soon())
+                .expect("writes");
+            blob
+        })
+        .collect()
+}
+
+fn assert_all_read(store: &GitCliStore, blobs: &[EncodedObject]) {
+    let ids: Vec<ObjectId> = blobs.iter().map(|blob| blob.id).collect();
+    let read = store.read_objects(&ids, 1 << 20, soon()).expect("reads");
+    for (blob, answer) in blobs.iter().zip(read) {
+        assert_eq!(
+            answer.map(|object| object.body),
+            Some(blob.body.clone()),
+            "{}",
+            blob.id
+        );
+    }
+}
+
+/// The pack lock, as a concurrent roll-up (exclusive) or write (shared) holds it.
+fn hold_pack_lock(root: &Path, arg: nix::fcntl::FlockArg) -> nix::fcntl::Flock<fs::File> {
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(root.join("objects/info/sf-packs.lock"))
+        .expect("opens the lock");
+    nix::fcntl::Flock::lock(file, arg).expect("locks")
+}
+
+#[test]
+fn packs_past_the_bound_are_rolled_up_and_every_object_is_kept() {
+    let fixture = marked();
+    let before = top_level(fixture.root());
+    let first = write_blobs(&fixture.store, "first", sf_git_cli::MAX_PACKS);
+    assert_eq!(pack_count(fixture.root()), sf_git_cli::MAX_PACKS);
+    // One more pack is past the bound: the write rolls the small packs up.
+    let more = write_blobs(&fixture.store, "more", 1);
+    let after = pack_count(fixture.root());
+    assert!(after < sf_git_cli::MAX_PACKS / 2, "{after} packs");
+    // Every object is still there, though no ref names any of them, and the root is still
+    // exactly the one created (the reads check it).
+    assert_all_read(&fixture.store, &first);
+    assert_all_read(&fixture.store, &more);
+    assert_eq!(top_level(fixture.root()), before);
+    let leftovers: Vec<String> = fs::read_dir(fixture.root().join("objects/info"))
+        .expect("lists")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .filter(|name| name != "sf-packs.lock")
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn no_roll_up_while_a_write_holds_the_pack_lock_and_no_write_while_a_roll_up_does() {
+    let fixture = marked();
+    let writing = hold_pack_lock(fixture.root(), nix::fcntl::FlockArg::LockSharedNonblock);
+    // Another write is under way: writes share the lock, and none rolls up.
+    let blobs = write_blobs(&fixture.store, "shared", sf_git_cli::MAX_PACKS + 2);
+    assert_eq!(pack_count(fixture.root()), sf_git_cli::MAX_PACKS + 2);
+    drop(writing);
+    let blobs = [blobs, write_blobs(&fixture.store, "alone", 1)].concat();
+    assert!(pack_count(fixture.root()) < sf_git_cli::MAX_PACKS);
+    assert_all_read(&fixture.store, &blobs);
+    // A roll-up under way: a write waits for it, within its deadline.
+    let rolling = hold_pack_lock(fixture.root(), nix::fcntl::FlockArg::LockExclusiveNonblock);
+    let blob = EncodedObject::new(ObjectKind::Blob, b"waits\n".to_vec());
+    let result = fixture.store.write_objects(
+        std::slice::from_ref(&blob),
+        Instant::now() + Duration::from_millis(200),
+    );
+    assert_code(result, "timeout");
+    drop(rolling);
+    fixture
+        .store
+        .write_objects(std::slice::from_ref(&blob), soon())
+        .expect("writes once the roll-up ended");
+    assert_all_read(&fixture.store, &[blob]);
+}
