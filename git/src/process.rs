@@ -394,8 +394,9 @@ fn wait_bounded(child: &mut Child, overflow: &AtomicBool, deadline: Instant) -> 
 }
 
 /// SIGKILL to its process group (everything it started), then wait so that no zombie is
-/// left. Errors mean it already ended.
-fn kill_and_reap(child: &mut Child) {
+/// left. Errors mean it already ended. For a process started from [`GitCall::command`], which
+/// leads its own group.
+pub fn kill_and_reap(child: &mut Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
         let _ = nix::sys::signal::killpg(
             nix::unistd::Pid::from_raw(pid),

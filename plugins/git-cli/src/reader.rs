@@ -25,6 +25,7 @@ use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use sf_contracts::git_object::ObjectId;
 use sf_contracts::{ObjectStoreError, StoredObject};
+use sf_git::process::kill_and_reap;
 
 use crate::batch;
 
@@ -279,19 +280,6 @@ impl Drop for BatchReader {
 
 fn would_block(error: &std::io::Error) -> bool {
     matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted)
-}
-
-/// SIGKILL to its process group, then wait, so that no zombie is left. Errors mean it already
-/// ended.
-fn kill_and_reap(child: &mut Child) {
-    if let Ok(pid) = i32::try_from(child.id()) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// Keeps the first [`STDERR_KEPT_BYTES`] of `pipe` in `kept` and drops the rest, until the

@@ -333,15 +333,8 @@ fn a_write_is_one_pack_named_by_its_checksum() {
         "Git keeps the pack byte for byte"
     );
     // No loose object was written.
-    let loose: Vec<String> = fs::read_dir(fixture.root().join("objects"))
-        .expect("lists")
-        .map(|entry| {
-            entry
-                .expect("entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
+    let loose: Vec<String> = dir_names(&fixture.root().join("objects"))
+        .into_iter()
         .filter(|name| name.len() == 2)
         .collect();
     assert!(loose.is_empty(), "{loose:?}");
@@ -1190,14 +1183,24 @@ fn stores_are_usable_through_the_trait_objects() {
 
 /// The `pack-*.pack` files of `root`.
 fn pack_count(root: &Path) -> usize {
-    fs::read_dir(root.join("objects/pack"))
-        .expect("lists")
-        .filter(|entry| {
-            let name = entry.as_ref().expect("entry").file_name();
-            let name = name.to_string_lossy();
-            name.starts_with("pack-") && name.ends_with(".pack")
-        })
+    dir_names(&root.join("objects/pack"))
+        .iter()
+        .filter(|name| name.starts_with("pack-") && name.ends_with(".pack"))
         .count()
+}
+
+/// The names in the directory `dir`.
+fn dir_names(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .expect("lists")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
 }
 
 /// Writes `count` blobs, one write (one pack) each, named by `tag`; no ref names any.
@@ -1253,15 +1256,8 @@ fn packs_past_the_bound_are_rolled_up_and_every_object_is_kept() {
     assert_all_read(&fixture.store, &first);
     assert_all_read(&fixture.store, &more);
     assert_eq!(top_level(fixture.root()), before);
-    let leftovers: Vec<String> = fs::read_dir(fixture.root().join("objects/info"))
-        .expect("lists")
-        .map(|entry| {
-            entry
-                .expect("entry")
-                .file_name()
-                .to_string_lossy()
-                .into_owned()
-        })
+    let leftovers: Vec<String> = dir_names(&fixture.root().join("objects/info"))
+        .into_iter()
         .filter(|name| name != "sf-packs.lock")
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
