@@ -37,14 +37,12 @@ use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sf_host::canonical::Digest;
 use sf_host::contracts::ObjectStoreFactory;
 use sf_host::contracts::tree_path::EntryMode;
 use sf_host::git_object::ObjectId;
-use sf_host::plugin::{PluginObjectStoreFactory, load};
 use sf_host::repository::{
     CreateRepository, FileEdit, FrozenInputs, InitialBase, Proposal, ProposalBounds, Repository,
     RepositoryIdentity, RepositoryOptions, Slice, SliceBinding, SourceFile, create_repository,
@@ -64,19 +62,7 @@ struct Options {
 
 fn main() -> Result<(), Box<dyn Error>> {
     let options = parse_options()?;
-    let library = options.plugin_dir.join(format!(
-        "{}sf_git_cli{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    ));
-    let plugin = load(&library).map_err(|error| {
-        format!("{error}\n(build it first: cargo build --release -p sf-git-cli)")
-    })?;
-    let factory: Arc<dyn ObjectStoreFactory> = Arc::new(PluginObjectStoreFactory::new(
-        &plugin,
-        "git-cli",
-        &Default::default(),
-    )?);
+    let (plugin, factory) = sf_examples::git_cli_plugin(&options.plugin_dir)?;
 
     let workdir = tempfile::Builder::new()
         .prefix("sf-seal-scale-")
@@ -86,7 +72,7 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     println!(
         "seal_scale: git-cli plugin {} (ABI 1.{}); files of {} bytes; {} runs each",
-        library.display(),
+        plugin.library().display(),
         plugin.abi_minor(),
         options.file_bytes,
         options.runs
@@ -168,11 +154,7 @@ fn parse_options() -> Result<Options, Box<dyn Error>> {
         small: 1_000,
         large: 100_000,
         file_bytes: 1_024,
-        plugin_dir: std::env::current_exe()?
-            .parent()
-            .and_then(Path::parent)
-            .ok_or("cannot find target/<profile> above this program")?
-            .to_path_buf(),
+        plugin_dir: sf_examples::default_plugin_dir()?,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
