@@ -47,5 +47,5 @@ pub use gate::{Gate, GateAnswer, GateError, GateExt, Withheld, is_valid_reason};
 pub use limit_hit::{Limit, LimitHit, MAX_LIMIT_DETAIL_CHARS, check_limits_hit};
 pub use object_store::{
     EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreExt, ObjectStoreFactory,
-    READ_FRAMING_BYTES, RefName, RefUpdate, RefValue, StoreRoot, StoredObject,
+    READ_FRAMING_BYTES, ReadScope, RefName, RefUpdate, RefValue, StoreRoot, StoredObject,
 };

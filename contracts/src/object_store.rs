@@ -257,6 +257,18 @@ pub trait ObjectStore: Send + Sync {
         Err(no_boundaries())
     }
 
+    /// Opens a read scope: the caller is about to read many times for one operation (a tree
+    /// level by level, then its blobs), and the store may serve every read until the matching
+    /// [`end_reads`](Self::end_reads) from one reader it keeps open (git-cli: one long-lived
+    /// `cat-file`) instead of one per read. Scopes nest; the reader ends with the last one,
+    /// so that no read after the operation is answered by a reader that has held the object
+    /// database open since before it. A hint only: answers and checks are the same inside
+    /// and outside a scope. The default does nothing.
+    fn begin_reads(&self) {}
+
+    /// Closes the scope [`begin_reads`](Self::begin_reads) opened. The default does nothing.
+    fn end_reads(&self) {}
+
     /// Reads `ids` in order; `None` for a missing object. The whole answer (bodies plus 64
     /// framing bytes per unique id) may not exceed `budget` bytes: past it, the read fails
     /// `limit`. Hosts re-hash what they get.
@@ -337,9 +349,28 @@ pub trait ObjectStoreExt: ObjectStore {
         }
         Ok(answers)
     }
+
+    /// Opens a read scope ([`ObjectStore::begin_reads`]) that closes when the guard drops,
+    /// on every path out of the operation.
+    fn read_scope(&self) -> ReadScope<'_, Self> {
+        self.begin_reads();
+        ReadScope { store: self }
+    }
 }
 
 impl<T: ObjectStore + ?Sized> ObjectStoreExt for T {}
+
+/// An open read scope of `store`; dropping it closes the scope.
+#[must_use = "the scope closes as soon as the guard drops"]
+pub struct ReadScope<'a, S: ObjectStore + ?Sized> {
+    store: &'a S,
+}
+
+impl<S: ObjectStore + ?Sized> Drop for ReadScope<'_, S> {
+    fn drop(&mut self) {
+        self.store.end_reads();
+    }
+}
 
 contract_error! {
     /// Why an ObjectStore refused. Every variant means nothing was started by the failing call.

@@ -25,7 +25,6 @@ use std::time::{Duration, Instant};
 use sf_git_cli::{GitCliConfig, GitCliFactory};
 use sf_host::canonical::Digest;
 use sf_host::contracts::ObjectStoreFactory;
-use sf_host::plugin::{PluginObjectStoreFactory, load};
 use sf_host::repository::{
     CreateRepository, FileEdit, FrozenInputs, InitialBase, Proposal, ProposalBounds,
     RepositoryOptions, Slice, SliceBinding, SourceText, create_repository, open_repository,
@@ -36,25 +35,9 @@ fn main() -> Result<(), Box<dyn Error>> {
     let runs: usize = args.next().map(|n| n.parse()).transpose()?.unwrap_or(21);
     let plugin_dir = match args.next() {
         Some(dir) => PathBuf::from(dir),
-        None => std::env::current_exe()?
-            .parent()
-            .and_then(Path::parent)
-            .ok_or("cannot find target/<profile> above this program")?
-            .to_path_buf(),
+        None => sf_examples::default_plugin_dir()?,
     };
-    let library = plugin_dir.join(format!(
-        "{}sf_git_cli{}",
-        std::env::consts::DLL_PREFIX,
-        std::env::consts::DLL_SUFFIX
-    ));
-    let plugin = load(&library).map_err(|error| {
-        format!("{error}\n(build it first: cargo build --release -p sf-git-cli)")
-    })?;
-    let dynamic: Arc<dyn ObjectStoreFactory> = Arc::new(PluginObjectStoreFactory::new(
-        &plugin,
-        "git-cli",
-        &Default::default(),
-    )?);
+    let (plugin, dynamic) = sf_examples::git_cli_plugin(&plugin_dir)?;
     let linked: Arc<dyn ObjectStoreFactory> =
         Arc::new(GitCliFactory::new(GitCliConfig::default())?);
 
@@ -75,7 +58,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     println!(
         "git-cli plugin: {} (sf-sdk {}, ABI 1.{}); {runs} runs each, medians:",
-        library.display(),
+        plugin.library().display(),
         plugin.sdk_version(),
         plugin.abi_minor()
     );

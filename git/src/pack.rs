@@ -1,5 +1,6 @@
 //! Pack encoding: objects already encoded and hashed, framed as a version-2 pack for
-//! `git unpack-objects --strict`. No deltas: each object is its zlib-deflated body, so Git
+//! `git index-pack --strict` (the object store keeps it as one pack) or `git unpack-objects`
+//! (a push's temporary repository). No deltas: each object is its zlib-deflated body, so Git
 //! re-hashes exactly the bytes the host hashed.
 
 use std::io::Write;

@@ -246,15 +246,13 @@ pub struct GitCall<'a> {
 }
 
 impl GitCall<'_> {
-    /// Runs it: see [`run_git`]. The process leads a process group of its own, so that at the
-    /// deadline (or the output cap) everything it started (a transport helper, a local
-    /// receive-pack) is killed with it.
-    pub fn run(
-        self,
-        stdin: Vec<u8>,
-        stdout_cap: u64,
-        deadline: Instant,
-    ) -> std::io::Result<GitRun> {
+    /// The command [`GitCall::run`] starts, for a caller that keeps the process running and
+    /// talks to it itself (a long-lived `cat-file --batch-command`): the shared `-c` settings
+    /// then the arguments, the cleared environment (the fixed [`ENVIRONMENT`], `GIT_DIR`,
+    /// `HOME`, the extra variables), `git_dir` as working directory, a process group of its
+    /// own, the address-space bound, and every standard stream piped. Whoever spawns it
+    /// bounds, drains, kills and reaps it.
+    pub fn command(&self) -> Command {
         use std::os::unix::process::CommandExt as _;
         let mut command = Command::new(self.git);
         for setting in COMMAND_CONFIG {
@@ -291,6 +289,19 @@ impl GitCall<'_> {
                 });
             }
         }
+        command
+    }
+
+    /// Runs it: see [`run_git`]. The process leads a process group of its own, so that at the
+    /// deadline (or the output cap) everything it started (a transport helper, a local
+    /// receive-pack) is killed with it.
+    pub fn run(
+        self,
+        stdin: Vec<u8>,
+        stdout_cap: u64,
+        deadline: Instant,
+    ) -> std::io::Result<GitRun> {
+        let mut command = self.command();
         let mut child = command.spawn()?;
         Ok(supervise(&mut child, stdin, stdout_cap, deadline))
     }
@@ -383,8 +394,9 @@ fn wait_bounded(child: &mut Child, overflow: &AtomicBool, deadline: Instant) -> 
 }
 
 /// SIGKILL to its process group (everything it started), then wait so that no zombie is
-/// left. Errors mean it already ended.
-fn kill_and_reap(child: &mut Child) {
+/// left. Errors mean it already ended. For a process started from [`GitCall::command`], which
+/// leads its own group.
+pub fn kill_and_reap(child: &mut Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
         let _ = nix::sys::signal::killpg(
             nix::unistd::Pid::from_raw(pid),

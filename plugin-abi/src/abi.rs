@@ -33,8 +33,10 @@ pub const ABI_MAJOR: u32 = 1;
 /// minor 6 its `run_v6` (commands); minor 7 a command's executable scratch (`run_v6`'s
 /// `scratchExecutable`, never sent to a plugin of an older minor); minor 8 a command's root
 /// environment (`run_v6`'s `environment.at` of `/`, likewise); minor 9 the `fence` contract
-/// (the attempt fence, never instantiated from a plugin of an older minor).
-pub const ABI_MINOR: u32 = 9;
+/// (the attempt fence, never instantiated from a plugin of an older minor); minor 10 the
+/// object store's read scopes (`begin_reads`, `end_reads`, sent only to a plugin of minor 10
+/// or later).
+pub const ABI_MINOR: u32 = 10;
 
 /// The call succeeded; the reply is the answer message.
 pub const STATUS_OK: i32 = 0;

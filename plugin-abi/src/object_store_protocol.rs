@@ -20,11 +20,17 @@
 //! | `create_ref` | store | `{name, value, deadlineMs}` | `{update}` |
 //! | `compare_and_swap_ref` | store | `{name, expected, new, deadlineMs}` | `{update}` |
 //! | `record_boundaries` | store | `{commits, deadlineMs}` | `{}` |
+//! | `begin_reads` | store | `{}` | `{}` |
+//! | `end_reads` | store | `{}` | `{}` |
 //!
 //! `record_boundaries` came with ABI minor 3's object stores; a plugin of an older minor
 //! answers it as an unknown method, which the host reports as `unavailable`, and the host's
 //! factory adapter answers `supports_boundaries` from the plugin's minor without a call, so
 //! that a create needing a boundary is refused before a root exists.
+//!
+//! `begin_reads` and `end_reads` (a read scope, a hint) came with ABI minor 10; the host sends
+//! them only to a plugin of minor 10 or later, and a store of an older plugin serves every
+//! read on its own, as it always did.
 //!
 //! `root` is `{path, dev, ino}`, `update` is `{outcome: "applied"}`, `{outcome: "refused",
 //! current}` or `{outcome: "unknown", reason}`. Numbers in `path`, `marker` and `body` are
@@ -42,7 +48,7 @@ use crate::contracts::{
     EncodedObject, ObjectStoreError, RefName, RefUpdate, RefValue, StoreRoot, StoredObject,
 };
 use crate::message::{self, MessageBuilder, MessageError, Sections};
-use crate::protocol::{self, deadline_in, remaining_ms};
+use crate::protocol::{self, Empty, deadline_in, remaining_ms};
 
 /// The contract's name in manifests and in `instantiate`.
 pub const CONTRACT: &str = "object-store";
@@ -69,6 +75,10 @@ pub mod method {
     pub const COMPARE_AND_SWAP_REF: &str = "compare_and_swap_ref";
     /// [`ObjectStore::record_boundaries`](crate::contracts::ObjectStore::record_boundaries).
     pub const RECORD_BOUNDARIES: &str = "record_boundaries";
+    /// [`ObjectStore::begin_reads`](crate::contracts::ObjectStore::begin_reads).
+    pub const BEGIN_READS: &str = "begin_reads";
+    /// [`ObjectStore::end_reads`](crate::contracts::ObjectStore::end_reads).
+    pub const END_READS: &str = "end_reads";
 }
 
 /// A request, as the plugin side decodes it.
@@ -143,6 +153,10 @@ pub enum Request {
         /// When the host stops waiting.
         deadline: Instant,
     },
+    /// `begin_reads`.
+    BeginReads,
+    /// `end_reads`.
+    EndReads,
     /// `compare_and_swap_ref`.
     CompareAndSwapRef {
         /// The ref.
@@ -275,6 +289,14 @@ impl Request {
                     deadline: deadline_in(header.deadline_ms),
                 }
             }
+            method::BEGIN_READS => {
+                Empty::decode(bytes)?;
+                Self::BeginReads
+            }
+            method::END_READS => {
+                Empty::decode(bytes)?;
+                Self::EndReads
+            }
             _ => return Ok(None),
         };
         Ok(Some(request))
@@ -348,6 +370,11 @@ pub fn encode_record_boundaries(commits: &[ObjectId], deadline: Instant) -> Vec<
         commits: commits.iter().map(ObjectId::to_hex).collect(),
         deadline_ms: remaining_ms(deadline),
     })
+}
+
+/// `begin_reads` and `end_reads`, whose requests are empty.
+pub fn encode_read_scope() -> Vec<u8> {
+    Empty::encode()
 }
 
 /// `read_ref`.
@@ -779,6 +806,8 @@ mod tests {
                 method::COMPARE_AND_SWAP_REF,
                 encode_compare_and_swap_ref(&name, &id(2), &id(3), deadline),
             ),
+            (method::BEGIN_READS, encode_read_scope()),
+            (method::END_READS, encode_read_scope()),
         ];
         for (method, bytes) in cases {
             let request = Request::decode(method, &bytes).unwrap().unwrap();
@@ -808,9 +837,13 @@ mod tests {
                 Request::CompareAndSwapRef { expected, new, .. } => {
                     assert_eq!((expected, new), (id(2), id(3)))
                 }
+                Request::BeginReads => assert_eq!(method, method::BEGIN_READS),
+                Request::EndReads => assert_eq!(method, method::END_READS),
             }
         }
         assert_eq!(Request::decode("frobnicate", b"").unwrap(), None);
+        // A read scope's request is empty: anything in it is refused.
+        assert!(Request::decode(method::BEGIN_READS, &encode_mark(b"m", deadline)).is_err());
         assert!(Request::decode(method::READ_REF, &encode_mark(b"m", deadline)).is_err());
     }
 

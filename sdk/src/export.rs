@@ -556,6 +556,14 @@ fn serve_store(store: &dyn ObjectStore, method: &str, request: &[u8]) -> Outcome
         Request::RecordBoundaries { commits, deadline } => store
             .record_boundaries(&commits, deadline)
             .map(|()| Empty::encode()),
+        Request::BeginReads => {
+            store.begin_reads();
+            Ok(Empty::encode())
+        }
+        Request::EndReads => {
+            store.end_reads();
+            Ok(Empty::encode())
+        }
         Request::WriteObjects { objects, deadline } => store
             .write_objects(&objects, deadline)
             .map(|()| Empty::encode()),

@@ -359,6 +359,45 @@ pub fn plain_git(dir: &std::path::Path, args: &[&str], input: &[u8]) -> Vec<u8> 
     output.stdout
 }
 
+/// How many objects the repository at `root` holds, loose and packed (`git count-objects`).
+pub fn stored_objects(root: &Path) -> usize {
+    let git_dir = root.to_str().expect("a UTF-8 path");
+    let out = plain_git(root, &["--git-dir", git_dir, "count-objects", "-v"], b"");
+    String::from_utf8(out)
+        .expect("text")
+        .lines()
+        .filter_map(|line| {
+            let (field, value) = line.split_once(": ")?;
+            matches!(field, "count" | "in-pack").then(|| value.parse::<usize>().ok())?
+        })
+        .sum()
+}
+
+/// Turns every pack of the repository at `root` into loose objects, so that a test can
+/// tamper with one object's file: each pack is moved out of the object database, unpacked
+/// back into it, and removed.
+pub fn loosen_objects(root: &Path) {
+    let packs = root.join("objects/pack");
+    let aside = root.with_extension("packs-aside");
+    std::fs::create_dir_all(&aside).unwrap();
+    for entry in std::fs::read_dir(&packs).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::rename(&path, aside.join(path.file_name().unwrap())).unwrap();
+    }
+    let git_dir = root.to_str().expect("a UTF-8 path");
+    for entry in std::fs::read_dir(&aside).unwrap() {
+        let path = entry.unwrap().path();
+        if path
+            .extension()
+            .is_some_and(|extension| extension == "pack")
+        {
+            let pack = std::fs::read(&path).unwrap();
+            plain_git(root, &["--git-dir", git_dir, "unpack-objects", "-q"], &pack);
+        }
+    }
+    std::fs::remove_dir_all(&aside).unwrap();
+}
+
 /// A bundle of the shared fixtures (`requests.bundle`, `typing_extensions.bundle`): where
 /// `SF_FIXTURE_REPOS` names, else beside the checkout (`../shared/fixtures/repos`), else the
 /// machine's `/work/shared/fixtures/repos`. A missing fixture fails the test: it never skips.

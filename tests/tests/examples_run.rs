@@ -1,6 +1,7 @@
 //! Runs every example program of `sf-examples` (except the benchmarks `plugin_overhead`,
-//! `collect_jobs` and `collect_suites`, which measure and want a release build) and checks
-//! that its output holds the lines a reader is told to expect, so that the examples cannot rot.
+//! `collect_jobs`, `collect_suites` and `seal_scale`, which measure and want a release build)
+//! and checks that its output holds the lines a reader is told to expect, so that the
+//! examples cannot rot.
 //!
 //! `cargo test` builds the examples of the package under test only, and sf-examples is another
 //! package, so the first test builds them once per test process with `cargo build`, together

@@ -294,6 +294,11 @@ const GOLDEN: &[(&str, usize, &str)] = &[
         "b518912191bf310f265a903db968879d3de005068c6f160ef975373f3fda3abf",
     ),
     (
+        "store-read-scope",
+        6,
+        "921b77cde0911b9af6692f0ad63c30ec6f8485d8319af0c61ae285cebc83f203",
+    ),
+    (
         "store-ref-update",
         100,
         "1af82095bce46905a7908bc61473bce1bbbdb8152406b0c3cbdd71e206f0bebb",
@@ -1170,6 +1175,11 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             &[EncodedObject::new(ObjectKind::Blob, b"blob\n".to_vec())],
             now,
         ),
+    );
+    // ABI 1.10's read scope: `begin_reads` and `end_reads` send the same empty request.
+    v.insert(
+        "store-read-scope",
+        object_store_protocol::encode_read_scope(),
     );
     v.insert(
         "store-read-objects",

@@ -12,8 +12,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sf_host::contracts::{ObjectStoreFactory, RefName, RefUpdate, StoreRoot};
-use sf_host::git_object::ObjectId;
+use sf_host::contracts::{
+    EncodedObject, ObjectStoreExt, ObjectStoreFactory, RefName, RefUpdate, StoreRoot,
+};
+use sf_host::git_object::{ObjectId, ObjectKind};
 use sf_host::plugin::loader::CallReply;
 use sf_host::plugin::object_store_protocol as wire;
 use sf_host::plugin::{PluginError, PluginFence, PluginObjectStoreFactory, load};
@@ -64,6 +66,7 @@ fn child() {
         "garbage" => garbage(&library),
         "contract" => contracts(&library),
         "fence" => fence(&library),
+        "old-minor-reads" => old_minor_reads(&library),
         other => panic!("no scenario {other}"),
     };
     println!("\nREPORT {}", Value::Object(report.into_iter().collect()));
@@ -297,6 +300,39 @@ fn fence(library: &Path) -> BTreeMap<String, Value> {
         }
     }
     report
+}
+
+/// Reads under a read scope from the store of a plugin of ABI 1.2 (run with
+/// `SF_HOSTILE_ENTRY=abi-minor-2`, which aborts on a read-scope method): the host must serve
+/// the reads without sending the scope.
+fn old_minor_reads(library: &Path) -> BTreeMap<String, Value> {
+    let plugin = load(library).unwrap();
+    let (_dir, parent) = sf_tests::private_dir();
+    let factory =
+        PluginObjectStoreFactory::new(&plugin, "memory-root", &serde_json::Map::new()).unwrap();
+    let store = factory.create(&parent.join("root"), deadline()).unwrap();
+    let blob = EncodedObject::new(ObjectKind::Blob, b"read me\n".to_vec());
+    store
+        .write_objects(std::slice::from_ref(&blob), deadline())
+        .unwrap();
+    let read = {
+        let _scope = store.read_scope();
+        store.read_verified(&[blob.id], 4096, deadline()).unwrap()
+    };
+    let mut report = BTreeMap::new();
+    report.insert("abi".into(), json!(plugin.abi_minor()));
+    report.insert(
+        "read".into(),
+        json!(read[0].as_ref().map(|o| o.body.clone())),
+    );
+    report
+}
+
+#[test]
+fn a_store_plugin_older_than_abi_1_10_is_never_sent_a_read_scope() {
+    let report = in_child("old-minor-reads", &[("SF_HOSTILE_ENTRY", "abi-minor-2")]);
+    assert_eq!(report["abi"], json!(2));
+    assert_eq!(report["read"], json!(b"read me\n".to_vec()));
 }
 
 fn code_of(report: &BTreeMap<String, Value>, key: &str) -> String {

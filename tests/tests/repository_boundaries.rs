@@ -380,6 +380,8 @@ fn corrupt_missing_or_swapped_objects_never_qualify() {
     for (name, tamper) in cases {
         let test = TestRepo::git(FILES);
         let sealed = seal_one(&test);
+        // The store writes packs; loose objects let a case tamper with one object alone.
+        sf_tests::loosen_objects(&test.path);
         tamper(&test, &sealed);
         let before = test.tree_hash();
         let error = test.repo.export_candidate(&sealed.digest).unwrap_err();
@@ -395,6 +397,40 @@ fn corrupt_missing_or_swapped_objects_never_qualify() {
         assert!(again.is_err(), "{name}: a replay adopted tampered data");
         assert_eq!(test.tree_hash(), before, "{name}: something was repaired");
     }
+}
+
+#[test]
+fn a_removed_pack_never_qualifies_and_nothing_repairs_it() {
+    let test = TestRepo::git(FILES);
+    let packs = |test: &TestRepo| -> std::collections::BTreeSet<std::path::PathBuf> {
+        std::fs::read_dir(test.path.join("objects/pack"))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect()
+    };
+    let before = packs(&test);
+    let sealed = seal_one(&test);
+    // The seal's own pack: M, S, the manifest, the proposal and the changed trees and blobs.
+    for path in packs(&test).difference(&before) {
+        std::fs::remove_file(path).unwrap();
+    }
+    let tampered = test.tree_hash();
+    // The same handle: its next operation reads the object database as it is now.
+    let error = test.repo.export_candidate(&sealed.digest).unwrap_err();
+    assert_eq!(error.code(), "corrupt", "{error}");
+    assert!(
+        test.repo
+            .seal(
+                &sealed.manifest.frozen(),
+                &proposal(vec![
+                    edit("src/a.txt", Some("alpha\n"), Some("one\n")),
+                    edit("src/c.txt", None, Some("c\n")),
+                ]),
+            )
+            .is_err(),
+        "a replay adopted a Candidate whose objects are gone"
+    );
+    assert_eq!(test.tree_hash(), tampered, "something was repaired");
 }
 
 /// Writes a loose object file holding `raw` (header and body), replacing whatever was there.

@@ -94,12 +94,5 @@ fn a_seal_that_never_started_leaves_the_candidate_missing() {
 }
 
 fn count_objects(test: &TestRepo) -> usize {
-    let mut count = 0;
-    for fanout in std::fs::read_dir(test.path.join("objects")).unwrap() {
-        let fanout = fanout.unwrap();
-        if fanout.file_name().len() == 2 {
-            count += std::fs::read_dir(fanout.path()).unwrap().count();
-        }
-    }
-    count
+    sf_tests::stored_objects(&test.path)
 }

@@ -128,6 +128,9 @@ impl ObjectStoreFactory for PluginObjectStoreFactory {
 /// The ABI minor whose object stores first served `record_boundaries`.
 const BOUNDARIES_SINCE_MINOR: u32 = 3;
 
+/// The ABI minor whose object stores first served read scopes (`begin_reads`, `end_reads`).
+const READ_SCOPES_SINCE_MINOR: u32 = 10;
+
 /// One store living in a plugin; dropping it releases the plugin's store.
 #[derive(Debug)]
 pub struct PluginObjectStore {
@@ -162,6 +165,20 @@ impl PluginObjectStore {
                 CallReply::ContractError { bytes } => Err(contract_error(plugin, method, bytes)),
             })
             .map_err(plugin_failure)?
+    }
+
+    /// Sends a read-scope hint. A plugin older than [`READ_SCOPES_SINCE_MINOR`] is not sent
+    /// it (its store serves each read on its own, as it always did), and a failed call is
+    /// ignored: the scope changes no answer and no check the host relies on.
+    fn hint_read_scope(&self, method: &str) {
+        if self.instance.plugin().abi_minor() < READ_SCOPES_SINCE_MINOR {
+            return;
+        }
+        let _ = self.call(
+            method,
+            &wire::encode_read_scope(),
+            super::protocol::Empty::decode,
+        );
     }
 
     /// Calls a ref write: once the call was made, anything but a well-formed answer or
@@ -205,6 +222,14 @@ impl PluginObjectStore {
 impl ObjectStore for PluginObjectStore {
     fn root(&self) -> &StoreRoot {
         &self.root
+    }
+
+    fn begin_reads(&self) {
+        self.hint_read_scope(method::BEGIN_READS);
+    }
+
+    fn end_reads(&self) {
+        self.hint_read_scope(method::END_READS);
     }
 
     fn mark(&self, marker: &[u8], deadline: Instant) -> Result<(), ObjectStoreError> {

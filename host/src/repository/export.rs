@@ -35,7 +35,8 @@ impl Repository {
         digest: &Digest,
     ) -> Result<(SealedCandidate, SourceSnapshot), RepositoryError> {
         // The Candidate's tree and its base's share nearly every object: each is read from
-        // the store once in this export, and checked wherever it is used.
+        // the store once in this export (through one reader: the scope is also a read scope),
+        // and checked wherever it is used.
         let _cache = self.store.scope();
         let name = candidate_ref(digest);
         let seal_commit = match self.store.read_ref(&name, self.deadline())? {

@@ -24,6 +24,7 @@ use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry
 use super::identity::RepositoryLimits;
 use super::imported::{ImportedCommit, MAX_IMPORTED_COMMIT_BYTES, commit_heads};
 use super::source::{self, SourceSnapshot};
+use super::tree_surgery::TreeIndex;
 use super::{IDENT, MAX_COMMIT_BYTES, Repository, RepositoryError};
 use crate::contracts::grammar::{ID_RULE, is_valid_id};
 
@@ -370,8 +371,9 @@ impl Repository {
         let replayed = match self.recorded_import(&imported.commit)? {
             None => false,
             Some((_, stored)) if stored == record_commit => {
-                // A replay: what the record publishes is read back whole, and nothing is
-                // written.
+                // A replay: what the record publishes is read back whole (through one
+                // reader), and nothing is written.
+                let _reads = self.store.read_scope();
                 self.imported_snapshot(&imported.commit)?;
                 true
             }
@@ -645,7 +647,7 @@ impl Repository {
     pub(super) fn imported_snapshot(
         &self,
         commit: &ObjectId,
-    ) -> Result<Option<SourceSnapshot>, RepositoryError> {
+    ) -> Result<Option<(SourceSnapshot, TreeIndex)>, RepositoryError> {
         let Some((record, _)) = self.recorded_import(commit)? else {
             return Ok(None);
         };
@@ -668,18 +670,21 @@ impl Repository {
                 heads.tree, record.tree
             )));
         }
-        let files = source::read_tree(
+        let (files, trees) = source::read_tree_indexed(
             &self.store,
             heads.tree,
             &self.identity.settings(),
             &what,
             self.deadline(),
         )?;
-        Ok(Some(SourceSnapshot {
-            commit: *commit,
-            tree: heads.tree,
-            files,
-        }))
+        Ok(Some((
+            SourceSnapshot {
+                commit: *commit,
+                tree: heads.tree,
+                files,
+            },
+            trees,
+        )))
     }
 }
 

@@ -22,6 +22,7 @@ mod object_cache;
 mod proposal;
 mod seal;
 pub(crate) mod source;
+mod tree_surgery;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,6 +33,7 @@ use crate::contracts::{
 };
 use crate::fault::{FaultPoints, NoFaults};
 use crate::git_object::{self, ObjectId, ObjectKind};
+use tree_surgery::TreeIndex;
 
 pub use crate::contracts::grammar::{ID_RULE, is_valid_id};
 pub use delivery::{
@@ -223,6 +225,16 @@ impl Repository {
     /// Product's Candidate form (any version). Whether a Candidate ref publishes it is not
     /// checked here (export does).
     pub fn snapshot(&self, commit: &ObjectId) -> Result<SourceSnapshot, RepositoryError> {
+        let _reads = self.store.read_scope();
+        self.indexed_snapshot(commit).map(|(snapshot, _)| snapshot)
+    }
+
+    /// [`Self::snapshot`], also giving the trees it read (for a seal's tree surgery). The
+    /// caller holds the read scope.
+    fn indexed_snapshot(
+        &self,
+        commit: &ObjectId,
+    ) -> Result<(SourceSnapshot, TreeIndex), RepositoryError> {
         if *commit != self.identity.initial
             && let Some(imported) = self.imported_snapshot(commit)?
         {
@@ -274,18 +286,21 @@ impl Repository {
                 _ => return Err(not_factory(commit)),
             }
         };
-        let files = source::read_tree(
+        let (files, trees) = source::read_tree_indexed(
             &self.store,
             tree,
             &self.identity.settings(),
             &what,
             self.deadline(),
         )?;
-        Ok(SourceSnapshot {
-            commit: *commit,
-            tree,
-            files,
-        })
+        Ok((
+            SourceSnapshot {
+                commit: *commit,
+                tree,
+                files,
+            },
+            trees,
+        ))
     }
 
     /// The tree of the initial commit, which the identity pins by id: either sf's own

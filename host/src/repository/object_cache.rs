@@ -7,7 +7,8 @@
 //! the next operation reads everything from the store again, so a tampered object is found
 //! by the next export as it was before. Only objects the store answered are kept, never a
 //! "missing", and the cache holds at most [`MAX_CACHED_BYTES`] of bodies (past it, reads go
-//! to the store as they did without it).
+//! to the store as they did without it). A cache scope is also a read scope of the store
+//! ([`ObjectStore::begin_reads`]): what it does read comes through one reader.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
@@ -43,12 +44,15 @@ pub(crate) struct CacheScope<'a> {
 
 impl Drop for CacheScope<'_> {
     fn drop(&mut self) {
-        let mut state = self.store.lock();
-        state.scopes -= 1;
-        if state.scopes == 0 {
-            state.objects = HashMap::new();
-            state.bytes = 0;
+        {
+            let mut state = self.store.lock();
+            state.scopes -= 1;
+            if state.scopes == 0 {
+                state.objects = HashMap::new();
+                state.bytes = 0;
+            }
         }
+        self.store.inner.end_reads();
     }
 }
 
@@ -67,6 +71,7 @@ impl CachedStore {
     /// Objects read from now until the scope is dropped are kept for the reads after them.
     pub(crate) fn scope(&self) -> CacheScope<'_> {
         self.lock().scopes += 1;
+        self.inner.begin_reads();
         CacheScope { store: self }
     }
 }
@@ -78,6 +83,14 @@ impl ObjectStore for CachedStore {
 
     fn mark(&self, marker: &[u8], deadline: Instant) -> Result<(), ObjectStoreError> {
         self.inner.mark(marker, deadline)
+    }
+
+    fn begin_reads(&self) {
+        self.inner.begin_reads();
+    }
+
+    fn end_reads(&self) {
+        self.inner.end_reads();
     }
 
     fn write_objects(

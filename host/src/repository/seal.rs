@@ -1,17 +1,25 @@
 //! Sealing: a proposal validated whole against its base in memory, built into Candidate commit
 //! M and seal commit S, written, and published under its manifest digest, create-only.
+//!
+//! What a seal writes is in proportion to the change: the edited blobs, the trees on the
+//! edited paths ([tree surgery](super::tree_surgery)), M, and the seal's own four objects, as
+//! one pack; what it reads back before returning is those objects. The base is read whole,
+//! because the `sf-candidate/3` manifest digests every entry's bytes.
 
 use std::time::{Duration, Instant};
 
-use crate::canonical::Digest;
-use crate::contracts::{EncodedObject, ObjectStore as _, RefName, RefUpdate, RefValue};
+use crate::canonical::{self, Digest};
+use crate::contracts::{
+    EncodedObject, ObjectStore as _, ObjectStoreError, ObjectStoreExt, RefName, RefUpdate, RefValue,
+};
 use crate::fault::FaultPoint;
 use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
+use crate::snapshot::SnapshotFile;
 
 use super::identity;
 use super::proposal;
-use super::source;
 use super::source::SourceFile;
+use super::tree_surgery::{self, TreeIndex};
 use super::{
     CANDIDATE_REF_PATIENCE, CandidateManifest, CandidateProtocol, FrozenInputs, IDENT,
     MANIFEST_NAME, ManifestEdit, ManifestEntry, PROPOSAL_NAME, Proposal, Repository,
@@ -43,15 +51,12 @@ impl Repository {
             proposal.edits.iter().map(|edit| edit.path.as_str()),
             &frozen.protected()?,
         )?;
-        let base = self.snapshot(&frozen.base).map_err(|error| match error {
-            RepositoryError::Missing { .. } | RepositoryError::InvalidInput { .. } => {
-                RepositoryError::invalid(
-                    format!("frozen.base ({})", frozen.base),
-                    format!("must be a factory commit of this repository: {error}"),
-                )
-            }
-            other => other,
-        })?;
+        // One read scope for the whole seal: the base's levels and blobs, the replay check
+        // and the read-back of what was written share one reader.
+        let _reads = self.store.read_scope();
+        let (base, base_trees) = self
+            .indexed_snapshot(&frozen.base)
+            .map_err(|error| not_a_base(frozen, error))?;
         let files = proposal::apply_edits(&base.files, proposal, &self.identity.settings())?;
         proposal::check_forbidden(
             proposal.edits.iter().map(|edit| {
@@ -64,7 +69,7 @@ impl Repository {
             }),
             &frozen.forbidden,
         )?;
-        let built = source::build_tree(&files);
+        let changed = changed_objects(&base.files, proposal, &files, &base_trees);
         let commit = EncodedObject::new(
             ObjectKind::Commit,
             candidate_commit(
@@ -72,9 +77,10 @@ impl Repository {
                 frozen,
                 proposal,
                 &proposal_digest,
-                built.tree,
+                changed.tree,
             ),
         );
+        let snapshot_digest = contents_digest(&files);
         let manifest = CandidateManifest {
             protocol: CandidateProtocol::V3,
             repository: self.identity.clone(),
@@ -88,8 +94,8 @@ impl Repository {
             base_commit: base.commit,
             base_tree: base.tree,
             commit: commit.id,
-            tree: built.tree,
-            contents: TreeContents::Digest(contents_digest(&files)),
+            tree: changed.tree,
+            contents: TreeContents::Digest(snapshot_digest.clone()),
             proposal_digest,
             edits: edit_entries(&base.files, proposal, &files),
         };
@@ -105,8 +111,9 @@ impl Repository {
             // A replay: verify what is published and write nothing.
             return self.export_candidate(&digest);
         }
-        let (seal_objects, seal_commit) = seal_objects(manifest_bytes, proposal_bytes, commit.id);
-        let mut objects = built.objects;
+        let (seal_objects, seal_commit) =
+            seal_objects(manifest_bytes.clone(), proposal_bytes.clone(), commit.id);
+        let mut objects = changed.objects;
         objects.push(commit);
         objects.extend(seal_objects);
         self.store.write_objects(&objects, self.deadline())?;
@@ -132,7 +139,50 @@ impl Repository {
         };
         published?;
         self.options.faults.reached(FaultPoint::Published);
-        self.export_candidate(&digest)
+        self.confirm_written(&objects)?;
+        sealed_candidate(
+            digest,
+            manifest_bytes,
+            &proposal_bytes,
+            files,
+            snapshot_digest,
+        )
+    }
+
+    /// Reads back every object a seal wrote, each re-hashed against its id: the store holds
+    /// what the published ref names. The rest of the Candidate is its base, read whole and
+    /// verified in this same seal; export verifies all of it again at every later use.
+    fn confirm_written(&self, objects: &[EncodedObject]) -> Result<(), RepositoryError> {
+        let ids: Vec<ObjectId> = objects.iter().map(|object| object.id).collect();
+        let bytes: u64 = objects.iter().map(|object| object.body.len() as u64).sum();
+        let read = self
+            .store
+            .read_verified(&ids, bytes, self.deadline())
+            .map_err(|error| match error {
+                ObjectStoreError::Corrupt { what } => RepositoryError::corrupt(format!(
+                    "{what} while reading the sealed objects back"
+                )),
+                other => other.into(),
+            })?;
+        for (object, answer) in objects.iter().zip(read) {
+            match answer {
+                Some(stored) if stored.kind == object.kind => {}
+                Some(_) => {
+                    return Err(RepositoryError::corrupt(format!(
+                        "sealed object {} reads back as another kind",
+                        object.id
+                    )));
+                }
+                None => {
+                    return Err(RepositoryError::corrupt(format!(
+                        "sealed object {} ({}) is missing after the write",
+                        object.id,
+                        object.kind.as_str()
+                    )));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// After a Candidate ref creation the store could not confirm: a concurrent identical seal
@@ -164,6 +214,20 @@ impl Repository {
                 }
             }
         }
+    }
+}
+
+/// A base that is missing or not a factory commit is the caller's input; a corrupt one stays
+/// corrupt.
+fn not_a_base(frozen: &FrozenInputs, error: RepositoryError) -> RepositoryError {
+    match error {
+        RepositoryError::Missing { .. } | RepositoryError::InvalidInput { .. } => {
+            RepositoryError::invalid(
+                format!("frozen.base ({})", frozen.base),
+                format!("must be a factory commit of this repository: {error}"),
+            )
+        }
+        other => other,
     }
 }
 
@@ -247,4 +311,67 @@ fn seal_objects(
     );
     let id = commit.id;
     (vec![manifest, proposal, tree, commit], id)
+}
+
+/// The Candidate tree's id and the objects a seal writes for it: the blobs of the edited
+/// entries that the base does not hold at that path, and the trees above them ([tree
+/// surgery](super::tree_surgery): every untouched subtree keeps its id).
+fn changed_objects(
+    base: &[SourceFile],
+    proposal: &Proposal,
+    files: &[SourceFile],
+    base_trees: &TreeIndex,
+) -> tree_surgery::Rebuilt {
+    let find = |list: &'_ [SourceFile], path: &str| {
+        list.binary_search_by(|file| file.path.as_str().cmp(path))
+            .ok()
+            .map(|at| list[at].clone())
+    };
+    let mut blobs = Vec::new();
+    let mut changes = Vec::with_capacity(proposal.edits.len());
+    for edit in &proposal.edits {
+        let next = find(files, &edit.path);
+        if let Some(file) = &next
+            && find(base, &edit.path).is_none_or(|prior| prior.blob != file.blob)
+        {
+            blobs.push(EncodedObject::new(ObjectKind::Blob, file.content.clone()));
+        }
+        changes.push((
+            edit.path.clone(),
+            next.map(|file| (EntryMode::of_leaf(file.mode), file.blob)),
+        ));
+    }
+    let mut rebuilt = tree_surgery::rebuild(base_trees, &changes);
+    blobs.append(&mut rebuilt.objects);
+    rebuilt.objects = blobs;
+    rebuilt
+}
+
+/// The Candidate a seal returns, in exactly the form export reads back: the manifest and the
+/// proposal parsed from the bytes that were written, M's files as built.
+fn sealed_candidate(
+    digest: Digest,
+    manifest_bytes: Vec<u8>,
+    proposal_bytes: &[u8],
+    files: Vec<SourceFile>,
+    snapshot_digest: Digest,
+) -> Result<SealedCandidate, RepositoryError> {
+    let corrupt = |why: String| RepositoryError::corrupt(format!("manifest {digest}: {why}"));
+    let value =
+        canonical::parse_canonical(&manifest_bytes).map_err(|error| corrupt(error.to_string()))?;
+    let manifest = CandidateManifest::from_value(&value)
+        .map_err(|error| corrupt(format!("{}: {}", error.field, error.rule)))?;
+    let proposal = proposal::parse_proposal(proposal_bytes)
+        .map_err(|error| corrupt(format!("{PROPOSAL_NAME}: {error}")))?;
+    Ok(SealedCandidate {
+        digest,
+        manifest,
+        manifest_bytes,
+        files: files
+            .into_iter()
+            .map(|file| SnapshotFile::new(file.path, file.mode, file.content))
+            .collect(),
+        snapshot_digest,
+        proposal: Some(proposal),
+    })
 }

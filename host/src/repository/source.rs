@@ -15,6 +15,7 @@ use super::error::{Rejection, RepositoryError};
 use super::identity::{
     MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS, RepositoryLimits, RepositorySettings,
 };
+use super::tree_surgery::TreeIndex;
 
 /// A text file as a caller gives it: a path and its text, stored with mode `100644`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -413,6 +414,18 @@ pub fn walk_tree<S: ObjectSource + ?Sized>(
     limits: &RepositoryLimits,
     policy: TreePolicy,
 ) -> Result<Vec<SourceFile>, WalkError<S::Error>> {
+    walk_indexed(source, root, limits, policy).map(|(files, _)| files)
+}
+
+/// [`walk_tree`], also giving the trees it read, for a seal's [tree
+/// surgery](super::tree_surgery).
+pub(crate) fn walk_indexed<S: ObjectSource + ?Sized>(
+    source: &mut S,
+    root: ObjectId,
+    limits: &RepositoryLimits,
+    policy: TreePolicy,
+) -> Result<(Vec<SourceFile>, TreeIndex), WalkError<S::Error>> {
+    let mut index = TreeIndex::default();
     let mut faults = Vec::new();
     let mut level: Vec<(String, ObjectId)> = vec![(String::new(), root)];
     let mut blobs: Vec<(String, Mode, ObjectId)> = Vec::new();
@@ -498,15 +511,18 @@ pub fn walk_tree<S: ObjectSource + ?Sized>(
                     }
                 }
             }
-            if sound && git_object::decode_tree(&body).is_none() {
-                faults.push(SourceFault::new(
-                    Rejection::UnsupportedEntry,
-                    shown,
-                    format!(
-                        "tree {id} is not in Git's canonical form (order, duplicates, a name \
-                         holding / or NUL)"
-                    ),
-                ));
+            if sound {
+                match git_object::decode_tree(&body) {
+                    Some(entries) => index.insert(prefix.clone(), *id, entries),
+                    None => faults.push(SourceFault::new(
+                        Rejection::UnsupportedEntry,
+                        shown,
+                        format!(
+                            "tree {id} is not in Git's canonical form (order, duplicates, a \
+                             name holding / or NUL)"
+                        ),
+                    )),
+                }
             }
         }
         level = next;
@@ -547,7 +563,7 @@ pub fn walk_tree<S: ObjectSource + ?Sized>(
         return Err(WalkError::Faults(faults));
     }
     // Rebuilding from the files must give the tree that was read: a stored tree in any other
-    // shape never qualifies.
+    // shape never qualifies. Each file's blob id was computed from the bytes read.
     if tree_id(&files) != root {
         return Err(WalkError::Faults(vec![SourceFault::new(
             Rejection::UnsupportedEntry,
@@ -555,7 +571,7 @@ pub fn walk_tree<S: ObjectSource + ?Sized>(
             format!("tree {root} is not the tree of its own files"),
         )]));
     }
-    Ok(files)
+    Ok((files, index))
 }
 
 /// Reads the commits `commits` and every tree and blob below the trees `trees` once, so that
@@ -644,16 +660,28 @@ pub(crate) fn read_tree(
     what: &str,
     deadline: Instant,
 ) -> Result<Vec<SourceFile>, RepositoryError> {
+    read_tree_indexed(store, tree, settings, what, deadline).map(|(files, _)| files)
+}
+
+/// [`read_tree`], also giving the trees it read.
+pub(crate) fn read_tree_indexed(
+    store: &dyn ObjectStore,
+    tree: ObjectId,
+    settings: &RepositorySettings,
+    what: &str,
+    deadline: Instant,
+) -> Result<(Vec<SourceFile>, TreeIndex), RepositoryError> {
     let mut source = OwnedObjects {
         store,
         what,
         deadline,
     };
-    walk_tree(&mut source, tree, &settings.limits(), settings.policy()).map_err(|error| match error
-    {
-        WalkError::Read(error) => error,
-        WalkError::Faults(faults) => {
-            RepositoryError::corrupt(format!("{what}: {}", describe_faults(&faults)))
+    walk_indexed(&mut source, tree, &settings.limits(), settings.policy()).map_err(|error| {
+        match error {
+            WalkError::Read(error) => error,
+            WalkError::Faults(faults) => {
+                RepositoryError::corrupt(format!("{what}: {}", describe_faults(&faults)))
+            }
         }
     })
 }

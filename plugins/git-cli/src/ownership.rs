@@ -9,12 +9,10 @@
 use std::ffi::OsStr;
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{ErrorKind, Read};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use sf_contracts::git_object::object_header;
-use sf_contracts::{EncodedObject, ObjectStoreError, RefName, StoreRoot};
+use sf_contracts::{ObjectStoreError, RefName, StoreRoot};
 
 use crate::errors::unavailable;
 use crate::layout::{
@@ -26,10 +24,6 @@ use crate::layout::{
 /// refused without being read whole.
 const TOP_LEVEL_SCAN_LIMIT: usize = 64;
 
-/// The most entries of a fan-out directory searched for Git's temporary object name (a
-/// concurrent Git's unfinished write, which is tolerated).
-pub const FINALISATION_SEARCH_LIMIT: usize = 65_536;
-
 /// Where alternates would graft foreign object databases onto this one.
 const ALTERNATES: &[&str] = &["objects/info/alternates", "objects/info/http-alternates"];
 
@@ -39,7 +33,7 @@ pub(crate) fn effective_uid() -> u32 {
 }
 
 /// `lstat`, with "absent" apart from "cannot be examined".
-fn lstat(path: &Path) -> Result<Option<Metadata>, ObjectStoreError> {
+pub(crate) fn lstat(path: &Path) -> Result<Option<Metadata>, ObjectStoreError> {
     match std::fs::symlink_metadata(path) {
         Ok(meta) => Ok(Some(meta)),
         Err(error) if error.kind() == ErrorKind::NotFound => Ok(None),
@@ -295,168 +289,4 @@ pub(crate) fn check_ref_path(root: &Path, name: &RefName) -> Result<RefSlot, Obj
             "a ref file must be a regular file with exactly one link",
         )),
     }
-}
-
-/// The loose-object path of `object` in `root`: `objects/xx/<38 hex>`.
-fn loose_path(root: &Path, object: &EncodedObject) -> (PathBuf, PathBuf) {
-    let hex = object.id.to_hex();
-    let (fan, rest) = hex.split_at(2);
-    let dir = root.join("objects").join(fan);
-    let file = dir.join(rest);
-    (dir, file)
-}
-
-/// Checks the loose-object path each of `objects` will be written to: absent, or a regular
-/// singly linked file of this user, or Git's own finalisation (see [`check_finalisation`]).
-pub(crate) fn check_loose_objects(
-    root: &Path,
-    objects: &[&EncodedObject],
-) -> Result<(), ObjectStoreError> {
-    for object in objects {
-        check_loose_object(root, object)?;
-    }
-    Ok(())
-}
-
-fn check_loose_object(root: &Path, object: &EncodedObject) -> Result<(), ObjectStoreError> {
-    let (dir, path) = loose_path(root, object);
-    match lstat(&dir)? {
-        None => return Ok(()),
-        Some(meta) if meta.file_type().is_dir() && meta.uid() == effective_uid() => {}
-        Some(_) => {
-            return Err(unavailable(
-                &dir,
-                "an object fan-out directory must be a directory of this user",
-            ));
-        }
-    }
-    let Some(meta) = lstat(&path)? else {
-        return Ok(());
-    };
-    if !meta.file_type().is_file() || meta.uid() != effective_uid() {
-        return Err(unavailable(
-            &path,
-            "a loose object must be a regular file of this user",
-        ));
-    }
-    match meta.nlink() {
-        1 => Ok(()),
-        2 => check_finalisation(&dir, &path, &meta, object),
-        _ => Err(unavailable(
-            &path,
-            "a loose object must have exactly one link",
-        )),
-    }
-}
-
-/// The one tolerated second link: a concurrent writer's Git has linked its `tmp_obj_*` file
-/// to the object's name and not yet removed the temporary name. It passes only if the file
-/// inflates to exactly the object's bytes and, counted after that read, its links are its own
-/// name alone or its own name and a `tmp_obj_*` name in the same fan-out directory (or, when
-/// the temporary name is gone by the time the directory is listed, its own name alone,
-/// counted once more), every observation the same inode and this user's. Nothing is waited for, and the temporary name
-/// is never opened or removed.
-fn check_finalisation(
-    dir: &Path,
-    path: &Path,
-    first: &Metadata,
-    object: &EncodedObject,
-) -> Result<(), ObjectStoreError> {
-    let refuse = || {
-        unavailable(
-            path,
-            "a loose object with a second link is tolerated only while Git finalises exactly \
-             this object",
-        )
-    };
-    let same = |meta: &Metadata| {
-        meta.dev() == first.dev()
-            && meta.ino() == first.ino()
-            && meta.uid() == effective_uid()
-            && meta.file_type().is_file()
-    };
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|_| refuse())?;
-    let opened = file.metadata().map_err(|_| refuse())?;
-    if !same(&opened) {
-        return Err(refuse());
-    }
-    let mut expected = object_header(object.kind, object.body.len());
-    expected.extend_from_slice(&object.body);
-    if !inflates_to(file, &expected) {
-        return Err(refuse());
-    }
-    let Some(after) = lstat(path)? else {
-        return Err(refuse());
-    };
-    if !same(&after) {
-        return Err(refuse());
-    }
-    match after.nlink() {
-        1 => Ok(()),
-        2 if has_temporary_link(dir, first)? => Ok(()),
-        // Git may have removed the temporary name between the count and the listing: counted
-        // again, the object's own name alone passes.
-        2 => match lstat(path)? {
-            Some(again) if same(&again) && again.nlink() == 1 => Ok(()),
-            _ => Err(refuse()),
-        },
-        _ => Err(refuse()),
-    }
-}
-
-/// Whether `file` is exactly one zlib stream that inflates to `expected`.
-fn inflates_to(file: File, expected: &[u8]) -> bool {
-    // Deflate never expands beyond stored blocks (5 bytes per 64 KiB) plus the zlib frame, so
-    // a larger file cannot be this object; the cap bounds the read.
-    let cap = expected.len() + expected.len() / 8 + 1024;
-    let Some(raw) = read_capped(file, cap) else {
-        return false;
-    };
-    let mut decoder = flate2::bufread::ZlibDecoder::new(raw.as_slice());
-    let mut inflated = Vec::new();
-    let limit = u64::try_from(expected.len())
-        .unwrap_or(u64::MAX)
-        .saturating_add(1);
-    if (&mut decoder)
-        .take(limit)
-        .read_to_end(&mut inflated)
-        .is_err()
-    {
-        return false;
-    }
-    let consumed = usize::try_from(decoder.total_in()).unwrap_or(usize::MAX);
-    inflated == expected && consumed == raw.len()
-}
-
-/// Whether `dir` holds a `tmp_obj_*` name that is the same inode as `object`, searching at
-/// most [`FINALISATION_SEARCH_LIMIT`] entries.
-fn has_temporary_link(dir: &Path, object: &Metadata) -> Result<bool, ObjectStoreError> {
-    let entries = std::fs::read_dir(dir)
-        .map_err(|_| unavailable(dir, "an object fan-out directory cannot be listed"))?;
-    for (count, entry) in entries.enumerate() {
-        if count >= FINALISATION_SEARCH_LIMIT {
-            return Ok(false);
-        }
-        let entry =
-            entry.map_err(|_| unavailable(dir, "an object fan-out directory cannot be listed"))?;
-        let name = entry.file_name();
-        if !name.as_bytes().starts_with(b"tmp_obj_") {
-            continue;
-        }
-        let Some(meta) = lstat(&dir.join(&name))? else {
-            continue;
-        };
-        if meta.file_type().is_file()
-            && meta.dev() == object.dev()
-            && meta.ino() == object.ino()
-            && meta.uid() == effective_uid()
-        {
-            return Ok(true);
-        }
-    }
-    Ok(false)
 }

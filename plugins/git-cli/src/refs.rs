@@ -1,10 +1,13 @@
-//! Reading refs: parsing `git for-each-ref` output, and judging ref files Git did not list.
+//! Reading refs: one ref from its file, and listings from `git for-each-ref` output with the
+//! ref files Git did not list.
 //!
-//! Git silently skips a symbolic ref whose target is missing and skips (with a warning) a
-//! ref file it cannot parse. Both would make a read lie by omission, so every ref file Git
-//! did not list is examined here: a symbolic ref is reported as symbolic, a direct ref is one
-//! that appeared after Git listed (a race, reported as read or skipped), and anything else
-//! is corrupt.
+//! The root uses the files backend with no `packed-refs` (the ownership check refuses one),
+//! so a ref's file is its whole value: a single ref is read from it directly, without
+//! starting Git. For a listing, Git silently skips a symbolic ref whose target is missing
+//! and skips (with a warning) a ref file it cannot parse. Both would make a read lie by
+//! omission, so every ref file Git did not list is examined here: a symbolic ref is reported
+//! as symbolic, a direct ref is one that appeared after Git listed (a race, reported as read
+//! or skipped), and anything else is corrupt.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -18,7 +21,8 @@ use sf_contracts::{ObjectStoreError, RefName, RefValue};
 use crate::errors::{corrupt, limit, unavailable};
 use crate::ownership::{effective_uid, read_own_file};
 
-/// The `for-each-ref` output cap for one ref (64 KiB: far more than one ref line needs).
+/// The output cap of `update-ref`, which writes nothing on success (64 KiB: far more than
+/// one ref line needs).
 pub const READ_REF_OUTPUT_BYTES: u64 = 64 * 1024;
 
 /// The `for-each-ref` output cap for a listing: 1 MiB, about 12,000 refs of sf's shapes.
@@ -73,31 +77,32 @@ pub(crate) fn parse_listing(
     Ok(refs)
 }
 
-/// What a ref file Git did not list holds.
+/// What a ref file holds.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Unlisted {
+pub(crate) enum RefFile {
     /// The file is gone (or never was).
     Absent,
     /// A symbolic ref, typically one whose target is missing.
     Symbolic(String),
-    /// A direct ref: it appeared after Git listed.
+    /// A direct ref (in a listing: one that appeared after Git listed).
     Direct(ObjectId),
 }
 
-/// Judges the ref file at `path` that Git did not list; anything but a direct or symbolic
-/// ref is corrupt.
-pub(crate) fn judge_unlisted(path: &Path, name: &str) -> Result<Unlisted, ObjectStoreError> {
+/// Reads the ref file at `path`: exactly a direct ref (40 lowercase hex digits, not all
+/// zero) or a symbolic one (`ref: ` and a printable target) and a newline; anything else is
+/// corrupt.
+pub(crate) fn read_ref_file(path: &Path, name: &str) -> Result<RefFile, ObjectStoreError> {
     let bytes = match std::fs::symlink_metadata(path) {
         Err(error) if matches!(error.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-            return Ok(Unlisted::Absent);
+            return Ok(RefFile::Absent);
         }
         Err(_) => return Err(unavailable(path, "cannot be examined")),
-        Ok(meta) if meta.file_type().is_dir() => return Ok(Unlisted::Absent),
+        Ok(meta) if meta.file_type().is_dir() => return Ok(RefFile::Absent),
         // A symlink, a hard link or a foreign owner is an ownership problem (unavailable);
         // only the content decides "corrupt".
         Ok(_) => match read_own_file(path, REF_FILE_MAX_BYTES)? {
             Some(bytes) => bytes,
-            None => return Ok(Unlisted::Absent),
+            None => return Ok(RefFile::Absent),
         },
     };
     let broken = || corrupt(format!("ref {name} is broken: Git cannot read it"));
@@ -108,13 +113,13 @@ pub(crate) fn judge_unlisted(path: &Path, name: &str) -> Result<Unlisted, Object
             && target.len() <= RefName::MAX_BYTES
             && target.bytes().all(|b| b.is_ascii_graphic());
         return if printable {
-            Ok(Unlisted::Symbolic(target.to_owned()))
+            Ok(RefFile::Symbolic(target.to_owned()))
         } else {
             Err(broken())
         };
     }
     match ObjectId::parse_hex(line) {
-        Some(id) if id != ObjectId::ZERO => Ok(Unlisted::Direct(id)),
+        Some(id) if id != ObjectId::ZERO => Ok(RefFile::Direct(id)),
         _ => Err(broken()),
     }
 }

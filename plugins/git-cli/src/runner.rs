@@ -1,6 +1,6 @@
 //! Spawning Git: the one place a Git process starts, with a fixed surface and hard bounds.
 //!
-//! Only four subcommands run, each with a fixed argument list, under `-c` settings that switch
+//! Only five subcommands run, each with a fixed argument list, under `-c` settings that switch
 //! off hooks, fsmonitor, reflogs, gc, maintenance, replace refs, transports and credential
 //! helpers, in a cleared environment whose HOME is an empty private directory. Input is written from a thread, stdout and stderr are drained by threads
 //! with byte caps, and a wall-clock deadline kills (SIGKILL) and reaps the process. The
@@ -14,8 +14,10 @@ use std::time::Instant;
 
 use sf_contracts::git_object::ObjectId;
 use sf_contracts::{ObjectStoreError, RefName};
-use sf_git::process::run_git;
+
+use crate::reader::BatchReader;
 pub(crate) use sf_git::process::{Ending, GitRun};
+use sf_git::process::{GitCall, run_git};
 
 /// The `for-each-ref` format: name, symbolic target and object, NUL-separated because none of
 /// them can hold a NUL.
@@ -24,9 +26,10 @@ pub(crate) const REF_FORMAT: &str = "--format=%(refname)%00%(symref)%00%(objectn
 /// The only Git invocations this store makes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Subcommand<'a> {
-    /// `unpack-objects --strict -q`, reading a pack on stdin.
-    UnpackObjects,
-    /// `cat-file --batch`, reading object ids on stdin.
+    /// `index-pack --strict --stdin`, reading a pack on stdin and keeping it as one pack.
+    IndexPack,
+    /// `cat-file --batch-command --buffer`, reading `contents <id>` commands and a `flush`
+    /// on stdin.
     CatFileBatch,
     /// `update-ref --no-deref <name> <new> <old>`; `old` zero means "must be absent".
     UpdateRef {
@@ -36,13 +39,21 @@ pub(crate) enum Subcommand<'a> {
     },
     /// `for-each-ref --format=... <pattern>`; the pattern is a validated ref name or prefix.
     ForEachRef { pattern: &'a str },
+    /// `repack --geometric=2 -d -n --no-write-bitmap-index -q`: the roll-up of small packs
+    /// ([`crate::rollup`]); `-n` because `update-server-info` would write files the layout
+    /// does not allow.
+    Repack,
 }
 
 impl Subcommand<'_> {
     fn args(&self) -> Vec<String> {
         match self {
-            Self::UnpackObjects => vec!["unpack-objects".into(), "--strict".into(), "-q".into()],
-            Self::CatFileBatch => vec!["cat-file".into(), "--batch".into()],
+            Self::IndexPack => vec!["index-pack".into(), "--strict".into(), "--stdin".into()],
+            Self::CatFileBatch => vec![
+                "cat-file".into(),
+                "--batch-command".into(),
+                "--buffer".into(),
+            ],
             Self::UpdateRef { name, new, old } => vec![
                 "update-ref".into(),
                 "--no-deref".into(),
@@ -53,6 +64,16 @@ impl Subcommand<'_> {
             Self::ForEachRef { pattern } => {
                 vec!["for-each-ref".into(), REF_FORMAT.into(), (*pattern).into()]
             }
+            Self::Repack => [
+                "repack",
+                "--geometric=2",
+                "-d",
+                "-n",
+                "--no-write-bitmap-index",
+                "-q",
+            ]
+            .map(String::from)
+            .to_vec(),
         }
     }
 
@@ -94,6 +115,28 @@ impl GitRunner {
             deadline,
         )
         .map_err(|error| ObjectStoreError::Unavailable {
+            reason: format!(
+                "{}: could not start {}: {error}",
+                self.git.display(),
+                subcommand.describe()
+            ),
+        })
+    }
+
+    /// Starts a long-lived `cat-file --batch-command --buffer` in `root`, with the same settings, environment
+    /// and HOME as every other command.
+    pub(crate) fn batch_reader(&self, root: &Path) -> Result<BatchReader, ObjectStoreError> {
+        let subcommand = Subcommand::CatFileBatch;
+        let args = subcommand.args();
+        let call = GitCall {
+            git: &self.git,
+            home: self.home.path(),
+            git_dir: root,
+            args: &args,
+            address_space: None,
+            extra_env: &[],
+        };
+        BatchReader::spawn(call.command()).map_err(|error| ObjectStoreError::Unavailable {
             reason: format!(
                 "{}: could not start {}: {error}",
                 self.git.display(),

@@ -1,9 +1,11 @@
 //! The [`ObjectStore`] implementation: each trait method as a sequence of ownership checks,
-//! one bounded Git process and strict parsing of its answer.
+//! one bounded Git process (or one request to the long-lived reader of a read scope) and
+//! strict parsing of its answer.
 //!
-//! Order inside every method: validate arguments, check the deadline, check ownership, spawn,
-//! check ownership again, and only then look at what Git said. Ref writes turn every
-//! uncertainty after the spawn into [`RefUpdate::Unknown`]; before the spawn they are `Err`.
+//! Order inside every method: validate arguments, check the deadline, check ownership, spawn
+//! (or send the request), check ownership again, and only then look at what Git said. Ref
+//! writes turn every uncertainty after the spawn into [`RefUpdate::Unknown`]; before the spawn
+//! they are `Err`.
 
 use std::collections::HashSet;
 use std::io::ErrorKind;
@@ -16,19 +18,24 @@ use sf_contracts::{
     StoreRoot, StoredObject,
 };
 
-use crate::batch;
-use crate::errors::{before, limit, timeout, unavailable};
+use crate::errors::{before, corrupt, limit, timeout, unavailable};
 use crate::layout::{MARKER_MAX_BYTES, MARKER_NAME, sync_dir, write_new_file};
-use crate::ownership::{RefSlot, check_loose_objects, check_ref_path, check_root};
+use crate::ownership::{RefSlot, check_ref_path, check_root};
+use crate::packs::PackSlot;
+use crate::reader::{BatchReader, ReadFailure};
 use crate::refs::{
-    LIST_REFS_OUTPUT_BYTES, READ_REF_OUTPUT_BYTES, Unlisted, judge_unlisted, parse_listing,
+    LIST_REFS_OUTPUT_BYTES, READ_REF_OUTPUT_BYTES, RefFile, parse_listing, read_ref_file,
     walk_ref_files,
 };
+use crate::rollup;
 use crate::runner::{Ending, GitRun, GitRunner, Subcommand};
 use sf_git::pack;
 
-/// Output cap for `unpack-objects -q`, which should write nothing to stdout.
-const UNPACK_OUTPUT_BYTES: u64 = 64 * 1024;
+/// Output cap for `index-pack --stdin`, which writes one line naming the pack.
+const INDEX_PACK_OUTPUT_BYTES: u64 = 64 * 1024;
+
+/// Output cap for `repack -q`, which writes nothing on success.
+const REPACK_OUTPUT_BYTES: u64 = 64 * 1024;
 
 /// One owned root, served through the pinned Git binary. Obtained only from
 /// [`GitCliFactory`](crate::GitCliFactory).
@@ -39,6 +46,18 @@ pub struct GitCliStore {
     /// `None` while unmarked; the marker bytes once marked. Guarded so that two `mark` calls
     /// cannot both pass the "unmarked" check.
     marker: Mutex<Option<Arc<[u8]>>>,
+    /// The open read scopes and the reader they share. Reads are serialised through it.
+    reads: Mutex<Reads>,
+}
+
+/// How many read scopes are open, and the `cat-file` that serves their reads. The
+/// reader lives exactly while a scope is open: a read outside every scope starts its own and
+/// ends it, as a process per read did, so that no answer comes from a process that has held
+/// the object database open since before the current operation began.
+#[derive(Debug, Default)]
+struct Reads {
+    scopes: usize,
+    reader: Option<BatchReader>,
 }
 
 impl GitCliStore {
@@ -47,6 +66,7 @@ impl GitCliStore {
             root,
             runner,
             marker: Mutex::new(marker),
+            reads: Mutex::new(Reads::default()),
         }
     }
 
@@ -109,8 +129,71 @@ impl GitCliStore {
         }
     }
 
-    /// Reads one ref: Git's listing first, then the file itself if Git listed nothing (a
-    /// dangling symbolic ref or a broken file).
+    /// After a write: rolls small packs up when the root holds more than
+    /// [`rollup::MAX_PACKS`] and no one else holds the pack lock, within what is left of the
+    /// write's deadline. Housekeeping: the objects were written and checked, so a roll-up
+    /// that fails or runs out of time fails nothing (the next write tries again), but the
+    /// root must still pass its ownership check after Git ran in it.
+    fn roll_up(&self, deadline: Instant) -> Result<(), ObjectStoreError> {
+        if Instant::now() >= deadline || !rollup::over_limit(&self.root.path)? {
+            return Ok(());
+        }
+        let Some(_alone) = rollup::try_alone(&self.root.path)? else {
+            return Ok(());
+        };
+        self.check_ownership()?;
+        let _ = self.runner.run(
+            &self.root.path,
+            &Subcommand::Repack,
+            Vec::new(),
+            REPACK_OUTPUT_BYTES,
+            deadline,
+        );
+        self.check_ownership()
+    }
+
+    /// Reads `ids` (distinct) through the reader of the open read scope, or through one
+    /// started for this read alone, between two ownership checks. A reader that failed in
+    /// any way is dropped (killed and reaped), never reused.
+    fn read_batch(
+        &self,
+        ids: &[ObjectId],
+        budget: u64,
+        deadline: Instant,
+    ) -> Result<Vec<Option<StoredObject>>, ObjectStoreError> {
+        let mut reads = self.reads.lock().unwrap_or_else(PoisonError::into_inner);
+        self.check_ownership()?;
+        // A reader whose Git ended (killed from outside, say) is dropped and replaced.
+        let running = reads.reader.as_mut().is_some_and(BatchReader::is_running);
+        let mut reader = match reads.reader.take() {
+            Some(reader) if running => reader,
+            _ => self.runner.batch_reader(&self.root.path)?,
+        };
+        let outcome = reader.read(ids, budget, deadline);
+        if outcome.is_ok() && reads.scopes > 0 {
+            reads.reader = Some(reader);
+        } else {
+            drop(reader);
+        }
+        drop(reads);
+        match outcome {
+            // The process was killed; its answers are not accepted anyway.
+            Err(failure @ ReadFailure::TimedOut) => Err(read_error(failure, budget)),
+            Err(failure) => {
+                self.check_ownership()?;
+                Err(read_error(failure, budget))
+            }
+            Ok(answers) => {
+                self.check_ownership()?;
+                Ok(answers)
+            }
+        }
+    }
+
+    /// Reads one ref from its file. The root uses the files backend and holds no
+    /// `packed-refs` or reftable (the ownership check refuses both), so a ref's file is its
+    /// whole value, and reading it is what Git's own reading does, with a stricter parse: the
+    /// file holds exactly a direct or a symbolic ref and a newline, or the ref is corrupt.
     fn read_ref_value(
         &self,
         name: &RefName,
@@ -119,20 +202,14 @@ impl GitCliStore {
         before(deadline, "read_ref")?;
         self.check_ownership()?;
         check_ref_path(&self.root.path, name)?;
-        let subcommand = Subcommand::ForEachRef {
-            pattern: name.as_str(),
-        };
-        let run = self.run_read(&subcommand, Vec::new(), READ_REF_OUTPUT_BYTES, deadline)?;
-        // The pattern also matches refs below `name/`; only the exact name answers.
-        if let Some(value) = parse_listing(&run.stdout)?.remove(name) {
-            return Ok(Some(value));
-        }
         let path = self.root.path.join(name.as_str());
-        Ok(match judge_unlisted(&path, name.as_str())? {
-            Unlisted::Absent => None,
-            Unlisted::Symbolic(target) => Some(RefValue::Symbolic(target)),
-            Unlisted::Direct(id) => Some(RefValue::Direct(id)),
-        })
+        let value = match read_ref_file(&path, name.as_str())? {
+            RefFile::Absent => None,
+            RefFile::Symbolic(target) => Some(RefValue::Symbolic(target)),
+            RefFile::Direct(id) => Some(RefValue::Direct(id)),
+        };
+        self.check_ownership()?;
+        Ok(value)
     }
 
     /// `update-ref --no-deref name new old` and its outcome. Only a failure to start is `Err`;
@@ -198,6 +275,22 @@ impl GitCliStore {
     }
 }
 
+/// The contract's error for a read that failed in `failure`, within `budget` bytes.
+fn read_error(failure: ReadFailure, budget: u64) -> ObjectStoreError {
+    let describe = || Subcommand::CatFileBatch.describe();
+    match failure {
+        ReadFailure::TimedOut => timeout(describe()),
+        // cat-file frames each answer in at most 64 bytes, so output past the budget means
+        // the answer would be past it too.
+        ReadFailure::OverBudget => limit(format!("{} wrote more than {budget} bytes", describe())),
+        ReadFailure::Malformed(error) => error,
+        ReadFailure::Ended(detail) => ObjectStoreError::Failed {
+            operation: describe(),
+            detail,
+        },
+    }
+}
+
 /// Refuses the zero id, which `update-ref` reads as "delete" or "must be absent".
 fn nonzero(id: &ObjectId, role: &str) -> Result<(), ObjectStoreError> {
     if *id == ObjectId::ZERO {
@@ -236,6 +329,20 @@ fn unique_ids(ids: &[ObjectId]) -> Vec<ObjectId> {
 impl ObjectStore for GitCliStore {
     fn root(&self) -> &StoreRoot {
         &self.root
+    }
+
+    fn begin_reads(&self) {
+        let mut reads = self.reads.lock().unwrap_or_else(PoisonError::into_inner);
+        reads.scopes = reads.scopes.saturating_add(1);
+    }
+
+    fn end_reads(&self) {
+        let mut reads = self.reads.lock().unwrap_or_else(PoisonError::into_inner);
+        reads.scopes = reads.scopes.saturating_sub(1);
+        if reads.scopes == 0 {
+            // Dropping the reader kills and reaps it.
+            reads.reader = None;
+        }
     }
 
     fn mark(&self, marker: &[u8], deadline: Instant) -> Result<(), ObjectStoreError> {
@@ -307,27 +414,41 @@ impl ObjectStore for GitCliStore {
             return Ok(());
         }
         let pack = pack::encode(&unique)?;
-        check_loose_objects(&self.root.path, &unique)?;
-        let subcommand = Subcommand::UnpackObjects;
+        let slot = PackSlot::of(&pack);
+        // Held until the pack's files were checked: no roll-up removes them meanwhile.
+        let shared = rollup::share(&self.root.path, deadline)?;
+        slot.check_before(&self.root.path)?;
+        let subcommand = Subcommand::IndexPack;
         let run = self.runner.run(
             &self.root.path,
             &subcommand,
             pack,
-            UNPACK_OUTPUT_BYTES,
+            INDEX_PACK_OUTPUT_BYTES,
             deadline,
         )?;
         if matches!(run.ending, Ending::TimedOut) {
             return Err(timeout(subcommand.describe()));
         }
         self.check_ownership()?;
-        check_loose_objects(&self.root.path, &unique)?;
         if !run.succeeded() {
             return Err(ObjectStoreError::Failed {
                 operation: subcommand.describe(),
                 detail: run.describe_ending(),
             });
         }
-        Ok(())
+        // Git names the pack it kept by the pack's checksum: any other answer is not the
+        // pack this store wrote.
+        if run.stdout != format!("pack\t{}\n", slot.name()).as_bytes() {
+            return Err(corrupt(format!(
+                "{} answered {:?}, not the name of the pack it was given ({})",
+                subcommand.describe(),
+                String::from_utf8_lossy(&run.stdout),
+                slot.name()
+            )));
+        }
+        slot.check_after(&self.root.path)?;
+        drop(shared);
+        self.roll_up(deadline)
     }
 
     fn read_objects(
@@ -338,8 +459,8 @@ impl ObjectStore for GitCliStore {
     ) -> Result<Vec<Option<StoredObject>>, ObjectStoreError> {
         let unique = unique_ids(ids);
         before(deadline, "read_objects")?;
-        self.check_ownership()?;
         if unique.is_empty() {
+            self.check_ownership()?;
             return Ok(Vec::new());
         }
         let framing = READ_FRAMING_BYTES.saturating_mul(unique.len() as u64);
@@ -349,15 +470,7 @@ impl ObjectStore for GitCliStore {
                 unique.len()
             )));
         }
-        let mut request = Vec::with_capacity(unique.len() * 41);
-        for id in &unique {
-            request.extend_from_slice(id.to_hex().as_bytes());
-            request.push(b'\n');
-        }
-        // cat-file frames each answer in at most 64 bytes, so output past the budget means
-        // the answer would be past it too.
-        let run = self.run_read(&Subcommand::CatFileBatch, request, budget, deadline)?;
-        let answers = batch::parse(&unique, &run.stdout)?;
+        let answers = self.read_batch(&unique, budget, deadline)?;
         let bodies: u64 = answers
             .iter()
             .flatten()
@@ -368,6 +481,10 @@ impl ObjectStore for GitCliStore {
             return Err(limit(format!(
                 "the answer needs {total} bytes, over the budget of {budget}"
             )));
+        }
+        if unique.len() == ids.len() {
+            // No id asked twice: the answers are already in the order asked.
+            return Ok(answers);
         }
         let mut by_id = std::collections::HashMap::with_capacity(unique.len());
         for (id, answer) in unique.iter().zip(answers) {
@@ -410,7 +527,7 @@ impl ObjectStore for GitCliStore {
             }
             // A direct ref Git did not list appeared after it listed; it is left out, as it
             // would be had the listing come a moment earlier.
-            if let Unlisted::Symbolic(target) = judge_unlisted(&path, &name)? {
+            if let RefFile::Symbolic(target) = read_ref_file(&path, &name)? {
                 refs.insert(parsed, RefValue::Symbolic(target));
             }
         }

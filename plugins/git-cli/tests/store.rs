@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use sf_contracts::canonical::Digest;
 use sf_contracts::git_object::{
-    Commit, EntryMode, ObjectId, ObjectKind, TreeEntry, encode_commit, encode_tree, object_header,
+    Commit, EntryMode, ObjectId, ObjectKind, TreeEntry, encode_commit, encode_tree,
 };
 use sf_contracts::{
     EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreFactory, READ_FRAMING_BYTES, RefName,
@@ -294,15 +294,77 @@ fn forged_ids_are_refused_before_anything_starts() {
 }
 
 #[test]
-fn strict_unpack_refuses_an_open_closure() {
+fn strict_index_pack_refuses_an_open_closure() {
     let fixture = marked();
     let (_, tree, _) = closure("dangling");
-    match fixture.store.write_objects(&[tree], soon()) {
+    match fixture
+        .store
+        .write_objects(std::slice::from_ref(&tree), soon())
+    {
         Err(ObjectStoreError::Failed { operation, .. }) => {
-            assert!(operation.contains("unpack-objects --strict"), "{operation}");
+            assert!(operation.contains("index-pack --strict"), "{operation}");
         }
         other => panic!("expected failed, got {other:?}"),
     }
+    // Nothing was kept: Git refused the pack before naming it.
+    for extension in ["pack", "idx", "rev"] {
+        assert!(!pack_file(fixture.root(), &[&tree], extension).exists());
+    }
+}
+
+#[test]
+fn a_write_is_one_pack_named_by_its_checksum() {
+    let fixture = marked();
+    let (blob, tree, commit) = closure("packed");
+    let objects = [blob, tree, commit];
+    fixture
+        .store
+        .write_objects(&objects, soon())
+        .expect("writes");
+    let refs: Vec<&EncodedObject> = objects.iter().collect();
+    for extension in ["pack", "idx"] {
+        let path = pack_file(fixture.root(), &refs, extension);
+        let meta = fs::symlink_metadata(&path).expect("the pack file exists");
+        assert!(meta.file_type().is_file() && meta.nlink() == 1, "{path:?}");
+    }
+    assert_eq!(
+        fs::read(pack_file(fixture.root(), &refs, "pack")).expect("reads"),
+        sf_git::pack::encode(&refs).expect("encodes"),
+        "Git keeps the pack byte for byte"
+    );
+    // No loose object was written.
+    let loose: Vec<String> = dir_names(&fixture.root().join("objects"))
+        .into_iter()
+        .filter(|name| name.len() == 2)
+        .collect();
+    assert!(loose.is_empty(), "{loose:?}");
+    // The same write again keeps the one pack.
+    fixture
+        .store
+        .write_objects(&objects, soon())
+        .expect("writes again");
+    assert_eq!(
+        fs::read_dir(fixture.root().join("objects/pack"))
+            .expect("lists")
+            .count(),
+        fs::read_dir(fixture.root().join("objects/pack"))
+            .expect("lists")
+            .filter(|entry| {
+                entry
+                    .as_ref()
+                    .expect("entry")
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("pack-")
+            })
+            .count()
+    );
+    let ids: Vec<ObjectId> = objects.iter().map(|object| object.id).collect();
+    let read = fixture
+        .store
+        .read_objects(&ids, 1 << 20, soon())
+        .expect("reads");
+    assert!(read.iter().all(Option::is_some));
 }
 
 #[test]
@@ -819,15 +881,7 @@ fn list_refs_is_sorted_and_scoped() {
     assert_code(fixture.store.list_refs("refs/*/", soon()), "invalid-input");
 }
 
-/// The loose-object file of `object` as Git writes it.
-fn loose_bytes(object: &EncodedObject) -> Vec<u8> {
-    let mut raw = object_header(object.kind, object.body.len());
-    raw.extend_from_slice(&object.body);
-    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-    encoder.write_all(&raw).expect("deflates");
-    encoder.finish().expect("deflates")
-}
-
+/// The fan-out directory and the loose-object file of `object`.
 fn loose_paths(root: &Path, object: &EncodedObject) -> (PathBuf, PathBuf) {
     let hex = object.id.to_hex();
     let dir = root.join("objects").join(&hex[..2]);
@@ -835,69 +889,196 @@ fn loose_paths(root: &Path, object: &EncodedObject) -> (PathBuf, PathBuf) {
     (dir, file)
 }
 
+/// The file `pack-<checksum>.<extension>` a write of `objects` leaves.
+fn pack_file(root: &Path, objects: &[&EncodedObject], extension: &str) -> PathBuf {
+    let pack = sf_git::pack::encode(objects).expect("encodes");
+    let name = hex::encode(&pack[pack.len() - 20..]);
+    root.join("objects/pack")
+        .join(format!("pack-{name}.{extension}"))
+}
+
 #[test]
-fn only_gits_own_finalisation_link_is_tolerated() {
+fn a_read_larger_than_both_pipes_completes() {
+    let fixture = marked();
+    // More request bytes (50 per id) and more answer bytes than a pipe holds (64 KiB), so
+    // that writing the request and reading the answers must interleave.
+    let blobs: Vec<EncodedObject> = (0..3000)
+        .map(|i| {
+            EncodedObject::new(
+                ObjectKind::Blob,
+                format!("blob {i}\n").repeat(8).into_bytes(),
+            )
+        })
+        .collect();
+    fixture.store.write_objects(&blobs, soon()).expect("writes");
+    let ids: Vec<ObjectId> = blobs.iter().map(|blob| blob.id).collect();
+    fixture.store.begin_reads();
+    for _ in 0..2 {
+        let read = fixture
+            .store
+            .read_objects(&ids, 1 << 24, soon())
+            .expect("reads");
+        for (blob, answer) in blobs.iter().zip(&read) {
+            assert_eq!(answer.as_ref().map(|object| &object.body), Some(&blob.body));
+        }
+    }
+    fixture.store.end_reads();
+}
+
+#[test]
+fn only_gits_own_finalisation_link_of_a_pack_is_tolerated() {
     let fixture = marked();
     let blob = EncodedObject::new(ObjectKind::Blob, b"finalising\n".to_vec());
-    let (dir, file) = loose_paths(fixture.root(), &blob);
-    fs::create_dir(&dir).expect("mkdir");
-    fs::write(&file, loose_bytes(&blob)).expect("writes");
-    let temporary = dir.join("tmp_obj_AbC123");
-    fs::hard_link(&file, &temporary).expect("link");
-    fixture
-        .store
-        .write_objects(std::slice::from_ref(&blob), soon())
-        .expect("Git's own finalisation is tolerated");
+    let write = || {
+        fixture
+            .store
+            .write_objects(std::slice::from_ref(&blob), soon())
+    };
+    write().expect("writes");
+    let pack = pack_file(fixture.root(), &[&blob], "pack");
+    // A concurrent identical write between linking its temporary file to the name and
+    // removing the temporary name.
+    let temporary = fixture.root().join("objects/pack/tmp_pack_AbC123");
+    fs::hard_link(&pack, &temporary).expect("link");
+    write().expect("Git's own finalisation is tolerated");
     assert!(temporary.exists(), "the temporary name is never removed");
 
     // The same link under another name is not Git's.
     fs::remove_file(&temporary).expect("rm");
-    let other = dir.join("other");
-    fs::hard_link(&file, &other).expect("link");
+    let other = fixture.root().join("objects/pack/other");
+    fs::hard_link(&pack, &other).expect("link");
+    assert_code(write(), "unavailable");
+    fs::remove_file(&other).expect("rm");
+    write().expect("writes once the link is gone");
+
+    // A pack file anyone may write.
+    fs::set_permissions(&pack, fs::Permissions::from_mode(0o666)).expect("chmod");
+    assert_code(write(), "unavailable");
+}
+
+#[test]
+fn a_pack_name_holding_other_bytes_refuses_the_write() {
+    let fixture = marked();
+    let blob = EncodedObject::new(ObjectKind::Blob, b"named\n".to_vec());
+    let pack = pack_file(fixture.root(), &[&blob], "pack");
+    fs::write(&pack, b"PACK, but not this one").expect("writes");
+    fs::set_permissions(&pack, fs::Permissions::from_mode(0o444)).expect("chmod");
     assert_code(
         fixture
             .store
             .write_objects(std::slice::from_ref(&blob), soon()),
-        "unavailable",
-    );
-    fs::remove_file(&other).expect("rm");
-
-    // The right name with other content.
-    let liar = EncodedObject::new(ObjectKind::Blob, b"other content\n".to_vec());
-    let (liar_dir, liar_file) = loose_paths(fixture.root(), &liar);
-    fs::create_dir_all(&liar_dir).expect("mkdir");
-    fs::write(&liar_file, loose_bytes(&blob)).expect("writes");
-    fs::hard_link(&liar_file, liar_dir.join("tmp_obj_XyZ789")).expect("link");
-    assert_code(
-        fixture
-            .store
-            .write_objects(std::slice::from_ref(&liar), soon()),
         "unavailable",
     );
 }
 
 #[test]
-fn a_symlinked_loose_object_refuses_the_write() {
+fn a_symlinked_pack_file_refuses_the_write() {
+    for extension in ["pack", "idx", "rev"] {
+        let fixture = marked();
+        let blob = EncodedObject::new(ObjectKind::Blob, b"target\n".to_vec());
+        symlink(
+            "/etc/passwd",
+            pack_file(fixture.root(), &[&blob], extension),
+        )
+        .expect("symlink");
+        assert_code(
+            fixture
+                .store
+                .write_objects(std::slice::from_ref(&blob), soon()),
+            "unavailable",
+        );
+    }
+}
+
+/// The `git cat-file --batch` processes of this test process reading `root`.
+fn batch_readers(root: &Path) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(tasks) = fs::read_dir("/proc/self/task") else {
+        return found;
+    };
+    for task in tasks.flatten() {
+        let children = fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        for pid in children
+            .split_whitespace()
+            .filter_map(|pid| pid.parse::<u32>().ok())
+        {
+            let cmdline = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let environ = fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let git_dir = format!("GIT_DIR={}", root.display());
+            let is_reader = cmdline.split(|&b| b == 0).any(|arg| arg == b"cat-file")
+                && environ
+                    .split(|&b| b == 0)
+                    .any(|var| var == git_dir.as_bytes());
+            if is_reader {
+                found.push(pid);
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn reads_in_a_scope_share_one_reader_that_ends_with_the_scope() {
     let fixture = marked();
-    let blob = EncodedObject::new(ObjectKind::Blob, b"target\n".to_vec());
-    let (dir, file) = loose_paths(fixture.root(), &blob);
-    fs::create_dir(&dir).expect("mkdir");
-    symlink("/etc/passwd", &file).expect("symlink");
-    assert_code(
+    let (blob, tree, commit) = closure("scoped");
+    fixture
+        .store
+        .write_objects(&[blob.clone(), tree.clone(), commit.clone()], soon())
+        .expect("writes");
+    let read = |id: ObjectId| {
         fixture
             .store
-            .write_objects(std::slice::from_ref(&blob), soon()),
-        "unavailable",
+            .read_objects(&[id], 1 << 20, soon())
+            .expect("reads")
+    };
+    // Outside a scope, a read ends its own reader.
+    assert!(read(blob.id)[0].is_some());
+    assert_eq!(batch_readers(fixture.root()), Vec::<u32>::new());
+
+    fixture.store.begin_reads();
+    assert!(read(commit.id)[0].is_some());
+    let first = batch_readers(fixture.root());
+    assert_eq!(first.len(), 1, "one reader serves the scope");
+    // Scopes nest: the inner one ends, the reader stays.
+    fixture.store.begin_reads();
+    assert!(read(tree.id)[0].is_some());
+    fixture.store.end_reads();
+    assert!(read(blob.id)[0].is_some());
+    assert_eq!(
+        batch_readers(fixture.root()),
+        first,
+        "the same reader, every read"
     );
+    // An object written inside the scope is found by the reader that started before it.
+    let (later, _, _) = closure("written later");
+    fixture
+        .store
+        .write_objects(std::slice::from_ref(&later), soon())
+        .expect("writes");
+    assert!(read(later.id)[0].is_some());
+    fixture.store.end_reads();
+    assert_eq!(batch_readers(fixture.root()), Vec::<u32>::new());
+
+    // After the scope, a read sees the object database as it is now, not as a reader that
+    // held it open saw it: the pack removed is missing.
+    fixture.store.begin_reads();
+    assert!(read(later.id)[0].is_some());
+    fixture.store.end_reads();
+    for extension in ["pack", "idx", "rev"] {
+        let _ = fs::remove_file(pack_file(fixture.root(), &[&later], extension));
+    }
+    assert!(read(later.id)[0].is_none());
 }
 
 #[test]
 fn a_read_that_hangs_times_out() {
     let fixture = marked();
     let blob = EncodedObject::new(ObjectKind::Blob, b"fifo\n".to_vec());
+    let other = commit_in(&fixture.store, "beside the fifo");
     let (dir, file) = loose_paths(fixture.root(), &blob);
     fs::create_dir(&dir).expect("mkdir");
     nix::unistd::mkfifo(&file, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    fixture.store.begin_reads();
     let started = Instant::now();
     assert_code(
         fixture.store.read_objects(
@@ -908,6 +1089,16 @@ fn a_read_that_hangs_times_out() {
         "timeout",
     );
     assert!(started.elapsed() < Duration::from_secs(10));
+    // The reader that hung was killed, and the scope's next read gets a fresh one.
+    assert_eq!(batch_readers(fixture.root()), Vec::<u32>::new());
+    assert!(
+        fixture
+            .store
+            .read_objects(&[other], 1 << 20, soon())
+            .expect("reads")[0]
+            .is_some()
+    );
+    fixture.store.end_reads();
     assert_code(
         fixture
             .store
@@ -988,4 +1179,113 @@ fn stores_are_usable_through_the_trait_objects() {
         Some(RefValue::Direct(commit.id))
     );
     assert_code(reopened.mark(MARKER, soon()), "invalid-input");
+}
+
+/// The `pack-*.pack` files of `root`.
+fn pack_count(root: &Path) -> usize {
+    dir_names(&root.join("objects/pack"))
+        .iter()
+        .filter(|name| name.starts_with("pack-") && name.ends_with(".pack"))
+        .count()
+}
+
+/// The names in the directory `dir`.
+fn dir_names(dir: &Path) -> Vec<String> {
+    fs::read_dir(dir)
+        .expect("lists")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
+}
+
+/// Writes `count` blobs, one write (one pack) each, named by `tag`; no ref names any.
+fn write_blobs(store: &GitCliStore, tag: &str, count: usize) -> Vec<EncodedObject> {
+    (0..count)
+        .map(|at| {
+            let blob = EncodedObject::new(ObjectKind::Blob, format!("{tag} {at}\n").into_bytes());
+            store
+                .write_objects(std::slice::from_ref(&blob), soon())
+                .expect("writes");
+            blob
+        })
+        .collect()
+}
+
+fn assert_all_read(store: &GitCliStore, blobs: &[EncodedObject]) {
+    let ids: Vec<ObjectId> = blobs.iter().map(|blob| blob.id).collect();
+    let read = store.read_objects(&ids, 1 << 20, soon()).expect("reads");
+    for (blob, answer) in blobs.iter().zip(read) {
+        assert_eq!(
+            answer.map(|object| object.body),
+            Some(blob.body.clone()),
+            "{}",
+            blob.id
+        );
+    }
+}
+
+/// The pack lock, as a concurrent roll-up (exclusive) or write (shared) holds it.
+fn hold_pack_lock(root: &Path, arg: nix::fcntl::FlockArg) -> nix::fcntl::Flock<fs::File> {
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(root.join("objects/info/sf-packs.lock"))
+        .expect("opens the lock");
+    nix::fcntl::Flock::lock(file, arg).expect("locks")
+}
+
+#[test]
+fn packs_past_the_bound_are_rolled_up_and_every_object_is_kept() {
+    let fixture = marked();
+    let before = top_level(fixture.root());
+    let first = write_blobs(&fixture.store, "first", sf_git_cli::MAX_PACKS);
+    assert_eq!(pack_count(fixture.root()), sf_git_cli::MAX_PACKS);
+    // One more pack is past the bound: the write rolls the small packs up.
+    let more = write_blobs(&fixture.store, "more", 1);
+    let after = pack_count(fixture.root());
+    assert!(after < sf_git_cli::MAX_PACKS / 2, "{after} packs");
+    // Every object is still there, though no ref names any of them, and the root is still
+    // exactly the one created (the reads check it).
+    assert_all_read(&fixture.store, &first);
+    assert_all_read(&fixture.store, &more);
+    assert_eq!(top_level(fixture.root()), before);
+    let leftovers: Vec<String> = dir_names(&fixture.root().join("objects/info"))
+        .into_iter()
+        .filter(|name| name != "sf-packs.lock")
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn no_roll_up_while_a_write_holds_the_pack_lock_and_no_write_while_a_roll_up_does() {
+    let fixture = marked();
+    let writing = hold_pack_lock(fixture.root(), nix::fcntl::FlockArg::LockSharedNonblock);
+    // Another write is under way: writes share the lock, and none rolls up.
+    let blobs = write_blobs(&fixture.store, "shared", sf_git_cli::MAX_PACKS + 2);
+    assert_eq!(pack_count(fixture.root()), sf_git_cli::MAX_PACKS + 2);
+    drop(writing);
+    let blobs = [blobs, write_blobs(&fixture.store, "alone", 1)].concat();
+    assert!(pack_count(fixture.root()) < sf_git_cli::MAX_PACKS);
+    assert_all_read(&fixture.store, &blobs);
+    // A roll-up under way: a write waits for it, within its deadline.
+    let rolling = hold_pack_lock(fixture.root(), nix::fcntl::FlockArg::LockExclusiveNonblock);
+    let blob = EncodedObject::new(ObjectKind::Blob, b"waits\n".to_vec());
+    let result = fixture.store.write_objects(
+        std::slice::from_ref(&blob),
+        Instant::now() + Duration::from_millis(200),
+    );
+    assert_code(result, "timeout");
+    drop(rolling);
+    fixture
+        .store
+        .write_objects(std::slice::from_ref(&blob), soon())
+        .expect("writes once the roll-up ended");
+    assert_all_read(&fixture.store, &[blob]);
 }

@@ -7,7 +7,9 @@
 //!   `abi-minor` (minor + 1, which must still work), `null-table`, `null-function`, and
 //!   `abi-minor-2`: a plugin built with an sdk of ABI 1.2, which says so in its table and
 //!   answers `record_boundaries` (ABI 1.3's) as an sdk of 1.2 answers any method it does not
-//!   know.
+//!   know, and aborts the process on `begin_reads` or `end_reads` (ABI 1.10's), which the host
+//!   must never send it: the host ignores a failed read-scope hint, so only a crash shows one
+//!   was sent.
 //! - `SF_HOSTILE_REPLY` replaces the reply of every `call` (after the real call ran; with
 //!   `SF_HOSTILE_REPLY_SCOPE=store`, of store methods only):
 //!   `garbage` (random bytes), `bad-header` (a frame whose header is not JSON),
@@ -311,6 +313,9 @@ unsafe extern "C" fn call(
             // SAFETY: the host passed a valid out-pointer for the reply.
             unsafe { reply.write(SfBuffer::from_vec(bytes)) };
             return PLUGIN_ERROR;
+        }
+        if name == b"begin_reads" || name == b"end_reads" {
+            std::process::abort();
         }
     }
     // SAFETY: forwarded from the host.

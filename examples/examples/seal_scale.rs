@@ -1,0 +1,440 @@
+//! What a seal costs as the tree grows: a benchmark program that prints medians and ratios
+//! side by side, never a timed test.
+//!
+//! It generates deterministic repositories (a small base and a large one, `FILE_BYTES` of text
+//! per file, under `src/dNNN/sN/`), then times, through git-cli loaded as a plugin the way `sf`
+//! loads it, `open_repository` and `Repository::seal`:
+//!
+//! - 64 edited files on the small base, beside `git fast-import` of the same change (the same
+//!   base tree, the same 64 new contents, one commit and one branch ref) into a plain bare
+//!   repository, both with `core.fsync=all`;
+//! - one edited file on the small base and on the large one.
+//!
+//! Every run seals new content (the run number is in it), so no seal is a replay. sf and
+//! fast-import runs alternate, so that drift in the machine's load falls on both alike. It
+//! also times a snapshot of each base alone: the whole-tree read an `sf-candidate/3` seal
+//! still needs for the manifest's content digest (every blob's bytes). The bound on each
+//! store operation is raised to 30 minutes, so that a slow store gives a number, not a
+//! timeout (an sf that wrote one loose object per object could not create the 100,000-file
+//! base within the default 30 s).
+//!
+//! ```text
+//! cargo build --release -p sf-git-cli
+//! cargo run --release -p sf-examples --example seal_scale -- \
+//!     [--runs N] [--small FILES] [--large FILES] [--file-bytes BYTES] [--plugin-dir DIR]
+//! ```
+//!
+//! Defaults: 11 runs, 1,000 and 100,000 files of 1,024 bytes (about 100 MiB for the large
+//! base; `--file-bytes 21000` makes it 2 GiB, which takes several minutes and as many GiB of
+//! disk to generate, and several copies of the whole tree in memory for each seal).
+//! PLUGIN_DIR (where `libsf_git_cli.so` and its manifest are) defaults to the directory above
+//! this program's (`target/<profile>`). The repositories go under `TMPDIR`: on a tmpfs every
+//! `fsync` is free, for both sides, which shows what each costs besides its syncs. Needs a
+//! root-owned git at /usr/bin/git.
+
+use std::error::Error;
+use std::io::Write as _;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sf_host::canonical::Digest;
+use sf_host::contracts::ObjectStoreFactory;
+use sf_host::contracts::tree_path::EntryMode;
+use sf_host::git_object::ObjectId;
+use sf_host::repository::{
+    CreateRepository, FileEdit, FrozenInputs, InitialBase, Proposal, ProposalBounds, Repository,
+    RepositoryIdentity, RepositoryOptions, Slice, SliceBinding, SourceFile, create_repository,
+    open_repository,
+};
+
+/// The Git every comparison runs.
+const GIT: &str = "/usr/bin/git";
+
+struct Options {
+    runs: usize,
+    small: usize,
+    large: usize,
+    file_bytes: usize,
+    plugin_dir: PathBuf,
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let options = parse_options()?;
+    let (plugin, factory) = sf_examples::git_cli_plugin(&options.plugin_dir)?;
+
+    let workdir = tempfile::Builder::new()
+        .prefix("sf-seal-scale-")
+        .tempdir()?;
+    std::fs::set_permissions(workdir.path(), std::fs::Permissions::from_mode(0o700))?;
+    let root = workdir.path().canonicalize()?;
+
+    println!(
+        "seal_scale: git-cli plugin {} (ABI 1.{}); files of {} bytes; {} runs each",
+        plugin.library().display(),
+        plugin.abi_minor(),
+        options.file_bytes,
+        options.runs
+    );
+    let started = Instant::now();
+    let small = Base::generate(
+        factory.as_ref(),
+        &root.join("small"),
+        options.small,
+        options.file_bytes,
+    )?;
+    println!(
+        "  generated the {}-file base in {:.1} s",
+        options.small,
+        started.elapsed().as_secs_f64()
+    );
+    let started = Instant::now();
+    let large = Base::generate(
+        factory.as_ref(),
+        &root.join("large"),
+        options.large,
+        options.file_bytes,
+    )?;
+    println!(
+        "  generated the {}-file base in {:.1} s",
+        options.large,
+        started.elapsed().as_secs_f64()
+    );
+
+    let mut seal64 = Vec::new();
+    let mut import64 = Vec::new();
+    let mut seal1_small = Vec::new();
+    let mut seal1_large = Vec::new();
+    let mut snapshot_small = Vec::new();
+    let mut snapshot_large = Vec::new();
+    for run in 0..options.runs {
+        seal64.push(small.seal(factory.as_ref(), 64, run)?);
+        import64.push(small.fast_import(64, run)?);
+        seal1_small.push(small.seal(factory.as_ref(), 1, run)?);
+        seal1_large.push(large.seal(factory.as_ref(), 1, run)?);
+        snapshot_small.push(small.snapshot(factory.as_ref())?);
+        snapshot_large.push(large.snapshot(factory.as_ref())?);
+    }
+
+    let ms = |values: &[Duration]| median(values).as_secs_f64() * 1e3;
+    println!("medians:");
+    println!(
+        "  64 files on {:>7} files   sf seal {:>9.2} ms   git fast-import {:>8.2} ms   ratio {:>6.2}   (target <= 2)",
+        options.small,
+        ms(&seal64),
+        ms(&import64),
+        ms(&seal64) / ms(&import64)
+    );
+    println!(
+        "  1 file on {:>7} files     sf seal {:>9.2} ms",
+        options.small,
+        ms(&seal1_small)
+    );
+    println!(
+        "  1 file on {:>7} files     sf seal {:>9.2} ms   ratio to {} files {:>6.2}   (target <= 1.5)",
+        options.large,
+        ms(&seal1_large),
+        options.small,
+        ms(&seal1_large) / ms(&seal1_small)
+    );
+    println!(
+        "  snapshot (whole-tree read) {:>7} files {:>9.2} ms   {:>7} files {:>9.2} ms",
+        options.small,
+        ms(&snapshot_small),
+        options.large,
+        ms(&snapshot_large)
+    );
+    Ok(())
+}
+
+fn parse_options() -> Result<Options, Box<dyn Error>> {
+    let mut options = Options {
+        runs: 11,
+        small: 1_000,
+        large: 100_000,
+        file_bytes: 1_024,
+        plugin_dir: sf_examples::default_plugin_dir()?,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or(format!("{flag} takes a value"))?;
+        match flag.as_str() {
+            "--runs" => options.runs = value.parse()?,
+            "--small" => options.small = value.parse()?,
+            "--large" => options.large = value.parse()?,
+            "--file-bytes" => options.file_bytes = value.parse()?,
+            "--plugin-dir" => options.plugin_dir = PathBuf::from(value),
+            _ => return Err(format!("unknown option {flag}").into()),
+        }
+    }
+    if options.runs == 0 || options.small < 64 || options.large < options.small {
+        return Err("runs >= 1, --small >= 64 and --large >= --small".into());
+    }
+    Ok(options)
+}
+
+/// One generated base: an owned repository holding it as its initial commit, and a plain bare
+/// repository holding the same tree for fast-import.
+struct Base {
+    identity: RepositoryIdentity,
+    paths: Vec<String>,
+    contents: Vec<Vec<u8>>,
+    plain: PathBuf,
+    home: PathBuf,
+    plain_base: String,
+}
+
+impl Base {
+    /// Generates a base of `files` files in the new directory `root`.
+    fn generate(
+        factory: &dyn ObjectStoreFactory,
+        root: &Path,
+        files: usize,
+        file_bytes: usize,
+    ) -> Result<Self, Box<dyn Error>> {
+        std::fs::create_dir(root)?;
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
+        let paths: Vec<String> = (0..files).map(path_of).collect();
+        let contents: Vec<Vec<u8>> = (0..files).map(|i| content_of(i, file_bytes)).collect();
+        let identity = create_repository(
+            factory,
+            &CreateRepository {
+                path: root
+                    .join("owned")
+                    .to_str()
+                    .ok_or("a UTF-8 path")?
+                    .to_owned(),
+                product_id: "bench".into(),
+                target_ref: "refs/heads/main".into(),
+                base: InitialBase::Files(
+                    paths
+                        .iter()
+                        .zip(&contents)
+                        .map(|(path, content)| {
+                            SourceFile::new(path.clone(), EntryMode::Regular, content.clone())
+                        })
+                        .collect(),
+                ),
+                settings: Default::default(),
+            },
+            &options(),
+        )?;
+        let plain = root.join("plain.git");
+        let home = root.join("home");
+        std::fs::create_dir_all(&home)?;
+        let status = git(&home, None)
+            .args(["init", "--quiet", "--bare"])
+            .arg(&plain)
+            .status()?;
+        if !status.success() {
+            return Err("git init failed".into());
+        }
+        let mut stream = b"commit refs/heads/main\ncommitter bench <bench@example.com> 0 +0000\ndata 5\nbase\n\n".to_vec();
+        for (path, content) in paths.iter().zip(&contents) {
+            push_inline(&mut stream, path, content);
+        }
+        fast_import(&home, &plain, stream)?;
+        let out = git(&home, Some(&plain))
+            .args(["rev-parse", "refs/heads/main^{tree}", "refs/heads/main"])
+            .output()?;
+        let text = String::from_utf8(out.stdout)?;
+        let mut lines = text.lines();
+        let (plain_tree, plain_base) = (
+            lines.next().ok_or("no tree")?.to_owned(),
+            lines.next().ok_or("no commit")?.to_owned(),
+        );
+        let repository = open_repository(factory, &identity, options())?;
+        let owned_tree = repository.snapshot(&identity.initial)?.tree;
+        if ObjectId::parse_hex(&plain_tree) != Some(owned_tree) {
+            return Err(format!(
+                "the plain repository's tree {plain_tree} is not the owned one {owned_tree}"
+            )
+            .into());
+        }
+        Ok(Self {
+            identity,
+            paths,
+            contents,
+            plain,
+            home,
+            plain_base,
+        })
+    }
+
+    /// The paths `edits` edits touch: spread evenly over the tree.
+    fn edited(&self, edits: usize) -> impl Iterator<Item = usize> {
+        let step = self.paths.len() / edits;
+        (0..edits).map(move |k| k * step)
+    }
+
+    /// The new content of file `at` in run `run` of a change of `edits` files: new in every
+    /// run and every kind of change, so that no seal is a replay.
+    fn new_content(&self, at: usize, run: usize, edits: usize) -> Vec<u8> {
+        let mut content = self.contents[at].clone();
+        content.extend_from_slice(format!("edited in run {run} of {edits} edits\n").as_bytes());
+        content
+    }
+
+    /// Opens the owned repository and seals `edits` edits of run `run`: the timed region.
+    fn seal(
+        &self,
+        factory: &dyn ObjectStoreFactory,
+        edits: usize,
+        run: usize,
+    ) -> Result<Duration, Box<dyn Error>> {
+        let proposal = Proposal::new(
+            self.edited(edits)
+                .map(|at| {
+                    FileEdit::bytes(
+                        self.paths[at].clone(),
+                        Some(Digest::of(&self.contents[at])),
+                        self.new_content(at, run, edits),
+                    )
+                })
+                .collect(),
+        );
+        let frozen = frozen(self.identity.initial);
+        let started = Instant::now();
+        let repository = open(factory, &self.identity)?;
+        let sealed = repository.seal(&frozen, &proposal)?;
+        let elapsed = started.elapsed();
+        if sealed.manifest.edits.len() != edits {
+            return Err("the seal recorded another number of edits".into());
+        }
+        Ok(elapsed)
+    }
+
+    /// The same change as [`Self::seal`] through one `git fast-import`: a commit on the base
+    /// with the new contents inline, and its branch ref.
+    fn fast_import(&self, edits: usize, run: usize) -> Result<Duration, Box<dyn Error>> {
+        let mut stream = format!(
+            "commit refs/heads/run-{edits}-{run}\ncommitter bench <bench@example.com> {run} +0000\ndata 4\nrun\nfrom {}\n",
+            self.plain_base
+        )
+        .into_bytes();
+        for at in self.edited(edits) {
+            push_inline(
+                &mut stream,
+                &self.paths[at],
+                &self.new_content(at, run, edits),
+            );
+        }
+        let started = Instant::now();
+        fast_import(&self.home, &self.plain, stream)?;
+        Ok(started.elapsed())
+    }
+
+    /// A snapshot of the base alone: opening and reading the whole tree back.
+    fn snapshot(&self, factory: &dyn ObjectStoreFactory) -> Result<Duration, Box<dyn Error>> {
+        let started = Instant::now();
+        let repository = open(factory, &self.identity)?;
+        let snapshot = repository.snapshot(&self.identity.initial)?;
+        let elapsed = started.elapsed();
+        if snapshot.files.len() != self.paths.len() {
+            return Err("the snapshot holds another number of files".into());
+        }
+        Ok(elapsed)
+    }
+}
+
+/// The options of every repository handle here: the bound on each store operation raised (see
+/// the module's comment).
+fn options() -> RepositoryOptions {
+    RepositoryOptions {
+        git_timeout: Duration::from_secs(1800),
+        ..RepositoryOptions::default()
+    }
+}
+
+fn open(
+    factory: &dyn ObjectStoreFactory,
+    identity: &RepositoryIdentity,
+) -> Result<Repository, Box<dyn Error>> {
+    Ok(open_repository(factory, identity, options())?)
+}
+
+/// The frozen inputs every seal is sealed for: scope `src`, room for 64 edits of any size.
+fn frozen(base: ObjectId) -> FrozenInputs {
+    FrozenInputs {
+        forbidden: Vec::new(),
+        base,
+        slice: Slice {
+            id: "scale".into(),
+            revision: 1,
+        },
+        scope: vec!["src".into()],
+        acceptance: Digest::of(b"acceptance"),
+        recipe: Digest::of(b"recipe"),
+        environment: Digest::of(b"environment"),
+        binding: Some(SliceBinding {
+            digest: Digest::of(b"slice"),
+            protected: Vec::new(),
+        }),
+        bounds: ProposalBounds {
+            edits: 64,
+            bytes: ProposalBounds::HARD_CAP.bytes,
+        },
+    }
+}
+
+/// File `i`'s path: 1,000 files per top directory, 100 per subdirectory.
+fn path_of(i: usize) -> String {
+    format!("src/d{:03}/s{}/f{i:06}.txt", i / 1000, (i / 100) % 10)
+}
+
+/// File `i`'s deterministic text, exactly `bytes` long.
+fn content_of(i: usize, bytes: usize) -> Vec<u8> {
+    let mut content = Vec::with_capacity(bytes + 64);
+    let mut line = 0usize;
+    while content.len() < bytes {
+        // A cheap mix of the numbers, so that files and lines differ like source text does.
+        let mix = (i as u64 ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(line as u64 + 1) >> 17;
+        content.extend_from_slice(format!("file {i} line {line}: {mix:x}\n").as_bytes());
+        line += 1;
+    }
+    content.truncate(bytes);
+    content
+}
+
+fn push_inline(stream: &mut Vec<u8>, path: &str, content: &[u8]) {
+    stream
+        .extend_from_slice(format!("M 100644 inline {path}\ndata {}\n", content.len()).as_bytes());
+    stream.extend_from_slice(content);
+    stream.push(b'\n');
+}
+
+/// Git with a cleared environment, an empty HOME and no system or global configuration.
+fn git(home: &Path, git_dir: Option<&Path>) -> Command {
+    let mut command = Command::new(GIT);
+    command
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", "/usr/bin:/bin")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null");
+    if let Some(dir) = git_dir {
+        command.env("GIT_DIR", dir);
+    }
+    command
+}
+
+/// Runs `git -c core.fsync=all fast-import --quiet` on `stream`.
+fn fast_import(home: &Path, plain: &Path, stream: Vec<u8>) -> Result<(), Box<dyn Error>> {
+    let mut child = git(home, Some(plain))
+        .args(["-c", "core.fsync=all", "fast-import", "--quiet"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()?;
+    child.stdin.take().ok_or("no stdin")?.write_all(&stream)?;
+    if !child.wait()?.success() {
+        return Err("git fast-import failed".into());
+    }
+    Ok(())
+}
+
+fn median(values: &[Duration]) -> Duration {
+    let mut values = values.to_vec();
+    values.sort();
+    values[values.len() / 2]
+}
