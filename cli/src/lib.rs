@@ -78,7 +78,13 @@ pub struct Outcome {
 
 impl From<Result<Output, CliError>> for Outcome {
     fn from(result: Result<Output, CliError>) -> Self {
-        let exit = if result.is_ok() { 0 } else { EXIT_FAILURE };
+        let exit = match &result {
+            Ok(_) => 0,
+            // A combination of flags clap cannot express is refused by the command itself,
+            // with the same status as clap's own usage errors.
+            Err(error) if error.code == "usage" => EXIT_USAGE,
+            Err(_) => EXIT_FAILURE,
+        };
         Self { result, exit }
     }
 }
@@ -209,6 +215,24 @@ pub fn main_with_faults(
                 } else {
                     ExitCode::SUCCESS
                 };
+            }
+            if json
+                && matches!(
+                    error.kind(),
+                    ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+                )
+            {
+                // Asked for and given: an ok envelope, the text in `result`.
+                let result = if error.kind() == ErrorKind::DisplayVersion {
+                    serde_json::json!({"version": env!("CARGO_PKG_VERSION")})
+                } else {
+                    serde_json::json!({"help": error.render().to_string()})
+                };
+                print_envelope(&Ok(Output {
+                    json: result,
+                    text: String::new(),
+                }));
+                return ExitCode::SUCCESS;
             }
             if json {
                 let message = error.render().to_string();
