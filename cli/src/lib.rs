@@ -2,8 +2,9 @@
 //! conventions every command shares.
 //!
 //! - Human-readable text on stdout by default; with `--json`, stdout is exactly one envelope,
-//!   `{"schemaVersion":1,"ok":true,"result":…}` or
-//!   `{"schemaVersion":1,"ok":false,"error":{"code":…,"message":…}}`.
+//!   `{"ok":true,"result":…,"schemaVersion":1}` or
+//!   `{"error":{"code":…,"message":…},"ok":false,"schemaVersion":1}` (keys sorted, as
+//!   serde_json prints a map).
 //! - Exit status 0 only on success; 1 when the command failed; 2 for a usage error.
 //! - Logs and warnings go to stderr.
 //! - Text output (and an error's message) is printed through [`sf_host::text_escape::lines`]:
@@ -27,6 +28,7 @@ mod export;
 mod freeze;
 mod integrate;
 mod land;
+mod manuals;
 mod migrate;
 mod oats;
 mod plugins;
@@ -155,8 +157,13 @@ enum Command {
     Evidence(assure::EvidenceCommand),
     /// Land a Candidate: collect, judge, and integrate it at most once, only if Verified
     Land(land::LandArgs),
-    /// Run the whole pipeline on a bundled sample project: seal, collect, judge, integrate
+    /// Run the whole pipeline on a bundled sample project: seal, collect, judge, integrate.
+    /// It always runs on the embedded defaults: --config is refused
     Demo(demo::DemoArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(manuals::CompletionsArgs),
+    /// Print sf's man page, or write one per command into a new directory (--out)
+    Man(manuals::ManArgs),
 }
 
 fn dispatch(context: &Context, command: Command) -> Outcome {
@@ -183,6 +190,8 @@ fn dispatch(context: &Context, command: Command) -> Outcome {
         Command::Evidence(command) => assure::run_evidence(context, command).into(),
         Command::Land(args) => land::run(context, args),
         Command::Demo(args) => demo::run(context, args).into(),
+        Command::Completions(args) => manuals::completions(context, args).into(),
+        Command::Man(args) => manuals::man(context, args).into(),
     }
 }
 

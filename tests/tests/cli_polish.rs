@@ -326,3 +326,36 @@ fn collect_and_judge_text_names_how_each_run_ended_once() {
         );
     }
 }
+
+#[test]
+fn completions_and_man_pages_come_from_the_command_line_itself() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let output = sf().args(["completions", shell]).output().unwrap();
+        assert!(output.status.success(), "{shell}: {output:?}");
+        let script = String::from_utf8(output.stdout).unwrap();
+        // Every subcommand is completed, including the newest.
+        for command in ["seal", "land", "completions", "man"] {
+            assert!(script.contains(command), "{shell}: {command}");
+        }
+    }
+    let refused = sf().args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+
+    let page = run_json(sf().args(["man", "--json"]));
+    let page = page.result()["page"].as_str().unwrap();
+    assert!(page.starts_with(".ie") || page.contains(".TH sf"), "{page}");
+    let (_dir, root) = private_dir();
+    let out = root.join("man");
+    let written = run_json(sf().args(["man", "--json", "--out"]).arg(&out));
+    let pages = written.result()["pages"].as_array().unwrap().clone();
+    for page in ["sf.1", "sf-seal.1", "sf-repo-create.1"] {
+        assert!(pages.iter().any(|p| p == page), "{page}: {pages:?}");
+        let text = std::fs::read_to_string(out.join(page)).unwrap();
+        assert!(text.contains(".TH"), "{page}");
+    }
+    let seal = std::fs::read_to_string(out.join("sf-seal.1")).unwrap();
+    assert!(seal.contains("proposal"), "{seal}");
+    // Never over pages that exist.
+    let again = run_json(sf().args(["man", "--json", "--out"]).arg(&out));
+    assert_eq!(again.error_code(), "write-failed");
+}
