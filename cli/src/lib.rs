@@ -34,6 +34,7 @@ mod oats;
 mod plugins;
 mod repo;
 mod seal;
+mod show;
 mod slice_dir;
 mod snapshot;
 
@@ -160,6 +161,10 @@ enum Command {
     /// Run the whole pipeline on a bundled sample project: seal, collect, judge, integrate.
     /// It always runs on the embedded defaults: --config is refused
     Demo(demo::DemoArgs),
+    /// Show a Candidate (by digest or commit id): its edits, newest Verdict and landing
+    Show(show::ShowArgs),
+    /// List a repository's Candidates with their newest Verdict and landing state
+    List(show::ListArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(manuals::CompletionsArgs),
     /// Print sf's man page, or write one per command into a new directory (--out)
@@ -190,6 +195,8 @@ fn dispatch(context: &Context, command: Command) -> Outcome {
         Command::Evidence(command) => assure::run_evidence(context, command).into(),
         Command::Land(args) => land::run(context, args),
         Command::Demo(args) => demo::run(context, args).into(),
+        Command::Show(args) => show::show(context, args).into(),
+        Command::List(args) => show::list(context, args).into(),
         Command::Completions(args) => manuals::completions(context, args).into(),
         Command::Man(args) => manuals::man(context, args).into(),
     }
@@ -253,6 +260,9 @@ pub fn main_with_faults(
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    let paint = !cli.global.json
+        && matches!(cli.command, Command::Show(_) | Command::List(_))
+        && show::colour_wanted();
     let mut context = Context::new(cli.global.config, cli.global.json);
     context.faults = faults;
     let Outcome {
@@ -267,7 +277,11 @@ pub fn main_with_faults(
                 // Every command's text passes through the terminal escape, so that a control
                 // character from outside never reaches the terminal, whatever the command
                 // did or did not escape itself.
-                let text = text_escape::lines(&output.text);
+                let mut text = text_escape::lines(&output.text);
+                // Colour after the escape: only sf's own escape sequences reach the terminal.
+                if paint {
+                    text = show::paint(&text).into();
+                }
                 let mut stdout = std::io::stdout().lock();
                 let _ = stdout.write_all(text.as_bytes());
                 if !text.is_empty() && !text.ends_with('\n') {
