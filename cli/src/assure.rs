@@ -636,7 +636,7 @@ pub(super) fn output_tails(store: &dyn EvidenceStore, verdict: &Verdict) -> Stri
 
 /// The end of `bytes`: at most `lines` lines and `max_bytes` bytes, and whether that cut
 /// anything.
-fn tail(bytes: &[u8], lines: usize, max_bytes: usize) -> (&[u8], bool) {
+pub(super) fn tail(bytes: &[u8], lines: usize, max_bytes: usize) -> (&[u8], bool) {
     let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     let mut start = body
         .iter()
@@ -656,7 +656,7 @@ fn tail(bytes: &[u8], lines: usize, max_bytes: usize) -> (&[u8], bool) {
 /// What a process check runs, as a person would type it: the runtime, the entry (where it is
 /// placed in the sandbox) and the arguments, or a command's argv with its working directory
 /// and environment, each escaped for the terminal.
-fn command_line(slice: &SliceDir, check: &ProcessCheck) -> String {
+pub(super) fn command_line(slice: &SliceDir, check: &ProcessCheck) -> String {
     let words: Vec<String> = match &check.run {
         CheckRun::Entry { entry, args, .. } => std::iter::once(slice.frozen.recipe.runtime.clone())
             .chain(std::iter::once(entry.inside()))
@@ -691,7 +691,7 @@ fn command_line(slice: &SliceDir, check: &ProcessCheck) -> String {
 
 /// The per-test table of a command's results file, as text (a line per test, escaped) and
 /// as JSON (`{state, reason?, error?, tests: [{id, outcome, durationMs}]}`).
-fn results_lines(results: &CapturedResults) -> (String, serde_json::Value) {
+pub(super) fn results_lines(results: &CapturedResults) -> (String, serde_json::Value) {
     match results {
         CapturedResults::Absent => (
             "  results none (the run left no results file)\n".to_owned(),

@@ -33,6 +33,7 @@ mod migrate;
 mod oats;
 mod plugins;
 mod repo;
+mod report;
 mod seal;
 mod show;
 mod slice_dir;
@@ -165,6 +166,9 @@ enum Command {
     Show(show::ShowArgs),
     /// List a repository's Candidates with their newest Verdict and landing state
     List(show::ListArgs),
+    /// Write one self-contained HTML report of a Candidate: its diff, checks, Verdict and
+    /// landing, every value escaped; prints its path and digest
+    Report(report::ReportArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(manuals::CompletionsArgs),
     /// Print sf's man page, or write one per command into a new directory (--out)
@@ -197,6 +201,7 @@ fn dispatch(context: &Context, command: Command) -> Outcome {
         Command::Demo(args) => demo::run(context, args).into(),
         Command::Show(args) => show::show(context, args).into(),
         Command::List(args) => show::list(context, args).into(),
+        Command::Report(args) => report::run(context, args).into(),
         Command::Completions(args) => manuals::completions(context, args).into(),
         Command::Man(args) => manuals::man(context, args).into(),
     }

@@ -52,8 +52,10 @@ pub struct ListArgs {
 }
 
 /// What one Candidate's facts come to.
-struct Facts {
-    sealed: SealedCandidate,
+pub(super) struct Facts {
+    pub(super) sealed: SealedCandidate,
+    /// The Candidate's base, as the export read and checked it.
+    pub(super) base: sf_host::repository::SourceSnapshot,
     /// The newest Verdict's outcome and digest, or why there is none.
     verdict: Result<(String, String, String), String>,
     integrations: Vec<serde_json::Value>,
@@ -63,7 +65,7 @@ struct Facts {
 impl Facts {
     /// The landing state in a word: `delivered`, `integrated`, `unknown` (a claim with no
     /// confirmation), `prepared`, or `-` when nothing was prepared.
-    fn landing(&self) -> &'static str {
+    pub(super) fn landing(&self) -> &'static str {
         let any = |records: &[serde_json::Value], word: &str| {
             records.iter().any(|record| record["invocation"] == word)
         };
@@ -86,7 +88,7 @@ impl Facts {
             .map_or("-", |(outcome, _, _)| outcome.as_str())
     }
 
-    fn json(&self) -> serde_json::Value {
+    pub(super) fn json(&self) -> serde_json::Value {
         let manifest = &self.sealed.manifest;
         let message = self
             .sealed
@@ -130,7 +132,7 @@ fn change_word(prior: bool, next: bool) -> &'static str {
 }
 
 /// Reads every fact of Candidate `digest`, writing nothing.
-fn facts(
+pub(super) fn facts(
     context: &Context,
     repository: &Repository,
     digest: &Digest,
@@ -191,6 +193,7 @@ fn facts(
     };
     Ok(Facts {
         sealed,
+        base,
         verdict,
         integrations,
         deliveries,
@@ -205,6 +208,23 @@ fn newest_verdict(
     sealed: &SealedCandidate,
     base: &sf_host::repository::SourceSnapshot,
 ) -> Result<(String, String, String), String> {
+    let (verdict, _) = judged(context, slice, sealed, base)?;
+    let digest = verdict.digest().map_err(|error| error.to_string())?;
+    Ok((
+        verdict.outcome.as_str().to_owned(),
+        digest.to_string(),
+        verdict.attempt.to_string(),
+    ))
+}
+
+/// The newest Verdict of the Candidate under `slice` and the judge's view it came from, or
+/// why there is none; read-only.
+pub(super) fn judged(
+    context: &Context,
+    slice: &SliceDir,
+    sealed: &SealedCandidate,
+    base: &sf_host::repository::SourceSnapshot,
+) -> Result<(sf_host::assurance::Verdict, Judging), String> {
     let programs =
         derive(&slice.frozen, sealed, base).map_err(|_| "not sealed for this Slice".to_owned())?;
     let store = slice
@@ -216,16 +236,11 @@ fn newest_verdict(
         store,
     };
     let verdict = judging.verdict(None).map_err(|error| error.to_string())?;
-    let digest = verdict.digest().map_err(|error| error.to_string())?;
-    Ok((
-        verdict.outcome.as_str().to_owned(),
-        digest.to_string(),
-        verdict.attempt.to_string(),
-    ))
+    Ok((verdict, judging))
 }
 
 /// The Candidate `what` names: a digest, or the id of a Candidate's commit M.
-fn find(repository: &Repository, what: &str) -> Result<Digest, CliError> {
+pub(super) fn find(repository: &Repository, what: &str) -> Result<Digest, CliError> {
     if what.starts_with("sha256:") {
         return parse_digest(what, "CANDIDATE_OR_COMMIT");
     }
