@@ -36,34 +36,28 @@ impl Repository {
 
     /// Every integration intent retained, verified, in ref order.
     pub fn retained_intents(&self) -> Result<Vec<PreparedIntegration>, RepositoryError> {
-        let mut intents = Vec::new();
-        for name in self.intent_refs(INTEGRATION_REF_PREFIX)? {
-            if let Some(intent) = self.intent_at(&name)? {
-                intents.push(intent);
-            }
-        }
-        Ok(intents)
+        self.read_listed(INTEGRATION_REF_PREFIX, Self::intent_at)
     }
 
     /// Every delivery intent retained, verified, in ref order.
     pub fn retained_deliveries(&self) -> Result<Vec<PreparedDelivery>, RepositoryError> {
-        let mut deliveries = Vec::new();
-        for name in self.intent_refs(DELIVERY_REF_PREFIX)? {
-            if let Some(delivery) = self.delivery_at(&name)? {
-                deliveries.push(delivery);
-            }
-        }
-        Ok(deliveries)
+        self.read_listed(DELIVERY_REF_PREFIX, Self::delivery_at)
     }
 
-    /// The `…/intent` refs under `prefix`.
-    fn intent_refs(&self, prefix: &str) -> Result<Vec<RefName>, RepositoryError> {
-        Ok(self
-            .store
-            .list_refs(prefix, self.deadline())?
-            .into_iter()
-            .map(|(name, _)| name)
-            .filter(|name| name.as_str().ends_with("/intent"))
-            .collect())
+    /// What `read` finds at each `…/intent` ref under `prefix`, in ref order.
+    fn read_listed<T>(
+        &self,
+        prefix: &str,
+        read: impl Fn(&Self, &RefName) -> Result<Option<T>, RepositoryError>,
+    ) -> Result<Vec<T>, RepositoryError> {
+        let mut found = Vec::new();
+        for (name, _) in self.store.list_refs(prefix, self.deadline())? {
+            if name.as_str().ends_with("/intent")
+                && let Some(record) = read(self, &name)?
+            {
+                found.push(record);
+            }
+        }
+        Ok(found)
     }
 }
