@@ -79,11 +79,13 @@ fn list_and_show_read_verdicts_and_landings_without_writing() {
         "  integration land/",
         ": confirmed (desired-state-observed)\n",
         "  changed  sum.sh\n",
-        "| sum.sh: fix\n",
+        // The message's blank line is the bar alone: no line ends with a space.
+        "| sum.sh: fix\n|\n| Proposed by the sf demo.\n",
     ] {
         assert!(text.contains(needle), "{needle:?} in:\n{text}");
     }
     assert!(!text.contains('\x1b'), "no colour off a terminal: {text:?}");
+    assert!(text.lines().all(|line| !line.ends_with(' ')), "{text:?}");
 
     // Without --slice there is no Verdict, and it says why.
     let listed = run_json(&mut on(&kept, &["list", "--json"]));
