@@ -21,7 +21,7 @@ use sf_host::assurance::{Observation, Outcome, ProcessCheck, ProcessFacts, Verdi
 use sf_host::canonical::{Digest, Value, object};
 use sf_host::collector::{
     CollectError, CollectEvent, CollectRequest, CollectedRun, DERIVE_INPUT, Programs,
-    RepositoryCollector, derive,
+    RepositoryCollector, RunState, derive,
 };
 use sf_host::contracts::EvidenceStoreExt;
 use sf_host::contracts::{CancelToken, CapturedResults, EvidenceStore};
@@ -278,6 +278,27 @@ pub(super) fn run_json_of(run: &CollectedRun) -> serde_json::Value {
 /// the lines and cleared at the end.
 pub(super) struct Progress {
     bar: Option<ProgressBar>,
+    checks: usize,
+    started: std::sync::atomic::AtomicUsize,
+    settled: std::sync::atomic::AtomicUsize,
+    began: Instant,
+}
+
+/// How a run ended, in a word a person reads first: the executor's status (`exited 0`,
+/// `timed-out`, `output-limit`, `signalled 9`) for a run it answered, else the run's state
+/// (`not-started`, `unresolved`, `storage-failed`).
+pub(super) fn run_word(run: &CollectedRun) -> String {
+    use sf_host::contracts::RunStatus;
+    match (&run.process, run.state) {
+        (Some(process), RunState::Observed) => {
+            match (process.status, process.exit_code, process.signal) {
+                (RunStatus::Exited, Some(code), _) => format!("exited {code}"),
+                (RunStatus::Signalled, _, Some(signal)) => format!("signalled {signal}"),
+                (status, _, _) => status.code().to_owned(),
+            }
+        }
+        (_, state) => state.as_str().to_owned(),
+    }
 }
 
 impl Progress {
@@ -293,23 +314,47 @@ impl Progress {
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         });
-        Self { bar }
+        Self {
+            bar,
+            checks,
+            started: 0.into(),
+            settled: 0.into(),
+            began: Instant::now(),
+        }
     }
 
-    /// Reports one event.
+    /// Reports one event: `sf: [started/checks] CHECK started` and `sf: [settled/checks]
+    /// CHECK WORD in 1.2s (3.4s in all)`, with the run's first problem.
     pub(super) fn report(&self, event: CollectEvent<'_>) {
+        use std::sync::atomic::Ordering;
+        let checks = self.checks;
         let line = match event {
-            CollectEvent::Started { check } => format!("sf: {check} started"),
+            CollectEvent::Started { check } => {
+                let at = self.started.fetch_add(1, Ordering::SeqCst) + 1;
+                // The start line comes with the first run, so a landing that runs nothing
+                // (a replay) prints none.
+                let start = if at == 1 {
+                    format!("sf: running {checks} process check(s)\n")
+                } else {
+                    String::new()
+                };
+                format!("{start}sf: [{at}/{checks}] {check} started")
+            }
             CollectEvent::Settled { run, elapsed } => {
-                let took = format!("{:.1}s", elapsed.as_secs_f64());
+                let at = self.settled.fetch_add(1, Ordering::SeqCst) + 1;
+                let took = format!(
+                    "{:.1}s ({:.1}s in all)",
+                    elapsed.as_secs_f64(),
+                    self.began.elapsed().as_secs_f64()
+                );
+                let word = run_word(run);
                 match run.problems.first() {
                     Some(problem) => format!(
-                        "sf: {} {} ({took}): {}",
+                        "sf: [{at}/{checks}] {} {word} in {took}: {}",
                         run.check,
-                        run.state.as_str(),
                         text_escape::line(problem)
                     ),
-                    None => format!("sf: {} {} ({took})", run.check, run.state.as_str()),
+                    None => format!("sf: [{at}/{checks}] {} {word} in {took}", run.check),
                 }
             }
         };
@@ -448,7 +493,7 @@ fn collect_exported(
         result.evidence.len()
     );
     for run in &result.runs {
-        text.push_str(&format!("  {:<24} {}\n", run.check, run.state.as_str()));
+        text.push_str(&format!("  {:<24} {}\n", run.check, run_word(run)));
         for hit in &run.limits_hit {
             text.push_str(&format!(
                 "  {:<24}   {}\n",
@@ -489,7 +534,15 @@ pub(super) fn verdict_text(verdict: &Verdict, digest: &Digest) -> String {
         text.push_str(&format!("  {:<24} {met}\n", check.check));
     }
     for reason in &verdict.reasons {
-        text.push_str(&format!("  reason: {}\n", text_escape::line(reason)));
+        // A check that is not attributable is the reason `check ID: PROBLEMS`, already shown
+        // on its own line: each reason is printed once.
+        let shown = verdict.checks.iter().any(|check| {
+            check.met.is_none()
+                && *reason == format!("check {}: {}", check.check, check.problems.join("; "))
+        });
+        if !shown {
+            text.push_str(&format!("  reason: {}\n", text_escape::line(reason)));
+        }
     }
     text
 }
@@ -584,7 +637,7 @@ pub(super) fn output_tails(store: &dyn EvidenceStore, verdict: &Verdict) -> Stri
 
 /// The end of `bytes`: at most `lines` lines and `max_bytes` bytes, and whether that cut
 /// anything.
-fn tail(bytes: &[u8], lines: usize, max_bytes: usize) -> (&[u8], bool) {
+pub(super) fn tail(bytes: &[u8], lines: usize, max_bytes: usize) -> (&[u8], bool) {
     let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     let mut start = body
         .iter()
@@ -604,7 +657,7 @@ fn tail(bytes: &[u8], lines: usize, max_bytes: usize) -> (&[u8], bool) {
 /// What a process check runs, as a person would type it: the runtime, the entry (where it is
 /// placed in the sandbox) and the arguments, or a command's argv with its working directory
 /// and environment, each escaped for the terminal.
-fn command_line(slice: &SliceDir, check: &ProcessCheck) -> String {
+pub(super) fn command_line(slice: &SliceDir, check: &ProcessCheck) -> String {
     let words: Vec<String> = match &check.run {
         CheckRun::Entry { entry, args, .. } => std::iter::once(slice.frozen.recipe.runtime.clone())
             .chain(std::iter::once(entry.inside()))
@@ -639,7 +692,7 @@ fn command_line(slice: &SliceDir, check: &ProcessCheck) -> String {
 
 /// The per-test table of a command's results file, as text (a line per test, escaped) and
 /// as JSON (`{state, reason?, error?, tests: [{id, outcome, durationMs}]}`).
-fn results_lines(results: &CapturedResults) -> (String, serde_json::Value) {
+pub(super) fn results_lines(results: &CapturedResults) -> (String, serde_json::Value) {
     match results {
         CapturedResults::Absent => (
             "  results none (the run left no results file)\n".to_owned(),

@@ -137,16 +137,17 @@ fn bounds(args: &ExecArgs) -> Result<RunBounds, CliError> {
         return Err(CliError::new(
             "invalid-input",
             format!(
-                "--timeout-ms {}: a timeout is 1 to {max_ms} milliseconds",
+                "--timeout-ms {}: out of range; a timeout is 1 to {max_ms} milliseconds",
                 args.timeout_ms
             ),
         ));
     }
-    if args.output_limit > MAX_OUTPUT_LIMIT {
+    if args.output_limit == 0 || args.output_limit > MAX_OUTPUT_LIMIT {
         return Err(CliError::new(
             "invalid-input",
             format!(
-                "--output-limit {}: an output limit is at most {MAX_OUTPUT_LIMIT} bytes",
+                "--output-limit {}: out of range; an output limit is 1 to {MAX_OUTPUT_LIMIT} \
+                 bytes (0 would end every run at its first byte of output)",
                 args.output_limit
             ),
         ));
@@ -212,12 +213,20 @@ fn runtime_value(runtime: &Path) -> Result<toml::Value, CliError> {
     if !text.contains('/') {
         return Ok(toml::Value::String(text.to_owned()));
     }
-    let absolute = if runtime.is_absolute() {
-        runtime.to_path_buf()
+    // Made absolute before the Executor checks it: `./sh` or `../bin/sh` name an executable
+    // as well as its absolute path does. `.` segments go lexically; a `..` is resolved on the
+    // file system (its directory canonicalized). The path is otherwise kept as given, links
+    // and all: a runtime is often a link (python3), and its path decides what the sandbox
+    // makes readable.
+    let absolute = std::path::absolute(runtime)
+        .map_err(|error| invalid(&format!("cannot be made absolute ({error})")))?;
+    let absolute = if absolute
+        .components()
+        .any(|part| part == std::path::Component::ParentDir)
+    {
+        super::common::absolute_new_path(&absolute, "--runtime")?
     } else {
-        std::env::current_dir()
-            .map_err(|error| invalid(&format!("the working directory is unknown ({error})")))?
-            .join(runtime)
+        absolute
     };
     let absolute = absolute
         .to_str()

@@ -2,8 +2,9 @@
 //! conventions every command shares.
 //!
 //! - Human-readable text on stdout by default; with `--json`, stdout is exactly one envelope,
-//!   `{"schemaVersion":1,"ok":true,"result":…}` or
-//!   `{"schemaVersion":1,"ok":false,"error":{"code":…,"message":…}}`.
+//!   `{"ok":true,"result":…,"schemaVersion":1}` or
+//!   `{"error":{"code":…,"message":…},"ok":false,"schemaVersion":1}` (keys sorted, as
+//!   serde_json prints a map).
 //! - Exit status 0 only on success; 1 when the command failed; 2 for a usage error.
 //! - Logs and warnings go to stderr.
 //! - Text output (and an error's message) is printed through [`sf_host::text_escape::lines`]:
@@ -27,11 +28,14 @@ mod export;
 mod freeze;
 mod integrate;
 mod land;
+mod manuals;
 mod migrate;
 mod oats;
 mod plugins;
 mod repo;
+mod report;
 mod seal;
+mod show;
 mod slice_dir;
 mod snapshot;
 
@@ -78,7 +82,13 @@ pub struct Outcome {
 
 impl From<Result<Output, CliError>> for Outcome {
     fn from(result: Result<Output, CliError>) -> Self {
-        let exit = if result.is_ok() { 0 } else { EXIT_FAILURE };
+        let exit = match &result {
+            Ok(_) => 0,
+            // A combination of flags clap cannot express is refused by the command itself,
+            // with the same status as clap's own usage errors.
+            Err(error) if error.code == "usage" => EXIT_USAGE,
+            Err(_) => EXIT_FAILURE,
+        };
         Self { result, exit }
     }
 }
@@ -149,8 +159,20 @@ enum Command {
     Evidence(assure::EvidenceCommand),
     /// Land a Candidate: collect, judge, and integrate it at most once, only if Verified
     Land(land::LandArgs),
-    /// Run the whole pipeline on a bundled sample project: seal, collect, judge, integrate
+    /// Run the whole pipeline on a bundled sample project: seal, collect, judge, integrate.
+    /// It always runs on the embedded defaults: --config is refused
     Demo(demo::DemoArgs),
+    /// Show a Candidate (by digest or commit id): its edits, newest Verdict and landing
+    Show(show::ShowArgs),
+    /// List a repository's Candidates with their newest Verdict and landing state
+    List(show::ListArgs),
+    /// Write one self-contained HTML report of a Candidate: its diff, checks, Verdict and
+    /// landing, every value escaped; prints its path and digest
+    Report(report::ReportArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions(manuals::CompletionsArgs),
+    /// Print sf's man page, or write one per command into a new directory (--out)
+    Man(manuals::ManArgs),
 }
 
 fn dispatch(context: &Context, command: Command) -> Outcome {
@@ -177,6 +199,11 @@ fn dispatch(context: &Context, command: Command) -> Outcome {
         Command::Evidence(command) => assure::run_evidence(context, command).into(),
         Command::Land(args) => land::run(context, args),
         Command::Demo(args) => demo::run(context, args).into(),
+        Command::Show(args) => show::show(context, args).into(),
+        Command::List(args) => show::list(context, args).into(),
+        Command::Report(args) => report::run(context, args).into(),
+        Command::Completions(args) => manuals::completions(context, args).into(),
+        Command::Man(args) => manuals::man(context, args).into(),
     }
 }
 
@@ -210,6 +237,24 @@ pub fn main_with_faults(
                     ExitCode::SUCCESS
                 };
             }
+            if json
+                && matches!(
+                    error.kind(),
+                    ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
+                )
+            {
+                // Asked for and given: an ok envelope, the text in `result`.
+                let result = if error.kind() == ErrorKind::DisplayVersion {
+                    serde_json::json!({"version": env!("CARGO_PKG_VERSION")})
+                } else {
+                    serde_json::json!({"help": error.render().to_string()})
+                };
+                print_envelope(&Ok(Output {
+                    json: result,
+                    text: String::new(),
+                }));
+                return ExitCode::SUCCESS;
+            }
             if json {
                 let message = error.render().to_string();
                 let message = message.trim_end().trim_start_matches("error: ").to_owned();
@@ -220,6 +265,9 @@ pub fn main_with_faults(
             return ExitCode::from(EXIT_USAGE);
         }
     };
+    let paint = !cli.global.json
+        && matches!(cli.command, Command::Show(_) | Command::List(_))
+        && show::colour_wanted();
     let mut context = Context::new(cli.global.config, cli.global.json);
     context.faults = faults;
     let Outcome {
@@ -234,7 +282,11 @@ pub fn main_with_faults(
                 // Every command's text passes through the terminal escape, so that a control
                 // character from outside never reaches the terminal, whatever the command
                 // did or did not escape itself.
-                let text = text_escape::lines(&output.text);
+                let mut text = text_escape::lines(&output.text);
+                // Colour after the escape: only sf's own escape sequences reach the terminal.
+                if paint {
+                    text = show::paint(&text).into();
+                }
                 let mut stdout = std::io::stdout().lock();
                 let _ = stdout.write_all(text.as_bytes());
                 if !text.is_empty() && !text.ends_with('\n') {

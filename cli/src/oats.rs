@@ -2,7 +2,8 @@
 //! crate (plugins depend on the host, never the reverse), so, like a Git external
 //! subcommand, `sf oats` runs the `sf-oats` program that crate builds, found on the plugin
 //! path (beside `sf`, then `SF_PLUGIN_PATH`), in place of sf: same arguments, same stdout,
-//! stderr and exit status, with `--json` and `--config` passed on. The program gets the
+//! stderr and exit status, with `--json` passed on (`--config` is refused: the oats commands
+//! read no sf.toml). The program gets the
 //! loader's file checks first (owned by this user or root, and neither it nor its directory
 //! writable by group or others): whoever can change it runs code as sf. See docs/oats.md.
 
@@ -78,13 +79,21 @@ fn checked(program: &Path) -> Result<PathBuf, PluginError> {
 }
 
 pub fn run(context: &Context, args: OatsArgs) -> Result<Output, CliError> {
+    if let Some(config) = &context.config {
+        // Refused rather than ignored: a user passing it expects it to matter.
+        return Err(CliError::new(
+            "usage",
+            format!(
+                "--config {}: the oats commands read no sf.toml (their state is `sf oats \
+                 --state DIR`); run without --config",
+                config.display()
+            ),
+        ));
+    }
     let program = find()?;
     let mut command = std::process::Command::new(&program);
     if context.json {
         command.arg("--json");
-    }
-    if let Some(config) = &context.config {
-        command.arg("--config").arg(config);
     }
     command.args(&args.args);
     // exec only returns when the program could not be started.

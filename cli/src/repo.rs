@@ -167,6 +167,17 @@ fn absolute_text(path: &Path, flag: &str) -> Result<String, CliError> {
 
 /// The upstream `args` asks for, checked, with `source` (the `--from-git` repository) as the
 /// default URL; `None` when none is asked for.
+/// The message of an error reading the `--from-git` repository `repo`, naming the flag once:
+/// most such errors name it (or `--rev`) themselves; the others get it as a prefix.
+fn from_git_message(repo: &Path, error: &impl std::fmt::Display) -> String {
+    let text = error.to_string();
+    if text.starts_with("--from-git") || text.starts_with("--rev") {
+        text
+    } else {
+        format!("--from-git {}: {text}", repo.display())
+    }
+}
+
 fn upstream_of(args: &UpstreamArgs, source: Option<&Path>) -> Result<Option<Upstream>, CliError> {
     let Some(branch) = &args.upstream_branch else {
         return Ok(None);
@@ -176,7 +187,7 @@ fn upstream_of(args: &UpstreamArgs, source: Option<&Path>) -> Result<Option<Upst
         (None, Some(source)) => absolute_text(source, "--from-git")?,
         (None, None) => {
             return Err(CliError::new(
-                "invalid-input",
+                "usage",
                 "--upstream-branch needs --upstream URL or --from-git REPO",
             ));
         }
@@ -303,7 +314,10 @@ fn import(context: &Context, args: ImportArgs) -> Result<(Output, u8), CliError>
     .map_err(|error| match error {
         ImportError::Source(error) => CliError::new(
             error.code(),
-            format!("--from-git: {error}\n(nothing was written)"),
+            format!(
+                "{}\n(nothing was written)",
+                from_git_message(Path::new(&request.source), &error)
+            ),
         ),
         ImportError::Repository(error) => repository_error(
             &format!("importing into repository {}", repository.identity().path),
@@ -447,14 +461,14 @@ fn create(context: &Context, args: CreateArgs) -> Result<Output, CliError> {
             InitialBase::Imported(read.map_err(|error| {
                 CliError::new(
                     error.code(),
-                    format!("--from-git: {error}\n(nothing was created)"),
+                    format!("{}\n(nothing was created)", from_git_message(repo, &error)),
                 )
             })?)
         }
         _ => {
             return Err(CliError::new(
-                "invalid-input",
-                "give either --from SRC_DIR or --from-git REPO with --rev REV",
+                "usage",
+                "--rev goes with --from-git only: give either --from SRC_DIR or --from-git REPO with --rev REV",
             ));
         }
     };
@@ -520,7 +534,12 @@ fn create(context: &Context, args: CreateArgs) -> Result<Output, CliError> {
             })?;
         text.push_str(&format!("identity written to {}\n", file.display()));
     } else {
-        text.push_str(&String::from_utf8_lossy(&bytes));
+        // The identity alone on stdout, so that `> identity.json` keeps it; what was done
+        // goes to stderr with the other messages for people.
+        if !context.json {
+            eprint!("{}", sf_host::text_escape::lines(&text));
+        }
+        text = String::from_utf8_lossy(&bytes).into_owned();
         text.push('\n');
     }
     Ok(Output { json, text })

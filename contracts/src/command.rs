@@ -277,10 +277,7 @@ impl RunCommand {
             );
         }
         if let Some(arg) = self.argv.iter().find(|arg| arg.contains('\0')) {
-            return refuse(
-                format!("argv string {arg:?}"),
-                "an argv string holds no NUL",
-            );
+            return refuse(format!("argv string {arg:?}"), "an argv string holds a NUL");
         }
         if program.is_empty()
             || (program.contains('/') && !is_normal_absolute(program))
@@ -322,7 +319,7 @@ impl RunCommand {
                 );
             }
             if value.contains('\0') {
-                return refuse(format!("env variable {name}"), "a value holds no NUL");
+                return refuse(format!("env variable {name}"), "the value holds a NUL");
             }
         }
         if bytes > MAX_ENV_BYTES {

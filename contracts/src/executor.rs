@@ -347,7 +347,7 @@ impl RunRequest {
         if let Some(arg) = self.args.iter().find(|arg| arg.contains('\0')) {
             return Err(ExecutorError::InvalidInput {
                 input: format!("argument {arg:?}"),
-                rule: "an argument holds no NUL",
+                rule: "an argument holds a NUL",
             });
         }
         self.bounds.check()?;

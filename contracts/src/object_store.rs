@@ -97,7 +97,7 @@ impl RefName {
             return Err(refuse("a ref name starts with refs/"));
         };
         if name.contains("..") {
-            return Err(refuse("a ref name contains no .."));
+            return Err(refuse("the ref name contains .."));
         }
         for segment in rest.split('/') {
             if segment.is_empty() {

@@ -68,16 +68,16 @@ impl PathGlob {
             return refuse("a pattern cannot be negated: list only what is protected");
         }
         if text.bytes().any(|byte| b"[]{}\\".contains(&byte)) {
-            return refuse("a pattern holds no [, ], {, } or \\ (only *, ? and ** are special)");
+            return refuse("the pattern holds [, ], {, } or \\ (only *, ? and ** are special)");
         }
         if text.chars().any(char::is_control) {
-            return refuse("a pattern holds no control character");
+            return refuse("the pattern holds a control character");
         }
         let mut segments = Vec::new();
         for segment in text.split('/') {
             match segment {
                 "" => return refuse("a pattern is a relative path without empty segments"),
-                "." | ".." => return refuse("a pattern holds no . or .. segment"),
+                "." | ".." => return refuse("the pattern has a . or .. segment"),
                 "**" => {
                     // `**/**` means what `**` means; keep one.
                     if segments.last() != Some(&Segment::Any) {

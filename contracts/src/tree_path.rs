@@ -111,20 +111,23 @@ impl PathRule {
         }
     }
 
-    /// The rule in words.
+    /// What a path breaking the rule is, in words: the text of an error, so it states the
+    /// violation (a rule read as an error says the opposite of what is wrong).
     pub fn describe(self) -> &'static str {
         match self {
-            Self::Empty => "a path is not empty",
-            Self::EmptySegment => "a path is relative, its segments separated by single /",
-            Self::DotSegment => "a path has no . or .. segment",
-            Self::DotGit => {
-                "no segment is .git in any spelling Git refuses (any case, git~1, trailing dots \
-                 or spaces, .git:stream, HFS-ignorable code points)"
+            Self::Empty => "the path is empty",
+            Self::EmptySegment => {
+                "the path is absolute or has an empty segment (a leading, trailing or doubled /)"
             }
-            Self::SymlinkedGitModules => ".gitmodules is never a symbolic link",
-            Self::ControlCharacter => "a path holds no control character",
-            Self::SegmentTooLong => "a segment is at most 255 bytes",
-            Self::PathTooLong => "a path is at most 4096 bytes",
+            Self::DotSegment => "a segment is . or ..",
+            Self::DotGit => {
+                "a segment is .git in a spelling Git refuses (any case, git~1, trailing dots or \
+                 spaces, .git:stream, HFS-ignorable code points)"
+            }
+            Self::SymlinkedGitModules => ".gitmodules is a symbolic link",
+            Self::ControlCharacter => "the path holds a control character",
+            Self::SegmentTooLong => "a segment is longer than 255 bytes",
+            Self::PathTooLong => "the path is longer than 4096 bytes",
         }
     }
 }
@@ -245,17 +248,21 @@ impl LinkRule {
         }
     }
 
-    /// The rule in words.
+    /// What a link breaking the rule is, in words (an error's text: the violation).
     pub fn describe(self) -> &'static str {
         match self {
-            Self::Empty => "a link's target is not empty",
-            Self::TooLong => "a link's target is at most 4096 bytes",
-            Self::NotUtf8 => "a link's target is UTF-8",
-            Self::ControlCharacter => "a link's target holds no control character",
-            Self::Absolute => "a link's target is relative",
-            Self::DotGit => "a link's target has no .git segment in any spelling",
-            Self::Escapes => "a link resolves inside the tree, following the tree's other links",
-            Self::TooManyHops => "a link resolves within 40 links",
+            Self::Empty => "the link's target is empty",
+            Self::TooLong => "the link's target is longer than 4096 bytes",
+            Self::NotUtf8 => "the link's target is not UTF-8",
+            Self::ControlCharacter => "the link's target holds a control character",
+            Self::Absolute => "the link's target is absolute",
+            Self::DotGit => "the link's target has a .git segment (in some spelling)",
+            Self::Escapes => {
+                "the link resolves outside the tree (following the tree's other links)"
+            }
+            Self::TooManyHops => {
+                "the link does not resolve within 40 links (a loop or a long chain)"
+            }
         }
     }
 }
@@ -293,16 +300,16 @@ impl TreeRule {
         }
     }
 
-    /// The rule in words.
+    /// What an entry breaking the rule is, in words (an error's text: the violation).
     pub fn describe(self) -> &'static str {
         match self {
             Self::Path(rule) => rule.describe(),
-            Self::Duplicate => "each path appears once",
-            Self::ThroughNonDirectory => "no path lies beneath a file or a symbolic link",
+            Self::Duplicate => "the path appears more than once",
+            Self::ThroughNonDirectory => "the path lies beneath a file or a symbolic link",
             Self::CaseCollisionWithLink => {
-                "no two paths differing only in case where one is a symbolic link"
+                "the path differs only in case from another, and one of them is a symbolic link"
             }
-            Self::CaseCollision => "no two paths may differ only in case",
+            Self::CaseCollision => "the path differs only in case from another",
             Self::Link(rule) => rule.describe(),
         }
     }

@@ -146,10 +146,14 @@ pub struct CheckedRepository {
 }
 
 fn not_a_repository(error: DirFdError) -> ForeignRepositoryError {
-    ForeignRepositoryError::NotARepository {
-        path: error.path().to_owned(),
-        detail: error.to_string(),
-    }
+    let path = error.path().to_owned();
+    // A directory error names its path first; the variant names it once itself.
+    let text = error.to_string();
+    let detail = text
+        .strip_prefix(&format!("{}: ", path.display()))
+        .unwrap_or(&text)
+        .to_owned();
+    ForeignRepositoryError::NotARepository { path, detail }
 }
 
 fn refuse(rule: ForeignRule, path: PathBuf) -> ForeignRepositoryError {

@@ -274,10 +274,14 @@ fn git_dir_of(repo: &Path) -> Result<PathBuf, ForeignReadError> {
     match check_repository(repo) {
         Ok(checked) => Ok(checked.git_dir),
         Err(ForeignRepositoryError::NotARepository { path, detail }) => {
+            let at = if path == repo {
+                String::new()
+            } else {
+                format!(" ({})", path.display())
+            };
             Err(ForeignReadError::NotARepository(format!(
-                "--from-git {}: {}: {detail}",
+                "--from-git {}{at}: {detail}",
                 repo.display(),
-                path.display()
             )))
         }
         Err(refused) => Err(ForeignReadError::Refused(refused)),

@@ -408,7 +408,7 @@ mod tests {
         assert_eq!(files[1].mode, Mode::Symlink);
         assert_eq!(files[1].content, b"/etc/passwd");
         let refused = crate::snapshot::snapshot_digest(&files).unwrap_err();
-        assert!(refused.to_string().contains("relative"), "{refused}");
+        assert!(refused.to_string().contains("absolute"), "{refused}");
         assert_eq!(
             read_snapshot_dir(&dir.path().join("main.sh"))
                 .unwrap_err()

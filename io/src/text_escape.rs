@@ -113,7 +113,8 @@ pub const BLOCK_GUTTER: &str = "| ";
 /// | world
 /// ```
 ///
-/// Each line is prefixed with [`BLOCK_GUTTER`] and escaped as [`lines`] does (invalid UTF-8
+/// Each line is prefixed with [`BLOCK_GUTTER`] (an empty line is `|` alone, so that sf adds
+/// no trailing space) and escaped as [`lines`] does (invalid UTF-8
 /// bytes as `\xNN`, flagged in the header), so that a line the program printed can never be
 /// read as one of sf's. Output whose last line has no newline is followed by
 /// `\ no newline at end`, as in a diff.
@@ -138,8 +139,13 @@ pub fn block(name: &str, bytes: &[u8]) -> String {
         bytes
     };
     for line_bytes in body.split(|&byte| byte == b'\n') {
-        out.push_str(BLOCK_GUTTER);
-        out.push_str(&lines_bytes(line_bytes));
+        if line_bytes.is_empty() {
+            // An empty line is the gutter's bar alone: sf adds no trailing space.
+            out.push_str(BLOCK_GUTTER.trim_end());
+        } else {
+            out.push_str(BLOCK_GUTTER);
+            out.push_str(&lines_bytes(line_bytes));
+        }
         out.push('\n');
     }
     if !ends_with_newline {
@@ -178,7 +184,7 @@ mod tests {
         assert_eq!(block("stdout", b""), "--- stdout (0 bytes) ---\n");
         assert_eq!(
             block("stdout", b"one\n\nthree\n"),
-            "--- stdout (11 bytes) ---\n| one\n| \n| three\n"
+            "--- stdout (11 bytes) ---\n| one\n|\n| three\n"
         );
         assert_eq!(
             block("stderr", b"no end"),

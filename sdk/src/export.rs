@@ -163,6 +163,10 @@ fn constructor<C: Copy>(constructors: &[(&'static str, C)], tag: &str) -> Option
 pub struct PluginConfig {
     tag: String,
     fields: serde_json::Map<String, serde_json::Value>,
+    /// Set when [`PluginConfig::parse`] refused the fields: a constructor failing after that
+    /// is answered `invalid-config` (the user's sf.toml is at fault), not
+    /// `instantiate-failed`.
+    refused: std::cell::Cell<bool>,
 }
 
 impl PluginConfig {
@@ -179,8 +183,10 @@ impl PluginConfig {
     /// The fields (without `type`) as a `T`. Use `#[serde(deny_unknown_fields)]` on `T` so
     /// that a misspelt key is refused rather than ignored.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, String> {
-        serde_json::from_value(serde_json::Value::Object(self.fields.clone()))
-            .map_err(|error| format!("invalid configuration for type {:?}: {error}", self.tag))
+        serde_json::from_value(serde_json::Value::Object(self.fields.clone())).map_err(|error| {
+            self.refused.set(true);
+            format!("invalid configuration for type {:?}: {error}", self.tag)
+        })
     }
 }
 
@@ -406,7 +412,11 @@ pub unsafe fn instantiate(
             Some(serde_json::Value::String(tag)) => tag,
             _ => return plugin_error(protocol::INVALID_CONFIG, "the configuration has no type"),
         };
-        let config = PluginConfig { tag, fields };
+        let config = PluginConfig {
+            tag,
+            fields,
+            refused: std::cell::Cell::new(false),
+        };
         let unknown_tag = || {
             plugin_error(
                 protocol::UNKNOWN_TAG,
@@ -451,6 +461,7 @@ pub unsafe fn instantiate(
                 }
                 Outcome::Ok(Empty::encode())
             }
+            Err(message) if config.refused.get() => plugin_error(protocol::INVALID_CONFIG, message),
             Err(message) => plugin_error(protocol::INSTANTIATE_FAILED, message),
         }
     });

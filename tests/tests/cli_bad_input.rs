@@ -167,7 +167,7 @@ fn unstorable_sources_and_existing_outputs_write_nothing() {
     assert!(
         refused
             .error_message()
-            .contains("link: a link's target is relative (absolute-link)"),
+            .contains("link: the link's target is absolute (absolute-link)"),
         "{}",
         refused.error_message()
     );

@@ -57,7 +57,7 @@ fn the_demo_verifies_integrates_once_and_fails_the_non_fix() {
     let progress = demo
         .stderr
         .lines()
-        .filter(|line| line.starts_with("sf: ") && line.contains(" observed"))
+        .filter(|line| line.starts_with("sf: [") && line.contains(" exited 0 in "))
         .count();
     assert_eq!(progress, 6, "{}", demo.stderr);
     // The temporary directory is gone.

@@ -505,7 +505,7 @@ fn bad_input_is_refused_before_anything_runs() {
     refused(
         &run_json(&mut work.exec("main.sh", &[])),
         "invalid-input",
-        "snapshot path \"link\": a link's target is relative (absolute-link)",
+        "snapshot path \"link\": the link's target is absolute (absolute-link)",
     );
     std::fs::remove_file(work.root.join("program/link")).unwrap();
 

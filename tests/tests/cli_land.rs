@@ -1053,10 +1053,7 @@ fn on_a_terminal_collect_draws_a_live_bar() {
     assert!(output.status.success(), "{output:?}");
     let shown = String::from_utf8_lossy(&output.stdout);
     assert!(shown.contains("checks settled"), "the bar: {shown}");
-    assert!(
-        shown.contains("sf: bug-fixed started"),
-        "the lines: {shown}"
-    );
+    assert!(shown.contains("] bug-fixed started"), "the lines: {shown}");
     // Off a terminal, the same command writes no bar.
     let output = work
         .text_command(&[
@@ -1071,6 +1068,6 @@ fn on_a_terminal_collect_draws_a_live_bar() {
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("sf: bug-fixed started"), "{stderr}");
+    assert!(stderr.contains("] bug-fixed started"), "{stderr}");
     assert!(!stderr.contains("checks settled"), "{stderr}");
 }

@@ -171,13 +171,34 @@ fn a_fix_that_breaks_another_test_is_failed_on_pass_to_pass() {
     let (work, parent) = slice_for(fix);
     let fixed = std::fs::read_to_string(work.dir.join("fixed.py")).unwrap();
     let breaking = format!("{fixed}\n__all__.append('no_such_name_anywhere')\n");
-    let verdict = judged(&work, &seal(&work, &parent, "breaking", &breaking));
+    let candidate = seal(&work, &parent, "breaking", &breaking);
+    let verdict = judged(&work, &candidate);
     assert_eq!(verdict["outcome"], "failed", "{verdict}");
     let missed = problems(&verdict, "tests-pass-on-candidate");
     assert!(
         missed
             .contains("passToPass test test_typing_extensions.AllTests::test_all_names_in___all__"),
         "{missed}"
+    );
+    // The report shows the per-test results of the run that broke it.
+    let made = work.sf(&[
+        "report",
+        "--identity",
+        "identity.json",
+        "--candidate",
+        &candidate,
+        "--slice",
+        "slice",
+        "--out",
+        "report.html",
+    ]);
+    assert_eq!(made.result()["outcome"], "failed");
+    let html = std::fs::read_to_string(work.dir.join("report.html")).unwrap();
+    assert!(html.contains("<table class=\"tests\">"), "{html}");
+    assert!(
+        html.contains("<td class=\"mono\">test_typing_extensions.AllTests::test_all_names_in___all__</td><td>failed</td>")
+            || html.contains("test_all_names_in___all__</td><td>error</td>"),
+        "{html}"
     );
 }
 

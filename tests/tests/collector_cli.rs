@@ -154,7 +154,7 @@ fn freeze_seal_collect_judge_and_read_the_evidence() {
     let progress: Vec<&str> = collected
         .stderr
         .lines()
-        .filter(|line| line.starts_with("sf: ") && line.contains(" observed"))
+        .filter(|line| line.starts_with("sf: [") && line.contains(" exited "))
         .collect();
     assert_eq!(
         progress.len(),

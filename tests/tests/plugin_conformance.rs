@@ -49,5 +49,10 @@ fn plugin_configuration_is_checked_by_the_plugin() {
     .object_store(&PluginPath::new([built().dir.clone()]))
     .err()
     .expect("an unknown field is refused");
-    assert_eq!(dynamic.code(), "plugin-refused", "{dynamic}");
+    // Through sf.toml, a field the plugin refuses is the configuration's fault.
+    assert_eq!(dynamic.code(), "config-invalid", "{dynamic}");
+    assert!(
+        dynamic.to_string().contains("(invalid-config)"),
+        "{dynamic}"
+    );
 }

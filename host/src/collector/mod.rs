@@ -168,6 +168,9 @@ pub struct CollectedRun {
     /// The executor's limits the run hit, as recorded (empty for a run that hit none or did
     /// not start).
     pub limits_hit: Vec<LimitHit>,
+    /// How the run ended and what it used, as recorded, for a run the executor answered:
+    /// what a person reads first (`timed-out`, `exited 1`), before the record's problems.
+    pub process: Option<ProcessFacts>,
 }
 
 /// The outcome of a collection that ran to its end.
@@ -545,6 +548,7 @@ impl RepositoryCollector {
                     identities: None,
                     problems: vec!["the collection ended before this check was settled".into()],
                     limits_hit: Vec::new(),
+                    process: None,
                 })
             })
             .collect();
@@ -608,6 +612,7 @@ impl RepositoryCollector {
                                 .into(),
                         ],
                         limits_hit: Vec::new(),
+                        process: None,
                     },
                     Duration::ZERO,
                 );
@@ -638,10 +643,8 @@ impl RepositoryCollector {
     ) -> CollectedRun {
         let identities = ran.observation.facts.identities.clone();
         let mut problems = ran.observation.facts.problems.clone();
-        let limits_hit = ran
-            .observation
-            .facts
-            .process
+        let process = ran.observation.facts.process.clone();
+        let limits_hit = process
             .as_ref()
             .and_then(|process| process.limits_hit.clone())
             .unwrap_or_default();
@@ -657,6 +660,7 @@ impl RepositoryCollector {
                 identities,
                 problems,
                 limits_hit,
+                process,
             };
         }
         let put = ran
@@ -696,6 +700,7 @@ impl RepositoryCollector {
                 identities,
                 problems,
                 limits_hit,
+                process,
             },
             Err(error) => {
                 shared.storage_failed.store(true, Ordering::SeqCst);
@@ -707,6 +712,7 @@ impl RepositoryCollector {
                     identities,
                     problems,
                     limits_hit,
+                    process,
                 }
             }
         }

@@ -341,6 +341,14 @@ impl ConfigError {
             Self::Invalid { .. } => "config-invalid",
             Self::UnknownTag { .. } => "unknown-tag",
             Self::Backend { .. } => "backend-failed",
+            // A plugin that refused its section's fields: the sf.toml is at fault, as for a
+            // compiled-in backend.
+            Self::Plugin { error, .. }
+                if matches!(error.as_ref(), PluginError::Refused { code, .. }
+                    if code == sf_plugin_abi::protocol::INVALID_CONFIG) =>
+            {
+                "config-invalid"
+            }
             Self::Plugin { error, .. } => error.code(),
         }
     }

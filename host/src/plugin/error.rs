@@ -65,6 +65,23 @@ pub enum PluginError {
         /// The ownership or mode rule it breaks.
         rule: String,
     },
+    /// The library file is shorter than its own headers say: truncated (an interrupted copy
+    /// or build), refused before it is mapped.
+    #[error(
+        "plugin {plugin}: {} is truncated: it holds {bytes} bytes, and {detail}; rebuild or \
+         copy it again",
+        library.display()
+    )]
+    TruncatedLibrary {
+        /// The plugin's name, from its manifest.
+        plugin: String,
+        /// The library, by its canonical path.
+        library: PathBuf,
+        /// The file's length.
+        bytes: u64,
+        /// Which part its headers name lies beyond the end.
+        detail: String,
+    },
     /// The dynamic loader refused the library.
     #[error(
         "plugin {plugin}: {} could not be loaded: {detail}; rebuild it for this platform",
@@ -261,6 +278,7 @@ impl PluginError {
             Self::InvalidManifest { .. } => "invalid-manifest",
             Self::MissingLibrary { .. } => "missing-library",
             Self::Insecure { .. } => "insecure-plugin",
+            Self::TruncatedLibrary { .. } => "truncated-library",
             Self::LoadFailed { .. } => "load-failed",
             Self::MissingEntry { .. } => "missing-entry",
             Self::WrongMagic { .. } => "wrong-magic",

@@ -15,6 +15,7 @@ use super::abi::{
     MAGIC, PluginEntryV1, SfBuffer, SfBytes, SfStr,
 };
 use super::error::PluginError;
+use super::library_file;
 use super::manifest::{self, MAX_MANIFEST_BYTES, PluginManifest};
 use super::protocol::{self, PanicReply, PluginErrorReply};
 
@@ -276,6 +277,20 @@ fn open_once(canonical: &Path, plugin: &str) -> Result<&'static libloading::Libr
     if let Some(library) = opened.get(canonical) {
         return Ok(library);
     }
+    // Measured before mapping: a truncated file would be a SIGBUS, not an error.
+    library_file::check_whole(canonical).map_err(|problem| match problem {
+        Ok(truncated) => PluginError::TruncatedLibrary {
+            plugin: plugin.to_owned(),
+            library: canonical.to_owned(),
+            bytes: truncated.bytes,
+            detail: truncated.detail,
+        },
+        Err(detail) => PluginError::LoadFailed {
+            plugin: plugin.to_owned(),
+            library: canonical.to_owned(),
+            detail,
+        },
+    })?;
     // RTLD_NOW: every symbol the library needs is resolved now, so a library built for
     // another system fails here instead of in the middle of a call.
     // SAFETY: opening a library runs its initialisers; the manifest file and the file's

@@ -20,6 +20,7 @@
 //! - [`gate_protocol`]: the `gate` contract's request, answers and errors;
 //! - [`fence_protocol`]: the `fence` contract's requests, answers and errors (ABI minor 9);
 //! - [`manifest`]: the manifest record and its file beside the library;
+//! - [`library_file`]: a library file holding every byte its ELF headers name, before mapping;
 //! - [`loader`]: checking and opening a library, instances and raw calls;
 //! - [`object_store_adapter`]: `ObjectStoreFactory` and `ObjectStore` over a plugin;
 //! - [`executor_adapter`]: `Executor` over a plugin, with cancellation across the boundary;
@@ -43,6 +44,7 @@ pub mod evidence_store_adapter;
 pub mod executor_adapter;
 pub mod fence_adapter;
 pub mod gate_adapter;
+pub mod library_file;
 pub mod loader;
 pub mod object_store_adapter;
 pub mod search;

@@ -17,6 +17,7 @@ mod identity;
 mod import;
 mod imported;
 mod integration;
+mod listing;
 mod manifest;
 mod object_cache;
 mod proposal;

@@ -118,11 +118,11 @@ pub(crate) fn check_text(text: &str) -> Result<(), (Rejection, &'static str)> {
     if text.len() > REPOSITORY_LIMITS.max_file_bytes {
         return Err((
             Rejection::FileTooLarge,
-            "a file holds at most the per-file limit",
+            "the text is larger than the per-file limit",
         ));
     }
     if text.contains('\0') {
-        return Err((Rejection::NulByte, "an edit's text holds no NUL character"));
+        return Err((Rejection::NulByte, "the edit's text holds a NUL character"));
     }
     if LFS_POINTER_PREFIXES
         .iter()
@@ -130,7 +130,7 @@ pub(crate) fn check_text(text: &str) -> Result<(), (Rejection, &'static str)> {
     {
         return Err((
             Rejection::LfsPointer,
-            "an edit's text is not a Git LFS pointer",
+            "the edit's text is a Git LFS pointer",
         ));
     }
     Ok(())

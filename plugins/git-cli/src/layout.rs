@@ -96,7 +96,7 @@ pub(crate) fn check_path_shape(path: &Path) -> Result<(), ObjectStoreError> {
         ));
     }
     if bytes.contains(&0) {
-        return Err(refuse("a repository path contains no NUL byte"));
+        return Err(refuse("the repository path contains a NUL byte"));
     }
     // Byte segments, not `Path::components`: components silently drop inner `.` segments.
     let dotted = bytes[1..]

@@ -753,7 +753,7 @@ pub fn check_environment_value(name: &str, value: &str) -> Result<()> {
         return Err(OatsError::new(
             ErrorCode::InvalidEnvironment,
             name,
-            "a value holds no NUL, CR or LF",
+            "the value holds a NUL, CR or LF",
         ));
     }
     if value.len() > MAX_ENVIRONMENT_VALUE {

@@ -1149,7 +1149,7 @@ fn parse_settings(value: &Value) -> Result<BTreeMap<String, Setting>> {
         }
         let field = format!("settings.{name}");
         if name.is_empty() {
-            return Err(invalid(&field, "a setting name is not empty"));
+            return Err(invalid(&field, "the setting name is empty"));
         }
         let object = Object::new(
             item,

@@ -389,7 +389,7 @@ fn check_configured(path: &Path) -> Result<(), ExecutorError> {
     if text.bytes().any(|b| b.is_ascii_control()) {
         return Err(invalid(
             format!("runtime path {text:?}"),
-            "a runtime path holds no control character",
+            "the runtime path holds a control character",
         ));
     }
     Ok(())

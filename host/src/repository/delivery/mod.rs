@@ -307,6 +307,24 @@ impl Repository {
         self.read_delivery_intent(&delivery_refs(&self.identity, action))
     }
 
+    /// The delivery intent retained under the intent ref `name` (one `retained_deliveries`
+    /// listed), verified, if there is one.
+    pub(super) fn delivery_at(
+        &self,
+        name: &RefName,
+    ) -> Result<Option<PreparedDelivery>, RepositoryError> {
+        let sibling = |leaf: &str| {
+            let parent = name.as_str().strip_suffix("intent").unwrap_or_default();
+            RefName::parse(&format!("{parent}{leaf}"))
+                .map_err(|_| RepositoryError::corrupt(format!("{name} is not an intent ref")))
+        };
+        self.read_delivery_intent(&DeliveryRefs {
+            intent: name.clone(),
+            dispatch: sibling("dispatch")?,
+            receipt: sibling("receipt")?,
+        })
+    }
+
     fn read_delivery_intent(
         &self,
         refs: &DeliveryRefs,

@@ -37,7 +37,7 @@ pub use records::{
     Action, INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationPayload, MAX_PAYLOAD_BYTES,
     Owner, PAYLOAD_NAME, PreparedIntegration, dispatch_message, intent_message, receipt_message,
 };
-use records::{IntegrationRefs, integration_refs, intent_objects};
+use records::{IntegrationRefs, integration_refs, intent_objects, sibling_refs};
 pub(in crate::repository) use records::{
     check_effect_fields, commit_object, digest_of_payload, empty_tree, record_objects,
     retained_exactly,
@@ -161,6 +161,15 @@ impl Repository {
         action: &Action,
     ) -> Result<Option<PreparedIntegration>, RepositoryError> {
         self.read_intent(&integration_refs(action))
+    }
+
+    /// The intent retained under the intent ref `name` (one `retained_intents` listed),
+    /// verified, if there is one.
+    pub(super) fn intent_at(
+        &self,
+        name: &RefName,
+    ) -> Result<Option<PreparedIntegration>, RepositoryError> {
+        self.read_intent(&sibling_refs(name)?)
     }
 
     /// Reads and verifies the retained intent under `refs.intent`, if any.

@@ -232,6 +232,20 @@ pub(super) struct IntegrationRefs {
     pub(super) receipt: RefName,
 }
 
+/// The refs of the intent whose intent ref is `intent` (`…/<key>/intent`): its siblings.
+pub(super) fn sibling_refs(intent: &RefName) -> Result<IntegrationRefs, RepositoryError> {
+    let parent = intent.as_str().strip_suffix("intent").unwrap_or_default();
+    let name = |leaf: &str| {
+        RefName::parse(&format!("{parent}{leaf}"))
+            .map_err(|_| RepositoryError::corrupt(format!("{intent} is not an intent ref")))
+    };
+    Ok(IntegrationRefs {
+        intent: intent.clone(),
+        dispatch: name("dispatch")?,
+        receipt: name("receipt")?,
+    })
+}
+
 pub(super) fn integration_refs(action: &Action) -> IntegrationRefs {
     #[derive(Serialize)]
     struct Key<'a> {

@@ -51,9 +51,6 @@ pub struct Cli {
     /// sf's state directory (default: $SF_STATE_DIR, $XDG_STATE_HOME/sf, ~/.local/state/sf)
     #[arg(long, global = true, value_name = "DIR")]
     state: Option<PathBuf>,
-    /// Accepted for symmetry with sf; the oats commands read no sf.toml
-    #[arg(long, global = true, value_name = "FILE", hide = true)]
-    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }

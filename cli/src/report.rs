@@ -1,0 +1,318 @@
+//! `sf report --identity FILE --candidate DIGEST --slice SLICE [--out FILE]`: one
+//! self-contained HTML file a reviewer reads before trusting a Candidate: the Candidate and
+//! its message, a diff of every edit against the base, each check as its record shows it, the
+//! newest Verdict with the reason for each check, the landing (as `sf show` reads it), and
+//! every identity digest. Read-only but for the new file.
+//!
+//! Everything a Candidate produced (its message, paths, file contents, a run's output, test
+//! names) is hostile: the page is rendered by minijinja from an `.html` template, which
+//! escapes every value by default; nothing is marked safe. The page holds no script and
+//! forbids any (its Content-Security-Policy allows inline style only), needs no network, and
+//! names its own digest: the SHA-256 of the file with that digest written as `sha256:` and 64
+//! zeros ([`REPORT_DIGEST_PLACEHOLDER`]).
+
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+
+use super::assure::{command_line, results_lines, tail};
+use super::common::{CliError, Context, Output, new_record_file};
+use super::slice_dir::SliceDir;
+use sf_host::assurance::{Observation, Verdict};
+use sf_host::canonical::Digest;
+use sf_host::contracts::EvidenceStoreExt as _;
+use sf_host::repository::SourceSnapshot;
+
+/// The value the report's digest is computed over in its own place.
+pub const REPORT_DIGEST_PLACEHOLDER: &str =
+    "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+/// The template, compiled into sf.
+const TEMPLATE: &str = include_str!("report/report.html");
+/// How much of a run's stdout and stderr the page shows: the end of it.
+const OUTPUT_LINES: usize = 200;
+const OUTPUT_BYTES: usize = 64 * 1024;
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The repository identity file
+    #[arg(long, value_name = "FILE")]
+    identity: PathBuf,
+    /// The Candidate's digest (sha256:…) or the id of its commit M
+    #[arg(long, value_name = "DIGEST")]
+    candidate: String,
+    /// The frozen Slice whose evidence the Verdict is judged from (read-only)
+    #[arg(long, value_name = "SLICE")]
+    slice: PathBuf,
+    /// The new file to write (never overwritten); default: sf-report-<digest>.html in the
+    /// working directory
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+/// `sf report`.
+pub fn run(context: &Context, args: ReportArgs) -> Result<Output, CliError> {
+    let repository = context.open_repository(&args.identity)?;
+    let slice = SliceDir::open(&args.slice)?;
+    let digest = super::show::find(&repository, &args.candidate)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("sf-report-{}.html", &digest.hex()[..16])));
+    let out = new_record_file(Some(&out), "--out")?.unwrap_or_default();
+    let facts = super::show::facts(context, &repository, &digest, Some(&slice))?;
+    let base = &facts.base;
+    let judged = super::show::judged(context, &slice, &facts.sealed, base);
+    let mut shown = facts.json();
+    let candidate = shown.clone();
+    let verdict = match &judged {
+        Ok((verdict, _)) => {
+            let mut value = shown["verdict"].take();
+            value["reasons"] = serde_json::json!(verdict.reasons);
+            value
+        }
+        Err(why) => serde_json::json!({"outcome": "none", "none": why, "reasons": []}),
+    };
+    let checks = checks(&slice, judged.as_ref().ok());
+    let page = serde_json::json!({
+        "report_digest": REPORT_DIGEST_PLACEHOLDER,
+        "candidate": candidate,
+        "verdict": verdict,
+        "checks": checks,
+        "diff": diff(&facts.sealed, base),
+        "landing": {
+            "word": facts.landing(),
+            "integrations": shown["integrations"],
+            "deliveries": shown["deliveries"],
+        },
+        "identities": identities(&facts.sealed, &slice),
+    });
+    let html = render(&page)?;
+    let report_digest = Digest::of(html.as_bytes()).to_string();
+    let html = html.replace(REPORT_DIGEST_PLACEHOLDER, &report_digest);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(&out)
+        .and_then(|mut file| {
+            file.write_all(html.as_bytes())
+                .and_then(|()| file.sync_all())
+        })
+        .map_err(|error| {
+            CliError::new(
+                "write-failed",
+                format!("--out {}: cannot be written ({error})", out.display()),
+            )
+        })?;
+    Ok(Output {
+        json: serde_json::json!({
+            "path": out.display().to_string(),
+            "digest": report_digest,
+            "candidate": digest.to_string(),
+            "outcome": page["verdict"]["outcome"],
+        }),
+        text: format!("{}\nreport digest {report_digest}\n", out.display()),
+    })
+}
+
+/// The page, every value escaped by the template engine (an `.html` template).
+fn render(page: &serde_json::Value) -> Result<String, CliError> {
+    let failed = |error: minijinja::Error| {
+        CliError::new("report-failed", format!("rendering the report: {error}"))
+    };
+    let mut environment = minijinja::Environment::new();
+    environment
+        .add_template("report.html", TEMPLATE)
+        .map_err(failed)?;
+    environment
+        .get_template("report.html")
+        .and_then(|template| template.render(page))
+        .map_err(failed)
+}
+
+/// Each process check of the acceptance, with what the Verdict and its record say.
+fn checks(
+    slice: &SliceDir,
+    judged: Option<&(Verdict, sf_host::landing::Judging)>,
+) -> Vec<serde_json::Value> {
+    slice
+        .frozen
+        .acceptance
+        .process_checks()
+        .map(|check| {
+            let judged_check = judged.and_then(|(verdict, _)| {
+                verdict
+                    .checks
+                    .iter()
+                    .find(|judged| judged.check == check.id)
+            });
+            let met = match judged_check.map(|judged| judged.met) {
+                Some(Some(true)) => "met",
+                Some(Some(false)) => "missed",
+                Some(None) => "not attributable",
+                None => "not judged",
+            };
+            let record = judged_check.and_then(|judged| judged.record.as_ref());
+            let run = record
+                .zip(judged)
+                .and_then(|(id, (_, judging))| run_of(judging.store.as_ref(), id));
+            serde_json::json!({
+                "id": check.id,
+                "stage": check.stage.as_str(),
+                "phase": check.phase.as_str(),
+                "command": command_line(slice, check),
+                "met": met,
+                "record": record.map_or("-".to_owned(), ToString::to_string),
+                "problems": judged_check.map_or(Vec::new(), |judged| judged.problems.clone()),
+                "run": run,
+            })
+        })
+        .collect()
+}
+
+/// What the record `id` shows of its run, or `None` when it cannot be read (the Verdict's
+/// problems already say so).
+fn run_of(store: &dyn sf_host::contracts::EvidenceStore, id: &Digest) -> Option<serde_json::Value> {
+    let record = store
+        .get_verified(id, Instant::now() + Duration::from_secs(60))
+        .ok()?;
+    let observation = Observation::decode_format(record.format(), record.payload()).ok()?;
+    let process = observation.facts.process.as_ref()?;
+    let (stdout, stdout_cut) = tail(&observation.stdout, OUTPUT_LINES, OUTPUT_BYTES);
+    let (stderr, stderr_cut) = tail(&observation.stderr, OUTPUT_LINES, OUTPUT_BYTES);
+    let results = observation
+        .results
+        .as_ref()
+        .map(|results| results_lines(results).1);
+    Some(serde_json::json!({
+        "status": process.status.code(),
+        "exit_code": process.exit_code,
+        "signal": process.signal,
+        "wall_ms": process.wall_ms,
+        "user_ms": process.user_ms,
+        "system_ms": process.system_ms,
+        "max_rss_kib": process.max_rss_kib,
+        "memory_peak_bytes": process.memory_peak_bytes,
+        "timeout_ms": process.timeout_ms,
+        "output_limit": process.output_limit,
+        "stdout": String::from_utf8_lossy(stdout),
+        "stdout_cut": stdout_cut,
+        "stderr": String::from_utf8_lossy(stderr),
+        "stderr_cut": stderr_cut,
+        "results": results,
+    }))
+}
+
+/// A unified diff of every edit against the base, a line per entry with its kind (`add`,
+/// `del`, `ctx`, `hunk`); a file that is not UTF-8 on either side is named with its sizes.
+fn diff(
+    sealed: &sf_host::repository::SealedCandidate,
+    base: &SourceSnapshot,
+) -> Vec<serde_json::Value> {
+    sealed
+        .manifest
+        .edits
+        .iter()
+        .map(|edit| {
+            let before = base
+                .files
+                .iter()
+                .find(|file| file.path == edit.path)
+                .map(|file| file.content.as_slice());
+            let after = sealed
+                .files
+                .iter()
+                .find(|file| file.path == edit.path)
+                .map(|file| file.content.as_slice());
+            let change = match (before, after) {
+                (None, Some(_)) => "added",
+                (Some(_), None) => "deleted",
+                _ => "changed",
+            };
+            let texts = (
+                std::str::from_utf8(before.unwrap_or_default()),
+                std::str::from_utf8(after.unwrap_or_default()),
+            );
+            let (Ok(old), Ok(new)) = texts else {
+                return serde_json::json!({
+                    "path": edit.path, "change": change,
+                    "binary": format!(
+                        "not UTF-8 text: {} bytes before, {} bytes after",
+                        before.map_or(0, <[u8]>::len),
+                        after.map_or(0, <[u8]>::len)
+                    ),
+                });
+            };
+            let text_diff = similar::TextDiff::from_lines(old, new);
+            let mut lines = Vec::new();
+            for group in text_diff.grouped_ops(3) {
+                let (first, last) = (&group[0], &group[group.len() - 1]);
+                lines.push(serde_json::json!({"kind": "hunk", "text": format!(
+                    "@@ -{},{} +{},{} @@",
+                    first.old_range().start + 1,
+                    last.old_range().end - first.old_range().start,
+                    first.new_range().start + 1,
+                    last.new_range().end - first.new_range().start,
+                )}));
+                for op in &group {
+                    for change in text_diff.iter_changes(op) {
+                        let (kind, sign) = match change.tag() {
+                            similar::ChangeTag::Delete => ("del", '-'),
+                            similar::ChangeTag::Insert => ("add", '+'),
+                            similar::ChangeTag::Equal => ("ctx", ' '),
+                        };
+                        let value = change.value();
+                        let value = value.strip_suffix('\n').unwrap_or(value);
+                        lines.push(
+                            serde_json::json!({"kind": kind, "text": format!("{sign}{value}")}),
+                        );
+                    }
+                }
+            }
+            serde_json::json!({"path": edit.path, "change": change, "lines": lines})
+        })
+        .collect()
+}
+
+/// Every identity digest the Candidate and the Slice pin, as (name, value) rows.
+fn identities(
+    sealed: &sf_host::repository::SealedCandidate,
+    slice: &SliceDir,
+) -> Vec<(String, String)> {
+    let manifest = &sealed.manifest;
+    let repository = &manifest.repository;
+    let mut rows = vec![
+        ("Candidate (manifest)".to_owned(), sealed.digest.to_string()),
+        (
+            "Candidate snapshot".to_owned(),
+            sealed.snapshot_digest.to_string(),
+        ),
+        ("proposal".to_owned(), manifest.proposal_digest.to_string()),
+        ("commit M".to_owned(), manifest.commit.to_hex()),
+        ("tree of M".to_owned(), manifest.tree.to_hex()),
+        ("base B".to_owned(), manifest.base_commit.to_hex()),
+        ("tree of B".to_owned(), manifest.base_tree.to_hex()),
+        ("acceptance".to_owned(), manifest.acceptance.to_string()),
+        ("recipe".to_owned(), manifest.recipe.to_string()),
+        ("environment".to_owned(), manifest.environment.to_string()),
+        (
+            "repository".to_owned(),
+            format!(
+                "{} product {} initial {} target {}",
+                repository.path, repository.product_id, repository.initial, repository.target_ref
+            ),
+        ),
+    ];
+    if let Some(binding) = &manifest.binding {
+        rows.push(("Slice".to_owned(), binding.digest.to_string()));
+    }
+    rows.push((
+        "Slice directory".to_owned(),
+        slice.dir.display().to_string(),
+    ));
+    rows
+}
