@@ -99,12 +99,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         sides.push(Side::new(Bench::set_up(other.clone())?, other));
     }
     let load_before = load_average()?;
-    // One untimed direct round of each kind, so that no side pays for a cold page cache and the
-    // warm baseline has its bytecode cache.
-    sides[0].bench.direct(Bytecode::Fresh)?;
-    sides[0].bench.direct(Bytecode::Warm)?;
+    // One untimed direct round, so that no side pays for a cold page cache.
+    sides[0].bench.direct()?;
     let mut direct = Vec::new();
-    let mut warm = Vec::new();
     // The sides take turns within each round, so that other work on the machine weighs on
     // both alike.
     for _ in 0..rounds {
@@ -114,11 +111,9 @@ fn main() -> Result<(), Box<dyn Error>> {
         for side in &mut sides {
             side.two.push(side.bench.collect(2)?);
         }
-        direct.push(sides[0].bench.direct(Bytecode::Fresh)?);
-        warm.push(sides[0].bench.direct(Bytecode::Warm)?);
+        direct.push(sides[0].bench.direct()?);
     }
     let direct = median(direct);
-    let warm = median(warm);
     println!(
         "requests at {BASE}, {} pytest modules ({}), {rounds} rounds",
         MODULES.len(),
@@ -133,10 +128,6 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!(
         "  direct               median {:>8.3} s",
         direct.as_secs_f64()
-    );
-    println!(
-        "  direct, warm cache   median {:>8.3} s",
-        warm.as_secs_f64()
     );
     for side in sides {
         let (one, two) = (median(side.one), median(side.two));
@@ -157,18 +148,10 @@ fn main() -> Result<(), Box<dyn Error>> {
             "    ratio --jobs 1 / direct:   {:.2} (target at most 1.10)",
             one.as_secs_f64() / direct.as_secs_f64()
         );
-        println!(
-            "    ratio --jobs 1 / direct with a warm cache: {:.2}",
-            one.as_secs_f64() / warm.as_secs_f64()
-        );
     }
     println!(
         "  direct: each check's argv and environment variables, with the same venv, run on the \
-         host one after another in a checkout of the Candidate's tree with the overlay laid in, \
-         compiling the tree's modules as every sandboxed run does (PYTHONDONTWRITEBYTECODE: no \
-         bytecode of the tree is kept, as in a fresh CI checkout; the venv's own is used by \
-         both); with a warm cache: the same with the tree's bytecode (and pytest's rewritten \
-         test modules) kept from the earlier rounds, which no hermetic run can have"
+         host one after another in a checkout of the Candidate's tree with the overlay laid in"
     );
     Ok(())
 }
@@ -240,7 +223,7 @@ impl Check {
 
     /// The same command on the host: the sandbox's paths replaced by `program` and `scratch`,
     /// nothing inherited, the fixed base of a run with an environment (docs/executor.md).
-    fn on_host(&self, venv: &Path, program: &Path, scratch: &Path, bytecode: &Bytecode) -> Command {
+    fn on_host(&self, venv: &Path, program: &Path, scratch: &Path) -> Command {
         let host = |text: &str| {
             text.replace(PROGRAM_DIR, &program.to_string_lossy())
                 .replace(SCRATCH_DIR, &scratch.to_string_lossy())
@@ -257,20 +240,8 @@ impl Check {
             .env("TZ", "UTC")
             .env("PATH", format!("{}/bin:/usr/bin:/bin", venv.display()))
             .envs(self.env().iter().map(|(name, value)| (name, host(value))));
-        if let Bytecode::Fresh = bytecode {
-            command.env("PYTHONDONTWRITEBYTECODE", "1");
-        }
         command
     }
-}
-
-/// How a direct run treats the bytecode of the modules it imports.
-enum Bytecode {
-    /// None of the tree's is kept: every run compiles the tree's modules, as a sandboxed run,
-    /// whose tree is read-only and new each time, does.
-    Fresh,
-    /// Kept from one run to the next, in the warm baseline's own copy of the checkout.
-    Warm,
 }
 
 /// Everything set up once: the repository, the environment, the frozen Slice, the sealed
@@ -325,10 +296,6 @@ impl Bench {
 
     fn checkout_dir(&self) -> PathBuf {
         self.work.join("checkout")
-    }
-
-    fn warm_checkout_dir(&self) -> PathBuf {
-        self.work.join("checkout-warm")
     }
 
     /// `sf --json ARGS` in the work directory with the public `HOME`; its result.
@@ -490,12 +457,6 @@ impl Bench {
         for module in MODULES {
             write(&checkout.join(module), &self.base_text(module)?)?;
         }
-        // The warm baseline's own copy, so that the bytecode it keeps is never read by the
-        // fresh one.
-        run(Command::new("cp")
-            .arg("-a")
-            .arg(&checkout)
-            .arg(self.warm_checkout_dir()))?;
         Ok(())
     }
 
@@ -530,11 +491,7 @@ impl Bench {
 
     /// Each check's command on the host, one after another, each in a fresh scratch
     /// directory; the sum of their wall times.
-    fn direct(&self, bytecode: Bytecode) -> Result<Duration, Box<dyn Error>> {
-        let checkout = match bytecode {
-            Bytecode::Fresh => self.checkout_dir(),
-            Bytecode::Warm => self.warm_checkout_dir(),
-        };
+    fn direct(&self) -> Result<Duration, Box<dyn Error>> {
         let mut total = Duration::ZERO;
         for check in &self.checks {
             let scratch = self.work.join("scratch");
@@ -542,7 +499,7 @@ impl Bench {
                 std::fs::remove_dir_all(&scratch)?;
             }
             std::fs::create_dir(&scratch)?;
-            let mut command = check.on_host(&self.venv_dir(), &checkout, &scratch, &bytecode);
+            let mut command = check.on_host(&self.venv_dir(), &self.checkout_dir(), &scratch);
             let started = Instant::now();
             let output = command.output()?;
             total += started.elapsed();
