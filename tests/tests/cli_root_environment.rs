@@ -214,10 +214,39 @@ fn a_whole_root_environment_is_the_runs_root() {
     assert_eq!(refused.error_code(), "corrupt", "{refused:?}");
 }
 
-/// The Debian release and mirror the root is made from: the release this machine kind runs,
-/// from Debian's own mirror (the package registry the tests may use).
+/// The Debian release the root is made of: the one this machine kind runs.
 const DEBIAN_SUITE: &str = "bookworm";
+/// Debian's own mirror, when apt names none.
 const DEBIAN_MIRROR: &str = "http://deb.debian.org/debian";
+
+/// The mirror apt itself uses for the main archive (the first `URIs:` of a deb822 source
+/// ending in `/debian`, or the first `deb` line of sources.list), so the test reaches Debian
+/// wherever the machine's apt does; [`DEBIAN_MIRROR`] otherwise.
+fn debian_mirror() -> String {
+    let deb822 = std::fs::read_to_string("/etc/apt/sources.list.d/debian.sources")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.strip_prefix("URIs:"))
+        .flat_map(str::split_whitespace)
+        .find(|uri| uri.trim_end_matches('/').ends_with("/debian"))
+        .map(str::to_owned);
+    let classic = || {
+        std::fs::read_to_string("/etc/apt/sources.list")
+            .unwrap_or_default()
+            .lines()
+            .map(str::split_whitespace)
+            .filter_map(|mut words| {
+                (words.next() == Some("deb"))
+                    .then(|| words.next())
+                    .flatten()
+            })
+            .find(|uri| uri.starts_with("http"))
+            .map(str::to_owned)
+    };
+    deb822
+        .or_else(classic)
+        .unwrap_or_else(|| DEBIAN_MIRROR.to_owned())
+}
 
 #[test]
 fn a_debian_root_made_by_debootstrap_is_a_checks_root() {
@@ -231,15 +260,16 @@ fn a_debian_root_made_by_debootstrap_is_a_checks_root() {
         .expect("debootstrap is installed (.ci/run installs Debian's debootstrap package)");
     let public = Public::new();
     let root = public.path().join("debian");
+    let mirror = debian_mirror();
     let output = std::process::Command::new(debootstrap)
         .args(["--variant=minbase", DEBIAN_SUITE])
         .arg(&root)
-        .arg(DEBIAN_MIRROR)
+        .arg(&mirror)
         .output()
         .unwrap();
     assert!(
         output.status.success(),
-        "debootstrap from {DEBIAN_MIRROR}: {}",
+        "debootstrap from {mirror}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
     let work = Work::new().with_env("HOME", &public.home());
