@@ -15,7 +15,7 @@ use crate::cgroup::{Cleaner, Hierarchy};
 use crate::identity::{IdRange, Ids};
 use crate::plan::{
     CommandPlan, EnvironmentBind, LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan, PlanFile,
-    RootEntry, RunPlan,
+    RootEntry, RootEntryKind, RunPlan,
 };
 use crate::prepare::Preparer;
 use crate::profile::{
@@ -488,10 +488,10 @@ impl SandboxExecutor {
 /// The most top-level entries a root environment may have (a Debian root has about twenty).
 const MAX_ROOT_ENTRIES: usize = 4096;
 
-/// A root environment's top-level directories and files (its links are recreated by the
-/// init, from the tree), read through a descriptor: the names the sandbox provides itself
-/// are left out, and an entry of another kind (a device, a socket) is refused, since the store
-/// never keeps one.
+/// A root environment's top-level entries, read through a descriptor once, for the init to
+/// attach and the plan's rules: the names the sandbox provides itself are left out, and an
+/// entry of another kind (a device, a socket) or a link whose target is not UTF-8 is refused,
+/// since the store never keeps one.
 fn root_entries(tree: &Path) -> Result<Vec<RootEntry>, ExecutorError> {
     use sf_io::dir_fd::{DirFd, EntryKind};
     let shown = || format!("environment tree {}", tree.display());
@@ -511,19 +511,30 @@ fn root_entries(tree: &Path) -> Result<Vec<RootEntry>, ExecutorError> {
         if sf_contracts::command::ROOT_PROVIDED.contains(&name) {
             continue;
         }
-        match entry.kind {
-            EntryKind::Directory | EntryKind::File => entries.push(RootEntry {
-                name: name.to_owned(),
-                directory: entry.kind == EntryKind::Directory,
-            }),
-            EntryKind::Symlink => {}
+        let kind = match entry.kind {
+            EntryKind::Directory => RootEntryKind::Directory,
+            EntryKind::File => RootEntryKind::File,
+            EntryKind::Symlink => {
+                let target = dir.read_link(&entry).map_err(unreadable)?;
+                let Some(target) = target.to_str() else {
+                    return Err(invalid(
+                        format!("{}: {name}", shown()),
+                        "a root environment's top-level links have UTF-8 targets",
+                    ));
+                };
+                RootEntryKind::Symlink(target.to_owned())
+            }
             EntryKind::Other => {
                 return Err(invalid(
                     format!("{}: {name}", shown()),
                     "a root environment's top-level entries are directories, files and links",
                 ));
             }
-        }
+        };
+        entries.push(RootEntry {
+            name: name.to_owned(),
+            kind,
+        });
     }
     Ok(entries)
 }

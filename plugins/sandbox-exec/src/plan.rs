@@ -191,9 +191,10 @@ pub struct EnvironmentBind {
     pub host: PathBuf,
     pub dev: u64,
     pub ino: u64,
-    /// For a root environment, its top-level directories and files: the init attaches each
-    /// at `/<name>` (and recreates the top-level links), and each gets the rule a runtime
-    /// directory or file gets. Empty for any other environment.
+    /// For a root environment, its top-level entries as the supervisor listed them: the init
+    /// attaches each directory and file at `/<name>` and recreates each link, and each
+    /// directory and file gets the rule a runtime directory or file gets. Empty for any other
+    /// environment.
     pub root_entries: Vec<RootEntry>,
 }
 
@@ -204,12 +205,22 @@ impl EnvironmentBind {
     }
 }
 
-/// A top-level directory or file of a root environment.
+/// A top-level entry of a root environment.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RootEntry {
     /// Its name, one component.
     pub name: String,
-    pub directory: bool,
+    pub kind: RootEntryKind,
+}
+
+/// What a top-level entry of a root environment is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RootEntryKind {
+    Directory,
+    File,
+    /// A symbolic link (a merged-/usr root's `bin → usr/bin`), recreated with this target.
+    Symlink(String),
 }
 
 impl Plan {
@@ -241,10 +252,10 @@ impl Plan {
                 .retain(|rule| !runtime.contains(&rule.path));
             plan.layout = Layout::default();
             for entry in &environment.root_entries {
-                let access = if entry.directory {
-                    runtime_directory_access()
-                } else {
-                    runtime_file_access()
+                let access = match entry.kind {
+                    RootEntryKind::Directory => runtime_directory_access(),
+                    RootEntryKind::File => runtime_file_access(),
+                    RootEntryKind::Symlink(_) => continue,
                 };
                 plan.landlock.rules.push(LandlockRule {
                     path: format!("/{}", entry.name),

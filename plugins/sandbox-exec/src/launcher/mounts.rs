@@ -28,10 +28,10 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use sf_io::dir_fd::{DirFd, DirFdError, EntryKind};
+use sf_io::dir_fd::{DirFd, DirFdError};
 
 use super::sys::{self, Failure, Step, cpath, cstring};
-use crate::plan::{EnvironmentBind, Plan, PlanEntryKind, PlanFile, RunPlan};
+use crate::plan::{EnvironmentBind, Plan, PlanEntryKind, PlanFile, RootEntryKind, RunPlan};
 use crate::runtime::BindSource;
 
 /// One cloned tree waiting to be attached at `at`, cloned from `path`.
@@ -236,10 +236,12 @@ fn restrict(fd: RawFd, flags: u64, path: &Path) -> Step {
 
 /// The trees and links of a root environment, which takes the runtime's place: its tree is
 /// opened through a descriptor whose device and inode must be the ones the supervisor saw;
-/// each top-level directory and file is cloned from that descriptor (`open_tree` of a name in
-/// it, never a path resolved again), made read-only, nosuid and nodev, and attached at
-/// `/<name>`; each top-level link (a merged-/usr root's `bin → usr/bin`) is recreated with its
-/// target text. The names the sandbox provides itself are never attached.
+/// each top-level directory and file the supervisor listed ([`EnvironmentBind::root_entries`])
+/// is cloned from that descriptor (`open_tree` of a name in it, never a path resolved again),
+/// made read-only, nosuid and nodev, and attached at `/<name>` (an entry that is no longer
+/// what was listed fails the attach, and the run); each listed link (a merged-/usr root's
+/// `bin → usr/bin`) is recreated with its target text. The names the sandbox provides itself
+/// are never listed.
 fn root_environment(
     environment: &EnvironmentBind,
     flags: u64,
@@ -258,19 +260,13 @@ fn root_environment(
             format!("{shown} is not the directory it was when the run was planned"),
         ));
     }
-    for entry in tree.entries(4096).map_err(failed)? {
+    for entry in &environment.root_entries {
         let at = Path::new("/").join(&entry.name);
-        if sf_contracts::command::ROOT_PROVIDED
-            .iter()
-            .any(|name| entry.name == *name)
-        {
-            continue;
-        }
-        match entry.kind {
-            EntryKind::Symlink => {
-                links.insert(at, PathBuf::from(tree.read_link(&entry).map_err(failed)?));
+        match &entry.kind {
+            RootEntryKind::Symlink(target) => {
+                links.insert(at, PathBuf::from(target));
             }
-            EntryKind::Directory | EntryKind::File => {
+            kind @ (RootEntryKind::Directory | RootEntryKind::File) => {
                 let name = CString::new(entry.name.as_bytes()).map_err(|_| {
                     Failure::new(
                         "mount",
@@ -286,17 +282,8 @@ fn root_environment(
                     path: environment.host.join(&entry.name),
                     at,
                     fd,
-                    directory: entry.kind == EntryKind::Directory,
+                    directory: *kind == RootEntryKind::Directory,
                 });
-            }
-            EntryKind::Other => {
-                return Err(Failure::new(
-                    "mount",
-                    format!(
-                        "root environment {shown}: {} is not a directory, file or link",
-                        at.display()
-                    ),
-                ));
             }
         }
     }
