@@ -64,7 +64,8 @@ pub fn run(context: &Context, args: ReportArgs) -> Result<Output, CliError> {
     let out = new_record_file(Some(&out), "--out")?.unwrap_or_default();
     let facts = super::show::facts(context, &repository, &digest, Some(&slice))?;
     let base = &facts.base;
-    let judged = super::show::judged(context, &slice, &facts.sealed, base);
+    // Judged once, by `facts`: the page shows that one Verdict.
+    let judged = &facts.judged;
     let mut shown = facts.json();
     let candidate = shown.clone();
     let verdict = match &judged {
@@ -76,11 +77,13 @@ pub fn run(context: &Context, args: ReportArgs) -> Result<Output, CliError> {
         Err(why) => serde_json::json!({"outcome": "none", "none": why, "reasons": []}),
     };
     let checks = checks(&slice, judged.as_ref().ok());
+    let review = review_section(&slice, &shown["review"]);
     let page = serde_json::json!({
         "report_digest": REPORT_DIGEST_PLACEHOLDER,
         "candidate": candidate,
         "verdict": verdict,
         "checks": checks,
+        "review": review,
         "diff": diff(&facts.sealed, base),
         "landing": {
             "word": facts.landing(),
@@ -132,6 +135,61 @@ fn render(page: &serde_json::Value) -> Result<String, CliError> {
         .get_template("report.html")
         .and_then(|template| template.render(page))
         .map_err(failed)
+}
+
+/// The review section: the subject a reviewer approves (with the command that approves it),
+/// each counted review check with its prompt, reviewers and state, and every review record
+/// of the attempt; `null` for a Slice without review checks.
+fn review_section(slice: &SliceDir, shown: &serde_json::Value) -> serde_json::Value {
+    let checks: Vec<serde_json::Value> = slice
+        .frozen
+        .acceptance
+        .checks
+        .iter()
+        .filter_map(|check| match check {
+            sf_host::assurance::Check::Review(review) => Some(review),
+            sf_host::assurance::Check::Process(_) => None,
+        })
+        .filter_map(|review| {
+            let requirement = review.requirement.as_ref()?;
+            let judged = shown["checks"]
+                .as_array()
+                .and_then(|checks| {
+                    checks
+                        .iter()
+                        .find(|judged| judged["check"] == review.id.as_str())
+                })
+                .cloned()
+                .unwrap_or(serde_json::Value::Null);
+            let state = match judged["met"].as_bool() {
+                Some(true) => "met",
+                Some(false) => "rejected",
+                None if judged.is_null() => "not judged",
+                None => "awaiting approval",
+            };
+            Some(serde_json::json!({
+                "id": review.id,
+                "prompt": review.prompt,
+                "approvals": requirement.approvals,
+                "reviewers": requirement.reviewers.iter().map(|reviewer| serde_json::json!({
+                    "name": reviewer.name,
+                    "key": reviewer.key,
+                })).collect::<Vec<_>>(),
+                "state": state,
+                "approved_by": judged["approvedBy"],
+                "problems": judged["problems"],
+            }))
+        })
+        .collect();
+    if checks.is_empty() {
+        return serde_json::Value::Null;
+    }
+    serde_json::json!({
+        "subject": shown["subject"],
+        "process": shown["process"],
+        "checks": checks,
+        "records": shown["records"],
+    })
 }
 
 /// Each process check of the acceptance, with what the Verdict and its record say.
