@@ -4,19 +4,23 @@
 //! attempt the reviewer read); a rejection makes it Failed, whenever it was stored; an approval
 //! of another Candidate, of another attempt, or naming another subject counts for nothing;
 //! signed reviews are made with the real `ssh-keygen -Y sign` and checked against the key the
-//! Slice lists; a rejection after the intent was prepared stops the move.
+//! Slice lists; a rejection after the intent was prepared stops the move; reviews are stored
+//! in, and counted from, PostgreSQL as from SQLite.
 
 mod land_support;
+mod pg_support;
 
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use land_support::{SLICE, SUM_FIXED, SUM_NOT_FIXED, Work};
+use pg_support::{SCHEMA, config};
 use sf_host::assurance::{Decision, REVIEW_FORMAT, Review};
 use sf_host::canonical::Digest;
 use sf_host::contracts::{AttemptId, EvidenceRecord, EvidenceStore as _};
 use sf_host::evidence::SqliteEvidenceStore;
+use sf_test_support::postgres::PgCluster;
 use sf_tests::plugins::Envelope;
 
 /// The demo's acceptance with a review check `human` asking `approvals` of `reviewers`.
@@ -732,4 +736,77 @@ fn the_report_shows_the_subject_and_every_review_escaped() {
     );
     assert!(text.contains("  reject human by bob at "), "{text}");
     assert!(text.contains(" (counts)\n"), "{text}");
+}
+
+#[test]
+fn reviews_are_stored_in_and_counted_from_postgresql() {
+    let cluster = PgCluster::start();
+    let database = cluster.database_with(SCHEMA);
+    let work = reviewed();
+    let pg = config(&work, "pg.toml", &cluster, &database);
+    let candidate = work.seal("slice", SUM_FIXED);
+    let on = [
+        "--identity",
+        "identity.json",
+        "--candidate",
+        candidate.as_str(),
+        "--slice",
+        "slice",
+    ];
+    let land = |work: &Work| {
+        let mut args = vec!["--config", pg.as_str(), "land", "--gate", "gate.json"];
+        args.extend(on);
+        work.sf_decided(&args)
+    };
+    let landed = land(&work);
+    assert_eq!(landed.code, Some(4), "{}", landed.json);
+    let runs = landed.result()["runs"].as_array().unwrap().len();
+    let shown = work.sf(&[
+        "--config",
+        &pg,
+        "show",
+        "--identity",
+        "identity.json",
+        "--slice",
+        "slice",
+        &candidate,
+    ]);
+    let subject = shown.result()["review"]["subject"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut approve = vec!["--config", pg.as_str(), "review", "approve"];
+    approve.extend(on);
+    approve.extend([
+        "--reviewer",
+        "alice",
+        "--reason",
+        "fine",
+        "--subject",
+        subject.as_str(),
+    ]);
+    let approved = work.sf(&approve);
+    assert_eq!(
+        approved.result()["verdict"]["verdict"]["outcome"],
+        "verified"
+    );
+    // The review is one more row of the store, and nothing went to SQLite.
+    assert_eq!(
+        cluster.psql(&database.name, "SELECT count(*) FROM sf_evidence"),
+        (runs + 1).to_string()
+    );
+    let id = approved.result()["review"].as_str().unwrap();
+    assert_eq!(
+        cluster.psql(
+            &database.name,
+            &format!("SELECT count(*) FROM sf_evidence WHERE id = '{id}'")
+        ),
+        "1"
+    );
+    assert!(!work.dir.join("slice/state/evidence/evidence.db").exists());
+    let got = work.sf(&["--config", &pg, "evidence", "get", id, "--slice", "slice"]);
+    assert_eq!(got.result()["review"]["reviewer"], "alice");
+    let landed = land(&work);
+    assert_eq!(landed.code, Some(0), "{}", landed.json);
+    assert_eq!(landed.result()["outcome"], "integrated");
 }
