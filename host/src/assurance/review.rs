@@ -621,4 +621,44 @@ mod tests {
         assert!(public_key("ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ").is_err());
         assert!(public_key("ssh-ed25519 !!!").is_err());
     }
+
+    /// Signs `message` with a fresh key in `namespace` through the real ssh-keygen.
+    fn ssh_sign(dir: &std::path::Path, namespace: &str, message: &[u8]) -> (String, String) {
+        use std::io::Write as _;
+        let key = dir.join(format!("key-{namespace}"));
+        let made = std::process::Command::new("/usr/bin/ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "c", "-f"])
+            .arg(&key)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+        let public = public.split(' ').take(2).collect::<Vec<_>>().join(" ");
+        let mut child = std::process::Command::new("/usr/bin/ssh-keygen")
+            .args(["-Y", "sign", "-q", "-n", namespace, "-f"])
+            .arg(&key)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(message).unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success());
+        (public, String::from_utf8(output.stdout).unwrap())
+    }
+
+    #[test]
+    fn an_ssh_signature_verifies_only_for_its_message_key_and_namespace() {
+        let dir = tempfile::tempdir().unwrap();
+        let (key, signature) = ssh_sign(dir.path(), SIGNATURE_NAMESPACE, b"the review");
+        assert_eq!(verify_signature(&key, b"the review", &signature), Ok(()));
+        assert!(verify_signature(&key, b"another review", &signature).is_err());
+        let (other, _) = ssh_sign(dir.path(), "other", b"x");
+        assert!(verify_signature(&other, b"the review", &signature).is_err());
+        // A signature made for Git (namespace "git") is never a review's.
+        let (git_key, git_signature) = ssh_sign(dir.path(), "git", b"the review");
+        let refused = verify_signature(&git_key, b"the review", &git_signature).unwrap_err();
+        assert!(refused.contains("namespace \"git\""), "{refused}");
+        assert!(verify_signature(&key, b"the review", "not a signature").is_err());
+    }
 }
