@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use land_support::{SLICE, SUM_FIXED, SUM_NOT_FIXED, Work};
+use land_support::{SLICE, SUM_FIXED, SUM_NOT_FIXED, Work, on};
 use pg_support::{SCHEMA, config};
 use sf_host::assurance::{Decision, REVIEW_FORMAT, Review};
 use sf_host::canonical::Digest;
@@ -63,6 +63,30 @@ fn reviewed_by(reviewers: serde_json::Value, approvals: u64) -> Work {
     work
 }
 
+/// Seals the fix and lands it: every process check met, the approval awaited (exit 4). The
+/// Candidate and its review subject.
+fn awaiting(work: &Work) -> (String, String) {
+    let candidate = work.seal("slice", SUM_FIXED);
+    let landed = work.land(&candidate, "slice", &[]);
+    assert_eq!(landed.code, Some(4), "{}", landed.json);
+    let subject = subject(work, &candidate);
+    (candidate, subject)
+}
+
+/// `sf ARGS` without `--json`: its stdout.
+fn text(work: &Work, args: &[&str]) -> String {
+    let output = work.text_command(args).output().unwrap();
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// `sf COMMAND` of `candidate` under the Slice, with `extra` flags, in JSON.
+fn on_candidate(work: &Work, command: &[&str], candidate: &str, extra: &[&str]) -> Envelope {
+    let mut args = command.to_vec();
+    args.extend(on(candidate));
+    args.extend_from_slice(extra);
+    work.sf(&args)
+}
+
 /// `sf show --json` of `candidate` under the Slice: its `review` part.
 fn shown_review(work: &Work, candidate: &str) -> serde_json::Value {
     work.sf(&[
@@ -93,36 +117,18 @@ fn review(
     reviewer: &str,
     extra: &[&str],
 ) -> Envelope {
-    let mut args = vec![
-        "review",
-        decision,
-        "--identity",
-        "identity.json",
-        "--candidate",
-        candidate,
-        "--slice",
-        "slice",
+    let mut flags = vec![
         "--reviewer",
         reviewer,
         "--reason",
         "read the diff and the checks",
     ];
-    args.extend_from_slice(extra);
-    work.sf(&args)
+    flags.extend_from_slice(extra);
+    on_candidate(work, &["review", decision], candidate, &flags)
 }
 
 fn judge(work: &Work, candidate: &str) -> serde_json::Value {
-    work.sf(&[
-        "judge",
-        "--identity",
-        "identity.json",
-        "--candidate",
-        candidate,
-        "--slice",
-        "slice",
-    ])
-    .result()["verdict"]
-        .clone()
+    on_candidate(work, &["judge"], candidate, &[]).result()["verdict"].clone()
 }
 
 #[test]
@@ -222,11 +228,7 @@ fn one_approval_makes_it_verified_and_sf_land_lands_the_attempt_the_reviewer_rea
     let got = work.sf(&["evidence", "get", id, "--slice", "slice"]);
     assert_eq!(got.result()["format"], REVIEW_FORMAT);
     assert_eq!(got.result()["review"]["decision"], "approve");
-    let text = work
-        .text_command(&["evidence", "get", id, "--slice", "slice"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(text.stdout).unwrap();
+    let text = text(&work, &["evidence", "get", id, "--slice", "slice"]);
     assert!(
         text.contains("  decision approve\n  reviewer alice\n"),
         "{text}"
@@ -237,10 +239,7 @@ fn one_approval_makes_it_verified_and_sf_land_lands_the_attempt_the_reviewer_rea
 #[test]
 fn a_rejection_always_wins_and_sf_land_integrates_nothing() {
     let work = reviewed();
-    let candidate = work.seal("slice", SUM_FIXED);
-    let landed = work.land(&candidate, "slice", &[]);
-    assert_eq!(landed.code, Some(4), "{}", landed.json);
-    let subject = subject(&work, &candidate);
+    let (candidate, subject) = awaiting(&work);
     review(
         &work,
         "approve",
@@ -282,19 +281,9 @@ fn a_rejection_always_wins_and_sf_land_integrates_nothing() {
     assert_eq!(work.dispatches(), 0);
 
     // The judge's text says why: the review check and its rejection.
-    let text = work
-        .text_command(&[
-            "judge",
-            "--identity",
-            "identity.json",
-            "--candidate",
-            &candidate,
-            "--slice",
-            "slice",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(text.stdout).unwrap();
+    let mut judge_text = vec!["judge"];
+    judge_text.extend(on(&candidate));
+    let text = text(&work, &judge_text);
     assert!(text.starts_with("failed (attempt sum@1)\n"), "{text}");
     assert!(text.contains(&format!(
         "  review subject {subject} (process checks verified)\n"
@@ -394,16 +383,7 @@ fn approvals_of_another_candidate_attempt_or_subject_count_for_nothing() {
     )
     .result();
     assert_eq!(judge(&work, &first)["outcome"], "verified");
-    work.sf(&[
-        "collect",
-        "--identity",
-        "identity.json",
-        "--candidate",
-        &first,
-        "--slice",
-        "slice",
-    ])
-    .result();
+    on_candidate(&work, &["collect"], &first, &[]).result();
     let later = judge(&work, &first);
     assert_eq!(later["attempt"]["epoch"], 3, "{later}");
     assert_eq!(later["outcome"], "inconclusive");
@@ -457,9 +437,7 @@ fn approving_a_candidate_whose_checks_failed_is_refused_and_a_failed_one_stays_f
 #[test]
 fn a_rejection_after_the_intent_was_prepared_stops_the_move() {
     let work = reviewed();
-    let candidate = work.seal("slice", SUM_FIXED);
-    work.land(&candidate, "slice", &[]);
-    let subject = subject(&work, &candidate);
+    let (candidate, subject) = awaiting(&work);
     review(
         &work,
         "approve",
@@ -468,28 +446,7 @@ fn a_rejection_after_the_intent_was_prepared_stops_the_move() {
         &["--subject", &subject],
     )
     .result();
-    let prepared = work.dir.join("prepared.json");
-    work.sf(&[
-        "integrate",
-        "prepare",
-        "--identity",
-        "identity.json",
-        "--candidate",
-        &candidate,
-        "--slice",
-        "slice",
-        "--action",
-        "land-it",
-        "--occurrence",
-        "1",
-        "--owner",
-        "owner-1",
-        "--generation",
-        "1",
-        "--prepared-out",
-        prepared.to_str().unwrap(),
-    ])
-    .result();
+    let prepared = work.prepare(&candidate, "land-it", 1);
     review(&work, "reject", &candidate, "bob", &[]).result();
     let initial = work.target();
     let invoked = work.sf(&[
@@ -533,9 +490,7 @@ fn signed_reviews_count_only_with_the_key_the_slice_lists() {
         serde_json::json!([{"name": "alice", "key": alice_public}, {"name": "bob", "key": null}]),
         2,
     );
-    let candidate = work.seal("slice", SUM_FIXED);
-    work.land(&candidate, "slice", &[]);
-    let subject = subject(&work, &candidate);
+    let (candidate, subject) = awaiting(&work);
     let before = work.hash("slice");
     let unsigned = review(
         &work,
@@ -674,36 +629,22 @@ fn signed_reviews_count_only_with_the_key_the_slice_lists() {
 #[test]
 fn the_report_shows_the_subject_and_every_review_escaped() {
     let work = reviewed();
-    let candidate = work.seal("slice", SUM_FIXED);
-    work.land(&candidate, "slice", &[]);
-    let subject = subject(&work, &candidate);
-    let args = [
-        "review",
-        "reject",
-        "--identity",
-        "identity.json",
-        "--candidate",
+    let (candidate, subject) = awaiting(&work);
+    let reason = "<script>alert(1)</script> breaks </pre><img src=x onerror=alert(2)>";
+    on_candidate(
+        &work,
+        &["review", "reject"],
         &candidate,
-        "--slice",
-        "slice",
-        "--reviewer",
-        "bob",
-        "--reason",
-        "<script>alert(1)</script> breaks </pre><img src=x onerror=alert(2)>",
-    ];
-    work.sf(&args).result();
+        &["--reviewer", "bob", "--reason", reason],
+    )
+    .result();
     let out = work.dir.join("report.html");
-    let made = work.sf(&[
-        "report",
-        "--identity",
-        "identity.json",
-        "--candidate",
+    let made = on_candidate(
+        &work,
+        &["report"],
         &candidate,
-        "--slice",
-        "slice",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+        &["--out", out.to_str().unwrap()],
+    );
     assert_eq!(made.result()["outcome"], "failed");
     let html = std::fs::read_to_string(&out).unwrap();
     assert!(html.contains(&format!("<code id=\"review-subject\">{subject}</code>")));
@@ -715,18 +656,17 @@ fn the_report_shows_the_subject_and_every_review_escaped() {
     assert!(!html.contains("<script>"), "{html}");
     assert!(!html.contains("<img"), "{html}");
     // And its text in sf show: the subject and each review with whether it counts.
-    let text = work
-        .text_command(&[
+    let text = text(
+        &work,
+        &[
             "show",
             "--identity",
             "identity.json",
             "--slice",
             "slice",
             &candidate,
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8(text.stdout).unwrap();
+        ],
+    );
     assert!(text.contains(&format!(
         "review     subject {subject} (process checks verified)\n"
     )));
@@ -745,17 +685,9 @@ fn reviews_are_stored_in_and_counted_from_postgresql() {
     let work = reviewed();
     let pg = config(&work, "pg.toml", &cluster, &database);
     let candidate = work.seal("slice", SUM_FIXED);
-    let on = [
-        "--identity",
-        "identity.json",
-        "--candidate",
-        candidate.as_str(),
-        "--slice",
-        "slice",
-    ];
     let land = |work: &Work| {
         let mut args = vec!["--config", pg.as_str(), "land", "--gate", "gate.json"];
-        args.extend(on);
+        args.extend(on(&candidate));
         work.sf_decided(&args)
     };
     let landed = land(&work);
@@ -775,17 +707,19 @@ fn reviews_are_stored_in_and_counted_from_postgresql() {
         .as_str()
         .unwrap()
         .to_owned();
-    let mut approve = vec!["--config", pg.as_str(), "review", "approve"];
-    approve.extend(on);
-    approve.extend([
-        "--reviewer",
-        "alice",
-        "--reason",
-        "fine",
-        "--subject",
-        subject.as_str(),
-    ]);
-    let approved = work.sf(&approve);
+    let approved = on_candidate(
+        &work,
+        &["--config", &pg, "review", "approve"],
+        &candidate,
+        &[
+            "--reviewer",
+            "alice",
+            "--reason",
+            "fine",
+            "--subject",
+            &subject,
+        ],
+    );
     assert_eq!(
         approved.result()["verdict"]["verdict"]["outcome"],
         "verified"
