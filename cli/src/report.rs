@@ -21,7 +21,7 @@ use clap::Args;
 use super::assure::{command_line, results_lines, tail};
 use super::common::{CliError, Context, Output, new_record_file};
 use super::slice_dir::SliceDir;
-use sf_host::assurance::{Observation, Verdict};
+use sf_host::assurance::{Check, Observation, ReviewVerdict, Reviews, Verdict};
 use sf_host::canonical::Digest;
 use sf_host::contracts::EvidenceStoreExt as _;
 use sf_host::repository::SourceSnapshot;
@@ -77,7 +77,11 @@ pub fn run(context: &Context, args: ReportArgs) -> Result<Output, CliError> {
         Err(why) => serde_json::json!({"outcome": "none", "none": why, "reasons": []}),
     };
     let checks = checks(&slice, judged.as_ref().ok());
-    let review = review_section(&slice, &shown["review"]);
+    let reviews = judged
+        .as_ref()
+        .ok()
+        .and_then(|(verdict, _)| verdict.reviews.as_ref());
+    let review = review_section(&slice, reviews, &shown["review"]["records"]);
     let page = serde_json::json!({
         "report_digest": REPORT_DIGEST_PLACEHOLDER,
         "candidate": candidate,
@@ -139,35 +143,30 @@ fn render(page: &serde_json::Value) -> Result<String, CliError> {
 
 /// The review section: the subject a reviewer approves (with the command that approves it),
 /// each counted review check with its prompt, reviewers and state, and every review record
-/// of the attempt; `null` for a Slice without review checks.
-fn review_section(slice: &SliceDir, shown: &serde_json::Value) -> serde_json::Value {
+/// of the attempt (`records`, as `sf show` lists them); `null` for a Slice without review
+/// checks.
+fn review_section(
+    slice: &SliceDir,
+    judged: Option<&Reviews>,
+    records: &serde_json::Value,
+) -> serde_json::Value {
     let checks: Vec<serde_json::Value> = slice
         .frozen
         .acceptance
         .checks
         .iter()
         .filter_map(|check| match check {
-            sf_host::assurance::Check::Review(review) => Some(review),
-            sf_host::assurance::Check::Process(_) => None,
+            Check::Review(review) => Some((review, review.requirement.as_ref()?)),
+            Check::Process(_) => None,
         })
-        .filter_map(|review| {
-            let requirement = review.requirement.as_ref()?;
-            let judged = shown["checks"]
-                .as_array()
-                .and_then(|checks| {
-                    checks
-                        .iter()
-                        .find(|judged| judged["check"] == review.id.as_str())
-                })
-                .cloned()
-                .unwrap_or(serde_json::Value::Null);
-            let state = match judged["met"].as_bool() {
-                Some(true) => "met",
-                Some(false) => "rejected",
-                None if judged.is_null() => "not judged",
-                None => "awaiting approval",
-            };
-            Some(serde_json::json!({
+        .map(|(review, requirement)| {
+            let counted = judged.and_then(|reviews| {
+                reviews
+                    .checks
+                    .iter()
+                    .find(|counted| counted.check == review.id)
+            });
+            serde_json::json!({
                 "id": review.id,
                 "prompt": review.prompt,
                 "approvals": requirement.approvals,
@@ -175,20 +174,20 @@ fn review_section(slice: &SliceDir, shown: &serde_json::Value) -> serde_json::Va
                     "name": reviewer.name,
                     "key": reviewer.key,
                 })).collect::<Vec<_>>(),
-                "state": state,
-                "approved_by": judged["approvedBy"],
-                "problems": judged["problems"],
-            }))
+                "state": counted.map_or("not judged", ReviewVerdict::state),
+                "approved_by": counted.map(|counted| &counted.approved_by),
+                "problems": counted.map(|counted| &counted.problems),
+            })
         })
         .collect();
     if checks.is_empty() {
         return serde_json::Value::Null;
     }
     serde_json::json!({
-        "subject": shown["subject"],
-        "process": shown["process"],
+        "subject": judged.map(|reviews| reviews.subject.to_string()),
+        "process": judged.map(|reviews| reviews.process.as_str()),
         "checks": checks,
-        "records": shown["records"],
+        "records": records,
     })
 }
 

@@ -132,9 +132,7 @@ impl Facts {
             "deliveries": self.deliveries,
         })
     }
-}
 
-impl Facts {
     /// The review checks of the newest Verdict, its subject and every review record of its
     /// attempt; `null` when the Slice counts no review check or there is no Verdict.
     fn review_json(&self) -> serde_json::Value {
@@ -387,14 +385,10 @@ pub fn show(context: &Context, args: ShowArgs) -> Result<Output, CliError> {
             reviews.process.as_str()
         ));
         for check in &reviews.checks {
-            let state = match check.met {
-                Some(true) => "met",
-                Some(false) => "rejected",
-                None => "awaiting approval",
-            };
             text.push_str(&format!(
-                "  check {}: {state} ({} of {} approvals)\n",
+                "  check {}: {} ({} of {} approvals)\n",
                 check.check,
+                check.state(),
                 check.approved_by.len(),
                 check.approvals
             ));

@@ -30,7 +30,10 @@ pub use acceptance::{
     ProcessCheck, ReviewCheck, Stage,
 };
 pub use environment::{ENVIRONMENT_PROTOCOL, EnvironmentRecord, current_environment, platform};
-pub use judge::{CheckVerdict, JudgeRequest, Outcome, VERDICT_PROTOCOL, Verdict, judge};
+pub use judge::{
+    CheckVerdict, JudgeRequest, Outcome, Reviews, VERDICT_PROTOCOL, VERDICT_PROTOCOL_V2, Verdict,
+    judge,
+};
 pub use observation::{
     OBSERVATION_FORMAT, OBSERVATION_FORMAT_V1, OBSERVATION_FORMAT_V2, OBSERVATION_FORMAT_V3,
     OBSERVATION_FORMAT_V4, Observation, ObservationFacts, ObservationStatus, ProcessFacts,

@@ -374,6 +374,15 @@ pub struct ReviewVerdict {
 }
 
 impl ReviewVerdict {
+    /// The check's state in words: `met`, `rejected` or `awaiting approval`.
+    pub fn state(&self) -> &'static str {
+        match self.met {
+            Some(true) => "met",
+            Some(false) => "rejected",
+            None => "awaiting approval",
+        }
+    }
+
     /// The check's entry in a Verdict record.
     pub fn to_value(&self) -> Value {
         let strings =
