@@ -180,7 +180,13 @@ fn review_records(verdict: &Verdict, judging: &Judging) -> Vec<serde_json::Value
                 .find(|(check, _)| *check == review.check)
             {
                 None => Some(format!("check {:?} is not a review check", review.check)),
-                Some((check, requirement)) => assess(&review, check, requirement, &reviews.subject),
+                Some((check, requirement)) => assess(
+                    &review,
+                    check,
+                    requirement,
+                    &reviews.subject,
+                    &reviews.subject_record.candidate,
+                ),
             };
             Some(serde_json::json!({
                 "record": id.to_string(),

@@ -432,7 +432,15 @@ fn with_reviews(
     let checks: Vec<ReviewVerdict> = request
         .acceptance
         .counted_reviews()
-        .map(|(check, requirement)| count(check, requirement, reviews, &subject))
+        .map(|(check, requirement)| {
+            count(
+                check,
+                requirement,
+                reviews,
+                &subject,
+                &request.pins.candidate.digest,
+            )
+        })
         .collect();
     if verdict.outcome == Outcome::Verified {
         if checks.iter().any(|check| check.met == Some(false)) {

@@ -314,15 +314,19 @@ pub fn check_reason(reason: &str) -> Result<(), &'static str> {
 }
 
 /// Why `review` counts for nothing towards the check `check` asking `requirement`, for the
-/// subject `subject`; `None` when it counts.
+/// subject `subject` of Candidate `candidate`; `None` when it counts.
 pub fn assess(
     review: &Review,
     check: &str,
     requirement: &ReviewRequirement,
     subject: &Digest,
+    candidate: &Digest,
 ) -> Option<String> {
     if review.check != check {
         return Some(format!("it answers check {:?}", review.check));
+    }
+    if review.candidate != *candidate {
+        return Some(format!("it names Candidate {}", review.candidate));
     }
     if review.subject != *subject {
         return Some(format!(
@@ -429,12 +433,14 @@ impl ReviewVerdict {
 }
 
 /// Counts the reviews of one attempt (in the store's order) for the review check `check`
-/// asking `requirement`, under the subject `subject` (see the module documentation).
+/// asking `requirement`, under the subject `subject` of Candidate `candidate` (see the module
+/// documentation).
 pub fn count(
     check: &str,
     requirement: &ReviewRequirement,
     reviews: &[(Digest, Review)],
     subject: &Digest,
+    candidate: &Digest,
 ) -> ReviewVerdict {
     let mut approved_by: Vec<String> = Vec::new();
     let mut records = Vec::new();
@@ -442,7 +448,7 @@ pub fn count(
     let mut rejections = Vec::new();
     let mut ignored = Vec::new();
     for (id, review) in reviews.iter().filter(|(_, review)| review.check == check) {
-        if let Some(why) = assess(review, check, requirement, subject) {
+        if let Some(why) = assess(review, check, requirement, subject, candidate) {
             ignored.push(format!(
                 "review {id} by {} counts for nothing: {why}",
                 review.reviewer
@@ -542,6 +548,7 @@ mod tests {
             &needs_two,
             &[(id(1), alice.clone()), (id(2), alice.clone())],
             &subject,
+            &Digest::of(b"candidate"),
         );
         assert_eq!(twice.met, None);
         assert_eq!(twice.approved_by, ["alice"]);
@@ -553,6 +560,7 @@ mod tests {
             &needs_two,
             &[(id(1), alice.clone()), (id(2), bob.clone()), (id(3), carol)],
             &subject,
+            &Digest::of(b"candidate"),
         );
         assert_eq!(met.met, Some(true));
         // The first approvals that met it, so a later one changes nothing.
@@ -568,6 +576,7 @@ mod tests {
                 (id(4), review("bob", Decision::Reject, &subject)),
             ],
             &subject,
+            &Digest::of(b"candidate"),
         );
         assert_eq!(rejected.met, Some(false));
         assert_eq!(rejected.rejected_by, [("bob".to_owned(), id(4))]);
@@ -580,14 +589,23 @@ mod tests {
         let needs_one = requirement(1, &["alice"]);
         let other = review("alice", Decision::Approve, &Digest::of(b"other"));
         let mallory = review("mallory", Decision::Reject, &subject);
+        let elsewhere = Review {
+            candidate: Digest::of(b"another candidate"),
+            ..review("alice", Decision::Reject, &subject)
+        };
         let verdict = count(
             "human",
             &needs_one,
-            &[(id(1), other), (id(2), mallory)],
+            &[(id(1), other), (id(2), mallory), (id(3), elsewhere)],
             &subject,
+            &Digest::of(b"candidate"),
         );
         assert_eq!(verdict.met, None);
         assert!(verdict.problems[1].contains("names subject"), "{verdict:?}");
+        assert!(
+            verdict.problems[3].contains("it names Candidate"),
+            "{verdict:?}"
+        );
         assert!(verdict.problems[2].contains("mallory is not a reviewer"));
     }
 
