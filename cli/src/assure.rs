@@ -17,7 +17,9 @@ use super::common::{CliError, Context, Output, json_value, limits_hit_json, repo
 use super::slice_dir::{SliceDir, coded, invalid};
 use sf_host::assurance::acceptance::{Acceptance, CheckRun};
 use sf_host::assurance::test_results::TestResults;
-use sf_host::assurance::{Observation, Outcome, ProcessCheck, ProcessFacts, Verdict, time};
+use sf_host::assurance::{
+    Observation, Outcome, ProcessCheck, ProcessFacts, REVIEW_FORMAT, Review, Verdict, time,
+};
 use sf_host::canonical::{Digest, Value, object};
 use sf_host::collector::{
     CollectError, CollectEvent, CollectRequest, CollectedRun, DERIVE_INPUT, Programs,
@@ -533,15 +535,48 @@ pub(super) fn verdict_text(verdict: &Verdict, digest: &Digest) -> String {
         };
         text.push_str(&format!("  {:<24} {met}\n", check.check));
     }
+    text.push_str(&review_lines(verdict));
     for reason in &verdict.reasons {
         // A check that is not attributable is the reason `check ID: PROBLEMS`, already shown
         // on its own line: each reason is printed once.
         let shown = verdict.checks.iter().any(|check| {
             check.met.is_none()
                 && *reason == format!("check {}: {}", check.check, check.problems.join("; "))
-        });
+        }) || reason.starts_with("review check ");
         if !shown {
             text.push_str(&format!("  reason: {}\n", text_escape::line(reason)));
+        }
+    }
+    text
+}
+
+/// The review checks of a Verdict, a line each, after the subject they were counted for:
+/// `approved by alice, bob (2 of 2)`, `rejected: …`, `awaiting …`. Empty for a Verdict of an
+/// acceptance without counted review checks. A review check is never "not attributable", so
+/// each of its problems is shown here and the Verdict's matching reason is not repeated.
+pub(super) fn review_lines(verdict: &Verdict) -> String {
+    let Some(reviews) = &verdict.reviews else {
+        return String::new();
+    };
+    let mut text = format!(
+        "  review subject {} (process checks {})\n",
+        reviews.subject,
+        reviews.process.as_str()
+    );
+    for check in &reviews.checks {
+        let state = match check.met {
+            Some(true) => format!(
+                "approved by {} ({} of {})",
+                check.approved_by.join(", "),
+                check.approved_by.len(),
+                check.approvals
+            ),
+            Some(false) => "rejected".to_owned(),
+            None => "awaiting approval".to_owned(),
+        };
+        text.push_str(&format!("  {:<24} {state}\n", check.check));
+        for problem in &check.problems {
+            text.push_str(&format!("  {:<24}   {}\n", "", text_escape::line(problem)));
         }
     }
     text
@@ -746,6 +781,30 @@ pub(super) fn results_lines(results: &CapturedResults) -> (String, serde_json::V
     }
 }
 
+/// A review record as `sf evidence get` shows it: its fields a line each, and the reviewer's
+/// reason as a block (the reviewer's words never pass for sf's lines).
+fn review_record_text(review: &Review) -> String {
+    let mut text = format!(
+        "  check    {}\n  decision {}\n  reviewer {}{}\n  at       {}\n  subject  {}\n  candidate {}\n",
+        review.check,
+        review.decision.as_str(),
+        review.reviewer,
+        if review.signature.is_some() {
+            " (signed)"
+        } else {
+            ""
+        },
+        review.at,
+        review.subject,
+        review.candidate
+    );
+    text.push_str(&text_escape::block(
+        "reason",
+        format!("{}\n", review.reason).as_bytes(),
+    ));
+    text
+}
+
 /// How a run ended and what it used, one line each.
 fn process_lines(process: &ProcessFacts) -> String {
     let ended = match (process.exit_code, process.signal) {
@@ -794,6 +853,12 @@ pub fn run_evidence(context: &Context, command: EvidenceCommand) -> Result<Outpu
                 record.attempt(),
                 record.format()
             );
+            if record.format() == REVIEW_FORMAT {
+                let review = Review::from_payload(record.payload())
+                    .map_err(|why| coded("corrupt", format!("record {id}"), why))?;
+                json["review"] = json_value(&review.to_value());
+                text.push_str(&review_record_text(&review));
+            }
             if let Some(observation) = observation {
                 json["observation"] = json_value(&observation.facts_value());
                 json["stdout"] = String::from_utf8_lossy(&observation.stdout).into();

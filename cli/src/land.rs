@@ -263,6 +263,14 @@ fn describe(landed: &Landed, loaded: &Loaded, store: &dyn EvidenceStore) -> Outp
             collected.attempt,
             collected.evidence.len()
         ));
+    } else if let Some(verdict) = landed.verdict.as_ref().filter(|_| !landed.replayed) {
+        json["attempt"] = json_value(&verdict.attempt.to_value());
+        json["reviewedAttempt"] = true.into();
+        text.push_str(&format!(
+            "  judged attempt {} again, nothing collected: its process checks are Verified, and \
+             its reviewers read it\n",
+            verdict.attempt
+        ));
     }
     if let Some(reason) = &landed.no_verdict {
         text.push_str(&format!(

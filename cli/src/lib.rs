@@ -34,6 +34,7 @@ mod oats;
 mod plugins;
 mod repo;
 mod report;
+mod review;
 mod seal;
 mod show;
 mod slice_dir;
@@ -169,6 +170,10 @@ enum Command {
     /// Write one self-contained HTML report of a Candidate: its diff, checks, Verdict and
     /// landing, every value escaped; prints its path and digest
     Report(report::ReportArgs),
+    /// Approve or reject a Candidate under a Slice's review check, as a named reviewer; the
+    /// review is stored once in the evidence store, and the judge counts it
+    #[command(subcommand)]
+    Review(review::ReviewCommand),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(manuals::CompletionsArgs),
     /// Print sf's man page, or write one per command into a new directory (--out)
@@ -202,6 +207,7 @@ fn dispatch(context: &Context, command: Command) -> Outcome {
         Command::Show(args) => show::show(context, args).into(),
         Command::List(args) => show::list(context, args).into(),
         Command::Report(args) => report::run(context, args).into(),
+        Command::Review(command) => review::run(context, command).into(),
         Command::Completions(args) => manuals::completions(context, args).into(),
         Command::Man(args) => manuals::man(context, args).into(),
     }

@@ -8,13 +8,15 @@ use super::common::{CliError, Context, Output};
 use sf_host::plugin::abi::{ABI_MAJOR, ABI_MINOR};
 use sf_host::plugin::{
     KNOWN_CONTRACTS, LoadedPlugin, PluginPath, compiled_executor_tags, compiled_object_store_tags,
+    library_file,
 };
 
 #[derive(Debug, Subcommand)]
 pub enum PluginsCommand {
     /// List the plugin path and the plugins whose manifests are on it (no library is opened)
     List,
-    /// Load one plugin library and check it: manifest file, magic, ABI, embedded manifest
+    /// Load one plugin library and check it: manifest file, magic, ABI, embedded manifest;
+    /// print its SHA-256 (what `sha256 = …` in a section pins)
     Check(CheckArgs),
 }
 
@@ -64,6 +66,11 @@ fn list(context: &Context) -> Result<Output, CliError> {
         match &candidate.manifest {
             Ok(manifest) => {
                 let present = candidate.library.is_file();
+                // The file as it is now, read, never opened as a library: what `sha256 = …`
+                // in a section would pin.
+                let sha256 = present
+                    .then(|| library_file::file_sha256(&candidate.library).ok())
+                    .flatten();
                 text.push_str(&format!(
                     "  {} {} ({}){}\n",
                     manifest.name,
@@ -71,6 +78,9 @@ fn list(context: &Context) -> Result<Output, CliError> {
                     candidate.library.display(),
                     if present { "" } else { " [library missing]" }
                 ));
+                if let Some(sha256) = &sha256 {
+                    text.push_str(&format!("    sha256: {sha256}\n"));
+                }
                 for (contract, tags) in &manifest.contracts {
                     text.push_str(&format!("    {contract}: {}\n", tags.join(", ")));
                 }
@@ -82,6 +92,7 @@ fn list(context: &Context) -> Result<Output, CliError> {
                     "library": candidate.library.display().to_string(),
                     "manifest": candidate.manifest_file.display().to_string(),
                     "libraryPresent": present,
+                    "sha256": sha256.map(|digest| digest.to_string()),
                 }));
             }
             Err(error) => {
@@ -120,11 +131,14 @@ fn list(context: &Context) -> Result<Output, CliError> {
 fn check(args: CheckArgs) -> Result<Output, CliError> {
     let plugin = sf_host::plugin::load(&args.library)
         .map_err(|error| CliError::new(error.code(), error.to_string()))?;
-    Ok(describe(&plugin))
+    describe(&plugin)
 }
 
-fn describe(plugin: &LoadedPlugin) -> Output {
+fn describe(plugin: &LoadedPlugin) -> Result<Output, CliError> {
     let manifest = plugin.manifest();
+    let sha256 = plugin
+        .sha256()
+        .map_err(|error| CliError::new(error.code(), error.to_string()))?;
     let unknown: Vec<&String> = manifest
         .contracts
         .keys()
@@ -132,7 +146,8 @@ fn describe(plugin: &LoadedPlugin) -> Output {
         .collect();
     let mut text = format!(
         "plugin {} {}: ok\n  library   {}\n  manifest  {}\n  abi       {ABI_MAJOR}.{} (this sf: \
-         {ABI_MAJOR}.{ABI_MINOR})\n  sf-sdk    {}\n",
+         {ABI_MAJOR}.{ABI_MINOR})\n  sf-sdk    {}\n  sha256    {sha256} (pin it with sha256 = \
+         \"{sha256}\" in the section it serves)\n",
         manifest.name,
         manifest.version,
         plugin.library().display(),
@@ -148,9 +163,10 @@ fn describe(plugin: &LoadedPlugin) -> Output {
             "  note: this sf does not know the contract {contract}; it will not be used\n"
         ));
     }
-    Output {
+    Ok(Output {
         json: serde_json::json!({
             "name": manifest.name,
+            "sha256": sha256.to_string(),
             "version": manifest.version,
             "abi": format!("{ABI_MAJOR}.{}", plugin.abi_minor()),
             "sdkVersion": plugin.sdk_version(),
@@ -160,5 +176,5 @@ fn describe(plugin: &LoadedPlugin) -> Output {
             "unknownContracts": unknown,
         }),
         text,
-    }
+    })
 }

@@ -21,7 +21,7 @@ use clap::Args;
 use super::assure::{command_line, results_lines, tail};
 use super::common::{CliError, Context, Output, new_record_file};
 use super::slice_dir::SliceDir;
-use sf_host::assurance::{Observation, Verdict};
+use sf_host::assurance::{Check, Observation, ReviewVerdict, Reviews, Verdict};
 use sf_host::canonical::Digest;
 use sf_host::contracts::EvidenceStoreExt as _;
 use sf_host::repository::SourceSnapshot;
@@ -64,7 +64,8 @@ pub fn run(context: &Context, args: ReportArgs) -> Result<Output, CliError> {
     let out = new_record_file(Some(&out), "--out")?.unwrap_or_default();
     let facts = super::show::facts(context, &repository, &digest, Some(&slice))?;
     let base = &facts.base;
-    let judged = super::show::judged(context, &slice, &facts.sealed, base);
+    // Judged once, by `facts`: the page shows that one Verdict.
+    let judged = &facts.judged;
     let mut shown = facts.json();
     let candidate = shown.clone();
     let verdict = match &judged {
@@ -76,11 +77,17 @@ pub fn run(context: &Context, args: ReportArgs) -> Result<Output, CliError> {
         Err(why) => serde_json::json!({"outcome": "none", "none": why, "reasons": []}),
     };
     let checks = checks(&slice, judged.as_ref().ok());
+    let reviews = judged
+        .as_ref()
+        .ok()
+        .and_then(|(verdict, _)| verdict.reviews.as_ref());
+    let review = review_section(&slice, reviews, &shown["review"]["records"]);
     let page = serde_json::json!({
         "report_digest": REPORT_DIGEST_PLACEHOLDER,
         "candidate": candidate,
         "verdict": verdict,
         "checks": checks,
+        "review": review,
         "diff": diff(&facts.sealed, base),
         "landing": {
             "word": facts.landing(),
@@ -132,6 +139,56 @@ fn render(page: &serde_json::Value) -> Result<String, CliError> {
         .get_template("report.html")
         .and_then(|template| template.render(page))
         .map_err(failed)
+}
+
+/// The review section: the subject a reviewer approves (with the command that approves it),
+/// each counted review check with its prompt, reviewers and state, and every review record
+/// of the attempt (`records`, as `sf show` lists them); `null` for a Slice without review
+/// checks.
+fn review_section(
+    slice: &SliceDir,
+    judged: Option<&Reviews>,
+    records: &serde_json::Value,
+) -> serde_json::Value {
+    let checks: Vec<serde_json::Value> = slice
+        .frozen
+        .acceptance
+        .checks
+        .iter()
+        .filter_map(|check| match check {
+            Check::Review(review) => Some((review, review.requirement.as_ref()?)),
+            Check::Process(_) => None,
+        })
+        .map(|(review, requirement)| {
+            let counted = judged.and_then(|reviews| {
+                reviews
+                    .checks
+                    .iter()
+                    .find(|counted| counted.check == review.id)
+            });
+            serde_json::json!({
+                "id": review.id,
+                "prompt": review.prompt,
+                "approvals": requirement.approvals,
+                "reviewers": requirement.reviewers.iter().map(|reviewer| serde_json::json!({
+                    "name": reviewer.name,
+                    "key": reviewer.key,
+                })).collect::<Vec<_>>(),
+                "state": counted.map_or("not judged", ReviewVerdict::state),
+                "approved_by": counted.map(|counted| &counted.approved_by),
+                "problems": counted.map(|counted| &counted.problems),
+            })
+        })
+        .collect();
+    if checks.is_empty() {
+        return serde_json::Value::Null;
+    }
+    serde_json::json!({
+        "subject": judged.map(|reviews| reviews.subject.to_string()),
+        "process": judged.map(|reviews| reviews.process.as_str()),
+        "checks": checks,
+        "records": records,
+    })
 }
 
 /// Each process check of the acceptance, with what the Verdict and its record say.

@@ -17,10 +17,15 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::assure::parse_digest;
-use super::common::{CliError, Context, Output, repository_error};
+use std::time::{Duration, Instant};
+
+use super::common::{CliError, Context, Output, json_value, repository_error};
 use super::slice_dir::SliceDir;
+use sf_host::assurance::review::assess;
+use sf_host::assurance::{REVIEW_FORMAT, Review, Verdict};
 use sf_host::canonical::Digest;
 use sf_host::collector::derive;
+use sf_host::contracts::EvidenceStoreExt as _;
 use sf_host::git_object::ObjectId;
 use sf_host::landing::Judging;
 use sf_host::repository::{Repository, SealedCandidate};
@@ -56,8 +61,13 @@ pub(super) struct Facts {
     pub(super) sealed: SealedCandidate,
     /// The Candidate's base, as the export read and checked it.
     pub(super) base: sf_host::repository::SourceSnapshot,
-    /// The newest Verdict's outcome and digest, or why there is none.
+    /// The newest Verdict and the judge's view it came from (judged once, read-only), or why
+    /// there is none.
+    pub(super) judged: Result<(Verdict, Judging), String>,
+    /// The newest Verdict's outcome, digest and attempt, or why there is none.
     verdict: Result<(String, String, String), String>,
+    /// The review records of the judged attempt, each with whether it counts and why not.
+    reviews: Vec<serde_json::Value>,
     integrations: Vec<serde_json::Value>,
     deliveries: Vec<serde_json::Value>,
 }
@@ -116,11 +126,81 @@ impl Facts {
                 }),
                 Err(why) => serde_json::json!({"none": why}),
             },
+            "review": self.review_json(),
             "landing": self.landing(),
             "integrations": self.integrations,
             "deliveries": self.deliveries,
         })
     }
+
+    /// The review checks of the newest Verdict, its subject and every review record of its
+    /// attempt; `null` when the Slice counts no review check or there is no Verdict.
+    fn review_json(&self) -> serde_json::Value {
+        let Some(reviews) = self
+            .judged
+            .as_ref()
+            .ok()
+            .and_then(|(verdict, _)| verdict.reviews.as_ref())
+        else {
+            return serde_json::Value::Null;
+        };
+        serde_json::json!({
+            "subject": reviews.subject.to_string(),
+            "process": reviews.process.as_str(),
+            "checks": reviews
+                .checks
+                .iter()
+                .map(|check| json_value(&check.to_value()))
+                .collect::<Vec<_>>(),
+            "records": self.reviews,
+        })
+    }
+}
+
+/// Every review record of the judged attempt, in the store's order, each with whether the
+/// judge counts it (`counts`) and, when not, why: what a reviewer checks after `sf review`.
+fn review_records(verdict: &Verdict, judging: &Judging) -> Vec<serde_json::Value> {
+    let Some(reviews) = &verdict.reviews else {
+        return Vec::new();
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let Ok(ids) = judging.store.find(&verdict.pins, deadline) else {
+        return Vec::new();
+    };
+    let acceptance = &judging.slice.acceptance;
+    ids.into_iter()
+        .filter_map(|id| {
+            let record = judging.store.get_verified(&id, deadline).ok()?;
+            if record.format() != REVIEW_FORMAT || record.attempt() != &verdict.attempt {
+                return None;
+            }
+            let review = Review::from_payload(record.payload()).ok()?;
+            let why = match acceptance
+                .counted_reviews()
+                .find(|(check, _)| *check == review.check)
+            {
+                None => Some(format!("check {:?} is not a review check", review.check)),
+                Some((check, requirement)) => assess(
+                    &review,
+                    check,
+                    requirement,
+                    &reviews.subject,
+                    &reviews.subject_record.candidate,
+                ),
+            };
+            Some(serde_json::json!({
+                "record": id.to_string(),
+                "check": review.check,
+                "reviewer": review.reviewer,
+                "decision": review.decision.as_str(),
+                "at": review.at,
+                "reason": review.reason,
+                "signed": review.signature.is_some(),
+                "counts": why.is_none(),
+                "why": why,
+            }))
+        })
+        .collect()
 }
 
 fn change_word(prior: bool, next: bool) -> &'static str {
@@ -141,10 +221,25 @@ pub(super) fn facts(
     let (sealed, base) = repository
         .export_candidate_and_base(digest)
         .map_err(|error| repository_error(&format!("Candidate {digest}"), &error))?;
-    let verdict = match slice {
+    let judged = match slice {
         None => Err("no --slice given".to_owned()),
-        Some(slice) => newest_verdict(context, slice, &sealed, &base),
+        Some(slice) => judged(context, slice, &sealed, &base),
     };
+    let verdict = judged
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|(verdict, _)| {
+            let digest = verdict.digest().map_err(|error| error.to_string())?;
+            Ok((
+                verdict.outcome.as_str().to_owned(),
+                digest.to_string(),
+                verdict.attempt.to_string(),
+            ))
+        });
+    let reviews = judged.as_ref().map_or_else(
+        |_| Vec::new(),
+        |(verdict, judging)| review_records(verdict, judging),
+    );
     let integrations = repository
         .retained_intents()
         .map_err(|error| repository_error("reading the integration intents", &error))?
@@ -194,27 +289,12 @@ pub(super) fn facts(
     Ok(Facts {
         sealed,
         base,
+        judged,
         verdict,
+        reviews,
         integrations,
         deliveries,
     })
-}
-
-/// The newest Verdict of the Candidate under `slice` (outcome, digest, attempt), or why
-/// there is none; judged read-only, as `sf judge` does.
-fn newest_verdict(
-    context: &Context,
-    slice: &SliceDir,
-    sealed: &SealedCandidate,
-    base: &sf_host::repository::SourceSnapshot,
-) -> Result<(String, String, String), String> {
-    let (verdict, _) = judged(context, slice, sealed, base)?;
-    let digest = verdict.digest().map_err(|error| error.to_string())?;
-    Ok((
-        verdict.outcome.as_str().to_owned(),
-        digest.to_string(),
-        verdict.attempt.to_string(),
-    ))
 }
 
 /// The newest Verdict of the Candidate under `slice` and the judge's view it came from, or
@@ -301,6 +381,37 @@ pub fn show(context: &Context, args: ShowArgs) -> Result<Output, CliError> {
             "verdict    {outcome} (attempt {attempt}, {digest})\n"
         )),
         Err(why) => text.push_str(&format!("verdict    - ({})\n", text_escape::line(why))),
+    }
+    if let Ok((verdict, _)) = &facts.judged
+        && let Some(reviews) = &verdict.reviews
+    {
+        text.push_str(&format!(
+            "review     subject {} (process checks {})\n",
+            reviews.subject,
+            reviews.process.as_str()
+        ));
+        for check in &reviews.checks {
+            text.push_str(&format!(
+                "  check {}: {} ({} of {} approvals)\n",
+                check.check,
+                check.state(),
+                check.approved_by.len(),
+                check.approvals
+            ));
+        }
+        for record in &facts.reviews {
+            let counts = match record["why"].as_str() {
+                None => "counts".to_owned(),
+                Some(why) => format!("counts for nothing: {}", text_escape::line(why)),
+            };
+            text.push_str(&format!(
+                "  {} {} by {} at {} ({counts})\n",
+                word(&record["decision"]),
+                word(&record["check"]),
+                word(&record["reviewer"]),
+                word(&record["at"]),
+            ));
+        }
     }
     text.push_str(&format!("landing    {}\n", facts.landing()));
     for record in &facts.integrations {

@@ -1,17 +1,17 @@
 //! Fuzzes the strict record parsers: the repository identity (persisted by callers and held in
 //! the ownership marker), the frozen Slice record and acceptance (read from a Slice
-//! directory), the Candidate manifest and the import record (read from the store).
+//! directory), the Candidate manifest, the import record and a review (read from the store).
 //!
 //! Oracles: parsing never panics; a parsed identity re-encodes canonically and parses back to
 //! itself; a parsed Slice record or acceptance passes its own validation and re-encodes to
 //! bytes that parse back to itself; a parsed manifest re-encodes to a value that parses back
-//! to itself; an import record is read only from its canonical bytes, so it re-encodes to
-//! exactly the input.
+//! to itself; an import record and a review are read only from their canonical bytes, so each
+//! re-encodes to exactly the input.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sf_host::assurance::{Acceptance, SliceRecord};
+use sf_host::assurance::{Acceptance, Review, SliceRecord};
 use sf_host::canonical;
 use sf_host::repository::{CandidateManifest, ImportRecord, parse_repository_identity};
 
@@ -54,5 +54,16 @@ fuzz_target!(|data: &[u8]| {
 
     if let Ok(record) = canonical::from_canonical_slice::<ImportRecord>(data, "import.json") {
         assert_eq!(record.to_bytes(), data, "an import record is its canonical bytes");
+    }
+
+    if let Ok(review) = Review::from_payload(data) {
+        assert_eq!(
+            review.to_bytes().expect("a parsed review encodes"),
+            data,
+            "a review is its canonical bytes"
+        );
+        review
+            .signed_message()
+            .expect("a parsed review has a message to sign");
     }
 });

@@ -225,6 +225,24 @@ impl Judging {
         Ok(self.judge(&attempt)?)
     }
 
+    /// For a Slice with counted review checks, the Verdict of the newest attempt when its
+    /// process checks are Verified (the attempt its reviewers read); `None` otherwise, and for
+    /// a Slice without review checks.
+    pub fn reviewed_verdict(&self) -> Result<Option<Verdict>, AssuranceError> {
+        if self.slice.acceptance.counted_reviews().next().is_none() {
+            return Ok(None);
+        }
+        let Some(newest) = self.attempts()?.pop() else {
+            return Ok(None);
+        };
+        let verdict = self.judge(&newest)?;
+        Ok(verdict
+            .reviews
+            .as_ref()
+            .is_some_and(|reviews| reviews.process == Outcome::Verified)
+            .then_some(verdict))
+    }
+
     /// The attempt whose Verdict has digest `proof` and is Verified, if there is one.
     pub fn verified_attempt(&self, proof: &Digest) -> Result<Option<AttemptId>, AssuranceError> {
         for attempt in self.attempts()?.into_iter().rev() {
@@ -471,6 +489,81 @@ pub fn land(
     if let Some(prepared) = repository.retained_intent(&request.action)? {
         return resume(&request, judging, prepared);
     }
+    // A Slice with review checks lands the attempt its reviewers read: its newest attempt,
+    // when its process checks are Verified, is judged again rather than collected anew (a new
+    // attempt would be a new review subject, and every approval would count for nothing).
+    let (collected, verdict) = match judging.reviewed_verdict()? {
+        Some(verdict) => (None, verdict),
+        None => {
+            let collected = collect(&request, &sealed, base, progress)?;
+            let after = repository.export_candidate(&request.candidate)?;
+            if let Some(reason) = no_verdict(&collected, &sealed, &after) {
+                return Ok(Landed {
+                    outcome: LandOutcome::Inconclusive,
+                    replayed: false,
+                    collected: Some(collected),
+                    no_verdict: Some(reason),
+                    verdict: None,
+                    prepared: None,
+                    observation: None,
+                });
+            }
+            let verdict = judging.judge(&collected.attempt)?;
+            (Some(collected), verdict)
+        }
+    };
+    request.faults.reached(FaultPoint::LandJudged);
+    let mut landed = Landed {
+        outcome: match verdict.outcome {
+            Outcome::Verified => LandOutcome::Integrated,
+            Outcome::Failed => LandOutcome::Failed,
+            Outcome::Inconclusive => LandOutcome::Inconclusive,
+        },
+        replayed: false,
+        collected,
+        no_verdict: None,
+        verdict: Some(verdict.clone()),
+        prepared: None,
+        observation: None,
+    };
+    if verdict.outcome != Outcome::Verified {
+        return Ok(landed);
+    }
+    let proof = verdict.digest()?;
+    let manifest = &sealed.manifest;
+    let identity = repository.identity();
+    let prepared = repository.prepare_integration(&IntegrationPayload {
+        action: request.action.clone(),
+        product: identity.product_id.clone(),
+        slice: manifest.slice.clone(),
+        repository: identity.clone(),
+        target_ref: identity.target_ref.clone(),
+        base: manifest.base_commit,
+        commit: manifest.commit,
+        candidate: request.candidate.clone(),
+        proof: proof.clone(),
+        owner: request.owner.clone(),
+    })?;
+    let guard = VerifiedGate::new(
+        judging,
+        verdict.attempt.clone(),
+        proof,
+        Arc::clone(&request.gate),
+    )?;
+    let observation = repository.invoke_once(&prepared, Some(Arc::new(guard)))?;
+    landed.outcome = outcome_of(&observation);
+    landed.prepared = Some(prepared);
+    landed.observation = Some(observation);
+    Ok(landed)
+}
+
+/// Collects the Candidate's process checks once, under one hold on the fence.
+fn collect(
+    request: &LandRequest<'_>,
+    sealed: &SealedCandidate,
+    base: crate::repository::SourceSnapshot,
+    progress: &mut dyn FnMut(CollectEvent<'_>),
+) -> Result<CollectResult, LandError> {
     let collector = RepositoryCollector::new(
         Arc::clone(&request.store),
         Arc::clone(&request.executor),
@@ -494,57 +587,7 @@ pub fn land(
     hold.release();
     let collected = collected?;
     request.faults.reached(FaultPoint::LandCollected);
-    let mut landed = Landed {
-        outcome: LandOutcome::Inconclusive,
-        replayed: false,
-        collected: Some(collected.clone()),
-        no_verdict: None,
-        verdict: None,
-        prepared: None,
-        observation: None,
-    };
-    let after = repository.export_candidate(&request.candidate)?;
-    if let Some(reason) = no_verdict(&collected, &sealed, &after) {
-        landed.no_verdict = Some(reason);
-        return Ok(landed);
-    }
-    let verdict = judging.judge(&collected.attempt)?;
-    request.faults.reached(FaultPoint::LandJudged);
-    landed.outcome = match verdict.outcome {
-        Outcome::Verified => LandOutcome::Integrated,
-        Outcome::Failed => LandOutcome::Failed,
-        Outcome::Inconclusive => LandOutcome::Inconclusive,
-    };
-    landed.verdict = Some(verdict.clone());
-    if verdict.outcome != Outcome::Verified {
-        return Ok(landed);
-    }
-    let proof = verdict.digest()?;
-    let manifest = &sealed.manifest;
-    let identity = repository.identity();
-    let prepared = repository.prepare_integration(&IntegrationPayload {
-        action: request.action.clone(),
-        product: identity.product_id.clone(),
-        slice: manifest.slice.clone(),
-        repository: identity.clone(),
-        target_ref: identity.target_ref.clone(),
-        base: manifest.base_commit,
-        commit: manifest.commit,
-        candidate: request.candidate.clone(),
-        proof: proof.clone(),
-        owner: request.owner.clone(),
-    })?;
-    let guard = VerifiedGate::new(
-        judging,
-        collected.attempt.clone(),
-        proof,
-        Arc::clone(&request.gate),
-    )?;
-    let observation = repository.invoke_once(&prepared, Some(Arc::new(guard)))?;
-    landed.outcome = outcome_of(&observation);
-    landed.prepared = Some(prepared);
-    landed.observation = Some(observation);
-    Ok(landed)
+    Ok(collected)
 }
 
 /// Why the collection may not be judged, or `None`: a record could not be stored, the

@@ -9,9 +9,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use sf_host::assurance::{
-    Acceptance, CheckVerdict, EnvironmentRecord, OBSERVATION_FORMAT_V2, OBSERVATION_FORMAT_V3,
-    OBSERVATION_FORMAT_V4, Observation, ObservationFacts, ObservationStatus, Outcome, Phase,
-    ProcessFacts, Recipe, SliceRecord, Stage, Verdict,
+    Acceptance, Check, CheckVerdict, Decision, EnvironmentRecord, OBSERVATION_FORMAT_V2,
+    OBSERVATION_FORMAT_V3, OBSERVATION_FORMAT_V4, Observation, ObservationFacts, ObservationStatus,
+    Outcome, Phase, ProcessFacts, REVIEW_FORMAT, Recipe, Review, ReviewCheck, ReviewRequirement,
+    ReviewSubject, ReviewVerdict, Reviewer, SliceRecord, Stage, Verdict, judge::Reviews,
 };
 use sf_host::canonical::{self, Digest, Value};
 use sf_host::contracts::tree_path::EntryMode;
@@ -32,6 +33,93 @@ use sf_host::repository::{
     intent_message, legacy_candidate_message, parse_repository_identity, receipt_message,
 };
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
+
+/// The review records: an acceptance counting a review check (version 4), the review subject,
+/// a review (unsigned and signed) and its Evidence record, and a Verdict with reviews
+/// (version 2).
+fn review_vectors(
+    v: &mut BTreeMap<&'static str, Vec<u8>>,
+    acceptance: &Acceptance,
+    pins: &sf_host::assurance::RepositoryPins,
+    attempt: &AttemptId,
+    verdict: &Verdict,
+) {
+    let mut counted = acceptance.clone();
+    counted.checks.push(Check::Review(ReviewCheck {
+        id: "human".into(),
+        prompt: "Does the fix read right?".into(),
+        requirement: Some(ReviewRequirement {
+            approvals: 1,
+            reviewers: vec![
+                Reviewer {
+                    name: "alice".into(),
+                    key: Some(
+                        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIApFSYNzqs5gpK0T7WijAH1sr06jJkccGfPCfFIewY35"
+                            .into(),
+                    ),
+                },
+                Reviewer {
+                    name: "bob".into(),
+                    key: None,
+                },
+            ],
+        }),
+    }));
+    v.insert("acceptance-v4", counted.to_bytes().unwrap());
+    let subject = ReviewSubject::new(pins, attempt, verdict.digest().unwrap());
+    v.insert("review-subject", subject.to_bytes().unwrap());
+    let review = Review {
+        at: "2026-01-02T03:04:05.678Z".into(),
+        candidate: digest("candidate"),
+        check: "human".into(),
+        decision: Decision::Approve,
+        reason: "Read the diff;\nthe sums are right.".into(),
+        reviewer: "bob".into(),
+        signature: None,
+        subject: subject.digest().unwrap(),
+    };
+    v.insert("review", review.to_bytes().unwrap());
+    let signed = Review {
+        reviewer: "alice".into(),
+        decision: Decision::Reject,
+        signature: Some(
+            "-----BEGIN SSH SIGNATURE-----\nU1NIU0lH\n-----END SSH SIGNATURE-----\n".into(),
+        ),
+        ..review.clone()
+    };
+    v.insert("review-signed", signed.to_bytes().unwrap());
+    v.insert("review-signed-message", signed.signed_message().unwrap());
+    let record = EvidenceRecord::new(
+        pins.digest().unwrap(),
+        attempt.clone(),
+        REVIEW_FORMAT,
+        &review.to_bytes().unwrap(),
+    )
+    .unwrap();
+    v.insert("evidence-record-review", record.bytes().to_vec());
+    let reviewed = Verdict {
+        outcome: Outcome::Inconclusive,
+        reasons: vec![
+            "review check human: awaiting 1 more approval(s) (0 of 1) from alice, bob".into(),
+        ],
+        reviews: Some(Reviews {
+            subject: subject.digest().unwrap(),
+            subject_record: subject.clone(),
+            process: Outcome::Verified,
+            checks: vec![ReviewVerdict {
+                check: "human".into(),
+                approvals: 1,
+                approved_by: Vec::new(),
+                records: Vec::new(),
+                rejected_by: vec![("carol".into(), digest("rejection"))],
+                met: None,
+                problems: vec!["awaiting 1 more approval(s) (0 of 1) from alice, bob".into()],
+            }],
+        }),
+        ..verdict.clone()
+    };
+    v.insert("verdict-v2", reviewed.to_bytes().unwrap());
+}
 
 /// (name, length, sha256 hex) of every vector, as written.
 #[rustfmt::skip]
@@ -57,6 +145,13 @@ const GOLDEN: &[(&str, usize, &str)] = &[
     ("proposal-v1", 58, "4de3a50218a71d6389c035e08226c46c3768db9dc5064fbf25e4fec182955204"),
     ("proposal-v2", 663, "36769f727459f0e175a7e12cb85752417db5cd2a04532021592b22f9c22bfed4"),
     ("slice-record-bounds", 921, "467985f37d7996df22d956105893835efc22a1d86c21e2a8748e40b1a71c5913"),
+    ("acceptance-v4", 1379, "fcc904a2fc96413af883304dc2f03014216d61808d605025828c9898fc3906d6"),
+    ("review-subject", 473, "17b3cb08b35ba8604e81cc4e4286967d458f3433c57575d5b74b7e0bd2848bc1"),
+    ("review", 346, "4c6928d8d6402b58643c44fd8cd5a6a08f9ee305a1d577b8aeb5c4f39a37b474"),
+    ("review-signed", 415, "be3d2e2246069566730cffad67066ef458b447ae0fcfeb08cd9de913c335118c"),
+    ("review-signed-message", 347, "35fff3f3e108fc3cce336137e13dbe60b5cc090193b5e46e711e6770561f41e0"),
+    ("evidence-record-review", 529, "a4e98bbd68c3113564a4db3f40d6032caa3e987abe4d9fd1fcdca8eeaa7f0727"),
+    ("verdict-v2", 846, "3014796a11408b1cd0db1295f158b0fe61d736fc0cde49e9cb8becd9f1535202"),
     ("slice-record-forbidden", 916, "d50ce71354149639aede633ad68ffb49af36da330562bc23a237e6460aa0a613"),
     ("fence-epoch", 54, "e82f1f33df9a9e7d1bf6e65aa96320ee61799e0f5451c212858813fa3248bc31"),
     ("stored-snapshot", 385, "3c77dff5b18eac597aa9add058d42767b51c2b17b7ace8a9e3dec011c60286ba"),
@@ -983,8 +1078,10 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             limits_hit: Vec::new(),
         }],
         reasons: Vec::new(),
+        reviews: None,
     };
     v.insert("verdict", verdict.to_bytes().unwrap());
+    review_vectors(&mut v, &acceptance, &pins, &attempt, &verdict);
     v.insert(
         "snapshot-digest",
         snapshot_digest(&request().program)

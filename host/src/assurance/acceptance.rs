@@ -2,14 +2,16 @@
 //! expects. Process checks run one process in the sandbox: the runtime with an entry file,
 //! of one stage's tree or of the Slice's harness (`"kind": "process"`), or a command
 //! (`"kind": "command"`: an argv, a working directory, variables, a dependency environment,
-//! a JUnit results file and per-test expectations); review checks are reserved and never
-//! run.
+//! a JUnit results file and per-test expectations); review checks are never run: a person
+//! answers them (`sf review`), and the judge counts the answers.
 //!
 //! Version 2 added where the entry is (`{"from": "tree" | "harness", "path"}`) and
 //! `entryInScope`, which says whether the Candidate may rewrite the entry (a check of stage
 //! candidate whose entry is a tree file inside the Slice's scope): the freeze refuses a Slice
-//! where it does not say so truthfully. Version 3 added command checks; an acceptance without
-//! one is still written as version 2 (so its digest is what it was), and both are read.
+//! where it does not say so truthfully. Version 3 added command checks; version 4 counted
+//! review checks (reviewers and the approvals needed; in versions 2 and 3 a review check is
+//! reserved and never counted). An acceptance is written in the lowest version that holds it
+//! (so its digest is what it was before the later versions existed), and all three are read.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -20,13 +22,17 @@ use crate::canonical::{self, Digest, Value};
 use crate::contracts::executor::{EntryPlace, MAX_ARG_BYTES, MAX_ARGS, RunEntry};
 use crate::contracts::{ResultsRequest, RunCommand, RunEnvironment, RunResources};
 
+use super::review::{ReviewRequirement, Reviewer};
 use super::test_results::TestExpectation;
 use crate::contracts::tree_path;
 use crate::repository::{ID_RULE, is_valid_id};
 
 use super::{AssuranceError, invalid_field, read_record, record_bytes, record_bytes_digest};
 
-/// The protocol string of an acceptance record holding a command check.
+/// The protocol string of an acceptance record holding a counted review check.
+pub const ACCEPTANCE_PROTOCOL_V4: &str = "sf-repository-acceptance/4";
+/// The protocol string of an acceptance record holding a command check and no counted review
+/// check.
 pub const ACCEPTANCE_PROTOCOL: &str = "sf-repository-acceptance/3";
 /// The protocol string of an acceptance record without command checks (written and read).
 pub const ACCEPTANCE_PROTOCOL_V2: &str = "sf-repository-acceptance/2";
@@ -464,17 +470,56 @@ mod entry_record {
     }
 }
 
-/// A check for a person to answer; reserved: sf never runs it and the judge does not count it
-/// (`"kind": "review"` in records).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self", deny_unknown_fields)]
+/// A check for a person to answer (`"kind": "review"` in records). In an acceptance of
+/// version 4 it is counted: it lists its reviewers and how many must approve, and the judge
+/// counts the reviews stored for the Candidate ([`super::review`]). In versions 2 and 3 it is
+/// reserved: it holds only a prompt, and sf never counts it.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReviewCheck {
     /// The check's id, distinct within the acceptance; follows [`ID_RULE`].
     pub id: String,
     /// The question for the reviewer: 1 to 4096 bytes.
     pub prompt: String,
+    /// Who must approve, for a counted check; `None` for a reserved one.
+    pub requirement: Option<ReviewRequirement>,
 }
-canonical::literal_fields!(ReviewCheck { "kind": "review" });
+
+/// A reserved review check as its record holds it (versions 2 and 3).
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+struct ReservedReviewRecord {
+    id: String,
+    prompt: String,
+}
+canonical::literal_fields!(ReservedReviewRecord { "kind": "review" });
+
+/// A counted review check as its record holds it (version 4).
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields)]
+struct CountedReviewRecord {
+    id: String,
+    prompt: String,
+    #[serde(deserialize_with = "canonical::positive")]
+    approvals: u64,
+    reviewers: Vec<Reviewer>,
+}
+canonical::literal_fields!(CountedReviewRecord { "kind": "review" });
+
+impl Serialize for ReviewCheck {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (id, prompt) = (self.id.clone(), self.prompt.clone());
+        match &self.requirement {
+            None => ReservedReviewRecord { id, prompt }.serialize(serializer),
+            Some(requirement) => CountedReviewRecord {
+                id,
+                prompt,
+                approvals: requirement.approvals,
+                reviewers: requirement.reviewers.clone(),
+            }
+            .serialize(serializer),
+        }
+    }
+}
 
 /// One check of an acceptance; its `kind` says which (see [`Acceptance::from_json`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -482,7 +527,7 @@ canonical::literal_fields!(ReviewCheck { "kind": "review" });
 pub enum Check {
     /// A program run once in the sandbox (`"kind": "process"`).
     Process(ProcessCheck),
-    /// A question for a person; reserved, never run (`"kind": "review"`).
+    /// A question for a person, never run; counted in version 4 (`"kind": "review"`).
     Review(ReviewCheck),
 }
 
@@ -523,9 +568,13 @@ struct AcceptanceRecord {
 }
 
 impl Acceptance {
-    /// The record's protocol: version 3 when a check is a command, else version 2.
+    /// The record's protocol: version 4 when a review check is counted, else version 3 when a
+    /// check is a command, else version 2 (so that a record keeps the bytes and digest it
+    /// had before the later versions existed).
     pub fn protocol(&self) -> &'static str {
-        if self.process_checks().any(|check| check.command().is_some()) {
+        if self.counted_reviews().next().is_some() {
+            ACCEPTANCE_PROTOCOL_V4
+        } else if self.process_checks().any(|check| check.command().is_some()) {
             ACCEPTANCE_PROTOCOL
         } else {
             ACCEPTANCE_PROTOCOL_V2
@@ -537,6 +586,18 @@ impl Acceptance {
         self.checks.iter().filter_map(|check| match check {
             Check::Process(check) => Some(check),
             Check::Review(_) => None,
+        })
+    }
+
+    /// The counted review checks (version 4), with what each asks, in the order listed.
+    pub fn counted_reviews(&self) -> impl Iterator<Item = (&str, &ReviewRequirement)> {
+        self.checks.iter().filter_map(|check| match check {
+            Check::Review(ReviewCheck {
+                id,
+                requirement: Some(requirement),
+                ..
+            }) => Some((id.as_str(), requirement)),
+            _ => None,
         })
     }
 
@@ -567,6 +628,9 @@ impl Acceptance {
                 Check::Review(review) => {
                     if review.prompt.is_empty() || review.prompt.len() > MAX_PROMPT_BYTES {
                         return Err(invalid(format!("{field}.prompt"), "holds 1 to 4096 bytes"));
+                    }
+                    if let Some(requirement) = &review.requirement {
+                        requirement.validate(&field)?;
                     }
                 }
                 Check::Process(process) => {
@@ -653,15 +717,19 @@ impl Acceptance {
     pub fn from_json(bytes: &[u8]) -> Result<Self, AssuranceError> {
         let record: AcceptanceRecord = read_record(bytes, "acceptance")?;
         let kinds: &[&str] = match record.protocol.as_str() {
-            ACCEPTANCE_PROTOCOL => &["process", "command", "review"],
+            ACCEPTANCE_PROTOCOL_V4 | ACCEPTANCE_PROTOCOL => &["process", "command", "review"],
             ACCEPTANCE_PROTOCOL_V2 => &["process", "review"],
             _ => {
                 return Err(AssuranceError::invalid(
                     "acceptance.protocol",
-                    format!("must be {ACCEPTANCE_PROTOCOL:?} or {ACCEPTANCE_PROTOCOL_V2:?}"),
+                    format!(
+                        "must be {ACCEPTANCE_PROTOCOL_V4:?}, {ACCEPTANCE_PROTOCOL:?} or \
+                         {ACCEPTANCE_PROTOCOL_V2:?}"
+                    ),
                 ));
             }
         };
+        let counted = record.protocol == ACCEPTANCE_PROTOCOL_V4;
         let mut checks = Vec::with_capacity(record.checks.len());
         for (at, check) in record.checks.iter().enumerate() {
             let path = format!("acceptance.checks[{at}]");
@@ -678,16 +746,42 @@ impl Acceptance {
                         .map_err(invalid_field)?
                         .into(),
                 ),
-                _ => Check::Review(canonical::from_value(check, &path).map_err(invalid_field)?),
+                _ if counted => {
+                    let record: CountedReviewRecord =
+                        canonical::from_value(check, &path).map_err(invalid_field)?;
+                    Check::Review(ReviewCheck {
+                        id: record.id,
+                        prompt: record.prompt,
+                        requirement: Some(ReviewRequirement {
+                            approvals: record.approvals,
+                            reviewers: record.reviewers,
+                        }),
+                    })
+                }
+                _ => {
+                    let record: ReservedReviewRecord =
+                        canonical::from_value(check, &path).map_err(invalid_field)?;
+                    Check::Review(ReviewCheck {
+                        id: record.id,
+                        prompt: record.prompt,
+                        requirement: None,
+                    })
+                }
             });
         }
         let acceptance = Self { checks };
-        if record.protocol == ACCEPTANCE_PROTOCOL && acceptance.protocol() != ACCEPTANCE_PROTOCOL {
+        if record.protocol != acceptance.protocol() {
+            let why = if counted {
+                "no review check is counted (lists reviewers)"
+            } else {
+                "no check is a command"
+            };
             return Err(AssuranceError::invalid(
                 "acceptance.protocol",
                 format!(
-                    "is {ACCEPTANCE_PROTOCOL:?}, but no check is a command: an acceptance \
-                     without one is {ACCEPTANCE_PROTOCOL_V2:?}"
+                    "is {:?}, but {why}: such an acceptance is {:?}",
+                    record.protocol,
+                    acceptance.protocol()
                 ),
             ));
         }

@@ -38,6 +38,14 @@
 //! Inconclusive with the limit named (`the run hit the sandbox's process limit (1024): …`),
 //! never Failed. The Candidate can make its own run Inconclusive this way (by starting
 //! threads until one is refused, say), never Verified.
+//!
+//! Review checks (an acceptance of version 4) are counted after the process checks, from the
+//! review records of the same attempt (`super::review`): the review subject is computed from
+//! the pins and the Verdict of the process checks alone, so a review of other evidence counts
+//! for nothing. Only when the process checks are Verified do reviews change the outcome: a
+//! rejection makes it Failed, an approval still awaited Inconclusive. That Verdict is version
+//! 2 (it adds `reviews`); an acceptance without counted review checks is judged exactly as
+//! before, into a version 1 record.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -51,11 +59,15 @@ use super::environment::EnvironmentRecord;
 use super::observation::{OBSERVATION_FORMAT, Observation, ObservationStatus};
 use super::pins::RepositoryPins;
 use super::recipe::Recipe;
+use super::review::{REVIEW_FORMAT, Review, ReviewSubject, ReviewVerdict, count};
 use super::test_results::{TestGrade, TestResults, grade};
 use super::{AssuranceError, sanitize_problems};
 
-/// The protocol string of the Verdict record.
+/// The protocol string of the Verdict record of an acceptance without counted review checks.
 pub const VERDICT_PROTOCOL: &str = "sf-repository-verdict/1";
+/// The protocol string of the Verdict record of an acceptance with counted review checks: it
+/// adds `reviews`.
+pub const VERDICT_PROTOCOL_V2: &str = "sf-repository-verdict/2";
 
 /// The judge's outcome.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -112,8 +124,25 @@ pub struct Verdict {
     /// One per process check, in acceptance order.
     pub checks: Vec<CheckVerdict>,
     /// Why the outcome is Inconclusive: checks without one attributable record, records that
-    /// cannot be read or belong to no check, a store that cannot be searched. Empty otherwise.
+    /// cannot be read or belong to no check, a store that cannot be searched, review checks
+    /// awaiting approvals. Empty otherwise.
     pub reasons: Vec<String>,
+    /// The review checks, for an acceptance that counts some; `None` otherwise (and the
+    /// record is then version 1, byte for byte what it was before reviews were counted).
+    pub reviews: Option<Reviews>,
+}
+
+/// What the judge found for the review checks of one attempt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reviews {
+    /// The review subject's digest: what a counted review names.
+    pub subject: Digest,
+    /// The subject itself.
+    pub subject_record: ReviewSubject,
+    /// The outcome of the process checks alone (what the subject's Verdict says).
+    pub process: Outcome,
+    /// One per counted review check, in acceptance order.
+    pub checks: Vec<ReviewVerdict>,
 }
 
 impl Verdict {
@@ -143,7 +172,7 @@ impl Verdict {
                 ])
             })
             .collect();
-        object([
+        let mut fields = vec![
             ("protocol", VERDICT_PROTOCOL.into()),
             ("pins", self.pins.to_string().into()),
             ("attempt", self.attempt.to_value()),
@@ -158,7 +187,27 @@ impl Verdict {
                         .collect(),
                 ),
             ),
-        ])
+        ];
+        if let Some(reviews) = &self.reviews {
+            fields[0].1 = VERDICT_PROTOCOL_V2.into();
+            fields.push((
+                "reviews",
+                object([
+                    ("process", reviews.process.as_str().into()),
+                    ("subject", reviews.subject.to_string().into()),
+                    (
+                        "checks",
+                        Value::Array(reviews.checks.iter().map(ReviewVerdict::to_value).collect()),
+                    ),
+                ]),
+            ));
+        }
+        Value::Object(
+            fields
+                .into_iter()
+                .map(|(key, value)| (key.to_owned(), value))
+                .collect(),
+        )
     }
 
     /// The canonical bytes of the Verdict.
@@ -187,8 +236,10 @@ pub fn attempts(
     })?;
     let mut attempts: Vec<AttemptId> = Vec::new();
     for id in ids {
+        // A review names the attempt it reviewed; only runs make attempts.
         if let Ok(record) = store.get_verified(&id, deadline)
             && record.pins() == pins
+            && record.format() != REVIEW_FORMAT
             && !attempts.contains(record.attempt())
         {
             attempts.push(record.attempt().clone());
@@ -258,6 +309,7 @@ pub fn judge(
     let environment_digest = request.environment.digest()?;
     let mut reasons = Vec::new();
     let mut by_check: BTreeMap<String, Vec<(Digest, Observation)>> = BTreeMap::new();
+    let mut reviews: Vec<(Digest, Review)> = Vec::new();
     match store.find(&pins_digest, deadline) {
         Err(error) => reasons.push(format!("the evidence store could not be searched: {error}")),
         Ok(ids) => {
@@ -274,6 +326,13 @@ pub fn judge(
                     continue;
                 }
                 if record.attempt() != request.attempt {
+                    continue;
+                }
+                if record.format() == REVIEW_FORMAT {
+                    match Review::from_payload(record.payload()) {
+                        Ok(review) => reviews.push((id, review)),
+                        Err(error) => reasons.push(format!("review {id} does not parse: {error}")),
+                    }
                     continue;
                 }
                 if record.format() != OBSERVATION_FORMAT {
@@ -345,13 +404,69 @@ pub fn judge(
     } else {
         Outcome::Failed
     };
-    Ok(Verdict {
+    let verdict = Verdict {
         pins: pins_digest,
         attempt: request.attempt.clone(),
         outcome,
         checks,
         reasons,
-    })
+        reviews: None,
+    };
+    if request.acceptance.counted_reviews().next().is_none() {
+        return Ok(verdict);
+    }
+    with_reviews(request, verdict, &reviews)
+}
+
+/// Adds the counted review checks to the Verdict of the process checks alone: the subject is
+/// that Verdict's, and the outcome stays the process checks' unless they are Verified, when a
+/// rejection makes it Failed and an approval still awaited Inconclusive.
+fn with_reviews(
+    request: &JudgeRequest<'_>,
+    mut verdict: Verdict,
+    reviews: &[(Digest, Review)],
+) -> Result<Verdict, AssuranceError> {
+    let subject_record = ReviewSubject::new(request.pins, request.attempt, verdict.digest()?);
+    let subject = subject_record.digest()?;
+    let process = verdict.outcome;
+    let checks: Vec<ReviewVerdict> = request
+        .acceptance
+        .counted_reviews()
+        .map(|(check, requirement)| {
+            count(
+                check,
+                requirement,
+                reviews,
+                &subject,
+                &request.pins.candidate.digest,
+            )
+        })
+        .collect();
+    if verdict.outcome == Outcome::Verified {
+        if checks.iter().any(|check| check.met == Some(false)) {
+            verdict.outcome = Outcome::Failed;
+        } else if checks.iter().any(|check| check.met.is_none()) {
+            verdict.outcome = Outcome::Inconclusive;
+        }
+    }
+    let inconclusive = verdict.outcome == Outcome::Inconclusive;
+    for check in checks
+        .iter()
+        .filter(|check| inconclusive && check.met.is_none())
+    {
+        verdict.reasons.push(format!(
+            "review check {}: {}",
+            check.check,
+            check.problems.first().map_or("", String::as_str)
+        ));
+    }
+    verdict.reviews = Some(Reviews {
+        subject,
+        subject_record,
+        process,
+        checks,
+    });
+    Ok(verdict)
 }
 
 fn judge_one(

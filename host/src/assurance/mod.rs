@@ -13,6 +13,7 @@ pub mod judge;
 pub mod observation;
 pub mod pins;
 pub mod recipe;
+pub mod review;
 pub mod slice;
 pub mod test_results;
 pub mod time;
@@ -24,12 +25,15 @@ use crate::canonical::FieldError;
 use crate::canonical::{self, Digest};
 
 pub use acceptance::{
-    ACCEPTANCE_PROTOCOL, ACCEPTANCE_PROTOCOL_V2, Acceptance, Check, CheckCommand, CheckCwd,
-    CheckEnvironment, CheckResults, CheckRun, CwdFrom, Expectation, Phase, ProcessCheck,
-    ReviewCheck, Stage,
+    ACCEPTANCE_PROTOCOL, ACCEPTANCE_PROTOCOL_V2, ACCEPTANCE_PROTOCOL_V4, Acceptance, Check,
+    CheckCommand, CheckCwd, CheckEnvironment, CheckResults, CheckRun, CwdFrom, Expectation, Phase,
+    ProcessCheck, ReviewCheck, Stage,
 };
 pub use environment::{ENVIRONMENT_PROTOCOL, EnvironmentRecord, current_environment, platform};
-pub use judge::{CheckVerdict, JudgeRequest, Outcome, VERDICT_PROTOCOL, Verdict, judge};
+pub use judge::{
+    CheckVerdict, JudgeRequest, Outcome, Reviews, VERDICT_PROTOCOL, VERDICT_PROTOCOL_V2, Verdict,
+    judge,
+};
 pub use observation::{
     OBSERVATION_FORMAT, OBSERVATION_FORMAT_V1, OBSERVATION_FORMAT_V2, OBSERVATION_FORMAT_V3,
     OBSERVATION_FORMAT_V4, Observation, ObservationFacts, ObservationStatus, ProcessFacts,
@@ -37,6 +41,10 @@ pub use observation::{
 };
 pub use pins::{BasePins, CandidatePins, PINS_PROTOCOL, RepositoryPins, SlicePins};
 pub use recipe::{RECIPE_PROTOCOL, Recipe};
+pub use review::{
+    Decision, REVIEW_FORMAT, REVIEW_SUBJECT_PROTOCOL, Review, ReviewRequirement, ReviewSubject,
+    ReviewVerdict, Reviewer,
+};
 pub use slice::{FrozenSlice, SLICE_PROTOCOL, SliceRecord, authenticate, overlay_protection};
 
 /// Why an assurance record or request is not acceptable.

@@ -26,6 +26,11 @@
 //! read_timeout_seconds = 60
 //! ```
 //!
+//! Any backend section may pin the plugin library that serves it: `sha256 = "sha256:…"` (what
+//! `sf plugins check` prints). The loader then refuses a library whose bytes hash otherwise,
+//! before it maps them ([`loader::load_pinned`]); the key is sf's and never reaches the plugin,
+//! and a compiled-in tag cannot be pinned.
+//!
 //! The attempt fence has no section: it comes with the evidence store (see [`Config::fence`]):
 //! the same plugin's `fence` under the evidence store's tag, or the file fence.
 //!
@@ -354,11 +359,15 @@ impl ConfigError {
     }
 }
 
-/// One backend section: its tag and the rest of its fields.
+/// One backend section: its tag, the pin of the library that serves it, and the rest of its
+/// fields.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Section {
     tag: String,
     fields: toml::Table,
+    /// `sha256 = "sha256:…"`: the SHA-256 the plugin library serving the tag must have. sf's
+    /// own key, never handed to the plugin.
+    sha256: Option<crate::canonical::Digest>,
 }
 
 impl Section {
@@ -367,9 +376,14 @@ impl Section {
         &self.tag
     }
 
-    /// The section's fields other than `type`.
+    /// The section's fields other than `type` and `sha256`.
     pub fn fields(&self) -> &toml::Table {
         &self.fields
+    }
+
+    /// The pinned SHA-256 of the plugin library serving the section, if any.
+    pub fn sha256(&self) -> Option<&crate::canonical::Digest> {
+        self.sha256.as_ref()
     }
 }
 
@@ -550,6 +564,7 @@ impl Config {
         self.gate = Section {
             tag: "file".to_owned(),
             fields,
+            sha256: None,
         };
     }
 
@@ -572,7 +587,11 @@ impl Config {
         record: &crate::canonical::Value,
     ) -> Result<Self, String> {
         let value = canonical_to_toml(record, "executor")?;
+        // The pin is the loading policy of this configuration, not the executor's settings a
+        // Slice records: it stays.
+        let pin = self.executor.sha256.take();
         self.executor = section("executor", value)?;
+        self.executor.sha256 = pin;
         Ok(self)
     }
 
@@ -745,6 +764,16 @@ impl Config {
         plugins: &PluginPath,
     ) -> Result<Resolved<B>, ConfigError> {
         if compiled.contains(&section.tag.as_str()) {
+            if section.sha256.is_some() {
+                return Err(ConfigError::Invalid {
+                    origin: self.origin.clone(),
+                    detail: format!(
+                        "[{name}] sha256: type {:?} is compiled into sf, so there is no plugin \
+                         library to pin; remove sha256",
+                        section.tag
+                    ),
+                });
+            }
             let mut table = section.fields.clone();
             table.insert("type".into(), toml::Value::String(section.tag.clone()));
             let backend: B =
@@ -790,7 +819,7 @@ impl Config {
                 plugin_path: plugins.dirs().to_vec(),
             });
         };
-        let plugin = loader::load(&candidate.library)
+        let plugin = loader::load_pinned(&candidate.library, section.sha256.as_ref())
             .map_err(|error| self.plugin_error(name, section, error))?;
         let fields = serde_json::to_value(&section.fields)
             .ok()
@@ -989,12 +1018,76 @@ fn section(name: &str, value: toml::Value) -> Result<Section, String> {
     };
     super::manifest::check_word(&tag)
         .map_err(|rule| format!("[{name}] type {tag:?} is not a tag: {rule}"))?;
-    Ok(Section { tag, fields })
+    let sha256 = match fields.remove("sha256") {
+        None => None,
+        Some(toml::Value::String(text)) => {
+            Some(crate::canonical::Digest::parse(&text).ok_or_else(|| {
+                format!(
+                    "[{name}] sha256 {text:?} is not sha256: and 64 lowercase hex digits (`sf \
+                     plugins check LIBRARY` prints a library's)"
+                )
+            })?)
+        }
+        Some(_) => return Err(format!("[{name}] sha256 must be a string")),
+    };
+    Ok(Section {
+        tag,
+        fields,
+        sha256,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pin_is_read_as_a_digest_kept_from_the_plugin_and_refused_for_a_compiled_in_tag() {
+        let file = || ConfigOrigin::File("sf.toml".into());
+        let pin = format!("sha256:{}", "ab".repeat(32));
+        let config = Config::parse(
+            &format!("[evidence_store]\ntype = \"postgres\"\nsha256 = \"{pin}\"\nhost = \"h\"\n"),
+            file(),
+        )
+        .unwrap();
+        let section = config.evidence_store_section();
+        assert_eq!(section.sha256().map(ToString::to_string), Some(pin.clone()));
+        assert!(!section.fields().contains_key("sha256"));
+        assert!(section.fields().contains_key("host"));
+        for bad in ["\"sha256:AB\"", "12", "\"ab\""] {
+            let error = Config::parse(
+                &format!("[evidence_store]\ntype = \"postgres\"\nsha256 = {bad}\n"),
+                file(),
+            )
+            .unwrap_err();
+            assert_eq!(error.code(), "config-invalid", "{bad}: {error}");
+        }
+        let compiled = Config::parse(
+            &format!("[evidence_store]\ntype = \"sqlite\"\nsha256 = \"{pin}\"\n"),
+            file(),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let error = compiled
+            .evidence_store(&PluginPath::new(Vec::new()), dir.path())
+            .err()
+            .unwrap();
+        assert_eq!(error.code(), "config-invalid");
+        assert!(error.to_string().contains("compiled into sf"), "{error}");
+        // The executor's pin stays when a collection takes the Slice's executor record.
+        let executor = Config::parse(
+            &format!("[executor]\ntype = \"sandbox-exec\"\nsha256 = \"{pin}\"\n"),
+            file(),
+        )
+        .unwrap();
+        let record = executor.executor_record().unwrap();
+        assert!(!format!("{record:?}").contains("sha256"));
+        let taken = executor.with_executor_record(&record).unwrap();
+        assert_eq!(
+            taken.executor_section().sha256().map(ToString::to_string),
+            Some(pin)
+        );
+    }
 
     #[test]
     fn the_delivery_section_is_read_strictly() {

@@ -82,6 +82,23 @@ pub enum PluginError {
         /// Which part its headers name lies beyond the end.
         detail: String,
     },
+    /// The library's SHA-256 is not the one the configuration pins for it (`sha256 = …` in
+    /// its section): refused before it is mapped or any of its code runs.
+    #[error(
+        "plugin {plugin}: {} hashes to {found}, but the configuration pins {expected}; install \
+         the pinned build, or pin this one (`sf plugins check` prints its digest)",
+        library.display()
+    )]
+    PinMismatch {
+        /// The plugin's name, from its manifest.
+        plugin: String,
+        /// The library, by its canonical path.
+        library: PathBuf,
+        /// The pinned digest.
+        expected: crate::canonical::Digest,
+        /// The library's digest (of the bytes read, which are the bytes that would be mapped).
+        found: crate::canonical::Digest,
+    },
     /// The dynamic loader refused the library.
     #[error(
         "plugin {plugin}: {} could not be loaded: {detail}; rebuild it for this platform",
@@ -279,6 +296,7 @@ impl PluginError {
             Self::MissingLibrary { .. } => "missing-library",
             Self::Insecure { .. } => "insecure-plugin",
             Self::TruncatedLibrary { .. } => "truncated-library",
+            Self::PinMismatch { .. } => "pin-mismatch",
             Self::LoadFailed { .. } => "load-failed",
             Self::MissingEntry { .. } => "missing-entry",
             Self::WrongMagic { .. } => "wrong-magic",

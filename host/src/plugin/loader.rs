@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::io::Read as _;
-use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
@@ -15,9 +15,10 @@ use super::abi::{
     MAGIC, PluginEntryV1, SfBuffer, SfBytes, SfStr,
 };
 use super::error::PluginError;
-use super::library_file;
+use super::library_file::{CopyError, SealedLibrary};
 use super::manifest::{self, MAX_MANIFEST_BYTES, PluginManifest};
 use super::protocol::{self, PanicReply, PluginErrorReply};
+use crate::canonical::Digest;
 
 /// The longest sdk version string accepted from a table.
 const MAX_SDK_VERSION_BYTES: usize = 64;
@@ -26,6 +27,8 @@ const MAX_SDK_VERSION_BYTES: usize = 64;
 /// and functions, and the manifest compiled into it.
 pub struct LoadedPlugin {
     manifest: PluginManifest,
+    /// The sealed copy the library was mapped from.
+    sealed: Arc<SealedLibrary>,
     library: PathBuf,
     manifest_file: PathBuf,
     sdk_version: String,
@@ -48,11 +51,17 @@ impl std::fmt::Debug for LoadedPlugin {
     }
 }
 
+/// A library opened from its sealed copy, never closed.
+struct Opened {
+    library: &'static libloading::Library,
+    sealed: Arc<SealedLibrary>,
+}
+
 /// Libraries opened so far, by canonical path. A library is opened once and never closed:
-/// code and static data of a plugin may be referenced by instances until the process ends.
-fn opened() -> &'static Mutex<HashMap<PathBuf, &'static libloading::Library>> {
-    static OPENED: OnceLock<Mutex<HashMap<PathBuf, &'static libloading::Library>>> =
-        OnceLock::new();
+/// code and static data of a plugin may be referenced by instances until the process ends;
+/// its sealed copy (and the descriptor `dlopen` named) lives as long.
+fn opened() -> &'static Mutex<HashMap<PathBuf, Opened>> {
+    static OPENED: OnceLock<Mutex<HashMap<PathBuf, Opened>>> = OnceLock::new();
     OPENED.get_or_init(Default::default)
 }
 
@@ -148,10 +157,19 @@ pub fn check_directories_above(directory: &Path, plugin: &str) -> Result<(), Plu
 
 /// Loads and checks the plugin library at `library`, in this order: the manifest file beside
 /// it (parsed, ABI major), the library file (regular, safe owner and mode, and its directory
-/// and every directory above it too), then `dlopen` (once per canonical path, never closed), the entry symbol, the table's
-/// magic, its ABI major, its functions and strings, and the embedded manifest, which must be
-/// byte-identical to the file. Nothing in the library runs before the file checks pass.
+/// and every directory above it too), then its bytes, read once through a descriptor into a
+/// sealed in-memory copy ([`SealedLibrary`]: whole as its ELF headers say, and unchangeable),
+/// then `dlopen` of that copy (once per canonical path, never closed), the entry symbol, the
+/// table's magic, its ABI major, its functions and strings, and the embedded manifest, which
+/// must be byte-identical to the file. Nothing in the library runs before the file checks
+/// pass.
 pub fn load(library: &Path) -> Result<Arc<LoadedPlugin>, PluginError> {
+    load_pinned(library, None)
+}
+
+/// [`load`], refusing the library unless the SHA-256 of the bytes it would map is `pin`
+/// (when given): the check is made on the sealed copy, before `dlopen`.
+pub fn load_pinned(library: &Path, pin: Option<&Digest>) -> Result<Arc<LoadedPlugin>, PluginError> {
     let (manifest, manifest_bytes) = read_manifest_file(library)?;
     let manifest_file = manifest::manifest_path(library);
     let name = manifest.name.clone();
@@ -173,7 +191,7 @@ pub fn load(library: &Path) -> Result<Arc<LoadedPlugin>, PluginError> {
         check_directories_above(directory, &name)?;
     }
 
-    let handle = open_once(&canonical, &name)?;
+    let (handle, sealed) = open_once(&canonical, &name, pin)?;
     // SAFETY: the symbol's type is the ABI's entry signature; a library exporting the name
     // with another type is outside what any check could detect.
     let entry: EntryFn = unsafe {
@@ -261,6 +279,7 @@ pub fn load(library: &Path) -> Result<Arc<LoadedPlugin>, PluginError> {
     }
     Ok(Arc::new(LoadedPlugin {
         manifest,
+        sealed,
         library: library.to_owned(),
         manifest_file,
         sdk_version: sdk_version.to_owned(),
@@ -272,43 +291,97 @@ pub fn load(library: &Path) -> Result<Arc<LoadedPlugin>, PluginError> {
     }))
 }
 
-fn open_once(canonical: &Path, plugin: &str) -> Result<&'static libloading::Library, PluginError> {
+/// Opens the library at `canonical` once: read through a descriptor (no link followed; the
+/// file's owner and mode checked again on that descriptor) into a sealed copy, checked against
+/// `pin`, and mapped from the copy. A library opened before is checked against `pin` by its
+/// copy's digest and not read again.
+fn open_once(
+    canonical: &Path,
+    plugin: &str,
+    pin: Option<&Digest>,
+) -> Result<(&'static libloading::Library, Arc<SealedLibrary>), PluginError> {
+    let load_failed = |detail: String| PluginError::LoadFailed {
+        plugin: plugin.to_owned(),
+        library: canonical.to_owned(),
+        detail,
+    };
     let mut opened = opened().lock().unwrap_or_else(PoisonError::into_inner);
-    if let Some(library) = opened.get(canonical) {
-        return Ok(library);
+    if let Some(done) = opened.get(canonical) {
+        check_pin(&done.sealed, pin, canonical, plugin)?;
+        return Ok((done.library, Arc::clone(&done.sealed)));
     }
-    // Measured before mapping: a truncated file would be a SIGBUS, not an error.
-    library_file::check_whole(canonical).map_err(|problem| match problem {
-        Ok(truncated) => PluginError::TruncatedLibrary {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_CLOEXEC)
+        .open(canonical)
+        .map_err(|error| load_failed(format!("it cannot be opened: {error}")))?;
+    let meta = file
+        .metadata()
+        .map_err(|error| load_failed(error.to_string()))?;
+    if !meta.is_file() {
+        return Err(load_failed("it is not a regular file".into()));
+    }
+    // The descriptor's file is the one read: its owner and mode are checked on it too.
+    check_owner(canonical, &meta, plugin)?;
+    let sealed = SealedLibrary::copy(&file, plugin).map_err(|problem| match problem {
+        CopyError::Truncated(truncated) => PluginError::TruncatedLibrary {
             plugin: plugin.to_owned(),
             library: canonical.to_owned(),
             bytes: truncated.bytes,
             detail: truncated.detail,
         },
-        Err(detail) => PluginError::LoadFailed {
-            plugin: plugin.to_owned(),
-            library: canonical.to_owned(),
-            detail,
-        },
+        CopyError::Unreadable(detail) => load_failed(detail),
     })?;
+    drop(file);
+    check_pin(&sealed, pin, canonical, plugin)?;
     // RTLD_NOW: every symbol the library needs is resolved now, so a library built for
     // another system fails here instead of in the middle of a call.
-    // SAFETY: opening a library runs its initialisers; the manifest file and the file's
-    // ownership were checked first, which is all that can be checked before running its code.
+    // SAFETY: opening a library runs its initialisers; the manifest file, the file's
+    // ownership, its completeness and its pin were checked first, on the very bytes mapped,
+    // which is all that can be checked before running its code.
     let library = unsafe {
         libloading::os::unix::Library::open(
-            Some(canonical),
+            Some(sealed.path()),
             libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL,
         )
     }
-    .map_err(|error| PluginError::LoadFailed {
+    .map_err(|error| load_failed(error.to_string()))?;
+    let library: &'static libloading::Library = Box::leak(Box::new(library.into()));
+    let sealed = Arc::new(sealed);
+    opened.insert(
+        canonical.to_owned(),
+        Opened {
+            library,
+            sealed: Arc::clone(&sealed),
+        },
+    );
+    Ok((library, sealed))
+}
+
+/// Refuses `sealed` unless its digest is `pin` (when given).
+fn check_pin(
+    sealed: &SealedLibrary,
+    pin: Option<&Digest>,
+    canonical: &Path,
+    plugin: &str,
+) -> Result<(), PluginError> {
+    let Some(expected) = pin else {
+        return Ok(());
+    };
+    let found = sealed.sha256().map_err(|detail| PluginError::LoadFailed {
         plugin: plugin.to_owned(),
         library: canonical.to_owned(),
-        detail: error.to_string(),
+        detail,
     })?;
-    let library: &'static libloading::Library = Box::leak(Box::new(library.into()));
-    opened.insert(canonical.to_owned(), library);
-    Ok(library)
+    if found != expected {
+        return Err(PluginError::PinMismatch {
+            plugin: plugin.to_owned(),
+            library: canonical.to_owned(),
+            expected: expected.clone(),
+            found: found.clone(),
+        });
+    }
+    Ok(())
 }
 
 /// # Safety
@@ -347,6 +420,18 @@ impl LoadedPlugin {
     /// The manifest file's path.
     pub fn manifest_file(&self) -> &Path {
         &self.manifest_file
+    }
+
+    /// The `sha256:` of the library's bytes as they were mapped (its sealed copy), computed
+    /// once: what `sha256 = …` in a section of `sf.toml` pins.
+    pub fn sha256(&self) -> Result<&Digest, PluginError> {
+        self.sealed
+            .sha256()
+            .map_err(|detail| PluginError::LoadFailed {
+                plugin: self.manifest.name.clone(),
+                library: self.library.clone(),
+                detail,
+            })
     }
 
     /// The sf-sdk version the plugin was built with.

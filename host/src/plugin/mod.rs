@@ -20,7 +20,8 @@
 //! - [`gate_protocol`]: the `gate` contract's request, answers and errors;
 //! - [`fence_protocol`]: the `fence` contract's requests, answers and errors (ABI minor 9);
 //! - [`manifest`]: the manifest record and its file beside the library;
-//! - [`library_file`]: a library file holding every byte its ELF headers name, before mapping;
+//! - [`library_file`]: a library's bytes read once into a sealed in-memory copy (whole as its
+//!   ELF headers say, unchangeable), which is what is checked, pinned and mapped;
 //! - [`loader`]: checking and opening a library, instances and raw calls;
 //! - [`object_store_adapter`]: `ObjectStoreFactory` and `ObjectStore` over a plugin;
 //! - [`executor_adapter`]: `Executor` over a plugin, with cancellation across the boundary;
@@ -59,7 +60,7 @@ pub use evidence_store_adapter::PluginEvidenceStore;
 pub use executor_adapter::PluginExecutor;
 pub use fence_adapter::PluginFence;
 pub use gate_adapter::PluginGate;
-pub use loader::{Instance, LoadedPlugin, load};
+pub use loader::{Instance, LoadedPlugin, load, load_pinned};
 pub use object_store_adapter::{PluginObjectStore, PluginObjectStoreFactory};
 pub use search::{Discovered, PLUGIN_PATH_ENV, PluginPath};
 pub use sf_plugin_abi::PluginManifest;

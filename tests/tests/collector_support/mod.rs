@@ -208,6 +208,7 @@ impl Scenario {
                 Check::Review(ReviewCheck {
                     id: "reviewed".into(),
                     prompt: "Is the fix the smallest change that makes the sum right?".into(),
+                    requirement: None,
                 }),
                 process(
                     "empty-base",

@@ -50,6 +50,18 @@ pub const SLICE: &[(&str, &str)] = &[
 /// Inconclusive quickly.
 pub const RECIPE: &str = r#"{"timeoutMs":3000,"outputLimit":65536}"#;
 
+/// The flags that name `candidate` under `slice/` in a work's repository.
+pub fn on(candidate: &str) -> [&str; 6] {
+    [
+        "--identity",
+        "identity.json",
+        "--candidate",
+        candidate,
+        "--slice",
+        "slice",
+    ]
+}
+
 /// A working directory with a repository and a frozen Slice.
 pub struct Work {
     _tmp: tempfile::TempDir,
@@ -400,6 +412,12 @@ impl Work {
                 candidate
             }
         };
+        self.prepare(&candidate, action, occurrence)
+    }
+
+    /// Prepares occurrence `occurrence` of action `action` for `candidate` from its Verified
+    /// Verdict under `slice/`; the prepared record's path.
+    pub fn prepare(&self, candidate: &str, action: &str, occurrence: u64) -> PathBuf {
         let prepared = self
             .dir
             .join(format!("prepared-{action}-{occurrence}.json"));
@@ -409,7 +427,7 @@ impl Work {
             "--identity",
             "identity.json",
             "--candidate",
-            &candidate,
+            candidate,
             "--slice",
             "slice",
             "--action",

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use crate::land_support::{Work, write};
+use crate::land_support::{Work, on, write};
 use sf_test_support::postgres::{PgCluster, PgDatabase};
 
 /// The store's schema, as an administrator runs it.
@@ -25,18 +25,6 @@ pub fn config(work: &Work, name: &str, cluster: &PgCluster, database: &PgDatabas
         ),
     );
     name.to_owned()
-}
-
-/// The arguments that name `candidate` under `slice/` in the work's repository.
-fn on(candidate: &str) -> [&str; 6] {
-    [
-        "--identity",
-        "identity.json",
-        "--candidate",
-        candidate,
-        "--slice",
-        "slice",
-    ]
 }
 
 /// The `sf --json --config CONFIG collect` of `candidate` under `slice/`, not yet run.
