@@ -19,6 +19,7 @@ pub mod legacy_enforcement;
 pub mod limit_hit;
 pub mod path_glob;
 pub mod snapshot;
+pub mod tree_digest;
 pub mod tree_path;
 pub mod words;
 

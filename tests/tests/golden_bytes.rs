@@ -313,6 +313,7 @@ const GOLDEN: &[(&str, usize, &str)] = &[
         118,
         "1a792c8750804a00c259920719716785ca0694b39821383ae8c7dea627ec8fa9",
     ),
+    ("tree-directory", 263, "faff44abb876afa57dafd0a3ebf830d7620bd368f17577c042db8cd6efba3b4a"),
     (
         "verdict",
         379,
@@ -602,6 +603,24 @@ fn request() -> RunRequest {
 }
 
 /// The program of [`request`] with its entry executable and a link to it.
+fn tree_directory() -> sf_host::contracts::tree_digest::Directory {
+    use sf_host::contracts::tree_digest::{Node, build};
+    let file = |bytes: &[u8]| Node::file(false, bytes);
+    let link = |target: &str| Node::Symlink {
+        target: target.into(),
+    };
+    let built = build(vec![
+        ("README.md", file(b"hello\n")),
+        ("bin/run", Node::file(true, b"#!/bin/sh\necho hi\n")),
+        ("docs/empty", file(b"")),
+        ("docs/guide.txt", file("read me\n".repeat(40).as_bytes())),
+        ("docs/up", link("../README.md")),
+        ("link", link("docs/guide.txt")),
+    ])
+    .unwrap();
+    built.directories[""].clone()
+}
+
 fn moded_program() -> Vec<SnapshotFile> {
     vec![
         SnapshotFile::executable("main.sh", b"echo hi\n".to_vec()),
@@ -1000,6 +1019,10 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             .to_string()
             .into_bytes(),
     );
+    // An sf-tree/1 directory: the Remote Execution API's Directory message, whose digest
+    // protocol buffers' own serialiser gives too (sf-contracts' tree_digest tests):
+    // sha256:faff44abb876afa57dafd0a3ebf830d7620bd368f17577c042db8cd6efba3b4a, 263 bytes.
+    v.insert("tree-directory", tree_directory().encode());
     v.insert(
         "bounds-digest",
         RunBounds::new(Duration::from_millis(2500), 4096)
