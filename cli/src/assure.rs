@@ -27,7 +27,7 @@ use sf_host::contracts::EvidenceStoreExt;
 use sf_host::contracts::{CancelToken, CapturedResults, EvidenceStore};
 use sf_host::fence::Fence;
 use sf_host::landing::{Judging, LandError, preflight};
-use sf_host::repository::{Repository, SealedCandidate, SourceSnapshot};
+use sf_host::repository::{CandidateFiles, Repository, SealedCandidate, SourceSnapshot};
 use sf_host::text_escape;
 
 /// How long the preflight waits for the gate's first answer.
@@ -140,6 +140,7 @@ pub(super) struct Exported {
     pub repository: Repository,
     pub sealed: SealedCandidate,
     pub base: SourceSnapshot,
+    pub candidate: SourceSnapshot,
     pub digest: Digest,
 }
 
@@ -158,16 +159,19 @@ impl Exported {
         slice: SliceDir,
     ) -> Result<Self, CliError> {
         let repository = context.open_repository(&target.identity)?;
-        // The export reads and checks the base as well (a factory commit with the recorded
-        // tree); its snapshot is the base's.
-        let (sealed, base) = repository
-            .export_candidate_and_base(&digest)
+        let CandidateFiles {
+            sealed,
+            base,
+            candidate,
+        } = repository
+            .export_with_files(&digest)
             .map_err(|error| repository_error(&format!("--candidate {digest}"), &error))?;
         Ok(Self {
             slice,
             repository,
             sealed,
             base,
+            candidate,
             digest,
         })
     }
@@ -205,9 +209,10 @@ impl Loaded {
             repository,
             sealed,
             base,
+            candidate,
             digest,
         } = Exported::read(context, target)?;
-        let programs = derive(&slice.frozen, &sealed, &base)
+        let programs = derive(&slice.frozen, &sealed, &base, &candidate)
             .map_err(|why| not_for_the_slice(&digest, &slice, why))?;
         Ok(Self {
             slice,
@@ -428,6 +433,7 @@ fn collect_exported(
         repository,
         sealed,
         base,
+        candidate,
         digest,
     } = Exported::read_in(context, &args.target, digest, slice)?;
     // The collector checks the Slice and the Candidate and derives what runs before anything
@@ -436,6 +442,7 @@ fn collect_exported(
         slice: slice.frozen.clone(),
         sealed,
         base,
+        candidate,
         deadline,
         environments: BTreeMap::new(),
     })

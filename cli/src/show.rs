@@ -23,7 +23,7 @@ use sf_host::canonical::Digest;
 use sf_host::collector::derive;
 use sf_host::git_object::ObjectId;
 use sf_host::landing::Judging;
-use sf_host::repository::{Repository, SealedCandidate};
+use sf_host::repository::{CandidateFiles, Repository};
 use sf_host::text_escape;
 
 #[derive(Debug, Args)]
@@ -53,9 +53,8 @@ pub struct ListArgs {
 
 /// What one Candidate's facts come to.
 pub(super) struct Facts {
-    pub(super) sealed: SealedCandidate,
-    /// The Candidate's base, as the export read and checked it.
-    pub(super) base: sf_host::repository::SourceSnapshot,
+    /// The Candidate re-exported, with its base's files and its own.
+    pub(super) files: CandidateFiles,
     /// The newest Verdict's outcome and digest, or why there is none.
     verdict: Result<(String, String, String), String>,
     integrations: Vec<serde_json::Value>,
@@ -89,14 +88,15 @@ impl Facts {
     }
 
     pub(super) fn json(&self) -> serde_json::Value {
-        let manifest = &self.sealed.manifest;
+        let manifest = &self.files.sealed.manifest;
         let message = self
+            .files
             .sealed
             .proposal
             .as_ref()
             .and_then(|p| p.message.as_ref());
         serde_json::json!({
-            "digest": self.sealed.digest.to_string(),
+            "digest": self.files.sealed.digest.to_string(),
             "commit": manifest.commit.to_hex(),
             "base": manifest.base_commit.to_hex(),
             "tree": manifest.tree.to_hex(),
@@ -138,12 +138,12 @@ pub(super) fn facts(
     digest: &Digest,
     slice: Option<&SliceDir>,
 ) -> Result<Facts, CliError> {
-    let (sealed, base) = repository
-        .export_candidate_and_base(digest)
+    let files = repository
+        .export_with_files(digest)
         .map_err(|error| repository_error(&format!("Candidate {digest}"), &error))?;
     let verdict = match slice {
         None => Err("no --slice given".to_owned()),
-        Some(slice) => newest_verdict(context, slice, &sealed, &base),
+        Some(slice) => newest_verdict(context, slice, &files),
     };
     let integrations = repository
         .retained_intents()
@@ -192,8 +192,7 @@ pub(super) fn facts(
             .collect::<Result<Vec<_>, CliError>>()?
     };
     Ok(Facts {
-        sealed,
-        base,
+        files,
         verdict,
         integrations,
         deliveries,
@@ -205,10 +204,9 @@ pub(super) fn facts(
 fn newest_verdict(
     context: &Context,
     slice: &SliceDir,
-    sealed: &SealedCandidate,
-    base: &sf_host::repository::SourceSnapshot,
+    files: &CandidateFiles,
 ) -> Result<(String, String, String), String> {
-    let (verdict, _) = judged(context, slice, sealed, base)?;
+    let (verdict, _) = judged(context, slice, files)?;
     let digest = verdict.digest().map_err(|error| error.to_string())?;
     Ok((
         verdict.outcome.as_str().to_owned(),
@@ -222,11 +220,10 @@ fn newest_verdict(
 pub(super) fn judged(
     context: &Context,
     slice: &SliceDir,
-    sealed: &SealedCandidate,
-    base: &sf_host::repository::SourceSnapshot,
+    files: &CandidateFiles,
 ) -> Result<(sf_host::assurance::Verdict, Judging), String> {
-    let programs =
-        derive(&slice.frozen, sealed, base).map_err(|_| "not sealed for this Slice".to_owned())?;
+    let programs = derive(&slice.frozen, &files.sealed, &files.base, &files.candidate)
+        .map_err(|_| "not sealed for this Slice".to_owned())?;
     let store = slice
         .existing_evidence_store(context)
         .map_err(|error| error.message)?;
@@ -287,10 +284,10 @@ pub fn show(context: &Context, args: ShowArgs) -> Result<Output, CliError> {
     let slice = open_slice(args.slice.as_ref())?;
     let digest = find(&repository, &args.what)?;
     let facts = facts(context, &repository, &digest, slice.as_ref())?;
-    let manifest = &facts.sealed.manifest;
+    let manifest = &facts.files.sealed.manifest;
     let mut text = format!(
         "candidate  {}\ncommit     {}\nbase       {}\nslice      {} revision {}\n",
-        facts.sealed.digest,
+        facts.files.sealed.digest,
         manifest.commit.to_hex(),
         manifest.base_commit.to_hex(),
         manifest.slice.id,
@@ -332,6 +329,7 @@ pub fn show(context: &Context, args: ShowArgs) -> Result<Output, CliError> {
         ));
     }
     if let Some(message) = facts
+        .files
         .sealed
         .proposal
         .as_ref()
@@ -364,7 +362,7 @@ pub fn list(context: &Context, args: ListArgs) -> Result<Output, CliError> {
     let mut text = String::new();
     for (digest, _) in candidates(&repository)? {
         let facts = facts(context, &repository, &digest, slice.as_ref())?;
-        let manifest = &facts.sealed.manifest;
+        let manifest = &facts.files.sealed.manifest;
         text.push_str(&format!(
             "{}  {}  {:<12}  {:<10}  {} r{}\n",
             digest,

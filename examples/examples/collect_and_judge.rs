@@ -221,12 +221,14 @@ fn main() -> Result<(), Box<dyn Error>> {
         )]);
         let sealed = repository.seal(&frozen, &proposal)?;
         let base = repository.snapshot(&sealed.manifest.base_commit)?;
+        let candidate = repository.snapshot(&sealed.manifest.commit)?;
         // The pins the records are filed under, as the collector derives them.
-        let pins = derive(&slice, &sealed, &base)?.pins;
+        let pins = derive(&slice, &sealed, &base, &candidate)?.pins;
         let request = CollectRequest {
             slice: slice.clone(),
             sealed,
             base,
+            candidate,
             deadline: SystemTime::now() + Duration::from_secs(300),
             environments: Default::default(),
         };

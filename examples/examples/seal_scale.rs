@@ -46,7 +46,7 @@ use sf_host::git_object::ObjectId;
 use sf_host::repository::{
     CreateRepository, FileEdit, FrozenInputs, InitialBase, Proposal, ProposalBounds, Repository,
     RepositoryIdentity, RepositoryOptions, Slice, SliceBinding, SourceFile, create_repository,
-    open_repository,
+    open_repository, parse_repository_identity,
 };
 
 /// The Git every comparison runs.
@@ -61,6 +61,9 @@ struct Options {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
+    if std::env::args().nth(1).as_deref() == Some("--child") {
+        return child(std::env::args().skip(2).collect());
+    }
     let options = parse_options()?;
     let (plugin, factory) = sf_examples::git_cli_plugin(&options.plugin_dir)?;
 
@@ -117,6 +120,24 @@ fn main() -> Result<(), Box<dyn Error>> {
         snapshot_large.push(large.snapshot(factory.as_ref())?);
     }
 
+    // The large base's seal and export in processes of their own, for their peak resident
+    // memory (each reads its own VmHWM before it exits).
+    let mut child_seals = Vec::new();
+    let mut child_exports = Vec::new();
+    for run in 0..options.runs.min(5) {
+        let (elapsed, hwm, digest) =
+            large.in_child(&options, &["seal", &format!("{}", 1000 + run)])?;
+        child_seals.push((elapsed, hwm));
+        let (elapsed, hwm, _) = large.in_child(&options, &["export", &digest])?;
+        child_exports.push((elapsed, hwm));
+    }
+    let export_small = {
+        let digest = small.seal_digest(factory.as_ref(), 1, 2000)?;
+        (0..options.runs)
+            .map(|_| small.export(factory.as_ref(), &digest))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+
     let ms = |values: &[Duration]| median(values).as_secs_f64() * 1e3;
     println!("medians:");
     println!(
@@ -145,6 +166,60 @@ fn main() -> Result<(), Box<dyn Error>> {
         options.large,
         ms(&snapshot_large)
     );
+    let peak = |runs: &[(Duration, u64)]| runs.iter().map(|(_, hwm)| *hwm).max().unwrap_or(0);
+    let times = |runs: &[(Duration, u64)]| runs.iter().map(|(t, _)| *t).collect::<Vec<_>>();
+    println!(
+        "  export {:>7} files {:>9.2} ms   {:>7} files (own process) {:>9.2} ms",
+        options.small,
+        ms(&export_small),
+        options.large,
+        ms(&times(&child_exports)),
+    );
+    println!(
+        "  peak resident memory on {:>7} files: seal {:>7.1} MiB, export {:>7.1} MiB   (target <= 256 MiB; 1-file seal in its own process {:.2} ms)",
+        options.large,
+        peak(&child_seals) as f64 / 1024.0,
+        peak(&child_exports) as f64 / 1024.0,
+        ms(&times(&child_seals)),
+    );
+    Ok(())
+}
+
+/// `--child seal RUN` or `--child export DIGEST`, after the options `--plugin-dir DIR
+/// --identity FILE --files N --file-bytes N` the parent passes: one seal of one file (run
+/// `RUN`) or one export, in this process, printing `<microseconds> <VmHWM KiB> <digest>`.
+fn child(args: Vec<String>) -> Result<(), Box<dyn Error>> {
+    let [plugin_dir, identity, files, file_bytes, mode, value] = args.as_slice() else {
+        return Err("--child PLUGIN_DIR IDENTITY FILES FILE_BYTES seal|export VALUE".into());
+    };
+    let (_plugin, factory) = sf_examples::git_cli_plugin(Path::new(plugin_dir))?;
+    let identity = parse_repository_identity(&std::fs::read(identity)?)?;
+    let (files, file_bytes): (usize, usize) = (files.parse()?, file_bytes.parse()?);
+    let started = Instant::now();
+    let repository = open(factory.as_ref(), &identity)?;
+    let digest = match mode.as_str() {
+        "seal" => {
+            let proposal = proposal_of(files, file_bytes, 1, value.parse()?);
+            repository
+                .seal(&frozen(identity.initial), &proposal)?
+                .digest
+        }
+        "export" => {
+            let digest = Digest::parse(value).ok_or("a digest")?;
+            repository.export_candidate(&digest)?.digest
+        }
+        _ => return Err(format!("unknown child mode {mode}").into()),
+    };
+    let elapsed = started.elapsed();
+    let status = std::fs::read_to_string("/proc/self/status")?;
+    let hwm = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .ok_or("no VmHWM")?
+        .trim()
+        .to_owned();
+    println!("{} {hwm} {digest}", elapsed.as_micros());
     Ok(())
 }
 
@@ -178,8 +253,10 @@ fn parse_options() -> Result<Options, Box<dyn Error>> {
 /// repository holding the same tree for fast-import.
 struct Base {
     identity: RepositoryIdentity,
+    /// Where the identity is written, for a child process.
+    identity_file: PathBuf,
+    file_bytes: usize,
     paths: Vec<String>,
-    contents: Vec<Vec<u8>>,
     plain: PathBuf,
     home: PathBuf,
     plain_base: String,
@@ -244,6 +321,8 @@ impl Base {
             lines.next().ok_or("no tree")?.to_owned(),
             lines.next().ok_or("no commit")?.to_owned(),
         );
+        let identity_file = root.join("identity.json");
+        std::fs::write(&identity_file, identity.to_canonical_bytes())?;
         let repository = open_repository(factory, &identity, options())?;
         let owned_tree = repository.snapshot(&identity.initial)?.tree;
         if ObjectId::parse_hex(&plain_tree) != Some(owned_tree) {
@@ -254,26 +333,13 @@ impl Base {
         }
         Ok(Self {
             identity,
+            identity_file,
+            file_bytes,
             paths,
-            contents,
             plain,
             home,
             plain_base,
         })
-    }
-
-    /// The paths `edits` edits touch: spread evenly over the tree.
-    fn edited(&self, edits: usize) -> impl Iterator<Item = usize> {
-        let step = self.paths.len() / edits;
-        (0..edits).map(move |k| k * step)
-    }
-
-    /// The new content of file `at` in run `run` of a change of `edits` files: new in every
-    /// run and every kind of change, so that no seal is a replay.
-    fn new_content(&self, at: usize, run: usize, edits: usize) -> Vec<u8> {
-        let mut content = self.contents[at].clone();
-        content.extend_from_slice(format!("edited in run {run} of {edits} edits\n").as_bytes());
-        content
     }
 
     /// Opens the owned repository and seals `edits` edits of run `run`: the timed region.
@@ -283,17 +349,7 @@ impl Base {
         edits: usize,
         run: usize,
     ) -> Result<Duration, Box<dyn Error>> {
-        let proposal = Proposal::new(
-            self.edited(edits)
-                .map(|at| {
-                    FileEdit::bytes(
-                        self.paths[at].clone(),
-                        Some(Digest::of(&self.contents[at])),
-                        self.new_content(at, run, edits),
-                    )
-                })
-                .collect(),
-        );
+        let proposal = proposal_of(self.paths.len(), self.file_bytes, edits, run);
         let frozen = frozen(self.identity.initial);
         let started = Instant::now();
         let repository = open(factory, &self.identity)?;
@@ -305,6 +361,59 @@ impl Base {
         Ok(elapsed)
     }
 
+    /// Seals `edits` edits of run `run`, untimed, and gives the Candidate's digest.
+    fn seal_digest(
+        &self,
+        factory: &dyn ObjectStoreFactory,
+        edits: usize,
+        run: usize,
+    ) -> Result<Digest, Box<dyn Error>> {
+        let proposal = proposal_of(self.paths.len(), self.file_bytes, edits, run);
+        Ok(open(factory, &self.identity)?
+            .seal(&frozen(self.identity.initial), &proposal)?
+            .digest)
+    }
+
+    /// Opens the owned repository and exports Candidate `digest`: the timed region.
+    fn export(
+        &self,
+        factory: &dyn ObjectStoreFactory,
+        digest: &Digest,
+    ) -> Result<Duration, Box<dyn Error>> {
+        let started = Instant::now();
+        open(factory, &self.identity)?.export_candidate(digest)?;
+        Ok(started.elapsed())
+    }
+
+    /// Runs this program as `--child` on this base: `(elapsed, peak KiB, digest)`.
+    fn in_child(
+        &self,
+        options: &Options,
+        args: &[&str],
+    ) -> Result<(Duration, u64, String), Box<dyn Error>> {
+        let output = Command::new(std::env::current_exe()?)
+            .arg("--child")
+            .arg(&options.plugin_dir)
+            .arg(&self.identity_file)
+            .arg(self.paths.len().to_string())
+            .arg(self.file_bytes.to_string())
+            .args(args)
+            .output()?;
+        if !output.status.success() {
+            return Err(format!(
+                "the child failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            )
+            .into());
+        }
+        let text = String::from_utf8(output.stdout)?;
+        let mut fields = text.split_whitespace();
+        let micros: u64 = fields.next().ok_or("no time")?.parse()?;
+        let hwm: u64 = fields.next().ok_or("no peak")?.parse()?;
+        let digest = fields.next().ok_or("no digest")?.to_owned();
+        Ok((Duration::from_micros(micros), hwm, digest))
+    }
+
     /// The same change as [`Self::seal`] through one `git fast-import`: a commit on the base
     /// with the new contents inline, and its branch ref.
     fn fast_import(&self, edits: usize, run: usize) -> Result<Duration, Box<dyn Error>> {
@@ -313,11 +422,11 @@ impl Base {
             self.plain_base
         )
         .into_bytes();
-        for at in self.edited(edits) {
+        for at in edited(self.paths.len(), edits) {
             push_inline(
                 &mut stream,
                 &self.paths[at],
-                &self.new_content(at, run, edits),
+                &new_content(at, self.file_bytes, run, edits),
             );
         }
         let started = Instant::now();
@@ -376,6 +485,35 @@ fn frozen(base: ObjectId) -> FrozenInputs {
             bytes: ProposalBounds::HARD_CAP.bytes,
         },
     }
+}
+
+/// The files `edits` edits touch in a base of `files`: spread evenly over the tree.
+fn edited(files: usize, edits: usize) -> impl Iterator<Item = usize> {
+    let step = files / edits;
+    (0..edits).map(move |k| k * step)
+}
+
+/// The new content of file `at` in run `run` of a change of `edits` files: new in every run
+/// and every kind of change, so that no seal is a replay.
+fn new_content(at: usize, file_bytes: usize, run: usize, edits: usize) -> Vec<u8> {
+    let mut content = content_of(at, file_bytes);
+    content.extend_from_slice(format!("edited in run {run} of {edits} edits\n").as_bytes());
+    content
+}
+
+/// The proposal of run `run` editing `edits` files of a generated base of `files` files.
+fn proposal_of(files: usize, file_bytes: usize, edits: usize, run: usize) -> Proposal {
+    Proposal::new(
+        edited(files, edits)
+            .map(|at| {
+                FileEdit::bytes(
+                    path_of(at),
+                    Some(Digest::of(&content_of(at, file_bytes))),
+                    new_content(at, file_bytes, run, edits),
+                )
+            })
+            .collect(),
+    )
 }
 
 /// File `i`'s path: 1,000 files per top directory, 100 per subdirectory.

@@ -37,8 +37,8 @@ use crate::contracts::{
 use crate::fault::{FaultPoint, FaultPoints};
 use crate::fence::{Fence, FenceError};
 use crate::repository::{
-    Action, IntegrationObservation, IntegrationPayload, Invocation, Owner, PreparedIntegration,
-    Repository, RepositoryError, SealedCandidate, consult_gate,
+    Action, CandidateFiles, IntegrationObservation, IntegrationPayload, Invocation, Owner,
+    PreparedIntegration, Repository, RepositoryError, SealedCandidate, consult_gate,
 };
 
 /// How long one judging of the stored evidence may take.
@@ -459,9 +459,12 @@ pub fn land(
     progress: &mut dyn FnMut(CollectEvent<'_>),
 ) -> Result<Landed, LandError> {
     let repository = request.repository;
-    let sealed = repository.export_candidate(&request.candidate)?;
-    let base = repository.snapshot(&sealed.manifest.base_commit)?;
-    let programs = derive(&request.slice, &sealed, &base)
+    let CandidateFiles {
+        sealed,
+        base,
+        candidate,
+    } = repository.export_with_files(&request.candidate)?;
+    let programs = derive(&request.slice, &sealed, &base, &candidate)
         .map_err(|why| LandError::invalid(format!("Candidate {}", request.candidate), why))?;
     let judging = Judging {
         slice: request.slice.clone(),
@@ -483,6 +486,7 @@ pub fn land(
             slice: request.slice.clone(),
             sealed: sealed.clone(),
             base,
+            candidate,
             deadline: request.deadline,
             environments: request.environments.clone(),
         },

@@ -517,7 +517,7 @@ fn a_candidate_not_sealed_for_the_slice_given() {
     refused(&scenario.request_in(foreign, sealed_foreign), "closure");
     // Candidate files changed after sealing.
     let mut request = good.clone();
-    request.sealed.files[0].content.push(b'\n');
+    request.candidate.files[0].content.push(b'\n');
     assert_eq!(
         collector
             .collect(&request, proceed(), &hold, &cancel())

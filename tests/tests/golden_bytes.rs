@@ -54,6 +54,8 @@ const GOLDEN: &[(&str, usize, &str)] = &[
     ("candidate-message-v3", 309, "54aaeded3135d60eccc011bb17c7ffed5514f946399c09c2400df64b4fdf12c5"),
     ("candidate-message-v3-untitled", 296, "39a6fcde2836b1ef6b55b9bc76ffabd5416e27d890acc4f51048a81341e4a7c7"),
     ("manifest-v3", 1803, "208042bf2ec71665a1cf4257f70de56620a08737a8f0bfedcc26f872214eb2aa"),
+    ("manifest-v4", 1893, "e2dafb5fe2efa74d90e729b19d06e75d4cbee888dca31137bc47b614e8633044"),
+    ("candidate-message-v4", 309, "2d77ed1a3a35a13e6f3393bdf93a2d6066ae7b5c1e6d3dc3c19c176dd899ae7e"),
     ("proposal-v1", 58, "4de3a50218a71d6389c035e08226c46c3768db9dc5064fbf25e4fec182955204"),
     ("proposal-v2", 663, "36769f727459f0e175a7e12cb85752417db5cd2a04532021592b22f9c22bfed4"),
     ("slice-record-bounds", 921, "467985f37d7996df22d956105893835efc22a1d86c21e2a8748e40b1a71c5913"),
@@ -536,6 +538,17 @@ fn manifest_v3() -> CandidateManifest {
     }
 }
 
+fn manifest_v4() -> CandidateManifest {
+    CandidateManifest {
+        protocol: CandidateProtocol::V4,
+        contents: TreeContents::Trees {
+            base: digest("base tree"),
+            candidate: digest("tree"),
+        },
+        ..manifest_v3()
+    }
+}
+
 fn identities() -> RunIdentities {
     RunIdentities {
         command: None,
@@ -849,11 +862,19 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
     );
     v.insert(
         "candidate-message-v3",
-        candidate_message("golden", &frozen(), &proposal, &digest("proposal")).into_bytes(),
+        candidate_message(
+            CandidateProtocol::V3,
+            "golden",
+            &frozen(),
+            &proposal,
+            &digest("proposal"),
+        )
+        .into_bytes(),
     );
     v.insert(
         "candidate-message-v3-untitled",
         candidate_message(
+            CandidateProtocol::V3,
             "golden",
             &frozen(),
             &Proposal::new(proposal.edits.clone()),
@@ -869,10 +890,28 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             parents: vec![oid('1')],
             author,
             committer,
-            message: candidate_message("golden", &frozen(), &proposal, &digest("proposal")),
+            message: candidate_message(
+                CandidateProtocol::V3,
+                "golden",
+                &frozen(),
+                &proposal,
+                &digest("proposal"),
+            ),
         }),
     );
     v.insert("manifest-v3", encode(&manifest_v3().to_value()));
+    v.insert("manifest-v4", encode(&manifest_v4().to_value()));
+    v.insert(
+        "candidate-message-v4",
+        candidate_message(
+            CandidateProtocol::V4,
+            "golden",
+            &frozen(),
+            &proposal,
+            &digest("proposal"),
+        )
+        .into_bytes(),
+    );
     v.insert(
         "manifest-v2",
         encode(&manifest(frozen().binding).to_value()),

@@ -31,7 +31,7 @@ fn candidate_refs(test: &TestRepo) -> String {
             "--git-dir",
             test.path.to_str().unwrap(),
             "for-each-ref",
-            "refs/sf/",
+            "refs/sf/candidates/",
         ])
         .output()
         .unwrap();
@@ -58,7 +58,10 @@ fn a_seal_killed_after_objects_are_written_publishes_nothing() {
     assert_eq!(candidate_refs(&test), "");
     // The interrupted Candidate is not found, and a later identical seal completes it.
     let sealed = test.repo.seal(&inputs, &edits).unwrap();
-    assert_eq!(sealed.files[0].content, b"killed\n");
+    assert_eq!(
+        test.repo.candidate_files(&sealed).unwrap()[0].content,
+        b"killed\n"
+    );
     assert_eq!(
         test.reopen().export_candidate(&sealed.digest).unwrap(),
         sealed
@@ -80,7 +83,10 @@ fn a_seal_killed_after_publication_left_a_whole_candidate() {
     let hex = refs.trim().rsplit('/').next().unwrap();
     let digest = sf_host::canonical::Digest::parse(&format!("sha256:{hex}")).unwrap();
     let exported = test.repo.export_candidate(&digest).unwrap();
-    assert_eq!(exported.files[0].content, b"published\n");
+    assert_eq!(
+        test.repo.candidate_files(&exported).unwrap()[0].content,
+        b"published\n"
+    );
 }
 
 #[test]

@@ -117,6 +117,9 @@ pub struct CollectRequest {
     pub sealed: SealedCandidate,
     /// The base B's snapshot (`Repository::snapshot(base)`).
     pub base: SourceSnapshot,
+    /// The Candidate M's snapshot (`Repository::snapshot(M)`): the sealed Candidate carries
+    /// no files.
+    pub candidate: SourceSnapshot,
     /// When the collection must be over.
     pub deadline: SystemTime,
     /// Where this host keeps the files of each dependency environment the command checks
@@ -721,8 +724,13 @@ impl RepositoryCollector {
     fn prepare_parts(request: &CollectRequest) -> Result<Prepared, CollectError> {
         let invalid = |input: &str, rule: String| CollectError::invalid(input, rule);
         Self::check_sealed(&request.sealed)?;
-        let programs = derive(&request.slice, &request.sealed, &request.base)
-            .map_err(|why| invalid(DERIVE_INPUT, why))?;
+        let programs = derive(
+            &request.slice,
+            &request.sealed,
+            &request.base,
+            &request.candidate,
+        )
+        .map_err(|why| invalid(DERIVE_INPUT, why))?;
         let slice = &request.slice;
         let pins = &programs.pins;
         let pins_digest = check_records(pins, &slice.acceptance, &slice.recipe, &slice.environment)

@@ -10,7 +10,7 @@ use crate::assurance::{
     BasePins, CandidatePins, FrozenSlice, RepositoryPins, SlicePins, Stage, authenticate,
 };
 use crate::canonical::Digest;
-use crate::repository::{SealedCandidate, SourceSnapshot, check_forbidden};
+use crate::repository::{SealedCandidate, SourceSnapshot, TreeContents, check_forbidden};
 use crate::snapshot::{SnapshotFile, snapshot_digest};
 
 use super::base::{MaterialisedTree, materialise_base, materialise_candidate};
@@ -63,26 +63,29 @@ pub fn lay_over(
 }
 
 /// Checks `slice` as a whole and that `sealed` was sealed for it
-/// ([`crate::assurance::authenticate`]), materialises both trees (the Candidate's from its
-/// export, the base from `base`, each byte-exact) and lays the overlay over each; returns
-/// the programs and the pins naming them. Any failure is a reason nothing may run.
+/// ([`crate::assurance::authenticate`]), materialises both trees (the Candidate's from
+/// `candidate`, the base from `base`, each byte-exact and as the manifest names it) and lays
+/// the overlay over each; returns the programs and the pins naming them. Any failure is a
+/// reason nothing may run.
 pub fn derive(
     slice: &FrozenSlice,
     sealed: &SealedCandidate,
     base: &SourceSnapshot,
+    candidate: &SourceSnapshot,
 ) -> Result<Programs, String> {
     let digest = slice.validate().map_err(|error| error.to_string())?;
     let manifest = &sealed.manifest;
     authenticate(&slice.record, &digest, &manifest.repository, sealed)
         .map_err(|error| error.to_string())?;
-    let candidate_tree = materialise_candidate(sealed)?;
-    if candidate_tree.digest != sealed.snapshot_digest {
+    let candidate_tree = materialise_candidate(sealed, candidate)?;
+    let base_tree = materialise_base(base, &manifest.base_commit, &manifest.base_tree)?;
+    if let TreeContents::Trees { base: named, .. } = &manifest.contents
+        && crate::repository::tree_digest_of(&base.files)? != *named
+    {
         return Err(format!(
-            "the Candidate's files give snapshot {}, not its recorded {}",
-            candidate_tree.digest, sealed.snapshot_digest
+            "the base's files do not have the tree digest {named} its Candidate records"
         ));
     }
-    let base_tree = materialise_base(base, &manifest.base_commit, &manifest.base_tree)?;
     // The seal refused a proposal adding a forbidden construct; a Candidate sealed elsewhere
     // is checked here again, on its files and the base's.
     check_forbidden(

@@ -341,10 +341,16 @@ impl Scenario {
             .repo
             .snapshot(&sealed.manifest.base_commit)
             .expect("base snapshot");
+        let candidate = self
+            .repo
+            .repo
+            .snapshot(&sealed.manifest.commit)
+            .expect("Candidate snapshot");
         CollectRequest {
             slice,
             sealed,
             base,
+            candidate,
             deadline: SystemTime::now() + Duration::from_secs(600),
             environments: Default::default(),
         }
@@ -407,9 +413,14 @@ impl Scenario {
 
 /// The pins a collection of `request` files its records under.
 pub fn pins(request: &CollectRequest) -> RepositoryPins {
-    derive(&request.slice, &request.sealed, &request.base)
-        .expect("the request's Candidate was sealed for its Slice")
-        .pins
+    derive(
+        &request.slice,
+        &request.sealed,
+        &request.base,
+        &request.candidate,
+    )
+    .expect("the request's Candidate was sealed for its Slice")
+    .pins
 }
 
 /// A harness entry (for tests that move a check into the harness).
