@@ -742,6 +742,27 @@ impl DirFd {
         }
     }
 
+    /// Creates an overlay whiteout `name` (a character device 0:0, which hides the entry of
+    /// that name in the layers below, file or directory) relative to this directory; the
+    /// kernel lets any user make one. Anything at `name` already is refused.
+    pub fn create_whiteout(&self, name: &OsStr) -> Result<()> {
+        let name = check_name(&self.path, name)?;
+        match rustix::fs::mknodat(
+            &self.fd,
+            name,
+            rustix::fs::FileType::CharacterDevice,
+            rustix::fs::Mode::empty(),
+            rustix::fs::makedev(0, 0),
+        ) {
+            Ok(()) => Ok(()),
+            Err(Errno::EXIST) => Err(self.existing(name)),
+            Err(errno) => Err(DirFdError::WriteFailed {
+                path: self.shown(name),
+                detail: errno.to_string(),
+            }),
+        }
+    }
+
     /// Writes the file `name` once: when there is none, `bytes` are written under a fresh
     /// temporary name, synced, and renamed into place only if `name` is still free
     /// (`RENAME_NOREPLACE`), so the file appears whole or not at all; when it exists, it is

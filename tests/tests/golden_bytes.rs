@@ -605,6 +605,7 @@ fn answer_with_hits() -> RunAnswer {
 
 fn request() -> RunRequest {
     RunRequest {
+        program_tree: None,
         command: None,
         program: vec![file("main.sh", b"echo hi\n"), file("lib/x", b"\x00\x01")],
         entry: RunEntry::harness("run.sh"),
@@ -1103,6 +1104,7 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         executor_protocol::encode_run(
             9,
             &RunRequest {
+                program_tree: None,
                 command: None,
                 entry: RunEntry::program("main.sh"),
                 harness: Vec::new(),
@@ -1137,6 +1139,7 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         executor_protocol::encode_run(
             9,
             &RunRequest {
+                program_tree: None,
                 command: None,
                 program: moded_program(),
                 ..request()
@@ -1180,6 +1183,7 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         executor_protocol::encode_run(
             7,
             &RunRequest {
+                program_tree: None,
                 command: Some(command.clone()),
                 args: Vec::new(),
                 program: moded_program(),

@@ -954,6 +954,7 @@ impl RepositoryCollector {
         let timeout_ms = recipe.timeout_ms.min(own.unwrap_or(u64::MAX)).min(left);
         let bounds = recipe.bounds(timeout_ms);
         let run = RunRequest {
+            program_tree: None,
             command,
             program: program.clone(),
             entry,
