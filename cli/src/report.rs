@@ -24,7 +24,7 @@ use super::slice_dir::SliceDir;
 use sf_host::assurance::{Observation, Verdict};
 use sf_host::canonical::Digest;
 use sf_host::contracts::EvidenceStoreExt as _;
-use sf_host::repository::{CandidateFiles, SourceSnapshot};
+use sf_host::repository::EditedEntry;
 
 /// The value the report's digest is computed over in its own place.
 pub const REPORT_DIGEST_PLACEHOLDER: &str =
@@ -63,7 +63,7 @@ pub fn run(context: &Context, args: ReportArgs) -> Result<Output, CliError> {
         .unwrap_or_else(|| PathBuf::from(format!("sf-report-{}.html", &digest.hex()[..16])));
     let out = new_record_file(Some(&out), "--out")?.unwrap_or_default();
     let facts = super::show::facts(context, &repository, &digest, Some(&slice))?;
-    let judged = super::show::judged(context, &slice, &facts.files);
+    let judged = super::show::judged(context, &slice, &repository, &facts.sealed);
     let mut shown = facts.json();
     let candidate = shown.clone();
     let verdict = match &judged {
@@ -80,13 +80,13 @@ pub fn run(context: &Context, args: ReportArgs) -> Result<Output, CliError> {
         "candidate": candidate,
         "verdict": verdict,
         "checks": checks,
-        "diff": diff(&facts.files),
+        "diff": diff(&facts.edits),
         "landing": {
             "word": facts.landing(),
             "integrations": shown["integrations"],
             "deliveries": shown["deliveries"],
         },
-        "identities": identities(&facts.files.sealed, &slice),
+        "identities": identities(&facts.sealed, &slice),
     });
     let html = render(&page)?;
     let report_digest = Digest::of(html.as_bytes()).to_string();
@@ -208,24 +208,12 @@ fn run_of(store: &dyn sf_host::contracts::EvidenceStore, id: &Digest) -> Option<
 
 /// A unified diff of every edit against the base, a line per entry with its kind (`add`,
 /// `del`, `ctx`, `hunk`); a file that is not UTF-8 on either side is named with its sizes.
-fn diff(files: &CandidateFiles) -> Vec<serde_json::Value> {
-    let content = |snapshot: &SourceSnapshot, path: &str| {
-        snapshot
-            .files
-            .iter()
-            .find(|file| file.path == path)
-            .map(|file| file.content.clone())
-    };
-    files
-        .sealed
-        .manifest
-        .edits
+fn diff(edits: &[EditedEntry]) -> Vec<serde_json::Value> {
+    edits
         .iter()
         .map(|edit| {
-            let before = content(&files.base, &edit.path);
-            let before = before.as_deref();
-            let after = content(&files.candidate, &edit.path);
-            let after = after.as_deref();
+            let before = edit.prior.as_ref().map(|file| file.content.as_slice());
+            let after = edit.next.as_ref().map(|file| file.content.as_slice());
             let change = match (before, after) {
                 (None, Some(_)) => "added",
                 (Some(_), None) => "deleted",

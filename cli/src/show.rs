@@ -23,8 +23,9 @@ use sf_host::canonical::Digest;
 use sf_host::collector::derive;
 use sf_host::git_object::ObjectId;
 use sf_host::landing::Judging;
-use sf_host::repository::{CandidateFiles, Repository};
+use sf_host::repository::{EditedEntry, Repository, SealedCandidate};
 use sf_host::text_escape;
+use sf_host::tree_store::collect_trees;
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
@@ -53,8 +54,10 @@ pub struct ListArgs {
 
 /// What one Candidate's facts come to.
 pub(super) struct Facts {
-    /// The Candidate re-exported, with its base's files and its own.
-    pub(super) files: CandidateFiles,
+    /// The Candidate, re-exported.
+    pub(super) sealed: SealedCandidate,
+    /// Its edited entries, before and after.
+    pub(super) edits: Vec<EditedEntry>,
     /// The newest Verdict's outcome and digest, or why there is none.
     verdict: Result<(String, String, String), String>,
     integrations: Vec<serde_json::Value>,
@@ -88,15 +91,14 @@ impl Facts {
     }
 
     pub(super) fn json(&self) -> serde_json::Value {
-        let manifest = &self.files.sealed.manifest;
+        let manifest = &self.sealed.manifest;
         let message = self
-            .files
             .sealed
             .proposal
             .as_ref()
             .and_then(|p| p.message.as_ref());
         serde_json::json!({
-            "digest": self.files.sealed.digest.to_string(),
+            "digest": self.sealed.digest.to_string(),
             "commit": manifest.commit.to_hex(),
             "base": manifest.base_commit.to_hex(),
             "tree": manifest.tree.to_hex(),
@@ -138,12 +140,15 @@ pub(super) fn facts(
     digest: &Digest,
     slice: Option<&SliceDir>,
 ) -> Result<Facts, CliError> {
-    let files = repository
-        .export_with_files(digest)
+    let sealed = repository
+        .export_candidate(digest)
+        .map_err(|error| repository_error(&format!("Candidate {digest}"), &error))?;
+    let edits = repository
+        .edited_entries(&sealed)
         .map_err(|error| repository_error(&format!("Candidate {digest}"), &error))?;
     let verdict = match slice {
         None => Err("no --slice given".to_owned()),
-        Some(slice) => newest_verdict(context, slice, &files),
+        Some(slice) => newest_verdict(context, slice, repository, &sealed),
     };
     let integrations = repository
         .retained_intents()
@@ -192,7 +197,8 @@ pub(super) fn facts(
             .collect::<Result<Vec<_>, CliError>>()?
     };
     Ok(Facts {
-        files,
+        sealed,
+        edits,
         verdict,
         integrations,
         deliveries,
@@ -204,9 +210,10 @@ pub(super) fn facts(
 fn newest_verdict(
     context: &Context,
     slice: &SliceDir,
-    files: &CandidateFiles,
+    repository: &Repository,
+    sealed: &SealedCandidate,
 ) -> Result<(String, String, String), String> {
-    let (verdict, _) = judged(context, slice, files)?;
+    let (verdict, _) = judged(context, slice, repository, sealed)?;
     let digest = verdict.digest().map_err(|error| error.to_string())?;
     Ok((
         verdict.outcome.as_str().to_owned(),
@@ -220,9 +227,13 @@ fn newest_verdict(
 pub(super) fn judged(
     context: &Context,
     slice: &SliceDir,
-    files: &CandidateFiles,
+    repository: &Repository,
+    sealed: &SealedCandidate,
 ) -> Result<(sf_host::assurance::Verdict, Judging), String> {
-    let programs = derive(&slice.frozen, &files.sealed, &files.base, &files.candidate)
+    // The programs are named (from the repository), never run: no tree is materialised.
+    let trees = collect_trees(repository, sealed, &slice.frozen, None)
+        .map_err(|error| error.to_string())?;
+    let programs = derive(&slice.frozen, sealed, &trees)
         .map_err(|_| "not sealed for this Slice".to_owned())?;
     let store = slice
         .existing_evidence_store(context)
@@ -284,10 +295,10 @@ pub fn show(context: &Context, args: ShowArgs) -> Result<Output, CliError> {
     let slice = open_slice(args.slice.as_ref())?;
     let digest = find(&repository, &args.what)?;
     let facts = facts(context, &repository, &digest, slice.as_ref())?;
-    let manifest = &facts.files.sealed.manifest;
+    let manifest = &facts.sealed.manifest;
     let mut text = format!(
         "candidate  {}\ncommit     {}\nbase       {}\nslice      {} revision {}\n",
-        facts.files.sealed.digest,
+        facts.sealed.digest,
         manifest.commit.to_hex(),
         manifest.base_commit.to_hex(),
         manifest.slice.id,
@@ -329,7 +340,6 @@ pub fn show(context: &Context, args: ShowArgs) -> Result<Output, CliError> {
         ));
     }
     if let Some(message) = facts
-        .files
         .sealed
         .proposal
         .as_ref()
@@ -362,7 +372,7 @@ pub fn list(context: &Context, args: ListArgs) -> Result<Output, CliError> {
     let mut text = String::new();
     for (digest, _) in candidates(&repository)? {
         let facts = facts(context, &repository, &digest, slice.as_ref())?;
-        let manifest = &facts.files.sealed.manifest;
+        let manifest = &facts.sealed.manifest;
         text.push_str(&format!(
             "{}  {}  {:<12}  {:<10}  {} r{}\n",
             digest,

@@ -334,6 +334,23 @@ impl ProgramTree {
                 "the base's root directory given has the base's digest",
             ));
         }
+        // Every other directory given is named, with its own digest, by its parent (given
+        // too): so the whole set is the base's, by the root's digest alone.
+        for (path, directory) in &self.directories {
+            let Some((parent, name)) =
+                (!path.is_empty()).then(|| path.rsplit_once('/').unwrap_or(("", path)))
+            else {
+                continue;
+            };
+            let named = self.directories.get(parent).and_then(|dir| dir.get(name));
+            if !matches!(named, Some(Node::Directory { digest, .. }) if *digest == directory.digest())
+            {
+                return Err(refuse(
+                    format!("program tree directory {path:?}"),
+                    "each directory given is the one its parent names",
+                ));
+            }
+        }
         let entries = self.layer.len() + self.deleted.len();
         let bytes: u64 = self
             .layer

@@ -37,8 +37,8 @@ use crate::contracts::{
 use crate::fault::{FaultPoint, FaultPoints};
 use crate::fence::{Fence, FenceError};
 use crate::repository::{
-    Action, CandidateFiles, IntegrationObservation, IntegrationPayload, Invocation, Owner,
-    PreparedIntegration, Repository, RepositoryError, SealedCandidate, consult_gate,
+    Action, IntegrationObservation, IntegrationPayload, Invocation, Owner, PreparedIntegration,
+    Repository, RepositoryError, SealedCandidate, consult_gate,
 };
 
 /// How long one judging of the stored evidence may take.
@@ -387,6 +387,10 @@ pub struct LandRequest<'a> {
     /// The verified trees of the dependency environments the checks name
     /// ([`CollectRequest::environments`]).
     pub environments: std::collections::BTreeMap<Digest, PathBuf>,
+    /// Where an `sf-candidate/4` Candidate's base is materialised for its programs to run by
+    /// reference (the environment store); without one such a Candidate's checks start
+    /// nothing.
+    pub tree_store: Option<&'a crate::environment_store::EnvironmentStore>,
     /// Where tests stop or fail the landing at named points.
     pub faults: Arc<dyn FaultPoints>,
 }
@@ -459,12 +463,16 @@ pub fn land(
     progress: &mut dyn FnMut(CollectEvent<'_>),
 ) -> Result<Landed, LandError> {
     let repository = request.repository;
-    let CandidateFiles {
-        sealed,
-        base,
-        candidate,
-    } = repository.export_with_files(&request.candidate)?;
-    let programs = derive(&request.slice, &sealed, &base, &candidate)
+    let sealed = repository.export_candidate(&request.candidate)?;
+    let trees =
+        crate::tree_store::collect_trees(repository, &sealed, &request.slice, request.tree_store)
+            .map_err(|error| {
+            LandError::invalid(
+                format!("Candidate {}", request.candidate),
+                error.to_string(),
+            )
+        })?;
+    let programs = derive(&request.slice, &sealed, &trees)
         .map_err(|why| LandError::invalid(format!("Candidate {}", request.candidate), why))?;
     let judging = Judging {
         slice: request.slice.clone(),
@@ -485,8 +493,7 @@ pub fn land(
         &CollectRequest {
             slice: request.slice.clone(),
             sealed: sealed.clone(),
-            base,
-            candidate,
+            trees,
             deadline: request.deadline,
             environments: request.environments.clone(),
         },

@@ -54,6 +54,7 @@ const GOLDEN: &[(&str, usize, &str)] = &[
     ("candidate-message-v3", 309, "54aaeded3135d60eccc011bb17c7ffed5514f946399c09c2400df64b4fdf12c5"),
     ("candidate-message-v3-untitled", 296, "39a6fcde2836b1ef6b55b9bc76ffabd5416e27d890acc4f51048a81341e4a7c7"),
     ("manifest-v3", 1803, "208042bf2ec71665a1cf4257f70de56620a08737a8f0bfedcc26f872214eb2aa"),
+    ("pins-tree-digests", 1377, "570ba898177db9ce82f6e847cfff74ff56a65967bab17b43e3a0855c770da727"),
     ("manifest-v4", 1893, "e2dafb5fe2efa74d90e729b19d06e75d4cbee888dca31137bc47b614e8633044"),
     ("candidate-message-v4", 309, "2d77ed1a3a35a13e6f3393bdf93a2d6066ae7b5c1e6d3dc3c19c176dd899ae7e"),
     ("proposal-v1", 58, "4de3a50218a71d6389c035e08226c46c3768db9dc5064fbf25e4fec182955204"),
@@ -1008,8 +1009,15 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         acceptance: digest("acceptance"),
         recipe: digest("recipe"),
         environment: digest("environment"),
+        tree_identities: false,
     };
     v.insert("pins", pins.to_bytes().unwrap());
+    // Pins of programs run by reference name tree digests, and say so.
+    let tree_pins = sf_host::assurance::RepositoryPins {
+        tree_identities: true,
+        ..pins.clone()
+    };
+    v.insert("pins-tree-digests", tree_pins.to_bytes().unwrap());
     let attempt = AttemptId {
         product: "golden".into(),
         epoch: 4,

@@ -27,17 +27,6 @@ use super::{
     check_protected, legacy_candidate_message, validate_proposal,
 };
 
-/// A re-verified Candidate with the files of its base and its own.
-#[derive(Clone, Debug)]
-pub struct CandidateFiles {
-    /// The Candidate, as [`Repository::export_candidate`] gives it.
-    pub sealed: SealedCandidate,
-    /// The base's files.
-    pub base: super::SourceSnapshot,
-    /// M's files.
-    pub candidate: super::SourceSnapshot,
-}
-
 /// What the walk of a Candidate's tree establishes.
 struct VerifiedTree {
     /// Every leaf, sorted by path, without its bytes.
@@ -301,20 +290,6 @@ impl Repository {
             manifest,
             manifest_bytes,
             proposal,
-        })
-    }
-
-    /// [`Self::export_candidate`], and the files of the Candidate's base and of M, each read
-    /// whole ([`Self::snapshot`], within the repository's limits): what a collection that
-    /// hands the executor every file by value needs.
-    pub fn export_with_files(&self, digest: &Digest) -> Result<CandidateFiles, RepositoryError> {
-        let sealed = self.export_candidate(digest)?;
-        let base = self.snapshot(&sealed.manifest.base_commit)?;
-        let candidate = self.snapshot(&sealed.manifest.commit)?;
-        Ok(CandidateFiles {
-            sealed,
-            base,
-            candidate,
         })
     }
 

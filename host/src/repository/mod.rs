@@ -26,6 +26,7 @@ pub(crate) mod source;
 mod sparse;
 mod tree_record;
 mod tree_surgery;
+mod trees;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -48,7 +49,6 @@ pub use delivery::{
     side_branch, upstream_ref,
 };
 pub use error::{Rejection, RepositoryError};
-pub use export::CandidateFiles;
 pub use identity::{
     CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, CANDIDATE_PROTOCOL_V2, CANDIDATE_PROTOCOL_V3,
     DEFAULT_GIT_TIMEOUT, IDENT, MAX_CANDIDATE_COMMIT_BYTES, MAX_COMMIT_BYTES,
@@ -82,6 +82,7 @@ pub use proposal::{
 };
 pub use source::{SourceFault, SourceFile, SourceSnapshot, SourceText, describe_faults};
 pub use tree_record::{TREE_RECORD_REF_PREFIX, tree_digest_of, tree_record_ref};
+pub use trees::EditedEntry;
 
 /// The prefix of every Candidate ref.
 pub const CANDIDATE_REF_PREFIX: &str = "refs/sf/candidates/";

@@ -32,11 +32,13 @@ use sf_host::collector::{CollectRequest, RepositoryCollector, current_recipe, de
 use sf_host::contracts::{
     AttemptId, CancelToken, EvidenceStore, Executor, Gate, GateAnswer, GateError, RunEntry,
 };
+use sf_host::environment_store::EnvironmentStore;
 use sf_host::evidence::SqliteEvidenceStore;
 use sf_host::fence::Fence;
 use sf_host::repository::{FrozenInputs, SealedCandidate};
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 use sf_host::snapshot_store::SnapshotStore;
+use sf_host::tree_store::collect_trees;
 use sf_sandbox_exec::{Limits, RuntimeConfig, SandboxConfig, SandboxExecutor};
 use sf_tests::{TestRepo, edit, private_dir, proposal};
 
@@ -119,6 +121,9 @@ pub struct Scenario {
     pub fence_dir: PathBuf,
     pub fence: Fence,
     pub executor: Arc<dyn Executor>,
+    /// Where the base's tree is materialised for the sandbox to bind (its user can read it).
+    pub trees: EnvironmentStore,
+    pub trees_dir: tempfile::TempDir,
     pub acceptance: Acceptance,
     pub recipe: Recipe,
     pub environment: EnvironmentRecord,
@@ -247,7 +252,17 @@ impl Scenario {
         let store = Arc::new(SqliteEvidenceStore::open(&evidence_path).unwrap());
         let fence_dir = root.join("fence");
         let fence = Fence::open(&fence_dir, &repo.identity.product_id).unwrap();
+        let trees_dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(
+            trees_dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let trees = EnvironmentStore::open(&trees_dir.path().canonicalize().unwrap().join("store"))
+            .expect("the tree store opens");
         Self {
+            trees,
+            trees_dir,
             repo,
             dir,
             root,
@@ -336,21 +351,12 @@ impl Scenario {
 
     /// The request to collect `sealed` under `slice`.
     pub fn request_in(&self, slice: FrozenSlice, sealed: SealedCandidate) -> CollectRequest {
-        let base = self
-            .repo
-            .repo
-            .snapshot(&sealed.manifest.base_commit)
-            .expect("base snapshot");
-        let candidate = self
-            .repo
-            .repo
-            .snapshot(&sealed.manifest.commit)
-            .expect("Candidate snapshot");
+        let trees = collect_trees(&self.repo.repo, &sealed, &slice, Some(&self.trees))
+            .expect("the Candidate's trees");
         CollectRequest {
             slice,
             sealed,
-            base,
-            candidate,
+            trees,
             deadline: SystemTime::now() + Duration::from_secs(600),
             environments: Default::default(),
         }
@@ -413,14 +419,9 @@ impl Scenario {
 
 /// The pins a collection of `request` files its records under.
 pub fn pins(request: &CollectRequest) -> RepositoryPins {
-    derive(
-        &request.slice,
-        &request.sealed,
-        &request.base,
-        &request.candidate,
-    )
-    .expect("the request's Candidate was sealed for its Slice")
-    .pins
+    derive(&request.slice, &request.sealed, &request.trees)
+        .expect("the request's Candidate was sealed for its Slice")
+        .pins
 }
 
 /// A harness entry (for tests that move a check into the harness).
