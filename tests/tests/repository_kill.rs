@@ -26,12 +26,16 @@ fn seal_in_child(test: &TestRepo, kill_at: &str, tag: &str) -> std::process::Out
 }
 
 fn candidate_refs(test: &TestRepo) -> String {
+    refs_under(test, "refs/sf/candidates/")
+}
+
+fn refs_under(test: &TestRepo, prefix: &str) -> String {
     let out = Command::new("git")
         .args([
             "--git-dir",
             test.path.to_str().unwrap(),
             "for-each-ref",
-            "refs/sf/candidates/",
+            prefix,
         ])
         .output()
         .unwrap();
@@ -44,6 +48,7 @@ fn a_seal_killed_after_objects_are_written_publishes_nothing() {
     let inputs = frozen(test.identity.initial, &["src"]);
     let edits = proposal(vec![edit("src/a.txt", Some("alpha\n"), Some("killed\n"))]);
     let objects_before = count_objects(&test);
+    let records_before = refs_under(&test, "refs/sf/trees/");
     let output = seal_in_child(&test, "objects-written", "killed");
     assert_eq!(
         output.status.signal(),
@@ -56,6 +61,11 @@ fn a_seal_killed_after_objects_are_written_publishes_nothing() {
         "the child wrote no objects before it was killed"
     );
     assert_eq!(candidate_refs(&test), "");
+    assert_eq!(
+        refs_under(&test, "refs/sf/trees/"),
+        records_before,
+        "nor a tree record"
+    );
     // The interrupted Candidate is not found, and a later identical seal completes it.
     let sealed = test.repo.seal(&inputs, &edits).unwrap();
     assert_eq!(

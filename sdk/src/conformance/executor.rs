@@ -630,6 +630,17 @@ pub fn invalid_input_is_refused(harness: &dyn Harness) {
     let mut bad = referenced.request.clone();
     bad.program_tree.as_mut().unwrap().base = sf_contracts::canonical::Digest::of(b"other");
     cases.push(("a base whose root directory is another", bad));
+    // A directory of the base altered since its parent named it (a store entry that
+    // changed): it no longer binds to the base's digest.
+    let mut bad = referenced.request.clone();
+    bad.program_tree
+        .as_mut()
+        .unwrap()
+        .directories
+        .get_mut("sf-conformance")
+        .expect("the layer's directory is given")
+        .insert("planted.txt", node(&SnapshotFile::regular("planted.txt", Vec::new())));
+    cases.push(("a directory its parent does not name", bad));
     let mut bad = referenced.request.clone();
     bad.program_tree
         .as_mut()

@@ -96,6 +96,9 @@ fn file(path: &str, content: &str) -> SnapshotFile {
 pub struct Options {
     pub timeout_ms: u64,
     pub output_limit: u64,
+    /// Files generated into the base beside the scenario's own (`gen/dNNN/fNNNNN.txt`, 100
+    /// a directory, deterministic), for trees of real size.
+    pub extra_files: usize,
 }
 
 impl Default for Options {
@@ -103,6 +106,7 @@ impl Default for Options {
         Self {
             timeout_ms: 20_000,
             output_limit: 64 * 1024,
+            extra_files: 0,
         }
     }
 }
@@ -138,7 +142,17 @@ impl Scenario {
 
     /// The scenario over `executor`; the environment is frozen from it now.
     pub fn new(executor: Arc<dyn Executor>, options: Options) -> Self {
-        let repo = TestRepo::git(&[("sum.sh", SUM_BUGGY), ("check.sh", CHECK)]);
+        let generated: Vec<(String, String)> = (0..options.extra_files)
+            .map(|i| {
+                (
+                    format!("gen/d{:03}/f{i:05}.txt", i / 100),
+                    format!("generated file {i}\n"),
+                )
+            })
+            .collect();
+        let mut files: Vec<(&str, &str)> = vec![("sum.sh", SUM_BUGGY), ("check.sh", CHECK)];
+        files.extend(generated.iter().map(|(p, t)| (p.as_str(), t.as_str())));
+        let repo = TestRepo::git(&files);
         let (dir, root) = private_dir();
         let slice_dir = root.join("slice");
         std::fs::create_dir(&slice_dir).unwrap();
