@@ -39,15 +39,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sf_examples::scale::{
+    content_of, create_generated, edited, frozen, median, new_content, open, path_of,
+    peak_resident_kib, proposal_of,
+};
 use sf_host::canonical::Digest;
 use sf_host::contracts::ObjectStoreFactory;
-use sf_host::contracts::tree_path::EntryMode;
 use sf_host::git_object::ObjectId;
-use sf_host::repository::{
-    CreateRepository, FileEdit, FrozenInputs, InitialBase, Proposal, ProposalBounds, Repository,
-    RepositoryIdentity, RepositoryOptions, Slice, SliceBinding, SourceFile, create_repository,
-    open_repository, parse_repository_identity,
-};
+use sf_host::repository::{RepositoryIdentity, parse_repository_identity};
 
 /// The Git every comparison runs.
 const GIT: &str = "/usr/bin/git";
@@ -211,14 +210,7 @@ fn child(args: Vec<String>) -> Result<(), Box<dyn Error>> {
         _ => return Err(format!("unknown child mode {mode}").into()),
     };
     let elapsed = started.elapsed();
-    let status = std::fs::read_to_string("/proc/self/status")?;
-    let hwm = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().strip_suffix("kB"))
-        .ok_or("no VmHWM")?
-        .trim()
-        .to_owned();
+    let hwm = peak_resident_kib()?;
     println!("{} {hwm} {digest}", elapsed.as_micros());
     Ok(())
 }
@@ -274,29 +266,7 @@ impl Base {
         std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
         let paths: Vec<String> = (0..files).map(path_of).collect();
         let contents: Vec<Vec<u8>> = (0..files).map(|i| content_of(i, file_bytes)).collect();
-        let identity = create_repository(
-            factory,
-            &CreateRepository {
-                path: root
-                    .join("owned")
-                    .to_str()
-                    .ok_or("a UTF-8 path")?
-                    .to_owned(),
-                product_id: "bench".into(),
-                target_ref: "refs/heads/main".into(),
-                base: InitialBase::Files(
-                    paths
-                        .iter()
-                        .zip(&contents)
-                        .map(|(path, content)| {
-                            SourceFile::new(path.clone(), EntryMode::Regular, content.clone())
-                        })
-                        .collect(),
-                ),
-                settings: Default::default(),
-            },
-            &options(),
-        )?;
+        let identity = create_generated(factory, &root.join("owned"), files, file_bytes)?;
         let plain = root.join("plain.git");
         let home = root.join("home");
         std::fs::create_dir_all(&home)?;
@@ -323,7 +293,7 @@ impl Base {
         );
         let identity_file = root.join("identity.json");
         std::fs::write(&identity_file, identity.to_canonical_bytes())?;
-        let repository = open_repository(factory, &identity, options())?;
+        let repository = open(factory, &identity)?;
         let owned_tree = repository.snapshot(&identity.initial)?.tree;
         if ObjectId::parse_hex(&plain_tree) != Some(owned_tree) {
             return Err(format!(
@@ -447,94 +417,6 @@ impl Base {
     }
 }
 
-/// The options of every repository handle here: the bound on each store operation raised (see
-/// the module's comment).
-fn options() -> RepositoryOptions {
-    RepositoryOptions {
-        git_timeout: Duration::from_secs(1800),
-        ..RepositoryOptions::default()
-    }
-}
-
-fn open(
-    factory: &dyn ObjectStoreFactory,
-    identity: &RepositoryIdentity,
-) -> Result<Repository, Box<dyn Error>> {
-    Ok(open_repository(factory, identity, options())?)
-}
-
-/// The frozen inputs every seal is sealed for: scope `src`, room for 64 edits of any size.
-fn frozen(base: ObjectId) -> FrozenInputs {
-    FrozenInputs {
-        forbidden: Vec::new(),
-        base,
-        slice: Slice {
-            id: "scale".into(),
-            revision: 1,
-        },
-        scope: vec!["src".into()],
-        acceptance: Digest::of(b"acceptance"),
-        recipe: Digest::of(b"recipe"),
-        environment: Digest::of(b"environment"),
-        binding: Some(SliceBinding {
-            digest: Digest::of(b"slice"),
-            protected: Vec::new(),
-        }),
-        bounds: ProposalBounds {
-            edits: 64,
-            bytes: ProposalBounds::HARD_CAP.bytes,
-        },
-    }
-}
-
-/// The files `edits` edits touch in a base of `files`: spread evenly over the tree.
-fn edited(files: usize, edits: usize) -> impl Iterator<Item = usize> {
-    let step = files / edits;
-    (0..edits).map(move |k| k * step)
-}
-
-/// The new content of file `at` in run `run` of a change of `edits` files: new in every run
-/// and every kind of change, so that no seal is a replay.
-fn new_content(at: usize, file_bytes: usize, run: usize, edits: usize) -> Vec<u8> {
-    let mut content = content_of(at, file_bytes);
-    content.extend_from_slice(format!("edited in run {run} of {edits} edits\n").as_bytes());
-    content
-}
-
-/// The proposal of run `run` editing `edits` files of a generated base of `files` files.
-fn proposal_of(files: usize, file_bytes: usize, edits: usize, run: usize) -> Proposal {
-    Proposal::new(
-        edited(files, edits)
-            .map(|at| {
-                FileEdit::bytes(
-                    path_of(at),
-                    Some(Digest::of(&content_of(at, file_bytes))),
-                    new_content(at, file_bytes, run, edits),
-                )
-            })
-            .collect(),
-    )
-}
-
-/// File `i`'s path: 1,000 files per top directory, 100 per subdirectory.
-fn path_of(i: usize) -> String {
-    format!("src/d{:03}/s{}/f{i:06}.txt", i / 1000, (i / 100) % 10)
-}
-
-/// File `i`'s deterministic text, exactly `bytes` long.
-fn content_of(i: usize, bytes: usize) -> Vec<u8> {
-    let mut content = Vec::with_capacity(bytes + 64);
-    let mut line = 0usize;
-    while content.len() < bytes {
-        // A cheap mix of the numbers, so that files and lines differ like source text does.
-        let mix = (i as u64 ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(line as u64 + 1) >> 17;
-        content.extend_from_slice(format!("file {i} line {line}: {mix:x}\n").as_bytes());
-        line += 1;
-    }
-    content.truncate(bytes);
-    content
-}
-
 fn push_inline(stream: &mut Vec<u8>, path: &str, content: &[u8]) {
     stream
         .extend_from_slice(format!("M 100644 inline {path}\ndata {}\n", content.len()).as_bytes());
@@ -569,10 +451,4 @@ fn fast_import(home: &Path, plain: &Path, stream: Vec<u8>) -> Result<(), Box<dyn
         return Err("git fast-import failed".into());
     }
     Ok(())
-}
-
-fn median(values: &[Duration]) -> Duration {
-    let mut values = values.to_vec();
-    values.sort();
-    values[values.len() / 2]
 }

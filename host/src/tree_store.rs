@@ -11,9 +11,9 @@
 //! - **At materialisation**, every byte: the tree is streamed from the repository (every
 //!   object re-hashed, every rule checked) and its digest computed from the bytes must be the
 //!   one asked for; a file the store holds already is read and hashed again before it is
-//!   linked into the new tree. Then each entry's stamp is recorded (`trees/<hex>/stamps`):
-//!   a file's device, inode, mode, size and modification time, a link's target, each
-//!   directory.
+//!   linked into the new tree. Each entry's stamp is taken as it is made and recorded
+//!   (`trees/<hex>/stamps`, one line per entry in walk order): a file's device, inode, mode,
+//!   size and modification time, a link's target, each directory.
 //! - **At every use** ([`EnvironmentStore::verify_tree`], before every collection), every
 //!   entry's stamp: a file replaced (another inode), written to (its size or modification
 //!   time), given another mode, an entry added, removed or turned into another kind, or the
@@ -25,16 +25,15 @@
 //!   verified (device and inode), so a tree replaced after the collection's check is never
 //!   run.
 
-use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::fs::PermissionsExt as _;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::PathBuf;
 
 use crate::canonical::Digest;
 use crate::contracts::tree_path::EntryMode;
-use crate::dir_fd::{DirFd, DirFdError, EntryKind};
+use crate::dir_fd::{DirFd, DirFdError, Entry, EntryKind};
 use crate::environment_store::{
     EnvironmentStore, EnvironmentStoreError, Published, Result, Staging, make_dir, store_failed,
     stored_error, unavailable,
@@ -60,18 +59,14 @@ pub struct StoredTree {
     pub ino: u64,
 }
 
-/// One entry's stamp, as recorded at materialisation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Stamp {
-    Directory,
-    File {
-        dev: u64,
-        ino: u64,
-        mode: u32,
-        size: u64,
-        modified: (i64, u64),
-    },
-    Link(Vec<u8>),
+/// A file's stamp line: `f <dev> <ino> <mode octal> <size> <mtime s> <mtime ns> <path>`.
+fn file_stamp(path: &str, (dev, ino): (u64, u64), mode: u32, size: u64, (s, ns): (i64, u64)) -> String {
+    format!("f {dev} {ino} {mode:o} {size} {s} {ns} {path}")
+}
+
+/// The stamp line of the listed file `entry` at `path`.
+fn entry_stamp(path: &str, entry: &Entry) -> String {
+    file_stamp(path, entry.identity(), entry.mode, entry.size, entry.modified_raw())
 }
 
 fn corrupt(digest: &Digest, detail: impl Into<String>) -> EnvironmentStoreError {
@@ -107,25 +102,14 @@ impl EnvironmentStore {
             .create_dir(OsStr::new("tree"), 0o755)
             .map_err(store_failed)?;
         tree.set_mode(0o755).map_err(store_failed)?;
-        let mut builder = Builder {
+        let builder = Builder {
             tree: &tree,
             files: &files,
             open: None,
             directories: Vec::new(),
-            failed: None,
+            stamps: Vec::new(),
         };
-        let built = repository
-            .stream_files(commit, |path, mode, sha256, bytes| {
-                if builder.failed.is_none()
-                    && let Err(error) = builder.add(path, mode, sha256, bytes)
-                {
-                    builder.failed = Some(error);
-                }
-            })
-            .map_err(|error| unavailable(format!("reading commit {commit}: {error}")))?;
-        if let Some(error) = builder.failed.take() {
-            return Err(error);
-        }
+        let (built, builder) = build_streaming(repository, commit, builder)?;
         if built != *digest {
             return Err(corrupt(
                 digest,
@@ -133,24 +117,46 @@ impl EnvironmentStore {
             ));
         }
         // Read-only from the deepest directory up, then durable in one sync.
-        let mut directories = std::mem::take(&mut builder.directories);
+        let mut directories = builder.directories;
         directories.sort_by_key(|path| std::cmp::Reverse(path.matches('/').count()));
-        for path in directories {
-            open_path(&tree, &path)
+        for path in &directories {
+            open_path(&tree, path)
                 .and_then(|dir| dir.set_mode(0o555))
                 .map_err(store_failed)?;
         }
         tree.set_mode(0o555).map_err(store_failed)?;
-        let stamps = record_stamps(&tree)?;
+        let mut stamps = builder.stamps;
+        stamps.extend(directories.into_iter().map(|path| {
+            let line = format!("d {path}");
+            (path, line)
+        }));
         staging
             .dir
-            .create_file(OsStr::new("stamps"), stamps.as_bytes(), 0o444)
+            .create_file(OsStr::new("stamps"), stamps_document(stamps).as_bytes(), 0o444)
             .map_err(store_failed)?;
         rustix::fs::syncfs(&tree)
             .map_err(|errno| unavailable(format!("{}: syncfs: {errno}", tree.path().display())))?;
         match staging.publish(&trees, digest)? {
-            Published::New | Published::Existing => self.verify_tree(digest),
+            // The stamps were taken of this very tree as it was made.
+            Published::New => self.stored_tree(digest, &trees),
+            // Another materialisation published it first: checked like any stored tree.
+            Published::Existing => self.verify_tree(digest),
         }
+    }
+
+    /// The published tree `digest` (below `trees`) where it is now.
+    fn stored_tree(&self, digest: &Digest, trees: &DirFd) -> Result<StoredTree> {
+        let stat = trees
+            .open_dir_named(OsStr::new(&digest.hex()))
+            .and_then(|object| object.open_dir_named(OsStr::new("tree")))
+            .and_then(|tree| tree.stat())
+            .map_err(|error| stored_error(digest, error))?;
+        Ok(StoredTree {
+            digest: digest.clone(),
+            dir: self.root().join("trees").join(digest.hex()).join("tree"),
+            dev: stat.st_dev,
+            ino: stat.st_ino,
+        })
     }
 
     /// The materialised tree `digest`, every entry checked against the stamps recorded when
@@ -175,23 +181,93 @@ impl EnvironmentStore {
         let stamps = object
             .read_file_named(OsStr::new("stamps"), 1 << 30)
             .map_err(|error| stored_error(digest, error))?;
-        let expected =
-            parse_stamps(&stamps.bytes).ok_or_else(|| corrupt(digest, "its stamps do not read"))?;
+        let text = std::str::from_utf8(&stamps.bytes)
+            .ok()
+            .and_then(|text| text.strip_prefix(STAMPS_PROTOCOL))
+            .and_then(|text| text.strip_prefix('\n'))
+            .ok_or_else(|| corrupt(digest, "its stamps do not read"))?;
         let tree = object
             .open_dir_named(OsStr::new("tree"))
             .map_err(|error| stored_error(digest, error))?;
-        let found = stamps_of(&tree).map_err(|error| stored_error(digest, error))?;
-        if let Some(difference) = first_difference(&expected, &found) {
+        let mut expected = text.split_terminator('\n');
+        let mut difference = None;
+        walk_stamps(&tree, "", &mut |found| {
+            difference = first_difference(expected.next(), Some(&found));
+            difference.is_none()
+        })
+        .map_err(|error| stored_error(digest, error))?;
+        if let Some(difference) = difference.or_else(|| first_difference(expected.next(), None))
+        {
             return Err(corrupt(digest, difference));
         }
-        let stat = tree.stat().map_err(store_failed)?;
-        Ok(StoredTree {
-            digest: digest.clone(),
-            dir: self.root().join("trees").join(digest.hex()).join("tree"),
-            dev: stat.st_dev,
-            ino: stat.st_ino,
-        })
+        self.stored_tree(digest, &trees)
     }
+}
+
+/// One leaf read from the repository, on its way to the writer.
+struct Leaf {
+    path: String,
+    mode: EntryMode,
+    sha256: Digest,
+    bytes: Vec<u8>,
+}
+
+/// How many bytes of leaves a batch for the writer gathers (a larger file makes a batch of
+/// its own): with one batch queued, one being written and one being gathered, what waits in
+/// memory stays a few batches.
+const WRITER_BATCH_BYTES: usize = 4 << 20;
+/// How many leaves a batch for the writer gathers at most.
+const WRITER_BATCH_LEAVES: usize = 1024;
+
+/// Streams the tree of `commit` into `builder`: the repository is read (every object
+/// re-hashed) on this thread while another writes the files, so that reading and writing
+/// overlap; gives the tree's digest as read and the builder as written.
+fn build_streaming<'a>(
+    repository: &Repository,
+    commit: &ObjectId,
+    mut builder: Builder<'a>,
+) -> Result<(Digest, Builder<'a>)> {
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<Leaf>>(1);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || -> Result<Builder<'a>> {
+            for batch in receiver {
+                for leaf in batch {
+                    builder.add(&leaf.path, leaf.mode, &leaf.sha256, &leaf.bytes)?;
+                }
+            }
+            Ok(builder)
+        });
+        let mut batch = Vec::new();
+        let mut gathered = 0;
+        // False once the writer has stopped (it failed): the rest is read and dropped.
+        let mut writing = true;
+        let built = repository.stream_files(commit, |path, mode, sha256, bytes| {
+            if !writing {
+                return;
+            }
+            gathered += bytes.len();
+            batch.push(Leaf {
+                path: path.to_owned(),
+                mode,
+                sha256: sha256.clone(),
+                bytes: bytes.to_vec(),
+            });
+            if gathered >= WRITER_BATCH_BYTES || batch.len() >= WRITER_BATCH_LEAVES {
+                writing = sender.send(std::mem::take(&mut batch)).is_ok();
+                gathered = 0;
+            }
+        });
+        if writing && !batch.is_empty() {
+            let _ = sender.send(batch);
+        }
+        drop(sender);
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(unavailable("the tree's writer panicked".to_owned())));
+        let built =
+            built.map_err(|error| unavailable(format!("reading commit {commit}: {error}")))?;
+        Ok((built, written?))
+    })
 }
 
 /// Building a tree: each leaf written (or linked from `files/`) as it streams by.
@@ -202,7 +278,8 @@ struct Builder<'a> {
     open: Option<(String, DirFd)>,
     /// Every directory made, to be made read-only once the tree is whole.
     directories: Vec<String>,
-    failed: Option<EnvironmentStoreError>,
+    /// Each leaf's path and stamp line, taken as it is made.
+    stamps: Vec<(String, String)>,
 }
 
 impl Builder<'_> {
@@ -228,10 +305,12 @@ impl Builder<'_> {
             Some((_, dir)) if !parent.is_empty() => dir,
             _ => self.tree,
         };
-        match mode {
-            EntryMode::Symlink => dir
-                .create_symlink(name, OsStr::from_bytes(bytes))
-                .map_err(store_failed),
+        let stamp = match mode {
+            EntryMode::Symlink => {
+                dir.create_symlink(name, OsStr::from_bytes(bytes))
+                    .map_err(store_failed)?;
+                format!("l {path}\t{}", String::from_utf8_lossy(bytes))
+            }
             EntryMode::Regular | EntryMode::Executable => {
                 let executable = mode == EntryMode::Executable;
                 let key = OsString::from(if executable {
@@ -260,25 +339,46 @@ impl Builder<'_> {
                                 ),
                             });
                         }
-                        self.files.hard_link(&key, dir, name).map_err(store_failed)
+                        self.files
+                            .hard_link(&key, dir, name)
+                            .map_err(store_failed)?;
+                        // The inode verified: one changed after this stat, or another linked
+                        // in its place, differs from the stamp at the next use.
+                        entry_stamp(path, &held)
                     }
                     None => {
+                        let failed = |error: std::io::Error| {
+                            unavailable(format!("writing {path}: {error}"))
+                        };
                         let mut file = dir.create_file_writer(name, bits).map_err(store_failed)?;
-                        file.write_all(bytes)
-                            .and_then(|()| {
-                                file.set_permissions(std::fs::Permissions::from_mode(bits))
-                            })
-                            .map_err(|error| unavailable(format!("writing {path}: {error}")))?;
+                        file.write_all(bytes).map_err(failed)?;
+                        let mut made = file.metadata().map_err(failed)?;
+                        if made.mode() & 0o7777 != bits {
+                            // The umask took bits away.
+                            file.set_permissions(std::fs::Permissions::from_mode(bits))
+                                .and_then(|()| file.metadata())
+                                .map(|metadata| made = metadata)
+                                .map_err(failed)?;
+                        }
                         match dir.hard_link(name, self.files, &key) {
                             // Another materialisation stored the same bytes meanwhile: ours
                             // stays this tree's, theirs the store's.
-                            Ok(()) | Err(DirFdError::Exists { .. }) => Ok(()),
-                            Err(error) => Err(store_failed(error)),
+                            Ok(()) | Err(DirFdError::Exists { .. }) => {}
+                            Err(error) => return Err(store_failed(error)),
                         }
+                        file_stamp(
+                            path,
+                            (made.dev(), made.ino()),
+                            made.mode() & 0o7777,
+                            made.size(),
+                            (made.mtime(), made.mtime_nsec() as u64),
+                        )
                     }
                 }
             }
-        }
+        };
+        self.stamps.push((path.to_owned(), stamp));
+        Ok(())
     }
 }
 
@@ -291,18 +391,14 @@ fn open_path(tree: &DirFd, path: &str) -> std::result::Result<DirFd, DirFdError>
     Ok(dir)
 }
 
-/// The stamps of every entry below `tree`, by path.
-fn stamps_of(tree: &DirFd) -> std::result::Result<BTreeMap<String, Stamp>, DirFdError> {
-    let mut stamps = BTreeMap::new();
-    stamp_dir(tree, "", &mut stamps)?;
-    Ok(stamps)
-}
-
-fn stamp_dir(
+/// Walks every entry below `tree` in walk order (depth first, each directory's entries by
+/// name bytes, a directory before what it holds), giving `each` its stamp line; stops when
+/// `each` answers false.
+fn walk_stamps(
     dir: &DirFd,
     prefix: &str,
-    stamps: &mut BTreeMap<String, Stamp>,
-) -> std::result::Result<(), DirFdError> {
+    each: &mut dyn FnMut(String) -> bool,
+) -> std::result::Result<bool, DirFdError> {
     for entry in dir.entries(MAX_DIRECTORY_ENTRIES)? {
         let name = entry.name.to_string_lossy();
         let path = if prefix.is_empty() {
@@ -310,120 +406,72 @@ fn stamp_dir(
         } else {
             format!("{prefix}/{name}")
         };
-        let stamp = match entry.kind {
+        let going = match entry.kind {
             EntryKind::Directory => {
-                stamp_dir(&dir.open_dir(&entry)?, &path, stamps)?;
-                Stamp::Directory
+                each(format!("d {path}")) && walk_stamps(&dir.open_dir(&entry)?, &path, each)?
             }
-            EntryKind::File => {
-                let (dev, ino) = entry.identity();
-                Stamp::File {
-                    dev,
-                    ino,
-                    mode: entry.mode,
-                    size: entry.size,
-                    modified: entry.modified_raw(),
-                }
-            }
-            EntryKind::Symlink => Stamp::Link(dir.read_link(&entry)?.as_bytes().to_vec()),
-            EntryKind::Other => {
-                return Err(DirFdError::NotRegular {
-                    path: dir.shown(&entry.name),
-                });
-            }
-        };
-        stamps.insert(path, stamp);
-    }
-    Ok(())
-}
-
-/// The stamps document of the tree at `tree`: the protocol line, then one line per entry in
-/// path order: `d <path>`, `f <dev> <ino> <mode octal> <size> <mtime s> <mtime ns> <path>`,
-/// `l <path>\t<target>` (names and targets hold no control character: the tree rules).
-fn record_stamps(tree: &DirFd) -> Result<String> {
-    let stamps = stamps_of(tree).map_err(store_failed)?;
-    let mut text = format!("{STAMPS_PROTOCOL}\n");
-    for (path, stamp) in &stamps {
-        match stamp {
-            Stamp::Directory => text.push_str(&format!("d {path}\n")),
-            Stamp::File {
-                dev,
-                ino,
-                mode,
-                size,
-                modified: (seconds, nanos),
-            } => text.push_str(&format!(
-                "f {dev} {ino} {mode:o} {size} {seconds} {nanos} {path}\n"
+            EntryKind::File => each(entry_stamp(&path, &entry)),
+            EntryKind::Symlink => each(format!(
+                "l {path}\t{}",
+                String::from_utf8_lossy(dir.read_link(&entry)?.as_bytes())
             )),
-            Stamp::Link(target) => {
-                text.push_str(&format!("l {path}\t{}\n", String::from_utf8_lossy(target)))
-            }
+            EntryKind::Other => each(format!("o {path}")),
+        };
+        if !going {
+            return Ok(false);
         }
     }
-    Ok(text)
+    Ok(true)
 }
 
-fn parse_stamps(bytes: &[u8]) -> Option<BTreeMap<String, Stamp>> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    let mut lines = text.split_terminator('\n');
-    if lines.next()? != STAMPS_PROTOCOL {
-        return None;
+/// The stamps document of a tree made of `stamps` (each entry's path and stamp line): the
+/// protocol line, then the lines in walk order ([`walk_stamps`]; names and targets hold no
+/// control character: the tree rules).
+fn stamps_document(mut stamps: Vec<(String, String)>) -> String {
+    // Walk order is the order of the paths compared segment by segment: the order of the
+    // paths' bytes with each `/` taken as the least byte.
+    fn key(path: &str) -> impl Iterator<Item = u8> + '_ {
+        path.bytes().map(|byte| if byte == b'/' { 0 } else { byte })
     }
-    let mut stamps = BTreeMap::new();
-    for line in lines {
-        let (kind, rest) = line.split_once(' ')?;
-        let (path, stamp) = match kind {
-            "d" => (rest.to_owned(), Stamp::Directory),
-            "l" => {
-                let (path, target) = rest.split_once('\t')?;
-                (path.to_owned(), Stamp::Link(target.as_bytes().to_vec()))
-            }
-            "f" => {
-                let mut fields = rest.splitn(7, ' ');
-                let dev = fields.next()?.parse().ok()?;
-                let ino = fields.next()?.parse().ok()?;
-                let mode = u32::from_str_radix(fields.next()?, 8).ok()?;
-                let size = fields.next()?.parse().ok()?;
-                let seconds = fields.next()?.parse().ok()?;
-                let nanos = fields.next()?.parse().ok()?;
-                let path = fields.next()?.to_owned();
-                (
-                    path,
-                    Stamp::File {
-                        dev,
-                        ino,
-                        mode,
-                        size,
-                        modified: (seconds, nanos),
-                    },
-                )
-            }
-            _ => return None,
-        };
-        stamps.insert(path, stamp);
+    stamps.sort_by(|(a, _), (b, _)| key(a).cmp(key(b)));
+    let mut text = format!("{STAMPS_PROTOCOL}\n");
+    for (_, line) in stamps {
+        text.push_str(&line);
+        text.push('\n');
     }
-    Some(stamps)
+    text
 }
 
-/// The first entry, in path order, where `found` differs from `expected`, in words.
-fn first_difference(
-    expected: &BTreeMap<String, Stamp>,
-    found: &BTreeMap<String, Stamp>,
-) -> Option<String> {
-    let mut paths: Vec<&String> = expected.keys().chain(found.keys()).collect();
-    paths.sort();
-    paths.dedup();
-    paths
-        .into_iter()
-        .find_map(|path| match (expected.get(path), found.get(path)) {
-            (Some(a), Some(b)) if a == b => None,
-            (Some(_), None) => Some(format!("{path} was removed")),
-            (None, Some(_)) => Some(format!("{path} was added")),
-            (Some(_), Some(_)) => Some(format!(
-                "{path} changed since it was verified (another file, size, mode, time or target)"
-            )),
-            (None, None) => None,
-        })
+/// The path a stamp line is about.
+fn stamp_path(line: &str) -> &str {
+    match line.split_once(' ') {
+        Some(("f", rest)) => rest.splitn(7, ' ').nth(6).unwrap_or(rest),
+        Some(("l", rest)) => rest.split_once('\t').map_or(rest, |(path, _)| path),
+        Some((_, rest)) => rest,
+        None => line,
+    }
+}
+
+/// How the recorded stamp line `expected` and the `found` one (the next of each in walk
+/// order; `None` past the end) differ, in words; `None` when they are the same.
+fn first_difference(expected: Option<&str>, found: Option<&str>) -> Option<String> {
+    match (expected, found) {
+        (Some(expected), Some(found)) if expected == found => None,
+        (None, None) => None,
+        (Some(expected), None) => Some(format!("{} was removed", stamp_path(expected))),
+        (None, Some(found)) => Some(format!("{} was added", stamp_path(found))),
+        (Some(expected), Some(found)) if stamp_path(expected) == stamp_path(found) => Some(
+            format!(
+                "{} changed since it was verified (another kind, file, size, mode, time or target)",
+                stamp_path(found)
+            ),
+        ),
+        (Some(expected), Some(found)) => Some(format!(
+            "its entries changed: {} where {} was recorded",
+            stamp_path(found),
+            stamp_path(expected)
+        )),
+    }
 }
 
 /// Why the trees of a collection could not be read.
