@@ -33,6 +33,7 @@
 //! root-owned git at /usr/bin/git.
 
 use std::error::Error;
+use std::ffi::OsStr;
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -41,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use sf_examples::scale::{
     content_of, create_generated, edited, frozen, median, new_content, open, path_of,
-    peak_resident_kib, proposal_of,
+    peak_resident_kib, proposal_of, run_child,
 };
 use sf_host::canonical::Digest;
 use sf_host::contracts::ObjectStoreFactory;
@@ -361,27 +362,19 @@ impl Base {
         options: &Options,
         args: &[&str],
     ) -> Result<(Duration, u64, String), Box<dyn Error>> {
-        let output = Command::new(std::env::current_exe()?)
-            .arg("--child")
-            .arg(&options.plugin_dir)
-            .arg(&self.identity_file)
-            .arg(self.paths.len().to_string())
-            .arg(self.file_bytes.to_string())
-            .args(args)
-            .output()?;
-        if !output.status.success() {
-            return Err(format!(
-                "the child failed: {}",
-                String::from_utf8_lossy(&output.stderr)
-            )
-            .into());
-        }
-        let text = String::from_utf8(output.stdout)?;
-        let mut fields = text.split_whitespace();
-        let micros: u64 = fields.next().ok_or("no time")?.parse()?;
-        let hwm: u64 = fields.next().ok_or("no peak")?.parse()?;
-        let digest = fields.next().ok_or("no digest")?.to_owned();
-        Ok((Duration::from_micros(micros), hwm, digest))
+        let plugin_dir = options.plugin_dir.as_os_str();
+        let files = self.paths.len().to_string();
+        let file_bytes = self.file_bytes.to_string();
+        let mut all = vec![
+            plugin_dir,
+            self.identity_file.as_os_str(),
+            OsStr::new(&files),
+            OsStr::new(&file_bytes),
+        ];
+        all.extend(args.iter().map(OsStr::new));
+        let (elapsed, kib, rest) = run_child(all)?;
+        let digest = rest.into_iter().next().ok_or("no digest")?;
+        Ok((elapsed, kib, digest))
     }
 
     /// The same change as [`Self::seal`] through one `git fast-import`: a commit on the base

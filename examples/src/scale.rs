@@ -3,7 +3,9 @@
 //! prints (medians, a process's peak resident memory).
 
 use std::error::Error;
+use std::ffi::OsStr;
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use sf_host::canonical::Digest;
@@ -149,4 +151,31 @@ pub fn peak_resident_kib() -> Result<u64, Box<dyn Error>> {
         .ok_or("no VmHWM")?
         .trim()
         .parse()?)
+}
+
+/// Runs this program again as `--child ARGS…`, which prints `<microseconds> <VmHWM KiB>` and
+/// then what else it gives: the time, the peak (KiB) and the rest of the line's fields.
+pub fn run_child(
+    args: impl IntoIterator<Item = impl AsRef<OsStr>>,
+) -> Result<(Duration, u64, Vec<String>), Box<dyn Error>> {
+    let output = Command::new(std::env::current_exe()?)
+        .arg("--child")
+        .args(args)
+        .output()?;
+    if !output.status.success() {
+        return Err(format!(
+            "the child failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+        .into());
+    }
+    let text = String::from_utf8(output.stdout)?;
+    let mut fields = text.split_whitespace();
+    let micros: u64 = fields.next().ok_or("no time")?.parse()?;
+    let kib: u64 = fields.next().ok_or("no peak")?.parse()?;
+    Ok((
+        Duration::from_micros(micros),
+        kib,
+        fields.map(str::to_owned).collect(),
+    ))
 }

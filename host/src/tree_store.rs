@@ -60,13 +60,25 @@ pub struct StoredTree {
 }
 
 /// A file's stamp line: `f <dev> <ino> <mode octal> <size> <mtime s> <mtime ns> <path>`.
-fn file_stamp(path: &str, (dev, ino): (u64, u64), mode: u32, size: u64, (s, ns): (i64, u64)) -> String {
+fn file_stamp(
+    path: &str,
+    (dev, ino): (u64, u64),
+    mode: u32,
+    size: u64,
+    (s, ns): (i64, u64),
+) -> String {
     format!("f {dev} {ino} {mode:o} {size} {s} {ns} {path}")
 }
 
 /// The stamp line of the listed file `entry` at `path`.
 fn entry_stamp(path: &str, entry: &Entry) -> String {
-    file_stamp(path, entry.identity(), entry.mode, entry.size, entry.modified_raw())
+    file_stamp(
+        path,
+        entry.identity(),
+        entry.mode,
+        entry.size,
+        entry.modified_raw(),
+    )
 }
 
 fn corrupt(digest: &Digest, detail: impl Into<String>) -> EnvironmentStoreError {
@@ -132,7 +144,11 @@ impl EnvironmentStore {
         }));
         staging
             .dir
-            .create_file(OsStr::new("stamps"), stamps_document(stamps).as_bytes(), 0o444)
+            .create_file(
+                OsStr::new("stamps"),
+                stamps_document(stamps).as_bytes(),
+                0o444,
+            )
             .map_err(store_failed)?;
         rustix::fs::syncfs(&tree)
             .map_err(|errno| unavailable(format!("{}: syncfs: {errno}", tree.path().display())))?;
@@ -196,8 +212,7 @@ impl EnvironmentStore {
             difference.is_none()
         })
         .map_err(|error| stored_error(digest, error))?;
-        if let Some(difference) = difference.or_else(|| first_difference(expected.next(), None))
-        {
+        if let Some(difference) = difference.or_else(|| first_difference(expected.next(), None)) {
             return Err(corrupt(digest, difference));
         }
         self.stored_tree(digest, &trees)
@@ -347,9 +362,8 @@ impl Builder<'_> {
                         entry_stamp(path, &held)
                     }
                     None => {
-                        let failed = |error: std::io::Error| {
-                            unavailable(format!("writing {path}: {error}"))
-                        };
+                        let failed =
+                            |error: std::io::Error| unavailable(format!("writing {path}: {error}"));
                         let mut file = dir.create_file_writer(name, bits).map_err(store_failed)?;
                         file.write_all(bytes).map_err(failed)?;
                         let mut made = file.metadata().map_err(failed)?;
@@ -460,12 +474,12 @@ fn first_difference(expected: Option<&str>, found: Option<&str>) -> Option<Strin
         (None, None) => None,
         (Some(expected), None) => Some(format!("{} was removed", stamp_path(expected))),
         (None, Some(found)) => Some(format!("{} was added", stamp_path(found))),
-        (Some(expected), Some(found)) if stamp_path(expected) == stamp_path(found) => Some(
-            format!(
+        (Some(expected), Some(found)) if stamp_path(expected) == stamp_path(found) => {
+            Some(format!(
                 "{} changed since it was verified (another kind, file, size, mode, time or target)",
                 stamp_path(found)
-            ),
-        ),
+            ))
+        }
         (Some(expected), Some(found)) => Some(format!(
             "its entries changed: {} where {} was recorded",
             stamp_path(found),

@@ -500,23 +500,16 @@ impl Config {
     /// materialised: `[environments] trees`, or by default
     /// [`DEFAULT_TREE_STORE_AS_ROOT`] as root and `$HOME/.local/share/sf/trees` otherwise.
     pub fn tree_store_dir(&self) -> Result<PathBuf, ConfigError> {
-        if let Some(store) = &self.tree_store {
-            return Ok(store.clone());
-        }
-        if nix::unistd::geteuid().is_root() {
+        if self.tree_store.is_none() && nix::unistd::geteuid().is_root() {
             return Ok(PathBuf::from(DEFAULT_TREE_STORE_AS_ROOT));
         }
-        match std::env::var_os("HOME").map(PathBuf::from) {
-            Some(home) if home.is_absolute() => Ok(home.join(DEFAULT_TREE_STORE)),
-            _ => Err(ConfigError::Invalid {
-                origin: self.origin.clone(),
-                detail: format!(
-                    "[environments] trees is not set, and HOME is unset or not an absolute \
-                     path, so there is no default ($HOME/{DEFAULT_TREE_STORE}); set \
-                     [environments] trees = \"/absolute/dir\""
-                ),
-            }),
-        }
+        let home = std::env::var_os("HOME");
+        self.store_dir(
+            self.tree_store.as_ref(),
+            "trees",
+            DEFAULT_TREE_STORE,
+            home.as_deref().map(Path::new),
+        )
     }
 
     /// `[delivery]`.
@@ -534,17 +527,34 @@ impl Config {
 
     /// [`Config::environment_store_dir`] with `home` for `$HOME`.
     fn environment_store_dir_with(&self, home: Option<&Path>) -> Result<PathBuf, ConfigError> {
-        if let Some(store) = &self.environment_store {
+        self.store_dir(
+            self.environment_store.as_ref(),
+            "store",
+            DEFAULT_ENVIRONMENT_STORE,
+            home,
+        )
+    }
+
+    /// `[environments] key` when `set`, else `default` below `home`; without `home` (or with
+    /// a relative one), `config-invalid`, saying to set the key.
+    fn store_dir(
+        &self,
+        set: Option<&PathBuf>,
+        key: &str,
+        default: &str,
+        home: Option<&Path>,
+    ) -> Result<PathBuf, ConfigError> {
+        if let Some(store) = set {
             return Ok(store.clone());
         }
         match home {
-            Some(home) if home.is_absolute() => Ok(home.join(DEFAULT_ENVIRONMENT_STORE)),
+            Some(home) if home.is_absolute() => Ok(home.join(default)),
             _ => Err(ConfigError::Invalid {
                 origin: self.origin.clone(),
                 detail: format!(
-                    "[environments] store is not set, and HOME is unset or not an absolute \
-                     path, so there is no default ($HOME/{DEFAULT_ENVIRONMENT_STORE}); set \
-                     [environments] store = \"/absolute/dir\""
+                    "[environments] {key} is not set, and HOME is unset or not an absolute \
+                     path, so there is no default ($HOME/{default}); set \
+                     [environments] {key} = \"/absolute/dir\""
                 ),
             }),
         }

@@ -341,18 +341,6 @@ impl Repository {
     }
 }
 
-/// A walked leaf as a source file without its bytes (a link keeps its target).
-fn leaf_file(leaf: &WalkedLeaf) -> SourceFile {
-    SourceFile {
-        path: leaf.path.clone(),
-        mode: leaf.mode,
-        blob: leaf.blob,
-        sha256: leaf.sha256.clone(),
-        bytes: leaf.bytes,
-        content: leaf.target.clone(),
-    }
-}
-
 /// Checks M's walked tree against what the manifest names beyond the tree id: the listing
 /// (versions 1 and 2), the content digest (version 3) or the tree digest (version 4).
 /// Returns M's `sf-tree/1` directories.
@@ -360,7 +348,7 @@ fn check_contents(
     manifest: &CandidateManifest,
     tree: &VerifiedTree,
 ) -> Result<BTreeMap<String, Directory>, String> {
-    let files: Vec<SourceFile> = tree.leaves.iter().map(leaf_file).collect();
+    let files: Vec<SourceFile> = tree.leaves.iter().map(WalkedLeaf::source_file).collect();
     let digested = tree_digest::build(
         files
             .iter()

@@ -479,6 +479,20 @@ pub(crate) struct WalkedLeaf {
     pub target: Vec<u8>,
 }
 
+impl WalkedLeaf {
+    /// The leaf as a source file without its bytes (a link keeps its target).
+    pub fn source_file(&self) -> SourceFile {
+        SourceFile {
+            path: self.path.clone(),
+            mode: self.mode,
+            blob: self.blob,
+            sha256: self.sha256.clone(),
+            bytes: self.bytes,
+            content: self.target.clone(),
+        }
+    }
+}
+
 /// What [`walk_streaming`] read: every leaf, sorted by path, and every tree.
 pub(crate) struct Walked {
     pub leaves: Vec<WalkedLeaf>,

@@ -47,15 +47,10 @@ impl Repository {
             |leaf, bytes| each(&leaf.path, leaf.mode, &leaf.sha256, bytes),
         )?;
         let digested = tree_digest::build(walked.leaves.iter().map(|leaf| {
-            let file = SourceFile {
-                path: leaf.path.clone(),
-                mode: leaf.mode,
-                blob: leaf.blob,
-                sha256: leaf.sha256.clone(),
-                bytes: leaf.bytes,
-                content: leaf.target.clone(),
-            };
-            (leaf.path.as_str(), tree_record::leaf_node(&file))
+            (
+                leaf.path.as_str(),
+                tree_record::leaf_node(&leaf.source_file()),
+            )
         }))
         .map_err(|error| RepositoryError::corrupt(format!("commit {commit}: {error}")))?;
         Ok(digested.root.hash)

@@ -639,7 +639,10 @@ pub fn invalid_input_is_refused(harness: &dyn Harness) {
         .directories
         .get_mut("sf-conformance")
         .expect("the layer's directory is given")
-        .insert("planted.txt", node(&SnapshotFile::regular("planted.txt", Vec::new())));
+        .insert(
+            "planted.txt",
+            node(&SnapshotFile::regular("planted.txt", Vec::new())),
+        );
     cases.push(("a directory its parent does not name", bad));
     let mut bad = referenced.request.clone();
     bad.program_tree
