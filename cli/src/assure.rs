@@ -21,16 +21,19 @@ use sf_host::assurance::{
     Observation, Outcome, ProcessCheck, ProcessFacts, REVIEW_FORMAT, Review, Verdict, time,
 };
 use sf_host::canonical::{Digest, Value, object};
+use sf_host::collector::CollectTrees;
 use sf_host::collector::{
     CollectError, CollectEvent, CollectRequest, CollectedRun, DERIVE_INPUT, Programs,
     RepositoryCollector, RunState, derive,
 };
 use sf_host::contracts::EvidenceStoreExt;
 use sf_host::contracts::{CancelToken, CapturedResults, EvidenceStore};
+use sf_host::environment_store::EnvironmentStore;
 use sf_host::fence::Fence;
 use sf_host::landing::{Judging, LandError, preflight};
-use sf_host::repository::{Repository, SealedCandidate, SourceSnapshot};
+use sf_host::repository::{CandidateProtocol, Repository, SealedCandidate};
 use sf_host::text_escape;
+use sf_host::tree_store::collect_trees;
 
 /// How long the preflight waits for the gate's first answer.
 pub const PREFLIGHT_GATE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -141,7 +144,7 @@ pub(super) struct Exported {
     pub slice: SliceDir,
     pub repository: Repository,
     pub sealed: SealedCandidate,
-    pub base: SourceSnapshot,
+    pub trees: CollectTrees,
     pub digest: Digest,
 }
 
@@ -149,30 +152,44 @@ impl Exported {
     pub(super) fn read(context: &Context, target: &CandidateInSlice) -> Result<Self, CliError> {
         let digest = parse_digest(&target.candidate, "--candidate")?;
         let slice = SliceDir::open(&target.slice)?;
-        Self::read_in(context, target, digest, slice)
+        Self::read_in(context, target, digest, slice, false)
     }
 
     /// [`Exported::read`] of Candidate `digest` under the opened `slice`.
+    /// With `materialise`, an `sf-candidate/4` Candidate's base is materialised in the
+    /// environment store (once per base, verified at every use) for its programs to run by
+    /// reference; without, they are only named.
     fn read_in(
         context: &Context,
         target: &CandidateInSlice,
         digest: Digest,
         slice: SliceDir,
+        materialise: bool,
     ) -> Result<Self, CliError> {
         let repository = context.open_repository(&target.identity)?;
-        // The export reads and checks the base as well (a factory commit with the recorded
-        // tree); its snapshot is the base's.
-        let (sealed, base) = repository
-            .export_candidate_and_base(&digest)
+        let sealed = repository
+            .export_candidate(&digest)
             .map_err(|error| repository_error(&format!("--candidate {digest}"), &error))?;
+        let store = match materialise && sealed.manifest.protocol == CandidateProtocol::V4 {
+            true => Some(trees_store(context)?),
+            false => None,
+        };
+        let trees = collect_trees(&repository, &sealed, &slice.frozen, store.as_ref())
+            .map_err(|error| coded(error.code(), format!("--candidate {digest}"), error))?;
         Ok(Self {
             slice,
             repository,
             sealed,
-            base,
+            trees,
             digest,
         })
     }
+}
+
+/// The tree store, where the bases of Candidates run by reference are materialised.
+pub(super) fn trees_store(context: &Context) -> Result<EnvironmentStore, CliError> {
+    EnvironmentStore::open(&context.tree_store_dir()?)
+        .map_err(|error| coded(error.code(), "the tree store", error))
 }
 
 /// Why Candidate `digest` is not one Slice `slice` may run, in the words of `derive`'s refusal.
@@ -206,10 +223,10 @@ impl Loaded {
             slice,
             repository,
             sealed,
-            base,
+            trees,
             digest,
         } = Exported::read(context, target)?;
-        let programs = derive(&slice.frozen, &sealed, &base)
+        let programs = derive(&slice.frozen, &sealed, &trees)
             .map_err(|why| not_for_the_slice(&digest, &slice, why))?;
         Ok(Self {
             slice,
@@ -429,15 +446,15 @@ fn collect_exported(
         slice,
         repository,
         sealed,
-        base,
+        trees,
         digest,
-    } = Exported::read_in(context, &args.target, digest, slice)?;
+    } = Exported::read_in(context, &args.target, digest, slice, true)?;
     // The collector checks the Slice and the Candidate and derives what runs before anything
     // is claimed; a Candidate not sealed for this Slice starts nothing.
     let prepared = RepositoryCollector::prepare(CollectRequest {
         slice: slice.frozen.clone(),
         sealed,
-        base,
+        trees,
         deadline,
         environments: BTreeMap::new(),
     })

@@ -63,6 +63,11 @@ impl Context {
         self.config()?.environment_store_dir().map_err(config_error)
     }
 
+    /// The tree store's directory (`[environments] trees`, or its default).
+    pub fn tree_store_dir(&self) -> Result<PathBuf, CliError> {
+        self.config()?.tree_store_dir().map_err(config_error)
+    }
+
     /// The configured ObjectStore factory, through the plugin path when the tag is a plugin's.
     pub fn object_store(&self) -> Result<Arc<dyn ObjectStoreFactory>, CliError> {
         self.config()?

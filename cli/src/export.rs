@@ -66,21 +66,26 @@ pub fn run(context: &Context, args: ExportArgs) -> Result<Output, CliError> {
             &error,
         )
     })?;
-    destination.write(&sealed.files)?;
-    let files = super::seal::listed_files(&sealed);
+    // The export verified every object; the files are read again to be written.
+    let files = repository
+        .candidate_files(&sealed)
+        .map_err(|error| repository_error(&format!("reading the files of {digest}"), &error))?;
+    destination.write(&files)?;
+    let (content_name, content) = super::seal::content_field(&sealed);
+    let mut json = serde_json::json!({
+        "digest": sealed.digest.to_string(),
+        "commit": sealed.manifest.commit.to_hex(),
+        "tree": sealed.manifest.tree.to_hex(),
+        "out": out.display().to_string(),
+        "files": super::seal::listed_files(&files),
+    });
+    json[content_name] = content.into();
     Ok(Output {
-        json: serde_json::json!({
-            "digest": sealed.digest.to_string(),
-            "commit": sealed.manifest.commit.to_hex(),
-            "tree": sealed.manifest.tree.to_hex(),
-            "snapshotDigest": sealed.snapshot_digest.to_string(),
-            "out": out.display().to_string(),
-            "files": files,
-        }),
+        json,
         text: format!(
             "exported Candidate {} ({} files) to {}\n",
             sealed.digest,
-            sealed.files.len(),
+            files.len(),
             out.display()
         ),
     })

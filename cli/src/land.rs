@@ -29,6 +29,7 @@ use super::{
 };
 use sf_host::contracts::EvidenceStore;
 use sf_host::landing::{LandOutcome, LandRequest, Landed, land, preflight};
+use sf_host::repository::CandidateProtocol;
 use sf_host::repository::{Action, DeliveryMode, DeliveryRequest, Owner};
 
 /// The owner a landing names when `--owner` is not given.
@@ -176,6 +177,11 @@ fn land_command(context: &Context, args: &LandArgs) -> Result<(Output, u8), CliE
     let product = loaded.repository.identity().product_id.clone();
     let fence = fence(context, &loaded.slice, &product)?;
     let progress = Progress::new(loaded.slice.frozen.acceptance.process_checks().count());
+    // An sf-candidate/4 Candidate's programs run by reference from its materialised base.
+    let trees_store = match loaded.sealed.manifest.protocol {
+        CandidateProtocol::V4 => Some(super::assure::trees_store(context)?),
+        _ => None,
+    };
     let landed = land(
         LandRequest {
             repository: &loaded.repository,
@@ -191,6 +197,7 @@ fn land_command(context: &Context, args: &LandArgs) -> Result<(Output, u8), CliE
             deadline,
             jobs: args.jobs,
             environments: super::assure::environments(context, &loaded.slice.frozen.acceptance)?,
+            tree_store: trees_store.as_ref(),
             faults: std::sync::Arc::clone(&context.faults),
         },
         &mut |event| progress.report(event),

@@ -24,7 +24,7 @@ use super::slice_dir::SliceDir;
 use sf_host::assurance::{Check, Observation, ReviewVerdict, Reviews, Verdict};
 use sf_host::canonical::Digest;
 use sf_host::contracts::EvidenceStoreExt as _;
-use sf_host::repository::SourceSnapshot;
+use sf_host::repository::EditedEntry;
 
 /// The value the report's digest is computed over in its own place.
 pub const REPORT_DIGEST_PLACEHOLDER: &str =
@@ -63,7 +63,6 @@ pub fn run(context: &Context, args: ReportArgs) -> Result<Output, CliError> {
         .unwrap_or_else(|| PathBuf::from(format!("sf-report-{}.html", &digest.hex()[..16])));
     let out = new_record_file(Some(&out), "--out")?.unwrap_or_default();
     let facts = super::show::facts(context, &repository, &digest, Some(&slice))?;
-    let base = &facts.base;
     // Judged once, by `facts`: the page shows that one Verdict.
     let judged = &facts.judged;
     let mut shown = facts.json();
@@ -88,7 +87,7 @@ pub fn run(context: &Context, args: ReportArgs) -> Result<Output, CliError> {
         "verdict": verdict,
         "checks": checks,
         "review": review,
-        "diff": diff(&facts.sealed, base),
+        "diff": diff(&facts.edits),
         "landing": {
             "word": facts.landing(),
             "integrations": shown["integrations"],
@@ -266,25 +265,12 @@ fn run_of(store: &dyn sf_host::contracts::EvidenceStore, id: &Digest) -> Option<
 
 /// A unified diff of every edit against the base, a line per entry with its kind (`add`,
 /// `del`, `ctx`, `hunk`); a file that is not UTF-8 on either side is named with its sizes.
-fn diff(
-    sealed: &sf_host::repository::SealedCandidate,
-    base: &SourceSnapshot,
-) -> Vec<serde_json::Value> {
-    sealed
-        .manifest
-        .edits
+fn diff(edits: &[EditedEntry]) -> Vec<serde_json::Value> {
+    edits
         .iter()
         .map(|edit| {
-            let before = base
-                .files
-                .iter()
-                .find(|file| file.path == edit.path)
-                .map(|file| file.content.as_slice());
-            let after = sealed
-                .files
-                .iter()
-                .find(|file| file.path == edit.path)
-                .map(|file| file.content.as_slice());
+            let before = edit.prior.as_ref().map(|file| file.content.as_slice());
+            let after = edit.next.as_ref().map(|file| file.content.as_slice());
             let change = match (before, after) {
                 (None, Some(_)) => "added",
                 (Some(_), None) => "deleted",
@@ -345,8 +331,10 @@ fn identities(
     let mut rows = vec![
         ("Candidate (manifest)".to_owned(), sealed.digest.to_string()),
         (
-            "Candidate snapshot".to_owned(),
-            sealed.snapshot_digest.to_string(),
+            "Candidate content".to_owned(),
+            sealed
+                .content_digest()
+                .map_or_else(|| "-".to_owned(), ToString::to_string),
         ),
         ("proposal".to_owned(), manifest.proposal_digest.to_string()),
         ("commit M".to_owned(), manifest.commit.to_hex()),

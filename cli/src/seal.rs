@@ -10,8 +10,10 @@ use super::common::{CliError, Context, Output, read_input_within, repository_err
 use super::slice_dir::{SliceDir, coded};
 use sf_host::canonical::Digest;
 use sf_host::repository::{
-    MAX_PROPOSAL_DOCUMENT_BYTES, RepositoryError, SealedCandidate, candidate_ref, parse_proposal,
+    MAX_PROPOSAL_DOCUMENT_BYTES, ManifestEntry, RepositoryError, SealedCandidate, TreeContents,
+    candidate_ref, parse_proposal,
 };
+use sf_host::snapshot::SnapshotFile;
 
 #[derive(Debug, Args)]
 pub struct SealArgs {
@@ -66,10 +68,9 @@ pub fn run(context: &Context, args: SealArgs) -> Result<Output, CliError> {
     Ok(describe(&sealed))
 }
 
-/// The entries of a Candidate's tree, as the JSON output shows them.
-pub(super) fn listed_files(sealed: &SealedCandidate) -> Vec<serde_json::Value> {
-    sealed
-        .files
+/// The entries of a tree, as the JSON output shows them.
+pub(super) fn listed_files(files: &[SnapshotFile]) -> Vec<serde_json::Value> {
+    files
         .iter()
         .map(|file| {
             super::common::file_entry(
@@ -82,31 +83,55 @@ pub(super) fn listed_files(sealed: &SealedCandidate) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The output of `seal`: the Candidate's identities and its files.
+/// The name and value of the digest that names a Candidate's content: its tree digest
+/// (`sf-candidate/4`) or its snapshot digest (before).
+pub(super) fn content_field(sealed: &SealedCandidate) -> (&'static str, Option<String>) {
+    let name = match sealed.manifest.contents {
+        TreeContents::Trees { .. } => "treeDigest",
+        _ => "snapshotDigest",
+    };
+    (name, sealed.content_digest().map(ToString::to_string))
+}
+
+/// The output of `seal`: the Candidate's identities and its edits (never every file: a tree
+/// may hold 100,000).
 pub fn describe(sealed: &SealedCandidate) -> Output {
     let manifest = &sealed.manifest;
-    let files = listed_files(sealed);
-    let json = serde_json::json!({
+    let edits: Vec<serde_json::Value> = manifest
+        .edits
+        .iter()
+        .map(|edit| {
+            let entry = |entry: &Option<ManifestEntry>| {
+                entry.as_ref().map(|entry| {
+                    serde_json::json!({"mode": entry.mode.octal(), "sha256": entry.sha256.to_string()})
+                })
+            };
+            serde_json::json!({"path": edit.path, "prior": entry(&edit.prior), "next": entry(&edit.next)})
+        })
+        .collect();
+    let (content_name, content) = content_field(sealed);
+    let mut json = serde_json::json!({
         "digest": sealed.digest.to_string(),
+        "protocol": manifest.protocol(),
         "ref": candidate_ref(&sealed.digest).as_str(),
         "commit": manifest.commit.to_hex(),
         "tree": manifest.tree.to_hex(),
         "baseCommit": manifest.base_commit.to_hex(),
         "slice": manifest.binding.as_ref().map(|binding| binding.digest.to_string()),
         "proposalDigest": manifest.proposal_digest.to_string(),
-        "snapshotDigest": sealed.snapshot_digest.to_string(),
-        "files": files,
+        "edits": edits,
     });
+    json[content_name] = content.clone().into();
     let text = format!(
-        "sealed Candidate {}\n  commit   {}\n  tree     {}\n  base     {}\n  slice    {} revision {}\n  snapshot {}\n  files    {}\n",
+        "sealed Candidate {}\n  commit   {}\n  tree     {}\n  base     {}\n  slice    {} revision {}\n  content  {}\n  edits    {}\n",
         sealed.digest,
         manifest.commit,
         manifest.tree,
         manifest.base_commit,
         manifest.slice.id,
         manifest.slice.revision,
-        sealed.snapshot_digest,
-        sealed.files.len()
+        content.unwrap_or_else(|| "-".into()),
+        manifest.edits.len()
     );
     Output { json, text }
 }

@@ -28,8 +28,9 @@ use sf_host::collector::derive;
 use sf_host::contracts::EvidenceStoreExt as _;
 use sf_host::git_object::ObjectId;
 use sf_host::landing::Judging;
-use sf_host::repository::{Repository, SealedCandidate};
+use sf_host::repository::{EditedEntry, Repository, SealedCandidate};
 use sf_host::text_escape;
+use sf_host::tree_store::collect_trees;
 
 #[derive(Debug, Args)]
 pub struct ShowArgs {
@@ -58,9 +59,10 @@ pub struct ListArgs {
 
 /// What one Candidate's facts come to.
 pub(super) struct Facts {
+    /// The Candidate, re-exported.
     pub(super) sealed: SealedCandidate,
-    /// The Candidate's base, as the export read and checked it.
-    pub(super) base: sf_host::repository::SourceSnapshot,
+    /// Its edited entries, before and after.
+    pub(super) edits: Vec<EditedEntry>,
     /// The newest Verdict and the judge's view it came from (judged once, read-only), or why
     /// there is none.
     pub(super) judged: Result<(Verdict, Judging), String>,
@@ -218,12 +220,15 @@ pub(super) fn facts(
     digest: &Digest,
     slice: Option<&SliceDir>,
 ) -> Result<Facts, CliError> {
-    let (sealed, base) = repository
-        .export_candidate_and_base(digest)
+    let sealed = repository
+        .export_candidate(digest)
+        .map_err(|error| repository_error(&format!("Candidate {digest}"), &error))?;
+    let edits = repository
+        .edited_entries(&sealed)
         .map_err(|error| repository_error(&format!("Candidate {digest}"), &error))?;
     let judged = match slice {
         None => Err("no --slice given".to_owned()),
-        Some(slice) => judged(context, slice, &sealed, &base),
+        Some(slice) => judged(context, slice, repository, &sealed),
     };
     let verdict = judged
         .as_ref()
@@ -288,7 +293,7 @@ pub(super) fn facts(
     };
     Ok(Facts {
         sealed,
-        base,
+        edits,
         judged,
         verdict,
         reviews,
@@ -302,11 +307,14 @@ pub(super) fn facts(
 pub(super) fn judged(
     context: &Context,
     slice: &SliceDir,
+    repository: &Repository,
     sealed: &SealedCandidate,
-    base: &sf_host::repository::SourceSnapshot,
 ) -> Result<(sf_host::assurance::Verdict, Judging), String> {
-    let programs =
-        derive(&slice.frozen, sealed, base).map_err(|_| "not sealed for this Slice".to_owned())?;
+    // The programs are named (from the repository), never run: no tree is materialised.
+    let trees = collect_trees(repository, sealed, &slice.frozen, None)
+        .map_err(|error| error.to_string())?;
+    let programs = derive(&slice.frozen, sealed, &trees)
+        .map_err(|_| "not sealed for this Slice".to_owned())?;
     let store = slice
         .existing_evidence_store(context)
         .map_err(|error| error.message)?;

@@ -29,7 +29,9 @@ use std::time::Duration;
 use crate::canonical::{self, Digest, Value};
 use crate::command::{CapturedResults, RunCommand};
 use crate::limit_hit::LimitHit;
-use crate::snapshot::SnapshotFile;
+use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile};
+use crate::tree_digest::{self, Directory, Node};
+use crate::tree_path::EntryMode;
 
 use crate::error_fields::contract_error;
 
@@ -251,11 +253,179 @@ fn clamp(value: u64) -> i64 {
         .min(canonical::MAX_SAFE_INTEGER)
 }
 
+/// A program given by reference instead of by value: a base tree the Executor's host keeps
+/// (a store's read-only copy, verified by the store against its digest), with a layer of
+/// entries laid over it (a Candidate's changes, a Slice's overlay). What runs is the base with
+/// the layer: the Executor computes its `sf-tree/1` digest ([`crate::tree_digest`]) from the
+/// base's directories on the layer's paths, and that digest is the program's identity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgramTree {
+    /// The `sf-tree/1` digest of the base tree.
+    pub base: Digest,
+    /// The directory on the Executor's host that holds the base tree: absolute. The
+    /// Executor binds what is there (read-only); the store that gave it answers for its
+    /// content, as a dependency environment's store does.
+    pub dir: PathBuf,
+    /// The device and inode of `dir` when the store verified it: a directory that is not
+    /// that one any more (the tree replaced since) is never run (`unavailable`, mechanism
+    /// `program-tree`).
+    pub dev: u64,
+    /// See `dev`.
+    pub ino: u64,
+    /// The base's directories, by path (`""` the root): at least every directory on a path
+    /// of the layer, and those of the entry file and of a command's working directory.
+    pub directories: BTreeMap<String, Directory>,
+    /// The entries laid over the base (a file, an executable or a link, replacing whatever
+    /// the base holds at that path), at most [`MAX_SNAPSHOT_FILES`] and
+    /// [`MAX_SNAPSHOT_BYTES`] together with the deletions.
+    pub layer: Vec<SnapshotFile>,
+    /// The base's leaves the layer removes.
+    pub deleted: Vec<String>,
+}
+
+/// The program's tree as [`ProgramTree::check`] finds it: its digest and the directories
+/// it reads an entry or a working directory from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckedTree {
+    /// The `sf-tree/1` digest of the program's tree.
+    pub digest: Digest,
+    /// The program's directories known from the request: the changed ones, and the base's
+    /// others.
+    directories: BTreeMap<String, Directory>,
+}
+
+impl CheckedTree {
+    /// The node at `path` of the program's tree, when its directory is known.
+    fn node(&self, path: &str) -> Option<&Node> {
+        let (dir, name) = path.rsplit_once('/').unwrap_or(("", path));
+        self.directories.get(dir).and_then(|dir| dir.get(name))
+    }
+
+    /// Whether `path` is a file (or a link) of the program.
+    pub fn holds_file(&self, path: &str) -> bool {
+        matches!(
+            self.node(path),
+            Some(Node::File { .. } | Node::Symlink { .. })
+        )
+    }
+
+    /// Whether `dir` is a directory of the program.
+    pub fn holds_directory(&self, dir: &str) -> bool {
+        dir.is_empty() || matches!(self.node(dir), Some(Node::Directory { .. }))
+    }
+}
+
+impl ProgramTree {
+    /// Checks the reference and computes the program's digest: an absolute directory, a base
+    /// whose given root directory has the base's digest, a layer of valid distinct paths
+    /// within the snapshot bounds, and the directories the layer's paths lie in.
+    pub fn check(&self) -> Result<CheckedTree, ExecutorError> {
+        let refuse =
+            |input: String, rule: &'static str| ExecutorError::InvalidInput { input, rule };
+        if !self.dir.is_absolute() {
+            return Err(refuse(
+                format!("program tree {}", self.dir.display()),
+                "a program tree's directory is absolute",
+            ));
+        }
+        if self.directories.get("").map(|root| root.digest().hash) != Some(self.base.clone()) {
+            return Err(refuse(
+                format!("program tree {}", self.base),
+                "the base's root directory given has the base's digest",
+            ));
+        }
+        // Every other directory given is named, with its own digest, by its parent (given
+        // too): so the whole set is the base's, by the root's digest alone.
+        for (path, directory) in &self.directories {
+            let Some((parent, name)) =
+                (!path.is_empty()).then(|| path.rsplit_once('/').unwrap_or(("", path)))
+            else {
+                continue;
+            };
+            let named = self.directories.get(parent).and_then(|dir| dir.get(name));
+            if !matches!(named, Some(Node::Directory { digest, .. }) if *digest == directory.digest())
+            {
+                return Err(refuse(
+                    format!("program tree directory {path:?}"),
+                    "each directory given is the one its parent names",
+                ));
+            }
+        }
+        let entries = self.layer.len() + self.deleted.len();
+        let bytes: u64 = self
+            .layer
+            .iter()
+            .map(|file| file.content.len() as u64)
+            .sum();
+        if entries > MAX_SNAPSHOT_FILES || bytes > MAX_SNAPSHOT_BYTES {
+            return Err(refuse(
+                format!("program tree layer of {entries} entries, {bytes} bytes"),
+                "a layer holds at most 4096 entries and 16 MiB",
+            ));
+        }
+        let mut changes = Vec::with_capacity(entries);
+        let mut seen = std::collections::BTreeSet::new();
+        for (path, mode) in self
+            .layer
+            .iter()
+            .map(|file| (file.path.as_str(), Some(file.mode)))
+            .chain(self.deleted.iter().map(|path| (path.as_str(), None)))
+        {
+            crate::tree_path::check_path(path, mode).map_err(|_| {
+                refuse(
+                    format!("program tree layer path {path:?}"),
+                    "a layer path is in the tree grammar",
+                )
+            })?;
+            if !seen.insert(path) {
+                return Err(refuse(
+                    format!("program tree layer path {path:?}"),
+                    "a layer names each path once",
+                ));
+            }
+        }
+        for file in &self.layer {
+            let node = match file.mode {
+                EntryMode::Symlink => Node::Symlink {
+                    target: String::from_utf8(file.content.clone()).map_err(|_| {
+                        refuse(
+                            format!("program tree link {:?}", file.path),
+                            "a link's target is UTF-8",
+                        )
+                    })?,
+                },
+                mode => Node::file(mode == EntryMode::Executable, &file.content),
+            };
+            changes.push((file.path.clone(), Some(node)));
+        }
+        changes.extend(self.deleted.iter().map(|path| (path.clone(), None)));
+        let applied = tree_digest::apply(&self.directories, &changes).map_err(|error| {
+            refuse(
+                format!("program tree: {error}"),
+                "the base's directories on the layer's paths are given",
+            )
+        })?;
+        let mut directories = self.directories.clone();
+        for dir in tree_digest::touched(changes.iter().map(|(path, _)| path.as_str())) {
+            directories.remove(&dir);
+        }
+        directories.extend(applied.directories);
+        Ok(CheckedTree {
+            digest: applied.root.hash,
+            directories,
+        })
+    }
+}
+
 /// One program to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RunRequest {
-    /// The program's files, placed read-only at a fixed path. A valid snapshot.
+    /// The program's files, placed read-only at a fixed path. A valid snapshot; empty when
+    /// the program is given by reference (`program_tree`).
     pub program: Vec<SnapshotFile>,
+    /// The program by reference: a base tree on the Executor's host with a layer laid over
+    /// it, instead of `program`.
+    pub program_tree: Option<ProgramTree>,
     /// The file the runtime is given first: a file of `program` or of `harness`.
     pub entry: RunEntry,
     /// The arguments after the entry: at most [`MAX_ARGS`] and [`MAX_ARG_BYTES`] together,
@@ -294,17 +464,34 @@ impl RunRequest {
                 rule,
             })
         };
-        let program = digest(&self.program, "program", "the program is a valid snapshot")?;
+        let tree = match &self.program_tree {
+            None => None,
+            Some(_) if !self.program.is_empty() => {
+                return Err(ExecutorError::InvalidInput {
+                    input: "program".into(),
+                    rule: "a program given by reference has no files by value",
+                });
+            }
+            Some(tree) => Some(tree.check()?),
+        };
+        let program = match &tree {
+            Some(tree) => tree.digest.clone(),
+            None => digest(&self.program, "program", "the program is a valid snapshot")?,
+        };
         let input = digest(&self.input, "input", "the input is a valid snapshot")?;
         let harness = digest(&self.harness, "harness", "the harness is a valid snapshot")?;
-        let (place, rule) = match self.entry.place {
-            EntryPlace::Program => (&self.program, "the entry is a file of the program"),
-            EntryPlace::Harness => (&self.harness, "the entry is a file of the harness"),
+        let holds_entry = match (self.entry.place, &tree) {
+            (EntryPlace::Program, Some(tree)) => tree.holds_file(&self.entry.path),
+            (EntryPlace::Program, None) => self.program.iter().any(|f| f.path == self.entry.path),
+            (EntryPlace::Harness, _) => self.harness.iter().any(|f| f.path == self.entry.path),
         };
-        if self.command.is_none() && !place.iter().any(|file| file.path == self.entry.path) {
+        if self.command.is_none() && !holds_entry {
             return Err(ExecutorError::InvalidInput {
                 input: format!("entry {:?}", self.entry.path),
-                rule,
+                rule: match self.entry.place {
+                    EntryPlace::Program => "the entry is a file of the program",
+                    EntryPlace::Harness => "the entry is a file of the harness",
+                },
             });
         }
         if let Some(command) = &self.command {
@@ -322,10 +509,11 @@ impl RunRequest {
                 HARNESS_DIR => Some(&self.harness),
                 _ => None,
             };
-            if let Some(files) = files
-                && !below.is_empty()
-                && !crate::snapshot::holds_directory(files, below)
-            {
+            let holds = match (&tree, dir) {
+                (Some(tree), PROGRAM_DIR) => tree.holds_directory(below),
+                _ => files.is_none_or(|files| crate::snapshot::holds_directory(files, below)),
+            };
+            if !below.is_empty() && !holds {
                 return Err(ExecutorError::InvalidInput {
                     input: format!("cwd {:?}", command.cwd),
                     rule: "the working directory is a directory of its snapshot",
@@ -781,6 +969,7 @@ mod tests {
 
     fn request() -> RunRequest {
         RunRequest {
+            program_tree: None,
             command: None,
             program: vec![file("main.sh", "echo hi")],
             entry: "main.sh".into(),

@@ -19,6 +19,7 @@ pub mod legacy_enforcement;
 pub mod limit_hit;
 pub mod path_glob;
 pub mod snapshot;
+pub mod tree_digest;
 pub mod tree_path;
 pub mod words;
 
@@ -39,8 +40,9 @@ pub use evidence_store::{
 pub use executor::{
     BOUNDS_PROTOCOL, CancelToken, ENFORCEMENT_WORD_RULE, Enforcement, EntryPlace, Executor,
     ExecutorError, HARNESS_DIR, INPUT_DIR, MAX_ENFORCEMENT_FACTS, NamespaceDisposition,
-    PROGRAM_DIR, ProfileDescription, ReadableKind, ReadablePath, RequestDigests, RunAnswer,
-    RunBounds, RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
+    PROGRAM_DIR, ProfileDescription, ProgramTree, ReadableKind, ReadablePath, RequestDigests,
+    RunAnswer, RunBounds, RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes,
+    RuntimeDescription,
 };
 pub use fence::{AttemptFence, FenceError, FenceHold};
 pub use gate::{Gate, GateAnswer, GateError, GateExt, Withheld, is_valid_reason};

@@ -212,6 +212,76 @@ pub fn digest_of_entries(entries: &[(&str, EntryMode, &[u8])]) -> Digest {
     Digest::from_bytes(hasher.finalize().into())
 }
 
+/// [`digest_of_entries`] taken as the entries come, in path order, without holding them: the
+/// encoding is hashed both ways (with and without modes) and the one the entries call for is
+/// kept at the end, since which it is depends on every entry.
+pub struct SnapshotHasher {
+    regular: sha2::Sha256,
+    moded: sha2::Sha256,
+    with_modes: bool,
+    last: Option<String>,
+    ordered: bool,
+}
+
+impl Default for SnapshotHasher {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SnapshotHasher {
+    /// A hasher of no entries yet.
+    pub fn new() -> Self {
+        use sha2::Digest as _;
+        let mut regular = sha2::Sha256::new();
+        regular.update(SNAPSHOT_DIGEST_PROTOCOL.as_bytes());
+        regular.update(b"\n");
+        let mut moded = sha2::Sha256::new();
+        moded.update(SNAPSHOT_DIGEST_PROTOCOL_V2.as_bytes());
+        moded.update(b"\n");
+        Self {
+            regular,
+            moded,
+            with_modes: false,
+            last: None,
+            ordered: true,
+        }
+    }
+
+    /// Adds the next entry; entries come in order of path bytes, each path once.
+    pub fn add(&mut self, path: &str, mode: EntryMode, content: &[u8]) {
+        use sha2::Digest as _;
+        if self.last.as_deref().is_some_and(|last| last >= path) {
+            self.ordered = false;
+        }
+        self.last = Some(path.to_owned());
+        self.with_modes |= mode != EntryMode::Regular;
+        for (hasher, moded) in [(&mut self.regular, false), (&mut self.moded, true)] {
+            hasher.update((path.len() as u64).to_be_bytes());
+            hasher.update(path.as_bytes());
+            if moded {
+                hasher.update(mode.octal().as_bytes());
+            }
+            hasher.update((content.len() as u64).to_be_bytes());
+            hasher.update(content);
+        }
+    }
+
+    /// The digest of the entries added; `None` when they did not come in order of path bytes.
+    pub fn finish(self) -> Option<Digest> {
+        use sha2::Digest as _;
+        if !self.ordered {
+            return None;
+        }
+        let hasher = if self.with_modes {
+            self.moded
+        } else {
+            self.regular
+        };
+        Some(Digest::from_bytes(hasher.finalize().into()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,6 +350,25 @@ mod tests {
         // A link and a file with the target as its bytes are different snapshots.
         let as_file = [file("run", "#!/bin/sh\n"), file("x", "run")];
         assert_ne!(snapshot_digest(&as_file).unwrap(), digests[2]);
+    }
+
+    #[test]
+    fn the_hasher_gives_the_digest_of_the_whole() {
+        for files in [
+            vec![file("a", "1"), file("b/c", "")],
+            vec![SnapshotFile::executable("run", "x"), file("z", "")],
+            vec![],
+        ] {
+            let mut hasher = SnapshotHasher::new();
+            for f in &files {
+                hasher.add(&f.path, f.mode, &f.content);
+            }
+            assert_eq!(hasher.finish(), Some(digest_of_files(&files)));
+        }
+        let mut unordered = SnapshotHasher::new();
+        unordered.add("b", EntryMode::Regular, b"");
+        unordered.add("a", EntryMode::Regular, b"");
+        assert_eq!(unordered.finish(), None);
     }
 
     #[test]

@@ -32,6 +32,7 @@ use sf_host::collector::{
     CollectEvent, CollectRequest, RepositoryCollector, current_recipe, derive,
 };
 use sf_host::contracts::{CancelToken, Executor, Gate, RunEntry};
+use sf_host::environment_store::EnvironmentStore;
 use sf_host::evidence::SqliteEvidenceStore;
 use sf_host::fence::Fence;
 use sf_host::gate::FileGate;
@@ -40,6 +41,7 @@ use sf_host::repository::{
     create_repository, open_repository,
 };
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
+use sf_host::tree_store::collect_trees;
 use sf_sandbox_exec::{RuntimeConfig, SandboxConfig, SandboxExecutor};
 
 const SUM_BUGGY: &str = "total=0\nfirst=1\nwhile read -r n; do\n  if [ \"$first\" = 1 ]; then first=0; continue; fi\n  total=$((total + n))\ndone < \"$1\"\necho \"$total\"\n";
@@ -213,6 +215,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         vec![evidence_dir, root.join("repository"), fence_dir, slice_dir],
     )?;
 
+    // Where the base's tree is kept for the sandbox to bind: a directory its user can read.
+    let public = tempfile::tempdir()?;
+    fs::set_permissions(public.path(), fs::Permissions::from_mode(0o755))?;
+    let trees_store = EnvironmentStore::open(&public.path().canonicalize()?.join("store"))?;
+
     for (name, sum) in [("a fix", SUM_FIXED), ("not a fix", SUM_NOT_FIXED)] {
         let proposal = Proposal::new(vec![FileEdit::text(
             "sum.sh",
@@ -220,13 +227,15 @@ fn main() -> Result<(), Box<dyn Error>> {
             Some(sum.into()),
         )]);
         let sealed = repository.seal(&frozen, &proposal)?;
-        let base = repository.snapshot(&sealed.manifest.base_commit)?;
+        // The base materialised in the store (once; verified at every later use), and the
+        // Candidate's edits laid over it: its programs run by reference.
+        let trees = collect_trees(&repository, &sealed, &slice, Some(&trees_store))?;
         // The pins the records are filed under, as the collector derives them.
-        let pins = derive(&slice, &sealed, &base)?.pins;
+        let pins = derive(&slice, &sealed, &trees)?.pins;
         let request = CollectRequest {
             slice: slice.clone(),
             sealed,
-            base,
+            trees,
             deadline: SystemTime::now() + Duration::from_secs(300),
             environments: Default::default(),
         };

@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use sf_examples::scale::median;
 use sf_git_cli::{GitCliConfig, GitCliFactory};
 use sf_host::canonical::Digest;
 use sf_host::contracts::ObjectStoreFactory;
@@ -136,10 +137,4 @@ fn seal_once(
     let replay = started.elapsed();
     assert_eq!(sealed.digest, replayed.digest);
     Ok((seal, replay))
-}
-
-fn median(values: &[Duration]) -> Duration {
-    let mut values = values.to_vec();
-    values.sort();
-    values[values.len() / 2]
 }

@@ -103,9 +103,12 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
 
     println!("candidate   {}", exported.digest);
-    println!("snapshot    {}", exported.snapshot_digest);
+    if let Some(content) = exported.content_digest() {
+        println!("tree        {content}");
+    }
     println!("commit M    {}", exported.manifest.commit);
-    for file in &exported.files {
+    // The sealed Candidate names its tree; its files are read from the repository.
+    for file in &repository.snapshot(&exported.manifest.commit)?.files {
         println!(
             "  {:<20} {:>6} bytes  {}",
             file.path,

@@ -33,21 +33,21 @@
 //! root-owned git at /usr/bin/git.
 
 use std::error::Error;
+use std::ffi::OsStr;
 use std::io::Write as _;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use sf_examples::scale::{
+    content_of, create_generated, edited, frozen, median, new_content, open, path_of,
+    peak_resident_kib, proposal_of, run_child,
+};
 use sf_host::canonical::Digest;
 use sf_host::contracts::ObjectStoreFactory;
-use sf_host::contracts::tree_path::EntryMode;
 use sf_host::git_object::ObjectId;
-use sf_host::repository::{
-    CreateRepository, FileEdit, FrozenInputs, InitialBase, Proposal, ProposalBounds, Repository,
-    RepositoryIdentity, RepositoryOptions, Slice, SliceBinding, SourceFile, create_repository,
-    open_repository,
-};
+use sf_host::repository::{RepositoryIdentity, parse_repository_identity};
 
 /// The Git every comparison runs.
 const GIT: &str = "/usr/bin/git";
@@ -61,6 +61,9 @@ struct Options {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
+    if std::env::args().nth(1).as_deref() == Some("--child") {
+        return child(std::env::args().skip(2).collect());
+    }
     let options = parse_options()?;
     let (plugin, factory) = sf_examples::git_cli_plugin(&options.plugin_dir)?;
 
@@ -117,6 +120,24 @@ fn main() -> Result<(), Box<dyn Error>> {
         snapshot_large.push(large.snapshot(factory.as_ref())?);
     }
 
+    // The large base's seal and export in processes of their own, for their peak resident
+    // memory (each reads its own VmHWM before it exits).
+    let mut child_seals = Vec::new();
+    let mut child_exports = Vec::new();
+    for run in 0..options.runs.min(5) {
+        let (elapsed, hwm, digest) =
+            large.in_child(&options, &["seal", &format!("{}", 1000 + run)])?;
+        child_seals.push((elapsed, hwm));
+        let (elapsed, hwm, _) = large.in_child(&options, &["export", &digest])?;
+        child_exports.push((elapsed, hwm));
+    }
+    let export_small = {
+        let digest = small.seal_digest(factory.as_ref(), 1, 2000)?;
+        (0..options.runs)
+            .map(|_| small.export(factory.as_ref(), &digest))
+            .collect::<Result<Vec<_>, _>>()?
+    };
+
     let ms = |values: &[Duration]| median(values).as_secs_f64() * 1e3;
     println!("medians:");
     println!(
@@ -145,6 +166,53 @@ fn main() -> Result<(), Box<dyn Error>> {
         options.large,
         ms(&snapshot_large)
     );
+    let peak = |runs: &[(Duration, u64)]| runs.iter().map(|(_, hwm)| *hwm).max().unwrap_or(0);
+    let times = |runs: &[(Duration, u64)]| runs.iter().map(|(t, _)| *t).collect::<Vec<_>>();
+    println!(
+        "  export {:>7} files {:>9.2} ms   {:>7} files (own process) {:>9.2} ms",
+        options.small,
+        ms(&export_small),
+        options.large,
+        ms(&times(&child_exports)),
+    );
+    println!(
+        "  peak resident memory on {:>7} files: seal {:>7.1} MiB, export {:>7.1} MiB   (target <= 256 MiB; 1-file seal in its own process {:.2} ms)",
+        options.large,
+        peak(&child_seals) as f64 / 1024.0,
+        peak(&child_exports) as f64 / 1024.0,
+        ms(&times(&child_seals)),
+    );
+    Ok(())
+}
+
+/// `--child seal RUN` or `--child export DIGEST`, after the options `--plugin-dir DIR
+/// --identity FILE --files N --file-bytes N` the parent passes: one seal of one file (run
+/// `RUN`) or one export, in this process, printing `<microseconds> <VmHWM KiB> <digest>`.
+fn child(args: Vec<String>) -> Result<(), Box<dyn Error>> {
+    let [plugin_dir, identity, files, file_bytes, mode, value] = args.as_slice() else {
+        return Err("--child PLUGIN_DIR IDENTITY FILES FILE_BYTES seal|export VALUE".into());
+    };
+    let (_plugin, factory) = sf_examples::git_cli_plugin(Path::new(plugin_dir))?;
+    let identity = parse_repository_identity(&std::fs::read(identity)?)?;
+    let (files, file_bytes): (usize, usize) = (files.parse()?, file_bytes.parse()?);
+    let started = Instant::now();
+    let repository = open(factory.as_ref(), &identity)?;
+    let digest = match mode.as_str() {
+        "seal" => {
+            let proposal = proposal_of(files, file_bytes, 1, value.parse()?);
+            repository
+                .seal(&frozen(identity.initial), &proposal)?
+                .digest
+        }
+        "export" => {
+            let digest = Digest::parse(value).ok_or("a digest")?;
+            repository.export_candidate(&digest)?.digest
+        }
+        _ => return Err(format!("unknown child mode {mode}").into()),
+    };
+    let elapsed = started.elapsed();
+    let hwm = peak_resident_kib()?;
+    println!("{} {hwm} {digest}", elapsed.as_micros());
     Ok(())
 }
 
@@ -178,8 +246,10 @@ fn parse_options() -> Result<Options, Box<dyn Error>> {
 /// repository holding the same tree for fast-import.
 struct Base {
     identity: RepositoryIdentity,
+    /// Where the identity is written, for a child process.
+    identity_file: PathBuf,
+    file_bytes: usize,
     paths: Vec<String>,
-    contents: Vec<Vec<u8>>,
     plain: PathBuf,
     home: PathBuf,
     plain_base: String,
@@ -197,29 +267,7 @@ impl Base {
         std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o700))?;
         let paths: Vec<String> = (0..files).map(path_of).collect();
         let contents: Vec<Vec<u8>> = (0..files).map(|i| content_of(i, file_bytes)).collect();
-        let identity = create_repository(
-            factory,
-            &CreateRepository {
-                path: root
-                    .join("owned")
-                    .to_str()
-                    .ok_or("a UTF-8 path")?
-                    .to_owned(),
-                product_id: "bench".into(),
-                target_ref: "refs/heads/main".into(),
-                base: InitialBase::Files(
-                    paths
-                        .iter()
-                        .zip(&contents)
-                        .map(|(path, content)| {
-                            SourceFile::new(path.clone(), EntryMode::Regular, content.clone())
-                        })
-                        .collect(),
-                ),
-                settings: Default::default(),
-            },
-            &options(),
-        )?;
+        let identity = create_generated(factory, &root.join("owned"), files, file_bytes)?;
         let plain = root.join("plain.git");
         let home = root.join("home");
         std::fs::create_dir_all(&home)?;
@@ -244,7 +292,9 @@ impl Base {
             lines.next().ok_or("no tree")?.to_owned(),
             lines.next().ok_or("no commit")?.to_owned(),
         );
-        let repository = open_repository(factory, &identity, options())?;
+        let identity_file = root.join("identity.json");
+        std::fs::write(&identity_file, identity.to_canonical_bytes())?;
+        let repository = open(factory, &identity)?;
         let owned_tree = repository.snapshot(&identity.initial)?.tree;
         if ObjectId::parse_hex(&plain_tree) != Some(owned_tree) {
             return Err(format!(
@@ -254,26 +304,13 @@ impl Base {
         }
         Ok(Self {
             identity,
+            identity_file,
+            file_bytes,
             paths,
-            contents,
             plain,
             home,
             plain_base,
         })
-    }
-
-    /// The paths `edits` edits touch: spread evenly over the tree.
-    fn edited(&self, edits: usize) -> impl Iterator<Item = usize> {
-        let step = self.paths.len() / edits;
-        (0..edits).map(move |k| k * step)
-    }
-
-    /// The new content of file `at` in run `run` of a change of `edits` files: new in every
-    /// run and every kind of change, so that no seal is a replay.
-    fn new_content(&self, at: usize, run: usize, edits: usize) -> Vec<u8> {
-        let mut content = self.contents[at].clone();
-        content.extend_from_slice(format!("edited in run {run} of {edits} edits\n").as_bytes());
-        content
     }
 
     /// Opens the owned repository and seals `edits` edits of run `run`: the timed region.
@@ -283,17 +320,7 @@ impl Base {
         edits: usize,
         run: usize,
     ) -> Result<Duration, Box<dyn Error>> {
-        let proposal = Proposal::new(
-            self.edited(edits)
-                .map(|at| {
-                    FileEdit::bytes(
-                        self.paths[at].clone(),
-                        Some(Digest::of(&self.contents[at])),
-                        self.new_content(at, run, edits),
-                    )
-                })
-                .collect(),
-        );
+        let proposal = proposal_of(self.paths.len(), self.file_bytes, edits, run);
         let frozen = frozen(self.identity.initial);
         let started = Instant::now();
         let repository = open(factory, &self.identity)?;
@@ -305,6 +332,51 @@ impl Base {
         Ok(elapsed)
     }
 
+    /// Seals `edits` edits of run `run`, untimed, and gives the Candidate's digest.
+    fn seal_digest(
+        &self,
+        factory: &dyn ObjectStoreFactory,
+        edits: usize,
+        run: usize,
+    ) -> Result<Digest, Box<dyn Error>> {
+        let proposal = proposal_of(self.paths.len(), self.file_bytes, edits, run);
+        Ok(open(factory, &self.identity)?
+            .seal(&frozen(self.identity.initial), &proposal)?
+            .digest)
+    }
+
+    /// Opens the owned repository and exports Candidate `digest`: the timed region.
+    fn export(
+        &self,
+        factory: &dyn ObjectStoreFactory,
+        digest: &Digest,
+    ) -> Result<Duration, Box<dyn Error>> {
+        let started = Instant::now();
+        open(factory, &self.identity)?.export_candidate(digest)?;
+        Ok(started.elapsed())
+    }
+
+    /// Runs this program as `--child` on this base: `(elapsed, peak KiB, digest)`.
+    fn in_child(
+        &self,
+        options: &Options,
+        args: &[&str],
+    ) -> Result<(Duration, u64, String), Box<dyn Error>> {
+        let plugin_dir = options.plugin_dir.as_os_str();
+        let files = self.paths.len().to_string();
+        let file_bytes = self.file_bytes.to_string();
+        let mut all = vec![
+            plugin_dir,
+            self.identity_file.as_os_str(),
+            OsStr::new(&files),
+            OsStr::new(&file_bytes),
+        ];
+        all.extend(args.iter().map(OsStr::new));
+        let (elapsed, kib, rest) = run_child(all)?;
+        let digest = rest.into_iter().next().ok_or("no digest")?;
+        Ok((elapsed, kib, digest))
+    }
+
     /// The same change as [`Self::seal`] through one `git fast-import`: a commit on the base
     /// with the new contents inline, and its branch ref.
     fn fast_import(&self, edits: usize, run: usize) -> Result<Duration, Box<dyn Error>> {
@@ -313,11 +385,11 @@ impl Base {
             self.plain_base
         )
         .into_bytes();
-        for at in self.edited(edits) {
+        for at in edited(self.paths.len(), edits) {
             push_inline(
                 &mut stream,
                 &self.paths[at],
-                &self.new_content(at, run, edits),
+                &new_content(at, self.file_bytes, run, edits),
             );
         }
         let started = Instant::now();
@@ -336,65 +408,6 @@ impl Base {
         }
         Ok(elapsed)
     }
-}
-
-/// The options of every repository handle here: the bound on each store operation raised (see
-/// the module's comment).
-fn options() -> RepositoryOptions {
-    RepositoryOptions {
-        git_timeout: Duration::from_secs(1800),
-        ..RepositoryOptions::default()
-    }
-}
-
-fn open(
-    factory: &dyn ObjectStoreFactory,
-    identity: &RepositoryIdentity,
-) -> Result<Repository, Box<dyn Error>> {
-    Ok(open_repository(factory, identity, options())?)
-}
-
-/// The frozen inputs every seal is sealed for: scope `src`, room for 64 edits of any size.
-fn frozen(base: ObjectId) -> FrozenInputs {
-    FrozenInputs {
-        forbidden: Vec::new(),
-        base,
-        slice: Slice {
-            id: "scale".into(),
-            revision: 1,
-        },
-        scope: vec!["src".into()],
-        acceptance: Digest::of(b"acceptance"),
-        recipe: Digest::of(b"recipe"),
-        environment: Digest::of(b"environment"),
-        binding: Some(SliceBinding {
-            digest: Digest::of(b"slice"),
-            protected: Vec::new(),
-        }),
-        bounds: ProposalBounds {
-            edits: 64,
-            bytes: ProposalBounds::HARD_CAP.bytes,
-        },
-    }
-}
-
-/// File `i`'s path: 1,000 files per top directory, 100 per subdirectory.
-fn path_of(i: usize) -> String {
-    format!("src/d{:03}/s{}/f{i:06}.txt", i / 1000, (i / 100) % 10)
-}
-
-/// File `i`'s deterministic text, exactly `bytes` long.
-fn content_of(i: usize, bytes: usize) -> Vec<u8> {
-    let mut content = Vec::with_capacity(bytes + 64);
-    let mut line = 0usize;
-    while content.len() < bytes {
-        // A cheap mix of the numbers, so that files and lines differ like source text does.
-        let mix = (i as u64 ^ 0x9e37_79b9_7f4a_7c15).wrapping_mul(line as u64 + 1) >> 17;
-        content.extend_from_slice(format!("file {i} line {line}: {mix:x}\n").as_bytes());
-        line += 1;
-    }
-    content.truncate(bytes);
-    content
 }
 
 fn push_inline(stream: &mut Vec<u8>, path: &str, content: &[u8]) {
@@ -431,10 +444,4 @@ fn fast_import(home: &Path, plain: &Path, stream: Vec<u8>) -> Result<(), Box<dyn
         return Err("git fast-import failed".into());
     }
     Ok(())
-}
-
-fn median(values: &[Duration]) -> Duration {
-    let mut values = values.to_vec();
-    values.sort();
-    values[values.len() / 2]
 }

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use sf_host::contracts::ObjectStoreFactory;
 use sf_host::plugin::{LoadedPlugin, PluginObjectStoreFactory, load};
 
+pub mod scale;
+
 /// `target/<profile>`, the directory above the running example's (`target/<profile>/examples`),
 /// where `cargo build -p sf-git-cli` leaves the plugin.
 pub fn default_plugin_dir() -> Result<PathBuf, Box<dyn Error>> {

@@ -243,7 +243,7 @@ impl EnvironmentStoreError {
     }
 }
 
-type Result<T> = std::result::Result<T, EnvironmentStoreError>;
+pub(crate) type Result<T> = std::result::Result<T, EnvironmentStoreError>;
 
 fn invalid(input: impl Into<String>, rule: impl Into<String>) -> EnvironmentStoreError {
     EnvironmentStoreError::InvalidInput {
@@ -252,14 +252,14 @@ fn invalid(input: impl Into<String>, rule: impl Into<String>) -> EnvironmentStor
     }
 }
 
-fn unavailable(reason: impl Into<String>) -> EnvironmentStoreError {
+pub(crate) fn unavailable(reason: impl Into<String>) -> EnvironmentStoreError {
     EnvironmentStoreError::Unavailable {
         reason: reason.into(),
     }
 }
 
 /// A failure in the store's own directories (writing the copy, publishing it).
-fn store_failed(error: DirFdError) -> EnvironmentStoreError {
+pub(crate) fn store_failed(error: DirFdError) -> EnvironmentStoreError {
     unavailable(error.to_string())
 }
 
@@ -270,7 +270,7 @@ fn unsafe_store(path: &Path, rule: impl Into<String>) -> EnvironmentStoreError {
     }
 }
 
-fn euid() -> u32 {
+pub(crate) fn euid() -> u32 {
     nix::unistd::geteuid().as_raw()
 }
 
@@ -474,11 +474,13 @@ fn relative(prefix: &str, name: &OsStr) -> Option<String> {
 }
 
 /// The store's directories, opened and checked.
-struct Opened {
-    objects: DirFd,
-    names: DirFd,
-    tmp: DirFd,
-    identity: (u64, u64),
+pub(crate) struct Opened {
+    /// The store's root.
+    pub(crate) root: DirFd,
+    pub(crate) objects: DirFd,
+    pub(crate) names: DirFd,
+    pub(crate) tmp: DirFd,
+    pub(crate) identity: (u64, u64),
 }
 
 /// The environment store (see the module documentation).
@@ -519,7 +521,7 @@ impl EnvironmentStore {
 
     /// The store's directories, checked again: the trust rule holds, and the root is still
     /// the directory opened.
-    fn check(&self) -> Result<Opened> {
+    pub(crate) fn check(&self) -> Result<Opened> {
         let opened = open_store(&self.root, false).map_err(|error| match error {
             EnvironmentStoreError::NoStore { path } => unavailable(format!(
                 "{} was removed since it was opened",
@@ -894,6 +896,7 @@ fn open_store(root: &Path, create: bool) -> Result<Opened> {
         // No one else may even look at a copy being built.
         tmp: part("tmp", 0o700, 0o077, "with no access for anyone else (0700)")?,
         identity: (stat.st_dev, stat.st_ino),
+        root: dir,
     })
 }
 
@@ -923,7 +926,11 @@ fn check_above(dir: &DirFd) -> Result<()> {
 
 /// Opens the directory `name` of `dir`, creating it with exactly `mode` (not less the umask:
 /// the sandbox's user must be able to read the store) when there is none.
-fn make_dir(dir: &DirFd, name: &OsStr, mode: u32) -> std::result::Result<DirFd, DirFdError> {
+pub(crate) fn make_dir(
+    dir: &DirFd,
+    name: &OsStr,
+    mode: u32,
+) -> std::result::Result<DirFd, DirFdError> {
     match dir.create_dir(name, mode) {
         Ok(made) => {
             made.set_mode(mode)?;
@@ -981,7 +988,7 @@ fn name_error(names: &DirFd, name: &OsStr, error: DirFdError) -> EnvironmentStor
 
 /// A descriptor error inside the object of `digest`: a shape other than the stored one is
 /// corruption; a failure to read is unavailability.
-fn stored_error(digest: &Digest, error: DirFdError) -> EnvironmentStoreError {
+pub(crate) fn stored_error(digest: &Digest, error: DirFdError) -> EnvironmentStoreError {
     match error {
         DirFdError::Symlink { .. }
         | DirFdError::NotADirectory { .. }
@@ -1003,15 +1010,15 @@ fn make_read_only(dir: &DirFd) -> Result<()> {
 
 /// A fresh directory in `tmp/` that an add builds its object in, removed (whatever it holds)
 /// when dropped unless it was published.
-struct Staging<'a> {
+pub(crate) struct Staging<'a> {
     tmp: &'a DirFd,
     name: OsString,
-    dir: DirFd,
+    pub(crate) dir: DirFd,
     published: bool,
 }
 
 /// What publishing an object found.
-enum Published {
+pub(crate) enum Published {
     /// The object is new.
     New,
     /// An object of the digest was there already (and the staged copy was discarded).
@@ -1022,7 +1029,7 @@ enum Published {
 static STAGING: AtomicU64 = AtomicU64::new(0);
 
 impl<'a> Staging<'a> {
-    fn create(tmp: &'a DirFd) -> Result<Self> {
+    pub(crate) fn create(tmp: &'a DirFd) -> Result<Self> {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |since| since.subsec_nanos());
@@ -1051,7 +1058,7 @@ impl<'a> Staging<'a> {
 
     /// Renames the staged object to `objects/<hex>` unless something is there, and makes it
     /// read-only.
-    fn publish(mut self, objects: &DirFd, digest: &Digest) -> Result<Published> {
+    pub(crate) fn publish(mut self, objects: &DirFd, digest: &Digest) -> Result<Published> {
         let hex = OsString::from(digest.hex());
         match self.tmp.rename(&self.name, objects, &hex, false) {
             Ok(()) => {

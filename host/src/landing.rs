@@ -405,6 +405,10 @@ pub struct LandRequest<'a> {
     /// The verified trees of the dependency environments the checks name
     /// ([`CollectRequest::environments`]).
     pub environments: std::collections::BTreeMap<Digest, PathBuf>,
+    /// Where an `sf-candidate/4` Candidate's base is materialised for its programs to run by
+    /// reference (the environment store); without one such a Candidate's checks start
+    /// nothing.
+    pub tree_store: Option<&'a crate::environment_store::EnvironmentStore>,
     /// Where tests stop or fail the landing at named points.
     pub faults: Arc<dyn FaultPoints>,
 }
@@ -478,8 +482,15 @@ pub fn land(
 ) -> Result<Landed, LandError> {
     let repository = request.repository;
     let sealed = repository.export_candidate(&request.candidate)?;
-    let base = repository.snapshot(&sealed.manifest.base_commit)?;
-    let programs = derive(&request.slice, &sealed, &base)
+    let trees =
+        crate::tree_store::collect_trees(repository, &sealed, &request.slice, request.tree_store)
+            .map_err(|error| {
+            LandError::invalid(
+                format!("Candidate {}", request.candidate),
+                error.to_string(),
+            )
+        })?;
+    let programs = derive(&request.slice, &sealed, &trees)
         .map_err(|why| LandError::invalid(format!("Candidate {}", request.candidate), why))?;
     let judging = Judging {
         slice: request.slice.clone(),
@@ -495,7 +506,7 @@ pub fn land(
     let (collected, verdict) = match judging.reviewed_verdict()? {
         Some(verdict) => (None, verdict),
         None => {
-            let collected = collect(&request, &sealed, base, progress)?;
+            let collected = collect(&request, &sealed, trees, progress)?;
             let after = repository.export_candidate(&request.candidate)?;
             if let Some(reason) = no_verdict(&collected, &sealed, &after) {
                 return Ok(Landed {
@@ -561,7 +572,7 @@ pub fn land(
 fn collect(
     request: &LandRequest<'_>,
     sealed: &SealedCandidate,
-    base: crate::repository::SourceSnapshot,
+    trees: crate::collector::CollectTrees,
     progress: &mut dyn FnMut(CollectEvent<'_>),
 ) -> Result<CollectResult, LandError> {
     let collector = RepositoryCollector::new(
@@ -575,7 +586,7 @@ fn collect(
         &CollectRequest {
             slice: request.slice.clone(),
             sealed: sealed.clone(),
-            base,
+            trees,
             deadline: request.deadline,
             environments: request.environments.clone(),
         },

@@ -35,6 +35,7 @@ pub mod plugin;
 pub mod repository;
 pub mod snapshot_store;
 pub mod source_dir;
+pub mod tree_store;
 
 /// The version of sf, recorded in records that name the code that wrote them.
 pub const SF_VERSION: &str = env!("CARGO_PKG_VERSION");

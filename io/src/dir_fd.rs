@@ -191,6 +191,16 @@ impl Entry {
             && self.version == later.version
     }
 
+    /// The entry's device and inode, as listed.
+    pub fn identity(&self) -> (u64, u64) {
+        (self.dev, self.ino)
+    }
+
+    /// The entry's modification time as listed: seconds and nanoseconds since the epoch.
+    pub fn modified_raw(&self) -> (i64, u64) {
+        self.version.modified
+    }
+
     /// When the entry was last modified, as listed (`None` for a time before the epoch).
     pub fn modified(&self) -> Option<std::time::SystemTime> {
         let (seconds, nanos) = self.version.modified;
@@ -742,6 +752,27 @@ impl DirFd {
         }
     }
 
+    /// Creates an overlay whiteout `name` (a character device 0:0, which hides the entry of
+    /// that name in the layers below, file or directory) relative to this directory; the
+    /// kernel lets any user make one. Anything at `name` already is refused.
+    pub fn create_whiteout(&self, name: &OsStr) -> Result<()> {
+        let name = check_name(&self.path, name)?;
+        match rustix::fs::mknodat(
+            &self.fd,
+            name,
+            rustix::fs::FileType::CharacterDevice,
+            rustix::fs::Mode::empty(),
+            rustix::fs::makedev(0, 0),
+        ) {
+            Ok(()) => Ok(()),
+            Err(Errno::EXIST) => Err(self.existing(name)),
+            Err(errno) => Err(DirFdError::WriteFailed {
+                path: self.shown(name),
+                detail: errno.to_string(),
+            }),
+        }
+    }
+
     /// Writes the file `name` once: when there is none, `bytes` are written under a fresh
     /// temporary name, synced, and renamed into place only if `name` is still free
     /// (`RENAME_NOREPLACE`), so the file appears whole or not at all; when it exists, it is
@@ -792,6 +823,23 @@ impl DirFd {
             Err(DirFdError::Differs {
                 path: self.shown(name),
             })
+        }
+    }
+
+    /// Makes `to` in `target` a second name (a hard link) of the file `from` in this
+    /// directory, neither followed if it is a link; anything at `to` already is refused
+    /// ([`DirFdError::Exists`]). Nothing is synced: a caller that links many files syncs
+    /// once after.
+    pub fn hard_link(&self, from: &OsStr, target: &DirFd, to: &OsStr) -> Result<()> {
+        let from = check_name(&self.path, from)?;
+        let to = check_name(&target.path, to)?;
+        match rustix::fs::linkat(&self.fd, from, &target.fd, to, AtFlags::empty()) {
+            Ok(()) => Ok(()),
+            Err(Errno::EXIST) => Err(target.existing(to)),
+            Err(errno) => Err(DirFdError::WriteFailed {
+                path: target.shown(to),
+                detail: errno.to_string(),
+            }),
         }
     }
 

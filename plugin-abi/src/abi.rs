@@ -35,8 +35,10 @@ pub const ABI_MAJOR: u32 = 1;
 /// environment (`run_v6`'s `environment.at` of `/`, likewise); minor 9 the `fence` contract
 /// (the attempt fence, never instantiated from a plugin of an older minor); minor 10 the
 /// object store's read scopes (`begin_reads`, `end_reads`, sent only to a plugin of minor 10
-/// or later).
-pub const ABI_MINOR: u32 = 10;
+/// or later); minor 11 the executor's program by reference (`run_v6`'s `programTree`, sent
+/// only to a plugin of minor 11 or later:
+/// [`executor_protocol::PROGRAM_TREE_SINCE_MINOR`](crate::executor_protocol::PROGRAM_TREE_SINCE_MINOR)).
+pub const ABI_MINOR: u32 = 11;
 
 /// The call succeeded; the reply is the answer message.
 pub const STATUS_OK: i32 = 0;

@@ -82,6 +82,14 @@
 //! bound over every runtime path, so the host never sends such a request to one
 //! ([`RunFeature::RootEnvironment`]).
 //!
+//! From ABI 1.11 the `run_v6` request may hold `programTree` instead of program files: the
+//! program by reference, `{base, dir, dev, ino, directories: [{path, entries: [{name, kind, digest?,
+//! size?, target?}]}], layer: [{path, mode, content}], deleted: [path]}` (`dir` a section: the
+//! host directory's bytes; `kind` `file`, `executable`, `symlink` or `directory`; a
+//! directory's `digest` and `size` are its `sf-tree/1` digest, a file's its bytes'). A plugin
+//! of an older minor does not know the field, so the host never sends such a request to one
+//! ([`RunFeature::ProgramTree`]): it refuses the request before anything is sent.
+//!
 //! A host calls `run_v6` on a plugin of minor 6 or later, `run_v5` on minor 5, `run_v4` on minor 4, `run_v3` on
 //! minor 3, `run_v2` on minor 2, and `run` on an older one, each for the requests its shape
 //! carries.
@@ -107,8 +115,10 @@ use crate::contracts::canonical::Digest;
 use crate::contracts::command::{
     CapturedResults, ResultsRequest, RunCommand, RunEnvironment, RunResources,
 };
+use crate::contracts::executor::ProgramTree;
 use crate::contracts::legacy_enforcement::LegacyEnforcement;
 use crate::contracts::snapshot::{SnapshotFile, is_regular_only};
+use crate::contracts::tree_digest::{Directory, DirectoryDigest, Node, Totals};
 use crate::contracts::tree_path::EntryMode;
 use crate::contracts::{
     Enforcement, EntryPlace, ExecutorError, LimitHit, NamespaceDisposition, ProfileDescription,
@@ -120,6 +130,10 @@ use crate::protocol::{self, Empty};
 
 /// The contract's name in manifests and in `instantiate`.
 pub const CONTRACT: &str = "executor";
+
+/// The ABI minor from which a run's program may be given by reference (`run_v6`'s
+/// `programTree`): a host never sends one to an older plugin.
+pub const PROGRAM_TREE_SINCE_MINOR: u32 = 11;
 
 /// The method names, as sent in `call`.
 pub mod method {
@@ -176,6 +190,8 @@ pub enum RunFeature {
     /// A command whose environment is the run's whole root (ABI 1.8, `run_v6`'s
     /// `environment.at` of `/`).
     RootEnvironment,
+    /// A program given by reference (ABI 1.11, `run_v6`'s `programTree`).
+    ProgramTree,
 }
 
 impl RunFeature {
@@ -188,6 +204,7 @@ impl RunFeature {
             Self::Command => "command",
             Self::ExecutableScratch => "executable-scratch",
             Self::RootEnvironment => "root-environment",
+            Self::ProgramTree => "program-tree",
         }
     }
 
@@ -199,6 +216,7 @@ impl RunFeature {
             Self::Command => 6,
             Self::ExecutableScratch => 7,
             Self::RootEnvironment => 8,
+            Self::ProgramTree => PROGRAM_TREE_SINCE_MINOR,
         }
     }
 
@@ -210,6 +228,7 @@ impl RunFeature {
             Self::Command => "whose run runs the runtime with an entry file (no command)",
             Self::ExecutableScratch => "whose run's scratch space is never executable",
             Self::RootEnvironment => "whose run's environment is never its whole root",
+            Self::ProgramTree => "whose run takes its program's files by value",
         }
     }
 
@@ -217,6 +236,9 @@ impl RunFeature {
     /// the message shape `wire` carries ([`RunWire::lacks`]).
     pub fn lacking_for(minor: u32, wire: RunWire, request: &RunRequest) -> Option<Self> {
         wire.lacks(request).or_else(|| {
+            if request.program_tree.is_some() && minor < PROGRAM_TREE_SINCE_MINOR {
+                return Some(Self::ProgramTree);
+            }
             let command = request.command.as_ref()?;
             let root = command
                 .environment
@@ -261,6 +283,9 @@ impl RunWire {
         }
         if self != Self::V6 && request.command.is_some() {
             return Some(RunFeature::Command);
+        }
+        if self != Self::V6 && request.program_tree.is_some() {
+            return Some(RunFeature::ProgramTree);
         }
         None
     }
@@ -333,6 +358,7 @@ impl Request {
                 Self::Run {
                     run_id: header.run_id,
                     request: RunRequest {
+                        program_tree: None,
                         command: None,
                         program,
                         entry: RunEntry::program(header.entry),
@@ -393,12 +419,23 @@ impl Request {
                 ));
             }
         };
+        let program_tree = match (header.program_tree, wire.carries_commands()) {
+            (None, _) => None,
+            (Some(tree), true) => Some(tree.decode(&mut sections)?),
+            (Some(_), false) => {
+                return Err(MessageError::field(
+                    "programTree",
+                    format!("is not a field of a {} request", wire.method()),
+                ));
+            }
+        };
         sections.finish()?;
         let place = EntryPlace::from_code(&header.entry.place)
             .ok_or_else(|| MessageError::field("entry.place", "must be program or harness"))?;
         Ok(Self::Run {
             run_id: header.run_id,
             request: RunRequest {
+                program_tree,
                 command,
                 program,
                 entry: RunEntry {
@@ -474,6 +511,10 @@ fn run_header_v2<'a, F: WireFile>(
             .command
             .as_ref()
             .map(|command| CommandHeader::encode(command, builder)),
+        program_tree: request
+            .program_tree
+            .as_ref()
+            .map(|tree| ProgramTreeHeader::encode(tree, builder)),
     }
 }
 
@@ -850,6 +891,169 @@ struct RunHeaderV2<F> {
     /// Present in `run_v6` requests only, for a run with a command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     command: Option<CommandHeader>,
+    /// Present in `run_v6` requests only (ABI 1.11), for a program given by reference.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    program_tree: Option<ProgramTreeHeader>,
+}
+
+/// A program given by reference (`run_v6`, ABI 1.11).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProgramTreeHeader {
+    base: String,
+    /// A section: the host directory's bytes.
+    dir: usize,
+    dev: u64,
+    ino: u64,
+    directories: Vec<DirectoryHeader>,
+    layer: Vec<ModedFileHeader>,
+    deleted: Vec<String>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirectoryHeader {
+    path: String,
+    entries: Vec<NodeHeader>,
+}
+
+/// One entry of a directory: a file's or a directory's digest and size, a link's target.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeHeader {
+    name: String,
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    size: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    target: Option<String>,
+}
+
+impl ProgramTreeHeader {
+    fn encode<'a>(tree: &'a ProgramTree, builder: &mut MessageBuilder<'a>) -> Self {
+        Self {
+            base: tree.base.to_string(),
+            dir: builder.section(tree.dir.as_os_str().as_bytes()),
+            dev: tree.dev,
+            ino: tree.ino,
+            directories: tree
+                .directories
+                .iter()
+                .map(|(path, directory)| DirectoryHeader {
+                    path: path.clone(),
+                    entries: directory.entries().map(NodeHeader::encode).collect(),
+                })
+                .collect(),
+            layer: encode_files(&tree.layer, builder),
+            deleted: tree.deleted.clone(),
+        }
+    }
+
+    fn decode(self, sections: &mut Sections<'_>) -> Result<ProgramTree, MessageError> {
+        let mut directories = BTreeMap::new();
+        for (at, header) in self.directories.into_iter().enumerate() {
+            let mut directory = Directory::new();
+            for (n, node) in header.entries.into_iter().enumerate() {
+                let what = format!("programTree.directories[{at}].entries[{n}]");
+                let (name, node) = node.decode(&what)?;
+                if directory.insert(name, node).is_some() {
+                    return Err(MessageError::field(what, "names an entry twice"));
+                }
+            }
+            if directories.insert(header.path, directory).is_some() {
+                return Err(MessageError::field(
+                    format!("programTree.directories[{at}].path"),
+                    "names a directory twice",
+                ));
+            }
+        }
+        Ok(ProgramTree {
+            base: parse_digest(&self.base, "programTree.base")?,
+            dir: path(sections.take(self.dir)?),
+            dev: self.dev,
+            ino: self.ino,
+            directories,
+            layer: decode_files(&self.layer, "programTree.layer", sections)?,
+            deleted: self.deleted,
+        })
+    }
+}
+
+impl NodeHeader {
+    fn encode((name, node): (&str, &Node)) -> Self {
+        let (kind, digest, size, target) = match node {
+            Node::File {
+                executable,
+                digest,
+                size,
+            } => (
+                if *executable { "executable" } else { "file" },
+                Some(digest.to_string()),
+                Some(*size),
+                None,
+            ),
+            Node::Symlink { target } => ("symlink", None, None, Some(target.clone())),
+            Node::Directory { digest, .. } => (
+                "directory",
+                Some(digest.hash.to_string()),
+                Some(digest.size),
+                None,
+            ),
+        };
+        Self {
+            name: name.to_owned(),
+            kind: kind.to_owned(),
+            digest,
+            size,
+            target,
+        }
+    }
+
+    fn decode(self, what: &str) -> Result<(String, Node), MessageError> {
+        let digest = |digest: &Option<String>| match digest {
+            Some(digest) => parse_digest(digest, &format!("{what}.digest")),
+            None => Err(MessageError::field(format!("{what}.digest"), "is missing")),
+        };
+        let size = self
+            .size
+            .ok_or_else(|| MessageError::field(format!("{what}.size"), "is missing"));
+        let node = match (self.kind.as_str(), &self.target) {
+            ("file" | "executable", None) => Node::File {
+                executable: self.kind == "executable",
+                digest: digest(&self.digest)?,
+                size: size?,
+            },
+            ("directory", None) => Node::Directory {
+                digest: DirectoryDigest {
+                    hash: digest(&self.digest)?,
+                    size: size?,
+                },
+                // Totals are not part of a digest, and a run needs none.
+                totals: Totals::default(),
+            },
+            ("symlink", Some(target)) if self.digest.is_none() && self.size.is_none() => {
+                Node::Symlink {
+                    target: target.clone(),
+                }
+            }
+            _ => {
+                return Err(MessageError::field(
+                    what,
+                    "is a file, executable or directory with a digest and size, or a symlink \
+                     with a target",
+                ));
+            }
+        };
+        if self.name.is_empty() || self.name.contains(['/', '\0']) {
+            return Err(MessageError::field(
+                format!("{what}.name"),
+                "is one path segment",
+            ));
+        }
+        Ok((self.name, node))
+    }
 }
 
 /// A run's command (`run_v6`).
@@ -1271,6 +1475,7 @@ mod tests {
 
     fn request() -> RunRequest {
         RunRequest {
+            program_tree: None,
             command: None,
             program: vec![file("main.sh", b"echo \xff\x00"), file("lib/a.sh", b"")],
             entry: "main.sh".into(),
@@ -1661,6 +1866,78 @@ mod tests {
         assert_eq!(
             decode_answer(&encode_answer(&answer(), RunWire::V6), RunWire::V6).unwrap(),
             answer()
+        );
+    }
+
+    /// A program by reference travels in `run_v6` whole (its directories' digests, the layer
+    /// with its modes, the deletions), is asked of a plugin of minor 11 or later only, and
+    /// never travels in an older shape.
+    #[test]
+    fn a_program_tree_travels_only_to_a_plugin_that_reads_it() {
+        use crate::contracts::tree_digest::build;
+        let base = build(vec![
+            ("main.sh", Node::file(false, b"echo base\n")),
+            ("lib/old.txt", Node::file(true, b"old")),
+            (
+                "lib/link",
+                Node::Symlink {
+                    target: "old.txt".into(),
+                },
+            ),
+        ])
+        .unwrap();
+        let mut with = request();
+        with.program = Vec::new();
+        with.program_tree = Some(ProgramTree {
+            base: base.root.hash.clone(),
+            dir: PathBuf::from("/var/lib/sf/trees/base"),
+            dev: 7,
+            ino: 42,
+            directories: base.directories.clone(),
+            layer: vec![
+                SnapshotFile::executable("main.sh", b"echo layer\n".to_vec()),
+                SnapshotFile::symlink("lib/new", b"link".to_vec()),
+            ],
+            deleted: vec!["lib/old.txt".into()],
+        });
+        with.program_tree
+            .as_ref()
+            .unwrap()
+            .check()
+            .expect("a valid reference");
+        let bytes = encode_run(9, &with, RunWire::V6).unwrap();
+        let decoded = match Request::decode(method::RUN_V6, &bytes).unwrap() {
+            Some(Request::Run { request, .. }) => request,
+            other => panic!("{other:?}"),
+        };
+        // Totals are not part of a digest and do not travel; everything else does.
+        let tree = decoded.program_tree.as_ref().unwrap();
+        assert_eq!(
+            tree.check().unwrap(),
+            with.program_tree.as_ref().unwrap().check().unwrap()
+        );
+        assert_eq!(
+            (&tree.layer, &tree.deleted, &tree.dir, tree.dev, tree.ino),
+            {
+                let sent = with.program_tree.as_ref().unwrap();
+                (&sent.layer, &sent.deleted, &sent.dir, sent.dev, sent.ino)
+            }
+        );
+        assert_eq!(
+            RunFeature::lacking_for(PROGRAM_TREE_SINCE_MINOR - 1, RunWire::V6, &with),
+            Some(RunFeature::ProgramTree)
+        );
+        assert_eq!(
+            RunFeature::lacking_for(PROGRAM_TREE_SINCE_MINOR, RunWire::V6, &with),
+            None
+        );
+        for wire in [RunWire::V4, RunWire::V5] {
+            assert!(encode_run(9, &with, wire).is_none(), "{wire:?}");
+        }
+        assert!(
+            !String::from_utf8_lossy(&encode_run(9, &request(), RunWire::V6).unwrap())
+                .contains("programTree"),
+            "a request by value does not carry the field"
         );
     }
 

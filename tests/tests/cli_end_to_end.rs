@@ -128,7 +128,7 @@ fn create_seal_and_export_through_the_binary() {
     );
     let sealed = work.seal(&frozen, &proposal);
     let result = sealed.result().clone();
-    for field in ["digest", "commit", "tree", "snapshotDigest"] {
+    for field in ["digest", "commit", "tree", "treeDigest"] {
         assert!(
             result[field].is_string(),
             "seal result lacks {field}: {result}"
@@ -149,8 +149,8 @@ fn create_seal_and_export_through_the_binary() {
     assert_eq!(result["commit"], exported.manifest.commit.to_hex());
     assert_eq!(result["tree"], exported.manifest.tree.to_hex());
     assert_eq!(
-        result["snapshotDigest"],
-        exported.snapshot_digest.to_string()
+        result["treeDigest"],
+        exported.content_digest().unwrap().to_string()
     );
 
     // Sealing the same inputs again replays the Candidate and writes nothing.
@@ -170,7 +170,7 @@ fn create_seal_and_export_through_the_binary() {
             .arg(&out),
     );
     assert_eq!(export.result()["digest"], digest.as_str());
-    assert_eq!(export.result()["snapshotDigest"], result["snapshotDigest"]);
+    assert_eq!(export.result()["treeDigest"], result["treeDigest"]);
     let mut written = Vec::new();
     for entry in walk(&out) {
         let relative = entry

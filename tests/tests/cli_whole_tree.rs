@@ -71,23 +71,23 @@ fn a_whole_tree_proposal_is_sealed_exported_and_landed_on_the_teams_commit() {
     let result = sealed.result();
     let candidate = result["digest"].as_str().unwrap().to_owned();
     let m = result["commit"].as_str().unwrap().to_owned();
-    let modes: Vec<(String, String)> = result["files"]
+    // The seal names each edit's entry before and after (never every file of the tree).
+    let modes: Vec<(String, String)> = result["edits"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|file| {
+        .map(|edit| {
             (
-                file["path"].as_str().unwrap().to_owned(),
-                file["mode"].as_str().unwrap().to_owned(),
+                edit["path"].as_str().unwrap().to_owned(),
+                edit["next"]["mode"].as_str().unwrap().to_owned(),
             )
         })
         .collect();
     for (path, mode) in [
-        ("README.md", "file"),
-        ("sum.sh", "file"),
-        ("tests/logo.png", "file"),
-        ("tests/tool", "symlink"),
-        ("tests/tool.sh", "executable"),
+        ("sum.sh", "100644"),
+        ("tests/logo.png", "100644"),
+        ("tests/tool", "120000"),
+        ("tests/tool.sh", "100755"),
     ] {
         assert!(
             modes.contains(&(path.to_owned(), mode.to_owned())),

@@ -5,6 +5,8 @@
 
 mod collector_support;
 
+use sf_host::collector::CollectTrees;
+
 use std::os::unix::fs::PermissionsExt as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -517,7 +519,13 @@ fn a_candidate_not_sealed_for_the_slice_given() {
     refused(&scenario.request_in(foreign, sealed_foreign), "closure");
     // Candidate files changed after sealing.
     let mut request = good.clone();
-    request.sealed.files[0].content.push(b'\n');
+    match &mut request.trees {
+        CollectTrees::Stored(stored) => {
+            let next = stored.edits[0].next.as_mut().expect("an edit that writes");
+            next.content.push(b'\n');
+        }
+        CollectTrees::Files { candidate, .. } => candidate.files[0].content.push(b'\n'),
+    }
     assert_eq!(
         collector
             .collect(&request, proceed(), &hold, &cancel())

@@ -82,7 +82,7 @@ fn seal_and_export() {
             "repository /",
             "initial ",
             "candidate sha256:",
-            "snapshot sha256:",
+            "tree sha256:",
             "commit M ",
             "README.md 45 bytes sha256:",
             "src/farewell.txt 16 bytes sha256:",

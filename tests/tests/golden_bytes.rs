@@ -142,6 +142,9 @@ const GOLDEN: &[(&str, usize, &str)] = &[
     ("candidate-message-v3", 309, "54aaeded3135d60eccc011bb17c7ffed5514f946399c09c2400df64b4fdf12c5"),
     ("candidate-message-v3-untitled", 296, "39a6fcde2836b1ef6b55b9bc76ffabd5416e27d890acc4f51048a81341e4a7c7"),
     ("manifest-v3", 1803, "208042bf2ec71665a1cf4257f70de56620a08737a8f0bfedcc26f872214eb2aa"),
+    ("pins-tree-digests", 1377, "570ba898177db9ce82f6e847cfff74ff56a65967bab17b43e3a0855c770da727"),
+    ("manifest-v4", 1893, "e2dafb5fe2efa74d90e729b19d06e75d4cbee888dca31137bc47b614e8633044"),
+    ("candidate-message-v4", 309, "2d77ed1a3a35a13e6f3393bdf93a2d6066ae7b5c1e6d3dc3c19c176dd899ae7e"),
     ("proposal-v1", 58, "4de3a50218a71d6389c035e08226c46c3768db9dc5064fbf25e4fec182955204"),
     ("proposal-v2", 663, "36769f727459f0e175a7e12cb85752417db5cd2a04532021592b22f9c22bfed4"),
     ("slice-record-bounds", 921, "467985f37d7996df22d956105893835efc22a1d86c21e2a8748e40b1a71c5913"),
@@ -408,6 +411,7 @@ const GOLDEN: &[(&str, usize, &str)] = &[
         118,
         "1a792c8750804a00c259920719716785ca0694b39821383ae8c7dea627ec8fa9",
     ),
+    ("tree-directory", 263, "faff44abb876afa57dafd0a3ebf830d7620bd368f17577c042db8cd6efba3b4a"),
     (
         "verdict",
         379,
@@ -630,6 +634,17 @@ fn manifest_v3() -> CandidateManifest {
     }
 }
 
+fn manifest_v4() -> CandidateManifest {
+    CandidateManifest {
+        protocol: CandidateProtocol::V4,
+        contents: TreeContents::Trees {
+            base: digest("base tree"),
+            candidate: digest("tree"),
+        },
+        ..manifest_v3()
+    }
+}
+
 fn identities() -> RunIdentities {
     RunIdentities {
         command: None,
@@ -686,6 +701,7 @@ fn answer_with_hits() -> RunAnswer {
 
 fn request() -> RunRequest {
     RunRequest {
+        program_tree: None,
         command: None,
         program: vec![file("main.sh", b"echo hi\n"), file("lib/x", b"\x00\x01")],
         entry: RunEntry::harness("run.sh"),
@@ -697,6 +713,24 @@ fn request() -> RunRequest {
 }
 
 /// The program of [`request`] with its entry executable and a link to it.
+fn tree_directory() -> sf_host::contracts::tree_digest::Directory {
+    use sf_host::contracts::tree_digest::{Node, build};
+    let file = |bytes: &[u8]| Node::file(false, bytes);
+    let link = |target: &str| Node::Symlink {
+        target: target.into(),
+    };
+    let built = build(vec![
+        ("README.md", file(b"hello\n")),
+        ("bin/run", Node::file(true, b"#!/bin/sh\necho hi\n")),
+        ("docs/empty", file(b"")),
+        ("docs/guide.txt", file("read me\n".repeat(40).as_bytes())),
+        ("docs/up", link("../README.md")),
+        ("link", link("docs/guide.txt")),
+    ])
+    .unwrap();
+    built.directories[""].clone()
+}
+
 fn moded_program() -> Vec<SnapshotFile> {
     vec![
         SnapshotFile::executable("main.sh", b"echo hi\n".to_vec()),
@@ -925,11 +959,19 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
     );
     v.insert(
         "candidate-message-v3",
-        candidate_message("golden", &frozen(), &proposal, &digest("proposal")).into_bytes(),
+        candidate_message(
+            CandidateProtocol::V3,
+            "golden",
+            &frozen(),
+            &proposal,
+            &digest("proposal"),
+        )
+        .into_bytes(),
     );
     v.insert(
         "candidate-message-v3-untitled",
         candidate_message(
+            CandidateProtocol::V3,
             "golden",
             &frozen(),
             &Proposal::new(proposal.edits.clone()),
@@ -945,10 +987,28 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             parents: vec![oid('1')],
             author,
             committer,
-            message: candidate_message("golden", &frozen(), &proposal, &digest("proposal")),
+            message: candidate_message(
+                CandidateProtocol::V3,
+                "golden",
+                &frozen(),
+                &proposal,
+                &digest("proposal"),
+            ),
         }),
     );
     v.insert("manifest-v3", encode(&manifest_v3().to_value()));
+    v.insert("manifest-v4", encode(&manifest_v4().to_value()));
+    v.insert(
+        "candidate-message-v4",
+        candidate_message(
+            CandidateProtocol::V4,
+            "golden",
+            &frozen(),
+            &proposal,
+            &digest("proposal"),
+        )
+        .into_bytes(),
+    );
     v.insert(
         "manifest-v2",
         encode(&manifest(frozen().binding).to_value()),
@@ -1044,8 +1104,15 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         acceptance: digest("acceptance"),
         recipe: digest("recipe"),
         environment: digest("environment"),
+        tree_identities: false,
     };
     v.insert("pins", pins.to_bytes().unwrap());
+    // Pins of programs run by reference name tree digests, and say so.
+    let tree_pins = sf_host::assurance::RepositoryPins {
+        tree_identities: true,
+        ..pins.clone()
+    };
+    v.insert("pins-tree-digests", tree_pins.to_bytes().unwrap());
     let attempt = AttemptId {
         product: "golden".into(),
         epoch: 4,
@@ -1097,6 +1164,10 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             .to_string()
             .into_bytes(),
     );
+    // An sf-tree/1 directory: the Remote Execution API's Directory message, whose digest
+    // protocol buffers' own serialiser gives too (sf-contracts' tree_digest tests):
+    // sha256:faff44abb876afa57dafd0a3ebf830d7620bd368f17577c042db8cd6efba3b4a, 263 bytes.
+    v.insert("tree-directory", tree_directory().encode());
     v.insert(
         "bounds-digest",
         RunBounds::new(Duration::from_millis(2500), 4096)
@@ -1138,6 +1209,7 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         executor_protocol::encode_run(
             9,
             &RunRequest {
+                program_tree: None,
                 command: None,
                 entry: RunEntry::program("main.sh"),
                 harness: Vec::new(),
@@ -1172,6 +1244,7 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         executor_protocol::encode_run(
             9,
             &RunRequest {
+                program_tree: None,
                 command: None,
                 program: moded_program(),
                 ..request()
@@ -1215,6 +1288,7 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         executor_protocol::encode_run(
             7,
             &RunRequest {
+                program_tree: None,
                 command: Some(command.clone()),
                 args: Vec::new(),
                 program: moded_program(),

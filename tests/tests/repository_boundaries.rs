@@ -313,7 +313,7 @@ fn a_root_replaced_between_two_git_processes_is_refused() {
                 "--git-dir",
                 root.to_str().unwrap(),
                 "for-each-ref",
-                "refs/sf/",
+                "refs/sf/candidates/",
             ])
             .output()
             .unwrap();
@@ -336,7 +336,7 @@ fn corrupt_missing_or_swapped_objects_never_qualify() {
     type Tamper = fn(&TestRepo, &SealedCandidate);
     let cases: &[(&str, Tamper)] = &[
         ("a blob's bytes replaced", |test, sealed| {
-            let path = loose_path(test, &blob_of(sealed, "src/c.txt"));
+            let path = loose_path(test, &blob_of(test, sealed, "src/c.txt"));
             // A well-formed object of other content under the blob's name.
             let other = git_object::object_header(ObjectKind::Blob, 2)
                 .into_iter()
@@ -345,12 +345,12 @@ fn corrupt_missing_or_swapped_objects_never_qualify() {
             write_loose(&path, &other);
         }),
         ("a blob missing", |test, sealed| {
-            std::fs::remove_file(loose_path(test, &blob_of(sealed, "src/c.txt"))).unwrap();
+            std::fs::remove_file(loose_path(test, &blob_of(test, sealed, "src/c.txt"))).unwrap();
         }),
         ("two blobs swapped", |test, sealed| {
             let (pa, pc) = (
-                loose_path(test, &blob_of(sealed, "src/a.txt")),
-                loose_path(test, &blob_of(sealed, "src/c.txt")),
+                loose_path(test, &blob_of(test, sealed, "src/a.txt")),
+                loose_path(test, &blob_of(test, sealed, "src/c.txt")),
             );
             let tmp = pa.with_extension("swap");
             std::fs::rename(&pa, &tmp).unwrap();
@@ -364,7 +364,8 @@ fn corrupt_missing_or_swapped_objects_never_qualify() {
             std::fs::remove_file(loose_path(test, &sealed.manifest.tree)).unwrap()
         }),
         ("the Candidate ref names a blob", |test, sealed| {
-            let blob = blob_of(sealed, &sealed.files[0].path);
+            let first = test.repo.candidate_files(sealed).unwrap()[0].path.clone();
+            let blob = blob_of(test, sealed, &first);
             let name = candidate_ref(&sealed.digest);
             std::fs::write(test.path.join(name.as_str()), format!("{blob}\n")).unwrap();
         }),
@@ -500,8 +501,9 @@ fn proposal_bytes(sealed: &SealedCandidate) -> Option<Vec<u8>> {
 }
 
 /// The blob id of the Candidate's file at `path`.
-fn blob_of(sealed: &SealedCandidate, path: &str) -> ObjectId {
-    let file = sealed.files.iter().find(|f| f.path == path).unwrap();
+fn blob_of(test: &TestRepo, sealed: &SealedCandidate, path: &str) -> ObjectId {
+    let files = test.repo.candidate_files(sealed).unwrap();
+    let file = files.iter().find(|f| f.path == path).unwrap();
     git_object::object_id(ObjectKind::Blob, &file.content)
 }
 
@@ -676,6 +678,7 @@ fn a_base_that_is_not_a_factory_commit_never_qualifies() {
             author,
             committer,
             message: candidate_message(
+                sealed.manifest.protocol,
                 "product-1",
                 &frozen_inputs,
                 sealed_proposal,
@@ -760,7 +763,9 @@ fn publish_legacy(
         manifest.binding = None;
     }
     manifest.contents = TreeContents::Files(
-        like.files
+        test.repo
+            .candidate_files(like)
+            .unwrap()
             .iter()
             .map(|file| ManifestFile {
                 path: file.path.clone(),
@@ -796,8 +801,10 @@ fn an_sf_candidate_2_candidate_still_exports_and_serves_as_a_base() {
     let (digest, m) = publish_legacy(&test, &sealed, CandidateProtocol::V2);
     let exported = test.repo.export_candidate(&digest).unwrap();
     assert_eq!(exported.manifest.protocol, CandidateProtocol::V2);
-    assert_eq!(exported.files, sealed.files);
-    assert_eq!(exported.snapshot_digest, sealed.snapshot_digest);
+    assert_eq!(
+        test.repo.candidate_files(&exported).unwrap(),
+        test.repo.candidate_files(&sealed).unwrap()
+    );
     assert_eq!(
         exported.proposal, None,
         "a version 2 seal tree holds no proposal"

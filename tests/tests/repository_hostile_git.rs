@@ -216,7 +216,7 @@ fn replace_refs_never_substitute_objects() {
         .unwrap();
     let genuine = sf_host::git_object::object_id(
         sf_host::git_object::ObjectKind::Blob,
-        &sealed.files[0].content,
+        &test.repo.candidate_files(&sealed).unwrap()[0].content,
     );
     // A replacement object and a replace ref, written as a hostile writer would.
     let forged = Command::new("git")
@@ -252,8 +252,12 @@ fn replace_refs_never_substitute_objects() {
         "control: the replace ref did not substitute under plain git"
     );
     // sf reads the genuine object.
-    let exported = test.reopen().export_candidate(&sealed.digest).unwrap();
-    assert_eq!(exported.files[0].content, b"genuine\n");
+    let reopened = test.reopen();
+    let exported = reopened.export_candidate(&sealed.digest).unwrap();
+    assert_eq!(
+        reopened.candidate_files(&exported).unwrap()[0].content,
+        b"genuine\n"
+    );
 }
 
 #[test]
@@ -349,8 +353,9 @@ fn the_callers_environment_never_reaches_git() {
     assert!(!test.parent.join("trace").exists(), "GIT_TRACE reached git");
     let digest = String::from_utf8(output.stdout).unwrap();
     let digest = sf_host::canonical::Digest::parse(digest.trim()).unwrap();
+    let exported = test.repo.export_candidate(&digest).unwrap();
     assert_eq!(
-        test.repo.export_candidate(&digest).unwrap().files[0].content,
+        test.repo.candidate_files(&exported).unwrap()[0].content,
         b"env\n"
     );
 }

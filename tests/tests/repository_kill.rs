@@ -26,12 +26,16 @@ fn seal_in_child(test: &TestRepo, kill_at: &str, tag: &str) -> std::process::Out
 }
 
 fn candidate_refs(test: &TestRepo) -> String {
+    refs_under(test, "refs/sf/candidates/")
+}
+
+fn refs_under(test: &TestRepo, prefix: &str) -> String {
     let out = Command::new("git")
         .args([
             "--git-dir",
             test.path.to_str().unwrap(),
             "for-each-ref",
-            "refs/sf/",
+            prefix,
         ])
         .output()
         .unwrap();
@@ -44,6 +48,7 @@ fn a_seal_killed_after_objects_are_written_publishes_nothing() {
     let inputs = frozen(test.identity.initial, &["src"]);
     let edits = proposal(vec![edit("src/a.txt", Some("alpha\n"), Some("killed\n"))]);
     let objects_before = count_objects(&test);
+    let records_before = refs_under(&test, "refs/sf/trees/");
     let output = seal_in_child(&test, "objects-written", "killed");
     assert_eq!(
         output.status.signal(),
@@ -56,9 +61,17 @@ fn a_seal_killed_after_objects_are_written_publishes_nothing() {
         "the child wrote no objects before it was killed"
     );
     assert_eq!(candidate_refs(&test), "");
+    assert_eq!(
+        refs_under(&test, "refs/sf/trees/"),
+        records_before,
+        "nor a tree record"
+    );
     // The interrupted Candidate is not found, and a later identical seal completes it.
     let sealed = test.repo.seal(&inputs, &edits).unwrap();
-    assert_eq!(sealed.files[0].content, b"killed\n");
+    assert_eq!(
+        test.repo.candidate_files(&sealed).unwrap()[0].content,
+        b"killed\n"
+    );
     assert_eq!(
         test.reopen().export_candidate(&sealed.digest).unwrap(),
         sealed
@@ -80,7 +93,10 @@ fn a_seal_killed_after_publication_left_a_whole_candidate() {
     let hex = refs.trim().rsplit('/').next().unwrap();
     let digest = sf_host::canonical::Digest::parse(&format!("sha256:{hex}")).unwrap();
     let exported = test.repo.export_candidate(&digest).unwrap();
-    assert_eq!(exported.files[0].content, b"published\n");
+    assert_eq!(
+        test.repo.candidate_files(&exported).unwrap()[0].content,
+        b"published\n"
+    );
 }
 
 #[test]

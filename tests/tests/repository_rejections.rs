@@ -348,7 +348,7 @@ fn rejected_proposals_write_nothing() {
         .repo
         .seal(&inputs, &proposal(vec![create("src/ok.txt", "ok\n")]))
         .unwrap();
-    assert_eq!(sealed.files.len(), 4);
+    assert_eq!(test.repo.candidate_files(&sealed).unwrap().len(), 4);
 }
 
 #[test]
@@ -483,7 +483,7 @@ fn source_limits_are_exact_at_create_and_seal() {
             &proposal(vec![edit("f/0000", Some("x"), Some("y"))]),
         )
         .unwrap();
-    assert_eq!(replaced.files.len(), 64);
+    assert_eq!(test.repo.candidate_files(&replaced).unwrap().len(), 64);
 
     let (_dir, parent) = sf_tests::private_dir();
     let create_over = |name: &str, files: &[(&str, &str)]| {
@@ -549,7 +549,10 @@ fn source_limits_are_exact_at_create_and_seal() {
             &proposal(vec![edit("big/0", Some(&most), Some("small"))]),
         )
         .unwrap();
-    assert_eq!(exported.files.len(), names.len());
+    assert_eq!(
+        test.repo.candidate_files(&exported).unwrap().len(),
+        names.len()
+    );
     let mut over = big.clone();
     let over_text = format!("{most}m");
     over[0].1 = &over_text;

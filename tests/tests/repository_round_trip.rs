@@ -7,8 +7,9 @@ use std::process::Command;
 
 use sf_host::canonical::Digest;
 use sf_host::contracts::RefName;
-use sf_host::repository::{CANDIDATE_REF_PREFIX, RepositoryError};
-use sf_host::snapshot::snapshot_digest;
+use sf_host::contracts::tree_digest::{self, Node};
+use sf_host::contracts::tree_path::EntryMode;
+use sf_host::repository::{CANDIDATE_REF_PREFIX, CandidateProtocol, RepositoryError};
 use sf_tests::{TestRepo, edit, frozen, proposal, seal_command, write_seal_inputs};
 
 const FILES: &[(&str, &str)] = &[
@@ -59,8 +60,8 @@ fn round_trip_returns_the_exact_bytes() {
         .repo
         .seal(&frozen(test.identity.initial, &["src"]), &edits)
         .unwrap();
-    let got: Vec<(&str, &[u8])> = sealed
-        .files
+    let files = test.repo.candidate_files(&sealed).unwrap();
+    let got: Vec<(&str, &[u8])> = files
         .iter()
         .map(|f| (f.path.as_str(), f.content.as_slice()))
         .collect();
@@ -76,10 +77,18 @@ fn round_trip_returns_the_exact_bytes() {
         ]
     );
     assert_eq!(sealed.digest, Digest::of(&sealed.manifest_bytes));
-    assert_eq!(
-        sealed.snapshot_digest,
-        snapshot_digest(&sealed.files).unwrap()
-    );
+    assert_eq!(sealed.manifest.protocol, CandidateProtocol::V4);
+    let tree = tree_digest::build(files.iter().map(|f| {
+        let node = match f.mode {
+            EntryMode::Symlink => Node::Symlink {
+                target: String::from_utf8(f.content.clone()).unwrap(),
+            },
+            mode => Node::file(mode == EntryMode::Executable, &f.content),
+        };
+        (f.path.as_str(), node)
+    }))
+    .unwrap();
+    assert_eq!(sealed.content_digest(), Some(&tree.root.hash));
     assert_eq!(sealed.manifest.repository, test.identity);
     assert_eq!(sealed.manifest.base_commit, test.identity.initial);
 
@@ -151,7 +160,11 @@ fn the_same_edits_in_another_repository_give_another_digest() {
         .seal(&frozen(two.identity.initial, &["src"]), &edits)
         .unwrap();
     assert_ne!(a.digest, b.digest);
-    assert_eq!(a.files, b.files);
+    assert_eq!(
+        one.repo.candidate_files(&a).unwrap(),
+        two.repo.candidate_files(&b).unwrap()
+    );
+    assert_eq!(a.content_digest(), b.content_digest());
     // And a digest of one repository is not found in the other.
     let error = two.repo.export_candidate(&a.digest).unwrap_err();
     assert!(matches!(error, RepositoryError::Missing { .. }), "{error}");

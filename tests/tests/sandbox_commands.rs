@@ -39,6 +39,7 @@ fn command(argv: &[&str]) -> RunCommand {
 
 fn request(command: RunCommand) -> RunRequest {
     RunRequest {
+        program_tree: None,
         command: Some(command),
         program: vec![
             SnapshotFile::regular("README", b"top\n".to_vec()),

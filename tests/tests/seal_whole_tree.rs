@@ -106,14 +106,15 @@ fn a_proposal_over_every_entry_kind_is_sealed_exported_exactly_and_replayed() {
     let inputs = frozen(base, &["src"]);
     let proposal = whole_tree_proposal();
     let sealed = test.repo.seal(&inputs, &proposal).unwrap();
-    assert_eq!(sealed.manifest.protocol, CandidateProtocol::V3);
+    assert_eq!(sealed.manifest.protocol, CandidateProtocol::V4);
+    let files = test.repo.candidate_files(&sealed).unwrap();
     // The stored proposal is the given one, its edits in path order.
     let stored = sealed.proposal.as_ref().unwrap();
     assert_eq!(stored.to_bytes().unwrap(), proposal.to_bytes().unwrap());
 
     // The exported entries: modes and links exact.
     let entry = |path: &str| {
-        let file = sealed.files.iter().find(|file| file.path == path).unwrap();
+        let file = files.iter().find(|file| file.path == path).unwrap();
         (file.mode, file.content.clone())
     };
     assert_eq!(entry("src/run.sh").0, EntryMode::Executable);
@@ -131,8 +132,7 @@ fn a_proposal_over_every_entry_kind_is_sealed_exported_exactly_and_replayed() {
 
     // What Git itself reads out of M is exactly what sf exported.
     let m = sealed.manifest.commit.to_hex();
-    let held: BTreeMap<String, (EntryMode, Vec<u8>)> = sealed
-        .files
+    let held: BTreeMap<String, (EntryMode, Vec<u8>)> = files
         .iter()
         .map(|file| (file.path.clone(), (file.mode, file.content.clone())))
         .collect();
@@ -159,7 +159,7 @@ fn a_proposal_over_every_entry_kind_is_sealed_exported_exactly_and_replayed() {
     let body = show("%b");
     assert!(
         body.starts_with(
-            "The greeting named nobody.\n\nRefs: #7\n\nSf-Candidate: sf-candidate/3\n"
+            "The greeting named nobody.\n\nRefs: #7\n\nSf-Candidate: sf-candidate/4\n"
         ),
         "{body}"
     );
@@ -230,10 +230,10 @@ fn a_candidate_on_a_candidate_keeps_modes_links_and_bytes() {
             )]),
         )
         .unwrap();
-    assert!(second.files.iter().all(|file| file.path != "src/current"));
+    let second_files = test.repo.candidate_files(&second).unwrap();
+    assert!(second_files.iter().all(|file| file.path != "src/current"));
     assert_eq!(
-        second
-            .files
+        second_files
             .iter()
             .find(|f| f.path == "src/logo.png")
             .unwrap()
@@ -400,8 +400,9 @@ fn edits_that_say_nothing_or_too_much_are_refused() {
             ]),
         )
         .unwrap();
+    let files = test.repo.candidate_files(&sealed).unwrap();
     for path in ["src/tool", "src/new.sh"] {
-        let file = sealed.files.iter().find(|file| file.path == path).unwrap();
+        let file = files.iter().find(|file| file.path == path).unwrap();
         assert_eq!(file.mode, EntryMode::Executable, "{path}");
     }
 }

@@ -4,6 +4,8 @@
 //!
 //! Version 2 names the Slice's digest, the harness, and for each stage the program that runs
 //! (the stage's tree with the Slice's overlay laid over it) besides the tree's own snapshot.
+//! Pins of programs run by reference (an `sf-candidate/4` Candidate) name `sf-tree/1` tree
+//! digests in those fields, and say so (`treeDigests`).
 
 use serde::{Deserialize, Serialize};
 
@@ -80,6 +82,27 @@ pub struct RepositoryPins {
     pub recipe: Digest,
     /// The `sha256:` of the frozen environment record's canonical bytes.
     pub environment: Digest,
+    /// Whether the snapshot and program digests are `sf-tree/1` tree digests (an
+    /// `sf-candidate/4` Candidate's programs, run by reference) rather than snapshot digests.
+    /// Written (`"treeDigests": true`) only when true, so that pins of programs run by value
+    /// keep their bytes and digest.
+    #[serde(
+        rename = "treeDigests",
+        default,
+        skip_serializing_if = "std::ops::Not::not",
+        deserialize_with = "only_true"
+    )]
+    pub tree_identities: bool,
+}
+
+/// `treeDigests` is written only when true: `false` is not its canonical form.
+fn only_true<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    match bool::deserialize(deserializer)? {
+        true => Ok(true),
+        false => Err(serde::de::Error::custom(
+            "is written only when true (absent otherwise)",
+        )),
+    }
 }
 
 canonical::literal_fields!(RepositoryPins { "protocol": PINS_PROTOCOL });

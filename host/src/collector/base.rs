@@ -1,5 +1,5 @@
-//! Materialising the trees a collection runs: the base B from its repository snapshot, and
-//! the Candidate's exported files checked against its manifest. Byte-exact: every file's
+//! Materialising the trees a collection runs: the base B and the Candidate M from their
+//! repository snapshots, M's checked against its manifest. Byte-exact: every file's
 //! bytes must give its recorded size, SHA-256 and Git blob id, and the Git tree built from
 //! the files must be the recorded tree.
 
@@ -74,22 +74,26 @@ pub fn materialise_base(
     snapshot_of(&snapshot.files, "base")
 }
 
-/// The Candidate's exported files, checked against its manifest: the listed files (versions
-/// 1 and 2) or the content digest (version 3), building the recorded tree M^{tree}.
-pub fn materialise_candidate(sealed: &SealedCandidate) -> Result<MaterialisedTree, String> {
-    let mut files = Vec::with_capacity(sealed.files.len());
-    for file in &sealed.files {
-        files.push(SourceFile::new(
-            file.path.clone(),
-            file.mode,
-            file.content.clone(),
+/// The Candidate's files (`snapshot`, `Repository::snapshot` of M), checked against its
+/// manifest: M's commit and tree, each file byte-exact, and what the manifest names beyond
+/// the tree id (the listed files, the content digest, or the tree digest).
+pub fn materialise_candidate(
+    sealed: &SealedCandidate,
+    snapshot: &SourceSnapshot,
+) -> Result<MaterialisedTree, String> {
+    let manifest = &sealed.manifest;
+    if snapshot.commit != manifest.commit || snapshot.tree != manifest.tree {
+        return Err(format!(
+            "the Candidate snapshot is of commit {} with tree {}, not {} with {}",
+            snapshot.commit, snapshot.tree, manifest.commit, manifest.tree
         ));
     }
-    files.sort_by(|a, b| a.path.as_bytes().cmp(b.path.as_bytes()));
-    sealed
-        .manifest
-        .check_contents(&files, &crate::repository::contents_digest(&files))
+    check_files(&snapshot.files, &manifest.tree, "Candidate")?;
+    manifest
+        .check_contents(
+            &snapshot.files,
+            &crate::repository::contents_digest(&snapshot.files),
+        )
         .map_err(|why| format!("Candidate: {why}"))?;
-    check_files(&files, &sealed.manifest.tree, "Candidate")?;
-    snapshot_of(&files, "Candidate")
+    snapshot_of(&snapshot.files, "Candidate")
 }

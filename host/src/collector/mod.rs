@@ -78,13 +78,15 @@ use crate::contracts::{
     RunStatus, RuntimeDescription, Withheld, check_limits_hit,
 };
 use crate::fence::Hold;
-use crate::repository::{CandidateManifest, SealedCandidate, SourceSnapshot};
+use crate::repository::{CandidateManifest, SealedCandidate};
 use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, holds_directory};
 
 pub use base::{MaterialisedTree, materialise_base, materialise_candidate};
 pub use closure::{COLLECTOR_NAME, collector_closure, collector_sources};
 pub use placement::{MAX_PROTECTED_PATHS, placement_problem};
-pub use programs::{Programs, derive, lay_over};
+pub use programs::{
+    CollectTrees, Programs, StageProgram, StoredTrees, derive, lay_over, tree_paths,
+};
 pub use recipe::current_recipe;
 
 /// How long one `put` may take.
@@ -115,8 +117,9 @@ pub struct CollectRequest {
     pub slice: FrozenSlice,
     /// The sealed Candidate, as exported.
     pub sealed: SealedCandidate,
-    /// The base B's snapshot (`Repository::snapshot(base)`).
-    pub base: SourceSnapshot,
+    /// The trees it runs: the base's and M's files by value (`sf-candidate/1` to `/3`), or
+    /// the base as the tree store holds it with the Candidate's edits (`sf-candidate/4`).
+    pub trees: CollectTrees,
     /// When the collection must be over.
     pub deadline: SystemTime,
     /// Where this host keeps the files of each dependency environment the command checks
@@ -721,7 +724,7 @@ impl RepositoryCollector {
     fn prepare_parts(request: &CollectRequest) -> Result<Prepared, CollectError> {
         let invalid = |input: &str, rule: String| CollectError::invalid(input, rule);
         Self::check_sealed(&request.sealed)?;
-        let programs = derive(&request.slice, &request.sealed, &request.base)
+        let programs = derive(&request.slice, &request.sealed, &request.trees)
             .map_err(|why| invalid(DERIVE_INPUT, why))?;
         let slice = &request.slice;
         let pins = &programs.pins;
@@ -866,16 +869,22 @@ impl RepositoryCollector {
                 format!("a protected path is readable under the runtime: {problem}"),
             ));
         }
-        let program = &prepared.programs.of(check.stage).files;
+        let program = prepared.programs.of(check.stage);
         let harness = &request.slice.harness;
         let input = &request.slice.inputs[&check.input];
         let (entry, args, command) = match &check.run {
             CheckRun::Entry { entry, args, .. } => {
-                let (place, place_name) = match entry.place {
-                    EntryPlace::Program => (program, format!("the {} tree", check.stage.as_str())),
-                    EntryPlace::Harness => (harness, "the harness".to_owned()),
+                let (held, place_name) = match entry.place {
+                    EntryPlace::Program => (
+                        program.holds_file(&entry.path),
+                        format!("the {} tree", check.stage.as_str()),
+                    ),
+                    EntryPlace::Harness => (
+                        harness.iter().any(|file| file.path == entry.path),
+                        "the harness".to_owned(),
+                    ),
                 };
-                if !place.iter().any(|file| file.path == entry.path) {
+                if !held {
                     return Ok(not_started(
                         facts,
                         format!("the entry {} is not a file of {place_name}", entry.path),
@@ -900,16 +909,20 @@ impl RepositoryCollector {
                         }
                     },
                 };
+                let cwd = &command.cwd.path;
                 let place = match command.cwd.from {
-                    CwdFrom::Tree => Some((program, format!("the {} tree", check.stage.as_str()))),
-                    CwdFrom::Harness => Some((harness, "the harness".to_owned())),
-                    CwdFrom::Input => Some((input, "the input".to_owned())),
+                    CwdFrom::Tree => Some((
+                        program.holds_directory(cwd),
+                        format!("the {} tree", check.stage.as_str()),
+                    )),
+                    CwdFrom::Harness => {
+                        Some((holds_directory(harness, cwd), "the harness".to_owned()))
+                    }
+                    CwdFrom::Input => Some((holds_directory(input, cwd), "the input".to_owned())),
                     CwdFrom::Scratch => None,
                 };
-                let cwd = &command.cwd.path;
-                if let Some((files, place_name)) = place
+                if let Some((false, place_name)) = place
                     && !cwd.is_empty()
-                    && !holds_directory(files, cwd)
                 {
                     return Ok(not_started(
                         facts,
@@ -924,7 +937,25 @@ impl RepositoryCollector {
                 )
             }
         };
-        for (what, files) in [("program", program), ("input", input), ("harness", harness)] {
+        let (program_files, program_tree) = match program {
+            StageProgram::Files(tree) => (tree.files.clone(), None),
+            StageProgram::Tree {
+                runnable: false, ..
+            } => {
+                return Ok(not_started(
+                    facts,
+                    "the base's tree is not materialised on this host, so no program given by \
+                     reference can run"
+                        .into(),
+                ));
+            }
+            StageProgram::Tree { tree, .. } => (Vec::new(), Some(tree.clone())),
+        };
+        for (what, files) in [
+            ("program", &program_files),
+            ("input", input),
+            ("harness", harness),
+        ] {
             let bytes: u64 = files.iter().map(|file| file.content.len() as u64).sum();
             if bytes > MAX_SNAPSHOT_BYTES || files.len() > MAX_SNAPSHOT_FILES {
                 return Ok(not_started(
@@ -946,8 +977,9 @@ impl RepositoryCollector {
         let timeout_ms = recipe.timeout_ms.min(own.unwrap_or(u64::MAX)).min(left);
         let bounds = recipe.bounds(timeout_ms);
         let run = RunRequest {
+            program_tree,
             command,
-            program: program.clone(),
+            program: program_files,
             entry,
             args,
             input: input.clone(),

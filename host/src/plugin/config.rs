@@ -116,7 +116,16 @@ pub struct DeliverySettings {
 }
 
 /// The keys `[environments]` may hold.
-pub const ENVIRONMENTS_KEYS: &[&str] = &["store"];
+pub const ENVIRONMENTS_KEYS: &[&str] = &["store", "trees"];
+
+/// Where materialised trees are kept (an environment store of their own) when
+/// `[environments] trees` is not set and sf runs as root: the sandbox reads them as an
+/// unprivileged user, so they cannot be below root's private home.
+pub const DEFAULT_TREE_STORE_AS_ROOT: &str = "/var/lib/sf/trees";
+
+/// Where materialised trees are kept, below `$HOME`, when `[environments] trees` is not set
+/// and sf does not run as root (the sandbox then reads as sf's own user).
+pub const DEFAULT_TREE_STORE: &str = ".local/share/sf/trees";
 
 /// Where the environment store is, below `$HOME`, when `[environments] store` is not set.
 pub const DEFAULT_ENVIRONMENT_STORE: &str = ".local/share/sf/environments";
@@ -397,6 +406,8 @@ pub struct Config {
     gate: Section,
     /// `[environments] store`, when set.
     environment_store: Option<PathBuf>,
+    /// `[environments] trees`, when set.
+    tree_store: Option<PathBuf>,
     /// `[delivery]`.
     delivery: DeliverySettings,
 }
@@ -463,9 +474,9 @@ impl Config {
                     .join(", ")
             )));
         }
-        let environment_store = match table.remove("environments") {
+        let (environment_store, tree_store) = match table.remove("environments") {
             Some(value) => environments(value).map_err(invalid)?,
-            None => None,
+            None => (None, None),
         };
         let delivery = match table.remove("delivery") {
             Some(value) => delivery(value).map_err(invalid)?,
@@ -493,9 +504,26 @@ impl Config {
             evidence_store: or_default(evidence_store, |config| config.evidence_store),
             gate: or_default(gate, |config| config.gate),
             environment_store,
+            tree_store,
             delivery,
             origin,
         })
+    }
+
+    /// The directory of the tree store, where the bases of Candidates run by reference are
+    /// materialised: `[environments] trees`, or by default
+    /// [`DEFAULT_TREE_STORE_AS_ROOT`] as root and `$HOME/.local/share/sf/trees` otherwise.
+    pub fn tree_store_dir(&self) -> Result<PathBuf, ConfigError> {
+        if self.tree_store.is_none() && nix::unistd::geteuid().is_root() {
+            return Ok(PathBuf::from(DEFAULT_TREE_STORE_AS_ROOT));
+        }
+        let home = std::env::var_os("HOME");
+        self.store_dir(
+            self.tree_store.as_ref(),
+            "trees",
+            DEFAULT_TREE_STORE,
+            home.as_deref().map(Path::new),
+        )
     }
 
     /// `[delivery]`.
@@ -513,17 +541,34 @@ impl Config {
 
     /// [`Config::environment_store_dir`] with `home` for `$HOME`.
     fn environment_store_dir_with(&self, home: Option<&Path>) -> Result<PathBuf, ConfigError> {
-        if let Some(store) = &self.environment_store {
+        self.store_dir(
+            self.environment_store.as_ref(),
+            "store",
+            DEFAULT_ENVIRONMENT_STORE,
+            home,
+        )
+    }
+
+    /// `[environments] key` when `set`, else `default` below `home`; without `home` (or with
+    /// a relative one), `config-invalid`, saying to set the key.
+    fn store_dir(
+        &self,
+        set: Option<&PathBuf>,
+        key: &str,
+        default: &str,
+        home: Option<&Path>,
+    ) -> Result<PathBuf, ConfigError> {
+        if let Some(store) = set {
             return Ok(store.clone());
         }
         match home {
-            Some(home) if home.is_absolute() => Ok(home.join(DEFAULT_ENVIRONMENT_STORE)),
+            Some(home) if home.is_absolute() => Ok(home.join(default)),
             _ => Err(ConfigError::Invalid {
                 origin: self.origin.clone(),
                 detail: format!(
-                    "[environments] store is not set, and HOME is unset or not an absolute \
-                     path, so there is no default ($HOME/{DEFAULT_ENVIRONMENT_STORE}); set \
-                     [environments] store = \"/absolute/dir\""
+                    "[environments] {key} is not set, and HOME is unset or not an absolute \
+                     path, so there is no default ($HOME/{default}); set \
+                     [environments] {key} = \"/absolute/dir\""
                 ),
             }),
         }
@@ -934,8 +979,8 @@ fn canonical_to_toml(value: &crate::canonical::Value, at: &str) -> Result<toml::
     })
 }
 
-/// Reads `[environments]`: only `store`, an absolute path.
-fn environments(value: toml::Value) -> Result<Option<PathBuf>, String> {
+/// Reads `[environments]`: `store` and `trees`, each an absolute path.
+fn environments(value: toml::Value) -> Result<(Option<PathBuf>, Option<PathBuf>), String> {
     let toml::Value::Table(fields) = value else {
         return Err("[environments] must be a table".into());
     };
@@ -948,17 +993,20 @@ fn environments(value: toml::Value) -> Result<Option<PathBuf>, String> {
             ENVIRONMENTS_KEYS.join(", ")
         ));
     }
-    match fields.get("store") {
+    let path = |key: &str| match fields.get(key) {
         None => Ok(None),
         Some(toml::Value::String(store)) if Path::new(store).is_absolute() => {
             Ok(Some(PathBuf::from(store)))
         }
         Some(toml::Value::String(store)) => Err(format!(
-            "[environments] store {store:?} is not an absolute path; name the store's \
+            "[environments] {key} {store:?} is not an absolute path; name the store's \
              directory by its absolute path"
         )),
-        Some(_) => Err("[environments] store must be a string (an absolute path)".into()),
-    }
+        Some(_) => Err(format!(
+            "[environments] {key} must be a string (an absolute path)"
+        )),
+    };
+    Ok((path("store")?, path("trees")?))
 }
 
 fn delivery(value: toml::Value) -> Result<DeliverySettings, String> {

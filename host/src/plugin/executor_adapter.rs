@@ -395,6 +395,7 @@ mod tests {
 
     fn request() -> RunRequest {
         RunRequest {
+            program_tree: None,
             command: None,
             program: vec![SnapshotFile::regular("main.sh", b"echo hi".to_vec())],
             entry: "main.sh".into(),

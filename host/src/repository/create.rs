@@ -12,6 +12,7 @@ use crate::git_object::{self, Commit, ObjectId, ObjectKind};
 
 use super::identity;
 use super::source;
+use super::tree_record::{self, tree_record_ref};
 use super::{
     CreateRepository, ID_RULE, IDENT, InitialBase, RepositoryError, RepositoryIdentity,
     RepositoryOptions, check_target_ref, is_valid_id,
@@ -21,6 +22,9 @@ use super::{
 struct FirstBase {
     commit: ObjectId,
     objects: Vec<EncodedObject>,
+    /// The base's tree and its tree record's commit (the record's objects are among
+    /// `objects`).
+    record: (ObjectId, ObjectId),
     /// Whether the commit's parents stay outside the repository (an imported commit with
     /// history): the store records it as a history boundary before writing it.
     boundary: bool,
@@ -53,6 +57,13 @@ fn validate_create(request: &CreateRepository, nonce: &str) -> Result<FirstBase,
     }
     let built = source::build_tree(&files);
     let mut objects = built.objects;
+    // The base's tree record, from the bytes in hand: every later seal on it reads the
+    // directories on its edited paths from the record instead of the whole tree.
+    let records = tree_record::whole(&files)
+        .map_err(|why| RepositoryError::invalid(input, format!("its tree record: {why}")))?;
+    let record = tree_record::record_objects(&records, &Default::default())
+        .map_err(|why| RepositoryError::invalid(input, format!("its tree record: {why}")))?;
+    objects.extend(record.objects);
     let commit = match &request.base {
         InitialBase::Files(_) => EncodedObject::new(
             ObjectKind::Commit,
@@ -89,6 +100,7 @@ fn validate_create(request: &CreateRepository, nonce: &str) -> Result<FirstBase,
     Ok(FirstBase {
         commit: id,
         objects,
+        record: (built.tree, record.commit),
         boundary,
     })
 }
@@ -148,15 +160,17 @@ pub fn create_repository(
     }
     store.write_objects(&first.objects, deadline())?;
     options.faults.reached(FaultPoint::InitialObjectsWritten);
-    match store.create_ref(&target, &first.commit, deadline())? {
-        RefUpdate::Applied => {}
-        other => {
-            return Err(RepositoryError::GitFailed {
-                detail: format!(
-                    "creating {} in a fresh repository did not apply: {other:?}",
-                    request.target_ref
-                ),
-            });
+    let (tree, record) = first.record;
+    for (name, value) in [(target, first.commit), (tree_record_ref(&tree), record)] {
+        match store.create_ref(&name, &value, deadline())? {
+            RefUpdate::Applied => {}
+            other => {
+                return Err(RepositoryError::GitFailed {
+                    detail: format!(
+                        "creating {name} in a fresh repository did not apply: {other:?}"
+                    ),
+                });
+            }
         }
     }
     let identity = RepositoryIdentity {

@@ -1,43 +1,54 @@
-//! Export: a published Candidate re-verified from its ref down to every blob, and its exact
-//! bytes returned as fresh copies. Nothing is ever repaired.
+//! Export: a published Candidate re-verified from its ref down to every blob. Nothing is ever
+//! repaired, and nothing but the Candidate's own objects is relied on (no tree record).
+//!
+//! The Candidate's tree is read whole and streamed (a bounded batch of blobs at a time, each
+//! re-hashed and dropped), so an export holds its listing and its digests, never its bytes.
+//! Its base is read along the edited paths only: M's tree must be exactly the base's with the
+//! recorded edits applied (rebuilt by tree surgery and compared by id), and every other
+//! object of the base is one of M's, verified in the walk.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::canonical::{self, Digest};
-use crate::contracts::{ObjectStore as _, ObjectStoreExt, RefValue};
+use crate::contracts::tree_digest::{self, Directory};
+use crate::contracts::{ObjectStoreExt as _, RefValue};
 use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind};
-use crate::snapshot::SnapshotFile;
 
 use super::identity;
-use super::proposal;
+use super::proposal::{self, Resolved};
 use super::seal;
-use super::source::{self, SourceFile};
+use super::source::{self, SourceFile, WalkedLeaf};
+use super::tree_record;
+use super::tree_surgery;
 use super::{
-    CandidateManifest, CandidateProtocol, FileEdit, IDENT, MANIFEST_NAME,
-    MAX_CANDIDATE_COMMIT_BYTES, MAX_COMMIT_BYTES, MAX_PROPOSAL_DOCUMENT_BYTES, ManifestEntry,
-    PROPOSAL_NAME, Proposal, Repository, RepositoryError, SealedCandidate, SourceSnapshot,
-    candidate_ref, check_protected, contents_digest, legacy_candidate_message, validate_proposal,
+    CandidateManifest, FileEdit, IDENT, MANIFEST_NAME, MAX_CANDIDATE_COMMIT_BYTES,
+    MAX_COMMIT_BYTES, MAX_PROPOSAL_DOCUMENT_BYTES, ManifestEntry, ManifestFile, PROPOSAL_NAME,
+    Proposal, Repository, RepositoryError, SealedCandidate, TreeContents, candidate_ref,
+    check_protected, legacy_candidate_message, validate_proposal,
 };
 
-impl Repository {
-    /// Exports the Candidate `digest` names, re-verifying everything (the seal commit, the
-    /// manifest's canonical bytes and repository, M and every tree and blob rebuilt and
-    /// compared, the edits and proposal digest recomputed, and the base a factory commit with
-    /// the recorded tree). Corruption is reported, never repaired. Files are fresh copies.
-    pub fn export_candidate(&self, digest: &Digest) -> Result<SealedCandidate, RepositoryError> {
-        self.export_candidate_and_base(digest)
-            .map(|(sealed, _)| sealed)
-    }
+/// What the walk of a Candidate's tree establishes.
+struct VerifiedTree {
+    /// Every leaf, sorted by path, without its bytes.
+    leaves: Vec<WalkedLeaf>,
+    /// The bytes of the leaves at the edited paths (for a version 1 or 2 Candidate, whose
+    /// proposal is recovered from them).
+    edited: BTreeMap<String, Vec<u8>>,
+    /// The snapshot digest of every entry, for a version 3 manifest (which names it).
+    snapshot: Option<Digest>,
+}
 
-    /// [`Repository::export_candidate`], and the snapshot of the Candidate's base it read and
-    /// checked on the way (what [`Repository::snapshot`] of the base commit answers), so that
-    /// a caller that needs both reads the base once.
-    pub fn export_candidate_and_base(
-        &self,
-        digest: &Digest,
-    ) -> Result<(SealedCandidate, SourceSnapshot), RepositoryError> {
-        // The Candidate's tree and its base's share nearly every object: each is read from
-        // the store once in this export (through one reader: the scope is also a read scope),
-        // and checked wherever it is used.
-        let _cache = self.store.scope();
+impl Repository {
+    /// Exports the Candidate `digest` names, re-verifying everything: the seal commit, the
+    /// manifest's canonical bytes and repository, M rebuilt byte for byte, every tree and
+    /// blob of M's tree re-hashed and checked against the tree rules and the manifest's
+    /// digests, the edits and proposal digest recomputed, and the base a factory commit with
+    /// the recorded tree, of which M's tree is exactly the edited version. Corruption is
+    /// reported, never repaired.
+    pub fn export_candidate(&self, digest: &Digest) -> Result<SealedCandidate, RepositoryError> {
+        // One reader for the export; no cache, so that the bytes of a large tree pass
+        // through it once and are dropped.
+        let _reads = self.store.read_scope();
         let name = candidate_ref(digest);
         let seal_commit = match self.store.read_ref(&name, self.deadline())? {
             None => {
@@ -52,7 +63,7 @@ impl Repository {
             }
             Some(RefValue::Direct(id)) => id,
         };
-        let store = &self.store;
+        let store = self.store.as_ref();
         let read_one = |id: ObjectId,
                         kind: ObjectKind,
                         budget: u64,
@@ -94,15 +105,6 @@ impl Repository {
             ))
         };
         let manifest_blob = blob_named(MANIFEST_NAME).ok_or_else(not_sealed)?;
-        // Both blobs of the seal tree in one read; each is read and checked below.
-        let _ = store.read_verified(
-            &[Some(manifest_blob), blob_named(PROPOSAL_NAME)]
-                .into_iter()
-                .flatten()
-                .collect::<Vec<_>>(),
-            canonical::MAX_BYTES as u64 + MAX_PROPOSAL_DOCUMENT_BYTES as u64,
-            self.deadline(),
-        );
         let manifest_bytes = read_one(
             manifest_blob,
             ObjectKind::Blob,
@@ -124,14 +126,9 @@ impl Repository {
         })?;
         // The seal tree holds exactly what the manifest's protocol says.
         let proposal_blob = blob_named(PROPOSAL_NAME);
-        let expected_entries = if manifest.protocol == CandidateProtocol::V3 {
-            2
-        } else {
-            1
-        };
-        if seal_entries.len() != expected_entries
-            || proposal_blob.is_some() != (manifest.protocol == CandidateProtocol::V3)
-        {
+        let holds_proposal = manifest.protocol.holds_proposal();
+        let expected_entries = if holds_proposal { 2 } else { 1 };
+        if seal_entries.len() != expected_entries || proposal_blob.is_some() != holds_proposal {
             return Err(not_sealed());
         }
         if manifest.repository != self.identity {
@@ -178,16 +175,6 @@ impl Repository {
             }
         };
 
-        // M and the base commit, and both trees level by level together; every object is
-        // read and checked again below, from this export's cache.
-        source::prefetch(
-            store,
-            &[manifest.commit, manifest.base_commit],
-            &[manifest.tree, manifest.base_tree],
-            MAX_CANDIDATE_COMMIT_BYTES.max(super::MAX_IMPORTED_COMMIT_BYTES),
-            &self.identity.settings().limits(),
-            self.deadline(),
-        );
         // M, rebuilt from the manifest (and the proposal), byte for byte.
         let m_body = read_one(
             manifest.commit,
@@ -197,6 +184,7 @@ impl Repository {
         )?;
         let expected_m = match &proposal {
             Some(proposal) => seal::candidate_commit(
+                manifest.protocol,
                 &self.identity.product_id,
                 &frozen,
                 proposal,
@@ -220,143 +208,245 @@ impl Repository {
                 manifest.commit
             )));
         }
-        // Every tree and blob, read back and re-checked, must be what the manifest names.
-        let files = source::read_tree(
-            store,
-            manifest.tree,
-            &self.identity.settings(),
-            "Candidate tree",
-            self.deadline(),
-        )?;
-        // One digest of the entries: checked against the manifest, and the executor's input.
-        let snapshot_digest = contents_digest(&files);
-        manifest
-            .check_contents(&files, &snapshot_digest)
-            .map_err(|why| {
-                RepositoryError::corrupt(format!("Candidate tree {}: {why}", manifest.tree))
-            })?;
-        // The base: a factory commit with the recorded tree.
-        let base = self.snapshot(&manifest.base_commit).map_err(|error| {
+        // Every tree and blob of M, re-hashed and checked, against what the manifest names.
+        let edited: BTreeSet<&str> = manifest
+            .edits
+            .iter()
+            .map(|edit| edit.path.as_str())
+            .collect();
+        let tree = self.verify_tree(&manifest, &edited)?;
+        let directories = check_contents(&manifest, &tree).map_err(|why| {
+            RepositoryError::corrupt(format!("Candidate tree {}: {why}", manifest.tree))
+        })?;
+        // The base: a factory commit with the recorded tree, and M's tree exactly its tree
+        // with the edits applied.
+        let base_tree = self.factory_tree(&manifest.base_commit).map_err(|error| {
             RepositoryError::corrupt(format!(
                 "base {} of Candidate {digest} is not a factory commit: {error}",
                 manifest.base_commit
             ))
         })?;
-        if base.tree != manifest.base_tree {
+        if base_tree != manifest.base_tree {
             return Err(RepositoryError::corrupt(format!(
                 "base {} does not have the recorded tree",
                 manifest.base_commit
             )));
         }
+        let what = format!("base {}", manifest.base_commit);
+        let base = self.git_sparse(
+            base_tree,
+            &tree_digest::touched(edited.iter().copied()),
+            &what,
+        )?;
+        let current = self.leaves_at(&base, edited.iter().copied(), &what)?;
         let recovered;
         let applied_proposal = match &proposal {
             Some(proposal) => proposal,
             None => {
-                recovered = self.recover_proposal(&manifest, &base, &files, digest)?;
+                recovered = recover_proposal(&manifest, &current, &tree.edited, digest)?;
                 &recovered
             }
         };
-        self.check_edits(&manifest, &base, applied_proposal, &files, digest)?;
-
-        let files: Vec<SnapshotFile> = files
-            .into_iter()
-            .map(|file| SnapshotFile::new(file.path, file.mode, file.content))
+        let resolved = check_edits(&manifest, &current, applied_proposal, digest)?;
+        let changes: Vec<_> = resolved
+            .iter()
+            .map(|edit| {
+                (
+                    edit.path.clone(),
+                    edit.next
+                        .as_ref()
+                        .map(|next| (EntryMode::of_leaf(next.mode), next.blob)),
+                )
+            })
             .collect();
-        // The tree rules were checked when the tree was read; whether the files fit an
-        // executor is the collector's question, not the export's.
-        Ok((
-            SealedCandidate {
-                digest: digest.clone(),
-                manifest,
-                manifest_bytes,
-                files,
-                snapshot_digest,
-                proposal,
-            },
-            base,
-        ))
-    }
-
-    /// The proposal of an `sf-candidate/1` or `/2` Candidate, whose seal commit holds only the
-    /// manifest: the edits' texts read from the Candidate's files, checked against the
-    /// recorded digests and the proposal digest.
-    fn recover_proposal(
-        &self,
-        manifest: &CandidateManifest,
-        base: &SourceSnapshot,
-        files: &[SourceFile],
-        digest: &Digest,
-    ) -> Result<Proposal, RepositoryError> {
-        let corrupt = |why: &str| RepositoryError::corrupt(format!("manifest {digest}: {why}"));
-        let find =
-            |list: &[SourceFile], path: &str| list.iter().find(|file| file.path == path).cloned();
-        let mut edits = Vec::with_capacity(manifest.edits.len());
-        for edit in &manifest.edits {
-            let digest_of =
-                |entry: &Option<ManifestEntry>| entry.as_ref().map(|e| e.sha256.clone());
-            let after = find(files, &edit.path);
-            if find(&base.files, &edit.path).map(|file| file.sha256) != digest_of(&edit.prior)
-                || after.as_ref().map(|file| file.sha256.clone()) != digest_of(&edit.next)
-            {
-                return Err(corrupt(&format!(
-                    "edit of {} does not match the base and Candidate files",
-                    edit.path
+        if tree_surgery::rebuild(&base.index, &changes).tree != manifest.tree {
+            return Err(corrupt(
+                "the Candidate files are not the base with the recorded edits applied".into(),
+            ));
+        }
+        if let TreeContents::Trees { base: named, .. } = &manifest.contents {
+            // The base's digest, from M's verified directories with the edits undone.
+            let undone: Vec<_> = resolved
+                .iter()
+                .map(|edit| {
+                    (
+                        edit.path.clone(),
+                        edit.prior.as_ref().map(tree_record::leaf_node),
+                    )
+                })
+                .collect();
+            let base_digest = tree_digest::apply(&directories, &undone)
+                .map_err(|error| corrupt(error.to_string()))?
+                .root
+                .hash;
+            if base_digest != *named {
+                return Err(corrupt(format!(
+                    "the base's tree does not have the recorded digest {named}"
                 )));
             }
-            let text = after
-                .map(|file| String::from_utf8(file.content))
-                .transpose()
-                .map_err(|_| corrupt(&format!("the edited {} is not text", edit.path)))?;
-            edits.push(FileEdit::text(
-                edit.path.clone(),
-                digest_of(&edit.prior),
-                text,
-            ));
         }
-        let proposal = Proposal::new(edits);
-        let recomputed = validate_proposal(&proposal, &manifest.scope, &manifest.bounds)
-            .map_err(|error| corrupt(&error.to_string()))?;
-        if recomputed != manifest.proposal_digest {
-            return Err(corrupt(
-                "the proposal digest does not match the recorded edits",
-            ));
-        }
-        Ok(proposal)
+        Ok(SealedCandidate {
+            digest: digest.clone(),
+            manifest,
+            manifest_bytes,
+            proposal,
+        })
     }
 
-    /// Checks that the Candidate's files are the base with `proposal` applied, that no edit
-    /// touches a protected path, and that the manifest records exactly these edits, in path
-    /// order.
-    fn check_edits(
+    /// The files of Candidate `sealed` (its tree M, read whole within the repository's
+    /// limits, every object re-hashed), as snapshot entries.
+    pub fn candidate_files(
+        &self,
+        sealed: &SealedCandidate,
+    ) -> Result<Vec<crate::snapshot::SnapshotFile>, RepositoryError> {
+        Ok(self
+            .snapshot(&sealed.manifest.commit)?
+            .files
+            .into_iter()
+            .map(|file| crate::snapshot::SnapshotFile::new(file.path, file.mode, file.content))
+            .collect())
+    }
+
+    /// Walks M's tree whole, streaming ([`source::stream_tree`]): every object re-hashed and
+    /// every rule checked, the snapshot digest of its entries taken on the way (what a
+    /// version 3 manifest names), and the bytes of the `edited` paths kept.
+    fn verify_tree(
         &self,
         manifest: &CandidateManifest,
-        base: &SourceSnapshot,
-        proposal: &Proposal,
-        files: &[SourceFile],
-        digest: &Digest,
-    ) -> Result<(), RepositoryError> {
-        let corrupt = |why: &str| RepositoryError::corrupt(format!("manifest {digest}: {why}"));
-        let protected = manifest
-            .frozen()
-            .protected()
-            .map_err(|error| corrupt(&error.to_string()))?;
-        check_protected(
-            proposal.edits.iter().map(|edit| edit.path.as_str()),
-            &protected,
-        )
-        .map_err(|error| corrupt(&error.to_string()))?;
-        let applied = proposal::apply_edits(&base.files, proposal, &self.identity.settings())
-            .map_err(|error| corrupt(&error.to_string()))?;
-        if applied != files {
-            return Err(corrupt(
-                "the Candidate files are not the base with the recorded edits applied",
-            ));
-        }
-        if seal::edit_entries(&base.files, proposal, files) != manifest.edits {
-            return Err(corrupt(
-                "the recorded edits are not the proposal's, entry for entry and in path order",
-            ));
-        }
-        Ok(())
+        edited: &BTreeSet<&str>,
+    ) -> Result<VerifiedTree, RepositoryError> {
+        let mut snapshot = matches!(manifest.contents, TreeContents::Digest(_))
+            .then(crate::snapshot::SnapshotHasher::new);
+        let mut kept = BTreeMap::new();
+        let walked = source::stream_tree(
+            self.store.as_ref(),
+            manifest.tree,
+            &self.identity.settings(),
+            "Candidate tree",
+            self.deadline(),
+            |leaf, bytes| {
+                if let Some(snapshot) = &mut snapshot {
+                    snapshot.add(&leaf.path, leaf.mode, bytes);
+                }
+                if edited.contains(leaf.path.as_str()) {
+                    kept.insert(leaf.path.clone(), bytes.to_vec());
+                }
+            },
+        )?;
+        Ok(VerifiedTree {
+            leaves: walked.leaves,
+            edited: kept,
+            snapshot: snapshot.and_then(crate::snapshot::SnapshotHasher::finish),
+        })
     }
+}
+
+/// Checks M's walked tree against what the manifest names beyond the tree id: the listing
+/// (versions 1 and 2), the content digest (version 3) or the tree digest (version 4).
+/// Returns M's `sf-tree/1` directories.
+fn check_contents(
+    manifest: &CandidateManifest,
+    tree: &VerifiedTree,
+) -> Result<BTreeMap<String, Directory>, String> {
+    let files: Vec<SourceFile> = tree.leaves.iter().map(WalkedLeaf::source_file).collect();
+    let digested = tree_digest::build(
+        files
+            .iter()
+            .map(|file| (file.path.as_str(), tree_record::leaf_node(file))),
+    )
+    .map_err(|error| error.to_string())?;
+    match &manifest.contents {
+        TreeContents::Files(listed) => {
+            if ManifestFile::listing(&files)? != *listed {
+                return Err("the files are not the ones the manifest lists".into());
+            }
+        }
+        TreeContents::Digest(named) => {
+            if tree.snapshot.as_ref() != Some(named) {
+                return Err(format!(
+                    "the entries do not have the content digest {named}"
+                ));
+            }
+        }
+        TreeContents::Trees { candidate, .. } => {
+            if digested.root.hash != *candidate {
+                return Err(format!(
+                    "the entries do not have the tree digest {candidate}"
+                ));
+            }
+        }
+    }
+    Ok(digested.directories)
+}
+
+/// The proposal of an `sf-candidate/1` or `/2` Candidate, whose seal commit holds only the
+/// manifest: the edits' texts read from the Candidate's files, checked against the recorded
+/// digests and the proposal digest.
+fn recover_proposal(
+    manifest: &CandidateManifest,
+    base: &BTreeMap<String, SourceFile>,
+    after: &BTreeMap<String, Vec<u8>>,
+    digest: &Digest,
+) -> Result<Proposal, RepositoryError> {
+    let corrupt = |why: &str| RepositoryError::corrupt(format!("manifest {digest}: {why}"));
+    let mut edits = Vec::with_capacity(manifest.edits.len());
+    for edit in &manifest.edits {
+        let digest_of = |entry: &Option<ManifestEntry>| entry.as_ref().map(|e| e.sha256.clone());
+        let after = after.get(&edit.path);
+        if base.get(&edit.path).map(|file| file.sha256.clone()) != digest_of(&edit.prior)
+            || after.map(|bytes| Digest::of(bytes)) != digest_of(&edit.next)
+        {
+            return Err(corrupt(&format!(
+                "edit of {} does not match the base and Candidate files",
+                edit.path
+            )));
+        }
+        let text = after
+            .map(|bytes| String::from_utf8(bytes.clone()))
+            .transpose()
+            .map_err(|_| corrupt(&format!("the edited {} is not text", edit.path)))?;
+        edits.push(FileEdit::text(
+            edit.path.clone(),
+            digest_of(&edit.prior),
+            text,
+        ));
+    }
+    let proposal = Proposal::new(edits);
+    let recomputed = validate_proposal(&proposal, &manifest.scope, &manifest.bounds)
+        .map_err(|error| corrupt(&error.to_string()))?;
+    if recomputed != manifest.proposal_digest {
+        return Err(corrupt(
+            "the proposal digest does not match the recorded edits",
+        ));
+    }
+    Ok(proposal)
+}
+
+/// Resolves `proposal` against the base's entries at the edited paths (`current`), checking
+/// that no edit touches a protected path and that the manifest records exactly these edits,
+/// in path order.
+fn check_edits(
+    manifest: &CandidateManifest,
+    current: &BTreeMap<String, SourceFile>,
+    proposal: &Proposal,
+    digest: &Digest,
+) -> Result<Vec<Resolved>, RepositoryError> {
+    let corrupt = |why: &str| RepositoryError::corrupt(format!("manifest {digest}: {why}"));
+    let protected = manifest
+        .frozen()
+        .protected()
+        .map_err(|error| corrupt(&error.to_string()))?;
+    check_protected(
+        proposal.edits.iter().map(|edit| edit.path.as_str()),
+        &protected,
+    )
+    .map_err(|error| corrupt(&error.to_string()))?;
+    let resolved = proposal::resolve_edits(|path| current.get(path), proposal)
+        .map_err(|error| corrupt(&error.to_string()))?;
+    if seal::edit_entries(&resolved) != manifest.edits {
+        return Err(corrupt(
+            "the recorded edits are not the proposal's, entry for entry and in path order",
+        ));
+    }
+    Ok(resolved)
 }

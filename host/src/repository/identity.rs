@@ -20,9 +20,12 @@ pub const REPOSITORY_PROTOCOL: &str = "sf-repository/2";
 /// with the default settings.
 pub const REPOSITORY_PROTOCOL_V1: &str = "sf-repository/1";
 /// The protocol string of the Candidates sf seals: Git's whole tree model, a proposal with
-/// its own message and author, and a manifest that names the tree by digests instead of
-/// listing its files.
-pub const CANDIDATE_PROTOCOL: &str = "sf-candidate/3";
+/// its own message and author, and a manifest that names the base's and the Candidate's
+/// trees by their `sf-tree/1` digests (a digest per directory).
+pub const CANDIDATE_PROTOCOL: &str = "sf-candidate/4";
+/// The protocol string of version 3 Candidates (still read): as version 4, but the manifest
+/// names the tree by one snapshot digest over every entry's bytes.
+pub const CANDIDATE_PROTOCOL_V3: &str = "sf-candidate/3";
 /// The protocol string of Candidates sealed for a frozen Slice over regular text files, their
 /// manifests listing every file: still exported, collected, judged and integrated.
 pub const CANDIDATE_PROTOCOL_V2: &str = "sf-candidate/2";

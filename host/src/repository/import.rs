@@ -16,15 +16,15 @@ use serde::{Deserialize, Deserializer, Serialize};
 use crate::canonical;
 use crate::contracts::tree_path::TreePolicy;
 use crate::contracts::{
-    EncodedObject, ObjectStore as _, ObjectStoreError, ObjectStoreExt, RefName, RefUpdate, RefValue,
+    EncodedObject, ObjectStoreError, ObjectStoreExt, RefName, RefUpdate, RefValue,
 };
 use crate::fault::FaultPoint;
 use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
 
 use super::identity::RepositoryLimits;
 use super::imported::{ImportedCommit, MAX_IMPORTED_COMMIT_BYTES, commit_heads};
-use super::source::{self, SourceSnapshot};
-use super::tree_surgery::TreeIndex;
+use super::source;
+use super::tree_record;
 use super::{IDENT, MAX_COMMIT_BYTES, Repository, RepositoryError};
 use crate::contracts::grammar::{ID_RULE, is_valid_id};
 
@@ -374,7 +374,7 @@ impl Repository {
                 // A replay: what the record publishes is read back whole (through one
                 // reader), and nothing is written.
                 let _reads = self.store.read_scope();
-                self.imported_snapshot(&imported.commit)?;
+                self.indexed_snapshot(&imported.commit)?;
                 true
             }
             Some((stored, _)) => return Err(conflicting_record(&name, &stored, &record).into()),
@@ -407,7 +407,20 @@ impl Repository {
                 imported.body.clone(),
             ));
             objects.extend(record_objects);
-            self.publish_import(&imported.parents, &objects, &name, &record, record_commit)?;
+            // The base's tree record, from the bytes in hand (the tree may be an earlier
+            // base's, whose record is kept).
+            let tree_record = tree_record::whole(&imported.files)
+                .and_then(|records| tree_record::record_objects(&records, &Default::default()))
+                .map_err(|why| {
+                    RepositoryError::invalid("imported commit", format!("its tree record: {why}"))
+                })?;
+            objects.extend(tree_record.objects);
+            self.publish_import(
+                &imported.parents,
+                &objects,
+                (&name, &record, record_commit),
+                tree_record.commit,
+            )?;
         }
         let target = match from {
             None => TargetMove::NotAsked,
@@ -422,15 +435,15 @@ impl Repository {
         })
     }
 
-    /// Records the boundary if a parent is not stored, writes `objects`, and creates the
-    /// record ref naming `record_commit`.
+    /// Records the boundary if a parent is not stored, writes `objects`, publishes the tree
+    /// record `tree_record` of the commit's tree, and creates the import record ref `name`
+    /// naming `record_commit`.
     fn publish_import(
         &self,
         parents: &[ObjectId],
         objects: &[EncodedObject],
-        name: &RefName,
-        record: &ImportRecord,
-        record_commit: ObjectId,
+        (name, record, record_commit): (&RefName, &ImportRecord, ObjectId),
+        tree_record: ObjectId,
     ) -> Result<(), RepositoryError> {
         let budget = MAX_IMPORTED_COMMIT_BYTES.saturating_mul(parents.len() as u64);
         let stored = self.store.read_verified(parents, budget, self.deadline());
@@ -455,6 +468,7 @@ impl Repository {
         }
         self.store.write_objects(objects, self.deadline())?;
         self.options.faults.reached(FaultPoint::ObjectsWritten);
+        self.publish_tree_record(&record.tree, tree_record)?;
         match self
             .store
             .create_ref(name, &record_commit, self.deadline())?
@@ -601,7 +615,7 @@ impl Repository {
         };
         let deadline = self.deadline();
         let read = |id: ObjectId, kind: ObjectKind, budget: u64| {
-            source::read_verified(&self.store, &[id], kind, budget, &what, deadline)
+            source::read_verified(self.store.as_ref(), &[id], kind, budget, &what, deadline)
                 .map(|mut bodies| bodies.remove(0))
         };
         let body = read(record_commit, ObjectKind::Commit, MAX_COMMIT_BYTES)?;
@@ -639,21 +653,18 @@ impl Repository {
         }
         Ok(Some((record, record_commit)))
     }
-
-    /// The files of `commit` when an import record publishes it (see [`Self::recorded_import`]):
-    /// the commit read back (any commit bytes sf can hold, signatures included), its tree
-    /// the recorded one, every object re-hashed and every tree rule re-checked. `None` when
-    /// no record names it; called from `snapshot` before its other rules.
-    pub(super) fn imported_snapshot(
+    /// The tree of `commit` when an import record publishes it (checked: the commit is
+    /// stored and names the tree its record names); `None` when no record does.
+    pub(super) fn imported_tree(
         &self,
         commit: &ObjectId,
-    ) -> Result<Option<(SourceSnapshot, TreeIndex)>, RepositoryError> {
+    ) -> Result<Option<ObjectId>, RepositoryError> {
         let Some((record, _)) = self.recorded_import(commit)? else {
             return Ok(None);
         };
         let what = format!("imported commit {commit}");
         let body = source::read_verified(
-            &self.store,
+            self.store.as_ref(),
             &[*commit],
             ObjectKind::Commit,
             MAX_IMPORTED_COMMIT_BYTES,
@@ -670,21 +681,7 @@ impl Repository {
                 heads.tree, record.tree
             )));
         }
-        let (files, trees) = source::read_tree_indexed(
-            &self.store,
-            heads.tree,
-            &self.identity.settings(),
-            &what,
-            self.deadline(),
-        )?;
-        Ok(Some((
-            SourceSnapshot {
-                commit: *commit,
-                tree: heads.tree,
-                files,
-            },
-            trees,
-        )))
+        Ok(Some(heads.tree))
     }
 }
 

@@ -3,7 +3,7 @@
 //! one verify it. What `sf list` and `sf show` are made of.
 
 use crate::canonical::Digest;
-use crate::contracts::{ObjectStore as _, RefName, RefValue};
+use crate::contracts::{RefName, RefValue};
 use crate::git_object::ObjectId;
 
 use super::delivery::{DELIVERY_REF_PREFIX, PreparedDelivery};

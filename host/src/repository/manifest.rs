@@ -15,12 +15,11 @@ use crate::canonical::{self, Digest, FieldError, FieldErrorKind, Value};
 use crate::contracts::tree_path;
 use crate::git_object::ObjectId;
 use crate::path_glob::PathGlob;
-use crate::snapshot::SnapshotFile;
 
 use super::error::RepositoryError;
 use super::identity::{
-    CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, CANDIDATE_PROTOCOL_V2, IDENT, RepositoryIdentity,
-    SF_NAME_EMAIL,
+    CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, CANDIDATE_PROTOCOL_V2, CANDIDATE_PROTOCOL_V3, IDENT,
+    RepositoryIdentity, SF_NAME_EMAIL,
 };
 use super::proposal::{Proposal, ProposalBounds};
 use super::source::{FILE_MODE, SourceFile};
@@ -168,9 +167,12 @@ pub enum CandidateProtocol {
     V1,
     /// `sf-candidate/2`: bound to a Slice, regular text files listed one by one.
     V2,
-    /// `sf-candidate/3`: Git's whole tree model, named by digests; M carries the proposal's
-    /// message and author.
+    /// `sf-candidate/3`: Git's whole tree model, named by one content digest; M carries the
+    /// proposal's message and author.
     V3,
+    /// `sf-candidate/4`: as version 3, the base's and the Candidate's trees named by their
+    /// `sf-tree/1` digests.
+    V4,
 }
 
 impl CandidateProtocol {
@@ -179,12 +181,19 @@ impl CandidateProtocol {
         match self {
             Self::V1 => CANDIDATE_PROTOCOL_V1,
             Self::V2 => CANDIDATE_PROTOCOL_V2,
-            Self::V3 => CANDIDATE_PROTOCOL,
+            Self::V3 => CANDIDATE_PROTOCOL_V3,
+            Self::V4 => CANDIDATE_PROTOCOL,
         }
     }
 
+    /// Whether the seal commit holds the proposal beside the manifest and M carries the
+    /// proposal's message (versions 3 and 4).
+    pub fn holds_proposal(self) -> bool {
+        self >= Self::V3
+    }
+
     fn parse(text: &str) -> Option<Self> {
-        [Self::V1, Self::V2, Self::V3]
+        [Self::V1, Self::V2, Self::V3, Self::V4]
             .into_iter()
             .find(|protocol| protocol.as_str() == text)
     }
@@ -221,6 +230,7 @@ pub fn legacy_candidate_message(
 /// proposal digest covers the message and author, and the Slice digest every frozen record;
 /// nothing here depends on the manifest (which names M).
 pub fn candidate_message(
+    protocol: CandidateProtocol,
     product_id: &str,
     frozen: &FrozenInputs,
     proposal: &Proposal,
@@ -243,6 +253,7 @@ pub fn candidate_message(
     format!(
         "{text}\n\n{}",
         trailers(
+            protocol,
             product_id,
             &frozen.slice,
             &slice_digest,
@@ -251,10 +262,18 @@ pub fn candidate_message(
     )
 }
 
-fn trailers(product_id: &str, slice: &Slice, slice_digest: &str, proposal: &str) -> String {
+fn trailers(
+    protocol: CandidateProtocol,
+    product_id: &str,
+    slice: &Slice,
+    slice_digest: &str,
+    proposal: &str,
+) -> String {
     format!(
-        "Sf-Candidate: {CANDIDATE_PROTOCOL}\nSf-Product: {product_id}\nSf-Slice: {} {}\nSf-Slice-Digest: {slice_digest}\nSf-Proposal: {proposal}\n",
-        slice.id, slice.revision
+        "Sf-Candidate: {}\nSf-Product: {product_id}\nSf-Slice: {} {}\nSf-Slice-Digest: {slice_digest}\nSf-Proposal: {proposal}\n",
+        protocol.as_str(),
+        slice.id,
+        slice.revision
     )
 }
 
@@ -287,7 +306,7 @@ pub(crate) fn is_candidate_commit(commit: &crate::git_object::Commit, product_id
         && is_v3_message(&commit.message, product_id)
 }
 
-/// Whether `message` ends with a version 3 trailer paragraph naming `product_id`, after a
+/// Whether `message` ends with a version 3 or 4 trailer paragraph naming `product_id`, after a
 /// non-empty text.
 fn is_v3_message(message: &str, product_id: &str) -> bool {
     let Some((text, last)) = message.rsplit_once("\n\nSf-Candidate: ") else {
@@ -299,7 +318,7 @@ fn is_v3_message(message: &str, product_id: &str) -> bool {
     };
     let digest =
         |line: &str, label: &str| line.strip_prefix(label).and_then(Digest::parse).is_some();
-    *protocol == CANDIDATE_PROTOCOL
+    (*protocol == CANDIDATE_PROTOCOL || *protocol == CANDIDATE_PROTOCOL_V3)
         && product.strip_prefix("Sf-Product: ") == Some(product_id)
         && slice.strip_prefix("Sf-Slice: ").is_some_and(slice_names)
         && digest(slice_digest, "Sf-Slice-Digest: ")
@@ -462,6 +481,13 @@ pub enum TreeContents {
     /// Version 3: the snapshot digest of every entry (path, mode, bytes), what the executor
     /// is given as input.
     Digest(Digest),
+    /// Version 4: the `sf-tree/1` digests of the base's tree and of M's.
+    Trees {
+        /// The digest of B's tree.
+        base: Digest,
+        /// The digest of M's tree.
+        candidate: Digest,
+    },
 }
 
 /// The record a Candidate's digest is taken over.
@@ -539,6 +565,13 @@ impl CandidateManifest {
                     ));
                 }
             }
+            TreeContents::Trees { candidate, .. } => {
+                if super::tree_record::tree_digest_of(files)? != *candidate {
+                    return Err(format!(
+                        "the entries do not have the tree digest {candidate}"
+                    ));
+                }
+            }
         }
         Ok(())
     }
@@ -548,6 +581,7 @@ impl CandidateManifest {
         match self.record() {
             Record::Legacy(record) => canonical::to_value(&record),
             Record::V3(record) => canonical::to_value(&record),
+            Record::V4(record) => canonical::to_value(&record),
         }
         .expect("a manifest holds only strings and integers")
     }
@@ -567,11 +601,16 @@ impl CandidateManifest {
             "protocol",
             &[
                 CANDIDATE_PROTOCOL,
+                CANDIDATE_PROTOCOL_V3,
                 CANDIDATE_PROTOCOL_V2,
                 CANDIDATE_PROTOCOL_V1,
             ],
         )?;
         let protocol = CandidateProtocol::parse(tag).expect("variant_tag checked the protocol");
+        if protocol == CandidateProtocol::V4 {
+            let record: V4Record = canonical::from_value(value, "manifest")?;
+            return record.try_into();
+        }
         if protocol == CandidateProtocol::V3 {
             let record: V3Record = canonical::from_value(value, "manifest")?;
             return record.try_into();
@@ -644,6 +683,36 @@ impl CandidateManifest {
             tree: self.base_tree,
         };
         match &self.contents {
+            TreeContents::Trees {
+                base: base_digest,
+                candidate,
+            } => Record::V4(V4Record {
+                protocol: self.protocol().to_owned(),
+                repository: self.repository.clone(),
+                slice: SliceRecord {
+                    id: self.slice.id.clone(),
+                    revision: self.slice.revision,
+                    digest,
+                },
+                protected: binding.map_or_else(Vec::new, |binding| binding.protected.clone()),
+                bounds: self.bounds,
+                scope: self.scope.clone(),
+                acceptance: self.acceptance.clone(),
+                recipe: self.recipe.clone(),
+                environment: self.environment.clone(),
+                base: V4BaseRecord {
+                    commit: self.base_commit,
+                    tree: self.base_tree,
+                    tree_digest: base_digest.clone(),
+                },
+                commit: self.commit,
+                tree: self.tree,
+                tree_digest: candidate.clone(),
+                proposal: V3ProposalRecord {
+                    digest: self.proposal_digest.clone(),
+                    edits: self.edits.clone(),
+                },
+            }),
             TreeContents::Digest(content) => Record::V3(V3Record {
                 protocol: self.protocol().to_owned(),
                 repository: self.repository.clone(),
@@ -713,6 +782,7 @@ pub fn contents_digest(files: &[SourceFile]) -> Digest {
 enum Record {
     Legacy(LegacyRecord),
     V3(V3Record),
+    V4(V4Record),
 }
 
 /// A version 1 or 2 manifest as it is written: version 2 adds `slice.digest` and `protected`.
@@ -761,6 +831,70 @@ struct V3Record {
     proposal: V3ProposalRecord,
 }
 
+/// A version 4 manifest as it is written.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct V4Record {
+    /// Checked before the record is read ([`CandidateManifest::from_value`]).
+    protocol: String,
+    repository: RepositoryIdentity,
+    slice: SliceRecord,
+    protected: Vec<String>,
+    bounds: ProposalBounds,
+    scope: Vec<String>,
+    acceptance: Digest,
+    recipe: Digest,
+    environment: Digest,
+    base: V4BaseRecord,
+    commit: ObjectId,
+    tree: ObjectId,
+    #[serde(rename = "treeDigest")]
+    tree_digest: Digest,
+    proposal: V3ProposalRecord,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct V4BaseRecord {
+    commit: ObjectId,
+    tree: ObjectId,
+    #[serde(rename = "treeDigest")]
+    tree_digest: Digest,
+}
+
+impl TryFrom<V4Record> for CandidateManifest {
+    type Error = FieldError;
+
+    fn try_from(record: V4Record) -> Result<Self, FieldError> {
+        let v3 = V3Record {
+            protocol: record.protocol,
+            repository: record.repository,
+            slice: record.slice,
+            protected: record.protected,
+            bounds: record.bounds,
+            scope: record.scope,
+            acceptance: record.acceptance,
+            recipe: record.recipe,
+            environment: record.environment,
+            base: BaseRecord {
+                commit: record.base.commit,
+                tree: record.base.tree,
+            },
+            commit: record.commit,
+            tree: record.tree,
+            content: record.tree_digest.clone(),
+            proposal: record.proposal,
+        };
+        let mut manifest = CandidateManifest::try_from(v3)?;
+        manifest.protocol = CandidateProtocol::V4;
+        manifest.contents = TreeContents::Trees {
+            base: record.base.tree_digest,
+            candidate: record.tree_digest,
+        };
+        Ok(manifest)
+    }
+}
+
 impl TryFrom<V3Record> for CandidateManifest {
     type Error = FieldError;
 
@@ -768,7 +902,7 @@ impl TryFrom<V3Record> for CandidateManifest {
         let digest = record.slice.digest.ok_or_else(|| FieldError {
             kind: FieldErrorKind::Missing,
             field: "manifest.slice.digest".into(),
-            rule: format!("is required in a {CANDIDATE_PROTOCOL} manifest"),
+            rule: format!("is required in a {} manifest", record.protocol),
         })?;
         Ok(Self {
             protocol: CandidateProtocol::V3,
@@ -843,8 +977,10 @@ struct V3ProposalRecord {
 }
 
 /// A sealed Candidate as seal and export return it: its digest, its manifest (and the exact
-/// manifest bytes the digest is taken over), fresh copies of its files, and their snapshot
-/// digest (what the executor runs as input).
+/// manifest bytes the digest is taken over) and its proposal. Its files are not carried: a
+/// Candidate's tree may hold 100,000 files and gigabytes; whoever needs bytes reads them
+/// (`Repository::snapshot` of M, bounded by the repository's limits), and what names the
+/// tree is [`SealedCandidate::content_digest`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SealedCandidate {
     /// The Candidate's digest: the `sha256:` of `manifest_bytes`, and the name of its ref.
@@ -853,13 +989,22 @@ pub struct SealedCandidate {
     pub manifest: CandidateManifest,
     /// The canonical manifest bytes as stored in the seal commit's tree.
     pub manifest_bytes: Vec<u8>,
-    /// M's files with their bytes, read back from the store.
-    pub files: Vec<SnapshotFile>,
-    /// The snapshot digest of `files`: what the executor is given as the Candidate's input.
-    pub snapshot_digest: Digest,
-    /// The proposal, as the seal commit holds it (version 3; `None` before, whose seal
+    /// The proposal, as the seal commit holds it (versions 3 and 4; `None` before, whose seal
     /// commits hold only the manifest).
     pub proposal: Option<Proposal>,
+}
+
+impl SealedCandidate {
+    /// The digest that names the Candidate's content: the `sf-tree/1` digest of M's tree
+    /// (version 4), the snapshot digest of its entries (version 3); `None` for versions 1
+    /// and 2, whose manifests list the files instead.
+    pub fn content_digest(&self) -> Option<&Digest> {
+        match &self.manifest.contents {
+            TreeContents::Trees { candidate, .. } => Some(candidate),
+            TreeContents::Digest(digest) => Some(digest),
+            TreeContents::Files(_) => None,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -938,6 +1083,17 @@ mod tests {
         }
     }
 
+    fn v4() -> CandidateManifest {
+        CandidateManifest {
+            protocol: CandidateProtocol::V4,
+            contents: TreeContents::Trees {
+                base: Digest::of(b"base tree"),
+                candidate: Digest::of(b"tree"),
+            },
+            ..v3()
+        }
+    }
+
     fn binding() -> SliceBinding {
         SliceBinding {
             digest: Digest::of(b"slice"),
@@ -956,7 +1112,7 @@ mod tests {
 
     #[test]
     fn both_versions_round_trip_and_keep_their_own_fields() {
-        for manifest in [manifest(None), manifest(Some(binding())), v3()] {
+        for manifest in [manifest(None), manifest(Some(binding())), v3(), v4()] {
             let back = CandidateManifest::from_value(&manifest.to_value()).unwrap();
             assert_eq!(back, manifest);
             assert_eq!(
@@ -999,7 +1155,7 @@ mod tests {
             ),
             (
                 edited(&v2, |map| {
-                    map.insert("protocol".into(), "sf-candidate/4".into());
+                    map.insert("protocol".into(), "sf-candidate/5".into());
                     map.insert("trees".into(), Value::Null);
                 }),
                 "wrong-type",
@@ -1018,6 +1174,29 @@ mod tests {
                 }),
                 "missing-field",
                 "manifest.bounds",
+            ),
+            (
+                edited(&v4(), |map| {
+                    map.insert("content".into(), Digest::of(b"x").to_string().into());
+                }),
+                "unknown-field",
+                "manifest.content",
+            ),
+            (
+                edited(&v4(), |map| {
+                    if let Some(Value::Object(base)) = map.get_mut("base") {
+                        base.remove("treeDigest");
+                    }
+                }),
+                "missing-field",
+                "manifest.base.treeDigest",
+            ),
+            (
+                edited(&v3(), |map| {
+                    map.insert("treeDigest".into(), Digest::of(b"x").to_string().into());
+                }),
+                "unknown-field",
+                "manifest.treeDigest",
             ),
             (
                 edited(&v3(), |map| {
@@ -1094,7 +1273,13 @@ mod tests {
             parents: vec![frozen.base],
             author,
             committer,
-            message: candidate_message("p", &frozen, &proposal, &Digest::of(b"p")),
+            message: candidate_message(
+                CandidateProtocol::V4,
+                "p",
+                &frozen,
+                &proposal,
+                &Digest::of(b"p"),
+            ),
         };
         assert!(is_candidate_commit(&commit, "p"));
         assert!(!is_candidate_commit(&commit, "q"), "another Product");

@@ -19,11 +19,14 @@ mod imported;
 mod integration;
 mod listing;
 mod manifest;
-mod object_cache;
 mod proposal;
+mod resulting;
 mod seal;
 pub(crate) mod source;
+mod sparse;
+mod tree_record;
 mod tree_surgery;
+mod trees;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -47,11 +50,12 @@ pub use delivery::{
 };
 pub use error::{Rejection, RepositoryError};
 pub use identity::{
-    CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, CANDIDATE_PROTOCOL_V2, DEFAULT_GIT_TIMEOUT, IDENT,
-    MAX_CANDIDATE_COMMIT_BYTES, MAX_COMMIT_BYTES, MAX_REPOSITORY_PATH_BYTES, MAX_TARGET_REF_BYTES,
-    MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS, REPOSITORY_PROTOCOL, REPOSITORY_PROTOCOL_V1,
-    RepositoryIdentity, RepositoryLimits, RepositorySettings, SEAL_PROTOCOL, SF_NAME_EMAIL,
-    check_target_ref, initial_message, parse_repository_identity, seal_message,
+    CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, CANDIDATE_PROTOCOL_V2, CANDIDATE_PROTOCOL_V3,
+    DEFAULT_GIT_TIMEOUT, IDENT, MAX_CANDIDATE_COMMIT_BYTES, MAX_COMMIT_BYTES,
+    MAX_REPOSITORY_PATH_BYTES, MAX_TARGET_REF_BYTES, MAX_TREE_LEVEL_BYTES, REPOSITORY_LIMITS,
+    REPOSITORY_PROTOCOL, REPOSITORY_PROTOCOL_V1, RepositoryIdentity, RepositoryLimits,
+    RepositorySettings, SEAL_PROTOCOL, SF_NAME_EMAIL, check_target_ref, initial_message,
+    parse_repository_identity, seal_message,
 };
 pub use import::{
     IMPORT_PROTOCOL, IMPORT_RECORD_NAME, IMPORT_REF_PREFIX, ImportBase, ImportError, ImportRecord,
@@ -77,6 +81,8 @@ pub use proposal::{
     check_forbidden_list, check_protected, in_scope, parse_proposal, validate_proposal,
 };
 pub use source::{SourceFault, SourceFile, SourceSnapshot, SourceText, describe_faults};
+pub use tree_record::{TREE_RECORD_REF_PREFIX, tree_digest_of, tree_record_ref};
+pub use trees::EditedEntry;
 
 /// The prefix of every Candidate ref.
 pub const CANDIDATE_REF_PREFIX: &str = "refs/sf/candidates/";
@@ -174,7 +180,7 @@ pub fn open_repository(
     )?;
     Ok(Repository {
         identity: identity.clone(),
-        store: object_cache::CachedStore::new(store),
+        store,
         options,
     })
 }
@@ -182,7 +188,7 @@ pub fn open_repository(
 /// An open owned repository. The only way to get one is [`open_repository`].
 pub struct Repository {
     identity: RepositoryIdentity,
-    store: object_cache::CachedStore,
+    store: Box<dyn ObjectStore>,
     options: RepositoryOptions,
 }
 
@@ -230,16 +236,36 @@ impl Repository {
         self.indexed_snapshot(commit).map(|(snapshot, _)| snapshot)
     }
 
-    /// [`Self::snapshot`], also giving the trees it read (for a seal's tree surgery). The
-    /// caller holds the read scope.
+    /// [`Self::snapshot`], also giving the trees it read. The caller holds the read scope.
     fn indexed_snapshot(
         &self,
         commit: &ObjectId,
     ) -> Result<(SourceSnapshot, TreeIndex), RepositoryError> {
+        let tree = self.factory_tree(commit)?;
+        let (files, trees) = source::read_tree_indexed(
+            self.store.as_ref(),
+            tree,
+            &self.identity.settings(),
+            &format!("commit {commit}"),
+            self.deadline(),
+        )?;
+        Ok((
+            SourceSnapshot {
+                commit: *commit,
+                tree,
+                files,
+            },
+            trees,
+        ))
+    }
+
+    /// The tree of `commit`, which must be a factory commit of this repository (see
+    /// [`Self::snapshot`]); nothing of the tree is read.
+    pub(crate) fn factory_tree(&self, commit: &ObjectId) -> Result<ObjectId, RepositoryError> {
         if *commit != self.identity.initial
-            && let Some(imported) = self.imported_snapshot(commit)?
+            && let Some(tree) = self.imported_tree(commit)?
         {
-            return Ok(imported);
+            return Ok(tree);
         }
         let what = format!("commit {commit}");
         // An imported initial commit may carry a signature; a Candidate commit its
@@ -271,37 +297,22 @@ impl Repository {
             return Err(not_factory(commit));
         }
         let decoded = git_object::decode_commit(&object.body);
-        let tree = if *commit == self.identity.initial {
+        if *commit == self.identity.initial {
             self.initial_tree(
                 commit,
                 &object.body,
                 decoded.as_ref().filter(|decoded| decoded.is_by(IDENT)),
-            )?
+            )
         } else {
             match decoded {
                 Some(decoded)
                     if manifest::is_candidate_commit(&decoded, &self.identity.product_id) =>
                 {
-                    decoded.tree
+                    Ok(decoded.tree)
                 }
-                _ => return Err(not_factory(commit)),
+                _ => Err(not_factory(commit)),
             }
-        };
-        let (files, trees) = source::read_tree_indexed(
-            &self.store,
-            tree,
-            &self.identity.settings(),
-            &what,
-            self.deadline(),
-        )?;
-        Ok((
-            SourceSnapshot {
-                commit: *commit,
-                tree,
-                files,
-            },
-            trees,
-        ))
+        }
     }
 
     /// The tree of the initial commit, which the identity pins by id: either sf's own

@@ -3,7 +3,7 @@
 //! commit M carries, parsed strictly, validated as a whole and applied in memory to a base
 //! source before anything is built or written.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use base64::Engine as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -13,8 +13,7 @@ use crate::contracts::tree_path::{self, EntryMode as Mode, TreeRule};
 use crate::path_glob::{PathGlob, first_match};
 
 use super::error::{Rejection, RepositoryError};
-use super::identity::RepositorySettings;
-use super::source::{SourceFile, check_resulting_source, check_text};
+use super::source::{SourceFile, check_text};
 
 /// The largest proposal document, in bytes: room for the hard cap's content in base64 and
 /// JSON's escapes. A proposal is the one record allowed past the codec's 1 MiB.
@@ -582,13 +581,6 @@ pub fn check_forbidden<'a>(
     Ok(())
 }
 
-/// The bytes of `path` in `files` (sorted by path), empty when it is absent.
-pub(crate) fn content_of<'f>(files: &'f [SourceFile], path: &str) -> &'f [u8] {
-    files
-        .binary_search_by(|file| file.path.as_str().cmp(path))
-        .map_or(&[], |at| files[at].content.as_slice())
-}
-
 /// Validates a proposal on its own (without a base): edit count, paths, each edit's one
 /// change, texts, duplicates, scope, size against `bounds`, and the message and author.
 /// Returns the proposal's digest.
@@ -699,23 +691,35 @@ pub(crate) fn validated_bytes(
     proposal.to_bytes()
 }
 
-/// Applies validated edits to the base's files, checking priors, and the resulting source
-/// against the tree rules and the repository's limits. Returns the new files sorted by path.
-pub(crate) fn apply_edits(
-    base: &[SourceFile],
+/// One edit resolved against its base: the path's entry before (`None` when the edit
+/// creates it) and after (`None` when it deletes it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Resolved {
+    /// The path the edit touches.
+    pub path: String,
+    /// The entry in the base.
+    pub prior: Option<SourceFile>,
+    /// The entry the edit leaves.
+    pub next: Option<SourceFile>,
+}
+
+/// Resolves every edit of `proposal` against the base, whose entry at a path `current`
+/// gives (a file or a link; `None` for a path that is no leaf of the base): each `prior`
+/// checked, each change made, each rule of one edit applied (`file-exists`, `absent-file`,
+/// `wrong-prior`, `wrong-kind`, `no-change`). The tree as a whole is the caller's to check.
+/// Paths are distinct (the proposal's own rule), so each edit is resolved on its own.
+pub(crate) fn resolve_edits<'f>(
+    current: impl Fn(&str) -> Option<&'f SourceFile>,
     proposal: &Proposal,
-    settings: &RepositorySettings,
-) -> Result<Vec<SourceFile>, RepositoryError> {
-    let mut files: BTreeMap<&str, &SourceFile> =
-        base.iter().map(|file| (file.path.as_str(), file)).collect();
-    let mut added: Vec<SourceFile> = Vec::new();
+) -> Result<Vec<Resolved>, RepositoryError> {
+    let mut resolved = Vec::with_capacity(proposal.edits.len());
     for (at, edit) in proposal.edits.iter().enumerate() {
         let field = format!("proposal.edits[{at}] ({})", edit.path);
         let rejected = |reason, rule: &str| Err(RepositoryError::rejected(reason, &field, rule));
         let change = edit
             .change()
             .map_err(|(reason, rule)| RepositoryError::rejected(reason, &field, rule))?;
-        let current = files.get(edit.path.as_str()).copied();
+        let current = current(edit.path.as_str());
         match (&edit.prior, current) {
             (None, Some(_)) => {
                 return rejected(
@@ -770,15 +774,13 @@ pub(crate) fn apply_edits(
                 "the edit leaves the entry as it is (the same mode and bytes)",
             );
         }
-        files.remove(edit.path.as_str());
-        if let Some((mode, content)) = next {
-            added.push(SourceFile::new(edit.path.clone(), mode, content));
-        }
+        resolved.push(Resolved {
+            path: edit.path.clone(),
+            prior: current.cloned(),
+            next: next.map(|(mode, content)| SourceFile::new(edit.path.clone(), mode, content)),
+        });
     }
-    let mut result: Vec<SourceFile> = files.into_values().cloned().chain(added).collect();
-    result.sort_by(|a, b| a.path.cmp(&b.path));
-    check_resulting_source(&result, settings)?;
-    Ok(result)
+    Ok(resolved)
 }
 
 #[cfg(test)]

@@ -1,31 +1,109 @@
 //! Sealing: a proposal validated whole against its base in memory, built into Candidate commit
 //! M and seal commit S, written, and published under its manifest digest, create-only.
 //!
-//! What a seal writes is in proportion to the change: the edited blobs, the trees on the
-//! edited paths ([tree surgery](super::tree_surgery)), M, and the seal's own four objects, as
-//! one pack; what it reads back before returning is those objects. The base is read whole,
-//! because the `sf-candidate/3` manifest digests every entry's bytes.
+//! What a seal reads and writes is in proportion to the change. It reads the base's trees on
+//! the edited paths, the base's tree record on the same paths ([`sparse`](super::sparse): each
+//! directory's digests, bound to its Git tree) and the edited entries' bytes; it checks the
+//! resulting tree where the change can break a rule ([`resulting`](super::resulting)); it
+//! writes the edited blobs, the trees on the edited paths ([tree
+//! surgery](super::tree_surgery)), M, the seal's four objects and M's tree record (the nodes
+//! and shadows on the edited paths), as one pack; and it reads those back before returning. A
+//! base without a record (written by an older sf) is read whole once, and its record is
+//! written with the seal.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::canonical::{self, Digest};
+use crate::contracts::tree_digest;
 use crate::contracts::{
-    EncodedObject, ObjectStore as _, ObjectStoreError, ObjectStoreExt, RefName, RefUpdate, RefValue,
+    EncodedObject, ObjectStoreError, ObjectStoreExt, RefName, RefUpdate, RefValue,
 };
 use crate::fault::FaultPoint;
 use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
-use crate::snapshot::SnapshotFile;
 
 use super::identity;
-use super::proposal;
-use super::source::SourceFile;
-use super::tree_surgery::{self, TreeIndex};
+use super::proposal::{self, Resolved};
+use super::sparse::{RecordSource, SparseTree};
+use super::tree_record::{self, DirectoryRecord, RecordObjects, record_objects};
+use super::tree_surgery;
 use super::{
     CANDIDATE_REF_PATIENCE, CandidateManifest, CandidateProtocol, FrozenInputs, IDENT,
     MANIFEST_NAME, ManifestEdit, ManifestEntry, PROPOSAL_NAME, Proposal, Repository,
     RepositoryError, SealedCandidate, TreeContents, candidate_idents, candidate_message,
-    candidate_ref, check_protected, contents_digest,
+    candidate_ref, check_protected,
 };
+
+/// A change applied to a sparse base: the resulting tree's Git objects and records.
+pub(super) struct Applied {
+    /// The resulting root tree.
+    pub tree: ObjectId,
+    /// The new blobs and trees, deepest first.
+    pub objects: Vec<EncodedObject>,
+    /// The resulting tree's directories on the changed paths.
+    pub records: BTreeMap<String, DirectoryRecord>,
+}
+
+impl Applied {
+    /// The resulting tree's `sf-tree/1` digest.
+    pub fn digest(&self) -> Digest {
+        self.records[""].directory.digest().hash
+    }
+}
+
+/// Applies `resolved` to `base` twice over, as Git trees ([tree surgery](super::tree_surgery))
+/// and as digests ([`tree_digest::apply`]), and joins the two directory by directory (each
+/// the other's check). The blobs of written entries the base does not hold at that path are
+/// among the objects.
+pub(super) fn apply_to(
+    base: &SparseTree,
+    resolved: &[Resolved],
+) -> Result<Applied, RepositoryError> {
+    let internal = |why: String| RepositoryError::corrupt(format!("applying the edits: {why}"));
+    let mut blobs = Vec::new();
+    let mut changes = Vec::with_capacity(resolved.len());
+    let mut digest_changes = Vec::with_capacity(resolved.len());
+    for edit in resolved {
+        if let Some(next) = &edit.next
+            && edit
+                .prior
+                .as_ref()
+                .is_none_or(|prior| prior.blob != next.blob)
+        {
+            blobs.push(EncodedObject::new(ObjectKind::Blob, next.content.clone()));
+        }
+        changes.push((
+            edit.path.clone(),
+            edit.next
+                .as_ref()
+                .map(|next| (EntryMode::of_leaf(next.mode), next.blob)),
+        ));
+        digest_changes.push((
+            edit.path.clone(),
+            edit.next.as_ref().map(tree_record::leaf_node),
+        ));
+    }
+    let rebuilt = tree_surgery::rebuild(&base.index, &changes);
+    let digested = tree_digest::apply(&base.directories(), &digest_changes)
+        .map_err(|error| internal(error.to_string()))?;
+    if !digested.directories.keys().eq(rebuilt.directories.keys()) {
+        return Err(internal(
+            "the trees and the digests differ in their directories".into(),
+        ));
+    }
+    let mut records = BTreeMap::new();
+    for (path, directory) in digested.directories {
+        let (tree, entries) = &rebuilt.directories[&path];
+        let record = DirectoryRecord::join(*tree, entries, directory).map_err(internal)?;
+        records.insert(path, record);
+    }
+    blobs.extend(rebuilt.objects);
+    Ok(Applied {
+        tree: rebuilt.tree,
+        objects: blobs,
+        records,
+    })
+}
 
 impl Repository {
     /// Seals `proposal` against `frozen` as a Candidate and returns it. The whole proposal is
@@ -51,38 +129,49 @@ impl Repository {
             proposal.edits.iter().map(|edit| edit.path.as_str()),
             &frozen.protected()?,
         )?;
-        // One read scope for the whole seal: the base's levels and blobs, the replay check
-        // and the read-back of what was written share one reader.
+        // One read scope for the whole seal: the base's trees, record and edited entries,
+        // the replay check and the read-back of what was written share one reader.
         let _reads = self.store.read_scope();
-        let (base, base_trees) = self
-            .indexed_snapshot(&frozen.base)
+        let what = format!("base {}", frozen.base);
+        let base_tree = self
+            .factory_tree(&frozen.base)
             .map_err(|error| not_a_base(frozen, error))?;
-        let files = proposal::apply_edits(&base.files, proposal, &self.identity.settings())?;
+        let paths = proposal.edits.iter().map(|edit| edit.path.as_str());
+        let base = self.sparse_tree(base_tree, &tree_digest::touched(paths.clone()), &what)?;
+        let current = self.leaves_at(&base, paths, &what)?;
+        let resolved = proposal::resolve_edits(|path| current.get(path), proposal)?;
+        let applied = apply_to(&base, &resolved)?;
+        let totals = applied.records[""].directory.totals();
+        let directories: BTreeMap<String, (ObjectId, Vec<TreeEntry>)> = applied
+            .records
+            .iter()
+            .map(|(path, record)| (path.clone(), (record.tree, record.entries())))
+            .collect();
+        self.check_resulting(&base, &resolved, &directories, totals, &what)?;
         proposal::check_forbidden(
-            proposal.edits.iter().map(|edit| {
-                let path = edit.path.as_str();
+            resolved.iter().map(|edit| {
                 (
-                    path,
-                    proposal::content_of(&base.files, path),
-                    proposal::content_of(&files, path),
+                    edit.path.as_str(),
+                    content_of(&edit.prior),
+                    content_of(&edit.next),
                 )
             }),
             &frozen.forbidden,
         )?;
-        let changed = changed_objects(&base.files, proposal, &files, &base_trees);
+        let protocol = CandidateProtocol::V4;
         let commit = EncodedObject::new(
             ObjectKind::Commit,
             candidate_commit(
+                protocol,
                 &self.identity.product_id,
                 frozen,
                 proposal,
                 &proposal_digest,
-                changed.tree,
+                applied.tree,
             ),
         );
-        let snapshot_digest = contents_digest(&files);
         let manifest = CandidateManifest {
-            protocol: CandidateProtocol::V3,
+            protocol,
             repository: self.identity.clone(),
             slice: frozen.slice.clone(),
             binding: frozen.binding.clone(),
@@ -91,13 +180,16 @@ impl Repository {
             acceptance: frozen.acceptance.clone(),
             recipe: frozen.recipe.clone(),
             environment: frozen.environment.clone(),
-            base_commit: base.commit,
-            base_tree: base.tree,
+            base_commit: frozen.base,
+            base_tree,
             commit: commit.id,
-            tree: changed.tree,
-            contents: TreeContents::Digest(snapshot_digest.clone()),
+            tree: applied.tree,
+            contents: TreeContents::Trees {
+                base: base.records[""].directory.digest().hash,
+                candidate: applied.digest(),
+            },
             proposal_digest,
-            edits: edit_entries(&base.files, proposal, &files),
+            edits: edit_entries(&resolved),
         };
         let manifest_bytes = manifest.to_bytes().map_err(|error| {
             RepositoryError::invalid(
@@ -113,45 +205,89 @@ impl Repository {
         }
         let (seal_objects, seal_commit) =
             seal_objects(manifest_bytes.clone(), proposal_bytes.clone(), commit.id);
-        let mut objects = changed.objects;
+        let record = record_objects(&applied.records, &base.shadows).map_err(|why| {
+            RepositoryError::corrupt(format!("the Candidate's tree record: {why}"))
+        })?;
+        let mut objects = applied.objects;
         objects.push(commit);
         objects.extend(seal_objects);
+        let base_record = match &base.record {
+            RecordSource::Stored | RecordSource::Unread => None,
+            RecordSource::Derived {
+                commit,
+                objects: derived,
+            } => {
+                objects.extend(derived.iter().cloned());
+                Some(*commit)
+            }
+        };
+        let RecordObjects {
+            commit: candidate_record,
+            objects: record_objects,
+            ..
+        } = record;
+        objects.extend(record_objects);
+        // Each object once: a tree record may share a node or shadow with its base's.
+        let mut seen = std::collections::HashSet::new();
+        objects.retain(|object| seen.insert(object.id));
         self.store.write_objects(&objects, self.deadline())?;
         self.options.faults.reached(FaultPoint::ObjectsWritten);
-        let published = match self
-            .store
-            .create_ref(&name, &seal_commit, self.deadline())?
-        {
+        // The records first: they are derived data, true whether or not a Candidate is
+        // published; the Candidate ref last, so that only a whole seal publishes one.
+        if let Some(base_record) = base_record {
+            self.publish_tree_record(&base_tree, base_record)?;
+        }
+        self.publish_tree_record(&applied.tree, candidate_record)?;
+        self.create_once(&name, seal_commit, "the seal commit")?;
+        self.options.faults.reached(FaultPoint::Published);
+        self.confirm_written(&objects)?;
+        sealed_candidate(digest, manifest_bytes, &proposal_bytes)
+    }
+
+    /// Creates ref `name` naming `value` (`what` names it in errors), converging on a
+    /// concurrent identical creation; any other value is `corrupt`, an unconfirmed creation
+    /// is settled by reading back.
+    pub(super) fn create_once(
+        &self,
+        name: &RefName,
+        value: ObjectId,
+        what: &str,
+    ) -> Result<(), RepositoryError> {
+        match self.store.create_ref(name, &value, self.deadline())? {
             RefUpdate::Applied => Ok(()),
-            // A concurrent identical seal published the same S first: converge on it.
+            // A concurrent identical seal published the same value first: converge on it.
             RefUpdate::Refused {
                 current: Some(RefValue::Direct(current)),
-            } if current == seal_commit => Ok(()),
+            } if current == value => Ok(()),
             RefUpdate::Refused {
                 current: Some(current),
             } => Err(RepositoryError::corrupt(format!(
-                "{name} names {current:?}, not the seal commit {seal_commit}"
+                "{name} names {current:?}, not {what} {value}"
             ))),
             RefUpdate::Refused { current: None } => {
-                self.settle_candidate_ref(&name, seal_commit, "the store refused an absent ref")
+                self.settle_created_ref(name, value, what, "the store refused an absent ref")
             }
-            RefUpdate::Unknown { reason } => self.settle_candidate_ref(&name, seal_commit, &reason),
-        };
-        published?;
-        self.options.faults.reached(FaultPoint::Published);
-        self.confirm_written(&objects)?;
-        sealed_candidate(
-            digest,
-            manifest_bytes,
-            &proposal_bytes,
-            files,
-            snapshot_digest,
+            RefUpdate::Unknown { reason } => self.settle_created_ref(name, value, what, &reason),
+        }
+    }
+
+    /// Publishes the record commit `record` of `tree` (create-only; an identical record
+    /// published already is kept).
+    pub(super) fn publish_tree_record(
+        &self,
+        tree: &ObjectId,
+        record: ObjectId,
+    ) -> Result<(), RepositoryError> {
+        self.create_once(
+            &tree_record::tree_record_ref(tree),
+            record,
+            &format!("the record of tree {tree}"),
         )
     }
 
     /// Reads back every object a seal wrote, each re-hashed against its id: the store holds
-    /// what the published ref names. The rest of the Candidate is its base, read whole and
-    /// verified in this same seal; export verifies all of it again at every later use.
+    /// what the published ref names. The rest of the Candidate is its base, read and bound to
+    /// its record in this same seal; export verifies all of it again at every later use.
     fn confirm_written(&self, objects: &[EncodedObject]) -> Result<(), RepositoryError> {
         let ids: Vec<ObjectId> = objects.iter().map(|object| object.id).collect();
         let bytes: u64 = objects.iter().map(|object| object.body.len() as u64).sum();
@@ -185,23 +321,25 @@ impl Repository {
         Ok(())
     }
 
-    /// After a Candidate ref creation the store could not confirm: a concurrent identical seal
-    /// may hold Git's lock on the ref and publish the same S a moment later (Git refuses the
-    /// loser while the winner's lock exists). Publishing is idempotent, so this call waits, for
-    /// a bounded time and reading only, until the ref names S; anything else is reported.
-    fn settle_candidate_ref(
+    /// After a ref creation the store could not confirm: a concurrent identical seal may hold
+    /// Git's lock on the ref and publish the same value a moment later (Git refuses the
+    /// loser while the winner's lock exists). Publishing is idempotent, so this call waits,
+    /// for a bounded time and reading only, until the ref names `value`; anything else is
+    /// reported.
+    fn settle_created_ref(
         &self,
         name: &RefName,
-        seal_commit: ObjectId,
+        value: ObjectId,
+        what: &str,
         reason: &str,
     ) -> Result<(), RepositoryError> {
         let patience = Instant::now() + CANDIDATE_REF_PATIENCE.min(self.options.git_timeout);
         loop {
             match self.store.read_ref(name, self.deadline())? {
-                Some(RefValue::Direct(current)) if current == seal_commit => return Ok(()),
+                Some(RefValue::Direct(current)) if current == value => return Ok(()),
                 Some(current) => {
                     return Err(RepositoryError::corrupt(format!(
-                        "{name} names {current:?}, not the seal commit {seal_commit}"
+                        "{name} names {current:?}, not {what} {value}"
                     )));
                 }
                 None if Instant::now() < patience => {
@@ -215,6 +353,11 @@ impl Repository {
             }
         }
     }
+}
+
+/// An entry's bytes; none for an absent entry.
+fn content_of(file: &Option<super::SourceFile>) -> &[u8] {
+    file.as_ref().map_or(&[], |file| file.content.as_slice())
 }
 
 /// A base that is missing or not a factory commit is the caller's input; a corrupt one stays
@@ -231,10 +374,11 @@ fn not_a_base(frozen: &FrozenInputs, error: RepositoryError) -> RepositoryError 
     }
 }
 
-/// The bytes of an `sf-candidate/3` Candidate commit M on tree `tree`: its parent the frozen
+/// The bytes of a version 3 or 4 Candidate commit M on tree `tree`: its parent the frozen
 /// base, its author the proposal's (sf committing at the author's time), its message the
 /// proposal's text and the trailers. Seal builds it and export rebuilds it to compare.
 pub(super) fn candidate_commit(
+    protocol: CandidateProtocol,
     product_id: &str,
     frozen: &FrozenInputs,
     proposal: &Proposal,
@@ -247,29 +391,19 @@ pub(super) fn candidate_commit(
         parents: vec![frozen.base],
         author,
         committer,
-        message: candidate_message(product_id, frozen, proposal, proposal_digest),
+        message: candidate_message(protocol, product_id, frozen, proposal, proposal_digest),
     })
 }
 
-/// The edits of `proposal` as the manifest records them: each path's entry in the base and
-/// in the resulting `files` (both sorted by path), sorted by path.
-pub(super) fn edit_entries(
-    base: &[SourceFile],
-    proposal: &Proposal,
-    files: &[SourceFile],
-) -> Vec<ManifestEdit> {
-    let entry = |list: &[SourceFile], path: &str| {
-        list.binary_search_by(|file| file.path.as_str().cmp(path))
-            .ok()
-            .map(|at| ManifestEntry::of(&list[at]))
-    };
-    let mut edits: Vec<ManifestEdit> = proposal
-        .edits
+/// The edits as the manifest records them: each path's entry in the base and after, sorted
+/// by path.
+pub(super) fn edit_entries(resolved: &[Resolved]) -> Vec<ManifestEdit> {
+    let mut edits: Vec<ManifestEdit> = resolved
         .iter()
         .map(|edit| ManifestEdit {
             path: edit.path.clone(),
-            prior: entry(base, &edit.path),
-            next: entry(files, &edit.path),
+            prior: edit.prior.as_ref().map(ManifestEntry::of),
+            next: edit.next.as_ref().map(ManifestEntry::of),
         })
         .collect();
     edits.sort_by(|a, b| a.path.cmp(&b.path));
@@ -313,48 +447,12 @@ fn seal_objects(
     (vec![manifest, proposal, tree, commit], id)
 }
 
-/// The Candidate tree's id and the objects a seal writes for it: the blobs of the edited
-/// entries that the base does not hold at that path, and the trees above them ([tree
-/// surgery](super::tree_surgery): every untouched subtree keeps its id).
-fn changed_objects(
-    base: &[SourceFile],
-    proposal: &Proposal,
-    files: &[SourceFile],
-    base_trees: &TreeIndex,
-) -> tree_surgery::Rebuilt {
-    let find = |list: &'_ [SourceFile], path: &str| {
-        list.binary_search_by(|file| file.path.as_str().cmp(path))
-            .ok()
-            .map(|at| list[at].clone())
-    };
-    let mut blobs = Vec::new();
-    let mut changes = Vec::with_capacity(proposal.edits.len());
-    for edit in &proposal.edits {
-        let next = find(files, &edit.path);
-        if let Some(file) = &next
-            && find(base, &edit.path).is_none_or(|prior| prior.blob != file.blob)
-        {
-            blobs.push(EncodedObject::new(ObjectKind::Blob, file.content.clone()));
-        }
-        changes.push((
-            edit.path.clone(),
-            next.map(|file| (EntryMode::of_leaf(file.mode), file.blob)),
-        ));
-    }
-    let mut rebuilt = tree_surgery::rebuild(base_trees, &changes);
-    blobs.append(&mut rebuilt.objects);
-    rebuilt.objects = blobs;
-    rebuilt
-}
-
 /// The Candidate a seal returns, in exactly the form export reads back: the manifest and the
-/// proposal parsed from the bytes that were written, M's files as built.
+/// proposal parsed from the bytes that were written.
 fn sealed_candidate(
     digest: Digest,
     manifest_bytes: Vec<u8>,
     proposal_bytes: &[u8],
-    files: Vec<SourceFile>,
-    snapshot_digest: Digest,
 ) -> Result<SealedCandidate, RepositoryError> {
     let corrupt = |why: String| RepositoryError::corrupt(format!("manifest {digest}: {why}"));
     let value =
@@ -367,11 +465,6 @@ fn sealed_candidate(
         digest,
         manifest,
         manifest_bytes,
-        files: files
-            .into_iter()
-            .map(|file| SnapshotFile::new(file.path, file.mode, file.content))
-            .collect(),
-        snapshot_digest,
         proposal: Some(proposal),
     })
 }

@@ -83,13 +83,6 @@ impl SourceFile {
     pub fn as_text(&self) -> Option<&str> {
         std::str::from_utf8(&self.content).ok()
     }
-
-    fn leaf(&self) -> Leaf<'_> {
-        match self.mode {
-            Mode::Symlink => Leaf::Symlink(&self.content),
-            Mode::Regular | Mode::Executable => Leaf::File,
-        }
-    }
 }
 
 /// The files of one factory commit, sorted by path.
@@ -184,19 +177,58 @@ pub fn check_source(
     limits: &RepositoryLimits,
     policy: TreePolicy,
 ) -> Vec<SourceFault> {
+    let total: u64 = files.iter().map(|file| file.bytes).sum();
+    check_listing(
+        files.iter().map(|file| Listed {
+            path: &file.path,
+            mode: file.mode,
+            bytes: file.bytes,
+            content: &file.content,
+        }),
+        (files.len() as u64, total),
+        limits,
+        policy,
+    )
+}
+
+/// One leaf of a tree as [`check_listing`] checks it: its path, mode and size, and for a link
+/// its target (a file's bytes are not needed).
+pub(crate) struct Listed<'a> {
+    pub path: &'a str,
+    pub mode: Mode,
+    pub bytes: u64,
+    pub content: &'a [u8],
+}
+
+impl Listed<'_> {
+    fn leaf(&self) -> Leaf<'_> {
+        match self.mode {
+            Mode::Symlink => Leaf::Symlink(self.content),
+            Mode::Regular | Mode::Executable => Leaf::File,
+        }
+    }
+}
+
+/// [`check_source`] of a listing whose leaves number `totals.0` and hold `totals.1` bytes:
+/// the limits of the whole, each leaf's size, and the tree rules, every fault sorted by path.
+pub(crate) fn check_listing<'a>(
+    leaves: impl Iterator<Item = Listed<'a>>,
+    totals: (u64, u64),
+    limits: &RepositoryLimits,
+    policy: TreePolicy,
+) -> Vec<SourceFault> {
+    let (count, total) = totals;
     let mut faults = Vec::new();
-    if files.len() > limits.max_files {
+    if count > limits.max_files as u64 {
         faults.push(SourceFault::new(
             Rejection::TooManyFiles,
             WHOLE_TREE,
             format!(
-                "holds {} files; a tree holds at most {}",
-                files.len(),
+                "holds {count} files; a tree holds at most {}",
                 limits.max_files
             ),
         ));
     }
-    let total: u64 = files.iter().map(|file| file.bytes).sum();
     if total > limits.max_source_bytes as u64 {
         faults.push(SourceFault::new(
             Rejection::SourceTooLarge,
@@ -207,22 +239,20 @@ pub fn check_source(
             ),
         ));
     }
-    for file in files {
-        if file.bytes > limits.max_file_bytes as u64 {
+    let leaves: Vec<Listed<'a>> = leaves.collect();
+    for leaf in &leaves {
+        if leaf.bytes > limits.max_file_bytes as u64 {
             faults.push(SourceFault::new(
                 Rejection::FileTooLarge,
-                &file.path,
+                leaf.path,
                 format!(
                     "is {} bytes; a file holds at most {}",
-                    file.bytes, limits.max_file_bytes
+                    leaf.bytes, limits.max_file_bytes
                 ),
             ));
         }
     }
-    for fault in tree_path::check_tree(
-        files.iter().map(|file| (file.path.as_str(), file.leaf())),
-        policy,
-    ) {
+    for fault in tree_path::check_tree(leaves.iter().map(|leaf| (leaf.path, leaf.leaf())), policy) {
         let mut rule = fault.rule.describe().to_owned();
         if let Some(with) = &fault.with {
             rule.push_str(&format!(" ({with})"));
@@ -237,16 +267,9 @@ pub fn check_source(
     faults
 }
 
-/// The first fault of [`check_source`] with the repository's `settings`, as a rejection of a
-/// proposal's resulting tree.
-pub(crate) fn check_resulting_source(
-    files: &[SourceFile],
-    settings: &RepositorySettings,
-) -> Result<(), RepositoryError> {
-    match check_source(files, &settings.limits(), settings.policy())
-        .into_iter()
-        .next()
-    {
+/// The first of `faults`, as a rejection of a proposal's resulting tree.
+pub(crate) fn first_fault(faults: Vec<SourceFault>) -> Result<(), RepositoryError> {
+    match faults.into_iter().next() {
         None => Ok(()),
         Some(fault) => Err(RepositoryError::rejected(
             fault.reason,
@@ -417,14 +440,190 @@ pub fn walk_tree<S: ObjectSource + ?Sized>(
     walk_indexed(source, root, limits, policy).map(|(files, _)| files)
 }
 
-/// [`walk_tree`], also giving the trees it read, for a seal's [tree
-/// surgery](super::tree_surgery).
+/// [`walk_tree`], also giving the trees it read.
 pub(crate) fn walk_indexed<S: ObjectSource + ?Sized>(
     source: &mut S,
     root: ObjectId,
     limits: &RepositoryLimits,
     policy: TreePolicy,
 ) -> Result<(Vec<SourceFile>, TreeIndex), WalkError<S::Error>> {
+    let mut contents = Vec::new();
+    let walked = walk_leaves(source, root, limits, policy, false, |_, content| {
+        contents.push(content.to_vec());
+    })?;
+    let files = walked
+        .leaves
+        .into_iter()
+        .zip(contents)
+        .map(|(leaf, content)| SourceFile {
+            path: leaf.path,
+            mode: leaf.mode,
+            blob: leaf.blob,
+            sha256: leaf.sha256,
+            bytes: leaf.bytes,
+            content,
+        })
+        .collect();
+    Ok((files, walked.index))
+}
+
+/// One leaf of a walked tree: a [`SourceFile`] without its bytes (a link keeps its target).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct WalkedLeaf {
+    pub path: String,
+    pub mode: Mode,
+    pub blob: ObjectId,
+    pub sha256: Digest,
+    pub bytes: u64,
+    /// A link's target; empty for a file.
+    pub target: Vec<u8>,
+}
+
+impl WalkedLeaf {
+    /// The leaf as a source file without its bytes (a link keeps its target).
+    pub fn source_file(&self) -> SourceFile {
+        SourceFile {
+            path: self.path.clone(),
+            mode: self.mode,
+            blob: self.blob,
+            sha256: self.sha256.clone(),
+            bytes: self.bytes,
+            content: self.target.clone(),
+        }
+    }
+}
+
+/// What [`walk_streaming`] read: every leaf, sorted by path, and every tree.
+pub(crate) struct Walked {
+    pub leaves: Vec<WalkedLeaf>,
+    pub index: TreeIndex,
+}
+
+/// The most bytes of blobs one read of a streaming walk asks for (a file larger than this is
+/// read alone, within the per-file limit).
+const WALK_BATCH_BYTES: u64 = 32 * 1024 * 1024;
+/// The most blobs one read of a streaming walk asks for.
+const WALK_BATCH_BLOBS: usize = 4096;
+
+/// [`walk_tree`] that holds no file's bytes beyond one read: the blobs are read in path order,
+/// a bounded batch at a time (at most [`WALK_BATCH_BLOBS`] and [`WALK_BATCH_BYTES`], or one
+/// file alone within the per-file limit), each re-hashed and handed to `each` (its leaf, then
+/// its bytes) before the next batch is read. The checks are [`walk_tree`]'s.
+pub(crate) fn walk_streaming<S: ObjectSource + ?Sized>(
+    source: &mut S,
+    root: ObjectId,
+    limits: &RepositoryLimits,
+    policy: TreePolicy,
+    each: impl FnMut(&WalkedLeaf, &[u8]),
+) -> Result<Walked, WalkError<S::Error>> {
+    walk_leaves(source, root, limits, policy, true, each)
+}
+
+/// The walk of [`walk_tree`] and [`walk_streaming`]: the blobs read in one read within the
+/// tree's limit, or `batched`.
+fn walk_leaves<S: ObjectSource + ?Sized>(
+    source: &mut S,
+    root: ObjectId,
+    limits: &RepositoryLimits,
+    policy: TreePolicy,
+    batched: bool,
+    mut each: impl FnMut(&WalkedLeaf, &[u8]),
+) -> Result<Walked, WalkError<S::Error>> {
+    let (index, mut blobs, mut faults) = walk_trees(source, root, limits)?;
+    blobs.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut leaves = Vec::with_capacity(blobs.len());
+    let mut total = 0u64;
+    let mut at = 0;
+    let whole = (blobs.len(), limits.max_source_bytes as u64);
+    let (mut batch, batch_budget) = if batched {
+        (
+            WALK_BATCH_BLOBS,
+            WALK_BATCH_BYTES.max(limits.max_file_bytes as u64),
+        )
+    } else {
+        whole
+    };
+    while at < blobs.len() {
+        let end = (at + batch).min(blobs.len());
+        let ids: Vec<ObjectId> = blobs[at..end].iter().map(|(_, _, id)| *id).collect();
+        let left = (limits.max_source_bytes as u64).saturating_sub(total);
+        let bodies = match source.read(&ids, ObjectKind::Blob, batch_budget.min(left)) {
+            Ok(bodies) => bodies,
+            // Past a batch's budget: read fewer at a time, down to one file alone.
+            Err(_) if batched && end - at > 1 => {
+                batch = (end - at) / 2;
+                continue;
+            }
+            // The leaves are read and checked even when entries are at fault, so that a
+            // refusal lists the faults of the tree rules beside those of the entries; a read
+            // that fails then does not hide the entries' faults.
+            Err(_) if !faults.is_empty() => {
+                faults.sort_by(|a, b| a.path.cmp(&b.path));
+                return Err(WalkError::Faults(faults));
+            }
+            Err(error) => return Err(WalkError::Read(error)),
+        };
+        for ((path, mode, id), body) in blobs[at..end].iter().zip(bodies) {
+            total += body.len() as u64;
+            let leaf = WalkedLeaf {
+                path: path.clone(),
+                mode: *mode,
+                blob: *id,
+                sha256: Digest::of(&body),
+                bytes: body.len() as u64,
+                target: if *mode == Mode::Symlink {
+                    body.clone()
+                } else {
+                    Vec::new()
+                },
+            };
+            each(&leaf, &body);
+            leaves.push(leaf);
+        }
+        at = end;
+        if batched {
+            batch = WALK_BATCH_BLOBS;
+        }
+    }
+    faults.extend(check_listing(
+        leaves.iter().map(|leaf| Listed {
+            path: &leaf.path,
+            mode: leaf.mode,
+            bytes: leaf.bytes,
+            content: &leaf.target,
+        }),
+        (leaves.len() as u64, total),
+        limits,
+        policy,
+    ));
+    if !faults.is_empty() {
+        faults.sort_by(|a, b| a.path.cmp(&b.path));
+        return Err(WalkError::Faults(faults));
+    }
+    // Rebuilding from the leaves must give the tree that was read: a stored tree in any
+    // other shape never qualifies. Each blob id was checked against the bytes read.
+    let entries: Vec<(&str, EntryMode, ObjectId)> = leaves
+        .iter()
+        .map(|leaf| (leaf.path.as_str(), EntryMode::of_leaf(leaf.mode), leaf.blob))
+        .collect();
+    if build_level(&entries, &mut Vec::new()) != root {
+        return Err(WalkError::Faults(vec![SourceFault::new(
+            Rejection::UnsupportedEntry,
+            "(the root)",
+            format!("tree {root} is not the tree of its own files"),
+        )]));
+    }
+    Ok(Walked { leaves, index })
+}
+
+/// The trees of a walk, level by level: the index of every sound tree, every leaf (path,
+/// mode, blob), and the faults of the entries.
+#[allow(clippy::type_complexity)]
+fn walk_trees<S: ObjectSource + ?Sized>(
+    source: &mut S,
+    root: ObjectId,
+    limits: &RepositoryLimits,
+) -> Result<(TreeIndex, Vec<(String, Mode, ObjectId)>, Vec<SourceFault>), WalkError<S::Error>> {
     let mut index = TreeIndex::default();
     let mut faults = Vec::new();
     let mut level: Vec<(String, ObjectId)> = vec![(String::new(), root)];
@@ -538,117 +737,7 @@ pub(crate) fn walk_indexed<S: ObjectSource + ?Sized>(
             ),
         )]));
     }
-    // The leaves are read and checked even when entries are at fault, so that a refusal
-    // lists the faults of the tree rules (a link leaving the tree, a case collision, a size)
-    // beside those of the entries (a submodule, a mode): every path at fault at once.
-    // A read that fails then does not hide the entries' faults.
-    let ids: Vec<ObjectId> = blobs.iter().map(|(_, _, id)| *id).collect();
-    let bodies = match source.read(&ids, ObjectKind::Blob, limits.max_source_bytes as u64) {
-        Ok(bodies) => bodies,
-        Err(_) if !faults.is_empty() => {
-            faults.sort_by(|a, b| a.path.cmp(&b.path));
-            return Err(WalkError::Faults(faults));
-        }
-        Err(error) => return Err(WalkError::Read(error)),
-    };
-    let mut files: Vec<SourceFile> = blobs
-        .into_iter()
-        .zip(bodies)
-        .map(|((path, mode, _), body)| SourceFile::new(path, mode, body))
-        .collect();
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    faults.extend(check_source(&files, limits, policy));
-    if !faults.is_empty() {
-        faults.sort_by(|a, b| a.path.cmp(&b.path));
-        return Err(WalkError::Faults(faults));
-    }
-    // Rebuilding from the files must give the tree that was read: a stored tree in any other
-    // shape never qualifies. Each file's blob id was computed from the bytes read.
-    if tree_id(&files) != root {
-        return Err(WalkError::Faults(vec![SourceFault::new(
-            Rejection::UnsupportedEntry,
-            "(the root)",
-            format!("tree {root} is not the tree of its own files"),
-        )]));
-    }
-    Ok((files, index))
-}
-
-/// Reads the commits `commits` and every tree and blob below the trees `trees` once, so that
-/// a store that keeps what it read for the operation ([`super::object_cache`]) answers the
-/// walks that follow, each of which reads and checks everything again, without a Git process
-/// of their own: one read per level of all the trees together (the first with the commits),
-/// then one of every blob, where walking each tree alone costs a read per level and tree.
-/// Best effort: a read that fails, or trees beyond `limits`, stop it, and the walks that
-/// follow report what is wrong.
-pub(crate) fn prefetch(
-    store: &dyn ObjectStore,
-    commits: &[ObjectId],
-    trees: &[ObjectId],
-    commit_budget: u64,
-    limits: &RepositoryLimits,
-    deadline: Instant,
-) {
-    let roots = trees.len().max(1);
-    let entry_cap = limits
-        .max_files
-        .saturating_mul(2)
-        .saturating_add(1)
-        .saturating_mul(roots);
-    let mut seen = std::collections::HashSet::new();
-    let mut level: Vec<ObjectId> = trees
-        .iter()
-        .copied()
-        .filter(|id| seen.insert(*id))
-        .collect();
-    let mut ids: Vec<ObjectId> = commits
-        .iter()
-        .copied()
-        .chain(level.iter().copied())
-        .collect();
-    let mut budget = commit_budget
-        .saturating_mul(commits.len() as u64)
-        .saturating_add(MAX_TREE_LEVEL_BYTES.saturating_mul(roots as u64));
-    let mut blobs = Vec::new();
-    let mut entries = 0usize;
-    while !level.is_empty() {
-        let Ok(answers) = store.read_verified(&ids, budget, deadline) else {
-            return;
-        };
-        let mut next = Vec::new();
-        for answer in answers.into_iter().skip(ids.len() - level.len()) {
-            let Some(object) = answer.filter(|object| object.kind == ObjectKind::Tree) else {
-                continue;
-            };
-            let Some(raw) = git_object::split_tree(&object.body) else {
-                continue;
-            };
-            entries += raw.len();
-            if entries > entry_cap {
-                return;
-            }
-            for entry in raw {
-                match EntryMode::from_octal(&entry.mode).map(|mode| mode.leaf()) {
-                    Some(Some(_)) if seen.insert(entry.id) => blobs.push(entry.id),
-                    Some(None) if seen.insert(entry.id) => next.push(entry.id),
-                    _ => {}
-                }
-            }
-        }
-        level = next;
-        ids = level.clone();
-        budget = MAX_TREE_LEVEL_BYTES.saturating_mul(roots as u64);
-    }
-    // No more than the cache keeps: blobs beyond it would be read now and again by the walks.
-    if !blobs.is_empty() {
-        let _ = store.read_verified(
-            &blobs,
-            (limits.max_source_bytes as u64)
-                .saturating_mul(roots as u64)
-                .min(super::object_cache::MAX_CACHED_BYTES),
-            deadline,
-        );
-    }
+    Ok((index, blobs, faults))
 }
 
 /// Reads the owned tree `tree` back ([`walk_tree`] on the store); any fault is `corrupt`,
@@ -661,6 +750,40 @@ pub(crate) fn read_tree(
     deadline: Instant,
 ) -> Result<Vec<SourceFile>, RepositoryError> {
     read_tree_indexed(store, tree, settings, what, deadline).map(|(files, _)| files)
+}
+
+/// [`read_tree`] streaming ([`walk_streaming`]): every object re-hashed and every rule
+/// checked, the blobs handed to `each` in path order and dropped.
+pub(crate) fn stream_tree(
+    store: &dyn ObjectStore,
+    tree: ObjectId,
+    settings: &RepositorySettings,
+    what: &str,
+    deadline: Instant,
+    each: impl FnMut(&WalkedLeaf, &[u8]),
+) -> Result<Walked, RepositoryError> {
+    let mut source = OwnedObjects {
+        store,
+        what,
+        deadline,
+    };
+    walk_streaming(
+        &mut source,
+        tree,
+        &settings.limits(),
+        settings.policy(),
+        each,
+    )
+    .map_err(|error| owned_walk_error(error, what))
+}
+
+fn owned_walk_error(error: WalkError<RepositoryError>, what: &str) -> RepositoryError {
+    match error {
+        WalkError::Read(error) => error,
+        WalkError::Faults(faults) => {
+            RepositoryError::corrupt(format!("{what}: {}", describe_faults(&faults)))
+        }
+    }
 }
 
 /// [`read_tree`], also giving the trees it read.
@@ -676,14 +799,8 @@ pub(crate) fn read_tree_indexed(
         what,
         deadline,
     };
-    walk_indexed(&mut source, tree, &settings.limits(), settings.policy()).map_err(|error| {
-        match error {
-            WalkError::Read(error) => error,
-            WalkError::Faults(faults) => {
-                RepositoryError::corrupt(format!("{what}: {}", describe_faults(&faults)))
-            }
-        }
-    })
+    walk_indexed(&mut source, tree, &settings.limits(), settings.policy())
+        .map_err(|error| owned_walk_error(error, what))
 }
 
 #[cfg(test)]

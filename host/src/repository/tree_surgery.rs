@@ -30,6 +30,18 @@ impl TreeIndex {
     fn root(&self) -> Option<ObjectId> {
         self.dirs.get("").map(|(id, _)| *id)
     }
+
+    /// Directory `path`'s tree id and entries, when the index holds it.
+    pub(crate) fn get(&self, path: &str) -> Option<&(ObjectId, Vec<TreeEntry>)> {
+        self.dirs.get(path)
+    }
+
+    /// The entry called `name` in directory `dir`, when the index holds the directory.
+    pub(crate) fn entry(&self, dir: &str, name: &str) -> Option<&TreeEntry> {
+        self.dirs
+            .get(dir)
+            .and_then(|(_, entries)| entries.iter().find(|entry| entry.name == name))
+    }
 }
 
 /// A leaf as a tree entry names it: its mode and its blob.
@@ -38,12 +50,14 @@ pub(crate) type Leaf = (EntryMode, ObjectId);
 /// One changed path: its new leaf, or `None` when it was deleted.
 pub(crate) type Change = (String, Option<Leaf>);
 
-/// The rebuilt tree: its root id and the tree objects that are new (every directory on a
-/// changed path that still holds something), deepest first.
+/// The rebuilt tree: its root id, the tree objects that are new (every directory on a
+/// changed path that still holds something), deepest first, and each directory on a changed
+/// path that still holds something, with its id and entries, by path.
 #[derive(Debug)]
 pub(crate) struct Rebuilt {
     pub tree: ObjectId,
     pub objects: Vec<EncodedObject>,
+    pub directories: BTreeMap<String, (ObjectId, Vec<TreeEntry>)>,
 }
 
 /// Applies `changes` (distinct paths, already checked against the tree rules as a whole) to
@@ -68,6 +82,7 @@ pub(crate) fn rebuild(base: &TreeIndex, changes: &[Change]) -> Rebuilt {
     // Deepest first, so that a directory's children are rebuilt before it.
     let mut rebuilt: HashMap<&str, Option<ObjectId>> = HashMap::new();
     let mut objects = Vec::new();
+    let mut directories = BTreeMap::new();
     for &(_, dir) in touched.iter().rev() {
         let mut entries: BTreeMap<String, TreeEntry> = base
             .dirs
@@ -137,6 +152,7 @@ pub(crate) fn rebuild(base: &TreeIndex, changes: &[Change]) -> Rebuilt {
             let object = EncodedObject::new(ObjectKind::Tree, git_object::encode_tree(&entries));
             let id = object.id;
             objects.push(object);
+            directories.insert(dir.to_owned(), (id, entries));
             Some(id)
         };
         rebuilt.insert(dir, id);
@@ -150,7 +166,11 @@ pub(crate) fn rebuild(base: &TreeIndex, changes: &[Change]) -> Rebuilt {
     // new directories alike) is written once.
     let mut known: HashSet<ObjectId> = base.dirs.values().map(|(id, _)| *id).collect();
     objects.retain(|object| known.insert(object.id));
-    Rebuilt { tree, objects }
+    Rebuilt {
+        tree,
+        objects,
+        directories,
+    }
 }
 
 fn depth(dir: &str) -> usize {

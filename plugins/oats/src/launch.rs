@@ -214,6 +214,7 @@ pub fn run(
         )
     })?;
     let run_request = RunRequest {
+        program_tree: None,
         command: None,
         program: program.to_vec(),
         entry: LAUNCHER_PATH.into(),

@@ -5,6 +5,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use sf_contracts::executor::ProgramTree;
 use sf_contracts::snapshot::SnapshotFile;
 use sf_contracts::{
     CancelToken, Executor, ExecutorError, ProfileDescription, RequestDigests, RunAnswer,
@@ -14,8 +15,8 @@ use sf_contracts::{
 use crate::cgroup::{Cleaner, Hierarchy};
 use crate::identity::{IdRange, Ids};
 use crate::plan::{
-    CommandPlan, EnvironmentBind, LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan, PlanFile,
-    RootEntry, RootEntryKind, RunPlan,
+    Binds, CommandPlan, EnvironmentBind, LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan,
+    PlanEntryKind, PlanFile, RootEntry, RootEntryKind, RunPlan, TreeBind,
 };
 use crate::prepare::Preparer;
 use crate::profile::{
@@ -307,6 +308,7 @@ impl SandboxExecutor {
             cwd: PROGRAM_DIR.to_owned(),
             executable,
             dependencies: None,
+            program_tree: None,
         })
     }
 
@@ -343,10 +345,17 @@ impl SandboxExecutor {
                 .as_ref()
                 .and_then(|command| command.resources.cpu_seconds),
             command,
-            program_options: snapshot_tmpfs_options(&request.program),
+            program_options: match &request.program_tree {
+                // Room for the whiteouts too: at most one per deletion.
+                Some(tree) => tmpfs_options(&tree.layer, tree.deleted.len()),
+                None => snapshot_tmpfs_options(&request.program),
+            },
             input_options: snapshot_tmpfs_options(&request.input),
             harness_options: snapshot_tmpfs_options(&request.harness),
-            program: plan_files(&request.program),
+            program: match &request.program_tree {
+                Some(tree) => layer_files(tree)?,
+                None => plan_files(&request.program),
+            },
             input: plan_files(&request.input),
             harness: plan_files(&request.harness),
             argv,
@@ -356,11 +365,8 @@ impl SandboxExecutor {
     /// A started launcher for a run: the prepared one when there is one, its launcher and the
     /// fork server still run, and the runtime's files are still the configured ones (a
     /// prepared sandbox holds the files it cloned); else a new one.
-    fn take_sandbox(
-        &self,
-        dependencies: Option<&EnvironmentBind>,
-    ) -> Result<(Started, Sandbox), ExecutorError> {
-        let prepared = self.preparer.take(dependencies);
+    fn take_sandbox(&self, binds: &Binds) -> Result<(Started, Sandbox), ExecutorError> {
+        let prepared = self.preparer.take(binds);
         let usable = prepared.is_some()
             && self.runtime.binds_as_configured()
             && self.preparer.shared.source.server.is_running();
@@ -369,16 +375,13 @@ impl SandboxExecutor {
             // A sandbox prepared from files that changed since is dropped unused; a new
             // launcher checks the files again and refuses them as it always does. One whose
             // launcher ended is replaced too (a failure to build it shows again, in this run).
-            _ => Ok((self.start_sandbox(dependencies)?, Sandbox::New)),
+            _ => Ok((self.start_sandbox(binds)?, Sandbox::New)),
         }
     }
 
     /// A launcher started now, for a run that waits for it.
-    fn start_sandbox(
-        &self,
-        dependencies: Option<&EnvironmentBind>,
-    ) -> Result<Started, ExecutorError> {
-        start(&self.preparer.shared.source, dependencies)
+    fn start_sandbox(&self, binds: &Binds) -> Result<Started, ExecutorError> {
+        start(&self.preparer.shared.source, binds)
     }
 
     /// The limits of a run that asks for `resources`: the profile's, each bound the run asks
@@ -539,6 +542,72 @@ fn root_entries(tree: &Path) -> Result<Vec<RootEntry>, ExecutorError> {
     Ok(entries)
 }
 
+/// The bind of a program tree's base: a directory that the sandbox's user can read and no
+/// one but root or this user can change, and that is still the one the store verified
+/// (device and inode; the init checks them again when it clones it).
+fn program_tree_bind(tree: &ProgramTree) -> Result<TreeBind, ExecutorError> {
+    let unavailable = |reason: String| ExecutorError::Unavailable {
+        mechanism: "program-tree".to_owned(),
+        reason,
+    };
+    let metadata = std::fs::symlink_metadata(&tree.dir)
+        .map_err(|error| unavailable(format!("{}: {error}", tree.dir.display())))?;
+    if !metadata.is_dir() || metadata.dev() != tree.dev || metadata.ino() != tree.ino {
+        return Err(unavailable(format!(
+            "{} is not the directory the store verified (device {} inode {})",
+            tree.dir.display(),
+            tree.dev,
+            tree.ino
+        )));
+    }
+    if let Some(problem) = crate::runtime::untrusted(&tree.dir) {
+        return Err(invalid(
+            format!("program tree {}: {problem}", tree.dir.display()),
+            "a program tree, and every directory above it, is owned by root or this user and \
+             writable by neither group nor others",
+        ));
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        crate::runtime::check_readable_by_others(&tree.dir, true)?;
+    }
+    Ok(TreeBind {
+        host: tree.dir.clone(),
+        dev: tree.dev,
+        ino: tree.ino,
+    })
+}
+
+/// The run plan's program entries of a program tree: its layer, then a whiteout for each
+/// name the layer hides: a deleted leaf, or the highest directory the deletions empty (a
+/// directory of the base that the tree no longer holds), so that the overlay shows exactly
+/// the tree.
+fn layer_files(tree: &ProgramTree) -> Result<Vec<PlanFile>, ExecutorError> {
+    let checked = tree.check()?;
+    let mut files = plan_files(&tree.layer);
+    let mut hidden = std::collections::BTreeSet::new();
+    for path in &tree.deleted {
+        let mut top = path.as_str();
+        while let Some((parent, _)) = top.rsplit_once('/') {
+            if checked.holds_directory(parent) {
+                break;
+            }
+            top = parent;
+        }
+        hidden.insert(top.to_owned());
+    }
+    files.extend(hidden.into_iter().map(|path| PlanFile {
+        path,
+        kind: PlanEntryKind::Whiteout,
+        size: 0,
+    }));
+    Ok(files)
+}
+
+fn file_bytes(file: &SnapshotFile) -> &[u8] {
+    &file.content
+}
+
 fn plan_files(files: &[SnapshotFile]) -> Vec<PlanFile> {
     files
         .iter()
@@ -553,6 +622,11 @@ fn plan_files(files: &[SnapshotFile]) -> Vec<PlanFile> {
 /// tmpfs options that fit `files` exactly enough: their pages, one inode per file and
 /// directory, and a little slack.
 fn snapshot_tmpfs_options(files: &[SnapshotFile]) -> String {
+    tmpfs_options(files, 0)
+}
+
+/// [`snapshot_tmpfs_options`] with `extra` inodes more.
+fn tmpfs_options(files: &[SnapshotFile], extra: usize) -> String {
     const PAGE: u64 = 4096;
     let pages: u64 = files
         .iter()
@@ -572,7 +646,7 @@ fn snapshot_tmpfs_options(files: &[SnapshotFile]) -> String {
     format!(
         "size={},nr_inodes={},mode=0755",
         (pages + 16) * PAGE,
-        files.len() + directories.len() + 16
+        files.len() + directories.len() + extra + 16
     )
 }
 
@@ -603,7 +677,13 @@ impl Executor for SandboxExecutor {
             Some(environment) => Some(self.dependencies(environment)?),
             None => None,
         };
-        let dependencies = dependencies.as_ref();
+        let binds = Binds {
+            dependencies,
+            program_tree: match &request.program_tree {
+                Some(tree) => Some(program_tree_bind(tree)?),
+                None => None,
+            },
+        };
         let resources = request
             .command
             .as_ref()
@@ -623,12 +703,22 @@ impl Executor for SandboxExecutor {
             mechanism: "launcher".to_owned(),
             reason: format!("the run plan did not encode: {error}"),
         })?;
-        let files: Vec<&[u8]> = request
+        // A program by reference sends its layer (a whiteout has no bytes).
+        let program_files = match &request.program_tree {
+            Some(tree) => &tree.layer,
+            None => &request.program,
+        };
+        let whiteouts = run
             .program
             .iter()
-            .chain(request.input.iter())
-            .chain(request.harness.iter())
-            .map(|file| file.content.as_slice())
+            .filter(|file| file.kind == PlanEntryKind::Whiteout)
+            .count();
+        let files: Vec<&[u8]> = program_files
+            .iter()
+            .map(file_bytes)
+            .chain(std::iter::repeat_n(&[][..], whiteouts))
+            .chain(request.input.iter().map(file_bytes))
+            .chain(request.harness.iter().map(file_bytes))
             .collect();
         let launch = |started| {
             supervise(Launch {
@@ -643,14 +733,14 @@ impl Executor for SandboxExecutor {
         };
         // However this run ends, the next sandbox is built after it: building it while the
         // run runs would take the machine's cores from the run.
-        let _next = self.preparer.next_after(dependencies);
-        let ran = match self.take_sandbox(dependencies)? {
+        let _next = self.preparer.next_after(&binds);
+        let ran = match self.take_sandbox(&binds)? {
             (started, Sandbox::Prepared) => match launch(started) {
                 Ok(ran) => ran,
                 // `Err` means the program did not start: the prepared sandbox was lost before
                 // it took the run (say its fork server was killed). A new one gets the run,
                 // and reports its own failure if it has one.
-                Err(_) if !cancel.is_cancelled() => launch(self.start_sandbox(dependencies)?)?,
+                Err(_) if !cancel.is_cancelled() => launch(self.start_sandbox(&binds)?)?,
                 Err(error) => return Err(error),
             },
             (started, Sandbox::New) => launch(started)?,

@@ -28,8 +28,13 @@ use crate::runtime::{BindSource, Layout};
 /// snapshot entry's kind ([`PlanFile::kind`]); version 5 the dependency environment
 /// ([`Plan::environment`]) and the command ([`RunPlan::command`]); version 6 the executable
 /// scratch ([`RunPlan::scratch_executable`]); version 7 the root environment
-/// ([`EnvironmentBind::root_entries`]).
-pub const PLAN_PROTOCOL: u32 = 7;
+/// ([`EnvironmentBind::root_entries`]); version 8 the program by reference
+/// ([`Plan::program_tree`], [`PlanEntryKind::Whiteout`]).
+pub const PLAN_PROTOCOL: u32 = 8;
+
+/// Where a program tree's base is attached inside the sandbox while the program's overlay is
+/// made; detached again before the program starts, so that only the overlay holds it.
+pub const PROGRAM_TREE_MOUNT: &str = "/sf/.tree";
 
 /// The largest header accepted (the file bytes follow it and are bounded separately).
 pub const MAX_HEADER_BYTES: u64 = 4 << 20;
@@ -52,6 +57,9 @@ pub enum PlanEntryKind {
     Executable,
     /// A symbolic link whose target is the entry's bytes.
     Symlink,
+    /// A whiteout (a character device 0:0) in a program tree's layer: the base's entry of
+    /// that name, file or directory, is hidden. It has no bytes.
+    Whiteout,
 }
 
 impl From<EntryMode> for PlanEntryKind {
@@ -179,6 +187,29 @@ pub struct Plan {
     pub executable: String,
     /// The dependency environment every run of this sandbox sees, if any.
     pub dependencies: Option<EnvironmentBind>,
+    /// The base tree of every run of this sandbox whose program is given by reference: its
+    /// host directory is cloned before the pivot (checked by identity) and attached at
+    /// [`PROGRAM_TREE_MOUNT`], and each run lays its layer over it.
+    pub program_tree: Option<TreeBind>,
+}
+
+/// A program tree's base: a host directory (a store's verified tree), cloned read-only and
+/// checked by device and inode.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TreeBind {
+    pub host: PathBuf,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// What a sandbox binds beyond its Executor's runtime, fixed when it is built: a prepared
+/// sandbox serves only a run that binds the same.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Binds {
+    /// A command's dependency environment.
+    pub dependencies: Option<EnvironmentBind>,
+    /// A program tree's base.
+    pub program_tree: Option<TreeBind>,
 }
 
 /// A dependency environment: a host directory bound read-only (and executable) at another
@@ -230,14 +261,16 @@ impl Plan {
         [&self.program_dir, &self.input_dir, &self.harness_dir]
     }
 
-    /// This plan with `dependencies` bound, and readable and executable under Landlock. A
+    /// This plan with `binds`: the program tree's base, and the dependency environment bound
+    /// and readable and executable under Landlock. A
     /// root environment takes the runtime's place: none of the runtime's files is bound or
     /// has a rule, and each of the environment's top-level directories and files gets the
     /// rule a runtime directory or file would.
-    pub fn with_dependencies(&self, dependencies: Option<&EnvironmentBind>) -> Plan {
+    pub fn with_binds(&self, binds: &Binds) -> Plan {
         use crate::profile::{runtime_directory_access, runtime_file_access};
         let mut plan = self.clone();
-        let Some(environment) = dependencies else {
+        plan.program_tree = binds.program_tree.clone();
+        let Some(environment) = &binds.dependencies else {
             return plan;
         };
         if environment.is_root() {

@@ -16,7 +16,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::plan::EnvironmentBind;
+use crate::plan::Binds;
 use crate::supervisor::{Source, Started, start};
 
 /// What the Executor and its preparing thread share.
@@ -29,10 +29,10 @@ pub(crate) struct Shared {
 
 #[derive(Debug, Default)]
 struct Slot {
-    /// The sandbox waiting, and the dependency environment it binds.
-    ready: Option<(Started, Option<EnvironmentBind>)>,
-    /// The dependency environment the next sandbox binds: the last run's.
-    next: Option<EnvironmentBind>,
+    /// The sandbox waiting, and what it binds.
+    ready: Option<(Started, Binds)>,
+    /// What the next sandbox binds: what the last run's did.
+    next: Binds,
     /// A run ended: prepare another.
     wanted: bool,
     /// How many runs started (nothing is prepared before the second one).
@@ -80,16 +80,16 @@ impl Preparer {
         Self { shared, thread }
     }
 
-    /// The prepared sandbox binding `dependencies`: the one waiting, else the one being
-    /// started (waited for, up to a bound); `None` when there is neither, or it binds another
-    /// environment (it is then dropped unused).
-    pub fn take(&self, dependencies: Option<&EnvironmentBind>) -> Option<Started> {
+    /// The prepared sandbox binding `binds`: the one waiting, else the one being started
+    /// (waited for, up to a bound); `None` when there is neither, or it binds another
+    /// environment or program tree (it is then dropped unused).
+    pub fn take(&self, binds: &Binds) -> Option<Started> {
         self.thread.as_ref()?;
         let until = Instant::now() + WAIT_FOR_PREPARING;
         let mut slot = self.shared.slot();
         loop {
             if let Some((started, bound)) = slot.ready.take() {
-                return (bound.as_ref() == dependencies).then_some(started);
+                return (bound == *binds).then_some(started);
             }
             let left = until.saturating_duration_since(Instant::now());
             if !slot.preparing || left.is_zero() {
@@ -105,11 +105,11 @@ impl Preparer {
     }
 
     /// A guard that, when dropped (at the end of a run), has the next sandbox prepared,
-    /// binding the same dependency environment as this run, from the second run on.
-    pub fn next_after(&self, dependencies: Option<&EnvironmentBind>) -> NextAfter<'_> {
+    /// binding what this run binds, from the second run on.
+    pub fn next_after(&self, binds: &Binds) -> NextAfter<'_> {
         let mut slot = self.shared.slot();
         slot.runs += 1;
-        slot.next = dependencies.cloned();
+        slot.next = binds.clone();
         NextAfter(self)
     }
 
@@ -154,7 +154,7 @@ impl Drop for Preparer {
 /// reports the failure).
 fn prepare_loop(shared: &Shared) {
     loop {
-        let dependencies = {
+        let binds = {
             let mut slot = shared.slot();
             let needed = |slot: &Slot| slot.wanted && slot.ready.is_none();
             while !slot.stopping && !needed(&slot) {
@@ -170,7 +170,7 @@ fn prepare_loop(shared: &Shared) {
             slot.preparing = true;
             slot.next.clone()
         };
-        let started = start(&shared.source, dependencies.as_ref());
+        let started = start(&shared.source, &binds);
         let mut slot = shared.slot();
         slot.preparing = false;
         shared.changed.notify_all();
@@ -180,7 +180,7 @@ fn prepare_loop(shared: &Shared) {
         if let Ok(started) = started
             && slot.ready.is_none()
         {
-            slot.ready = Some((started, dependencies));
+            slot.ready = Some((started, binds));
         }
     }
 }

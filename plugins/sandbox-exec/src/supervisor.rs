@@ -26,7 +26,7 @@ use sf_contracts::{
 
 use crate::cgroup::{self, Cleaner, CleanerHandle, Hierarchy, RunGroup};
 use crate::identity::Ids;
-use crate::plan::{EnvironmentBind, Plan, Report, ResultsSeen};
+use crate::plan::{Binds, Plan, Report, ResultsSeen};
 use crate::profile::Limits;
 use crate::zygote::ForkServer;
 
@@ -129,18 +129,14 @@ impl Drop for Started {
 }
 
 /// Has the fork server fork a launcher (in a control group of its own and under a host id
-/// of its own, where there are) and hands it the plan, with `dependencies` bound.
-pub(crate) fn start(
-    source: &Source,
-    dependencies: Option<&EnvironmentBind>,
-) -> Result<Started, ExecutorError> {
-    let plan =
-        serde_json::to_vec(&source.plan.with_dependencies(dependencies)).map_err(|error| {
-            ExecutorError::Unavailable {
-                mechanism: "launcher".to_owned(),
-                reason: format!("the plan did not encode: {error}"),
-            }
-        })?;
+/// of its own, where there are) and hands it the plan, with `binds` bound.
+pub(crate) fn start(source: &Source, binds: &Binds) -> Result<Started, ExecutorError> {
+    let plan = serde_json::to_vec(&source.plan.with_binds(binds)).map_err(|error| {
+        ExecutorError::Unavailable {
+            mechanism: "launcher".to_owned(),
+            reason: format!("the plan did not encode: {error}"),
+        }
+    })?;
     let group = source.resources.group()?;
     let procs = match &group {
         Some(group) => group.procs().map_err(|reason| ExecutorError::Unavailable {

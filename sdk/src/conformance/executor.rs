@@ -21,10 +21,14 @@
 
 use std::time::{Duration, Instant};
 
+use std::os::unix::ffi::OsStrExt as _;
+
 use sf_contracts::snapshot::{MAX_SNAPSHOT_BYTES, SnapshotFile, snapshot_digest};
+use sf_contracts::tree_digest::{self, Node};
 use sf_contracts::tree_path::EntryMode;
 use sf_contracts::{
-    CancelToken, Executor, NamespaceDisposition, RunBounds, RunEntry, RunRequest, RunStatus,
+    CancelToken, Executor, NamespaceDisposition, ProgramTree, RunBounds, RunEntry, RunRequest,
+    RunStatus,
 };
 
 /// What a program must do.
@@ -121,6 +125,9 @@ super::suite! {
         same_request_same_identities,
         harness_entry_runs,
         modes_are_part_of_the_identity,
+        program_by_reference_runs_its_base_with_its_layer,
+        a_changed_layer_or_base_is_another_program,
+        a_replaced_base_is_never_run,
         invalid_input_is_refused,
         cancelled_before_start_starts_nothing,
         timeout_stops_the_run,
@@ -152,6 +159,7 @@ fn request(harness: &dyn Harness, behaviour: &Behaviour, bounds: RunBounds) -> R
     let mut args = program.args;
     args.push("argument-zero".into());
     RunRequest {
+        program_tree: None,
         command: None,
         program: program.files,
         entry: program.entry.into(),
@@ -362,6 +370,215 @@ pub fn modes_are_part_of_the_identity(harness: &dyn Harness) {
     );
 }
 
+/// A base tree written into a fresh directory (directories 0755, files 0444, executables
+/// 0555: readable by a sandbox's user), as a store would hand it over, and the request of
+/// `behaviour` taking its program by reference: the base holds the program's files with the
+/// entry's bytes replaced by a program that prints something else and exits 1, and an extra
+/// file; the layer puts the entry back and deletes the extra file. Only a run of the base
+/// with its layer prints what the behaviour prints.
+pub struct ReferencedProgram {
+    /// Holds the base's directory for as long as the request is used.
+    pub dir: tempfile_dir::TempDir,
+    /// The request.
+    pub request: RunRequest,
+}
+
+/// A directory the suite makes and removes (the suite depends on nothing but the contracts).
+pub mod tempfile_dir {
+    use std::path::{Path, PathBuf};
+
+    /// A fresh directory under the system's temporary directory, removed on drop.
+    pub struct TempDir(PathBuf);
+
+    impl TempDir {
+        /// Makes one, mode 0755.
+        pub fn new() -> std::io::Result<Self> {
+            use std::os::unix::fs::DirBuilderExt as _;
+            let base = std::env::temp_dir();
+            for attempt in 0..1000u32 {
+                let nanos = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |now| now.subsec_nanos());
+                let path = base.join(format!(
+                    "sf-conformance-{}-{nanos}-{attempt}",
+                    std::process::id()
+                ));
+                match std::fs::DirBuilder::new().mode(0o755).create(&path) {
+                    Ok(()) => {
+                        std::fs::set_permissions(
+                            &path,
+                            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                        )?;
+                        return Ok(Self(path));
+                    }
+                    Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(error) => return Err(error),
+                }
+            }
+            Err(std::io::Error::other("no fresh temporary directory"))
+        }
+
+        /// Its path.
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            // The tree is read-only by design: make it writable to remove it.
+            fn writable(path: &Path) {
+                use std::os::unix::fs::PermissionsExt as _;
+                if let Ok(metadata) = std::fs::symlink_metadata(path)
+                    && metadata.is_dir()
+                {
+                    let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755));
+                    if let Ok(entries) = std::fs::read_dir(path) {
+                        for entry in entries.flatten() {
+                            writable(&entry.path());
+                        }
+                    }
+                }
+            }
+            writable(&self.0);
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+/// The [`ReferencedProgram`] of `behaviour`.
+pub fn program_by_reference(harness: &dyn Harness, behaviour: &Behaviour) -> ReferencedProgram {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let mut request = request(harness, behaviour, bounds());
+    let mut base = std::mem::take(&mut request.program);
+    let entry = base
+        .iter()
+        .position(|file| file.path == request.entry.path)
+        .expect("the entry is a file of the program");
+    let genuine = base[entry].clone();
+    let wrong = harness.program(&Behaviour::Print {
+        stdout: "the-base-entry".into(),
+        stderr: String::new(),
+        input: None,
+        code: 1,
+    });
+    base[entry].content = wrong
+        .files
+        .iter()
+        .find(|file| file.path == wrong.entry)
+        .expect("the entry is a file of the program")
+        .content
+        .clone();
+    base.push(SnapshotFile::regular(
+        "sf-conformance/extra.txt",
+        b"extra".to_vec(),
+    ));
+    let dir = tempfile_dir::TempDir::new().expect("a temporary directory");
+    for file in &base {
+        let path = dir.path().join(&file.path);
+        let parent = path.parent().expect("a file has a parent");
+        std::fs::create_dir_all(parent).expect("the base's directories");
+        let _ = std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o755));
+        match file.mode {
+            EntryMode::Symlink => {
+                std::os::unix::fs::symlink(std::ffi::OsStr::from_bytes(&file.content), &path)
+                    .expect("a link of the base")
+            }
+            mode => {
+                std::fs::write(&path, &file.content).expect("a file of the base");
+                let bits = if mode == EntryMode::Executable {
+                    0o555
+                } else {
+                    0o444
+                };
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(bits))
+                    .expect("the file's mode");
+            }
+        }
+    }
+    let built = tree_digest::build(base.iter().map(|file| (file.path.as_str(), node(file))))
+        .expect("the base is a tree");
+    let metadata = std::fs::metadata(dir.path()).expect("the base's directory");
+    request.program_tree = Some(ProgramTree {
+        base: built.root.hash,
+        dir: dir.path().to_path_buf(),
+        dev: metadata.dev(),
+        ino: metadata.ino(),
+        directories: built.directories,
+        layer: vec![genuine],
+        deleted: vec!["sf-conformance/extra.txt".into()],
+    });
+    ReferencedProgram { dir, request }
+}
+
+fn node(file: &SnapshotFile) -> Node {
+    match file.mode {
+        EntryMode::Symlink => Node::Symlink {
+            target: String::from_utf8_lossy(&file.content).into_owned(),
+        },
+        mode => Node::file(mode == EntryMode::Executable, &file.content),
+    }
+}
+
+/// A program given by reference runs its base with its layer laid over it (the layer's entry,
+/// not the base's), and its identity is the `sf-tree/1` digest of that tree, which the request
+/// names ([`ProgramTree::check`]).
+pub fn program_by_reference_runs_its_base_with_its_layer(harness: &dyn Harness) {
+    let referenced = program_by_reference(harness, &printing());
+    let answer = run_printing(harness, &referenced.request);
+    let tree = referenced.request.program_tree.as_ref().unwrap();
+    let checked = tree.check().expect("the reference is valid");
+    assert_eq!(
+        answer.identities.program, checked.digest,
+        "the answer names the tree that ran"
+    );
+    assert_ne!(answer.identities.program, tree.base, "not the base alone");
+    assert_eq!(
+        answer.identities.input,
+        snapshot_digest(&referenced.request.input).unwrap()
+    );
+}
+
+/// One byte of the layer, one deletion less, or another base is another program.
+pub fn a_changed_layer_or_base_is_another_program(harness: &dyn Harness) {
+    let referenced = program_by_reference(harness, &printing());
+    let executor = harness.executor();
+    let first = executor
+        .run(&referenced.request, &CancelToken::new())
+        .expect("the run starts");
+    let mut changed = referenced.request.clone();
+    let tree = changed.program_tree.as_mut().unwrap();
+    tree.layer.push(SnapshotFile::regular(
+        "sf-conformance/added.txt",
+        b"added".to_vec(),
+    ));
+    let second = executor.run(&changed, &CancelToken::new()).unwrap();
+    assert_ne!(second.identities.program, first.identities.program);
+    let mut kept = referenced.request.clone();
+    kept.program_tree.as_mut().unwrap().deleted.clear();
+    let third = executor.run(&kept, &CancelToken::new()).unwrap();
+    assert_ne!(third.identities.program, first.identities.program);
+    assert_ne!(third.identities.program, second.identities.program);
+    assert_eq!(third.identities.input, first.identities.input);
+}
+
+/// A base directory that is not the one the store verified (replaced since: another
+/// directory at its path) starts nothing: `unavailable`, mechanism `program-tree`.
+pub fn a_replaced_base_is_never_run(harness: &dyn Harness) {
+    let referenced = program_by_reference(harness, &printing());
+    let other = program_by_reference(harness, &printing());
+    let mut swapped = referenced.request.clone();
+    let tree = swapped.program_tree.as_mut().unwrap();
+    // The reference names the first directory's identity at the second's path.
+    tree.dir = other.dir.path().to_path_buf();
+    match harness.executor().run(&swapped, &CancelToken::new()) {
+        Err(sf_contracts::ExecutorError::Unavailable { mechanism, .. }) => {
+            assert_eq!(mechanism, "program-tree")
+        }
+        other => panic!("a replaced base must start nothing: {other:?}"),
+    }
+}
+
 /// Invalid requests are `invalid-input` errors.
 pub fn invalid_input_is_refused(harness: &dyn Harness) {
     let executor = harness.executor();
@@ -403,6 +620,40 @@ pub fn invalid_input_is_refused(harness: &dyn Harness) {
         vec![0; MAX_SNAPSHOT_BYTES as usize + 1],
     ));
     cases.push(("oversized program", bad));
+    let referenced = program_by_reference(harness, &printing());
+    let mut bad = referenced.request.clone();
+    bad.program = good.program.clone();
+    cases.push(("files by value beside a reference", bad));
+    let mut bad = referenced.request.clone();
+    bad.program_tree.as_mut().unwrap().directories.remove("");
+    cases.push(("a reference without its root directory", bad));
+    let mut bad = referenced.request.clone();
+    bad.program_tree.as_mut().unwrap().base = sf_contracts::canonical::Digest::of(b"other");
+    cases.push(("a base whose root directory is another", bad));
+    // A directory of the base altered since its parent named it (a store entry that
+    // changed): it no longer binds to the base's digest.
+    let mut bad = referenced.request.clone();
+    bad.program_tree
+        .as_mut()
+        .unwrap()
+        .directories
+        .get_mut("sf-conformance")
+        .expect("the layer's directory is given")
+        .insert(
+            "planted.txt",
+            node(&SnapshotFile::regular("planted.txt", Vec::new())),
+        );
+    cases.push(("a directory its parent does not name", bad));
+    let mut bad = referenced.request.clone();
+    bad.program_tree
+        .as_mut()
+        .unwrap()
+        .layer
+        .push(SnapshotFile::regular("../escape", Vec::new()));
+    cases.push(("a layer path outside the tree", bad));
+    let mut bad = referenced.request.clone();
+    bad.entry = "not-in-the-tree".into();
+    cases.push(("an entry the tree does not hold", bad));
     for (what, bad) in cases {
         match executor.run(&bad, &CancelToken::new()) {
             Err(error) => assert_eq!(error.code(), "invalid-input", "{what}: {error}"),

@@ -117,14 +117,21 @@ impl ScriptedExecutor {
     }
 
     fn interpret(&self, request: &RunRequest, cancel: &CancelToken, start: Instant) -> ScriptedRun {
-        let place = match request.entry.place {
-            EntryPlace::Program => &request.program,
-            EntryPlace::Harness => &request.harness,
+        let place = match (request.entry.place, &request.program_tree) {
+            (EntryPlace::Program, Some(tree)) => &tree.layer,
+            (EntryPlace::Program, None) => &request.program,
+            (EntryPlace::Harness, _) => &request.harness,
         };
         let entry = place
             .iter()
             .find(|file| file.path == request.entry.path)
-            .map(|file| String::from_utf8_lossy(&file.content).into_owned())
+            .map(|file| file.content.clone())
+            .or_else(|| {
+                // A program by reference: an entry the layer does not hold is the base's.
+                let tree = request.program_tree.as_ref()?;
+                std::fs::read(tree.dir.join(&request.entry.path)).ok()
+            })
+            .map(|content| String::from_utf8_lossy(&content).into_owned())
             .unwrap_or_default();
         let mut stdout = Vec::new();
         let mut stderr = Vec::new();
@@ -225,6 +232,22 @@ impl Executor for ScriptedExecutor {
             input,
             harness,
         } = request.check()?;
+        if let Some(tree) = &request.program_tree {
+            // The base is the directory the store verified, or nothing runs.
+            let same = std::fs::symlink_metadata(&tree.dir).is_ok_and(|metadata| {
+                use std::os::unix::fs::MetadataExt as _;
+                metadata.is_dir() && metadata.dev() == tree.dev && metadata.ino() == tree.ino
+            });
+            if !same {
+                return Err(ExecutorError::Unavailable {
+                    mechanism: "program-tree".into(),
+                    reason: format!(
+                        "{} is not the directory the store verified",
+                        tree.dir.display()
+                    ),
+                });
+            }
+        }
         let start = Instant::now();
         lock(&self.requests).push(request.clone());
         let scripted = lock(&self.script).pop_front();

@@ -32,11 +32,13 @@ use sf_host::collector::{CollectRequest, RepositoryCollector, current_recipe, de
 use sf_host::contracts::{
     AttemptId, CancelToken, EvidenceStore, Executor, Gate, GateAnswer, GateError, RunEntry,
 };
+use sf_host::environment_store::EnvironmentStore;
 use sf_host::evidence::SqliteEvidenceStore;
 use sf_host::fence::Fence;
 use sf_host::repository::{FrozenInputs, SealedCandidate};
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 use sf_host::snapshot_store::SnapshotStore;
+use sf_host::tree_store::collect_trees;
 use sf_sandbox_exec::{Limits, RuntimeConfig, SandboxConfig, SandboxExecutor};
 use sf_tests::{TestRepo, edit, private_dir, proposal};
 
@@ -94,6 +96,9 @@ fn file(path: &str, content: &str) -> SnapshotFile {
 pub struct Options {
     pub timeout_ms: u64,
     pub output_limit: u64,
+    /// Files generated into the base beside the scenario's own (`gen/dNNN/fNNNNN.txt`, 100
+    /// a directory, deterministic), for trees of real size.
+    pub extra_files: usize,
 }
 
 impl Default for Options {
@@ -101,6 +106,7 @@ impl Default for Options {
         Self {
             timeout_ms: 20_000,
             output_limit: 64 * 1024,
+            extra_files: 0,
         }
     }
 }
@@ -119,6 +125,9 @@ pub struct Scenario {
     pub fence_dir: PathBuf,
     pub fence: Fence,
     pub executor: Arc<dyn Executor>,
+    /// Where the base's tree is materialised for the sandbox to bind (its user can read it).
+    pub trees: EnvironmentStore,
+    pub trees_dir: tempfile::TempDir,
     pub acceptance: Acceptance,
     pub recipe: Recipe,
     pub environment: EnvironmentRecord,
@@ -133,7 +142,17 @@ impl Scenario {
 
     /// The scenario over `executor`; the environment is frozen from it now.
     pub fn new(executor: Arc<dyn Executor>, options: Options) -> Self {
-        let repo = TestRepo::git(&[("sum.sh", SUM_BUGGY), ("check.sh", CHECK)]);
+        let generated: Vec<(String, String)> = (0..options.extra_files)
+            .map(|i| {
+                (
+                    format!("gen/d{:03}/f{i:05}.txt", i / 100),
+                    format!("generated file {i}\n"),
+                )
+            })
+            .collect();
+        let mut files: Vec<(&str, &str)> = vec![("sum.sh", SUM_BUGGY), ("check.sh", CHECK)];
+        files.extend(generated.iter().map(|(p, t)| (p.as_str(), t.as_str())));
+        let repo = TestRepo::git(&files);
         let (dir, root) = private_dir();
         let slice_dir = root.join("slice");
         std::fs::create_dir(&slice_dir).unwrap();
@@ -248,7 +267,17 @@ impl Scenario {
         let store = Arc::new(SqliteEvidenceStore::open(&evidence_path).unwrap());
         let fence_dir = root.join("fence");
         let fence = Fence::open(&fence_dir, &repo.identity.product_id).unwrap();
+        let trees_dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(
+            trees_dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let trees = EnvironmentStore::open(&trees_dir.path().canonicalize().unwrap().join("store"))
+            .expect("the tree store opens");
         Self {
+            trees,
+            trees_dir,
             repo,
             dir,
             root,
@@ -337,15 +366,12 @@ impl Scenario {
 
     /// The request to collect `sealed` under `slice`.
     pub fn request_in(&self, slice: FrozenSlice, sealed: SealedCandidate) -> CollectRequest {
-        let base = self
-            .repo
-            .repo
-            .snapshot(&sealed.manifest.base_commit)
-            .expect("base snapshot");
+        let trees = collect_trees(&self.repo.repo, &sealed, &slice, Some(&self.trees))
+            .expect("the Candidate's trees");
         CollectRequest {
             slice,
             sealed,
-            base,
+            trees,
             deadline: SystemTime::now() + Duration::from_secs(600),
             environments: Default::default(),
         }
@@ -408,7 +434,7 @@ impl Scenario {
 
 /// The pins a collection of `request` files its records under.
 pub fn pins(request: &CollectRequest) -> RepositoryPins {
-    derive(&request.slice, &request.sealed, &request.base)
+    derive(&request.slice, &request.sealed, &request.trees)
         .expect("the request's Candidate was sealed for its Slice")
         .pins
 }

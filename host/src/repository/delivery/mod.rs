@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::canonical::{self, Digest};
-use crate::contracts::{EncodedObject, Gate, ObjectStore as _, RefName, RefUpdate};
+use crate::contracts::{EncodedObject, Gate, RefName, RefUpdate};
 use crate::git_object::{self, EntryMode, ObjectId, ObjectKind};
 
 use super::error::RepositoryError;
@@ -777,7 +777,7 @@ impl Repository {
             let heads = commit_heads(&body)
                 .map_err(|rule| RepositoryError::corrupt(format!("{what} {commit}: {rule}")))?;
             let files = source::read_tree(
-                &self.store,
+                self.store.as_ref(),
                 heads.tree,
                 &self.identity.settings(),
                 what,

@@ -19,7 +19,7 @@ mod records;
 use std::sync::Arc;
 
 use crate::canonical::{self, Digest};
-use crate::contracts::{Gate, ObjectStore as _, RefName, RefUpdate, RefValue};
+use crate::contracts::{Gate, RefName, RefUpdate, RefValue};
 use crate::fault::FaultPoint;
 use crate::git_object::{self, EntryMode, ObjectId, ObjectKind};
 
@@ -258,8 +258,14 @@ impl Repository {
         budget: u64,
         what: &str,
     ) -> Result<Vec<u8>, RepositoryError> {
-        let mut bodies =
-            source::read_verified(&self.store, &[id], kind, budget, what, self.deadline())?;
+        let mut bodies = source::read_verified(
+            self.store.as_ref(),
+            &[id],
+            kind,
+            budget,
+            what,
+            self.deadline(),
+        )?;
         Ok(bodies.remove(0))
     }
 

@@ -31,7 +31,9 @@ use std::path::{Path, PathBuf};
 use sf_io::dir_fd::{DirFd, DirFdError};
 
 use super::sys::{self, Failure, Step, cpath, cstring};
-use crate::plan::{EnvironmentBind, Plan, PlanEntryKind, PlanFile, RootEntryKind, RunPlan};
+use crate::plan::{
+    EnvironmentBind, PROGRAM_TREE_MOUNT, Plan, PlanEntryKind, PlanFile, RootEntryKind, RunPlan,
+};
 use crate::runtime::BindSource;
 
 /// One cloned tree waiting to be attached at `at`, cloned from `path`.
@@ -69,6 +71,21 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
             runtime_flags,
         )
     });
+    // A program tree's base: attached where the program's overlay takes it from, and never
+    // executable (as every program mount is).
+    let tree_mount = PathBuf::from(PROGRAM_TREE_MOUNT);
+    let program_tree = plan.program_tree.as_ref().map(|tree| {
+        (
+            &tree.host,
+            &tree_mount,
+            BindSource {
+                directory: true,
+                dev: tree.dev,
+                ino: tree.ino,
+            },
+            runtime_flags | sys::MOUNT_ATTR_NOEXEC,
+        )
+    });
     let sources = plan
         .layout
         .binds
@@ -79,7 +96,8 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
                 .iter()
                 .map(|(path, source)| (path, path, *source, device_flags)),
         )
-        .chain(dependencies);
+        .chain(dependencies)
+        .chain(program_tree);
     for (path, at, source, flags) in sources {
         let name = cpath(path, "mount")?;
         let fd = sys::open_tree_clone(&name).map_err(|error| {
@@ -354,6 +372,40 @@ fn mount_snapshots(plan: &Plan, run: &RunPlan, files: &[Vec<u8>]) -> Step {
         sys::mount_setattr(libc::AT_FDCWD, &name, 0, sys::MOUNT_ATTR_RDONLY)
             .map_err(|error| Failure::new("mount", format!("making {dir} read-only: {error}")))?;
     }
+    if plan.program_tree.is_some() {
+        overlay_program(plan)?;
+    }
+    Ok(())
+}
+
+/// Lays the program's mount (the layer: the run's changed entries and whiteouts) over the
+/// program tree's base, as a read-only overlay mounted over the program's directory itself,
+/// and detaches the base's own mount: from then on only the overlay holds it. Without an
+/// upper layer the overlay is read-only whoever owns the base's files.
+fn overlay_program(plan: &Plan) -> Step {
+    let program = cpath(Path::new(&plan.program_dir), "mount")?;
+    let options = format!("lowerdir={}:{PROGRAM_TREE_MOUNT}", plan.program_dir);
+    sys::mount(
+        c"overlay",
+        &program,
+        Some(c"overlay"),
+        libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+        Some(&cstring(&options, "mount")?),
+    )
+    .map_err(|error| {
+        Failure::new(
+            "program-tree",
+            format!("laying the program's layer over its base: {error}"),
+        )
+    })?;
+    let tree = cpath(Path::new(PROGRAM_TREE_MOUNT), "mount")?;
+    // SAFETY: detaching a mount this init attached; the overlay keeps its own reference.
+    if unsafe { libc::umount2(tree.as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(Failure::last(
+            "program-tree",
+            "detaching the program tree's base",
+        ));
+    }
     Ok(())
 }
 
@@ -394,6 +446,7 @@ fn fill(at: &Path, entries: &[PlanFile], contents: &[Vec<u8>]) -> Step {
             PlanEntryKind::File => dir.create_file(leaf, content, 0o444),
             PlanEntryKind::Executable => dir.create_file(leaf, content, 0o555),
             PlanEntryKind::Symlink => dir.create_symlink(leaf, OsStr::from_bytes(content)),
+            PlanEntryKind::Whiteout => dir.create_whiteout(leaf),
         };
         written.map_err(|error| failed(&entry.path, error))?;
     }

@@ -1,0 +1,117 @@
+//! What a collection that takes its programs by reference reads of a Candidate: its base
+//! streamed whole (every object re-hashed, for a store to keep), the base's directories on
+//! given paths (from its tree record), and the Candidate's edited entries, before and after.
+
+use std::collections::BTreeMap;
+
+use crate::canonical::Digest;
+use crate::contracts::ObjectStoreExt as _;
+use crate::contracts::tree_digest::{self, Directory};
+use crate::contracts::tree_path::EntryMode;
+use crate::git_object::ObjectId;
+use crate::snapshot::SnapshotFile;
+
+use super::source::{self, SourceFile};
+use super::tree_record;
+use super::{ManifestEntry, Repository, RepositoryError, SealedCandidate};
+
+/// One edited path of a Candidate: its entry in the base and in M (`None`: absent).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EditedEntry {
+    /// The path.
+    pub path: String,
+    /// The base's entry.
+    pub prior: Option<SnapshotFile>,
+    /// M's entry.
+    pub next: Option<SnapshotFile>,
+}
+
+impl Repository {
+    /// Streams every file and link of the factory commit `commit` (path order, each object
+    /// re-hashed and every rule checked, as a whole read does) through `each` (its path, mode,
+    /// SHA-256 and bytes), holding no file's bytes beyond one read, and returns the tree's
+    /// `sf-tree/1` digest computed from the bytes read.
+    pub fn stream_files(
+        &self,
+        commit: &ObjectId,
+        mut each: impl FnMut(&str, EntryMode, &Digest, &[u8]),
+    ) -> Result<Digest, RepositoryError> {
+        let _reads = self.store.read_scope();
+        let tree = self.factory_tree(commit)?;
+        let walked = source::stream_tree(
+            self.store.as_ref(),
+            tree,
+            &self.identity.settings(),
+            &format!("commit {commit}"),
+            self.deadline(),
+            |leaf, bytes| each(&leaf.path, leaf.mode, &leaf.sha256, bytes),
+        )?;
+        let digested = tree_digest::build(walked.leaves.iter().map(|leaf| {
+            (
+                leaf.path.as_str(),
+                tree_record::leaf_node(&leaf.source_file()),
+            )
+        }))
+        .map_err(|error| RepositoryError::corrupt(format!("commit {commit}: {error}")))?;
+        Ok(digested.root.hash)
+    }
+
+    /// The `sf-tree/1` directories of the factory commit `commit`'s tree that hold `paths`
+    /// (each path's directory and every directory above it), from its tree record (each node
+    /// bound to its Git tree), by path (`""` the root).
+    pub fn tree_directories<'a>(
+        &self,
+        commit: &ObjectId,
+        paths: impl IntoIterator<Item = &'a str>,
+    ) -> Result<BTreeMap<String, Directory>, RepositoryError> {
+        let _reads = self.store.read_scope();
+        let tree = self.factory_tree(commit)?;
+        let sparse = self.sparse_tree(
+            tree,
+            &tree_digest::touched(paths),
+            &format!("commit {commit}"),
+        )?;
+        Ok(sparse.directories())
+    }
+
+    /// The entries of Candidate `sealed` at its edited paths, in its base and in M, each read
+    /// from the Git trees (relying on no record) and re-hashed, and each what the manifest
+    /// records (`corrupt` otherwise): what a layer over the base needs.
+    pub fn edited_entries(
+        &self,
+        sealed: &SealedCandidate,
+    ) -> Result<Vec<EditedEntry>, RepositoryError> {
+        let _reads = self.store.read_scope();
+        let manifest = &sealed.manifest;
+        let paths: Vec<&str> = manifest.edits.iter().map(|e| e.path.as_str()).collect();
+        let touched = tree_digest::touched(paths.iter().copied());
+        let read = |tree: ObjectId, what: String| {
+            let sparse = self.git_sparse(tree, &touched, &what)?;
+            self.leaves_at(&sparse, paths.iter().copied(), &what)
+        };
+        let base = read(manifest.base_tree, format!("base {}", manifest.base_commit))?;
+        let after = read(manifest.tree, format!("Candidate {}", sealed.digest))?;
+        let snapshot = |file: &SourceFile| {
+            SnapshotFile::new(file.path.clone(), file.mode, file.content.clone())
+        };
+        let mut entries = Vec::with_capacity(manifest.edits.len());
+        for edit in &manifest.edits {
+            let prior = base.get(&edit.path);
+            let next = after.get(&edit.path);
+            if prior.map(ManifestEntry::of) != edit.prior
+                || next.map(ManifestEntry::of) != edit.next
+            {
+                return Err(RepositoryError::corrupt(format!(
+                    "Candidate {}: the entries at {} are not the ones its manifest records",
+                    sealed.digest, edit.path
+                )));
+            }
+            entries.push(EditedEntry {
+                path: edit.path.clone(),
+                prior: prior.map(snapshot),
+                next: next.map(snapshot),
+            });
+        }
+        Ok(entries)
+    }
+}

@@ -1,0 +1,542 @@
+//! Materialised trees, kept in the environment store beside the environments and under the
+//! same trust rule (the sandbox's user reads them; no one but root or sf's user can change
+//! them): a content-addressed store of verified files, `files/<sha256 hex>` (a file) and
+//! `files/<sha256 hex>.x` (an executable), and one materialised tree per base,
+//! `trees/<sf-tree/1 digest hex>/tree/`, whose files are hard links to `files/` (directories
+//! 0555, files 0444 or 0555, links as links). An Executor binds such a tree read-only as the
+//! base of a program given by reference ([`crate::contracts::ProgramTree`]).
+//!
+//! What is detected, when:
+//!
+//! - **At materialisation**, every byte: the tree is streamed from the repository (every
+//!   object re-hashed, every rule checked) and its digest computed from the bytes must be the
+//!   one asked for; a file the store holds already is read and hashed again before it is
+//!   linked into the new tree. Each entry's stamp is taken as it is made and recorded
+//!   (`trees/<hex>/stamps`, one line per entry in walk order): a file's device, inode, mode,
+//!   size and modification time, a link's target, each directory.
+//! - **At every use** ([`EnvironmentStore::verify_tree`], before every collection), every
+//!   entry's stamp: a file replaced (another inode), written to (its size or modification
+//!   time), given another mode, an entry added, removed or turned into another kind, or the
+//!   tree itself replaced, is `corrupt`, reported, and never run or repaired. A stamp check
+//!   is one `fstatat` per entry, not a re-hash: a write that restores the file's size and
+//!   modification time (which only its owner or root can make, deliberately) is found by the
+//!   next materialisation's re-hash, not by the stamp check.
+//! - **At every run**, the Executor checks that the directory it binds is the one the store
+//!   verified (device and inode), so a tree replaced after the collection's check is never
+//!   run.
+
+use std::ffi::{OsStr, OsString};
+use std::io::Write as _;
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+use std::path::PathBuf;
+
+use crate::canonical::Digest;
+use crate::contracts::tree_path::EntryMode;
+use crate::dir_fd::{DirFd, DirFdError, Entry, EntryKind};
+use crate::environment_store::{
+    EnvironmentStore, EnvironmentStoreError, Published, Result, Staging, make_dir, store_failed,
+    stored_error, unavailable,
+};
+use crate::git_object::ObjectId;
+use crate::repository::Repository;
+
+/// The first line of a materialised tree's stamps.
+const STAMPS_PROTOCOL: &str = "sf-tree-stamps/1";
+/// The most entries one directory of a materialised tree may hold when it is listed.
+const MAX_DIRECTORY_ENTRIES: usize = 1 << 20;
+
+/// A materialised tree, verified: its digest and where it is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredTree {
+    /// The tree's `sf-tree/1` digest.
+    pub digest: Digest,
+    /// The directory holding the tree (`trees/<hex>/tree`).
+    pub dir: PathBuf,
+    /// Its device and inode when it was verified.
+    pub dev: u64,
+    /// See `dev`.
+    pub ino: u64,
+}
+
+/// A file's stamp line: `f <dev> <ino> <mode octal> <size> <mtime s> <mtime ns> <path>`.
+fn file_stamp(
+    path: &str,
+    (dev, ino): (u64, u64),
+    mode: u32,
+    size: u64,
+    (s, ns): (i64, u64),
+) -> String {
+    format!("f {dev} {ino} {mode:o} {size} {s} {ns} {path}")
+}
+
+/// The stamp line of the listed file `entry` at `path`.
+fn entry_stamp(path: &str, entry: &Entry) -> String {
+    file_stamp(
+        path,
+        entry.identity(),
+        entry.mode,
+        entry.size,
+        entry.modified_raw(),
+    )
+}
+
+fn corrupt(digest: &Digest, detail: impl Into<String>) -> EnvironmentStoreError {
+    EnvironmentStoreError::Corrupt {
+        what: format!("materialised tree {digest}"),
+        detail: detail.into(),
+    }
+}
+
+impl EnvironmentStore {
+    /// The tree of the factory commit `commit` of `repository`, whose `sf-tree/1` digest is
+    /// `digest`, materialised: verified ([`Self::verify_tree`]) when the store holds it,
+    /// else built from the repository's bytes (module documentation) and published whole.
+    pub fn materialise_tree(
+        &self,
+        repository: &Repository,
+        commit: &ObjectId,
+        digest: &Digest,
+    ) -> Result<StoredTree> {
+        let store = self.check()?;
+        let trees = make_dir(&store.root, OsStr::new("trees"), 0o755).map_err(store_failed)?;
+        if trees
+            .entry(OsStr::new(&digest.hex()))
+            .map_err(store_failed)?
+            .is_some()
+        {
+            return self.verify_tree(digest);
+        }
+        let files = make_dir(&store.root, OsStr::new("files"), 0o755).map_err(store_failed)?;
+        let staging = Staging::create(&store.tmp)?;
+        let tree = staging
+            .dir
+            .create_dir(OsStr::new("tree"), 0o755)
+            .map_err(store_failed)?;
+        tree.set_mode(0o755).map_err(store_failed)?;
+        let builder = Builder {
+            tree: &tree,
+            files: &files,
+            open: None,
+            directories: Vec::new(),
+            stamps: Vec::new(),
+        };
+        let (built, builder) = build_streaming(repository, commit, builder)?;
+        if built != *digest {
+            return Err(corrupt(
+                digest,
+                format!("commit {commit}'s files give the tree digest {built}"),
+            ));
+        }
+        // Read-only from the deepest directory up, then durable in one sync.
+        let mut directories = builder.directories;
+        directories.sort_by_key(|path| std::cmp::Reverse(path.matches('/').count()));
+        for path in &directories {
+            open_path(&tree, path)
+                .and_then(|dir| dir.set_mode(0o555))
+                .map_err(store_failed)?;
+        }
+        tree.set_mode(0o555).map_err(store_failed)?;
+        let mut stamps = builder.stamps;
+        stamps.extend(directories.into_iter().map(|path| {
+            let line = format!("d {path}");
+            (path, line)
+        }));
+        staging
+            .dir
+            .create_file(
+                OsStr::new("stamps"),
+                stamps_document(stamps).as_bytes(),
+                0o444,
+            )
+            .map_err(store_failed)?;
+        rustix::fs::syncfs(&tree)
+            .map_err(|errno| unavailable(format!("{}: syncfs: {errno}", tree.path().display())))?;
+        match staging.publish(&trees, digest)? {
+            // The stamps were taken of this very tree as it was made.
+            Published::New => self.stored_tree(digest, &trees),
+            // Another materialisation published it first: checked like any stored tree.
+            Published::Existing => self.verify_tree(digest),
+        }
+    }
+
+    /// The published tree `digest` (below `trees`) where it is now.
+    fn stored_tree(&self, digest: &Digest, trees: &DirFd) -> Result<StoredTree> {
+        let stat = trees
+            .open_dir_named(OsStr::new(&digest.hex()))
+            .and_then(|object| object.open_dir_named(OsStr::new("tree")))
+            .and_then(|tree| tree.stat())
+            .map_err(|error| stored_error(digest, error))?;
+        Ok(StoredTree {
+            digest: digest.clone(),
+            dir: self.root().join("trees").join(digest.hex()).join("tree"),
+            dev: stat.st_dev,
+            ino: stat.st_ino,
+        })
+    }
+
+    /// The materialised tree `digest`, every entry checked against the stamps recorded when
+    /// it was made (module documentation): `missing` when the store holds none, `corrupt`
+    /// when anything changed.
+    pub fn verify_tree(&self, digest: &Digest) -> Result<StoredTree> {
+        let store = self.check()?;
+        let missing = || EnvironmentStoreError::Missing {
+            what: format!("materialised tree {digest}"),
+            store: self.root().to_owned(),
+        };
+        let trees = match store.root.open_dir_named(OsStr::new("trees")) {
+            Ok(trees) => trees,
+            Err(DirFdError::NotADirectory { .. }) => return Err(missing()),
+            Err(error) => return Err(stored_error(digest, error)),
+        };
+        let object = match trees.open_dir_named(OsStr::new(&digest.hex())) {
+            Ok(object) => object,
+            Err(DirFdError::NotADirectory { .. }) => return Err(missing()),
+            Err(error) => return Err(stored_error(digest, error)),
+        };
+        let stamps = object
+            .read_file_named(OsStr::new("stamps"), 1 << 30)
+            .map_err(|error| stored_error(digest, error))?;
+        let text = std::str::from_utf8(&stamps.bytes)
+            .ok()
+            .and_then(|text| text.strip_prefix(STAMPS_PROTOCOL))
+            .and_then(|text| text.strip_prefix('\n'))
+            .ok_or_else(|| corrupt(digest, "its stamps do not read"))?;
+        let tree = object
+            .open_dir_named(OsStr::new("tree"))
+            .map_err(|error| stored_error(digest, error))?;
+        let mut expected = text.split_terminator('\n');
+        let mut difference = None;
+        walk_stamps(&tree, "", &mut |found| {
+            difference = first_difference(expected.next(), Some(&found));
+            difference.is_none()
+        })
+        .map_err(|error| stored_error(digest, error))?;
+        if let Some(difference) = difference.or_else(|| first_difference(expected.next(), None)) {
+            return Err(corrupt(digest, difference));
+        }
+        self.stored_tree(digest, &trees)
+    }
+}
+
+/// One leaf read from the repository, on its way to the writer.
+struct Leaf {
+    path: String,
+    mode: EntryMode,
+    sha256: Digest,
+    bytes: Vec<u8>,
+}
+
+/// How many bytes of leaves a batch for the writer gathers (a larger file makes a batch of
+/// its own): with one batch queued, one being written and one being gathered, what waits in
+/// memory stays a few batches.
+const WRITER_BATCH_BYTES: usize = 4 << 20;
+/// How many leaves a batch for the writer gathers at most.
+const WRITER_BATCH_LEAVES: usize = 1024;
+
+/// Streams the tree of `commit` into `builder`: the repository is read (every object
+/// re-hashed) on this thread while another writes the files, so that reading and writing
+/// overlap; gives the tree's digest as read and the builder as written.
+fn build_streaming<'a>(
+    repository: &Repository,
+    commit: &ObjectId,
+    mut builder: Builder<'a>,
+) -> Result<(Digest, Builder<'a>)> {
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<Leaf>>(1);
+    std::thread::scope(|scope| {
+        let writer = scope.spawn(move || -> Result<Builder<'a>> {
+            for batch in receiver {
+                for leaf in batch {
+                    builder.add(&leaf.path, leaf.mode, &leaf.sha256, &leaf.bytes)?;
+                }
+            }
+            Ok(builder)
+        });
+        let mut batch = Vec::new();
+        let mut gathered = 0;
+        // False once the writer has stopped (it failed): the rest is read and dropped.
+        let mut writing = true;
+        let built = repository.stream_files(commit, |path, mode, sha256, bytes| {
+            if !writing {
+                return;
+            }
+            gathered += bytes.len();
+            batch.push(Leaf {
+                path: path.to_owned(),
+                mode,
+                sha256: sha256.clone(),
+                bytes: bytes.to_vec(),
+            });
+            if gathered >= WRITER_BATCH_BYTES || batch.len() >= WRITER_BATCH_LEAVES {
+                writing = sender.send(std::mem::take(&mut batch)).is_ok();
+                gathered = 0;
+            }
+        });
+        if writing && !batch.is_empty() {
+            let _ = sender.send(batch);
+        }
+        drop(sender);
+        let written = writer
+            .join()
+            .unwrap_or_else(|_| Err(unavailable("the tree's writer panicked".to_owned())));
+        let built =
+            built.map_err(|error| unavailable(format!("reading commit {commit}: {error}")))?;
+        Ok((built, written?))
+    })
+}
+
+/// Building a tree: each leaf written (or linked from `files/`) as it streams by.
+struct Builder<'a> {
+    tree: &'a DirFd,
+    files: &'a DirFd,
+    /// The directory the last leaf went into, kept open for the next.
+    open: Option<(String, DirFd)>,
+    /// Every directory made, to be made read-only once the tree is whole.
+    directories: Vec<String>,
+    /// Each leaf's path and stamp line, taken as it is made.
+    stamps: Vec<(String, String)>,
+}
+
+impl Builder<'_> {
+    fn add(&mut self, path: &str, mode: EntryMode, sha256: &Digest, bytes: &[u8]) -> Result<()> {
+        let (parent, name) = path.rsplit_once('/').unwrap_or(("", path));
+        let name = OsStr::new(name);
+        if !parent.is_empty() && self.open.as_ref().is_none_or(|(open, _)| open != parent) {
+            let mut at = String::new();
+            for segment in parent.split('/') {
+                at = if at.is_empty() {
+                    segment.to_owned()
+                } else {
+                    format!("{at}/{segment}")
+                };
+                if !self.directories.contains(&at) {
+                    self.directories.push(at.clone());
+                }
+            }
+            let dir = self.tree.ensure_dirs(parent, 0o755).map_err(store_failed)?;
+            self.open = Some((parent.to_owned(), dir));
+        }
+        let dir = match &self.open {
+            Some((_, dir)) if !parent.is_empty() => dir,
+            _ => self.tree,
+        };
+        let stamp = match mode {
+            EntryMode::Symlink => {
+                dir.create_symlink(name, OsStr::from_bytes(bytes))
+                    .map_err(store_failed)?;
+                format!("l {path}\t{}", String::from_utf8_lossy(bytes))
+            }
+            EntryMode::Regular | EntryMode::Executable => {
+                let executable = mode == EntryMode::Executable;
+                let key = OsString::from(if executable {
+                    format!("{}.x", sha256.hex())
+                } else {
+                    sha256.hex()
+                });
+                let bits = if executable { 0o555 } else { 0o444 };
+                match self.files.entry(&key).map_err(store_failed)? {
+                    Some(held) => {
+                        // A file the store holds already is verified before it is used.
+                        let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+                        self.files
+                            .read_file_chunks(&held, u64::MAX, &mut |chunk| {
+                                sha2::Digest::update(&mut hasher, chunk);
+                                Ok(())
+                            })
+                            .map_err(store_failed)?;
+                        let found = Digest::from_bytes(sha2::Digest::finalize(hasher).into());
+                        if found != *sha256 || held.mode != bits {
+                            return Err(EnvironmentStoreError::Corrupt {
+                                what: format!("{}", self.files.shown(&key).display()),
+                                detail: format!(
+                                    "it holds {found} with mode {:o}, not {sha256} with {bits:o}",
+                                    held.mode
+                                ),
+                            });
+                        }
+                        self.files
+                            .hard_link(&key, dir, name)
+                            .map_err(store_failed)?;
+                        // The inode verified: one changed after this stat, or another linked
+                        // in its place, differs from the stamp at the next use.
+                        entry_stamp(path, &held)
+                    }
+                    None => {
+                        let failed =
+                            |error: std::io::Error| unavailable(format!("writing {path}: {error}"));
+                        let mut file = dir.create_file_writer(name, bits).map_err(store_failed)?;
+                        file.write_all(bytes).map_err(failed)?;
+                        let mut made = file.metadata().map_err(failed)?;
+                        if made.mode() & 0o7777 != bits {
+                            // The umask took bits away.
+                            file.set_permissions(std::fs::Permissions::from_mode(bits))
+                                .and_then(|()| file.metadata())
+                                .map(|metadata| made = metadata)
+                                .map_err(failed)?;
+                        }
+                        match dir.hard_link(name, self.files, &key) {
+                            // Another materialisation stored the same bytes meanwhile: ours
+                            // stays this tree's, theirs the store's.
+                            Ok(()) | Err(DirFdError::Exists { .. }) => {}
+                            Err(error) => return Err(store_failed(error)),
+                        }
+                        file_stamp(
+                            path,
+                            (made.dev(), made.ino()),
+                            made.mode() & 0o7777,
+                            made.size(),
+                            (made.mtime(), made.mtime_nsec() as u64),
+                        )
+                    }
+                }
+            }
+        };
+        self.stamps.push((path.to_owned(), stamp));
+        Ok(())
+    }
+}
+
+/// The directory at `path` below `tree`.
+fn open_path(tree: &DirFd, path: &str) -> std::result::Result<DirFd, DirFdError> {
+    let mut dir = tree.open_dir_named(OsStr::new(path.split('/').next().unwrap_or(path)))?;
+    for segment in path.split('/').skip(1) {
+        dir = dir.open_dir_named(OsStr::new(segment))?;
+    }
+    Ok(dir)
+}
+
+/// Walks every entry below `tree` in walk order (depth first, each directory's entries by
+/// name bytes, a directory before what it holds), giving `each` its stamp line; stops when
+/// `each` answers false.
+fn walk_stamps(
+    dir: &DirFd,
+    prefix: &str,
+    each: &mut dyn FnMut(String) -> bool,
+) -> std::result::Result<bool, DirFdError> {
+    for entry in dir.entries(MAX_DIRECTORY_ENTRIES)? {
+        let name = entry.name.to_string_lossy();
+        let path = if prefix.is_empty() {
+            name.into_owned()
+        } else {
+            format!("{prefix}/{name}")
+        };
+        let going = match entry.kind {
+            EntryKind::Directory => {
+                each(format!("d {path}")) && walk_stamps(&dir.open_dir(&entry)?, &path, each)?
+            }
+            EntryKind::File => each(entry_stamp(&path, &entry)),
+            EntryKind::Symlink => each(format!(
+                "l {path}\t{}",
+                String::from_utf8_lossy(dir.read_link(&entry)?.as_bytes())
+            )),
+            EntryKind::Other => each(format!("o {path}")),
+        };
+        if !going {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// The stamps document of a tree made of `stamps` (each entry's path and stamp line): the
+/// protocol line, then the lines in walk order ([`walk_stamps`]; names and targets hold no
+/// control character: the tree rules).
+fn stamps_document(mut stamps: Vec<(String, String)>) -> String {
+    // Walk order is the order of the paths compared segment by segment: the order of the
+    // paths' bytes with each `/` taken as the least byte.
+    fn key(path: &str) -> impl Iterator<Item = u8> + '_ {
+        path.bytes().map(|byte| if byte == b'/' { 0 } else { byte })
+    }
+    stamps.sort_by(|(a, _), (b, _)| key(a).cmp(key(b)));
+    let mut text = format!("{STAMPS_PROTOCOL}\n");
+    for (_, line) in stamps {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
+}
+
+/// The path a stamp line is about.
+fn stamp_path(line: &str) -> &str {
+    match line.split_once(' ') {
+        Some(("f", rest)) => rest.splitn(7, ' ').nth(6).unwrap_or(rest),
+        Some(("l", rest)) => rest.split_once('\t').map_or(rest, |(path, _)| path),
+        Some((_, rest)) => rest,
+        None => line,
+    }
+}
+
+/// How the recorded stamp line `expected` and the `found` one (the next of each in walk
+/// order; `None` past the end) differ, in words; `None` when they are the same.
+fn first_difference(expected: Option<&str>, found: Option<&str>) -> Option<String> {
+    match (expected, found) {
+        (Some(expected), Some(found)) if expected == found => None,
+        (None, None) => None,
+        (Some(expected), None) => Some(format!("{} was removed", stamp_path(expected))),
+        (None, Some(found)) => Some(format!("{} was added", stamp_path(found))),
+        (Some(expected), Some(found)) if stamp_path(expected) == stamp_path(found) => {
+            Some(format!(
+                "{} changed since it was verified (another kind, file, size, mode, time or target)",
+                stamp_path(found)
+            ))
+        }
+        (Some(expected), Some(found)) => Some(format!(
+            "its entries changed: {} where {} was recorded",
+            stamp_path(found),
+            stamp_path(expected)
+        )),
+    }
+}
+
+/// Why the trees of a collection could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TreesError {
+    /// The repository refused or failed.
+    #[error(transparent)]
+    Repository(#[from] crate::repository::RepositoryError),
+    /// The store refused or failed.
+    #[error(transparent)]
+    Store(#[from] EnvironmentStoreError),
+}
+
+impl TreesError {
+    /// The stable kebab-case code of the error.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Repository(error) => error.code(),
+            Self::Store(error) => error.code(),
+        }
+    }
+}
+
+/// The trees a collection of `sealed` (exported) under `slice` runs
+/// ([`crate::collector::CollectTrees`]): an `sf-candidate/4` Candidate's by reference (its
+/// base materialised in `store`, when given: without one the programs are named, for a
+/// judgment, and never run), an older one's by value.
+pub fn collect_trees(
+    repository: &Repository,
+    sealed: &crate::repository::SealedCandidate,
+    slice: &crate::assurance::FrozenSlice,
+    store: Option<&EnvironmentStore>,
+) -> std::result::Result<crate::collector::CollectTrees, TreesError> {
+    use crate::collector::{CollectTrees, StoredTrees, tree_paths};
+    let manifest = &sealed.manifest;
+    let crate::repository::TreeContents::Trees { base: digest, .. } = &manifest.contents else {
+        return Ok(CollectTrees::Files {
+            base: repository.snapshot(&manifest.base_commit)?,
+            candidate: repository.snapshot(&manifest.commit)?,
+        });
+    };
+    let base = match store {
+        Some(store) => Some(store.materialise_tree(repository, &manifest.base_commit, digest)?),
+        None => None,
+    };
+    let paths = tree_paths(slice, sealed);
+    Ok(CollectTrees::Stored(StoredTrees {
+        base,
+        directories: repository
+            .tree_directories(&manifest.base_commit, paths.iter().map(String::as_str))?,
+        edits: repository.edited_entries(sealed)?,
+    }))
+}

@@ -1,0 +1,300 @@
+//! Collection by reference on real components (the real git binary, the real tree store on
+//! disk, real sandboxed runs): a repository of ten thousand files goes through create, seal,
+//! collect and judge; a corrupted file of the store, a replaced materialised tree and a swapped
+//! layer are each detected and never run; the store is never repaired. (The full size, a
+//! hundred thousand files, is the benchmark `examples/examples/tree_scale.rs`.)
+
+mod collector_support;
+
+use std::path::{Path, PathBuf};
+
+use collector_support::*;
+use sf_host::assurance::Outcome;
+use sf_host::canonical::Digest;
+use sf_host::collector::{CollectRequest, CollectTrees, RunState};
+use sf_host::repository::{SealedCandidate, TreeContents};
+use sf_host::tree_store::collect_trees;
+
+/// The `sf-tree/1` digests a Candidate's manifest names: its base's and its own.
+fn tree_digests(sealed: &SealedCandidate) -> (Digest, Digest) {
+    match &sealed.manifest.contents {
+        TreeContents::Trees { base, candidate } => (base.clone(), candidate.clone()),
+        other => panic!("a Candidate sealed now names its trees: {other:?}"),
+    }
+}
+
+/// Where the store keeps the materialised tree `digest`.
+fn tree_dir(scenario: &Scenario, digest: &Digest) -> PathBuf {
+    scenario
+        .trees
+        .root()
+        .join("trees")
+        .join(digest.hex())
+        .join("tree")
+}
+
+fn stored(request: &CollectRequest) -> &sf_host::collector::StoredTrees {
+    match &request.trees {
+        CollectTrees::Stored(stored) => stored,
+        CollectTrees::Files { .. } => {
+            panic!("an sf-candidate/4 Candidate is collected by reference")
+        }
+    }
+}
+
+/// Every file below `dir`, counted.
+fn files_below(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| {
+            let entry = entry.unwrap();
+            if entry.file_type().unwrap().is_dir() {
+                files_below(&entry.path())
+            } else {
+                1
+            }
+        })
+        .sum()
+}
+
+/// Each process check is not-started, with a problem naming `reason`, and the verdict is
+/// Inconclusive.
+fn never_ran(scenario: &Scenario, request: &CollectRequest, reason: &str) {
+    let hold = scenario.fence.acquire().unwrap();
+    let result = scenario
+        .collector()
+        .collect(request, proceed(), &hold, &cancel())
+        .unwrap();
+    assert_eq!(result.runs.len(), 4);
+    for run in &result.runs {
+        assert_eq!(run.state, RunState::NotStarted, "{run:?}");
+        assert!(
+            run.problems.iter().any(|problem| problem.contains(reason)),
+            "{reason}: {run:?}"
+        );
+    }
+    let verdict = scenario.judge(request, hold.attempt());
+    assert_eq!(verdict.outcome, Outcome::Inconclusive, "{verdict:#?}");
+    hold.release();
+}
+
+/// Ten thousand files (generated, deterministic) beside the scenario's program: the seal
+/// names the trees, the base is materialised once (every file a hard link into the store),
+/// a fix is Verified and a non-fix Failed, every run naming the program its pins name; the
+/// second Candidate reuses the materialised base.
+#[test]
+fn a_ten_thousand_file_repository_is_created_sealed_collected_and_judged() {
+    let scenario = Scenario::new(
+        sandbox(),
+        Options {
+            extra_files: 10_000,
+            ..Options::default()
+        },
+    );
+    let fixed = scenario.request(SUM_FIXED);
+    let (base, candidate) = tree_digests(&fixed.sealed);
+    assert_ne!(base, candidate);
+    let tree = stored(&fixed)
+        .base
+        .clone()
+        .expect("the base is materialised");
+    assert_eq!(tree.digest, base);
+    assert_eq!(tree.dir, tree_dir(&scenario, &base));
+    assert_eq!(files_below(&tree.dir), 10_002);
+    // The edited entry is the only file the request carries.
+    assert_eq!(stored(&fixed).edits.len(), 1);
+    assert_eq!(stored(&fixed).edits[0].path, "sum.sh");
+
+    let collector = scenario.collector();
+    let hold = scenario.fence.acquire().unwrap();
+    let result = collector
+        .collect(&fixed, proceed(), &hold, &cancel())
+        .unwrap();
+    assert!(result.may_judge(), "{result:?}");
+    let pins = pins(&fixed);
+    assert!(pins.tree_identities, "the pins name sf-tree/1 digests");
+    assert_eq!(pins.base.snapshot, base);
+    assert_eq!(pins.candidate.snapshot, candidate);
+    for run in &result.runs {
+        assert_eq!(run.state, RunState::Observed, "{run:?}");
+        assert!(run.problems.is_empty(), "{run:?}");
+        let program = &run.identities.as_ref().unwrap().program;
+        assert!(
+            *program == pins.base.program || *program == pins.candidate.program,
+            "{run:?}"
+        );
+    }
+    let verdict = scenario.judge(&fixed, hold.attempt());
+    assert_eq!(verdict.outcome, Outcome::Verified, "{verdict:#?}");
+    hold.release();
+
+    let unfixed = scenario.request(SUM_STILL_BUGGY);
+    assert_eq!(
+        stored(&unfixed).base,
+        Some(tree.clone()),
+        "the second Candidate binds the same materialised base"
+    );
+    let hold = scenario.fence.acquire().unwrap();
+    collector
+        .collect(&unfixed, proceed(), &hold, &cancel())
+        .unwrap();
+    let verdict = scenario.judge(&unfixed, hold.attempt());
+    assert_eq!(verdict.outcome, Outcome::Failed, "{verdict:#?}");
+}
+
+/// A file of the store written to after it was materialised: the next collection's stamp
+/// check finds it (`corrupt`, nothing runs, nothing is repaired).
+#[test]
+fn a_corrupted_store_file_is_detected_and_never_run_or_repaired() {
+    let scenario = Scenario::real();
+    let sealed = scenario.seal_for(&scenario.frozen(), SUM_FIXED);
+    let request = scenario.request_for(sealed.clone());
+    let (base, _) = tree_digests(&sealed);
+    let check = tree_dir(&scenario, &base).join("check.sh");
+    let held = scenario
+        .trees
+        .root()
+        .join("files")
+        .join(Digest::of(CHECK.as_bytes()).hex());
+    assert_eq!(
+        std::fs::read(&held).unwrap(),
+        CHECK.as_bytes(),
+        "the tree's file is the store's"
+    );
+    // One byte more: the stamp (its size, its modification time) differs.
+    let corrupted = format!("{CHECK}#");
+    std::fs::write(&check, &corrupted).unwrap();
+    let collect = || {
+        collect_trees(
+            &scenario.repo.repo,
+            &sealed,
+            &request.slice,
+            Some(&scenario.trees),
+        )
+    };
+    let error = collect().unwrap_err();
+    assert_eq!(error.code(), "corrupt", "{error}");
+    assert!(error.to_string().contains("check.sh"), "{error}");
+    assert_eq!(
+        std::fs::read(&held).unwrap(),
+        corrupted.as_bytes(),
+        "reported, never repaired"
+    );
+    assert_eq!(collect().unwrap_err().code(), "corrupt", "and never used");
+}
+
+/// A write that keeps the file's size and puts its modification time back passes the stamp
+/// check (docs/security.md says so); the next materialisation that uses the file re-hashes it
+/// first, finds it, and publishes nothing.
+#[test]
+fn a_write_that_restores_the_stamp_is_found_by_the_next_materialisation() {
+    let scenario = Scenario::real();
+    let sealed = scenario.seal_for(&scenario.frozen(), SUM_FIXED);
+    let request = scenario.request_for(sealed.clone());
+    let (base, candidate) = tree_digests(&sealed);
+    let check = tree_dir(&scenario, &base).join("check.sh");
+    let stamp = std::fs::metadata(&check).unwrap().modified().unwrap();
+    let same_size = CHECK.replace("ok", "OK");
+    assert_eq!(same_size.len(), CHECK.len());
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&check)
+        .unwrap();
+    std::io::Write::write_all(&mut &file, same_size.as_bytes()).unwrap();
+    file.set_times(std::fs::FileTimes::new().set_modified(stamp))
+        .unwrap();
+    drop(file);
+    collect_trees(
+        &scenario.repo.repo,
+        &sealed,
+        &request.slice,
+        Some(&scenario.trees),
+    )
+    .expect("the stamp check passes such a write (docs/security.md)");
+    // The Candidate's tree materialised (a later Slice's base) reads check.sh from the store.
+    let error = scenario
+        .trees
+        .materialise_tree(&scenario.repo.repo, &sealed.manifest.commit, &candidate)
+        .unwrap_err();
+    assert_eq!(error.code(), "corrupt", "{error}");
+    assert!(
+        !tree_dir(&scenario, &candidate).exists(),
+        "nothing is published from a corrupt file"
+    );
+}
+
+/// The materialised base replaced after the collection verified it (another directory of the
+/// same files at its path): the Executor refuses every run (`program-tree`), and the store's
+/// next check finds the tree is not the one it made.
+#[test]
+fn a_replaced_materialised_tree_is_never_run() {
+    let scenario = Scenario::real();
+    let request = scenario.request(SUM_FIXED);
+    let (base, _) = tree_digests(&request.sealed);
+    let dir = tree_dir(&scenario, &base);
+    let moved = dir.with_file_name("tree.moved");
+    std::fs::rename(&dir, &moved).unwrap();
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&moved)
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    never_ran(&scenario, &request, "program-tree");
+    let error = scenario.trees.verify_tree(&base).unwrap_err();
+    assert_eq!(error.code(), "corrupt", "{error}");
+}
+
+/// A layer that is not the Candidate's (an edited entry's bytes swapped, or the base's
+/// directories of another tree, or another materialised base) is refused before anything
+/// runs or is stored.
+#[test]
+fn a_swapped_layer_or_base_is_refused_before_anything_runs() {
+    let scenario = Scenario::real();
+    let executor = Faulty::new(scenario.executor.clone(), Fault::None);
+    let collector = scenario.collector_over(executor.clone());
+    let good = scenario.request(SUM_FIXED);
+    let other = scenario.request(SUM_STILL_BUGGY);
+    let hold = scenario.fence.acquire().unwrap();
+    let refused = |request: &CollectRequest, needle: &str| {
+        let error = collector
+            .collect(request, proceed(), &hold, &cancel())
+            .unwrap_err();
+        assert_eq!(error.code(), "invalid-input", "{error}");
+        assert!(error.to_string().contains(needle), "{needle}: {error}");
+    };
+    let swap = |change: &dyn Fn(&mut sf_host::collector::StoredTrees)| {
+        let mut request = good.clone();
+        let CollectTrees::Stored(stored) = &mut request.trees else {
+            unreachable!("collected by reference")
+        };
+        change(stored);
+        request
+    };
+    // The other Candidate's layer under this Candidate's manifest.
+    let theirs = stored(&other).edits.clone();
+    refused(
+        &swap(&|stored| stored.edits = theirs.clone()),
+        "not the ones Candidate",
+    );
+    // A directory of the base planted with a file the base does not hold.
+    refused(
+        &swap(&|stored| {
+            stored.directories.get_mut("").unwrap().insert(
+                "planted.sh",
+                sf_host::contracts::tree_digest::Node::file(false, b"echo ok\n"),
+            );
+        }),
+        "the base's root directory given has the base's digest",
+    );
+    // Another tree materialised in the base's place.
+    let mut moved = stored(&good).base.clone().unwrap();
+    moved.digest = Digest::of(b"another tree");
+    refused(
+        &swap(&|stored| stored.base = Some(moved.clone())),
+        "materialised base",
+    );
+    assert_eq!(executor.runs(), 0, "nothing started");
+    assert_eq!(scenario.records(), 0, "nothing stored");
+}
