@@ -23,7 +23,7 @@ use crate::profile::{
     PROC_OPTIONS, PROGRAM_DIR, Profile, ROOT_TMPFS_OPTIONS, SCRATCH_DIR, STAGE,
 };
 use crate::runtime::{BindSource, Runtime, RuntimeConfig, device_sources};
-use crate::supervisor::{Launch, Resources, Source, Started, start, supervise};
+use crate::supervisor::{Launch, Resources, Source, Start, Started, start, supervise};
 use crate::zygote::ForkServer;
 
 /// The file name of the launcher program built by this crate.
@@ -355,10 +355,11 @@ impl SandboxExecutor {
 
     /// A started launcher for a run: the prepared one when there is one, its launcher and the
     /// fork server still run, and the runtime's files are still the configured ones (a
-    /// prepared sandbox holds the files it cloned); else a new one.
+    /// prepared sandbox holds the files it cloned); else a new one, started `how`.
     fn take_sandbox(
         &self,
         dependencies: Option<&EnvironmentBind>,
+        how: Start,
     ) -> Result<(Started, Sandbox), ExecutorError> {
         let prepared = self.preparer.take(dependencies);
         let usable = prepared.is_some()
@@ -369,16 +370,17 @@ impl SandboxExecutor {
             // A sandbox prepared from files that changed since is dropped unused; a new
             // launcher checks the files again and refuses them as it always does. One whose
             // launcher ended is replaced too (a failure to build it shows again, in this run).
-            _ => Ok((self.start_sandbox(dependencies)?, Sandbox::New)),
+            _ => Ok((self.start_sandbox(dependencies, how)?, Sandbox::New)),
         }
     }
 
-    /// A launcher started now, for a run that waits for it.
+    /// A launcher started now, `how`, for a run that waits for it.
     fn start_sandbox(
         &self,
         dependencies: Option<&EnvironmentBind>,
+        how: Start,
     ) -> Result<Started, ExecutorError> {
-        start(&self.preparer.shared.source, dependencies)
+        start(&self.preparer.shared.source, dependencies, how)
     }
 
     /// The limits of a run that asks for `resources`: the profile's, each bound the run asks
@@ -643,14 +645,23 @@ impl Executor for SandboxExecutor {
         };
         // However this run ends, the next sandbox is built after it: building it while the
         // run runs would take the machine's cores from the run.
-        let _next = self.preparer.next_after(dependencies);
-        let ran = match self.take_sandbox(dependencies)? {
+        let next = self.preparer.next_after(dependencies);
+        // An Executor's first run starts its launcher without the fork server, which would
+        // be pure cost were it the only run; the second run starts the fork server.
+        let how = if next.first {
+            Start::Once
+        } else {
+            Start::Forked
+        };
+        let ran = match self.take_sandbox(dependencies, how)? {
             (started, Sandbox::Prepared) => match launch(started) {
                 Ok(ran) => ran,
                 // `Err` means the program did not start: the prepared sandbox was lost before
                 // it took the run (say its fork server was killed). A new one gets the run,
                 // and reports its own failure if it has one.
-                Err(_) if !cancel.is_cancelled() => launch(self.start_sandbox(dependencies)?)?,
+                Err(_) if !cancel.is_cancelled() => {
+                    launch(self.start_sandbox(dependencies, Start::Forked)?)?
+                }
                 Err(error) => return Err(error),
             },
             (started, Sandbox::New) => launch(started)?,

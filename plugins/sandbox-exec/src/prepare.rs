@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::plan::EnvironmentBind;
-use crate::supervisor::{Source, Started, start};
+use crate::supervisor::{Source, Start, Started, start};
 
 /// What the Executor and its preparing thread share.
 #[derive(Debug)]
@@ -110,7 +110,10 @@ impl Preparer {
         let mut slot = self.shared.slot();
         slot.runs += 1;
         slot.next = dependencies.cloned();
-        NextAfter(self)
+        NextAfter {
+            preparer: self,
+            first: slot.runs == 1,
+        }
     }
 
     /// Whether a prepared sandbox is waiting.
@@ -120,15 +123,20 @@ impl Preparer {
 }
 
 /// See [`Preparer::next_after`].
-pub(crate) struct NextAfter<'a>(&'a Preparer);
+pub(crate) struct NextAfter<'a> {
+    preparer: &'a Preparer,
+    /// Whether this is the Executor's first run.
+    pub first: bool,
+}
 
 impl Drop for NextAfter<'_> {
     fn drop(&mut self) {
-        if self.0.thread.is_some() {
-            let mut slot = self.0.shared.slot();
+        let preparer = self.preparer;
+        if preparer.thread.is_some() {
+            let mut slot = preparer.shared.slot();
             if slot.runs >= 2 {
                 slot.wanted = true;
-                self.0.shared.changed.notify_all();
+                preparer.shared.changed.notify_all();
             }
         }
     }
@@ -170,7 +178,7 @@ fn prepare_loop(shared: &Shared) {
             slot.preparing = true;
             slot.next.clone()
         };
-        let started = start(&shared.source, dependencies.as_ref());
+        let started = start(&shared.source, dependencies.as_ref(), Start::Forked);
         let mut slot = shared.slot();
         slot.preparing = false;
         shared.changed.notify_all();

@@ -15,6 +15,7 @@ use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -95,7 +96,12 @@ pub(crate) struct Started {
     /// The host uid the sandbox runs as, when it has one of its own.
     pub id: Option<u32>,
     /// The run's control group, removed once the launcher has exited.
-    group: Option<(RunGroup, CleanerHandle)>,
+    group: Option<RunGroup>,
+    /// The launcher, when it is this process's child (it served its request itself) rather
+    /// than the fork server's: reaped once it has exited.
+    child: Option<Child>,
+    /// Removes the group and reaps the launcher once it has exited.
+    cleaner: Option<CleanerHandle>,
 }
 
 impl Started {
@@ -113,26 +119,39 @@ impl Started {
 
     /// Which kind of control group bounds the run, if one does.
     pub fn group_version(&self) -> Option<cgroup::Version> {
-        self.group.as_ref().map(|(group, _)| group.version())
+        self.group.as_ref().map(RunGroup::version)
     }
 }
 
 impl Drop for Started {
     fn drop(&mut self) {
-        if let Some((group, cleaner)) = self.group.take() {
-            match self.launcher.try_clone() {
-                Ok(launcher) => cleaner.remove_after(launcher, group),
-                Err(_) => drop(group),
-            }
+        let (group, child) = (self.group.take(), self.child.take());
+        if group.is_none() && child.is_none() {
+            return;
+        }
+        match (&self.cleaner, self.launcher.try_clone()) {
+            (Some(cleaner), Ok(launcher)) => cleaner.after_exit(launcher, group, child),
+            // Without the cleaner the group is removed now, once it is empty.
+            _ => cgroup::remove_after_exit(None, group, child),
         }
     }
 }
 
-/// Has the fork server fork a launcher (in a control group of its own and under a host id
-/// of its own, where there are) and hands it the plan, with `dependencies` bound.
+/// How a sandbox's launcher is started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// Forked by the fork server (started if it is not running).
+    Forked,
+    /// Serving its request itself, without a fork server: an Executor's first run.
+    Once,
+}
+
+/// Has a launcher started (in a control group of its own and under a host id of its own,
+/// where there are) and hands it the plan, with `dependencies` bound.
 pub(crate) fn start(
     source: &Source,
     dependencies: Option<&EnvironmentBind>,
+    how: Start,
 ) -> Result<Started, ExecutorError> {
     let plan =
         serde_json::to_vec(&source.plan.with_dependencies(dependencies)).map_err(|error| {
@@ -154,12 +173,23 @@ pub(crate) fn start(
         .map_err(|error| unavailable_launcher(format!("a socket pair: {error}")))?;
     let (stdout, stdout_end) = pipe()?;
     let (stderr, stderr_end) = pipe()?;
-    // Our copies of the launcher's ends are closed once it has been forked, so that the
+    // Our copies of the launcher's ends are closed once it has been started, so that the
     // streams end when the run's processes are gone.
-    let launcher =
-        source
-            .server
-            .fork_run(OwnedFd::from(theirs), stdout_end, stderr_end, id, &procs)?;
+    let theirs = OwnedFd::from(theirs);
+    let (launcher, child) = match how {
+        Start::Forked => (
+            source
+                .server
+                .fork_run(theirs, stdout_end, stderr_end, id, &procs)?,
+            None,
+        ),
+        Start::Once => {
+            let (launcher, child) = source
+                .server
+                .run_once(theirs, stdout_end, stderr_end, id, &procs)?;
+            (launcher, Some(child))
+        }
+    };
     drop(procs);
     let started = Started {
         socket,
@@ -167,7 +197,9 @@ pub(crate) fn start(
         stderr,
         launcher,
         id,
-        group: group.and_then(|group| Some((group, source.resources.cleaner.handle()?))),
+        group,
+        child,
+        cleaner: source.resources.cleaner.handle(),
     };
     // The plan is small enough for the socket's buffer; a launcher that is gone already
     // shows up as a failed write, and its report says why when the run reads it.
@@ -269,7 +301,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let mut started = launch.started;
     if let Some(bounds) = &launch.lower {
         let lowered = match &started.group {
-            Some((group, _)) => group.bound(bounds),
+            Some(group) => group.bound(bounds),
             None => Err("no control group bounds this run".to_owned()),
         };
         if let Err(reason) = lowered {
@@ -535,7 +567,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let group = started
         .group
         .as_ref()
-        .map(|(group, _)| (group.version(), group.events()));
+        .map(|group| (group.version(), group.events()));
     let limits_hit = crate::limits::limits_hit(launch.limits, &hits_reported, group, &mut problems);
     Ok(Ran {
         status,
@@ -548,7 +580,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
             user: Duration::from_micros(user_us),
             system: Duration::from_micros(system_us),
             max_rss_kib,
-            memory_peak_bytes: started.group.as_ref().and_then(|(group, _)| group.peak()),
+            memory_peak_bytes: started.group.as_ref().and_then(RunGroup::peak),
         },
         landlock: confined,
         namespace,

@@ -1,5 +1,6 @@
 //! The host's side of the fork server (see `launcher::zygote` for the protocol): started
-//! lazily by the first run, restarted when it has died, stopped when the Executor is dropped.
+//! lazily by the second run, restarted when it has died, stopped when the Executor is dropped.
+//! The first run's launcher serves its one request itself ([`ForkServer::run_once`]).
 
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -97,13 +98,7 @@ impl ForkServer {
         id: Option<u32>,
         groups: &[OwnedFd],
     ) -> Result<OwnedFd, ExecutorError> {
-        let mut fds = vec![socket.as_raw_fd(), stdout.as_raw_fd(), stderr.as_raw_fd()];
-        fds.extend(groups.iter().map(AsRawFd::as_raw_fd));
-        let text = format!(
-            "run {} {}",
-            id.map_or_else(|| "-".to_owned(), |id| id.to_string()),
-            groups.len()
-        );
+        let (text, fds) = run_request(&socket, &stdout, &stderr, id, groups);
         let mut running = self
             .running
             .lock()
@@ -133,7 +128,47 @@ impl ForkServer {
         )))
     }
 
-    fn start(&self) -> Result<Running, ExecutorError> {
+    /// Starts a launcher that serves the request of [`ForkServer::fork_run`] itself, without
+    /// a fork server: the fork server's once-only steps and its child's steps, in one process,
+    /// which is a child of this one (the caller reaps it). For an Executor's first run, which
+    /// would otherwise pay for starting the fork server too. Returns a pidfd of the launcher and
+    /// the launcher. Waits for no answer: a failure is reported on the run's socket.
+    pub fn run_once(
+        &self,
+        socket: OwnedFd,
+        stdout: OwnedFd,
+        stderr: OwnedFd,
+        id: Option<u32>,
+        groups: &[OwnedFd],
+    ) -> Result<(OwnedFd, Child), ExecutorError> {
+        let (control, mut child) = self.spawn(crate::launcher::ONCE_ARGUMENT)?;
+        let (text, fds) = run_request(&socket, &stdout, &stderr, id, groups);
+        // Both messages wait in the socket's queue until the launcher reads them, after this
+        // end is closed too.
+        let sent = self
+            .send_init(&control)
+            .and_then(|()| send(&control, text.as_bytes(), Some(&fds)));
+        drop(control);
+        let pidfd = sent.and_then(|()| {
+            crate::launcher::sys::pidfd_open(child.id() as libc::pid_t)
+                .map_err(|error| format!("pidfd_open: {error}"))
+        });
+        match pidfd {
+            // SAFETY: a pidfd just opened, owned by no one else.
+            Ok(pidfd) => Ok((unsafe { OwnedFd::from_raw_fd(pidfd) }, child)),
+            Err(reason) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                Err(unavailable(format!(
+                    "starting a launcher for one run: {reason}"
+                )))
+            }
+        }
+    }
+
+    /// Starts the launcher program with `argument`, its standard input one end of a new
+    /// control socket; the other end.
+    fn spawn(&self, argument: &str) -> Result<(OwnedFd, Child), ExecutorError> {
         let (ours, theirs) = socketpair(
             AddressFamily::Unix,
             SockType::SeqPacket,
@@ -148,25 +183,30 @@ impl ForkServer {
         // its command line is readable inside.
         let child = Command::new(&self.launcher)
             .arg0(crate::LAUNCHER_NAME)
-            .arg(crate::launcher::ZYGOTE_ARGUMENT)
+            .arg(argument)
             .env_clear()
             .stdin(Stdio::from(theirs))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .map_err(|error| unavailable(format!("{}: {error}", self.launcher.display())))?;
-        let server = Running {
-            child,
-            control: ours,
-        };
+        Ok((ours, child))
+    }
+
+    /// Sends the init message: whether to enter the shared network namespace, whose
+    /// descriptor comes with it.
+    fn send_init(&self, control: &OwnedFd) -> Result<(), String> {
         let init = format!("init {}", u8::from(self.network.is_some()));
         let fds = self.network.as_ref().map(|fd| [fd.as_raw_fd()]);
-        let answer = send(
-            &server.control,
-            init.as_bytes(),
-            fds.as_ref().map(|f| &f[..]),
-        )
-        .and_then(|()| receive(&server.control));
+        send(control, init.as_bytes(), fds.as_ref().map(|f| &f[..]))
+    }
+
+    fn start(&self) -> Result<Running, ExecutorError> {
+        let (control, child) = self.spawn(crate::launcher::ZYGOTE_ARGUMENT)?;
+        let server = Running { child, control };
+        let answer = self
+            .send_init(&server.control)
+            .and_then(|()| receive(&server.control));
         match answer {
             Ok((text, fds)) if text == "ready" && fds.is_empty() => Ok(server),
             Ok((text, _)) => {
@@ -222,6 +262,24 @@ fn stop(server: Running) {
         let _ = child.kill();
         let _ = child.wait();
     }
+}
+
+/// The text and descriptors of a `run` request (see `launcher::zygote`).
+fn run_request(
+    socket: &OwnedFd,
+    stdout: &OwnedFd,
+    stderr: &OwnedFd,
+    id: Option<u32>,
+    groups: &[OwnedFd],
+) -> (String, Vec<RawFd>) {
+    let mut fds = vec![socket.as_raw_fd(), stdout.as_raw_fd(), stderr.as_raw_fd()];
+    fds.extend(groups.iter().map(AsRawFd::as_raw_fd));
+    let text = format!(
+        "run {} {}",
+        id.map_or_else(|| "-".to_owned(), |id| id.to_string()),
+        groups.len()
+    );
+    (text, fds)
 }
 
 fn request(server: &Running, text: &[u8], fds: &[RawFd]) -> Result<OwnedFd, Failed> {
