@@ -109,9 +109,9 @@ fn copy_token() -> u64 {
 }
 
 impl Hierarchy {
-    /// The hierarchy this process can make bounded groups in, checked by making (and
-    /// removing) one; `Err` says why there is none.
-    pub fn find(bounds: &Bounds) -> Result<Self, String> {
+    /// The hierarchy this process can make bounded groups in, checked by making one (which
+    /// it returns, for a first run: removed when dropped); `Err` says why there is none.
+    pub fn find(bounds: &Bounds) -> Result<(Self, RunGroup), String> {
         let mounts = fs::read_to_string("/proc/self/mountinfo")
             .map_err(|error| format!("/proc/self/mountinfo: {error}"))?;
         let own = fs::read_to_string("/proc/self/cgroup")
@@ -120,10 +120,7 @@ impl Hierarchy {
         for candidate in [v2(&mounts, &own), v1(&mounts, &own)] {
             match candidate.and_then(|hierarchy| {
                 hierarchy.clear_stale();
-                hierarchy.create(bounds).map(|group| {
-                    drop(group);
-                    hierarchy
-                })
+                hierarchy.create(bounds).map(|group| (hierarchy, group))
             }) {
                 Ok(hierarchy) => return Ok(hierarchy),
                 Err(reason) => reasons.push(reason),

@@ -136,8 +136,10 @@ impl SandboxExecutor {
             None if root => NetworkMode::SharedEmpty,
             None => NetworkMode::New,
         };
-        let shared = match network {
-            NetworkMode::SharedEmpty => Some(empty_network_namespace()?),
+        // The kernel makes a network namespace while the rest is set up (on a thread of its
+        // own, the namespace's only member), and is waited for at the end.
+        let making_network = match network {
+            NetworkMode::SharedEmpty => Some(make_empty_network_namespace()),
             NetworkMode::New => None,
         };
         let profile = Profile::new(
@@ -149,9 +151,13 @@ impl SandboxExecutor {
         profile::check_ceilings(&profile.limits)?;
         let launcher = find_launcher(config.launcher.as_deref())?;
         let devices = device_sources()?;
-        let plan = Self::plan(&runtime, &profile, &devices, shared.is_some())?;
+        let plan = Self::plan(&runtime, &profile, &devices, making_network.is_some())?;
         let bounds = profile::group_bounds(&profile.limits);
-        let hierarchy = Hierarchy::find(&bounds);
+        // The group made to find the hierarchy is the first sandbox's.
+        let (hierarchy, spare) = match Hierarchy::find(&bounds) {
+            Ok((hierarchy, group)) => (Ok(hierarchy), Some(group)),
+            Err(reason) => (Err(reason), None),
+        };
         if let (Err(reason), true) = (&hierarchy, config.require_cgroup) {
             return Err(ExecutorError::Unavailable {
                 mechanism: "cgroup".to_owned(),
@@ -161,12 +167,14 @@ impl SandboxExecutor {
                 ),
             });
         }
+        let shared = making_network.map(empty_network_namespace).transpose()?;
         let source = Source {
             server: ForkServer::new(launcher.clone(), shared),
             plan,
             ids: root.then(|| Ids::new(config.ids_when_root)),
             resources: Resources {
                 hierarchy,
+                spare: std::sync::Mutex::new(spare),
                 bounds,
                 required: config.require_cgroup,
                 cleaner: Cleaner::new(),
@@ -699,10 +707,13 @@ impl Executor for SandboxExecutor {
     }
 }
 
-/// Makes an empty network namespace owned by the initial user namespace, held by a
+/// A network namespace being made (see [`make_empty_network_namespace`]).
+type MakingNetwork = std::thread::JoinHandle<std::io::Result<OwnedFd>>;
+
+/// Starts making an empty network namespace owned by the initial user namespace, held by a
 /// descriptor: a short-lived thread unshares its own network namespace and opens it.
-fn empty_network_namespace() -> Result<OwnedFd, ExecutorError> {
-    let made = std::thread::spawn(|| -> std::io::Result<OwnedFd> {
+fn make_empty_network_namespace() -> MakingNetwork {
+    std::thread::spawn(|| -> std::io::Result<OwnedFd> {
         // SAFETY: unshare of this thread's network namespace only; the thread ends next.
         if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
             return Err(std::io::Error::last_os_error());
@@ -710,8 +721,11 @@ fn empty_network_namespace() -> Result<OwnedFd, ExecutorError> {
         let file = std::fs::File::open("/proc/thread-self/ns/net")?;
         Ok(OwnedFd::from(file))
     })
-    .join();
-    match made {
+}
+
+/// The network namespace `making` made.
+fn empty_network_namespace(making: MakingNetwork) -> Result<OwnedFd, ExecutorError> {
+    match making.join() {
         Ok(Ok(fd)) => Ok(fd),
         Ok(Err(error)) => Err(ExecutorError::Unavailable {
             mechanism: "network-namespace".to_owned(),

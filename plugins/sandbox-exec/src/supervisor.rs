@@ -56,6 +56,8 @@ pub(crate) struct Source {
 pub(crate) struct Resources {
     /// Where runs' groups are made (`None`: nowhere; the reason is kept).
     pub hierarchy: Result<Hierarchy, String>,
+    /// A group made already (to find the hierarchy), for the first sandbox.
+    pub spare: std::sync::Mutex<Option<RunGroup>>,
     pub bounds: cgroup::Bounds,
     /// Whether a run without a group fails (`unavailable`, mechanism `cgroup`).
     pub required: bool,
@@ -66,9 +68,15 @@ pub(crate) struct Resources {
 impl Resources {
     /// A group for one run: `Ok(None)` when there is none and none is required.
     fn group(&self) -> Result<Option<RunGroup>, ExecutorError> {
-        let made = match &self.hierarchy {
-            Ok(hierarchy) => hierarchy.create(&self.bounds),
-            Err(reason) => Err(reason.clone()),
+        let spare = self
+            .spare
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let made = match (spare, &self.hierarchy) {
+            (Some(group), _) => Ok(group),
+            (None, Ok(hierarchy)) => hierarchy.create(&self.bounds),
+            (None, Err(reason)) => Err(reason.clone()),
         };
         match made {
             Ok(group) => Ok(Some(group)),
@@ -696,6 +704,7 @@ mod tests {
     fn resources(hierarchy: Result<Hierarchy, String>, required: bool) -> Resources {
         Resources {
             hierarchy,
+            spare: std::sync::Mutex::new(None),
             bounds: cgroup::Bounds {
                 memory_bytes: 1 << 30,
                 processes: 66,
