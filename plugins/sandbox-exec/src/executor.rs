@@ -23,6 +23,7 @@ use crate::profile::{
     PROC_OPTIONS, PROGRAM_DIR, Profile, ROOT_TMPFS_OPTIONS, SCRATCH_DIR, STAGE,
 };
 use crate::runtime::{BindSource, Runtime, RuntimeConfig, device_sources};
+use crate::seccomp::NamedFilter;
 use crate::supervisor::{Launch, Resources, Source, Start, Started, start, supervise};
 use crate::zygote::ForkServer;
 
@@ -302,11 +303,7 @@ impl SandboxExecutor {
                 scopes: profile::scopes().bits(),
                 rules,
             },
-            seccomp: profile
-                .filters
-                .iter()
-                .map(|filter| hex::encode(filter.bytes()))
-                .collect(),
+            seccomp: profile.filters.iter().map(NamedFilter::hex).collect(),
             rlimits: profile::rlimits(limits),
             environment: profile::environment()
                 .into_iter()
