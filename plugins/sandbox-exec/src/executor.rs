@@ -25,7 +25,7 @@ use crate::profile::{
 use crate::runtime::{BindSource, Runtime, RuntimeConfig, device_sources};
 use crate::seccomp::NamedFilter;
 use crate::supervisor::{Launch, Resources, Source, Start, Started, start, supervise};
-use crate::zygote::ForkServer;
+use crate::zygote::{FirstLauncher, ForkServer};
 
 /// The file name of the launcher program built by this crate.
 pub const LAUNCHER_NAME: &str = "sf-sandbox-launcher";
@@ -109,7 +109,9 @@ fn invalid(input: String, rule: &'static str) -> ExecutorError {
 
 impl SandboxExecutor {
     /// Resolves the runtime, compiles the profile, finds and checks the launcher and, in the
-    /// shared network mode, makes the empty network namespace. Runs nothing.
+    /// shared network mode, makes the empty network namespace; then starts the launcher the
+    /// first run will use (it waits, holding nothing, until that run or the Executor's drop,
+    /// which ends it). Runs no program.
     pub fn new(config: SandboxConfig) -> Result<Self, ExecutorError> {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
@@ -137,12 +139,6 @@ impl SandboxExecutor {
             None if root => NetworkMode::SharedEmpty,
             None => NetworkMode::New,
         };
-        // The kernel makes a network namespace while the rest is set up (on a thread of its
-        // own, the namespace's only member), and is waited for at the end.
-        let making_network = match network {
-            NetworkMode::SharedEmpty => Some(make_empty_network_namespace()),
-            NetworkMode::New => None,
-        };
         let profile = Profile::new(
             config.limits,
             network,
@@ -151,6 +147,15 @@ impl SandboxExecutor {
         )?;
         profile::check_ceilings(&profile.limits)?;
         let launcher = find_launcher(config.launcher.as_deref())?;
+        // The configuration is good. The first run's launcher starts now, so that its exec and
+        // start-up overlap the rest of the set-up and whatever comes before the run; the kernel
+        // makes the network namespace meanwhile too (on a thread of its own, the namespace's
+        // only member), waited for at the end.
+        let first = FirstLauncher::start(launcher.clone());
+        let making_network = match network {
+            NetworkMode::SharedEmpty => Some(make_empty_network_namespace()),
+            NetworkMode::New => None,
+        };
         let devices = device_sources()?;
         let plan = Self::plan(&runtime, &profile, &devices, making_network.is_some())?;
         let bounds = profile::group_bounds(&profile.limits);
@@ -170,7 +175,7 @@ impl SandboxExecutor {
         }
         let shared = making_network.map(empty_network_namespace).transpose()?;
         let source = Source {
-            server: ForkServer::new(launcher.clone(), shared),
+            server: ForkServer::new(launcher.clone(), shared, first),
             plan,
             ids: root.then(|| Ids::new(config.ids_when_root)),
             resources: Resources {

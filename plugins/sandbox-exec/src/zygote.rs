@@ -1,13 +1,16 @@
 //! The host's side of the fork server (see `launcher::zygote` for the protocol): started
 //! lazily by the second run, restarted when it has died, stopped when the Executor is dropped.
-//! The first run's launcher serves its one request itself ([`ForkServer::run_once`]).
+//! The first run's launcher serves its one request itself ([`ForkServer::run_once`]); it is
+//! started ahead, when the Executor is configured ([`FirstLauncher`]), so that its exec and
+//! start-up overlap what the host does before the run.
 
 use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError, mpsc};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use nix::sys::socket::{
@@ -30,6 +33,70 @@ pub(crate) struct ForkServer {
     launcher: PathBuf,
     network: Option<OwnedFd>,
     running: Mutex<Option<Running>>,
+    first: Mutex<Option<FirstLauncher>>,
+}
+
+/// A launcher started ahead for the first run (`--once`, waiting for its two messages), by a
+/// thread of its own that stays until this is dropped: a launcher's parent-death signal names
+/// the thread that started it, so that thread must outlive the run, whichever thread runs.
+#[derive(Debug)]
+pub(crate) struct FirstLauncher {
+    started: mpsc::Receiver<Result<(OwnedFd, Child), ExecutorError>>,
+    /// Dropped to end the thread.
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FirstLauncher {
+    /// Starts `launcher` with `--once` on a new thread (none when no thread can be made: the
+    /// first run then starts its own launcher).
+    pub fn start(launcher: PathBuf) -> Option<Self> {
+        let (started_tx, started) = mpsc::channel();
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("sf-sandbox-first".into())
+            .spawn(move || {
+                let _ = started_tx.send(spawn(&launcher, crate::launcher::ONCE_ARGUMENT));
+                // Until the Executor is dropped (nothing is ever sent).
+                let _ = stopped.recv();
+            })
+            .ok()?;
+        Some(Self {
+            started,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// The launcher, when it was started and has not ended.
+    fn take(&self) -> Option<(OwnedFd, Child)> {
+        let (control, mut child) = self.started.recv().ok()?.ok()?;
+        if matches!(child.try_wait(), Ok(None)) {
+            Some((control, child))
+        } else {
+            reap(child);
+            None
+        }
+    }
+}
+
+impl Drop for FirstLauncher {
+    fn drop(&mut self) {
+        // Not used: ended and reaped (killed: it holds nothing of a run).
+        if let Ok(Ok((_control, child))) = self.started.try_recv() {
+            reap(child);
+        }
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Kills and reaps a launcher that is this process's child.
+fn reap(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 #[derive(Debug)]
@@ -54,13 +121,14 @@ fn unavailable(reason: String) -> ExecutorError {
 }
 
 impl ForkServer {
-    /// A fork server that will run `launcher` and enter `network` (when given). Starts
-    /// nothing yet.
-    pub fn new(launcher: PathBuf, network: Option<OwnedFd>) -> Self {
+    /// A fork server that will run `launcher` and enter `network` (when given), its first
+    /// run served by `first` when given. Starts nothing yet.
+    pub fn new(launcher: PathBuf, network: Option<OwnedFd>, first: Option<FirstLauncher>) -> Self {
         Self {
             launcher,
             network,
             running: Mutex::new(None),
+            first: Mutex::new(first),
         }
     }
 
@@ -141,14 +209,35 @@ impl ForkServer {
         id: Option<u32>,
         groups: &[OwnedFd],
     ) -> Result<(OwnedFd, Child), ExecutorError> {
-        let (control, mut child) = self.spawn(crate::launcher::ONCE_ARGUMENT)?;
         let (text, fds) = run_request(&socket, &stdout, &stderr, id, groups);
         // Both messages wait in the socket's queue until the launcher reads them, after this
         // end is closed too.
-        let sent = self
-            .send_init(&control)
-            .and_then(|()| send(&control, text.as_bytes(), Some(&fds)));
-        drop(control);
+        let hand_over = |control: OwnedFd| {
+            self.send_init(&control)
+                .and_then(|()| send(&control, text.as_bytes(), Some(&fds)))
+        };
+        let first = self
+            .first
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let ahead = first.as_ref().and_then(FirstLauncher::take);
+        drop(first);
+        let (sent, child) = match ahead {
+            Some((control, child)) => match hand_over(control) {
+                Ok(()) => (Ok(()), child),
+                // It ended before it took the run (killed, say): another one takes it.
+                Err(_) => {
+                    reap(child);
+                    let (control, child) = spawn(&self.launcher, crate::launcher::ONCE_ARGUMENT)?;
+                    (hand_over(control), child)
+                }
+            },
+            None => {
+                let (control, child) = spawn(&self.launcher, crate::launcher::ONCE_ARGUMENT)?;
+                (hand_over(control), child)
+            }
+        };
         let pidfd = sent.and_then(|()| {
             crate::launcher::sys::pidfd_open(child.id() as libc::pid_t)
                 .map_err(|error| format!("pidfd_open: {error}"))
@@ -157,40 +246,12 @@ impl ForkServer {
             // SAFETY: a pidfd just opened, owned by no one else.
             Ok(pidfd) => Ok((unsafe { OwnedFd::from_raw_fd(pidfd) }, child)),
             Err(reason) => {
-                let _ = child.kill();
-                let _ = child.wait();
+                reap(child);
                 Err(unavailable(format!(
                     "starting a launcher for one run: {reason}"
                 )))
             }
         }
-    }
-
-    /// Starts the launcher program with `argument`, its standard input one end of a new
-    /// control socket; the other end.
-    fn spawn(&self, argument: &str) -> Result<(OwnedFd, Child), ExecutorError> {
-        let (ours, theirs) = socketpair(
-            AddressFamily::Unix,
-            SockType::SeqPacket,
-            None,
-            SockFlag::SOCK_CLOEXEC,
-        )
-        .map_err(|error| unavailable(format!("a socket pair: {error}")))?;
-        let timeout = TimeVal::new(ANSWER_TIMEOUT.as_secs() as i64, 0);
-        setsockopt(&ours, sockopt::ReceiveTimeout, &timeout)
-            .map_err(|error| unavailable(format!("a receive timeout: {error}")))?;
-        // A name without the host path: the sandbox's init is a fork of this process, and
-        // its command line is readable inside.
-        let child = Command::new(&self.launcher)
-            .arg0(crate::LAUNCHER_NAME)
-            .arg(argument)
-            .env_clear()
-            .stdin(Stdio::from(theirs))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|error| unavailable(format!("{}: {error}", self.launcher.display())))?;
-        Ok((ours, child))
     }
 
     /// Sends the init message: whether to enter the shared network namespace, whose
@@ -202,7 +263,7 @@ impl ForkServer {
     }
 
     fn start(&self) -> Result<Running, ExecutorError> {
-        let (control, child) = self.spawn(crate::launcher::ZYGOTE_ARGUMENT)?;
+        let (control, child) = spawn(&self.launcher, crate::launcher::ZYGOTE_ARGUMENT)?;
         let server = Running { child, control };
         let answer = self
             .send_init(&server.control)
@@ -239,6 +300,33 @@ impl Drop for ForkServer {
             stop(server);
         }
     }
+}
+
+/// Starts the launcher program `launcher` with `argument`, its standard input one end of a
+/// new control socket; the other end.
+fn spawn(launcher: &PathBuf, argument: &str) -> Result<(OwnedFd, Child), ExecutorError> {
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(|error| unavailable(format!("a socket pair: {error}")))?;
+    let timeout = TimeVal::new(ANSWER_TIMEOUT.as_secs() as i64, 0);
+    setsockopt(&ours, sockopt::ReceiveTimeout, &timeout)
+        .map_err(|error| unavailable(format!("a receive timeout: {error}")))?;
+    // A name without the host path: the sandbox's init is a fork of this process, and its
+    // command line is readable inside.
+    let child = Command::new(launcher)
+        .arg0(crate::LAUNCHER_NAME)
+        .arg(argument)
+        .env_clear()
+        .stdin(Stdio::from(theirs))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|error| unavailable(format!("{}: {error}", launcher.display())))?;
+    Ok((ours, child))
 }
 
 /// Closes the control socket, which makes the fork server exit, and reaps it (killing it if

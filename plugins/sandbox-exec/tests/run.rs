@@ -232,12 +232,23 @@ fn concurrent_runs_from_several_threads_keep_their_own_streams() {
     });
 }
 
+/// The time since boot in clock ticks (the unit of a process's start time in /proc).
+fn uptime_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let uptime = std::fs::read_to_string("/proc/uptime").unwrap();
+    let seconds: f64 = uptime.split(' ').next().unwrap().parse().unwrap();
+    (seconds * hz) as u64
+}
+
 /// A run's launcher, seen on the host while the run was live.
 struct Launcher {
     pid: u32,
     parent: u32,
     /// Its command line, NULs as spaces.
     cmdline: String,
+    /// When it started, in clock ticks since boot.
+    started: u64,
 }
 
 /// The parent of host process `pid`.
@@ -276,10 +287,19 @@ fn launcher_of_a_run(
                 });
             if let Some(launcher) = program.and_then(parent_of).and_then(parent_of) {
                 let cmdline = std::fs::read(format!("/proc/{launcher}/cmdline")).unwrap();
+                let stat = std::fs::read_to_string(format!("/proc/{launcher}/stat")).unwrap();
+                let started = stat
+                    .rsplit_once(") ")
+                    .unwrap()
+                    .1
+                    .split(' ')
+                    .nth(19)
+                    .unwrap();
                 break Launcher {
                     pid: launcher,
                     parent: parent_of(launcher).unwrap(),
                     cmdline: String::from_utf8_lossy(&cmdline).replace('\0', " "),
+                    started: started.parse().unwrap(),
                 };
             }
             std::thread::sleep(Duration::from_millis(5));
@@ -315,6 +335,45 @@ fn eventually(what: &str, condition: impl Fn() -> bool) {
     while !condition() {
         assert!(std::time::Instant::now() < deadline, "{what}");
         std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The launcher started ahead for the first run outlives the thread that made the Executor
+/// and serves a run from any thread (a launcher dies with the thread that started it: a
+/// thread of the Executor's own starts it).
+#[test]
+fn the_first_run_comes_from_any_thread() {
+    let executor = std::thread::scope(|scope| {
+        scope
+            .spawn(|| executor(RuntimeConfig::shell()))
+            .join()
+            .unwrap()
+    });
+    // Long enough for the first launcher to have died with that thread, were it its child.
+    std::thread::sleep(Duration::from_millis(200));
+    // The first run's launcher (its run on a thread of its own) is the one started ahead,
+    // at least 200 ms before the run: one started by the run would be younger.
+    let before = uptime_ticks();
+    let (launcher, answer) = launcher_of_a_run(&executor, "echo ahead");
+    assert_eq!(answer.stdout, b"ahead\n", "{answer:?}");
+    assert!(
+        launcher.started + 10 <= before,
+        "started at {}, the run at {before}",
+        launcher.started
+    );
+    for round in ["second", "third"] {
+        let answer = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    executor
+                        .run(&request(&format!("echo {round}")), &CancelToken::new())
+                        .unwrap()
+                })
+                .join()
+                .unwrap()
+        });
+        assert_eq!(answer.status, RunStatus::Exited, "{answer:?}");
+        assert_eq!(answer.stdout, format!("{round}\n").into_bytes());
     }
 }
 
