@@ -41,7 +41,8 @@ pub(crate) struct ForkServer {
 /// the thread that started it, so that thread must outlive the run, whichever thread runs.
 #[derive(Debug)]
 pub(crate) struct FirstLauncher {
-    started: mpsc::Receiver<Result<(OwnedFd, Child), ExecutorError>>,
+    /// What the thread started, until a run takes it.
+    started: Mutex<Option<mpsc::Receiver<Result<(OwnedFd, Child), ExecutorError>>>>,
     /// Dropped to end the thread.
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -62,15 +63,21 @@ impl FirstLauncher {
             })
             .ok()?;
         Some(Self {
-            started,
+            started: Mutex::new(Some(started)),
             stop: Some(stop),
             thread: Some(thread),
         })
     }
 
-    /// The launcher, when it was started and has not ended.
+    /// The launcher, the first time it is asked for, when it was started and has not ended.
+    /// The thread stays: it is the launcher's parent until the Executor is dropped.
     fn take(&self) -> Option<(OwnedFd, Child)> {
-        let (control, mut child) = self.started.recv().ok()?.ok()?;
+        let started = self
+            .started
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()?;
+        let (control, mut child) = started.recv().ok()?.ok()?;
         if matches!(child.try_wait(), Ok(None)) {
             Some((control, child))
         } else {
@@ -83,7 +90,12 @@ impl FirstLauncher {
 impl Drop for FirstLauncher {
     fn drop(&mut self) {
         // Not used: ended and reaped (killed: it holds nothing of a run).
-        if let Ok(Ok((_control, child))) = self.started.try_recv() {
+        let unused = self
+            .started
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(Ok((_control, child))) = unused.and_then(|started| started.recv().ok()) {
             reap(child);
         }
         drop(self.stop.take());
@@ -216,13 +228,12 @@ impl ForkServer {
             self.send_init(&control)
                 .and_then(|()| send(&control, text.as_bytes(), Some(&fds)))
         };
-        let first = self
+        let ahead = self
             .first
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .take();
-        let ahead = first.as_ref().and_then(FirstLauncher::take);
-        drop(first);
+            .as_ref()
+            .and_then(FirstLauncher::take);
         let (sent, child) = match ahead {
             Some((control, child)) => match hand_over(control) {
                 Ok(()) => (Ok(()), child),
