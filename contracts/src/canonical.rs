@@ -235,24 +235,32 @@ fn write_value(value: &Value, out: &mut Vec<u8>, limit: usize) -> Result<(), Jso
 
 fn write_string(text: &str, out: &mut Vec<u8>) {
     out.push(b'"');
-    for ch in text.chars() {
-        match ch {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            '\u{8}' => out.extend_from_slice(b"\\b"),
-            '\u{c}' => out.extend_from_slice(b"\\f"),
-            '\n' => out.extend_from_slice(b"\\n"),
-            '\r' => out.extend_from_slice(b"\\r"),
-            '\t' => out.extend_from_slice(b"\\t"),
-            c if (c as u32) < 0x20 => {
-                out.extend_from_slice(format!("\\u{:04x}", c as u32).as_bytes());
+    // Bytes that need no escape are copied in runs: every byte of a multi-byte UTF-8
+    // character is 0x80 or above, so the runs hold whole characters and stay valid UTF-8.
+    let bytes = text.as_bytes();
+    let mut copied = 0;
+    for (at, &byte) in bytes.iter().enumerate() {
+        let escape: &[u8] = match byte {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            byte if byte < 0x20 => {
+                out.extend_from_slice(&bytes[copied..at]);
+                out.extend_from_slice(format!("\\u{byte:04x}").as_bytes());
+                copied = at + 1;
+                continue;
             }
-            c => {
-                let mut buffer = [0; 4];
-                out.extend_from_slice(c.encode_utf8(&mut buffer).as_bytes());
-            }
-        }
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[copied..at]);
+        out.extend_from_slice(escape);
+        copied = at + 1;
     }
+    out.extend_from_slice(&bytes[copied..]);
     out.push(b'"');
 }
 
@@ -585,6 +593,51 @@ mod tests {
             encode(&value).unwrap(),
             b"{\"a\":\"x\\\"\\\\\\n\\u0001\xc3\xa9\",\"b\":-3,\"c\":[null,true]}"
         );
+    }
+
+    /// Every character below 0x80 and a few beyond, alone and between others, encodes
+    /// exactly as escaping one character at a time does.
+    #[test]
+    fn strings_escape_as_one_character_at_a_time() {
+        let one_at_a_time = |text: &str| {
+            let mut out = String::from("\"");
+            for ch in text.chars() {
+                match ch {
+                    '"' => out.push_str("\\\""),
+                    '\\' => out.push_str("\\\\"),
+                    '\u{8}' => out.push_str("\\b"),
+                    '\u{c}' => out.push_str("\\f"),
+                    '\n' => out.push_str("\\n"),
+                    '\r' => out.push_str("\\r"),
+                    '\t' => out.push_str("\\t"),
+                    c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+                    c => out.push(c),
+                }
+            }
+            out.push('"');
+            out.into_bytes()
+        };
+        let mut texts: Vec<String> = (0u8..0x80)
+            .map(|byte| char::from(byte).to_string())
+            .collect();
+        texts.extend(
+            [
+                "",
+                "é",
+                "\u{7f}",
+                "\u{10ffff}",
+                "a\u{1}b\"c\\é\n",
+                "\u{1f}\u{1f}x",
+            ]
+            .map(String::from),
+        );
+        let all: String = texts.concat();
+        texts.push(format!("x{all}y"));
+        for text in &texts {
+            let mut out = Vec::new();
+            write_string(text, &mut out);
+            assert_eq!(out, one_at_a_time(text), "{text:?}");
+        }
     }
 
     #[test]

@@ -36,6 +36,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use sf_test_support::bench::{load_average, median};
+
 /// The fixture bundle the repository is imported from.
 const BUNDLE: &str = "/work/shared/fixtures/repos/requests.bundle";
 /// The base: the parent of a fix commit of requests (the first one tests/cli_environments.rs
@@ -98,7 +100,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     if let Some(other) = compare {
         sides.push(Side::new(Bench::set_up(other.clone())?, other));
     }
-    let load_before = load_average()?;
+    let load_before = load_average();
     // One untimed direct round, so that no side pays for a cold page cache.
     sides[0].bench.direct()?;
     let mut direct = Vec::new();
@@ -123,7 +125,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!(
         "  {} cores, load average {load_before} before, {} after",
         std::thread::available_parallelism()?,
-        load_average()?
+        load_average()
     );
     println!(
         "  direct               median {:>8.3} s",
@@ -517,16 +519,6 @@ impl Bench {
     }
 }
 
-/// The one-minute load average.
-fn load_average() -> Result<String, Box<dyn Error>> {
-    let text = std::fs::read_to_string("/proc/loadavg")?;
-    Ok(text
-        .split(' ')
-        .next()
-        .ok_or("an empty /proc/loadavg")?
-        .to_owned())
-}
-
 /// Runs `command`; its stdout, or an error with its stderr.
 fn run(command: &mut Command) -> Result<Vec<u8>, Box<dyn Error>> {
     let output = command.output()?;
@@ -549,9 +541,4 @@ fn write(path: &Path, text: &str) -> Result<(), Box<dyn Error>> {
     std::fs::create_dir_all(path.parent().ok_or("no parent")?)?;
     std::fs::write(path, text)?;
     Ok(())
-}
-
-fn median(mut times: Vec<Duration>) -> Duration {
-    times.sort();
-    times[times.len() / 2]
 }

@@ -100,21 +100,26 @@ fn unreviewed_and_bypassing_calls_are_denied() {
 #[test]
 fn the_sandbox_does_not_show_host_paths_or_groups() {
     let executor = probe_executor();
-    let answer = run_probes(
-        &executor,
-        &probes(&[
-            "show=/proc/1/cmdline",
-            "show=/proc/1/comm",
-            "show=/proc/self/cgroup",
-        ]),
-    );
-    let cmdline = allowed(&answer, "show=/proc/1/cmdline");
-    assert!(!cmdline.contains('/'), "a host path in {cmdline}");
-    assert!(cmdline.contains("sf-sandbox-launcher"), "{cmdline}");
-    assert!(allowed(&answer, "show=/proc/1/comm").contains("sf-sandbox-init"));
-    let groups = allowed(&answer, "show=/proc/self/cgroup");
-    for line in groups.split('|').filter(|line| !line.is_empty()) {
-        assert!(line.ends_with(":/"), "{line} in {groups}");
+    // The first run's init is a fork of a launcher started for that run alone, a later run's
+    // of the fork server: neither command line holds a host path.
+    for started in ["--once", "--zygote"] {
+        let answer = run_probes(
+            &executor,
+            &probes(&[
+                "show=/proc/1/cmdline",
+                "show=/proc/1/comm",
+                "show=/proc/self/cgroup",
+            ]),
+        );
+        let cmdline = allowed(&answer, "show=/proc/1/cmdline");
+        assert!(!cmdline.contains('/'), "a host path in {cmdline}");
+        assert!(cmdline.contains("sf-sandbox-launcher"), "{cmdline}");
+        assert!(cmdline.contains(started), "{cmdline}");
+        assert!(allowed(&answer, "show=/proc/1/comm").contains("sf-sandbox-init"));
+        let groups = allowed(&answer, "show=/proc/self/cgroup");
+        for line in groups.split('|').filter(|line| !line.is_empty()) {
+            assert!(line.ends_with(":/"), "{line} in {groups}");
+        }
     }
     let host_groups = std::fs::read_to_string("/proc/self/cgroup").unwrap();
     let server = executor.fork_server_pid().expect("the fork server runs");
@@ -208,55 +213,64 @@ fn every_rlimit_is_the_profiles_not_inherited() {
         0
     );
     let executor = probe_executor();
-    let answer = run_probes(
-        &executor,
-        &probes(&[
-            "show=/proc/self/limits",
-            "show=/proc/self/stat",
-            "show=/proc/self/oom_score_adj",
-        ]),
-    );
-    // Field 41 of stat is the policy: 0 SCHED_OTHER inside; control: 3 SCHED_BATCH for the
-    // fork server, which inherited it.
-    let policy = |stat: &str| {
-        stat.rsplit_once(") ")
-            .and_then(|(_, rest)| rest.split(' ').nth(38).map(str::to_owned))
-            .unwrap_or_else(|| panic!("{stat}"))
-    };
-    assert_eq!(policy(&allowed(&answer, "show=/proc/self/stat")), "0");
-    let server = executor.fork_server_pid().expect("the fork server runs");
-    let server_stat = std::fs::read_to_string(format!("/proc/{server}/stat")).unwrap();
-    assert_eq!(policy(&server_stat), "3", "control: {server_stat}");
-    // The program's processes are the first the run's control group kills when out of
-    // memory.
-    assert!(allowed(&answer, "show=/proc/self/oom_score_adj").starts_with("ok 1000"));
-    let limits = allowed(&answer, "show=/proc/self/limits");
-    for (name, expected) in [
-        ("Max cpu time", "3600 3601 seconds"),
-        ("Max file size", "536870912 536870912 bytes"),
-        ("Max data size", "17179869184 17179869184 bytes"),
-        ("Max stack size", "8388608 8388608 bytes"),
-        ("Max core file size", "0 0 bytes"),
-        ("Max resident set", "17179869184 17179869184 bytes"),
-        // The program's 1024, the launcher and the init, and 8 above the control group's
-        // bound (so that the group's bound is the one reached, and counted).
-        ("Max processes", "1034 1034 processes"),
-        ("Max open files", "1024 1024 files"),
-        ("Max locked memory", "65536 65536 bytes"),
-        ("Max address space", "17179869184 17179869184 bytes"),
-        ("Max file locks", "1024 1024 locks"),
-        ("Max pending signals", "1024 1024 signals"),
-        ("Max msgqueue size", "0 0 bytes"),
-        ("Max nice priority", "0 0"),
-        ("Max realtime priority", "0 0"),
-        ("Max realtime timeout", "0 0 us"),
-    ] {
-        let line = limit_line(&limits, name);
-        assert!(
-            line.ends_with(expected),
-            "{line}, wanted {expected}: {limits}"
+    // The first run's launcher is this process's child, the second's the fork server's: both
+    // inherited the unusual values, and neither passes them on.
+    for _ in 0..2 {
+        let answer = run_probes(
+            &executor,
+            &probes(&[
+                "show=/proc/self/limits",
+                "show=/proc/self/stat",
+                "show=/proc/self/oom_score_adj",
+            ]),
         );
+        // Field 41 of stat is the policy: 0 SCHED_OTHER inside; control: 3 SCHED_BATCH for the
+        // fork server, which inherited it.
+        let policy = |stat: &str| {
+            stat.rsplit_once(") ")
+                .and_then(|(_, rest)| rest.split(' ').nth(38).map(str::to_owned))
+                .unwrap_or_else(|| panic!("{stat}"))
+        };
+        assert_eq!(policy(&allowed(&answer, "show=/proc/self/stat")), "0");
+        if let Some(server) = executor.fork_server_pid() {
+            let server_stat = std::fs::read_to_string(format!("/proc/{server}/stat")).unwrap();
+            assert_eq!(policy(&server_stat), "3", "control: {server_stat}");
+        }
+        // The program's processes are the first the run's control group kills when out of
+        // memory.
+        assert!(allowed(&answer, "show=/proc/self/oom_score_adj").starts_with("ok 1000"));
+        let limits = allowed(&answer, "show=/proc/self/limits");
+        for (name, expected) in [
+            ("Max cpu time", "3600 3601 seconds"),
+            ("Max file size", "536870912 536870912 bytes"),
+            ("Max data size", "17179869184 17179869184 bytes"),
+            ("Max stack size", "8388608 8388608 bytes"),
+            ("Max core file size", "0 0 bytes"),
+            ("Max resident set", "17179869184 17179869184 bytes"),
+            // The program's 1024, the launcher and the init, and 8 above the control group's
+            // bound (so that the group's bound is the one reached, and counted).
+            ("Max processes", "1034 1034 processes"),
+            ("Max open files", "1024 1024 files"),
+            ("Max locked memory", "65536 65536 bytes"),
+            ("Max address space", "17179869184 17179869184 bytes"),
+            ("Max file locks", "1024 1024 locks"),
+            ("Max pending signals", "1024 1024 signals"),
+            ("Max msgqueue size", "0 0 bytes"),
+            ("Max nice priority", "0 0"),
+            ("Max realtime priority", "0 0"),
+            ("Max realtime timeout", "0 0 us"),
+        ] {
+            let line = limit_line(&limits, name);
+            assert!(
+                line.ends_with(expected),
+                "{line}, wanted {expected}: {limits}"
+            );
+        }
     }
+    assert!(
+        executor.fork_server_pid().is_some(),
+        "the second run started it"
+    );
 }
 
 /// A runtime path that group or others may write, or one below such a directory, is

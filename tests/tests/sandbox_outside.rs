@@ -4,8 +4,10 @@
 //! outside uid of earlier versions, common among daemons), of another ordinary uid and of
 //! another id of the sandbox range try to trace it, kill it and enter its namespaces, and to
 //! trace and kill its launcher, its init and the fork server: every attempt is refused, and
-//! the run's answer is the program's own (it exits 1). Controls: the same attacker can trace
-//! a process of its own uid, and root can signal the run's processes.
+//! the run's answer is the program's own (it exits 1). Both ways a launcher starts are
+//! attacked: an Executor's first run (its launcher a child of sf, serving itself) and a later
+//! one (forked by the fork server). Controls: the same attacker can trace a process of its
+//! own uid, and root can signal the run's processes.
 
 mod sandbox_support;
 
@@ -44,6 +46,27 @@ fn no_other_uid_can_trace_signal_or_enter_a_run() {
         "this test needs root (as CI runs it): the sandbox gets a uid of its own only then"
     );
     let executor = probe_executor();
+    // The first run's launcher serves itself, a child of this process; the second's is
+    // forked by the fork server, which that run starts.
+    attack_a_run(&executor, |launcher| {
+        assert_eq!(parent_of(launcher), std::process::id());
+        assert_eq!(executor.fork_server_pid(), None);
+        None
+    });
+    attack_a_run(&executor, |launcher| {
+        let server = executor.fork_server_pid().expect("the fork server runs");
+        assert_eq!(parent_of(launcher), server);
+        assert_eq!(status_field(server, "Uid").as_deref(), Some("0 0 0 0"));
+        Some(server)
+    });
+}
+
+/// Attacks one run of `executor` while it is live; `started_by` checks how its launcher was
+/// started and names the fork server to attack too, if one started it.
+fn attack_a_run(
+    executor: &sf_sandbox_exec::SandboxExecutor,
+    started_by: impl Fn(u32) -> Option<u32>,
+) {
     let mark = marker("sfattack");
     let list = vec![
         format!("mark={mark}"),
@@ -56,8 +79,7 @@ fn no_other_uid_can_trace_signal_or_enter_a_run() {
         let program = wait_for_host_pid(&mark);
         let init = parent_of(program);
         let launcher = parent_of(init);
-        let server = executor.fork_server_pid().expect("the fork server runs");
-        assert_eq!(parent_of(launcher), server);
+        let server = started_by(launcher);
         let uid: u32 = status_field(program, "Uid")
             .and_then(|uids| uids.split(' ').next()?.parse().ok())
             .expect("the program's uid");
@@ -66,7 +88,6 @@ fn no_other_uid_can_trace_signal_or_enter_a_run() {
             "the program runs as {uid}, not an id of the reserved range"
         );
         assert_eq!(status_field(launcher, "Uid"), status_field(program, "Uid"));
-        assert_eq!(status_field(server, "Uid").as_deref(), Some("0 0 0 0"));
         let other_sandbox_id = if uid > DEFAULT_IDS.first {
             uid - 1
         } else {
@@ -77,7 +98,7 @@ fn no_other_uid_can_trace_signal_or_enter_a_run() {
         for namespace in ["user", "mnt", "pid", "net", "ipc", "uts", "cgroup"] {
             attempts.push(format!("setns=/proc/{program}/ns/{namespace}"));
         }
-        for target in [program, init, launcher, server] {
+        for target in [program, init, launcher].into_iter().chain(server) {
             attempts.push(format!("ptrace={target}"));
             attempts.push(format!("sigkill={target}"));
         }

@@ -1,4 +1,5 @@
-//! No process and no zombie is left behind: not after an Executor that ran (and prepared a
+//! No process and no zombie is left behind: not after an Executor that never ran (whose first
+//! run's launcher was started ahead) is dropped, not after an Executor that ran (and prepared a
 //! sandbox ahead) is dropped, not after `sf exec` exits, and not after `sf collect` exits. This test process makes itself
 //! a child subreaper, so every process orphaned by the Executor or by `sf exec` becomes its
 //! child (and would show here as a live child or a zombie) instead of going to the host's
@@ -67,6 +68,12 @@ fn nothing_is_left_after_an_executor_sf_exec_or_sf_collect() {
     );
     // Built before anything is watched (the build runs cargo, whose children are reaped).
     let sf = sf_tests::plugins::built().sf.clone();
+
+    let unused = probe_executor();
+    // Control: the launcher started ahead for its first run waits.
+    assert!(!own_children().is_empty());
+    drop(unused);
+    no_children_left("an Executor that never ran was dropped");
 
     let executor = probe_executor();
     for _ in 0..3 {

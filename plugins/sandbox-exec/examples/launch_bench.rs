@@ -16,14 +16,10 @@ use std::time::{Duration, Instant};
 use sf_contracts::snapshot::SnapshotFile;
 use sf_contracts::{CancelToken, Executor, RunBounds, RunRequest, RunStatus};
 use sf_sandbox_exec::{NetworkMode, RuntimeConfig, SandboxConfig, SandboxExecutor};
+use sf_test_support::bench::{BWRAP_MINIMAL, median};
 
 /// The idle time before every interleaved measurement.
 const GAP: Duration = Duration::from_millis(4);
-
-fn median(mut samples: Vec<Duration>) -> Duration {
-    samples.sort();
-    samples[samples.len() / 2]
-}
 
 /// Runs `program` once; its launch-to-exit time, `None` when it cannot run or fails.
 fn time_command(program: &str, args: &[&str]) -> Option<Duration> {
@@ -104,32 +100,12 @@ const UNSHARE: &[&str] = &[
     "/bin/true",
 ];
 
-const BWRAP: &[&str] = &[
-    "--unshare-all",
-    "--die-with-parent",
-    "--ro-bind",
-    "/usr",
-    "/usr",
-    "--symlink",
-    "usr/lib",
-    "/lib",
-    "--symlink",
-    "usr/lib64",
-    "/lib64",
-    "--symlink",
-    "usr/bin",
-    "/bin",
-    "--symlink",
-    "usr/sbin",
-    "/sbin",
-    "--proc",
-    "/proc",
-    "--dev",
-    "/dev",
-    "--tmpfs",
-    "/tmp",
-    "/bin/true",
-];
+/// Bubblewrap's minimal profile around `/bin/true`.
+fn bwrap_args() -> Vec<&'static str> {
+    let mut args = BWRAP_MINIMAL.to_vec();
+    args.push("/bin/true");
+    args
+}
 
 /// One measured variant: its samples, or why it was skipped.
 struct Variant {
@@ -206,7 +182,7 @@ fn main() {
     for _ in 0..10 {
         let _ = time_command("/bin/true", &[]);
         let _ = time_command("unshare", UNSHARE);
-        let _ = time_command("bwrap", BWRAP);
+        let _ = time_command("bwrap", &bwrap_args());
     }
     let mut bare = Variant::new("bare");
     let mut unshare = Variant::new("unshare --user --mount --pid --net");
@@ -237,7 +213,7 @@ fn main() {
         pause();
         unshare.record(command("unshare", UNSHARE));
         pause();
-        bwrap.record(command("bwrap", BWRAP));
+        bwrap.record(command("bwrap", &bwrap_args()));
         if let Ok(executor) = &shared {
             pause();
             sandbox_shared.record(time_sandbox(executor, &request));

@@ -31,6 +31,7 @@ use std::fs;
 use std::io::Write;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::process::Child;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -108,9 +109,9 @@ fn copy_token() -> u64 {
 }
 
 impl Hierarchy {
-    /// The hierarchy this process can make bounded groups in, checked by making (and
-    /// removing) one; `Err` says why there is none.
-    pub fn find(bounds: &Bounds) -> Result<Self, String> {
+    /// The hierarchy this process can make bounded groups in, checked by making one (which
+    /// it returns, for a first run: removed when dropped); `Err` says why there is none.
+    pub fn find(bounds: &Bounds) -> Result<(Self, RunGroup), String> {
         let mounts = fs::read_to_string("/proc/self/mountinfo")
             .map_err(|error| format!("/proc/self/mountinfo: {error}"))?;
         let own = fs::read_to_string("/proc/self/cgroup")
@@ -119,10 +120,7 @@ impl Hierarchy {
         for candidate in [v2(&mounts, &own), v1(&mounts, &own)] {
             match candidate.and_then(|hierarchy| {
                 hierarchy.clear_stale();
-                hierarchy.create(bounds).map(|group| {
-                    drop(group);
-                    hierarchy
-                })
+                hierarchy.create(bounds).map(|group| (hierarchy, group))
             }) {
                 Ok(hierarchy) => return Ok(hierarchy),
                 Err(reason) => reasons.push(reason),
@@ -293,16 +291,17 @@ impl Drop for RunGroup {
     }
 }
 
-/// Removes run groups once their launcher has exited, on a thread of its own so that a run
-/// does not wait for it; dropping it waits for the removals asked for so far.
+/// Removes run groups, and reaps launchers that are this process's children, once the
+/// launcher has exited, on a thread of its own so that a run does not wait for it; dropping
+/// it waits for the removals asked for so far.
 #[derive(Debug)]
 pub struct Cleaner {
     sender: Option<mpsc::Sender<Removal>>,
     thread: Option<JoinHandle<()>>,
 }
 
-/// A group to remove once the process a pidfd names has exited.
-type Removal = (OwnedFd, RunGroup);
+/// What to do once the process a pidfd names has exited: remove its group, reap it.
+type Removal = (OwnedFd, Option<RunGroup>, Option<Child>);
 
 /// How long a removal waits for the launcher to exit.
 const EXIT_WAIT_MS: libc::c_int = 5000;
@@ -317,15 +316,8 @@ impl Cleaner {
         let thread = std::thread::Builder::new()
             .name("sf-sandbox-cgroups".into())
             .spawn(move || {
-                for (process, group) in receiver {
-                    let mut fd = libc::pollfd {
-                        fd: process.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    };
-                    // SAFETY: one valid pollfd; a pidfd is readable once its process exited.
-                    unsafe { libc::poll(&mut fd, 1, EXIT_WAIT_MS) };
-                    drop(group);
+                for (process, group, child) in receiver {
+                    remove_after_exit(Some(process), group, child);
                 }
             })
             .ok();
@@ -341,13 +333,37 @@ impl Cleaner {
 }
 
 impl CleanerHandle {
-    /// Removes `group` once the process `process` names has exited (at once, should the
-    /// cleaner be gone).
-    pub fn remove_after(&self, process: OwnedFd, group: RunGroup) {
-        if let Err(mpsc::SendError((_, group))) = self.0.send((process, group)) {
-            drop(group);
+    /// Removes `group` and reaps `child` once the process `process` names has exited (at
+    /// once, should the cleaner be gone).
+    pub fn after_exit(&self, process: OwnedFd, group: Option<RunGroup>, child: Option<Child>) {
+        if let Err(mpsc::SendError((_, group, child))) = self.0.send((process, group, child)) {
+            remove_after_exit(None, group, child);
         }
     }
+}
+
+/// Waits (bounded) until the process `process` names has exited, then reaps `child` (that
+/// process, when it is this one's child) and removes `group`. Without a pidfd (no cleaner
+/// thread to wait on), the child is killed and reaped at once: the run it served is over, or
+/// it never got one.
+pub fn remove_after_exit(process: Option<OwnedFd>, group: Option<RunGroup>, child: Option<Child>) {
+    if let Some(process) = &process {
+        let mut fd = libc::pollfd {
+            fd: process.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd; a pidfd is readable once its process exited.
+        unsafe { libc::poll(&mut fd, 1, EXIT_WAIT_MS) };
+    }
+    if let Some(mut child) = child {
+        // Exited by now, or killed (a launcher that outlived the wait); either way reaped.
+        if !matches!(child.try_wait(), Ok(Some(_))) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+    drop(group);
 }
 
 impl Drop for Cleaner {

@@ -24,8 +24,9 @@ use crate::profile::{
     PROC_OPTIONS, PROGRAM_DIR, Profile, ROOT_TMPFS_OPTIONS, SCRATCH_DIR, STAGE,
 };
 use crate::runtime::{BindSource, Runtime, RuntimeConfig, device_sources};
-use crate::supervisor::{Launch, Resources, Source, Started, start, supervise};
-use crate::zygote::ForkServer;
+use crate::seccomp::NamedFilter;
+use crate::supervisor::{Launch, Resources, Source, Start, Started, start, supervise};
+use crate::zygote::{FirstLauncher, ForkServer};
 
 /// The file name of the launcher program built by this crate.
 pub const LAUNCHER_NAME: &str = "sf-sandbox-launcher";
@@ -109,7 +110,9 @@ fn invalid(input: String, rule: &'static str) -> ExecutorError {
 
 impl SandboxExecutor {
     /// Resolves the runtime, compiles the profile, finds and checks the launcher and, in the
-    /// shared network mode, makes the empty network namespace. Runs nothing.
+    /// shared network mode, makes the empty network namespace; then starts the launcher the
+    /// first run will use (it waits, holding nothing, until that run or the Executor's drop,
+    /// which ends it). Runs no program.
     pub fn new(config: SandboxConfig) -> Result<Self, ExecutorError> {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
@@ -137,10 +140,6 @@ impl SandboxExecutor {
             None if root => NetworkMode::SharedEmpty,
             None => NetworkMode::New,
         };
-        let shared = match network {
-            NetworkMode::SharedEmpty => Some(empty_network_namespace()?),
-            NetworkMode::New => None,
-        };
         let profile = Profile::new(
             config.limits,
             network,
@@ -149,10 +148,23 @@ impl SandboxExecutor {
         )?;
         profile::check_ceilings(&profile.limits)?;
         let launcher = find_launcher(config.launcher.as_deref())?;
+        // The configuration is good. The first run's launcher starts now, so that its exec and
+        // start-up overlap the rest of the set-up and whatever comes before the run; the kernel
+        // makes the network namespace meanwhile too (on a thread of its own, the namespace's
+        // only member), waited for at the end.
+        let first = FirstLauncher::start(launcher.clone());
+        let making_network = match network {
+            NetworkMode::SharedEmpty => Some(make_empty_network_namespace()),
+            NetworkMode::New => None,
+        };
         let devices = device_sources()?;
-        let plan = Self::plan(&runtime, &profile, &devices, shared.is_some())?;
+        let plan = Self::plan(&runtime, &profile, &devices, making_network.is_some())?;
         let bounds = profile::group_bounds(&profile.limits);
-        let hierarchy = Hierarchy::find(&bounds);
+        // The group made to find the hierarchy is the first sandbox's.
+        let (hierarchy, spare) = match Hierarchy::find(&bounds) {
+            Ok((hierarchy, group)) => (Ok(hierarchy), Some(group)),
+            Err(reason) => (Err(reason), None),
+        };
         if let (Err(reason), true) = (&hierarchy, config.require_cgroup) {
             return Err(ExecutorError::Unavailable {
                 mechanism: "cgroup".to_owned(),
@@ -162,12 +174,14 @@ impl SandboxExecutor {
                 ),
             });
         }
+        let shared = making_network.map(empty_network_namespace).transpose()?;
         let source = Source {
-            server: ForkServer::new(launcher.clone(), shared),
+            server: ForkServer::new(launcher.clone(), shared, first),
             plan,
             ids: root.then(|| Ids::new(config.ids_when_root)),
             resources: Resources {
                 hierarchy,
+                spare: std::sync::Mutex::new(spare),
                 bounds,
                 required: config.require_cgroup,
                 cleaner: Cleaner::new(),
@@ -295,11 +309,7 @@ impl SandboxExecutor {
                 scopes: profile::scopes().bits(),
                 rules,
             },
-            seccomp: profile
-                .filters
-                .iter()
-                .map(|filter| hex::encode(filter.bytes()))
-                .collect(),
+            seccomp: profile.filters.iter().map(NamedFilter::hex).collect(),
             rlimits: profile::rlimits(limits),
             environment: profile::environment()
                 .into_iter()
@@ -364,8 +374,8 @@ impl SandboxExecutor {
 
     /// A started launcher for a run: the prepared one when there is one, its launcher and the
     /// fork server still run, and the runtime's files are still the configured ones (a
-    /// prepared sandbox holds the files it cloned); else a new one.
-    fn take_sandbox(&self, binds: &Binds) -> Result<(Started, Sandbox), ExecutorError> {
+    /// prepared sandbox holds the files it cloned); else a new one, started `how`.
+    fn take_sandbox(&self, binds: &Binds, how: Start) -> Result<(Started, Sandbox), ExecutorError> {
         let prepared = self.preparer.take(binds);
         let usable = prepared.is_some()
             && self.runtime.binds_as_configured()
@@ -375,13 +385,13 @@ impl SandboxExecutor {
             // A sandbox prepared from files that changed since is dropped unused; a new
             // launcher checks the files again and refuses them as it always does. One whose
             // launcher ended is replaced too (a failure to build it shows again, in this run).
-            _ => Ok((self.start_sandbox(binds)?, Sandbox::New)),
+            _ => Ok((self.start_sandbox(binds, how)?, Sandbox::New)),
         }
     }
 
-    /// A launcher started now, for a run that waits for it.
-    fn start_sandbox(&self, binds: &Binds) -> Result<Started, ExecutorError> {
-        start(&self.preparer.shared.source, binds)
+    /// A launcher started now, `how`, for a run that waits for it.
+    fn start_sandbox(&self, binds: &Binds, how: Start) -> Result<Started, ExecutorError> {
+        start(&self.preparer.shared.source, binds, how)
     }
 
     /// The limits of a run that asks for `resources`: the profile's, each bound the run asks
@@ -733,14 +743,23 @@ impl Executor for SandboxExecutor {
         };
         // However this run ends, the next sandbox is built after it: building it while the
         // run runs would take the machine's cores from the run.
-        let _next = self.preparer.next_after(&binds);
-        let ran = match self.take_sandbox(&binds)? {
+        let next = self.preparer.next_after(&binds);
+        // An Executor's first run starts its launcher without the fork server, which would
+        // be pure cost were it the only run; the second run starts the fork server.
+        let how = if next.first {
+            Start::Once
+        } else {
+            Start::Forked
+        };
+        let ran = match self.take_sandbox(&binds, how)? {
             (started, Sandbox::Prepared) => match launch(started) {
                 Ok(ran) => ran,
                 // `Err` means the program did not start: the prepared sandbox was lost before
                 // it took the run (say its fork server was killed). A new one gets the run,
                 // and reports its own failure if it has one.
-                Err(_) if !cancel.is_cancelled() => launch(self.start_sandbox(&binds)?)?,
+                Err(_) if !cancel.is_cancelled() => {
+                    launch(self.start_sandbox(&binds, Start::Forked)?)?
+                }
                 Err(error) => return Err(error),
             },
             (started, Sandbox::New) => launch(started)?,
@@ -778,10 +797,13 @@ impl Executor for SandboxExecutor {
     }
 }
 
-/// Makes an empty network namespace owned by the initial user namespace, held by a
+/// A network namespace being made (see [`make_empty_network_namespace`]).
+type MakingNetwork = std::thread::JoinHandle<std::io::Result<OwnedFd>>;
+
+/// Starts making an empty network namespace owned by the initial user namespace, held by a
 /// descriptor: a short-lived thread unshares its own network namespace and opens it.
-fn empty_network_namespace() -> Result<OwnedFd, ExecutorError> {
-    let made = std::thread::spawn(|| -> std::io::Result<OwnedFd> {
+fn make_empty_network_namespace() -> MakingNetwork {
+    std::thread::spawn(|| -> std::io::Result<OwnedFd> {
         // SAFETY: unshare of this thread's network namespace only; the thread ends next.
         if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
             return Err(std::io::Error::last_os_error());
@@ -789,8 +811,11 @@ fn empty_network_namespace() -> Result<OwnedFd, ExecutorError> {
         let file = std::fs::File::open("/proc/thread-self/ns/net")?;
         Ok(OwnedFd::from(file))
     })
-    .join();
-    match made {
+}
+
+/// The network namespace `making` made.
+fn empty_network_namespace(making: MakingNetwork) -> Result<OwnedFd, ExecutorError> {
+    match making.join() {
         Ok(Ok(fd)) => Ok(fd),
         Ok(Err(error)) => Err(ExecutorError::Unavailable {
             mechanism: "network-namespace".to_owned(),

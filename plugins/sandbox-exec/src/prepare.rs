@@ -17,7 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::plan::Binds;
-use crate::supervisor::{Source, Started, start};
+use crate::supervisor::{Source, Start, Started, start};
 
 /// What the Executor and its preparing thread share.
 #[derive(Debug)]
@@ -45,11 +45,13 @@ struct Slot {
 /// How long a run waits for the sandbox being started before it starts its own.
 const WAIT_FOR_PREPARING: Duration = Duration::from_secs(2);
 
-/// The Executor's side: the shared state and the preparing thread, if preparing ahead.
+/// The Executor's side: the shared state and, when preparing ahead, the preparing thread
+/// (started when the first sandbox is wanted: an Executor that runs once starts none).
 #[derive(Debug)]
 pub(crate) struct Preparer {
     pub shared: Arc<Shared>,
-    thread: Option<JoinHandle<()>>,
+    ahead: bool,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Shared {
@@ -68,23 +70,32 @@ impl Preparer {
             slot: Mutex::new(Slot::default()),
             changed: Condvar::new(),
         });
-        let thread = ahead
-            .then(|| {
-                let shared = Arc::clone(&shared);
-                std::thread::Builder::new()
-                    .name("sf-sandbox-prepare".into())
-                    .spawn(move || prepare_loop(&shared))
-                    .ok()
-            })
-            .flatten();
-        Self { shared, thread }
+        Self {
+            shared,
+            ahead,
+            thread: Mutex::new(None),
+        }
+    }
+
+    /// Starts the preparing thread unless it runs; without it nothing is prepared ahead.
+    fn start_thread(&self) {
+        let mut thread = self.thread.lock().unwrap_or_else(PoisonError::into_inner);
+        if thread.is_none() {
+            let shared = Arc::clone(&self.shared);
+            *thread = std::thread::Builder::new()
+                .name("sf-sandbox-prepare".into())
+                .spawn(move || prepare_loop(&shared))
+                .ok();
+        }
     }
 
     /// The prepared sandbox binding `binds`: the one waiting, else the one being started
     /// (waited for, up to a bound); `None` when there is neither, or it binds another
     /// environment or program tree (it is then dropped unused).
     pub fn take(&self, binds: &Binds) -> Option<Started> {
-        self.thread.as_ref()?;
+        if !self.ahead {
+            return None;
+        }
         let until = Instant::now() + WAIT_FOR_PREPARING;
         let mut slot = self.shared.slot();
         loop {
@@ -110,7 +121,10 @@ impl Preparer {
         let mut slot = self.shared.slot();
         slot.runs += 1;
         slot.next = binds.clone();
-        NextAfter(self)
+        NextAfter {
+            preparer: self,
+            first: slot.runs == 1,
+        }
     }
 
     /// Whether a prepared sandbox is waiting.
@@ -120,16 +134,26 @@ impl Preparer {
 }
 
 /// See [`Preparer::next_after`].
-pub(crate) struct NextAfter<'a>(&'a Preparer);
+pub(crate) struct NextAfter<'a> {
+    preparer: &'a Preparer,
+    /// Whether this is the Executor's first run.
+    pub first: bool,
+}
 
 impl Drop for NextAfter<'_> {
     fn drop(&mut self) {
-        if self.0.thread.is_some() {
-            let mut slot = self.0.shared.slot();
-            if slot.runs >= 2 {
-                slot.wanted = true;
-                self.0.shared.changed.notify_all();
-            }
+        let preparer = self.preparer;
+        if !preparer.ahead {
+            return;
+        }
+        let wanted = {
+            let mut slot = preparer.shared.slot();
+            slot.wanted |= slot.runs >= 2;
+            preparer.shared.changed.notify_all();
+            slot.wanted
+        };
+        if wanted {
+            preparer.start_thread();
         }
     }
 }
@@ -143,7 +167,12 @@ impl Drop for Preparer {
             slot.ready.take()
         };
         drop(unused);
-        if let Some(thread) = self.thread.take() {
+        let thread = self
+            .thread
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(thread) = thread {
             let _ = thread.join();
         }
     }
@@ -170,7 +199,7 @@ fn prepare_loop(shared: &Shared) {
             slot.preparing = true;
             slot.next.clone()
         };
-        let started = start(&shared.source, &binds);
+        let started = start(&shared.source, &binds, Start::Forked);
         let mut slot = shared.slot();
         slot.preparing = false;
         shared.changed.notify_all();

@@ -525,7 +525,7 @@ fn recipe(
                     .map(|filter| {
                         canonical::object([
                             ("name", Value::from(filter.name)),
-                            ("bpf", Value::from(hex::encode(filter.bytes()))),
+                            ("bpf", Value::from(filter.hex())),
                         ])
                     })
                     .collect(),

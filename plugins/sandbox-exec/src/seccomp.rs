@@ -47,6 +47,15 @@ impl NamedFilter {
     pub fn bytes(&self) -> Vec<u8> {
         encode(&self.program)
     }
+
+    /// [`NamedFilter::bytes`] in lowercase hex, as the profile's recipe and the plan carry them
+    /// (a table per byte: `hex::encode` goes one character at a time).
+    pub fn hex(&self) -> String {
+        let bytes = self.bytes();
+        let mut text = vec![0; bytes.len() * 2];
+        hex::encode_to_slice(&bytes, &mut text).expect("twice as many hex digits as bytes");
+        String::from_utf8(text).expect("hex digits are ASCII")
+    }
 }
 
 /// Encodes instructions as bytes.
@@ -762,6 +771,7 @@ mod tests {
         assert_eq!(first, second);
         for filter in &first {
             assert_eq!(decode(&filter.bytes()).unwrap(), filter.program);
+            assert_eq!(filter.hex(), hex::encode(filter.bytes()));
         }
         assert!(decode(&[0; 7]).is_none());
         assert!(decode(&[]).is_none());

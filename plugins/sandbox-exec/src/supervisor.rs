@@ -15,6 +15,7 @@ use std::fs::File;
 use std::io::{ErrorKind, Read};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -55,6 +56,8 @@ pub(crate) struct Source {
 pub(crate) struct Resources {
     /// Where runs' groups are made (`None`: nowhere; the reason is kept).
     pub hierarchy: Result<Hierarchy, String>,
+    /// A group made already (to find the hierarchy), for the first sandbox.
+    pub spare: std::sync::Mutex<Option<RunGroup>>,
     pub bounds: cgroup::Bounds,
     /// Whether a run without a group fails (`unavailable`, mechanism `cgroup`).
     pub required: bool,
@@ -65,9 +68,15 @@ pub(crate) struct Resources {
 impl Resources {
     /// A group for one run: `Ok(None)` when there is none and none is required.
     fn group(&self) -> Result<Option<RunGroup>, ExecutorError> {
-        let made = match &self.hierarchy {
-            Ok(hierarchy) => hierarchy.create(&self.bounds),
-            Err(reason) => Err(reason.clone()),
+        let spare = self
+            .spare
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let made = match (spare, &self.hierarchy) {
+            (Some(group), _) => Ok(group),
+            (None, Ok(hierarchy)) => hierarchy.create(&self.bounds),
+            (None, Err(reason)) => Err(reason.clone()),
         };
         match made {
             Ok(group) => Ok(Some(group)),
@@ -95,7 +104,12 @@ pub(crate) struct Started {
     /// The host uid the sandbox runs as, when it has one of its own.
     pub id: Option<u32>,
     /// The run's control group, removed once the launcher has exited.
-    group: Option<(RunGroup, CleanerHandle)>,
+    group: Option<RunGroup>,
+    /// The launcher, when it is this process's child (it served its request itself) rather
+    /// than the fork server's: reaped once it has exited.
+    child: Option<Child>,
+    /// Removes the group and reaps the launcher once it has exited.
+    cleaner: Option<CleanerHandle>,
 }
 
 impl Started {
@@ -113,24 +127,36 @@ impl Started {
 
     /// Which kind of control group bounds the run, if one does.
     pub fn group_version(&self) -> Option<cgroup::Version> {
-        self.group.as_ref().map(|(group, _)| group.version())
+        self.group.as_ref().map(RunGroup::version)
     }
 }
 
 impl Drop for Started {
     fn drop(&mut self) {
-        if let Some((group, cleaner)) = self.group.take() {
-            match self.launcher.try_clone() {
-                Ok(launcher) => cleaner.remove_after(launcher, group),
-                Err(_) => drop(group),
-            }
+        let (group, child) = (self.group.take(), self.child.take());
+        if group.is_none() && child.is_none() {
+            return;
+        }
+        match (&self.cleaner, self.launcher.try_clone()) {
+            (Some(cleaner), Ok(launcher)) => cleaner.after_exit(launcher, group, child),
+            // Without the cleaner the group is removed now, once it is empty.
+            _ => cgroup::remove_after_exit(None, group, child),
         }
     }
 }
 
-/// Has the fork server fork a launcher (in a control group of its own and under a host id
-/// of its own, where there are) and hands it the plan, with `binds` bound.
-pub(crate) fn start(source: &Source, binds: &Binds) -> Result<Started, ExecutorError> {
+/// How a sandbox's launcher is started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// Forked by the fork server (started if it is not running).
+    Forked,
+    /// Serving its request itself, without a fork server: an Executor's first run.
+    Once,
+}
+
+/// Has a launcher started (in a control group of its own and under a host id of its own,
+/// where there are) and hands it the plan, with `binds` bound.
+pub(crate) fn start(source: &Source, binds: &Binds, how: Start) -> Result<Started, ExecutorError> {
     let plan = serde_json::to_vec(&source.plan.with_binds(binds)).map_err(|error| {
         ExecutorError::Unavailable {
             mechanism: "launcher".to_owned(),
@@ -150,12 +176,23 @@ pub(crate) fn start(source: &Source, binds: &Binds) -> Result<Started, ExecutorE
         .map_err(|error| unavailable_launcher(format!("a socket pair: {error}")))?;
     let (stdout, stdout_end) = pipe()?;
     let (stderr, stderr_end) = pipe()?;
-    // Our copies of the launcher's ends are closed once it has been forked, so that the
+    // Our copies of the launcher's ends are closed once it has been started, so that the
     // streams end when the run's processes are gone.
-    let launcher =
-        source
-            .server
-            .fork_run(OwnedFd::from(theirs), stdout_end, stderr_end, id, &procs)?;
+    let theirs = OwnedFd::from(theirs);
+    let (launcher, child) = match how {
+        Start::Forked => (
+            source
+                .server
+                .fork_run(theirs, stdout_end, stderr_end, id, &procs)?,
+            None,
+        ),
+        Start::Once => {
+            let (launcher, child) = source
+                .server
+                .run_once(theirs, stdout_end, stderr_end, id, &procs)?;
+            (launcher, Some(child))
+        }
+    };
     drop(procs);
     let started = Started {
         socket,
@@ -163,7 +200,9 @@ pub(crate) fn start(source: &Source, binds: &Binds) -> Result<Started, ExecutorE
         stderr,
         launcher,
         id,
-        group: group.and_then(|group| Some((group, source.resources.cleaner.handle()?))),
+        group,
+        child,
+        cleaner: source.resources.cleaner.handle(),
     };
     // The plan is small enough for the socket's buffer; a launcher that is gone already
     // shows up as a failed write, and its report says why when the run reads it.
@@ -265,7 +304,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let mut started = launch.started;
     if let Some(bounds) = &launch.lower {
         let lowered = match &started.group {
-            Some((group, _)) => group.bound(bounds),
+            Some(group) => group.bound(bounds),
             None => Err("no control group bounds this run".to_owned()),
         };
         if let Err(reason) = lowered {
@@ -531,7 +570,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let group = started
         .group
         .as_ref()
-        .map(|(group, _)| (group.version(), group.events()));
+        .map(|group| (group.version(), group.events()));
     let limits_hit = crate::limits::limits_hit(launch.limits, &hits_reported, group, &mut problems);
     Ok(Ran {
         status,
@@ -544,7 +583,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
             user: Duration::from_micros(user_us),
             system: Duration::from_micros(system_us),
             max_rss_kib,
-            memory_peak_bytes: started.group.as_ref().and_then(|(group, _)| group.peak()),
+            memory_peak_bytes: started.group.as_ref().and_then(RunGroup::peak),
         },
         landlock: confined,
         namespace,
@@ -660,6 +699,7 @@ mod tests {
     fn resources(hierarchy: Result<Hierarchy, String>, required: bool) -> Resources {
         Resources {
             hierarchy,
+            spare: std::sync::Mutex::new(None),
             bounds: cgroup::Bounds {
                 memory_bytes: 1 << 30,
                 processes: 66,

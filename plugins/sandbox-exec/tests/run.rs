@@ -103,18 +103,34 @@ fn alive(pid: u32) -> bool {
     }
 }
 
+/// An Executor's first run starts its launcher without the fork server (the launcher, a child
+/// of this process, serves its one request itself and is reaped after the run); the second
+/// run starts the fork server, which serves every later run and exits with the Executor.
 #[test]
-fn fork_server_starts_with_the_first_run_and_exits_with_the_executor() {
+fn fork_server_starts_with_the_second_run_and_exits_with_the_executor() {
     let executor = executor(RuntimeConfig::shell());
     assert_eq!(
         executor.fork_server_pid(),
         None,
         "nothing runs before the first run"
     );
+    let (launcher, answer) =
+        launcher_of_a_run(&executor, "echo first; tr '\\0' ' ' < /proc/1/cmdline");
+    assert_eq!(
+        String::from_utf8_lossy(&answer.stdout),
+        "first\nsf-sandbox-launcher --once ",
+        "{answer:?}"
+    );
+    assert_eq!(launcher.parent, std::process::id());
+    assert_eq!(launcher.cmdline, "sf-sandbox-launcher --once ");
+    assert_eq!(executor.fork_server_pid(), None, "the first run needs none");
+    eventually("the first run's launcher is reaped", || {
+        !std::path::Path::new(&format!("/proc/{}", launcher.pid)).exists()
+    });
     let answer = executor
-        .run(&request("echo first"), &CancelToken::new())
+        .run(&request("echo second"), &CancelToken::new())
         .unwrap();
-    assert_eq!(answer.stdout, b"first\n");
+    assert_eq!(answer.stdout, b"second\n");
     let pid = executor.fork_server_pid().expect("the fork server runs");
     assert!(alive(pid));
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
@@ -125,7 +141,7 @@ fn fork_server_starts_with_the_first_run_and_exits_with_the_executor() {
     );
     // The same fork server serves the next run.
     executor
-        .run(&request("echo second"), &CancelToken::new())
+        .run(&request("echo third"), &CancelToken::new())
         .unwrap();
     assert_eq!(executor.fork_server_pid(), Some(pid));
     drop(executor);
@@ -140,9 +156,11 @@ fn fork_server_starts_with_the_first_run_and_exits_with_the_executor() {
 #[test]
 fn a_killed_fork_server_is_replaced_by_the_next_run() {
     let executor = executor(RuntimeConfig::shell());
-    executor
-        .run(&request("echo before"), &CancelToken::new())
-        .unwrap();
+    for _ in 0..2 {
+        executor
+            .run(&request("echo before"), &CancelToken::new())
+            .unwrap();
+    }
     let first = executor.fork_server_pid().expect("the fork server runs");
     // SAFETY: SIGKILL to our own child process.
     assert_eq!(unsafe { libc::kill(first as i32, libc::SIGKILL) }, 0);
@@ -216,6 +234,82 @@ fn concurrent_runs_from_several_threads_keep_their_own_streams() {
     });
 }
 
+/// The time since boot in clock ticks (the unit of a process's start time in /proc).
+fn uptime_ticks() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let uptime = std::fs::read_to_string("/proc/uptime").unwrap();
+    let seconds: f64 = uptime.split(' ').next().unwrap().parse().unwrap();
+    (seconds * hz) as u64
+}
+
+/// A run's launcher, seen on the host while the run was live.
+struct Launcher {
+    pid: u32,
+    parent: u32,
+    /// Its command line, NULs as spaces.
+    cmdline: String,
+    /// When it started, in clock ticks since boot.
+    started: u64,
+}
+
+/// The parent of host process `pid`.
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.split(' ').nth(1)?.parse().ok()
+}
+
+/// Runs `script` (then a short sleep) and finds its launcher while it runs: the parent of the
+/// init, whose child the program is (found by a marker argument on its command line).
+fn launcher_of_a_run(
+    executor: &SandboxExecutor,
+    script: &str,
+) -> (Launcher, sf_contracts::RunAnswer) {
+    let marker = format!(
+        "sf-marker-{}-{:?}",
+        std::process::id(),
+        std::time::Instant::now()
+    );
+    let mut request = request(&format!("{script}\nsleep 1"));
+    request.args = vec![marker.clone()];
+    std::thread::scope(|scope| {
+        let run = scope.spawn(|| executor.run(&request, &CancelToken::new()).unwrap());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let launcher = loop {
+            assert!(std::time::Instant::now() < deadline, "the run never showed");
+            let program = std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .find_map(|entry| {
+                    let pid = entry.file_name().to_string_lossy().parse::<u32>().ok()?;
+                    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+                    String::from_utf8_lossy(&cmdline)
+                        .contains(&marker)
+                        .then_some(pid)
+                });
+            if let Some(launcher) = program.and_then(parent_of).and_then(parent_of) {
+                let cmdline = std::fs::read(format!("/proc/{launcher}/cmdline")).unwrap();
+                let stat = std::fs::read_to_string(format!("/proc/{launcher}/stat")).unwrap();
+                let started = stat
+                    .rsplit_once(") ")
+                    .unwrap()
+                    .1
+                    .split(' ')
+                    .nth(19)
+                    .unwrap();
+                break Launcher {
+                    pid: launcher,
+                    parent: parent_of(launcher).unwrap(),
+                    cmdline: String::from_utf8_lossy(&cmdline).replace('\0', " "),
+                    started: started.parse().unwrap(),
+                };
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        (launcher, run.join().unwrap())
+    })
+}
+
 /// The host pids of the live (not zombie) processes whose parent is `parent`.
 fn children(parent: u32) -> Vec<u32> {
     let mut found = Vec::new();
@@ -246,21 +340,60 @@ fn eventually(what: &str, condition: impl Fn() -> bool) {
     }
 }
 
-/// An Executor used once (as `sf exec` uses it) prepares nothing it does not use: after its
-/// first run no sandbox waits, and the fork server has no launcher left.
+/// The launcher started ahead for the first run outlives the thread that made the Executor
+/// and serves a run from any thread (a launcher dies with the thread that started it: a
+/// thread of the Executor's own starts it).
 #[test]
-fn a_single_run_prepares_nothing_ahead() {
+fn the_first_run_comes_from_any_thread() {
+    let executor = std::thread::scope(|scope| {
+        scope
+            .spawn(|| executor(RuntimeConfig::shell()))
+            .join()
+            .unwrap()
+    });
+    // Long enough for the first launcher to have died with that thread, were it its child.
+    std::thread::sleep(Duration::from_millis(200));
+    // The first run's launcher (its run on a thread of its own) is the one started ahead,
+    // at least 200 ms before the run: one started by the run would be younger.
+    let before = uptime_ticks();
+    let (launcher, answer) = launcher_of_a_run(&executor, "echo ahead");
+    assert_eq!(answer.stdout, b"ahead\n", "{answer:?}");
+    assert!(
+        launcher.started + 10 <= before,
+        "started at {}, the run at {before}",
+        launcher.started
+    );
+    for round in ["second", "third"] {
+        let answer = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    executor
+                        .run(&request(&format!("echo {round}")), &CancelToken::new())
+                        .unwrap()
+                })
+                .join()
+                .unwrap()
+        });
+        assert_eq!(answer.status, RunStatus::Exited, "{answer:?}");
+        assert_eq!(answer.stdout, format!("{round}\n").into_bytes());
+    }
+}
+
+/// An Executor used once (as `sf exec` uses it) starts nothing it does not use: no fork
+/// server, no sandbox prepared ahead, and its one launcher is reaped after the run.
+#[test]
+fn a_single_run_starts_no_fork_server_and_prepares_nothing_ahead() {
     let executor = executor(RuntimeConfig::shell());
-    let answer = executor
-        .run(&request("echo once"), &CancelToken::new())
-        .unwrap();
+    let (launcher, answer) = launcher_of_a_run(&executor, "echo once");
     assert_eq!(answer.stdout, b"once\n", "{answer:?}");
-    let server = executor.fork_server_pid().expect("the fork server runs");
-    eventually("the run's launcher ends", || children(server).is_empty());
+    assert_eq!(launcher.parent, std::process::id());
+    eventually("the run's launcher is reaped", || {
+        !std::path::Path::new(&format!("/proc/{}", launcher.pid)).exists()
+    });
     // Long enough for a preparing thread to have started one, were it going to.
     std::thread::sleep(Duration::from_millis(300));
     assert!(!executor.has_prepared_sandbox());
-    assert_eq!(children(server), Vec::<u32>::new());
+    assert_eq!(executor.fork_server_pid(), None);
 }
 
 /// From the second run on, the next run's sandbox is built ahead of it (a launcher of the

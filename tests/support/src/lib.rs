@@ -13,9 +13,12 @@
 //!   `git daemon`, smart HTTP, hostile servers) for tests that push and fetch.
 //! - [`fence`]: killing a fence holder, by re-executing the test binary as one.
 //! - [`postgres`]: a throwaway PostgreSQL cluster on 127.0.0.1, run as an unprivileged user.
+//! - [`bench`]: what the benchmark programs share (bubblewrap's minimal profile, medians, the
+//!   machine's load).
 //!
 //! It depends on no backend and not on sf-host, so any backend crate can dev-depend on it.
 
+pub mod bench;
 pub mod build;
 pub mod executor;
 pub mod fence;

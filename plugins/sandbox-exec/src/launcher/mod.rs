@@ -30,7 +30,7 @@ mod seen;
 pub(crate) mod sys;
 mod zygote;
 
-pub(crate) use zygote::ARGUMENT as ZYGOTE_ARGUMENT;
+pub(crate) use zygote::{ARGUMENT as ZYGOTE_ARGUMENT, ONCE_ARGUMENT};
 
 use std::io::Read;
 use std::os::fd::{FromRawFd, RawFd};
@@ -47,13 +47,13 @@ const SOCKET: RawFd = 0;
 static REPORTS: AtomicI32 = AtomicI32::new(SOCKET);
 
 /// The launcher's entry point. Never returns. With the single argument `--zygote` it is the
-/// fork server (see [`zygote`]); otherwise it runs one plan read from its standard input.
+/// fork server, with `--once` it serves one fork server request itself (see [`zygote`]);
+/// otherwise it runs one plan read from its standard input.
 pub fn main() -> ! {
-    if std::env::args_os()
-        .nth(1)
-        .is_some_and(|arg| arg == zygote::ARGUMENT)
-    {
-        zygote::main()
+    match std::env::args_os().nth(1) {
+        Some(arg) if arg == zygote::ARGUMENT => zygote::main(),
+        Some(arg) if arg == zygote::ONCE_ARGUMENT => zygote::once(),
+        _ => {}
     }
     // Descriptors the supervisor's process left open without close-on-exec must not reach
     // the sandbox: close them before anything else.

@@ -28,6 +28,14 @@
 //! socket closes (the Executor was dropped or sf died) it gives its children a moment to end
 //! (a launcher whose socket closed ends its sandbox and exits), kills the rest, reaps every
 //! one and exits: no launcher outlives it, not even as a zombie.
+//!
+//! Started with [`ONCE_ARGUMENT`] instead, the program serves exactly one request and does
+//! not fork: it reads the same two messages (`init`, then `run`, sent together, with no
+//! answer awaited), does the fork server's once-only steps and then its child's steps itself,
+//! and runs the launcher code. That is an Executor's first run: a fork server is pure cost
+//! for a single run (an exec, a fork and two round trips), and an Executor cannot know
+//! whether a second run will come; the second run starts the fork server. A failure of those
+//! steps is reported on the run's socket, as any launcher failure is.
 
 use std::os::fd::RawFd;
 
@@ -37,6 +45,9 @@ use crate::plan::Report;
 
 /// The argument that makes the launcher a fork server.
 pub const ARGUMENT: &str = "--zygote";
+
+/// The argument that makes the launcher serve one fork server request itself.
+pub const ONCE_ARGUMENT: &str = "--once";
 
 /// The control socket (the zygote's standard input).
 const CONTROL: RawFd = 0;
@@ -49,7 +60,7 @@ pub fn main() -> ! {
     std::panic::set_hook(Box::new(|_| sys::exit_now(126)));
     // Nothing the host left open may reach a run.
     sys::close_range(3, u32::MAX);
-    let prepared = match init() {
+    let prepared = match receive().and_then(|message| enter(&message)) {
         Ok(prepared) => {
             send(b"ready", None);
             prepared
@@ -60,6 +71,31 @@ pub fn main() -> ! {
         }
     };
     serve(prepared)
+}
+
+/// The entry point with [`ONCE_ARGUMENT`]: one request, served by this process itself.
+/// Never returns.
+pub fn once() -> ! {
+    std::panic::set_hook(Box::new(|_| sys::exit_now(126)));
+    sys::close_range(3, u32::MAX);
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    // Until the run's descriptors are in place there is nowhere to report to: a launcher
+    // that ends without a report is a failure the supervisor names itself.
+    let Ok(init) = receive() else {
+        sys::exit_now(126)
+    };
+    let request = match receive().and_then(|message| {
+        let request = parse_run(&message);
+        if request.is_err() {
+            close_all(&message.fds);
+        }
+        request
+    }) {
+        Ok(request) => request,
+        Err(_) => sys::exit_now(126),
+    };
+    child_main(&request, enter(&init), parent)
 }
 
 fn fail_line(failure: Failure) -> String {
@@ -152,9 +188,8 @@ fn close_all(fds: &[RawFd]) {
     }
 }
 
-/// Reads the init message; enters the network namespace as it says.
-fn init() -> Step<Prepared> {
-    let message = receive()?;
+/// Enters the network namespace as the init message says, once for every run.
+fn enter(message: &Message) -> Step<Prepared> {
     let text = String::from_utf8_lossy(&message.bytes).into_owned();
     let mut words = text.split(' ');
     let (Some("init"), Some(join), None) = (words.next(), words.next(), words.next()) else {
@@ -396,7 +431,7 @@ fn fork_run(message: &Message, prepared: Prepared, me: libc::pid_t) -> Step<Chil
     let pid = unsafe { libc::fork() };
     check(pid.into(), "launcher", "fork of a run's launcher")?;
     if pid == 0 {
-        child_main(&request, prepared, me);
+        child_main(&request, Ok(prepared), me);
     }
     match sys::pidfd_open(pid) {
         Ok(pidfd) => Ok(Child { pid, pidfd }),
@@ -411,11 +446,17 @@ fn fork_run(message: &Message, prepared: Prepared, me: libc::pid_t) -> Step<Chil
     }
 }
 
-/// The forked launcher: joins the run's control groups, becomes the run's own host user, then
+/// The forked launcher (or the one that serves its one request itself, whose once-only steps
+/// `prepared` reports): joins the run's control groups, becomes the run's own host user, then
 /// holds the request's descriptors at 0, 1, 2 and nothing else and runs the ordinary launcher
-/// code. Never returns.
-fn child_main(request: &RunRequest, prepared: Prepared, zygote: libc::pid_t) -> ! {
-    let joined = join_groups(&request.groups).and_then(|()| become_id(request.id));
+/// code; a failure is reported on the run's socket. `parent` is the process whose end ends
+/// this one. Never returns.
+fn child_main(request: &RunRequest, prepared: Step<Prepared>, parent: libc::pid_t) -> ! {
+    let joined = prepared.and_then(|prepared| {
+        join_groups(&request.groups)?;
+        become_id(request.id)?;
+        Ok(prepared)
+    });
     // SAFETY: descriptor moves and prctl on this process; the received descriptors are all
     // above 2 (0–2 of the zygote are open), so no dup2 overwrites another one's source.
     unsafe {
@@ -427,16 +468,19 @@ fn child_main(request: &RunRequest, prepared: Prepared, zygote: libc::pid_t) -> 
         }
         sys::close_range(3, u32::MAX);
     }
-    if let Err(failure) = joined {
-        super::report(0, &super::fail(failure));
-        sys::exit_now(126);
-    }
+    let prepared = match joined {
+        Ok(prepared) => prepared,
+        Err(failure) => {
+            super::report(0, &super::fail(failure));
+            sys::exit_now(126);
+        }
+    };
     // SAFETY: prctl and getppid on this process.
     unsafe {
-        // If the zygote goes away, so does this run (and with it, its init). Set after the
+        // If the parent goes away, so does this run (and with it, its init). Set after the
         // credential change, which clears it.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-        if libc::getppid() != zygote {
+        if libc::getppid() != parent {
             sys::exit_now(125);
         }
         // /proc/self must be this process's own for the uid map (see the zygote's init).
