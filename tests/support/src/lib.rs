@@ -13,10 +13,13 @@
 //!   `git daemon`, smart HTTP, hostile servers) for tests that push and fetch.
 //! - [`fence`]: killing a fence holder, by re-executing the test binary as one.
 //! - [`postgres`]: a throwaway PostgreSQL cluster on 127.0.0.1, run as an unprivileged user.
+//! - [`buildgrid`]: a throwaway BuildGrid (a remote-execution server) on 127.0.0.1, its
+//!   scheduler in a [`postgres`] cluster.
 //!
 //! It depends on no backend and not on sf-host, so any backend crate can dev-depend on it.
 
 pub mod build;
+pub mod buildgrid;
 pub mod executor;
 pub mod fence;
 pub mod git_servers;

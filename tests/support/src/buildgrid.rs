@@ -1,0 +1,269 @@
+//! A throwaway BuildGrid server for tests: BuildGrid 0.4.4 (a Bazel Remote Execution API
+//! server: CAS, ByteStream, Execution, Operations and the Remote Workers API's Bots) from a
+//! Python venv under the target directory, with its scheduler in a database of a
+//! [`PgCluster`] (BuildGrid refuses SQLite for it) and an in-memory CAS, listening on
+//! 127.0.0.1 on a port the kernel chose. Dropping the guard stops the server.
+//!
+//! The venv is made from PyPI by `.ci/buildgrid-venv` (pinned requirements in
+//! `tests/support/buildgrid/requirements.txt`) when it is missing: the README's test command
+//! runs it first, and a test run alone runs it too. It never skips: when the venv cannot be
+//! made or the server does not start, it panics with what failed.
+//!
+//! The scheduler is configured the way docs/remote-execution.md asks of an operator: a job is
+//! assigned at most once (`max-job-attempts: 1`, so a run whose worker was lost ends with a
+//! non-OK status instead of running again elsewhere), and the platform properties sf names
+//! (`sf-runtime`, `sf-profile`) must match a worker's.
+
+use std::io::Read as _;
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::postgres::{PgCluster, SUPERUSER, free_port};
+
+/// The REAPI instance name the server serves.
+pub const INSTANCE: &str = "main";
+
+/// How long the server may take to listen (its CLI alone starts in about a second; a loaded
+/// two-core machine is slower).
+const START_WAIT: Duration = Duration::from_secs(90);
+
+/// How a server is configured beyond the fixed parts.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// How long the scheduler waits for a bot's next `UpdateBotSession` before it takes the
+    /// bot for dead and ends its leases (`bot-session-keepalive-timeout`).
+    pub bot_keepalive: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self {
+            bot_keepalive: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The venv BuildGrid runs from (`<target>/buildgrid-venv`), made once per test process.
+pub fn venv() -> &'static Path {
+    static VENV: OnceLock<PathBuf> = OnceLock::new();
+    VENV.get_or_init(|| {
+        let profile = crate::build::profile_dir();
+        let venv = profile
+            .parent()
+            .expect("<target>/<profile>")
+            .join("buildgrid-venv");
+        let script = crate::build::workspace_root().join(".ci/buildgrid-venv");
+        let made = Command::new(&script)
+            .arg(&venv)
+            .output()
+            .unwrap_or_else(|error| panic!("running {}: {error}", script.display()));
+        assert!(
+            made.status.success(),
+            "{} could not make BuildGrid's venv (it installs from PyPI): {}\n{}",
+            script.display(),
+            String::from_utf8_lossy(&made.stdout),
+            String::from_utf8_lossy(&made.stderr)
+        );
+        venv
+    })
+}
+
+/// A running BuildGrid server.
+pub struct BuildGrid {
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    port: u16,
+    child: Option<Child>,
+}
+
+impl BuildGrid {
+    /// Starts a server whose scheduler keeps its state in a new database of `cluster`.
+    pub fn start(cluster: &PgCluster, options: Options) -> Self {
+        let venv = venv();
+        let dir = tempfile::Builder::new()
+            .prefix("sf-buildgrid-")
+            .tempdir()
+            .expect("a directory for BuildGrid's files");
+        let database = database_name();
+        cluster.psql("postgres", &format!("CREATE DATABASE {database}"));
+        let url = |driver: &str| {
+            format!(
+                "postgresql{driver}://{SUPERUSER}:{}@127.0.0.1:{}/{database}",
+                cluster.superuser_password(),
+                cluster.port()
+            )
+        };
+        let migrated = Command::new(venv.join("bin/bgd"))
+            .args(["migrate", "apply"])
+            .arg(url(""))
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .output()
+            .expect("running bgd migrate");
+        assert!(
+            migrated.status.success(),
+            "bgd migrate apply failed: {}\n{}",
+            String::from_utf8_lossy(&migrated.stdout),
+            String::from_utf8_lossy(&migrated.stderr)
+        );
+        let config = dir.path().join("config.yml");
+        let mut server = Self {
+            config,
+            dir,
+            port: 0,
+            child: None,
+        };
+        // SQLAlchemy 2.1 would pick psycopg 3 for a plain postgresql:// URL, whose connection
+        // BuildGrid's LISTEN/NOTIFY notifier cannot poll: the scheduler needs psycopg2.
+        server.write_config(&url("+psycopg2"), options);
+        server.launch();
+        server
+    }
+
+    fn write_config(&self, connection: &str, options: Options) {
+        let text = format!(
+            r#"server:
+  - !channel
+    address: "127.0.0.1:PORT"
+    insecure-mode: true
+authorization:
+  method: none
+connections:
+  - !sql-connection &sql
+    connection-string: {connection}
+storages:
+  - !lru-storage &storage
+    size: 1024MB
+schedulers:
+  - !sql-scheduler &scheduler
+    sql: *sql
+    storage: *storage
+    max-job-attempts: 1
+    bot-session-keepalive-timeout: {keepalive}
+    session-expiry-timer-interval: 1
+    poll-interval: 0.1
+    bot-poll-interval: 0.1
+    property-set: !dynamic-property-set
+      unique-property-keys: [sf-runtime, sf-profile]
+      match-property-keys: [sf-runtime, sf-profile]
+instances:
+  - name: {INSTANCE}
+    services:
+      - !execution
+        scheduler: *scheduler
+      - !cas
+        storage: *storage
+      - !bytestream
+        storage: *storage
+"#,
+            keepalive = options.bot_keepalive.as_secs().max(1),
+        );
+        std::fs::write(self.dir.path().join("config.yml.in"), text)
+            .expect("writing BuildGrid's configuration");
+    }
+
+    /// Starts the server process on a free port (another process may take a port between
+    /// the check and the server's bind: a few are tried).
+    fn launch(&mut self) {
+        let template = std::fs::read_to_string(self.dir.path().join("config.yml.in"))
+            .expect("BuildGrid's configuration");
+        let mut last = String::new();
+        for _ in 0..3 {
+            let port = if self.port == 0 {
+                free_port()
+            } else {
+                self.port
+            };
+            std::fs::write(&self.config, template.replace("PORT", &port.to_string()))
+                .expect("writing BuildGrid's configuration");
+            let log = std::fs::File::create(self.log_path()).expect("BuildGrid's log file");
+            let mut child = Command::new(venv().join("bin/bgd"))
+                .args(["server", "start"])
+                .arg(&self.config)
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("the log file"))
+                .stderr(log)
+                .spawn()
+                .expect("running bgd server start");
+            let start = Instant::now();
+            while start.elapsed() < START_WAIT {
+                if let Ok(Some(status)) = child.try_wait() {
+                    last = format!("bgd server exited ({status}):\n{}", self.log());
+                    break;
+                }
+                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    self.port = port;
+                    self.child = Some(child);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            if last.is_empty() {
+                let _ = child.kill();
+                let _ = child.wait();
+                last = format!("bgd server did not listen in time:\n{}", self.log());
+            }
+        }
+        panic!("BuildGrid did not start: {last}");
+    }
+
+    /// The server's address as a gRPC endpoint (`http://127.0.0.1:PORT`).
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The port the server listens on.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("server.log")
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        let mut text = String::new();
+        if let Ok(mut file) = std::fs::File::open(self.log_path()) {
+            let _ = file.read_to_string(&mut text);
+        }
+        text
+    }
+
+    /// Stops the server at once (SIGKILL), as a crash would; the scheduler's database keeps
+    /// its state, the in-memory CAS is lost.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Whether the server process is running.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|child| matches!(child.try_wait(), Ok(None)))
+    }
+}
+
+impl Drop for BuildGrid {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn database_name() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "bgd_{}_{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::SeqCst)
+    )
+}
