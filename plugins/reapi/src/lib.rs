@@ -29,8 +29,15 @@
 #![deny(missing_docs)]
 
 pub mod action;
+pub mod answer;
 pub mod attestation;
+pub mod cas;
+pub mod config;
 pub mod description;
 pub mod digest;
+pub mod executor;
 pub mod proto;
 pub mod tree;
+
+pub use config::ReapiBackend;
+pub use executor::ReapiExecutor;

@@ -125,7 +125,9 @@ impl BuildGrid {
 
     fn write_config(&self, connection: &str, options: Options) {
         let text = format!(
-            r#"server:
+            r#"# Every Execute stream and every idle bot's long poll holds one of the server's threads.
+thread-pool-size: 64
+server:
   - !channel
     address: "127.0.0.1:PORT"
     insecure-mode: true
@@ -146,6 +148,13 @@ schedulers:
     session-expiry-timer-interval: 1
     poll-interval: 0.1
     bot-poll-interval: 0.1
+    # Without an assigner no job is ever given to a bot.
+    assigners:
+      - !priority-age-assigner
+        count: 1
+        interval: 0.05
+        jitter-factor: 0.05
+        failure-backoff: 0.5
     property-set: !dynamic-property-set
       unique-property-keys: [sf-runtime, sf-profile]
       match-property-keys: [sf-runtime, sf-profile]
@@ -154,6 +163,8 @@ instances:
     services:
       - !execution
         scheduler: *scheduler
+        # An Execute stream whose client went away ends at its next keepalive.
+        operation-stream-keepalive-timeout: 5
       - !cas
         storage: *storage
       - !bytestream
@@ -182,6 +193,7 @@ instances:
             let log = std::fs::File::create(self.log_path()).expect("BuildGrid's log file");
             let mut child = Command::new(venv().join("bin/bgd"))
                 .args(["server", "start"])
+                .args(std::env::var_os("SF_BUILDGRID_VERBOSE").map(|_| "-vvv"))
                 .arg(&self.config)
                 .env_clear()
                 .env("PATH", "/usr/bin:/bin")
@@ -191,9 +203,10 @@ instances:
                 .spawn()
                 .expect("running bgd server start");
             let start = Instant::now();
+            let mut exited = None;
             while start.elapsed() < START_WAIT {
                 if let Ok(Some(status)) = child.try_wait() {
-                    last = format!("bgd server exited ({status}):\n{}", self.log());
+                    exited = Some(status);
                     break;
                 }
                 if TcpStream::connect(("127.0.0.1", port)).is_ok() {
@@ -203,11 +216,12 @@ instances:
                 }
                 std::thread::sleep(Duration::from_millis(100));
             }
-            if last.is_empty() {
-                let _ = child.kill();
-                let _ = child.wait();
-                last = format!("bgd server did not listen in time:\n{}", self.log());
-            }
+            let _ = child.kill();
+            let _ = child.wait();
+            last = match exited {
+                Some(status) => format!("bgd server exited ({status}):\n{}", self.log()),
+                None => format!("bgd server did not listen in time:\n{}", self.log()),
+            };
         }
         panic!("BuildGrid did not start: {last}");
     }
@@ -255,6 +269,12 @@ instances:
 impl Drop for BuildGrid {
     fn drop(&mut self) {
         self.stop();
+        if let Some(dir) = std::env::var_os("SF_BUILDGRID_KEEP_LOGS") {
+            let _ = std::fs::copy(
+                self.log_path(),
+                Path::new(&dir).join(format!("buildgrid-{}.log", std::process::id())),
+            );
+        }
     }
 }
 
@@ -266,4 +286,108 @@ fn database_name() -> String {
         std::process::id(),
         NEXT.fetch_add(1, Ordering::SeqCst)
     )
+}
+
+/// A running `sf worker` (the `sf-worker` program): a bot of a cluster's Bots service. Dropping
+/// it kills it.
+pub struct WorkerProcess {
+    child: Child,
+    description: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl WorkerProcess {
+    /// Starts `program` (an `sf-worker`) for the cluster at `endpoint`, instance
+    /// [`INSTANCE`], named `id`, with `extra` arguments (`--sandbox FILE`, say); waits until
+    /// it has printed its description's digest.
+    pub fn start(program: &Path, endpoint: &str, id: &str, extra: &[&str]) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("sf-worker-")
+            .tempdir()
+            .expect("a directory for the worker's files");
+        let (out, err, log) = (
+            dir.path().join("stdout"),
+            dir.path().join("stderr"),
+            dir.path().join("runs.jsonl"),
+        );
+        let mut child = Command::new(program)
+            .args(["--endpoint", endpoint, "--instance", INSTANCE, "--id", id])
+            .arg("--log")
+            .arg(&log)
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).expect("the worker's stdout"))
+            .stderr(std::fs::File::create(&err).expect("the worker's stderr"))
+            .spawn()
+            .unwrap_or_else(|error| panic!("running {}: {error}", program.display()));
+        let start = Instant::now();
+        loop {
+            let printed = std::fs::read_to_string(&out).unwrap_or_default();
+            if let Some(line) = printed
+                .lines()
+                .find_map(|line| line.strip_prefix("worker description "))
+            {
+                return Self {
+                    child,
+                    description: line.trim().to_owned(),
+                    log,
+                    _dir: dir,
+                };
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "sf-worker {id} exited ({status}): {}",
+                    std::fs::read_to_string(&err).unwrap_or_default()
+                );
+            }
+            assert!(
+                start.elapsed() < START_WAIT,
+                "sf-worker {id} printed no description: {}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The digest of the worker's description (`HASH/SIZE`).
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The runs the worker logged so far, one JSON object each.
+    pub fn runs(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// What the worker wrote on stderr so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self._dir.path().join("stderr")).unwrap_or_default()
+    }
+
+    /// Kills the worker (SIGKILL), as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        self.kill();
+        if let Some(dir) = std::env::var_os("SF_BUILDGRID_KEEP_LOGS") {
+            let _ = std::fs::copy(
+                self._dir.path().join("stderr"),
+                Path::new(&dir).join(format!(
+                    "worker-{}-{}.log",
+                    std::process::id(),
+                    self.child.id()
+                )),
+            );
+        }
+    }
 }
