@@ -37,8 +37,8 @@ impl Harness for ClusterHarness {
 /// The reapi Executor linked into this test.
 fn linked_harness() -> ClusterHarness {
     let cluster = support::shared();
-    let executor =
-        ReapiExecutor::new(&cluster.backend(60)).unwrap_or_else(|error| panic!("{error}"));
+    let executor = ReapiExecutor::new(&support::backend(&cluster, 60))
+        .unwrap_or_else(|error| panic!("{error}"));
     ClusterHarness(ShellHarness(Arc::new(executor)))
 }
 
@@ -53,10 +53,11 @@ fn loaded_harness() -> ClusterHarness {
     let cluster = support::shared();
     let plugin = load(library()).unwrap_or_else(|error| panic!("{error}"));
     assert_eq!(plugin.name(), "reapi");
-    let section = match serde_json::to_value(cluster.backend(60)).expect("a section encodes") {
-        serde_json::Value::Object(section) => section,
-        _ => unreachable!("a struct encodes as an object"),
-    };
+    let section =
+        match serde_json::to_value(support::backend(&cluster, 60)).expect("a section encodes") {
+            serde_json::Value::Object(section) => section,
+            _ => unreachable!("a struct encodes as an object"),
+        };
     let executor =
         PluginExecutor::new(&plugin, "reapi", &section).unwrap_or_else(|error| panic!("{error}"));
     ClusterHarness(ShellHarness(Arc::new(executor)))

@@ -298,10 +298,11 @@ pub struct WorkerProcess {
 }
 
 impl WorkerProcess {
-    /// Starts `program` (an `sf-worker`) for the cluster at `endpoint`, instance
-    /// [`INSTANCE`], named `id`, with `extra` arguments (`--sandbox FILE`, say); waits until
-    /// it has printed its description's digest.
-    pub fn start(program: &Path, endpoint: &str, id: &str, extra: &[&str]) -> Self {
+    /// Starts `command` (`sf-worker`, or `sf worker`) for the cluster at `endpoint`,
+    /// instance [`INSTANCE`], named `id`, with `extra` arguments (`--sandbox FILE`, say);
+    /// waits until it has printed its description's digest.
+    pub fn start(command: &[PathBuf], endpoint: &str, id: &str, extra: &[&str]) -> Self {
+        let (program, leading) = command.split_first().expect("a program");
         let dir = tempfile::Builder::new()
             .prefix("sf-worker-")
             .tempdir()
@@ -312,6 +313,7 @@ impl WorkerProcess {
             dir.path().join("runs.jsonl"),
         );
         let mut child = Command::new(program)
+            .args(leading)
             .args(["--endpoint", endpoint, "--instance", INSTANCE, "--id", id])
             .arg("--log")
             .arg(&log)
@@ -390,4 +392,113 @@ impl Drop for WorkerProcess {
             );
         }
     }
+}
+
+/// A cluster: the scheduler's database server, the REAPI server and its workers (`sf-worker`
+/// processes). Dropped in reverse: the workers, the server, the database.
+pub struct Cluster {
+    /// The workers, in the order they were started.
+    pub workers: Vec<WorkerProcess>,
+    /// The REAPI server.
+    pub grid: BuildGrid,
+    /// The scheduler's database server.
+    pub pg: PgCluster,
+    command: Vec<PathBuf>,
+    sandboxes: tempfile::TempDir,
+    runtimes: Vec<String>,
+}
+
+impl Cluster {
+    /// A cluster whose workers are `command` (`sf-worker`, or `sf worker`), one per runtime
+    /// of `workers` (`sh`, `python3`): workers of one runtime are configured alike, so they
+    /// describe themselves alike and share its leases.
+    pub fn start(command: &[PathBuf], workers: &[&str], options: Options) -> Self {
+        let pg = PgCluster::start();
+        let grid = BuildGrid::start(&pg, options);
+        let mut cluster = Self {
+            workers: Vec::new(),
+            grid,
+            pg,
+            command: command.to_vec(),
+            sandboxes: tempfile::tempdir().expect("a directory for the sandboxes' files"),
+            runtimes: Vec::new(),
+        };
+        for runtime in workers {
+            cluster.add_worker(runtime);
+        }
+        cluster
+    }
+
+    /// Starts one more worker with a sandbox of `runtime`, named `<runtime>-<n>`.
+    pub fn add_worker(&mut self, runtime: &str) {
+        let id = format!("{runtime}-{}", self.workers.len());
+        let config = self.sandboxes.path().join(format!("{runtime}.toml"));
+        std::fs::write(
+            &config,
+            format!("[executor]\ntype = \"sandbox-exec\"\nruntime = \"{runtime}\"\n"),
+        )
+        .expect("writing a worker's sandbox configuration");
+        let config = config.to_str().expect("a UTF-8 path").to_owned();
+        let worker = WorkerProcess::start(
+            &self.command,
+            &self.grid.endpoint(),
+            &id,
+            &["--sandbox", &config],
+        );
+        if let Some(alike) = self.description_of(runtime) {
+            assert_eq!(
+                worker.description(),
+                alike,
+                "workers configured alike describe themselves alike"
+            );
+        }
+        self.workers.push(worker);
+        self.runtimes.push(runtime.to_owned());
+    }
+
+    fn description_of(&self, runtime: &str) -> Option<&str> {
+        self.runtimes
+            .iter()
+            .position(|known| known == runtime)
+            .map(|index| self.workers[index].description())
+    }
+
+    /// The description of the workers of `runtime`.
+    pub fn description(&self, runtime: &str) -> &str {
+        self.description_of(runtime)
+            .unwrap_or_else(|| panic!("no worker of runtime {runtime}"))
+    }
+
+    /// The `[executor]` section (an sf.toml) that sends runs to the workers of `runtime`,
+    /// giving up on a run `wait_seconds` after its timeout.
+    pub fn config(&self, runtime: &str, wait_seconds: u64) -> String {
+        format!(
+            "[executor]\ntype = \"reapi\"\nendpoint = \"{}\"\ninstance = \"{INSTANCE}\"\n\
+             worker = \"{}\"\nwait_seconds = {wait_seconds}\nreconnect_seconds = 10\n\
+             call_seconds = 60\n",
+            self.grid.endpoint(),
+            self.description(runtime)
+        )
+    }
+
+    /// Every run the workers logged, one JSON object each.
+    pub fn runs(&self) -> Vec<String> {
+        self.workers.iter().flat_map(WorkerProcess::runs).collect()
+    }
+}
+
+/// The cluster of this test process, started by `start` on first use and stopped when the
+/// process exits (a static is never dropped, so [`crate::at_exit`] drops it).
+pub fn shared(start: impl FnOnce() -> Cluster) -> std::sync::Arc<Cluster> {
+    use std::sync::{Arc, Mutex};
+    static SHARED: Mutex<Option<Arc<Cluster>>> = Mutex::new(None);
+    let mut shared = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(cluster) = shared.as_ref() {
+        return Arc::clone(cluster);
+    }
+    let cluster = Arc::new(start());
+    *shared = Some(Arc::clone(&cluster));
+    // The last reference goes when the process exits, after every test has ended.
+    crate::at_exit(|| drop(SHARED.lock().unwrap_or_else(|e| e.into_inner()).take()));
+    cluster
 }
