@@ -352,6 +352,11 @@ impl WorkerProcess {
         }
     }
 
+    /// The worker's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The digest of the worker's description (`HASH/SIZE`).
     pub fn description(&self) -> &str {
         &self.description
@@ -429,13 +434,20 @@ impl Cluster {
         cluster
     }
 
-    /// Starts one more worker with a sandbox of `runtime`, named `<runtime>-<n>`.
+    /// Starts one more worker with a sandbox of `runtime`, named `worker-<n>`: a runtime name
+    /// (`sh`), or a TOML table as sandbox-exec's `runtime` key takes it (`{ executable = … }`).
     pub fn add_worker(&mut self, runtime: &str) {
-        let id = format!("{runtime}-{}", self.workers.len());
-        let config = self.sandboxes.path().join(format!("{runtime}.toml"));
+        let n = self.workers.len();
+        let id = format!("worker-{n}");
+        let config = self.sandboxes.path().join(format!("{id}.toml"));
+        let value = if runtime.starts_with('{') {
+            runtime.to_owned()
+        } else {
+            format!("\"{runtime}\"")
+        };
         std::fs::write(
             &config,
-            format!("[executor]\ntype = \"sandbox-exec\"\nruntime = \"{runtime}\"\n"),
+            format!("[executor]\ntype = \"sandbox-exec\"\nruntime = {value}\n"),
         )
         .expect("writing a worker's sandbox configuration");
         let config = config.to_str().expect("a UTF-8 path").to_owned();
