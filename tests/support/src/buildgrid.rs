@@ -9,6 +9,10 @@
 //! runs it first, and a test run alone runs it too. It never skips: when the venv cannot be
 //! made or the server does not start, it panics with what failed.
 //!
+//! Two variables help a failing test tell what the cluster did: `SF_BUILDGRID_VERBOSE` runs
+//! the server with its debug log, and `SF_BUILDGRID_KEEP_LOGS=DIR` copies the server's and the
+//! workers' logs into DIR when they stop.
+//!
 //! The scheduler is configured the way docs/remote-execution.md asks of an operator: a job is
 //! assigned at most once (`max-job-attempts: 1`, so a run whose worker was lost ends with a
 //! non-OK status instead of running again elsewhere), and the platform properties sf names
