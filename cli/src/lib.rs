@@ -25,6 +25,7 @@ mod demo;
 mod env;
 mod exec;
 mod export;
+mod external;
 mod freeze;
 mod integrate;
 mod land;
@@ -39,6 +40,7 @@ mod seal;
 mod show;
 mod slice_dir;
 mod snapshot;
+mod worker;
 
 use std::ffi::OsString;
 use std::io::Write as _;
@@ -147,6 +149,10 @@ enum Command {
     /// oats capability packages as plugins (runs the sf-oats program; `sf oats --help`)
     #[command(disable_help_flag = true)]
     Oats(oats::OatsArgs),
+    /// Serve a remote-execution cluster's leases in sandbox-exec (runs the sf-worker program;
+    /// `sf worker --help`); --config names the sandbox's sf.toml
+    #[command(disable_help_flag = true)]
+    Worker(worker::WorkerArgs),
     /// Slices: freeze the acceptance, recipe, environment, inputs, harness and overlay a
     /// Candidate is sealed for
     #[command(subcommand)]
@@ -192,6 +198,7 @@ fn dispatch(context: &Context, command: Command) -> Outcome {
         Command::Deliver(command) => deliver::run(context, command),
         Command::Plugins(command) => plugins::run(context, command).into(),
         Command::Oats(args) => oats::run(context, args).into(),
+        Command::Worker(args) => worker::run(context, args).into(),
         Command::Slice(command) => freeze::run(context, command).into(),
         Command::Collect(args) => assure::run_collect(context, args).into(),
         Command::Judge(args) => match assure::run_judge(context, args) {

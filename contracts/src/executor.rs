@@ -848,6 +848,67 @@ impl fmt::Debug for RunAnswer {
     }
 }
 
+impl RunAnswer {
+    /// The answer for a run that may have started but whose outcome the Executor lost (a
+    /// plugin that failed during the run, a remote cluster that gave no answer): status
+    /// aborted, no output, the request's program, input and harness digests (what was sent),
+    /// and for the runtime, the profile and the bounds the [`unknown_identity`] digests,
+    /// which match no real description, so that no judge pinning identities takes it as
+    /// evidence. No enforcement fact is stated; `namespace` says why the end of its processes
+    /// is not confirmed, `problems` what went wrong.
+    pub fn lost(
+        request: &RunRequest,
+        digests: RequestDigests,
+        wall: Duration,
+        unconfirmed: String,
+        problems: Vec<String>,
+    ) -> Self {
+        let RequestDigests {
+            program,
+            input,
+            harness,
+        } = digests;
+        Self {
+            results: None,
+            status: RunStatus::Aborted,
+            exit_code: None,
+            signal: None,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            times: RunTimes {
+                wall,
+                ..RunTimes::default()
+            },
+            bounds: request.bounds,
+            identities: RunIdentities {
+                command: None,
+                program,
+                input,
+                harness,
+                runtime: unknown_identity("runtime"),
+                profile: unknown_identity("profile"),
+                bounds: unknown_identity("bounds"),
+                enforcement: Enforcement::new(),
+            },
+            namespace: NamespaceDisposition::Unconfirmed {
+                reason: unconfirmed,
+            },
+            problems,
+            limits_hit: Vec::new(),
+        }
+    }
+}
+
+/// The protocol string of the digests that stand for an identity nobody can vouch for.
+pub const UNKNOWN_IDENTITY_PROTOCOL: &str = "sf-executor-identity-unknown/1";
+
+/// The digest standing for identity `what` (`runtime`, `profile`, `bounds`) of a run whose
+/// outcome was lost: the digest of `sf-executor-identity-unknown/1\n<what>`, which is no
+/// runtime's, profile's or bounds' digest (theirs are digests of other documents).
+pub fn unknown_identity(what: &str) -> Digest {
+    Digest::of(format!("{UNKNOWN_IDENTITY_PROTOCOL}\n{what}").as_bytes())
+}
+
 /// How a readable path may be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ReadableKind {

@@ -24,6 +24,8 @@ const PACKAGES: &[&str] = &[
     "sf-oats-cli",
     "sf-example-out-of-tree-plugin",
     "sf-postgres",
+    "sf-reapi-plugin",
+    "sf-reapi-worker",
 ];
 
 /// Where the built artifacts are.
@@ -57,6 +59,10 @@ pub struct Built {
     pub example: PathBuf,
     /// The PostgreSQL evidence store plugin library.
     pub postgres: PathBuf,
+    /// The reapi Executor plugin library (package sf-reapi-plugin).
+    pub reapi: PathBuf,
+    /// The `sf-worker` program `sf worker` runs.
+    pub sf_worker: PathBuf,
 }
 
 /// Builds (once per process) and returns the plugin libraries and the `sf` binary.
@@ -75,6 +81,8 @@ pub fn built() -> &'static Built {
                 "sf-sandbox-probe",
                 "--bin",
                 "sf-oats",
+                "--bin",
+                "sf-worker",
             ],
         );
         let built = Built {
@@ -90,6 +98,8 @@ pub fn built() -> &'static Built {
             sf_oats: dir.join("sf-oats"),
             example: library(&dir, "sf_example_out_of_tree_plugin"),
             postgres: library(&dir, "sf_postgres"),
+            reapi: library(&dir, "sf_reapi_plugin"),
+            sf_worker: dir.join("sf-worker"),
             dir,
         };
         for path in [
@@ -103,6 +113,8 @@ pub fn built() -> &'static Built {
             &built.sf_oats,
             &built.example,
             &built.postgres,
+            &built.reapi,
+            &built.sf_worker,
         ] {
             strip_group_write(path);
         }

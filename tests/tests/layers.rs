@@ -70,6 +70,9 @@ fn the_sdk_and_the_plugins_do_not_depend_on_the_host() {
         "sf-oats-cli",
         "sf-oats-plugin",
         "sf-example-out-of-tree-plugin",
+        "sf-reapi",
+        "sf-reapi-plugin",
+        "sf-reapi-worker",
     ];
     for package in plugins {
         assert!(
@@ -77,6 +80,52 @@ fn the_sdk_and_the_plugins_do_not_depend_on_the_host() {
             "{package} is not a workspace package any more: update this test"
         );
         assert_off_the_host(&workspace, package);
+    }
+}
+
+/// The crates outside the workspace that `package` and the workspace crates it links declare
+/// as normal or build dependencies.
+fn external_dependencies(workspace: &Workspace, package: &str) -> BTreeSet<String> {
+    let mut packages = workspace.links(package);
+    packages.insert(package.to_owned());
+    packages
+        .iter()
+        .flat_map(|name| {
+            workspace.packages[name]["dependencies"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|dependency| dependency["kind"].as_str() != Some("dev"))
+        .filter_map(|dependency| dependency["name"].as_str().map(str::to_owned))
+        .filter(|name| !workspace.packages.contains_key(name))
+        .collect()
+}
+
+/// The gRPC stack of remote execution stays inside its plugin and worker: the contracts, the
+/// host and the command line never link it (a change to it rebuilds neither, and `sf` carries
+/// no HTTP/2 client).
+#[test]
+fn the_contracts_the_host_and_the_command_line_link_no_grpc() {
+    let workspace = Workspace::read();
+    let heavy = ["tonic", "prost", "tokio", "bazel-remote-apis"];
+    let plugin = external_dependencies(&workspace, "sf-reapi-plugin");
+    assert!(
+        heavy.iter().all(|name| plugin.contains(*name)),
+        "the reapi plugin declares the gRPC stack: {plugin:?}"
+    );
+    for package in ["sf-contracts", "sf-plugin-abi", "sf-host", "sf-cli"] {
+        let linked = external_dependencies(&workspace, package);
+        for name in heavy {
+            assert!(
+                !linked.contains(name),
+                "{package} links {name}, which only the reapi plugin and worker may"
+            );
+        }
+        assert!(
+            !workspace.links(package).contains("sf-reapi"),
+            "{package} links sf-reapi"
+        );
     }
 }
 

@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use metadata_support::{Workspace, names};
 use sf_test_support::build::TEST_PLUGINS;
 
-/// What a user installs: `sf`, `sf-oats`, and the git-cli, sandbox-exec (with its launcher),
-/// oats and PostgreSQL plugins.
+/// What a user installs: `sf`, `sf-oats`, `sf-worker`, and the git-cli, sandbox-exec (with
+/// its launcher), oats, PostgreSQL and reapi plugins.
 const INSTALLED: &[&str] = &[
     "sf-cli",
     "sf-oats-cli",
@@ -19,6 +19,8 @@ const INSTALLED: &[&str] = &[
     "sf-sandbox-exec-plugin",
     "sf-oats-plugin",
     "sf-postgres",
+    "sf-reapi-plugin",
+    "sf-reapi-worker",
 ];
 
 /// Plugin libraries that exist for tests and examples only.
@@ -69,7 +71,8 @@ fn every_plugin_library_is_installed_or_test_only() {
             "sf-git-cli",
             "sf-sandbox-exec-plugin",
             "sf-oats-plugin",
-            "sf-postgres"
+            "sf-postgres",
+            "sf-reapi-plugin"
         ])
     );
     assert_eq!(

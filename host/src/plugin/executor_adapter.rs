@@ -34,24 +34,15 @@ use super::error::PluginError;
 use super::executor_protocol::{self as wire, DecodedError, method};
 use super::loader::{CallReply, Instance, LoadedPlugin};
 use super::message::MessageError;
-use crate::canonical::Digest;
 use crate::contracts::{
-    CancelToken, Enforcement, Executor, ExecutorError, NamespaceDisposition, ProfileDescription,
-    RequestDigests, RunAnswer, RunIdentities, RunRequest, RunStatus, RunTimes, RuntimeDescription,
+    CancelToken, Executor, ExecutorError, ProfileDescription, RequestDigests, RunAnswer,
+    RunRequest, RuntimeDescription,
 };
 
 /// How often the adapter looks at a run's cancel token.
 pub const CANCEL_TICK: Duration = Duration::from_millis(10);
 
-/// The protocol string of the digests that stand for an identity nobody can vouch for.
-pub const UNKNOWN_IDENTITY_PROTOCOL: &str = "sf-executor-identity-unknown/1";
-
-/// The digest standing for identity `what` (`runtime`, `profile`, `bounds`) of a run whose
-/// Executor failed: the digest of `sf-executor-identity-unknown/1\n<what>`, which is no
-/// runtime's, profile's or bounds' digest (theirs are digests of other documents).
-pub fn unknown_identity(what: &str) -> Digest {
-    Digest::of(format!("{UNKNOWN_IDENTITY_PROTOCOL}\n{what}").as_bytes())
-}
+pub use crate::contracts::executor::{UNKNOWN_IDENTITY_PROTOCOL, unknown_identity};
 
 /// An Executor living in a plugin.
 #[derive(Debug)]
@@ -280,43 +271,16 @@ pub fn finish_run(
         }
         Err(error) => error.to_string(),
     };
-    let RequestDigests {
-        program,
-        input,
-        harness,
-    } = digests;
-    Ok(RunAnswer {
-        results: None,
-        status: RunStatus::Aborted,
-        exit_code: None,
-        signal: None,
-        stdout: Vec::new(),
-        stderr: Vec::new(),
-        times: RunTimes {
-            wall,
-            ..RunTimes::default()
-        },
-        bounds: request.bounds,
-        identities: RunIdentities {
-            command: None,
-            program,
-            input,
-            harness,
-            runtime: unknown_identity("runtime"),
-            profile: unknown_identity("profile"),
-            bounds: unknown_identity("bounds"),
-            // Nothing is known of what was enforced: no fact is stated.
-            enforcement: Enforcement::new(),
-        },
-        namespace: NamespaceDisposition::Unconfirmed {
-            reason: format!(
-                "plugin {plugin} failed during run, so whether the program started and whether \
-                 its processes ended is unknown"
-            ),
-        },
-        problems: vec![detail],
-        limits_hit: Vec::new(),
-    })
+    Ok(RunAnswer::lost(
+        request,
+        digests,
+        wall,
+        format!(
+            "plugin {plugin} failed during run, so whether the program started and whether \
+             its processes ended is unknown"
+        ),
+        vec![detail],
+    ))
 }
 
 /// A `run` reply, read while the plugin's buffer is alive.
@@ -390,7 +354,10 @@ pub fn plugin_failure(error: PluginError) -> ExecutorError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::contracts::RunBounds;
+    use crate::canonical::Digest;
+    use crate::contracts::{
+        Enforcement, NamespaceDisposition, RunBounds, RunIdentities, RunStatus, RunTimes,
+    };
     use crate::snapshot::SnapshotFile;
 
     fn request() -> RunRequest {

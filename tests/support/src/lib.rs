@@ -15,11 +15,14 @@
 //! - [`postgres`]: a throwaway PostgreSQL cluster on 127.0.0.1, run as an unprivileged user.
 //! - [`bench`]: what the benchmark programs share (bubblewrap's minimal profile, medians, the
 //!   machine's load).
+//! - [`buildgrid`]: a throwaway BuildGrid (a remote-execution server) on 127.0.0.1, its
+//!   scheduler in a [`postgres`] cluster.
 //!
 //! It depends on no backend and not on sf-host, so any backend crate can dev-depend on it.
 
 pub mod bench;
 pub mod build;
+pub mod buildgrid;
 pub mod executor;
 pub mod fence;
 pub mod git_servers;
@@ -53,4 +56,33 @@ pub fn private_store_dir() -> (tempfile::TempDir, PathBuf) {
     std::fs::create_dir(&store).expect("mkdir store");
     std::fs::set_permissions(&store, std::fs::Permissions::from_mode(0o700)).expect("chmod 0700");
     (dir, store)
+}
+
+/// Runs `cleanup` when the test process exits. A fixture a test binary shares between its
+/// tests lives in a static, and statics are never dropped: a server or a worker it started
+/// would outlive the tests. The closures run in the order they were added, from one handler
+/// registered with the C library's `atexit` (which the test harness's normal exit runs).
+pub fn at_exit(cleanup: impl FnOnce() + Send + 'static) {
+    use std::sync::{Mutex, Once};
+    type Cleanups = Mutex<Vec<Box<dyn FnOnce() + Send>>>;
+    static CLEANUPS: Cleanups = Mutex::new(Vec::new());
+    static REGISTER: Once = Once::new();
+    extern "C" fn run_cleanups() {
+        let cleanups = std::mem::take(&mut *CLEANUPS.lock().unwrap_or_else(|e| e.into_inner()));
+        for cleanup in cleanups {
+            cleanup();
+        }
+    }
+    CLEANUPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Box::new(cleanup));
+    REGISTER.call_once(|| {
+        // SAFETY: atexit only records the function pointer; run_cleanups is a plain extern
+        // "C" function that neither unwinds (every cleanup is expected not to panic, and a
+        // poisoned lock is taken anyway) nor calls exit.
+        unsafe {
+            nix::libc::atexit(run_cleanups);
+        }
+    });
 }

@@ -351,7 +351,8 @@ fn server_binaries() -> PathBuf {
         .unwrap_or_else(|| panic!("no PostgreSQL server binaries under {POSTGRESQL_LIB}"))
 }
 
-fn free_port() -> u16 {
+/// A port on 127.0.0.1 that was free a moment ago.
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|listener| listener.local_addr())
         .map(|address| address.port())

@@ -244,6 +244,21 @@ impl Work {
         ])
     }
 
+    /// `sf --config CONFIG slice freeze --dir <name>`: a Slice frozen for the backends
+    /// `CONFIG` (a file of the working directory) names, its executor among them.
+    pub fn freeze_configured(&self, name: &str, config: &str) -> Envelope {
+        self.sf(&[
+            "--config",
+            config,
+            "slice",
+            "freeze",
+            "--dir",
+            name,
+            "--identity",
+            "identity.json",
+        ])
+    }
+
     /// `sf --json ARGS` in the working directory.
     pub fn sf(&self, args: &[&str]) -> Envelope {
         Envelope::parse(self.command(args).output().unwrap())
