@@ -227,12 +227,25 @@ fn no_privilege_inside() {
     if root {
         // Control: as an unprivileged user outside, the setuid binary does run as root.
         use std::os::unix::process::CommandExt;
-        let output = std::process::Command::new(&setuid)
-            .args(["/dev/null", "whoami"])
-            .uid(65534)
-            .gid(65534)
-            .output()
-            .unwrap();
+        // Another test's thread may fork while the copy's write descriptor is open, and its
+        // child holds that descriptor until it execs: the exec then fails with ETXTBSY for
+        // that moment, so it is tried again.
+        let output = (0..50)
+            .find_map(|_| {
+                match std::process::Command::new(&setuid)
+                    .args(["/dev/null", "whoami"])
+                    .uid(65534)
+                    .gid(65534)
+                    .output()
+                {
+                    Err(error) if error.kind() == std::io::ErrorKind::ExecutableFileBusy => {
+                        std::thread::sleep(std::time::Duration::from_millis(20));
+                        None
+                    }
+                    output => Some(output.unwrap()),
+                }
+            })
+            .expect("the setuid copy stayed busy for a second");
         let text = String::from_utf8_lossy(&output.stdout);
         assert!(text.contains("euid=0"), "setuid control: {text}");
     }
