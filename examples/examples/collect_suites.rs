@@ -65,36 +65,11 @@ const PROGRAM_DIR: &str = "/sf/program";
 const SCRATCH_DIR: &str = "/sf/scratch";
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let mut rounds = 3;
-    let mut sf = None;
-    let mut compare = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--rounds" => rounds = args.next().ok_or("--rounds needs N")?.parse()?,
-            "--sf" => sf = Some(PathBuf::from(args.next().ok_or("--sf needs SF")?)),
-            "--compare" => {
-                compare = Some(PathBuf::from(args.next().ok_or("--compare needs SF")?));
-            }
-            _ => {
-                return Err(format!(
-                    "unknown argument {arg}; [--rounds N] [--sf SF] [--compare SF]"
-                )
-                .into());
-            }
-        }
-    }
-    if rounds == 0 {
-        return Err("--rounds must be at least 1".into());
-    }
-    let sf = match sf {
-        Some(path) => path,
-        None => std::env::current_exe()?
-            .parent()
-            .and_then(Path::parent)
-            .ok_or("no directory above the example")?
-            .join("sf"),
-    };
+    let sf_examples::SfBenchArgs {
+        rounds,
+        sf,
+        compare,
+    } = sf_examples::SfBenchArgs::parse(3)?;
     // Each binary gets a setup of its own: a Slice pins the collector that froze it.
     let mut sides = vec![Side::new(Bench::set_up(sf.clone())?, sf)];
     if let Some(other) = compare {

@@ -20,7 +20,7 @@
 //! skipped otherwise).
 
 use std::error::Error;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -64,36 +64,11 @@ impl Variant {
 }
 
 fn main() -> Result<(), Box<dyn Error>> {
-    let mut rounds = 200;
-    let mut sf = None;
-    let mut compare = None;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--rounds" => rounds = args.next().ok_or("--rounds needs N")?.parse()?,
-            "--sf" => sf = Some(PathBuf::from(args.next().ok_or("--sf needs SF")?)),
-            "--compare" => {
-                compare = Some(PathBuf::from(args.next().ok_or("--compare needs SF")?));
-            }
-            _ => {
-                return Err(format!(
-                    "unknown argument {arg}; [--rounds N] [--sf SF] [--compare SF]"
-                )
-                .into());
-            }
-        }
-    }
-    if rounds == 0 {
-        return Err("--rounds must be at least 1".into());
-    }
-    let sf = match sf {
-        Some(path) => path,
-        None => std::env::current_exe()?
-            .parent()
-            .and_then(Path::parent)
-            .ok_or("no directory above the example")?
-            .join("sf"),
-    };
+    let sf_examples::SfBenchArgs {
+        rounds,
+        sf,
+        compare,
+    } = sf_examples::SfBenchArgs::parse(200)?;
     let bwrap = bubblewrap();
     // The program and input `sf exec` reads: one file each, in a directory of their own.
     let dir = tempfile::tempdir()?;

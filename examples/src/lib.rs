@@ -10,6 +10,54 @@ use sf_host::plugin::{LoadedPlugin, PluginObjectStoreFactory, load};
 
 pub mod scale;
 
+/// The arguments of the benchmarks that time the `sf` binary: how many rounds, which `sf`
+/// (default: the one in `target/<profile>`), and another build's `sf` to compare with.
+pub struct SfBenchArgs {
+    /// How many rounds (at least 1).
+    pub rounds: usize,
+    /// The `sf` binary measured.
+    pub sf: PathBuf,
+    /// A baseline build's `sf`, measured in the same rounds.
+    pub compare: Option<PathBuf>,
+}
+
+impl SfBenchArgs {
+    /// Reads `[--rounds N] [--sf SF] [--compare SF]` from the command line.
+    pub fn parse(default_rounds: usize) -> Result<Self, Box<dyn Error>> {
+        let mut rounds = default_rounds;
+        let mut sf = None;
+        let mut compare = None;
+        let mut args = std::env::args().skip(1);
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--rounds" => rounds = args.next().ok_or("--rounds needs N")?.parse()?,
+                "--sf" => sf = Some(PathBuf::from(args.next().ok_or("--sf needs SF")?)),
+                "--compare" => {
+                    compare = Some(PathBuf::from(args.next().ok_or("--compare needs SF")?));
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown argument {arg}; [--rounds N] [--sf SF] [--compare SF]"
+                    )
+                    .into());
+                }
+            }
+        }
+        if rounds == 0 {
+            return Err("--rounds must be at least 1".into());
+        }
+        let sf = match sf {
+            Some(path) => path,
+            None => default_plugin_dir()?.join("sf"),
+        };
+        Ok(Self {
+            rounds,
+            sf,
+            compare,
+        })
+    }
+}
+
 /// `target/<profile>`, the directory above the running example's (`target/<profile>/examples`),
 /// where `cargo build -p sf-git-cli` leaves the plugin.
 pub fn default_plugin_dir() -> Result<PathBuf, Box<dyn Error>> {
