@@ -27,13 +27,15 @@
 //! ([`check_action`], [`root_entries`], [`check_command`]): a root holding anything else, a Command other than the request's, a
 //! platform naming another runtime or profile, or an Action that may be cached is refused.
 //!
-//! The trees are built from the in-memory snapshots of today's `RunRequest`; a request whose
-//! snapshots are given by reference would give the same trees from its Merkle identities
-//! ([`crate::tree::add_snapshot`] is the only place to change).
+//! A program given by reference ([`sf_contracts::ProgramTree`]) travels as its base: `program/`
+//! is the base's tree, read and checked by [`crate::base::read`], and `sf-run` carries the
+//! reference itself with its layer and deletions, which the worker lays over the base as a
+//! local sandbox does (the worker's own directory standing for the host's).
 
 use prost::Message as _;
 use sf_contracts::canonical::Digest as SfDigest;
 use sf_contracts::command::SCRATCH_DIR;
+use sf_contracts::snapshot::SnapshotFile;
 use sf_contracts::{EntryPlace, RunRequest, RuntimeDescription};
 use sf_plugin_abi::executor_protocol::{self as wire, RunWire};
 
@@ -62,9 +64,10 @@ pub const PROFILE_PROPERTY: &str = "sf-profile";
 /// The platform property every REAPI scheduler knows, and its value for sf's workers.
 pub const OS_FAMILY: (&str, &str) = ("OSFamily", "linux");
 
-/// The most bytes the request without its files may hold (its argv and variables are bounded
-/// to 64 KiB each).
-pub const MAX_RUN_FILE_BYTES: u64 = 1024 * 1024;
+/// The most bytes the request without its snapshots may hold: its argv and variables (64 KiB
+/// each at most), and for a program by reference its layer (a snapshot's bytes at most) and
+/// the base's directories on the layer's paths.
+pub const MAX_RUN_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 /// What a run is sent to: the runtime and confinement profile its worker must have.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,7 +89,8 @@ pub struct Encoded {
     pub blobs: Blobs,
 }
 
-/// The request `request` without its files: the `sf-run` message.
+/// The request `request` without its snapshots: the `sf-run` message. A program by
+/// reference keeps its reference (base digest, directories, layer and deletions).
 fn run_message(request: &RunRequest) -> Result<Vec<u8>, String> {
     let bare = RunRequest {
         command: request.command.clone(),
@@ -96,15 +100,28 @@ fn run_message(request: &RunRequest) -> Result<Vec<u8>, String> {
         input: Vec::new(),
         harness: Vec::new(),
         bounds: request.bounds,
-        program_tree: None,
+        program_tree: request.program_tree.clone(),
     };
-    wire::encode_run(0, &bare, RunWire::V6)
-        .ok_or_else(|| "the request does not fit the run_v6 message".to_owned())
+    let message = wire::encode_run(0, &bare, RunWire::V6)
+        .ok_or_else(|| "the request does not fit the run_v6 message".to_owned())?;
+    if message.len() as u64 > MAX_RUN_FILE_BYTES {
+        return Err(format!(
+            "the request without its snapshots is larger than {MAX_RUN_FILE_BYTES} bytes"
+        ));
+    }
+    Ok(message)
 }
 
 /// Encodes `request` (checked by the caller) for a worker of `target`, with `salt` (fresh for
-/// every run). `Err` names what of the request REAPI cannot carry.
-pub fn encode(request: &RunRequest, target: &Target, salt: Vec<u8>) -> Result<Encoded, String> {
+/// every run); `program` is the program's files: the request's own, or for a program by
+/// reference its base as [`crate::base::read`] found it. `Err` names what of the request
+/// REAPI cannot carry.
+pub fn encode(
+    request: &RunRequest,
+    program: &[SnapshotFile],
+    target: &Target,
+    salt: Vec<u8>,
+) -> Result<Encoded, String> {
     if request
         .command
         .as_ref()
@@ -116,20 +133,13 @@ pub fn encode(request: &RunRequest, target: &Target, salt: Vec<u8>) -> Result<En
                 .to_owned(),
         );
     }
-    if request.program_tree.is_some() {
-        return Err(
-            "a program by reference is a tree of this host's tree store; it cannot be sent to \
-             a worker"
-                .to_owned(),
-        );
-    }
     let mut blobs = Blobs::default();
     let mut directories = Vec::new();
     for (name, files) in [
-        (HARNESS, &request.harness),
-        (INPUT, &request.input),
-        (PROGRAM, &request.program),
-        (SCRATCH, &Vec::new()),
+        (HARNESS, request.harness.as_slice()),
+        (INPUT, request.input.as_slice()),
+        (PROGRAM, program),
+        (SCRATCH, &[]),
     ] {
         directories.push(DirectoryNode {
             name: name.to_owned(),
@@ -440,11 +450,80 @@ mod tests {
     #[test]
     fn a_request_travels_whole() {
         for request in [request(), command_request()] {
-            let encoded = encode(&request, &target(), vec![7; 16]).unwrap();
+            let encoded = encode(&request, &request.program, &target(), vec![7; 16]).unwrap();
             assert_eq!(receive(&encoded, &target()).unwrap(), request);
             assert!(encoded.action.do_not_cache);
             assert_eq!(encoded.digest, digest::of(&encoded.action.encode_to_vec()));
         }
+    }
+
+    /// A program by reference travels as its base, whose REAPI digest is its `sf-tree/1`
+    /// digest, with the reference (layer and deletions) in the run message.
+    #[test]
+    fn a_program_by_reference_travels_as_its_base() {
+        let base = vec![
+            SnapshotFile::regular("main.sh", b"echo base".to_vec()),
+            SnapshotFile::executable("bin/tool", b"#!/bin/sh".to_vec()),
+            SnapshotFile::symlink("bin/link", b"tool".to_vec()),
+        ];
+        let built = sf_contracts::tree_digest::build(
+            base.iter().map(|f| (f.path.as_str(), crate::base::node(f))),
+        )
+        .unwrap();
+        let mut request = request();
+        request.program = Vec::new();
+        request.program_tree = Some(sf_contracts::ProgramTree {
+            base: built.root.hash.clone(),
+            dir: PathBuf::from("/var/lib/sf/trees/some-base"),
+            dev: 1,
+            ino: 2,
+            directories: built.directories,
+            layer: vec![SnapshotFile::regular("main.sh", b"echo layer".to_vec())],
+            deleted: vec!["bin/link".into()],
+        });
+        let encoded = encode(&request, &base, &target(), vec![3; 16]).unwrap();
+        let parts = check_action(&encoded.action, &target()).unwrap();
+        let root = Directory::decode(encoded.blobs.get(&parts.root).unwrap()).unwrap();
+        let (run, [program, _, _]) = root_entries(&root).unwrap();
+        assert_eq!(
+            program.hash,
+            built.root.hash.hex(),
+            "one Merkle tree, two names"
+        );
+        let received = receive(&encoded, &target()).unwrap();
+        assert_eq!(received.program, base, "the worker receives the base");
+        // Totals (counts, not part of any digest) do not travel; everything named does.
+        let (sent, got) = (
+            request.program_tree.unwrap(),
+            received.program_tree.unwrap(),
+        );
+        assert_eq!(
+            (
+                &got.base,
+                &got.dir,
+                got.dev,
+                got.ino,
+                &got.layer,
+                &got.deleted
+            ),
+            (
+                &sent.base,
+                &sent.dir,
+                sent.dev,
+                sent.ino,
+                &sent.layer,
+                &sent.deleted
+            )
+        );
+        let digests = |tree: &sf_contracts::ProgramTree| {
+            tree.directories
+                .iter()
+                .map(|(path, dir)| (path.clone(), dir.digest()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(digests(&got), digests(&sent));
+        let bare = decode_run(encoded.blobs.get(&run).unwrap()).unwrap();
+        assert!(bare.program.is_empty() && bare.program_tree.is_some());
     }
 
     #[test]
@@ -465,8 +544,8 @@ mod tests {
 
     #[test]
     fn salts_make_every_run_another_action() {
-        let first = encode(&request(), &target(), vec![1; 16]).unwrap();
-        let second = encode(&request(), &target(), vec![2; 16]).unwrap();
+        let first = encode(&request(), &request().program, &target(), vec![1; 16]).unwrap();
+        let second = encode(&request(), &request().program, &target(), vec![2; 16]).unwrap();
         assert_ne!(first.digest, second.digest);
         assert_eq!(
             first.action.input_root_digest, second.action.input_root_digest,
@@ -476,7 +555,7 @@ mod tests {
 
     #[test]
     fn a_worker_refuses_what_is_not_its_own() {
-        let encoded = encode(&request(), &target(), vec![1; 16]).unwrap();
+        let encoded = encode(&request(), &request().program, &target(), vec![1; 16]).unwrap();
         let mut other = target();
         other.profile = SfDigest::of(b"another profile");
         assert!(

@@ -435,12 +435,21 @@ impl Executor for ReapiExecutor {
         let profile = Self::profile_of(&description)?;
         let target = description.target();
         let started = Instant::now();
-        let encoded = action::encode(request, &target, cas::fresh(16)).map_err(|reason| {
-            ExecutorError::Unavailable {
-                mechanism: "reapi".to_owned(),
-                reason,
+        let base;
+        let program = match &request.program_tree {
+            Some(tree) => {
+                base = crate::base::read(tree)?;
+                &base
             }
-        })?;
+            None => &request.program,
+        };
+        let encoded =
+            action::encode(request, program, &target, cas::fresh(16)).map_err(|reason| {
+                ExecutorError::Unavailable {
+                    mechanism: "reapi".to_owned(),
+                    reason,
+                }
+            })?;
         let sent = Sent {
             request,
             digests: &digests,

@@ -18,6 +18,7 @@
 //! - [`proto`]: the protocol messages and clients;
 //! - [`digest`]: REAPI digests;
 //! - [`tree`]: snapshots as Merkle trees, and back;
+//! - [`base`]: a program by reference's base, read from the host's tree store and checked;
 //! - [`action`]: a run as an Action, and the worker's checks of one;
 //! - [`attestation`]: what a worker states about a run;
 //! - [`description`]: what a worker offers;
@@ -31,6 +32,7 @@
 pub mod action;
 pub mod answer;
 pub mod attestation;
+pub mod base;
 pub mod cas;
 pub mod config;
 pub mod description;

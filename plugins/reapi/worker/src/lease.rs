@@ -27,6 +27,7 @@ use sf_reapi::proto::protobuf::{Any, Timestamp};
 use sf_reapi::proto::rpc::Status;
 use sf_reapi::tree::{self, Blobs};
 
+use crate::program;
 use crate::store::{self, Store};
 
 /// The type URL of a lease payload holding an Action.
@@ -90,7 +91,8 @@ pub async fn execute(
         Ok(action) => action,
         Err(message) => return refused(FAILED_PRECONDITION, message),
     };
-    let (request, command) = match receive(worker, &action).await {
+    // The program's base, for a program by reference, lives as long as the run.
+    let (request, command, _base) = match receive(worker, &action).await {
         Ok(received) => received,
         Err(message) => {
             return refused(
@@ -177,8 +179,12 @@ async fn action_of(worker: &Worker, payload: Option<&Any>) -> Result<(Action, Di
     Ok((action, digest))
 }
 
-/// The request and Command of `action`, fetched and checked.
-async fn receive(worker: &Worker, action: &Action) -> Result<(RunRequest, Command), String> {
+/// The request and Command of `action`, fetched and checked, and for a program by reference
+/// the directory holding its base ([`program::place`]).
+async fn receive(
+    worker: &Worker,
+    action: &Action,
+) -> Result<(RunRequest, Command, Option<tempfile::TempDir>), String> {
     let parts = action::check_action(action, &worker.target)?;
     let fetch = |digests: Vec<Digest>, budget: u64| async move {
         store::fetch(&worker.store, &worker.cas, &digests, budget)
@@ -232,11 +238,12 @@ async fn receive(worker: &Worker, action: &Action) -> Result<(RunRequest, Comman
         snapshots.push(tree::snapshot(&entries, &contents)?);
     }
     let mut snapshots = snapshots.into_iter();
-    request.program = snapshots.next().unwrap_or_default();
+    let program = snapshots.next().unwrap_or_default();
     request.input = snapshots.next().unwrap_or_default();
     request.harness = snapshots.next().unwrap_or_default();
     action::check_command(&request, &command, action, &worker.target)?;
-    Ok((request, command))
+    let base = program::place(&mut request, program)?;
+    Ok((request, command, base))
 }
 
 /// Uploads the run's output and makes its ActionResult, with the attestation.

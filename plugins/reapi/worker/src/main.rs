@@ -5,11 +5,13 @@
 //!
 //! At start it describes its runtime and profile, puts the description in the cluster's CAS
 //! and prints its digest with the `[executor]` section that sends runs to it, then serves
-//! leases until it is stopped. Modules: `bot` (the session), `lease` (one lease), `store`
-//! (the local content store).
+//! leases until it is stopped. Modules: `bot` (the session), `lease` (one lease), `program`
+//! (a program by reference's base, placed for the sandbox), `store` (the local content
+//! store).
 
 mod bot;
 mod lease;
+mod program;
 mod store;
 
 use std::path::PathBuf;
