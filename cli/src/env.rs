@@ -197,7 +197,7 @@ pub(super) fn verified_trees_in<'a>(
     let store = EnvironmentStore::open_existing(root).map_err(store_error)?;
     digests
         .map(|digest| {
-            let entry = store.verify(digest).map_err(store_error)?;
+            let entry = store.verify_for_use(digest).map_err(store_error)?;
             Ok((entry.digest, entry.tree))
         })
         .collect()

@@ -60,7 +60,10 @@
 //!
 //! [`EnvironmentStore::verify`] re-walks a stored tree through descriptors and re-hashes every
 //! file and link: a tree that no longer gives its digest (a byte, a mode, an entry added or
-//! removed, a directory replaced) is `corrupt`, and is never repaired or used.
+//! removed, a directory replaced) is `corrupt`, and is never repaired or used. Before a run,
+//! [`EnvironmentStore::verify_for_use`] skips the re-hash when every entry's stamp (inode,
+//! mode, owner, size, modification and change times) is what it was when a full re-hash last
+//! verified the tree, and re-hashes it whole on any difference ([`crate::environment_stamps`]).
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write as _;
@@ -74,6 +77,7 @@ use sha2::Digest as _;
 
 use crate::canonical::{self, Digest};
 use crate::dir_fd::{DirFd, DirFdError, Entry, EntryKind, WriteOnce};
+use crate::environment_stamps;
 
 /// The protocol string of an environment's listing document.
 pub const ENVIRONMENT_PROTOCOL: &str = "sf-environment/1";
@@ -631,7 +635,7 @@ impl EnvironmentStore {
         let entry = match staging.publish(&store.objects, &digest)? {
             Published::New => self.entry_of(Some(name), &digest, &listing),
             Published::Existing => {
-                let mut entry = self.verify_in(&store, &digest)?;
+                let mut entry = self.verify_in(&store, &digest, Rehashing::Whole)?;
                 entry.name = Some(name.to_owned());
                 entry
             }
@@ -650,7 +654,7 @@ impl EnvironmentStore {
                 store: self.root.clone(),
             });
         };
-        let mut entry = self.verify_in(&store, &digest)?;
+        let mut entry = self.verify_in(&store, &digest, Rehashing::Whole)?;
         entry.name = Some(name.to_owned());
         Ok(entry)
     }
@@ -660,7 +664,15 @@ impl EnvironmentStore {
     /// entry, a replaced directory) is `corrupt` and is never repaired or used.
     pub fn verify(&self, digest: &Digest) -> Result<EnvironmentEntry> {
         let store = self.check()?;
-        self.verify_in(&store, digest)
+        self.verify_in(&store, digest, Rehashing::Whole)
+    }
+
+    /// [`Self::verify`] before a run: a tree whose every entry is as it was when a full
+    /// re-hash last verified it is not re-hashed ([`crate::environment_stamps`]); any
+    /// difference re-hashes it whole.
+    pub fn verify_for_use(&self, digest: &Digest) -> Result<EnvironmentEntry> {
+        let store = self.check()?;
+        self.verify_in(&store, digest, Rehashing::UnlessUnchanged)
     }
 
     /// Every name with its digest, sorted by name (reads only).
@@ -723,7 +735,12 @@ impl EnvironmentStore {
     }
 
     /// Verifies the object of `digest` in the opened store.
-    fn verify_in(&self, store: &Opened, digest: &Digest) -> Result<EnvironmentEntry> {
+    fn verify_in(
+        &self,
+        store: &Opened,
+        digest: &Digest,
+        rehashing: Rehashing,
+    ) -> Result<EnvironmentEntry> {
         let hex = digest.hex();
         let corrupt = |detail: String| EnvironmentStoreError::Corrupt {
             what: format!("environment {digest}"),
@@ -799,6 +816,14 @@ impl EnvironmentStore {
         }
         let tree = object.open_dir(tree_entry).map_err(stored)?;
         check_stored_mode(tree_entry, tree.path(), digest)?;
+        // A tree unchanged, entry for entry, since a full re-hash verified it is not read
+        // again (crate::environment_stamps); any difference re-hashes it whole.
+        let before = environment_stamps::take(&tree).map_err(stored)?;
+        if rehashing == Rehashing::UnlessUnchanged
+            && environment_stamps::recorded(&store.root, digest).as_deref() == Some(&before)
+        {
+            return Ok(self.entry_of(None, digest, &listing));
+        }
         let walk = Rehash {
             digest,
             budget: listing.files(),
@@ -818,6 +843,11 @@ impl EnvironmentStore {
             return Err(corrupt(
                 "listing.json is not the canonical listing document of its tree".into(),
             ));
+        }
+        // Recorded only when nothing moved while the tree was re-hashed.
+        let tree = object.open_dir(tree_entry).map_err(stored)?;
+        if environment_stamps::take(&tree).ok().as_deref() == Some(&before) {
+            environment_stamps::record(&store.root, digest, &before);
         }
         Ok(self.entry_of(None, digest, &listing))
     }
@@ -1400,6 +1430,15 @@ fn check_stored_mode(entry: &Entry, path: &Path, digest: &Digest) -> Result<()> 
         });
     }
     Ok(())
+}
+
+/// Whether a verification may skip the re-hash of a tree its stamps show unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rehashing {
+    /// Every file is re-hashed (and the stamps recorded again).
+    Whole,
+    /// Only when the tree's stamps differ from those recorded.
+    UnlessUnchanged,
 }
 
 /// Files queued for hashing at most (the walk waits beyond). Each holds its directory open,

@@ -22,6 +22,7 @@ pub use sf_io::{dir_fd, private_dir, text_escape};
 
 pub mod assurance;
 pub mod collector;
+mod environment_stamps;
 pub mod environment_store;
 pub mod evidence;
 pub mod fault;

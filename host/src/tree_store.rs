@@ -207,7 +207,7 @@ impl EnvironmentStore {
             .map_err(|error| stored_error(digest, error))?;
         let mut expected = text.split_terminator('\n');
         let mut difference = None;
-        walk_stamps(&tree, "", &mut |found| {
+        walk_stamps(&tree, &mut |found| {
             difference = first_difference(expected.next(), Some(&found));
             difference.is_none()
         })
@@ -405,37 +405,23 @@ fn open_path(tree: &DirFd, path: &str) -> std::result::Result<DirFd, DirFdError>
     Ok(dir)
 }
 
-/// Walks every entry below `tree` in walk order (depth first, each directory's entries by
-/// name bytes, a directory before what it holds), giving `each` its stamp line; stops when
-/// `each` answers false.
+/// Walks every entry below `tree` in walk order ([`DirFd::walk`]), giving `each` its stamp
+/// line; stops when `each` answers false.
 fn walk_stamps(
-    dir: &DirFd,
-    prefix: &str,
+    tree: &DirFd,
     each: &mut dyn FnMut(String) -> bool,
 ) -> std::result::Result<bool, DirFdError> {
-    for entry in dir.entries(MAX_DIRECTORY_ENTRIES)? {
-        let name = entry.name.to_string_lossy();
-        let path = if prefix.is_empty() {
-            name.into_owned()
-        } else {
-            format!("{prefix}/{name}")
-        };
-        let going = match entry.kind {
-            EntryKind::Directory => {
-                each(format!("d {path}")) && walk_stamps(&dir.open_dir(&entry)?, &path, each)?
-            }
-            EntryKind::File => each(entry_stamp(&path, &entry)),
-            EntryKind::Symlink => each(format!(
+    tree.walk(MAX_DIRECTORY_ENTRIES, &mut |dir, path, entry| {
+        Ok(each(match entry.kind {
+            EntryKind::Directory => format!("d {path}"),
+            EntryKind::File => entry_stamp(path, entry),
+            EntryKind::Symlink => format!(
                 "l {path}\t{}",
-                String::from_utf8_lossy(dir.read_link(&entry)?.as_bytes())
-            )),
-            EntryKind::Other => each(format!("o {path}")),
-        };
-        if !going {
-            return Ok(false);
-        }
-    }
-    Ok(true)
+                String::from_utf8_lossy(dir.read_link(entry)?.as_bytes())
+            ),
+            EntryKind::Other => format!("o {path}"),
+        }))
+    })
 }
 
 /// The stamps document of a tree made of `stamps` (each entry's path and stamp line): the

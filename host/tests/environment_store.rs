@@ -309,11 +309,21 @@ fn stored() -> (Scratch, EnvironmentStore, Digest, PathBuf, PathBuf) {
     let source = source_tree(&root);
     let store = open_store(&root, "store");
     let entry = store.add("env", &source, limits()).unwrap();
+    // Verified once for a run, so that its stamps are recorded and every change below is
+    // looked for through them as well as by a full re-hash.
+    store.verify_for_use(&entry.digest).unwrap();
+    assert!(stamps_of(&store, &entry.digest).is_some());
     (dir, store, entry.digest, entry.tree, source)
+}
+
+/// The stamp document recorded for `digest`, if any.
+fn stamps_of(store: &EnvironmentStore, digest: &Digest) -> Option<String> {
+    std::fs::read_to_string(store.root().join("stamps").join(digest.hex())).ok()
 }
 
 fn assert_corrupt(store: &EnvironmentStore, digest: &Digest, needle: &str) {
     for error in [
+        store.verify_for_use(digest).unwrap_err(),
         store.verify(digest).unwrap_err(),
         store.resolve("env").unwrap_err(),
     ] {
@@ -343,6 +353,66 @@ fn a_changed_byte_or_mode_is_corrupt_and_left_as_it_is() {
     let (_dir, store, digest, tree, _) = stored();
     chmod(&tree.join("bin/tool"), 0o444);
     assert_corrupt(&store, &digest, "bin/tool: listed as an executable");
+}
+
+/// A verification before a run skips the re-hash only for a tree whose every entry is as the
+/// last full re-hash found it: a file written with its size and modification time put back
+/// still moved its change time, and is found; a file only touched is re-hashed, found
+/// unchanged, and its new stamps recorded; a stamp document that is not this user's is not
+/// believed.
+#[test]
+fn a_verification_before_a_run_trusts_only_stamps_of_an_unchanged_tree() {
+    let (_dir, store, digest, tree, _) = stored();
+    let recorded = stamps_of(&store, &digest).unwrap();
+    assert!(
+        recorded.starts_with("sf-environment-stamps/1\n"),
+        "{recorded}"
+    );
+    assert!(recorded.contains(" data/blob.bin\n"), "{recorded}");
+    assert_eq!(store.verify_for_use(&digest).unwrap().digest, digest);
+    assert_eq!(stamps_of(&store, &digest).unwrap(), recorded);
+
+    // Touched: the same bytes, new times. Re-hashed, verified, stamped again.
+    let file = tree.join("data/blob.bin");
+    let set_modified = |when: std::time::SystemTime| {
+        chmod(&file, 0o644);
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+        chmod(&file, 0o444);
+    };
+    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+    set_modified(modified + std::time::Duration::from_secs(60));
+    assert_eq!(store.verify_for_use(&digest).unwrap().digest, digest);
+    let touched = stamps_of(&store, &digest).unwrap();
+    assert_ne!(touched, recorded);
+
+    // A stamp document writable by others is not believed: the tree is re-hashed and the
+    // document written again as this user's own.
+    let document = store.root().join("stamps").join(digest.hex());
+    chmod(&document, 0o666);
+    assert_eq!(store.verify_for_use(&digest).unwrap().digest, digest);
+    assert_eq!(
+        std::fs::metadata(&document).unwrap().permissions().mode() & 0o777,
+        0o444
+    );
+
+    // Written, the size and the modification time put back: corrupt.
+    let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+    let mut bytes = std::fs::read(&file).unwrap();
+    bytes[0] ^= 1;
+    chmod(&file, 0o644);
+    std::fs::write(&file, &bytes).unwrap();
+    chmod(&file, 0o444);
+    set_modified(modified);
+    assert_eq!(
+        std::fs::metadata(&file).unwrap().modified().unwrap(),
+        modified
+    );
+    assert_corrupt(&store, &digest, "data/blob.bin");
 }
 
 #[test]

@@ -191,6 +191,21 @@ impl Entry {
             && self.version == later.version
     }
 
+    /// Everything [`Entry::is_unchanged_in`] compares but the name and the kind, as one line
+    /// of text (`<dev> <ino> <mode octal> <uid> <size> <mtime s>.<ns> <ctime s>.<ns>`): two
+    /// listings of the same entry give the same stamp exactly when it is unchanged.
+    pub fn stamp(&self) -> String {
+        let Version {
+            size,
+            modified: (ms, mns),
+            changed: (cs, cns),
+        } = self.version;
+        format!(
+            "{} {} {:o} {} {size} {ms}.{mns:09} {cs}.{cns:09}",
+            self.dev, self.ino, self.mode, self.uid
+        )
+    }
+
     /// The entry's device and inode, as listed.
     pub fn identity(&self) -> (u64, u64) {
         (self.dev, self.ino)
@@ -446,6 +461,43 @@ impl DirFd {
                 detail: errno.to_string(),
             }),
         }
+    }
+
+    /// Gives `each` every entry below this directory in walk order (depth first, each
+    /// directory's entries by name bytes, a directory before what it holds) with its
+    /// `/`-separated path from here (a name that is not UTF-8 shown lossily) and the
+    /// directory holding it; links are given, never followed. Stops, answering false, when
+    /// `each` answers false; a directory of more than `limit` entries is
+    /// [`DirFdError::TooLarge`].
+    pub fn walk(
+        &self,
+        limit: usize,
+        each: &mut dyn FnMut(&DirFd, &str, &Entry) -> Result<bool>,
+    ) -> Result<bool> {
+        self.walk_below("", limit, each)
+    }
+
+    fn walk_below(
+        &self,
+        prefix: &str,
+        limit: usize,
+        each: &mut dyn FnMut(&DirFd, &str, &Entry) -> Result<bool>,
+    ) -> Result<bool> {
+        for entry in self.entries(limit)? {
+            let name = entry.name.to_string_lossy();
+            let path = if prefix.is_empty() {
+                name.into_owned()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            let going = each(self, &path, &entry)?
+                && (entry.kind != EntryKind::Directory
+                    || self.open_dir(&entry)?.walk_below(&path, limit, each)?);
+            if !going {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Every entry of the directory except `.` and `..`, sorted by name bytes; more than
