@@ -31,7 +31,7 @@ const STAMPS_PROTOCOL: &str = "sf-environment-stamps/1";
 /// million entries).
 const MAX_STAMPS_BYTES: u64 = 1 << 30;
 /// The most entries one directory is listed with (the listing's own limits are checked by
-/// the re-hash; a larger directory is simply not stamped).
+/// the re-hash; a tree with a larger directory is not stamped, and always re-hashed).
 const MAX_DIRECTORY_ENTRIES: usize = 1 << 20;
 
 /// The stamp document of the tree open at `tree`: the protocol line, the tree's own

@@ -818,9 +818,12 @@ impl EnvironmentStore {
         check_stored_mode(tree_entry, tree.path(), digest)?;
         // A tree unchanged, entry for entry, since a full re-hash verified it is not read
         // again (crate::environment_stamps); any difference re-hashes it whole.
-        let before = environment_stamps::take(&tree).map_err(stored)?;
+        // A tree that cannot be stamped (a directory beyond the walk's limit, a race) is
+        // left to the re-hash, which says what is wrong with it.
+        let before = environment_stamps::take(&tree).ok();
         if rehashing == Rehashing::UnlessUnchanged
-            && environment_stamps::recorded(&store.root, digest).as_deref() == Some(&before)
+            && before.is_some()
+            && environment_stamps::recorded(&store.root, digest) == before
         {
             return Ok(self.entry_of(None, digest, &listing));
         }
@@ -845,8 +848,11 @@ impl EnvironmentStore {
             ));
         }
         // Recorded only when nothing moved while the tree was re-hashed.
-        let tree = object.open_dir(tree_entry).map_err(stored)?;
-        if environment_stamps::take(&tree).ok().as_deref() == Some(&before) {
+        let after = object
+            .open_dir(tree_entry)
+            .ok()
+            .and_then(|tree| environment_stamps::take(&tree).ok());
+        if let Some(before) = before.filter(|before| after.as_ref() == Some(before)) {
             environment_stamps::record(&store.root, digest, &before);
         }
         Ok(self.entry_of(None, digest, &listing))
