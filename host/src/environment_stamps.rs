@@ -54,7 +54,7 @@ pub(crate) fn take(tree: &DirFd) -> Result<String, DirFdError> {
 }
 
 fn walk(tree: &DirFd, text: &mut String) -> Result<(), DirFdError> {
-    tree.walk(MAX_DIRECTORY_ENTRIES, &mut |_, path, entry| {
+    let lines = tree.walk_map(MAX_DIRECTORY_ENTRIES, &|_, path, entry| {
         let kind = match entry.kind {
             EntryKind::Directory => 'd',
             EntryKind::File => 'f',
@@ -63,10 +63,10 @@ fn walk(tree: &DirFd, text: &mut String) -> Result<(), DirFdError> {
         };
         // The path last: names hold no newline (the listing's rules), and a stamp line is
         // compared whole, never parsed.
-        text.push_str(&format!("{kind} {} {path}\n", entry.stamp()));
-        Ok(true)
-    })
-    .map(|_| ())
+        Ok(format!("{kind} {} {path}\n", entry.stamp()))
+    })?;
+    text.extend(lines);
+    Ok(())
 }
 
 /// The document recorded for `digest` in the store at `root`, or `None` when there is none

@@ -18,7 +18,7 @@
 //!   entry's stamp: a file replaced (another inode), written to (its size or modification
 //!   time), given another mode, an entry added, removed or turned into another kind, or the
 //!   tree itself replaced, is `corrupt`, reported, and never run or repaired. A stamp check
-//!   is one `fstatat` per entry, not a re-hash: a write that restores the file's size and
+//!   is one `fstatat` per entry (spread over the cores), not a re-hash: a write that restores the file's size and
 //!   modification time (which only its owner or root can make, deliberately) is found by the
 //!   next materialisation's re-hash, not by the stamp check.
 //! - **At every run**, the Executor checks that the directory it binds is the one the store
@@ -205,17 +205,19 @@ impl EnvironmentStore {
         let tree = object
             .open_dir_named(OsStr::new("tree"))
             .map_err(|error| stored_error(digest, error))?;
+        let found = stamp_lines(&tree).map_err(|error| stored_error(digest, error))?;
         let mut expected = text.split_terminator('\n');
-        let mut difference = None;
-        walk_stamps(&tree, &mut |found| {
-            difference = first_difference(expected.next(), Some(&found));
-            difference.is_none()
-        })
-        .map_err(|error| stored_error(digest, error))?;
-        if let Some(difference) = difference.or_else(|| first_difference(expected.next(), None)) {
-            return Err(corrupt(digest, difference));
+        let mut found = found.iter().map(String::as_str);
+        loop {
+            match (expected.next(), found.next()) {
+                (None, None) => return self.stored_tree(digest, &trees),
+                (expected, found) => {
+                    if let Some(difference) = first_difference(expected, found) {
+                        return Err(corrupt(digest, difference));
+                    }
+                }
+            }
         }
-        self.stored_tree(digest, &trees)
     }
 }
 
@@ -405,14 +407,11 @@ fn open_path(tree: &DirFd, path: &str) -> std::result::Result<DirFd, DirFdError>
     Ok(dir)
 }
 
-/// Walks every entry below `tree` in walk order ([`DirFd::walk`]), giving `each` its stamp
-/// line; stops when `each` answers false.
-fn walk_stamps(
-    tree: &DirFd,
-    each: &mut dyn FnMut(String) -> bool,
-) -> std::result::Result<bool, DirFdError> {
-    tree.walk(MAX_DIRECTORY_ENTRIES, &mut |dir, path, entry| {
-        Ok(each(match entry.kind {
+/// Every entry's stamp line below `tree`, in walk order ([`DirFd::walk`]); the `fstatat`
+/// calls, one per entry, spread over the cores ([`DirFd::walk_map`]).
+fn stamp_lines(tree: &DirFd) -> std::result::Result<Vec<String>, DirFdError> {
+    tree.walk_map(MAX_DIRECTORY_ENTRIES, &|dir, path, entry| {
+        Ok(match entry.kind {
             EntryKind::Directory => format!("d {path}"),
             EntryKind::File => entry_stamp(path, entry),
             EntryKind::Symlink => format!(
@@ -420,12 +419,12 @@ fn walk_stamps(
                 String::from_utf8_lossy(dir.read_link(entry)?.as_bytes())
             ),
             EntryKind::Other => format!("o {path}"),
-        }))
+        })
     })
 }
 
 /// The stamps document of a tree made of `stamps` (each entry's path and stamp line): the
-/// protocol line, then the lines in walk order ([`walk_stamps`]; names and targets hold no
+/// protocol line, then the lines in walk order ([`stamp_lines`]; names and targets hold no
 /// control character: the tree rules).
 fn stamps_document(mut stamps: Vec<(String, String)>) -> String {
     // Walk order is the order of the paths compared segment by segment: the order of the
