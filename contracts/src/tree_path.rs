@@ -7,6 +7,7 @@
 //! The checks return every fault they find, in path order, so a refused tree can be reported
 //! whole.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -373,12 +374,27 @@ pub fn check_tree<'a>(
         }
     }
     let view = TreeView { leaves: &tree };
+    // The previous path's directories (each `/`'s offset) and whether a leaf has a
+    // directory's path: the paths come sorted, so the directories one shares with the previous
+    // path are its first ones, looked up once however many leaves they hold.
+    let mut directories: Vec<(usize, bool)> = Vec::new();
+    let mut previous = "";
     for (path, leaf) in &tree {
-        for prefix in proper_prefixes(path) {
-            if tree.contains_key(prefix) {
-                faults.insert(fault(path, TreeRule::ThroughNonDirectory, Some(prefix)));
+        let shared = common_prefix(previous, path);
+        directories.retain(|&(at, _)| at < shared);
+        for (at, _) in path.match_indices('/').skip(directories.len()) {
+            directories.push((at, tree.contains_key(&path[..at])));
+        }
+        for &(at, leaf_there) in &directories {
+            if leaf_there {
+                faults.insert(fault(
+                    path,
+                    TreeRule::ThroughNonDirectory,
+                    Some(&path[..at]),
+                ));
             }
         }
+        previous = path;
         if let Leaf::Symlink(target) = leaf
             && let Err(rule) = view.check_link(path, target)
         {
@@ -397,6 +413,11 @@ fn fault(path: &str, rule: TreeRule, with: Option<&str>) -> TreeFault {
     }
 }
 
+/// The length of the longest common prefix of `a` and `b`, in bytes.
+fn common_prefix(a: &str, b: &str) -> usize {
+    a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count()
+}
+
 /// `a`, `a/b` for `a/b/c`.
 fn proper_prefixes(path: &str) -> impl Iterator<Item = &str> {
     path.match_indices('/').map(|(at, _)| &path[..at])
@@ -409,13 +430,36 @@ fn case_collisions(
     policy: TreePolicy,
     faults: &mut BTreeSet<TreeFault>,
 ) {
-    let mut nodes: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+    let mut nodes: BTreeMap<Cow<'_, str>, BTreeSet<&str>> = BTreeMap::new();
+    let mut previous = "";
     for path in tree.keys() {
-        for node in proper_prefixes(path).chain(std::iter::once(*path)) {
-            nodes.entry(node.to_lowercase()).or_default().insert(node);
+        // A directory the previous path (sorted before this one) shares is grouped already.
+        let shared = common_prefix(previous, path);
+        let new = proper_prefixes(path).filter(|dir| dir.len() >= shared);
+        for node in new.chain(std::iter::once(*path)) {
+            let folded = if node
+                .bytes()
+                .any(|byte| !byte.is_ascii() || byte.is_ascii_uppercase())
+            {
+                Cow::Owned(node.to_lowercase())
+            } else {
+                Cow::Borrowed(node)
+            };
+            nodes.entry(folded).or_default().insert(node);
         }
+        previous = path;
     }
-    for spellings in nodes.values().filter(|group| group.len() > 1) {
+    report_collisions(tree, nodes.values(), policy, faults);
+}
+
+/// The faults of each group of spellings that fold to one name (two or more of them).
+fn report_collisions<'a>(
+    tree: &BTreeMap<&str, Leaf<'_>>,
+    groups: impl Iterator<Item = &'a BTreeSet<&'a str>>,
+    policy: TreePolicy,
+    faults: &mut BTreeSet<TreeFault>,
+) {
+    for spellings in groups.filter(|group| group.len() > 1) {
         let link = spellings
             .iter()
             .any(|node| matches!(tree.get(node), Some(Leaf::Symlink(_))));
@@ -751,6 +795,113 @@ mod tests {
         assert_eq!(
             codes(&check_tree(linked, allowed)),
             [("a", "case-collision-with-link")]
+        );
+    }
+
+    /// The rules of the clash and case checks as first written: every directory of every
+    /// path looked up and grouped again for each leaf beneath it.
+    fn clashes_and_collisions_looked_up_per_leaf(
+        paths: &[String],
+        links: &BTreeSet<&str>,
+        policy: TreePolicy,
+    ) -> BTreeSet<TreeFault> {
+        let tree: BTreeMap<&str, Leaf<'_>> = paths
+            .iter()
+            .map(|path| {
+                let leaf = if links.contains(path.as_str()) {
+                    Leaf::Symlink(b"x")
+                } else {
+                    Leaf::File
+                };
+                (path.as_str(), leaf)
+            })
+            .collect();
+        let mut faults = BTreeSet::new();
+        for path in tree.keys() {
+            for prefix in proper_prefixes(path) {
+                if tree.contains_key(prefix) {
+                    faults.insert(fault(path, TreeRule::ThroughNonDirectory, Some(prefix)));
+                }
+            }
+        }
+        let mut nodes: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+        for path in tree.keys() {
+            for node in proper_prefixes(path).chain(std::iter::once(*path)) {
+                nodes.entry(node.to_lowercase()).or_default().insert(node);
+            }
+        }
+        report_collisions(&tree, nodes.values(), policy, &mut faults);
+        faults
+    }
+
+    #[test]
+    fn each_directory_looked_up_once_finds_what_a_lookup_per_leaf_finds() {
+        // Deterministic trees of few names, so that clashes (a file where a directory is),
+        // case collisions at every depth and links among them are common.
+        let names = ["a", "A", "b", "ab", "a.b", "B", "\u{c4}", "\u{e4}", "z"];
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        let mut kinds = BTreeSet::new();
+        for _ in 0..400 {
+            let count = 1 + next(24);
+            let paths: Vec<String> = (0..count)
+                .map(|_| {
+                    (0..1 + next(4))
+                        .map(|_| names[next(names.len())])
+                        .collect::<Vec<_>>()
+                        .join("/")
+                })
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let links: BTreeSet<&str> = paths
+                .iter()
+                .filter(|_| next(5) == 0)
+                .map(String::as_str)
+                .collect();
+            for allow_case_collisions in [false, true] {
+                let policy = TreePolicy {
+                    allow_case_collisions,
+                };
+                let expected = clashes_and_collisions_looked_up_per_leaf(&paths, &links, policy);
+                let leaves = paths.iter().map(|path| {
+                    let leaf = if links.contains(path.as_str()) {
+                        Leaf::Symlink(b"x")
+                    } else {
+                        Leaf::File
+                    };
+                    (path.as_str(), leaf)
+                });
+                let found: BTreeSet<TreeFault> = check_tree(leaves, policy)
+                    .into_iter()
+                    .filter(|fault| {
+                        matches!(
+                            fault.rule,
+                            TreeRule::ThroughNonDirectory
+                                | TreeRule::CaseCollision
+                                | TreeRule::CaseCollisionWithLink
+                        )
+                    })
+                    .collect();
+                assert_eq!(found, expected, "{paths:?} links {links:?}");
+                for fault in &expected {
+                    kinds.insert(fault.rule.code());
+                }
+            }
+        }
+        // The trees were not all clean: the comparison saw faults of every kind.
+        assert_eq!(
+            kinds.into_iter().collect::<Vec<_>>(),
+            [
+                "case-collision",
+                "case-collision-with-link",
+                "file-directory-clash"
+            ]
         );
     }
 

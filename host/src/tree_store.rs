@@ -114,14 +114,7 @@ impl EnvironmentStore {
             .create_dir(OsStr::new("tree"), 0o755)
             .map_err(store_failed)?;
         tree.set_mode(0o755).map_err(store_failed)?;
-        let builder = Builder {
-            tree: &tree,
-            files: &files,
-            open: None,
-            directories: Vec::new(),
-            stamps: Vec::new(),
-        };
-        let (built, builder) = build_streaming(repository, commit, builder)?;
+        let (built, written) = build_streaming(repository, commit, &tree, &files)?;
         if built != *digest {
             return Err(corrupt(
                 digest,
@@ -129,7 +122,7 @@ impl EnvironmentStore {
             ));
         }
         // Read-only from the deepest directory up, then durable in one sync.
-        let mut directories = builder.directories;
+        let mut directories: Vec<String> = written.directories.into_iter().collect();
         directories.sort_by_key(|path| std::cmp::Reverse(path.matches('/').count()));
         for path in &directories {
             open_path(&tree, path)
@@ -137,7 +130,7 @@ impl EnvironmentStore {
                 .map_err(store_failed)?;
         }
         tree.set_mode(0o555).map_err(store_failed)?;
-        let mut stamps = builder.stamps;
+        let mut stamps = written.stamps;
         stamps.extend(directories.into_iter().map(|path| {
             let line = format!("d {path}");
             (path, line)
@@ -229,34 +222,66 @@ struct Leaf {
     bytes: Vec<u8>,
 }
 
-/// How many bytes of leaves a batch for the writer gathers (a larger file makes a batch of
-/// its own): with one batch queued, one being written and one being gathered, what waits in
-/// memory stays a few batches.
+/// How many bytes of leaves a batch for a writer gathers (a larger file makes a batch of its
+/// own): with a batch queued per writer, one being written by each and one being gathered,
+/// what waits in memory stays a few batches per writer.
 const WRITER_BATCH_BYTES: usize = 4 << 20;
-/// How many leaves a batch for the writer gathers at most.
+/// How many leaves a batch for a writer gathers at most.
 const WRITER_BATCH_LEAVES: usize = 1024;
+/// The most writers a materialisation starts.
+const MAX_WRITERS: usize = 4;
 
-/// Streams the tree of `commit` into `builder`: the repository is read (every object
-/// re-hashed) on this thread while another writes the files, so that reading and writing
-/// overlap; gives the tree's digest as read and the builder as written.
-fn build_streaming<'a>(
+/// What the writers made: every directory, and each leaf's path and stamp line.
+#[derive(Default)]
+struct Written {
+    directories: std::collections::BTreeSet<String>,
+    stamps: Vec<(String, String)>,
+}
+
+/// Streams the tree of `commit` into `tree` (files stored in `files`): the repository is read
+/// (every object re-hashed) on this thread while writers, one per core, write the batches of
+/// files, so that reading and writing overlap and a file's creation, which is system calls
+/// waiting on the kernel, does not hold back the reading; gives the tree's digest as read and
+/// what was written.
+fn build_streaming(
     repository: &Repository,
     commit: &ObjectId,
-    mut builder: Builder<'a>,
-) -> Result<(Digest, Builder<'a>)> {
-    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<Leaf>>(1);
+    tree: &DirFd,
+    files: &DirFd,
+) -> Result<(Digest, Written)> {
+    let writers = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, MAX_WRITERS);
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<Leaf>>(writers);
+    let receiver = std::sync::Mutex::new(receiver);
     std::thread::scope(|scope| {
-        let writer = scope.spawn(move || -> Result<Builder<'a>> {
-            for batch in receiver {
-                for leaf in batch {
-                    builder.add(&leaf.path, leaf.mode, &leaf.sha256, &leaf.bytes)?;
-                }
-            }
-            Ok(builder)
-        });
+        let handles: Vec<_> = (0..writers)
+            .map(|_| {
+                let receiver = &receiver;
+                scope.spawn(move || -> Result<Written> {
+                    let mut builder = Builder {
+                        tree,
+                        files,
+                        open: None,
+                        written: Written::default(),
+                    };
+                    loop {
+                        // The lock is held only while a batch is taken, never while it is
+                        // written.
+                        let batch = receiver.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                        let Ok(batch) = batch else {
+                            return Ok(builder.written);
+                        };
+                        for leaf in batch {
+                            builder.add(&leaf.path, leaf.mode, &leaf.sha256, &leaf.bytes)?;
+                        }
+                    }
+                })
+            })
+            .collect();
         let mut batch = Vec::new();
         let mut gathered = 0;
-        // False once the writer has stopped (it failed): the rest is read and dropped.
+        // False once every writer has stopped (they failed): the rest is read and dropped.
         let mut writing = true;
         let built = repository.stream_files(commit, |path, mode, sha256, bytes| {
             if !writing {
@@ -278,25 +303,35 @@ fn build_streaming<'a>(
             let _ = sender.send(batch);
         }
         drop(sender);
-        let written = writer
-            .join()
-            .unwrap_or_else(|_| Err(unavailable("the tree's writer panicked".to_owned())));
+        // Every writer is joined; the first failure is the materialisation's.
+        let mut written = Ok(Written::default());
+        for handle in handles {
+            let done = handle
+                .join()
+                .unwrap_or_else(|_| Err(unavailable("a tree's writer panicked".to_owned())));
+            written = match (written, done) {
+                (Ok(mut all), Ok(one)) => {
+                    all.directories.extend(one.directories);
+                    all.stamps.extend(one.stamps);
+                    Ok(all)
+                }
+                (Err(error), _) | (Ok(_), Err(error)) => Err(error),
+            };
+        }
         let built =
             built.map_err(|error| unavailable(format!("reading commit {commit}: {error}")))?;
         Ok((built, written?))
     })
 }
 
-/// Building a tree: each leaf written (or linked from `files/`) as it streams by.
+/// Building part of a tree: each leaf written (or linked from `files/`) as it streams by.
 struct Builder<'a> {
     tree: &'a DirFd,
     files: &'a DirFd,
     /// The directory the last leaf went into, kept open for the next.
     open: Option<(String, DirFd)>,
-    /// Every directory made, to be made read-only once the tree is whole.
-    directories: Vec<String>,
-    /// Each leaf's path and stamp line, taken as it is made.
-    stamps: Vec<(String, String)>,
+    /// Every directory made (to be made read-only once the tree is whole), each leaf's stamp.
+    written: Written,
 }
 
 impl Builder<'_> {
@@ -311,9 +346,7 @@ impl Builder<'_> {
                 } else {
                     format!("{at}/{segment}")
                 };
-                if !self.directories.contains(&at) {
-                    self.directories.push(at.clone());
-                }
+                self.written.directories.insert(at.clone());
             }
             let dir = self.tree.ensure_dirs(parent, 0o755).map_err(store_failed)?;
             self.open = Some((parent.to_owned(), dir));
@@ -393,7 +426,7 @@ impl Builder<'_> {
                 }
             }
         };
-        self.stamps.push((path.to_owned(), stamp));
+        self.written.stamps.push((path.to_owned(), stamp));
         Ok(())
     }
 }

@@ -200,8 +200,8 @@ impl TestPlugin {
     }
 }
 
-/// Makes `path` hold exactly `bytes` with `mode`: left alone if it already does, otherwise
-/// written to a temporary file beside it and renamed over it.
+/// Makes `path` hold exactly `bytes` with `mode`: left alone (not even touched) if it already
+/// does, otherwise written to a temporary file beside it and renamed over it.
 fn publish(path: &Path, bytes: &[u8], mode: u32) {
     let same = std::fs::read(path).is_ok_and(|existing| existing == bytes);
     if !same {
@@ -212,6 +212,12 @@ fn publish(path: &Path, bytes: &[u8], mode: u32) {
             .persist(path)
             .unwrap_or_else(|error| panic!("installing {}: {error}", path.display()));
     }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .expect("chmod on a test plugin file");
+    // Only when it differs: a chmod moves the file's change time even to the same mode, and
+    // the loader refuses a library whose change time moved while it was copied (another test
+    // process installing the same bytes would make this one's load fail).
+    let current = std::fs::metadata(path).expect("a published test plugin file");
+    if current.permissions().mode() & 0o7777 != mode {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .expect("chmod on a test plugin file");
+    }
 }
