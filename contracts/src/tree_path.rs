@@ -8,7 +8,8 @@
 //! whole.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 
 use gix_validate::path::component::{self, Mode, Options};
@@ -430,7 +431,8 @@ fn case_collisions(
     policy: TreePolicy,
     faults: &mut BTreeSet<TreeFault>,
 ) {
-    let mut nodes: BTreeMap<Cow<'_, str>, BTreeSet<&str>> = BTreeMap::new();
+    // Each folded name's first spelling, and any others (rare: no allocation until then).
+    let mut nodes: HashMap<Cow<'_, str>, (&str, Vec<&str>)> = HashMap::with_capacity(tree.len());
     let mut previous = "";
     for path in tree.keys() {
         // A directory the previous path (sorted before this one) shares is grouped already.
@@ -445,21 +447,39 @@ fn case_collisions(
             } else {
                 Cow::Borrowed(node)
             };
-            nodes.entry(folded).or_default().insert(node);
+            match nodes.entry(folded) {
+                Entry::Occupied(mut group) if group.get().0 != node => group.get_mut().1.push(node),
+                Entry::Occupied(_) => {}
+                Entry::Vacant(group) => {
+                    group.insert((node, Vec::new()));
+                }
+            }
         }
         previous = path;
     }
-    report_collisions(tree, nodes.values(), policy, faults);
+    let groups = nodes
+        .into_values()
+        .filter(|(_, others)| !others.is_empty())
+        .map(|(first, mut others)| {
+            others.push(first);
+            others
+        });
+    report_collisions(tree, groups, policy, faults);
 }
 
 /// The faults of each group of spellings that fold to one name (two or more of them).
 fn report_collisions<'a>(
     tree: &BTreeMap<&str, Leaf<'_>>,
-    groups: impl Iterator<Item = &'a BTreeSet<&'a str>>,
+    groups: impl Iterator<Item = Vec<&'a str>>,
     policy: TreePolicy,
     faults: &mut BTreeSet<TreeFault>,
 ) {
-    for spellings in groups.filter(|group| group.len() > 1) {
+    for mut spellings in groups {
+        spellings.sort_unstable();
+        spellings.dedup();
+        if spellings.len() < 2 {
+            continue;
+        }
         let link = spellings
             .iter()
             .any(|node| matches!(tree.get(node), Some(Leaf::Symlink(_))));
@@ -830,7 +850,8 @@ mod tests {
                 nodes.entry(node.to_lowercase()).or_default().insert(node);
             }
         }
-        report_collisions(&tree, nodes.values(), policy, &mut faults);
+        let groups = nodes.into_values().map(|group| group.into_iter().collect());
+        report_collisions(&tree, groups, policy, &mut faults);
         faults
     }
 
