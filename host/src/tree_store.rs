@@ -18,9 +18,9 @@
 //!   entry's stamp: a file replaced (another inode), written to (its size or modification
 //!   time), given another mode, an entry added, removed or turned into another kind, or the
 //!   tree itself replaced, is `corrupt`, reported, and never run or repaired. A stamp check
-//!   is one `fstatat` per entry (spread over the cores), not a re-hash: a write that restores the file's size and
-//!   modification time (which only its owner or root can make, deliberately) is found by the
-//!   next materialisation's re-hash, not by the stamp check.
+//!   is one `fstatat` per entry (spread over the cores), not a re-hash: a write that restores
+//!   the file's size and modification time (which only its owner or root can make,
+//!   deliberately) is found by the next materialisation's re-hash, not by the stamp check.
 //! - **At every run**, the Executor checks that the directory it binds is the one the store
 //!   verified (device and inode), so a tree replaced after the collection's check is never
 //!   run.
@@ -253,11 +253,13 @@ fn build_streaming(
         .map_or(1, std::num::NonZeroUsize::get)
         .clamp(1, MAX_WRITERS);
     let (sender, receiver) = std::sync::mpsc::sync_channel::<Vec<Leaf>>(writers);
-    let receiver = std::sync::Mutex::new(receiver);
+    // The writers alone hold the receiver: when the last one has stopped (every one failed),
+    // it is dropped and the reader's next send fails instead of waiting for ever.
+    let receiver = std::sync::Arc::new(std::sync::Mutex::new(receiver));
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..writers)
             .map(|_| {
-                let receiver = &receiver;
+                let receiver = std::sync::Arc::clone(&receiver);
                 scope.spawn(move || -> Result<Written> {
                     let mut builder = Builder {
                         tree,
@@ -279,6 +281,7 @@ fn build_streaming(
                 })
             })
             .collect();
+        drop(receiver);
         let mut batch = Vec::new();
         let mut gathered = 0;
         // False once every writer has stopped (they failed): the rest is read and dropped.

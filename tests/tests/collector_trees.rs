@@ -6,6 +6,7 @@
 
 mod collector_support;
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 
 use collector_support::*;
@@ -24,6 +25,17 @@ fn tree_digests(sealed: &SealedCandidate) -> (Digest, Digest) {
 }
 
 /// Where the store keeps the materialised tree `digest`.
+/// A scenario on the real sandbox whose repository holds `count` files beside the demo's.
+fn with_extra_files(count: usize) -> Scenario {
+    Scenario::new(
+        sandbox(),
+        Options {
+            extra_files: count,
+            ..Options::default()
+        },
+    )
+}
+
 fn tree_dir(scenario: &Scenario, digest: &Digest) -> PathBuf {
     scenario
         .trees
@@ -84,13 +96,7 @@ fn never_ran(scenario: &Scenario, request: &CollectRequest, reason: &str) {
 /// second Candidate reuses the materialised base.
 #[test]
 fn a_ten_thousand_file_repository_is_created_sealed_collected_and_judged() {
-    let scenario = Scenario::new(
-        sandbox(),
-        Options {
-            extra_files: 10_000,
-            ..Options::default()
-        },
-    );
+    let scenario = with_extra_files(10_000);
     let fixed = scenario.request(SUM_FIXED);
     let (base, candidate) = tree_digests(&fixed.sealed);
     assert_ne!(base, candidate);
@@ -140,6 +146,50 @@ fn a_ten_thousand_file_repository_is_created_sealed_collected_and_judged() {
         .unwrap();
     let verdict = scenario.judge(&unfixed, hold.attempt());
     assert_eq!(verdict.outcome, Outcome::Failed, "{verdict:#?}");
+}
+
+/// Every stored file a materialisation would link, corrupted: each writer stops at its first
+/// such file, and the materialisation ends `corrupt`, publishing nothing, with thousands of
+/// files still to read (more batches than the writers' queue holds: a reader left waiting
+/// for writers that have all stopped would never end).
+#[test]
+fn a_materialisation_whose_every_writer_fails_ends_corrupt() {
+    let scenario = with_extra_files(6_000);
+    let fixed = scenario.request(SUM_FIXED);
+    let (_, candidate) = tree_digests(&fixed.sealed);
+    let files = scenario.trees.root().join("files");
+    let mut corrupted = 0;
+    for entry in std::fs::read_dir(&files).unwrap() {
+        let path = entry.unwrap().path();
+        let mode = std::fs::metadata(&path).unwrap().permissions();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::write(&path, "corrupted\n").unwrap();
+        std::fs::set_permissions(&path, mode).unwrap();
+        corrupted += 1;
+    }
+    assert!(corrupted > 6_000, "{corrupted}");
+    // On a thread of its own, left behind if it never ends (the test process then exits).
+    let scenario: &'static Scenario = Box::leak(Box::new(scenario));
+    let commit = fixed.sealed.manifest.commit;
+    let candidate_digest = candidate.clone();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let materialised =
+            scenario
+                .trees
+                .materialise_tree(&scenario.repo.repo, &commit, &candidate_digest);
+        let _ = sender.send(materialised.map(|_| ()));
+    });
+    // A liveness bound, not a measure of speed: the materialisation takes about a second.
+    let materialised = receiver
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the materialisation ends when every writer has stopped");
+    let error = materialised.unwrap_err();
+    assert_eq!(error.code(), "corrupt", "{error}");
+    assert!(
+        !tree_dir(scenario, &candidate).exists(),
+        "nothing is published from corrupt files"
+    );
 }
 
 /// A file of the store written to after it was materialised: the next collection's stamp
