@@ -27,10 +27,17 @@ type Each<'a, T> = dyn Fn(&DirFd, &str, &Entry) -> Result<T, DirFdError> + Sync 
 /// A subtree's values in walk order, or why its walk stopped.
 type Walked<T> = Result<Vec<T>, DirFdError>;
 
-/// Part of a walk in walk order: an entry's value, or a subtree not yet walked.
+/// Part of a walk in walk order: an entry's value, or a subtree not yet walked (the listed
+/// directory entry, below the directory `parent` of the walk's listed directories, `None` the
+/// walk's own). A subtree is opened only when it is listed or walked, so a wide tree never
+/// holds more descriptors open than the few directories listed first.
 enum Part<T> {
     Value(T),
-    Below(DirFd, String),
+    Below {
+        parent: Option<usize>,
+        entry: Entry,
+        path: String,
+    },
 }
 
 impl DirFd {
@@ -49,12 +56,14 @@ impl DirFd {
 
     /// [`Self::walk_map`] on up to `threads` threads.
     fn walk_map_on<T: Send>(&self, threads: usize, limit: usize, each: &Each<'_, T>) -> Walked<T> {
+        // The directories listed on this thread, open: the parents of the subtrees.
+        let mut listed: Vec<DirFd> = Vec::new();
         let mut parts = Vec::new();
-        list(self, "", limit, each, &mut parts)?;
+        list(self, None, "", limit, each, &mut parts)?;
         for _ in 1..MAX_SPLIT_LEVELS {
             let below = parts
                 .iter()
-                .filter(|part| matches!(part, Part::Below(..)))
+                .filter(|part| matches!(part, Part::Below { .. }))
                 .count();
             if threads == 1 || below == 0 || below >= threads * SUBTREES_PER_THREAD {
                 break;
@@ -62,16 +71,29 @@ impl DirFd {
             let mut split = Vec::with_capacity(parts.len());
             for part in parts {
                 match part {
-                    Part::Below(dir, path) => list(&dir, &path, limit, each, &mut split)?,
+                    Part::Below {
+                        parent,
+                        entry,
+                        path,
+                    } => {
+                        let dir = parent_of(self, &listed, parent).open_dir(&entry)?;
+                        listed.push(dir);
+                        let at = listed.len() - 1;
+                        list(&listed[at], Some(at), &path, limit, each, &mut split)?;
+                    }
                     value => split.push(value),
                 }
             }
             parts = split;
         }
-        let subtrees: Vec<(&DirFd, &str)> = parts
+        let subtrees: Vec<Subtree<'_>> = parts
             .iter()
             .filter_map(|part| match part {
-                Part::Below(dir, path) => Some((dir, path.as_str())),
+                Part::Below {
+                    parent,
+                    entry,
+                    path,
+                } => Some((parent_of(self, &listed, *parent), entry, path.as_str())),
                 Part::Value(_) => None,
             })
             .collect();
@@ -81,8 +103,8 @@ impl DirFd {
             match part {
                 Part::Value(value) => values.push(value),
                 // One result per subtree, in the subtrees' order.
-                Part::Below(dir, _) => {
-                    values.extend(walked.next().unwrap_or_else(|| Err(not_walked(&dir)))?)
+                Part::Below { path, .. } => {
+                    values.extend(walked.next().unwrap_or_else(|| Err(not_walked(&path)))?)
                 }
             }
         }
@@ -90,10 +112,19 @@ impl DirFd {
     }
 }
 
-/// The entries of `dir` (at `path`) as parts: each entry's value, and after a directory's,
-/// its subtree.
+/// A subtree to walk: the directory holding it, its listed entry, its path.
+type Subtree<'a> = (&'a DirFd, &'a Entry, &'a str);
+
+/// The directory `parent` names: one of `listed`, or the walk's own (`None`).
+fn parent_of<'a>(top: &'a DirFd, listed: &'a [DirFd], parent: Option<usize>) -> &'a DirFd {
+    parent.and_then(|at| listed.get(at)).unwrap_or(top)
+}
+
+/// The entries of `dir` (at `path`; `index` among the listed directories) as parts: each
+/// entry's value, and after a directory's, its subtree.
 fn list<T>(
     dir: &DirFd,
+    index: Option<usize>,
     path: &str,
     limit: usize,
     each: &Each<'_, T>,
@@ -103,20 +134,26 @@ fn list<T>(
         let at = joined(path, &entry.name.to_string_lossy());
         parts.push(Part::Value(each(dir, &at, &entry)?));
         if entry.kind == EntryKind::Directory {
-            parts.push(Part::Below(dir.open_dir(&entry)?, at));
+            parts.push(Part::Below {
+                parent: index,
+                entry,
+                path: at,
+            });
         }
     }
     Ok(())
 }
 
-/// Each of `subtrees` walked whole, on up to `threads` threads, the results in the same order.
+/// Each of `subtrees` opened (checked to be the listed directory) and walked whole, on up to
+/// `threads` threads, the results in the same order.
 fn walk_shared<T: Send>(
-    subtrees: &[(&DirFd, &str)],
+    subtrees: &[Subtree<'_>],
     threads: usize,
     limit: usize,
     each: &Each<'_, T>,
 ) -> Vec<Walked<T>> {
-    let walk_one = |(dir, path): (&DirFd, &str)| -> Walked<T> {
+    let walk_one = |(parent, entry, path): Subtree<'_>| -> Walked<T> {
+        let dir = parent.open_dir(entry)?;
         let mut values = Vec::new();
         dir.walk(limit, &mut |holder, below, entry| {
             values.push(each(holder, &joined(path, below), entry)?);
@@ -148,17 +185,17 @@ fn walk_shared<T: Send>(
     results
         .into_iter()
         .zip(subtrees)
-        .map(|(slot, (dir, _))| {
+        .map(|(slot, (_, _, path))| {
             slot.into_inner()
                 .unwrap_or_else(|e| e.into_inner())
-                .unwrap_or_else(|| Err(not_walked(dir)))
+                .unwrap_or_else(|| Err(not_walked(path)))
         })
         .collect()
 }
 
-fn not_walked(dir: &DirFd) -> DirFdError {
+fn not_walked(path: &str) -> DirFdError {
     DirFdError::Unreadable {
-        path: dir.path().to_owned(),
+        path: path.into(),
         detail: "its subtree was not walked".into(),
     }
 }
@@ -250,5 +287,39 @@ mod tests {
         }
         let error = top.walk_map_on(2, 4, &|_, _, _| Ok(())).unwrap_err();
         assert_eq!(error.code(), "too-large", "{error}");
+    }
+
+    #[test]
+    fn a_wide_tree_is_shared_without_holding_its_directories_open() {
+        // Three directories of 300 each: the split lists the three and would hold 900
+        // subtrees; each is opened only when it is walked.
+        let dir = tempfile::tempdir().unwrap();
+        for top in ["a", "b", "c"] {
+            for n in 0..300 {
+                let at = dir.path().join(format!("{top}/{n:03}"));
+                fs::create_dir_all(&at).unwrap();
+                fs::write(at.join("f"), "").unwrap();
+            }
+        }
+        let open_fds = || fs::read_dir("/proc/self/fd").unwrap().count();
+        let before = open_fds();
+        let most = AtomicUsize::new(0);
+        let calls = AtomicUsize::new(0);
+        let top = DirFd::open(dir.path()).unwrap();
+        let walked = top
+            .walk_map_on(2, 1 << 20, &|_, _, _| {
+                if calls.fetch_add(1, Ordering::Relaxed).is_multiple_of(25) {
+                    most.fetch_max(open_fds(), Ordering::Relaxed);
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(walked.len(), 3 + 900 * 2);
+        // Other tests of this process may hold a few descriptors of their own meanwhile.
+        let most = most.into_inner();
+        assert!(
+            most < before + 100,
+            "{most} descriptors open, {before} before"
+        );
     }
 }
