@@ -283,6 +283,15 @@ pub struct DirFd {
     ino: u64,
 }
 
+/// The path of `name` in the directory at `prefix` (`/`-separated; empty, the walk's start).
+pub(crate) fn joined(prefix: &str, name: &str) -> String {
+    if prefix.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{prefix}/{name}")
+    }
+}
+
 fn kind_of(stat: &Stat) -> EntryKind {
     match FileType::from_raw_mode(stat.st_mode) {
         FileType::RegularFile => EntryKind::File,
@@ -477,19 +486,16 @@ impl DirFd {
         self.walk_below("", limit, each)
     }
 
-    fn walk_below(
+    /// [`Self::walk`], each path given with `prefix` (this directory's path from where the
+    /// walk started; empty at its start) before it.
+    pub(crate) fn walk_below(
         &self,
         prefix: &str,
         limit: usize,
         each: &mut dyn FnMut(&DirFd, &str, &Entry) -> Result<bool>,
     ) -> Result<bool> {
         for entry in self.entries(limit)? {
-            let name = entry.name.to_string_lossy();
-            let path = if prefix.is_empty() {
-                name.into_owned()
-            } else {
-                format!("{prefix}/{name}")
-            };
+            let path = joined(prefix, &entry.name.to_string_lossy());
             let going = each(self, &path, &entry)?
                 && (entry.kind != EntryKind::Directory
                     || self.open_dir(&entry)?.walk_below(&path, limit, each)?);

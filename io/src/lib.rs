@@ -1,8 +1,7 @@
 //! sf-io: reading and showing input sf does not trust: directories opened and walked through
-//! descriptors, never by re-resolving paths ([`dir_fd`], a large tree's walk spread over the
-//! cores in [`walk_map`]); private directories that sf alone
-//! may use ([`private_dir`]); and outside text escaped before it reaches a terminal
-//! ([`text_escape`]).
+//! descriptors, never by re-resolving paths ([`dir_fd`]; a large tree's walk spread over the
+//! cores in [`walk_map`]); private directories that sf alone may use ([`private_dir`]); and
+//! outside text escaped before it reaches a terminal ([`text_escape`]).
 
 #![deny(missing_docs)]
 

@@ -9,10 +9,9 @@
 //! walked whole, each on whichever thread is free, their values put back in place.
 
 use std::num::NonZeroUsize;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::dir_fd::{DirFd, DirFdError, Entry, EntryKind};
+use crate::dir_fd::{DirFd, DirFdError, Entry, EntryKind, joined};
 
 /// How many subtrees per thread the top levels are split into before they are shared: enough
 /// that one deep subtree does not leave the other threads idle for long.
@@ -153,58 +152,53 @@ fn walk_shared<T: Send>(
     each: &Each<'_, T>,
 ) -> Vec<Walked<T>> {
     let walk_one = |(parent, entry, path): Subtree<'_>| -> Walked<T> {
-        let dir = parent.open_dir(entry)?;
         let mut values = Vec::new();
-        dir.walk(limit, &mut |holder, below, entry| {
-            values.push(each(holder, &joined(path, below), entry)?);
-            Ok(true)
-        })
-        .map(|_| values)
+        parent
+            .open_dir(entry)?
+            .walk_below(path, limit, &mut |holder, at, entry| {
+                values.push(each(holder, at, entry)?);
+                Ok(true)
+            })
+            .map(|_| values)
     };
     if threads <= 1 || subtrees.len() <= 1 {
         return subtrees.iter().copied().map(walk_one).collect();
     }
     let next = AtomicUsize::new(0);
-    let results: Vec<Mutex<Option<Walked<T>>>> =
-        subtrees.iter().map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|scope| {
-        for _ in 0..threads.min(subtrees.len()) {
-            scope.spawn(|| {
-                loop {
-                    let at = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&subtree) = subtrees.get(at) else {
-                        break;
-                    };
-                    let walked = walk_one(subtree);
-                    *results[at].lock().unwrap_or_else(|e| e.into_inner()) = Some(walked);
-                }
-            });
-        }
+    // Each thread's results with their subtrees' places, put back in order.
+    let mut placed: Vec<(usize, Walked<T>)> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..threads.min(subtrees.len()))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut walked = Vec::new();
+                    loop {
+                        let at = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&subtree) = subtrees.get(at) else {
+                            return walked;
+                        };
+                        walked.push((at, walk_one(subtree)));
+                    }
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|thread| {
+                thread
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
     });
-    // A thread that panicked has made the scope panic: every slot is filled here.
-    results
-        .into_iter()
-        .zip(subtrees)
-        .map(|(slot, (_, _, path))| {
-            slot.into_inner()
-                .unwrap_or_else(|e| e.into_inner())
-                .unwrap_or_else(|| Err(not_walked(path)))
-        })
-        .collect()
+    placed.sort_by_key(|(at, _)| *at);
+    placed.into_iter().map(|(_, walked)| walked).collect()
 }
 
+/// A subtree whose result is missing; never given while every subtree is walked once.
 fn not_walked(path: &str) -> DirFdError {
     DirFdError::Unreadable {
         path: path.into(),
         detail: "its subtree was not walked".into(),
-    }
-}
-
-fn joined(prefix: &str, name: &str) -> String {
-    if prefix.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{prefix}/{name}")
     }
 }
 
