@@ -1,7 +1,8 @@
 //! Materialised trees, kept in the environment store beside the environments and under the
 //! same trust rule (the sandbox's user reads them; no one but root or sf's user can change
-//! them): a content-addressed store of verified files, `files/<sha256 hex>` (a file) and
-//! `files/<sha256 hex>.x` (an executable), and one materialised tree per base,
+//! them): a content-addressed store of verified files, `files/<xx>/<sha256 hex>` (a file)
+//! and `files/<xx>/<sha256 hex>.x` (an executable), `xx` the digest's first two hex digits,
+//! and one materialised tree per base,
 //! `trees/<sf-tree/1 digest hex>/tree/`, whose files are hard links to `files/` (directories
 //! 0555, files 0444 or 0555, links as links). An Executor binds such a tree read-only as the
 //! base of a program given by reference ([`crate::contracts::ProgramTree`]).
@@ -11,7 +12,8 @@
 //! - **At materialisation**, every byte: the tree is streamed from the repository (every
 //!   object re-hashed, every rule checked) and its digest computed from the bytes must be the
 //!   one asked for; a file the store holds already is read and hashed again before it is
-//!   linked into the new tree. Each entry's stamp is taken as it is made and recorded
+//!   linked into the new tree (or, by a writer that had stopped looking in the store first,
+//!   before the tree keeps its own copy: [`FileStore::add`]). Each entry's stamp is taken as it is made and recorded
 //!   (`trees/<hex>/stamps`, one line per entry in walk order): a file's device, inode, mode,
 //!   size and modification time, a link's target, each directory.
 //! - **At every use** ([`EnvironmentStore::verify_tree`], before every collection), every
@@ -230,6 +232,9 @@ const WRITER_BATCH_BYTES: usize = 4 << 20;
 const WRITER_BATCH_LEAVES: usize = 1024;
 /// The most writers a materialisation starts.
 const MAX_WRITERS: usize = 4;
+/// How many files in a row a writer looks for in the store without finding one before it
+/// stops looking first ([`Builder::add_file`]).
+const COLD_AFTER_MISSES: u32 = 64;
 
 /// What the writers made: every directory, and each leaf's path and stamp line.
 #[derive(Default)]
@@ -263,7 +268,11 @@ fn build_streaming(
                 scope.spawn(move || -> Result<Written> {
                     let mut builder = Builder {
                         tree,
-                        files,
+                        files: FileStore {
+                            files,
+                            shards: (0..=u8::MAX).map(|_| None).collect(),
+                            missed: 0,
+                        },
                         open: None,
                         written: Written::default(),
                     };
@@ -330,7 +339,7 @@ fn build_streaming(
 /// Building part of a tree: each leaf written (or linked from `files/`) as it streams by.
 struct Builder<'a> {
     tree: &'a DirFd,
-    files: &'a DirFd,
+    files: FileStore<'a>,
     /// The directory the last leaf went into, kept open for the next.
     open: Option<(String, DirFd)>,
     /// Every directory made (to be made read-only once the tree is whole), each leaf's stamp.
@@ -366,72 +375,133 @@ impl Builder<'_> {
             }
             EntryMode::Regular | EntryMode::Executable => {
                 let executable = mode == EntryMode::Executable;
-                let key = OsString::from(if executable {
-                    format!("{}.x", sha256.hex())
-                } else {
-                    sha256.hex()
-                });
-                let bits = if executable { 0o555 } else { 0o444 };
-                match self.files.entry(&key).map_err(store_failed)? {
-                    Some(held) => {
-                        // A file the store holds already is verified before it is used.
-                        let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
-                        self.files
-                            .read_file_chunks(&held, u64::MAX, &mut |chunk| {
-                                sha2::Digest::update(&mut hasher, chunk);
-                                Ok(())
-                            })
-                            .map_err(store_failed)?;
-                        let found = Digest::from_bytes(sha2::Digest::finalize(hasher).into());
-                        if found != *sha256 || held.mode != bits {
-                            return Err(EnvironmentStoreError::Corrupt {
-                                what: format!("{}", self.files.shown(&key).display()),
-                                detail: format!(
-                                    "it holds {found} with mode {:o}, not {sha256} with {bits:o}",
-                                    held.mode
-                                ),
-                            });
-                        }
-                        self.files
-                            .hard_link(&key, dir, name)
-                            .map_err(store_failed)?;
-                        // The inode verified: one changed after this stat, or another linked
-                        // in its place, differs from the stamp at the next use.
-                        entry_stamp(path, &held)
-                    }
-                    None => {
-                        let failed =
-                            |error: std::io::Error| unavailable(format!("writing {path}: {error}"));
-                        let mut file = dir.create_file_writer(name, bits).map_err(store_failed)?;
-                        file.write_all(bytes).map_err(failed)?;
-                        let mut made = file.metadata().map_err(failed)?;
-                        if made.mode() & 0o7777 != bits {
-                            // The umask took bits away.
-                            file.set_permissions(std::fs::Permissions::from_mode(bits))
-                                .and_then(|()| file.metadata())
-                                .map(|metadata| made = metadata)
-                                .map_err(failed)?;
-                        }
-                        match dir.hard_link(name, self.files, &key) {
-                            // Another materialisation stored the same bytes meanwhile: ours
-                            // stays this tree's, theirs the store's.
-                            Ok(()) | Err(DirFdError::Exists { .. }) => {}
-                            Err(error) => return Err(store_failed(error)),
-                        }
-                        file_stamp(
-                            path,
-                            (made.dev(), made.ino()),
-                            made.mode() & 0o7777,
-                            made.size(),
-                            (made.mtime(), made.mtime_nsec() as u64),
-                        )
-                    }
-                }
+                self.files.add(dir, name, path, executable, sha256, bytes)?
             }
         };
         self.written.stamps.push((path.to_owned(), stamp));
         Ok(())
     }
+}
+
+/// The store's `files/` as one writer uses it: each file by the SHA-256 of its bytes in
+/// `files/<first two hex digits>/` (so that no directory of the store holds more than a 256th
+/// of it, and writers linking files at once seldom wait on one directory's lock).
+struct FileStore<'a> {
+    files: &'a DirFd,
+    /// The shards this writer opened, by the first byte of their files' digests.
+    shards: Vec<Option<DirFd>>,
+    /// How many files in a row this writer looked for in the store and did not find.
+    missed: u32,
+}
+
+impl FileStore<'_> {
+    /// Makes the file `name` of `dir` (at `path` in the tree) of `sha256`: a hard link to the
+    /// store's file when the store holds it (read and hashed again first), else written anew
+    /// and linked into the store; gives its stamp line.
+    fn add(
+        &mut self,
+        dir: &DirFd,
+        name: &OsStr,
+        path: &str,
+        executable: bool,
+        sha256: &Digest,
+        bytes: &[u8],
+    ) -> Result<String> {
+        let hex = sha256.hex();
+        let key = OsString::from(if executable { format!("{hex}.x") } else { hex });
+        let bits = if executable { 0o555 } else { 0o444 };
+        let shard = open_shard(self.files, &mut self.shards, sha256)?;
+        // A writer that found none of the last files in the store stops looking first (a
+        // lookup that finds nothing costs about a third of writing a small file): it writes,
+        // and a link refused because the store holds the file sends it back to looking.
+        let looking = self.missed < COLD_AFTER_MISSES;
+        let held = if looking {
+            shard.entry(&key).map_err(store_failed)?
+        } else {
+            None
+        };
+        if let Some(held) = held {
+            self.missed = 0;
+            verify_held(shard, &key, &held, sha256, bits)?;
+            shard.hard_link(&key, dir, name).map_err(store_failed)?;
+            // The inode verified: one changed after this stat, or another linked in its
+            // place, differs from the stamp at the next use.
+            return Ok(entry_stamp(path, &held));
+        }
+        self.missed = self.missed.saturating_add(u32::from(looking));
+        let failed = |error: std::io::Error| unavailable(format!("writing {path}: {error}"));
+        let mut file = dir.create_file_writer(name, bits).map_err(store_failed)?;
+        file.write_all(bytes).map_err(failed)?;
+        let mut made = file.metadata().map_err(failed)?;
+        if made.mode() & 0o7777 != bits {
+            // The umask took bits away.
+            file.set_permissions(std::fs::Permissions::from_mode(bits))
+                .and_then(|()| file.metadata())
+                .map(|metadata| made = metadata)
+                .map_err(failed)?;
+        }
+        match dir.hard_link(name, shard, &key) {
+            Ok(()) => {}
+            // The store holds these bytes (another materialisation stored them meanwhile, or
+            // this writer did not look): ours stays this tree's, theirs the store's, verified
+            // all the same, as every file of the store a tree would link is.
+            Err(DirFdError::Exists { .. }) => {
+                self.missed = 0;
+                if let Some(held) = shard.entry(&key).map_err(store_failed)? {
+                    verify_held(shard, &key, &held, sha256, bits)?;
+                }
+            }
+            Err(error) => return Err(store_failed(error)),
+        }
+        Ok(file_stamp(
+            path,
+            (made.dev(), made.ino()),
+            made.mode() & 0o7777,
+            made.size(),
+            (made.mtime(), made.mtime_nsec() as u64),
+        ))
+    }
+}
+
+/// Checks the store's file `key` (listed as `held`, in `shard`) by reading and hashing it: it
+/// must hold `sha256` with the permission bits `bits`, else the store is `corrupt`.
+fn verify_held(shard: &DirFd, key: &OsStr, held: &Entry, sha256: &Digest, bits: u32) -> Result<()> {
+    let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+    shard
+        .read_file_chunks(held, u64::MAX, &mut |chunk| {
+            sha2::Digest::update(&mut hasher, chunk);
+            Ok(())
+        })
+        .map_err(store_failed)?;
+    let found = Digest::from_bytes(sha2::Digest::finalize(hasher).into());
+    if found != *sha256 || held.mode != bits {
+        return Err(EnvironmentStoreError::Corrupt {
+            what: format!("{}", shard.shown(key).display()),
+            detail: format!(
+                "it holds {found} with mode {:o}, not {sha256} with {bits:o}",
+                held.mode
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The store's directory for files of `sha256`: `files/<its first two hex digits>`, made when
+/// missing, each opened once into `shards`.
+fn open_shard<'s>(
+    files: &DirFd,
+    shards: &'s mut [Option<DirFd>],
+    sha256: &Digest,
+) -> Result<&'s DirFd> {
+    let index = usize::from(sha256.as_bytes()[0]);
+    let slot = &mut shards[index];
+    Ok(match slot {
+        Some(shard) => shard,
+        None => {
+            let name = format!("{index:02x}");
+            slot.insert(make_dir(files, OsStr::new(&name), 0o755).map_err(store_failed)?)
+        }
+    })
 }
 
 /// The directory at `path` below `tree`.
@@ -560,4 +630,119 @@ pub fn collect_trees(
             .tree_directories(&manifest.base_commit, paths.iter().map(String::as_str))?,
         edits: repository.edited_entries(sealed)?,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store's `files/` and a tree's directory, in a directory of their own.
+    struct Dirs {
+        root: tempfile::TempDir,
+        files: DirFd,
+        tree: DirFd,
+    }
+
+    fn dirs() -> Dirs {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("files")).unwrap();
+        std::fs::create_dir(root.path().join("tree")).unwrap();
+        Dirs {
+            files: DirFd::open(&root.path().join("files")).unwrap(),
+            tree: DirFd::open(&root.path().join("tree")).unwrap(),
+            root,
+        }
+    }
+
+    fn writer(files: &DirFd) -> FileStore<'_> {
+        FileStore {
+            files,
+            shards: (0..=u8::MAX).map(|_| None).collect(),
+            missed: 0,
+        }
+    }
+
+    /// Puts `bytes` (or, when given, `stored` in their place) into the store as the file of
+    /// `bytes`' digest; gives that file's path.
+    fn store(dirs: &Dirs, bytes: &[u8], stored: Option<&[u8]>) -> PathBuf {
+        let hex = Digest::of(bytes).hex();
+        let shard = dirs.root.path().join("files").join(&hex[..2]);
+        std::fs::create_dir_all(&shard).unwrap();
+        let path = shard.join(&hex);
+        std::fs::write(&path, stored.unwrap_or(bytes)).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        path
+    }
+
+    fn add(writer: &mut FileStore<'_>, dirs: &Dirs, name: &str, bytes: &[u8]) -> Result<String> {
+        let digest = Digest::of(bytes);
+        writer.add(&dirs.tree, OsStr::new(name), name, false, &digest, bytes)
+    }
+
+    fn inode(path: &std::path::Path) -> u64 {
+        std::fs::metadata(path).unwrap().ino()
+    }
+
+    /// Makes `writer` stop looking: as many new files in a row as it takes.
+    fn make_cold(writer: &mut FileStore<'_>, dirs: &Dirs) {
+        for at in 0..COLD_AFTER_MISSES {
+            add(
+                writer,
+                dirs,
+                &format!("new-{at}"),
+                format!("new {at}\n").as_bytes(),
+            )
+            .unwrap();
+        }
+        assert_eq!(writer.missed, COLD_AFTER_MISSES);
+    }
+
+    /// A writer that stopped looking writes a file the store holds itself (the store's copy
+    /// checked all the same) and looks again from the next file on, which it links.
+    #[test]
+    fn a_writer_that_stopped_looking_writes_what_the_store_holds_then_looks_again() {
+        let dirs = dirs();
+        let held = store(&dirs, b"held\n", None);
+        let next = store(&dirs, b"next\n", None);
+        let mut writer = writer(&dirs.files);
+        make_cold(&mut writer, &dirs);
+        add(&mut writer, &dirs, "held", b"held\n").unwrap();
+        let tree = dirs.root.path().join("tree");
+        assert_ne!(
+            inode(&tree.join("held")),
+            inode(&held),
+            "written, not linked"
+        );
+        assert_eq!(std::fs::read(tree.join("held")).unwrap(), b"held\n");
+        assert_eq!(
+            writer.missed, 0,
+            "the store held it: the writer looks again"
+        );
+        add(&mut writer, &dirs, "next", b"next\n").unwrap();
+        assert_eq!(
+            inode(&tree.join("next")),
+            inode(&next),
+            "linked from the store"
+        );
+        // Every new file went into the store, in its shard.
+        let hex = Digest::of(b"new 0\n").hex();
+        let stored = dirs.root.path().join("files").join(&hex[..2]).join(&hex);
+        assert_eq!(inode(&tree.join("new-0")), inode(&stored));
+    }
+
+    /// A file of the store written to is found by a writer that stopped looking too: the link
+    /// it refused sends the writer to read and hash the store's file.
+    #[test]
+    fn a_corrupted_store_file_is_found_by_a_writer_that_stopped_looking() {
+        for cold in [false, true] {
+            let dirs = dirs();
+            store(&dirs, b"held\n", Some(b"corrupted\n"));
+            let mut writer = writer(&dirs.files);
+            if cold {
+                make_cold(&mut writer, &dirs);
+            }
+            let error = add(&mut writer, &dirs, "held", b"held\n").unwrap_err();
+            assert_eq!(error.code(), "corrupt", "cold {cold}: {error}");
+        }
+    }
 }

@@ -24,7 +24,6 @@ fn tree_digests(sealed: &SealedCandidate) -> (Digest, Digest) {
     }
 }
 
-/// Where the store keeps the materialised tree `digest`.
 /// A scenario on the real sandbox whose repository holds `count` files beside the demo's.
 fn with_extra_files(count: usize) -> Scenario {
     Scenario::new(
@@ -36,6 +35,7 @@ fn with_extra_files(count: usize) -> Scenario {
     )
 }
 
+/// Where the store keeps the materialised tree `digest`.
 fn tree_dir(scenario: &Scenario, digest: &Digest) -> PathBuf {
     scenario
         .trees
@@ -159,7 +159,10 @@ fn a_materialisation_whose_every_writer_fails_ends_corrupt() {
     let (_, candidate) = tree_digests(&fixed.sealed);
     let files = scenario.trees.root().join("files");
     let mut corrupted = 0;
-    for entry in std::fs::read_dir(&files).unwrap() {
+    let shards = std::fs::read_dir(&files)
+        .unwrap()
+        .map(|shard| shard.unwrap().path());
+    for entry in shards.flat_map(|shard| std::fs::read_dir(shard).unwrap()) {
         let path = entry.unwrap().path();
         let mode = std::fs::metadata(&path).unwrap().permissions();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -201,11 +204,13 @@ fn a_corrupted_store_file_is_detected_and_never_run_or_repaired() {
     let request = scenario.request_for(sealed.clone());
     let (base, _) = tree_digests(&sealed);
     let check = tree_dir(&scenario, &base).join("check.sh");
+    let hex = Digest::of(CHECK.as_bytes()).hex();
     let held = scenario
         .trees
         .root()
         .join("files")
-        .join(Digest::of(CHECK.as_bytes()).hex());
+        .join(&hex[..2])
+        .join(&hex);
     assert_eq!(
         std::fs::read(&held).unwrap(),
         CHECK.as_bytes(),

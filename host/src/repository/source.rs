@@ -448,7 +448,7 @@ pub(crate) fn walk_indexed<S: ObjectSource + ?Sized>(
     policy: TreePolicy,
 ) -> Result<(Vec<SourceFile>, TreeIndex), WalkError<S::Error>> {
     let mut contents = Vec::new();
-    let walked = walk_leaves(source, root, limits, policy, false, |_, content| {
+    let walked = walk_leaves(source, root, limits, policy, read_whole, |_, content| {
         contents.push(content.to_vec());
     })?;
     let files = walked
@@ -505,65 +505,134 @@ const WALK_BATCH_BYTES: u64 = 32 * 1024 * 1024;
 /// The most blobs one read of a streaming walk asks for.
 const WALK_BATCH_BLOBS: usize = 4096;
 
-/// [`walk_tree`] that holds no file's bytes beyond one read: the blobs are read in path order,
-/// a bounded batch at a time (at most [`WALK_BATCH_BLOBS`] and [`WALK_BATCH_BYTES`], or one
-/// file alone within the per-file limit), each re-hashed and handed to `each` (its leaf, then
-/// its bytes) before the next batch is read. The checks are [`walk_tree`]'s.
-pub(crate) fn walk_streaming<S: ObjectSource + ?Sized>(
+/// [`walk_tree`] that holds no file's bytes beyond two reads: the blobs are read in path
+/// order, a bounded batch at a time (at most [`WALK_BATCH_BLOBS`] and [`WALK_BATCH_BYTES`], or
+/// one file alone within the per-file limit), each re-hashed and handed to `each` (its leaf,
+/// then its bytes). The next batch is read on a thread of its own while this one is handed
+/// out, so that the store's work (a Git process serving the read) and this walk's (hashing,
+/// the caller's) overlap instead of taking turns. The checks are [`walk_tree`]'s.
+pub(crate) fn walk_streaming<S>(
     source: &mut S,
     root: ObjectId,
     limits: &RepositoryLimits,
     policy: TreePolicy,
     each: impl FnMut(&WalkedLeaf, &[u8]),
-) -> Result<Walked, WalkError<S::Error>> {
-    walk_leaves(source, root, limits, policy, true, each)
+) -> Result<Walked, WalkError<S::Error>>
+where
+    S: ObjectSource + Send + ?Sized,
+    S::Error: Send,
+{
+    walk_leaves(source, root, limits, policy, read_ahead, each)
 }
 
-/// The walk of [`walk_tree`] and [`walk_streaming`]: the blobs read in one read within the
-/// tree's limit, or `batched`.
+/// One read of a walk's blobs: the place of its first blob in path order and the bodies, or
+/// why the read failed.
+type BlobRead<E> = Result<(usize, Vec<Vec<u8>>), E>;
+
+/// How a walk reads its blobs: [`read_whole`] on this thread, or [`read_ahead`]; each read
+/// is given to the function passed, which answers false to stop.
+type ReadBlobs<S, E> =
+    fn(&mut S, &[ObjectId], &RepositoryLimits, &mut dyn FnMut(BlobRead<E>) -> bool);
+
+/// Reads `ids` in one read, within the tree's limit.
+fn read_whole<S: ObjectSource + ?Sized>(
+    source: &mut S,
+    ids: &[ObjectId],
+    limits: &RepositoryLimits,
+    each: &mut dyn FnMut(BlobRead<S::Error>) -> bool,
+) {
+    if !ids.is_empty() {
+        let budget = limits.max_source_bytes as u64;
+        each(
+            source
+                .read(ids, ObjectKind::Blob, budget)
+                .map(|bodies| (0, bodies)),
+        );
+    }
+}
+
+/// Reads `ids` in order, a batch at a time (see [`walk_streaming`]): a batch past its budget
+/// is read again in halves, down to one file alone; the first read that fails ends it.
+fn read_batches<S: ObjectSource + ?Sized>(
+    source: &mut S,
+    ids: &[ObjectId],
+    limits: &RepositoryLimits,
+    each: &mut dyn FnMut(BlobRead<S::Error>) -> bool,
+) {
+    let budget = WALK_BATCH_BYTES.max(limits.max_file_bytes as u64);
+    let mut total = 0u64;
+    let mut at = 0;
+    let mut batch = WALK_BATCH_BLOBS;
+    while at < ids.len() {
+        let end = (at + batch).min(ids.len());
+        let left = (limits.max_source_bytes as u64).saturating_sub(total);
+        match source.read(&ids[at..end], ObjectKind::Blob, budget.min(left)) {
+            Ok(bodies) => {
+                total += bodies.iter().map(|body| body.len() as u64).sum::<u64>();
+                if !each(Ok((at, bodies))) {
+                    return;
+                }
+                at = end;
+                batch = WALK_BATCH_BLOBS;
+            }
+            Err(_) if end - at > 1 => batch = (end - at) / 2,
+            Err(error) => {
+                each(Err(error));
+                return;
+            }
+        }
+    }
+}
+
+/// [`read_batches`] on a thread of its own, one read ahead of `each`.
+fn read_ahead<S>(
+    source: &mut S,
+    ids: &[ObjectId],
+    limits: &RepositoryLimits,
+    each: &mut dyn FnMut(BlobRead<S::Error>) -> bool,
+) where
+    S: ObjectSource + Send + ?Sized,
+    S::Error: Send,
+{
+    std::thread::scope(|scope| {
+        let (sender, reads) = std::sync::mpsc::sync_channel(1);
+        scope.spawn(move || {
+            // A send fails once `each` has stopped (the receiver is dropped): so does this.
+            read_batches(source, ids, limits, &mut |read| sender.send(read).is_ok());
+        });
+        for read in reads {
+            if !each(read) {
+                break;
+            }
+        }
+    });
+}
+
+/// The walk of [`walk_tree`] and [`walk_streaming`]: the trees read level by level, then the
+/// blobs with `read_blobs`.
 fn walk_leaves<S: ObjectSource + ?Sized>(
     source: &mut S,
     root: ObjectId,
     limits: &RepositoryLimits,
     policy: TreePolicy,
-    batched: bool,
+    read_blobs: ReadBlobs<S, S::Error>,
     mut each: impl FnMut(&WalkedLeaf, &[u8]),
 ) -> Result<Walked, WalkError<S::Error>> {
     let (index, mut blobs, mut faults) = walk_trees(source, root, limits)?;
     blobs.sort_by(|a, b| a.0.cmp(&b.0));
+    let ids: Vec<ObjectId> = blobs.iter().map(|(_, _, id)| *id).collect();
     let mut leaves = Vec::with_capacity(blobs.len());
     let mut total = 0u64;
-    let mut at = 0;
-    let whole = (blobs.len(), limits.max_source_bytes as u64);
-    let (mut batch, batch_budget) = if batched {
-        (
-            WALK_BATCH_BLOBS,
-            WALK_BATCH_BYTES.max(limits.max_file_bytes as u64),
-        )
-    } else {
-        whole
-    };
-    while at < blobs.len() {
-        let end = (at + batch).min(blobs.len());
-        let ids: Vec<ObjectId> = blobs[at..end].iter().map(|(_, _, id)| *id).collect();
-        let left = (limits.max_source_bytes as u64).saturating_sub(total);
-        let bodies = match source.read(&ids, ObjectKind::Blob, batch_budget.min(left)) {
-            Ok(bodies) => bodies,
-            // Past a batch's budget: read fewer at a time, down to one file alone.
-            Err(_) if batched && end - at > 1 => {
-                batch = (end - at) / 2;
-                continue;
+    let mut failed = None;
+    read_blobs(source, &ids, limits, &mut |read| {
+        let (at, bodies) = match read {
+            Ok(read) => read,
+            Err(error) => {
+                failed = Some(error);
+                return false;
             }
-            // The leaves are read and checked even when entries are at fault, so that a
-            // refusal lists the faults of the tree rules beside those of the entries; a read
-            // that fails then does not hide the entries' faults.
-            Err(_) if !faults.is_empty() => {
-                faults.sort_by(|a, b| a.path.cmp(&b.path));
-                return Err(WalkError::Faults(faults));
-            }
-            Err(error) => return Err(WalkError::Read(error)),
         };
-        for ((path, mode, id), body) in blobs[at..end].iter().zip(bodies) {
+        for ((path, mode, id), body) in blobs[at..].iter().zip(bodies) {
             total += body.len() as u64;
             let leaf = WalkedLeaf {
                 path: path.clone(),
@@ -580,10 +649,17 @@ fn walk_leaves<S: ObjectSource + ?Sized>(
             each(&leaf, &body);
             leaves.push(leaf);
         }
-        at = end;
-        if batched {
-            batch = WALK_BATCH_BLOBS;
+        true
+    });
+    if let Some(error) = failed {
+        // The leaves are read and checked even when entries are at fault, so that a refusal
+        // lists the faults of the tree rules beside those of the entries; a read that fails
+        // then does not hide the entries' faults.
+        if faults.is_empty() {
+            return Err(WalkError::Read(error));
         }
+        faults.sort_by(|a, b| a.path.cmp(&b.path));
+        return Err(WalkError::Faults(faults));
     }
     faults.extend(check_listing(
         leaves.iter().map(|leaf| Listed {
@@ -806,6 +882,129 @@ pub(crate) fn read_tree_indexed(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Blobs in memory (each body its id's first byte, `bytes` long): an [`ObjectSource`]
+    /// whose reads are counted and fail from the `fail_from`-th on (from 0), and which
+    /// refuses a read of more than `most` ids as past its budget.
+    struct Blobs {
+        bytes: usize,
+        reads: usize,
+        fail_from: Option<usize>,
+        most: usize,
+    }
+
+    impl ObjectSource for Blobs {
+        type Error = String;
+
+        fn read(
+            &mut self,
+            ids: &[ObjectId],
+            _kind: ObjectKind,
+            _budget: u64,
+        ) -> Result<Vec<Vec<u8>>, String> {
+            let read = self.reads;
+            self.reads += 1;
+            if self.fail_from.is_some_and(|from| read >= from) {
+                return Err(format!("read {read} failed"));
+            }
+            if ids.len() > self.most {
+                return Err("past the budget".to_owned());
+            }
+            Ok(ids
+                .iter()
+                .map(|id| vec![id.as_bytes()[0]; self.bytes])
+                .collect())
+        }
+    }
+
+    fn ids(count: usize) -> Vec<ObjectId> {
+        (0..count)
+            .map(|at| {
+                let mut bytes = [0u8; 20];
+                bytes[0] = (at % 251) as u8;
+                bytes[1..9].copy_from_slice(&(at as u64).to_be_bytes());
+                ObjectId::from_bytes(bytes)
+            })
+            .collect()
+    }
+
+    /// Every read `read_blobs` gives of `ids` from `source`, stopping after `keep` reads.
+    fn reads(
+        read_blobs: ReadBlobs<Blobs, String>,
+        source: &mut Blobs,
+        ids: &[ObjectId],
+        keep: usize,
+    ) -> Vec<BlobRead<String>> {
+        let mut given = Vec::new();
+        read_blobs(source, ids, &REPOSITORY_LIMITS, &mut |read| {
+            given.push(read);
+            given.len() < keep
+        });
+        given
+    }
+
+    /// Read ahead on a thread of its own, the batches come in order, each id once, as read on
+    /// the calling thread; a batch past its budget is read again in halves.
+    #[test]
+    fn reads_ahead_give_every_blob_once_in_order() {
+        let ids = ids(3 * WALK_BATCH_BLOBS + 5);
+        let mut source = Blobs {
+            bytes: 3,
+            reads: 0,
+            fail_from: None,
+            most: WALK_BATCH_BLOBS / 2,
+        };
+        let given = reads(read_ahead, &mut source, &ids, usize::MAX);
+        let mut next = 0;
+        for read in given {
+            let (at, bodies) = read.unwrap();
+            assert_eq!(at, next);
+            for (id, body) in ids[at..].iter().zip(&bodies) {
+                assert_eq!(*body, vec![id.as_bytes()[0]; 3]);
+            }
+            next += bodies.len();
+        }
+        assert_eq!(next, ids.len());
+        let mut whole = Blobs {
+            bytes: 3,
+            reads: 0,
+            fail_from: None,
+            most: usize::MAX,
+        };
+        let given = reads(read_whole, &mut whole, &ids, usize::MAX);
+        assert_eq!(given.len(), 1);
+        assert_eq!(given[0].as_ref().unwrap().1.len(), ids.len());
+    }
+
+    /// A read that fails (down to one blob alone) ends the reading: its error is the last
+    /// thing given. A walk that
+    /// stops taking reads stops the thread reading ahead within a read or two.
+    #[test]
+    fn reads_ahead_end_at_a_failure_or_when_no_longer_taken() {
+        let ids = ids(10 * WALK_BATCH_BLOBS);
+        let mut source = Blobs {
+            bytes: 1,
+            reads: 0,
+            fail_from: Some(2),
+            most: usize::MAX,
+        };
+        let given = reads(read_ahead, &mut source, &ids, usize::MAX);
+        assert_eq!(given.len(), 3);
+        assert!(given[..2].iter().all(Result::is_ok));
+        assert_eq!(given[2], Err("read 14 failed".to_owned()));
+        // The failing batch was read again in halves down to one blob: 4,096 to 1, 13 reads.
+        assert_eq!(source.reads, 2 + 13);
+
+        let mut source = Blobs {
+            bytes: 1,
+            reads: 0,
+            fail_from: None,
+            most: usize::MAX,
+        };
+        let given = reads(read_ahead, &mut source, &ids, 1);
+        assert_eq!(given.len(), 1);
+        assert!(source.reads <= 3, "{} reads of 10", source.reads);
+    }
 
     #[test]
     fn nested_trees_match_git_layout() {

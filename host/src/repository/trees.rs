@@ -29,7 +29,7 @@ pub struct EditedEntry {
 impl Repository {
     /// Streams every file and link of the factory commit `commit` (path order, each object
     /// re-hashed and every rule checked, as a whole read does) through `each` (its path, mode,
-    /// SHA-256 and bytes), holding no file's bytes beyond one read, and returns the tree's
+    /// SHA-256 and bytes), holding no file's bytes beyond two reads, and returns the tree's
     /// `sf-tree/1` digest computed from the bytes read.
     pub fn stream_files(
         &self,
