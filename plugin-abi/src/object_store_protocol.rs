@@ -458,7 +458,10 @@ pub fn decode_objects(bytes: &[u8]) -> Result<Vec<Option<StoredObject>>, Message
         objects.push(match object {
             None => None,
             Some(object) => Some(StoredObject {
-                kind: parse_kind(&object.kind, &format!("objects[{at}]"))?,
+                // The field's name is formatted only when the kind is wrong, not for each of a
+                // read's thousands of objects.
+                kind: ObjectKind::parse(&object.kind)
+                    .map_or_else(|| parse_kind(&object.kind, &format!("objects[{at}]")), Ok)?,
                 body: sections.take(object.body)?.to_vec(),
             }),
         });
@@ -765,6 +768,31 @@ mod tests {
 
     fn id(byte: u8) -> ObjectId {
         ObjectId::from_bytes([byte; 20])
+    }
+
+    /// An answer naming a kind no object has is refused, naming the object's field.
+    #[test]
+    fn an_answer_of_an_unknown_kind_names_its_object() {
+        let answer = |kind: &str| {
+            let mut builder = MessageBuilder::new();
+            let objects = vec![
+                Some(StoredHeader {
+                    kind: "blob".to_owned(),
+                    body: builder.section(b"a"),
+                }),
+                Some(StoredHeader {
+                    kind: kind.to_owned(),
+                    body: builder.section(b"b"),
+                }),
+            ];
+            builder.encode(&ObjectsAnswer { objects })
+        };
+        let decoded = decode_objects(&answer("tree")).unwrap();
+        assert_eq!(decoded[1].as_ref().unwrap().kind, ObjectKind::Tree);
+        assert_eq!(
+            decode_objects(&answer("tag")).unwrap_err(),
+            MessageError::field("objects[1].kind", "must be blob, tree or commit")
+        );
     }
 
     #[test]

@@ -37,6 +37,9 @@ const STDERR_REPORTED_BYTES: usize = 1024;
 
 /// The most bytes taken from stdout per `read` call.
 const READ_CHUNK: usize = 64 * 1024;
+/// The room asked for in the pipe of Git's answers (the most an unprivileged process may ask
+/// for by default).
+const PIPE_BYTES: i32 = 1 << 20;
 
 /// Parsed bytes are dropped from the front of the buffer once this many have accumulated, so
 /// that a long answer stream is not copied once per answer.
@@ -103,6 +106,13 @@ impl BatchReader {
         for fd in [reader.stdin.as_raw_fd(), reader.stdout.as_raw_fd()] {
             fcntl(fd, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(std::io::Error::from)?;
         }
+        // Git writes its answers a few KiB at a time: with room for a megabyte in the pipe it
+        // runs ahead of the reader instead of waking it (and waiting for it) at every write.
+        // Only a speed: a system that allows less keeps the default pipe.
+        let _ = fcntl(
+            reader.stdout.as_raw_fd(),
+            FcntlArg::F_SETPIPE_SZ(PIPE_BYTES),
+        );
         let kept = Arc::clone(&reader.stderr);
         // Ends when Git's stderr closes, that is when Git ends (it is killed on drop at the
         // latest).
