@@ -261,10 +261,14 @@ fn build_streaming(
     // The writers alone hold the receiver: when the last one has stopped (every one failed),
     // it is dropped and the reader's next send fails instead of waiting for ever.
     let receiver = std::sync::Arc::new(std::sync::Mutex::new(receiver));
+    // Set by the first writer that fails: the others stop at their next batch, and the reader
+    // sends no more, since the materialisation has failed whatever they do.
+    let failed = std::sync::atomic::AtomicBool::new(false);
     std::thread::scope(|scope| {
         let handles: Vec<_> = (0..writers)
             .map(|_| {
                 let receiver = std::sync::Arc::clone(&receiver);
+                let failed = &failed;
                 scope.spawn(move || -> Result<Written> {
                     let mut builder = Builder {
                         tree,
@@ -283,8 +287,16 @@ fn build_streaming(
                         let Ok(batch) = batch else {
                             return Ok(builder.written);
                         };
+                        if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                            return Ok(builder.written);
+                        }
                         for leaf in batch {
-                            builder.add(&leaf.path, leaf.mode, &leaf.sha256, &leaf.bytes)?;
+                            let added =
+                                builder.add(&leaf.path, leaf.mode, &leaf.sha256, &leaf.bytes);
+                            if added.is_err() {
+                                failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                            }
+                            added?;
                         }
                     }
                 })
@@ -293,9 +305,10 @@ fn build_streaming(
         drop(receiver);
         let mut batch = Vec::new();
         let mut gathered = 0;
-        // False once every writer has stopped (they failed): the rest is read and dropped.
+        // False once a writer has failed: the rest is read and dropped.
         let mut writing = true;
         let built = repository.stream_files(commit, |path, mode, sha256, bytes| {
+            writing = writing && !failed.load(std::sync::atomic::Ordering::Relaxed);
             if !writing {
                 return;
             }

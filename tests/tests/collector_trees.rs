@@ -157,13 +157,8 @@ fn a_materialisation_whose_every_writer_fails_ends_corrupt() {
     let scenario = with_extra_files(6_000);
     let fixed = scenario.request(SUM_FIXED);
     let (_, candidate) = tree_digests(&fixed.sealed);
-    let files = scenario.trees.root().join("files");
     let mut corrupted = 0;
-    let shards = std::fs::read_dir(&files)
-        .unwrap()
-        .map(|shard| shard.unwrap().path());
-    for entry in shards.flat_map(|shard| std::fs::read_dir(shard).unwrap()) {
-        let path = entry.unwrap().path();
+    for path in stored_files(&scenario) {
         let mode = std::fs::metadata(&path).unwrap().permissions();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::fs::write(&path, "corrupted\n").unwrap();
@@ -192,6 +187,76 @@ fn a_materialisation_whose_every_writer_fails_ends_corrupt() {
     assert!(
         !tree_dir(scenario, &candidate).exists(),
         "nothing is published from corrupt files"
+    );
+}
+
+/// Every file of the store's `files/`, by path.
+fn stored_files(scenario: &Scenario) -> Vec<PathBuf> {
+    let files = scenario.trees.root().join("files");
+    let shards = std::fs::read_dir(files)
+        .unwrap()
+        .map(|shard| shard.unwrap().path());
+    shards
+        .flat_map(|shard| std::fs::read_dir(shard).unwrap())
+        .map(|entry| entry.unwrap().path())
+        .collect()
+}
+
+/// The first file of a materialisation, its copy in the store corrupted, and every other
+/// file gone from the store: the writer that meets it fails, and the others stop at their
+/// next batch instead of writing (and storing) the rest of the ten thousand files.
+#[test]
+fn a_writer_that_fails_stops_the_others() {
+    let scenario = with_extra_files(10_000);
+    let fixed = scenario.request(SUM_FIXED);
+    let (base, candidate) = tree_digests(&fixed.sealed);
+    let stamps = std::fs::read_to_string(
+        scenario
+            .trees
+            .root()
+            .join("trees")
+            .join(base.hex())
+            .join("stamps"),
+    )
+    .unwrap();
+    // The first file in walk order: the first file the candidate's tree makes too.
+    let first = stamps
+        .lines()
+        .find_map(|line| line.strip_prefix("f "))
+        .and_then(|line| line.splitn(7, ' ').nth(6))
+        .unwrap();
+    let bytes = std::fs::read(tree_dir(&scenario, &base).join(first)).unwrap();
+    let hex = Digest::of(&bytes).hex();
+    let corrupt = scenario
+        .trees
+        .root()
+        .join("files")
+        .join(&hex[..2])
+        .join(&hex);
+    for path in stored_files(&scenario) {
+        if path != corrupt {
+            std::fs::remove_file(path).unwrap();
+        }
+    }
+    std::fs::set_permissions(&corrupt, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&corrupt, "corrupted\n").unwrap();
+    std::fs::set_permissions(&corrupt, std::fs::Permissions::from_mode(0o444)).unwrap();
+
+    let error = scenario
+        .trees
+        .materialise_tree(
+            &scenario.repo.repo,
+            &fixed.sealed.manifest.commit,
+            &candidate,
+        )
+        .unwrap_err();
+    assert_eq!(error.code(), "corrupt", "{error}");
+    assert!(!tree_dir(&scenario, &candidate).exists());
+    // At most what the other writers had taken (a batch of 1,024 files each) is stored.
+    let stored = stored_files(&scenario).len();
+    assert!(
+        stored <= 1 + 3 * 1_024,
+        "{stored} files stored after the failure"
     );
 }
 
