@@ -190,6 +190,17 @@ fn a_materialisation_whose_every_writer_fails_ends_corrupt() {
     );
 }
 
+/// Where the store keeps the file of `digest`.
+fn stored_file(scenario: &Scenario, digest: &Digest) -> PathBuf {
+    let hex = digest.hex();
+    scenario
+        .trees
+        .root()
+        .join("files")
+        .join(&hex[..2])
+        .join(hex)
+}
+
 /// Every file of the store's `files/`, by path.
 fn stored_files(scenario: &Scenario) -> Vec<PathBuf> {
     let files = scenario.trees.root().join("files");
@@ -226,13 +237,7 @@ fn a_writer_that_fails_stops_the_others() {
         .and_then(|line| line.splitn(7, ' ').nth(6))
         .unwrap();
     let bytes = std::fs::read(tree_dir(&scenario, &base).join(first)).unwrap();
-    let hex = Digest::of(&bytes).hex();
-    let corrupt = scenario
-        .trees
-        .root()
-        .join("files")
-        .join(&hex[..2])
-        .join(&hex);
+    let corrupt = stored_file(&scenario, &Digest::of(&bytes));
     for path in stored_files(&scenario) {
         if path != corrupt {
             std::fs::remove_file(path).unwrap();
@@ -269,13 +274,7 @@ fn a_corrupted_store_file_is_detected_and_never_run_or_repaired() {
     let request = scenario.request_for(sealed.clone());
     let (base, _) = tree_digests(&sealed);
     let check = tree_dir(&scenario, &base).join("check.sh");
-    let hex = Digest::of(CHECK.as_bytes()).hex();
-    let held = scenario
-        .trees
-        .root()
-        .join("files")
-        .join(&hex[..2])
-        .join(&hex);
+    let held = stored_file(&scenario, &Digest::of(CHECK.as_bytes()));
     assert_eq!(
         std::fs::read(&held).unwrap(),
         CHECK.as_bytes(),
