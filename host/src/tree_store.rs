@@ -13,9 +13,10 @@
 //!   object re-hashed, every rule checked) and its digest computed from the bytes must be the
 //!   one asked for; a file the store holds already is read and hashed again before it is
 //!   linked into the new tree (or, by a writer that had stopped looking in the store first,
-//!   before the tree keeps its own copy: [`FileStore::add`]). Each entry's stamp is taken as it is made and recorded
-//!   (`trees/<hex>/stamps`, one line per entry in walk order): a file's device, inode, mode,
-//!   size and modification time, a link's target, each directory.
+//!   before the tree keeps its own copy: [`FileStore::add`]). Each entry's stamp is taken as
+//!   it is made and recorded (`trees/<hex>/stamps`, one line per entry in walk order): a
+//!   file's device, inode, mode, size and modification time, a link's target, each
+//!   directory.
 //! - **At every use** ([`EnvironmentStore::verify_tree`], before every collection), every
 //!   entry's stamp: a file replaced (another inode), written to (its size or modification
 //!   time), given another mode, an entry added, removed or turned into another kind, or the
@@ -233,7 +234,7 @@ const WRITER_BATCH_LEAVES: usize = 1024;
 /// The most writers a materialisation starts.
 const MAX_WRITERS: usize = 4;
 /// How many files in a row a writer looks for in the store without finding one before it
-/// stops looking first ([`Builder::add_file`]).
+/// stops looking first ([`FileStore::add`]).
 const COLD_AFTER_MISSES: u32 = 64;
 
 /// What the writers made: every directory, and each leaf's path and stamp line.

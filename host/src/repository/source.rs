@@ -525,9 +525,9 @@ where
     walk_leaves(source, root, limits, policy, read_ahead, each)
 }
 
-/// One read of a walk's blobs: the place of its first blob in path order and the bodies, or
-/// why the read failed.
-type BlobRead<E> = Result<(usize, Vec<Vec<u8>>), E>;
+/// One read of a walk's blobs: the places of the blobs it asked for, in path order, and the
+/// bodies answered, or why the read failed.
+type BlobRead<E> = Result<(std::ops::Range<usize>, Vec<Vec<u8>>), E>;
 
 /// How a walk reads its blobs: [`read_whole`] on this thread, or [`read_ahead`]; each read
 /// is given to the function passed, which answers false to stop.
@@ -546,7 +546,7 @@ fn read_whole<S: ObjectSource + ?Sized>(
         each(
             source
                 .read(ids, ObjectKind::Blob, budget)
-                .map(|bodies| (0, bodies)),
+                .map(|bodies| (0..ids.len(), bodies)),
         );
     }
 }
@@ -569,7 +569,7 @@ fn read_batches<S: ObjectSource + ?Sized>(
         match source.read(&ids[at..end], ObjectKind::Blob, budget.min(left)) {
             Ok(bodies) => {
                 total += bodies.iter().map(|body| body.len() as u64).sum::<u64>();
-                if !each(Ok((at, bodies))) {
+                if !each(Ok((at..end, bodies))) {
                     return;
                 }
                 at = end;
@@ -625,14 +625,14 @@ fn walk_leaves<S: ObjectSource + ?Sized>(
     let mut total = 0u64;
     let mut failed = None;
     read_blobs(source, &ids, limits, &mut |read| {
-        let (at, bodies) = match read {
+        let (asked, bodies) = match read {
             Ok(read) => read,
             Err(error) => {
                 failed = Some(error);
                 return false;
             }
         };
-        for ((path, mode, id), body) in blobs[at..].iter().zip(bodies) {
+        for ((path, mode, id), body) in blobs[asked].iter().zip(bodies) {
             total += body.len() as u64;
             let leaf = WalkedLeaf {
                 path: path.clone(),
@@ -957,12 +957,13 @@ mod tests {
         let given = reads(read_ahead, &mut source, &ids, usize::MAX);
         let mut next = 0;
         for read in given {
-            let (at, bodies) = read.unwrap();
-            assert_eq!(at, next);
-            for (id, body) in ids[at..].iter().zip(&bodies) {
+            let (asked, bodies) = read.unwrap();
+            assert_eq!(asked.start, next);
+            assert_eq!(asked.len(), bodies.len());
+            for (id, body) in ids[asked.clone()].iter().zip(&bodies) {
                 assert_eq!(*body, vec![id.as_bytes()[0]; 3]);
             }
-            next += bodies.len();
+            next = asked.end;
         }
         assert_eq!(next, ids.len());
         let mut whole = Blobs {
