@@ -273,11 +273,7 @@ fn build_streaming(
                 scope.spawn(move || -> Result<Written> {
                     let mut builder = Builder {
                         tree,
-                        files: FileStore {
-                            files,
-                            shards: (0..=u8::MAX).map(|_| None).collect(),
-                            missed: 0,
-                        },
+                        files: FileStore::new(files),
                         open: None,
                         written: Written::default(),
                     };
@@ -292,12 +288,11 @@ fn build_streaming(
                             return Ok(builder.written);
                         }
                         for leaf in batch {
-                            let added =
-                                builder.add(&leaf.path, leaf.mode, &leaf.sha256, &leaf.bytes);
-                            if added.is_err() {
-                                failed.store(true, std::sync::atomic::Ordering::Relaxed);
-                            }
-                            added?;
+                            builder
+                                .add(&leaf.path, leaf.mode, &leaf.sha256, &leaf.bytes)
+                                .inspect_err(|_| {
+                                    failed.store(true, std::sync::atomic::Ordering::Relaxed);
+                                })?;
                         }
                     }
                 })
@@ -408,7 +403,16 @@ struct FileStore<'a> {
     missed: u32,
 }
 
-impl FileStore<'_> {
+impl<'a> FileStore<'a> {
+    /// A writer's view of `files`, no shard opened yet, looking first.
+    fn new(files: &'a DirFd) -> Self {
+        Self {
+            files,
+            shards: (0..=u8::MAX).map(|_| None).collect(),
+            missed: 0,
+        }
+    }
+
     /// Makes the file `name` of `dir` (at `path` in the tree) of `sha256`: a hard link to the
     /// store's file when the store holds it (read and hashed again first), else written anew
     /// and linked into the store; gives its stamp line.
@@ -668,14 +672,6 @@ mod tests {
         }
     }
 
-    fn writer(files: &DirFd) -> FileStore<'_> {
-        FileStore {
-            files,
-            shards: (0..=u8::MAX).map(|_| None).collect(),
-            missed: 0,
-        }
-    }
-
     /// Puts `bytes` (or, when given, `stored` in their place) into the store as the file of
     /// `bytes`' digest; gives that file's path.
     fn store(dirs: &Dirs, bytes: &[u8], stored: Option<&[u8]>) -> PathBuf {
@@ -718,7 +714,7 @@ mod tests {
         let dirs = dirs();
         let held = store(&dirs, b"held\n", None);
         let next = store(&dirs, b"next\n", None);
-        let mut writer = writer(&dirs.files);
+        let mut writer = FileStore::new(&dirs.files);
         make_cold(&mut writer, &dirs);
         add(&mut writer, &dirs, "held", b"held\n").unwrap();
         let tree = dirs.root.path().join("tree");
@@ -751,7 +747,7 @@ mod tests {
         for cold in [false, true] {
             let dirs = dirs();
             store(&dirs, b"held\n", Some(b"corrupted\n"));
-            let mut writer = writer(&dirs.files);
+            let mut writer = FileStore::new(&dirs.files);
             if cold {
                 make_cold(&mut writer, &dirs);
             }
