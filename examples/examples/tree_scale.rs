@@ -35,8 +35,10 @@
 //! this program's (`target/<profile>`), and `sf-sandbox-launcher` is looked for there too.
 //! Needs a root-owned git at /usr/bin/git, user namespaces, Landlock and overlayfs.
 
+use std::convert::Infallible;
 use std::error::Error;
 use std::ffi::OsStr;
+use std::ops::ControlFlow;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -113,7 +115,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         archive.push(large.archive(&root.join(format!("archive-{run}")))?);
         let repository = open(factory.as_ref(), &large.identity)?;
         let started = Instant::now();
-        repository.stream_files(&large.identity.initial, |_, _, _, _| {})?;
+        let ControlFlow::Continue(_) = repository
+            .stream_files(&large.identity.initial, |_, _, _, _| {
+                ControlFlow::<Infallible>::Continue(())
+            })?;
         streamed.push(started.elapsed());
     }
 

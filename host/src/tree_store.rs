@@ -30,6 +30,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write as _;
+use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 use std::path::PathBuf;
@@ -301,12 +302,11 @@ fn build_streaming(
         drop(receiver);
         let mut batch = Vec::new();
         let mut gathered = 0;
-        // False once a writer has failed: the rest is read and dropped.
-        let mut writing = true;
+        // A writer that failed stops the reading (as does a send that fails: every writer has
+        // stopped), since the materialisation has failed whatever is read next.
         let built = repository.stream_files(commit, |path, mode, sha256, bytes| {
-            writing = writing && !failed.load(std::sync::atomic::Ordering::Relaxed);
-            if !writing {
-                return;
+            if failed.load(std::sync::atomic::Ordering::Relaxed) {
+                return ControlFlow::Break(());
             }
             gathered += bytes.len();
             batch.push(Leaf {
@@ -316,11 +316,14 @@ fn build_streaming(
                 bytes: bytes.to_vec(),
             });
             if gathered >= WRITER_BATCH_BYTES || batch.len() >= WRITER_BATCH_LEAVES {
-                writing = sender.send(std::mem::take(&mut batch)).is_ok();
+                if sender.send(std::mem::take(&mut batch)).is_err() {
+                    return ControlFlow::Break(());
+                }
                 gathered = 0;
             }
+            ControlFlow::Continue(())
         });
-        if writing && !batch.is_empty() {
+        if matches!(built, Ok(ControlFlow::Continue(_))) && !batch.is_empty() {
             let _ = sender.send(batch);
         }
         drop(sender);
@@ -341,7 +344,13 @@ fn build_streaming(
         }
         let built =
             built.map_err(|error| unavailable(format!("reading commit {commit}: {error}")))?;
-        Ok((built, written?))
+        match built {
+            ControlFlow::Continue(built) => Ok((built, written?)),
+            // The reading stops only when a writer has failed, whose error `written` holds.
+            ControlFlow::Break(()) => Err(written.err().unwrap_or_else(|| {
+                unavailable(format!("reading commit {commit} stopped before its end"))
+            })),
+        }
     })
 }
 

@@ -8,6 +8,8 @@
 //! object of the base is one of M's, verified in the walk.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
+use std::ops::ControlFlow;
 
 use crate::canonical::{self, Digest};
 use crate::contracts::tree_digest::{self, Directory};
@@ -318,7 +320,7 @@ impl Repository {
         let mut snapshot = matches!(manifest.contents, TreeContents::Digest(_))
             .then(crate::snapshot::SnapshotHasher::new);
         let mut kept = BTreeMap::new();
-        let walked = source::stream_tree(
+        let ControlFlow::Continue(walked) = source::stream_tree(
             self.store.as_ref(),
             manifest.tree,
             &self.identity.settings(),
@@ -331,6 +333,7 @@ impl Repository {
                 if edited.contains(leaf.path.as_str()) {
                     kept.insert(leaf.path.clone(), bytes.to_vec());
                 }
+                ControlFlow::<Infallible>::Continue(())
             },
         )?;
         Ok(VerifiedTree {

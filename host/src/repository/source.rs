@@ -4,6 +4,8 @@
 //! re-hashed and every rule re-checked.
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::ops::ControlFlow;
 use std::time::Instant;
 
 use crate::canonical::Digest;
@@ -448,9 +450,11 @@ pub(crate) fn walk_indexed<S: ObjectSource + ?Sized>(
     policy: TreePolicy,
 ) -> Result<(Vec<SourceFile>, TreeIndex), WalkError<S::Error>> {
     let mut contents = Vec::new();
-    let walked = walk_leaves(source, root, limits, policy, read_whole, |_, content| {
-        contents.push(content.to_vec());
-    })?;
+    let ControlFlow::Continue(walked) =
+        walk_leaves(source, root, limits, policy, read_whole, |_, content| {
+            contents.push(content.to_vec());
+            ControlFlow::<Infallible>::Continue(())
+        })?;
     let files = walked
         .leaves
         .into_iter()
@@ -511,13 +515,18 @@ const WALK_BATCH_BLOBS: usize = 4096;
 /// then its bytes). The next batch is read on a thread of its own while this one is handed
 /// out, so that the store's work (a Git process serving the read) and this walk's (hashing,
 /// the caller's) overlap instead of taking turns. The checks are [`walk_tree`]'s.
-pub(crate) fn walk_streaming<S>(
+///
+/// `each` may stop the walk (`Break`): nothing more is read (the thread reading ahead stops
+/// within a read), and the walk answers that `Break`, never a [`Walked`], since it checked
+/// only part of the tree. A walk that cannot stop takes an `each` whose `Break` is
+/// [`Infallible`].
+pub(crate) fn walk_streaming<S, B>(
     source: &mut S,
     root: ObjectId,
     limits: &RepositoryLimits,
     policy: TreePolicy,
-    each: impl FnMut(&WalkedLeaf, &[u8]),
-) -> Result<Walked, WalkError<S::Error>>
+    each: impl FnMut(&WalkedLeaf, &[u8]) -> ControlFlow<B>,
+) -> Result<ControlFlow<B, Walked>, WalkError<S::Error>>
 where
     S: ObjectSource + Send + ?Sized,
     S::Error: Send,
@@ -609,21 +618,22 @@ fn read_ahead<S>(
 }
 
 /// The walk of [`walk_tree`] and [`walk_streaming`]: the trees read level by level, then the
-/// blobs with `read_blobs`.
-fn walk_leaves<S: ObjectSource + ?Sized>(
+/// blobs with `read_blobs`, each leaf handed to `each`, which may stop the walk.
+fn walk_leaves<S: ObjectSource + ?Sized, B>(
     source: &mut S,
     root: ObjectId,
     limits: &RepositoryLimits,
     policy: TreePolicy,
     read_blobs: ReadBlobs<S, S::Error>,
-    mut each: impl FnMut(&WalkedLeaf, &[u8]),
-) -> Result<Walked, WalkError<S::Error>> {
+    mut each: impl FnMut(&WalkedLeaf, &[u8]) -> ControlFlow<B>,
+) -> Result<ControlFlow<B, Walked>, WalkError<S::Error>> {
     let (index, mut blobs, mut faults) = walk_trees(source, root, limits)?;
     blobs.sort_by(|a, b| a.0.cmp(&b.0));
     let ids: Vec<ObjectId> = blobs.iter().map(|(_, _, id)| *id).collect();
     let mut leaves = Vec::with_capacity(blobs.len());
     let mut total = 0u64;
     let mut failed = None;
+    let mut stopped = None;
     read_blobs(source, &ids, limits, &mut |read| {
         let (asked, bodies) = match read {
             Ok(read) => read,
@@ -646,11 +656,18 @@ fn walk_leaves<S: ObjectSource + ?Sized>(
                     Vec::new()
                 },
             };
-            each(&leaf, &body);
+            let flow = each(&leaf, &body);
             leaves.push(leaf);
+            if let ControlFlow::Break(stop) = flow {
+                stopped = Some(stop);
+                return false;
+            }
         }
         true
     });
+    if let Some(stop) = stopped {
+        return Ok(ControlFlow::Break(stop));
+    }
     if let Some(error) = failed {
         // The leaves are read and checked even when entries are at fault, so that a refusal
         // lists the faults of the tree rules beside those of the entries; a read that fails
@@ -689,7 +706,7 @@ fn walk_leaves<S: ObjectSource + ?Sized>(
             format!("tree {root} is not the tree of its own files"),
         )]));
     }
-    Ok(Walked { leaves, index })
+    Ok(ControlFlow::Continue(Walked { leaves, index }))
 }
 
 /// The trees of a walk, level by level: the index of every sound tree, every leaf (path,
@@ -829,15 +846,15 @@ pub(crate) fn read_tree(
 }
 
 /// [`read_tree`] streaming ([`walk_streaming`]): every object re-hashed and every rule
-/// checked, the blobs handed to `each` in path order and dropped.
-pub(crate) fn stream_tree(
+/// checked, the blobs handed to `each` in path order and dropped; `each` may stop it.
+pub(crate) fn stream_tree<B>(
     store: &dyn ObjectStore,
     tree: ObjectId,
     settings: &RepositorySettings,
     what: &str,
     deadline: Instant,
-    each: impl FnMut(&WalkedLeaf, &[u8]),
-) -> Result<Walked, RepositoryError> {
+    each: impl FnMut(&WalkedLeaf, &[u8]) -> ControlFlow<B>,
+) -> Result<ControlFlow<B, Walked>, RepositoryError> {
     let mut source = OwnedObjects {
         store,
         what,
@@ -1005,6 +1022,82 @@ mod tests {
         let given = reads(read_ahead, &mut source, &ids, 1);
         assert_eq!(given.len(), 1);
         assert!(source.reads <= 3, "{} reads of 10", source.reads);
+    }
+
+    /// A tree's objects in memory, its blob reads counted.
+    struct Objects {
+        by_id: BTreeMap<ObjectId, Vec<u8>>,
+        blob_reads: usize,
+    }
+
+    impl ObjectSource for Objects {
+        type Error = String;
+
+        fn read(
+            &mut self,
+            ids: &[ObjectId],
+            kind: ObjectKind,
+            _budget: u64,
+        ) -> Result<Vec<Vec<u8>>, String> {
+            if kind == ObjectKind::Blob {
+                self.blob_reads += 1;
+            }
+            ids.iter()
+                .map(|id| self.by_id.get(id).cloned().ok_or(format!("{id} missing")))
+                .collect()
+        }
+    }
+
+    /// The streaming walk of `built` from memory through `each`, and how many blob reads it
+    /// made.
+    fn stream<B>(
+        built: &BuiltTree,
+        each: impl FnMut(&WalkedLeaf, &[u8]) -> ControlFlow<B>,
+    ) -> (ControlFlow<B, Walked>, usize) {
+        let mut source = Objects {
+            by_id: built
+                .objects
+                .iter()
+                .map(|object| (object.id, object.body.clone()))
+                .collect(),
+            blob_reads: 0,
+        };
+        let walked = walk_streaming(
+            &mut source,
+            built.tree,
+            &REPOSITORY_LIMITS,
+            TreePolicy::default(),
+            each,
+        );
+        (walked.unwrap(), source.blob_reads)
+    }
+
+    /// A consumer that stops a streaming walk gets its `Break` back, not a walk, and the reading
+    /// stops with it: of ten batches of blobs, at most the one handed out and the one or two read
+    /// ahead meanwhile are read. A consumer that never stops is handed every file.
+    #[test]
+    fn a_streaming_walk_stops_when_its_consumer_does() {
+        let files: Vec<SourceFile> = (0..10 * WALK_BATCH_BLOBS)
+            .map(|at| SourceFile::text(format!("d{:02}/f{at:05}", at % 64), at.to_string()))
+            .collect();
+        let built = build_tree(&files);
+        let mut handed = 0;
+        let (walked, reads) = stream(&built, |leaf, _| {
+            handed += 1;
+            ControlFlow::Break(leaf.path.clone())
+        });
+        assert!(matches!(walked, ControlFlow::Break(ref path) if path == "d00/f00000"));
+        assert_eq!(handed, 1);
+        assert!(reads <= 3, "{reads} reads of 10");
+
+        let mut handed = 0;
+        let (walked, reads) = stream(&built, |_, _| {
+            handed += 1;
+            ControlFlow::<Infallible>::Continue(())
+        });
+        let ControlFlow::Continue(walked) = walked;
+        assert_eq!((handed, walked.leaves.len()), (files.len(), files.len()));
+        assert_eq!(reads, 10);
     }
 
     #[test]

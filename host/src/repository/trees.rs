@@ -3,6 +3,7 @@
 //! given paths (from its tree record), and the Candidate's edited entries, before and after.
 
 use std::collections::BTreeMap;
+use std::ops::ControlFlow;
 
 use crate::canonical::Digest;
 use crate::contracts::ObjectStoreExt as _;
@@ -30,22 +31,26 @@ impl Repository {
     /// Streams every file and link of the factory commit `commit` (path order, each object
     /// re-hashed and every rule checked, as a whole read does) through `each` (its path, mode,
     /// SHA-256 and bytes), holding no file's bytes beyond two reads, and returns the tree's
-    /// `sf-tree/1` digest computed from the bytes read.
-    pub fn stream_files(
+    /// `sf-tree/1` digest computed from the bytes read. `each` may stop the stream (`Break`):
+    /// nothing more is read, and the answer is that `Break`, never a digest.
+    pub fn stream_files<B>(
         &self,
         commit: &ObjectId,
-        mut each: impl FnMut(&str, EntryMode, &Digest, &[u8]),
-    ) -> Result<Digest, RepositoryError> {
+        mut each: impl FnMut(&str, EntryMode, &Digest, &[u8]) -> ControlFlow<B>,
+    ) -> Result<ControlFlow<B, Digest>, RepositoryError> {
         let _reads = self.store.read_scope();
         let tree = self.factory_tree(commit)?;
-        let walked = source::stream_tree(
+        let walked = match source::stream_tree(
             self.store.as_ref(),
             tree,
             &self.identity.settings(),
             &format!("commit {commit}"),
             self.deadline(),
             |leaf, bytes| each(&leaf.path, leaf.mode, &leaf.sha256, bytes),
-        )?;
+        )? {
+            ControlFlow::Continue(walked) => walked,
+            ControlFlow::Break(stop) => return Ok(ControlFlow::Break(stop)),
+        };
         let digested = tree_digest::build(walked.leaves.iter().map(|leaf| {
             (
                 leaf.path.as_str(),
@@ -53,7 +58,7 @@ impl Repository {
             )
         }))
         .map_err(|error| RepositoryError::corrupt(format!("commit {commit}: {error}")))?;
-        Ok(digested.root.hash)
+        Ok(ControlFlow::Continue(digested.root.hash))
     }
 
     /// The `sf-tree/1` directories of the factory commit `commit`'s tree that hold `paths`
