@@ -59,6 +59,22 @@ fn true_request() -> RunRequest {
     }
 }
 
+/// An Executor configured, run once and dropped: what a single run such as `sf exec`'s costs
+/// inside the process, without the process's own start and the plugin's load.
+fn time_single_run(request: &RunRequest) -> Result<Duration, String> {
+    let start = Instant::now();
+    let executor = sandbox(None, true)?;
+    let answer = executor
+        .run(request, &CancelToken::new())
+        .map_err(|error| error.to_string())?;
+    drop(executor);
+    let elapsed = start.elapsed();
+    if answer.status != RunStatus::Exited || answer.exit_code != Some(0) {
+        return Err(format!("unexpected answer: {answer:?}"));
+    }
+    Ok(elapsed)
+}
+
 /// One `run()` of `/bin/true`: launch to exit, as the caller sees it.
 fn time_sandbox(executor: &SandboxExecutor, request: &RunRequest) -> Result<Duration, String> {
     let start = Instant::now();
@@ -194,6 +210,7 @@ fn main() {
     });
     let mut sandbox_per_run = Variant::new("sandbox-exec, sandbox built per run");
     let mut sandbox_new = Variant::new("sandbox-exec (new netns per run)");
+    let mut single = Variant::new("sandbox-exec, an Executor per run");
     if let Err(error) = &shared {
         sandbox_shared.skipped = Some(error.clone());
     }
@@ -223,6 +240,8 @@ fn main() {
             sandbox_per_run.record(time_sandbox(executor, &request));
         }
         pause();
+        single.record(time_single_run(&request));
+        pause();
         match &new_net {
             Some(Ok(executor)) => sandbox_new.record(time_sandbox(executor, &request)),
             Some(Err(error)) => sandbox_new.skipped = Some(error.clone()),
@@ -249,6 +268,7 @@ fn main() {
         &sandbox_shared,
         &sandbox_new,
         &sandbox_per_run,
+        &single,
         &back_to_back,
     ] {
         match (&variant.skipped, variant.median()) {
@@ -260,7 +280,9 @@ fn main() {
     println!("targets: sandbox-exec at most 0.5× bubblewrap and at most 3× bare");
     println!(
         "(sandbox-exec builds the next run's sandbox after each run, ahead of the next; \
-         \"built per run\" is prepare_ahead = false; \"back to back\" runs one Executor with no \
-         pause, so each run waits for its sandbox to be built)"
+         \"built per run\" is prepare_ahead = false; \"an Executor per run\" configures an \
+         Executor, runs it once and drops it, as `sf exec` does after loading the plugin; \
+         \"back to back\" runs one Executor with no pause, so each run waits for its sandbox \
+         to be built)"
     );
 }
