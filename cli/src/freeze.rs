@@ -14,13 +14,14 @@ use super::common::{CliError, Context, MAX_INPUT_BYTES, repository_error};
 use super::slice_dir::{
     FROZEN, SLICE_RECORD, canonical_dir, coded, empty_snapshot, invalid, state_dir,
 };
+use sf_host::assurance::trusted::{Closing, PathSet};
 use sf_host::assurance::{
-    Acceptance, FrozenSlice, SliceRecord, current_environment, overlay_protection,
+    Acceptance, FrozenSlice, SliceRecord, current_environment, protection_of,
 };
 use sf_host::canonical::{self, Digest, Value};
 use sf_host::collector::{current_recipe, lay_over, materialise_base};
 use sf_host::dir_fd::{DirFd, DirFdError};
-use sf_host::repository::{ID_RULE, ProposalBounds, is_valid_id};
+use sf_host::repository::{Because, ID_RULE, ProposalBounds, is_valid_id};
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 use sf_host::snapshot_store::SnapshotStore;
 use sf_host::source_dir::read_snapshot_dir;
@@ -47,7 +48,8 @@ pub struct FreezeArgs {
 /// What `slice.json` says: the Slice's id and revision, the paths a Candidate may edit
 /// (`scope`), the patterns no Candidate may touch (`protected`, none when absent), and the
 /// proposal bounds when the Slice raises the default ones (`bounds`, `{"edits", "bytes"}`),
-/// and the constructs no proposal may add (`forbidden`, none when absent).
+/// the constructs no proposal may add (`forbidden`, none when absent), and the closed
+/// sub-paths a proposal may touch all the same (`open`, none when absent).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Authored {
@@ -62,6 +64,8 @@ struct Authored {
     bounds: Option<ProposalBounds>,
     #[serde(default)]
     forbidden: Vec<String>,
+    #[serde(default)]
+    open: Vec<String>,
 }
 
 fn slice_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
@@ -120,10 +124,12 @@ pub fn run(context: &Context, command: SliceCommand) -> Result<super::Output, Cl
         "overlay": record.overlay.to_string(),
         "base": record.base.to_hex(),
         "protected": record.protected,
+        "closed": record.closed,
+        "open": record.open,
         "inputs": frozen.inputs.iter().map(|(name, digest)| (name.clone(), serde_json::Value::String(digest.to_string()))).collect::<serde_json::Map<_, _>>(),
     });
     let text = format!(
-        "frozen Slice {} revision {}\n  slice       {}\n  acceptance  {}\n  recipe      {}\n  environment {}\n  harness     {} ({} files)\n  overlay     {} ({} files)\n  base        {}\n  seal with   --slice {}\n",
+        "frozen Slice {} revision {}\n  slice       {}\n  acceptance  {}\n  recipe      {}\n  environment {}\n  harness     {} ({} files)\n  overlay     {} ({} files)\n  base        {}\n{}  seal with   --slice {}\n",
         record.id,
         record.revision,
         frozen.digest,
@@ -135,9 +141,34 @@ pub fn run(context: &Context, command: SliceCommand) -> Result<super::Output, Cl
         record.overlay,
         frozen.slice.overlay.len(),
         record.base,
+        closure_text(record),
         dir.display()
     );
     Ok(super::Output { json, text })
+}
+
+/// What the Slice closes, by reason, and what it opens again, for the text output.
+fn closure_text(record: &SliceRecord) -> String {
+    let mut text = String::new();
+    for because in [Because::StandsIn, Because::LoadedBefore, Because::Beside] {
+        let patterns: Vec<&str> = record
+            .closed
+            .iter()
+            .filter(|entry| entry.because == because)
+            .map(|entry| entry.pattern.as_str())
+            .collect();
+        if !patterns.is_empty() {
+            text.push_str(&format!(
+                "  closed      {}: {}\n",
+                because.as_str(),
+                patterns.join(", ")
+            ));
+        }
+    }
+    if !record.open.is_empty() {
+        text.push_str(&format!("  open        {}\n", record.open.join(", ")));
+    }
+    text
 }
 
 /// A descriptor error as the command line reports it, naming the path.
@@ -253,8 +284,20 @@ fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, Cli
     let base_snapshot = repository
         .snapshot(&base)
         .map_err(|error| repository_error("the repository's target", &error))?;
+    let base_tree = materialise_base(&base_snapshot, &base_snapshot.commit, &base_snapshot.tree)
+        .map_err(|why| invalid("the base", why))?;
+    let tree = PathSet::new(
+        base_tree
+            .files
+            .iter()
+            .chain(&overlay)
+            .map(|file| file.path.as_str()),
+    );
+    let closing = Closing::derive(&acceptance, &overlay, &slice.scope, &tree)
+        .map_err(|error| invalid(format!("the Slice in {}", dir.display()), error))?;
     let mut protected: Vec<String> = slice.protected.clone();
-    for pattern in overlay_protection(&overlay) {
+    let trusted = overlay.iter().map(|file| file.path.as_str());
+    for pattern in protection_of(trusted.chain(closing.named_files.iter().map(String::as_str))) {
         if !protected.contains(&pattern) {
             protected.push(pattern);
         }
@@ -281,6 +324,8 @@ fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, Cli
             .bounds
             .filter(|bounds| *bounds != ProposalBounds::DEFAULT),
         forbidden: slice.forbidden,
+        closed: closing.closed(),
+        open: slice.open,
     };
     let frozen = FrozenSlice {
         record,
@@ -294,8 +339,6 @@ fn prepare(context: &Context, dir: &Path, identity: &Path) -> Result<Frozen, Cli
     let digest = frozen
         .validate()
         .map_err(|error| invalid(format!("the Slice in {}", dir.display()), error))?;
-    let base_tree = materialise_base(&base_snapshot, &base_snapshot.commit, &base_snapshot.tree)
-        .map_err(|why| invalid("the base", why))?;
     lay_over(&base_tree, &frozen.overlay, "base").map_err(|why| invalid("overlay/", why))?;
     frozen
         .check_entries_in(&base_tree.files)

@@ -135,6 +135,70 @@ impl PathGlob {
     }
 }
 
+impl PathGlob {
+    /// A pattern that matches `path` (a repository path) and at most a little more
+    /// ([`covering_text`]); `None` for a path too long to be written as a pattern.
+    pub fn covering(path: &str) -> Option<Self> {
+        Self::parse(&covering_text(path)).ok()
+    }
+
+    /// Whether every path at or below `path` matches: the pattern is literal segments that
+    /// lead to `path` (or above it) followed by one `**`.
+    pub fn covers_subtree(&self, path: &str) -> bool {
+        let Some((Segment::Any, literal)) = self.segments.split_last() else {
+            return false;
+        };
+        let mut below = path.split('/');
+        literal.iter().all(|segment| {
+            let Segment::Pattern(tokens) = segment else {
+                return false;
+            };
+            below.next().is_some_and(|part| {
+                tokens.len() == part.len()
+                    && tokens
+                        .iter()
+                        .zip(part.bytes())
+                        .all(|(token, byte)| *token == Token::Byte(byte.to_ascii_lowercase()))
+            })
+        })
+    }
+
+    /// Whether some path could match both `self` and `other`. Never `false` when one could;
+    /// sometimes `true` when none can (two wildcard segments are taken to meet, and a `**`
+    /// to meet anything from where it stands), which is what a check that refuses a pattern
+    /// reaching into another needs.
+    pub fn may_overlap(&self, other: &PathGlob) -> bool {
+        let (mut a, mut b) = (self.segments.iter(), other.segments.iter());
+        loop {
+            match (a.next(), b.next()) {
+                (None, None) => return true,
+                (Some(Segment::Any), _) | (_, Some(Segment::Any)) => return true,
+                (None, Some(_)) | (Some(_), None) => return false,
+                (Some(Segment::Pattern(x)), Some(Segment::Pattern(y))) => {
+                    let literal = |tokens: &[Token]| {
+                        tokens
+                            .iter()
+                            .map(|token| match token {
+                                Token::Byte(byte) => Some(*byte),
+                                _ => None,
+                            })
+                            .collect::<Option<Vec<u8>>>()
+                    };
+                    let meets = match (literal(x), literal(y)) {
+                        (Some(x), Some(y)) => x == y,
+                        (Some(x), None) => segment_matches(y, &x),
+                        (None, Some(y)) => segment_matches(x, &y),
+                        (None, None) => true,
+                    };
+                    if !meets {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl fmt::Display for PathGlob {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.text)
@@ -155,6 +219,19 @@ fn segment_matches(tokens: &[Token], segment: &[u8]) -> bool {
         }
     }
     reach[0][0]
+}
+
+/// `path` (a repository path) written as a pattern that matches it and at most a little
+/// more: each byte the language refuses (`[`, `]`, `{`, `}`, `\\`, a leading `!`) becomes `?`,
+/// and its `*` and `?` stay wildcards. Closing a little more than a path is always safe.
+pub fn covering_text(path: &str) -> String {
+    path.char_indices()
+        .map(|(at, c)| match c {
+            '[' | ']' | '{' | '}' | '\\' => '?',
+            '!' if at == 0 => '?',
+            other => other,
+        })
+        .collect()
 }
 
 /// The first pattern of `patterns` that `path` matches, if any.
@@ -188,6 +265,54 @@ mod tests {
         assert!(!matches("a/**/b", "a/x/y/c"));
         assert!(matches("**", "anything/at/all"));
         assert!(matches("**/**/x", "x"));
+    }
+
+    #[test]
+    fn overlap_is_never_missed() {
+        let overlap = |a: &str, b: &str| {
+            let (a, b) = (PathGlob::parse(a).unwrap(), PathGlob::parse(b).unwrap());
+            assert_eq!(a.may_overlap(&b), b.may_overlap(&a), "symmetric");
+            a.may_overlap(&b)
+        };
+        assert!(overlap("tests/**", "tests/extra/**"));
+        assert!(overlap("tests/test_x.*", "tests/test_x.pyc"));
+        assert!(overlap("Tests/X.py", "tests/x.py"), "case is ignored");
+        assert!(overlap("**/*.pth", "src/a.pth"));
+        assert!(overlap("tests/*/conftest.py", "tests/a/*.py"));
+        assert!(!overlap("tests/extra/**", "tests/test_x/**"));
+        assert!(!overlap("tests/extra/**", "tests/test_x.*"));
+        assert!(!overlap("tests/extra/**", "tests/__pycache__/**"));
+        assert!(!overlap("tests/test_x.*", "tests/test_y.py"));
+        assert!(!overlap("a/b", "a/b/c"), "a literal path has one length");
+        assert!(!overlap("src/x.py", "tests/**"));
+    }
+
+    #[test]
+    fn a_covering_pattern_matches_its_path() {
+        for path in ["tests/[x].py", "!a/b{c}.py", "a/b*c?.py", "a\\b"] {
+            let glob = PathGlob::covering(path).unwrap();
+            assert!(glob.matches(path), "{path} -> {glob}");
+        }
+        assert_eq!(PathGlob::covering("a/!b").unwrap().as_str(), "a/!b");
+        assert!(PathGlob::covering(&"a".repeat(300)).is_none());
+    }
+
+    #[test]
+    fn a_subtree_is_covered_only_by_a_literal_prefix_and_one_double_star() {
+        let covers =
+            |pattern: &str, path: &str| PathGlob::parse(pattern).unwrap().covers_subtree(path);
+        assert!(covers("src/**", "src"));
+        assert!(covers("src/**", "src/typing_extensions.py"));
+        assert!(covers("Src/**", "src/a/b"));
+        assert!(covers("**", "anything"));
+        assert!(!covers("src/**", "srcs/a"));
+        assert!(!covers("src/a/**", "src"), "only the part below src/a");
+        assert!(!covers("src/*.py", "src"));
+        assert!(
+            !covers("src/x.py", "src/x.py"),
+            "a literal path closes no subtree"
+        );
+        assert!(!covers("*/**", "src"));
     }
 
     #[test]

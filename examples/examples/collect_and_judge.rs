@@ -182,6 +182,8 @@ fn main() -> Result<(), Box<dyn Error>> {
             executor: canonical::object([("type", Value::from("sandbox-exec"))]),
             bounds: None,
             forbidden: Vec::new(),
+            closed: Vec::new(),
+            open: Vec::new(),
         },
         acceptance,
         recipe,

@@ -85,6 +85,7 @@ pub fn open(
 pub fn frozen(base: ObjectId) -> FrozenInputs {
     FrozenInputs {
         forbidden: Vec::new(),
+        closure: Default::default(),
         base,
         slice: Slice {
             id: "scale".into(),

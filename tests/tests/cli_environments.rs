@@ -6,44 +6,21 @@
 //! its parent (with a cosmetic edit) Failed with the FAIL_TO_PASS test named; a check whose
 //! environment changed in the store runs nothing (`corrupt`).
 
+mod greeter_support;
 mod land_support;
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
+use greeter_support::{GREET_BUGGY, GREET_FIXED, greeter_slice};
 use land_support::{Public, Work, show, write};
 use sf_host::canonical::Digest;
 use sf_tests::plugins::Envelope;
 
-/// The packages pytest and requests' test module need, pinned.
-const PACKAGES: &[&str] = &[
-    "pytest==9.2.0",
-    "urllib3==2.8.0",
-    "idna==3.20",
-    "charset-normalizer==3.5.3",
-    "certifi==2026.10.19.post1",
-];
-
-/// Builds `venv/` in `public`, a Python venv with [`PACKAGES`] from the package registry, and
-/// adds it to the store as `pytest`; its digest.
-fn pytest_environment(public: &Public) -> String {
-    let venv = public.path().join("venv");
-    let status = Command::new("/usr/bin/python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status()
-        .unwrap();
-    assert!(status.success(), "python3 -m venv: {status}");
-    let output = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "--disable-pip-version-check"])
-        .args(PACKAGES)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "pip install from the package registry: {output:?}"
-    );
+/// Adds the shared pytest venv ([`land_support::pytest_venv`]) to `public`'s store as
+/// `pytest`; its digest and where it was built.
+fn pytest_environment(public: &Public) -> (String, PathBuf) {
+    let venv = land_support::pytest_venv();
     let added = Envelope::parse(
         sf_tests::plugins::sf()
             .env("HOME", public.home())
@@ -52,7 +29,7 @@ fn pytest_environment(public: &Public) -> String {
             .output()
             .unwrap(),
     );
-    added.result()["digest"].as_str().unwrap().to_owned()
+    (added.result()["digest"].as_str().unwrap().to_owned(), venv)
 }
 
 struct Fix {
@@ -85,7 +62,11 @@ const TESTS: &str = "tests/test_utils.py";
 
 /// The work of `fix`: its parent as the base, the fix's tests over both trees, pytest from
 /// the environment; the parent's and the fix's source.
-fn slice_for(fix: &Fix, public: &Public, environment: &str) -> (Work, String, String) {
+fn slice_for(
+    fix: &Fix,
+    public: &Public,
+    environment: &(String, PathBuf),
+) -> (Work, String, String) {
     let mut clone = None;
     let work = Work::from_git(
         |dir| {
@@ -154,8 +135,8 @@ fn slice_for(fix: &Fix, public: &Public, environment: &str) -> (Work, String, St
             .unwrap();
     let pinned = &acceptance["checks"][0]["environment"];
     assert_eq!(pinned["name"], "pytest");
-    assert_eq!(pinned["digest"], environment);
-    assert_eq!(pinned["at"], public.path().join("venv").to_str().unwrap());
+    assert_eq!(pinned["digest"], environment.0);
+    assert_eq!(pinned["at"], environment.1.to_str().unwrap());
     let parent = show(&clone, &format!("{}^", fix.commit), SOURCE);
     let fixed = show(&clone, fix.commit, SOURCE);
     (work, parent, fixed)
@@ -286,96 +267,14 @@ fn an_environment_that_changed_in_the_store_is_never_used() {
     assert_eq!(epochs(), before, "no attempt was claimed");
 }
 
-const GREET_BUGGY: &str = "module.exports = (name) => 'hello ' + name;\n";
-const GREET_FIXED: &str =
-    "const shout = require('shout');\nmodule.exports = (name) => shout('hello ' + name);\n";
-const GREET_TEST: &str = "const test = require('node:test');\n\
-const assert = require('node:assert');\n\
-const greet = require('../lib/greet');\n\
-test('greets loudly', () => { assert.strictEqual(greet('ada'), 'HELLO ADA!'); });\n\
-test('keeps the name', () => { assert.match(greet('ada'), /ada/i); });\n";
-
-/// A Node project (`lib/greet.js`, which does not shout yet) in a Git repository `node`.
-fn node_project(dir: &Path) -> String {
-    let source = dir.join("node");
-    std::fs::create_dir(&source).unwrap();
-    write(
-        &source.join("package.json"),
-        "{\"name\":\"greeter\",\"private\":true}\n",
-    );
-    write(&source.join("lib/greet.js"), GREET_BUGGY);
-    let run = |args: &[&str]| sf_tests::plain_git(&source, args, &[]);
-    run(&["init", "-q"]);
-    run(&["add", "-A"]);
-    run(&["commit", "-q", "-m", "greet"]);
-    "node".into()
-}
-
-/// A `node_modules` environment holding the package `shout`.
-fn node_modules(public: &Public) -> PathBuf {
-    let env = public.path().join("node-env");
-    write(
-        &env.join("node_modules/shout/package.json"),
-        "{\"name\":\"shout\",\"version\":\"1.0.0\",\"main\":\"index.js\"}\n",
-    );
-    write(
-        &env.join("node_modules/shout/index.js"),
-        "module.exports = (text) => text.toUpperCase() + '!';\n",
-    );
-    env
-}
-
 #[test]
 fn a_node_project_runs_node_test_with_a_node_modules_environment() {
     let public = Public::new();
-    let env = node_modules(&public);
-    let work = Work::from_git(node_project, "HEAD").with_env("HOME", &public.home());
-    work.sf(&["env", "add", "node-deps", env.to_str().unwrap()])
-        .result();
-    let slice = work.dir.join("node-slice");
-    write(
-        &slice.join("slice.json"),
-        r#"{"id":"greet","revision":1,"scope":["lib"],"protected":["test/greet.test.js"]}"#,
+    let work = greeter_slice(
+        &public,
+        &serde_json::json!({"id": "greet", "revision": 1, "scope": ["lib"],
+                            "protected": ["test/greet.test.js"]}),
     );
-    write(&slice.join("overlay/test/greet.test.js"), GREET_TEST);
-    write(&slice.join("inputs/none/README"), "no input\n");
-    write(
-        &slice.join("recipe.json"),
-        r#"{"timeoutMs":60000,"outputLimit":65536}"#,
-    );
-    let check = |id: &str, phase: &str, stage: &str, exit: i32| {
-        serde_json::json!({
-            "kind": "command", "id": id, "phase": phase, "stage": stage,
-            "argv": ["node", "--test", "--test-reporter=junit",
-                     "--test-reporter-destination=/sf/scratch/results.xml", "test/"],
-            "cwd": {"from": "tree", "path": ""},
-            "env": {"NODE_PATH": format!("{}/node_modules", env.display())},
-            "environment": "node-deps",
-            "results": {"junit": "results.xml", "maxBytes": 1048576},
-            "input": "none",
-            "expectation": {"exitCode": exit, "stdoutDigest": null,
-                            "failToPass": ["test::greets loudly"],
-                            "passToPass": ["test::keeps the name"]},
-        })
-    };
-    write(
-        &slice.join("acceptance.json"),
-        &serde_json::json!({
-            "protocol": "sf-repository-acceptance/3",
-            "checks": [check("shows-the-bug", "before", "base", 1),
-                       check("shows-the-fix", "after", "candidate", 0)],
-        })
-        .to_string(),
-    );
-    work.sf(&[
-        "slice",
-        "freeze",
-        "--dir",
-        "node-slice",
-        "--identity",
-        "identity.json",
-    ])
-    .result();
     let judged = |name: &str, text: &str| {
         let candidate = work.seal_text("node-slice", "lib/greet.js", GREET_BUGGY, name, text);
         work.collect_and_judge(&candidate, "node-slice")

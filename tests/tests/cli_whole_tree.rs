@@ -39,8 +39,17 @@ fn a_whole_tree_proposal_is_sealed_exported_and_landed_on_the_teams_commit() {
     let work = Work::from_git(team_repository, "HEAD");
     let team_head = git(&work.dir.join("team/.git"), &["rev-parse", "HEAD"]);
     assert_eq!(work.initial(), team_head, "the base is the team's commit");
-    // The demo's Slice, scoped to sum.sh and tests/, protecting the overlay's test only.
-    work.author_slice("slice", &[]);
+    // The demo's Slice, scoped to sum.sh and tests/, protecting the overlay's test; tests/
+    // holds trusted material, so the Slice opens the paths this proposal edits there.
+    work.author_slice(
+        "slice",
+        &[(
+            "slice.json",
+            r#"{"id":"sum-fix","revision":1,"scope":["sum.sh","tests"],
+                "protected":["tests/numbers.sh"],
+                "open":["tests/tool.sh","tests/tool","tests/logo.png"]}"#,
+        )],
+    );
     work.freeze("slice").result();
     let proposal = work.proposal(
         "whole-tree",

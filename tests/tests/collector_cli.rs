@@ -62,7 +62,9 @@ fn freeze_seal_collect_judge_and_read_the_evidence() {
     }
     std::fs::write(
         slice.join("slice.json"),
-        r#"{"id":"sum-fix","revision":1,"scope":["sum.sh"]}"#,
+        // The check's entry, check.sh, is trusted and sits at the root beside sum.sh: the
+        // root is closed around it, and the Slice opens the file a fix edits.
+        r#"{"id":"sum-fix","revision":1,"scope":["sum.sh"],"open":["sum.sh"]}"#,
     )
     .unwrap();
     std::fs::write(

@@ -155,6 +155,7 @@ const GOLDEN: &[(&str, usize, &str)] = &[
     ("review-signed-message", 347, "35fff3f3e108fc3cce336137e13dbe60b5cc090193b5e46e711e6770561f41e0"),
     ("evidence-record-review", 529, "a4e98bbd68c3113564a4db3f40d6032caa3e987abe4d9fd1fcdca8eeaa7f0727"),
     ("verdict-v2", 846, "3014796a11408b1cd0db1295f158b0fe61d736fc0cde49e9cb8becd9f1535202"),
+    ("slice-record-closed", 1061, "e1f62ec6b3dffde059d1b9a5b674941c744f2bd89ba53685142ac7114965348e"),
     ("slice-record-forbidden", 916, "d50ce71354149639aede633ad68ffb49af36da330562bc23a237e6460aa0a613"),
     ("fence-epoch", 54, "e82f1f33df9a9e7d1bf6e65aa96320ee61799e0f5451c212858813fa3248bc31"),
     ("stored-snapshot", 385, "3c77dff5b18eac597aa9add058d42767b51c2b17b7ace8a9e3dec011c60286ba"),
@@ -518,6 +519,7 @@ fn encode(value: &Value) -> Vec<u8> {
 fn frozen() -> FrozenInputs {
     FrozenInputs {
         forbidden: Vec::new(),
+        closure: Default::default(),
         base: oid('1'),
         slice: Slice {
             id: "golden-slice".into(),
@@ -1066,6 +1068,8 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         ]),
         bounds: None,
         forbidden: Vec::new(),
+        closed: Vec::new(),
+        open: Vec::new(),
     };
     v.insert("slice-record", slice.to_bytes().unwrap());
     let raised = SliceRecord {
@@ -1081,6 +1085,23 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         ..slice.clone()
     };
     v.insert("slice-record-forbidden", forbidding.to_bytes().unwrap());
+    let closing = SliceRecord {
+        closed: vec![
+            sf_host::repository::ClosedPath {
+                pattern: "tests/**".into(),
+                protects: "tests/test_x.py".into(),
+                because: sf_host::repository::Because::Beside,
+            },
+            sf_host::repository::ClosedPath {
+                pattern: "tests/test_x/**".into(),
+                protects: "tests/test_x.py".into(),
+                because: sf_host::repository::Because::StandsIn,
+            },
+        ],
+        open: vec!["tests/extra/**".into()],
+        ..slice.clone()
+    };
+    v.insert("slice-record-closed", closing.to_bytes().unwrap());
     let pins = sf_host::assurance::RepositoryPins {
         repository: identity.clone(),
         slice: sf_host::assurance::SlicePins {

@@ -17,6 +17,7 @@ pub mod review;
 pub mod slice;
 pub mod test_results;
 pub mod time;
+pub mod trusted;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -45,7 +46,9 @@ pub use review::{
     Decision, REVIEW_FORMAT, REVIEW_SUBJECT_PROTOCOL, Review, ReviewRequirement, ReviewSubject,
     ReviewVerdict, Reviewer,
 };
-pub use slice::{FrozenSlice, SLICE_PROTOCOL, SliceRecord, authenticate, overlay_protection};
+pub use slice::{
+    FrozenSlice, SLICE_PROTOCOL, SliceRecord, authenticate, overlay_protection, protection_of,
+};
 
 /// Why an assurance record or request is not acceptable.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

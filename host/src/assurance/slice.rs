@@ -16,16 +16,18 @@ use serde::{Deserialize, Serialize};
 use crate::canonical::{self, Digest, Value};
 use crate::contracts::executor::EntryPlace;
 use crate::git_object::ObjectId;
-use crate::path_glob::PathGlob;
+use crate::path_glob::{PathGlob, covering_text};
 use crate::repository::{
-    CANDIDATE_PROTOCOL, FrozenInputs, ID_RULE, ProposalBounds, RepositoryIdentity, SealedCandidate,
-    Slice, SliceBinding, check_protected, in_scope, is_valid_id, parse_protected,
+    CANDIDATE_PROTOCOL, ClosedPath, Closure, FrozenInputs, ID_RULE, ProposalBounds,
+    RepositoryIdentity, SealedCandidate, Slice, SliceBinding, check_protected, in_scope,
+    is_valid_id, parse_protected,
 };
 use crate::snapshot::{SnapshotFile, snapshot_digest};
 
 use super::acceptance::{Acceptance, CheckCommand, CwdFrom, Stage};
 use super::environment::EnvironmentRecord;
 use super::recipe::Recipe;
+use super::trusted::{Closing, check_reachable};
 use super::{AssuranceError, read_record, record_bytes, record_bytes_digest};
 
 /// The protocol string of the Slice record.
@@ -77,6 +79,15 @@ pub struct SliceRecord {
     /// that a Slice frozen without them keeps its record and digest.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forbidden: Vec<String>,
+    /// The paths closed around the Slice's trusted test material (what a runner could load
+    /// instead of a trusted file, before it, or beside it), as the freeze found them; absent
+    /// when none, so that a Slice frozen without them keeps its record and digest.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub closed: Vec<ClosedPath>,
+    /// Closed sub-paths the Slice opens again to proposals (never a stand-in); absent when
+    /// none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open: Vec<String>,
 }
 
 canonical::literal_fields!(SliceRecord { "protocol": SLICE_PROTOCOL });
@@ -96,10 +107,19 @@ impl SliceRecord {
             .map_err(|error| AssuranceError::invalid("slice.protected", error.to_string()))
     }
 
+    /// The closed paths and the sub-paths opened again.
+    pub fn closure(&self) -> Closure {
+        Closure {
+            closed: self.closed.clone(),
+            open: self.open.clone(),
+        }
+    }
+
     /// What a Candidate of this Slice is sealed for; `digest` is this record's.
     pub fn frozen_inputs(&self, digest: &Digest) -> FrozenInputs {
         FrozenInputs {
             forbidden: self.forbidden.clone(),
+            closure: self.closure(),
             base: self.base,
             slice: self.slice(),
             scope: self.scope.clone(),
@@ -128,6 +148,7 @@ impl SliceRecord {
         self.frozen_inputs(&unbound)
             .validate()
             .map_err(|error| AssuranceError::invalid("slice", error.to_string()))?;
+        check_reachable(&self.scope, &self.closure())?;
         match &self.executor {
             Value::Object(map) if matches!(map.get("type"), Some(Value::String(tag)) if !tag.is_empty()) => {
                 Ok(())
@@ -166,15 +187,21 @@ impl SliceRecord {
 /// directory above it (a proposal that made one of those a file would hide the test file).
 /// Paths of the grammar hold no pattern characters, so each is a literal pattern.
 pub fn overlay_protection(overlay: &[SnapshotFile]) -> BTreeSet<String> {
+    protection_of(overlay.iter().map(|file| file.path.as_str()))
+}
+
+/// The patterns that protect the trusted files `paths`: each path and every directory above
+/// it, each written as a pattern covering it ([`covering_text`]).
+pub fn protection_of<'a>(paths: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
     let mut patterns = BTreeSet::new();
-    for file in overlay {
+    for path in paths {
         let mut prefix = String::new();
-        for segment in file.path.split('/') {
+        for segment in path.split('/') {
             if !prefix.is_empty() {
                 prefix.push('/');
             }
             prefix.push_str(segment);
-            patterns.insert(prefix.clone());
+            patterns.insert(covering_text(&prefix));
         }
     }
     patterns
@@ -257,6 +284,21 @@ impl FrozenSlice {
                 format!("does not protect {missing:?}, a path of the overlay"),
             ));
         }
+        if let Some(missing) =
+            Closing::around_overlay(&self.acceptance, &self.overlay)?.missing_from(&record.closed)
+        {
+            return Err(AssuranceError::invalid(
+                "slice.closed",
+                format!(
+                    "does not close \"{}\" ({} {}): the Slice was frozen before sf closed what \
+                     a runner could load instead of its trusted tests or before them; freeze it \
+                     again as a new revision",
+                    missing.pattern,
+                    missing.because.as_str(),
+                    missing.protects
+                ),
+            ));
+        }
         for check in self.acceptance.process_checks() {
             let field = format!("check {}", check.id);
             if !self.inputs.contains_key(&check.input) {
@@ -328,9 +370,9 @@ impl FrozenSlice {
         Ok(())
     }
 
-    /// Refuses a file a run can read whose bytes are a check's expected stdout (as they are,
-    /// or with a final newline added or removed): the expected stdout is held on the host as
-    /// a digest and never where a Candidate could read it.
+    /// Refuses a file a run can read whose text is a check's expected stdout in any spelling
+    /// ([`spellings`]): the expected stdout is held on the host as a digest and never where a
+    /// Candidate could read it.
     fn check_answer_key(&self) -> Result<(), AssuranceError> {
         let expected: BTreeMap<&Digest, &str> = self
             .acceptance
@@ -351,16 +393,17 @@ impl FrozenSlice {
             .map(|file| ("input", file))
             .chain(self.harness.iter().map(|file| ("harness", file)))
             .chain(self.overlay.iter().map(|file| ("overlay", file)));
-        for (place, file) in readable {
-            let bytes = &file.content;
-            let mut variants = vec![Digest::of(bytes)];
-            let mut with_newline = bytes.clone();
-            with_newline.push(b'\n');
-            variants.push(Digest::of(&with_newline));
-            if let Some(without) = bytes.strip_suffix(b"\n") {
-                variants.push(Digest::of(without));
-            }
-            if let Some(check) = variants.iter().find_map(|digest| expected.get(digest)) {
+        if expected.is_empty() {
+            return Ok(());
+        }
+        // A spelling is at least half and at most twice the file's length (CRLF and LF
+        // endings), so a file more than twice the longest stdout cannot spell one.
+        let longest = self.recipe.output_limit.saturating_mul(2).saturating_add(3);
+        for (place, file) in readable.filter(|(_, file)| file.content.len() as u64 <= longest) {
+            let found = spellings(&file.content)
+                .into_iter()
+                .find_map(|spelling| expected.get(&Digest::of(&spelling)));
+            if let Some(check) = found {
                 return Err(AssuranceError::invalid(
                     format!("{place} file {}", file.path),
                     format!(
@@ -400,6 +443,59 @@ impl FrozenSlice {
         }
         Ok(())
     }
+}
+
+/// The spellings of `bytes` whose text is the same once line endings (CRLF, CR, LF), a final
+/// newline, white space at the ends of lines and a UTF-8 byte-order mark are ignored: the
+/// bytes themselves, and the text with LF, CRLF or CR endings, with a final newline or
+/// without, with the mark or without, with each line's trailing white space or without it.
+/// Only a digest of the expected stdout is known, so the comparison is over these spellings
+/// of the file rather than over the answer's own normal form.
+pub fn spellings(bytes: &[u8]) -> Vec<Vec<u8>> {
+    let text = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(bytes);
+    let mut lines: Vec<&[u8]> = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let end = rest
+            .iter()
+            .position(|byte| matches!(byte, b'\r' | b'\n'))
+            .unwrap_or(rest.len());
+        lines.push(&rest[..end]);
+        rest = match rest.get(end..end + 2) {
+            Some(b"\r\n") => &rest[end + 2..],
+            _ => rest.get(end + 1..).unwrap_or(&[]),
+        };
+    }
+    while lines.last().is_some_and(|line| line.is_empty()) {
+        lines.pop();
+    }
+    let trimmed: Vec<&[u8]> = lines
+        .iter()
+        .map(|line| {
+            let end = line
+                .iter()
+                .rposition(|byte| !byte.is_ascii_whitespace())
+                .map_or(0, |at| at + 1);
+            &line[..end]
+        })
+        .collect();
+    let mut spellings = vec![bytes.to_vec()];
+    for lines in [&lines, &trimmed] {
+        for ending in [&b"\n"[..], b"\r\n", b"\r"] {
+            let body = lines.join(ending);
+            for mark in [&b""[..], b"\xef\xbb\xbf"] {
+                let mut spelling = mark.to_vec();
+                spelling.extend_from_slice(&body);
+                if !lines.is_empty() {
+                    spellings.push([&spelling[..], ending].concat());
+                }
+                spellings.push(spelling);
+            }
+        }
+    }
+    spellings.sort();
+    spellings.dedup();
+    spellings
 }
 
 fn files_digest(files: &[SnapshotFile], what: &str) -> Result<Digest, AssuranceError> {
@@ -482,11 +578,56 @@ pub fn authenticate(
             );
         }
     }
-    check_protected(
-        manifest.edits.iter().map(|edit| edit.path.as_str()),
-        &slice.protected_globs()?,
-    )
-    .map_err(|error| {
-        AssuranceError::invalid(format!("Candidate {}", sealed.digest), error.to_string())
-    })
+    let edits = || manifest.edits.iter().map(|edit| edit.path.as_str());
+    let closure = slice.closure();
+    check_protected(edits(), &slice.protected_globs()?)
+        .and_then(|()| closure.parse()?.check(edits()))
+        .map_err(|error| {
+            AssuranceError::invalid(format!("Candidate {}", sealed.digest), error.to_string())
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_is_found_in_every_spelling() {
+        let answer = Digest::of(b"6\n");
+        let two_lines = Digest::of(b"a b\n  c\n");
+        for file in [
+            &b"6\n"[..],
+            b"6",
+            b"6\r\n",
+            b"6\r",
+            b"\xef\xbb\xbf6\n",
+            b"6  \n",
+            b"6\t\r\n\r\n",
+            b"\xef\xbb\xbf6 \r\n\n",
+        ] {
+            assert!(
+                spellings(file).iter().any(|s| Digest::of(s) == answer),
+                "{:?}",
+                String::from_utf8_lossy(file)
+            );
+        }
+        for file in [
+            &b"a b\r\n  c\r\n"[..],
+            b"a b   \n  c",
+            b"\xef\xbb\xbfa b\r  c \r",
+        ] {
+            assert!(
+                spellings(file).iter().any(|s| Digest::of(s) == two_lines),
+                "{:?}",
+                String::from_utf8_lossy(file)
+            );
+        }
+        for file in [&b"66\n"[..], b"6\n6\n", b" 6\n", b""] {
+            assert!(
+                !spellings(file).iter().any(|s| Digest::of(s) == answer),
+                "{:?}",
+                String::from_utf8_lossy(file)
+            );
+        }
+    }
 }

@@ -16,6 +16,7 @@ use crate::contracts::tree_path;
 use crate::git_object::ObjectId;
 use crate::path_glob::PathGlob;
 
+use super::closure::Closure;
 use super::error::RepositoryError;
 use super::identity::{
     CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, CANDIDATE_PROTOCOL_V2, CANDIDATE_PROTOCOL_V3, IDENT,
@@ -112,6 +113,10 @@ pub struct FrozenInputs {
     /// checked at seal and again before a collection. Not written in the manifest: the Slice
     /// record holds them, and the manifest names its digest.
     pub forbidden: Vec<String>,
+    /// The paths closed around the Slice's trusted test material and the sub-paths it opens
+    /// ([`Closure`]): checked at seal and again before a collection. Not written in the
+    /// manifest, for the same reason.
+    pub closure: Closure,
 }
 
 impl FrozenInputs {
@@ -127,6 +132,7 @@ impl FrozenInputs {
     /// bounds within the hard cap.
     pub fn validate(&self) -> Result<(), RepositoryError> {
         self.protected()?;
+        self.closure.parse()?;
         super::check_forbidden_list(&self.forbidden)?;
         self.bounds.check("frozen.bounds")?;
         if !is_valid_id(&self.slice.id) {
@@ -532,6 +538,7 @@ impl CandidateManifest {
     pub fn frozen(&self) -> FrozenInputs {
         FrozenInputs {
             forbidden: Vec::new(),
+            closure: Closure::default(),
             base: self.base_commit,
             slice: self.slice.clone(),
             scope: self.scope.clone(),
@@ -1246,6 +1253,7 @@ mod tests {
     fn a_version_3_candidate_commit_is_recognised_by_its_committer_and_trailers() {
         let frozen = FrozenInputs {
             forbidden: Vec::new(),
+            closure: Default::default(),
             base: ObjectId::from_bytes([1; 20]),
             slice: Slice {
                 id: "s".into(),

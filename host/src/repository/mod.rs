@@ -9,6 +9,7 @@
 //! `refs/sf/imports/<commit hex>` → record commit R (tree `{import.json}`, parent the
 //! imported commit).
 
+mod closure;
 mod create;
 mod delivery;
 mod error;
@@ -40,6 +41,7 @@ use crate::git_object::{self, ObjectId, ObjectKind};
 use tree_surgery::TreeIndex;
 
 pub use crate::contracts::grammar::{ID_RULE, is_valid_id};
+pub use closure::{Because, ClosedPath, Closure, MAX_CLOSED, MAX_OPEN, ParsedClosure};
 pub use delivery::{
     DELIVERY_PROTOCOL, DELIVERY_REF_PREFIX, DeliveryInvocation, DeliveryMode, DeliveryObservation,
     DeliveryPayload, DeliveryRequest, LeasedUpdate, MARKER_REF_PREFIX, PreparedDelivery, Push,

@@ -129,6 +129,10 @@ impl Repository {
             proposal.edits.iter().map(|edit| edit.path.as_str()),
             &frozen.protected()?,
         )?;
+        frozen
+            .closure
+            .parse()?
+            .check(proposal.edits.iter().map(|edit| edit.path.as_str()))?;
         // One read scope for the whole seal: the base's trees, record and edited entries,
         // the replay check and the read-back of what was written share one reader.
         let _reads = self.store.read_scope();

@@ -314,6 +314,8 @@ impl Scenario {
             executor: canonical::object([("type", Value::from("sandbox-exec"))]),
             bounds: None,
             forbidden: Vec::new(),
+            closed: Vec::new(),
+            open: Vec::new(),
         };
         FrozenSlice {
             record,

@@ -125,6 +125,53 @@ pub fn write(path: &Path, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
+/// The packages pytest and psf/requests' test modules need, pinned.
+pub const PYTEST_PACKAGES: &[&str] = &[
+    "pytest==9.2.0",
+    "urllib3==2.8.0",
+    "idna==3.20",
+    "charset-normalizer==3.5.3",
+    "certifi==2026.10.19.post1",
+];
+
+/// A Python venv with [`PYTEST_PACKAGES`] from the package registry, built with the runtime's
+/// interpreter once for every test binary and run (under the tests' target directory, named
+/// by a digest of the packages) and read-only afterwards: a build takes tens of seconds, and
+/// `sf env add` copies it into each test's own store. Built under a lock, so two test
+/// binaries never build it at once, and at the path it is used from (a venv's scripts name
+/// their own path), published by a marker file written last.
+pub fn pytest_venv() -> PathBuf {
+    let name = Digest::of(PYTEST_PACKAGES.join("\n").as_bytes());
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("venvs");
+    std::fs::create_dir_all(&dir).unwrap();
+    let venv = dir.join(format!("pytest-{}", &name.hex()[..16]));
+    let built = dir.join(format!("pytest-{}.built", &name.hex()[..16]));
+    let lock = std::fs::File::create(dir.join(".lock")).unwrap();
+    lock.lock().unwrap();
+    if !built.exists() {
+        if venv.exists() {
+            std::fs::remove_dir_all(&venv).unwrap();
+        }
+        let status = Command::new("/usr/bin/python3")
+            .args(["-m", "venv"])
+            .arg(&venv)
+            .status()
+            .unwrap();
+        assert!(status.success(), "python3 -m venv: {status}");
+        let output = Command::new(venv.join("bin/pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check"])
+            .args(PYTEST_PACKAGES)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "pip install from the package registry: {output:?}"
+        );
+        std::fs::write(&built, "").unwrap();
+    }
+    venv
+}
+
 impl Work {
     /// A repository of the sample project and the demo's Slice, frozen in `slice/`, and an
     /// open gate in `gate.json`.
@@ -286,6 +333,25 @@ impl Work {
         command
     }
 
+    /// `sf seal` under `slice` of a proposal `name` of `edits` (a JSON array).
+    pub fn seal_edits(&self, slice: &str, name: &str, edits: serde_json::Value) -> Envelope {
+        let proposal = self.proposal(name, serde_json::json!({ "edits": edits }));
+        self.seal_file(slice, &proposal)
+    }
+
+    /// `sf seal` under `slice` of the proposal file `proposal`.
+    pub fn seal_file(&self, slice: &str, proposal: &Path) -> Envelope {
+        self.sf(&[
+            "seal",
+            "--identity",
+            "identity.json",
+            "--slice",
+            slice,
+            "--proposal",
+            proposal.to_str().unwrap(),
+        ])
+    }
+
     /// `sf seal` under `slice` of a proposal writing `text` over `path`, whose bytes are
     /// `prior` now; the Candidate's digest.
     pub fn seal_text(
@@ -296,22 +362,10 @@ impl Work {
         name: &str,
         text: &str,
     ) -> String {
-        let proposal = self.proposal(
-            name,
-            serde_json::json!({"edits": [{
-                "path": path, "prior": Digest::of(prior.as_bytes()).to_string(), "text": text,
-            }]}),
-        );
-        self.sf(&[
-            "seal",
-            "--identity",
-            "identity.json",
-            "--slice",
-            slice,
-            "--proposal",
-            proposal.to_str().unwrap(),
-        ])
-        .result()["digest"]
+        let edits = serde_json::json!([{
+            "path": path, "prior": Digest::of(prior.as_bytes()).to_string(), "text": text,
+        }]);
+        self.seal_edits(slice, name, edits).result()["digest"]
             .as_str()
             .unwrap()
             .to_owned()
@@ -376,15 +430,7 @@ impl Work {
     /// `sf seal --slice <slice>` of a proposal replacing `sum.sh` with `sum`; its digest.
     pub fn seal(&self, slice: &str, sum: &str) -> String {
         let proposal = self.sum_proposal(&Digest::of(sum.as_bytes()).hex()[..12], sum);
-        let sealed = self.sf(&[
-            "seal",
-            "--identity",
-            "identity.json",
-            "--slice",
-            slice,
-            "--proposal",
-            proposal.to_str().unwrap(),
-        ]);
+        let sealed = self.seal_file(slice, &proposal);
         sealed.result()["digest"].as_str().unwrap().to_owned()
     }
 

@@ -76,6 +76,9 @@ pub fn slice_configured(fix: &Fix, forbidden: &[&str], config: Option<&str>) -> 
             "id": format!("fix-{}", fix.commit),
             "revision": 1,
             "scope": [SOURCE],
+            // The test module sits beside the source: its directory is closed to proposals,
+            // and the Slice opens the one file a fix edits.
+            "open": [SOURCE],
             "protected": [TESTS],
             "forbidden": forbidden,
         })
