@@ -9,6 +9,8 @@
 //! same file is compiled into the library by `export_plugin!`, and sf refuses the plugin
 //! unless the two are byte-identical.
 
+#![forbid(unsafe_code)]
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 

@@ -16,6 +16,7 @@
 //! Adding a subcommand: a module with an `Args` struct and a `run(&Context, Args) ->
 //! Result<Output, CliError>`, a variant in `Command`, and a line in `dispatch`.
 
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod assure;

@@ -7,6 +7,7 @@
 //! (the plugin ABI, the host, the sdk, every backend) depends on it. Nothing here starts a
 //! process, opens a file or names a backend.
 
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod canonical;

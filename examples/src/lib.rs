@@ -1,6 +1,8 @@
 //! Runnable programs, one per contract: see examples/. What more than one of them needs to
 //! set up lives here.
 
+#![forbid(unsafe_code)]
+
 use std::error::Error;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -3,6 +3,7 @@
 //! cores in [`walk_map`]); private directories that sf alone may use ([`private_dir`]); and
 //! outside text escaped before it reaches a terminal ([`text_escape`]).
 
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod dir_fd;

@@ -2,6 +2,8 @@
 //! the real git binary, frozen inputs and proposals, and a whole-tree hash to prove that a
 //! refused operation wrote nothing.
 
+#![forbid(unsafe_code)]
+
 pub mod linked;
 pub mod plugins;
 

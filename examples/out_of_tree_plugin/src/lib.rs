@@ -20,6 +20,8 @@
 //!
 //! and the directory holding `libsf_example_out_of_tree_plugin.so` on `SF_PLUGIN_PATH`.
 
+#![forbid(unsafe_code)]
+
 use sf_sdk::export::PluginConfig;
 use sf_sdk::testing::InMemoryObjectStoreFactory;
 

@@ -25,6 +25,7 @@
 //! - `plugin`: the `git-cli` configuration section, its typetag registration, and the
 //!   `export_plugin!` that makes the cdylib a plugin sf loads at run time.
 
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 mod batch;

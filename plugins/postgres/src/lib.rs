@@ -13,6 +13,7 @@
 //!   holder's own session, epochs in a table that only grows;
 //! - `plugin`: the export as a plugin.
 
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod config;

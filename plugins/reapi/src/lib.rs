@@ -27,6 +27,7 @@
 //! - [`config`]: the `[executor]` section;
 //! - [`executor`]: the Executor.
 
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub mod action;

@@ -5,6 +5,8 @@
 //! evidence-store, gate and fence conformance suites, and `sf.toml` resolution through the plugin
 //! path, run against real backends on the far side of the real loader and ABI.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 
 use sf_host::evidence::SqliteEvidenceStore;

@@ -2,6 +2,8 @@
 //! `SF_TEST_KILL_AT` names (a test-only program: the real `sf` has no such hook). How the crash
 //! tests interrupt `sf land` between its steps.
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 use std::sync::Arc;
 

@@ -10,6 +10,8 @@
 //! Flags: `--kill-at <point>`, `--wait-for <file>` (spins until the file exists, so racing
 //! children start together).
 
+#![forbid(unsafe_code)]
+
 use std::process::ExitCode;
 use std::sync::Arc;
 

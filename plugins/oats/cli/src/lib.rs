@@ -15,6 +15,7 @@
 //! - A run gets, of the caller's environment, only the values of names the capability
 //!   declares in `environment` (and only once trusted).
 
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 use std::collections::BTreeMap;

@@ -13,6 +13,8 @@
 //! confined by sandbox-exec with the Node runtime; its launcher is the `sf-sandbox-launcher`
 //! beside this library (a workspace build puts both beside `sf`), else beside `sf`.
 
+#![forbid(unsafe_code)]
+
 use sf_oats::{OatsBindingGate, OatsBindingGateConfig};
 use sf_oats_cli::node_sandbox;
 use sf_sandbox_exec::LAUNCHER_NAME;

@@ -2,6 +2,8 @@
 //! the tag `reapi`, over the `sf-reapi` crate (kept apart, as sandbox-exec's is, so that a
 //! program may link sf-reapi statically beside other backends without a second entry symbol).
 
+#![forbid(unsafe_code)]
+
 use sf_reapi::{ReapiBackend, ReapiExecutor};
 
 /// The `[executor]` section (without `type`), parsed strictly, as a configured Executor.

@@ -9,6 +9,8 @@
 //! (a program by reference's base, placed for the sandbox), `store` (the local content
 //! store).
 
+#![forbid(unsafe_code)]
+
 mod bot;
 mod lease;
 mod program;

@@ -5,6 +5,8 @@
 //! that also exports the entry symbol cannot be linked into one program together with another
 //! such rlib (git-cli), and the tests and examples link both statically.
 
+#![forbid(unsafe_code)]
+
 use sf_sandbox_exec::SandboxExecutor;
 use sf_sandbox_exec::plugin::SandboxExecBackend;
 
