@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let sealed = repository.seal(
         &FrozenInputs {
             forbidden: Vec::new(),
-            closure: Default::default(),
+            closed_paths: Default::default(),
             base: identity.initial,
             slice: Slice {
                 id: "bump".into(),

@@ -101,7 +101,7 @@ fn seal_once(
     let repository = open_repository(factory, &identity, RepositoryOptions::default())?;
     let frozen = FrozenInputs {
         forbidden: Vec::new(),
-        closure: Default::default(),
+        closed_paths: Default::default(),
         base: identity.initial,
         slice: Slice {
             id: "slice-1".into(),

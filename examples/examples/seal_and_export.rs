@@ -66,7 +66,7 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     let frozen = FrozenInputs {
         forbidden: Vec::new(),
-        closure: Default::default(),
+        closed_paths: Default::default(),
         base: identity.initial,
         slice: Slice {
             id: "example".into(),

@@ -85,7 +85,7 @@ pub fn open(
 pub fn frozen(base: ObjectId) -> FrozenInputs {
     FrozenInputs {
         forbidden: Vec::new(),
-        closure: Default::default(),
+        closed_paths: Default::default(),
         base,
         slice: Slice {
             id: "scale".into(),

@@ -105,6 +105,7 @@ impl From<AssuranceError> for LandError {
     fn from(error: AssuranceError) -> Self {
         match error {
             AssuranceError::InvalidInput { input, rule } => Self::InvalidInput { input, rule },
+            other => Self::invalid("assurance", other.to_string()),
         }
     }
 }

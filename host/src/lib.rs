@@ -15,19 +15,14 @@
 
 #![deny(missing_docs)]
 
+pub use sf_collector::{SF_VERSION, assurance, collector, environment_store, fence, file_fence};
 pub use sf_contracts as contracts;
 pub use sf_contracts::{canonical, framing, git_object, path_glob, snapshot};
 pub use sf_git::process::{PinnedGit, pin_git};
 pub use sf_io::{dir_fd, private_dir, text_escape};
 
-pub mod assurance;
-pub mod collector;
-mod environment_stamps;
-pub mod environment_store;
 pub mod evidence;
 pub mod fault;
-pub mod fence;
-pub mod file_fence;
 pub mod gate;
 pub mod git_remote;
 pub mod git_source;
@@ -37,6 +32,3 @@ pub mod repository;
 pub mod snapshot_store;
 pub mod source_dir;
 pub mod tree_store;
-
-/// The version of sf, recorded in records that name the code that wrote them.
-pub const SF_VERSION: &str = env!("CARGO_PKG_VERSION");

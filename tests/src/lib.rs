@@ -121,7 +121,7 @@ impl TestRepo {
 pub fn frozen(base: sf_host::git_object::ObjectId, scope: &[&str]) -> FrozenInputs {
     FrozenInputs {
         forbidden: Vec::new(),
-        closure: Default::default(),
+        closed_paths: Default::default(),
         base,
         slice: Slice {
             id: "slice-1".into(),
@@ -180,7 +180,7 @@ pub fn frozen_from_json(bytes: &[u8]) -> Result<FrozenInputs, String> {
     };
     Ok(FrozenInputs {
         forbidden: Vec::new(),
-        closure: Default::default(),
+        closed_paths: Default::default(),
         base: sf_host::git_object::ObjectId::parse_hex(text("/base")?).ok_or("base: object id")?,
         slice: Slice {
             id: text("/slice/id")?.to_owned(),

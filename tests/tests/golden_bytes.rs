@@ -519,7 +519,7 @@ fn encode(value: &Value) -> Vec<u8> {
 fn frozen() -> FrozenInputs {
     FrozenInputs {
         forbidden: Vec::new(),
-        closure: Default::default(),
+        closed_paths: Default::default(),
         base: oid('1'),
         slice: Slice {
             id: "golden-slice".into(),

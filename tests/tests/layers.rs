@@ -8,6 +8,8 @@
 //!   example) never on sf-host or sf-cli;
 //! - sf-test-support on no backend and not on the host, so backend crates can dev-depend on
 //!   it;
+//! - sf-candidate on sf-contracts alone, and sf-collector (the collector closure) on
+//!   sf-candidate, sf-contracts and sf-io alone;
 //!
 //! and the out-of-tree example plugin's library, as the tests build it, carries no SQLite and
 //! no clap (which sf-host and sf-cli would bring).
@@ -127,6 +129,34 @@ fn the_contracts_the_host_and_the_command_line_link_no_grpc() {
             "{package} links sf-reapi"
         );
     }
+}
+
+/// The collector's closure is a crate boundary: sf-collector links only what a sealed
+/// Candidate is (sf-candidate), the records and encodings (sf-contracts) and file access
+/// (sf-io), never the host (its integration, delivery, import and plugin loader) or the
+/// command line; and the closure covers exactly those crates' sources.
+#[test]
+fn the_collector_closure_is_its_crate_and_what_it_links() {
+    let workspace = Workspace::read();
+    assert_eq!(
+        sf_links(&workspace, "sf-candidate"),
+        names(&["sf-contracts"]),
+        "sf-candidate"
+    );
+    assert_eq!(
+        sf_links(&workspace, "sf-collector"),
+        names(&["sf-candidate", "sf-contracts", "sf-io"]),
+        "sf-collector"
+    );
+    let roots: BTreeSet<String> = sf_host::collector::collector_sources()
+        .iter()
+        .map(|(path, _)| path.split('/').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        roots,
+        names(&["collector", "candidate", "contracts", "io"]),
+        "the directories of the closure's files"
+    );
 }
 
 #[test]

@@ -9,25 +9,28 @@
 //! `refs/sf/imports/<commit hex>` → record commit R (tree `{import.json}`, parent the
 //! imported commit).
 
-mod closure;
 mod create;
 mod delivery;
-mod error;
 mod export;
-mod identity;
 mod import;
 mod imported;
 mod integration;
 mod listing;
-mod manifest;
-mod proposal;
 mod resulting;
 mod seal;
-pub(crate) mod source;
 mod sparse;
-mod tree_record;
-mod tree_surgery;
 mod trees;
+
+mod tree_surgery;
+mod walk;
+
+pub(crate) use sf_candidate::{error, identity, manifest, proposal, tree_record};
+
+/// The source trees of sf-candidate, and walking them back from a store.
+pub(crate) mod source {
+    pub(crate) use super::walk::*;
+    pub use sf_candidate::source::*;
+}
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -41,7 +44,6 @@ use crate::git_object::{self, ObjectId, ObjectKind};
 use tree_surgery::TreeIndex;
 
 pub use crate::contracts::grammar::{ID_RULE, is_valid_id};
-pub use closure::{Because, ClosedPath, Closure, MAX_CLOSED, MAX_OPEN, ParsedClosure};
 pub use delivery::{
     DELIVERY_PROTOCOL, DELIVERY_REF_PREFIX, DeliveryInvocation, DeliveryMode, DeliveryObservation,
     DeliveryPayload, DeliveryRequest, LeasedUpdate, MARKER_REF_PREFIX, PreparedDelivery, Push,
@@ -82,9 +84,12 @@ pub use proposal::{
     MAX_PROPOSAL_DOCUMENT_BYTES, Proposal, ProposalBounds, ProposalMessage, check_forbidden,
     check_forbidden_list, check_protected, in_scope, parse_proposal, validate_proposal,
 };
+pub use sf_candidate::EditedEntry;
+pub use sf_candidate::closed_paths::{
+    Because, ClosedPath, ClosedPaths, MAX_CLOSED, MAX_OPEN, ParsedClosedPaths,
+};
 pub use source::{SourceFault, SourceFile, SourceSnapshot, SourceText, describe_faults};
 pub use tree_record::{TREE_RECORD_REF_PREFIX, tree_digest_of, tree_record_ref};
-pub use trees::EditedEntry;
 
 /// The prefix of every Candidate ref.
 pub const CANDIDATE_REF_PREFIX: &str = "refs/sf/candidates/";

@@ -130,7 +130,7 @@ impl Repository {
             &frozen.protected()?,
         )?;
         frozen
-            .closure
+            .closed_paths
             .parse()?
             .check(proposal.edits.iter().map(|edit| edit.path.as_str()))?;
         // One read scope for the whole seal: the base's trees, record and edited entries,

@@ -14,18 +14,7 @@ use crate::snapshot::SnapshotFile;
 
 use super::source::{self, SourceFile};
 use super::tree_record;
-use super::{ManifestEntry, Repository, RepositoryError, SealedCandidate};
-
-/// One edited path of a Candidate: its entry in the base and in M (`None`: absent).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EditedEntry {
-    /// The path.
-    pub path: String,
-    /// The base's entry.
-    pub prior: Option<SnapshotFile>,
-    /// M's entry.
-    pub next: Option<SnapshotFile>,
-}
+use super::{EditedEntry, ManifestEntry, Repository, RepositoryError, SealedCandidate};
 
 impl Repository {
     /// Streams every file and link of the factory commit `commit` (path order, each object

@@ -16,7 +16,7 @@ use crate::contracts::tree_path;
 use crate::git_object::ObjectId;
 use crate::path_glob::PathGlob;
 
-use super::closure::Closure;
+use super::closed_paths::ClosedPaths;
 use super::error::RepositoryError;
 use super::identity::{
     CANDIDATE_PROTOCOL, CANDIDATE_PROTOCOL_V1, CANDIDATE_PROTOCOL_V2, CANDIDATE_PROTOCOL_V3, IDENT,
@@ -114,9 +114,9 @@ pub struct FrozenInputs {
     /// record holds them, and the manifest names its digest.
     pub forbidden: Vec<String>,
     /// The paths closed around the Slice's trusted test material and the sub-paths it opens
-    /// ([`Closure`]): checked at seal and again before a collection. Not written in the
+    /// ([`ClosedPaths`]): checked at seal and again before a collection. Not written in the
     /// manifest, for the same reason.
-    pub closure: Closure,
+    pub closed_paths: ClosedPaths,
 }
 
 impl FrozenInputs {
@@ -132,7 +132,7 @@ impl FrozenInputs {
     /// bounds within the hard cap.
     pub fn validate(&self) -> Result<(), RepositoryError> {
         self.protected()?;
-        self.closure.parse()?;
+        self.closed_paths.parse()?;
         super::check_forbidden_list(&self.forbidden)?;
         self.bounds.check("frozen.bounds")?;
         if !is_valid_id(&self.slice.id) {
@@ -298,7 +298,8 @@ pub fn candidate_idents(proposal: &Proposal) -> (String, String) {
 /// Whether `commit` is in the form of a Candidate commit (of any version) naming
 /// `product_id`: one parent, sf's identity (as author and committer for versions 1 and 2,
 /// as committer for version 3), and the version's message in canonical form.
-pub(crate) fn is_candidate_commit(commit: &crate::git_object::Commit, product_id: &str) -> bool {
+#[doc(hidden)]
+pub fn is_candidate_commit(commit: &crate::git_object::Commit, product_id: &str) -> bool {
     if commit.parents.len() != 1 {
         return false;
     }
@@ -538,7 +539,7 @@ impl CandidateManifest {
     pub fn frozen(&self) -> FrozenInputs {
         FrozenInputs {
             forbidden: Vec::new(),
-            closure: Closure::default(),
+            closed_paths: ClosedPaths::default(),
             base: self.base_commit,
             slice: self.slice.clone(),
             scope: self.scope.clone(),
@@ -1253,7 +1254,7 @@ mod tests {
     fn a_version_3_candidate_commit_is_recognised_by_its_committer_and_trailers() {
         let frozen = FrozenInputs {
             forbidden: Vec::new(),
-            closure: Default::default(),
+            closed_paths: Default::default(),
             base: ObjectId::from_bytes([1; 20]),
             slice: Slice {
                 id: "s".into(),

@@ -18,7 +18,6 @@
 
 use std::fs::File;
 use std::io::{Read as _, Write as _};
-use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -118,19 +117,16 @@ impl ProductFiles {
         // is still `busy` after it.
         let grace = std::time::Instant::now() + LOCK_GRACE;
         loop {
-            // SAFETY: flock on a descriptor we own; no memory is involved.
-            let locked = unsafe {
-                nix::libc::flock(lock.as_raw_fd(), nix::libc::LOCK_EX | nix::libc::LOCK_NB)
-            };
-            if locked == 0 {
-                break;
-            }
-            let error = std::io::Error::last_os_error();
-            if error.raw_os_error() != Some(nix::libc::EWOULDBLOCK) {
-                return Err(unavailable(format!(
-                    "locking {}: {error}",
-                    self.lock_path.display()
-                )));
+            // An exclusive flock, not waiting (the standard library's, on Linux).
+            match lock.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(error)) => {
+                    return Err(unavailable(format!(
+                        "locking {}: {error}",
+                        self.lock_path.display()
+                    )));
+                }
             }
             if std::time::Instant::now() >= grace {
                 return Err(FenceError::Busy {

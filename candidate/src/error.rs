@@ -206,7 +206,8 @@ impl RepositoryError {
         }
     }
 
-    pub(crate) fn invalid(input: impl Into<String>, rule: impl Into<String>) -> Self {
+    #[doc(hidden)]
+    pub fn invalid(input: impl Into<String>, rule: impl Into<String>) -> Self {
         Self::InvalidInput {
             input: input.into(),
             rule: rule.into(),
@@ -225,7 +226,8 @@ impl RepositoryError {
         }
     }
 
-    pub(crate) fn corrupt(what: impl Into<String>) -> Self {
+    #[doc(hidden)]
+    pub fn corrupt(what: impl Into<String>) -> Self {
         Self::Corrupt { what: what.into() }
     }
 }

@@ -593,7 +593,8 @@ pub fn validate_proposal(
 }
 
 /// [`validate_proposal`], giving the proposal's canonical bytes (what the seal stores).
-pub(crate) fn validated_bytes(
+#[doc(hidden)]
+pub fn validated_bytes(
     proposal: &Proposal,
     scope: &[String],
     bounds: &ProposalBounds,
@@ -694,7 +695,8 @@ pub(crate) fn validated_bytes(
 /// One edit resolved against its base: the path's entry before (`None` when the edit
 /// creates it) and after (`None` when it deletes it).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Resolved {
+#[doc(hidden)]
+pub struct Resolved {
     /// The path the edit touches.
     pub path: String,
     /// The entry in the base.
@@ -708,7 +710,8 @@ pub(crate) struct Resolved {
 /// checked, each change made, each rule of one edit applied (`file-exists`, `absent-file`,
 /// `wrong-prior`, `wrong-kind`, `no-change`). The tree as a whole is the caller's to check.
 /// Paths are distinct (the proposal's own rule), so each edit is resolved on its own.
-pub(crate) fn resolve_edits<'f>(
+#[doc(hidden)]
+pub fn resolve_edits<'f>(
     current: impl Fn(&str) -> Option<&'f SourceFile>,
     proposal: &Proposal,
 ) -> Result<Vec<Resolved>, RepositoryError> {

@@ -467,7 +467,7 @@ pub fn record_objects(
 mod tests {
     use super::*;
     use crate::contracts::tree_path::EntryMode as Mode;
-    use crate::repository::source::{build_tree, tree_id};
+    use crate::source::{build_tree, tree_id};
 
     fn files() -> Vec<SourceFile> {
         let mut files = vec![

@@ -18,7 +18,7 @@ use crate::contracts::executor::EntryPlace;
 use crate::git_object::ObjectId;
 use crate::path_glob::{PathGlob, covering_text};
 use crate::repository::{
-    CANDIDATE_PROTOCOL, ClosedPath, Closure, FrozenInputs, ID_RULE, ProposalBounds,
+    CANDIDATE_PROTOCOL, ClosedPath, ClosedPaths, FrozenInputs, ID_RULE, ProposalBounds,
     RepositoryIdentity, SealedCandidate, Slice, SliceBinding, check_protected, in_scope,
     is_valid_id, parse_protected,
 };
@@ -108,8 +108,8 @@ impl SliceRecord {
     }
 
     /// The closed paths and the sub-paths opened again.
-    pub fn closure(&self) -> Closure {
-        Closure {
+    pub fn closed_paths(&self) -> ClosedPaths {
+        ClosedPaths {
             closed: self.closed.clone(),
             open: self.open.clone(),
         }
@@ -119,7 +119,7 @@ impl SliceRecord {
     pub fn frozen_inputs(&self, digest: &Digest) -> FrozenInputs {
         FrozenInputs {
             forbidden: self.forbidden.clone(),
-            closure: self.closure(),
+            closed_paths: self.closed_paths(),
             base: self.base,
             slice: self.slice(),
             scope: self.scope.clone(),
@@ -148,7 +148,7 @@ impl SliceRecord {
         self.frozen_inputs(&unbound)
             .validate()
             .map_err(|error| AssuranceError::invalid("slice", error.to_string()))?;
-        check_reachable(&self.scope, &self.closure())?;
+        check_reachable(&self.scope, &self.closed_paths())?;
         match &self.executor {
             Value::Object(map) if matches!(map.get("type"), Some(Value::String(tag)) if !tag.is_empty()) => {
                 Ok(())
@@ -579,9 +579,9 @@ pub fn authenticate(
         }
     }
     let edits = || manifest.edits.iter().map(|edit| edit.path.as_str());
-    let closure = slice.closure();
+    let closed = slice.closed_paths();
     check_protected(edits(), &slice.protected_globs()?)
-        .and_then(|()| closure.parse()?.check(edits()))
+        .and_then(|()| closed.parse()?.check(edits()))
         .map_err(|error| {
             AssuranceError::invalid(format!("Candidate {}", sealed.digest), error.to_string())
         })

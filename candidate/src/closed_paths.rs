@@ -1,6 +1,6 @@
-//! The closure of a Slice's trusted test material: the paths a proposal may not create,
-//! change or delete because a test runner could load them instead of a trusted test file,
-//! before it, or beside it, and the sub-paths the Slice opens again.
+//! The paths a Slice closes around its trusted test material: those a proposal may not
+//! create, change or delete because a test runner could load them instead of a trusted test
+//! file, before it, or beside it, and the sub-paths the Slice opens again.
 //!
 //! Which paths are closed is decided when the Slice is frozen (from its overlay and what its
 //! checks name) and written in the Slice record; this module holds the record's form and the
@@ -75,21 +75,21 @@ pub struct ClosedPath {
 
 /// The closed paths of a Slice and the sub-paths it opens, as the Slice record holds them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Closure {
+pub struct ClosedPaths {
     /// The closed patterns, sorted by pattern, none twice.
     pub closed: Vec<ClosedPath>,
     /// Patterns the Slice opens again (never a stand-in).
     pub open: Vec<String>,
 }
 
-/// A [`Closure`] with its patterns parsed, ready to check paths.
+/// A [`ClosedPaths`] with its patterns parsed, ready to check paths.
 #[derive(Debug)]
-pub struct ParsedClosure<'a> {
+pub struct ParsedClosedPaths<'a> {
     closed: Vec<(PathGlob, &'a ClosedPath)>,
     open: Vec<PathGlob>,
 }
 
-impl Closure {
+impl ClosedPaths {
     /// Whether nothing is closed.
     pub fn is_empty(&self) -> bool {
         self.closed.is_empty() && self.open.is_empty()
@@ -98,7 +98,7 @@ impl Closure {
     /// Checks the lists and parses their patterns: at most [`MAX_CLOSED`] closed patterns,
     /// valid, none twice, each saying what it closes for; at most [`MAX_OPEN`] open
     /// patterns, valid, none twice, none reaching into a stand-in.
-    pub fn parse(&self) -> Result<ParsedClosure<'_>, RepositoryError> {
+    pub fn parse(&self) -> Result<ParsedClosedPaths<'_>, RepositoryError> {
         if self.closed.len() > MAX_CLOSED {
             return Err(RepositoryError::invalid(
                 "frozen.closed",
@@ -162,11 +162,11 @@ impl Closure {
             }
             open.push(glob);
         }
-        Ok(ParsedClosure { closed, open })
+        Ok(ParsedClosedPaths { closed, open })
     }
 }
 
-impl ParsedClosure<'_> {
+impl ParsedClosedPaths<'_> {
     /// The closed pattern that keeps a proposal from touching `path`, if any: the first
     /// stand-in that matches it, or else the first other pattern that matches it when no
     /// `open` pattern does.
@@ -229,8 +229,8 @@ mod tests {
         }
     }
 
-    fn closure(open: &[&str]) -> Closure {
-        Closure {
+    fn closure(open: &[&str]) -> ClosedPaths {
+        ClosedPaths {
             closed: vec![
                 closed("tests/test_x/**", Because::StandsIn),
                 closed("tests/__pycache__/**", Because::StandsIn),

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::path_glob::{PathGlob, covering_text};
-use crate::repository::{Because, ClosedPath, Closure, in_scope};
+use crate::repository::{Because, ClosedPath, ClosedPaths, in_scope};
 use crate::snapshot::SnapshotFile;
 
 use super::AssuranceError;
@@ -105,7 +105,7 @@ impl TreeLookup for PathSet {
     }
 }
 
-/// What a Slice's closure is derived from, and what it closes.
+/// What a Slice closes around its trusted material, as it is derived.
 #[derive(Debug, Default)]
 pub struct Closing {
     patterns: BTreeMap<String, ClosedPath>,
@@ -307,11 +307,11 @@ impl Closing {
 
 /// Checks what a Slice's scope and `open` patterns leave a proposal: each `open` pattern
 /// reaches something closed that a Slice may open, and some scope entry is not closed whole.
-pub fn check_reachable(scope: &[String], closure: &Closure) -> Result<(), AssuranceError> {
-    closure
+pub fn check_reachable(scope: &[String], closed: &ClosedPaths) -> Result<(), AssuranceError> {
+    closed
         .parse()
         .map_err(|error| AssuranceError::invalid("slice", error.to_string()))?;
-    let openable: Vec<(PathGlob, &ClosedPath)> = closure
+    let openable: Vec<(PathGlob, &ClosedPath)> = closed
         .closed
         .iter()
         .filter(|entry| entry.because != Because::StandsIn)
@@ -321,7 +321,7 @@ pub fn check_reachable(scope: &[String], closure: &Closure) -> Result<(), Assura
                 .map(|glob| (glob, entry))
         })
         .collect();
-    let open: Vec<PathGlob> = closure
+    let open: Vec<PathGlob> = closed
         .open
         .iter()
         .filter_map(|pattern| PathGlob::parse(pattern).ok())
@@ -343,7 +343,7 @@ pub fn check_reachable(scope: &[String], closure: &Closure) -> Result<(), Assura
         }
     }
     let whole = |entry: &str| {
-        closure.closed.iter().find(|closed| {
+        closed.closed.iter().find(|closed| {
             PathGlob::parse(&closed.pattern).is_ok_and(|glob| {
                 glob.covers_subtree(entry)
                     && (closed.because == Because::StandsIn
@@ -696,7 +696,7 @@ mod tests {
     }
 
     #[test]
-    fn a_frozen_closure_must_hold_the_overlays_part_as_strictly() {
+    fn a_frozen_slice_must_close_the_overlays_part_as_strictly() {
         let overlay = [SnapshotFile::new(
             "tests/test_x.py",
             crate::contracts::tree_path::EntryMode::Regular,
@@ -724,8 +724,8 @@ mod tests {
         assert!(needed.missing_from(&weakened).is_some());
     }
 
-    fn closure(closed: &[(&str, Because)], open: &[&str]) -> Closure {
-        Closure {
+    fn closed_paths(closed: &[(&str, Because)], open: &[&str]) -> ClosedPaths {
+        ClosedPaths {
             closed: closed
                 .iter()
                 .map(|(pattern, because)| ClosedPath {
@@ -746,18 +746,18 @@ mod tests {
             ("**/*.pth", Because::LoadedBefore),
         ];
         let scope = ["src/te.py".to_owned()];
-        let refused = check_reachable(&scope, &closure(&closed, &[])).unwrap_err();
+        let refused = check_reachable(&scope, &closed_paths(&closed, &[])).unwrap_err();
         assert!(
             refused.to_string().contains("\"open\": [\"src/te.py\"]"),
             "{refused}"
         );
-        assert!(check_reachable(&scope, &closure(&closed, &["src/te.py"])).is_ok());
+        assert!(check_reachable(&scope, &closed_paths(&closed, &["src/te.py"])).is_ok());
         let two = ["src/te.py".to_owned(), "lib".to_owned()];
         assert!(
-            check_reachable(&two, &closure(&closed, &[])).is_ok(),
+            check_reachable(&two, &closed_paths(&closed, &[])).is_ok(),
             "lib is open"
         );
-        let refused = check_reachable(&two, &closure(&closed, &["lib/**"])).unwrap_err();
+        let refused = check_reachable(&two, &closed_paths(&closed, &["lib/**"])).unwrap_err();
         assert!(refused.to_string().contains("opens nothing"), "{refused}");
     }
 }
