@@ -34,12 +34,14 @@
 //! - [`error`]: the typed errors.
 
 pub use sf_plugin_abi::{
-    KNOWN_CONTRACTS, abi, evidence_store_protocol, executor_protocol, fence_protocol,
-    gate_protocol, manifest, message, object_store_protocol, protocol,
+    abi, evidence_store_protocol, executor_protocol, fence_protocol, gate_protocol, manifest,
+    message, object_store_protocol, protocol,
 };
 
+pub mod backend;
 pub mod builtin;
 pub mod config;
+pub mod contract;
 pub mod error;
 pub mod evidence_store_adapter;
 pub mod executor_adapter;
@@ -48,13 +50,17 @@ pub mod gate_adapter;
 pub mod library_file;
 pub mod loader;
 pub mod object_store_adapter;
+pub mod registry;
 pub mod search;
 
+pub use backend::PluginBackend;
 pub use config::{
-    Config, ConfigError, ConfigOrigin, DEFAULT_CONFIG, DeliverySettings, EvidenceStoreBackend,
+    Config, ConfigError, ConfigOrigin, Configured, DeliverySettings, EvidenceStoreBackend,
     ExecutorBackend, GateBackend, ObjectStoreBackend, compiled_evidence_store_tags,
-    compiled_executor_tags, compiled_gate_tags, compiled_object_store_tags,
+    compiled_executor_tags, compiled_gate_tags, compiled_object_store_tags, compiled_tags_of,
+    default_config,
 };
+pub use contract::HostContract;
 pub use error::PluginError;
 pub use evidence_store_adapter::PluginEvidenceStore;
 pub use executor_adapter::PluginExecutor;
@@ -62,5 +68,6 @@ pub use fence_adapter::PluginFence;
 pub use gate_adapter::PluginGate;
 pub use loader::{Instance, LoadedPlugin, load, load_pinned};
 pub use object_store_adapter::{PluginObjectStore, PluginObjectStoreFactory};
+pub use registry::KNOWN_CONTRACTS;
 pub use search::{Discovered, PLUGIN_PATH_ENV, PluginPath};
 pub use sf_plugin_abi::PluginManifest;
