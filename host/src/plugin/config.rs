@@ -1136,6 +1136,15 @@ mod tests {
     }
 
     #[test]
+    fn the_embedded_defaults_are_the_registered_tags() {
+        assert_eq!(
+            default_config(),
+            "[object_store]\ntype = \"git-cli\"\n\n[executor]\ntype = \"sandbox-exec\"\n\n\
+             [evidence_store]\ntype = \"sqlite\"\n\n[gate]\ntype = \"open\"\n"
+        );
+    }
+
+    #[test]
     fn defaults_name_git_cli() {
         let config = Config::defaults();
         assert_eq!(config.object_store_section().tag(), "git-cli");

@@ -4,20 +4,15 @@
 
 use super::config::Configured;
 use super::contract::HostContract;
-use super::evidence_store_protocol::EvidenceStoreContract;
-use super::executor_protocol::ExecutorContract;
-use super::fence_protocol::FenceContract;
-use super::gate_protocol::GateContract;
-use super::object_store_protocol::ObjectStoreContract;
 
 /// Every contract this host knows, in the order messages list them. A new contract is one
 /// line here.
 pub const CONTRACTS: &[Registered] = &[
-    Registered::configured::<ObjectStoreContract>(),
-    Registered::configured::<ExecutorContract>(),
-    Registered::configured::<EvidenceStoreContract>(),
-    Registered::configured::<GateContract>(),
-    Registered::companion::<FenceContract>(),
+    Registered::configured::<super::object_store_protocol::ObjectStoreContract>(),
+    Registered::configured::<super::executor_protocol::ExecutorContract>(),
+    Registered::configured::<super::evidence_store_protocol::EvidenceStoreContract>(),
+    Registered::configured::<super::gate_protocol::GateContract>(),
+    Registered::companion::<super::fence_protocol::FenceContract>(),
 ];
 
 /// The contracts a plugin may provide that this sf instantiates, by their names on the wire.
@@ -76,4 +71,28 @@ const fn names<const N: usize>(contracts: &[Registered]) -> [&'static str; N] {
         at += 1;
     }
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_known_contracts_are_the_registered_ones_in_order() {
+        assert_eq!(
+            KNOWN_CONTRACTS,
+            [
+                "object-store",
+                "executor",
+                "evidence-store",
+                "gate",
+                "fence"
+            ]
+        );
+        let sections: Vec<_> = backend_sections().map(|section| section.name).collect();
+        assert_eq!(
+            sections,
+            ["object_store", "executor", "evidence_store", "gate"]
+        );
+    }
 }
