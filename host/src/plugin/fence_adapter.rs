@@ -4,7 +4,7 @@
 //! dropping releases. The fence has no section: it comes with the evidence store's plugin
 //! (`Config::fence`).
 //!
-//! A plugin built with an ABI minor older than [`fence_protocol::SINCE_MINOR`] knows no
+//! A plugin built with an ABI minor older than [`wire::SINCE_MINOR`] knows no
 //! fence: it is refused before it is asked to make one. Every failure of a call is an `Err`:
 //! a contract error is the same [`FenceError`]; anything else (a code this sf does not know,
 //! a panic, a malformed reply) is `unavailable` for the fence and, for a hold, `released`
