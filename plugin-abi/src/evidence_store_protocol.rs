@@ -22,8 +22,10 @@ use crate::contracts::{EvidenceRecord, EvidenceStoreError};
 use crate::message::{self, MessageBuilder, MessageError};
 use crate::protocol::{self, deadline_in, remaining_ms};
 
-/// The contract's name in manifests and in `instantiate`.
-pub const CONTRACT: &str = "evidence-store";
+protocol::wire_contract! {
+    /// The `evidence-store` contract, as the host and the sdk name it.
+    EvidenceStoreContract: "evidence-store", EvidenceStoreError
+}
 
 /// The method names, as sent in `call`.
 pub mod method {
@@ -78,16 +80,14 @@ impl Request {
                 }
             }
             method::GET => {
-                let (header, sections) = message::decode::<GetHeader>(bytes)?;
-                sections.finish()?;
+                let header = message::decode_header::<GetHeader>(bytes)?;
                 Self::Get {
                     id: parse_digest(&header.id, "id")?,
                     deadline: deadline_in(header.deadline_ms),
                 }
             }
             method::FIND => {
-                let (header, sections) = message::decode::<FindHeader>(bytes)?;
-                sections.finish()?;
+                let header = message::decode_header::<FindHeader>(bytes)?;
                 Self::Find {
                     pins: parse_digest(&header.pins, "pins")?,
                     deadline: deadline_in(header.deadline_ms),
@@ -138,8 +138,7 @@ pub fn encode_id(id: &Digest) -> Vec<u8> {
 
 /// Decodes the answer of `put`.
 pub fn decode_id(bytes: &[u8]) -> Result<Digest, MessageError> {
-    let (answer, sections) = message::decode::<IdAnswer>(bytes)?;
-    sections.finish()?;
+    let answer = message::decode_header::<IdAnswer>(bytes)?;
     parse_digest(&answer.id, "id")
 }
 
@@ -167,30 +166,13 @@ pub fn encode_ids(ids: &[Digest]) -> Vec<u8> {
 
 /// Decodes the answer of `find`: the ids, each a `sha256:` digest.
 pub fn decode_ids(bytes: &[u8]) -> Result<Vec<Digest>, MessageError> {
-    let (answer, sections) = message::decode::<IdsAnswer>(bytes)?;
-    sections.finish()?;
+    let answer = message::decode_header::<IdsAnswer>(bytes)?;
     answer
         .ids
         .iter()
         .enumerate()
         .map(|(at, id)| parse_digest(id, &format!("ids[{at}]")))
         .collect()
-}
-
-// ---------------------------------------------------------------------------------------------
-// Errors
-
-/// An error reply as the host decodes it.
-pub type DecodedError = protocol::DecodedError<EvidenceStoreError>;
-
-/// Encodes `error` with its code, its display text and every field.
-pub fn encode_error(error: &EvidenceStoreError) -> Vec<u8> {
-    protocol::encode_error(error)
-}
-
-/// Decodes an error reply.
-pub fn decode_error(bytes: &[u8]) -> Result<DecodedError, MessageError> {
-    protocol::decode_error(bytes)
 }
 
 // ---------------------------------------------------------------------------------------------

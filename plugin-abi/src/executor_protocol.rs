@@ -128,8 +128,10 @@ use crate::contracts::{
 use crate::message::{self, MessageBuilder, MessageError, Sections};
 use crate::protocol::{self, Empty};
 
-/// The contract's name in manifests and in `instantiate`.
-pub const CONTRACT: &str = "executor";
+protocol::wire_contract! {
+    /// The `executor` contract, as the host and the sdk name it.
+    ExecutorContract: "executor", ExecutorError
+}
 
 /// The ABI minor from which a run's program may be given by reference (`run_v6`'s
 /// `programTree`): a host never sends one to an older plugin.
@@ -389,8 +391,7 @@ impl Request {
                 Self::decode_run(header, sections, wire)?
             }
             method::CANCEL => {
-                let (header, sections) = message::decode::<CancelHeader>(bytes)?;
-                sections.finish()?;
+                let header = message::decode_header::<CancelHeader>(bytes)?;
                 Self::Cancel {
                     run_id: header.run_id,
                 }
@@ -844,22 +845,6 @@ pub fn encode_cancelled() -> Vec<u8> {
 /// Decodes the answer of `cancel`.
 pub fn decode_cancelled(bytes: &[u8]) -> Result<(), MessageError> {
     Empty::decode(bytes)
-}
-
-// ---------------------------------------------------------------------------------------------
-// Errors
-
-/// An error reply as the host decodes it.
-pub type DecodedError = protocol::DecodedError<ExecutorError>;
-
-/// Encodes `error` with its code, its display text and every field.
-pub fn encode_error(error: &ExecutorError) -> Vec<u8> {
-    protocol::encode_error(error)
-}
-
-/// Decodes an error reply.
-pub fn decode_error(bytes: &[u8]) -> Result<DecodedError, MessageError> {
-    protocol::decode_error(bytes)
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,8 +20,10 @@ use crate::contracts::{AttemptId, FenceError};
 use crate::message::{self, MessageError};
 use crate::protocol;
 
-/// The contract's name in manifests and in `instantiate`.
-pub const CONTRACT: &str = "fence";
+protocol::wire_contract! {
+    /// The `fence` contract, as the host and the sdk name it.
+    FenceContract: "fence", FenceError
+}
 
 /// The ABI minor that added the contract: the host refuses to instantiate it from a plugin
 /// built with an older one.
@@ -58,9 +60,7 @@ impl FenceRequest {
     /// Decodes the request of `method`. `Ok(None)`: the method is not a fence's.
     pub fn decode(method: &str, bytes: &[u8]) -> Result<Option<Self>, MessageError> {
         let product = || -> Result<String, MessageError> {
-            let (header, sections) = message::decode::<ProductHeader>(bytes)?;
-            sections.finish()?;
-            Ok(header.product)
+            message::decode_header(bytes).map(|header: ProductHeader| header.product)
         };
         Ok(Some(match method {
             method::ACQUIRE => Self::Acquire {
@@ -112,9 +112,7 @@ pub fn encode_attempt(attempt: &AttemptId) -> Vec<u8> {
 
 /// Decodes the answer of `acquire`.
 pub fn decode_attempt(bytes: &[u8]) -> Result<AttemptId, MessageError> {
-    let (answer, sections) = message::decode::<AttemptAnswer>(bytes)?;
-    sections.finish()?;
-    Ok(answer.attempt)
+    message::decode_header(bytes).map(|answer: AttemptAnswer| answer.attempt)
 }
 
 /// The answer of `last-epoch`.
@@ -124,22 +122,7 @@ pub fn encode_epoch(epoch: u64) -> Vec<u8> {
 
 /// Decodes the answer of `last-epoch`.
 pub fn decode_epoch(bytes: &[u8]) -> Result<u64, MessageError> {
-    let (answer, sections) = message::decode::<EpochAnswer>(bytes)?;
-    sections.finish()?;
-    Ok(answer.epoch)
-}
-
-/// An error reply as the host decodes it.
-pub type DecodedError = protocol::DecodedError<FenceError>;
-
-/// Encodes `error` with its code, its display text and every field.
-pub fn encode_error(error: &FenceError) -> Vec<u8> {
-    protocol::encode_error(error)
-}
-
-/// Decodes an error reply.
-pub fn decode_error(bytes: &[u8]) -> Result<DecodedError, MessageError> {
-    protocol::decode_error(bytes)
+    message::decode_header(bytes).map(|answer: EpochAnswer| answer.epoch)
 }
 
 #[derive(Serialize, Deserialize)]

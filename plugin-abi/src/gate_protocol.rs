@@ -18,8 +18,10 @@ use crate::contracts::{GateAnswer, GateError};
 use crate::message::{self, MessageError};
 use crate::protocol::{self, deadline_in, remaining_ms};
 
-/// The contract's name in manifests and in `instantiate`.
-pub const CONTRACT: &str = "gate";
+protocol::wire_contract! {
+    /// The `gate` contract, as the host and the sdk name it.
+    GateContract: "gate", GateError
+}
 
 /// The method names, as sent in `call`.
 pub mod method {
@@ -42,8 +44,7 @@ impl Request {
     pub fn decode(method: &str, bytes: &[u8]) -> Result<Option<Self>, MessageError> {
         match method {
             method::CURRENT => {
-                let (header, sections) = message::decode::<CurrentHeader>(bytes)?;
-                sections.finish()?;
+                let header = message::decode_header::<CurrentHeader>(bytes)?;
                 Ok(Some(Self::Current {
                     deadline: deadline_in(header.deadline_ms),
                 }))
@@ -72,25 +73,11 @@ pub fn encode_answer(answer: &GateAnswer) -> Vec<u8> {
 
 /// Decodes the answer of `current`: exactly a proceed or a refusal with a reason.
 pub fn decode_answer(bytes: &[u8]) -> Result<GateAnswer, MessageError> {
-    let (answer, sections) = message::decode::<AnswerHeader>(bytes)?;
-    sections.finish()?;
+    let answer = message::decode_header::<AnswerHeader>(bytes)?;
     Ok(match answer {
         AnswerHeader::Proceed {} => GateAnswer::Proceed,
         AnswerHeader::Refuse { reason } => GateAnswer::Refuse { reason },
     })
-}
-
-/// An error reply as the host decodes it.
-pub type DecodedError = protocol::DecodedError<GateError>;
-
-/// Encodes `error` with its code, its display text and every field.
-pub fn encode_error(error: &GateError) -> Vec<u8> {
-    protocol::encode_error(error)
-}
-
-/// Decodes an error reply.
-pub fn decode_error(bytes: &[u8]) -> Result<DecodedError, MessageError> {
-    protocol::decode_error(bytes)
 }
 
 #[derive(Serialize, Deserialize)]

@@ -25,12 +25,3 @@ pub mod object_store_protocol;
 pub mod protocol;
 
 pub use manifest::PluginManifest;
-
-/// The contracts a plugin may provide, by the name a manifest lists them under.
-pub const KNOWN_CONTRACTS: &[&str] = &[
-    object_store_protocol::CONTRACT,
-    executor_protocol::CONTRACT,
-    evidence_store_protocol::CONTRACT,
-    gate_protocol::CONTRACT,
-    fence_protocol::CONTRACT,
-];

@@ -190,6 +190,13 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<(T, Sections<'_>), Me
     Ok((header, Sections::new(frame.sections)))
 }
 
+/// Decodes a message that is its header alone: a `T` and no section.
+pub fn decode_header<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, MessageError> {
+    let (header, sections) = decode::<T>(bytes)?;
+    sections.finish()?;
+    Ok(header)
+}
+
 /// The sections of a decoded message; each must be taken exactly once.
 #[derive(Debug)]
 pub struct Sections<'a> {

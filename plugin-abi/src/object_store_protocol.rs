@@ -50,8 +50,10 @@ use crate::contracts::{
 use crate::message::{self, MessageBuilder, MessageError, Sections};
 use crate::protocol::{self, Empty, deadline_in, remaining_ms};
 
-/// The contract's name in manifests and in `instantiate`.
-pub const CONTRACT: &str = "object-store";
+protocol::wire_contract! {
+    /// The `object-store` contract, as the host and the sdk name it.
+    ObjectStoreContract: "object-store", ObjectStoreError
+}
 
 /// The method names, as sent in `call`.
 pub mod method {
@@ -226,8 +228,7 @@ impl Request {
                 }
             }
             method::READ_OBJECTS => {
-                let (header, sections) = message::decode::<ReadObjectsHeader>(bytes)?;
-                sections.finish()?;
+                let header = message::decode_header::<ReadObjectsHeader>(bytes)?;
                 let ids = header
                     .ids
                     .iter()
@@ -241,8 +242,7 @@ impl Request {
                 }
             }
             method::RECORD_BOUNDARIES => {
-                let (header, sections) = message::decode::<RecordBoundariesHeader>(bytes)?;
-                sections.finish()?;
+                let header = message::decode_header::<RecordBoundariesHeader>(bytes)?;
                 let commits = header
                     .commits
                     .iter()
@@ -255,24 +255,21 @@ impl Request {
                 }
             }
             method::READ_REF => {
-                let (header, sections) = message::decode::<ReadRefHeader>(bytes)?;
-                sections.finish()?;
+                let header = message::decode_header::<ReadRefHeader>(bytes)?;
                 Self::ReadRef {
                     name: parse_name(&header.name, "name")?,
                     deadline: deadline_in(header.deadline_ms),
                 }
             }
             method::LIST_REFS => {
-                let (header, sections) = message::decode::<ListRefsHeader>(bytes)?;
-                sections.finish()?;
+                let header = message::decode_header::<ListRefsHeader>(bytes)?;
                 Self::ListRefs {
                     prefix: header.prefix,
                     deadline: deadline_in(header.deadline_ms),
                 }
             }
             method::CREATE_REF => {
-                let (header, sections) = message::decode::<CreateRefHeader>(bytes)?;
-                sections.finish()?;
+                let header = message::decode_header::<CreateRefHeader>(bytes)?;
                 Self::CreateRef {
                     name: parse_name(&header.name, "name")?,
                     value: parse_id(&header.value, "value")?,
@@ -280,8 +277,7 @@ impl Request {
                 }
             }
             method::COMPARE_AND_SWAP_REF => {
-                let (header, sections) = message::decode::<CompareAndSwapHeader>(bytes)?;
-                sections.finish()?;
+                let header = message::decode_header::<CompareAndSwapHeader>(bytes)?;
                 Self::CompareAndSwapRef {
                     name: parse_name(&header.name, "name")?,
                     expected: parse_id(&header.expected, "expected")?,
@@ -479,8 +475,7 @@ pub fn encode_ref_value(value: Option<&RefValue>) -> Vec<u8> {
 
 /// Decodes the answer of `read_ref`.
 pub fn decode_ref_value(bytes: &[u8]) -> Result<Option<RefValue>, MessageError> {
-    let (answer, sections) = message::decode::<RefValueAnswer>(bytes)?;
-    sections.finish()?;
+    let answer = message::decode_header::<RefValueAnswer>(bytes)?;
     answer.value.map(|value| value.decode("value")).transpose()
 }
 
@@ -499,8 +494,7 @@ pub fn encode_ref_list(refs: &[(RefName, RefValue)]) -> Vec<u8> {
 
 /// Decodes the answer of `list_refs`.
 pub fn decode_ref_list(bytes: &[u8]) -> Result<Vec<(RefName, RefValue)>, MessageError> {
-    let (answer, sections) = message::decode::<RefListAnswer>(bytes)?;
-    sections.finish()?;
+    let answer = message::decode_header::<RefListAnswer>(bytes)?;
     answer
         .refs
         .into_iter()
@@ -531,8 +525,7 @@ pub fn encode_ref_update(update: &RefUpdate) -> Vec<u8> {
 
 /// Decodes the answer of `create_ref` and `compare_and_swap_ref`.
 pub fn decode_ref_update(bytes: &[u8]) -> Result<RefUpdate, MessageError> {
-    let (answer, sections) = message::decode::<RefUpdateAnswer>(bytes)?;
-    sections.finish()?;
+    let answer = message::decode_header::<RefUpdateAnswer>(bytes)?;
     Ok(match answer.update {
         UpdateHeader::Applied {} => RefUpdate::Applied,
         UpdateHeader::Refused { current } => RefUpdate::Refused {
@@ -542,22 +535,6 @@ pub fn decode_ref_update(bytes: &[u8]) -> Result<RefUpdate, MessageError> {
         },
         UpdateHeader::Unknown { reason } => RefUpdate::Unknown { reason },
     })
-}
-
-// ---------------------------------------------------------------------------------------------
-// Errors
-
-/// An error reply as the host decodes it.
-pub type DecodedError = protocol::DecodedError<ObjectStoreError>;
-
-/// Encodes `error` with its code, its display text and every field.
-pub fn encode_error(error: &ObjectStoreError) -> Vec<u8> {
-    protocol::encode_error(error)
-}
-
-/// Decodes an error reply.
-pub fn decode_error(bytes: &[u8]) -> Result<DecodedError, MessageError> {
-    protocol::decode_error(bytes)
 }
 
 // ---------------------------------------------------------------------------------------------

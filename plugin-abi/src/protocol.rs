@@ -54,9 +54,7 @@ impl PluginErrorReply {
 
     /// Reads the reply from a message, refusing other fields and any section.
     pub fn decode(bytes: &[u8]) -> Result<Self, MessageError> {
-        let (reply, sections) = message::decode::<Self>(bytes)?;
-        sections.finish()?;
-        Ok(reply)
+        message::decode_header(bytes)
     }
 }
 
@@ -76,9 +74,7 @@ impl PanicReply {
 
     /// Reads the reply from a message, refusing other fields and any section.
     pub fn decode(bytes: &[u8]) -> Result<Self, MessageError> {
-        let (reply, sections) = message::decode::<Self>(bytes)?;
-        sections.finish()?;
-        Ok(reply)
+        message::decode_header(bytes)
     }
 }
 
@@ -95,10 +91,59 @@ impl Empty {
 
     /// Checks that a message is the empty answer: the header `{}` and no sections.
     pub fn decode(bytes: &[u8]) -> Result<(), MessageError> {
-        let (Empty {}, sections) = message::decode::<Empty>(bytes)?;
-        sections.finish()
+        message::decode_header(bytes).map(|Empty {}| ())
     }
 }
+
+/// A contract as it crosses the boundary: its name in manifests and in `instantiate`, and
+/// the error its replies carry. Each protocol module declares one with `wire_contract!`; the
+/// host's adapters and the sdk's serving code are generic over it.
+pub trait WireContract {
+    /// The contract's name in manifests and in `instantiate`.
+    const NAME: &'static str;
+    /// The contract's error, as [`encode_error`] and [`decode_error`] carry it.
+    type Error: ContractError;
+}
+
+/// Declares a protocol module's contract: `pub const CONTRACT` (its name), a marker type
+/// implementing [`WireContract`], and the module's error codec (`DecodedError`,
+/// `encode_error`, `decode_error`), which every contract frames alike.
+///
+/// ```text
+/// protocol::wire_contract! {
+///     /// The `gate` contract.
+///     GateContract: "gate", GateError
+/// }
+/// ```
+macro_rules! wire_contract {
+    ($(#[$doc:meta])* $marker:ident: $name:literal, $error:ty) => {
+        /// The contract's name in manifests and in `instantiate`.
+        pub const CONTRACT: &str = $name;
+
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub struct $marker;
+
+        impl $crate::protocol::WireContract for $marker {
+            const NAME: &'static str = CONTRACT;
+            type Error = $error;
+        }
+
+        /// An error reply as the host decodes it.
+        pub type DecodedError = $crate::protocol::DecodedError<$error>;
+
+        /// Encodes `error` with its code, its display text and every field.
+        pub fn encode_error(error: &$error) -> Vec<u8> {
+            $crate::protocol::encode_error(error)
+        }
+
+        /// Decodes an error reply.
+        pub fn decode_error(bytes: &[u8]) -> Result<DecodedError, $crate::message::MessageError> {
+            $crate::protocol::decode_error(bytes)
+        }
+    };
+}
+pub(crate) use wire_contract;
 
 /// The time left until `deadline`, in whole milliseconds, rounded down: a plugin never gets
 /// more time than the host gave.

@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::config::{EvidenceStoreBackend, GateBackend};
+use super::evidence_store_adapter::EvidenceStoreBackend;
+use super::gate_adapter::GateBackend;
 use crate::contracts::{EvidenceStore, EvidenceStoreError, Gate, GateError};
 use crate::evidence::SqliteEvidenceStore;
 use crate::gate::{FileGate, OpenGate};

@@ -38,60 +38,54 @@
 //! dependency environment store (`crate::environment_store`). Neither is `[delivery]`: the
 //! credential helper Git asks for the delivery's URL only, and how long one push may take.
 //!
-//! A tag resolves in two steps. Backends compiled into the running program register their
-//! configuration type with typetag (`#[typetag::serde(name = "…")] impl ObjectStoreBackend`,
-//! `impl ExecutorBackend`, `impl EvidenceStoreBackend`, `impl GateBackend`);
-//! a tag typetag knows is deserialized into that type and builds the backend directly. Any
-//! other tag is looked up in the manifests on the plugin path (first match wins), and the
-//! section (without `type`) is handed to the plugin as a JSON object. A tag neither knows is
-//! an error listing every known tag.
+//! A backend section belongs to a contract that implements [`Configured`] (its section name,
+//! default tag and compiled-in registry), listed in [`super::registry::CONTRACTS`]; one
+//! generic [`Config::backend`] resolves every one of them. A tag resolves in two steps.
+//! Backends compiled into the running program register their configuration type with
+//! typetag (`#[typetag::serde(name = "…")] impl ObjectStoreBackend`, `impl ExecutorBackend`,
+//! `impl EvidenceStoreBackend`, `impl GateBackend`); a tag typetag knows is deserialized into
+//! that type and builds the backend directly. Any other tag is looked up in the manifests on
+//! the plugin path (first match wins), and the section (without `type`) is handed to the
+//! plugin, through the contract's adapter, as a JSON object. A tag neither knows is an error
+//! listing every known tag.
 //!
-//! A section the file leaves out takes its embedded default ([`DEFAULT_CONFIG`]); with no
+//! A section the file leaves out takes its embedded default ([`default_config`]); with no
 //! file at all, every section does. The `sf` binary links no backend, so its defaults resolve
 //! through the plugin path: `git-cli` is the `sf-git-cli` plugin shipped beside `sf`, and
 //! `sandbox-exec` the `sf-sandbox-exec` plugin. The `sqlite` evidence store and the `open` and
 //! `file` gates are compiled into sf-host itself. A section is resolved only when a command
 //! needs its contract.
 
-use std::fmt::Debug;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::de;
 
+use super::backend::PluginBackend;
+use super::contract::HostContract;
 use super::error::PluginError;
-use super::evidence_store_adapter::PluginEvidenceStore;
-use super::evidence_store_protocol::CONTRACT as EVIDENCE_STORE;
-use super::executor_adapter::PluginExecutor;
-use super::executor_protocol::CONTRACT as EXECUTOR;
+use super::evidence_store_adapter::StoreContext;
+use super::evidence_store_protocol::EvidenceStoreContract;
+use super::executor_protocol::ExecutorContract;
 use super::fence_adapter::PluginFence;
-use super::fence_protocol::CONTRACT as FENCE;
-use super::gate_adapter::PluginGate;
-use super::gate_protocol::CONTRACT as GATE;
+use super::fence_protocol::FenceContract;
+use super::gate_protocol::GateContract;
 use super::loader::{self, LoadedPlugin};
-use super::object_store_adapter::PluginObjectStoreFactory;
-use super::object_store_protocol::CONTRACT as OBJECT_STORE;
+use super::object_store_protocol::ObjectStoreContract;
+use super::protocol::WireContract;
+use super::registry;
 use super::search::{self, PluginPath};
-use crate::contracts::{
-    AttemptFence, EvidenceStore, EvidenceStoreError, Executor, ExecutorError, Gate, GateError,
-    ObjectStoreError, ObjectStoreFactory,
-};
+use crate::contracts::{AttemptFence, EvidenceStore, Executor, Gate, ObjectStoreFactory};
 use crate::file_fence::FileFence;
 
-/// The configuration used where a file leaves a section out, or when there is no file.
-pub const DEFAULT_CONFIG: &str = "[object_store]\ntype = \"git-cli\"\n\n[executor]\ntype = \
-                                  \"sandbox-exec\"\n\n[evidence_store]\ntype = \"sqlite\"\n\n\
-                                  [gate]\ntype = \"open\"\n";
+pub use super::evidence_store_adapter::EvidenceStoreBackend;
+pub use super::executor_adapter::ExecutorBackend;
+pub use super::gate_adapter::GateBackend;
+pub use super::object_store_adapter::ObjectStoreBackend;
 
-/// The sections a configuration may hold: one per backend, and `[environments]`.
-pub const SECTIONS: &[&str] = &[
-    "object_store",
-    "executor",
-    "evidence_store",
-    "gate",
-    "environments",
-    "delivery",
-];
+/// The sections a configuration may hold besides one per backend.
+const OTHER_SECTIONS: &[&str] = &["environments", "delivery"];
 
 /// The keys `[delivery]` may hold.
 pub const DELIVERY_KEYS: &[&str] = &[
@@ -133,96 +127,55 @@ pub const DEFAULT_ENVIRONMENT_STORE: &str = ".local/share/sf/environments";
 /// The largest configuration file read.
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 
-/// An ObjectStore backend compiled into the running program, configured from its section.
-///
-/// Implement it on the backend's configuration type and register it under its tag:
-///
-/// ```text
-/// #[typetag::serde(name = "git-cli")]
-/// impl ObjectStoreBackend for GitCliBackend {
-///     fn factory(&self) -> Result<Arc<dyn ObjectStoreFactory>, ObjectStoreError> { … }
-/// }
-/// ```
-#[typetag::serde(tag = "type")]
-pub trait ObjectStoreBackend: Debug + Send + Sync {
-    /// Builds the configured factory.
-    fn factory(&self) -> Result<Arc<dyn ObjectStoreFactory>, ObjectStoreError>;
+/// A contract configured by a section of `sf.toml` of its own, resolved by
+/// [`Config::backend`]: to a backend compiled into the running program, or to a plugin's
+/// backend through the contract's adapter.
+pub trait Configured: HostContract {
+    /// The section's name (`gate` for `[gate]`).
+    const SECTION: &'static str;
+    /// The tag a configuration without the section takes.
+    const DEFAULT_TAG: &'static str;
+    /// What callers are given: the contract's trait object.
+    type Object: ?Sized;
+    /// The backends compiled into the running program: a typetag-registered trait object, one
+    /// tag per configuration type.
+    type Compiled: for<'de> serde::Deserialize<'de>;
+    /// What a compiled-in backend is given besides its section.
+    type Context<'a>;
+
+    /// Builds a compiled-in backend.
+    fn compiled(
+        backend: Self::Compiled,
+        context: Self::Context<'_>,
+    ) -> Result<Arc<Self::Object>, Self::Error>;
+
+    /// A plugin's backend as what callers are given.
+    fn adapt(backend: PluginBackend<Self>) -> Arc<Self::Object>;
 }
 
-/// An Executor backend compiled into the running program, configured from its section.
-///
-/// ```text
-/// #[typetag::serde(name = "sandbox-exec")]
-/// impl ExecutorBackend for SandboxExecBackend {
-///     fn executor(&self) -> Result<Arc<dyn Executor>, ExecutorError> { … }
-/// }
-/// ```
-#[typetag::serde(tag = "type")]
-pub trait ExecutorBackend: Debug + Send + Sync {
-    /// Builds the configured Executor.
-    fn executor(&self) -> Result<Arc<dyn Executor>, ExecutorError>;
-}
-
-/// An EvidenceStore backend compiled into the running program, configured from its section.
-///
-/// ```text
-/// #[typetag::serde(name = "sqlite")]
-/// impl EvidenceStoreBackend for SqliteBackend {
-///     fn evidence_store(&self, state_dir: &Path) -> Result<Arc<dyn EvidenceStore>, EvidenceStoreError> { … }
-/// }
-/// ```
-#[typetag::serde(tag = "type")]
-pub trait EvidenceStoreBackend: Debug + Send + Sync {
-    /// Builds the configured store. `state_dir` is the directory sf keeps the current
-    /// Slice's evidence in; a backend whose section names no location of its own uses it.
-    fn evidence_store(
-        &self,
-        state_dir: &Path,
-    ) -> Result<Arc<dyn EvidenceStore>, EvidenceStoreError>;
-
-    /// Opens the configured store for reading only what is there: a backend that would create
-    /// its storage refuses instead. The default builds the store as
-    /// [`EvidenceStoreBackend::evidence_store`] does.
-    fn existing_evidence_store(
-        &self,
-        state_dir: &Path,
-    ) -> Result<Arc<dyn EvidenceStore>, EvidenceStoreError> {
-        self.evidence_store(state_dir)
-    }
-}
-
-/// A Gate backend compiled into the running program, configured from its section.
-///
-/// ```text
-/// #[typetag::serde(name = "file")]
-/// impl GateBackend for FileGateBackend {
-///     fn gate(&self) -> Result<Arc<dyn Gate>, GateError> { … }
-/// }
-/// ```
-#[typetag::serde(tag = "type")]
-pub trait GateBackend: Debug + Send + Sync {
-    /// Builds the configured gate.
-    fn gate(&self) -> Result<Arc<dyn Gate>, GateError>;
+/// The tags of the backends of contract `C` compiled into the running program, sorted.
+pub fn compiled_tags_of<C: Configured>() -> Vec<&'static str> {
+    compiled_tags::<C::Compiled>()
 }
 
 /// The tags of the ObjectStore backends compiled into the running program, sorted.
 pub fn compiled_object_store_tags() -> Vec<&'static str> {
-    compiled_tags::<Box<dyn ObjectStoreBackend>>()
+    compiled_tags_of::<ObjectStoreContract>()
 }
 
 /// The tags of the Executor backends compiled into the running program, sorted.
 pub fn compiled_executor_tags() -> Vec<&'static str> {
-    compiled_tags::<Box<dyn ExecutorBackend>>()
+    compiled_tags_of::<ExecutorContract>()
 }
 
 /// The tags of the EvidenceStore backends compiled into the running program, sorted.
 pub fn compiled_evidence_store_tags() -> Vec<&'static str> {
-    compiled_tags::<Box<dyn EvidenceStoreBackend>>()
+    compiled_tags_of::<EvidenceStoreContract>()
 }
 
 /// The tags of the Gate backends compiled into the running program, sorted.
 pub fn compiled_gate_tags() -> Vec<&'static str> {
-    compiled_tags::<Box<dyn GateBackend>>()
+    compiled_tags_of::<GateContract>()
 }
 
 /// The tags typetag registered for the trait object `B` (a `Box<dyn …Backend>`), sorted.
@@ -380,6 +333,15 @@ pub struct Section {
 }
 
 impl Section {
+    /// A section naming `tag` and nothing else: what a section left out of a file is.
+    fn tagged(tag: &str) -> Self {
+        Self {
+            tag: tag.to_owned(),
+            fields: toml::Table::new(),
+            sha256: None,
+        }
+    }
+
     /// The tag (`type`).
     pub fn tag(&self) -> &str {
         &self.tag
@@ -396,14 +358,12 @@ impl Section {
     }
 }
 
-/// A parsed configuration: one backend section per contract.
+/// A parsed configuration: one backend section per contract configured by its own.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     origin: ConfigOrigin,
-    object_store: Section,
-    executor: Section,
-    evidence_store: Section,
-    gate: Section,
+    /// Every backend section of the registry ([`registry::CONTRACTS`]), by name.
+    sections: BTreeMap<&'static str, Section>,
     /// `[environments] store`, when set.
     environment_store: Option<PathBuf>,
     /// `[environments] trees`, when set.
@@ -423,10 +383,24 @@ enum Resolved<B> {
     ),
 }
 
+/// The embedded default configuration: every backend section with its default tag.
+pub fn default_config() -> String {
+    registry::backend_sections()
+        .map(|section| format!("[{}]\ntype = {:?}\n", section.name, section.default_tag))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every section a configuration may hold, in the order messages list them.
+fn section_names() -> Vec<&'static str> {
+    let backends = registry::backend_sections().map(|section| section.name);
+    backends.chain(OTHER_SECTIONS.iter().copied()).collect()
+}
+
 impl Config {
-    /// The embedded defaults.
+    /// The embedded defaults ([`default_config`]).
     pub fn defaults() -> Self {
-        Self::parse(DEFAULT_CONFIG, ConfigOrigin::Defaults)
+        Self::parse(&default_config(), ConfigOrigin::Defaults)
             .expect("the embedded default configuration is valid")
     }
 
@@ -464,10 +438,11 @@ impl Config {
         let mut table: toml::Table = text
             .parse()
             .map_err(|error: toml::de::Error| invalid(error.to_string().trim_end().to_owned()))?;
-        if let Some(unknown) = table.keys().find(|key| !SECTIONS.contains(&key.as_str())) {
+        let known = section_names();
+        if let Some(unknown) = table.keys().find(|key| !known.contains(&key.as_str())) {
             return Err(invalid(format!(
                 "unknown section [{unknown}]; the known sections are {}",
-                SECTIONS
+                known
                     .iter()
                     .map(|section| format!("[{section}]"))
                     .collect::<Vec<_>>()
@@ -482,27 +457,20 @@ impl Config {
             Some(value) => delivery(value).map_err(invalid)?,
             None => DeliverySettings::default(),
         };
-        let mut take = |name: &str| match table.remove(name) {
-            Some(value) => section(name, value).map(Some).map_err(invalid),
-            None if origin == ConfigOrigin::Defaults => {
-                Err(invalid(format!("the defaults lack [{name}]")))
-            }
-            None => Ok(None),
-        };
-        let object_store = take("object_store")?;
-        let executor = take("executor")?;
-        let evidence_store = take("evidence_store")?;
-        let gate = take("gate")?;
-        // A section left out takes its default; the defaults themselves lack none (`take`
-        // refused that above), so they never recurse here.
-        let or_default = |taken: Option<Section>, pick: fn(Self) -> Section| {
-            taken.unwrap_or_else(|| pick(Self::defaults()))
-        };
+        let mut sections = BTreeMap::new();
+        for backend in registry::backend_sections() {
+            let taken = match table.remove(backend.name) {
+                Some(value) => section(backend.name, value).map_err(invalid)?,
+                // The defaults must name every section: they are what the others fall back on.
+                None if origin == ConfigOrigin::Defaults => {
+                    return Err(invalid(format!("the defaults lack [{}]", backend.name)));
+                }
+                None => Section::tagged(backend.default_tag),
+            };
+            sections.insert(backend.name, taken);
+        }
         Ok(Self {
-            object_store: or_default(object_store, |config| config.object_store),
-            executor: or_default(executor, |config| config.executor),
-            evidence_store: or_default(evidence_store, |config| config.evidence_store),
-            gate: or_default(gate, |config| config.gate),
+            sections,
             environment_store,
             tree_store,
             delivery,
@@ -579,50 +547,60 @@ impl Config {
         &self.origin
     }
 
+    /// The section of contract `C`.
+    pub fn section_of<C: Configured>(&self) -> &Section {
+        self.section(C::SECTION)
+    }
+
+    /// The backend section `name`, which every configuration holds.
+    fn section(&self, name: &str) -> &Section {
+        &self.sections[name]
+    }
+
+    fn section_mut(&mut self, name: &str) -> &mut Section {
+        self.sections
+            .get_mut(name)
+            .expect("every backend section is parsed or defaulted")
+    }
+
     /// The `[object_store]` section.
     pub fn object_store_section(&self) -> &Section {
-        &self.object_store
+        self.section_of::<ObjectStoreContract>()
     }
 
     /// The `[executor]` section.
     pub fn executor_section(&self) -> &Section {
-        &self.executor
+        self.section_of::<ExecutorContract>()
     }
 
     /// The `[evidence_store]` section.
     pub fn evidence_store_section(&self) -> &Section {
-        &self.evidence_store
+        self.section_of::<EvidenceStoreContract>()
     }
 
     /// The `[gate]` section.
     pub fn gate_section(&self) -> &Section {
-        &self.gate
+        self.section_of::<GateContract>()
     }
 
     /// Makes `[gate]` the file gate reading `path` (how `--gate FILE` overrides the file).
     pub fn set_file_gate(&mut self, path: &Path) {
-        let mut fields = toml::Table::new();
-        fields.insert(
+        let mut gate = Section::tagged("file");
+        gate.fields.insert(
             "path".to_owned(),
             toml::Value::String(path.to_string_lossy().into_owned()),
         );
-        self.gate = Section {
-            tag: "file".to_owned(),
-            fields,
-            sha256: None,
-        };
+        *self.section_mut(GateContract::SECTION) = gate;
     }
 
     /// The `[executor]` section as one canonical JSON object, `type` included: what a frozen
     /// Slice records, so that its collections run under the executor it was frozen with. A
     /// float or a date, which canonical JSON cannot hold, is refused.
     pub fn executor_record(&self) -> Result<crate::canonical::Value, String> {
-        let mut table = self.executor.fields.clone();
-        table.insert(
-            "type".into(),
-            toml::Value::String(self.executor.tag.clone()),
-        );
-        toml_to_canonical(&toml::Value::Table(table), "executor")
+        let executor = self.executor_section();
+        let mut table = executor.fields.clone();
+        table.insert("type".into(), toml::Value::String(executor.tag.clone()));
+        toml_to_canonical(&toml::Value::Table(table), ExecutorContract::SECTION)
     }
 
     /// This configuration with its `[executor]` section replaced by `record` (an
@@ -631,12 +609,14 @@ impl Config {
         mut self,
         record: &crate::canonical::Value,
     ) -> Result<Self, String> {
-        let value = canonical_to_toml(record, "executor")?;
+        let name = ExecutorContract::SECTION;
+        let value = canonical_to_toml(record, name)?;
+        let executor = self.section_mut(name);
         // The pin is the loading policy of this configuration, not the executor's settings a
         // Slice records: it stays.
-        let pin = self.executor.sha256.take();
-        self.executor = section("executor", value)?;
-        self.executor.sha256 = pin;
+        let pin = executor.sha256.take();
+        *executor = section(name, value)?;
+        executor.sha256 = pin;
         Ok(self)
     }
 
@@ -644,42 +624,56 @@ impl Config {
     /// runtime); `type` cannot be set this way.
     pub fn set_executor_field(&mut self, key: &str, value: toml::Value) {
         if key != "type" {
-            self.executor.fields.insert(key.to_owned(), value);
+            let executor = self.section_mut(ExecutorContract::SECTION);
+            executor.fields.insert(key.to_owned(), value);
         }
     }
 
-    /// Builds the configured Executor: a compiled-in backend if one is registered under the
-    /// tag, otherwise the plugin on `plugins` whose manifest lists it.
-    pub fn executor(&self, plugins: &PluginPath) -> Result<Arc<dyn Executor>, ConfigError> {
-        let name = "executor";
-        let section = &self.executor;
-        match self.resolve::<Box<dyn ExecutorBackend>>(
-            name,
-            section,
-            EXECUTOR,
-            compiled_executor_tags(),
-            plugins,
-        )? {
-            Resolved::Compiled(backend) => backend
-                .executor()
-                .map_err(|error| self.backend_error(name, section, error.to_string())),
+    /// Builds the backend of contract `C` its section names: a compiled-in backend if one is
+    /// registered under the tag (given `context`), otherwise the plugin on `plugins` whose
+    /// manifest lists the tag under the contract (configured by its section alone).
+    pub fn backend<C: Configured>(
+        &self,
+        plugins: &PluginPath,
+        context: C::Context<'_>,
+    ) -> Result<Arc<C::Object>, ConfigError> {
+        let section = self.section_of::<C>();
+        match self.resolve::<C>(plugins)? {
+            Resolved::Compiled(backend) => C::compiled(backend, context)
+                .map_err(|error| self.backend_error(C::SECTION, section, error.to_string())),
             Resolved::Plugin(plugin, fields) => {
-                let executor = PluginExecutor::new(&plugin, &section.tag, &fields)
-                    .map_err(|error| self.plugin_error(name, section, error))?;
-                Ok(Arc::new(executor))
+                PluginBackend::<C>::new(&plugin, &section.tag, &fields)
+                    .map(C::adapt)
+                    .map_err(|error| self.plugin_error(C::SECTION, section, error))
             }
         }
     }
 
-    /// Builds the configured EvidenceStore: a compiled-in backend if one is registered under
-    /// the tag (given `state_dir`, the current Slice's evidence directory), otherwise the
-    /// plugin on `plugins` whose manifest lists it (configured by its section alone).
+    /// Builds the configured ObjectStore factory ([`Config::backend`]).
+    pub fn object_store(
+        &self,
+        plugins: &PluginPath,
+    ) -> Result<Arc<dyn ObjectStoreFactory>, ConfigError> {
+        self.backend::<ObjectStoreContract>(plugins, ())
+    }
+
+    /// Builds the configured Executor ([`Config::backend`]).
+    pub fn executor(&self, plugins: &PluginPath) -> Result<Arc<dyn Executor>, ConfigError> {
+        self.backend::<ExecutorContract>(plugins, ())
+    }
+
+    /// Builds the configured EvidenceStore ([`Config::backend`]); a compiled-in backend is
+    /// given `state_dir`, the current Slice's evidence directory.
     pub fn evidence_store(
         &self,
         plugins: &PluginPath,
         state_dir: &Path,
     ) -> Result<Arc<dyn EvidenceStore>, ConfigError> {
-        self.build_evidence_store(plugins, state_dir, false)
+        let context = StoreContext {
+            state_dir,
+            existing: false,
+        };
+        self.backend::<EvidenceStoreContract>(plugins, context)
     }
 
     /// [`Config::evidence_store`] for commands that only read: a compiled-in backend creates
@@ -690,36 +684,16 @@ impl Config {
         plugins: &PluginPath,
         state_dir: &Path,
     ) -> Result<Arc<dyn EvidenceStore>, ConfigError> {
-        self.build_evidence_store(plugins, state_dir, true)
+        let context = StoreContext {
+            state_dir,
+            existing: true,
+        };
+        self.backend::<EvidenceStoreContract>(plugins, context)
     }
 
-    fn build_evidence_store(
-        &self,
-        plugins: &PluginPath,
-        state_dir: &Path,
-        existing: bool,
-    ) -> Result<Arc<dyn EvidenceStore>, ConfigError> {
-        let name = "evidence_store";
-        let section = &self.evidence_store;
-        match self.resolve::<Box<dyn EvidenceStoreBackend>>(
-            name,
-            section,
-            EVIDENCE_STORE,
-            compiled_evidence_store_tags(),
-            plugins,
-        )? {
-            Resolved::Compiled(backend) => if existing {
-                backend.existing_evidence_store(state_dir)
-            } else {
-                backend.evidence_store(state_dir)
-            }
-            .map_err(|error| self.backend_error(name, section, error.to_string())),
-            Resolved::Plugin(plugin, fields) => {
-                let store = PluginEvidenceStore::new(&plugin, &section.tag, &fields)
-                    .map_err(|error| self.plugin_error(name, section, error))?;
-                Ok(Arc::new(store))
-            }
-        }
+    /// Builds the configured Gate ([`Config::backend`]).
+    pub fn gate(&self, plugins: &PluginPath) -> Result<Arc<dyn Gate>, ConfigError> {
+        self.backend::<GateContract>(plugins, ())
     }
 
     /// The attempt fence that comes with the configured evidence store: the same plugin's
@@ -732,50 +706,21 @@ impl Config {
         plugins: &PluginPath,
         fence_dir: &Path,
     ) -> Result<Arc<dyn AttemptFence>, ConfigError> {
-        let name = "evidence_store";
-        let section = &self.evidence_store;
-        let file = || {
-            FileFence::open(fence_dir)
-                .map(|fence| Arc::new(fence) as Arc<dyn AttemptFence>)
-                .map_err(|error| self.backend_error(name, section, error.to_string()))
-        };
-        match self.resolve::<Box<dyn EvidenceStoreBackend>>(
-            name,
-            section,
-            EVIDENCE_STORE,
-            compiled_evidence_store_tags(),
-            plugins,
-        )? {
-            Resolved::Compiled(_) => file(),
-            Resolved::Plugin(plugin, fields) if plugin.manifest().provides(FENCE, &section.tag) => {
+        let name = EvidenceStoreContract::SECTION;
+        let section = self.section(name);
+        match self.resolve::<EvidenceStoreContract>(plugins)? {
+            Resolved::Plugin(plugin, fields)
+                if plugin
+                    .manifest()
+                    .provides(FenceContract::NAME, &section.tag) =>
+            {
                 let fence = PluginFence::new(&plugin, &section.tag, &fields)
                     .map_err(|error| self.plugin_error(name, section, error))?;
                 Ok(Arc::new(fence))
             }
-            Resolved::Plugin(..) => file(),
-        }
-    }
-
-    /// Builds the configured Gate: a compiled-in backend if one is registered under the tag,
-    /// otherwise the plugin on `plugins` whose manifest lists it.
-    pub fn gate(&self, plugins: &PluginPath) -> Result<Arc<dyn Gate>, ConfigError> {
-        let name = "gate";
-        let section = &self.gate;
-        match self.resolve::<Box<dyn GateBackend>>(
-            name,
-            section,
-            GATE,
-            compiled_gate_tags(),
-            plugins,
-        )? {
-            Resolved::Compiled(backend) => backend
-                .gate()
+            Resolved::Compiled(_) | Resolved::Plugin(..) => FileFence::open(fence_dir)
+                .map(|fence| Arc::new(fence) as Arc<dyn AttemptFence>)
                 .map_err(|error| self.backend_error(name, section, error.to_string())),
-            Resolved::Plugin(plugin, fields) => {
-                let gate = PluginGate::new(&plugin, &section.tag, &fields)
-                    .map_err(|error| self.plugin_error(name, section, error))?;
-                Ok(Arc::new(gate))
-            }
         }
     }
 
@@ -797,72 +742,23 @@ impl Config {
         }
     }
 
-    /// Resolves `section` (named `name`, of `contract`): to the compiled-in backend `B` if
-    /// `compiled` holds its tag, else to the first plugin on `plugins` that lists the tag
-    /// under the contract, loaded and checked.
-    fn resolve<B: for<'de> serde::Deserialize<'de>>(
+    /// Resolves the section of contract `C`: to its compiled-in backend if typetag knows its
+    /// tag, else to the first plugin on `plugins` that lists the tag under the contract,
+    /// loaded and checked.
+    fn resolve<C: Configured>(
         &self,
-        name: &str,
-        section: &Section,
-        contract: &str,
-        compiled: Vec<&'static str>,
         plugins: &PluginPath,
-    ) -> Result<Resolved<B>, ConfigError> {
+    ) -> Result<Resolved<C::Compiled>, ConfigError> {
+        let (name, section) = (C::SECTION, self.section_of::<C>());
+        let compiled = compiled_tags_of::<C>();
         if compiled.contains(&section.tag.as_str()) {
-            if section.sha256.is_some() {
-                return Err(ConfigError::Invalid {
-                    origin: self.origin.clone(),
-                    detail: format!(
-                        "[{name}] sha256: type {:?} is compiled into sf, so there is no plugin \
-                         library to pin; remove sha256",
-                        section.tag
-                    ),
-                });
-            }
-            let mut table = section.fields.clone();
-            table.insert("type".into(), toml::Value::String(section.tag.clone()));
-            let backend: B =
-                toml::Value::Table(table)
-                    .try_into()
-                    .map_err(|error: toml::de::Error| {
-                        self.backend_error(
-                            name,
-                            section,
-                            format!("invalid configuration: {}", error.to_string().trim_end()),
-                        )
-                    })?;
-            return Ok(Resolved::Compiled(backend));
+            return self.compiled::<C>(section).map(Resolved::Compiled);
         }
         let found = plugins
             .discover()
             .map_err(|error| self.plugin_error(name, section, error))?;
-        let Some(candidate) = search::find(&found, contract, &section.tag) else {
-            let mut known: Vec<String> = compiled
-                .into_iter()
-                .map(|tag| format!("{tag} (compiled in)"))
-                .collect();
-            for (tag, plugin, library) in search::tags(&found, contract) {
-                known.push(format!("{tag} (plugin {plugin}, {})", library.display()));
-            }
-            for broken in found.iter().filter(|found| found.manifest.is_err()) {
-                eprintln!(
-                    "sf: warning: skipping {}: {}",
-                    broken.manifest_file.display(),
-                    broken
-                        .manifest
-                        .as_ref()
-                        .err()
-                        .map(ToString::to_string)
-                        .unwrap_or_default()
-                );
-            }
-            return Err(ConfigError::UnknownTag {
-                origin: self.origin.clone(),
-                section: name.into(),
-                tag: section.tag.clone(),
-                known,
-                plugin_path: plugins.dirs().to_vec(),
-            });
+        let Some(candidate) = search::find(&found, C::NAME, &section.tag) else {
+            return Err(self.unknown_tag::<C>(compiled, &found, plugins));
         };
         let plugin = loader::load_pinned(&candidate.library, section.sha256.as_ref())
             .map_err(|error| self.plugin_error(name, section, error))?;
@@ -882,29 +778,66 @@ impl Config {
         Ok(Resolved::Plugin(plugin, fields))
     }
 
-    /// Builds the configured ObjectStore factory: a compiled-in backend if one is registered
-    /// under the tag, otherwise the plugin on `plugins` whose manifest lists it.
-    pub fn object_store(
+    /// The compiled-in backend `section` configures (it has no library to pin).
+    fn compiled<C: Configured>(&self, section: &Section) -> Result<C::Compiled, ConfigError> {
+        if section.sha256.is_some() {
+            return Err(ConfigError::Invalid {
+                origin: self.origin.clone(),
+                detail: format!(
+                    "[{}] sha256: type {:?} is compiled into sf, so there is no plugin \
+                     library to pin; remove sha256",
+                    C::SECTION,
+                    section.tag
+                ),
+            });
+        }
+        let mut table = section.fields.clone();
+        table.insert("type".into(), toml::Value::String(section.tag.clone()));
+        toml::Value::Table(table)
+            .try_into()
+            .map_err(|error: toml::de::Error| {
+                self.backend_error(
+                    C::SECTION,
+                    section,
+                    format!("invalid configuration: {}", error.to_string().trim_end()),
+                )
+            })
+    }
+
+    /// `unknown-tag`: neither a compiled-in backend nor a plugin among `found` (the plugin
+    /// path `plugins`) serves the tag of `C`'s section. Lists every tag that serves the
+    /// contract, and warns of the manifests that could not be used.
+    fn unknown_tag<C: Configured>(
         &self,
+        compiled: Vec<&'static str>,
+        found: &[search::Discovered],
         plugins: &PluginPath,
-    ) -> Result<Arc<dyn ObjectStoreFactory>, ConfigError> {
-        let name = "object_store";
-        let section = &self.object_store;
-        match self.resolve::<Box<dyn ObjectStoreBackend>>(
-            name,
-            section,
-            OBJECT_STORE,
-            compiled_object_store_tags(),
-            plugins,
-        )? {
-            Resolved::Compiled(backend) => backend
-                .factory()
-                .map_err(|error| self.backend_error(name, section, error.to_string())),
-            Resolved::Plugin(plugin, fields) => {
-                let factory = PluginObjectStoreFactory::new(&plugin, &section.tag, &fields)
-                    .map_err(|error| self.plugin_error(name, section, error))?;
-                Ok(Arc::new(factory))
-            }
+    ) -> ConfigError {
+        let mut known: Vec<String> = compiled
+            .into_iter()
+            .map(|tag| format!("{tag} (compiled in)"))
+            .collect();
+        for (tag, plugin, library) in search::tags(found, C::NAME) {
+            known.push(format!("{tag} (plugin {plugin}, {})", library.display()));
+        }
+        for broken in found.iter().filter(|found| found.manifest.is_err()) {
+            eprintln!(
+                "sf: warning: skipping {}: {}",
+                broken.manifest_file.display(),
+                broken
+                    .manifest
+                    .as_ref()
+                    .err()
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
+            );
+        }
+        ConfigError::UnknownTag {
+            origin: self.origin.clone(),
+            section: C::SECTION.into(),
+            tag: self.section_of::<C>().tag.clone(),
+            known,
+            plugin_path: plugins.dirs().to_vec(),
         }
     }
 }
@@ -1199,6 +1132,15 @@ mod tests {
             Config::defaults()
                 .with_executor_record(&crate::canonical::Value::Null)
                 .is_err()
+        );
+    }
+
+    #[test]
+    fn the_embedded_defaults_are_the_registered_tags() {
+        assert_eq!(
+            default_config(),
+            "[object_store]\ntype = \"git-cli\"\n\n[executor]\ntype = \"sandbox-exec\"\n\n\
+             [evidence_store]\ntype = \"sqlite\"\n\n[gate]\ntype = \"open\"\n"
         );
     }
 

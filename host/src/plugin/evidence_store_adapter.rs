@@ -1,5 +1,6 @@
-//! [`EvidenceStore`] over a loaded plugin: every trait method is one `call` with the message
-//! of [`super::evidence_store_protocol`].
+//! The `evidence-store` contract in the host: [`EvidenceStore`] over a loaded plugin (every
+//! trait method is one call with the message of [`super::evidence_store_protocol`]), and
+//! `[evidence_store]` with its compiled-in backends.
 //!
 //! The plugin's answers are checked as any store's are: `put` must answer the record's own id
 //! (a store never invents one), `get`'s bytes are re-hashed and re-parsed under the id asked
@@ -9,89 +10,29 @@
 //! anything else (a code this sf does not know, a panic, a malformed reply, an unsupported
 //! method) is `unavailable`, naming the plugin.
 
+use std::fmt::Debug;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::error::PluginError;
-use super::evidence_store_protocol::{self as wire, DecodedError, method};
-use super::loader::{CallReply, Instance, LoadedPlugin};
-use super::message::MessageError;
+use super::backend::PluginBackend;
+use super::config::Configured;
+use super::contract::HostContract;
+use super::evidence_store_protocol::{self as wire, EvidenceStoreContract, method};
 use crate::canonical::Digest;
 use crate::contracts::{EvidenceRecord, EvidenceStore, EvidenceStoreError};
 
+impl HostContract for EvidenceStoreContract {
+    type State = ();
+    const REQUIRES_MINOR: u32 = 0;
+
+    fn unavailable(reason: String) -> EvidenceStoreError {
+        EvidenceStoreError::Unavailable { reason }
+    }
+}
+
 /// An EvidenceStore living in a plugin.
-#[derive(Debug)]
-pub struct PluginEvidenceStore {
-    instance: Instance,
-    tag: String,
-}
-
-impl PluginEvidenceStore {
-    /// Instantiates the `evidence-store` contract of `plugin` under `tag` with `config`.
-    pub fn new(
-        plugin: &Arc<LoadedPlugin>,
-        tag: &str,
-        config: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<Self, PluginError> {
-        Ok(Self {
-            instance: plugin.instantiate(wire::CONTRACT, tag, config)?,
-            tag: tag.to_owned(),
-        })
-    }
-
-    /// The plugin serving this store.
-    pub fn plugin(&self) -> &Arc<LoadedPlugin> {
-        self.instance.plugin()
-    }
-
-    /// The tag this store was made under.
-    pub fn tag(&self) -> &str {
-        &self.tag
-    }
-
-    /// One call: the answer decoded by `decode`, or the failure as the contract's error.
-    fn call<T>(
-        &self,
-        method: &str,
-        request: &[u8],
-        decode: impl FnOnce(&[u8]) -> Result<T, MessageError>,
-    ) -> Result<T, EvidenceStoreError> {
-        let plugin = self.instance.plugin().name();
-        let unavailable = |error: PluginError| EvidenceStoreError::Unavailable {
-            reason: error.to_string(),
-        };
-        let malformed = |detail: String| {
-            unavailable(PluginError::MalformedMessage {
-                plugin: plugin.to_owned(),
-                during: method.to_owned(),
-                detail,
-            })
-        };
-        self.instance
-            .call(method, request, |reply| match reply {
-                CallReply::Answer {
-                    bytes,
-                    new_instance: None,
-                } => decode(bytes).map_err(|error| malformed(error.to_string())),
-                CallReply::Answer { .. } => {
-                    Err(malformed("the answer carries a new instance".to_owned()))
-                }
-                CallReply::ContractError { bytes } => match wire::decode_error(bytes) {
-                    Ok(DecodedError::Known(error)) => Err(error),
-                    Ok(DecodedError::Unknown { code, message }) => {
-                        Err(EvidenceStoreError::Unavailable {
-                            reason: format!(
-                                "plugin {plugin} refused {method} with an error this sf does \
-                                 not know ({code}): {message}"
-                            ),
-                        })
-                    }
-                    Err(error) => Err(malformed(error.to_string())),
-                },
-            })
-            .map_err(unavailable)?
-    }
-}
+pub type PluginEvidenceStore = PluginBackend<EvidenceStoreContract>;
 
 impl EvidenceStore for PluginEvidenceStore {
     fn put(
@@ -110,7 +51,7 @@ impl EvidenceStore for PluginEvidenceStore {
                 reason: format!(
                     "plugin {} answered put with id {id} for a record whose id is {expected}; a \
                      store never invents an id, so the record is not known to be stored",
-                    self.instance.plugin().name()
+                    self.plugin().name()
                 ),
             });
         }
@@ -132,5 +73,66 @@ impl EvidenceStore for PluginEvidenceStore {
             &wire::encode_find(pins, deadline),
             wire::decode_ids,
         )
+    }
+}
+
+/// An EvidenceStore backend compiled into the running program, configured from its section.
+///
+/// ```text
+/// #[typetag::serde(name = "sqlite")]
+/// impl EvidenceStoreBackend for SqliteBackend {
+///     fn evidence_store(&self, state_dir: &Path) -> Result<Arc<dyn EvidenceStore>, EvidenceStoreError> { … }
+/// }
+/// ```
+#[typetag::serde(tag = "type")]
+pub trait EvidenceStoreBackend: Debug + Send + Sync {
+    /// Builds the configured store. `state_dir` is the directory sf keeps the current
+    /// Slice's evidence in; a backend whose section names no location of its own uses it.
+    fn evidence_store(
+        &self,
+        state_dir: &Path,
+    ) -> Result<Arc<dyn EvidenceStore>, EvidenceStoreError>;
+
+    /// Opens the configured store for reading only what is there: a backend that would create
+    /// its storage refuses instead. The default builds the store as
+    /// [`EvidenceStoreBackend::evidence_store`] does.
+    fn existing_evidence_store(
+        &self,
+        state_dir: &Path,
+    ) -> Result<Arc<dyn EvidenceStore>, EvidenceStoreError> {
+        self.evidence_store(state_dir)
+    }
+}
+
+/// What a compiled-in evidence store is given besides its section. A plugin store is
+/// configured by its section alone.
+#[derive(Clone, Copy, Debug)]
+pub struct StoreContext<'a> {
+    /// The directory sf keeps the current Slice's evidence in.
+    pub state_dir: &'a Path,
+    /// Open only what exists (a command that only reads): create nothing.
+    pub existing: bool,
+}
+
+impl Configured for EvidenceStoreContract {
+    const SECTION: &'static str = "evidence_store";
+    const DEFAULT_TAG: &'static str = "sqlite";
+    type Object = dyn EvidenceStore;
+    type Compiled = Box<dyn EvidenceStoreBackend>;
+    type Context<'a> = StoreContext<'a>;
+
+    fn compiled(
+        backend: Self::Compiled,
+        context: StoreContext<'_>,
+    ) -> Result<Arc<dyn EvidenceStore>, EvidenceStoreError> {
+        if context.existing {
+            backend.existing_evidence_store(context.state_dir)
+        } else {
+            backend.evidence_store(context.state_dir)
+        }
+    }
+
+    fn adapt(backend: PluginEvidenceStore) -> Arc<dyn EvidenceStore> {
+        Arc::new(backend)
     }
 }

@@ -1,6 +1,7 @@
-//! [`Executor`] over a loaded plugin: every trait method is one `call` with the message of
-//! [`super::executor_protocol`], and every answer, error and failure comes back as the trait's
-//! own value.
+//! The `executor` contract in the host: [`Executor`] over a loaded plugin (every trait method
+//! is one call with the message of [`super::executor_protocol`], and every answer, error and
+//! failure comes back as the trait's own value), and `[executor]` with its compiled-in
+//! backends.
 //!
 //! # Cancellation
 //!
@@ -26,14 +27,17 @@
 //!   bounds identities set to [`unknown_identity`] digests, which match no real description,
 //!   so that a judge pinning identities never takes such an answer as evidence of anything.
 
+use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use super::backend::PluginBackend;
+use super::config::Configured;
+use super::contract::{self, HostContract, malformed_message};
 use super::error::PluginError;
-use super::executor_protocol::{self as wire, DecodedError, method};
-use super::loader::{CallReply, Instance, LoadedPlugin};
-use super::message::MessageError;
+use super::executor_protocol::{self as wire, ExecutorContract, method};
+use super::loader::CallReply;
 use crate::contracts::{
     CancelToken, Executor, ExecutorError, ProfileDescription, RequestDigests, RunAnswer,
     RunRequest, RuntimeDescription,
@@ -44,74 +48,33 @@ pub const CANCEL_TICK: Duration = Duration::from_millis(10);
 
 pub use crate::contracts::executor::{UNKNOWN_IDENTITY_PROTOCOL, unknown_identity};
 
+impl HostContract for ExecutorContract {
+    type State = RunIds;
+    const REQUIRES_MINOR: u32 = 0;
+
+    /// Nothing ran: `unavailable`, mechanism `plugin`.
+    fn unavailable(reason: String) -> ExecutorError {
+        ExecutorError::Unavailable {
+            mechanism: "plugin".to_owned(),
+            reason,
+        }
+    }
+}
+
 /// An Executor living in a plugin.
-#[derive(Debug)]
-pub struct PluginExecutor {
-    instance: Instance,
-    tag: String,
-    next_run: AtomicU64,
+pub type PluginExecutor = PluginBackend<ExecutorContract>;
+
+/// The ids an Executor adapter names its runs by: from 1, one per run, never reused.
+#[derive(Debug, Default)]
+pub struct RunIds(AtomicU64);
+
+impl RunIds {
+    fn next(&self) -> u64 {
+        self.0.fetch_add(1, Ordering::Relaxed) + 1
+    }
 }
 
 impl PluginExecutor {
-    /// Instantiates the `executor` contract of `plugin` under `tag` with `config`.
-    pub fn new(
-        plugin: &Arc<LoadedPlugin>,
-        tag: &str,
-        config: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<Self, PluginError> {
-        Ok(Self {
-            instance: plugin.instantiate(wire::CONTRACT, tag, config)?,
-            tag: tag.to_owned(),
-            next_run: AtomicU64::new(1),
-        })
-    }
-
-    /// The plugin serving this Executor.
-    pub fn plugin(&self) -> &Arc<LoadedPlugin> {
-        self.instance.plugin()
-    }
-
-    /// The tag this Executor was made under.
-    pub fn tag(&self) -> &str {
-        &self.tag
-    }
-
-    /// Calls a describing method; every failure is an `Err` (nothing runs in them).
-    fn describe<T>(
-        &self,
-        method: &str,
-        decode: impl FnOnce(&[u8]) -> Result<T, MessageError>,
-    ) -> Result<T, ExecutorError> {
-        let plugin = self.instance.plugin().name();
-        self.instance
-            .call(method, &wire::encode_no_arguments(), |reply| match reply {
-                CallReply::Answer {
-                    bytes,
-                    new_instance,
-                } => {
-                    if new_instance.is_some() {
-                        return Err(plugin_failure(malformed(
-                            plugin,
-                            method,
-                            "the answer carries a new instance",
-                        )));
-                    }
-                    decode(bytes).map_err(|error| {
-                        plugin_failure(malformed(plugin, method, &error.to_string()))
-                    })
-                }
-                CallReply::ContractError { bytes } => match wire::decode_error(bytes) {
-                    Ok(decoded) => Err(contract_error(plugin, method, decoded)),
-                    Err(error) => Err(plugin_failure(malformed(
-                        plugin,
-                        method,
-                        &error.to_string(),
-                    ))),
-                },
-            })
-            .map_err(plugin_failure)?
-    }
-
     /// Watches `cancel` until `finished`, and forwards a cancellation to the plugin once.
     /// Returns a problem to report if forwarding failed.
     fn watch(&self, run_id: u64, cancel: &CancelToken, finished: &AtomicBool) -> Option<String> {
@@ -128,23 +91,23 @@ impl PluginExecutor {
 
     /// Calls `cancel {runId}`; a problem to report if that failed.
     fn forward_cancel(&self, run_id: u64) -> Option<String> {
-        let plugin = self.instance.plugin().name();
+        let plugin = self.plugin().name();
         let request = wire::encode_cancel(run_id);
         let sent = self
-            .instance
+            .instance()
             .call(method::CANCEL, &request, |reply| match reply {
                 CallReply::Answer {
                     bytes,
                     new_instance: None,
                 } => wire::decode_cancelled(bytes).map_err(|error| error.to_string()),
-                CallReply::Answer { .. } => Err("the answer carries a new instance".to_owned()),
+                CallReply::Answer { .. } => Err(contract::UNEXPECTED_INSTANCE.to_owned()),
                 CallReply::ContractError { bytes } => {
                     Err(format!("a contract error: {:?}", wire::decode_error(bytes)))
                 }
             });
         let failure = match sent {
             Ok(Ok(())) => return None,
-            Ok(Err(detail)) => malformed(plugin, method::CANCEL, &detail).to_string(),
+            Ok(Err(detail)) => malformed_message(plugin, method::CANCEL, detail).to_string(),
             Err(error) => error.to_string(),
         };
         Some(format!(
@@ -156,11 +119,20 @@ impl PluginExecutor {
 
 impl Executor for PluginExecutor {
     fn describe_runtime(&self) -> Result<RuntimeDescription, ExecutorError> {
-        self.describe(method::DESCRIBE_RUNTIME, wire::decode_runtime)
+        // Nothing runs in the describing methods: every failure is an `Err`.
+        self.call(
+            method::DESCRIBE_RUNTIME,
+            &wire::encode_no_arguments(),
+            wire::decode_runtime,
+        )
     }
 
     fn profile(&self) -> Result<ProfileDescription, ExecutorError> {
-        self.describe(method::PROFILE, wire::decode_profile)
+        self.call(
+            method::PROFILE,
+            &wire::encode_no_arguments(),
+            wire::decode_profile,
+        )
     }
 
     fn run(&self, request: &RunRequest, cancel: &CancelToken) -> Result<RunAnswer, ExecutorError> {
@@ -170,8 +142,8 @@ impl Executor for PluginExecutor {
         // Checked here too, so that an invalid request never crosses and a lost-control answer
         // can name what was asked.
         let digests = request.check()?;
-        let plugin = self.instance.plugin();
-        let run_id = self.next_run.fetch_add(1, Ordering::Relaxed);
+        let plugin = self.plugin();
+        let run_id = self.state().next();
         let (shape, bytes) = encode_run_for(plugin.name(), plugin.abi_minor(), run_id, request)?;
         let started = Instant::now();
         let finished = AtomicBool::new(false);
@@ -179,7 +151,7 @@ impl Executor for PluginExecutor {
             let watcher = std::thread::Builder::new()
                 .name("sf-cancel-watch".into())
                 .spawn_scoped(scope, || self.watch(run_id, cancel, &finished));
-            let outcome = self.instance.call(shape.method(), &bytes, |reply| {
+            let outcome = self.instance().call(shape.method(), &bytes, |reply| {
                 read_run_reply(plugin.name(), reply, shape)
             });
             finished.store(true, Ordering::SeqCst);
@@ -267,7 +239,7 @@ pub fn finish_run(
         Ok(RunReply::Lost(detail)) => detail,
         // Refused before the method ran: the sdk answers these before calling the trait.
         Err(error @ (PluginError::UnsupportedMethod { .. } | PluginError::Refused { .. })) => {
-            return Err(plugin_failure(error));
+            return Err(ExecutorContract::failed(error));
         }
         Err(error) => error.to_string(),
     };
@@ -304,50 +276,54 @@ pub fn read_run_reply(plugin: &str, reply: CallReply<'_>, shape: wire::RunWire) 
         } => {
             if new_instance.is_some() {
                 return RunReply::Lost(
-                    malformed(plugin, method, "the answer carries a new instance").to_string(),
+                    malformed_message(plugin, method, contract::UNEXPECTED_INSTANCE).to_string(),
                 );
             }
             match wire::decode_answer(bytes, shape) {
                 Ok(answer) => RunReply::Answer(Box::new(answer)),
                 Err(error) => {
-                    RunReply::Lost(malformed(plugin, method, &error.to_string()).to_string())
+                    RunReply::Lost(malformed_message(plugin, method, error.to_string()).to_string())
                 }
             }
         }
         CallReply::ContractError { bytes } => match wire::decode_error(bytes) {
-            Ok(decoded) => RunReply::Refused(contract_error(plugin, method, decoded)),
-            Err(error) => RunReply::Lost(malformed(plugin, method, &error.to_string()).to_string()),
+            Ok(decoded) => RunReply::Refused(contract::contract_error::<ExecutorContract>(
+                plugin, method, decoded,
+            )),
+            Err(error) => {
+                RunReply::Lost(malformed_message(plugin, method, error.to_string()).to_string())
+            }
         },
     }
 }
 
-fn malformed(plugin: &str, method: &str, detail: &str) -> PluginError {
-    PluginError::MalformedMessage {
-        plugin: plugin.to_owned(),
-        during: method.to_owned(),
-        detail: detail.to_owned(),
-    }
+/// An Executor backend compiled into the running program, configured from its section.
+///
+/// ```text
+/// #[typetag::serde(name = "sandbox-exec")]
+/// impl ExecutorBackend for SandboxExecBackend {
+///     fn executor(&self) -> Result<Arc<dyn Executor>, ExecutorError> { … }
+/// }
+/// ```
+#[typetag::serde(tag = "type")]
+pub trait ExecutorBackend: Debug + Send + Sync {
+    /// Builds the configured Executor.
+    fn executor(&self) -> Result<Arc<dyn Executor>, ExecutorError>;
 }
 
-/// A decoded contract error; a code this host does not know is still "nothing started".
-fn contract_error(plugin: &str, method: &str, decoded: DecodedError) -> ExecutorError {
-    match decoded {
-        DecodedError::Known(error) => error,
-        DecodedError::Unknown { code, message } => ExecutorError::Unavailable {
-            mechanism: "plugin".to_owned(),
-            reason: format!(
-                "plugin {plugin} refused {method} with an error this sf does not know \
-                 ({code}): {message}"
-            ),
-        },
-    }
-}
+impl Configured for ExecutorContract {
+    const SECTION: &'static str = "executor";
+    const DEFAULT_TAG: &'static str = "sandbox-exec";
+    type Object = dyn Executor;
+    type Compiled = Box<dyn ExecutorBackend>;
+    type Context<'a> = ();
 
-/// A plugin failure where nothing ran: `unavailable`, mechanism `plugin`.
-pub fn plugin_failure(error: PluginError) -> ExecutorError {
-    ExecutorError::Unavailable {
-        mechanism: "plugin".to_owned(),
-        reason: error.to_string(),
+    fn compiled(backend: Self::Compiled, (): ()) -> Result<Arc<dyn Executor>, ExecutorError> {
+        backend.executor()
+    }
+
+    fn adapt(backend: PluginExecutor) -> Arc<dyn Executor> {
+        Arc::new(backend)
     }
 }
 

@@ -1,6 +1,7 @@
-//! [`ObjectStoreFactory`] and [`ObjectStore`] over a loaded plugin: every trait method is one
-//! `call` with the message of [`super::object_store_protocol`], and every answer, error and
-//! failure comes back as the trait's own value.
+//! The `object-store` contract in the host: [`ObjectStoreFactory`] and [`ObjectStore`] over a
+//! loaded plugin (every trait method is one call with the message of
+//! [`super::object_store_protocol`], and every answer, error and failure comes back as the
+//! trait's own value), and `[object_store]` with its compiled-in backends.
 //!
 //! What a plugin's failure becomes, method by method:
 //! - a contract error: the same [`ObjectStoreError`], code and fields;
@@ -10,77 +11,67 @@
 //! - otherwise a panic: `unavailable`; a malformed reply: `corrupt`; a method the plugin does
 //!   not support or a request it refused: `unavailable`; each naming the plugin and the fix.
 
+use std::fmt::Debug;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::backend::PluginBackend;
+use super::config::Configured;
+use super::contract::{self, BadReply, HostContract};
 use super::error::PluginError;
-use super::loader::{CallReply, Instance, LoadedPlugin};
+use super::loader::{CallReply, Instance};
 use super::message::MessageError;
-use super::object_store_protocol::{self as wire, DecodedError, method};
+use super::object_store_protocol::{self as wire, ObjectStoreContract, method};
 use crate::contracts::{
     EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreFactory, RefName, RefUpdate, RefValue,
     StoreRoot, StoredObject,
 };
 use crate::git_object::ObjectId;
 
-/// An ObjectStore factory living in a plugin.
-#[derive(Debug)]
-pub struct PluginObjectStoreFactory {
-    instance: Instance,
-    tag: String,
+impl HostContract for ObjectStoreContract {
+    type State = ();
+    const REQUIRES_MINOR: u32 = 0;
+
+    fn unavailable(reason: String) -> ObjectStoreError {
+        ObjectStoreError::Unavailable { reason }
+    }
+
+    /// A malformed reply is `corrupt` (an answer that failed verification); every other
+    /// failure `unavailable` (the store cannot be used).
+    fn failed(error: PluginError) -> ObjectStoreError {
+        match error {
+            PluginError::MalformedMessage { .. } => ObjectStoreError::Corrupt {
+                what: error.to_string(),
+            },
+            other => ObjectStoreError::Unavailable {
+                reason: other.to_string(),
+            },
+        }
+    }
 }
 
-impl PluginObjectStoreFactory {
-    /// Instantiates the `object-store` contract of `plugin` under `tag` with `config`.
-    pub fn new(
-        plugin: &Arc<LoadedPlugin>,
-        tag: &str,
-        config: &serde_json::Map<String, serde_json::Value>,
-    ) -> Result<Self, PluginError> {
-        Ok(Self {
-            instance: plugin.instantiate(wire::CONTRACT, tag, config)?,
-            tag: tag.to_owned(),
-        })
-    }
+/// An ObjectStore factory living in a plugin.
+pub type PluginObjectStoreFactory = PluginBackend<ObjectStoreContract>;
 
-    /// The plugin serving this factory.
-    pub fn plugin(&self) -> &Arc<LoadedPlugin> {
-        self.instance.plugin()
-    }
-
-    /// The tag this factory was made under.
-    pub fn tag(&self) -> &str {
-        &self.tag
-    }
-
-    fn make_store(
-        &self,
-        method: &str,
-        request: &[u8],
-    ) -> Result<Box<dyn ObjectStore>, ObjectStoreError> {
-        let plugin = self.instance.plugin();
-        self.instance
-            .call(method, request, |reply| match reply {
-                CallReply::Answer {
-                    bytes,
-                    new_instance,
-                } => {
-                    let root = wire::decode_root(bytes)
-                        .map_err(|error| malformed(plugin, method, error))?;
-                    let Some(instance) = new_instance else {
-                        return Err(malformed_text(
-                            plugin,
-                            method,
-                            "the answer carries no store instance",
-                        ));
-                    };
-                    Ok(Box::new(PluginObjectStore { instance, root }) as Box<dyn ObjectStore>)
-                }
-                CallReply::ContractError { bytes } => Err(contract_error(plugin, method, bytes)),
-            })
-            .map_err(plugin_failure)?
-    }
+/// A factory's `create` or `open`: the answer names the new store's root, and the call made
+/// the store's instance.
+fn make_store(
+    factory: &PluginObjectStoreFactory,
+    method: &str,
+    request: &[u8],
+) -> Result<Box<dyn ObjectStore>, ObjectStoreError> {
+    contract::call::<ObjectStoreContract, _>(
+        factory.instance(),
+        method,
+        request,
+        |bytes, new_instance| {
+            let root = wire::decode_root(bytes)?;
+            let instance =
+                new_instance.ok_or(BadReply::Instance("the answer carries no store instance"))?;
+            Ok(Box::new(PluginObjectStore { instance, root }) as Box<dyn ObjectStore>)
+        },
+    )
 }
 
 impl ObjectStoreFactory for PluginObjectStoreFactory {
@@ -89,7 +80,7 @@ impl ObjectStoreFactory for PluginObjectStoreFactory {
         path: &Path,
         deadline: Instant,
     ) -> Result<Box<dyn ObjectStore>, ObjectStoreError> {
-        self.make_store(method::CREATE, &wire::encode_create(path, deadline))
+        make_store(self, method::CREATE, &wire::encode_create(path, deadline))
     }
 
     fn open(
@@ -98,7 +89,11 @@ impl ObjectStoreFactory for PluginObjectStoreFactory {
         marker: &[u8],
         deadline: Instant,
     ) -> Result<Box<dyn ObjectStore>, ObjectStoreError> {
-        self.make_store(method::OPEN, &wire::encode_open(root, marker, deadline))
+        make_store(
+            self,
+            method::OPEN,
+            &wire::encode_open(root, marker, deadline),
+        )
     }
 
     /// `record_boundaries` came with ABI minor 3: a plugin of an older minor does not know
@@ -106,7 +101,7 @@ impl ObjectStoreFactory for PluginObjectStoreFactory {
     /// anything is created. A plugin of minor 3 or later serves the method; whether its store
     /// holds boundaries only its answer to `record_boundaries` says.
     fn supports_boundaries(&self) -> Result<(), ObjectStoreError> {
-        let plugin = self.instance.plugin();
+        let plugin = self.plugin();
         if plugin.abi_minor() >= BOUNDARIES_SINCE_MINOR {
             return Ok(());
         }
@@ -146,25 +141,12 @@ impl PluginObjectStore {
         request: &[u8],
         decode: impl FnOnce(&[u8]) -> Result<T, MessageError>,
     ) -> Result<T, ObjectStoreError> {
-        let plugin = self.instance.plugin();
-        self.instance
-            .call(method, request, |reply| match reply {
-                CallReply::Answer {
-                    bytes,
-                    new_instance,
-                } => {
-                    if new_instance.is_some() {
-                        return Err(malformed_text(
-                            plugin,
-                            method,
-                            "a store method answered with a new instance",
-                        ));
-                    }
-                    decode(bytes).map_err(|error| malformed(plugin, method, error))
-                }
-                CallReply::ContractError { bytes } => Err(contract_error(plugin, method, bytes)),
-            })
-            .map_err(plugin_failure)?
+        contract::call::<ObjectStoreContract, T>(
+            &self.instance,
+            method,
+            request,
+            contract::answer_only("a store method answered with a new instance", decode),
+        )
     }
 
     /// Sends a read-scope hint. A plugin older than [`READ_SCOPES_SINCE_MINOR`] is not sent
@@ -184,33 +166,35 @@ impl PluginObjectStore {
     /// Calls a ref write: once the call was made, anything but a well-formed answer or
     /// contract error is `Unknown`.
     fn ref_write(&self, method: &str, request: &[u8]) -> Result<RefUpdate, ObjectStoreError> {
-        let plugin = self.instance.plugin();
+        let plugin = self.instance.plugin().name();
         let unknown = |reason: String| RefUpdate::Unknown { reason };
+        let lost = |error: MessageError| {
+            let malformed = contract::malformed_message(plugin, method, error.to_string());
+            unknown(ObjectStoreContract::malformed(malformed).to_string())
+        };
         let outcome = self.instance.call(method, request, |reply| match reply {
             CallReply::Answer {
-                bytes,
-                new_instance,
-            } => {
-                if new_instance.is_some() {
-                    return Ok(unknown(format!(
-                        "plugin {} answered {method} with a new instance; the ref's state is \
-                         unknown",
-                        plugin.name()
-                    )));
-                }
-                Ok(wire::decode_ref_update(bytes)
-                    .unwrap_or_else(|error| unknown(malformed(plugin, method, error).to_string())))
+                new_instance: Some(_),
+                ..
+            } => Ok(unknown(format!(
+                "plugin {plugin} answered {method} with a new instance; the ref's state is \
+                 unknown"
+            ))),
+            CallReply::Answer { bytes, .. } => {
+                Ok(wire::decode_ref_update(bytes).unwrap_or_else(lost))
             }
             CallReply::ContractError { bytes } => match wire::decode_error(bytes) {
-                Ok(_) => Err(contract_error(plugin, method, bytes)),
-                Err(error) => Ok(unknown(malformed(plugin, method, error).to_string())),
+                Ok(decoded) => Err(contract::contract_error::<ObjectStoreContract>(
+                    plugin, method, decoded,
+                )),
+                Err(error) => Ok(lost(error)),
             },
         });
         match outcome {
             Ok(result) => result,
             // Refused before the method ran: nothing started.
             Err(error @ (PluginError::UnsupportedMethod { .. } | PluginError::Refused { .. })) => {
-                Err(plugin_failure(error))
+                Err(ObjectStoreContract::failed(error))
             }
             Err(error) => Ok(unknown(format!(
                 "{error}; the ref write may or may not have happened"
@@ -327,42 +311,37 @@ impl ObjectStore for PluginObjectStore {
     }
 }
 
-fn malformed(plugin: &LoadedPlugin, method: &str, error: MessageError) -> ObjectStoreError {
-    malformed_text(plugin, method, &error.to_string())
+/// An ObjectStore backend compiled into the running program, configured from its section.
+///
+/// Implement it on the backend's configuration type and register it under its tag:
+///
+/// ```text
+/// #[typetag::serde(name = "git-cli")]
+/// impl ObjectStoreBackend for GitCliBackend {
+///     fn factory(&self) -> Result<Arc<dyn ObjectStoreFactory>, ObjectStoreError> { … }
+/// }
+/// ```
+#[typetag::serde(tag = "type")]
+pub trait ObjectStoreBackend: Debug + Send + Sync {
+    /// Builds the configured factory.
+    fn factory(&self) -> Result<Arc<dyn ObjectStoreFactory>, ObjectStoreError>;
 }
 
-fn malformed_text(plugin: &LoadedPlugin, method: &str, detail: &str) -> ObjectStoreError {
-    plugin_failure(PluginError::MalformedMessage {
-        plugin: plugin.name().to_owned(),
-        during: method.to_owned(),
-        detail: detail.to_owned(),
-    })
-}
+impl Configured for ObjectStoreContract {
+    const SECTION: &'static str = "object_store";
+    const DEFAULT_TAG: &'static str = "git-cli";
+    type Object = dyn ObjectStoreFactory;
+    type Compiled = Box<dyn ObjectStoreBackend>;
+    type Context<'a> = ();
 
-/// A contract error reply, decoded; an unreadable one is itself a malformed message.
-fn contract_error(plugin: &LoadedPlugin, method: &str, bytes: &[u8]) -> ObjectStoreError {
-    match wire::decode_error(bytes) {
-        Ok(DecodedError::Known(error)) => error,
-        Ok(DecodedError::Unknown { code, message }) => ObjectStoreError::Unavailable {
-            reason: format!(
-                "plugin {} refused {method} with an error this sf does not know ({code}): \
-                 {message}",
-                plugin.name()
-            ),
-        },
-        Err(error) => malformed(plugin, method, error),
+    fn compiled(
+        backend: Self::Compiled,
+        (): (),
+    ) -> Result<Arc<dyn ObjectStoreFactory>, ObjectStoreError> {
+        backend.factory()
     }
-}
 
-/// A plugin failure as the contract's error: malformed replies are `corrupt` (an answer that
-/// failed verification), everything else `unavailable` (the store cannot be used).
-pub fn plugin_failure(error: PluginError) -> ObjectStoreError {
-    match error {
-        PluginError::MalformedMessage { .. } => ObjectStoreError::Corrupt {
-            what: error.to_string(),
-        },
-        other => ObjectStoreError::Unavailable {
-            reason: other.to_string(),
-        },
+    fn adapt(backend: PluginObjectStoreFactory) -> Arc<dyn ObjectStoreFactory> {
+        Arc::new(backend)
     }
 }
