@@ -237,36 +237,57 @@ fn launch(prepared: Option<Prepared>) -> Step<i32> {
         ));
     }
     let network_joined = prepared.is_some_and(|prepared| prepared.network_joined);
+    let new_network = join_shared_network(&received, network_joined)?;
+    let outside = become_outside_id(plan)?;
+    // If the supervisor's thread goes away, so does the launcher (and with it, the init).
+    // SAFETY: prctl with integer arguments. Set after the credential change, which clears it.
+    check(
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) }.into(),
+        "launcher",
+        "PR_SET_PDEATHSIG",
+    )?;
+    unshare_namespaces(new_network)?;
+    map_user_and_group(plan, outside)?;
+    let hostname = plan.hostname.as_bytes();
+    // SAFETY: a valid buffer of the given length.
+    check(
+        unsafe { libc::sethostname(hostname.as_ptr().cast(), hostname.len()) }.into(),
+        "uts-namespace",
+        "sethostname",
+    )?;
+    start_init_and_watch(plan)
+}
 
-    // The cgroup namespace makes the run's control group (joined by the fork server's
-    // child, before this) the root of what the sandbox sees in /proc/self/cgroup.
-    let mut namespaces = libc::CLONE_NEWUSER
-        | libc::CLONE_NEWNS
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUTS
-        | libc::CLONE_NEWCGROUP;
+/// Enters the shared empty network namespace when the plan joins one (unless the fork server
+/// entered it already, once for all its runs). Answers whether the run needs a new network
+/// namespace of its own instead.
+fn join_shared_network(received: &Received, network_joined: bool) -> Step<bool> {
     if network_joined {
         // The fork server entered the shared namespace once, before it forked this process.
-    } else if plan.join_network {
-        let fd = received
-            .network
-            .ok_or_else(|| Failure::new("network-namespace", "no namespace descriptor came"))?;
-        // SAFETY: setns on a received descriptor; it is closed right after.
-        let rc = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
-        check(
-            rc.into(),
-            "network-namespace",
-            "setns into the shared network namespace",
-        )?;
-        // SAFETY: our own descriptor, not used again.
-        unsafe { libc::close(fd) };
-    } else {
-        namespaces |= libc::CLONE_NEWNET;
+        return Ok(false);
     }
+    if !received.plan.join_network {
+        return Ok(true);
+    }
+    let fd = received
+        .network
+        .ok_or_else(|| Failure::new("network-namespace", "no namespace descriptor came"))?;
+    // SAFETY: setns on a received descriptor; it is closed right after.
+    let rc = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
+    check(
+        rc.into(),
+        "network-namespace",
+        "setns into the shared network namespace",
+    )?;
+    // SAFETY: our own descriptor, not used again.
+    unsafe { libc::close(fd) };
+    Ok(false)
+}
 
-    // Started directly as root (not by the fork server, whose child has already become its
-    // sandbox's own host user): become the plan's outside id.
+/// The host uid and gid the sandbox runs as, never root. Started directly as root (not by
+/// the fork server, whose child has already become its sandbox's own host user), the
+/// launcher becomes the plan's outside id first.
+fn become_outside_id(plan: &Plan) -> Step<(libc::uid_t, libc::gid_t)> {
     // SAFETY: plain credential queries of this single-threaded process.
     let outside = if unsafe { libc::geteuid() } == 0 {
         let id = plan.outside_id_when_root;
@@ -290,20 +311,35 @@ fn launch(prepared: Option<Prepared>) -> Step<i32> {
             "the sandbox would run as host root; configure a non-zero outside id",
         ));
     }
-    // If the supervisor's thread goes away, so does the launcher (and with it, the init).
-    // SAFETY: prctl with integer arguments. Set after the credential change, which clears it.
-    check(
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) }.into(),
-        "launcher",
-        "PR_SET_PDEATHSIG",
-    )?;
+    Ok(outside)
+}
 
+/// Unshares the user, mount, pid, ipc, uts and cgroup namespaces, and the network namespace
+/// unless the run joined the shared one. The cgroup namespace makes the run's control group
+/// (joined by the fork server's child, before this) the root of what the sandbox sees in
+/// /proc/self/cgroup.
+fn unshare_namespaces(new_network: bool) -> Step {
+    let mut namespaces = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWCGROUP;
+    if new_network {
+        namespaces |= libc::CLONE_NEWNET;
+    }
     // SAFETY: unshare of a single-threaded process.
     check(
         unsafe { libc::unshare(namespaces) }.into(),
         "user-namespace",
         "unshare(user, mount, pid, ipc, uts, cgroup, network)",
     )?;
+    Ok(())
+}
+
+/// Maps the outside uid and gid, and nothing else, to the unprivileged id inside, with
+/// setgroups denied (so no process can drop a group to get past a group's denial).
+fn map_user_and_group(plan: &Plan, outside: (libc::uid_t, libc::gid_t)) -> Step {
     write_file("/proc/self/setgroups", "deny")?;
     write_file(
         "/proc/self/uid_map",
@@ -312,15 +348,11 @@ fn launch(prepared: Option<Prepared>) -> Step<i32> {
     write_file(
         "/proc/self/gid_map",
         &format!("{} {} 1\n", plan.inside_id, outside.1),
-    )?;
-    let hostname = plan.hostname.as_bytes();
-    // SAFETY: a valid buffer of the given length.
-    check(
-        unsafe { libc::sethostname(hostname.as_ptr().cast(), hostname.len()) }.into(),
-        "uts-namespace",
-        "sethostname",
-    )?;
+    )
+}
 
+/// Forks the namespace's init (pid 1 of the new pid namespace), then watches it.
+fn start_init_and_watch(plan: &Plan) -> Step<i32> {
     // The init learns that the launcher died through this pipe's other end closing.
     let alive = pipe()?;
     // The launcher learns that the init took the run plan off the socket (or died) through
