@@ -405,6 +405,26 @@ fn watch(init: libc::pid_t, handoff: RawFd) -> Step<i32> {
     }
     let pidfd = sys::pidfd_open(init)
         .map_err(|error| Failure::new("launcher", format!("pidfd_open: {error}")))?;
+    wait_for_handoff(pidfd, handoff);
+    // SAFETY: our own descriptor, not used again.
+    unsafe { libc::close(handoff) };
+    kill_when_asked(init, pidfd);
+    let usage = reap_init(init)?;
+    let micros = |time: libc::timeval| time.tv_sec as u64 * 1_000_000 + time.tv_usec as u64;
+    report(
+        SOCKET,
+        &Report::Done {
+            user_us: micros(usage.ru_utime),
+            system_us: micros(usage.ru_stime),
+            max_rss_kib: usage.ru_maxrss.max(0) as u64,
+        },
+    );
+    Ok(0)
+}
+
+/// Waits until the init has taken the run plan off the socket (its end of `handoff` closes)
+/// or has ended: until then the socket is the init's to read.
+fn wait_for_handoff(pidfd: RawFd, handoff: RawFd) {
     loop {
         let mut fds = [pidfd, handoff].map(|fd| libc::pollfd {
             fd,
@@ -420,8 +440,11 @@ fn watch(init: libc::pid_t, handoff: RawFd) -> Step<i32> {
             break;
         }
     }
-    // SAFETY: our own descriptor, not used again.
-    unsafe { libc::close(handoff) };
+}
+
+/// Waits for the init to end, killing it (SIGKILL, which ends the whole pid namespace) once
+/// the supervisor sends `k`, closes the socket or cannot be read.
+fn kill_when_asked(init: libc::pid_t, pidfd: RawFd) {
     let mut killed = false;
     loop {
         let mut fds = [
@@ -462,6 +485,11 @@ fn watch(init: libc::pid_t, handoff: RawFd) -> Step<i32> {
             killed = true;
         }
     }
+}
+
+/// Reaps the init (its pid namespace is gone then), with the resource use of every process
+/// of the run it reaped.
+fn reap_init(init: libc::pid_t) -> Step<libc::rusage> {
     let mut status = 0;
     // SAFETY: zeroed rusage is a valid value to be overwritten.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -469,22 +497,12 @@ fn watch(init: libc::pid_t, handoff: RawFd) -> Step<i32> {
         // SAFETY: valid pointers to status and usage.
         let reaped = unsafe { libc::wait4(init, &mut status, libc::__WALL, &mut usage) };
         if reaped == init {
-            break;
+            return Ok(usage);
         }
         if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return Err(Failure::last("launcher", "wait4 of the init"));
         }
     }
-    let micros = |time: libc::timeval| time.tv_sec as u64 * 1_000_000 + time.tv_usec as u64;
-    report(
-        SOCKET,
-        &Report::Done {
-            user_us: micros(usage.ru_utime),
-            system_us: micros(usage.ru_stime),
-            max_rss_kib: usage.ru_maxrss.max(0) as u64,
-        },
-    );
-    Ok(0)
 }
 
 /// The namespace's init: builds the root, waits for the run plan, mounts the run's files,
