@@ -505,17 +505,21 @@ fn reap_init(init: libc::pid_t) -> Step<libc::rusage> {
     }
 }
 
-/// The namespace's init: builds the root, waits for the run plan, mounts the run's files,
-/// starts the program, reaps (counting the limits it sees hit, see [`seen`]), reports,
-/// exits.
+/// Reaps any one process of the namespace: its pid (negative: none, or an error), status and
+/// resource use.
+fn reap_any() -> (libc::pid_t, libc::c_int, libc::rusage) {
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value to be overwritten.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid status and usage pointers.
+    let reaped = unsafe { libc::wait4(-1, &mut status, libc::__WALL, &mut usage) };
+    (reaped, status, usage)
+}
+
 /// Reaps every process left in the namespace (they were all killed), counting each.
 fn reap_all(seen: &mut seen::Seen) {
     loop {
-        let mut status = 0;
-        // SAFETY: zeroed rusage is a valid value to be overwritten.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: valid status and usage pointers.
-        let reaped = unsafe { libc::wait4(-1, &mut status, libc::__WALL, &mut usage) };
+        let (reaped, status, usage) = reap_any();
         if reaped > 0 {
             seen.reaped(status, &usage);
         } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
@@ -524,7 +528,45 @@ fn reap_all(seen: &mut seen::Seen) {
     }
 }
 
+/// The namespace's init: builds the root, waits for the run plan, mounts the run's files,
+/// starts the program, reaps (counting the limits it sees hit, see [`seen`]), reports,
+/// exits.
 fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
+    become_init(alive);
+    let mut armed =
+        or_report_and_exit(mounts::build_root(plan).and_then(|proc| confine::arm(plan, proc)));
+    // Prepared: from here on the sandbox waits for its one run.
+    let Some((run, files)) = or_report_and_exit(read_run()) else {
+        sys::exit_now(0)
+    };
+    // SAFETY: closing our end tells the launcher the socket is its own again.
+    unsafe { libc::close(handoff) };
+    or_report_and_exit(
+        mounts::mount_run(plan, &run, &files).and_then(|()| armed.finish(plan, &run)),
+    );
+    let mut seen = seen::Seen::new(plan);
+    let program = sys::spawn_until_exec(&mut || {
+        // SAFETY: closing the pipe end the program must not hold (in its own table).
+        unsafe { libc::close(alive) };
+        confine::confine_and_exec(plan, &run, &armed)
+    });
+    // The child ran in this process's memory: the report channel it chose is its own.
+    REPORTS.store(SOCKET, Ordering::SeqCst);
+    let program = or_report_and_exit(program);
+    // The program's process has exec'd (or failed); the init needs no ruleset.
+    drop(armed);
+    // SAFETY: closing our standard output and error (the program's own copies stay), and
+    // making this process undumpable so that the program cannot reach it through /proc.
+    unsafe {
+        libc::close(1);
+        libc::close(2);
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+    reap_until_program_ends(plan, &run, program, &mut seen)
+}
+
+/// The init's first steps: it dies with the launcher, and shows a neutral name.
+fn become_init(alive: RawFd) {
     // SAFETY: prctl and poll on our own descriptor.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
@@ -541,90 +583,35 @@ fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
             sys::exit_now(125);
         }
     }
-    let mut armed = match mounts::build_root(plan).and_then(|proc| confine::arm(plan, proc)) {
-        Ok(armed) => armed,
+}
+
+/// What a step of the init answered; a failed step is reported and ends the init (126),
+/// and with it the sandbox.
+fn or_report_and_exit<T>(step: Step<T>) -> T {
+    match step {
+        Ok(value) => value,
         Err(failure) => {
             report(SOCKET, &fail(failure));
             sys::exit_now(126);
         }
-    };
-    // Prepared: from here on the sandbox waits for its one run.
-    let (run, files) = match read_run() {
-        Ok(Some(received)) => received,
-        Ok(None) => sys::exit_now(0),
-        Err(failure) => {
-            report(SOCKET, &fail(failure));
-            sys::exit_now(126);
-        }
-    };
-    // SAFETY: closing our end tells the launcher the socket is its own again.
-    unsafe { libc::close(handoff) };
-    if let Err(failure) =
-        mounts::mount_run(plan, &run, &files).and_then(|()| armed.finish(plan, &run))
-    {
-        report(SOCKET, &fail(failure));
-        sys::exit_now(126);
     }
-    let mut seen = seen::Seen::new(plan);
-    let program = sys::spawn_until_exec(&mut || {
-        // SAFETY: closing the pipe end the program must not hold (in its own table).
-        unsafe { libc::close(alive) };
-        confine::confine_and_exec(plan, &run, &armed)
-    });
-    // The child ran in this process's memory: the report channel it chose is its own.
-    REPORTS.store(SOCKET, Ordering::SeqCst);
-    let program = match program {
-        Ok(program) => program,
-        Err(failure) => {
-            report(SOCKET, &fail(failure));
-            sys::exit_now(126);
-        }
-    };
-    // The program's process has exec'd (or failed); the init needs no ruleset.
-    drop(armed);
-    // SAFETY: closing our standard output and error (the program's own copies stay), and
-    // making this process undumpable so that the program cannot reach it through /proc.
-    unsafe {
-        libc::close(1);
-        libc::close(2);
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-    }
+}
+
+/// Reaps every process of the namespace until the program's first process ends, then
+/// reports how the run ended and exits: exiting kills every process left in the namespace.
+fn reap_until_program_ends(
+    plan: &Plan,
+    run: &RunPlan,
+    program: libc::pid_t,
+    seen: &mut seen::Seen,
+) -> ! {
     loop {
-        let mut status = 0;
-        // SAFETY: zeroed rusage is a valid value to be overwritten.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: valid status and usage pointers.
-        let reaped = unsafe { libc::wait4(-1, &mut status, libc::__WALL, &mut usage) };
+        let (reaped, status, usage) = reap_any();
         if reaped > 0 {
             seen.reaped(status, &usage);
         }
         if reaped == program {
-            if let Some((path, max_bytes)) = run
-                .command
-                .as_ref()
-                .and_then(|command| command.results.as_ref())
-            {
-                // Nothing of the run may change the file while it is read: every other
-                // process of the namespace ends first (pid 1 is never signalled by -1).
-                // SAFETY: signalling every other process of this pid namespace.
-                unsafe { libc::kill(-1, libc::SIGKILL) };
-                reap_all(&mut seen);
-                let results = results::read(&plan.scratch_dir, path, *max_bytes);
-                report(SOCKET, &Report::Results(results));
-            }
-            for hit in seen.reports() {
-                report(SOCKET, &hit);
-            }
-            let line = if libc::WIFEXITED(status) {
-                Report::Exit {
-                    code: libc::WEXITSTATUS(status),
-                }
-            } else {
-                Report::Signal {
-                    signal: libc::WTERMSIG(status),
-                }
-            };
-            report(SOCKET, &line);
+            report_program_end(plan, run, seen, status);
             // Exiting kills every process left in the namespace.
             sys::exit_now(0);
         }
@@ -632,4 +619,35 @@ fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
             sys::exit_now(0);
         }
     }
+}
+
+/// Reports the end of the program's first process: the results file its command asked for
+/// (read once every other process has ended), the limits seen hit, and its exit or signal.
+fn report_program_end(plan: &Plan, run: &RunPlan, seen: &mut seen::Seen, status: libc::c_int) {
+    if let Some((path, max_bytes)) = run
+        .command
+        .as_ref()
+        .and_then(|command| command.results.as_ref())
+    {
+        // Nothing of the run may change the file while it is read: every other process of
+        // the namespace ends first (pid 1 is never signalled by -1).
+        // SAFETY: signalling every other process of this pid namespace.
+        unsafe { libc::kill(-1, libc::SIGKILL) };
+        reap_all(seen);
+        let results = results::read(&plan.scratch_dir, path, *max_bytes);
+        report(SOCKET, &Report::Results(results));
+    }
+    for hit in seen.reports() {
+        report(SOCKET, &hit);
+    }
+    let line = if libc::WIFEXITED(status) {
+        Report::Exit {
+            code: libc::WEXITSTATUS(status),
+        }
+    } else {
+        Report::Signal {
+            signal: libc::WTERMSIG(status),
+        }
+    };
+    report(SOCKET, &line);
 }
