@@ -25,7 +25,7 @@ use crate::profile::{
 };
 use crate::runtime::{BindSource, Runtime, RuntimeConfig, device_sources};
 use crate::seccomp::NamedFilter;
-use crate::supervisor::{Launch, Resources, Source, Start, Started, start, supervise};
+use crate::supervisor::{Launch, Ran, Resources, Source, Start, Started, start, supervise};
 use crate::zygote::{FirstLauncher, ForkServer};
 
 /// The file name of the launcher program built by this crate.
@@ -673,27 +673,9 @@ impl Executor for SandboxExecutor {
         if cancel.is_cancelled() {
             return Err(ExecutorError::Aborted);
         }
-        let RequestDigests {
-            program,
-            input,
-            harness,
-        } = request.check()?;
+        let digests = request.check()?;
         let runtime = self.runtime.describe()?;
-        let dependencies = match request
-            .command
-            .as_ref()
-            .and_then(|c| c.environment.as_ref())
-        {
-            Some(environment) => Some(self.dependencies(environment)?),
-            None => None,
-        };
-        let binds = Binds {
-            dependencies,
-            program_tree: match &request.program_tree {
-                Some(tree) => Some(program_tree_bind(tree)?),
-                None => None,
-            },
-        };
+        let binds = self.binds(request)?;
         let resources = request
             .command
             .as_ref()
@@ -713,23 +695,7 @@ impl Executor for SandboxExecutor {
             mechanism: "launcher".to_owned(),
             reason: format!("the run plan did not encode: {error}"),
         })?;
-        // A program by reference sends its layer (a whiteout has no bytes).
-        let program_files = match &request.program_tree {
-            Some(tree) => &tree.layer,
-            None => &request.program,
-        };
-        let whiteouts = run
-            .program
-            .iter()
-            .filter(|file| file.kind == PlanEntryKind::Whiteout)
-            .count();
-        let files: Vec<&[u8]> = program_files
-            .iter()
-            .map(file_bytes)
-            .chain(std::iter::repeat_n(&[][..], whiteouts))
-            .chain(request.input.iter().map(file_bytes))
-            .chain(request.harness.iter().map(file_bytes))
-            .collect();
+        let files = run_files(request, &run);
         let launch = |started| {
             supervise(Launch {
                 started,
@@ -744,26 +710,72 @@ impl Executor for SandboxExecutor {
         // However this run ends, the next sandbox is built after it: building it while the
         // run runs would take the machine's cores from the run.
         let next = self.preparer.next_after(&binds);
-        // An Executor's first run starts its launcher without the fork server, which would
-        // be pure cost were it the only run; the second run starts the fork server.
-        let how = if next.first {
-            Start::Once
-        } else {
-            Start::Forked
+        let ran = self.run_in_sandbox(&binds, next.first, cancel, &launch)?;
+        Ok(self.answer(request, digests, runtime, ran))
+    }
+}
+
+impl SandboxExecutor {
+    /// What a run's sandbox binds besides the runtime: its command's dependency
+    /// environment and its program tree's base, each checked.
+    fn binds(&self, request: &RunRequest) -> Result<Binds, ExecutorError> {
+        let dependencies = match request
+            .command
+            .as_ref()
+            .and_then(|c| c.environment.as_ref())
+        {
+            Some(environment) => Some(self.dependencies(environment)?),
+            None => None,
         };
-        let ran = match self.take_sandbox(&binds, how)? {
+        Ok(Binds {
+            dependencies,
+            program_tree: match &request.program_tree {
+                Some(tree) => Some(program_tree_bind(tree)?),
+                None => None,
+            },
+        })
+    }
+
+    /// Has `launch` run in a sandbox: the prepared one when it can be used, else one started
+    /// now (without the fork server for an Executor's `first` run, which would be pure cost
+    /// were it the only run; the second run starts the fork server).
+    fn run_in_sandbox(
+        &self,
+        binds: &Binds,
+        first: bool,
+        cancel: &CancelToken,
+        launch: &dyn Fn(Started) -> Result<Ran, ExecutorError>,
+    ) -> Result<Ran, ExecutorError> {
+        let how = if first { Start::Once } else { Start::Forked };
+        match self.take_sandbox(binds, how)? {
             (started, Sandbox::Prepared) => match launch(started) {
-                Ok(ran) => ran,
+                Ok(ran) => Ok(ran),
                 // `Err` means the program did not start: the prepared sandbox was lost before
                 // it took the run (say its fork server was killed). A new one gets the run,
                 // and reports its own failure if it has one.
                 Err(_) if !cancel.is_cancelled() => {
-                    launch(self.start_sandbox(&binds, Start::Forked)?)?
+                    launch(self.start_sandbox(binds, Start::Forked)?)
                 }
-                Err(error) => return Err(error),
+                Err(error) => Err(error),
             },
-            (started, Sandbox::New) => launch(started)?,
-        };
+            (started, Sandbox::New) => launch(started),
+        }
+    }
+
+    /// The answer of a run that started: what happened, and the identities that were
+    /// enforced.
+    fn answer(
+        &self,
+        request: &RunRequest,
+        digests: RequestDigests,
+        runtime: RuntimeDescription,
+        ran: Ran,
+    ) -> RunAnswer {
+        let RequestDigests {
+            program,
+            input,
+            harness,
+        } = digests;
         let enforcement = crate::enforcement::run_facts(
             ran.landlock
                 .as_ref()
@@ -771,7 +783,7 @@ impl Executor for SandboxExecutor {
             ran.id.is_some(),
             ran.group,
         );
-        Ok(RunAnswer {
+        RunAnswer {
             results: ran.results.clone(),
             status: ran.status,
             exit_code: ran.exit_code,
@@ -793,8 +805,29 @@ impl Executor for SandboxExecutor {
             namespace: ran.namespace,
             problems: ran.problems,
             limits_hit: ran.limits_hit,
-        })
+        }
     }
+}
+
+/// The bytes of a run's files in run plan order: the program's (for a program by reference,
+/// its layer; a whiteout has no bytes), the input's and the harness's.
+fn run_files<'a>(request: &'a RunRequest, run: &RunPlan) -> Vec<&'a [u8]> {
+    let program_files = match &request.program_tree {
+        Some(tree) => &tree.layer,
+        None => &request.program,
+    };
+    let whiteouts = run
+        .program
+        .iter()
+        .filter(|file| file.kind == PlanEntryKind::Whiteout)
+        .count();
+    program_files
+        .iter()
+        .map(file_bytes)
+        .chain(std::iter::repeat_n(&[][..], whiteouts))
+        .chain(request.input.iter().map(file_bytes))
+        .chain(request.harness.iter().map(file_bytes))
+        .collect()
 }
 
 /// A network namespace being made (see [`make_empty_network_namespace`]).
