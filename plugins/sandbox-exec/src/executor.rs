@@ -12,7 +12,7 @@ use sf_contracts::{
     RunCommand, RunEnvironment, RunIdentities, RunRequest, RunResources, RuntimeDescription,
 };
 
-use crate::cgroup::{Cleaner, Hierarchy};
+use crate::cgroup::{Cleaner, Hierarchy, RunGroup};
 use crate::identity::{IdRange, Ids};
 use crate::plan::{
     Binds, CommandPlan, EnvironmentBind, LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan,
@@ -121,20 +121,7 @@ impl SandboxExecutor {
             config.ids_when_root.check_unused()?;
         }
         let runtime = Runtime::new(config.runtime.clone(), root)?;
-        for path in runtime
-            .layout()
-            .binds
-            .keys()
-            .chain(runtime.layout().symlinks.keys())
-            .chain(runtime.layout().directories.iter())
-        {
-            if profile::is_reserved(path) {
-                return Err(invalid(
-                    format!("runtime path {}", path.display()),
-                    "a runtime path is not under /sf, /proc or /dev, which the sandbox reserves",
-                ));
-            }
-        }
+        check_runtime_paths(&runtime)?;
         let network = match config.network {
             Some(mode) => mode,
             None if root => NetworkMode::SharedEmpty,
@@ -160,20 +147,7 @@ impl SandboxExecutor {
         let devices = device_sources()?;
         let plan = Self::plan(&runtime, &profile, &devices, making_network.is_some())?;
         let bounds = profile::group_bounds(&profile.limits);
-        // The group made to find the hierarchy is the first sandbox's.
-        let (hierarchy, spare) = match Hierarchy::find(&bounds) {
-            Ok((hierarchy, group)) => (Ok(hierarchy), Some(group)),
-            Err(reason) => (Err(reason), None),
-        };
-        if let (Err(reason), true) = (&hierarchy, config.require_cgroup) {
-            return Err(ExecutorError::Unavailable {
-                mechanism: "cgroup".to_owned(),
-                reason: format!(
-                    "the profile requires a control group per run and none can be made: \
-                     {reason}"
-                ),
-            });
-        }
+        let (hierarchy, spare) = find_hierarchy(&bounds, config.require_cgroup)?;
         let shared = making_network.map(empty_network_namespace).transpose()?;
         let source = Source {
             server: ForkServer::new(launcher.clone(), shared, first),
@@ -496,6 +470,47 @@ impl SandboxExecutor {
             root_entries: Vec::new(),
         })
     }
+}
+
+/// Refuses a runtime whose paths reach under the directories the sandbox provides itself.
+fn check_runtime_paths(runtime: &Runtime) -> Result<(), ExecutorError> {
+    for path in runtime
+        .layout()
+        .binds
+        .keys()
+        .chain(runtime.layout().symlinks.keys())
+        .chain(runtime.layout().directories.iter())
+    {
+        if profile::is_reserved(path) {
+            return Err(invalid(
+                format!("runtime path {}", path.display()),
+                "a runtime path is not under /sf, /proc or /dev, which the sandbox reserves",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where runs' control groups are made, and the group made to find it (the first
+/// sandbox's). Without a hierarchy, runs have the per-process limits only, unless the
+/// profile `required` a group: then the Executor is refused.
+fn find_hierarchy(
+    bounds: &crate::cgroup::Bounds,
+    required: bool,
+) -> Result<(Result<Hierarchy, String>, Option<RunGroup>), ExecutorError> {
+    let (hierarchy, spare) = match Hierarchy::find(bounds) {
+        Ok((hierarchy, group)) => (Ok(hierarchy), Some(group)),
+        Err(reason) => (Err(reason), None),
+    };
+    if let (Err(reason), true) = (&hierarchy, required) {
+        return Err(ExecutorError::Unavailable {
+            mechanism: "cgroup".to_owned(),
+            reason: format!(
+                "the profile requires a control group per run and none can be made: {reason}"
+            ),
+        });
+    }
+    Ok((hierarchy, spare))
 }
 
 /// The most top-level entries a root environment may have (a Debian root has about twenty).
