@@ -226,40 +226,9 @@ impl SandboxExecutor {
         devices: &std::collections::BTreeMap<PathBuf, BindSource>,
         join_network: bool,
     ) -> Result<Plan, ExecutorError> {
-        let text = |path: &Path| crate::runtime::path_text(path);
-        let mut rules = Vec::new();
-        for (path, source) in &runtime.layout().binds {
-            let access = if source.directory {
-                profile::runtime_directory_access()
-            } else {
-                profile::runtime_file_access()
-            };
-            rules.push(LandlockRule {
-                path: text(path)?,
-                access: access.bits(),
-            });
-        }
-        for (path, access) in [
-            (PROGRAM_DIR, profile::snapshot_access()),
-            (INPUT_DIR, profile::snapshot_access()),
-            (HARNESS_DIR, profile::snapshot_access()),
-            (SCRATCH_DIR, profile::scratch_access()),
-            ("/proc", profile::proc_access()),
-        ] {
-            rules.push(LandlockRule {
-                path: path.to_owned(),
-                access: access.bits(),
-            });
-        }
-        for device in devices.keys() {
-            let device = text(device)?;
-            rules.push(LandlockRule {
-                access: profile::device_access(&device).bits(),
-                path: device,
-            });
-        }
+        let rules = landlock_rules(runtime, devices)?;
         let limits = &profile.limits;
-        let executable = text(&runtime.config().executable)?;
+        let executable = crate::runtime::path_text(&runtime.config().executable)?;
         Ok(Plan {
             protocol: PLAN_PROTOCOL,
             outside_id_when_root: profile.ids.first,
@@ -511,6 +480,47 @@ fn find_hierarchy(
         });
     }
     Ok((hierarchy, spare))
+}
+
+/// The Landlock rules of every sandbox: the runtime's paths, the snapshot directories, the
+/// scratch, /proc and each device, each with the access the profile gives its class.
+fn landlock_rules(
+    runtime: &Runtime,
+    devices: &std::collections::BTreeMap<PathBuf, BindSource>,
+) -> Result<Vec<LandlockRule>, ExecutorError> {
+    let text = |path: &Path| crate::runtime::path_text(path);
+    let mut rules = Vec::new();
+    for (path, source) in &runtime.layout().binds {
+        let access = if source.directory {
+            profile::runtime_directory_access()
+        } else {
+            profile::runtime_file_access()
+        };
+        rules.push(LandlockRule {
+            path: text(path)?,
+            access: access.bits(),
+        });
+    }
+    for (path, access) in [
+        (PROGRAM_DIR, profile::snapshot_access()),
+        (INPUT_DIR, profile::snapshot_access()),
+        (HARNESS_DIR, profile::snapshot_access()),
+        (SCRATCH_DIR, profile::scratch_access()),
+        ("/proc", profile::proc_access()),
+    ] {
+        rules.push(LandlockRule {
+            path: path.to_owned(),
+            access: access.bits(),
+        });
+    }
+    for device in devices.keys() {
+        let device = text(device)?;
+        rules.push(LandlockRule {
+            access: profile::device_access(&device).bits(),
+            path: device,
+        });
+    }
+    Ok(rules)
 }
 
 /// The most top-level entries a root environment may have (a Debian root has about twenty).
