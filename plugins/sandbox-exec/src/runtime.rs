@@ -184,30 +184,7 @@ impl Runtime {
         paths.extend(config.readable.iter().cloned());
         for path in &paths {
             check_configured(path)?;
-            let metadata = fs::metadata(path).map_err(|error| {
-                invalid(
-                    format!("runtime path {}: {error}", path.display()),
-                    "every runtime path exists",
-                )
-            })?;
-            let kind = if metadata.is_dir() {
-                ReadableKind::Subtree
-            } else if metadata.is_file() {
-                ReadableKind::File
-            } else {
-                return Err(invalid(
-                    format!("runtime path {}", path.display()),
-                    "a runtime path is a directory or a regular file",
-                ));
-            };
-            if path == &config.executable
-                && (kind != ReadableKind::File || metadata.permissions().mode() & 0o111 == 0)
-            {
-                return Err(invalid(
-                    format!("runtime executable {}", path.display()),
-                    "the executable is an executable regular file",
-                ));
-            }
+            let kind = configured_kind(path, path == &config.executable)?;
             resolve(path, &mut layout)?;
             readable.push(ReadablePath {
                 path: path.clone(),
@@ -215,29 +192,8 @@ impl Runtime {
             });
         }
         layout.prune();
-        for (path, source) in &layout.binds {
-            readable.push(ReadablePath {
-                path: path.clone(),
-                kind: if source.directory {
-                    ReadableKind::Subtree
-                } else {
-                    ReadableKind::File
-                },
-            });
-            if for_other_user {
-                check_readable_by_others(path, source.directory)?;
-            }
-        }
-        for path in layout.binds.keys().chain(layout.symlinks.keys()) {
-            if let Some(problem) = untrusted(path) {
-                return Err(invalid(
-                    format!("runtime path {}: {problem}", path.display()),
-                    "every runtime path, and every directory above it, is owned by root or \
-                     this user and writable by neither group nor others (a directory above \
-                     may be sticky, like /tmp)",
-                ));
-            }
-        }
+        readable.extend(bound_paths(&layout, for_other_user)?);
+        check_trusted(&layout)?;
         readable.extend(DEVICES.iter().map(|device| ReadablePath {
             path: PathBuf::from(device),
             kind: ReadableKind::File,
@@ -391,6 +347,70 @@ fn check_configured(path: &Path) -> Result<(), ExecutorError> {
             format!("runtime path {text:?}"),
             "the runtime path holds a control character",
         ));
+    }
+    Ok(())
+}
+
+/// What a configured runtime path is (a directory or a regular file; the executable an
+/// executable regular file), on the host as it is now.
+fn configured_kind(path: &Path, executable: bool) -> Result<ReadableKind, ExecutorError> {
+    let metadata = fs::metadata(path).map_err(|error| {
+        invalid(
+            format!("runtime path {}: {error}", path.display()),
+            "every runtime path exists",
+        )
+    })?;
+    let kind = if metadata.is_dir() {
+        ReadableKind::Subtree
+    } else if metadata.is_file() {
+        ReadableKind::File
+    } else {
+        return Err(invalid(
+            format!("runtime path {}", path.display()),
+            "a runtime path is a directory or a regular file",
+        ));
+    };
+    if executable && (kind != ReadableKind::File || metadata.permissions().mode() & 0o111 == 0) {
+        return Err(invalid(
+            format!("runtime executable {}", path.display()),
+            "the executable is an executable regular file",
+        ));
+    }
+    Ok(kind)
+}
+
+/// The readable paths of what the layout binds; when the sandbox reads as another user
+/// (`for_other_user`), each must be readable by others.
+fn bound_paths(layout: &Layout, for_other_user: bool) -> Result<Vec<ReadablePath>, ExecutorError> {
+    let mut readable = Vec::new();
+    for (path, source) in &layout.binds {
+        readable.push(ReadablePath {
+            path: path.clone(),
+            kind: if source.directory {
+                ReadableKind::Subtree
+            } else {
+                ReadableKind::File
+            },
+        });
+        if for_other_user {
+            check_readable_by_others(path, source.directory)?;
+        }
+    }
+    Ok(readable)
+}
+
+/// Refuses a runtime any of whose bound paths or links someone other than root and this
+/// user could change: the sandbox would read what they put there.
+fn check_trusted(layout: &Layout) -> Result<(), ExecutorError> {
+    for path in layout.binds.keys().chain(layout.symlinks.keys()) {
+        if let Some(problem) = untrusted(path) {
+            return Err(invalid(
+                format!("runtime path {}: {problem}", path.display()),
+                "every runtime path, and every directory above it, is owned by root or \
+                 this user and writable by neither group nor others (a directory above \
+                 may be sticky, like /tmp)",
+            ));
+        }
     }
     Ok(())
 }
