@@ -454,44 +454,15 @@ fn resolve(path: &Path, layout: &mut Layout) -> Result<(), ExecutorError> {
                     "a runtime path resolves within 40 symbolic links",
                 ));
             }
-            let target = fs::read_link(&next).map_err(|error| {
-                invalid(
-                    format!("runtime link {}: {error}", next.display()),
-                    "every runtime link can be read",
-                )
-            })?;
-            path_text(&target)?;
-            layout.symlinks.insert(next.clone(), target.clone());
+            let target = record_link(&next, layout)?;
             if target.is_absolute() {
                 current = PathBuf::from("/");
             }
-            let parts: Vec<PathBuf> = target
-                .components()
-                .filter_map(|part| match part {
-                    Component::Normal(name) => Some(PathBuf::from(name)),
-                    Component::ParentDir => Some(PathBuf::from("..")),
-                    _ => None,
-                })
-                .collect();
-            pending.extend(parts.into_iter().rev());
+            pending.extend(link_parts(&target).into_iter().rev());
             continue;
         }
         if pending.is_empty() {
-            if !metadata.is_dir() && !metadata.is_file() {
-                return Err(invalid(
-                    format!("runtime path {}", next.display()),
-                    "a runtime path names a directory or a regular file",
-                ));
-            }
-            layout.binds.insert(
-                next,
-                BindSource {
-                    directory: metadata.is_dir(),
-                    dev: metadata.dev(),
-                    ino: metadata.ino(),
-                },
-            );
-            return Ok(());
+            return bind_leaf(next, &metadata, layout);
         }
         if !metadata.is_dir() {
             return Err(invalid(
@@ -506,6 +477,56 @@ fn resolve(path: &Path, layout: &mut Layout) -> Result<(), ExecutorError> {
         format!("runtime path {}", path.display()),
         "a runtime path names something below /",
     ))
+}
+
+/// Reads the runtime link `link` and records it in `layout` (the sandbox recreates it);
+/// answers its target.
+fn record_link(link: &Path, layout: &mut Layout) -> Result<PathBuf, ExecutorError> {
+    let target = fs::read_link(link).map_err(|error| {
+        invalid(
+            format!("runtime link {}: {error}", link.display()),
+            "every runtime link can be read",
+        )
+    })?;
+    path_text(&target)?;
+    layout.symlinks.insert(link.to_path_buf(), target.clone());
+    Ok(target)
+}
+
+/// The names a link's target walks through, in order (`..` kept: it is walked too).
+fn link_parts(target: &Path) -> Vec<PathBuf> {
+    target
+        .components()
+        .filter_map(|part| match part {
+            Component::Normal(name) => Some(PathBuf::from(name)),
+            Component::ParentDir => Some(PathBuf::from("..")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Records the end of a runtime path's walk as a bind, with the identity the launcher checks
+/// its clone against: a directory or a regular file, nothing else.
+fn bind_leaf(
+    leaf: PathBuf,
+    metadata: &fs::Metadata,
+    layout: &mut Layout,
+) -> Result<(), ExecutorError> {
+    if !metadata.is_dir() && !metadata.is_file() {
+        return Err(invalid(
+            format!("runtime path {}", leaf.display()),
+            "a runtime path names a directory or a regular file",
+        ));
+    }
+    layout.binds.insert(
+        leaf,
+        BindSource {
+            directory: metadata.is_dir(),
+            dev: metadata.dev(),
+            ino: metadata.ino(),
+        },
+    );
+    Ok(())
 }
 
 /// What makes `path` changeable by someone other than root and this user, if anything: the
