@@ -374,6 +374,35 @@ impl SandboxExecutor {
         Ok(limits)
     }
 
+    /// Refuses an environment bound at `at` over a path of the runtime, or inside one: it
+    /// would hide the runtime's files, or be hidden by them.
+    fn check_apart_from_runtime(
+        &self,
+        environment: &RunEnvironment,
+        at: &Path,
+    ) -> Result<(), ExecutorError> {
+        let layout = self.runtime.layout();
+        let mounted = layout.binds.keys().chain(layout.symlinks.keys());
+        if let Some(path) = mounted
+            .chain(layout.directories.iter())
+            .find(|path| path.starts_with(at))
+            .or_else(|| {
+                let mut mounted = layout.binds.keys().chain(layout.symlinks.keys());
+                mounted.find(|path| at.starts_with(path))
+            })
+        {
+            return Err(invalid(
+                format!(
+                    "environment path {} and runtime path {}",
+                    environment.at,
+                    path.display()
+                ),
+                "an environment is bound neither over nor inside a path of the runtime",
+            ));
+        }
+        Ok(())
+    }
+
     /// The bind of a command's dependency environment: a directory that the sandbox's user
     /// can read and no one but root or this user can change, bound where no path of the
     /// runtime is, above or below.
@@ -412,25 +441,7 @@ impl SandboxExecutor {
                 ino: metadata.ino(),
             });
         }
-        let layout = self.runtime.layout();
-        let mounted = layout.binds.keys().chain(layout.symlinks.keys());
-        if let Some(path) = mounted
-            .chain(layout.directories.iter())
-            .find(|path| path.starts_with(&at))
-            .or_else(|| {
-                let mut mounted = layout.binds.keys().chain(layout.symlinks.keys());
-                mounted.find(|path| at.starts_with(path))
-            })
-        {
-            return Err(invalid(
-                format!(
-                    "environment path {} and runtime path {}",
-                    environment.at,
-                    path.display()
-                ),
-                "an environment is bound neither over nor inside a path of the runtime",
-            ));
-        }
+        self.check_apart_from_runtime(environment, &at)?;
         Ok(EnvironmentBind {
             at,
             host: tree.clone(),
