@@ -123,25 +123,6 @@ impl Repository {
         })
     }
 
-    /// One object, re-hashed and checked to be of `kind`, within `budget` bytes.
-    fn read_verified_object(
-        &self,
-        id: ObjectId,
-        kind: ObjectKind,
-        budget: u64,
-        what: &str,
-    ) -> Result<Vec<u8>, RepositoryError> {
-        let mut bodies = source::read_verified(
-            self.store.as_ref(),
-            &[id],
-            kind,
-            budget,
-            what,
-            self.deadline(),
-        )?;
-        Ok(bodies.remove(0))
-    }
-
     /// The seal commit the Candidate's ref points at, which must be in sf's seal form (by
     /// sf, with one parent and the seal message), and its tree's entries.
     fn read_seal(&self, digest: &Digest) -> Result<SealCommit, RepositoryError> {
@@ -159,8 +140,7 @@ impl Repository {
             }
             Some(RefValue::Direct(id)) => id,
         };
-        let body =
-            self.read_verified_object(id, ObjectKind::Commit, MAX_COMMIT_BYTES, "seal commit")?;
+        let body = self.read_one(id, ObjectKind::Commit, MAX_COMMIT_BYTES, "seal commit")?;
         let seal = git_object::decode_commit(&body)
             .filter(|seal| {
                 seal.is_by(IDENT)
@@ -170,8 +150,7 @@ impl Repository {
             .ok_or_else(|| {
                 RepositoryError::corrupt(format!("seal commit {id} is not in sf's seal form"))
             })?;
-        let tree =
-            self.read_verified_object(seal.tree, ObjectKind::Tree, MAX_COMMIT_BYTES, "seal tree")?;
+        let tree = self.read_one(seal.tree, ObjectKind::Tree, MAX_COMMIT_BYTES, "seal tree")?;
         Ok(SealCommit {
             id,
             parent: seal.parents[0],
@@ -190,7 +169,7 @@ impl Repository {
         let blob = seal
             .blob_named(MANIFEST_NAME)
             .ok_or_else(|| seal.not_sealed())?;
-        let bytes = self.read_verified_object(
+        let bytes = self.read_one(
             blob,
             ObjectKind::Blob,
             canonical::MAX_BYTES as u64,
@@ -252,7 +231,7 @@ impl Repository {
         let Some(blob) = seal.blob_named(PROPOSAL_NAME) else {
             return Ok(None);
         };
-        let bytes = self.read_verified_object(
+        let bytes = self.read_one(
             blob,
             ObjectKind::Blob,
             MAX_PROPOSAL_DOCUMENT_BYTES as u64,
@@ -286,7 +265,7 @@ impl Repository {
         frozen: &FrozenInputs,
         proposal: Option<&Proposal>,
     ) -> Result<(), RepositoryError> {
-        let body = self.read_verified_object(
+        let body = self.read_one(
             manifest.commit,
             ObjectKind::Commit,
             MAX_CANDIDATE_COMMIT_BYTES,
