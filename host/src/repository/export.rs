@@ -14,16 +14,17 @@ use std::ops::ControlFlow;
 use crate::canonical::{self, Digest};
 use crate::contracts::tree_digest::{self, Directory};
 use crate::contracts::{ObjectStoreExt as _, RefValue};
-use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind};
+use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
 
 use super::identity;
 use super::proposal::{self, Resolved};
 use super::seal;
 use super::source::{self, SourceFile, WalkedLeaf};
+use super::sparse::SparseTree;
 use super::tree_record;
 use super::tree_surgery;
 use super::{
-    CandidateManifest, FileEdit, IDENT, MANIFEST_NAME, MAX_CANDIDATE_COMMIT_BYTES,
+    CandidateManifest, FileEdit, FrozenInputs, IDENT, MANIFEST_NAME, MAX_CANDIDATE_COMMIT_BYTES,
     MAX_COMMIT_BYTES, MAX_PROPOSAL_DOCUMENT_BYTES, ManifestEntry, ManifestFile, PROPOSAL_NAME,
     Proposal, Repository, RepositoryError, SealedCandidate, TreeContents, candidate_ref,
     check_protected, legacy_candidate_message, validate_proposal,
@@ -40,6 +41,38 @@ struct VerifiedTree {
     snapshot: Option<Digest>,
 }
 
+/// A Candidate's seal commit, read and found in sf's seal form.
+struct SealCommit {
+    id: ObjectId,
+    /// Its one parent, which must be M.
+    parent: ObjectId,
+    tree: ObjectId,
+    /// The entries of its tree: the manifest, and the proposal where the protocol keeps it.
+    entries: Vec<TreeEntry>,
+}
+
+impl SealCommit {
+    /// The blob the seal tree holds as a plain file under `name`.
+    fn blob_named(&self, name: &str) -> Option<ObjectId> {
+        self.entries
+            .iter()
+            .find(|entry| entry.mode == EntryMode::File && entry.name == name)
+            .map(|entry| entry.id)
+    }
+
+    fn not_sealed(&self) -> RepositoryError {
+        RepositoryError::corrupt(format!(
+            "seal tree {} is not {{{MANIFEST_NAME}}} or {{{MANIFEST_NAME}, {PROPOSAL_NAME}}}",
+            self.tree
+        ))
+    }
+}
+
+/// A manifest (of Candidate `digest`) found corrupt, and why.
+fn corrupt_manifest(digest: &Digest, why: impl std::fmt::Display) -> RepositoryError {
+    RepositoryError::corrupt(format!("manifest {digest}: {why}"))
+}
+
 impl Repository {
     /// Exports the Candidate `digest` names, re-verifying everything: the seal commit, the
     /// manifest's canonical bytes and repository, M rebuilt byte for byte, every tree and
@@ -51,8 +84,50 @@ impl Repository {
         // One reader for the export; no cache, so that the bytes of a large tree pass
         // through it once and are dropped.
         let _reads = self.store.read_scope();
+        let seal = self.read_seal(digest)?;
+        let (manifest, manifest_bytes) = self.read_manifest(digest, &seal)?;
+        self.check_seal_matches(digest, &seal, &manifest)?;
+        let frozen = manifest.frozen();
+        frozen
+            .validate()
+            .map_err(|error| corrupt_manifest(digest, error))?;
+        let proposal = self.read_sealed_proposal(digest, &seal, &manifest)?;
+        self.check_candidate_commit(&manifest, &frozen, proposal.as_ref())?;
+        // Every tree and blob of M, re-hashed and checked, against what the manifest names.
+        let edited: BTreeSet<&str> = manifest
+            .edits
+            .iter()
+            .map(|edit| edit.path.as_str())
+            .collect();
+        let tree = self.verify_tree(&manifest, &edited)?;
+        let directories = check_contents(&manifest, &tree).map_err(|why| {
+            RepositoryError::corrupt(format!("Candidate tree {}: {why}", manifest.tree))
+        })?;
+        let (base, current) = self.read_base_at_edits(digest, &manifest, &edited)?;
+        let recovered;
+        let applied_proposal = match &proposal {
+            Some(proposal) => proposal,
+            None => {
+                recovered = recover_proposal(&manifest, &current, &tree.edited, digest)?;
+                &recovered
+            }
+        };
+        let resolved = check_edits(&manifest, &current, applied_proposal, digest)?;
+        check_edits_applied(digest, &manifest, &base, &resolved)?;
+        check_base_digest(digest, &manifest, &directories, &resolved)?;
+        Ok(SealedCandidate {
+            digest: digest.clone(),
+            manifest,
+            manifest_bytes,
+            proposal,
+        })
+    }
+
+    /// The seal commit the Candidate's ref points at, which must be in sf's seal form (by
+    /// sf, with one parent and the seal message), and its tree's entries.
+    fn read_seal(&self, digest: &Digest) -> Result<SealCommit, RepositoryError> {
         let name = candidate_ref(digest);
-        let seal_commit = match self.store.read_ref(&name, self.deadline())? {
+        let id = match self.store.read_ref(&name, self.deadline())? {
             None => {
                 return Err(RepositoryError::Missing {
                     what: format!("Candidate {digest} ({name})"),
@@ -65,73 +140,69 @@ impl Repository {
             }
             Some(RefValue::Direct(id)) => id,
         };
-        let store = self.store.as_ref();
-        let read_one = |id: ObjectId,
-                        kind: ObjectKind,
-                        budget: u64,
-                        what: &str|
-         -> Result<Vec<u8>, RepositoryError> {
-            let mut bodies =
-                source::read_verified(store, &[id], kind, budget, what, self.deadline())?;
-            Ok(bodies.remove(0))
-        };
-        let seal_body = read_one(
-            seal_commit,
-            ObjectKind::Commit,
-            MAX_COMMIT_BYTES,
-            "seal commit",
-        )?;
-        let seal = git_object::decode_commit(&seal_body)
+        let body = self.read_one(id, ObjectKind::Commit, MAX_COMMIT_BYTES, "seal commit")?;
+        let seal = git_object::decode_commit(&body)
             .filter(|seal| {
                 seal.is_by(IDENT)
                     && seal.parents.len() == 1
                     && seal.message == identity::seal_message()
             })
             .ok_or_else(|| {
-                RepositoryError::corrupt(format!(
-                    "seal commit {seal_commit} is not in sf's seal form"
-                ))
+                RepositoryError::corrupt(format!("seal commit {id} is not in sf's seal form"))
             })?;
-        let seal_tree = read_one(seal.tree, ObjectKind::Tree, MAX_COMMIT_BYTES, "seal tree")?;
-        let seal_entries = git_object::decode_tree(&seal_tree).unwrap_or_default();
-        let blob_named = |name: &str| {
-            seal_entries
-                .iter()
-                .find(|entry| entry.mode == EntryMode::File && entry.name == name)
-                .map(|entry| entry.id)
-        };
-        let not_sealed = || {
-            RepositoryError::corrupt(format!(
-                "seal tree {} is not {{{MANIFEST_NAME}}} or {{{MANIFEST_NAME}, {PROPOSAL_NAME}}}",
-                seal.tree
-            ))
-        };
-        let manifest_blob = blob_named(MANIFEST_NAME).ok_or_else(not_sealed)?;
-        let manifest_bytes = read_one(
-            manifest_blob,
+        let tree = self.read_one(seal.tree, ObjectKind::Tree, MAX_COMMIT_BYTES, "seal tree")?;
+        Ok(SealCommit {
+            id,
+            parent: seal.parents[0],
+            tree: seal.tree,
+            entries: git_object::decode_tree(&tree).unwrap_or_default(),
+        })
+    }
+
+    /// The manifest the seal tree holds: bytes that hash to `digest` (so nothing but the
+    /// sealed manifest can stand in for it), canonical, and a manifest.
+    fn read_manifest(
+        &self,
+        digest: &Digest,
+        seal: &SealCommit,
+    ) -> Result<(CandidateManifest, Vec<u8>), RepositoryError> {
+        let blob = seal
+            .blob_named(MANIFEST_NAME)
+            .ok_or_else(|| seal.not_sealed())?;
+        let bytes = self.read_one(
+            blob,
             ObjectKind::Blob,
             canonical::MAX_BYTES as u64,
             "manifest",
         )?;
-        if Digest::of(&manifest_bytes) != *digest {
+        if Digest::of(&bytes) != *digest {
             return Err(RepositoryError::corrupt(format!(
-                "the manifest under {name} does not hash to {digest}"
+                "the manifest under {} does not hash to {digest}",
+                candidate_ref(digest)
             )));
         }
-        let value = canonical::parse_canonical(&manifest_bytes)
-            .map_err(|error| RepositoryError::corrupt(format!("manifest {digest}: {error}")))?;
+        let value =
+            canonical::parse_canonical(&bytes).map_err(|error| corrupt_manifest(digest, error))?;
         let manifest = CandidateManifest::from_value(&value).map_err(|error| {
-            RepositoryError::corrupt(format!(
-                "manifest {digest}: {}: {}",
-                error.field, error.rule
-            ))
+            corrupt_manifest(digest, format!("{}: {}", error.field, error.rule))
         })?;
-        // The seal tree holds exactly what the manifest's protocol says.
-        let proposal_blob = blob_named(PROPOSAL_NAME);
+        Ok((manifest, bytes))
+    }
+
+    /// Checks the seal against its manifest: the seal tree holds exactly what the manifest's
+    /// protocol says, the manifest is this repository's, and the seal commit is M's child.
+    fn check_seal_matches(
+        &self,
+        digest: &Digest,
+        seal: &SealCommit,
+        manifest: &CandidateManifest,
+    ) -> Result<(), RepositoryError> {
         let holds_proposal = manifest.protocol.holds_proposal();
         let expected_entries = if holds_proposal { 2 } else { 1 };
-        if seal_entries.len() != expected_entries || proposal_blob.is_some() != holds_proposal {
-            return Err(not_sealed());
+        if seal.entries.len() != expected_entries
+            || seal.blob_named(PROPOSAL_NAME).is_some() != holds_proposal
+        {
+            return Err(seal.not_sealed());
         }
         if manifest.repository != self.identity {
             return Err(RepositoryError::corrupt(format!(
@@ -139,56 +210,72 @@ impl Repository {
                 manifest.repository.product_id, manifest.repository.path
             )));
         }
-        if seal.parents[0] != manifest.commit {
+        if seal.parent != manifest.commit {
             return Err(RepositoryError::corrupt(format!(
-                "seal commit {seal_commit} is not the child of M {}",
-                manifest.commit
+                "seal commit {} is not the child of M {}",
+                seal.id, manifest.commit
             )));
         }
-        let frozen = manifest.frozen();
-        frozen
-            .validate()
-            .map_err(|error| RepositoryError::corrupt(format!("manifest {digest}: {error}")))?;
-        let corrupt = |why: String| RepositoryError::corrupt(format!("manifest {digest}: {why}"));
-        // The proposal the seal commit holds, whose digest the manifest and M name.
-        let proposal = match proposal_blob {
-            None => None,
-            Some(blob) => {
-                let bytes = read_one(
-                    blob,
-                    ObjectKind::Blob,
-                    MAX_PROPOSAL_DOCUMENT_BYTES as u64,
-                    "proposal",
-                )?;
-                if Digest::of(&bytes) != manifest.proposal_digest {
-                    return Err(corrupt(format!(
-                        "the {PROPOSAL_NAME} beside it does not hash to the proposal digest"
-                    )));
-                }
-                let proposal = proposal::parse_proposal(&bytes)
-                    .map_err(|error| corrupt(format!("{PROPOSAL_NAME}: {error}")))?;
-                // Validation re-encodes: the digest matches only for canonical bytes.
-                let recomputed = validate_proposal(&proposal, &manifest.scope, &manifest.bounds)
-                    .map_err(|error| corrupt(format!("{PROPOSAL_NAME}: {error}")))?;
-                if recomputed != manifest.proposal_digest {
-                    return Err(corrupt(format!("{PROPOSAL_NAME} is not canonical")));
-                }
-                Some(proposal)
-            }
-        };
+        Ok(())
+    }
 
-        // M, rebuilt from the manifest (and the proposal), byte for byte.
-        let m_body = read_one(
+    /// The proposal the seal commit holds (`None` where the protocol keeps none), whose
+    /// digest the manifest and M name: bytes that hash to that digest, and a valid proposal
+    /// whose canonical encoding they are.
+    fn read_sealed_proposal(
+        &self,
+        digest: &Digest,
+        seal: &SealCommit,
+        manifest: &CandidateManifest,
+    ) -> Result<Option<Proposal>, RepositoryError> {
+        let Some(blob) = seal.blob_named(PROPOSAL_NAME) else {
+            return Ok(None);
+        };
+        let bytes = self.read_one(
+            blob,
+            ObjectKind::Blob,
+            MAX_PROPOSAL_DOCUMENT_BYTES as u64,
+            "proposal",
+        )?;
+        if Digest::of(&bytes) != manifest.proposal_digest {
+            return Err(corrupt_manifest(
+                digest,
+                format!("the {PROPOSAL_NAME} beside it does not hash to the proposal digest"),
+            ));
+        }
+        let proposal = proposal::parse_proposal(&bytes)
+            .map_err(|error| corrupt_manifest(digest, format!("{PROPOSAL_NAME}: {error}")))?;
+        // Validation re-encodes: the digest matches only for canonical bytes.
+        let recomputed = validate_proposal(&proposal, &manifest.scope, &manifest.bounds)
+            .map_err(|error| corrupt_manifest(digest, format!("{PROPOSAL_NAME}: {error}")))?;
+        if recomputed != manifest.proposal_digest {
+            return Err(corrupt_manifest(
+                digest,
+                format!("{PROPOSAL_NAME} is not canonical"),
+            ));
+        }
+        Ok(Some(proposal))
+    }
+
+    /// Checks M byte for byte against the commit rebuilt from the manifest (and the sealed
+    /// proposal, where there is one), so that nothing in M is not what the manifest says.
+    fn check_candidate_commit(
+        &self,
+        manifest: &CandidateManifest,
+        frozen: &FrozenInputs,
+        proposal: Option<&Proposal>,
+    ) -> Result<(), RepositoryError> {
+        let body = self.read_one(
             manifest.commit,
             ObjectKind::Commit,
             MAX_CANDIDATE_COMMIT_BYTES,
             "Candidate commit",
         )?;
-        let expected_m = match &proposal {
+        let expected = match proposal {
             Some(proposal) => seal::candidate_commit(
                 manifest.protocol,
                 &self.identity.product_id,
-                &frozen,
+                frozen,
                 proposal,
                 &manifest.proposal_digest,
                 manifest.tree,
@@ -199,29 +286,30 @@ impl Repository {
                 IDENT,
                 legacy_candidate_message(
                     &self.identity.product_id,
-                    &frozen,
+                    frozen,
                     &manifest.proposal_digest,
                 ),
             )),
         };
-        if m_body != expected_m {
+        if body != expected {
             return Err(RepositoryError::corrupt(format!(
                 "Candidate commit {} does not match its manifest",
                 manifest.commit
             )));
         }
-        // Every tree and blob of M, re-hashed and checked, against what the manifest names.
-        let edited: BTreeSet<&str> = manifest
-            .edits
-            .iter()
-            .map(|edit| edit.path.as_str())
-            .collect();
-        let tree = self.verify_tree(&manifest, &edited)?;
-        let directories = check_contents(&manifest, &tree).map_err(|why| {
-            RepositoryError::corrupt(format!("Candidate tree {}: {why}", manifest.tree))
-        })?;
-        // The base: a factory commit with the recorded tree, and M's tree exactly its tree
-        // with the edits applied.
+        Ok(())
+    }
+
+    /// The base along the edited paths, and its leaves at them. The base must be a factory
+    /// commit with the recorded tree; only the directories the edits touch are read (from
+    /// its Git trees alone), since every other object of it is one of M's, verified in the
+    /// walk.
+    fn read_base_at_edits(
+        &self,
+        digest: &Digest,
+        manifest: &CandidateManifest,
+        edited: &BTreeSet<&str>,
+    ) -> Result<(SparseTree, BTreeMap<String, SourceFile>), RepositoryError> {
         let base_tree = self.factory_tree(&manifest.base_commit).map_err(|error| {
             RepositoryError::corrupt(format!(
                 "base {} of Candidate {digest} is not a factory commit: {error}",
@@ -241,58 +329,7 @@ impl Repository {
             &what,
         )?;
         let current = self.leaves_at(&base, edited.iter().copied(), &what)?;
-        let recovered;
-        let applied_proposal = match &proposal {
-            Some(proposal) => proposal,
-            None => {
-                recovered = recover_proposal(&manifest, &current, &tree.edited, digest)?;
-                &recovered
-            }
-        };
-        let resolved = check_edits(&manifest, &current, applied_proposal, digest)?;
-        let changes: Vec<_> = resolved
-            .iter()
-            .map(|edit| {
-                (
-                    edit.path.clone(),
-                    edit.next
-                        .as_ref()
-                        .map(|next| (EntryMode::of_leaf(next.mode), next.blob)),
-                )
-            })
-            .collect();
-        if tree_surgery::rebuild(&base.index, &changes).tree != manifest.tree {
-            return Err(corrupt(
-                "the Candidate files are not the base with the recorded edits applied".into(),
-            ));
-        }
-        if let TreeContents::Trees { base: named, .. } = &manifest.contents {
-            // The base's digest, from M's verified directories with the edits undone.
-            let undone: Vec<_> = resolved
-                .iter()
-                .map(|edit| {
-                    (
-                        edit.path.clone(),
-                        edit.prior.as_ref().map(tree_record::leaf_node),
-                    )
-                })
-                .collect();
-            let base_digest = tree_digest::apply(&directories, &undone)
-                .map_err(|error| corrupt(error.to_string()))?
-                .root
-                .hash;
-            if base_digest != *named {
-                return Err(corrupt(format!(
-                    "the base's tree does not have the recorded digest {named}"
-                )));
-            }
-        }
-        Ok(SealedCandidate {
-            digest: digest.clone(),
-            manifest,
-            manifest_bytes,
-            proposal,
-        })
+        Ok((base, current))
     }
 
     /// The files of Candidate `sealed` (its tree M, read whole within the repository's
@@ -344,6 +381,68 @@ impl Repository {
     }
 }
 
+/// Checks that M's tree is exactly the base's with the `resolved` edits applied: rebuilt by
+/// tree surgery from the base's directories along the edits, and compared by id.
+fn check_edits_applied(
+    digest: &Digest,
+    manifest: &CandidateManifest,
+    base: &SparseTree,
+    resolved: &[Resolved],
+) -> Result<(), RepositoryError> {
+    let changes: Vec<_> = resolved
+        .iter()
+        .map(|edit| {
+            (
+                edit.path.clone(),
+                edit.next
+                    .as_ref()
+                    .map(|next| (EntryMode::of_leaf(next.mode), next.blob)),
+            )
+        })
+        .collect();
+    if tree_surgery::rebuild(&base.index, &changes).tree != manifest.tree {
+        return Err(corrupt_manifest(
+            digest,
+            "the Candidate files are not the base with the recorded edits applied",
+        ));
+    }
+    Ok(())
+}
+
+/// For a manifest that names the base's tree digest: checks it against the digest of M's
+/// verified directories with the `resolved` edits undone, so that the base is never hashed
+/// whole.
+fn check_base_digest(
+    digest: &Digest,
+    manifest: &CandidateManifest,
+    directories: &BTreeMap<String, Directory>,
+    resolved: &[Resolved],
+) -> Result<(), RepositoryError> {
+    let TreeContents::Trees { base: named, .. } = &manifest.contents else {
+        return Ok(());
+    };
+    let undone: Vec<_> = resolved
+        .iter()
+        .map(|edit| {
+            (
+                edit.path.clone(),
+                edit.prior.as_ref().map(tree_record::leaf_node),
+            )
+        })
+        .collect();
+    let base_digest = tree_digest::apply(directories, &undone)
+        .map_err(|error| corrupt_manifest(digest, error))?
+        .root
+        .hash;
+    if base_digest != *named {
+        return Err(corrupt_manifest(
+            digest,
+            format!("the base's tree does not have the recorded digest {named}"),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks M's walked tree against what the manifest names beyond the tree id: the listing
 /// (versions 1 and 2), the content digest (version 3) or the tree digest (version 4).
 /// Returns M's `sf-tree/1` directories.
@@ -391,7 +490,6 @@ fn recover_proposal(
     after: &BTreeMap<String, Vec<u8>>,
     digest: &Digest,
 ) -> Result<Proposal, RepositoryError> {
-    let corrupt = |why: &str| RepositoryError::corrupt(format!("manifest {digest}: {why}"));
     let mut edits = Vec::with_capacity(manifest.edits.len());
     for edit in &manifest.edits {
         let digest_of = |entry: &Option<ManifestEntry>| entry.as_ref().map(|e| e.sha256.clone());
@@ -399,15 +497,20 @@ fn recover_proposal(
         if base.get(&edit.path).map(|file| file.sha256.clone()) != digest_of(&edit.prior)
             || after.map(|bytes| Digest::of(bytes)) != digest_of(&edit.next)
         {
-            return Err(corrupt(&format!(
-                "edit of {} does not match the base and Candidate files",
-                edit.path
-            )));
+            return Err(corrupt_manifest(
+                digest,
+                format!(
+                    "edit of {} does not match the base and Candidate files",
+                    edit.path
+                ),
+            ));
         }
         let text = after
             .map(|bytes| String::from_utf8(bytes.clone()))
             .transpose()
-            .map_err(|_| corrupt(&format!("the edited {} is not text", edit.path)))?;
+            .map_err(|_| {
+                corrupt_manifest(digest, format!("the edited {} is not text", edit.path))
+            })?;
         edits.push(FileEdit::text(
             edit.path.clone(),
             digest_of(&edit.prior),
@@ -416,9 +519,10 @@ fn recover_proposal(
     }
     let proposal = Proposal::new(edits);
     let recomputed = validate_proposal(&proposal, &manifest.scope, &manifest.bounds)
-        .map_err(|error| corrupt(&error.to_string()))?;
+        .map_err(|error| corrupt_manifest(digest, error))?;
     if recomputed != manifest.proposal_digest {
-        return Err(corrupt(
+        return Err(corrupt_manifest(
+            digest,
             "the proposal digest does not match the recorded edits",
         ));
     }
@@ -434,20 +538,20 @@ fn check_edits(
     proposal: &Proposal,
     digest: &Digest,
 ) -> Result<Vec<Resolved>, RepositoryError> {
-    let corrupt = |why: &str| RepositoryError::corrupt(format!("manifest {digest}: {why}"));
     let protected = manifest
         .frozen()
         .protected()
-        .map_err(|error| corrupt(&error.to_string()))?;
+        .map_err(|error| corrupt_manifest(digest, error))?;
     check_protected(
         proposal.edits.iter().map(|edit| edit.path.as_str()),
         &protected,
     )
-    .map_err(|error| corrupt(&error.to_string()))?;
+    .map_err(|error| corrupt_manifest(digest, error))?;
     let resolved = proposal::resolve_edits(|path| current.get(path), proposal)
-        .map_err(|error| corrupt(&error.to_string()))?;
+        .map_err(|error| corrupt_manifest(digest, error))?;
     if seal::edit_entries(&resolved) != manifest.edits {
-        return Err(corrupt(
+        return Err(corrupt_manifest(
+            digest,
             "the recorded edits are not the proposal's, entry for entry and in path order",
         ));
     }

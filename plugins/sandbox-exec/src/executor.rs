@@ -12,7 +12,7 @@ use sf_contracts::{
     RunCommand, RunEnvironment, RunIdentities, RunRequest, RunResources, RuntimeDescription,
 };
 
-use crate::cgroup::{Cleaner, Hierarchy};
+use crate::cgroup::{Cleaner, Hierarchy, RunGroup};
 use crate::identity::{IdRange, Ids};
 use crate::plan::{
     Binds, CommandPlan, EnvironmentBind, LandlockPlan, LandlockRule, PLAN_PROTOCOL, Plan,
@@ -25,7 +25,7 @@ use crate::profile::{
 };
 use crate::runtime::{BindSource, Runtime, RuntimeConfig, device_sources};
 use crate::seccomp::NamedFilter;
-use crate::supervisor::{Launch, Resources, Source, Start, Started, start, supervise};
+use crate::supervisor::{Launch, Ran, Resources, Source, Start, Started, start, supervise};
 use crate::zygote::{FirstLauncher, ForkServer};
 
 /// The file name of the launcher program built by this crate.
@@ -121,20 +121,7 @@ impl SandboxExecutor {
             config.ids_when_root.check_unused()?;
         }
         let runtime = Runtime::new(config.runtime.clone(), root)?;
-        for path in runtime
-            .layout()
-            .binds
-            .keys()
-            .chain(runtime.layout().symlinks.keys())
-            .chain(runtime.layout().directories.iter())
-        {
-            if profile::is_reserved(path) {
-                return Err(invalid(
-                    format!("runtime path {}", path.display()),
-                    "a runtime path is not under /sf, /proc or /dev, which the sandbox reserves",
-                ));
-            }
-        }
+        check_runtime_paths(&runtime)?;
         let network = match config.network {
             Some(mode) => mode,
             None if root => NetworkMode::SharedEmpty,
@@ -160,20 +147,7 @@ impl SandboxExecutor {
         let devices = device_sources()?;
         let plan = Self::plan(&runtime, &profile, &devices, making_network.is_some())?;
         let bounds = profile::group_bounds(&profile.limits);
-        // The group made to find the hierarchy is the first sandbox's.
-        let (hierarchy, spare) = match Hierarchy::find(&bounds) {
-            Ok((hierarchy, group)) => (Ok(hierarchy), Some(group)),
-            Err(reason) => (Err(reason), None),
-        };
-        if let (Err(reason), true) = (&hierarchy, config.require_cgroup) {
-            return Err(ExecutorError::Unavailable {
-                mechanism: "cgroup".to_owned(),
-                reason: format!(
-                    "the profile requires a control group per run and none can be made: \
-                     {reason}"
-                ),
-            });
-        }
+        let (hierarchy, spare) = find_hierarchy(&bounds, config.require_cgroup)?;
         let shared = making_network.map(empty_network_namespace).transpose()?;
         let source = Source {
             server: ForkServer::new(launcher.clone(), shared, first),
@@ -252,40 +226,9 @@ impl SandboxExecutor {
         devices: &std::collections::BTreeMap<PathBuf, BindSource>,
         join_network: bool,
     ) -> Result<Plan, ExecutorError> {
-        let text = |path: &Path| crate::runtime::path_text(path);
-        let mut rules = Vec::new();
-        for (path, source) in &runtime.layout().binds {
-            let access = if source.directory {
-                profile::runtime_directory_access()
-            } else {
-                profile::runtime_file_access()
-            };
-            rules.push(LandlockRule {
-                path: text(path)?,
-                access: access.bits(),
-            });
-        }
-        for (path, access) in [
-            (PROGRAM_DIR, profile::snapshot_access()),
-            (INPUT_DIR, profile::snapshot_access()),
-            (HARNESS_DIR, profile::snapshot_access()),
-            (SCRATCH_DIR, profile::scratch_access()),
-            ("/proc", profile::proc_access()),
-        ] {
-            rules.push(LandlockRule {
-                path: path.to_owned(),
-                access: access.bits(),
-            });
-        }
-        for device in devices.keys() {
-            let device = text(device)?;
-            rules.push(LandlockRule {
-                access: profile::device_access(&device).bits(),
-                path: device,
-            });
-        }
+        let rules = landlock_rules(runtime, devices)?;
         let limits = &profile.limits;
-        let executable = text(&runtime.config().executable)?;
+        let executable = crate::runtime::path_text(&runtime.config().executable)?;
         Ok(Plan {
             protocol: PLAN_PROTOCOL,
             outside_id_when_root: profile.ids.first,
@@ -431,6 +374,35 @@ impl SandboxExecutor {
         Ok(limits)
     }
 
+    /// Refuses an environment bound at `at` over a path of the runtime, or inside one: it
+    /// would hide the runtime's files, or be hidden by them.
+    fn check_apart_from_runtime(
+        &self,
+        environment: &RunEnvironment,
+        at: &Path,
+    ) -> Result<(), ExecutorError> {
+        let layout = self.runtime.layout();
+        let mounted = layout.binds.keys().chain(layout.symlinks.keys());
+        if let Some(path) = mounted
+            .chain(layout.directories.iter())
+            .find(|path| path.starts_with(at))
+            .or_else(|| {
+                let mut mounted = layout.binds.keys().chain(layout.symlinks.keys());
+                mounted.find(|path| at.starts_with(path))
+            })
+        {
+            return Err(invalid(
+                format!(
+                    "environment path {} and runtime path {}",
+                    environment.at,
+                    path.display()
+                ),
+                "an environment is bound neither over nor inside a path of the runtime",
+            ));
+        }
+        Ok(())
+    }
+
     /// The bind of a command's dependency environment: a directory that the sandbox's user
     /// can read and no one but root or this user can change, bound where no path of the
     /// runtime is, above or below.
@@ -469,25 +441,7 @@ impl SandboxExecutor {
                 ino: metadata.ino(),
             });
         }
-        let layout = self.runtime.layout();
-        let mounted = layout.binds.keys().chain(layout.symlinks.keys());
-        if let Some(path) = mounted
-            .chain(layout.directories.iter())
-            .find(|path| path.starts_with(&at))
-            .or_else(|| {
-                let mut mounted = layout.binds.keys().chain(layout.symlinks.keys());
-                mounted.find(|path| at.starts_with(path))
-            })
-        {
-            return Err(invalid(
-                format!(
-                    "environment path {} and runtime path {}",
-                    environment.at,
-                    path.display()
-                ),
-                "an environment is bound neither over nor inside a path of the runtime",
-            ));
-        }
+        self.check_apart_from_runtime(environment, &at)?;
         Ok(EnvironmentBind {
             at,
             host: tree.clone(),
@@ -496,6 +450,88 @@ impl SandboxExecutor {
             root_entries: Vec::new(),
         })
     }
+}
+
+/// Refuses a runtime whose paths reach under the directories the sandbox provides itself.
+fn check_runtime_paths(runtime: &Runtime) -> Result<(), ExecutorError> {
+    for path in runtime
+        .layout()
+        .binds
+        .keys()
+        .chain(runtime.layout().symlinks.keys())
+        .chain(runtime.layout().directories.iter())
+    {
+        if profile::is_reserved(path) {
+            return Err(invalid(
+                format!("runtime path {}", path.display()),
+                "a runtime path is not under /sf, /proc or /dev, which the sandbox reserves",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where runs' control groups are made, and the group made to find it (the first
+/// sandbox's). Without a hierarchy, runs have the per-process limits only, unless the
+/// profile `required` a group: then the Executor is refused.
+fn find_hierarchy(
+    bounds: &crate::cgroup::Bounds,
+    required: bool,
+) -> Result<(Result<Hierarchy, String>, Option<RunGroup>), ExecutorError> {
+    let (hierarchy, spare) = match Hierarchy::find(bounds) {
+        Ok((hierarchy, group)) => (Ok(hierarchy), Some(group)),
+        Err(reason) => (Err(reason), None),
+    };
+    if let (Err(reason), true) = (&hierarchy, required) {
+        return Err(ExecutorError::Unavailable {
+            mechanism: "cgroup".to_owned(),
+            reason: format!(
+                "the profile requires a control group per run and none can be made: {reason}"
+            ),
+        });
+    }
+    Ok((hierarchy, spare))
+}
+
+/// The Landlock rules of every sandbox: the runtime's paths, the snapshot directories, the
+/// scratch, /proc and each device, each with the access the profile gives its class.
+fn landlock_rules(
+    runtime: &Runtime,
+    devices: &std::collections::BTreeMap<PathBuf, BindSource>,
+) -> Result<Vec<LandlockRule>, ExecutorError> {
+    let text = |path: &Path| crate::runtime::path_text(path);
+    let mut rules = Vec::new();
+    for (path, source) in &runtime.layout().binds {
+        let access = if source.directory {
+            profile::runtime_directory_access()
+        } else {
+            profile::runtime_file_access()
+        };
+        rules.push(LandlockRule {
+            path: text(path)?,
+            access: access.bits(),
+        });
+    }
+    for (path, access) in [
+        (PROGRAM_DIR, profile::snapshot_access()),
+        (INPUT_DIR, profile::snapshot_access()),
+        (HARNESS_DIR, profile::snapshot_access()),
+        (SCRATCH_DIR, profile::scratch_access()),
+        ("/proc", profile::proc_access()),
+    ] {
+        rules.push(LandlockRule {
+            path: path.to_owned(),
+            access: access.bits(),
+        });
+    }
+    for device in devices.keys() {
+        let device = text(device)?;
+        rules.push(LandlockRule {
+            access: profile::device_access(&device).bits(),
+            path: device,
+        });
+    }
+    Ok(rules)
 }
 
 /// The most top-level entries a root environment may have (a Debian root has about twenty).
@@ -673,27 +709,9 @@ impl Executor for SandboxExecutor {
         if cancel.is_cancelled() {
             return Err(ExecutorError::Aborted);
         }
-        let RequestDigests {
-            program,
-            input,
-            harness,
-        } = request.check()?;
+        let digests = request.check()?;
         let runtime = self.runtime.describe()?;
-        let dependencies = match request
-            .command
-            .as_ref()
-            .and_then(|c| c.environment.as_ref())
-        {
-            Some(environment) => Some(self.dependencies(environment)?),
-            None => None,
-        };
-        let binds = Binds {
-            dependencies,
-            program_tree: match &request.program_tree {
-                Some(tree) => Some(program_tree_bind(tree)?),
-                None => None,
-            },
-        };
+        let binds = self.binds(request)?;
         let resources = request
             .command
             .as_ref()
@@ -713,23 +731,7 @@ impl Executor for SandboxExecutor {
             mechanism: "launcher".to_owned(),
             reason: format!("the run plan did not encode: {error}"),
         })?;
-        // A program by reference sends its layer (a whiteout has no bytes).
-        let program_files = match &request.program_tree {
-            Some(tree) => &tree.layer,
-            None => &request.program,
-        };
-        let whiteouts = run
-            .program
-            .iter()
-            .filter(|file| file.kind == PlanEntryKind::Whiteout)
-            .count();
-        let files: Vec<&[u8]> = program_files
-            .iter()
-            .map(file_bytes)
-            .chain(std::iter::repeat_n(&[][..], whiteouts))
-            .chain(request.input.iter().map(file_bytes))
-            .chain(request.harness.iter().map(file_bytes))
-            .collect();
+        let files = run_files(request, &run);
         let launch = |started| {
             supervise(Launch {
                 started,
@@ -744,26 +746,72 @@ impl Executor for SandboxExecutor {
         // However this run ends, the next sandbox is built after it: building it while the
         // run runs would take the machine's cores from the run.
         let next = self.preparer.next_after(&binds);
-        // An Executor's first run starts its launcher without the fork server, which would
-        // be pure cost were it the only run; the second run starts the fork server.
-        let how = if next.first {
-            Start::Once
-        } else {
-            Start::Forked
+        let ran = self.run_in_sandbox(&binds, next.first, cancel, &launch)?;
+        Ok(self.answer(request, digests, runtime, ran))
+    }
+}
+
+impl SandboxExecutor {
+    /// What a run's sandbox binds besides the runtime: its command's dependency
+    /// environment and its program tree's base, each checked.
+    fn binds(&self, request: &RunRequest) -> Result<Binds, ExecutorError> {
+        let dependencies = match request
+            .command
+            .as_ref()
+            .and_then(|c| c.environment.as_ref())
+        {
+            Some(environment) => Some(self.dependencies(environment)?),
+            None => None,
         };
-        let ran = match self.take_sandbox(&binds, how)? {
+        Ok(Binds {
+            dependencies,
+            program_tree: match &request.program_tree {
+                Some(tree) => Some(program_tree_bind(tree)?),
+                None => None,
+            },
+        })
+    }
+
+    /// Has `launch` run in a sandbox: the prepared one when it can be used, else one started
+    /// now (without the fork server for an Executor's `first` run, which would be pure cost
+    /// were it the only run; the second run starts the fork server).
+    fn run_in_sandbox(
+        &self,
+        binds: &Binds,
+        first: bool,
+        cancel: &CancelToken,
+        launch: &dyn Fn(Started) -> Result<Ran, ExecutorError>,
+    ) -> Result<Ran, ExecutorError> {
+        let how = if first { Start::Once } else { Start::Forked };
+        match self.take_sandbox(binds, how)? {
             (started, Sandbox::Prepared) => match launch(started) {
-                Ok(ran) => ran,
+                Ok(ran) => Ok(ran),
                 // `Err` means the program did not start: the prepared sandbox was lost before
                 // it took the run (say its fork server was killed). A new one gets the run,
                 // and reports its own failure if it has one.
                 Err(_) if !cancel.is_cancelled() => {
-                    launch(self.start_sandbox(&binds, Start::Forked)?)?
+                    launch(self.start_sandbox(binds, Start::Forked)?)
                 }
-                Err(error) => return Err(error),
+                Err(error) => Err(error),
             },
-            (started, Sandbox::New) => launch(started)?,
-        };
+            (started, Sandbox::New) => launch(started),
+        }
+    }
+
+    /// The answer of a run that started: what happened, and the identities that were
+    /// enforced.
+    fn answer(
+        &self,
+        request: &RunRequest,
+        digests: RequestDigests,
+        runtime: RuntimeDescription,
+        ran: Ran,
+    ) -> RunAnswer {
+        let RequestDigests {
+            program,
+            input,
+            harness,
+        } = digests;
         let enforcement = crate::enforcement::run_facts(
             ran.landlock
                 .as_ref()
@@ -771,7 +819,7 @@ impl Executor for SandboxExecutor {
             ran.id.is_some(),
             ran.group,
         );
-        Ok(RunAnswer {
+        RunAnswer {
             results: ran.results.clone(),
             status: ran.status,
             exit_code: ran.exit_code,
@@ -793,8 +841,29 @@ impl Executor for SandboxExecutor {
             namespace: ran.namespace,
             problems: ran.problems,
             limits_hit: ran.limits_hit,
-        })
+        }
     }
+}
+
+/// The bytes of a run's files in run plan order: the program's (for a program by reference,
+/// its layer; a whiteout has no bytes), the input's and the harness's.
+fn run_files<'a>(request: &'a RunRequest, run: &RunPlan) -> Vec<&'a [u8]> {
+    let program_files = match &request.program_tree {
+        Some(tree) => &tree.layer,
+        None => &request.program,
+    };
+    let whiteouts = run
+        .program
+        .iter()
+        .filter(|file| file.kind == PlanEntryKind::Whiteout)
+        .count();
+    program_files
+        .iter()
+        .map(file_bytes)
+        .chain(std::iter::repeat_n(&[][..], whiteouts))
+        .chain(request.input.iter().map(file_bytes))
+        .chain(request.harness.iter().map(file_bytes))
+        .collect()
 }
 
 /// A network namespace being made (see [`make_empty_network_namespace`]).

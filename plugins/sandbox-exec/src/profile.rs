@@ -213,6 +213,11 @@ fn strings(items: &[&str]) -> Value {
     Value::Array(items.iter().map(|item| Value::from(*item)).collect())
 }
 
+/// The names `name` picks out of `items`, in their order.
+fn listed<T>(items: &[T], name: impl Fn(&T) -> Option<&'static str>) -> Value {
+    Value::Array(items.iter().filter_map(name).map(Value::from).collect())
+}
+
 fn integer(value: u64) -> Value {
     Value::Integer(
         i64::try_from(value)
@@ -386,6 +391,9 @@ fn check_limits(limits: &Limits) -> Result<(), ExecutorError> {
     Ok(())
 }
 
+/// The profile's canonical document, one part of the confinement at a time. The parts name
+/// disjoint keys and the encoding sorts them, so which part writes a key changes nothing in
+/// the bytes.
 fn recipe(
     limits: &Limits,
     network: NetworkMode,
@@ -393,26 +401,83 @@ fn recipe(
     require_cgroup: bool,
     filters: &[NamedFilter],
 ) -> Value {
-    let bind = |target: &str, flags: &[&str]| {
-        canonical::object([
-            ("target", Value::from(target)),
-            ("type", Value::from("bind")),
-            ("recursive", Value::Bool(true)),
-            ("flags", strings(flags)),
-            (
-                "checkedIdentity",
-                Value::from("device and inode as configured"),
-            ),
-        ])
-    };
-    let tmpfs = |target: &str, options: String, flags: &[&str]| {
-        canonical::object([
-            ("target", Value::from(target)),
-            ("type", Value::from("tmpfs")),
-            ("options", Value::from(options)),
-            ("flags", strings(flags)),
-        ])
-    };
+    let parts = [
+        vec![("protocol", Value::from(PROFILE_PROTOCOL))],
+        namespaces_recipe(network, ids),
+        file_system_recipe(limits),
+        privileges_recipe(filters),
+        resources_recipe(limits, require_cgroup),
+        process_recipe(),
+    ];
+    Value::Object(
+        parts
+            .into_iter()
+            .flatten()
+            .map(|(key, value)| (key.to_owned(), value))
+            .collect(),
+    )
+}
+
+/// The namespaces a run gets and who it is in them: what separates it from the host's
+/// processes, network, users and host name.
+fn namespaces_recipe(network: NetworkMode, ids: IdRange) -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "namespaces",
+            strings(&["user", "mount", "pid", "network", "ipc", "uts", "cgroup"]),
+        ),
+        (
+            "network",
+            Value::from(match network {
+                NetworkMode::New => "new-empty",
+                NetworkMode::SharedEmpty => "shared-empty-owned-by-initial-user-namespace",
+            }),
+        ),
+        ("identity", identity_recipe(ids)),
+        ("hostname", Value::from(HOSTNAME)),
+    ]
+}
+
+/// The ids inside and outside the user namespace: the program is never root inside, and,
+/// when sf is root, each sandbox is a uid of its own outside.
+fn identity_recipe(ids: IdRange) -> Value {
+    canonical::object([
+        ("insideUid", integer(u64::from(INSIDE_ID))),
+        ("insideGid", integer(u64::from(INSIDE_ID))),
+        (
+            "outsideWhenRoot",
+            canonical::object([
+                ("firstId", integer(u64::from(ids.first))),
+                ("count", integer(u64::from(ids.count))),
+                (
+                    "use",
+                    Value::from("one id of the range per sandbox, as uid and gid"),
+                ),
+            ]),
+        ),
+        ("outsideOtherwise", Value::from("the caller's uid and gid")),
+        (
+            "userNamespaceOwner",
+            Value::from("the sandbox's outside uid"),
+        ),
+        ("forkServer", Value::from("the caller's uid, undumpable")),
+        ("setgroups", Value::from("deny")),
+    ])
+}
+
+/// The file system the program sees: a new root of its own, and nothing of the host's but
+/// what is mounted into it.
+fn file_system_recipe(limits: &Limits) -> Vec<(&'static str, Value)> {
+    vec![
+        ("mountPropagation", Value::from("private, recursive")),
+        ("mounts", mounts_recipe(limits)),
+        ("pivotRoot", Value::from("old root detached")),
+    ]
+}
+
+/// Every mount of the new root, in the order the launcher makes them.
+fn mounts_recipe(limits: &Limits) -> Value {
+    let snapshot_flags = ["ro", "nosuid", "nodev", "noexec"];
     let mut mounts = vec![
         canonical::object([
             ("target", Value::from("/")),
@@ -421,12 +486,12 @@ fn recipe(
             ("flags", strings(&["ro", "nosuid", "nodev"])),
             ("builtOver", Value::from(STAGE)),
         ]),
-        bind("<each runtime path>", &["ro", "nosuid", "nodev"]),
+        bind_recipe("<each runtime path>", &["ro", "nosuid", "nodev"]),
     ];
     mounts.extend(
         DEVICES
             .iter()
-            .map(|device| bind(device, &["ro", "nosuid", "noexec"])),
+            .map(|device| bind_recipe(device, &["ro", "nosuid", "noexec"])),
     );
     mounts.push(canonical::object([
         ("target", Value::from("/proc")),
@@ -434,28 +499,98 @@ fn recipe(
         ("options", Value::from(PROC_OPTIONS)),
         ("flags", strings(&["ro", "nosuid", "nodev", "noexec"])),
     ]));
-    let snapshot_flags = ["ro", "nosuid", "nodev", "noexec"];
-    mounts.push(tmpfs(
-        PROGRAM_DIR,
-        "sized to the program".to_owned(),
-        &snapshot_flags,
-    ));
-    mounts.push(tmpfs(
-        INPUT_DIR,
-        "sized to the input".to_owned(),
-        &snapshot_flags,
-    ));
-    mounts.push(tmpfs(
-        HARNESS_DIR,
-        "sized to the harness".to_owned(),
-        &snapshot_flags,
-    ));
-    mounts.push(tmpfs(
+    for (target, options) in [
+        (PROGRAM_DIR, "sized to the program"),
+        (INPUT_DIR, "sized to the input"),
+        (HARNESS_DIR, "sized to the harness"),
+    ] {
+        mounts.push(tmpfs_recipe(target, options.to_owned(), &snapshot_flags));
+    }
+    mounts.push(tmpfs_recipe(
         SCRATCH_DIR,
         scratch_options(limits),
         &["nosuid", "nodev", "noexec"],
     ));
+    Value::Array(mounts)
+}
 
+/// A recursive bind mount of a host path whose device and inode are checked against the
+/// configuration, so that a path replaced after it was configured is refused.
+fn bind_recipe(target: &str, flags: &[&str]) -> Value {
+    canonical::object([
+        ("target", Value::from(target)),
+        ("type", Value::from("bind")),
+        ("recursive", Value::Bool(true)),
+        ("flags", strings(flags)),
+        (
+            "checkedIdentity",
+            Value::from("device and inode as configured"),
+        ),
+    ])
+}
+
+/// A tmpfs mount, which holds only what the launcher copies into it, within its options.
+fn tmpfs_recipe(target: &str, options: String, flags: &[&str]) -> Value {
+    canonical::object([
+        ("target", Value::from(target)),
+        ("type", Value::from("tmpfs")),
+        ("options", Value::from(options)),
+        ("flags", strings(flags)),
+    ])
+}
+
+/// What the program may do once it runs: no capability, no privilege gained through exec,
+/// Landlock's rules over the file system and network, and the seccomp filters.
+fn privileges_recipe(filters: &[NamedFilter]) -> Vec<(&'static str, Value)> {
+    vec![
+        (
+            "capabilities",
+            Value::from(
+                "none: bounding set and ambient cleared, securebits locked, effective, \
+                 permitted and inheritable empty",
+            ),
+        ),
+        ("noNewPrivileges", Value::Bool(true)),
+        ("enforces", crate::enforcement::profile_enforces()),
+        ("landlock", landlock_recipe()),
+        ("seccomp", seccomp_recipe(filters)),
+    ]
+}
+
+/// The Landlock ruleset: every right of [`LANDLOCK_ABI`] handled, so that whatever no rule
+/// grants is denied, even where a mount would allow it.
+fn landlock_recipe() -> Value {
+    let net_rights = [
+        ("bind_tcp", AccessNet::BindTcp),
+        ("connect_tcp", AccessNet::ConnectTcp),
+    ];
+    let scope_names = [
+        ("abstract_unix_socket", Scope::AbstractUnixSocket),
+        ("signal", Scope::Signal),
+    ];
+    canonical::object([
+        ("abi", integer(u64::from(LANDLOCK_ABI_NUMBER))),
+        ("requirement", Value::from("fully-enforced")),
+        ("handledFs", names(handled_fs())),
+        (
+            "handledNet",
+            listed(&net_rights, |(name, right)| {
+                handled_net().contains(*right).then_some(*name)
+            }),
+        ),
+        (
+            "scopes",
+            listed(&scope_names, |(name, scope)| {
+                scopes().contains(*scope).then_some(*name)
+            }),
+        ),
+        ("rules", landlock_rules_recipe()),
+    ])
+}
+
+/// The access each class of path is granted: the runtime's files, the snapshots, the scratch,
+/// /proc and each device.
+fn landlock_rules_recipe() -> Value {
     let mut rules = vec![
         canonical::object([
             ("path", Value::from("<each runtime directory>")),
@@ -484,39 +619,14 @@ fn recipe(
             ("access", names(device_access(device))),
         ]));
     }
-    let landlock = canonical::object([
-        ("abi", integer(u64::from(LANDLOCK_ABI_NUMBER))),
-        ("requirement", Value::from("fully-enforced")),
-        ("handledFs", names(handled_fs())),
-        (
-            "handledNet",
-            strings(
-                &[
-                    ("bind_tcp", AccessNet::BindTcp),
-                    ("connect_tcp", AccessNet::ConnectTcp),
-                ]
-                .iter()
-                .filter(|(_, right)| handled_net().contains(*right))
-                .map(|(name, _)| *name)
-                .collect::<Vec<_>>(),
-            ),
-        ),
-        (
-            "scopes",
-            strings(
-                &[
-                    ("abstract_unix_socket", Scope::AbstractUnixSocket),
-                    ("signal", Scope::Signal),
-                ]
-                .iter()
-                .filter(|(_, scope)| scopes().contains(*scope))
-                .map(|(name, _)| *name)
-                .collect::<Vec<_>>(),
-            ),
-        ),
-        ("rules", Value::Array(rules)),
-    ]);
-    let seccomp = canonical::object([
+    Value::Array(rules)
+}
+
+/// The seccomp filters as installed (their BPF, so the digest names the very programs), and
+/// what they deny, by name, for a reader.
+fn seccomp_recipe(filters: &[NamedFilter]) -> Value {
+    let first = |&(name, _): &(&'static str, u64)| Some(name);
+    canonical::object([
         (
             "filters",
             Value::Array(
@@ -534,48 +644,20 @@ fn recipe(
         ("deniedCalls", strings(&seccomp::denied_names())),
         (
             "cloneDeniedFlags",
-            strings(
-                &seccomp::CLONE_NAMESPACE_FLAGS
-                    .iter()
-                    .map(|(name, _)| *name)
-                    .collect::<Vec<_>>(),
-            ),
+            listed(seccomp::CLONE_NAMESPACE_FLAGS, first),
         ),
-        (
-            "ioctlDenied",
-            strings(
-                &seccomp::DENIED_IOCTLS
-                    .iter()
-                    .map(|(name, _)| *name)
-                    .collect::<Vec<_>>(),
-            ),
-        ),
+        ("ioctlDenied", listed(seccomp::DENIED_IOCTLS, first)),
         (
             "socketFamiliesAllowed",
-            strings(
-                &seccomp::ALLOWED_FAMILIES
-                    .iter()
-                    .map(|(name, _)| *name)
-                    .collect::<Vec<_>>(),
-            ),
+            listed(seccomp::ALLOWED_FAMILIES, first),
         ),
         (
             "socketProtocolsAllowed",
-            strings(
-                &seccomp::ALLOWED_PROTOCOLS
-                    .iter()
-                    .map(|(name, _)| *name)
-                    .collect::<Vec<_>>(),
-            ),
+            listed(seccomp::ALLOWED_PROTOCOLS, first),
         ),
         (
             "fastOpenDenied",
-            strings(
-                &seccomp::FAST_OPEN_CALLS
-                    .iter()
-                    .map(|(name, _, _)| *name)
-                    .collect::<Vec<_>>(),
-            ),
+            listed(seccomp::FAST_OPEN_CALLS, |(name, _, _)| Some(*name)),
         ),
         (
             "aboveHighestReviewed",
@@ -587,7 +669,12 @@ fn recipe(
         ("clone3", Value::from("ENOSYS")),
         ("foreignArchitecture", Value::from("kill-process")),
         ("x32", Value::from("kill-process")),
-    ]);
+    ])
+}
+
+/// How much of the machine a run may take: per-process rlimits, the run's control group, and
+/// which limits its answer records as hit.
+fn resources_recipe(limits: &Limits, require_cgroup: bool) -> Vec<(&'static str, Value)> {
     let rlimits = Value::Object(
         rlimits(limits)
             .into_iter()
@@ -599,8 +686,26 @@ fn recipe(
             })
             .collect(),
     );
+    vec![
+        ("rlimits", rlimits),
+        ("controlGroup", control_group_recipe(limits, require_cgroup)),
+        ("limitsRecorded", limits_recorded()),
+        (
+            "oomScoreAdjustment",
+            Value::from("1000 for the program's processes: the group's OOM kills them first"),
+        ),
+        (
+            "scheduling",
+            Value::from("SCHED_OTHER; the niceness sf runs with, never lowered"),
+        ),
+    ]
+}
+
+/// The run's control group: the bounds on the whole run (every process, and what they hold
+/// in memory), and what happens where no group can be made.
+fn control_group_recipe(limits: &Limits, require_cgroup: bool) -> Value {
     let bounds = group_bounds(limits);
-    let group = canonical::object([
+    canonical::object([
         ("memoryBytes", integer(bounds.memory_bytes)),
         ("processes", integer(bounds.processes)),
         ("cpuPercent", integer(bounds.cpu_percent)),
@@ -617,77 +722,19 @@ fn recipe(
                 "per-process limits only, stated in the answer"
             }),
         ),
-    ]);
+    ])
+}
+
+/// How the program's process starts and ends: its environment, directory, arguments, file
+/// descriptors and signals, and how its processes are ended together.
+fn process_recipe() -> Vec<(&'static str, Value)> {
     let environment = Value::Object(
         environment()
             .into_iter()
             .map(|(key, value)| (key.to_owned(), Value::from(value)))
             .collect(),
     );
-    canonical::object([
-        ("protocol", Value::from(PROFILE_PROTOCOL)),
-        (
-            "namespaces",
-            strings(&["user", "mount", "pid", "network", "ipc", "uts", "cgroup"]),
-        ),
-        (
-            "network",
-            Value::from(match network {
-                NetworkMode::New => "new-empty",
-                NetworkMode::SharedEmpty => "shared-empty-owned-by-initial-user-namespace",
-            }),
-        ),
-        (
-            "identity",
-            canonical::object([
-                ("insideUid", integer(u64::from(INSIDE_ID))),
-                ("insideGid", integer(u64::from(INSIDE_ID))),
-                (
-                    "outsideWhenRoot",
-                    canonical::object([
-                        ("firstId", integer(u64::from(ids.first))),
-                        ("count", integer(u64::from(ids.count))),
-                        (
-                            "use",
-                            Value::from("one id of the range per sandbox, as uid and gid"),
-                        ),
-                    ]),
-                ),
-                ("outsideOtherwise", Value::from("the caller's uid and gid")),
-                (
-                    "userNamespaceOwner",
-                    Value::from("the sandbox's outside uid"),
-                ),
-                ("forkServer", Value::from("the caller's uid, undumpable")),
-                ("setgroups", Value::from("deny")),
-            ]),
-        ),
-        ("hostname", Value::from(HOSTNAME)),
-        ("mountPropagation", Value::from("private, recursive")),
-        ("mounts", Value::Array(mounts)),
-        ("pivotRoot", Value::from("old root detached")),
-        (
-            "capabilities",
-            Value::from(
-                "none: bounding set and ambient cleared, securebits locked, effective, \
-                 permitted and inheritable empty",
-            ),
-        ),
-        ("noNewPrivileges", Value::Bool(true)),
-        ("enforces", crate::enforcement::profile_enforces()),
-        ("landlock", landlock),
-        ("seccomp", seccomp),
-        ("rlimits", rlimits),
-        ("controlGroup", group),
-        ("limitsRecorded", limits_recorded()),
-        (
-            "oomScoreAdjustment",
-            Value::from("1000 for the program's processes: the group's OOM kills them first"),
-        ),
-        (
-            "scheduling",
-            Value::from("SCHED_OTHER; the niceness sf runs with, never lowered"),
-        ),
+    vec![
         ("environment", environment),
         ("workingDirectory", Value::from(PROGRAM_DIR)),
         (
@@ -710,7 +757,7 @@ fn recipe(
                  namespace",
             ),
         ),
-    ])
+    ]
 }
 
 /// Which limits a run's answer records as hit, and from what (the launcher's reports and the

@@ -184,30 +184,7 @@ impl Runtime {
         paths.extend(config.readable.iter().cloned());
         for path in &paths {
             check_configured(path)?;
-            let metadata = fs::metadata(path).map_err(|error| {
-                invalid(
-                    format!("runtime path {}: {error}", path.display()),
-                    "every runtime path exists",
-                )
-            })?;
-            let kind = if metadata.is_dir() {
-                ReadableKind::Subtree
-            } else if metadata.is_file() {
-                ReadableKind::File
-            } else {
-                return Err(invalid(
-                    format!("runtime path {}", path.display()),
-                    "a runtime path is a directory or a regular file",
-                ));
-            };
-            if path == &config.executable
-                && (kind != ReadableKind::File || metadata.permissions().mode() & 0o111 == 0)
-            {
-                return Err(invalid(
-                    format!("runtime executable {}", path.display()),
-                    "the executable is an executable regular file",
-                ));
-            }
+            let kind = configured_kind(path, path == &config.executable)?;
             resolve(path, &mut layout)?;
             readable.push(ReadablePath {
                 path: path.clone(),
@@ -215,29 +192,8 @@ impl Runtime {
             });
         }
         layout.prune();
-        for (path, source) in &layout.binds {
-            readable.push(ReadablePath {
-                path: path.clone(),
-                kind: if source.directory {
-                    ReadableKind::Subtree
-                } else {
-                    ReadableKind::File
-                },
-            });
-            if for_other_user {
-                check_readable_by_others(path, source.directory)?;
-            }
-        }
-        for path in layout.binds.keys().chain(layout.symlinks.keys()) {
-            if let Some(problem) = untrusted(path) {
-                return Err(invalid(
-                    format!("runtime path {}: {problem}", path.display()),
-                    "every runtime path, and every directory above it, is owned by root or \
-                     this user and writable by neither group nor others (a directory above \
-                     may be sticky, like /tmp)",
-                ));
-            }
-        }
+        readable.extend(bound_paths(&layout, for_other_user)?);
+        check_trusted(&layout)?;
         readable.extend(DEVICES.iter().map(|device| ReadablePath {
             path: PathBuf::from(device),
             kind: ReadableKind::File,
@@ -395,6 +351,70 @@ fn check_configured(path: &Path) -> Result<(), ExecutorError> {
     Ok(())
 }
 
+/// What a configured runtime path is (a directory or a regular file; the executable an
+/// executable regular file), on the host as it is now.
+fn configured_kind(path: &Path, executable: bool) -> Result<ReadableKind, ExecutorError> {
+    let metadata = fs::metadata(path).map_err(|error| {
+        invalid(
+            format!("runtime path {}: {error}", path.display()),
+            "every runtime path exists",
+        )
+    })?;
+    let kind = if metadata.is_dir() {
+        ReadableKind::Subtree
+    } else if metadata.is_file() {
+        ReadableKind::File
+    } else {
+        return Err(invalid(
+            format!("runtime path {}", path.display()),
+            "a runtime path is a directory or a regular file",
+        ));
+    };
+    if executable && (kind != ReadableKind::File || metadata.permissions().mode() & 0o111 == 0) {
+        return Err(invalid(
+            format!("runtime executable {}", path.display()),
+            "the executable is an executable regular file",
+        ));
+    }
+    Ok(kind)
+}
+
+/// The readable paths of what the layout binds; when the sandbox reads as another user
+/// (`for_other_user`), each must be readable by others.
+fn bound_paths(layout: &Layout, for_other_user: bool) -> Result<Vec<ReadablePath>, ExecutorError> {
+    let mut readable = Vec::new();
+    for (path, source) in &layout.binds {
+        readable.push(ReadablePath {
+            path: path.clone(),
+            kind: if source.directory {
+                ReadableKind::Subtree
+            } else {
+                ReadableKind::File
+            },
+        });
+        if for_other_user {
+            check_readable_by_others(path, source.directory)?;
+        }
+    }
+    Ok(readable)
+}
+
+/// Refuses a runtime any of whose bound paths or links someone other than root and this
+/// user could change: the sandbox would read what they put there.
+fn check_trusted(layout: &Layout) -> Result<(), ExecutorError> {
+    for path in layout.binds.keys().chain(layout.symlinks.keys()) {
+        if let Some(problem) = untrusted(path) {
+            return Err(invalid(
+                format!("runtime path {}: {problem}", path.display()),
+                "every runtime path, and every directory above it, is owned by root or \
+                 this user and writable by neither group nor others (a directory above \
+                 may be sticky, like /tmp)",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Walks `path` on the host, adding what it meets to `layout`.
 fn resolve(path: &Path, layout: &mut Layout) -> Result<(), ExecutorError> {
     let mut pending: Vec<PathBuf> = path
@@ -434,44 +454,15 @@ fn resolve(path: &Path, layout: &mut Layout) -> Result<(), ExecutorError> {
                     "a runtime path resolves within 40 symbolic links",
                 ));
             }
-            let target = fs::read_link(&next).map_err(|error| {
-                invalid(
-                    format!("runtime link {}: {error}", next.display()),
-                    "every runtime link can be read",
-                )
-            })?;
-            path_text(&target)?;
-            layout.symlinks.insert(next.clone(), target.clone());
+            let target = record_link(&next, layout)?;
             if target.is_absolute() {
                 current = PathBuf::from("/");
             }
-            let parts: Vec<PathBuf> = target
-                .components()
-                .filter_map(|part| match part {
-                    Component::Normal(name) => Some(PathBuf::from(name)),
-                    Component::ParentDir => Some(PathBuf::from("..")),
-                    _ => None,
-                })
-                .collect();
-            pending.extend(parts.into_iter().rev());
+            pending.extend(link_parts(&target).into_iter().rev());
             continue;
         }
         if pending.is_empty() {
-            if !metadata.is_dir() && !metadata.is_file() {
-                return Err(invalid(
-                    format!("runtime path {}", next.display()),
-                    "a runtime path names a directory or a regular file",
-                ));
-            }
-            layout.binds.insert(
-                next,
-                BindSource {
-                    directory: metadata.is_dir(),
-                    dev: metadata.dev(),
-                    ino: metadata.ino(),
-                },
-            );
-            return Ok(());
+            return bind_leaf(next, &metadata, layout);
         }
         if !metadata.is_dir() {
             return Err(invalid(
@@ -486,6 +477,56 @@ fn resolve(path: &Path, layout: &mut Layout) -> Result<(), ExecutorError> {
         format!("runtime path {}", path.display()),
         "a runtime path names something below /",
     ))
+}
+
+/// Reads the runtime link `link` and records it in `layout` (the sandbox recreates it);
+/// answers its target.
+fn record_link(link: &Path, layout: &mut Layout) -> Result<PathBuf, ExecutorError> {
+    let target = fs::read_link(link).map_err(|error| {
+        invalid(
+            format!("runtime link {}: {error}", link.display()),
+            "every runtime link can be read",
+        )
+    })?;
+    path_text(&target)?;
+    layout.symlinks.insert(link.to_path_buf(), target.clone());
+    Ok(target)
+}
+
+/// The names a link's target walks through, in order (`..` kept: it is walked too).
+fn link_parts(target: &Path) -> Vec<PathBuf> {
+    target
+        .components()
+        .filter_map(|part| match part {
+            Component::Normal(name) => Some(PathBuf::from(name)),
+            Component::ParentDir => Some(PathBuf::from("..")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Records the end of a runtime path's walk as a bind, with the identity the launcher checks
+/// its clone against: a directory or a regular file, nothing else.
+fn bind_leaf(
+    leaf: PathBuf,
+    metadata: &fs::Metadata,
+    layout: &mut Layout,
+) -> Result<(), ExecutorError> {
+    if !metadata.is_dir() && !metadata.is_file() {
+        return Err(invalid(
+            format!("runtime path {}", leaf.display()),
+            "a runtime path names a directory or a regular file",
+        ));
+    }
+    layout.binds.insert(
+        leaf,
+        BindSource {
+            directory: metadata.is_dir(),
+            dev: metadata.dev(),
+            ino: metadata.ino(),
+        },
+    );
+    Ok(())
 }
 
 /// What makes `path` changeable by someone other than root and this user, if anything: the

@@ -362,6 +362,35 @@ fn search(calls: &[(u32, Verdict)], ops: &mut Vec<Op>, next_label: &mut usize) {
 /// x32 check (any number with the x32 bit kills the process), then a binary search over the
 /// filtered call numbers; every call not listed is allowed.
 fn merged() -> BpfProgram {
+    let calls = filtered_calls();
+    let mut ops = vec![
+        Op::Load(4),
+        Op::JumpEq(AUDIT_ARCH_X86_64, Target::Next, Target::Label(KILL)),
+        Op::Load(0),
+        Op::JumpGe(X32_SYSCALL_BIT, Target::Label(KILL), Target::Next),
+        Op::JumpGe(HIGHEST_REVIEWED + 1, Target::Label(ENOSYS), Target::Next),
+    ];
+    let mut next_label = TREE;
+    search(&calls, &mut ops, &mut next_label);
+    ops.extend(clone_check());
+    ops.extend(ioctl_check());
+    ops.extend(socket_check());
+    ops.extend(send_checks());
+    ops.extend([
+        Op::Label(EPERM),
+        Op::Return(errno(libc::EPERM)),
+        Op::Label(ALLOW),
+        Op::Return(libc::SECCOMP_RET_ALLOW),
+        Op::Label(ENOSYS),
+        Op::Return(errno(libc::ENOSYS)),
+        Op::Label(KILL),
+        Op::Return(libc::SECCOMP_RET_KILL_PROCESS),
+    ]);
+    assemble(&ops)
+}
+
+/// Every call number the filter answers for, sorted, each with its one verdict.
+fn filtered_calls() -> Vec<(u32, Verdict)> {
     let mut calls: Vec<(u32, Verdict)> = DENIED
         .iter()
         .map(|(_, number)| (*number as u32, Verdict::Deny))
@@ -384,39 +413,40 @@ fn merged() -> BpfProgram {
         calls.windows(2).all(|pair| pair[0].0 != pair[1].0),
         "one verdict per call"
     );
+    calls
+}
 
-    let mut ops = vec![
-        Op::Load(4),
-        Op::JumpEq(AUDIT_ARCH_X86_64, Target::Next, Target::Label(KILL)),
-        Op::Load(0),
-        Op::JumpGe(X32_SYSCALL_BIT, Target::Label(KILL), Target::Next),
-        Op::JumpGe(HIGHEST_REVIEWED + 1, Target::Label(ENOSYS), Target::Next),
-    ];
-    let mut next_label = TREE;
-    search(&calls, &mut ops, &mut next_label);
-
-    // clone: the flags are an unsigned long of which the kernel reads the low 32 bits, where
-    // every namespace flag is.
+/// clone: EPERM when the flags carry a namespace flag. The flags are an unsigned long of
+/// which the kernel reads the low 32 bits, where every namespace flag is.
+fn clone_check() -> Vec<Op> {
     let namespace_mask = CLONE_NAMESPACE_FLAGS
         .iter()
         .fold(0u64, |mask, (_, flag)| mask | flag);
     let namespace_mask = u32::try_from(namespace_mask).expect("namespace flags are 32-bit");
-    ops.extend([
+    vec![
         Op::Label(CLONE),
         Op::Load(argument_low(0)),
         Op::JumpSet(namespace_mask, Target::Label(EPERM), Target::Label(ALLOW)),
-    ]);
-    // ioctl: the request is an unsigned int (the low 32 bits of argument 1).
-    ops.extend([Op::Label(IOCTL), Op::Load(argument_low(1))]);
+    ]
+}
+
+/// ioctl: EPERM for the denied requests. The request is an unsigned int (the low 32 bits of
+/// argument 1).
+fn ioctl_check() -> Vec<Op> {
+    let mut ops = vec![Op::Label(IOCTL), Op::Load(argument_low(1))];
     for (_, request) in DENIED_IOCTLS {
         let request = u32::try_from(*request).expect("ioctl requests are 32-bit");
         ops.push(Op::JumpEq(request, Target::Label(EPERM), Target::Next));
     }
     ops.push(Op::Return(libc::SECCOMP_RET_ALLOW));
-    // socket, socketpair: the family and the protocol are ints (the low 32 bits of
-    // arguments 0 and 2).
+    ops
+}
+
+/// socket, socketpair: EPERM outside the allowed families and protocols. The family and the
+/// protocol are ints (the low 32 bits of arguments 0 and 2).
+fn socket_check() -> Vec<Op> {
     const PROTOCOL: usize = 7;
-    ops.extend([Op::Label(SOCKET), Op::Load(argument_low(0))]);
+    let mut ops = vec![Op::Label(SOCKET), Op::Load(argument_low(0))];
     for (_, family) in ALLOWED_FAMILIES {
         let family = u32::try_from(*family).expect("families are 32-bit");
         ops.push(Op::JumpEq(family, Target::Label(PROTOCOL), Target::Next));
@@ -431,10 +461,17 @@ fn merged() -> BpfProgram {
         ops.push(Op::JumpEq(protocol, Target::Label(ALLOW), Target::Next));
     }
     ops.push(Op::Return(errno(libc::EPERM)));
-    // Send calls: the flags are an int (the low 32 bits of their argument).
+    ops
+}
+
+/// Send calls: EPERM when the flags carry MSG_FASTOPEN (a connect Landlock does not see,
+/// since it checks `connect`). The flags are an int (the low 32 bits of their argument);
+/// one check per argument index.
+fn send_checks() -> Vec<Op> {
     let mut indexes: Vec<u8> = FAST_OPEN_CALLS.iter().map(|(_, _, index)| *index).collect();
     indexes.sort_unstable();
     indexes.dedup();
+    let mut ops = Vec::new();
     for index in indexes {
         ops.extend([
             Op::Label(SEND + usize::from(index)),
@@ -446,17 +483,7 @@ fn merged() -> BpfProgram {
             ),
         ]);
     }
-    ops.extend([
-        Op::Label(EPERM),
-        Op::Return(errno(libc::EPERM)),
-        Op::Label(ALLOW),
-        Op::Return(libc::SECCOMP_RET_ALLOW),
-        Op::Label(ENOSYS),
-        Op::Return(errno(libc::ENOSYS)),
-        Op::Label(KILL),
-        Op::Return(libc::SECCOMP_RET_KILL_PROCESS),
-    ]);
-    assemble(&ops)
+    ops
 }
 
 /// `AUDIT_ARCH_X86_64`.

@@ -302,254 +302,429 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let start = Instant::now();
     let deadline = start + launch.bounds.timeout;
     let mut started = launch.started;
-    if let Some(bounds) = &launch.lower {
-        let lowered = match &started.group {
-            Some(group) => group.bound(bounds),
-            None => Err("no control group bounds this run".to_owned()),
-        };
-        if let Err(reason) = lowered {
-            return Err(ExecutorError::Unavailable {
-                mechanism: "cgroup".to_owned(),
-                reason: format!(
-                    "the run asks for a memory or process bound below the profile's, which \
-                     only its control group can enforce: {reason}"
-                ),
-            });
+    lower_group_bounds(&started, launch.lower.as_ref())?;
+    let mut watch = Watch::new(&mut started, &launch.bounds, deadline, launch.cancel);
+    watch.hand_over_run(&launch.header, &launch.files);
+    watch.read_until_streams_end();
+    let wall = start.elapsed();
+    let ended = watch.end();
+    answer(&started, ended, wall, launch.limits)
+}
+
+/// Lowers the run's control group to the bounds the run asks for, before the run starts: a
+/// memory or process bound below the profile's holds only through the group, so a run that
+/// asks for one and cannot have it starts nothing.
+fn lower_group_bounds(
+    started: &Started,
+    lower: Option<&cgroup::Bounds>,
+) -> Result<(), ExecutorError> {
+    let Some(bounds) = lower else {
+        return Ok(());
+    };
+    let lowered = match &started.group {
+        Some(group) => group.bound(bounds),
+        None => Err("no control group bounds this run".to_owned()),
+    };
+    lowered.map_err(|reason| ExecutorError::Unavailable {
+        mechanism: "cgroup".to_owned(),
+        reason: format!(
+            "the run asks for a memory or process bound below the profile's, which only its \
+             control group can enforce: {reason}"
+        ),
+    })
+}
+
+/// One run's three streams (the launcher's socket, the program's stdout and stderr) while
+/// the run goes on, and what has been read from them.
+struct Watch<'a> {
+    started: &'a mut Started,
+    deadline: Instant,
+    cancel: &'a CancelToken,
+    reports: Reports,
+    out: Capped,
+    err: Capped,
+    stopping: Stopping,
+    problems: Vec<String>,
+}
+
+/// The launcher's reports, read line by line as they arrive.
+struct Reports {
+    open: bool,
+    /// The start of a line not yet ended.
+    pending: Vec<u8>,
+    read: Vec<Report>,
+    /// The program's first process has ended (exited or killed by a signal).
+    ended: bool,
+    /// The last report came: the namespace is gone.
+    done: bool,
+}
+
+/// Why the supervisor stops the run, and how far the stopping has gone.
+#[derive(Default)]
+struct Stopping {
+    why: Option<Stop>,
+    /// When the launcher was asked to kill the namespace's init.
+    kill_sent: Option<Instant>,
+    /// When the launcher, which did not confirm the kill in time, was killed itself.
+    launcher_killed: Option<Instant>,
+}
+
+/// The streams of a run have ended: what the answer is made from.
+struct Ended {
+    reports: Vec<Report>,
+    out: Capped,
+    err: Capped,
+    stop: Option<Stop>,
+    /// How the launcher ended, for the answer's problems and errors.
+    launcher_status: String,
+    problems: Vec<String>,
+}
+
+impl<'a> Watch<'a> {
+    fn new(
+        started: &'a mut Started,
+        bounds: &RunBounds,
+        deadline: Instant,
+        cancel: &'a CancelToken,
+    ) -> Self {
+        Self {
+            started,
+            deadline,
+            cancel,
+            reports: Reports {
+                open: true,
+                pending: Vec::new(),
+                read: Vec::new(),
+                ended: false,
+                done: false,
+            },
+            out: Capped::new(bounds.stdout_limit),
+            err: Capped::new(bounds.stderr_limit),
+            stopping: Stopping::default(),
+            problems: Vec::new(),
         }
     }
-    let Started {
-        socket,
-        stdout,
-        stderr,
-        launcher,
-        ..
-    } = &mut started;
-    let launcher = &*launcher;
 
-    let mut problems = Vec::new();
-    if let Err(error) = send_run(socket, &launch.header, &launch.files, deadline) {
-        // The launcher ended early (its report says why) or the deadline passed.
-        problems.push(format!("handing over the plan: {error}"));
+    /// Hands the launcher the run's plan and files, which starts the program. A launcher
+    /// that fails to take them is noted, not refused: its report says why.
+    fn hand_over_run(&mut self, header: &[u8], files: &[&[u8]]) {
+        if let Err(error) = send_run(&mut self.started.socket, header, files, self.deadline) {
+            // The launcher ended early (its report says why) or the deadline passed.
+            self.problems
+                .push(format!("handing over the plan: {error}"));
+        }
     }
 
-    let mut reports = Vec::new();
-    let mut out = Capped::new(launch.bounds.stdout_limit);
-    let mut err = Capped::new(launch.bounds.stderr_limit);
-    let mut socket_open = true;
-    let mut pending = Vec::new();
-    let mut stop: Option<Stop> = None;
-    let mut kill_sent: Option<Instant> = None;
-    let mut launcher_killed: Option<Instant> = None;
-    let mut ended = false;
-    let mut done = false;
-    for stream in [socket.as_fd(), stdout.as_fd(), stderr.as_fd()] {
-        set_nonblocking(stream);
-    }
-    let mut buffer = vec![0u8; 64 * 1024];
-
-    while socket_open || out.open || err.open {
-        let now = Instant::now();
-        if stop.is_none() && !ended {
-            if launch.cancel.is_cancelled() {
-                stop = Some(Stop::Aborted);
-            } else if now >= deadline {
-                stop = Some(Stop::TimedOut);
+    /// Reads the reports and the output, all three streams at once so that none blocks the
+    /// others, until they have all ended; stops the run when it is due, and gives up on
+    /// output still open after the launcher had to be killed.
+    fn read_until_streams_end(&mut self) {
+        let started = &*self.started;
+        for stream in [
+            started.socket.as_fd(),
+            started.stdout.as_fd(),
+            started.stderr.as_fd(),
+        ] {
+            set_nonblocking(stream);
+        }
+        let mut buffer = vec![0u8; 64 * 1024];
+        while self.reports.open || self.out.open || self.err.open {
+            let now = Instant::now();
+            self.stop_when_due(now);
+            self.kill_when_stopping(now);
+            if self.drained_too_long(now) {
+                break;
+            }
+            for stream in self.poll_ready(self.wake(now)) {
+                match stream {
+                    0 => self.read_reports(&mut buffer),
+                    1 | 2 => self.read_output(stream, &mut buffer),
+                    _ => unreachable!("three streams"),
+                }
             }
         }
-        if stop.is_some() && kill_sent.is_none() {
-            let _ = send_all(socket, b"k");
-            kill_sent = Some(now);
+    }
+
+    /// Stops the run when the caller cancels or the deadline passes, unless the program has
+    /// ended already (its namespace is being reaped, and the answer is its own).
+    fn stop_when_due(&mut self, now: Instant) {
+        if self.stopping.why.is_none() && !self.reports.ended {
+            if self.cancel.is_cancelled() {
+                self.stopping.why = Some(Stop::Aborted);
+            } else if now >= self.deadline {
+                self.stopping.why = Some(Stop::TimedOut);
+            }
         }
-        if let Some(sent) = kill_sent
-            && launcher_killed.is_none()
+    }
+
+    /// Once the run is stopping, asks the launcher to kill the namespace's init, and kills
+    /// the launcher itself should it not confirm within [`KILL_GRACE`]: the init's
+    /// parent-death signal then ends the namespace.
+    fn kill_when_stopping(&mut self, now: Instant) {
+        if self.stopping.why.is_some() {
+            self.send_kill(now);
+        }
+        if let Some(sent) = self.stopping.kill_sent
+            && self.stopping.launcher_killed.is_none()
             && now >= sent + KILL_GRACE
         {
-            kill_launcher(launcher);
-            launcher_killed = Some(now);
-            problems.push("the launcher did not confirm the kill in time and was killed".into());
+            kill_launcher(&self.started.launcher);
+            self.stopping.launcher_killed = Some(now);
+            self.problems
+                .push("the launcher did not confirm the kill in time and was killed".into());
         }
-        if let Some(killed) = launcher_killed
+    }
+
+    /// Asks the launcher, once, to kill the namespace's init.
+    fn send_kill(&mut self, at: Instant) {
+        if self.stopping.kill_sent.is_none() {
+            let _ = send_all(&self.started.socket, b"k");
+            self.stopping.kill_sent = Some(at);
+        }
+    }
+
+    /// Whether output stayed open [`DRAIN_GRACE`] after the launcher was killed: something
+    /// outside the namespace holds it, and the run is not waited for any longer.
+    fn drained_too_long(&mut self, now: Instant) -> bool {
+        if let Some(killed) = self.stopping.launcher_killed
             && now >= killed + DRAIN_GRACE
         {
-            problems.push("output was still open after the launcher was killed".into());
-            break;
+            self.problems
+                .push("output was still open after the launcher was killed".into());
+            return true;
         }
-        let wake = if kill_sent.is_some() || ended {
+        false
+    }
+
+    /// How long to wait for the streams: up to the deadline, but never so long that a
+    /// cancellation goes unseen; once the run is ending, in slower ticks.
+    fn wake(&self, now: Instant) -> Duration {
+        if self.stopping.kill_sent.is_some() || self.reports.ended {
             CANCEL_TICK.max(Duration::from_millis(50))
         } else {
-            deadline.saturating_duration_since(now).min(CANCEL_TICK)
-        };
+            self.deadline
+                .saturating_duration_since(now)
+                .min(CANCEL_TICK)
+        }
+    }
 
+    /// Waits up to `wake` for the open streams; answers the ones with something to read (0:
+    /// the socket, 1: stdout, 2: stderr). A failed poll stops the run.
+    fn poll_ready(&mut self, wake: Duration) -> Vec<usize> {
+        let started = &*self.started;
         let mut fds = Vec::with_capacity(3);
         let mut which = Vec::with_capacity(3);
-        if socket_open {
-            fds.push(PollFd::new(socket.as_fd(), PollFlags::POLLIN));
+        if self.reports.open {
+            fds.push(PollFd::new(started.socket.as_fd(), PollFlags::POLLIN));
             which.push(0);
         }
-        if out.open {
-            fds.push(PollFd::new(stdout.as_fd(), PollFlags::POLLIN));
+        if self.out.open {
+            fds.push(PollFd::new(started.stdout.as_fd(), PollFlags::POLLIN));
             which.push(1);
         }
-        if err.open {
-            fds.push(PollFd::new(stderr.as_fd(), PollFlags::POLLIN));
+        if self.err.open {
+            fds.push(PollFd::new(started.stderr.as_fd(), PollFlags::POLLIN));
             which.push(2);
         }
         let timeout =
             PollTimeout::try_from(wake.as_millis().max(1) as u64).unwrap_or(PollTimeout::MAX);
         match poll(&mut fds, timeout) {
-            Ok(0) => continue,
+            Ok(0) | Err(nix::errno::Errno::EINTR) => return Vec::new(),
             Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
             Err(error) => {
-                problems.push(format!("poll: {error}"));
-                stop.get_or_insert(Stop::Aborted);
-                continue;
+                self.problems.push(format!("poll: {error}"));
+                self.stopping.why.get_or_insert(Stop::Aborted);
+                return Vec::new();
             }
         }
-        let ready: Vec<usize> = fds
-            .iter()
+        fds.iter()
             .zip(&which)
             .filter(|(fd, _)| fd.revents().is_some_and(|events| !events.is_empty()))
             .map(|(_, which)| *which)
-            .collect();
-        drop(fds);
-        for stream in ready {
-            match stream {
-                0 => match read_some(&mut *socket, &mut buffer) {
-                    ReadResult::Nothing => {}
-                    ReadResult::End => socket_open = false,
-                    ReadResult::Data(read) => {
-                        pending.extend_from_slice(&buffer[..read]);
-                        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-                            let line: Vec<u8> = pending.drain(..=end).collect();
-                            let text = String::from_utf8_lossy(&line[..line.len() - 1]);
-                            match Report::parse(&text) {
-                                Some(report) => {
-                                    if matches!(report, Report::Exit { .. } | Report::Signal { .. })
-                                    {
-                                        ended = true;
-                                    }
-                                    if matches!(report, Report::Done { .. }) {
-                                        // The last report: the namespace is gone, and the
-                                        // launcher has nothing left to do but exit (which
-                                        // the fork server reaps); no need to wait for it.
-                                        socket_open = false;
-                                        done = true;
-                                    }
-                                    reports.push(report);
-                                }
-                                None => problems.push(format!("unreadable report {text:?}")),
-                            }
-                        }
-                    }
-                },
-                1 | 2 => {
-                    let (pipe, capped): (&mut dyn Read, &mut Capped) = if stream == 1 {
-                        (&mut *stdout, &mut out)
-                    } else {
-                        (&mut *stderr, &mut err)
-                    };
-                    match read_some(pipe, &mut buffer) {
-                        ReadResult::Nothing => {}
-                        ReadResult::End => capped.open = false,
-                        ReadResult::Data(read) => {
-                            if capped.take(&buffer[..read]) {
-                                // Past the cap: stop reading this stream and end the run.
-                                capped.open = false;
-                                stop.get_or_insert(Stop::OutputLimit);
-                                if kill_sent.is_none() {
-                                    let _ = send_all(socket, b"k");
-                                    kill_sent = Some(Instant::now());
-                                }
-                            }
-                        }
-                    }
-                }
-                _ => unreachable!("three streams"),
-            }
-        }
+            .collect()
     }
-    let end = Instant::now();
-    let launcher_status = if done {
-        "the launcher reported the namespace's end".to_owned()
-    } else {
-        launcher_state(launcher, launcher_killed.is_some())
-    };
 
-    let mut confined = None;
-    let mut exit_code = None;
-    let mut signal = None;
-    let mut usage = None;
-    let mut failure = None;
-    let mut exec_failed = None;
-    let mut hits_reported = Vec::new();
-    let mut results = None;
-    for report in reports {
-        match report {
-            Report::Fail { mechanism, detail } => {
-                failure.get_or_insert((mechanism, detail));
-            }
-            Report::Confined {
-                landlock_abi,
-                landlock,
-            } => confined = Some((landlock_abi, landlock)),
-            Report::ExecFailed { errno } => exec_failed = Some(errno),
-            Report::Hit { limit, detail } => hits_reported.push((limit, detail)),
-            Report::Results(seen) => {
-                results = Some(match seen {
-                    ResultsSeen::Absent => CapturedResults::Absent,
-                    ResultsSeen::Written(bytes) => CapturedResults::Written(bytes),
-                    ResultsSeen::Refused(reason) => CapturedResults::Refused(reason),
-                })
-            }
-            Report::Exit { code } => exit_code = Some(code),
-            Report::Signal { signal: number } => signal = Some(number),
-            Report::Done {
-                user_us,
-                system_us,
-                max_rss_kib,
-            } => usage = Some((user_us, system_us, max_rss_kib)),
+    /// Reads what the launcher reported.
+    fn read_reports(&mut self, buffer: &mut [u8]) {
+        match read_some(&mut self.started.socket, buffer) {
+            ReadResult::Nothing => {}
+            ReadResult::End => self.reports.open = false,
+            ReadResult::Data(read) => self.reports.take(&buffer[..read], &mut self.problems),
         }
     }
-    if out.exceeded || err.exceeded {
-        stop = Some(Stop::OutputLimit);
-    }
-    if confined.is_none() && stop.is_none() {
-        return Err(match failure {
-            Some((mechanism, detail)) => ExecutorError::Unavailable {
-                mechanism,
-                reason: detail,
-            },
-            None => unavailable_launcher(format!(
-                "the launcher ended without a report ({launcher_status}); {}",
-                problems.join("; ")
-            )),
-        });
-    }
-    if let Some(errno) = exec_failed
-        && stop.is_none()
-    {
-        return Err(ExecutorError::Unavailable {
-            mechanism: "runtime".to_owned(),
-            reason: format!(
-                "the runtime could not be executed inside the sandbox: {}",
-                std::io::Error::from_raw_os_error(errno)
-            ),
-        });
-    }
-    let namespace = if usage.is_some() {
-        NamespaceDisposition::Reaped
-    } else {
-        NamespaceDisposition::Unconfirmed {
-            reason: format!("the launcher did not report the init's end ({launcher_status})"),
+
+    /// Reads the program's output on stream 1 (stdout) or 2 (stderr), up to its cap.
+    fn read_output(&mut self, stream: usize, buffer: &mut [u8]) {
+        let (pipe, capped): (&mut dyn Read, &mut Capped) = if stream == 1 {
+            (&mut self.started.stdout, &mut self.out)
+        } else {
+            (&mut self.started.stderr, &mut self.err)
+        };
+        match read_some(pipe, buffer) {
+            ReadResult::Nothing => {}
+            ReadResult::End => capped.open = false,
+            ReadResult::Data(read) => {
+                if capped.take(&buffer[..read]) {
+                    // Past the cap: stop reading this stream and end the run.
+                    capped.open = false;
+                    self.stopping.why.get_or_insert(Stop::OutputLimit);
+                    self.send_kill(Instant::now());
+                }
+            }
         }
-    };
-    let (user_us, system_us, max_rss_kib) = usage.unwrap_or((0, 0, 0));
-    let status = match stop {
+    }
+
+    /// What the answer is made from, once the streams have ended; a launcher that somehow
+    /// still runs is killed.
+    fn end(self) -> Ended {
+        let launcher_status = if self.reports.done {
+            "the launcher reported the namespace's end".to_owned()
+        } else {
+            launcher_state(
+                &self.started.launcher,
+                self.stopping.launcher_killed.is_some(),
+            )
+        };
+        let mut stop = self.stopping.why;
+        if self.out.exceeded || self.err.exceeded {
+            stop = Some(Stop::OutputLimit);
+        }
+        Ended {
+            reports: self.reports.read,
+            out: self.out,
+            err: self.err,
+            stop,
+            launcher_status,
+            problems: self.problems,
+        }
+    }
+}
+
+impl Reports {
+    /// Takes `bytes` read from the socket, and every report they complete.
+    fn take(&mut self, bytes: &[u8], problems: &mut Vec<String>) {
+        self.pending.extend_from_slice(bytes);
+        while let Some(end) = self.pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            let text = String::from_utf8_lossy(&line[..line.len() - 1]);
+            match Report::parse(&text) {
+                Some(report) => self.push(report),
+                None => problems.push(format!("unreadable report {text:?}")),
+            }
+        }
+    }
+
+    fn push(&mut self, report: Report) {
+        if matches!(report, Report::Exit { .. } | Report::Signal { .. }) {
+            self.ended = true;
+        }
+        if matches!(report, Report::Done { .. }) {
+            // The last report: the namespace is gone, and the launcher has nothing left to
+            // do but exit (which the fork server reaps); no need to wait for it.
+            self.open = false;
+            self.done = true;
+        }
+        self.read.push(report);
+    }
+}
+
+/// What the launcher's reports said, each kind of report in its place.
+#[derive(Default)]
+struct Seen {
+    confined: Option<(u32, String)>,
+    exit_code: Option<i32>,
+    signal: Option<i32>,
+    /// User and system microseconds and the largest resident set (KiB) of the run.
+    usage: Option<(u64, u64, u64)>,
+    /// The first set-up step that failed: its mechanism and why.
+    failure: Option<(String, String)>,
+    exec_failed: Option<i32>,
+    hits: Vec<(String, String)>,
+    results: Option<CapturedResults>,
+}
+
+impl Seen {
+    fn tally(reports: Vec<Report>) -> Self {
+        let mut seen = Self::default();
+        for report in reports {
+            match report {
+                Report::Fail { mechanism, detail } => {
+                    seen.failure.get_or_insert((mechanism, detail));
+                }
+                Report::Confined {
+                    landlock_abi,
+                    landlock,
+                } => seen.confined = Some((landlock_abi, landlock)),
+                Report::ExecFailed { errno } => seen.exec_failed = Some(errno),
+                Report::Hit { limit, detail } => seen.hits.push((limit, detail)),
+                Report::Results(results) => {
+                    seen.results = Some(match results {
+                        ResultsSeen::Absent => CapturedResults::Absent,
+                        ResultsSeen::Written(bytes) => CapturedResults::Written(bytes),
+                        ResultsSeen::Refused(reason) => CapturedResults::Refused(reason),
+                    })
+                }
+                Report::Exit { code } => seen.exit_code = Some(code),
+                Report::Signal { signal: number } => seen.signal = Some(number),
+                Report::Done {
+                    user_us,
+                    system_us,
+                    max_rss_kib,
+                } => seen.usage = Some((user_us, system_us, max_rss_kib)),
+            }
+        }
+        seen
+    }
+
+    /// `Err` when the program never started and the supervisor did not stop it: the sandbox
+    /// could not be set up (the failed step's mechanism), or the runtime could not be
+    /// executed inside it.
+    fn check_program_started(
+        &self,
+        stop: Option<Stop>,
+        launcher_status: &str,
+        problems: &[String],
+    ) -> Result<(), ExecutorError> {
+        if self.confined.is_none() && stop.is_none() {
+            return Err(match &self.failure {
+                Some((mechanism, detail)) => ExecutorError::Unavailable {
+                    mechanism: mechanism.clone(),
+                    reason: detail.clone(),
+                },
+                None => unavailable_launcher(format!(
+                    "the launcher ended without a report ({launcher_status}); {}",
+                    problems.join("; ")
+                )),
+            });
+        }
+        if let Some(errno) = self.exec_failed
+            && stop.is_none()
+        {
+            return Err(ExecutorError::Unavailable {
+                mechanism: "runtime".to_owned(),
+                reason: format!(
+                    "the runtime could not be executed inside the sandbox: {}",
+                    std::io::Error::from_raw_os_error(errno)
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// How the run ended: the supervisor's stop, else the program's own end; a program whose end
+/// was never reported counts as aborted, never as exited.
+fn run_status(
+    stop: Option<Stop>,
+    seen: &Seen,
+    launcher_status: &str,
+    problems: &mut Vec<String>,
+) -> RunStatus {
+    match stop {
         Some(Stop::OutputLimit) => RunStatus::OutputLimit,
         Some(Stop::TimedOut) => RunStatus::TimedOut,
         Some(Stop::Aborted) => RunStatus::Aborted,
-        None => match (exit_code, signal) {
+        None => match (seen.exit_code, seen.signal) {
             (Some(_), _) => RunStatus::Exited,
             (None, Some(_)) => RunStatus::Signalled,
             (None, None) => {
@@ -559,10 +734,38 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
                 RunStatus::Aborted
             }
         },
+    }
+}
+
+/// The answer for a run whose streams have ended. `Err` when the program never started.
+fn answer(
+    started: &Started,
+    ended: Ended,
+    wall: Duration,
+    limits: &Limits,
+) -> Result<Ran, ExecutorError> {
+    let Ended {
+        reports,
+        out,
+        err,
+        stop,
+        launcher_status,
+        mut problems,
+    } = ended;
+    let seen = Seen::tally(reports);
+    seen.check_program_started(stop, &launcher_status, &problems)?;
+    let namespace = if seen.usage.is_some() {
+        NamespaceDisposition::Reaped
+    } else {
+        NamespaceDisposition::Unconfirmed {
+            reason: format!("the launcher did not report the init's end ({launcher_status})"),
+        }
     };
+    let (user_us, system_us, max_rss_kib) = seen.usage.unwrap_or((0, 0, 0));
+    let status = run_status(stop, &seen, &launcher_status, &mut problems);
     let (exit_code, signal) = match status {
-        RunStatus::Exited => (exit_code, None),
-        RunStatus::Signalled => (None, signal),
+        RunStatus::Exited => (seen.exit_code, None),
+        RunStatus::Signalled => (None, seen.signal),
         _ => (None, None),
     };
     // Read once the run's namespace is gone (or the launcher was killed), so that the
@@ -571,7 +774,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
         .group
         .as_ref()
         .map(|group| (group.version(), group.events()));
-    let limits_hit = crate::limits::limits_hit(launch.limits, &hits_reported, group, &mut problems);
+    let limits_hit = crate::limits::limits_hit(limits, &seen.hits, group, &mut problems);
     Ok(Ran {
         status,
         exit_code,
@@ -579,19 +782,19 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
         stdout: out.kept,
         stderr: err.kept,
         times: RunTimes {
-            wall: end - start,
+            wall,
             user: Duration::from_micros(user_us),
             system: Duration::from_micros(system_us),
             max_rss_kib,
             memory_peak_bytes: started.group.as_ref().and_then(RunGroup::peak),
         },
-        landlock: confined,
+        landlock: seen.confined,
         namespace,
         problems,
         id: started.id,
         group: started.group_version(),
         limits_hit,
-        results,
+        results: seen.results,
     })
 }
 

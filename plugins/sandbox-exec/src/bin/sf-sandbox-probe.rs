@@ -94,7 +94,22 @@ fn cstr(text: &str) -> CString {
     CString::new(text).expect("no NUL in probe arguments")
 }
 
+/// The outcome of one probe: a detail when the operation worked, the error when it did not.
+type Outcome = Result<String, std::io::Error>;
+
 fn run(name: &str, argument: &str) {
+    let outcome = file_probe(name, argument)
+        .or_else(|| network_probe(name, argument))
+        .or_else(|| process_probe(name, argument))
+        .or_else(|| privilege_probe(name, argument))
+        .or_else(|| resource_probe(name, argument))
+        .unwrap_or_else(|| Ok(format!("unknown probe {name}")));
+    say(name, argument, outcome);
+}
+
+/// Reads, lists, creates and changes files and links: what the file system lets the program
+/// reach. `None`: not one of these.
+fn file_probe(name: &str, argument: &str) -> Option<Outcome> {
     let outcome = match name {
         "read" => std::fs::read(argument).map(|bytes| {
             format!(
@@ -116,19 +131,6 @@ fn run(name: &str, argument: &str) {
                 .collect();
             names.sort();
             names.join(",")
-        }),
-        "lstat" => std::fs::symlink_metadata(argument).map(|metadata| {
-            use std::os::unix::fs::PermissionsExt as _;
-            let kind = if metadata.is_symlink() {
-                "symlink"
-            } else if metadata.is_dir() {
-                "directory"
-            } else if metadata.is_file() {
-                "file"
-            } else {
-                "other"
-            };
-            format!("{kind} {:o}", metadata.permissions().mode() & 0o7777)
         }),
         "readlink" => {
             std::fs::read_link(argument).map(|target| target.to_string_lossy().into_owned())
@@ -154,23 +156,23 @@ fn run(name: &str, argument: &str) {
             let (from, to) = argument.split_once(':').unwrap_or((argument, ""));
             std::fs::rename(from, to).map(|()| "renamed".to_owned())
         }
-        "symlink" => {
-            // symlink=<target>:<link>, then write through the link
-            let (target, link) = argument.split_once(':').unwrap_or((argument, ""));
-            std::os::unix::fs::symlink(target, link).and_then(|()| {
-                std::fs::OpenOptions::new()
-                    .write(true)
-                    .open(link)
-                    .and_then(|mut file| file.write_all(b"probe"))
-                    .map(|()| "linked and wrote through".to_owned())
-            })
-        }
         "hardlink" => {
             // hardlink=<target>:<link>
             let (target, link) = argument.split_once(':').unwrap_or((argument, ""));
             std::fs::hard_link(target, link).map(|()| "linked".to_owned())
         }
         "fill" => fill(argument),
+        "lstat" => lstat(argument),
+        "symlink" => symlink_and_write(argument),
+        _ => return None,
+    };
+    Some(outcome)
+}
+
+/// Opens sockets and connects: what the network namespace, Landlock and seccomp let through.
+/// `None`: not one of these.
+fn network_probe(name: &str, argument: &str) -> Option<Outcome> {
+    let outcome = match name {
         "tcp" => {
             let address: std::net::SocketAddr = argument.parse().expect("tcp=<ip:port>");
             std::net::TcpStream::connect_timeout(&address, Duration::from_millis(500))
@@ -199,18 +201,22 @@ fn run(name: &str, argument: &str) {
             std::os::unix::net::UnixStream::connect(argument).map(|_| "connected".to_owned())
         }
         "unixlocal" => unix_local(argument),
+        "mptcp" => {
+            // SAFETY: plain socket(2).
+            let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 262) };
+            rc(fd.into())
+        }
+        "tfo" => fast_open(argument),
+        _ => return None,
+    };
+    Some(outcome)
+}
+
+/// Looks at this process and others (identity, descriptors, signals), or ends or replaces
+/// it. `None`: not one of these.
+fn process_probe(name: &str, argument: &str) -> Option<Outcome> {
+    let outcome = match name {
         "fds" => fds(),
-        "status" => std::fs::read_to_string("/proc/self/status").map(|text| {
-            text.lines()
-                .filter(|line| {
-                    ["Uid:", "Gid:", "NoNewPrivs:", "Seccomp:", "Cap"]
-                        .iter()
-                        .any(|prefix| line.starts_with(prefix))
-                })
-                .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
-                .collect::<Vec<_>>()
-                .join("; ")
-        }),
         "whoami" => {
             // SAFETY: credential queries.
             Ok(unsafe {
@@ -223,18 +229,6 @@ fn run(name: &str, argument: &str) {
                 )
             })
         }
-        "exec" => {
-            // exec=<path>:<args separated by ,> — replaces this process.
-            let (path, rest) = argument.split_once(':').unwrap_or((argument, ""));
-            let mut argv = vec![cstr(path)];
-            argv.extend(rest.split(',').filter(|a| !a.is_empty()).map(cstr));
-            let mut pointers: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
-            pointers.push(std::ptr::null());
-            let env: [*const libc::c_char; 1] = [std::ptr::null()];
-            // SAFETY: null-terminated arrays of valid C strings.
-            unsafe { libc::execve(argv[0].as_ptr(), pointers.as_ptr(), env.as_ptr()) };
-            Err(last())
-        }
         "kill" => {
             let pid: libc::pid_t = argument.parse().expect("kill=<pid>");
             // SAFETY: signal 0 only checks permission and existence.
@@ -244,17 +238,30 @@ fn run(name: &str, argument: &str) {
             // SAFETY: no preconditions.
             rc(unsafe { libc::getpid() }.into())
         }
-        "hostname" => std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .or_else(|_| {
-                let mut buffer = [0u8; 256];
-                // SAFETY: a buffer of the given size.
-                if unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) } != 0 {
-                    return Err(last());
-                }
-                let end = buffer.iter().position(|b| *b == 0).unwrap_or(buffer.len());
-                Ok(String::from_utf8_lossy(&buffer[..end]).into_owned())
-            })
-            .map(|name| name.trim().to_owned()),
+        "sigkill" => {
+            let pid: libc::pid_t = argument.parse().expect("sigkill=<pid>");
+            // SAFETY: kill(2) with plain integers.
+            rc(unsafe { libc::kill(pid, libc::SIGKILL) }.into())
+        }
+        "mark" => Ok("marked".to_owned()),
+        "exit" => {
+            let code: i32 = argument.parse().expect("exit=<code>");
+            let _ = std::io::stdout().flush();
+            std::process::exit(code);
+        }
+        "orphan" => orphan(argument),
+        "exec" => exec(argument),
+        "hostname" => hostname(),
+        "status" => status(),
+        _ => return None,
+    };
+    Some(outcome)
+}
+
+/// Tries the calls that would widen the sandbox: new namespaces, mounts, tracing, terminal
+/// input, kernel interfaces. `None`: not one of these.
+fn privilege_probe(name: &str, argument: &str) -> Option<Outcome> {
+    let outcome = match name {
         "unshare-user" => {
             // SAFETY: plain unshare(2).
             rc(unsafe { libc::unshare(libc::CLONE_NEWUSER) }.into())
@@ -266,63 +273,6 @@ fn run(name: &str, argument: &str) {
         "clone-newuser" => clone_with(libc::CLONE_NEWUSER as libc::c_ulong),
         "clone-newns" => clone_with(libc::CLONE_NEWNS as libc::c_ulong),
         "clone-plain" => clone_with(0),
-        "clone3" => {
-            #[repr(C)]
-            #[derive(Default)]
-            struct CloneArgs {
-                flags: u64,
-                pidfd: u64,
-                child_tid: u64,
-                parent_tid: u64,
-                exit_signal: u64,
-                stack: u64,
-                stack_size: u64,
-                tls: u64,
-            }
-            let args = CloneArgs {
-                flags: libc::CLONE_NEWUSER as u64,
-                exit_signal: libc::SIGCHLD as u64,
-                ..CloneArgs::default()
-            };
-            // SAFETY: clone3 with a valid argument struct; a child (if any) exits at once.
-            let pid = unsafe {
-                libc::syscall(
-                    libc::SYS_clone3,
-                    &args as *const CloneArgs,
-                    std::mem::size_of::<CloneArgs>(),
-                )
-            };
-            if pid == 0 {
-                // SAFETY: the child leaves at once.
-                unsafe { libc::_exit(0) };
-            }
-            rc(pid)
-        }
-        "mount" => {
-            // SAFETY: mount(2) with valid C strings.
-            rc(unsafe {
-                libc::mount(
-                    c"tmpfs".as_ptr(),
-                    cstr(argument).as_ptr(),
-                    c"tmpfs".as_ptr(),
-                    0,
-                    std::ptr::null(),
-                )
-            }
-            .into())
-        }
-        "ptrace" => {
-            let pid: libc::pid_t = argument.parse().expect("ptrace=<pid>");
-            // SAFETY: PTRACE_ATTACH takes no pointers.
-            rc(unsafe {
-                libc::ptrace(
-                    libc::PTRACE_ATTACH,
-                    pid,
-                    std::ptr::null_mut::<libc::c_void>(),
-                    std::ptr::null_mut::<libc::c_void>(),
-                )
-            })
-        }
         "tiocsti" => {
             let byte = b'x';
             // SAFETY: TIOCSTI reads one byte from a valid pointer.
@@ -336,33 +286,26 @@ fn run(name: &str, argument: &str) {
             // SAFETY: KEYCTL_GET_KEYRING_ID of the session keyring, integer arguments.
             rc(unsafe { libc::syscall(libc::SYS_keyctl, 0, -3i64, 0) })
         }
-        "nofile" => {
-            let mut opened = 0;
-            let error = loop {
-                match std::fs::File::open("/dev/null") {
-                    Ok(file) => {
-                        std::mem::forget(file);
-                        opened += 1;
-                        if opened > 1_000_000 {
-                            break std::io::Error::from_raw_os_error(0);
-                        }
-                    }
-                    Err(error) => break error,
-                }
-            };
-            Ok(format!("opened {opened} then {}", errno_name(&error)))
+        "syscall" => {
+            // syscall=<number>: the call with every argument 0.
+            let number: libc::c_long = argument.parse().expect("syscall=<number>");
+            // SAFETY: a raw system call with zero arguments; the calls tests name take no
+            // pointer they would write through when it is null, or fail on it.
+            rc(unsafe { libc::syscall(number, 0, 0, 0, 0, 0, 0) })
         }
-        "cpu" => {
-            let start = Instant::now();
-            let mut x: u64 = 1;
-            loop {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-                if x == 0 && start.elapsed() > Duration::from_secs(3600) {
-                    break;
-                }
-            }
-            Ok(format!("spun {x}"))
-        }
+        "clone3" => clone3_new_user(),
+        "setns" => enter_namespace(argument),
+        "ptrace" => attach(argument),
+        "mount" => mount_tmpfs(argument),
+        _ => return None,
+    };
+    Some(outcome)
+}
+
+/// Uses up a resource (descriptors, CPU, output, memory, processes) or time. `None`: not
+/// one of these.
+fn resource_probe(name: &str, argument: &str) -> Option<Outcome> {
+    let outcome = match name {
         "flood" => {
             let chunk = vec![b'x'; 65536];
             let mut out = std::io::stdout().lock();
@@ -377,68 +320,214 @@ fn run(name: &str, argument: &str) {
             std::thread::sleep(Duration::from_millis(ms));
             Ok("slept".to_owned())
         }
-        "syscall" => {
-            // syscall=<number>: the call with every argument 0.
-            let number: libc::c_long = argument.parse().expect("syscall=<number>");
-            // SAFETY: a raw system call with zero arguments; the calls tests name take no
-            // pointer they would write through when it is null, or fail on it.
-            rc(unsafe { libc::syscall(number, 0, 0, 0, 0, 0, 0) })
-        }
         "memfd" => memfd_fill(argument),
         "shm" => shm_fill(argument),
-        "mptcp" => {
-            // SAFETY: plain socket(2).
-            let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 262) };
-            rc(fd.into())
-        }
-        "tfo" => fast_open(argument),
-        "sigkill" => {
-            let pid: libc::pid_t = argument.parse().expect("sigkill=<pid>");
-            // SAFETY: kill(2) with plain integers.
-            rc(unsafe { libc::kill(pid, libc::SIGKILL) }.into())
-        }
-        "setns" => {
-            // setns=<namespace file>: open it, then enter it.
-            let path = cstr(argument);
-            // SAFETY: open(2) of a valid C string; setns of the descriptor if it opened.
-            unsafe {
-                let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
-                if fd < 0 {
-                    Err(last())
-                } else {
-                    let entered = rc(libc::setns(fd, 0).into());
-                    libc::close(fd);
-                    entered
-                }
-            }
-        }
-        "mark" => Ok("marked".to_owned()),
-        "spin" => {
-            // spin=<ms>: a busy loop for that much wall-clock time; tells the CPU time used.
-            let ms: u64 = argument.parse().expect("spin=<ms>");
-            let start = Instant::now();
-            let mut x: u64 = 1;
-            while start.elapsed() < Duration::from_millis(ms) {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-            }
-            // SAFETY: getrusage into a zeroed struct.
-            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-            unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-            let cpu_ms = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) as u64 * 1000
-                + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) as u64 / 1000;
-            Ok(format!("cpu {cpu_ms} ms ({x:x})"))
-        }
-        "exit" => {
-            let code: i32 = argument.parse().expect("exit=<code>");
-            let _ = std::io::stdout().flush();
-            std::process::exit(code);
-        }
-        "orphan" => orphan(argument),
         "forkbomb" => fork_bomb(),
         "membomb" => memory_bomb(),
-        _ => Ok(format!("unknown probe {name}")),
+        "spin" => spin(argument),
+        "nofile" => open_until_refused(),
+        "cpu" => spin_forever(),
+        _ => return None,
     };
-    say(name, argument, outcome);
+    Some(outcome)
+}
+
+/// `clone3` asking for a new user namespace (a child, if one is made, exits at once).
+fn clone3_new_user() -> Outcome {
+    #[repr(C)]
+    #[derive(Default)]
+    struct CloneArgs {
+        flags: u64,
+        pidfd: u64,
+        child_tid: u64,
+        parent_tid: u64,
+        exit_signal: u64,
+        stack: u64,
+        stack_size: u64,
+        tls: u64,
+    }
+    let args = CloneArgs {
+        flags: libc::CLONE_NEWUSER as u64,
+        exit_signal: libc::SIGCHLD as u64,
+        ..CloneArgs::default()
+    };
+    // SAFETY: clone3 with a valid argument struct; a child (if any) exits at once.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &args as *const CloneArgs,
+            std::mem::size_of::<CloneArgs>(),
+        )
+    };
+    if pid == 0 {
+        // SAFETY: the child leaves at once.
+        unsafe { libc::_exit(0) };
+    }
+    rc(pid)
+}
+
+/// setns=<namespace file>: opens it, then enters it.
+fn enter_namespace(argument: &str) -> Outcome {
+    let path = cstr(argument);
+    // SAFETY: open(2) of a valid C string; setns of the descriptor if it opened.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            Err(last())
+        } else {
+            let entered = rc(libc::setns(fd, 0).into());
+            libc::close(fd);
+            entered
+        }
+    }
+}
+
+/// ptrace=<pid>: attaches to the process as a tracer.
+fn attach(argument: &str) -> Outcome {
+    let pid: libc::pid_t = argument.parse().expect("ptrace=<pid>");
+    // SAFETY: PTRACE_ATTACH takes no pointers.
+    rc(unsafe {
+        libc::ptrace(
+            libc::PTRACE_ATTACH,
+            pid,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    })
+}
+
+/// mount=<dir>: a tmpfs over the directory.
+fn mount_tmpfs(argument: &str) -> Outcome {
+    // SAFETY: mount(2) with valid C strings.
+    rc(unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            cstr(argument).as_ptr(),
+            c"tmpfs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    }
+    .into())
+}
+
+/// spin=<ms>: a busy loop for that much wall-clock time; tells the CPU time used.
+fn spin(argument: &str) -> Outcome {
+    let ms: u64 = argument.parse().expect("spin=<ms>");
+    let start = Instant::now();
+    let mut x: u64 = 1;
+    while start.elapsed() < Duration::from_millis(ms) {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+    }
+    // SAFETY: getrusage into a zeroed struct.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let cpu_ms = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) as u64 * 1000
+        + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) as u64 / 1000;
+    Ok(format!("cpu {cpu_ms} ms ({x:x})"))
+}
+
+/// Opens /dev/null until the descriptor limit refuses one.
+fn open_until_refused() -> Outcome {
+    let mut opened = 0;
+    let error = loop {
+        match std::fs::File::open("/dev/null") {
+            Ok(file) => {
+                std::mem::forget(file);
+                opened += 1;
+                if opened > 1_000_000 {
+                    break std::io::Error::from_raw_os_error(0);
+                }
+            }
+            Err(error) => break error,
+        }
+    };
+    Ok(format!("opened {opened} then {}", errno_name(&error)))
+}
+
+/// Spins until the CPU time limit ends the process.
+fn spin_forever() -> Outcome {
+    let start = Instant::now();
+    let mut x: u64 = 1;
+    loop {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        if x == 0 && start.elapsed() > Duration::from_secs(3600) {
+            break;
+        }
+    }
+    Ok(format!("spun {x}"))
+}
+
+/// exec=<path>:<args separated by ,>: replaces this process.
+fn exec(argument: &str) -> Outcome {
+    let (path, rest) = argument.split_once(':').unwrap_or((argument, ""));
+    let mut argv = vec![cstr(path)];
+    argv.extend(rest.split(',').filter(|a| !a.is_empty()).map(cstr));
+    let mut pointers: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    pointers.push(std::ptr::null());
+    let env: [*const libc::c_char; 1] = [std::ptr::null()];
+    // SAFETY: null-terminated arrays of valid C strings.
+    unsafe { libc::execve(argv[0].as_ptr(), pointers.as_ptr(), env.as_ptr()) };
+    Err(last())
+}
+
+/// The host name, from /proc or gethostname.
+fn hostname() -> Outcome {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| {
+            let mut buffer = [0u8; 256];
+            // SAFETY: a buffer of the given size.
+            if unsafe { libc::gethostname(buffer.as_mut_ptr().cast(), buffer.len()) } != 0 {
+                return Err(last());
+            }
+            let end = buffer.iter().position(|b| *b == 0).unwrap_or(buffer.len());
+            Ok(String::from_utf8_lossy(&buffer[..end]).into_owned())
+        })
+        .map(|name| name.trim().to_owned())
+}
+
+/// Identity, no_new_privs, seccomp and capability lines of /proc/self/status.
+fn status() -> Outcome {
+    std::fs::read_to_string("/proc/self/status").map(|text| {
+        text.lines()
+            .filter(|line| {
+                ["Uid:", "Gid:", "NoNewPrivs:", "Seccomp:", "Cap"]
+                    .iter()
+                    .any(|prefix| line.starts_with(prefix))
+            })
+            .map(|line| line.split_whitespace().collect::<Vec<_>>().join(" "))
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
+/// The kind and mode of a name, without following it.
+fn lstat(argument: &str) -> Outcome {
+    std::fs::symlink_metadata(argument).map(|metadata| {
+        use std::os::unix::fs::PermissionsExt as _;
+        let kind = if metadata.is_symlink() {
+            "symlink"
+        } else if metadata.is_dir() {
+            "directory"
+        } else if metadata.is_file() {
+            "file"
+        } else {
+            "other"
+        };
+        format!("{kind} {:o}", metadata.permissions().mode() & 0o7777)
+    })
+}
+
+/// symlink=<target>:<link>, then a write through the link.
+fn symlink_and_write(argument: &str) -> Outcome {
+    let (target, link) = argument.split_once(':').unwrap_or((argument, ""));
+    std::os::unix::fs::symlink(target, link).and_then(|()| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(link)
+            .and_then(|mut file| file.write_all(b"probe"))
+            .map(|()| "linked and wrote through".to_owned())
+    })
 }
 
 fn clone_with(flags: libc::c_ulong) -> Result<String, std::io::Error> {

@@ -122,7 +122,11 @@ pub fn confine_and_exec(plan: &Plan, run: &RunPlan, armed: &Armed) -> ! {
     super::REPORTS.store(channel, std::sync::atomic::Ordering::SeqCst);
     match confine(plan, run, armed, channel) {
         Ok(exec) => {
-            report(channel, &exec.report);
+            let confined = Report::Confined {
+                landlock_abi: armed.kernel_abi,
+                landlock: "fully-enforced".to_owned(),
+            };
+            report(channel, &confined);
             // As execvp searches PATH: a candidate that is missing or cannot be executed
             // gives way to the next; the first other failure ends the search.
             let mut failed = libc::ENOENT;
@@ -207,20 +211,44 @@ struct Exec {
     _strings: Vec<CString>,
     argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
-    report: Report,
 }
 
+/// Every per-process confinement step, in the order the module documentation gives; answers
+/// what the exec needs, allocated before seccomp applies.
 fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Exec> {
     let ruleset = armed
         .ruleset
         .as_ref()
         .ok_or_else(|| Failure::new("landlock", "the ruleset was not finished"))?
         .as_raw_fd();
-    // SAFETY: setsid and descriptor juggling on this process's own table.
+    leave_the_session();
+    reset_signals();
+    read_stdin_from_dev_null()?;
+    raise_oom_score(armed)?;
+    close_inherited_descriptors(channel, ruleset);
+    set_rlimits(plan, run)?;
+    reset_scheduling()?;
+    enter_working_directory(plan, run)?;
+    let exec = prepare_exec(run, armed)?;
+    drop_capabilities()?;
+    set_no_new_privileges()?;
+    restrict_with_landlock(ruleset)?;
+    install_seccomp_filters(armed)?;
+    Ok(exec)
+}
+
+/// A new session: no controlling terminal to inject input into.
+fn leave_the_session() {
+    // SAFETY: setsid of this process.
     unsafe {
-        // A new session: no controlling terminal to inject input into.
         libc::setsid();
-        reset_signals();
+    }
+}
+
+/// Standard input from /dev/null: the program reads nothing of whoever started sf.
+fn read_stdin_from_dev_null() -> Step {
+    // SAFETY: descriptor juggling on this process's own table.
+    unsafe {
         let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
         if null < 0 {
             return Err(Failure::last("file-descriptors", "open /dev/null"));
@@ -232,7 +260,13 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
             libc::close(null);
         }
     }
-    // Raising one's own OOM score needs no privilege; the clone of /proc is closed below.
+    Ok(())
+}
+
+/// Raises this process's OOM score to [`OOM_SCORE_ADJ`] through the init's writable clone of
+/// /proc: raising one's own needs no privilege, and the clone is closed with every other
+/// inherited descriptor next.
+fn raise_oom_score(armed: &Armed) -> Step {
     // SAFETY: openat relative to our own descriptor, a write of a valid buffer, a close.
     unsafe {
         let fd = libc::openat(
@@ -249,7 +283,12 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
             return Err(Failure::last("proc", "writing oom_score_adj"));
         }
     }
-    // Every descriptor but the report channel and the ruleset (closed once applied).
+    Ok(())
+}
+
+/// Closes every descriptor above stderr but the report channel and the ruleset (closed once
+/// applied), so that nothing inherited survives into the program.
+fn close_inherited_descriptors(channel: RawFd, ruleset: RawFd) {
     let mut keep = [channel, ruleset];
     keep.sort_unstable();
     let mut first = 3;
@@ -262,7 +301,11 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
         }
     }
     sys::close_range(first as u32, u32::MAX);
+}
 
+/// Sets every resource limit of the plan, soft and hard, then the run's own lower CPU bound
+/// where it asks for one: none is inherited from whoever started sf.
+fn set_rlimits(plan: &Plan, run: &RunPlan) -> Step {
     for (resource, soft, hard) in &plan.rlimits {
         let which = resource.number();
         let limit = libc::rlimit {
@@ -276,7 +319,6 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
             format!("setrlimit {resource:?}"),
         )?;
     }
-
     if let Some(seconds) = run.cpu_seconds {
         let limit = libc::rlimit {
             rlim_cur: seconds,
@@ -289,10 +331,13 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
             "setrlimit Cpu (the run's own bound)",
         )?;
     }
+    Ok(())
+}
 
-    // A real-time scheduling policy of whoever started sf is not the program's: back to the
-    // ordinary one (always allowed; the niceness stays, and RLIMIT_NICE keeps it from being
-    // lowered).
+/// A real-time scheduling policy of whoever started sf is not the program's: back to the
+/// ordinary one (always allowed; the niceness stays, and RLIMIT_NICE keeps it from being
+/// lowered).
+fn reset_scheduling() -> Step {
     let ordinary = libc::sched_param { sched_priority: 0 };
     // SAFETY: sched_setscheduler of this process with a valid parameter.
     check(
@@ -300,15 +345,21 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
         "rlimits",
         "sched_setscheduler(SCHED_OTHER)",
     )?;
+    Ok(())
+}
 
+/// Enters the command's working directory (the program's directory without a command).
+fn enter_working_directory(plan: &Plan, run: &RunPlan) -> Step {
     let cwd = run
         .command
         .as_ref()
         .map_or(&plan.cwd, |command| &command.cwd);
     std::env::set_current_dir(cwd)
-        .map_err(|error| Failure::new("mount", format!("chdir {cwd}: {error}")))?;
+        .map_err(|error| Failure::new("mount", format!("chdir {cwd}: {error}")))
+}
 
-    // Everything execve needs, allocated now.
+/// Everything execve needs, allocated now: after seccomp applies, nothing is.
+fn prepare_exec(run: &RunPlan, armed: &Armed) -> Step<Exec> {
     let strings = run
         .argv
         .iter()
@@ -338,16 +389,30 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
     };
     let mut envp: Vec<*const libc::c_char> = environment.iter().map(|s| s.as_ptr()).collect();
     envp.push(std::ptr::null());
+    Ok(Exec {
+        paths,
+        _strings: strings.into_iter().chain(variables).collect(),
+        argv,
+        envp,
+    })
+}
 
-    drop_capabilities()?;
+/// no_new_privs: no exec can gain a privilege (set-id bits, file capabilities), and seccomp
+/// may be installed without any.
+fn set_no_new_privileges() -> Step {
     // SAFETY: prctl with integer arguments.
     check(
         unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into(),
         "no-new-privs",
         "PR_SET_NO_NEW_PRIVS",
     )?;
-    // The ruleset was made with every requested right a hard requirement (its creation
-    // fails otherwise), so a restriction that succeeds enforces all of it.
+    Ok(())
+}
+
+/// Restricts this process with the finished Landlock ruleset, and closes it. The ruleset was
+/// made with every requested right a hard requirement (its creation fails otherwise), so a
+/// restriction that succeeds enforces all of it.
+fn restrict_with_landlock(ruleset: RawFd) -> Step {
     // SAFETY: landlock_restrict_self on the ruleset's descriptor, no flags; then closing it.
     let restricted = unsafe {
         let rc = libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32);
@@ -355,20 +420,16 @@ fn confine(plan: &Plan, run: &RunPlan, armed: &Armed, channel: RawFd) -> Step<Ex
         rc
     };
     check(restricted, "landlock", "landlock_restrict_self")?;
+    Ok(())
+}
+
+/// Installs the seccomp filters, last: they still allow the report write and the exec.
+fn install_seccomp_filters(armed: &Armed) -> Step {
     for filter in &armed.filters {
         seccompiler::apply_filter(filter)
             .map_err(|error| Failure::new("seccomp", format!("installing a filter: {error}")))?;
     }
-    Ok(Exec {
-        paths,
-        _strings: strings.into_iter().chain(variables).collect(),
-        argv,
-        envp,
-        report: Report::Confined {
-            landlock_abi: armed.kernel_abi,
-            landlock: "fully-enforced".to_owned(),
-        },
-    })
+    Ok(())
 }
 
 fn drop_capabilities() -> Step {

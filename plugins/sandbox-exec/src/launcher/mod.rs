@@ -237,36 +237,57 @@ fn launch(prepared: Option<Prepared>) -> Step<i32> {
         ));
     }
     let network_joined = prepared.is_some_and(|prepared| prepared.network_joined);
+    let new_network = join_shared_network(&received, network_joined)?;
+    let outside = become_outside_id(plan)?;
+    // If the supervisor's thread goes away, so does the launcher (and with it, the init).
+    // SAFETY: prctl with integer arguments. Set after the credential change, which clears it.
+    check(
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) }.into(),
+        "launcher",
+        "PR_SET_PDEATHSIG",
+    )?;
+    unshare_namespaces(new_network)?;
+    map_user_and_group(plan, outside)?;
+    let hostname = plan.hostname.as_bytes();
+    // SAFETY: a valid buffer of the given length.
+    check(
+        unsafe { libc::sethostname(hostname.as_ptr().cast(), hostname.len()) }.into(),
+        "uts-namespace",
+        "sethostname",
+    )?;
+    start_init_and_watch(plan)
+}
 
-    // The cgroup namespace makes the run's control group (joined by the fork server's
-    // child, before this) the root of what the sandbox sees in /proc/self/cgroup.
-    let mut namespaces = libc::CLONE_NEWUSER
-        | libc::CLONE_NEWNS
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUTS
-        | libc::CLONE_NEWCGROUP;
+/// Enters the shared empty network namespace when the plan joins one (unless the fork server
+/// entered it already, once for all its runs). Answers whether the run needs a new network
+/// namespace of its own instead.
+fn join_shared_network(received: &Received, network_joined: bool) -> Step<bool> {
     if network_joined {
         // The fork server entered the shared namespace once, before it forked this process.
-    } else if plan.join_network {
-        let fd = received
-            .network
-            .ok_or_else(|| Failure::new("network-namespace", "no namespace descriptor came"))?;
-        // SAFETY: setns on a received descriptor; it is closed right after.
-        let rc = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
-        check(
-            rc.into(),
-            "network-namespace",
-            "setns into the shared network namespace",
-        )?;
-        // SAFETY: our own descriptor, not used again.
-        unsafe { libc::close(fd) };
-    } else {
-        namespaces |= libc::CLONE_NEWNET;
+        return Ok(false);
     }
+    if !received.plan.join_network {
+        return Ok(true);
+    }
+    let fd = received
+        .network
+        .ok_or_else(|| Failure::new("network-namespace", "no namespace descriptor came"))?;
+    // SAFETY: setns on a received descriptor; it is closed right after.
+    let rc = unsafe { libc::setns(fd, libc::CLONE_NEWNET) };
+    check(
+        rc.into(),
+        "network-namespace",
+        "setns into the shared network namespace",
+    )?;
+    // SAFETY: our own descriptor, not used again.
+    unsafe { libc::close(fd) };
+    Ok(false)
+}
 
-    // Started directly as root (not by the fork server, whose child has already become its
-    // sandbox's own host user): become the plan's outside id.
+/// The host uid and gid the sandbox runs as, never root. Started directly as root (not by
+/// the fork server, whose child has already become its sandbox's own host user), the
+/// launcher becomes the plan's outside id first.
+fn become_outside_id(plan: &Plan) -> Step<(libc::uid_t, libc::gid_t)> {
     // SAFETY: plain credential queries of this single-threaded process.
     let outside = if unsafe { libc::geteuid() } == 0 {
         let id = plan.outside_id_when_root;
@@ -290,20 +311,35 @@ fn launch(prepared: Option<Prepared>) -> Step<i32> {
             "the sandbox would run as host root; configure a non-zero outside id",
         ));
     }
-    // If the supervisor's thread goes away, so does the launcher (and with it, the init).
-    // SAFETY: prctl with integer arguments. Set after the credential change, which clears it.
-    check(
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) }.into(),
-        "launcher",
-        "PR_SET_PDEATHSIG",
-    )?;
+    Ok(outside)
+}
 
+/// Unshares the user, mount, pid, ipc, uts and cgroup namespaces, and the network namespace
+/// unless the run joined the shared one. The cgroup namespace makes the run's control group
+/// (joined by the fork server's child, before this) the root of what the sandbox sees in
+/// /proc/self/cgroup.
+fn unshare_namespaces(new_network: bool) -> Step {
+    let mut namespaces = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS
+        | libc::CLONE_NEWCGROUP;
+    if new_network {
+        namespaces |= libc::CLONE_NEWNET;
+    }
     // SAFETY: unshare of a single-threaded process.
     check(
         unsafe { libc::unshare(namespaces) }.into(),
         "user-namespace",
         "unshare(user, mount, pid, ipc, uts, cgroup, network)",
     )?;
+    Ok(())
+}
+
+/// Maps the outside uid and gid, and nothing else, to the unprivileged id inside, with
+/// setgroups denied (so no process can drop a group to get past a group's denial).
+fn map_user_and_group(plan: &Plan, outside: (libc::uid_t, libc::gid_t)) -> Step {
     write_file("/proc/self/setgroups", "deny")?;
     write_file(
         "/proc/self/uid_map",
@@ -312,15 +348,11 @@ fn launch(prepared: Option<Prepared>) -> Step<i32> {
     write_file(
         "/proc/self/gid_map",
         &format!("{} {} 1\n", plan.inside_id, outside.1),
-    )?;
-    let hostname = plan.hostname.as_bytes();
-    // SAFETY: a valid buffer of the given length.
-    check(
-        unsafe { libc::sethostname(hostname.as_ptr().cast(), hostname.len()) }.into(),
-        "uts-namespace",
-        "sethostname",
-    )?;
+    )
+}
 
+/// Forks the namespace's init (pid 1 of the new pid namespace), then watches it.
+fn start_init_and_watch(plan: &Plan) -> Step<i32> {
     // The init learns that the launcher died through this pipe's other end closing.
     let alive = pipe()?;
     // The launcher learns that the init took the run plan off the socket (or died) through
@@ -373,6 +405,26 @@ fn watch(init: libc::pid_t, handoff: RawFd) -> Step<i32> {
     }
     let pidfd = sys::pidfd_open(init)
         .map_err(|error| Failure::new("launcher", format!("pidfd_open: {error}")))?;
+    wait_for_handoff(pidfd, handoff);
+    // SAFETY: our own descriptor, not used again.
+    unsafe { libc::close(handoff) };
+    kill_when_asked(init, pidfd);
+    let usage = reap_init(init)?;
+    let micros = |time: libc::timeval| time.tv_sec as u64 * 1_000_000 + time.tv_usec as u64;
+    report(
+        SOCKET,
+        &Report::Done {
+            user_us: micros(usage.ru_utime),
+            system_us: micros(usage.ru_stime),
+            max_rss_kib: usage.ru_maxrss.max(0) as u64,
+        },
+    );
+    Ok(0)
+}
+
+/// Waits until the init has taken the run plan off the socket (its end of `handoff` closes)
+/// or has ended: until then the socket is the init's to read.
+fn wait_for_handoff(pidfd: RawFd, handoff: RawFd) {
     loop {
         let mut fds = [pidfd, handoff].map(|fd| libc::pollfd {
             fd,
@@ -388,8 +440,11 @@ fn watch(init: libc::pid_t, handoff: RawFd) -> Step<i32> {
             break;
         }
     }
-    // SAFETY: our own descriptor, not used again.
-    unsafe { libc::close(handoff) };
+}
+
+/// Waits for the init to end, killing it (SIGKILL, which ends the whole pid namespace) once
+/// the supervisor sends `k`, closes the socket or cannot be read.
+fn kill_when_asked(init: libc::pid_t, pidfd: RawFd) {
     let mut killed = false;
     loop {
         let mut fds = [
@@ -430,6 +485,11 @@ fn watch(init: libc::pid_t, handoff: RawFd) -> Step<i32> {
             killed = true;
         }
     }
+}
+
+/// Reaps the init (its pid namespace is gone then), with the resource use of every process
+/// of the run it reaped.
+fn reap_init(init: libc::pid_t) -> Step<libc::rusage> {
     let mut status = 0;
     // SAFETY: zeroed rusage is a valid value to be overwritten.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -437,35 +497,29 @@ fn watch(init: libc::pid_t, handoff: RawFd) -> Step<i32> {
         // SAFETY: valid pointers to status and usage.
         let reaped = unsafe { libc::wait4(init, &mut status, libc::__WALL, &mut usage) };
         if reaped == init {
-            break;
+            return Ok(usage);
         }
         if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
             return Err(Failure::last("launcher", "wait4 of the init"));
         }
     }
-    let micros = |time: libc::timeval| time.tv_sec as u64 * 1_000_000 + time.tv_usec as u64;
-    report(
-        SOCKET,
-        &Report::Done {
-            user_us: micros(usage.ru_utime),
-            system_us: micros(usage.ru_stime),
-            max_rss_kib: usage.ru_maxrss.max(0) as u64,
-        },
-    );
-    Ok(0)
 }
 
-/// The namespace's init: builds the root, waits for the run plan, mounts the run's files,
-/// starts the program, reaps (counting the limits it sees hit, see [`seen`]), reports,
-/// exits.
+/// Reaps any one process of the namespace: its pid (negative: none, or an error), status and
+/// resource use.
+fn reap_any() -> (libc::pid_t, libc::c_int, libc::rusage) {
+    let mut status = 0;
+    // SAFETY: zeroed rusage is a valid value to be overwritten.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: valid status and usage pointers.
+    let reaped = unsafe { libc::wait4(-1, &mut status, libc::__WALL, &mut usage) };
+    (reaped, status, usage)
+}
+
 /// Reaps every process left in the namespace (they were all killed), counting each.
 fn reap_all(seen: &mut seen::Seen) {
     loop {
-        let mut status = 0;
-        // SAFETY: zeroed rusage is a valid value to be overwritten.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: valid status and usage pointers.
-        let reaped = unsafe { libc::wait4(-1, &mut status, libc::__WALL, &mut usage) };
+        let (reaped, status, usage) = reap_any();
         if reaped > 0 {
             seen.reaped(status, &usage);
         } else if std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
@@ -474,7 +528,45 @@ fn reap_all(seen: &mut seen::Seen) {
     }
 }
 
+/// The namespace's init: builds the root, waits for the run plan, mounts the run's files,
+/// starts the program, reaps (counting the limits it sees hit, see [`seen`]), reports,
+/// exits.
 fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
+    become_init(alive);
+    let mut armed =
+        or_report_and_exit(mounts::build_root(plan).and_then(|proc| confine::arm(plan, proc)));
+    // Prepared: from here on the sandbox waits for its one run.
+    let Some((run, files)) = or_report_and_exit(read_run()) else {
+        sys::exit_now(0)
+    };
+    // SAFETY: closing our end tells the launcher the socket is its own again.
+    unsafe { libc::close(handoff) };
+    or_report_and_exit(
+        mounts::mount_run(plan, &run, &files).and_then(|()| armed.finish(plan, &run)),
+    );
+    let mut seen = seen::Seen::new(plan);
+    let program = sys::spawn_until_exec(&mut || {
+        // SAFETY: closing the pipe end the program must not hold (in its own table).
+        unsafe { libc::close(alive) };
+        confine::confine_and_exec(plan, &run, &armed)
+    });
+    // The child ran in this process's memory: the report channel it chose is its own.
+    REPORTS.store(SOCKET, Ordering::SeqCst);
+    let program = or_report_and_exit(program);
+    // The program's process has exec'd (or failed); the init needs no ruleset.
+    drop(armed);
+    // SAFETY: closing our standard output and error (the program's own copies stay), and
+    // making this process undumpable so that the program cannot reach it through /proc.
+    unsafe {
+        libc::close(1);
+        libc::close(2);
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    }
+    reap_until_program_ends(plan, &run, program, &mut seen)
+}
+
+/// The init's first steps: it dies with the launcher, and shows a neutral name.
+fn become_init(alive: RawFd) {
     // SAFETY: prctl and poll on our own descriptor.
     unsafe {
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
@@ -491,90 +583,35 @@ fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
             sys::exit_now(125);
         }
     }
-    let mut armed = match mounts::build_root(plan).and_then(|proc| confine::arm(plan, proc)) {
-        Ok(armed) => armed,
+}
+
+/// What a step of the init answered; a failed step is reported and ends the init (126),
+/// and with it the sandbox.
+fn or_report_and_exit<T>(step: Step<T>) -> T {
+    match step {
+        Ok(value) => value,
         Err(failure) => {
             report(SOCKET, &fail(failure));
             sys::exit_now(126);
         }
-    };
-    // Prepared: from here on the sandbox waits for its one run.
-    let (run, files) = match read_run() {
-        Ok(Some(received)) => received,
-        Ok(None) => sys::exit_now(0),
-        Err(failure) => {
-            report(SOCKET, &fail(failure));
-            sys::exit_now(126);
-        }
-    };
-    // SAFETY: closing our end tells the launcher the socket is its own again.
-    unsafe { libc::close(handoff) };
-    if let Err(failure) =
-        mounts::mount_run(plan, &run, &files).and_then(|()| armed.finish(plan, &run))
-    {
-        report(SOCKET, &fail(failure));
-        sys::exit_now(126);
     }
-    let mut seen = seen::Seen::new(plan);
-    let program = sys::spawn_until_exec(&mut || {
-        // SAFETY: closing the pipe end the program must not hold (in its own table).
-        unsafe { libc::close(alive) };
-        confine::confine_and_exec(plan, &run, &armed)
-    });
-    // The child ran in this process's memory: the report channel it chose is its own.
-    REPORTS.store(SOCKET, Ordering::SeqCst);
-    let program = match program {
-        Ok(program) => program,
-        Err(failure) => {
-            report(SOCKET, &fail(failure));
-            sys::exit_now(126);
-        }
-    };
-    // The program's process has exec'd (or failed); the init needs no ruleset.
-    drop(armed);
-    // SAFETY: closing our standard output and error (the program's own copies stay), and
-    // making this process undumpable so that the program cannot reach it through /proc.
-    unsafe {
-        libc::close(1);
-        libc::close(2);
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-    }
+}
+
+/// Reaps every process of the namespace until the program's first process ends, then
+/// reports how the run ended and exits: exiting kills every process left in the namespace.
+fn reap_until_program_ends(
+    plan: &Plan,
+    run: &RunPlan,
+    program: libc::pid_t,
+    seen: &mut seen::Seen,
+) -> ! {
     loop {
-        let mut status = 0;
-        // SAFETY: zeroed rusage is a valid value to be overwritten.
-        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: valid status and usage pointers.
-        let reaped = unsafe { libc::wait4(-1, &mut status, libc::__WALL, &mut usage) };
+        let (reaped, status, usage) = reap_any();
         if reaped > 0 {
             seen.reaped(status, &usage);
         }
         if reaped == program {
-            if let Some((path, max_bytes)) = run
-                .command
-                .as_ref()
-                .and_then(|command| command.results.as_ref())
-            {
-                // Nothing of the run may change the file while it is read: every other
-                // process of the namespace ends first (pid 1 is never signalled by -1).
-                // SAFETY: signalling every other process of this pid namespace.
-                unsafe { libc::kill(-1, libc::SIGKILL) };
-                reap_all(&mut seen);
-                let results = results::read(&plan.scratch_dir, path, *max_bytes);
-                report(SOCKET, &Report::Results(results));
-            }
-            for hit in seen.reports() {
-                report(SOCKET, &hit);
-            }
-            let line = if libc::WIFEXITED(status) {
-                Report::Exit {
-                    code: libc::WEXITSTATUS(status),
-                }
-            } else {
-                Report::Signal {
-                    signal: libc::WTERMSIG(status),
-                }
-            };
-            report(SOCKET, &line);
+            report_program_end(plan, run, seen, status);
             // Exiting kills every process left in the namespace.
             sys::exit_now(0);
         }
@@ -582,4 +619,35 @@ fn init_main(plan: &Plan, alive: RawFd, handoff: RawFd) -> ! {
             sys::exit_now(0);
         }
     }
+}
+
+/// Reports the end of the program's first process: the results file its command asked for
+/// (read once every other process has ended), the limits seen hit, and its exit or signal.
+fn report_program_end(plan: &Plan, run: &RunPlan, seen: &mut seen::Seen, status: libc::c_int) {
+    if let Some((path, max_bytes)) = run
+        .command
+        .as_ref()
+        .and_then(|command| command.results.as_ref())
+    {
+        // Nothing of the run may change the file while it is read: every other process of
+        // the namespace ends first (pid 1 is never signalled by -1).
+        // SAFETY: signalling every other process of this pid namespace.
+        unsafe { libc::kill(-1, libc::SIGKILL) };
+        reap_all(seen);
+        let results = results::read(&plan.scratch_dir, path, *max_bytes);
+        report(SOCKET, &Report::Results(results));
+    }
+    for hit in seen.reports() {
+        report(SOCKET, &hit);
+    }
+    let line = if libc::WIFEXITED(status) {
+        Report::Exit {
+            code: libc::WEXITSTATUS(status),
+        }
+    } else {
+        Report::Signal {
+            signal: libc::WTERMSIG(status),
+        }
+    };
+    report(SOCKET, &line);
 }

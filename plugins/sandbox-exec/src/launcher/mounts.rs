@@ -21,6 +21,7 @@
 //!    through a link, a link never stands where a directory was, and an entry beneath a link
 //!    fails instead of landing elsewhere (the supervisor refused such a snapshot already).
 
+use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr};
 use std::fs;
 use std::os::fd::RawFd;
@@ -49,92 +50,144 @@ struct Tree {
 /// `/proc` (attached nowhere, so no program can reach it), through which the program's
 /// process raises its own OOM score.
 pub fn build_root(plan: &Plan) -> Step<RawFd> {
-    sys::mount(c"none", c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
-        .map_err(|error| Failure::new("mount", format!("making / private: {error}")))?;
+    make_mounts_private()?;
+    let (root, sources) = bind_sources(plan);
+    let mut trees = sources
+        .iter()
+        .map(clone_bind_source)
+        .collect::<Step<Vec<_>>>()?;
+    let mut links = BTreeMap::new();
+    if let Some(environment) = root {
+        root_environment(environment, RUNTIME_FLAGS, &mut trees, &mut links)?;
+    }
+    let stage = PathBuf::from(&plan.stage);
+    let stage_name = mount_root_tmpfs(plan, &stage)?;
+    lay_out_root(plan, &stage, &links)?;
+    attach_trees(&stage, &trees)?;
+    mount_scratch(plan, &stage)?;
+    let writable_proc = mount_fresh_proc(plan, &stage)?;
+    sys::mount_setattr(libc::AT_FDCWD, &stage_name, 0, sys::MOUNT_ATTR_RDONLY)
+        .map_err(|error| Failure::new("mount", format!("making the root read-only: {error}")))?;
+    pivot_into(&stage)?;
+    Ok(writable_proc)
+}
 
-    let mut trees = Vec::new();
-    let runtime_flags = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
-    let device_flags = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
+/// The flags of a runtime path's clone: read-only, nosuid, nodev.
+const RUNTIME_FLAGS: u64 = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+/// The flags of a device's clone: read-only, nosuid, noexec.
+const DEVICE_FLAGS: u64 = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
+
+/// Makes every mount private, recursively, so that nothing done in this mount namespace
+/// propagates back to the host.
+fn make_mounts_private() -> Step {
+    sys::mount(c"none", c"/", None, libc::MS_REC | libc::MS_PRIVATE, None)
+        .map_err(|error| Failure::new("mount", format!("making / private: {error}")))
+}
+
+/// One host path to clone into the root, and how.
+struct BindSourceAt<'a> {
+    path: &'a PathBuf,
+    /// Where its clone is attached inside the root.
+    at: PathBuf,
+    /// The identity it must still have, and whether it is a directory.
+    source: BindSource,
+    /// The mount attributes of its clone.
+    flags: u64,
+}
+
+/// What the root is made of besides its own directories: a root environment, when the plan
+/// has one (it takes the runtime's place); and every host path to clone, in the order they
+/// are cloned: the runtime's paths, the devices, a dependency environment, the program
+/// tree's base.
+fn bind_sources<'a>(plan: &'a Plan) -> (Option<&'a EnvironmentBind>, Vec<BindSourceAt<'a>>) {
     let (root, dependencies) = match &plan.dependencies {
         Some(environment) if environment.is_root() => (Some(environment), None),
         other => (None, other.as_ref()),
     };
-    let dependencies = dependencies.map(|environment| {
-        (
-            &environment.host,
-            &environment.at,
-            BindSource {
-                directory: true,
-                dev: environment.dev,
-                ino: environment.ino,
-            },
-            runtime_flags,
-        )
+    let dependencies = dependencies.map(|environment| BindSourceAt {
+        path: &environment.host,
+        at: environment.at.clone(),
+        source: BindSource {
+            directory: true,
+            dev: environment.dev,
+            ino: environment.ino,
+        },
+        flags: RUNTIME_FLAGS,
     });
     // A program tree's base: attached where the program's overlay takes it from, and never
     // executable (as every program mount is).
-    let tree_mount = PathBuf::from(PROGRAM_TREE_MOUNT);
-    let program_tree = plan.program_tree.as_ref().map(|tree| {
-        (
-            &tree.host,
-            &tree_mount,
-            BindSource {
-                directory: true,
-                dev: tree.dev,
-                ino: tree.ino,
-            },
-            runtime_flags | sys::MOUNT_ATTR_NOEXEC,
-        )
+    let program_tree = plan.program_tree.as_ref().map(|tree| BindSourceAt {
+        path: &tree.host,
+        at: PathBuf::from(PROGRAM_TREE_MOUNT),
+        source: BindSource {
+            directory: true,
+            dev: tree.dev,
+            ino: tree.ino,
+        },
+        flags: RUNTIME_FLAGS | sys::MOUNT_ATTR_NOEXEC,
     });
+    let same_place = |flags| {
+        move |(path, source): (&'a PathBuf, &'a BindSource)| BindSourceAt {
+            path,
+            at: path.clone(),
+            source: *source,
+            flags,
+        }
+    };
     let sources = plan
         .layout
         .binds
         .iter()
-        .map(|(path, source)| (path, path, *source, runtime_flags))
-        .chain(
-            plan.devices
-                .iter()
-                .map(|(path, source)| (path, path, *source, device_flags)),
-        )
+        .map(same_place(RUNTIME_FLAGS))
+        .chain(plan.devices.iter().map(same_place(DEVICE_FLAGS)))
         .chain(dependencies)
-        .chain(program_tree);
-    for (path, at, source, flags) in sources {
-        let name = cpath(path, "mount")?;
-        let fd = sys::open_tree_clone(&name).map_err(|error| {
-            Failure::new("mount", format!("cloning {}: {error}", path.display()))
-        })?;
-        // SAFETY: zeroed stat is a valid value to be overwritten.
-        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid descriptor and stat buffer.
-        if unsafe { libc::fstat(fd, &mut stat) } != 0
-            || stat.st_dev != source.dev
-            || stat.st_ino != source.ino
-        {
-            return Err(Failure::new(
-                "runtime",
-                format!(
-                    "{} is not the file it was when the runtime was configured; configure the \
-                     Executor again",
-                    path.display()
-                ),
-            ));
-        }
-        restrict(fd, flags, path)?;
-        trees.push(Tree {
-            path: path.clone(),
-            at: at.clone(),
-            fd,
-            directory: source.directory,
-        });
-    }
+        .chain(program_tree)
+        .collect();
+    (root, sources)
+}
 
-    let mut links = std::collections::BTreeMap::new();
-    if let Some(environment) = root {
-        root_environment(environment, runtime_flags, &mut trees, &mut links)?;
+/// Clones a host path (`open_tree`) before anything covers it, checks that it is still the
+/// file the runtime was configured with (its device and inode), and sets its clone's flags,
+/// recursively.
+fn clone_bind_source(bind: &BindSourceAt<'_>) -> Step<Tree> {
+    let path = bind.path;
+    let name = cpath(path, "mount")?;
+    let fd = sys::open_tree_clone(&name)
+        .map_err(|error| Failure::new("mount", format!("cloning {}: {error}", path.display())))?;
+    // SAFETY: zeroed stat is a valid value to be overwritten.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor and stat buffer.
+    if unsafe { libc::fstat(fd, &mut stat) } != 0
+        || stat.st_dev != bind.source.dev
+        || stat.st_ino != bind.source.ino
+    {
+        return Err(Failure::new(
+            "runtime",
+            format!(
+                "{} is not the file it was when the runtime was configured; configure the \
+                 Executor again",
+                path.display()
+            ),
+        ));
     }
+    restrict(fd, bind.flags, path)?;
+    Ok(Tree {
+        path: path.clone(),
+        at: bind.at.clone(),
+        fd,
+        directory: bind.source.directory,
+    })
+}
 
-    let stage = PathBuf::from(&plan.stage);
-    let stage_metadata = fs::symlink_metadata(&stage)
+/// Where `path` of the new root is while the root is built over `stage`.
+fn inside(stage: &Path, path: &Path) -> PathBuf {
+    stage.join(path.strip_prefix("/").unwrap_or(path))
+}
+
+/// Mounts the small tmpfs that becomes the new root over the stage directory (which must be
+/// a directory, never a link); answers the stage's name for the later read-only remount.
+fn mount_root_tmpfs(plan: &Plan, stage: &Path) -> Step<CString> {
+    let stage_metadata = fs::symlink_metadata(stage)
         .map_err(|error| Failure::new("mount", format!("stage {}: {error}", stage.display())))?;
     if !stage_metadata.is_dir() {
         return Err(Failure::new(
@@ -142,27 +195,37 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
             format!("stage {} is not a directory", stage.display()),
         ));
     }
-    let stage_name = cpath(&stage, "mount")?;
+    let stage_name = cpath(stage, "mount")?;
     mount_tmpfs(
         &stage_name,
         &plan.root_tmpfs_options,
         libc::MS_NOSUID | libc::MS_NODEV,
     )?;
-    let inside = |path: &Path| stage.join(path.strip_prefix("/").unwrap_or(path));
+    Ok(stage_name)
+}
 
+/// Makes the runtime's directories in the new root, and its symbolic links and the root
+/// environment's (`links`).
+fn lay_out_root(plan: &Plan, stage: &Path, links: &BTreeMap<PathBuf, PathBuf>) -> Step {
     for directory in &plan.layout.directories {
-        make_directories(&inside(directory))?;
+        make_directories(&inside(stage, directory))?;
     }
-    for (link, target) in plan.layout.symlinks.iter().chain(&links) {
-        let at = inside(link);
+    for (link, target) in plan.layout.symlinks.iter().chain(links) {
+        let at = inside(stage, link);
         if let Some(parent) = at.parent() {
             make_directories(parent)?;
         }
         std::os::unix::fs::symlink(target, &at)
             .map_err(|error| Failure::new("mount", format!("link {}: {error}", link.display())))?;
     }
-    for tree in &trees {
-        let at = inside(&tree.at);
+    Ok(())
+}
+
+/// Attaches each clone at its own path in the new root, over a mount point made for it (a
+/// directory, or an empty read-only file), and closes the clone's descriptor.
+fn attach_trees(stage: &Path, trees: &[Tree]) -> Step {
+    for tree in trees {
+        let at = inside(stage, &tree.at);
         if tree.directory {
             make_directories(&at)?;
         } else {
@@ -190,20 +253,28 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
         // SAFETY: the clone's descriptor is not used again.
         unsafe { libc::close(tree.fd) };
     }
+    Ok(())
+}
 
+/// Makes the (still empty) snapshot directories, and mounts the size-capped scratch.
+fn mount_scratch(plan: &Plan, stage: &Path) -> Step {
     let snapshot_flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     for dir in plan.snapshot_dirs() {
-        make_directories(&inside(Path::new(dir)))?;
+        make_directories(&inside(stage, Path::new(dir)))?;
     }
-    let scratch = inside(Path::new(&plan.scratch_dir));
+    let scratch = inside(stage, Path::new(&plan.scratch_dir));
     make_directories(&scratch)?;
     mount_tmpfs(
         &cpath(&scratch, "mount")?,
         &plan.scratch_options,
         snapshot_flags,
-    )?;
+    )
+}
 
-    let proc_dir = inside(Path::new("/proc"));
+/// Mounts a fresh /proc (only this pid namespace's processes), keeps a detached writable
+/// clone of it for the program's process, and makes the mounted one read-only.
+fn mount_fresh_proc(plan: &Plan, stage: &Path) -> Step<RawFd> {
+    let proc_dir = inside(stage, Path::new("/proc"));
     make_directories(&proc_dir)?;
     let proc_name = cpath(&proc_dir, "proc")?;
     sys::mount(
@@ -218,11 +289,13 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
         .map_err(|error| Failure::new("proc", format!("cloning /proc: {error}")))?;
     sys::mount_setattr(libc::AT_FDCWD, &proc_name, 0, sys::MOUNT_ATTR_RDONLY)
         .map_err(|error| Failure::new("proc", format!("making /proc read-only: {error}")))?;
+    Ok(writable_proc)
+}
 
-    sys::mount_setattr(libc::AT_FDCWD, &stage_name, 0, sys::MOUNT_ATTR_RDONLY)
-        .map_err(|error| Failure::new("mount", format!("making the root read-only: {error}")))?;
-
-    std::env::set_current_dir(&stage)
+/// Enters the new root with `pivot_root` and detaches the old one, so that nothing of the
+/// host's file system is reachable any more.
+fn pivot_into(stage: &Path) -> Step {
+    std::env::set_current_dir(stage)
         .map_err(|error| Failure::new("pivot-root", format!("chdir to the stage: {error}")))?;
     sys::pivot_root_here()
         .map_err(|error| Failure::new("pivot-root", format!("pivot_root: {error}")))?;
@@ -232,7 +305,7 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
     }
     std::env::set_current_dir("/")
         .map_err(|error| Failure::new("pivot-root", format!("chdir to /: {error}")))?;
-    Ok(writable_proc)
+    Ok(())
 }
 
 /// Sets `flags` (read-only, nosuid, …) on the cloned tree `fd` and everything below it;
@@ -264,7 +337,7 @@ fn root_environment(
     environment: &EnvironmentBind,
     flags: u64,
     trees: &mut Vec<Tree>,
-    links: &mut std::collections::BTreeMap<PathBuf, PathBuf>,
+    links: &mut BTreeMap<PathBuf, PathBuf>,
 ) -> Step {
     use std::os::fd::{AsFd as _, AsRawFd as _};
     let shown = environment.host.display();
