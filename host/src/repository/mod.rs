@@ -44,11 +44,11 @@ pub use crate::contracts::grammar::{ID_RULE, is_valid_id};
 pub use closure::{Because, ClosedPath, Closure, MAX_CLOSED, MAX_OPEN, ParsedClosure};
 pub use delivery::{
     DELIVERY_PROTOCOL, DELIVERY_REF_PREFIX, DeliveryInvocation, DeliveryMode, DeliveryObservation,
-    DeliveryPayload, DeliveryRequest, LeasedUpdate, MARKER_REF_PREFIX, PreparedDelivery, Push,
-    PushOutcome, ReceiptOutcome, Remote, RemoteError, RemoteReading, Transport, UPSTREAM_PROTOCOL,
-    UPSTREAM_REF_PREFIX, Upstream, UpstreamRecord, check_url, delivery_dispatch_message,
-    delivery_intent_message, delivery_receipt_message, marker_ref, marker_tag, marker_tag_id,
-    side_branch, upstream_ref,
+    DeliveryPayload, DeliveryRefs, DeliveryRequest, LeasedUpdate, MARKER_REF_PREFIX,
+    PreparedDelivery, Push, PushOutcome, ReceiptOutcome, Remote, RemoteError, RemoteReading,
+    Transport, UPSTREAM_PROTOCOL, UPSTREAM_REF_PREFIX, Upstream, UpstreamRecord, check_url,
+    delivery_dispatch_message, delivery_intent_message, delivery_receipt_message, delivery_refs,
+    marker_ref, marker_tag, marker_tag_id, side_branch, upstream_ref,
 };
 pub use error::{Rejection, RepositoryError};
 pub use identity::{
@@ -67,9 +67,9 @@ pub use import::{
 pub use imported::{CommitHeads, ImportedCommit, MAX_IMPORTED_COMMIT_BYTES, commit_heads};
 pub use integration::{
     Action, INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationObservation,
-    IntegrationPayload, IntegrationReceipt, Invocation, MALFORMED_GUARD_ANSWER, MAX_PAYLOAD_BYTES,
-    ObservationStamp, Owner, Postcondition, PreparedIntegration, consult as consult_gate,
-    dispatch_message, intent_message, receipt_message,
+    IntegrationPayload, IntegrationReceipt, IntegrationRefs, Invocation, MALFORMED_GUARD_ANSWER,
+    MAX_PAYLOAD_BYTES, ObservationStamp, Owner, Postcondition, PreparedIntegration,
+    consult as consult_gate, dispatch_message, integration_refs, intent_message, receipt_message,
 };
 pub use manifest::{
     CandidateManifest, CandidateProtocol, FrozenInputs, MAX_PROTECTED_PATTERNS, MAX_SCOPE_ENTRIES,

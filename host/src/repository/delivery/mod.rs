@@ -32,13 +32,12 @@ use crate::fault::FaultPoint;
 
 pub use observation::{DeliveryInvocation, DeliveryObservation, RemoteReading};
 pub use records::{
-    DELIVERY_PROTOCOL, DELIVERY_REF_PREFIX, DeliveryMode, DeliveryPayload, MARKER_REF_PREFIX,
-    MAX_DELIVERY_PAYLOAD_BYTES, PreparedDelivery, ReceiptOutcome, Transport, UPSTREAM_PROTOCOL,
-    UPSTREAM_RECORD_NAME, UPSTREAM_REF_PREFIX, Upstream, UpstreamRecord, check_url,
-    delivery_dispatch_message, delivery_intent_message, delivery_receipt_message, marker_ref,
-    marker_tag, marker_tag_id, record_reason, side_branch, upstream_ref,
+    DELIVERY_PROTOCOL, DELIVERY_REF_PREFIX, DeliveryMode, DeliveryPayload, DeliveryRefs,
+    MARKER_REF_PREFIX, MAX_DELIVERY_PAYLOAD_BYTES, PreparedDelivery, ReceiptOutcome, Transport,
+    UPSTREAM_PROTOCOL, UPSTREAM_RECORD_NAME, UPSTREAM_REF_PREFIX, Upstream, UpstreamRecord,
+    check_url, delivery_dispatch_message, delivery_intent_message, delivery_receipt_message,
+    delivery_refs, marker_ref, marker_tag, marker_tag_id, record_reason, side_branch, upstream_ref,
 };
-use records::{DeliveryRefs, delivery_refs};
 pub use remote::{LeasedUpdate, Push, PushOutcome, Remote, RemoteError};
 
 /// The name of the payload in a delivery intent commit's tree.

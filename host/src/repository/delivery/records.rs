@@ -370,13 +370,18 @@ pub fn marker_ref(repository: &RepositoryIdentity, action: &Action) -> RefName {
 }
 
 /// The local refs of one delivery intent.
-pub(super) struct DeliveryRefs {
-    pub(super) intent: RefName,
-    pub(super) dispatch: RefName,
-    pub(super) receipt: RefName,
+pub struct DeliveryRefs {
+    /// `…/<key>/intent`: the intent commit I.
+    pub intent: RefName,
+    /// `…/<key>/dispatch`: the claim D.
+    pub dispatch: RefName,
+    /// `…/<key>/receipt`: the receipt R.
+    pub receipt: RefName,
 }
 
-pub(super) fn delivery_refs(repository: &RepositoryIdentity, action: &Action) -> DeliveryRefs {
+/// The local refs of the delivery intent for `action` in `repository`:
+/// `refs/sf/deliveries/<key>/{intent,dispatch,receipt}`.
+pub fn delivery_refs(repository: &RepositoryIdentity, action: &Action) -> DeliveryRefs {
     let key = delivery_key(repository, action);
     let name = |leaf: &str| {
         RefName::parse(&format!("{DELIVERY_REF_PREFIX}{key}/{leaf}")).expect("valid delivery ref")

@@ -34,14 +34,15 @@ pub use observation::{
     IntegrationObservation, IntegrationReceipt, Invocation, ObservationStamp, Postcondition,
 };
 pub use records::{
-    Action, INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationPayload, MAX_PAYLOAD_BYTES,
-    Owner, PAYLOAD_NAME, PreparedIntegration, dispatch_message, intent_message, receipt_message,
+    Action, INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationPayload, IntegrationRefs,
+    MAX_PAYLOAD_BYTES, Owner, PAYLOAD_NAME, PreparedIntegration, dispatch_message,
+    integration_refs, intent_message, receipt_message,
 };
-use records::{IntegrationRefs, integration_refs, intent_objects, sibling_refs};
 pub(in crate::repository) use records::{
     check_effect_fields, commit_object, digest_of_payload, empty_tree, record_objects,
     retained_exactly,
 };
+use records::{intent_objects, sibling_refs};
 
 impl Repository {
     pub(in crate::repository) fn stamp(&self) -> Result<ObservationStamp, RepositoryError> {

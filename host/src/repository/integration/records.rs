@@ -226,10 +226,13 @@ pub(in crate::repository) fn retained_exactly<P: PartialEq>(
 }
 
 /// The refs of one intent.
-pub(super) struct IntegrationRefs {
-    pub(super) intent: RefName,
-    pub(super) dispatch: RefName,
-    pub(super) receipt: RefName,
+pub struct IntegrationRefs {
+    /// `…/<key>/intent`: the intent commit I.
+    pub intent: RefName,
+    /// `…/<key>/dispatch`: the claim D.
+    pub dispatch: RefName,
+    /// `…/<key>/receipt`: the receipt R.
+    pub receipt: RefName,
 }
 
 /// The refs of the intent whose intent ref is `intent` (`…/<key>/intent`): its siblings.
@@ -246,7 +249,8 @@ pub(super) fn sibling_refs(intent: &RefName) -> Result<IntegrationRefs, Reposito
     })
 }
 
-pub(super) fn integration_refs(action: &Action) -> IntegrationRefs {
+/// The refs of the intent for `action`: `refs/sf/integrations/<key>/{intent,dispatch,receipt}`.
+pub fn integration_refs(action: &Action) -> IntegrationRefs {
     #[derive(Serialize)]
     struct Key<'a> {
         protocol: &'a str,
