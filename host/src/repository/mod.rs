@@ -9,6 +9,7 @@
 //! `refs/sf/imports/<commit hex>` → record commit R (tree `{import.json}`, parent the
 //! imported commit).
 
+mod at_most_once;
 mod closure;
 mod create;
 mod delivery;
@@ -21,6 +22,7 @@ mod integration;
 mod listing;
 mod manifest;
 mod proposal;
+mod record_commit;
 mod resulting;
 mod seal;
 pub(crate) mod source;
@@ -41,12 +43,16 @@ use crate::git_object::{self, ObjectId, ObjectKind};
 use tree_surgery::TreeIndex;
 
 pub use crate::contracts::grammar::{ID_RULE, is_valid_id};
+pub use at_most_once::{
+    Action, EffectPayload, IntentRefs, MALFORMED_GUARD_ANSWER, Observation, ObservationStamp,
+    Owner, Postcondition, Prepared, View, Wording, consult as consult_gate,
+};
 pub use closure::{Because, ClosedPath, Closure, MAX_CLOSED, MAX_OPEN, ParsedClosure};
 pub use delivery::{
     DELIVERY_PROTOCOL, DELIVERY_REF_PREFIX, DeliveryInvocation, DeliveryMode, DeliveryObservation,
-    DeliveryPayload, DeliveryRefs, DeliveryRequest, LeasedUpdate, MARKER_REF_PREFIX,
-    PreparedDelivery, Push, PushOutcome, ReceiptOutcome, Remote, RemoteError, RemoteReading,
-    Transport, UPSTREAM_PROTOCOL, UPSTREAM_REF_PREFIX, Upstream, UpstreamRecord, check_url,
+    DeliveryPayload, DeliveryRequest, LeasedUpdate, MARKER_REF_PREFIX, PreparedDelivery, Push,
+    PushOutcome, ReceiptOutcome, Remote, RemoteError, RemoteReading, RemoteView, Transport,
+    UPSTREAM_PROTOCOL, UPSTREAM_REF_PREFIX, Upstream, UpstreamRecord, check_url,
     delivery_dispatch_message, delivery_intent_message, delivery_receipt_message, delivery_refs,
     marker_ref, marker_tag, marker_tag_id, side_branch, upstream_ref,
 };
@@ -66,10 +72,9 @@ pub use import::{
 };
 pub use imported::{CommitHeads, ImportedCommit, MAX_IMPORTED_COMMIT_BYTES, commit_heads};
 pub use integration::{
-    Action, INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationObservation,
-    IntegrationPayload, IntegrationReceipt, IntegrationRefs, Invocation, MALFORMED_GUARD_ANSWER,
-    MAX_PAYLOAD_BYTES, ObservationStamp, Owner, Postcondition, PreparedIntegration,
-    consult as consult_gate, dispatch_message, integration_refs, intent_message, receipt_message,
+    INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationObservation, IntegrationPayload,
+    IntegrationReceipt, Invocation, MAX_PAYLOAD_BYTES, PreparedIntegration, TargetView,
+    dispatch_message, integration_refs, intent_message, receipt_message,
 };
 pub use manifest::{
     CandidateManifest, CandidateProtocol, FrozenInputs, MAX_PROTECTED_PATTERNS, MAX_SCOPE_ENTRIES,

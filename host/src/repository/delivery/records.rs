@@ -5,31 +5,36 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::canonical::{self, Digest, FieldError, Value};
+use crate::canonical::{self, Digest};
 use crate::contracts::RefName;
 use crate::git_object::ObjectId;
 
+use super::super::at_most_once::{
+    Action, EffectPayload, IntentRefs, Owner, Prepared, Wording, canonical_payload,
+    check_effect_fields, dispatch_message, effect_key, intent_message, receipt_head,
+};
 use super::super::error::RepositoryError;
 use super::super::identity::{IDENT, RepositoryIdentity, check_target_ref};
-use super::super::integration::{Action, Owner, check_effect_fields, digest_of_payload};
 use super::super::manifest::Slice;
+use super::observation::RemoteView;
 
 /// The protocol string of delivery payloads, keys, records and marker tags.
 pub const DELIVERY_PROTOCOL: &str = "sf-delivery/1";
-/// The protocol string of upstream records.
-pub const UPSTREAM_PROTOCOL: &str = "sf-upstream/1";
 /// The prefix of every local delivery ref.
 pub const DELIVERY_REF_PREFIX: &str = "refs/sf/deliveries/";
 /// The prefix of every marker ref on a remote.
 pub const MARKER_REF_PREFIX: &str = "refs/sf/delivered/";
+/// The protocol string of upstream records.
+pub const UPSTREAM_PROTOCOL: &str = "sf-upstream/1";
 /// The prefix of every upstream record ref.
 pub const UPSTREAM_REF_PREFIX: &str = "refs/sf/upstreams/";
 /// The name of the record in an upstream record commit's tree.
 pub const UPSTREAM_RECORD_NAME: &str = "upstream.json";
-/// The largest canonical delivery payload, in bytes.
-pub const MAX_DELIVERY_PAYLOAD_BYTES: usize = 8192;
 /// The longest upstream URL, in bytes.
 pub const MAX_URL_BYTES: usize = 2048;
+
+/// The largest canonical delivery payload, in bytes.
+pub const MAX_DELIVERY_PAYLOAD_BYTES: usize = 8192;
 /// The longest reason a refusal receipt keeps, in characters.
 pub const MAX_REASON_CHARS: usize = 256;
 
@@ -279,24 +284,7 @@ impl DeliveryPayload {
                 ));
             }
         }
-        if self.base == self.commit {
-            return Err(RepositoryError::invalid(
-                "payload.commit",
-                "must differ from payload.base",
-            ));
-        }
-        let bytes = canonical::to_canonical_bytes(self)
-            .map_err(|error| RepositoryError::invalid("payload", error.to_string()))?;
-        if bytes.len() > MAX_DELIVERY_PAYLOAD_BYTES {
-            return Err(RepositoryError::invalid(
-                "payload",
-                format!(
-                    "its canonical encoding is {} bytes; at most {MAX_DELIVERY_PAYLOAD_BYTES}",
-                    bytes.len()
-                ),
-            ));
-        }
-        Ok(bytes)
+        canonical_payload(self, &self.base, &self.commit)
     }
 }
 
@@ -305,102 +293,90 @@ pub fn side_branch(candidate: &Digest) -> String {
     format!("refs/heads/sf/{}", candidate.hex())
 }
 
-fn invalid(error: FieldError) -> RepositoryError {
-    RepositoryError::invalid(error.field, error.rule)
-}
-
 /// A retained delivery intent: persist it and hand it to `invoke_delivery` and
 /// `inspect_delivery`. Written as `{protocol, digest, intent, payload}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self", deny_unknown_fields)]
-pub struct PreparedDelivery {
-    /// The payload digest: `sha256:` of its canonical bytes.
-    pub digest: Digest,
-    /// The intent commit I.
-    pub intent: ObjectId,
-    /// The payload the intent retains.
-    pub payload: DeliveryPayload,
-}
+pub type PreparedDelivery = Prepared<DeliveryPayload>;
 
 canonical::literal_fields!(PreparedDelivery { "protocol": DELIVERY_PROTOCOL });
 
-impl PreparedDelivery {
-    /// The record as JSON: `{protocol, digest, intent, payload}`.
-    pub fn to_value(&self) -> Value {
-        canonical::to_value(self).expect("a prepared delivery holds only strings and integers")
-    }
+impl EffectPayload for DeliveryPayload {
+    type View = RemoteView;
+    type Outcome = ReceiptOutcome;
 
-    /// Parses a persisted record strictly and checks that its digest is its payload's.
-    pub fn from_json(bytes: &[u8]) -> Result<Self, RepositoryError> {
-        let prepared: Self = canonical::from_slice(bytes, "prepared").map_err(invalid)?;
-        prepared.validate()?;
-        Ok(prepared)
-    }
-
-    pub(super) fn validate(&self) -> Result<Vec<u8>, RepositoryError> {
-        digest_of_payload(self.payload.validate()?, &self.digest)
-    }
-}
-
-/// The key of a delivery: the SHA-256 hex of the canonical `{protocol, repository nonce,
-/// action}`, so that neither action ids nor another repository's deliveries shape its refs.
-fn delivery_key(repository: &RepositoryIdentity, action: &Action) -> String {
-    #[derive(Serialize)]
-    struct Key<'a> {
-        protocol: &'a str,
-        repository: &'a str,
-        action: &'a Action,
-    }
-    let key = Key {
-        protocol: DELIVERY_PROTOCOL,
-        repository: &repository.nonce,
-        action,
+    const PROTOCOL: &'static str = DELIVERY_PROTOCOL;
+    const REF_PREFIX: &'static str = DELIVERY_REF_PREFIX;
+    const MAX_BYTES: usize = MAX_DELIVERY_PAYLOAD_BYTES;
+    const RECEIPT_FIRST: bool = false;
+    const WORDING: Wording = Wording {
+        intent_parts: None,
+        intent: "delivery intent",
+        receipt_commit: "delivery receipt commit",
+        receipt_without_claim: "does not answer this delivery's claim",
+        receipt_mismatch: "does not answer this delivery's claim",
+        receipt_lost: "",
     };
-    // Bounded (ids are at most 128 bytes), so encoding cannot fail.
-    Digest::of(&canonical::to_canonical_bytes(&key).unwrap_or_default()).hex()
+
+    fn receipt_body(&self, outcome: &ReceiptOutcome) -> String {
+        outcome_lines(&self.commit, outcome)
+    }
+
+    fn receipt_outcome(body: &str) -> ReceiptOutcome {
+        match body
+            .strip_prefix(REFUSED)
+            .and_then(|rest| rest.strip_suffix('\n'))
+        {
+            Some(reason) if record_reason(reason) == reason => {
+                ReceiptOutcome::Refused(reason.to_owned())
+            }
+            _ => ReceiptOutcome::Delivered,
+        }
+    }
+
+    fn validate(&self) -> Result<Vec<u8>, RepositoryError> {
+        DeliveryPayload::validate(self)
+    }
+
+    // The key also names the marker on a remote other repositories may deliver to.
+    fn key_nonce(repository: &RepositoryIdentity) -> Option<&str> {
+        Some(&repository.nonce)
+    }
+
+    fn action(&self) -> &Action {
+        &self.action
+    }
+
+    fn repository(&self) -> &RepositoryIdentity {
+        &self.repository
+    }
 }
 
 /// The marker ref a delivery creates on the remote in the same atomic push as the branch.
 pub fn marker_ref(repository: &RepositoryIdentity, action: &Action) -> RefName {
-    RefName::parse(&format!(
-        "{MARKER_REF_PREFIX}{}",
-        delivery_key(repository, action)
-    ))
-    .expect("valid marker ref")
-}
-
-/// The local refs of one delivery intent.
-pub struct DeliveryRefs {
-    /// `…/<key>/intent`: the intent commit I.
-    pub intent: RefName,
-    /// `…/<key>/dispatch`: the claim D.
-    pub dispatch: RefName,
-    /// `…/<key>/receipt`: the receipt R.
-    pub receipt: RefName,
+    // The key of the delivery's local refs, so that the marker names this repository's
+    // delivery for `action` and no other.
+    let key = effect_key(
+        DELIVERY_PROTOCOL,
+        DeliveryPayload::key_nonce(repository),
+        action,
+    );
+    RefName::parse(&format!("{MARKER_REF_PREFIX}{key}")).expect("valid marker ref")
 }
 
 /// The local refs of the delivery intent for `action` in `repository`:
-/// `refs/sf/deliveries/<key>/{intent,dispatch,receipt}`.
-pub fn delivery_refs(repository: &RepositoryIdentity, action: &Action) -> DeliveryRefs {
-    let key = delivery_key(repository, action);
-    let name = |leaf: &str| {
-        RefName::parse(&format!("{DELIVERY_REF_PREFIX}{key}/{leaf}")).expect("valid delivery ref")
-    };
-    DeliveryRefs {
-        intent: name("intent"),
-        dispatch: name("dispatch"),
-        receipt: name("receipt"),
-    }
+/// `refs/sf/deliveries/<key>/{intent,dispatch,receipt}`, `<key>` being the SHA-256 hex of the
+/// canonical `{action, protocol, repository}` (`repository`: the repository's nonce).
+pub fn delivery_refs(repository: &RepositoryIdentity, action: &Action) -> IntentRefs {
+    IntentRefs::of::<DeliveryPayload>(repository, action)
 }
 
 /// The message of intent commit I.
 pub fn delivery_intent_message(digest: &Digest) -> String {
-    format!("{DELIVERY_PROTOCOL} intent\n\nintent: {digest}\n")
+    intent_message(DELIVERY_PROTOCOL, digest)
 }
 
 /// The message of dispatch commit D.
 pub fn delivery_dispatch_message(digest: &Digest, nonce: &str) -> String {
-    format!("{DELIVERY_PROTOCOL} dispatch\n\nintent: {digest}\nnonce: {nonce}\n")
+    dispatch_message(DELIVERY_PROTOCOL, digest, nonce)
 }
 
 /// What a receipt says: the push landed (M is on the remote), or the remote refused it for
@@ -420,13 +396,18 @@ pub fn delivery_receipt_message(
     commit: &ObjectId,
     outcome: &ReceiptOutcome,
 ) -> String {
+    receipt_head(DELIVERY_PROTOCOL, digest) + &outcome_lines(commit, outcome)
+}
+
+/// How a refusal receipt's lines start, before the reason.
+const REFUSED: &str = "outcome: refused\nreason: ";
+
+/// What a receipt says after its `intent:` line: delivered (and the commit M), or refused
+/// (and the remote's reason).
+fn outcome_lines(commit: &ObjectId, outcome: &ReceiptOutcome) -> String {
     match outcome {
-        ReceiptOutcome::Delivered => format!(
-            "{DELIVERY_PROTOCOL} receipt\n\nintent: {digest}\noutcome: delivered\ncommit: {commit}\n"
-        ),
-        ReceiptOutcome::Refused(reason) => format!(
-            "{DELIVERY_PROTOCOL} receipt\n\nintent: {digest}\noutcome: refused\nreason: {reason}\n"
-        ),
+        ReceiptOutcome::Delivered => format!("outcome: delivered\ncommit: {commit}\n"),
+        ReceiptOutcome::Refused(reason) => format!("{REFUSED}{reason}\n"),
     }
 }
 
