@@ -32,12 +32,14 @@ use effect::Delivery;
 pub use observation::{DeliveryInvocation, DeliveryObservation, RemoteReading, RemoteView};
 pub use records::{
     DELIVERY_PROTOCOL, DELIVERY_REF_PREFIX, DeliveryMode, DeliveryPayload, MARKER_REF_PREFIX,
-    PreparedDelivery, ReceiptOutcome, Transport, UPSTREAM_PROTOCOL, UPSTREAM_REF_PREFIX, Upstream,
-    UpstreamRecord, check_url, delivery_dispatch_message, delivery_intent_message,
+    PreparedDelivery, ReceiptOutcome, delivery_dispatch_message, delivery_intent_message,
     delivery_receipt_message, delivery_refs, marker_ref, marker_tag, marker_tag_id, side_branch,
-    upstream_ref,
 };
 pub use remote::{LeasedUpdate, Push, PushOutcome, Remote, RemoteError};
+pub use upstream::{
+    Transport, UPSTREAM_PROTOCOL, UPSTREAM_REF_PREFIX, Upstream, UpstreamRecord, check_url,
+    upstream_ref,
+};
 
 /// What to deliver: the Candidate, the digest of its Verified Verdict, where, and for which
 /// action occurrence.

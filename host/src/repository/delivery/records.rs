@@ -1,7 +1,6 @@
-//! The delivery records: a base's upstream (where the team's repository lives and which
-//! branch it follows), the delivery payload and the prepared intent, the refs of one intent
-//! (local and on the remote), the marker tag pushed with the branch, and the byte encodings of
-//! the intent, dispatch and receipt commits.
+//! The delivery records: the payload and the prepared intent, the refs of one intent (local
+//! and on the remote), the marker tag pushed with the branch, and the messages of the intent,
+//! dispatch and receipt commits.
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +16,7 @@ use super::super::error::RepositoryError;
 use super::super::identity::{IDENT, RepositoryIdentity, check_target_ref};
 use super::super::manifest::Slice;
 use super::observation::RemoteView;
+use super::upstream::check_url;
 
 /// The protocol string of delivery payloads, keys, records and marker tags.
 pub const DELIVERY_PROTOCOL: &str = "sf-delivery/1";
@@ -24,161 +24,10 @@ pub const DELIVERY_PROTOCOL: &str = "sf-delivery/1";
 pub const DELIVERY_REF_PREFIX: &str = "refs/sf/deliveries/";
 /// The prefix of every marker ref on a remote.
 pub const MARKER_REF_PREFIX: &str = "refs/sf/delivered/";
-/// The protocol string of upstream records.
-pub const UPSTREAM_PROTOCOL: &str = "sf-upstream/1";
-/// The prefix of every upstream record ref.
-pub const UPSTREAM_REF_PREFIX: &str = "refs/sf/upstreams/";
-/// The name of the record in an upstream record commit's tree.
-pub const UPSTREAM_RECORD_NAME: &str = "upstream.json";
-/// The longest upstream URL, in bytes.
-pub const MAX_URL_BYTES: usize = 2048;
-
 /// The largest canonical delivery payload, in bytes.
 pub const MAX_DELIVERY_PAYLOAD_BYTES: usize = 8192;
 /// The longest reason a refusal receipt keeps, in characters.
 pub const MAX_REASON_CHARS: usize = 256;
-
-const URL_RULE: &str = "an upstream is an absolute path, or a file://, git://, http://, \
-                        https:// or ssh:// URL, of at most 2048 bytes, without spaces or \
-                        control characters, not starting with -, and without a password (a \
-                        credential helper or SSH agent holds credentials, never sf's records)";
-const BRANCH_RULE: &str = "a branch is a name that refs/heads/<branch> makes a valid target \
-                           ref (letters, digits, . _ - and /, at most 117 bytes)";
-
-/// Where a base came from and which branch a delivery moves: the team's own repository.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Upstream {
-    /// The repository's URL, as Git's own transports take it (see [`check_url`]).
-    #[serde(deserialize_with = "url_text")]
-    pub url: String,
-    /// The branch, without `refs/heads/`.
-    #[serde(deserialize_with = "branch_text")]
-    pub branch: String,
-}
-
-fn url_text<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-    canonical::valid_if(
-        deserializer,
-        |url: &String| check_url(url).is_ok(),
-        URL_RULE,
-    )
-}
-
-fn branch_text<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-    canonical::valid_if(
-        deserializer,
-        |branch: &String| check_target_ref(&format!("refs/heads/{branch}")).is_ok(),
-        BRANCH_RULE,
-    )
-}
-
-/// Which of Git's transports a URL goes through: the one protocol a delivery's Git process
-/// is allowed (`protocol.<name>.allow`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transport {
-    /// A local path or `file://`.
-    File,
-    /// `git://`.
-    Git,
-    /// `http://`.
-    Http,
-    /// `https://`.
-    Https,
-    /// `ssh://`.
-    Ssh,
-}
-
-impl Transport {
-    /// Git's name of the protocol.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::File => "file",
-            Self::Git => "git",
-            Self::Http => "http",
-            Self::Https => "https",
-            Self::Ssh => "ssh",
-        }
-    }
-}
-
-/// Checks an upstream URL against [`URL_RULE`] and says which transport it goes through.
-/// Git's other forms (`ext::`, `fd::`, scp-like `host:path`, remote helpers) are refused: a
-/// URL that runs a command is never one a record may name.
-pub fn check_url(url: &str) -> Result<Transport, &'static str> {
-    if url.is_empty()
-        || url.len() > MAX_URL_BYTES
-        || url.starts_with('-')
-        || url.chars().any(|c| c.is_control() || c.is_whitespace())
-    {
-        return Err(URL_RULE);
-    }
-    if url.starts_with('/') {
-        return Ok(Transport::File);
-    }
-    let (transport, rest) = [
-        ("file://", Transport::File),
-        ("git://", Transport::Git),
-        ("http://", Transport::Http),
-        ("https://", Transport::Https),
-        ("ssh://", Transport::Ssh),
-    ]
-    .into_iter()
-    .find_map(|(scheme, transport)| url.strip_prefix(scheme).map(|rest| (transport, rest)))
-    .ok_or(URL_RULE)?;
-    if transport == Transport::File {
-        return if rest.starts_with('/') {
-            Ok(transport)
-        } else {
-            Err(URL_RULE)
-        };
-    }
-    let authority = rest.split('/').next().unwrap_or_default();
-    if authority.is_empty() || rest.len() == authority.len() {
-        return Err(URL_RULE);
-    }
-    if let Some((userinfo, _)) = authority.rsplit_once('@')
-        && (userinfo.contains(':') || userinfo.is_empty())
-    {
-        return Err(URL_RULE);
-    }
-    Ok(transport)
-}
-
-impl Upstream {
-    /// Checks both fields; `invalid-input` naming the field otherwise.
-    pub fn validate(&self) -> Result<(), RepositoryError> {
-        check_url(&self.url).map_err(|rule| RepositoryError::invalid("upstream.url", rule))?;
-        check_target_ref(&self.branch_ref())
-            .map_err(|_| RepositoryError::invalid("upstream.branch", BRANCH_RULE))?;
-        Ok(())
-    }
-
-    /// `refs/heads/<branch>`.
-    pub fn branch_ref(&self) -> String {
-        format!("refs/heads/{}", self.branch)
-    }
-}
-
-/// The upstream of one base, as its record holds it (`sf-upstream/1`): written once per base
-/// commit, never moved.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self", deny_unknown_fields)]
-pub struct UpstreamRecord {
-    /// The repository's Product.
-    pub product: String,
-    /// The base commit (the initial commit or an imported one).
-    pub base: ObjectId,
-    /// Where the base came from and which branch follows it.
-    pub upstream: Upstream,
-}
-
-canonical::literal_fields!(UpstreamRecord { "protocol": UPSTREAM_PROTOCOL });
-
-/// The ref of the upstream record of `base`.
-pub fn upstream_ref(base: &ObjectId) -> RefName {
-    RefName::parse(&format!("{UPSTREAM_REF_PREFIX}{base}")).expect("upstream ref names are valid")
-}
 
 /// Where a delivery puts the Candidate's commit M.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -458,36 +307,6 @@ pub fn marker_tag_id(tag: &[u8]) -> ObjectId {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls_are_git_transports_without_credentials_or_commands() {
-        for (url, transport) in [
-            ("/srv/git/product.git", Transport::File),
-            ("file:///srv/git/product.git", Transport::File),
-            ("git://127.0.0.1:9418/product.git", Transport::Git),
-            ("http://127.0.0.1:8080/product.git", Transport::Http),
-            ("https://git.example.org/team/product.git", Transport::Https),
-            ("ssh://git@git.example.org/team/product.git", Transport::Ssh),
-        ] {
-            assert_eq!(check_url(url), Ok(transport), "{url}");
-        }
-        for url in [
-            "",
-            "relative/path",
-            "-uhello",
-            "ext::sh -c touch% /tmp/pwned",
-            "fd::3",
-            "git.example.org:team/product.git",
-            "https://user:secret@git.example.org/p.git",
-            "https://@git.example.org/p.git",
-            "https://git.example.org",
-            "file://relative",
-            "https://git.example.org/a b",
-            "https://git.example.org/a\nb",
-        ] {
-            assert_eq!(check_url(url), Err(URL_RULE), "{url:?}");
-        }
-    }
 
     #[test]
     fn reasons_kept_are_printable_and_short() {
