@@ -130,6 +130,9 @@ const GOLDEN: &[(&str, usize, &str)] = &[
     ("delivery-payload", 917, "947a7c2c2d13f50a481ef7ebcb962b53a462be34fd9ebb0c82e5391d520d3eb3"),
     ("delivery-receipt-delivered", 171, "679d560e5a01bce808def362561b34b6054a644019904c7b157100747a2f6283"),
     ("delivery-receipt-refused", 174, "eae8e84eed0c237a53a542a48338066a934d090d381b14336429a05b98264ecb"),
+    ("integration-refs", 282, "daec50c4af0f1d3525440f910a21793d8072fca0d7bef87169d49afc0248fae6"),
+    ("delivery-refs", 276, "5cc5e2bf39c9a1008dc4afb5f59a6191a4110faf91a8b3840087594d3dff461a"),
+    ("delivery-marker-ref", 82, "ce0a3924eb365f41cd4a3be048991705063cc2d0bc3aaa411b3b26432d6266c4"),
     ("upstream-record", 174, "c5cb73211c466254cb6ac5a1b48930c3cf90dc1f784c80161e19308ef0fde891"),
     ("observation-v5", 1742, "64fdcd35af8841fa728fa1c5369d6e9feff859316c97d3fea6f8707d7a318f6e"),
     ("observation-v4", 1727, "ab7f27f84aacaeefa45a634bbdaec7b55f7655020281601b8da09eb2d27caefd"),
@@ -509,6 +512,42 @@ fn delivery_vectors(v: &mut BTreeMap<&'static str, Vec<u8>>) {
             &ReceiptOutcome::Refused("[remote rejected] (pre-receive hook declined)".into()),
         )
         .into_bytes(),
+    );
+}
+
+/// The names of the refs an intent is kept under, and the marker a delivery creates on the
+/// remote: an on-disk format, since a key that moved would leave every retained intent
+/// unfound. The integration key has no repository in it; the delivery key has its nonce.
+fn ref_name_vectors(v: &mut BTreeMap<&'static str, Vec<u8>>) {
+    use sf_host::repository::{Action, delivery_refs, integration_refs, marker_ref};
+    let action = Action {
+        id: "golden-action".into(),
+        occurrence: 2,
+    };
+    let integration = integration_refs(&action);
+    v.insert(
+        "integration-refs",
+        format!(
+            "{}\n{}\n{}\n",
+            integration.intent, integration.dispatch, integration.receipt
+        )
+        .into_bytes(),
+    );
+    let delivery = delivery_refs(&identity(), &action);
+    v.insert(
+        "delivery-refs",
+        format!(
+            "{}\n{}\n{}\n",
+            delivery.intent, delivery.dispatch, delivery.receipt
+        )
+        .into_bytes(),
+    );
+    v.insert(
+        "delivery-marker-ref",
+        marker_ref(&identity(), &action)
+            .as_str()
+            .as_bytes()
+            .to_vec(),
     );
 }
 
@@ -1029,6 +1068,7 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         receipt_message(&digest("payload"), &oid('3')).into_bytes(),
     );
     delivery_vectors(&mut v);
+    ref_name_vectors(&mut v);
     let acceptance = Acceptance::from_json(include_bytes!(
         "../../cli/src/demo/sample/slice/acceptance.json"
     ))

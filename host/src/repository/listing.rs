@@ -3,12 +3,12 @@
 //! one verify it. What `sf list` and `sf show` are made of.
 
 use crate::canonical::Digest;
-use crate::contracts::{RefName, RefValue};
+use crate::contracts::RefValue;
 use crate::git_object::ObjectId;
 
-use super::delivery::{DELIVERY_REF_PREFIX, PreparedDelivery};
+use super::delivery::PreparedDelivery;
 use super::error::RepositoryError;
-use super::integration::{INTEGRATION_REF_PREFIX, PreparedIntegration};
+use super::integration::PreparedIntegration;
 use super::{CANDIDATE_REF_PREFIX, Repository};
 
 impl Repository {
@@ -36,28 +36,11 @@ impl Repository {
 
     /// Every integration intent retained, verified, in ref order.
     pub fn retained_intents(&self) -> Result<Vec<PreparedIntegration>, RepositoryError> {
-        self.read_listed(INTEGRATION_REF_PREFIX, Self::intent_at)
+        self.listed()
     }
 
     /// Every delivery intent retained, verified, in ref order.
     pub fn retained_deliveries(&self) -> Result<Vec<PreparedDelivery>, RepositoryError> {
-        self.read_listed(DELIVERY_REF_PREFIX, Self::delivery_at)
-    }
-
-    /// What `read` finds at each `…/intent` ref under `prefix`, in ref order.
-    fn read_listed<T>(
-        &self,
-        prefix: &str,
-        read: impl Fn(&Self, &RefName) -> Result<Option<T>, RepositoryError>,
-    ) -> Result<Vec<T>, RepositoryError> {
-        let mut found = Vec::new();
-        for (name, _) in self.store.list_refs(prefix, self.deadline())? {
-            if name.as_str().ends_with("/intent")
-                && let Some(record) = read(self, &name)?
-            {
-                found.push(record);
-            }
-        }
-        Ok(found)
+        self.listed()
     }
 }

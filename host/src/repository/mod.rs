@@ -9,6 +9,7 @@
 //! `refs/sf/imports/<commit hex>` → record commit R (tree `{import.json}`, parent the
 //! imported commit).
 
+mod at_most_once;
 mod create;
 mod delivery;
 mod export;
@@ -16,6 +17,7 @@ mod import;
 mod imported;
 mod integration;
 mod listing;
+mod record_commit;
 mod resulting;
 mod seal;
 mod sparse;
@@ -44,13 +46,17 @@ use crate::git_object::{self, ObjectId, ObjectKind};
 use tree_surgery::TreeIndex;
 
 pub use crate::contracts::grammar::{ID_RULE, is_valid_id};
+pub use at_most_once::{
+    Action, EffectPayload, IntentRefs, MALFORMED_GUARD_ANSWER, Observation, ObservationStamp,
+    Owner, Postcondition, Prepared, View, Wording, consult as consult_gate,
+};
 pub use delivery::{
     DELIVERY_PROTOCOL, DELIVERY_REF_PREFIX, DeliveryInvocation, DeliveryMode, DeliveryObservation,
     DeliveryPayload, DeliveryRequest, LeasedUpdate, MARKER_REF_PREFIX, PreparedDelivery, Push,
-    PushOutcome, ReceiptOutcome, Remote, RemoteError, RemoteReading, Transport, UPSTREAM_PROTOCOL,
-    UPSTREAM_REF_PREFIX, Upstream, UpstreamRecord, check_url, delivery_dispatch_message,
-    delivery_intent_message, delivery_receipt_message, marker_ref, marker_tag, marker_tag_id,
-    side_branch, upstream_ref,
+    PushOutcome, ReceiptOutcome, Remote, RemoteError, RemoteReading, RemoteView, Transport,
+    UPSTREAM_PROTOCOL, UPSTREAM_REF_PREFIX, Upstream, UpstreamRecord, check_url,
+    delivery_dispatch_message, delivery_intent_message, delivery_receipt_message, delivery_refs,
+    marker_ref, marker_tag, marker_tag_id, side_branch, upstream_ref,
 };
 pub use error::{Rejection, RepositoryError};
 pub use identity::{
@@ -68,10 +74,9 @@ pub use import::{
 };
 pub use imported::{CommitHeads, ImportedCommit, MAX_IMPORTED_COMMIT_BYTES, commit_heads};
 pub use integration::{
-    Action, INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationObservation,
-    IntegrationPayload, IntegrationReceipt, Invocation, MALFORMED_GUARD_ANSWER, MAX_PAYLOAD_BYTES,
-    ObservationStamp, Owner, Postcondition, PreparedIntegration, consult as consult_gate,
-    dispatch_message, intent_message, receipt_message,
+    INTEGRATION_PROTOCOL, INTEGRATION_REF_PREFIX, IntegrationObservation, IntegrationPayload,
+    IntegrationReceipt, Invocation, MAX_PAYLOAD_BYTES, PreparedIntegration, TargetView,
+    dispatch_message, integration_refs, intent_message, receipt_message,
 };
 pub use manifest::{
     CandidateManifest, CandidateProtocol, FrozenInputs, MAX_PROTECTED_PATTERNS, MAX_SCOPE_ENTRIES,

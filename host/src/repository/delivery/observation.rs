@@ -1,9 +1,9 @@
 //! What delivery calls report: what the remote named, what is known of the intent's one push.
 
-use crate::canonical::{Digest, Value, object};
+use crate::canonical::{Value, object};
 use crate::git_object::ObjectId;
 
-use super::super::integration::ObservationStamp;
+use super::super::at_most_once::{Observation, View, hex};
 
 /// What is known of the one push a delivery intent may have.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,13 +51,9 @@ pub enum RemoteReading {
     Unreadable(String),
 }
 
-/// The result of `invoke_delivery` and `inspect_delivery`.
+/// What a delivery observation shows of the remote.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct DeliveryObservation {
-    /// The payload digest.
-    pub intent: Digest,
-    /// Which observation this is and when it was read.
-    pub observation: ObservationStamp,
+pub struct RemoteView {
     /// The remote's URL.
     pub remote: String,
     /// The remote ref delivered to.
@@ -68,62 +64,50 @@ pub struct DeliveryObservation {
     pub tag: ObjectId,
     /// What the remote named when this call read it.
     pub reading: RemoteReading,
-    /// The local claim D, if one exists.
-    pub dispatch: Option<ObjectId>,
-    /// The local receipt R, if one exists.
-    pub receipt: Option<ObjectId>,
-    /// What is known of the intent's one push.
-    pub invocation: DeliveryInvocation,
-    /// True only for the call that started the push.
-    pub dispatched: bool,
-    /// Why the outcome is not plain; `None` otherwise.
-    pub problem: Option<String>,
 }
 
-impl DeliveryObservation {
-    /// Whether the remote, as read, names M at the delivered ref.
-    pub fn postcondition(&self) -> &'static str {
-        match &self.reading {
-            RemoteReading::Read {
-                target: Some(target),
-                ..
-            } if *target == self.commit => "desired-state-observed",
-            RemoteReading::Read { .. } => "not-observed",
-            RemoteReading::Unreadable(_) => "unknown",
-        }
-    }
+impl View for RemoteView {
+    type Invocation = DeliveryInvocation;
+    // The local receipt R.
+    type Receipt = ObjectId;
 
-    /// The observation as JSON: `{intent, observation: {id, at}, remote, ref, commit, tag,
-    /// read: {target, marker} | null, postcondition, dispatch, receipt, invocation,
-    /// dispatched, problem}`, object ids as hex.
-    pub fn to_value(&self) -> Value {
-        let hex = |id: &Option<ObjectId>| Value::from(id.map(|id| id.to_hex()));
+    const WITHHELD: DeliveryInvocation = DeliveryInvocation::Withheld;
+
+    fn fields(&self) -> Vec<(&'static str, Value)> {
         let read = match &self.reading {
             RemoteReading::Read { target, marker } => {
-                object([("target", hex(target)), ("marker", hex(marker))])
+                object([("target", hex(*target)), ("marker", hex(*marker))])
             }
             RemoteReading::Unreadable(_) => Value::Null,
         };
-        object([
-            ("intent", self.intent.to_string().into()),
-            (
-                "observation",
-                object([
-                    ("id", self.observation.id.as_str().into()),
-                    ("at", self.observation.at.as_str().into()),
-                ]),
-            ),
+        vec![
             ("remote", self.remote.as_str().into()),
             ("ref", self.remote_ref.as_str().into()),
             ("commit", self.commit.to_hex().into()),
             ("tag", self.tag.to_hex().into()),
             ("read", read),
-            ("postcondition", self.postcondition().into()),
-            ("dispatch", hex(&self.dispatch)),
-            ("receipt", hex(&self.receipt)),
-            ("invocation", self.invocation.as_str().into()),
-            ("dispatched", Value::Bool(self.dispatched)),
-            ("problem", self.problem.clone().into()),
-        ])
+        ]
+    }
+
+    fn receipt_value(receipt: &ObjectId) -> Value {
+        receipt.to_hex().into()
+    }
+
+    fn word(invocation: DeliveryInvocation) -> &'static str {
+        invocation.as_str()
+    }
+}
+
+/// The result of `invoke_delivery` and `inspect_delivery`: `{intent, observation: {id, at},
+/// remote, ref, commit, tag, read: {target, marker} | null, postcondition, dispatch, receipt,
+/// invocation, dispatched, problem}` as JSON, `read` being what the remote named when the
+/// call read it (`null`: unreadable).
+pub type DeliveryObservation = Observation<RemoteView>;
+
+impl Observation<RemoteView> {
+    /// Whether the remote, as read, names M at the delivered ref: `desired-state-observed`,
+    /// `not-observed`, or `unknown` when it could not be read.
+    pub fn postcondition(&self) -> &'static str {
+        self.postcondition.as_str()
     }
 }

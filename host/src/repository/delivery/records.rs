@@ -1,179 +1,33 @@
-//! The delivery records: a base's upstream (where the team's repository lives and which
-//! branch it follows), the delivery payload and the prepared intent, the refs of one intent
-//! (local and on the remote), the marker tag pushed with the branch, and the byte encodings of
-//! the intent, dispatch and receipt commits.
+//! The delivery records: the payload and the prepared intent, the refs of one intent (local
+//! and on the remote), the marker tag pushed with the branch, and the messages of the intent,
+//! dispatch and receipt commits.
 
 use serde::{Deserialize, Serialize};
 
-use crate::canonical::{self, Digest, FieldError, Value};
+use crate::canonical::{self, Digest};
 use crate::contracts::RefName;
 use crate::git_object::ObjectId;
 
+use super::super::at_most_once::{
+    Action, EffectPayload, IntentRefs, Owner, Prepared, Wording, canonical_payload,
+    check_effect_fields, dispatch_message, effect_key, intent_message, receipt_head,
+};
 use super::super::error::RepositoryError;
 use super::super::identity::{IDENT, RepositoryIdentity, check_target_ref};
-use super::super::integration::{Action, Owner, check_effect_fields, digest_of_payload};
 use super::super::manifest::Slice;
+use super::observation::RemoteView;
+use super::upstream::check_url;
 
 /// The protocol string of delivery payloads, keys, records and marker tags.
 pub const DELIVERY_PROTOCOL: &str = "sf-delivery/1";
-/// The protocol string of upstream records.
-pub const UPSTREAM_PROTOCOL: &str = "sf-upstream/1";
 /// The prefix of every local delivery ref.
 pub const DELIVERY_REF_PREFIX: &str = "refs/sf/deliveries/";
 /// The prefix of every marker ref on a remote.
 pub const MARKER_REF_PREFIX: &str = "refs/sf/delivered/";
-/// The prefix of every upstream record ref.
-pub const UPSTREAM_REF_PREFIX: &str = "refs/sf/upstreams/";
-/// The name of the record in an upstream record commit's tree.
-pub const UPSTREAM_RECORD_NAME: &str = "upstream.json";
 /// The largest canonical delivery payload, in bytes.
 pub const MAX_DELIVERY_PAYLOAD_BYTES: usize = 8192;
-/// The longest upstream URL, in bytes.
-pub const MAX_URL_BYTES: usize = 2048;
 /// The longest reason a refusal receipt keeps, in characters.
 pub const MAX_REASON_CHARS: usize = 256;
-
-const URL_RULE: &str = "an upstream is an absolute path, or a file://, git://, http://, \
-                        https:// or ssh:// URL, of at most 2048 bytes, without spaces or \
-                        control characters, not starting with -, and without a password (a \
-                        credential helper or SSH agent holds credentials, never sf's records)";
-const BRANCH_RULE: &str = "a branch is a name that refs/heads/<branch> makes a valid target \
-                           ref (letters, digits, . _ - and /, at most 117 bytes)";
-
-/// Where a base came from and which branch a delivery moves: the team's own repository.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Upstream {
-    /// The repository's URL, as Git's own transports take it (see [`check_url`]).
-    #[serde(deserialize_with = "url_text")]
-    pub url: String,
-    /// The branch, without `refs/heads/`.
-    #[serde(deserialize_with = "branch_text")]
-    pub branch: String,
-}
-
-fn url_text<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-    canonical::valid_if(
-        deserializer,
-        |url: &String| check_url(url).is_ok(),
-        URL_RULE,
-    )
-}
-
-fn branch_text<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
-    canonical::valid_if(
-        deserializer,
-        |branch: &String| check_target_ref(&format!("refs/heads/{branch}")).is_ok(),
-        BRANCH_RULE,
-    )
-}
-
-/// Which of Git's transports a URL goes through: the one protocol a delivery's Git process
-/// is allowed (`protocol.<name>.allow`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Transport {
-    /// A local path or `file://`.
-    File,
-    /// `git://`.
-    Git,
-    /// `http://`.
-    Http,
-    /// `https://`.
-    Https,
-    /// `ssh://`.
-    Ssh,
-}
-
-impl Transport {
-    /// Git's name of the protocol.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::File => "file",
-            Self::Git => "git",
-            Self::Http => "http",
-            Self::Https => "https",
-            Self::Ssh => "ssh",
-        }
-    }
-}
-
-/// Checks an upstream URL against [`URL_RULE`] and says which transport it goes through.
-/// Git's other forms (`ext::`, `fd::`, scp-like `host:path`, remote helpers) are refused: a
-/// URL that runs a command is never one a record may name.
-pub fn check_url(url: &str) -> Result<Transport, &'static str> {
-    if url.is_empty()
-        || url.len() > MAX_URL_BYTES
-        || url.starts_with('-')
-        || url.chars().any(|c| c.is_control() || c.is_whitespace())
-    {
-        return Err(URL_RULE);
-    }
-    if url.starts_with('/') {
-        return Ok(Transport::File);
-    }
-    let (transport, rest) = [
-        ("file://", Transport::File),
-        ("git://", Transport::Git),
-        ("http://", Transport::Http),
-        ("https://", Transport::Https),
-        ("ssh://", Transport::Ssh),
-    ]
-    .into_iter()
-    .find_map(|(scheme, transport)| url.strip_prefix(scheme).map(|rest| (transport, rest)))
-    .ok_or(URL_RULE)?;
-    if transport == Transport::File {
-        return if rest.starts_with('/') {
-            Ok(transport)
-        } else {
-            Err(URL_RULE)
-        };
-    }
-    let authority = rest.split('/').next().unwrap_or_default();
-    if authority.is_empty() || rest.len() == authority.len() {
-        return Err(URL_RULE);
-    }
-    if let Some((userinfo, _)) = authority.rsplit_once('@')
-        && (userinfo.contains(':') || userinfo.is_empty())
-    {
-        return Err(URL_RULE);
-    }
-    Ok(transport)
-}
-
-impl Upstream {
-    /// Checks both fields; `invalid-input` naming the field otherwise.
-    pub fn validate(&self) -> Result<(), RepositoryError> {
-        check_url(&self.url).map_err(|rule| RepositoryError::invalid("upstream.url", rule))?;
-        check_target_ref(&self.branch_ref())
-            .map_err(|_| RepositoryError::invalid("upstream.branch", BRANCH_RULE))?;
-        Ok(())
-    }
-
-    /// `refs/heads/<branch>`.
-    pub fn branch_ref(&self) -> String {
-        format!("refs/heads/{}", self.branch)
-    }
-}
-
-/// The upstream of one base, as its record holds it (`sf-upstream/1`): written once per base
-/// commit, never moved.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self", deny_unknown_fields)]
-pub struct UpstreamRecord {
-    /// The repository's Product.
-    pub product: String,
-    /// The base commit (the initial commit or an imported one).
-    pub base: ObjectId,
-    /// Where the base came from and which branch follows it.
-    pub upstream: Upstream,
-}
-
-canonical::literal_fields!(UpstreamRecord { "protocol": UPSTREAM_PROTOCOL });
-
-/// The ref of the upstream record of `base`.
-pub fn upstream_ref(base: &ObjectId) -> RefName {
-    RefName::parse(&format!("{UPSTREAM_REF_PREFIX}{base}")).expect("upstream ref names are valid")
-}
 
 /// Where a delivery puts the Candidate's commit M.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -279,24 +133,7 @@ impl DeliveryPayload {
                 ));
             }
         }
-        if self.base == self.commit {
-            return Err(RepositoryError::invalid(
-                "payload.commit",
-                "must differ from payload.base",
-            ));
-        }
-        let bytes = canonical::to_canonical_bytes(self)
-            .map_err(|error| RepositoryError::invalid("payload", error.to_string()))?;
-        if bytes.len() > MAX_DELIVERY_PAYLOAD_BYTES {
-            return Err(RepositoryError::invalid(
-                "payload",
-                format!(
-                    "its canonical encoding is {} bytes; at most {MAX_DELIVERY_PAYLOAD_BYTES}",
-                    bytes.len()
-                ),
-            ));
-        }
-        Ok(bytes)
+        canonical_payload(self, &self.base, &self.commit)
     }
 }
 
@@ -305,97 +142,90 @@ pub fn side_branch(candidate: &Digest) -> String {
     format!("refs/heads/sf/{}", candidate.hex())
 }
 
-fn invalid(error: FieldError) -> RepositoryError {
-    RepositoryError::invalid(error.field, error.rule)
-}
-
 /// A retained delivery intent: persist it and hand it to `invoke_delivery` and
 /// `inspect_delivery`. Written as `{protocol, digest, intent, payload}`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(remote = "Self", deny_unknown_fields)]
-pub struct PreparedDelivery {
-    /// The payload digest: `sha256:` of its canonical bytes.
-    pub digest: Digest,
-    /// The intent commit I.
-    pub intent: ObjectId,
-    /// The payload the intent retains.
-    pub payload: DeliveryPayload,
-}
+pub type PreparedDelivery = Prepared<DeliveryPayload>;
 
 canonical::literal_fields!(PreparedDelivery { "protocol": DELIVERY_PROTOCOL });
 
-impl PreparedDelivery {
-    /// The record as JSON: `{protocol, digest, intent, payload}`.
-    pub fn to_value(&self) -> Value {
-        canonical::to_value(self).expect("a prepared delivery holds only strings and integers")
-    }
+impl EffectPayload for DeliveryPayload {
+    type View = RemoteView;
+    type Outcome = ReceiptOutcome;
 
-    /// Parses a persisted record strictly and checks that its digest is its payload's.
-    pub fn from_json(bytes: &[u8]) -> Result<Self, RepositoryError> {
-        let prepared: Self = canonical::from_slice(bytes, "prepared").map_err(invalid)?;
-        prepared.validate()?;
-        Ok(prepared)
-    }
-
-    pub(super) fn validate(&self) -> Result<Vec<u8>, RepositoryError> {
-        digest_of_payload(self.payload.validate()?, &self.digest)
-    }
-}
-
-/// The key of a delivery: the SHA-256 hex of the canonical `{protocol, repository nonce,
-/// action}`, so that neither action ids nor another repository's deliveries shape its refs.
-fn delivery_key(repository: &RepositoryIdentity, action: &Action) -> String {
-    #[derive(Serialize)]
-    struct Key<'a> {
-        protocol: &'a str,
-        repository: &'a str,
-        action: &'a Action,
-    }
-    let key = Key {
-        protocol: DELIVERY_PROTOCOL,
-        repository: &repository.nonce,
-        action,
+    const PROTOCOL: &'static str = DELIVERY_PROTOCOL;
+    const REF_PREFIX: &'static str = DELIVERY_REF_PREFIX;
+    const MAX_BYTES: usize = MAX_DELIVERY_PAYLOAD_BYTES;
+    const RECEIPT_FIRST: bool = false;
+    const WORDING: Wording = Wording {
+        intent_parts: None,
+        intent: "delivery intent",
+        receipt_commit: "delivery receipt commit",
+        receipt_without_claim: "does not answer this delivery's claim",
+        receipt_mismatch: "does not answer this delivery's claim",
+        receipt_lost: "",
     };
-    // Bounded (ids are at most 128 bytes), so encoding cannot fail.
-    Digest::of(&canonical::to_canonical_bytes(&key).unwrap_or_default()).hex()
+
+    fn receipt_body(&self, outcome: &ReceiptOutcome) -> String {
+        outcome_lines(&self.commit, outcome)
+    }
+
+    fn receipt_outcome(body: &str) -> ReceiptOutcome {
+        match body
+            .strip_prefix(REFUSED)
+            .and_then(|rest| rest.strip_suffix('\n'))
+        {
+            Some(reason) if record_reason(reason) == reason => {
+                ReceiptOutcome::Refused(reason.to_owned())
+            }
+            _ => ReceiptOutcome::Delivered,
+        }
+    }
+
+    fn validate(&self) -> Result<Vec<u8>, RepositoryError> {
+        DeliveryPayload::validate(self)
+    }
+
+    // The key also names the marker on a remote other repositories may deliver to.
+    fn key_nonce(repository: &RepositoryIdentity) -> Option<&str> {
+        Some(&repository.nonce)
+    }
+
+    fn action(&self) -> &Action {
+        &self.action
+    }
+
+    fn repository(&self) -> &RepositoryIdentity {
+        &self.repository
+    }
 }
 
 /// The marker ref a delivery creates on the remote in the same atomic push as the branch.
 pub fn marker_ref(repository: &RepositoryIdentity, action: &Action) -> RefName {
-    RefName::parse(&format!(
-        "{MARKER_REF_PREFIX}{}",
-        delivery_key(repository, action)
-    ))
-    .expect("valid marker ref")
+    // The key of the delivery's local refs, so that the marker names this repository's
+    // delivery for `action` and no other.
+    let key = effect_key(
+        DELIVERY_PROTOCOL,
+        DeliveryPayload::key_nonce(repository),
+        action,
+    );
+    RefName::parse(&format!("{MARKER_REF_PREFIX}{key}")).expect("valid marker ref")
 }
 
-/// The local refs of one delivery intent.
-pub(super) struct DeliveryRefs {
-    pub(super) intent: RefName,
-    pub(super) dispatch: RefName,
-    pub(super) receipt: RefName,
-}
-
-pub(super) fn delivery_refs(repository: &RepositoryIdentity, action: &Action) -> DeliveryRefs {
-    let key = delivery_key(repository, action);
-    let name = |leaf: &str| {
-        RefName::parse(&format!("{DELIVERY_REF_PREFIX}{key}/{leaf}")).expect("valid delivery ref")
-    };
-    DeliveryRefs {
-        intent: name("intent"),
-        dispatch: name("dispatch"),
-        receipt: name("receipt"),
-    }
+/// The local refs of the delivery intent for `action` in `repository`:
+/// `refs/sf/deliveries/<key>/{intent,dispatch,receipt}`, `<key>` being the SHA-256 hex of the
+/// canonical `{action, protocol, repository}` (`repository`: the repository's nonce).
+pub fn delivery_refs(repository: &RepositoryIdentity, action: &Action) -> IntentRefs {
+    IntentRefs::of::<DeliveryPayload>(repository, action)
 }
 
 /// The message of intent commit I.
 pub fn delivery_intent_message(digest: &Digest) -> String {
-    format!("{DELIVERY_PROTOCOL} intent\n\nintent: {digest}\n")
+    intent_message(DELIVERY_PROTOCOL, digest)
 }
 
 /// The message of dispatch commit D.
 pub fn delivery_dispatch_message(digest: &Digest, nonce: &str) -> String {
-    format!("{DELIVERY_PROTOCOL} dispatch\n\nintent: {digest}\nnonce: {nonce}\n")
+    dispatch_message(DELIVERY_PROTOCOL, digest, nonce)
 }
 
 /// What a receipt says: the push landed (M is on the remote), or the remote refused it for
@@ -415,13 +245,18 @@ pub fn delivery_receipt_message(
     commit: &ObjectId,
     outcome: &ReceiptOutcome,
 ) -> String {
+    receipt_head(DELIVERY_PROTOCOL, digest) + &outcome_lines(commit, outcome)
+}
+
+/// How a refusal receipt's lines start, before the reason.
+const REFUSED: &str = "outcome: refused\nreason: ";
+
+/// What a receipt says after its `intent:` line: delivered (and the commit M), or refused
+/// (and the remote's reason).
+fn outcome_lines(commit: &ObjectId, outcome: &ReceiptOutcome) -> String {
     match outcome {
-        ReceiptOutcome::Delivered => format!(
-            "{DELIVERY_PROTOCOL} receipt\n\nintent: {digest}\noutcome: delivered\ncommit: {commit}\n"
-        ),
-        ReceiptOutcome::Refused(reason) => format!(
-            "{DELIVERY_PROTOCOL} receipt\n\nintent: {digest}\noutcome: refused\nreason: {reason}\n"
-        ),
+        ReceiptOutcome::Delivered => format!("outcome: delivered\ncommit: {commit}\n"),
+        ReceiptOutcome::Refused(reason) => format!("{REFUSED}{reason}\n"),
     }
 }
 
@@ -472,36 +307,6 @@ pub fn marker_tag_id(tag: &[u8]) -> ObjectId {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn urls_are_git_transports_without_credentials_or_commands() {
-        for (url, transport) in [
-            ("/srv/git/product.git", Transport::File),
-            ("file:///srv/git/product.git", Transport::File),
-            ("git://127.0.0.1:9418/product.git", Transport::Git),
-            ("http://127.0.0.1:8080/product.git", Transport::Http),
-            ("https://git.example.org/team/product.git", Transport::Https),
-            ("ssh://git@git.example.org/team/product.git", Transport::Ssh),
-        ] {
-            assert_eq!(check_url(url), Ok(transport), "{url}");
-        }
-        for url in [
-            "",
-            "relative/path",
-            "-uhello",
-            "ext::sh -c touch% /tmp/pwned",
-            "fd::3",
-            "git.example.org:team/product.git",
-            "https://user:secret@git.example.org/p.git",
-            "https://@git.example.org/p.git",
-            "https://git.example.org",
-            "file://relative",
-            "https://git.example.org/a b",
-            "https://git.example.org/a\nb",
-        ] {
-            assert_eq!(check_url(url), Err(URL_RULE), "{url:?}");
-        }
-    }
 
     #[test]
     fn reasons_kept_are_printable_and_short() {

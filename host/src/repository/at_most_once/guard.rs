@@ -1,5 +1,5 @@
-//! The pre-move guard: one consultation of a Gate by the claim holder, immediately before the
-//! target update, where only an exact, timely allowance lets the update start
+//! The guard: one consultation of a Gate by the claim holder, immediately before the effect
+//! starts (the target update, the push), where only an exact, timely allowance lets it start
 //! ([`GateExt::consult`]); this module words what withheld it.
 
 use std::sync::Arc;
