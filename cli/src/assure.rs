@@ -130,7 +130,8 @@ pub(super) fn parse_digest(text: &str, flag: &str) -> Result<Digest, CliError> {
 }
 
 /// A landing error as the command line reports it.
-pub(super) fn land_error(what: &str, error: LandError) -> CliError {
+pub(super) fn land_error(what: &str, error: impl Into<LandError>) -> CliError {
+    let error = error.into();
     match &error {
         LandError::Repository(inner) => repository_error(what, inner),
         _ => coded(error.code(), what, error),

@@ -23,7 +23,6 @@ use super::common::{
 use super::integrate::{InspectArgs, InvokeArgs, OccurrenceArgs, verified};
 use crate::{EXIT_NOT_DISPATCHED, EXIT_REFUSED, EXIT_UNKNOWN, EXIT_WITHHELD, Outcome};
 use sf_host::git_remote::{DEFAULT_PUSH_TIMEOUT, DEFAULT_READ_TIMEOUT, GitRemote};
-use sf_host::landing::VerifiedGate;
 use sf_host::repository::{
     DeliveryInvocation, DeliveryMode, DeliveryObservation, DeliveryRequest, PreparedDelivery,
     RemoteReading, RepositoryError,
@@ -103,7 +102,7 @@ pub(super) fn remote(context: &Context) -> Result<GitRemote, CliError> {
 fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
     let prepared_out = new_record_file(args.prepared_out.as_deref(), "--prepared-out")?;
     let loaded = Loaded::read(context, &args.target)?;
-    let (verdict, digest) = verified(context, &loaded, args.attempt, "delivered")?;
+    let (verdict, proof) = verified(context, &loaded, args.attempt, "delivered")?;
     let (action, owner) = args.occurrence.parts();
     let prepared = prepare_for(
         &loaded,
@@ -111,7 +110,7 @@ fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
             action,
             owner,
             candidate: loaded.sealed.digest.clone(),
-            verdict: digest,
+            verdict: proof.digest().clone(),
             mode: if args.side_branch {
                 DeliveryMode::SideBranch
             } else {
@@ -184,16 +183,13 @@ pub(super) fn invoke_for(
 ) -> Result<DeliveryObservation, CliError> {
     let remote = remote(context)?;
     let payload = &prepared.payload;
-    let guard = VerifiedGate::for_proof(
-        loaded.judging(context)?,
-        &payload.candidate,
-        &payload.verdict,
-        gate,
-    )
-    .map_err(|error| land_error("the delivery's Verdict", error))?;
+    let proof = loaded
+        .judging(context)?
+        .verified_by(&payload.candidate, &payload.verdict)
+        .map_err(|error| land_error("the delivery's Verdict", error))?;
     loaded
         .repository
-        .invoke_delivery(prepared, &remote, Some(Arc::new(guard)))
+        .invoke_delivery(prepared, &proof, &remote, Some(gate))
         .map_err(|error| delivery_error("invoking the delivery", &error))
 }
 

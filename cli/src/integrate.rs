@@ -10,7 +10,6 @@
 //! anything (bad input, a missing or conflicting intent, a claim Git did not acknowledge).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::{Args, Subcommand};
 
@@ -20,10 +19,9 @@ use super::common::{
     write_new_record,
 };
 use sf_host::assurance::{Outcome, Verdict};
-use sf_host::canonical::Digest;
-use sf_host::landing::VerifiedGate;
+use sf_host::judging::Verified;
 use sf_host::repository::{
-    Action, IntegrationObservation, IntegrationPayload, Owner, PreparedIntegration, RepositoryError,
+    Action, IntegrationObservation, Owner, PreparedIntegration, RepositoryError,
 };
 
 #[derive(Debug, Subcommand)]
@@ -121,17 +119,17 @@ pub fn run(context: &Context, command: IntegrateCommand) -> Result<Output, CliEr
     }
 }
 
-/// The Verdict of `attempt` (default: the newest) of the loaded Candidate and its digest, when
-/// it is Verified; `not-verified` otherwise, saying nothing is `effect` (integrated,
-/// delivered) and nothing was prepared.
+/// The Verdict of `attempt` (default: the newest) of the loaded Candidate and the proof the
+/// judge makes of it, when it is Verified; `not-verified` otherwise, saying nothing is
+/// `effect` (integrated, delivered) and nothing was prepared.
 pub(super) fn verified(
     context: &Context,
     loaded: &Loaded,
     attempt: Option<u64>,
     effect: &str,
-) -> Result<(Verdict, Digest), CliError> {
-    let verdict = loaded
-        .judging(context)?
+) -> Result<(Verdict, Verified), CliError> {
+    let judging = loaded.judging(context)?;
+    let verdict = judging
         .verdict(attempt)
         .map_err(|error| land_error("judging the Candidate", error))?;
     let digest = verdict
@@ -151,7 +149,10 @@ pub(super) fn verified(
             ),
         ));
     }
-    Ok((verdict, digest))
+    let proof = judging
+        .verified(&verdict.attempt)
+        .map_err(|error| land_error("judging the Candidate", error))?;
+    Ok((verdict, proof))
 }
 
 fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
@@ -159,21 +160,8 @@ fn prepare(context: &Context, args: PrepareArgs) -> Result<Output, CliError> {
     let loaded = Loaded::read(context, &args.target)?;
     let (verdict, proof) = verified(context, &loaded, args.attempt, "integrated")?;
     let repository = &loaded.repository;
-    let identity = repository.identity();
-    let manifest = &loaded.sealed.manifest;
     let (action, owner) = args.occurrence.parts();
-    let payload = IntegrationPayload {
-        action,
-        product: identity.product_id.clone(),
-        slice: manifest.slice.clone(),
-        repository: identity.clone(),
-        target_ref: identity.target_ref.clone(),
-        base: manifest.base_commit,
-        commit: manifest.commit,
-        candidate: loaded.sealed.digest.clone(),
-        proof,
-        owner,
-    };
+    let payload = repository.integration_payload(&proof, action, owner);
     let prepared = repository
         .prepare_integration(&payload)
         .map_err(|error| repository_error("preparing the integration", &error))?;
@@ -215,11 +203,14 @@ fn invoke(context: &Context, args: InvokeArgs) -> Result<Output, CliError> {
         },
     )?;
     let gate = context.gate(args.gate.as_deref())?;
-    let guard = VerifiedGate::for_intent(loaded.judging(context)?, &prepared, gate)
+    let payload = &prepared.payload;
+    let proof = loaded
+        .judging(context)?
+        .verified_by(&payload.candidate, &payload.proof)
         .map_err(|error| land_error("the intent's proof", error))?;
     let observed = loaded
         .repository
-        .invoke_once(&prepared, Some(Arc::new(guard)))
+        .invoke_once(&prepared, &proof, Some(gate))
         .map_err(|error| integration_error("invoking the integration", &error))?;
     Ok(describe(&observed))
 }

@@ -24,6 +24,7 @@ mod environment_stamps;
 pub mod environment_store;
 pub mod fence;
 pub mod file_fence;
+pub mod judging;
 pub mod tree_store;
 
 /// The version of sf (its workspace version): in the collector closure and every

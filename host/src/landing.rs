@@ -9,8 +9,9 @@
 //!    again: a Candidate that changed, a collection that could not store a record, or an
 //!    environment that changed during it gets no Verdict.
 //! 3. Judge; only a Verified Verdict goes on. Its digest is the integration's proof.
-//! 4. Prepare the intent and invoke it once, behind a [`VerifiedGate`]: immediately before
-//!    the move it judges the stored evidence again (the judge is deterministic over the
+//! 4. Prepare the intent the proof admits and invoke it once with the proof
+//!    ([`crate::judging::Verified`], which only the judge makes): immediately before the move
+//!    its guard judges the stored evidence again (the judge is deterministic over the
 //!    records) and requires the same Verified Verdict, then asks the operator's gate.
 //!
 //! A landing of an action occurrence that already holds an intent starts nothing new: a
@@ -19,30 +20,24 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
-use crate::assurance::judge::attempts;
-use crate::assurance::{
-    AssuranceError, FrozenSlice, JudgeRequest, Outcome, RepositoryPins, Verdict,
-    current_environment, judge,
-};
+use crate::assurance::{AssuranceError, FrozenSlice, Outcome, Verdict, current_environment};
 use crate::canonical::Digest;
 use crate::collector::{
     CollectError, CollectEvent, CollectRequest, CollectResult, RepositoryCollector, derive,
     environment_problem,
 };
-use crate::contracts::{
-    AttemptId, CancelToken, EvidenceStore, Executor, Gate, GateAnswer, GateError,
-};
+use crate::contracts::{CancelToken, EvidenceStore, Executor, Gate};
 use crate::fault::{FaultPoint, FaultPoints};
 use crate::fence::{Fence, FenceError};
+use crate::judging::JudgeError;
 use crate::repository::{
-    Action, IntegrationObservation, IntegrationPayload, Invocation, Owner, PreparedIntegration,
-    Repository, RepositoryError, SealedCandidate, consult_gate,
+    Action, IntegrationObservation, Invocation, Owner, PreparedIntegration, Repository,
+    RepositoryError, SealedCandidate, consult_gate,
 };
 
-/// How long one judging of the stored evidence may take.
-pub const JUDGE_TIMEOUT: Duration = Duration::from_secs(60);
+pub use crate::judging::{JUDGE_TIMEOUT, Judging};
 
 /// Why a landing (or one of its steps) started nothing, or stopped.
 #[derive(Debug, thiserror::Error)]
@@ -101,6 +96,16 @@ impl LandError {
     }
 }
 
+impl From<JudgeError> for LandError {
+    fn from(error: JudgeError) -> Self {
+        match error {
+            JudgeError::InvalidInput { input, rule } => Self::InvalidInput { input, rule },
+            JudgeError::NotVerified { reason } => Self::NotVerified { reason },
+            other => Self::invalid("the evidence", other.to_string()),
+        }
+    }
+}
+
 impl From<AssuranceError> for LandError {
     fn from(error: AssuranceError) -> Self {
         match error {
@@ -150,230 +155,6 @@ pub fn preflight(
         .map_err(|_| LandError::invalid("the deadline", "has passed; give one in the future"))?;
     consult_gate(Arc::clone(gate), gate_timeout.min(left))
         .map_err(|reason| LandError::Withheld { reason })
-}
-
-/// What the judge needs for one Candidate under one Slice, and the store it reads.
-#[derive(Clone)]
-pub struct Judging {
-    /// The frozen Slice whose acceptance, recipe and environment the judge applies.
-    pub slice: FrozenSlice,
-    /// The pins of the Candidate under the Slice ([`derive()`]); records are looked up by
-    /// their digest.
-    pub pins: RepositoryPins,
-    /// The Evidence store the records are read from.
-    pub store: Arc<dyn EvidenceStore>,
-}
-
-impl std::fmt::Debug for Judging {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Judging")
-            .field("pins", &self.pins)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Judging {
-    /// The Verdict of `attempt`.
-    pub fn judge(&self, attempt: &AttemptId) -> Result<Verdict, AssuranceError> {
-        judge(
-            &JudgeRequest {
-                pins: &self.pins,
-                acceptance: &self.slice.acceptance,
-                recipe: &self.slice.recipe,
-                environment: &self.slice.environment,
-                attempt,
-            },
-            self.store.as_ref(),
-            Instant::now() + JUDGE_TIMEOUT,
-        )
-    }
-
-    /// The attempts that stored records under these pins, oldest first.
-    pub fn attempts(&self) -> Result<Vec<AttemptId>, AssuranceError> {
-        attempts(
-            &self.pins.digest()?,
-            self.store.as_ref(),
-            Instant::now() + JUDGE_TIMEOUT,
-        )
-    }
-
-    /// The Verdict of the attempt with epoch `epoch`, or of the newest attempt when `None`.
-    /// An attempt that stored nothing under these pins is an error, never a Verdict.
-    pub fn verdict(&self, epoch: Option<u64>) -> Result<Verdict, LandError> {
-        let attempts = self.attempts()?;
-        let attempt = match epoch {
-            Some(epoch) => attempts
-                .into_iter()
-                .find(|attempt| attempt.epoch == epoch)
-                .ok_or_else(|| {
-                    LandError::invalid(
-                        format!("--attempt {epoch}"),
-                        "stored no record of this Candidate under this Slice; leave --attempt \
-                         out to judge the newest attempt",
-                    )
-                })?,
-            None => attempts.into_iter().last().ok_or_else(|| {
-                LandError::invalid(
-                    format!("Candidate {}", self.pins.candidate.digest),
-                    format!(
-                        "has no evidence under Slice {} revision {}; run `sf collect` (or \
-                         `sf land`) first",
-                        self.pins.slice.id, self.pins.slice.revision
-                    ),
-                )
-            })?,
-        };
-        Ok(self.judge(&attempt)?)
-    }
-
-    /// For a Slice with counted review checks, the Verdict of the newest attempt when its
-    /// process checks are Verified (the attempt its reviewers read); `None` otherwise, and for
-    /// a Slice without review checks.
-    pub fn reviewed_verdict(&self) -> Result<Option<Verdict>, AssuranceError> {
-        if self.slice.acceptance.counted_reviews().next().is_none() {
-            return Ok(None);
-        }
-        let Some(newest) = self.attempts()?.pop() else {
-            return Ok(None);
-        };
-        let verdict = self.judge(&newest)?;
-        Ok(verdict
-            .reviews
-            .as_ref()
-            .is_some_and(|reviews| reviews.process == Outcome::Verified)
-            .then_some(verdict))
-    }
-
-    /// The attempt whose Verdict has digest `proof` and is Verified, if there is one.
-    pub fn verified_attempt(&self, proof: &Digest) -> Result<Option<AttemptId>, AssuranceError> {
-        for attempt in self.attempts()?.into_iter().rev() {
-            let verdict = self.judge(&attempt)?;
-            if verdict.outcome == Outcome::Verified && verdict.digest()? == *proof {
-                return Ok(Some(attempt));
-            }
-        }
-        Ok(None)
-    }
-}
-
-/// The pre-move guard of a landing: it proceeds only while the stored evidence of `attempt`
-/// still judges Verified with exactly the Verdict digest `proof`, and then only if `then`
-/// (the operator's gate) proceeds. Everything else is a refusal.
-pub struct VerifiedGate {
-    judging: Judging,
-    attempt: AttemptId,
-    proof: Digest,
-    then: Arc<dyn Gate>,
-}
-
-impl VerifiedGate {
-    /// The guard for an integration whose proof is the Verdict of `attempt`. Refused now (not
-    /// later, at the move) when that Verdict is not Verified with digest `proof`.
-    pub fn new(
-        judging: Judging,
-        attempt: AttemptId,
-        proof: Digest,
-        then: Arc<dyn Gate>,
-    ) -> Result<Self, LandError> {
-        let gate = Self {
-            judging,
-            attempt,
-            proof,
-            then,
-        };
-        if let Some(reason) = gate.refusal() {
-            return Err(LandError::NotVerified { reason });
-        }
-        Ok(gate)
-    }
-
-    /// The guard for a prepared intent: its proof must be the digest of a Verified Verdict of
-    /// some attempt of its Candidate under the Slice `judging` names.
-    pub fn for_intent(
-        judging: Judging,
-        prepared: &PreparedIntegration,
-        then: Arc<dyn Gate>,
-    ) -> Result<Self, LandError> {
-        Self::for_proof(
-            judging,
-            &prepared.payload.candidate,
-            &prepared.payload.proof,
-            then,
-        )
-    }
-
-    /// The guard for an effect on Candidate `candidate` admitted by `proof`: it must be the
-    /// digest of a Verified Verdict of some attempt of that Candidate under the Slice
-    /// `judging` names (an integration's proof, a delivery's Verdict).
-    pub fn for_proof(
-        judging: Judging,
-        candidate: &Digest,
-        proof: &Digest,
-        then: Arc<dyn Gate>,
-    ) -> Result<Self, LandError> {
-        if *candidate != judging.pins.candidate.digest {
-            return Err(LandError::invalid(
-                "the intent",
-                format!(
-                    "names Candidate {candidate}, not {}",
-                    judging.pins.candidate.digest
-                ),
-            ));
-        }
-        let attempt = judging
-            .verified_attempt(proof)?
-            .ok_or_else(|| LandError::NotVerified {
-                reason: format!(
-                    "the intent's proof {proof} is not the Verdict digest of a Verified attempt \
-                     of Candidate {candidate} under Slice {} revision {}; only a Verified \
-                     Candidate is integrated or delivered",
-                    judging.pins.slice.id, judging.pins.slice.revision
-                ),
-            })?;
-        Self::new(judging, attempt, proof.clone(), then)
-    }
-
-    /// Why the evidence does not back the move now, or `None`.
-    fn refusal(&self) -> Option<String> {
-        let verdict = match self.judging.judge(&self.attempt) {
-            Ok(verdict) => verdict,
-            Err(error) => return Some(format!("the evidence could not be judged: {error}")),
-        };
-        if verdict.outcome != Outcome::Verified {
-            return Some(format!(
-                "attempt {} is judged {}, not verified",
-                self.attempt,
-                verdict.outcome.as_str()
-            ));
-        }
-        match verdict.digest() {
-            Ok(digest) if digest == self.proof => None,
-            Ok(digest) => Some(format!(
-                "attempt {} now judges {digest}, not the proof {}",
-                self.attempt, self.proof
-            )),
-            Err(error) => Some(format!("the Verdict does not encode: {error}")),
-        }
-    }
-}
-
-impl Gate for VerifiedGate {
-    fn current(&self, deadline: Instant) -> Result<GateAnswer, GateError> {
-        if let Some(reason) = self.refusal() {
-            return Ok(GateAnswer::Refuse {
-                reason: printable(&reason),
-            });
-        }
-        self.then.current(deadline)
-    }
-}
-
-/// `text` as a refusal reason: printable ASCII, at most 256 characters.
-fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
-        .take(256)
-        .collect()
 }
 
 /// One landing: what is landed, where, and with what.
@@ -541,28 +322,11 @@ pub fn land(
     if verdict.outcome != Outcome::Verified {
         return Ok(landed);
     }
-    let proof = verdict.digest()?;
-    let manifest = &sealed.manifest;
-    let identity = repository.identity();
-    let prepared = repository.prepare_integration(&IntegrationPayload {
-        action: request.action.clone(),
-        product: identity.product_id.clone(),
-        slice: manifest.slice.clone(),
-        repository: identity.clone(),
-        target_ref: identity.target_ref.clone(),
-        base: manifest.base_commit,
-        commit: manifest.commit,
-        candidate: request.candidate.clone(),
-        proof: proof.clone(),
-        owner: request.owner.clone(),
-    })?;
-    let guard = VerifiedGate::new(
-        judging,
-        verdict.attempt.clone(),
-        proof,
-        Arc::clone(&request.gate),
-    )?;
-    let observation = repository.invoke_once(&prepared, Some(Arc::new(guard)))?;
+    let proof = judging.verified(&verdict.attempt)?;
+    let payload =
+        repository.integration_payload(&proof, request.action.clone(), request.owner.clone());
+    let prepared = repository.prepare_integration(&payload)?;
+    let observation = repository.invoke_once(&prepared, &proof, Some(Arc::clone(&request.gate)))?;
     landed.outcome = outcome_of(&observation);
     landed.prepared = Some(prepared);
     landed.observation = Some(observation);
@@ -629,7 +393,7 @@ fn no_verdict(
 }
 
 /// Lands an occurrence whose intent is already retained: starts nothing for a claimed one,
-/// and invokes a prepared, unclaimed one behind the [`VerifiedGate`].
+/// and invokes a prepared, unclaimed one behind its proof's guard.
 fn resume(
     request: &LandRequest<'_>,
     judging: Judging,
@@ -648,8 +412,9 @@ fn resume(
     }
     let inspected = repository.inspect_integration(&prepared)?;
     let observation = if inspected.invocation == Invocation::NotDispatched {
-        let guard = VerifiedGate::for_intent(judging, &prepared, Arc::clone(&request.gate))?;
-        repository.invoke_once(&prepared, Some(Arc::new(guard)))?
+        let payload = &prepared.payload;
+        let proof = judging.verified_by(&payload.candidate, &payload.proof)?;
+        repository.invoke_once(&prepared, &proof, Some(Arc::clone(&request.gate)))?
     } else {
         inspected
     };

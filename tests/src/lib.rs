@@ -292,6 +292,23 @@ pub fn payload(
     }
 }
 
+/// A proof that admits exactly `prepared`, assumed without evidence (the feature `testing` of
+/// sf-collector, which only this crate enables): for the tests of the integration's own
+/// failure semantics, which move a target without a collection. Every other path to a proof
+/// is the judge's.
+pub fn assumed(
+    prepared: &sf_host::repository::PreparedIntegration,
+) -> sf_collector::judging::Verified {
+    let payload = &prepared.payload;
+    sf_collector::judging::Verified::assumed(sf_collector::judging::Admits {
+        candidate: payload.candidate.clone(),
+        base: payload.base,
+        commit: payload.commit,
+        slice: payload.slice.clone(),
+        proof: payload.proof.clone(),
+    })
+}
+
 /// Writes `value`'s canonical JSON to `path`.
 pub fn write_json(path: &Path, value: &sf_host::canonical::Value) {
     std::fs::write(

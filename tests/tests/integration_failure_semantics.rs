@@ -175,7 +175,13 @@ fn an_unknown_compare_and_swap_is_unknown_and_dispatched() {
         },
         1,
     );
-    let observed = repo.invoke_once(&world.prepared, Some(allow(1))).unwrap();
+    let observed = repo
+        .invoke_once(
+            &world.prepared,
+            &sf_tests::assumed(&world.prepared),
+            Some(allow(1)),
+        )
+        .unwrap();
     assert_eq!(observed.invocation, Invocation::Unknown);
     assert!(observed.dispatched);
     assert!(
@@ -187,7 +193,10 @@ fn an_unknown_compare_and_swap_is_unknown_and_dispatched() {
     );
     assert!(observed.receipt.is_none());
     // Nothing resolves it later, and nothing retries.
-    let later = world.repo.invoke_once(&world.prepared, None).unwrap();
+    let later = world
+        .repo
+        .invoke_once(&world.prepared, &sf_tests::assumed(&world.prepared), None)
+        .unwrap();
     assert_eq!(later.invocation, Invocation::Unknown);
     assert!(!later.dispatched);
 }
@@ -205,7 +214,9 @@ fn a_refused_compare_and_swap_is_unknown_not_failed() {
         },
         1,
     );
-    let observed = repo.invoke_once(&world.prepared, None).unwrap();
+    let observed = repo
+        .invoke_once(&world.prepared, &sf_tests::assumed(&world.prepared), None)
+        .unwrap();
     assert_eq!(observed.invocation, Invocation::Unknown);
     assert!(observed.dispatched);
 }
@@ -226,7 +237,11 @@ fn a_compare_and_swap_error_before_spawn_is_err_and_the_claim_stays() {
         1,
     );
     let error = repo
-        .invoke_once(&world.prepared, Some(allow(1)))
+        .invoke_once(
+            &world.prepared,
+            &sf_tests::assumed(&world.prepared),
+            Some(allow(1)),
+        )
         .unwrap_err();
     assert_eq!(error.code(), "unavailable");
     let seen = world.repo.inspect_integration(&world.prepared).unwrap();
@@ -252,7 +267,9 @@ fn a_receipt_that_cannot_be_written_keeps_confirmed() {
         },
         1,
     );
-    let observed = repo.invoke_once(&world.prepared, None).unwrap();
+    let observed = repo
+        .invoke_once(&world.prepared, &sf_tests::assumed(&world.prepared), None)
+        .unwrap();
     assert_eq!(observed.invocation, Invocation::Confirmed);
     assert!(observed.dispatched);
     assert!(observed.receipt.is_none());
@@ -291,7 +308,9 @@ fn a_receipt_object_write_failure_keeps_confirmed() {
         },
         1,
     );
-    let observed = repo.invoke_once(&world.prepared, None).unwrap();
+    let observed = repo
+        .invoke_once(&world.prepared, &sf_tests::assumed(&world.prepared), None)
+        .unwrap();
     assert_eq!(observed.invocation, Invocation::Confirmed);
     assert!(observed.receipt.is_none() && observed.problem.is_some());
 }
@@ -312,9 +331,13 @@ fn a_claim_write_failure_is_err_and_starts_nothing() {
         0,
     );
     assert_eq!(
-        repo.invoke_once(&world.prepared, Some(allow(0)))
-            .unwrap_err()
-            .code(),
+        repo.invoke_once(
+            &world.prepared,
+            &sf_tests::assumed(&world.prepared),
+            Some(allow(0))
+        )
+        .unwrap_err()
+        .code(),
         "unavailable"
     );
     assert_eq!(
@@ -345,7 +368,11 @@ fn an_unacknowledged_claim_is_git_failed_and_starts_nothing() {
         0,
     );
     let error = repo
-        .invoke_once(&world.prepared, Some(allow(0)))
+        .invoke_once(
+            &world.prepared,
+            &sf_tests::assumed(&world.prepared),
+            Some(allow(0)),
+        )
         .unwrap_err();
     assert_eq!(error.code(), "git-failed", "{error}");
     assert_eq!(world.repo.target().unwrap(), world.identity.initial);
@@ -399,7 +426,11 @@ fn a_gate_that_refuses_fails_or_answers_late_withholds() {
         };
         let repo = open_repository(&world.factory, &world.identity, options).unwrap();
         let observed = repo
-            .invoke_once(&world.prepared, Some(gate.clone()))
+            .invoke_once(
+                &world.prepared,
+                &sf_tests::assumed(&world.prepared),
+                Some(gate.clone()),
+            )
             .unwrap();
         assert_eq!(observed.invocation, Invocation::Withheld, "{name}");
         assert!(
@@ -431,17 +462,28 @@ fn a_gate_that_refuses_fails_or_answers_late_withholds() {
 fn the_gate_is_never_consulted_by_a_replay_a_stale_base_or_a_losing_claimant() {
     // Replay.
     let world = new_world();
-    world.repo.invoke_once(&world.prepared, None).unwrap();
+    world
+        .repo
+        .invoke_once(&world.prepared, &sf_tests::assumed(&world.prepared), None)
+        .unwrap();
     let replay = world
         .repo
-        .invoke_once(&world.prepared, Some(allow(0)))
+        .invoke_once(
+            &world.prepared,
+            &sf_tests::assumed(&world.prepared),
+            Some(allow(0)),
+        )
         .unwrap();
     assert!(!replay.dispatched);
     // Stale base: another intent moved the target.
     let world = world_with_stale_base();
     let stale = world
         .repo
-        .invoke_once(&world.prepared, Some(allow(0)))
+        .invoke_once(
+            &world.prepared,
+            &sf_tests::assumed(&world.prepared),
+            Some(allow(0)),
+        )
         .unwrap();
     assert_eq!(stale.invocation, Invocation::NotDispatched);
     // Losing claimant: between this call's read and its claim, another call claims and
@@ -462,7 +504,9 @@ fn the_gate_is_never_consulted_by_a_replay_a_stale_base_or_a_losing_claimant() {
                 if name.ends_with("/dispatch")
                     && !std::mem::replace(&mut *rival_done.lock().unwrap(), true)
                 {
-                    let won = rival.invoke_once(&prepared, None).unwrap();
+                    let won = rival
+                        .invoke_once(&prepared, &sf_tests::assumed(&prepared), None)
+                        .unwrap();
                     assert_eq!(won.invocation, Invocation::Confirmed);
                 }
                 None
@@ -471,7 +515,13 @@ fn the_gate_is_never_consulted_by_a_replay_a_stale_base_or_a_losing_claimant() {
         },
         0,
     );
-    let lost = repo.invoke_once(&world.prepared, Some(allow(0))).unwrap();
+    let lost = repo
+        .invoke_once(
+            &world.prepared,
+            &sf_tests::assumed(&world.prepared),
+            Some(allow(0)),
+        )
+        .unwrap();
     assert!(!lost.dispatched, "{lost:?}");
     assert_eq!(
         lost.invocation,
@@ -494,7 +544,11 @@ fn world_with_stale_base() -> World {
         .prepare_integration(&payload(&world.identity, &other, "other", 1))
         .unwrap();
     assert_eq!(
-        world.repo.invoke_once(&other, None).unwrap().invocation,
+        world
+            .repo
+            .invoke_once(&other, &sf_tests::assumed(&other), None)
+            .unwrap()
+            .invocation,
         Invocation::Confirmed
     );
     world

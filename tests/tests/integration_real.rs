@@ -75,7 +75,10 @@ fn invoke_moves_the_target_once_and_replays_report_what_they_read() {
     assert_eq!(before.invocation, Invocation::NotDispatched);
     assert_eq!(before.postcondition, Postcondition::NotObserved);
 
-    let first = test.repo.invoke_once(&prepared, None).unwrap();
+    let first = test
+        .repo
+        .invoke_once(&prepared, &sf_tests::assumed(&prepared), None)
+        .unwrap();
     assert_eq!(first.invocation, Invocation::Confirmed, "{first:?}");
     assert!(first.dispatched);
     assert_eq!(first.postcondition, Postcondition::DesiredStateObserved);
@@ -90,7 +93,9 @@ fn invoke_moves_the_target_once_and_replays_report_what_they_read() {
     // Replays start nothing and read the receipt.
     let tree_before = test.tree_hash();
     for repo in [&test.repo, &test.reopen()] {
-        let again = repo.invoke_once(&prepared, None).unwrap();
+        let again = repo
+            .invoke_once(&prepared, &sf_tests::assumed(&prepared), None)
+            .unwrap();
         assert_eq!(again.invocation, Invocation::Confirmed);
         assert!(!again.dispatched);
         assert_eq!(again.receipt, first.receipt);
@@ -106,7 +111,7 @@ fn invoke_moves_the_target_once_and_replays_report_what_they_read() {
         .unwrap();
     assert_eq!(
         test.repo
-            .invoke_once(&next_prepared, None)
+            .invoke_once(&next_prepared, &sf_tests::assumed(&next_prepared), None)
             .unwrap()
             .invocation,
         Invocation::Confirmed
@@ -223,9 +228,15 @@ fn two_intents_on_one_base_move_the_target_once() {
         .repo
         .prepare_integration(&payload(&test.identity, &two, "b", 1))
         .unwrap();
-    let first = test.repo.invoke_once(&p1, None).unwrap();
+    let first = test
+        .repo
+        .invoke_once(&p1, &sf_tests::assumed(&p1), None)
+        .unwrap();
     assert_eq!(first.invocation, Invocation::Confirmed);
-    let second = test.repo.invoke_once(&p2, None).unwrap();
+    let second = test
+        .repo
+        .invoke_once(&p2, &sf_tests::assumed(&p2), None)
+        .unwrap();
     assert_eq!(second.invocation, Invocation::NotDispatched, "{second:?}");
     assert!(!second.dispatched);
     assert!(second.dispatch.is_none(), "a stale base made a claim");
@@ -259,11 +270,11 @@ fn racing_intents_on_one_base_move_the_target_once() {
         let (a, b) = std::thread::scope(|scope| {
             let a = scope.spawn(|| {
                 barrier.wait();
-                r1.invoke_once(&p1, None).unwrap()
+                r1.invoke_once(&p1, &sf_tests::assumed(&p1), None).unwrap()
             });
             let b = scope.spawn(|| {
                 barrier.wait();
-                r2.invoke_once(&p2, None).unwrap()
+                r2.invoke_once(&p2, &sf_tests::assumed(&p2), None).unwrap()
             });
             (a.join().unwrap(), b.join().unwrap())
         });
@@ -304,7 +315,10 @@ fn a_symbolic_target_is_refused_before_any_claim() {
         "ref: refs/heads/elsewhere\n",
     )
     .unwrap();
-    let error = test.repo.invoke_once(&prepared, None).unwrap_err();
+    let error = test
+        .repo
+        .invoke_once(&prepared, &sf_tests::assumed(&prepared), None)
+        .unwrap_err();
     assert_eq!(error.code(), "corrupt", "{error}");
     let claims = std::fs::read_dir(test.path.join("refs/sf/integrations"))
         .unwrap()
@@ -323,13 +337,21 @@ fn the_guard_decides_once_for_the_claim_holder() {
     let allow = Counting::new(|| Ok(GateAnswer::Proceed));
     let observed = test
         .repo
-        .invoke_once(&prepared, Some(allow.clone()))
+        .invoke_once(
+            &prepared,
+            &sf_tests::assumed(&prepared),
+            Some(allow.clone()),
+        )
         .unwrap();
     assert_eq!(observed.invocation, Invocation::Confirmed);
     assert_eq!(allow.calls(), 1);
     // A replay never consults it.
     test.repo
-        .invoke_once(&prepared, Some(allow.clone()))
+        .invoke_once(
+            &prepared,
+            &sf_tests::assumed(&prepared),
+            Some(allow.clone()),
+        )
         .unwrap();
     assert_eq!(allow.calls(), 1);
     // A stale base never consults it.
@@ -340,7 +362,7 @@ fn the_guard_decides_once_for_the_claim_holder() {
         .unwrap();
     assert_eq!(
         test.repo
-            .invoke_once(&stale, Some(allow.clone()))
+            .invoke_once(&stale, &sf_tests::assumed(&stale), Some(allow.clone()))
             .unwrap()
             .invocation,
         Invocation::NotDispatched
@@ -404,7 +426,9 @@ fn the_guard_decides_once_for_the_claim_holder() {
             ..RepositoryOptions::default()
         };
         let repo = open_repository(test.factory.as_ref(), &test.identity, options).unwrap();
-        let observed = repo.invoke_once(&prepared, Some(gate.clone())).unwrap();
+        let observed = repo
+            .invoke_once(&prepared, &sf_tests::assumed(&prepared), Some(gate.clone()))
+            .unwrap();
         assert_eq!(
             observed.invocation,
             Invocation::Withheld,
@@ -431,7 +455,7 @@ fn the_guard_decides_once_for_the_claim_holder() {
         // The occurrence is consumed: everywhere else it reads unknown, and nothing restarts.
         let later = test
             .reopen()
-            .invoke_once(&prepared, Some(gate.clone()))
+            .invoke_once(&prepared, &sf_tests::assumed(&prepared), Some(gate.clone()))
             .unwrap();
         assert_eq!(later.invocation, Invocation::Unknown, "{name}");
         assert!(!later.dispatched);
@@ -456,7 +480,11 @@ fn the_file_gate_guards_an_integration() {
     .unwrap();
     let observed = test
         .repo
-        .invoke_once(&prepared, Some(Arc::new(FileGate::new(&gate_file))))
+        .invoke_once(
+            &prepared,
+            &sf_tests::assumed(&prepared),
+            Some(Arc::new(FileGate::new(&gate_file))),
+        )
         .unwrap();
     assert_eq!(observed.invocation, Invocation::Withheld);
     assert_eq!(
@@ -469,7 +497,11 @@ fn the_file_gate_guards_an_integration() {
     std::fs::write(&gate_file, br#"{"proceed": true}"#).unwrap();
     let observed = test
         .repo
-        .invoke_once(&next, Some(Arc::new(FileGate::new(&gate_file))))
+        .invoke_once(
+            &next,
+            &sf_tests::assumed(&next),
+            Some(Arc::new(FileGate::new(&gate_file))),
+        )
         .unwrap();
     assert_eq!(observed.invocation, Invocation::Confirmed);
     assert_eq!(test.repo.target().unwrap(), sealed.manifest.commit);
@@ -509,7 +541,10 @@ fn forged_or_swapped_records_are_corrupt_and_never_move_the_target() {
     std::fs::write(d2.join("intent"), format!("{}\n", p1.intent)).unwrap();
     for p in [&p1, &p2] {
         assert_eq!(
-            test.repo.invoke_once(p, None).unwrap_err().code(),
+            test.repo
+                .invoke_once(p, &sf_tests::assumed(p), None)
+                .unwrap_err()
+                .code(),
             "corrupt"
         );
         assert_eq!(
@@ -522,14 +557,20 @@ fn forged_or_swapped_records_are_corrupt_and_never_move_the_target() {
     assert_eq!(test.repo.target().unwrap(), test.identity.initial);
 
     // A dispatch that names another intent's commit, and a receipt without its dispatch.
-    let observed = test.repo.invoke_once(&p1, None).unwrap();
+    let observed = test
+        .repo
+        .invoke_once(&p1, &sf_tests::assumed(&p1), None)
+        .unwrap();
     assert_eq!(observed.invocation, Invocation::Confirmed);
     std::fs::write(
         d2.join("dispatch"),
         format!("{}\n", observed.dispatch.unwrap()),
     )
     .unwrap();
-    let error = test.repo.invoke_once(&p2, None).unwrap_err();
+    let error = test
+        .repo
+        .invoke_once(&p2, &sf_tests::assumed(&p2), None)
+        .unwrap_err();
     assert_eq!(error.code(), "corrupt", "{error}");
     std::fs::remove_file(d2.join("dispatch")).unwrap();
     std::fs::write(
@@ -542,4 +583,48 @@ fn forged_or_swapped_records_are_corrupt_and_never_move_the_target() {
         "corrupt"
     );
     assert_eq!(test.repo.target().unwrap(), p1.payload.commit);
+}
+
+/// Only the intent a proof admits moves: a proof of another Candidate (here, one naming
+/// another commit, or another Verdict digest) is refused before anything is read or written,
+/// with nothing claimed, and the target stays where it was.
+#[test]
+fn a_proof_moves_only_the_intent_it_admits() {
+    let test = TestRepo::git(FILES);
+    let (_, prepared) = prepare(&test, "one\n", "deliver");
+    let (other, _) = prepare(&test, "two\n", "other");
+    let target = test.repo.target().unwrap();
+    let tree_before = test.tree_hash();
+    let admits = |commit, proof: &str| sf_collector::judging::Admits {
+        candidate: prepared.payload.candidate.clone(),
+        base: prepared.payload.base,
+        commit,
+        slice: prepared.payload.slice.clone(),
+        proof: Digest::of(proof.as_bytes()),
+    };
+    for (what, admits) in [
+        ("another commit", admits(other.manifest.commit, "proof")),
+        (
+            "another Verdict",
+            admits(prepared.payload.commit, "another proof"),
+        ),
+    ] {
+        let proof = sf_collector::judging::Verified::assumed(admits);
+        let refused = test.repo.invoke_once(&prepared, &proof, None).unwrap_err();
+        assert_eq!(refused.code(), "invalid-input", "{what}: {refused}");
+        assert!(
+            refused.to_string().contains("not the one the proof admits"),
+            "{what}: {refused}"
+        );
+    }
+    assert_eq!(test.repo.target().unwrap(), target);
+    assert_eq!(
+        test.tree_hash(),
+        tree_before,
+        "a refused proof wrote something"
+    );
+    assert_eq!(
+        test.repo.inspect_integration(&prepared).unwrap().invocation,
+        Invocation::NotDispatched
+    );
 }

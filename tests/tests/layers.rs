@@ -159,6 +159,32 @@ fn the_collector_closure_is_its_crate_and_what_it_links() {
     );
 }
 
+/// A proof without evidence (`Verified::assumed`, sf-collector's feature `testing`) is for
+/// sf's own tests: only sf-tests enables the feature, so no package a user builds (the `sf`
+/// binary, a plugin, the examples) can make one.
+#[test]
+fn only_the_tests_can_assume_a_proof() {
+    let workspace = Workspace::read();
+    let enabling: BTreeSet<String> = workspace
+        .packages
+        .iter()
+        .filter(|(_, package)| {
+            package["dependencies"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|dependency| {
+                    dependency["name"] == "sf-collector"
+                        && dependency["features"]
+                            .as_array()
+                            .is_some_and(|features| features.iter().any(|f| f == "testing"))
+                })
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    assert_eq!(enabling, names(&["sf-tests"]));
+}
+
 #[test]
 fn the_test_support_depends_on_no_backend() {
     let workspace = Workspace::read();

@@ -277,7 +277,10 @@ fn a_capability_check_drives_integration() {
     // Untrusted: withheld, naming the trust command.
     let test = TestRepo::git(FILES);
     let intent = prepared(&test, "deliver");
-    let observed = test.repo.invoke_once(&intent, Some(gate.clone())).unwrap();
+    let observed = test
+        .repo
+        .invoke_once(&intent, &sf_tests::assumed(&intent), Some(gate.clone()))
+        .unwrap();
     assert_eq!(observed.invocation, Invocation::Withheld, "{observed:?}");
     let problem = observed.problem.clone().unwrap();
     assert!(problem.contains("sf oats trust oats.okf"), "{problem}");
@@ -287,7 +290,10 @@ fn a_capability_check_drives_integration() {
     oats.trust("oats.okf", None).unwrap();
     let test = TestRepo::git(FILES);
     let intent = prepared(&test, "deliver");
-    let observed = test.repo.invoke_once(&intent, Some(gate.clone())).unwrap();
+    let observed = test
+        .repo
+        .invoke_once(&intent, &sf_tests::assumed(&intent), Some(gate.clone()))
+        .unwrap();
     assert_eq!(observed.invocation, Invocation::Withheld, "{observed:?}");
     assert!(!observed.dispatched);
     assert_eq!(
@@ -306,7 +312,10 @@ fn a_capability_check_drives_integration() {
     .unwrap();
     let test = TestRepo::git(FILES);
     let intent = prepared(&test, "deliver");
-    let observed = test.repo.invoke_once(&intent, Some(gate.clone())).unwrap();
+    let observed = test
+        .repo
+        .invoke_once(&intent, &sf_tests::assumed(&intent), Some(gate.clone()))
+        .unwrap();
     assert_eq!(observed.invocation, Invocation::Confirmed, "{observed:?}");
     assert!(observed.dispatched);
     assert_eq!(test.repo.target().unwrap(), intent.payload.commit);
@@ -315,7 +324,10 @@ fn a_capability_check_drives_integration() {
     std::fs::write(okf.join("injects/okf.md"), "changed\n").unwrap();
     let test = TestRepo::git(FILES);
     let intent = prepared(&test, "deliver");
-    let observed = test.repo.invoke_once(&intent, Some(gate)).unwrap();
+    let observed = test
+        .repo
+        .invoke_once(&intent, &sf_tests::assumed(&intent), Some(gate))
+        .unwrap();
     assert_eq!(observed.invocation, Invocation::Withheld, "{observed:?}");
     assert!(
         observed

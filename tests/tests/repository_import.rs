@@ -364,7 +364,10 @@ fn a_target_that_moves_meanwhile_refuses_the_move_and_older_candidates_stay_stal
     // The Candidate sealed on the first base still exports, and integration refuses it: the
     // target no longer names its base.
     assert_eq!(test.repo.export_candidate(&sealed.digest).unwrap(), sealed);
-    let observation = test.repo.invoke_once(&prepared, None).unwrap();
+    let observation = test
+        .repo
+        .invoke_once(&prepared, &sf_tests::assumed(&prepared), None)
+        .unwrap();
     assert_eq!(observation.invocation, Invocation::NotDispatched);
     assert_eq!(test.repo.target().unwrap().to_hex(), ids[2]);
 }
@@ -391,7 +394,10 @@ fn advance_refuses_a_target_outside_the_source_history_and_writes_nothing() {
         .prepare_integration(&payload(&test.identity, &sealed, "deliver", 1))
         .unwrap();
     assert_eq!(
-        test.repo.invoke_once(&prepared, None).unwrap().invocation,
+        test.repo
+            .invoke_once(&prepared, &sf_tests::assumed(&prepared), None)
+            .unwrap()
+            .invocation,
         Invocation::Confirmed
     );
     let landed = sealed.manifest.commit;

@@ -93,7 +93,8 @@ fn run() -> Result<String, String> {
                 .then(|| Arc::new(FileGate::new(second)) as Arc<dyn sf_host::contracts::Gate>);
             wait();
             let observed = if command == "invoke" {
-                repo.invoke_once(&prepared, gate).map_err(failed)?
+                repo.invoke_once(&prepared, &sf_tests::assumed(&prepared), gate)
+                    .map_err(failed)?
             } else {
                 repo.inspect_integration(&prepared).map_err(failed)?
             };

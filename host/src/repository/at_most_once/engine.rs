@@ -2,6 +2,9 @@
 //! (check, replay, precondition, claim, gate, effect, receipt); inspect reports retained
 //! history and what the place shows, and never writes.
 
+use crate::judging::Verified;
+
+use super::proof::check_admitted;
 use std::sync::Arc;
 
 use crate::contracts::Gate;
@@ -55,9 +58,13 @@ impl Repository {
     pub(in crate::repository) fn invoke_effect<E: Effect>(
         &self,
         effect: &E,
+        proof: &Verified,
         gate: Option<Arc<dyn Gate>>,
     ) -> Result<Observation<ViewOf<E>>, RepositoryError> {
         let prepared = effect.prepared();
+        check_admitted(proof, &prepared.payload.admitted())?;
+        // The gate consulted after the claim: the proof's guard, then the operator's.
+        let gate = Some(proof.guard(gate));
         let refs = self.check_retained(prepared)?;
         // A claim exists: replay, start nothing.
         if self.read_dispatch(&refs, prepared)?.is_some() {

@@ -25,6 +25,7 @@ mod messages;
 mod observation;
 mod payload;
 mod prepared;
+mod proof;
 mod receipt;
 mod refs;
 

@@ -2,6 +2,7 @@
 //! payload names, the rules every payload keeps, and what a payload gives the protocol
 //! (how its intents are keyed, bounded, checked and worded, and what its receipts say).
 
+use crate::judging::Admits;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -124,6 +125,9 @@ pub trait EffectPayload: Clone + PartialEq + Serialize + DeserializeOwned {
     fn action(&self) -> &Action;
     /// The repository the intent is prepared in.
     fn repository(&self) -> &RepositoryIdentity;
+    /// What a proof must admit for the effect to start: the Candidate, its base and commit,
+    /// its Slice and the Verified Verdict's digest the payload names.
+    fn admitted(&self) -> Admits;
 }
 
 /// The canonical bytes of `payload`, which moves from `base` to `commit`: the two must differ,

@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use crate::canonical::Digest;
 use crate::contracts::Gate;
+use crate::judging::Verified;
 
 use super::Repository;
 use super::at_most_once::{Action, Owner};
@@ -131,12 +132,17 @@ impl Repository {
     /// `gate` once, then runs the one atomic push. Returns `Err` only when nothing was
     /// pushed; once the push may have started, the outcome is an observation, with anything
     /// not proven reported as unknown.
+    ///
+    /// Only a Verified Candidate is pushed: `proof` must admit this intent (its Candidate,
+    /// base, commit, Slice and Verdict) and the gate consulted is the proof's guard, as for
+    /// [`Repository::invoke_once`].
     pub fn invoke_delivery(
         &self,
         prepared: &PreparedDelivery,
+        proof: &Verified,
         remote: &dyn Remote,
         gate: Option<Arc<dyn Gate>>,
     ) -> Result<DeliveryObservation, RepositoryError> {
-        self.invoke_effect(&Delivery { prepared, remote }, gate)
+        self.invoke_effect(&Delivery { prepared, remote }, proof, gate)
     }
 }

@@ -2,6 +2,7 @@
 //! and on the remote), the marker tag pushed with the branch, and the messages of the intent,
 //! dispatch and receipt commits.
 
+use crate::judging::Admits;
 use serde::{Deserialize, Serialize};
 
 use crate::canonical::{self, Digest};
@@ -149,6 +150,19 @@ pub type PreparedDelivery = Prepared<DeliveryPayload>;
 canonical::literal_fields!(PreparedDelivery { "protocol": DELIVERY_PROTOCOL });
 
 impl EffectPayload for DeliveryPayload {
+    fn admitted(&self) -> Admits {
+        let Self {
+            candidate,
+            base,
+            commit,
+            slice,
+            verdict,
+            ..
+        } = self;
+        // A delivery's proof is the Verdict it names.
+        Admits::new(candidate, *base, *commit, slice, verdict)
+    }
+
     type View = RemoteView;
     type Outcome = ReceiptOutcome;
 

@@ -16,9 +16,10 @@ mod records;
 use std::sync::Arc;
 
 use crate::contracts::Gate;
+use crate::judging::Verified;
 
 use super::Repository;
-use super::at_most_once::Action;
+use super::at_most_once::{Action, Owner};
 use super::error::RepositoryError;
 
 use effect::Integration;
@@ -90,16 +91,47 @@ impl Repository {
         self.inspect_effect(&Integration { prepared })
     }
 
+    /// The intent payload `proof` admits, for action occurrence `action` owned by `owner`:
+    /// the proof's Candidate (its base, commit and Slice) moved in this repository's target,
+    /// with the Verified Verdict's digest as its proof.
+    pub fn integration_payload(
+        &self,
+        proof: &Verified,
+        action: Action,
+        owner: Owner,
+    ) -> IntegrationPayload {
+        let admits = proof.admits();
+        let identity = self.identity();
+        IntegrationPayload {
+            action,
+            product: identity.product_id.clone(),
+            slice: admits.slice.clone(),
+            repository: identity.clone(),
+            target_ref: identity.target_ref.clone(),
+            base: admits.base,
+            commit: admits.commit,
+            candidate: admits.candidate.clone(),
+            proof: admits.proof.clone(),
+            owner,
+        }
+    }
+
     /// Moves the target from B to M at most once for this intent. Without a gate, or after the
     /// gate allowed exactly and in time, the claim holder runs the one compare-and-swap; a
     /// replay, a stale base or a lost claim starts nothing and reports what it reads. Returns
     /// `Err` only when no update was started; once it may have started, the outcome is an
     /// observation, with anything not proven reported as unknown.
+    ///
+    /// Only a Verified Candidate moves: `proof`, which only the judge makes from stored
+    /// evidence, must admit this intent (its Candidate, base, commit, Slice and proof digest;
+    /// anything else is refused before anything starts), and the gate consulted is the
+    /// proof's guard, which judges the stored evidence again before it asks `gate`.
     pub fn invoke_once(
         &self,
         prepared: &PreparedIntegration,
+        proof: &Verified,
         gate: Option<Arc<dyn Gate>>,
     ) -> Result<IntegrationObservation, RepositoryError> {
-        self.invoke_effect(&Integration { prepared }, gate)
+        self.invoke_effect(&Integration { prepared }, proof, gate)
     }
 }

@@ -1,6 +1,7 @@
 //! The integration records: the payload, what it gives the at-most-once protocol, the refs of
 //! one intent, and the messages of the intent, dispatch and receipt commits.
 
+use crate::judging::Admits;
 use serde::{Deserialize, Serialize};
 
 use crate::canonical::{self, Digest, Value};
@@ -122,6 +123,16 @@ impl EffectPayload for IntegrationPayload {
 
     fn repository(&self) -> &RepositoryIdentity {
         &self.repository
+    }
+
+    fn admitted(&self) -> Admits {
+        Admits::new(
+            &self.candidate,
+            self.base,
+            self.commit,
+            &self.slice,
+            &self.proof,
+        )
     }
 }
 
