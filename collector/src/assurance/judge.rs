@@ -52,11 +52,15 @@ use std::time::Instant;
 
 use crate::canonical::{self, Digest, Value, object};
 use crate::contracts::EvidenceStoreExt;
-use crate::contracts::{AttemptId, CapturedResults, EvidenceStore, LimitHit, RunStatus};
+use crate::contracts::{
+    AttemptId, CapturedResults, EvidenceStore, LimitHit, RunIdentities, RunStatus,
+};
 
 use super::acceptance::{Acceptance, ProcessCheck, Stage};
 use super::environment::EnvironmentRecord;
-use super::observation::{OBSERVATION_FORMAT, Observation, ObservationStatus};
+use super::observation::{
+    OBSERVATION_FORMAT, Observation, ObservationFacts, ObservationStatus, ProcessFacts,
+};
 use super::pins::RepositoryPins;
 use super::recipe::Recipe;
 use super::review::{REVIEW_FORMAT, Review, ReviewSubject, ReviewVerdict, count};
@@ -469,6 +473,9 @@ fn with_reviews(
     Ok(verdict)
 }
 
+/// Judges one check from its one record: whether the record is attributable to this
+/// check's run as the pins and the recipe require (every problem found is named, and the
+/// check is then undecided), and whether the run met the check's expectation.
 fn judge_one(
     request: &JudgeRequest<'_>,
     environment_digest: &Digest,
@@ -476,7 +483,6 @@ fn judge_one(
     id: &Digest,
     observation: &Observation,
 ) -> CheckVerdict {
-    let mut problems = Vec::new();
     let facts = &observation.facts;
     let limits_hit = facts
         .process
@@ -492,7 +498,6 @@ fn judge_one(
     let (own, sandboxes): (Vec<&LimitHit>, Vec<&LimitHit>) = limits_hit
         .iter()
         .partition(|hit| declared.declares(hit.limit()));
-    problems.extend(sandboxes.iter().map(ToString::to_string));
     let verdict = |problems: Vec<String>, met: Option<bool>| CheckVerdict {
         check: check.id.clone(),
         record: Some(id.clone()),
@@ -501,7 +506,55 @@ fn judge_one(
         problems,
         limits_hit: limits_hit.clone(),
     };
-    let pins = request.pins;
+    let mut problems: Vec<String> = sandboxes.iter().map(ToString::to_string).collect();
+    record_problems(
+        request,
+        environment_digest,
+        check,
+        facts,
+        &sandboxes,
+        &mut problems,
+    );
+    match (&facts.identities, &facts.process) {
+        (Some(ids), Some(process)) => {
+            run_problems(request, check, ids, process, observation, &mut problems);
+        }
+        _ => problems.push("no process facts or identities".into()),
+    }
+    match (facts.started_at, facts.ended_at) {
+        (Some(started), Some(ended)) if started <= ended && ended <= facts.deadline => {}
+        (Some(_), Some(_)) => problems.push("the run ended after the deadline".into()),
+        _ => problems.push("no start and end times".into()),
+    }
+    if !problems.is_empty() {
+        return verdict(problems, None);
+    }
+    let process = facts.process.as_ref().expect("checked above");
+    match misses(check, process, observation, &own) {
+        Ok(missed) => {
+            let met = missed.is_empty();
+            verdict(missed, Some(met))
+        }
+        // Results that cannot decide leave the check undecided, whatever the exit code: a
+        // Candidate that deletes every test is not Failed for it, nor Verified.
+        Err(reason) => verdict(
+            vec![format!("the test results cannot decide: {reason}")],
+            None,
+        ),
+    }
+}
+
+/// Adds to `problems` what keeps the record from being this check's under these pins: the
+/// collector, Candidate, phase and stage it names, its status, what the collector found, and
+/// the environment of the run (the sandbox's limits `sandboxes` are named already).
+fn record_problems(
+    request: &JudgeRequest<'_>,
+    environment_digest: &Digest,
+    check: &ProcessCheck,
+    facts: &ObservationFacts,
+    sandboxes: &[&LimitHit],
+    problems: &mut Vec<String>,
+) {
     let recipe = request.recipe;
     if facts.collector != recipe.collector_closure {
         problems.push(format!(
@@ -509,7 +562,7 @@ fn judge_one(
             facts.collector, recipe.collector_closure
         ));
     }
-    if facts.candidate != pins.candidate.digest {
+    if facts.candidate != request.pins.candidate.digest {
         problems.push(format!("names Candidate {}", facts.candidate));
     }
     if facts.phase != check.phase || facts.stage != check.stage {
@@ -520,7 +573,7 @@ fn judge_one(
     }
     if !facts.attributable || !facts.problems.is_empty() {
         // The collector names the sandbox's limits hit among its problems too; they are named
-        // above.
+        // already.
         let others: Vec<&str> = facts
             .problems
             .iter()
@@ -537,95 +590,115 @@ fn judge_one(
     if facts.environment.as_ref() != Some(environment_digest) {
         problems.push("the environment of the run is not the pinned one".into());
     }
-    match (&facts.identities, &facts.process) {
-        (Some(ids), Some(process)) => {
-            let expected_program = pins.program(check.stage);
-            if ids.program != *expected_program {
-                problems.push(format!(
-                    "program {} is not the pinned {expected_program}",
-                    ids.program
-                ));
-            }
-            if ids.input != check.input {
-                problems.push(format!(
-                    "input {} is not the pinned {}",
-                    ids.input, check.input
-                ));
-            }
-            if ids.harness != pins.harness {
-                problems.push(format!(
-                    "harness {} is not the pinned {}",
-                    ids.harness, pins.harness
-                ));
-            }
-            if ids.runtime != request.environment.runtime {
-                problems.push(format!("runtime {} is not the pinned one", ids.runtime));
-            }
-            if ids.profile != request.environment.profile {
-                problems.push(format!("profile {} is not the pinned one", ids.profile));
-            }
-            let command = check.command().map(|command| command.to_run(None).digest());
-            if ids.command != command {
-                problems.push(match &command {
-                    Some(command) => format!("the command run is not the pinned {command}"),
-                    None => "a command ran for a check of an entry".to_owned(),
-                });
-            }
-            let asked = check
-                .command()
-                .is_some_and(|command| command.results.is_some());
-            if asked && observation.results.is_none() && process.status == RunStatus::Exited {
-                problems.push("the record does not say what results the run left".into());
-            }
-            for unmet in ids.enforcement.unmet(&recipe.enforcement) {
-                problems.push(format!("enforcement: {unmet}, as the recipe pins"));
-            }
-            if process.timeout_ms == 0 || process.timeout_ms > recipe.timeout_ms {
-                problems.push(format!(
-                    "timeout {} ms is not within the recipe's {} ms",
-                    process.timeout_ms, recipe.timeout_ms
-                ));
-            } else if ids.bounds != recipe.bounds(process.timeout_ms).digest()
-                || process.output_limit != recipe.output_limit
-            {
-                problems.push("the bounds enforced are not the pinned ones".into());
-            }
-            let own_timeout = check
-                .command()
-                .is_some_and(|command| command.own_timeout(process.timeout_ms));
-            if let Some(own) = check.command().and_then(|command| command.timeout_ms)
-                && process.timeout_ms > own
-            {
-                problems.push(format!(
-                    "timeout {} ms is not within the check's {own} ms",
-                    process.timeout_ms
-                ));
-            }
-            match process.status {
-                RunStatus::Exited | RunStatus::Signalled => {}
-                RunStatus::TimedOut if own_timeout => {}
-                other => problems.push(format!("the run was stopped ({})", other.code())),
-            }
-            if !process.reaped {
-                problems.push("the executor did not confirm that every process ended".into());
-            }
-            if process.limits_hit.is_none() {
-                problems.push(
-                    "the record does not say which of the executor's limits the run hit".into(),
-                );
-            }
-        }
-        _ => problems.push("no process facts or identities".into()),
+}
+
+/// Adds to `problems` what keeps the run from being the pinned one: the identities it was
+/// run with (program, input, harness, runtime, profile, command), what it enforced, and its
+/// bounds and ending as the recipe and the check require.
+fn run_problems(
+    request: &JudgeRequest<'_>,
+    check: &ProcessCheck,
+    ids: &RunIdentities,
+    process: &ProcessFacts,
+    observation: &Observation,
+    problems: &mut Vec<String>,
+) {
+    identity_problems(request, check, ids, problems);
+    let recipe = request.recipe;
+    let asked = check
+        .command()
+        .is_some_and(|command| command.results.is_some());
+    if asked && observation.results.is_none() && process.status == RunStatus::Exited {
+        problems.push("the record does not say what results the run left".into());
     }
-    match (facts.started_at, facts.ended_at) {
-        (Some(started), Some(ended)) if started <= ended && ended <= facts.deadline => {}
-        (Some(_), Some(_)) => problems.push("the run ended after the deadline".into()),
-        _ => problems.push("no start and end times".into()),
+    for unmet in ids.enforcement.unmet(&recipe.enforcement) {
+        problems.push(format!("enforcement: {unmet}, as the recipe pins"));
     }
-    if !problems.is_empty() {
-        return verdict(problems, None);
+    if process.timeout_ms == 0 || process.timeout_ms > recipe.timeout_ms {
+        problems.push(format!(
+            "timeout {} ms is not within the recipe's {} ms",
+            process.timeout_ms, recipe.timeout_ms
+        ));
+    } else if ids.bounds != recipe.bounds(process.timeout_ms).digest()
+        || process.output_limit != recipe.output_limit
+    {
+        problems.push("the bounds enforced are not the pinned ones".into());
     }
-    let process = facts.process.as_ref().expect("checked above");
+    let own_timeout = check
+        .command()
+        .is_some_and(|command| command.own_timeout(process.timeout_ms));
+    if let Some(own) = check.command().and_then(|command| command.timeout_ms)
+        && process.timeout_ms > own
+    {
+        problems.push(format!(
+            "timeout {} ms is not within the check's {own} ms",
+            process.timeout_ms
+        ));
+    }
+    match process.status {
+        RunStatus::Exited | RunStatus::Signalled => {}
+        RunStatus::TimedOut if own_timeout => {}
+        other => problems.push(format!("the run was stopped ({})", other.code())),
+    }
+    if !process.reaped {
+        problems.push("the executor did not confirm that every process ended".into());
+    }
+    if process.limits_hit.is_none() {
+        problems.push("the record does not say which of the executor's limits the run hit".into());
+    }
+}
+
+/// Adds to `problems` each identity of the run that is not the pinned one.
+fn identity_problems(
+    request: &JudgeRequest<'_>,
+    check: &ProcessCheck,
+    ids: &RunIdentities,
+    problems: &mut Vec<String>,
+) {
+    let pins = request.pins;
+    let expected_program = pins.program(check.stage);
+    if ids.program != *expected_program {
+        problems.push(format!(
+            "program {} is not the pinned {expected_program}",
+            ids.program
+        ));
+    }
+    if ids.input != check.input {
+        problems.push(format!(
+            "input {} is not the pinned {}",
+            ids.input, check.input
+        ));
+    }
+    if ids.harness != pins.harness {
+        problems.push(format!(
+            "harness {} is not the pinned {}",
+            ids.harness, pins.harness
+        ));
+    }
+    if ids.runtime != request.environment.runtime {
+        problems.push(format!("runtime {} is not the pinned one", ids.runtime));
+    }
+    if ids.profile != request.environment.profile {
+        problems.push(format!("profile {} is not the pinned one", ids.profile));
+    }
+    let command = check.command().map(|command| command.to_run(None).digest());
+    if ids.command != command {
+        problems.push(match &command {
+            Some(command) => format!("the command run is not the pinned {command}"),
+            None => "a command ran for a check of an entry".to_owned(),
+        });
+    }
+}
+
+/// How an attributable run missed the check's expectation (none: met): a bound the check
+/// declares that it hit, its ending and exit code, its stdout, and its per-test results;
+/// `Err` with the reason when its results cannot decide.
+fn misses(
+    check: &ProcessCheck,
+    process: &ProcessFacts,
+    observation: &Observation,
+    own: &[&LimitHit],
+) -> Result<Vec<String>, String> {
     let expectation = &check.expectation;
     let mut missed: Vec<String> = own
         .iter()
@@ -679,24 +752,16 @@ fn judge_one(
                 missed.extend(disagreement);
                 missed.extend(misses.iter().map(ToString::to_string));
             }
-            // Results that cannot decide leave the check undecided, whatever the exit code:
-            // a Candidate that deletes every test is not Failed for it, nor Verified.
-            TestGrade::Undecided(reason) => {
-                return verdict(
-                    vec![format!("the test results cannot decide: {reason}")],
-                    None,
-                );
-            }
+            TestGrade::Undecided(reason) => return Err(reason),
         }
     }
-    let met = missed.is_empty();
-    verdict(missed, Some(met))
+    Ok(missed)
 }
 
 /// Grades a command check's per-test results: those the record holds, parsed here.
 fn grade_tests(
     check: &ProcessCheck,
-    process: &super::ProcessFacts,
+    process: &ProcessFacts,
     observation: &Observation,
 ) -> TestGrade {
     let parsed;

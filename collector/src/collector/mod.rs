@@ -56,30 +56,28 @@ mod closure;
 mod placement;
 pub mod programs;
 mod recipe;
+mod run;
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::assurance::acceptance::{CheckRun, CwdFrom};
 use crate::assurance::judge::check_records;
 use crate::assurance::{
-    EnvironmentRecord, FrozenSlice, OBSERVATION_FORMAT, Observation, ObservationFacts,
-    ObservationStatus, ProcessCheck, ProcessFacts, RepositoryPins, time,
+    EnvironmentRecord, FrozenSlice, OBSERVATION_FORMAT, Observation, ProcessCheck, ProcessFacts,
+    RepositoryPins, time,
 };
 use crate::canonical::{self, Digest};
 use crate::contracts::{
-    AttemptId, CancelToken, Enforcement, EntryPlace, EvidenceRecord, EvidenceStore, Executor, Gate,
-    GateExt, LimitHit, NamespaceDisposition, RunAnswer, RunEntry, RunIdentities, RunRequest,
-    RunStatus, RuntimeDescription, Withheld, check_limits_hit,
+    AttemptId, CancelToken, Enforcement, EvidenceRecord, EvidenceStore, Executor, Gate, GateExt,
+    LimitHit, NamespaceDisposition, RunAnswer, RunIdentities, RunStatus, RuntimeDescription,
+    Withheld,
 };
 use crate::fence::Hold;
 use crate::repository::{CandidateManifest, SealedCandidate};
-use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, holds_directory};
 
 pub use base::{MaterialisedTree, materialise_base, materialise_candidate};
 pub use closure::{COLLECTOR_NAME, collector_closure, collector_sources};
@@ -468,6 +466,44 @@ impl RepositoryCollector {
         cancel: &CancelToken,
         progress: &mut dyn FnMut(CollectEvent<'_>),
     ) -> Result<CollectResult, CollectError> {
+        Self::check_hold(prepared, hold)?;
+        let environment_before = self.current_environment();
+        let attempt = hold.attempt().clone();
+        let shared = Shared {
+            next: AtomicUsize::new(0),
+            gate_closed: Mutex::new(None),
+            storage_failed: AtomicBool::new(false),
+            released: Mutex::new(None),
+        };
+        let (settled, mut stored) =
+            self.run_jobs(request, prepared, &gate, hold, cancel, &shared, progress);
+        // Records are listed in acceptance order, whatever order they were stored in.
+        stored.sort_by_key(|(at, _)| *at);
+        let stored: Vec<Digest> = stored.into_iter().map(|(_, id)| id).collect();
+        if let Some(reason) = shared
+            .released
+            .into_inner()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            return Err(CollectError::Released {
+                attempt,
+                reason,
+                stored,
+            });
+        }
+        Ok(CollectResult {
+            attempt,
+            pins: prepared.pins.clone(),
+            pinned: prepared.programs.pins.clone(),
+            runs: every_run_settled(settled, &prepared.checks),
+            evidence: stored,
+            environment_before,
+            environment_after: self.current_environment(),
+        })
+    }
+
+    /// The hold is on the pinned Product's fence and still active.
+    fn check_hold(prepared: &Prepared, hold: &Hold) -> Result<(), CollectError> {
         if hold.attempt().product != prepared.programs.pins.product() {
             return Err(CollectError::invalid(
                 "hold",
@@ -483,16 +519,24 @@ impl RepositoryCollector {
                 attempt: hold.attempt().clone(),
                 reason: error.to_string(),
                 stored: Vec::new(),
-            })?;
-        let environment_before = self.current_environment();
-        let attempt = hold.attempt().clone();
+            })
+    }
+
+    /// Runs the checks on up to `jobs` workers, reporting progress on this thread as they send
+    /// it; each check's settled run by position, and the records stored with their positions.
+    #[allow(clippy::too_many_arguments)]
+    fn run_jobs(
+        &self,
+        request: &CollectRequest,
+        prepared: &Prepared,
+        gate: &Arc<dyn Gate>,
+        hold: &Hold,
+        cancel: &CancelToken,
+        shared: &Shared,
+        progress: &mut dyn FnMut(CollectEvent<'_>),
+    ) -> (Vec<Option<CollectedRun>>, Vec<(usize, Digest)>) {
         let checks = &prepared.checks;
-        let shared = Shared {
-            next: AtomicUsize::new(0),
-            gate_closed: Mutex::new(None),
-            storage_failed: AtomicBool::new(false),
-            released: Mutex::new(None),
-        };
+        let attempt = hold.attempt().clone();
         let mut settled: Vec<Option<CollectedRun>> = vec![None; checks.len()];
         let mut stored: Vec<(usize, Digest)> = Vec::new();
         let jobs = self.jobs.get().min(checks.len()).max(1);
@@ -500,7 +544,7 @@ impl RepositoryCollector {
             let (events, received) = mpsc::channel::<Event>();
             for _ in 0..jobs {
                 let events = events.clone();
-                let (shared, attempt, gate) = (&shared, &attempt, &gate);
+                let attempt = &attempt;
                 scope.spawn(move || {
                     self.work(
                         request, prepared, attempt, gate, hold, cancel, shared, &events,
@@ -508,7 +552,6 @@ impl RepositoryCollector {
                 });
             }
             drop(events);
-            // Progress is reported here, on the caller's thread, as the workers send it.
             for event in received {
                 match event {
                     Event::Started(at) => progress(CollectEvent::Started {
@@ -524,46 +567,7 @@ impl RepositoryCollector {
                 }
             }
         });
-        // Records are listed in acceptance order, whatever order they were stored in.
-        stored.sort_by_key(|(at, _)| *at);
-        let stored: Vec<Digest> = stored.into_iter().map(|(_, id)| id).collect();
-        if let Some(reason) = shared
-            .released
-            .into_inner()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            return Err(CollectError::Released {
-                attempt,
-                reason,
-                stored,
-            });
-        }
-        let runs = settled
-            .into_iter()
-            .zip(checks)
-            .map(|(run, check)| {
-                // Every check is settled once the workers are done unless the hold ended,
-                // which returned above; this is a defect, reported as one.
-                run.unwrap_or_else(|| CollectedRun {
-                    check: check.id.clone(),
-                    evidence: None,
-                    state: RunState::NotStarted,
-                    identities: None,
-                    problems: vec!["the collection ended before this check was settled".into()],
-                    limits_hit: Vec::new(),
-                    process: None,
-                })
-            })
-            .collect();
-        Ok(CollectResult {
-            attempt,
-            pins: prepared.pins.clone(),
-            pinned: prepared.programs.pins.clone(),
-            runs,
-            evidence: stored,
-            environment_before,
-            environment_after: self.current_environment(),
-        })
+        (settled, stored)
     }
 
     /// One worker: takes the next check until none is left, the hold ended, or (after a
@@ -778,292 +782,6 @@ impl RepositoryCollector {
             })
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn run_one(
-        &self,
-        request: &CollectRequest,
-        prepared: &Prepared,
-        check: &ProcessCheck,
-        gate: &Arc<dyn Gate>,
-        shared: &Shared,
-        hold: &Hold,
-        cancel: &CancelToken,
-    ) -> Result<Ran, crate::fence::FenceError> {
-        let mut facts = ObservationFacts {
-            collector: prepared.closure.clone(),
-            candidate: prepared.programs.pins.candidate.digest.clone(),
-            check: check.id.clone(),
-            phase: check.phase,
-            stage: check.stage,
-            status: ObservationStatus::NotStarted,
-            attributable: false,
-            problems: Vec::new(),
-            environment: None,
-            identities: None,
-            process: None,
-            started_at: None,
-            ended_at: None,
-            deadline: prepared.deadline,
-        };
-        let not_started = |mut facts: ObservationFacts, problem: String| {
-            facts.problems = vec![problem];
-            Ran {
-                observation: Observation {
-                    facts,
-                    stdout: Vec::new(),
-                    stderr: Vec::new(),
-                    results: None,
-                },
-                state: RunState::NotStarted,
-            }
-        };
-        {
-            // One job reads the gate at a time, so that once it refuses no later run is
-            // launched and the gate is not asked again.
-            let mut gate_closed = shared
-                .gate_closed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if let Some(reason) = &*gate_closed {
-                return Ok(not_started(facts, reason.clone()));
-            }
-            if cancel.is_cancelled() {
-                return Ok(not_started(facts, "aborted before the run".into()));
-            }
-            if let Err(reason) = self.read_gate(gate, prepared.deadline, cancel) {
-                *gate_closed = Some(reason.clone());
-                return Ok(not_started(facts, reason));
-            }
-        }
-        hold.assert_active()?;
-        let runtime = match self.executor.describe_runtime() {
-            Ok(runtime) => runtime,
-            Err(error) => {
-                return Ok(not_started(
-                    facts,
-                    format!("the runtime cannot be described: {error}"),
-                ));
-            }
-        };
-        let environment = match self.executor.profile() {
-            Ok(profile) => EnvironmentRecord {
-                runtime: runtime.digest.clone(),
-                profile: profile.digest,
-                platform: crate::assurance::platform(),
-                sf: crate::SF_VERSION.to_owned(),
-            },
-            Err(error) => {
-                return Ok(not_started(
-                    facts,
-                    format!("the profile cannot be described: {error}"),
-                ));
-            }
-        };
-        facts.environment = environment.digest().ok();
-        if let Some(problem) = environment_problem(&runtime, &environment, &request.slice) {
-            return Ok(not_started(facts, problem));
-        }
-        if let Some(problem) = placement_problem(&self.protected, &runtime) {
-            return Ok(not_started(
-                facts,
-                format!("a protected path is readable under the runtime: {problem}"),
-            ));
-        }
-        let program = prepared.programs.of(check.stage);
-        let harness = &request.slice.harness;
-        let input = &request.slice.inputs[&check.input];
-        let (entry, args, command) = match &check.run {
-            CheckRun::Entry { entry, args, .. } => {
-                let (held, place_name) = match entry.place {
-                    EntryPlace::Program => (
-                        program.holds_file(&entry.path),
-                        format!("the {} tree", check.stage.as_str()),
-                    ),
-                    EntryPlace::Harness => (
-                        harness.iter().any(|file| file.path == entry.path),
-                        "the harness".to_owned(),
-                    ),
-                };
-                if !held {
-                    return Ok(not_started(
-                        facts,
-                        format!("the entry {} is not a file of {place_name}", entry.path),
-                    ));
-                }
-                (entry.clone(), args.clone(), None)
-            }
-            CheckRun::Command(command) => {
-                let tree = match &command.environment {
-                    None => None,
-                    Some(environment) => match request.environments.get(&environment.digest) {
-                        Some(tree) => Some(tree.clone()),
-                        None => {
-                            return Ok(not_started(
-                                facts,
-                                format!(
-                                    "the dependency environment {} ({}) is not available \
-                                     on this host",
-                                    environment.name, environment.digest
-                                ),
-                            ));
-                        }
-                    },
-                };
-                let cwd = &command.cwd.path;
-                let place = match command.cwd.from {
-                    CwdFrom::Tree => Some((
-                        program.holds_directory(cwd),
-                        format!("the {} tree", check.stage.as_str()),
-                    )),
-                    CwdFrom::Harness => {
-                        Some((holds_directory(harness, cwd), "the harness".to_owned()))
-                    }
-                    CwdFrom::Input => Some((holds_directory(input, cwd), "the input".to_owned())),
-                    CwdFrom::Scratch => None,
-                };
-                if let Some((false, place_name)) = place
-                    && !cwd.is_empty()
-                {
-                    return Ok(not_started(
-                        facts,
-                        format!("the working directory {cwd} is not a directory of {place_name}"),
-                    ));
-                }
-                // A command runs no entry: the request's is a placeholder it never reads.
-                (
-                    RunEntry::program(String::new()),
-                    Vec::new(),
-                    Some(command.to_run(tree)),
-                )
-            }
-        };
-        let (program_files, program_tree) = match program {
-            StageProgram::Files(tree) => (tree.files.clone(), None),
-            StageProgram::Tree {
-                runnable: false, ..
-            } => {
-                return Ok(not_started(
-                    facts,
-                    "the base's tree is not materialised on this host, so no program given by \
-                     reference can run"
-                        .into(),
-                ));
-            }
-            StageProgram::Tree { tree, .. } => (Vec::new(), Some(tree.clone())),
-        };
-        for (what, files) in [
-            ("program", &program_files),
-            ("input", input),
-            ("harness", harness),
-        ] {
-            let bytes: u64 = files.iter().map(|file| file.content.len() as u64).sum();
-            if bytes > MAX_SNAPSHOT_BYTES || files.len() > MAX_SNAPSHOT_FILES {
-                return Ok(not_started(
-                    facts,
-                    format!("the {what} is oversized for the executor ({bytes} bytes)"),
-                ));
-            }
-        }
-        let now = time::to_millis(self.clock.now()).unwrap_or(u64::MAX);
-        let left = prepared.deadline.saturating_sub(now);
-        if left < 1 {
-            return Ok(not_started(
-                facts,
-                "the deadline passed before the run".into(),
-            ));
-        }
-        let recipe = &request.slice.recipe;
-        let own = check.command().and_then(|command| command.timeout_ms);
-        let timeout_ms = recipe.timeout_ms.min(own.unwrap_or(u64::MAX)).min(left);
-        let bounds = recipe.bounds(timeout_ms);
-        let run = RunRequest {
-            program_tree,
-            command,
-            program: program_files,
-            entry,
-            args,
-            input: input.clone(),
-            harness: harness.clone(),
-            bounds,
-        };
-        let started = self.clock.now();
-        let answer = catch_unwind(AssertUnwindSafe(|| self.executor.run(&run, cancel)));
-        let ended = self.clock.now();
-        facts.started_at = time::to_millis(started);
-        facts.ended_at = time::to_millis(ended);
-        let answer = match answer {
-            Err(panic) => {
-                facts.status = ObservationStatus::Unresolved;
-                facts.problems = vec![format!(
-                    "the executor panicked; the run's outcome is unknown: {}",
-                    panic_text(panic.as_ref())
-                )];
-                return Ok(Ran {
-                    observation: Observation {
-                        facts,
-                        stdout: Vec::new(),
-                        stderr: Vec::new(),
-                        results: None,
-                    },
-                    state: RunState::Unresolved,
-                });
-            }
-            Ok(Err(error)) => {
-                return Ok(not_started(
-                    facts,
-                    format!("the executor refused ({}): {error}", error.code()),
-                ));
-            }
-            Ok(Ok(answer)) => answer,
-        };
-        facts.status = ObservationStatus::Observed;
-        facts.problems = answer_problems(
-            &answer,
-            &prepared.programs.pins,
-            check,
-            (&environment, &recipe.enforcement),
-            &bounds,
-            facts.ended_at,
-            prepared.deadline,
-        );
-        let limits_hit = match check_limits_hit(&answer.limits_hit) {
-            Ok(()) => answer.limits_hit.clone(),
-            // A list the record cannot hold is kept as the problems above (one per hit), so
-            // that no hit is dropped.
-            Err(rule) => {
-                facts.problems.push(format!(
-                    "the executor stated its limits hit malformed: {rule}"
-                ));
-                Vec::new()
-            }
-        };
-        facts.attributable = facts.problems.is_empty();
-        facts.identities = Some(answer.identities.clone());
-        facts.process = Some(ProcessFacts {
-            status: answer.status,
-            exit_code: answer.exit_code,
-            signal: answer.signal,
-            timeout_ms,
-            output_limit: recipe.output_limit,
-            wall_ms: answer.times.wall.as_millis() as u64,
-            user_ms: answer.times.user.as_millis() as u64,
-            system_ms: answer.times.system.as_millis() as u64,
-            max_rss_kib: answer.times.max_rss_kib,
-            memory_peak_bytes: answer.times.memory_peak_bytes,
-            limits_hit: Some(limits_hit),
-            reaped: answer.namespace == NamespaceDisposition::Reaped,
-        });
-        Ok(Ran {
-            observation: Observation {
-                facts,
-                stdout: answer.stdout,
-                stderr: answer.stderr,
-                results: answer.results,
-            },
-            state: RunState::Observed,
-        })
-    }
-
     /// Asks the gate once ([`GateExt::consult`]), so that a read still pending at the deadline
     /// or on cancellation is abandoned. `Err` with the reason for anything but a timely
     /// proceed.
@@ -1092,6 +810,29 @@ impl RepositoryCollector {
                 Withheld::NotStarted(error) => format!("the gate could not be read: {error}"),
             })
     }
+}
+
+/// Every check's run: each is settled once the workers are done unless the hold ended (which
+/// the caller reports), so one that is not is a defect, reported as one.
+fn every_run_settled(
+    settled: Vec<Option<CollectedRun>>,
+    checks: &[ProcessCheck],
+) -> Vec<CollectedRun> {
+    settled
+        .into_iter()
+        .zip(checks)
+        .map(|(run, check)| {
+            run.unwrap_or_else(|| CollectedRun {
+                check: check.id.clone(),
+                evidence: None,
+                state: RunState::NotStarted,
+                identities: None,
+                problems: vec!["the collection ended before this check was settled".into()],
+                limits_hit: Vec::new(),
+                process: None,
+            })
+        })
+        .collect()
 }
 
 fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
