@@ -233,6 +233,7 @@ mod tests {
     #[test]
     fn buffers_round_trip() {
         let buffer = SfBuffer::from_vec(b"hello".to_vec());
+        // SAFETY: the buffer was just made from a vector and is not freed yet.
         let bytes = unsafe {
             SfBytes {
                 ptr: buffer.ptr,
@@ -242,10 +243,13 @@ mod tests {
         }
         .unwrap();
         assert_eq!(bytes, b"hello");
+        // SAFETY: each buffer is freed once, by the side that made it.
         unsafe { buffer.free() };
+        // SAFETY: freeing the empty buffer is a no-op.
         unsafe { SfBuffer::EMPTY.free() };
         let empty = SfBuffer::from_vec(Vec::new());
         assert!(!empty.ptr.is_null());
+        // SAFETY: as above, freed once.
         unsafe { empty.free() };
     }
 }

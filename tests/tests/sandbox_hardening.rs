@@ -208,10 +208,8 @@ fn every_rlimit_is_the_profiles_not_inherited() {
     // The scheduling policy of the thread that starts the fork server is inherited too.
     let batch = libc::sched_param { sched_priority: 0 };
     // SAFETY: sched_setscheduler of this thread with a valid parameter.
-    assert_eq!(
-        unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &batch) },
-        0
-    );
+    let status = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &batch) };
+    assert_eq!(status, 0);
     let executor = probe_executor();
     // The first run's launcher is this process's child, the second's the fork server's: both
     // inherited the unusual values, and neither passes them on.

@@ -62,10 +62,8 @@ fn no_children_left(after: &str) {
 #[test]
 fn nothing_is_left_after_an_executor_sf_exec_or_sf_collect() {
     // SAFETY: prctl with integer arguments, on this process.
-    assert_eq!(
-        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) },
-        0
-    );
+    let status = unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    assert_eq!(status, 0);
     // Built before anything is watched (the build runs cargo, whose children are reaped).
     let sf = sf_tests::plugins::built().sf.clone();
 

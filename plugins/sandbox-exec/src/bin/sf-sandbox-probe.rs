@@ -419,8 +419,9 @@ fn spin(argument: &str) -> Outcome {
     while start.elapsed() < Duration::from_millis(ms) {
         x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
     }
-    // SAFETY: getrusage into a zeroed struct.
+    // SAFETY: a zeroed rusage is a valid value, to be overwritten.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage of this process into a struct we own.
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     let cpu_ms = (usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) as u64 * 1000
         + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) as u64 / 1000;

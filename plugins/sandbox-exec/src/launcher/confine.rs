@@ -313,11 +313,8 @@ fn set_rlimits(plan: &Plan, run: &RunPlan) -> Step {
             rlim_max: *hard,
         };
         // SAFETY: a valid rlimit.
-        check(
-            unsafe { libc::setrlimit(which, &limit) }.into(),
-            "rlimits",
-            format!("setrlimit {resource:?}"),
-        )?;
+        let status = unsafe { libc::setrlimit(which, &limit) };
+        check(status.into(), "rlimits", format!("setrlimit {resource:?}"))?;
     }
     if let Some(seconds) = run.cpu_seconds {
         let limit = libc::rlimit {
@@ -325,8 +322,9 @@ fn set_rlimits(plan: &Plan, run: &RunPlan) -> Step {
             rlim_max: seconds.saturating_add(1),
         };
         // SAFETY: a valid rlimit; lowering is always allowed.
+        let status = unsafe { libc::setrlimit(libc::RLIMIT_CPU, &limit) };
         check(
-            unsafe { libc::setrlimit(libc::RLIMIT_CPU, &limit) }.into(),
+            status.into(),
             "rlimits",
             "setrlimit Cpu (the run's own bound)",
         )?;
@@ -340,11 +338,8 @@ fn set_rlimits(plan: &Plan, run: &RunPlan) -> Step {
 fn reset_scheduling() -> Step {
     let ordinary = libc::sched_param { sched_priority: 0 };
     // SAFETY: sched_setscheduler of this process with a valid parameter.
-    check(
-        unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &ordinary) }.into(),
-        "rlimits",
-        "sched_setscheduler(SCHED_OTHER)",
-    )?;
+    let status = unsafe { libc::sched_setscheduler(0, libc::SCHED_OTHER, &ordinary) };
+    check(status.into(), "rlimits", "sched_setscheduler(SCHED_OTHER)")?;
     Ok(())
 }
 
@@ -401,11 +396,8 @@ fn prepare_exec(run: &RunPlan, armed: &Armed) -> Step<Exec> {
 /// may be installed without any.
 fn set_no_new_privileges() -> Step {
     // SAFETY: prctl with integer arguments.
-    check(
-        unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) }.into(),
-        "no-new-privs",
-        "PR_SET_NO_NEW_PRIVS",
-    )?;
+    let status = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) };
+    check(status.into(), "no-new-privs", "PR_SET_NO_NEW_PRIVS")?;
     Ok(())
 }
 

@@ -241,20 +241,14 @@ fn launch(prepared: Option<Prepared>) -> Step<i32> {
     let outside = become_outside_id(plan)?;
     // If the supervisor's thread goes away, so does the launcher (and with it, the init).
     // SAFETY: prctl with integer arguments. Set after the credential change, which clears it.
-    check(
-        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) }.into(),
-        "launcher",
-        "PR_SET_PDEATHSIG",
-    )?;
+    let status = unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) };
+    check(status.into(), "launcher", "PR_SET_PDEATHSIG")?;
     unshare_namespaces(new_network)?;
     map_user_and_group(plan, outside)?;
     let hostname = plan.hostname.as_bytes();
     // SAFETY: a valid buffer of the given length.
-    check(
-        unsafe { libc::sethostname(hostname.as_ptr().cast(), hostname.len()) }.into(),
-        "uts-namespace",
-        "sethostname",
-    )?;
+    let status = unsafe { libc::sethostname(hostname.as_ptr().cast(), hostname.len()) };
+    check(status.into(), "uts-namespace", "sethostname")?;
     start_init_and_watch(plan)
 }
 
@@ -295,11 +289,8 @@ fn become_outside_id(plan: &Plan) -> Step<(libc::uid_t, libc::gid_t)> {
         // A credential change clears the dumpable flag, which would make /proc/self/*
         // root-owned and the uid map unwritable.
         // SAFETY: prctl with integer arguments.
-        check(
-            unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) }.into(),
-            "identity",
-            "dumpable",
-        )?;
+        let status = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0) };
+        check(status.into(), "identity", "dumpable")?;
         (id, id)
     } else {
         // SAFETY: credential queries.
@@ -329,8 +320,9 @@ fn unshare_namespaces(new_network: bool) -> Step {
         namespaces |= libc::CLONE_NEWNET;
     }
     // SAFETY: unshare of a single-threaded process.
+    let status = unsafe { libc::unshare(namespaces) };
     check(
-        unsafe { libc::unshare(namespaces) }.into(),
+        status.into(),
         "user-namespace",
         "unshare(user, mount, pid, ipc, uts, cgroup, network)",
     )?;
@@ -381,11 +373,8 @@ fn start_init_and_watch(plan: &Plan) -> Step<i32> {
 fn pipe() -> Step<[RawFd; 2]> {
     let mut ends = [0 as RawFd; 2];
     // SAFETY: a two-element array for pipe2.
-    check(
-        unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) }.into(),
-        "launcher",
-        "pipe2",
-    )?;
+    let status = unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC) };
+    check(status.into(), "launcher", "pipe2")?;
     Ok(ends)
 }
 

@@ -87,9 +87,11 @@ fn read_beneath(dir: libc::c_int, name: &CString, max_bytes: u64) -> ResultsSeen
 }
 
 fn read_file(fd: libc::c_int, max_bytes: u64) -> ResultsSeen {
-    // SAFETY: zeroed stat is a valid value to be overwritten; fstat of our descriptor.
+    // SAFETY: a zeroed stat is a valid value, to be overwritten.
     let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(fd, &mut stat) } != 0 {
+    // SAFETY: fstat of our own descriptor into a stat we own.
+    let status = unsafe { libc::fstat(fd, &mut stat) };
+    if status != 0 {
         return ResultsSeen::Refused(format!("fstat: {}", std::io::Error::last_os_error()));
     }
     if stat.st_mode & libc::S_IFMT != libc::S_IFREG {

@@ -230,11 +230,8 @@ fn enter(message: &Message) -> Step<Prepared> {
     // Nothing may trace the fork server or read its memory through /proc; each forked
     // launcher sets the flag again for the few steps that need /proc/self to be its own.
     // SAFETY: prctl with integer arguments.
-    check(
-        unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }.into(),
-        "launcher",
-        "PR_SET_DUMPABLE",
-    )?;
+    let status = unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) };
+    check(status.into(), "launcher", "PR_SET_DUMPABLE")?;
     Ok(Prepared {
         network_joined: join,
     })
