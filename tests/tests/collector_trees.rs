@@ -417,3 +417,200 @@ fn a_swapped_layer_or_base_is_refused_before_anything_runs() {
     assert_eq!(executor.runs(), 0, "nothing started");
     assert_eq!(scenario.records(), 0, "nothing stored");
 }
+
+/// Runs plain git (the test's own tool) in the owned repository `repo`, `input` on stdin.
+fn git_in(repo: &Path, args: &[&str], input: Option<&[u8]>) -> String {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(repo)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.unwrap_or_default())
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "git {args:?}: {output:?}");
+    String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+/// Rewrites the tree record of the scenario's initial tree so that its root node says
+/// `lie` of its subdirectory `gen`: a record as sf writes them (bound to the Git tree: the
+/// same names, kinds and ids), whose one digest is not the one the bytes give.
+fn forge_root_record(scenario: &Scenario, lie: Digest) {
+    use sf_candidate::tree_record::{DirectoryRecord, tree_record_ref};
+    use sf_host::contracts::tree_digest::{DirectoryDigest, Node};
+    use sf_host::git_object::{self, ObjectId, ObjectKind};
+    let repo = &scenario.repo.path;
+    let initial = format!("{}^{{tree}}", scenario.repo.identity.initial);
+    let tree = ObjectId::parse_hex(&git_in(repo, &["rev-parse", &initial], None)).unwrap();
+    let name = tree_record_ref(&tree);
+    let commit = ObjectId::parse_hex(&git_in(repo, &["rev-parse", name.as_str()], None)).unwrap();
+    let read = |kind: &str, id: &str| {
+        std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(repo)
+            .args(["cat-file", kind, id])
+            .output()
+            .unwrap()
+            .stdout
+    };
+    let record_commit = git_object::decode_commit(&read("commit", &commit.to_hex())).unwrap();
+    let shadow = git_object::decode_tree(&read("tree", &record_commit.tree.to_hex())).unwrap();
+    let node = shadow.iter().find(|entry| entry.name == "n").unwrap();
+    let mut root = DirectoryRecord::decode(&read("blob", &node.id.to_hex())).unwrap();
+    let Some(Node::Directory { totals, .. }) = root.directory.get("gen").cloned() else {
+        panic!("the root lists gen/ as a directory");
+    };
+    root.directory.insert(
+        "gen",
+        Node::Directory {
+            digest: DirectoryDigest { hash: lie, size: 1 },
+            totals,
+        },
+    );
+    let write = |kind: ObjectKind, body: Vec<u8>| {
+        ObjectId::parse_hex(&git_in(
+            repo,
+            &[
+                "hash-object",
+                "-t",
+                kind.as_str(),
+                "-w",
+                "--stdin",
+                "--literally",
+            ],
+            Some(&body),
+        ))
+        .unwrap()
+    };
+    let blob = write(ObjectKind::Blob, root.encode());
+    let entries: Vec<_> = shadow
+        .iter()
+        .map(|entry| {
+            let mut entry = entry.clone();
+            if entry.name == "n" {
+                entry.id = blob;
+            }
+            entry
+        })
+        .collect();
+    let shadow_tree = write(ObjectKind::Tree, git_object::encode_tree(&entries));
+    let mut forged = record_commit.clone();
+    forged.tree = shadow_tree;
+    let forged = write(ObjectKind::Commit, git_object::encode_commit(&forged));
+    git_in(
+        repo,
+        &[
+            "update-ref",
+            name.as_str(),
+            &forged.to_hex(),
+            &commit.to_hex(),
+        ],
+        None,
+    );
+}
+
+/// A Candidate run by reference is proved along its edited paths up to its base's digest,
+/// not walked whole: read that way it is the Candidate export gives; a base object
+/// corrupted after the base was materialised goes unread (export, which re-verifies
+/// everything, refuses it) and the collection runs the materialised copy, verified from the
+/// bytes when it was made, so Verified; a tree record that lies about a sibling after the
+/// seal breaks the chain (`corrupt`).
+#[test]
+fn a_candidate_run_by_reference_is_proved_along_its_edited_paths() {
+    let scenario = with_extra_files(1_000);
+    let fixed = scenario.request(SUM_FIXED);
+    let digest = fixed.sealed.digest.clone();
+    let repository = &scenario.repo.repo;
+    assert_eq!(
+        repository.read_by_reference(&digest).unwrap(),
+        repository.export_candidate(&digest).unwrap()
+    );
+
+    // A base object off the edited path, lost after the base was materialised.
+    sf_tests::loosen_objects(&scenario.repo.path);
+    let off_path = repository
+        .snapshot(&scenario.repo.identity.initial)
+        .unwrap()
+        .files
+        .iter()
+        .find(|file| file.path.starts_with("gen/"))
+        .map(|file| file.blob)
+        .unwrap();
+    let hex = off_path.to_hex();
+    let loose = scenario
+        .repo
+        .path
+        .join("objects")
+        .join(&hex[..2])
+        .join(&hex[2..]);
+    std::fs::remove_file(&loose).unwrap();
+    assert_eq!(
+        repository.export_candidate(&digest).unwrap_err().code(),
+        "corrupt"
+    );
+    let read = repository.read_by_reference(&digest).unwrap();
+    let request = scenario.request_for(read);
+    let hold = scenario.fence.acquire().unwrap();
+    let result = scenario
+        .collector()
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap();
+    assert!(result.may_judge(), "{result:?}");
+    let verdict = scenario.judge(&request, hold.attempt());
+    assert_eq!(verdict.outcome, Outcome::Verified, "{verdict:#?}");
+    hold.release();
+
+    // A record that lies about a sibling's digest, after the seal.
+    forge_root_record(&scenario, Digest::of(b"not the digest of gen/"));
+    let refused = repository.read_by_reference(&digest).unwrap_err();
+    assert_eq!(refused.code(), "corrupt", "{refused}");
+    assert!(
+        refused.to_string().contains("tree record gives"),
+        "{refused}"
+    );
+}
+
+/// A tree record that lies before a seal makes the seal compute the lie (the record is
+/// trusted as sf wrote it): the Candidate's manifest names a base digest no bytes give, and
+/// its chain, read by reference, is consistent. The lie ends where the base is
+/// materialised: the store publishes a tree only under the digest its bytes give, so the
+/// collection is refused (`corrupt`) and nothing runs.
+#[test]
+fn a_record_that_lied_before_the_seal_is_caught_where_the_base_is_materialised() {
+    let scenario = with_extra_files(100);
+    forge_root_record(&scenario, Digest::of(b"a lie the seal believes"));
+    let sealed = scenario.seal_for(&scenario.frozen(), SUM_FIXED);
+    let read = scenario
+        .repo
+        .repo
+        .read_by_reference(&sealed.digest)
+        .unwrap();
+    let error = collect_trees(
+        &scenario.repo.repo,
+        &read,
+        &scenario.slice(),
+        Some(&scenario.trees),
+    )
+    .unwrap_err();
+    assert_eq!(error.code(), "corrupt", "{error}");
+    assert!(
+        error.to_string().contains("give the tree digest"),
+        "{error}"
+    );
+    assert!(
+        !scenario.trees.root().join("trees").exists()
+            || std::fs::read_dir(scenario.trees.root().join("trees"))
+                .unwrap()
+                .next()
+                .is_none(),
+        "nothing was published"
+    );
+}

@@ -42,7 +42,7 @@ struct VerifiedTree {
 }
 
 /// A Candidate's seal commit, read and found in sf's seal form.
-struct SealCommit {
+pub(super) struct SealCommit {
     id: ObjectId,
     /// Its one parent, which must be M.
     parent: ObjectId,
@@ -69,7 +69,7 @@ impl SealCommit {
 }
 
 /// A manifest (of Candidate `digest`) found corrupt, and why.
-fn corrupt_manifest(digest: &Digest, why: impl std::fmt::Display) -> RepositoryError {
+pub(super) fn corrupt_manifest(digest: &Digest, why: impl std::fmt::Display) -> RepositoryError {
     RepositoryError::corrupt(format!("manifest {digest}: {why}"))
 }
 
@@ -125,7 +125,7 @@ impl Repository {
 
     /// The seal commit the Candidate's ref points at, which must be in sf's seal form (by
     /// sf, with one parent and the seal message), and its tree's entries.
-    fn read_seal(&self, digest: &Digest) -> Result<SealCommit, RepositoryError> {
+    pub(super) fn read_seal(&self, digest: &Digest) -> Result<SealCommit, RepositoryError> {
         let name = candidate_ref(digest);
         let id = match self.store.read_ref(&name, self.deadline())? {
             None => {
@@ -161,7 +161,7 @@ impl Repository {
 
     /// The manifest the seal tree holds: bytes that hash to `digest` (so nothing but the
     /// sealed manifest can stand in for it), canonical, and a manifest.
-    fn read_manifest(
+    pub(super) fn read_manifest(
         &self,
         digest: &Digest,
         seal: &SealCommit,
@@ -191,7 +191,7 @@ impl Repository {
 
     /// Checks the seal against its manifest: the seal tree holds exactly what the manifest's
     /// protocol says, the manifest is this repository's, and the seal commit is M's child.
-    fn check_seal_matches(
+    pub(super) fn check_seal_matches(
         &self,
         digest: &Digest,
         seal: &SealCommit,
@@ -222,7 +222,7 @@ impl Repository {
     /// The proposal the seal commit holds (`None` where the protocol keeps none), whose
     /// digest the manifest and M name: bytes that hash to that digest, and a valid proposal
     /// whose canonical encoding they are.
-    fn read_sealed_proposal(
+    pub(super) fn read_sealed_proposal(
         &self,
         digest: &Digest,
         seal: &SealCommit,
@@ -259,7 +259,7 @@ impl Repository {
 
     /// Checks M byte for byte against the commit rebuilt from the manifest (and the sealed
     /// proposal, where there is one), so that nothing in M is not what the manifest says.
-    fn check_candidate_commit(
+    pub(super) fn check_candidate_commit(
         &self,
         manifest: &CandidateManifest,
         frozen: &FrozenInputs,
@@ -300,16 +300,12 @@ impl Repository {
         Ok(())
     }
 
-    /// The base along the edited paths, and its leaves at them. The base must be a factory
-    /// commit with the recorded tree; only the directories the edits touch are read (from
-    /// its Git trees alone), since every other object of it is one of M's, verified in the
-    /// walk.
-    fn read_base_at_edits(
+    /// The Candidate's base is a factory commit with the recorded tree.
+    pub(super) fn check_factory_base(
         &self,
         digest: &Digest,
         manifest: &CandidateManifest,
-        edited: &BTreeSet<&str>,
-    ) -> Result<(SparseTree, BTreeMap<String, SourceFile>), RepositoryError> {
+    ) -> Result<(), RepositoryError> {
         let base_tree = self.factory_tree(&manifest.base_commit).map_err(|error| {
             RepositoryError::corrupt(format!(
                 "base {} of Candidate {digest} is not a factory commit: {error}",
@@ -322,9 +318,23 @@ impl Repository {
                 manifest.base_commit
             )));
         }
+        Ok(())
+    }
+
+    /// The base along the edited paths, and its leaves at them. The base must be a factory
+    /// commit with the recorded tree; only the directories the edits touch are read (from
+    /// its Git trees alone), since every other object of it is one of M's, verified in the
+    /// walk.
+    fn read_base_at_edits(
+        &self,
+        digest: &Digest,
+        manifest: &CandidateManifest,
+        edited: &BTreeSet<&str>,
+    ) -> Result<(SparseTree, BTreeMap<String, SourceFile>), RepositoryError> {
+        self.check_factory_base(digest, manifest)?;
         let what = format!("base {}", manifest.base_commit);
         let base = self.git_sparse(
-            base_tree,
+            manifest.base_tree,
             &tree_digest::touched(edited.iter().copied()),
             &what,
         )?;
@@ -532,7 +542,7 @@ fn recover_proposal(
 /// Resolves `proposal` against the base's entries at the edited paths (`current`), checking
 /// that no edit touches a protected path and that the manifest records exactly these edits,
 /// in path order.
-fn check_edits(
+pub(super) fn check_edits(
     manifest: &CandidateManifest,
     current: &BTreeMap<String, SourceFile>,
     proposal: &Proposal,

@@ -10,6 +10,7 @@
 //! imported commit).
 
 mod at_most_once;
+mod by_reference;
 mod create;
 mod delivery;
 mod export;
