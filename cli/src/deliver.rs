@@ -15,12 +15,11 @@ use clap::{Args, Subcommand};
 
 use sf_app::deliver;
 
-use super::Outcome;
 use super::args::{
     CandidateInSlice, InspectArgs, InvokeArgs, OccurrenceArgs, delivery_mode, prepare_request,
 };
 use super::common::{CliError, Context, Output, json_value};
-use super::exit::delivery_status;
+use super::exit::{Outcome, delivery_status};
 use super::render;
 
 #[derive(Debug, Subcommand)]

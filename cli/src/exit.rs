@@ -1,12 +1,12 @@
 //! The exit statuses of `sf`, and which one each outcome a command reports gets: what CI
-//! scripts branch on.
+//! scripts branch on; and what a command ends with ([`Outcome`]).
 
 use sf_app::LandOutcome;
 use sf_app::land::Landed;
-use sf_host::assurance::Outcome;
+use sf_host::assurance::Outcome as VerdictOutcome;
 use sf_host::repository::DeliveryInvocation;
 
-use crate::common::CliError;
+use crate::common::{CliError, Output};
 
 /// Exit status of a command that failed.
 pub const EXIT_FAILURE: u8 = 1;
@@ -26,12 +26,34 @@ pub const EXIT_NOT_DISPATCHED: u8 = 7;
 /// … of `sf deliver invoke` (and `sf land --deliver`) when the remote refused the push.
 pub const EXIT_REFUSED: u8 = 8;
 
+/// What a command ended with: its result and its exit status.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The result, printed as the envelope or as text.
+    pub result: Result<Output, CliError>,
+    /// The exit status (one of the `EXIT_*` constants).
+    pub exit: u8,
+}
+
+impl From<Result<Output, CliError>> for Outcome {
+    fn from(result: Result<Output, CliError>) -> Self {
+        let exit = match &result {
+            Ok(_) => 0,
+            // A combination of flags clap cannot express is refused by the command itself,
+            // with the same status as clap's own usage errors.
+            Err(error) if error.code == "usage" => EXIT_USAGE,
+            Err(_) => EXIT_FAILURE,
+        };
+        Self { result, exit }
+    }
+}
+
 /// The exit status `sf judge --exit-code` gives an outcome.
-pub fn verdict_status(outcome: Outcome) -> u8 {
+pub fn verdict_status(outcome: VerdictOutcome) -> u8 {
     match outcome {
-        Outcome::Verified => 0,
-        Outcome::Failed => EXIT_FAILED,
-        Outcome::Inconclusive => EXIT_INCONCLUSIVE,
+        VerdictOutcome::Verified => 0,
+        VerdictOutcome::Failed => EXIT_FAILED,
+        VerdictOutcome::Inconclusive => EXIT_INCONCLUSIVE,
     }
 }
 

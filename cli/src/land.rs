@@ -19,10 +19,9 @@ use clap::Args;
 
 use sf_app::land::{DEFAULT_OWNER, LandRequest, land};
 
-use super::Outcome;
 use super::args::{CandidateInSlice, delivery_mode};
 use super::common::Context;
-use super::exit::{landed_status, landing_error_status};
+use super::exit::{Outcome, landed_status, landing_error_status};
 use super::progress::Progress;
 use super::render;
 
@@ -82,7 +81,8 @@ impl LandArgs {
 /// `sf land`.
 pub fn run(context: &Context, args: LandArgs) -> Outcome {
     let mut progress = Progress::default();
-    let landed = land(&context.backends, &args.request(), &mut |event| {
+    let request = args.request();
+    let landed = land(&context.backends, &request, &mut |event| {
         progress.report(event)
     });
     drop(progress);

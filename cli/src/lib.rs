@@ -69,34 +69,12 @@ use sf_host::text_escape;
 pub use common::{CliError, Context, Output};
 pub use exit::{
     EXIT_FAILED, EXIT_FAILURE, EXIT_INCONCLUSIVE, EXIT_NOT_DISPATCHED, EXIT_REFUSED, EXIT_UNKNOWN,
-    EXIT_USAGE, EXIT_WITHHELD,
+    EXIT_USAGE, EXIT_WITHHELD, Outcome,
 };
 pub use sf_app::export::write_export;
 
 /// The `schemaVersion` of the `--json` envelope.
 pub const SCHEMA_VERSION: u64 = 1;
-
-/// What a command ended with: its result and its exit status.
-#[derive(Debug)]
-pub struct Outcome {
-    /// The result, printed as the envelope or as text.
-    pub result: Result<Output, CliError>,
-    /// The exit status (one of the `EXIT_*` constants).
-    pub exit: u8,
-}
-
-impl From<Result<Output, CliError>> for Outcome {
-    fn from(result: Result<Output, CliError>) -> Self {
-        let exit = match &result {
-            Ok(_) => 0,
-            // A combination of flags clap cannot express is refused by the command itself,
-            // with the same status as clap's own usage errors.
-            Err(error) if error.code == "usage" => EXIT_USAGE,
-            Err(_) => EXIT_FAILURE,
-        };
-        Self { result, exit }
-    }
-}
 
 /// sf: seal machine-made code changes as immutable Candidates in owned Git repositories, run
 /// their frozen checks confined, keep one write-once Evidence record per run, judge it, and move

@@ -16,9 +16,8 @@ use sf_app::repo::{
 use sf_host::contracts::RefValue;
 use sf_host::repository::{ImportedBase, RepositorySettings, TargetMove, UpstreamRecord};
 
-use super::Outcome;
 use super::common::{CliError, Context, Output, json_value};
-use super::exit::{EXIT_FAILURE, EXIT_NOT_DISPATCHED, EXIT_UNKNOWN};
+use super::exit::{EXIT_FAILURE, EXIT_NOT_DISPATCHED, EXIT_UNKNOWN, Outcome};
 
 #[derive(Debug, Subcommand)]
 pub enum RepoCommand {
