@@ -1,6 +1,6 @@
-//! `sf demo`: the whole pipeline on real components, through the same code paths as the
-//! subcommands (each step calls the subcommand's own function with the arguments a user would
-//! type), in a fresh private directory on the embedded defaults. It walks the safe path:
+//! `sf demo`: the whole pipeline on real components, through the same use cases as the
+//! subcommands (each step calls the use case a subcommand calls, with the request a user's
+//! arguments make), in a fresh private directory on the embedded defaults. It walks the safe path:
 //! Candidates are sealed for a frozen Slice and landed with `sf land --deliver`, which
 //! integrates only a Verified Candidate and then pushes that very commit to the team's
 //! repository, once. The team's repository is a bare Git repository the demo makes first, with
@@ -20,16 +20,22 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::assure::CandidateInSlice;
-use super::common::{CliError, Context, Output, absolute_new_path};
-use super::freeze::{self, FreezeArgs, SliceCommand};
-use super::land::{self, LandArgs};
-use super::repo::{self, CreateArgs, RepoCommand, UpstreamArgs};
-use super::seal::{self, SealArgs};
+use sf_app::error::repository_error;
+use sf_app::files::absolute_new_path;
+use sf_app::freeze::{FreezeRequest, freeze};
+use sf_app::land::{DEFAULT_OWNER, LandRequest, land};
+use sf_app::repo::{CreateRequest, Source, UpstreamRequest, create};
+use sf_app::seal::{SealRequest, seal};
+use sf_app::{Backends, Target};
 use sf_host::canonical::Digest;
 use sf_host::contracts::RefName;
 use sf_host::repository::Remote as _;
-use sf_host::repository::RepositorySettings;
+use sf_host::repository::{DeliveryMode, RepositorySettings};
+
+use super::common::{CliError, Context, Output};
+use super::exit::{EXIT_FAILED, landed_status, landing_error_status};
+use super::progress::Progress;
+use super::render;
 
 #[derive(Debug, Args)]
 pub struct DemoArgs {
@@ -189,7 +195,7 @@ fn text(value: &serde_json::Value) -> String {
 }
 
 pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
-    if context.config.is_some() {
+    if context.backends.config.is_some() {
         return Err(CliError::new(
             "usage",
             "--config: sf demo always runs on the embedded defaults (git-cli, sandbox-exec, \
@@ -199,7 +205,7 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
     let workspace = workspace(args.keep.as_deref())?;
     let root = workspace.root.clone();
     // Every step runs with the embedded defaults, as `sf <subcommand>` without --config.
-    let defaults = Context::new(None, context.json);
+    let defaults = Backends::new(None);
     for (path, text) in SAMPLE {
         write(&root.join(path), text)?;
     }
@@ -225,31 +231,32 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
 
     // 2. An owned repository whose first base is that commit, byte for byte, with the team's
     // repository recorded as its upstream.
-    let created = repo::run(
+    let created = create(
         &defaults,
-        RepoCommand::Create(CreateArgs {
+        &CreateRequest {
             path: repository.clone(),
             product: PRODUCT.into(),
             target: TARGET.into(),
-            from: None,
-            from_git: Some(team.clone()),
-            rev: Some("main".into()),
-            identity_out: Some(identity.clone()),
-            max_files: RepositorySettings::default().max_files,
-            max_file_bytes: RepositorySettings::default().max_file_bytes,
-            max_tree_bytes: RepositorySettings::default().max_tree_bytes,
-            allow_case_collisions: false,
-            upstream: UpstreamArgs {
-                upstream: None,
-                upstream_branch: Some("main".into()),
+            source: Source::Git {
+                repo: team.clone(),
+                rev: "main".into(),
             },
-        }),
-    )
-    .result?;
-    let initial = text(&created.json["initial"]);
+            settings: RepositorySettings::default(),
+            identity_out: Some(identity.clone()),
+            upstream: UpstreamRequest {
+                url: None,
+                branch: Some("main".into()),
+            },
+        },
+    )?;
+    let initial = created.identity.initial.to_hex();
     steps.record(
         "repo create",
-        initial == upstream && created.json["upstream"]["branch"] == "main",
+        initial == upstream
+            && created
+                .upstream
+                .as_ref()
+                .is_some_and(|record| record.upstream.branch == "main"),
         format!(
             "owned repository {} (target {TARGET} at {initial}, the team's commit; upstream {} main)",
             repository.display(),
@@ -260,29 +267,31 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
 
     // 2. Freeze the Slice: its harness, its test laid over both trees, its answer key as
     // digests.
-    let frozen = freeze::run(
+    let frozen = freeze(
         &defaults,
-        SliceCommand::Freeze(FreezeArgs {
+        &FreezeRequest {
             dir: slice.clone(),
             identity: identity.clone(),
-        }),
+        },
     )?;
+    let record = &frozen.slice.record;
     steps.record(
         "slice freeze",
-        frozen.json["base"] == initial.as_str()
-            && frozen.json["protected"]
-                .as_array()
-                .is_some_and(|protected| protected.iter().any(|p| p == "tests/numbers.sh")),
+        record.base.to_hex() == initial
+            && record
+                .protected
+                .iter()
+                .any(|pattern| pattern == "tests/numbers.sh"),
         format!(
             "Slice sum-fix revision 1 ({}), harness and test overlay frozen",
-            text(&frozen.json["slice"])
+            frozen.digest
         ),
         serde_json::json!({
-            "slice": frozen.json["slice"],
-            "acceptance": frozen.json["acceptance"],
-            "harness": frozen.json["harness"],
-            "overlay": frozen.json["overlay"],
-            "base": frozen.json["base"],
+            "slice": frozen.digest.to_string(),
+            "acceptance": record.acceptance.to_string(),
+            "harness": record.harness.to_string(),
+            "overlay": record.overlay.to_string(),
+            "base": record.base.to_hex(),
         }),
     );
 
@@ -347,7 +356,7 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
     let failed = land_candidate(&defaults, &root, &no_fix.digest);
     steps.record(
         "land no-fix",
-        failed.exit == super::EXIT_FAILED
+        failed.exit == EXIT_FAILED
             && failed.json["outcome"] == "failed"
             && failed.json["prepared"].is_null()
             && failed.json["delivery"].is_null(),
@@ -371,9 +380,9 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
         }]})
         .to_string(),
     )?;
-    let refused = seal::run(
+    let refused = seal(
         &defaults,
-        SealArgs {
+        &SealRequest {
             identity: identity.clone(),
             slice: slice.clone(),
             proposal: tamper,
@@ -398,11 +407,12 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
     let target = defaults
         .open_repository(&identity)?
         .target()
-        .map_err(|error| super::common::repository_error("the repository's target", &error))?
+        .map_err(|error| repository_error("the repository's target", &error))?
         .to_hex();
     let main = RefName::parse(TARGET)
         .map_err(|error| CliError::new("invalid-input", error.to_string()))?;
-    let team_main = super::deliver::remote(&defaults)?
+    let team_main = defaults
+        .remote()?
         .read_refs(&team.display().to_string(), &[&main])
         .map_err(|error| CliError::new("remote-unavailable", error.to_string()))?
         .get(TARGET)
@@ -523,7 +533,7 @@ fn team_repository(project: &Path, team: &Path) -> Result<String, CliError> {
 
 /// Seals the Candidate replacing `sum.sh` with `sum` for the demo's Slice.
 fn seal_sum(
-    context: &Context,
+    backends: &Backends,
     steps: &mut Steps,
     root: &Path,
     name: &str,
@@ -541,26 +551,27 @@ fn seal_sum(
         }],
     });
     write(&proposal, &edits.to_string())?;
-    let sealed = seal::run(
-        context,
-        SealArgs {
+    let sealed = seal(
+        backends,
+        &SealRequest {
             identity: root.join("identity.json"),
             slice: root.join("slice"),
             proposal,
         },
     )?;
     let ids = Sealed {
-        digest: text(&sealed.json["digest"]),
-        commit: text(&sealed.json["commit"]),
+        digest: sealed.digest.to_string(),
+        commit: sealed.manifest.commit.to_hex(),
     };
+    let bound = sealed.manifest.binding.as_ref();
     steps.record(
         &format!("seal {name}"),
-        sealed.json["slice"].is_string(),
+        bound.is_some(),
         format!(
             "Candidate {} (commit {}) for Slice {}",
             ids.digest,
             ids.commit,
-            text(&sealed.json["slice"])
+            bound.map_or_else(|| "-".to_owned(), |binding| binding.digest.to_string())
         ),
         serde_json::json!({"candidate": ids.digest, "commit": ids.commit}),
     );
@@ -587,34 +598,36 @@ impl LandedStep {
     }
 }
 
-/// `sf land` of `candidate` behind the demo's gate file.
-fn land_candidate(context: &Context, root: &Path, candidate: &str) -> LandedStep {
-    let outcome = land::run(
-        context,
-        LandArgs {
-            target: CandidateInSlice {
-                identity: root.join("identity.json"),
-                candidate: candidate.to_owned(),
-                slice: root.join("slice"),
-            },
-            gate: Some(root.join("gate.json")),
-            action: None,
-            occurrence: 1,
-            owner: land::DEFAULT_OWNER.into(),
-            generation: 1,
-            deadline: None,
-            jobs: std::num::NonZeroUsize::MIN,
-            deliver: true,
-            side_branch: false,
+/// `sf land --deliver` of `candidate` behind the demo's gate file, shown as `sf land` shows
+/// it (progress on stderr).
+fn land_candidate(backends: &Backends, root: &Path, candidate: &str) -> LandedStep {
+    let request = LandRequest {
+        target: Target {
+            identity: root.join("identity.json"),
+            candidate: candidate.to_owned(),
+            slice: root.join("slice"),
         },
-    );
-    let json = match outcome.result {
-        Ok(output) => output.json,
-        Err(error) => serde_json::json!({"error": {"code": error.code, "message": error.message}}),
+        gate: Some(root.join("gate.json")),
+        action: None,
+        occurrence: 1,
+        owner: DEFAULT_OWNER.into(),
+        generation: 1,
+        deadline: None,
+        jobs: std::num::NonZeroUsize::MIN,
+        deliver: Some(DeliveryMode::Branch),
     };
-    LandedStep {
-        json,
-        exit: outcome.exit,
+    let mut progress = Progress::default();
+    let landed = land(backends, &request, &mut |event| progress.report(event));
+    drop(progress);
+    match landed {
+        Ok(landed) => LandedStep {
+            json: render::landed(&landed).json,
+            exit: landed_status(&landed),
+        },
+        Err(error) => LandedStep {
+            exit: landing_error_status(&error),
+            json: serde_json::json!({"error": {"code": error.code, "message": error.message}}),
+        },
     }
 }
 

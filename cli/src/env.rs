@@ -1,18 +1,15 @@
 //! `sf env add`, `sf env show` and `sf env list`: the dependency environments (a venv, a
 //! `node_modules`, a toolchain) that checks run in, kept read-only by digest in the store that
-//! `[environments] store` names (`sf_host::environment_store`).
+//! `[environments] store` names ([`sf_app::env`]).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
+use sf_app::env::{self, AddRequest};
+use sf_host::environment_store::{EnvironmentEntry, EnvironmentLimits};
+
 use super::common::{CliError, Context, Output};
-use sf_host::canonical::Digest;
-use sf_host::environment_store::{
-    EnvironmentEntry, EnvironmentLimits, EnvironmentStore, EnvironmentStoreError, check_bind_path,
-    check_name,
-};
 
 #[derive(Debug, Subcommand)]
 pub enum EnvCommand {
@@ -56,66 +53,29 @@ pub struct ShowArgs {
 }
 
 pub fn run(context: &Context, command: EnvCommand) -> Result<Output, CliError> {
+    let backends = &context.backends;
     match command {
-        EnvCommand::Add(args) => add(context, args),
-        EnvCommand::Show(args) => show(context, args),
+        EnvCommand::Add(args) => {
+            let request = AddRequest {
+                name: args.name,
+                dir: args.dir,
+                root: args.root,
+                limits: EnvironmentLimits {
+                    files: args.max_files,
+                    bytes: args.max_bytes,
+                },
+            };
+            env::add(backends, &request).map(|entry| describe(&entry))
+        }
+        EnvCommand::Show(args) => {
+            env::show(backends, &args.environment).map(|entry| describe(&entry))
+        }
         EnvCommand::List => list(context),
     }
 }
 
-fn add(context: &Context, args: AddArgs) -> Result<Output, CliError> {
-    // Refused before the store is opened, so that a bad argument creates nothing.
-    check_name(&args.name).map_err(store_error)?;
-    check_bind_path(&args.dir).map_err(store_error)?;
-    let root = context.environment_store_dir()?;
-    let store = EnvironmentStore::open(&root).map_err(store_error)?;
-    let limits = EnvironmentLimits {
-        files: args.max_files,
-        bytes: args.max_bytes,
-    };
-    let entry = if args.root {
-        store.add_root(&args.name, &args.dir, limits)
-    } else {
-        store.add(&args.name, &args.dir, limits)
-    }
-    .map_err(store_error)?;
-    Ok(describe(&entry))
-}
-
-fn show(context: &Context, args: ShowArgs) -> Result<Output, CliError> {
-    // The argument is read before the store is opened, so that a bad one names itself.
-    let digest = if args.environment.starts_with("sha256:") {
-        Some(Digest::parse(&args.environment).ok_or_else(|| {
-            CliError::new(
-                "invalid-input",
-                format!(
-                    "{:?}: a digest is sha256: and 64 lowercase hex characters; or give a name",
-                    args.environment
-                ),
-            )
-        })?)
-    } else {
-        check_name(&args.environment).map_err(store_error)?;
-        None
-    };
-    let root = context.environment_store_dir()?;
-    let store = EnvironmentStore::open_existing(&root).map_err(store_error)?;
-    let entry = match digest {
-        Some(digest) => store.verify(&digest),
-        None => store.resolve(&args.environment),
-    }
-    .map_err(store_error)?;
-    Ok(describe(&entry))
-}
-
 fn list(context: &Context) -> Result<Output, CliError> {
-    let root = context.environment_store_dir()?;
-    let names = match EnvironmentStore::open_existing(&root) {
-        Ok(store) => store.names().map_err(store_error)?,
-        // Nothing was ever added: an empty list, and nothing created by a command that reads.
-        Err(EnvironmentStoreError::NoStore { .. }) => Vec::new(),
-        Err(error) => return Err(store_error(error)),
-    };
+    let env::Listed { store: root, names } = env::list(&context.backends)?;
     let width = names.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
     let mut text = String::new();
     if names.is_empty() {
@@ -160,54 +120,4 @@ fn describe(entry: &EnvironmentEntry) -> Output {
         }),
         text,
     }
-}
-
-/// The entry `name` points to in the configured store, verified (for `sf slice freeze`).
-pub(super) fn resolve(context: &Context, name: &str) -> Result<EnvironmentEntry, CliError> {
-    check_name(name).map_err(store_error)?;
-    let root = context.environment_store_dir()?;
-    let store = EnvironmentStore::open_existing(&root).map_err(store_error)?;
-    store.resolve(name).map_err(store_error)
-}
-
-/// Each of `digests` in the configured store, verified now, by the directory holding its
-/// files; an environment that changed is `corrupt` and nothing runs (for `sf collect` and
-/// `sf land`, before an attempt starts).
-pub(super) fn verified_trees<'a>(
-    context: &Context,
-    digests: impl IntoIterator<Item = &'a Digest>,
-) -> Result<BTreeMap<Digest, PathBuf>, CliError> {
-    let mut digests = digests.into_iter().peekable();
-    if digests.peek().is_none() {
-        return Ok(BTreeMap::new());
-    }
-    verified_trees_in(&context.environment_store_dir()?, digests)
-}
-
-/// [`verified_trees`] in the store at `root`, which needs no [`Context`] (so that another
-/// thread can verify while the command goes on).
-pub(super) fn verified_trees_in<'a>(
-    root: &std::path::Path,
-    digests: impl IntoIterator<Item = &'a Digest>,
-) -> Result<BTreeMap<Digest, PathBuf>, CliError> {
-    let mut digests = digests.into_iter().peekable();
-    if digests.peek().is_none() {
-        return Ok(BTreeMap::new());
-    }
-    let store = EnvironmentStore::open_existing(root).map_err(store_error)?;
-    digests
-        .map(|digest| {
-            let entry = store.verify_for_use(digest).map_err(store_error)?;
-            Ok((entry.digest, entry.tree))
-        })
-        .collect()
-}
-
-fn store_error(error: EnvironmentStoreError) -> CliError {
-    let fix = match &error {
-        EnvironmentStoreError::Missing { .. } => "; `sf env list` lists the names",
-        EnvironmentStoreError::NoStore { .. } => "; `sf env add NAME DIR` creates it",
-        _ => "",
-    };
-    CliError::new(error.code(), format!("{error}{fix}"))
 }

@@ -88,7 +88,7 @@ pub fn run(context: &Context, args: ExecArgs) -> Result<Output, CliError> {
         }
     }
     let runtime = runtime_value(&args.runtime)?;
-    let mut config = context.config()?;
+    let mut config = context.backends.config()?;
     let keep_configured = matches!(
         (config.executor_section().fields().get("runtime"), &runtime),
         (Some(toml::Value::Table(configured)), toml::Value::Table(given))
@@ -225,7 +225,7 @@ fn runtime_value(runtime: &Path) -> Result<toml::Value, CliError> {
         .components()
         .any(|part| part == std::path::Component::ParentDir)
     {
-        super::common::absolute_new_path(&absolute, "--runtime")?
+        sf_app::files::absolute_new_path(&absolute, "--runtime")?
     } else {
         absolute
     };

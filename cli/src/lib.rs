@@ -13,25 +13,40 @@
 //! - Every command takes `--config FILE` (an `sf.toml`; default: the embedded defaults).
 //! - Errors name the input at fault and the fix.
 //!
+//! Each command parses its arguments into a request, calls one use case of sf-app (the
+//! application layer: every rule of how sf is used lives there), renders what it answers and
+//! picks the exit status. No command module uses another's types or functions; what several
+//! share is in `common`, `args`, `render`, `progress`, `exit` and `external`.
+//!
 //! Adding a subcommand: a module with an `Args` struct and a `run(&Context, Args) ->
-//! Result<Output, CliError>`, a variant in `Command`, and a line in `dispatch`.
+//! Result<Output, CliError>` over a use case, a variant in `Command`, and a line in
+//! `dispatch`.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-mod assure;
+// Shared by the commands: the context and output, the clap arguments several take, the
+// rendering of shared records, the progress bar, the exit statuses, external programs.
+mod args;
 mod common;
+mod exit;
+mod external;
+mod progress;
+mod render;
+
+// One module per command: it parses, calls one use case of sf-app, and renders.
+mod collect;
 mod deliver;
 mod demo;
 mod env;
+mod evidence;
 mod exec;
 mod export;
-mod external;
 mod freeze;
 mod integrate;
+mod judge;
 mod land;
 mod manuals;
-mod migrate;
 mod oats;
 mod plugins;
 mod repo;
@@ -39,7 +54,6 @@ mod report;
 mod review;
 mod seal;
 mod show;
-mod slice_dir;
 mod snapshot;
 mod worker;
 
@@ -53,49 +67,14 @@ use clap::{Args, Parser, Subcommand};
 use sf_host::text_escape;
 
 pub use common::{CliError, Context, Output};
-pub use export::write_export;
+pub use exit::{
+    EXIT_FAILED, EXIT_FAILURE, EXIT_INCONCLUSIVE, EXIT_NOT_DISPATCHED, EXIT_REFUSED, EXIT_UNKNOWN,
+    EXIT_USAGE, EXIT_WITHHELD, Outcome,
+};
+pub use sf_app::export::write_export;
 
 /// The `schemaVersion` of the `--json` envelope.
 pub const SCHEMA_VERSION: u64 = 1;
-/// Exit status of a command that failed.
-pub const EXIT_FAILURE: u8 = 1;
-/// Exit status of a usage error (unknown flag, missing argument), and of `sf land` refusing
-/// invalid input.
-pub const EXIT_USAGE: u8 = 2;
-/// Exit status of `sf land` (and `sf judge --exit-code`) for a Failed Candidate.
-pub const EXIT_FAILED: u8 = 3;
-/// … for an Inconclusive one, or an attempt no Verdict may be issued for.
-pub const EXIT_INCONCLUSIVE: u8 = 4;
-/// … of `sf land` when the gate withheld.
-pub const EXIT_WITHHELD: u8 = 5;
-/// … of `sf land` when the move's outcome is unknown.
-pub const EXIT_UNKNOWN: u8 = 6;
-/// … of `sf land` when nothing was dispatched (the target left the Candidate's base).
-pub const EXIT_NOT_DISPATCHED: u8 = 7;
-/// … of `sf deliver invoke` (and `sf land --deliver`) when the remote refused the push.
-pub const EXIT_REFUSED: u8 = 8;
-
-/// What a command ended with: its result and its exit status.
-#[derive(Debug)]
-pub struct Outcome {
-    /// The result, printed as the envelope or as text.
-    pub result: Result<Output, CliError>,
-    /// The exit status (one of the `EXIT_*` constants).
-    pub exit: u8,
-}
-
-impl From<Result<Output, CliError>> for Outcome {
-    fn from(result: Result<Output, CliError>) -> Self {
-        let exit = match &result {
-            Ok(_) => 0,
-            // A combination of flags clap cannot express is refused by the command itself,
-            // with the same status as clap's own usage errors.
-            Err(error) if error.code == "usage" => EXIT_USAGE,
-            Err(_) => EXIT_FAILURE,
-        };
-        Self { result, exit }
-    }
-}
 
 /// sf: seal machine-made code changes as immutable Candidates in owned Git repositories, run
 /// their frozen checks confined, keep one write-once Evidence record per run, judge it, and move
@@ -159,12 +138,12 @@ enum Command {
     #[command(subcommand)]
     Slice(freeze::SliceCommand),
     /// Run each frozen process check of a Candidate once in the sandbox; one record per run
-    Collect(assure::CollectArgs),
+    Collect(collect::CollectArgs),
     /// Judge a Candidate's evidence: verified, failed or inconclusive
-    Judge(assure::JudgeArgs),
+    Judge(judge::JudgeArgs),
     /// Read Evidence records
     #[command(subcommand)]
-    Evidence(assure::EvidenceCommand),
+    Evidence(evidence::EvidenceCommand),
     /// Land a Candidate: collect, judge, and integrate it at most once, only if Verified
     Land(land::LandArgs),
     /// Run the whole pipeline on a bundled sample project: seal, collect, judge, integrate.
@@ -201,15 +180,15 @@ fn dispatch(context: &Context, command: Command) -> Outcome {
         Command::Oats(args) => oats::run(context, args).into(),
         Command::Worker(args) => worker::run(context, args).into(),
         Command::Slice(command) => freeze::run(context, command).into(),
-        Command::Collect(args) => assure::run_collect(context, args).into(),
-        Command::Judge(args) => match assure::run_judge(context, args) {
+        Command::Collect(args) => collect::run(context, args).into(),
+        Command::Judge(args) => match judge::run(context, args) {
             Ok((output, exit)) => Outcome {
                 result: Ok(output),
                 exit,
             },
             Err(error) => Err(error).into(),
         },
-        Command::Evidence(command) => assure::run_evidence(context, command).into(),
+        Command::Evidence(command) => evidence::run(context, command).into(),
         Command::Land(args) => land::run(context, args),
         Command::Demo(args) => demo::run(context, args).into(),
         Command::Show(args) => show::show(context, args).into(),
@@ -283,7 +262,7 @@ pub fn main_with_faults(
         && matches!(cli.command, Command::Show(_) | Command::List(_))
         && show::colour_wanted();
     let mut context = Context::new(cli.global.config, cli.global.json);
-    context.faults = faults;
+    context.backends.faults = faults;
     let Outcome {
         result: outcome,
         exit,

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use clap::{Args, CommandFactory as _};
 use clap_complete::Shell;
 
-use super::common::{CliError, Context, Output, absolute_new_path};
+use sf_app::files::absolute_new_path;
+
+use super::common::{CliError, Context, Output};
 
 #[derive(Debug, Args)]
 pub struct CompletionsArgs {

@@ -25,7 +25,7 @@ pub struct OatsArgs {
 }
 
 pub fn run(context: &Context, args: OatsArgs) -> Result<Output, CliError> {
-    if let Some(config) = &context.config {
+    if let Some(config) = &context.backends.config {
         // Refused rather than ignored: a user passing it expects it to matter.
         return Err(CliError::new(
             "usage",

@@ -35,7 +35,7 @@ pub fn run(context: &Context, command: PluginsCommand) -> Result<Output, CliErro
 }
 
 fn list(context: &Context) -> Result<Output, CliError> {
-    let config = context.config()?;
+    let config = context.backends.config()?;
     let path =
         PluginPath::from_env().map_err(|error| CliError::new(error.code(), error.to_string()))?;
     let found = path

@@ -11,20 +11,21 @@
 //! names its own digest: the SHA-256 of the file with that digest written as `sha256:` and 64
 //! zeros ([`REPORT_DIGEST_PLACEHOLDER`]).
 
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 use clap::Args;
 
-use super::assure::{command_line, results_lines, tail};
-use super::common::{CliError, Context, Output, new_record_file};
-use super::slice_dir::SliceDir;
-use sf_host::assurance::{Check, Observation, ReviewVerdict, Reviews, Verdict};
+use sf_app::facts::{self, Facts, ReportRequest};
+use sf_app::files::write_new_file;
+use sf_app::slice_dir::SliceDir;
+use sf_host::assurance::{Check, Observation, ReviewVerdict, Reviews};
 use sf_host::canonical::Digest;
-use sf_host::contracts::EvidenceStoreExt as _;
 use sf_host::repository::EditedEntry;
+
+use super::common::{CliError, Context, Output};
+use super::render::{
+    command_line, deliveries_json, facts_json, integrations_json, results_lines, tail,
+};
 
 /// The value the report's digest is computed over in its own place.
 pub const REPORT_DIGEST_PLACEHOLDER: &str =
@@ -54,74 +55,65 @@ pub struct ReportArgs {
 
 /// `sf report`.
 pub fn run(context: &Context, args: ReportArgs) -> Result<Output, CliError> {
-    let repository = context.open_repository(&args.identity)?;
-    let slice = SliceDir::open(&args.slice)?;
-    let digest = super::show::find(&repository, &args.candidate)?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("sf-report-{}.html", &digest.hex()[..16])));
-    let out = new_record_file(Some(&out), "--out")?.unwrap_or_default();
-    let facts = super::show::facts(context, &repository, &digest, Some(&slice))?;
-    // Judged once, by `facts`: the page shows that one Verdict.
-    let judged = &facts.judged;
-    let mut shown = facts.json();
-    let candidate = shown.clone();
-    let verdict = match &judged {
-        Ok((verdict, _)) => {
-            let mut value = shown["verdict"].take();
-            value["reasons"] = serde_json::json!(verdict.reasons);
-            value
-        }
-        Err(why) => serde_json::json!({"outcome": "none", "none": why, "reasons": []}),
+    let request = ReportRequest {
+        identity: args.identity,
+        candidate: args.candidate,
+        slice: args.slice,
+        out: args.out,
     };
-    let checks = checks(&slice, judged.as_ref().ok());
-    let reviews = judged
-        .as_ref()
-        .ok()
-        .and_then(|(verdict, _)| verdict.reviews.as_ref());
-    let review = review_section(&slice, reviews, &shown["review"]["records"]);
-    let page = serde_json::json!({
-        "report_digest": REPORT_DIGEST_PLACEHOLDER,
-        "candidate": candidate,
-        "verdict": verdict,
-        "checks": checks,
-        "review": review,
-        "diff": diff(&facts.edits),
-        "landing": {
-            "word": facts.landing(),
-            "integrations": shown["integrations"],
-            "deliveries": shown["deliveries"],
-        },
-        "identities": identities(&facts.sealed, &slice),
-    });
+    let report = facts::report(&context.backends, &request)?;
+    let (facts, slice, out) = (&report.facts, &report.slice, &report.out);
+    let page = page(facts, slice);
     let html = render(&page)?;
     let report_digest = Digest::of(html.as_bytes()).to_string();
     let html = html.replace(REPORT_DIGEST_PLACEHOLDER, &report_digest);
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o644)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(&out)
-        .and_then(|mut file| {
-            file.write_all(html.as_bytes())
-                .and_then(|()| file.sync_all())
-        })
-        .map_err(|error| {
-            CliError::new(
-                "write-failed",
-                format!("--out {}: cannot be written ({error})", out.display()),
-            )
-        })?;
+    write_new_file(out, html.as_bytes()).map_err(|error| {
+        CliError::new(
+            "write-failed",
+            format!("--out {}: cannot be written ({error})", out.display()),
+        )
+    })?;
     Ok(Output {
         json: serde_json::json!({
             "path": out.display().to_string(),
             "digest": report_digest,
-            "candidate": digest.to_string(),
+            "candidate": facts.sealed.digest.to_string(),
             "outcome": page["verdict"]["outcome"],
         }),
         text: format!("{}\nreport digest {report_digest}\n", out.display()),
+    })
+}
+
+/// What the template is given: every fact of the page (judged once, by the use case: the
+/// page shows that one Verdict).
+fn page(facts: &Facts, slice: &SliceDir) -> serde_json::Value {
+    let mut shown = facts_json(facts);
+    let candidate = shown.clone();
+    let verdict = match facts.verdict() {
+        Some(verdict) => {
+            let mut value = shown["verdict"].take();
+            value["reasons"] = serde_json::json!(verdict.reasons);
+            value
+        }
+        None => {
+            let why = facts.judged.as_ref().err().cloned().unwrap_or_default();
+            serde_json::json!({"outcome": "none", "none": why, "reasons": []})
+        }
+    };
+    let reviews = facts.verdict().and_then(|verdict| verdict.reviews.as_ref());
+    serde_json::json!({
+        "report_digest": REPORT_DIGEST_PLACEHOLDER,
+        "candidate": candidate,
+        "verdict": verdict,
+        "checks": checks(slice, facts),
+        "review": review_section(slice, reviews, &shown["review"]["records"]),
+        "diff": diff(&facts.edits),
+        "landing": {
+            "word": facts.landing(),
+            "integrations": integrations_json(facts),
+            "deliveries": deliveries_json(facts),
+        },
+        "identities": identities(&facts.sealed, slice),
     })
 }
 
@@ -191,16 +183,14 @@ fn review_section(
 }
 
 /// Each process check of the acceptance, with what the Verdict and its record say.
-fn checks(
-    slice: &SliceDir,
-    judged: Option<&(Verdict, sf_host::landing::Judging)>,
-) -> Vec<serde_json::Value> {
+fn checks(slice: &SliceDir, facts: &Facts) -> Vec<serde_json::Value> {
+    let verdict = facts.verdict();
     slice
         .frozen
         .acceptance
         .process_checks()
         .map(|check| {
-            let judged_check = judged.and_then(|(verdict, _)| {
+            let judged_check = verdict.and_then(|verdict| {
                 verdict
                     .checks
                     .iter()
@@ -214,8 +204,8 @@ fn checks(
             };
             let record = judged_check.and_then(|judged| judged.record.as_ref());
             let run = record
-                .zip(judged)
-                .and_then(|(id, (_, judging))| run_of(judging.store.as_ref(), id));
+                .and_then(|id| facts.observation(id))
+                .and_then(|observation| run_of(&observation));
             serde_json::json!({
                 "id": check.id,
                 "stage": check.stage.as_str(),
@@ -230,13 +220,8 @@ fn checks(
         .collect()
 }
 
-/// What the record `id` shows of its run, or `None` when it cannot be read (the Verdict's
-/// problems already say so).
-fn run_of(store: &dyn sf_host::contracts::EvidenceStore, id: &Digest) -> Option<serde_json::Value> {
-    let record = store
-        .get_verified(id, Instant::now() + Duration::from_secs(60))
-        .ok()?;
-    let observation = Observation::decode_format(record.format(), record.payload()).ok()?;
+/// What a record's observation shows of its run, or `None` when it holds no process facts.
+fn run_of(observation: &Observation) -> Option<serde_json::Value> {
     let process = observation.facts.process.as_ref()?;
     let (stdout, stdout_cut) = tail(&observation.stdout, OUTPUT_LINES, OUTPUT_BYTES);
     let (stderr, stderr_cut) = tail(&observation.stderr, OUTPUT_LINES, OUTPUT_BYTES);

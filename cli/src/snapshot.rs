@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::common::{CliError, Context, Output, repository_error};
-use sf_host::git_object::ObjectId;
+use sf_app::repo;
+
+use super::common::{CliError, Context, Output, file_entry};
 
 #[derive(Debug, Args)]
 pub struct SnapshotArgs {
@@ -18,30 +19,11 @@ pub struct SnapshotArgs {
 }
 
 pub fn run(context: &Context, args: SnapshotArgs) -> Result<Output, CliError> {
-    let commit = match &args.commit {
-        Some(text) => Some(ObjectId::parse_hex(text).ok_or_else(|| {
-            CliError::new(
-                "invalid-input",
-                format!("--commit {text:?}: a commit is 40 lowercase hex characters"),
-            )
-        })?),
-        None => None,
-    };
-    let repository = context.open_repository(&args.identity)?;
-    let what = format!("repository {}", repository.identity().path);
-    let commit = match commit {
-        Some(commit) => commit,
-        None => repository
-            .target()
-            .map_err(|error| repository_error(&what, &error))?,
-    };
-    let snapshot = repository
-        .snapshot(&commit)
-        .map_err(|error| repository_error(&format!("{what}, --commit {commit}"), &error))?;
+    let snapshot = repo::snapshot(&context.backends, &args.identity, args.commit.as_deref())?;
     let files: Vec<serde_json::Value> = snapshot
         .files
         .iter()
-        .map(|file| super::common::file_entry(&file.path, file.mode, &file.sha256, file.bytes))
+        .map(|file| file_entry(&file.path, file.mode, &file.sha256, file.bytes))
         .collect();
     let mut text = format!("commit {}\ntree   {}\n", snapshot.commit, snapshot.tree);
     for file in &snapshot.files {

@@ -36,6 +36,7 @@ pub fn run(context: &Context, args: WorkerArgs) -> Result<Output, CliError> {
         ));
     }
     let sandbox = context
+        .backends
         .config
         .as_ref()
         .map(|config| config.to_string_lossy().into_owned());

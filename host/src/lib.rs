@@ -3,15 +3,16 @@
 //! sf seals proposals as immutable Candidates in an owned Git repository ([`repository`]),
 //! runs the checks of a frozen Slice against the base and the Candidate ([`collector`]),
 //! keeps one write-once Evidence record per run and judges it ([`assurance`]), and moves the
-//! target at most once per approved intent, behind a gate ([`landing`]). The core never
-//! names a backend: it works over the traits of sf-contracts (re-exported as [`contracts`]).
+//! target at most once per approved intent, behind a gate and only with the judge's proof
+//! ([`judging::Verified`], [`repository`]). The core never names a backend: it works over the traits of sf-contracts (re-exported as [`contracts`]).
 //! The plugin host ([`plugin`]) loads backends from libraries and from `sf.toml`, and the
 //! built-in backends (the SQLite evidence store, the file and open gates) live here too.
 //!
 //! The layers below are separate crates, re-exported under the names the core uses:
 //! sf-contracts (the traits and encodings), sf-io (descriptor-relative file access), sf-git
 //! (the pinned, hardened git binary: [`pin_git`]) and sf-plugin-abi (the wire, through
-//! [`plugin`]). The command line is the sf-cli crate.
+//! [`plugin`]). The use cases that compose the core (landing among them) are the sf-app
+//! crate, and the command line over them is the sf-cli crate.
 
 #![deny(missing_docs)]
 
@@ -28,7 +29,6 @@ pub mod fault;
 pub mod gate;
 pub mod git_remote;
 pub mod git_source;
-pub mod landing;
 pub mod plugin;
 pub mod repository;
 pub mod snapshot_store;

@@ -10,15 +10,19 @@
 //!   it;
 //! - sf-candidate on sf-contracts alone, and sf-collector (the collector closure) on
 //!   sf-candidate, sf-contracts and sf-io alone;
+//! - sf-app (the use cases) on sf-host and never on the command line, and sf-cli on sf-app;
 //!
 //! and the out-of-tree example plugin's library, as the tests build it, carries no SQLite and
-//! no clap (which sf-host and sf-cli would bring).
+//! no clap (which sf-host and sf-cli would bring). No crate's `src/` grows past what one
+//! person can hold (20,000 non-empty lines).
 
 mod metadata_support;
+mod source_files;
 
 use std::collections::BTreeSet;
 
 use metadata_support::{Workspace, names};
+use source_files::non_empty_lines;
 
 /// The sf crates `package` links, directly or through others.
 fn sf_links(workspace: &Workspace, package: &str) -> BTreeSet<String> {
@@ -29,10 +33,10 @@ fn sf_links(workspace: &Workspace, package: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Asserts that `package` links neither the host nor the command line.
+/// Asserts that `package` links neither the host, the use cases nor the command line.
 fn assert_off_the_host(workspace: &Workspace, package: &str) {
     let links = sf_links(workspace, package);
-    for host in ["sf-host", "sf-cli"] {
+    for host in ["sf-host", "sf-app", "sf-cli"] {
         assert!(!links.contains(host), "{package} links {host}: {links:?}");
     }
 }
@@ -116,7 +120,13 @@ fn the_contracts_the_host_and_the_command_line_link_no_grpc() {
         heavy.iter().all(|name| plugin.contains(*name)),
         "the reapi plugin declares the gRPC stack: {plugin:?}"
     );
-    for package in ["sf-contracts", "sf-plugin-abi", "sf-host", "sf-cli"] {
+    for package in [
+        "sf-contracts",
+        "sf-plugin-abi",
+        "sf-host",
+        "sf-app",
+        "sf-cli",
+    ] {
         let linked = external_dependencies(&workspace, package);
         for name in heavy {
             assert!(
@@ -157,6 +167,50 @@ fn the_collector_closure_is_its_crate_and_what_it_links() {
         names(&["collector", "candidate", "contracts", "io"]),
         "the directories of the closure's files"
     );
+}
+
+/// The use cases sit between the host and the command line: sf-app links sf-host and never
+/// sf-cli (or clap: a use case knows no flags' parser), sf-cli links sf-app, and the host
+/// links neither (what composes the core is not part of it).
+#[test]
+fn the_use_cases_sit_between_the_host_and_the_command_line() {
+    let workspace = Workspace::read();
+    let app = sf_links(&workspace, "sf-app");
+    assert!(app.contains("sf-host"), "sf-app links sf-host: {app:?}");
+    assert!(!app.contains("sf-cli"), "sf-app links sf-cli: {app:?}");
+    assert!(
+        !external_dependencies(&workspace, "sf-app").contains("clap"),
+        "sf-app links clap"
+    );
+    let cli = sf_links(&workspace, "sf-cli");
+    assert!(cli.contains("sf-app"), "sf-cli links sf-app: {cli:?}");
+    let host = sf_links(&workspace, "sf-host");
+    for above in ["sf-app", "sf-cli"] {
+        assert!(!host.contains(above), "sf-host links {above}: {host:?}");
+    }
+}
+
+/// The most non-empty lines the `.rs` files of one crate's `src/` may hold.
+const MAX_CRATE_LINES: usize = 20_000;
+
+#[test]
+fn no_crate_holds_more_than_twenty_thousand_lines() {
+    let workspace = Workspace::read();
+    let mut sizes = Vec::new();
+    for (name, package) in &workspace.packages {
+        let manifest = std::path::Path::new(package["manifest_path"].as_str().unwrap());
+        let lines = non_empty_lines(&manifest.parent().unwrap().join("src"));
+        sizes.push((lines, name.clone()));
+    }
+    sizes.sort();
+    println!("non-empty lines of each crate's src/: {sizes:?}");
+    let host = sizes.iter().find(|(_, name)| name == "sf-host");
+    assert!(host.is_some_and(|(lines, _)| *lines > 1_000), "{sizes:?}");
+    let over: Vec<_> = sizes
+        .iter()
+        .filter(|(lines, _)| *lines > MAX_CRATE_LINES)
+        .collect();
+    assert!(over.is_empty(), "over {MAX_CRATE_LINES} lines: {over:?}");
 }
 
 /// A proof without evidence (`Verified::assumed`, sf-collector's feature `testing`) is for

@@ -5,10 +5,12 @@
 //! as a test of a sandbox must; they are not held to it.)
 
 mod metadata_support;
+mod source_files;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use metadata_support::Workspace;
+use source_files::sources;
 
 /// Whether the Rust source `text` uses `unsafe` as code (a block, a function, an impl, a
 /// trait or an attribute), as opposed to a word in a comment or a string.
@@ -27,20 +29,6 @@ fn uses_unsafe(text: &str) -> bool {
             .iter()
             .any(|form| code.contains(form))
         })
-}
-
-/// Every `.rs` file below `dir`.
-fn sources(dir: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            found.extend(sources(&path));
-        } else if path.extension().is_some_and(|ext| ext == "rs") {
-            found.push(path);
-        }
-    }
-    found
 }
 
 #[test]

@@ -2,15 +2,15 @@
 //! parts, each of which keeps its own promise, so that the whole keeps one more: **the target
 //! moves only to a Candidate that is Verified under the Slice it was sealed for.**
 //!
-//! 1. **Preflight** ([`preflight`]), before an attempt is claimed: the executor provides the
-//!    Slice's environment, the deadline is ahead, and the gate answers proceed. Each failure
-//!    is an error with nothing written.
+//! 1. **Preflight** ([`crate::preflight`]), before an attempt is claimed: the executor
+//!    provides the Slice's environment, the deadline is ahead, and the gate answers proceed.
+//!    Each failure is an error with nothing written.
 //! 2. Re-export the Candidate, collect under the fence (one record per check), re-export
 //!    again: a Candidate that changed, a collection that could not store a record, or an
 //!    environment that changed during it gets no Verdict.
 //! 3. Judge; only a Verified Verdict goes on. Its digest is the integration's proof.
 //! 4. Prepare the intent the proof admits and invoke it once with the proof
-//!    ([`crate::judging::Verified`], which only the judge makes): immediately before the move
+//!    ([`sf_host::judging::Verified`], which only the judge makes): immediately before the move
 //!    its guard judges the stored evidence again (the judge is deterministic over the
 //!    records) and requires the same Verified Verdict, then asks the operator's gate.
 //!
@@ -18,31 +18,34 @@
 //! confirmed one is reported as it is, an unknown one stays unknown (never retried), and an
 //! intent that was prepared but never claimed is invoked behind the same guard.
 
+use std::collections::BTreeMap;
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
-use crate::assurance::{AssuranceError, FrozenSlice, Outcome, Verdict, current_environment};
-use crate::canonical::Digest;
-use crate::collector::{
-    CollectError, CollectEvent, CollectRequest, CollectResult, RepositoryCollector, derive,
-    environment_problem,
+use sf_host::assurance::{AssuranceError, FrozenSlice, Outcome, Verdict};
+use sf_host::canonical::Digest;
+use sf_host::collector::{
+    CollectError, CollectRequest, CollectResult, CollectTrees, RepositoryCollector, derive,
 };
-use crate::contracts::{CancelToken, EvidenceStore, Executor, Gate};
-use crate::fault::{FaultPoint, FaultPoints};
-use crate::fence::{Fence, FenceError};
-use crate::judging::JudgeError;
-use crate::repository::{
+use sf_host::contracts::{CancelToken, EvidenceStore, Executor, Gate};
+use sf_host::environment_store::EnvironmentStore;
+use sf_host::fault::{FaultPoint, FaultPoints};
+use sf_host::fence::{Fence, FenceError};
+use sf_host::judging::{JudgeError, Judging};
+use sf_host::repository::{
     Action, IntegrationObservation, Invocation, Owner, PreparedIntegration, Repository,
-    RepositoryError, SealedCandidate, consult_gate,
+    RepositoryError, SealedCandidate,
 };
+use sf_host::tree_store::collect_trees;
 
-pub use crate::judging::{JUDGE_TIMEOUT, Judging};
+use crate::error::{AppError, repository_error};
+use crate::progress::Progress;
 
 /// Why a landing (or one of its steps) started nothing, or stopped.
 #[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum LandError {
+pub(crate) enum LandError {
     /// An input breaks a rule; nothing was written or started.
     #[error("invalid input: {input}: {rule}")]
     InvalidInput {
@@ -77,7 +80,7 @@ pub enum LandError {
 
 impl LandError {
     /// The stable kebab-case code of the error.
-    pub fn code(&self) -> &'static str {
+    pub(crate) fn code(&self) -> &'static str {
         match self {
             Self::InvalidInput { .. } => "invalid-input",
             Self::Withheld { .. } => "withheld",
@@ -88,7 +91,7 @@ impl LandError {
         }
     }
 
-    fn invalid(input: impl Into<String>, rule: impl Into<String>) -> Self {
+    pub(crate) fn invalid(input: impl Into<String>, rule: impl Into<String>) -> Self {
         Self::InvalidInput {
             input: input.into(),
             rule: rule.into(),
@@ -115,50 +118,17 @@ impl From<AssuranceError> for LandError {
     }
 }
 
-/// The checks made before an attempt is claimed: the executor's runtime is the recipe's and
-/// its environment is the Slice's; the deadline is ahead; and `gate`, asked once (for at most
-/// `gate_timeout`), answers proceed. A refusal or an unreadable gate is
-/// [`LandError::Withheld`]; nothing is written either way.
-pub fn preflight(
-    executor: &dyn Executor,
-    slice: &FrozenSlice,
-    gate: &Arc<dyn Gate>,
-    deadline: SystemTime,
-    gate_timeout: Duration,
-) -> Result<(), LandError> {
-    let runtime = executor.describe_runtime().map_err(|error| {
-        LandError::invalid(
-            "the executor",
-            format!(
-                "its runtime cannot be described ({}): {error}",
-                error.code()
-            ),
-        )
-    })?;
-    let environment = current_environment(executor).map_err(|error| {
-        LandError::invalid(
-            "the executor",
-            format!("its environment cannot be described: {error}"),
-        )
-    })?;
-    if let Some(problem) = environment_problem(&runtime, &environment, slice) {
-        return Err(LandError::invalid(
-            format!("the executor of Slice {}", slice.record.id),
-            format!(
-                "{problem}; the Slice was frozen under another executor: freeze a new revision \
-                 for this one"
-            ),
-        ));
+/// A landing error as a use case reports it, `what` naming the step.
+pub(crate) fn land_error(what: &str, error: impl Into<LandError>) -> AppError {
+    let error = error.into();
+    match &error {
+        LandError::Repository(inner) => repository_error(what, inner),
+        _ => AppError::coded(error.code(), what, &error),
     }
-    let left = deadline
-        .duration_since(SystemTime::now())
-        .map_err(|_| LandError::invalid("the deadline", "has passed; give one in the future"))?;
-    consult_gate(Arc::clone(gate), gate_timeout.min(left))
-        .map_err(|reason| LandError::Withheld { reason })
 }
 
 /// One landing: what is landed, where, and with what.
-pub struct LandRequest<'a> {
+pub(crate) struct Composition<'a> {
     /// The owned repository the Candidate is sealed in and whose target moves.
     pub repository: &'a Repository,
     /// The digest of the Candidate to land.
@@ -183,14 +153,14 @@ pub struct LandRequest<'a> {
     /// When the collection must be over.
     pub deadline: SystemTime,
     /// How many checks run at a time ([`RepositoryCollector::with_jobs`]).
-    pub jobs: std::num::NonZeroUsize,
+    pub jobs: NonZeroUsize,
     /// The verified trees of the dependency environments the checks name
     /// ([`CollectRequest::environments`]).
-    pub environments: std::collections::BTreeMap<Digest, PathBuf>,
+    pub environments: BTreeMap<Digest, PathBuf>,
     /// Where an `sf-candidate/4` Candidate's base is materialised for its programs to run by
     /// reference (the environment store); without one such a Candidate's checks start
     /// nothing.
-    pub tree_store: Option<&'a crate::environment_store::EnvironmentStore>,
+    pub tree_store: Option<&'a EnvironmentStore>,
     /// Where tests stop or fail the landing at named points.
     pub faults: Arc<dyn FaultPoints>,
 }
@@ -228,7 +198,7 @@ impl LandOutcome {
 
 /// What a landing did and saw.
 #[derive(Clone, Debug)]
-pub struct Landed {
+pub struct Landing {
     /// How the landing ended.
     pub outcome: LandOutcome,
     /// Whether this call found the occurrence's intent already retained (and so collected
@@ -255,23 +225,23 @@ fn outcome_of(observation: &IntegrationObservation) -> LandOutcome {
     }
 }
 
-/// Lands `request.candidate` (see the module documentation). The caller has run
-/// [`preflight`]. `Err` means nothing was started by this call after the point the error
-/// names; everything reached is in the answer.
-pub fn land(
-    request: LandRequest<'_>,
-    progress: &mut dyn FnMut(CollectEvent<'_>),
-) -> Result<Landed, LandError> {
+/// Lands `request.candidate` (see the module documentation). The caller has run the
+/// preflight. `Err` means nothing was started by this call after the point the error names;
+/// everything reached is in the answer.
+pub(crate) fn land(
+    request: Composition<'_>,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<Landing, LandError> {
     let repository = request.repository;
     let sealed = repository.export_candidate(&request.candidate)?;
-    let trees =
-        crate::tree_store::collect_trees(repository, &sealed, &request.slice, request.tree_store)
-            .map_err(|error| {
+    let trees = collect_trees(repository, &sealed, &request.slice, request.tree_store).map_err(
+        |error| {
             LandError::invalid(
                 format!("Candidate {}", request.candidate),
                 error.to_string(),
             )
-        })?;
+        },
+    )?;
     let programs = derive(&request.slice, &sealed, &trees)
         .map_err(|why| LandError::invalid(format!("Candidate {}", request.candidate), why))?;
     let judging = Judging {
@@ -291,7 +261,7 @@ pub fn land(
             let collected = collect(&request, &sealed, trees, progress)?;
             let after = repository.export_candidate(&request.candidate)?;
             if let Some(reason) = no_verdict(&collected, &sealed, &after) {
-                return Ok(Landed {
+                return Ok(Landing {
                     outcome: LandOutcome::Inconclusive,
                     replayed: false,
                     collected: Some(collected),
@@ -306,7 +276,7 @@ pub fn land(
         }
     };
     request.faults.reached(FaultPoint::LandJudged);
-    let mut landed = Landed {
+    let mut landed = Landing {
         outcome: match verdict.outcome {
             Outcome::Verified => LandOutcome::Integrated,
             Outcome::Failed => LandOutcome::Failed,
@@ -335,10 +305,10 @@ pub fn land(
 
 /// Collects the Candidate's process checks once, under one hold on the fence.
 fn collect(
-    request: &LandRequest<'_>,
+    request: &Composition<'_>,
     sealed: &SealedCandidate,
-    trees: crate::collector::CollectTrees,
-    progress: &mut dyn FnMut(CollectEvent<'_>),
+    trees: CollectTrees,
+    progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<CollectResult, LandError> {
     let collector = RepositoryCollector::new(
         Arc::clone(&request.store),
@@ -347,6 +317,10 @@ fn collect(
     )?
     .with_jobs(request.jobs);
     let hold = request.fence.acquire()?;
+    progress(Progress::Collecting {
+        attempt: hold.attempt(),
+        checks: request.slice.acceptance.process_checks().count(),
+    });
     let collected = collector.collect_with_progress(
         &CollectRequest {
             slice: request.slice.clone(),
@@ -358,7 +332,7 @@ fn collect(
         Arc::clone(&request.gate),
         &hold,
         &CancelToken::new(),
-        progress,
+        &mut |event| progress(Progress::Run(event)),
     );
     hold.release();
     let collected = collected?;
@@ -395,10 +369,10 @@ fn no_verdict(
 /// Lands an occurrence whose intent is already retained: starts nothing for a claimed one,
 /// and invokes a prepared, unclaimed one behind its proof's guard.
 fn resume(
-    request: &LandRequest<'_>,
+    request: &Composition<'_>,
     judging: Judging,
     prepared: PreparedIntegration,
-) -> Result<Landed, LandError> {
+) -> Result<Landing, LandError> {
     let repository = request.repository;
     if prepared.payload.candidate != request.candidate {
         return Err(RepositoryError::Conflict {
@@ -418,7 +392,7 @@ fn resume(
     } else {
         inspected
     };
-    Ok(Landed {
+    Ok(Landing {
         outcome: outcome_of(&observation),
         replayed: true,
         collected: None,

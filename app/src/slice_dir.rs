@@ -18,11 +18,14 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::common::{CliError, Context, MAX_INPUT_BYTES};
+use crate::backends::Backends;
+use crate::error::AppError;
+use crate::input::MAX_INPUT_BYTES;
 use sf_host::assurance::{Acceptance, EnvironmentRecord, FrozenSlice, Recipe, SliceRecord};
 use sf_host::canonical::Digest;
 use sf_host::contracts::{EvidenceStore, Executor};
 use sf_host::dir_fd::DirFd;
+use sf_host::fence::Fence;
 use sf_host::plugin::builtin::SQLITE_FILE_NAME;
 use sf_host::private_dir::PrivateDir;
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
@@ -40,25 +43,22 @@ pub const SLICE_RECORD: &str = "slice.json";
 pub struct SliceDir {
     /// The directory, canonical.
     pub dir: PathBuf,
+    /// What was frozen, verified whole.
     pub frozen: FrozenSlice,
     /// The Slice record's digest.
     pub digest: Digest,
 }
 
-pub(super) fn invalid(what: impl std::fmt::Display, detail: impl std::fmt::Display) -> CliError {
-    CliError::new("invalid-input", format!("{what}: {detail}"))
+fn invalid(what: impl std::fmt::Display, detail: impl std::fmt::Display) -> AppError {
+    AppError::invalid(what, detail)
 }
 
-pub(super) fn coded(
-    code: &str,
-    what: impl std::fmt::Display,
-    detail: impl std::fmt::Display,
-) -> CliError {
-    CliError::new(code, format!("{what}: {detail}"))
+fn coded(code: &str, what: impl std::fmt::Display, detail: impl std::fmt::Display) -> AppError {
+    AppError::coded(code, what, detail)
 }
 
 /// `dir` made canonical, naming `flag` in the error.
-pub fn canonical_dir(dir: &Path, flag: &str) -> Result<PathBuf, CliError> {
+pub fn canonical_dir(dir: &Path, flag: &str) -> Result<PathBuf, AppError> {
     std::fs::canonicalize(dir).map_err(|error| {
         invalid(
             format!("{flag} {}", dir.display()),
@@ -76,7 +76,7 @@ impl SliceDir {
     /// Reads the frozen Slice in `dir` and checks it whole ([`FrozenSlice::validate`]):
     /// creates nothing, and refuses a Slice that was never frozen, or was frozen by an sf
     /// before Slices had a record.
-    pub fn open(dir: &Path) -> Result<Self, CliError> {
+    pub fn open(dir: &Path) -> Result<Self, AppError> {
         let dir = canonical_dir(dir, "--slice")?;
         let frozen_dir = dir.join(FROZEN);
         let record_file = frozen_dir.join(SLICE_RECORD);
@@ -94,12 +94,12 @@ impl SliceDir {
             ));
         }
         let frozen = DirFd::open(&frozen_dir)
-            .map_err(|error| CliError::new(error.code(), error.to_string()))?;
-        let read = |name: &str| -> Result<Vec<u8>, CliError> {
+            .map_err(|error| AppError::new(error.code(), error.to_string()))?;
+        let read = |name: &str| -> Result<Vec<u8>, AppError> {
             frozen
                 .read_file_named(OsStr::new(name), MAX_INPUT_BYTES)
                 .map(|file| file.bytes)
-                .map_err(|error| CliError::new(error.code(), error.to_string()))
+                .map_err(|error| AppError::new(error.code(), error.to_string()))
         };
         let record = SliceRecord::from_json(&read(SLICE_RECORD)?)
             .map_err(|error| invalid("the frozen Slice record", error))?;
@@ -111,7 +111,7 @@ impl SliceDir {
             .map_err(|error| invalid("the frozen environment", error))?;
         let store = SnapshotStore::open_existing(&dir.join(STATE).join("snapshots"))
             .map_err(|error| coded(error.code(), "the Slice's snapshot store", error))?;
-        let load = |digest: &Digest, what: &str| -> Result<Vec<SnapshotFile>, CliError> {
+        let load = |digest: &Digest, what: &str| -> Result<Vec<SnapshotFile>, AppError> {
             if *digest == empty_snapshot() {
                 return Ok(Vec::new());
             }
@@ -149,43 +149,43 @@ impl SliceDir {
 
     /// The Slice's state directory, or its subdirectory `sub`, created private if absent (for
     /// commands that write).
-    pub fn state(&self, sub: &str) -> Result<PathBuf, CliError> {
+    pub fn state(&self, sub: &str) -> Result<PathBuf, AppError> {
         state_dir(&self.dir, sub, true)
     }
 
     /// The Slice's state subdirectory `sub` if it exists (for commands that only read).
-    pub fn existing_state(&self, sub: &str) -> Result<PathBuf, CliError> {
+    pub fn existing_state(&self, sub: &str) -> Result<PathBuf, AppError> {
         state_dir(&self.dir, sub, false)
     }
 
     /// What no Candidate may read: the Slice directory (its answer key among it) and its
     /// state (evidence, fence, snapshots).
-    pub fn protected(&self) -> Result<Vec<PathBuf>, CliError> {
+    pub fn protected(&self) -> Result<Vec<PathBuf>, AppError> {
         Ok(vec![self.dir.clone(), self.existing_state("")?])
     }
 
     /// The executor the Slice was frozen with: `--config` cannot make a collection run under
     /// another one.
-    pub fn executor(&self, context: &Context) -> Result<Arc<dyn Executor>, CliError> {
-        let config = context
+    pub fn executor(&self, backends: &Backends) -> Result<Arc<dyn Executor>, AppError> {
+        let config = backends
             .config()?
             .with_executor_record(&self.frozen.record.executor)
             .map_err(|why| invalid("the frozen Slice's executor", why))?;
-        context.executor_of(&config)
+        backends.executor_of(&config)
     }
 
     /// The configured EvidenceStore, created in the state directory if it is local.
-    pub fn evidence_store(&self, context: &Context) -> Result<Arc<dyn EvidenceStore>, CliError> {
-        context.evidence_store(&self.state("evidence")?)
+    pub fn evidence_store(&self, backends: &Backends) -> Result<Arc<dyn EvidenceStore>, AppError> {
+        backends.evidence_store(&self.state("evidence")?)
     }
 
     /// The configured EvidenceStore, opened for reading only: nothing is created.
     pub fn existing_evidence_store(
         &self,
-        context: &Context,
-    ) -> Result<Arc<dyn EvidenceStore>, CliError> {
+        backends: &Backends,
+    ) -> Result<Arc<dyn EvidenceStore>, AppError> {
         let dir = self.dir.join(STATE).join("evidence");
-        let config = context.config()?;
+        let config = backends.config()?;
         let section = config.evidence_store_section();
         let local = section.tag() == "sqlite" && section.fields().is_empty();
         if local && std::fs::symlink_metadata(dir.join(SQLITE_FILE_NAME)).is_err() {
@@ -195,12 +195,12 @@ impl SliceDir {
                 "holds no evidence yet: run `sf collect` or `sf land` first",
             ));
         }
-        context.existing_evidence_store(&dir)
+        backends.existing_evidence_store(&dir)
     }
 }
 
 /// `slice/state/sub`, checked private; created (with `state/`) only when `create`.
-pub fn state_dir(slice: &Path, sub: &str, create: bool) -> Result<PathBuf, CliError> {
+pub fn state_dir(slice: &Path, sub: &str, create: bool) -> Result<PathBuf, AppError> {
     let state = slice.join(STATE);
     let check = |path: &Path| {
         if create {
@@ -223,4 +223,14 @@ pub fn state_dir(slice: &Path, sub: &str, create: bool) -> Result<PathBuf, CliEr
     let path = state.join(sub);
     check(&path)?;
     Ok(path)
+}
+
+impl SliceDir {
+    /// The fence of `product` for this Slice: the one that comes with the configured
+    /// evidence store (PostgreSQL's, shared by every machine), or the file fence in the
+    /// Slice's state.
+    pub fn fence(&self, backends: &Backends, product: &str) -> Result<Fence, AppError> {
+        let backend = backends.fence(&self.state("fence")?)?;
+        Fence::new(backend, product).map_err(|error| coded(error.code(), "the fence", error))
+    }
 }

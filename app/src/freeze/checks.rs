@@ -1,0 +1,113 @@
+//! The acceptance's checks pinned as the freeze writes them: each check's input directory
+//! read and named by its snapshot digest, each command's dependency environment by the digest
+//! and place its name points to now.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use sf_host::assurance::Acceptance;
+use sf_host::canonical::{self, Digest, Value};
+use sf_host::repository::is_valid_id;
+use sf_host::snapshot::{SnapshotFile, snapshot_digest};
+use sf_host::source_dir::read_snapshot_dir;
+
+use super::{holds_files, parse_acceptance};
+use crate::backends::Backends;
+use crate::env::resolve;
+use crate::error::AppError;
+
+/// The inputs read so far, and every snapshot the freeze stores.
+#[derive(Default)]
+pub(super) struct Inputs {
+    /// Input names and the digests they froze to.
+    pub(super) names: BTreeMap<String, Digest>,
+    /// The files of each input, by digest.
+    pub(super) files: BTreeMap<Digest, Vec<SnapshotFile>>,
+    /// The snapshots to store: inputs, harness, overlay, each with what it is.
+    pub(super) snapshots: Vec<(Digest, Vec<SnapshotFile>, String)>,
+}
+
+impl Inputs {
+    /// `acceptance` (as authored) with every check's input and environment pinned, parsed.
+    pub(super) fn pin(
+        &mut self,
+        backends: &Backends,
+        dir: &Path,
+        mut acceptance: Value,
+    ) -> Result<Acceptance, AppError> {
+        if let Value::Object(map) = &mut acceptance
+            && let Some(Value::Array(checks)) = map.get_mut("checks")
+        {
+            for check in checks {
+                if let Value::Object(check) = check {
+                    self.pin_check(backends, dir, check)?;
+                }
+            }
+        }
+        parse_acceptance(&acceptance)
+    }
+
+    /// Adds `files` (the harness or the overlay) to what is stored, unless empty.
+    pub(super) fn store(&mut self, digest: &Digest, files: &[SnapshotFile], what: &str) {
+        if holds_files(digest) {
+            self.snapshots
+                .push((digest.clone(), files.to_vec(), what.to_owned()));
+        }
+    }
+
+    fn pin_check(
+        &mut self,
+        backends: &Backends,
+        dir: &Path,
+        check: &mut BTreeMap<String, Value>,
+    ) -> Result<(), AppError> {
+        // A command's dependency environment is named; the freeze pins what the name points
+        // to now: its digest and where it is bound, verified.
+        if let Some(Value::String(name)) = check.get("environment").cloned() {
+            let entry = resolve(backends, &name)?;
+            check.insert(
+                "environment".into(),
+                canonical::object([
+                    ("name", Value::String(name)),
+                    ("digest", Value::String(entry.digest.to_string())),
+                    ("at", Value::String(entry.at.display().to_string())),
+                ]),
+            );
+        }
+        let Some(Value::String(input)) = check.get("input").cloned() else {
+            return Ok(());
+        };
+        let digest = self.input(dir, &input)?;
+        check.insert("input".into(), Value::String(digest.to_string()));
+        Ok(())
+    }
+
+    /// The digest of the input directory `inputs/<input>`, read once.
+    fn input(&mut self, dir: &Path, input: &str) -> Result<Digest, AppError> {
+        if Digest::parse(input).is_some() {
+            return Err(AppError::invalid(
+                format!("acceptance.json input {input:?}"),
+                "name a directory under inputs/: freeze stores it and writes its digest",
+            ));
+        }
+        if !is_valid_id(input) || input.contains('/') || input.contains(':') {
+            return Err(AppError::invalid(
+                format!("acceptance.json input {input:?}"),
+                "is the name of a directory under inputs/",
+            ));
+        }
+        if let Some(digest) = self.names.get(input) {
+            return Ok(digest.clone());
+        }
+        let input_dir = dir.join("inputs").join(input);
+        let files = read_snapshot_dir(&input_dir)
+            .map_err(|error| AppError::coded(error.code(), input_dir.display(), error))?;
+        let digest = snapshot_digest(&files)
+            .map_err(|error| AppError::invalid(input_dir.display(), error))?;
+        self.snapshots
+            .push((digest.clone(), files.clone(), format!("input {input}")));
+        self.files.insert(digest.clone(), files);
+        self.names.insert(input.to_owned(), digest.clone());
+        Ok(digest)
+    }
+}

@@ -1,0 +1,241 @@
+//! `freeze`: reads what the operator authored in a Slice directory, checks all of it, and
+//! only then stores its inputs, harness and overlay in the snapshot store and writes the
+//! frozen records, the Slice record last. A freeze that fails writes nothing; a freeze of an
+//! unchanged Slice writes nothing and answers the same digests.
+
+mod authored;
+mod checks;
+mod write;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sf_host::assurance::trusted::{Closing, PathSet};
+use sf_host::assurance::{
+    Acceptance, EnvironmentRecord, FrozenSlice, Recipe, SliceRecord, current_environment,
+    protection_of,
+};
+use sf_host::canonical::{self, Digest};
+use sf_host::collector::{MaterialisedTree, current_recipe, lay_over, materialise_base};
+use sf_host::git_object::ObjectId;
+use sf_host::repository::{ProposalBounds, Repository};
+use sf_host::snapshot::{SnapshotFile, snapshot_digest};
+
+use crate::backends::Backends;
+use crate::error::{AppError, repository_error};
+use crate::slice_dir::{canonical_dir, empty_snapshot};
+use authored::{Authored, AuthoredDir, AuthoredRecipe, optional_dir};
+use checks::Inputs;
+
+/// A Slice directory to freeze, for the repository whose target is its base.
+#[derive(Clone, Debug)]
+pub struct FreezeRequest {
+    /// The Slice directory (`slice.json`, `acceptance.json`, `recipe.json`, `inputs/<name>/`,
+    /// `harness/`, `overlay/`).
+    pub dir: PathBuf,
+    /// The repository identity file; the Candidate's base is its target now.
+    pub identity: PathBuf,
+}
+
+/// A Slice frozen (or found frozen with the same records).
+#[derive(Clone, Debug)]
+pub struct Frozen {
+    /// The Slice directory, canonical.
+    pub dir: PathBuf,
+    /// What was frozen.
+    pub slice: FrozenSlice,
+    /// The Slice record's digest.
+    pub digest: Digest,
+    /// Input names and the digests they froze to.
+    pub inputs: BTreeMap<String, Digest>,
+}
+
+/// Freezes `request.dir`: checks everything it holds, then stores its inputs, harness and
+/// overlay and writes its frozen records (`SLICE/frozen/`), the Slice record last.
+pub fn freeze(backends: &Backends, request: &FreezeRequest) -> Result<Frozen, AppError> {
+    let dir = canonical_dir(&request.dir, "--dir")?;
+    let checked = prepare(backends, &dir, &request.identity)?;
+    write::write(&dir, &checked)?;
+    Ok(Frozen {
+        dir,
+        slice: checked.slice,
+        digest: checked.digest,
+        inputs: checked.inputs.names,
+    })
+}
+
+/// Everything a freeze would write, checked.
+struct Checked {
+    slice: FrozenSlice,
+    digest: Digest,
+    /// The inputs, and every snapshot to store: inputs, harness, overlay.
+    inputs: Inputs,
+}
+
+/// What the configured executor runs a check with: its section, the recipe (the authored
+/// bounds, this collector, its runtime and what its profile enforces) and its environment.
+struct Executed {
+    executor: canonical::Value,
+    recipe: Recipe,
+    environment: EnvironmentRecord,
+}
+
+/// The base a Slice is frozen on: the repository's target, whole.
+struct Base {
+    repository: Repository,
+    commit: ObjectId,
+    tree: MaterialisedTree,
+}
+
+/// Reads and checks everything; writes nothing.
+fn prepare(backends: &Backends, dir: &Path, identity: &Path) -> Result<Checked, AppError> {
+    let authored = AuthoredDir::open(dir)?;
+    let slice: Authored = authored.record("slice.json")?;
+    // Inputs, read (not yet stored); the acceptance names them by digest.
+    let mut inputs = Inputs::default();
+    let acceptance = inputs.pin(backends, dir, authored.value("acceptance.json")?)?;
+    let harness = optional_dir(&dir.join("harness"), "harness")?;
+    let overlay = optional_dir(&dir.join("overlay"), "overlay")?;
+    let harness_digest =
+        snapshot_digest(&harness).map_err(|error| AppError::invalid("harness/", error))?;
+    let overlay_digest =
+        snapshot_digest(&overlay).map_err(|error| AppError::invalid("overlay/", error))?;
+    inputs.store(&harness_digest, &harness, "harness");
+    inputs.store(&overlay_digest, &overlay, "overlay");
+    let executed = executed(backends, authored.record("recipe.json")?)?;
+    let base = base(backends, identity)?;
+    let protected = protected(dir, &slice, &acceptance, &overlay, &base.tree)?;
+    let record = SliceRecord {
+        id: slice.id,
+        revision: slice.revision,
+        repository: base.repository.identity().clone(),
+        base: base.commit,
+        scope: slice.scope,
+        protected: protected.0,
+        acceptance: digest_of("acceptance", acceptance.digest())?,
+        recipe: digest_of("recipe", executed.recipe.digest())?,
+        environment: digest_of("environment", executed.environment.digest())?,
+        harness: harness_digest,
+        overlay: overlay_digest,
+        executor: executed.executor,
+        // The default is not written, so that such a Slice keeps the record it always had.
+        bounds: slice
+            .bounds
+            .filter(|bounds| *bounds != ProposalBounds::DEFAULT),
+        forbidden: slice.forbidden,
+        closed: protected.1.closed(),
+        open: slice.open,
+    };
+    let frozen = FrozenSlice {
+        record,
+        acceptance,
+        recipe: executed.recipe,
+        environment: executed.environment,
+        harness,
+        overlay,
+        inputs: inputs.files.clone(),
+    };
+    let digest = check(dir, &frozen, &base.tree)?;
+    Ok(Checked {
+        slice: frozen,
+        digest,
+        inputs,
+    })
+}
+
+fn digest_of<E: std::fmt::Display>(
+    what: &str,
+    digest: Result<Digest, E>,
+) -> Result<Digest, AppError> {
+    digest.map_err(|error| AppError::invalid(what, error))
+}
+
+/// The configured executor's records for `authored` bounds.
+fn executed(backends: &Backends, authored: AuthoredRecipe) -> Result<Executed, AppError> {
+    let config = backends.config()?;
+    let executor = config
+        .executor_record()
+        .map_err(|why| AppError::invalid("the [executor] section", why))?;
+    let running = backends.executor_of(&config)?;
+    let recipe = current_recipe(running.as_ref(), authored.timeout_ms, authored.output_limit)
+        .map_err(|error| AppError::coded(error.code(), "the configured executor", error))?;
+    recipe
+        .validate()
+        .map_err(|error| AppError::invalid("recipe.json", error))?;
+    let environment = current_environment(running.as_ref())
+        .map_err(|error| AppError::coded(error.code(), "the configured executor", error))?;
+    Ok(Executed {
+        executor,
+        recipe,
+        environment,
+    })
+}
+
+/// The repository's target now, materialised whole.
+fn base(backends: &Backends, identity: &Path) -> Result<Base, AppError> {
+    let repository = backends.open_repository(identity)?;
+    let commit = repository
+        .target()
+        .map_err(|error| repository_error("the repository's target", &error))?;
+    let snapshot = repository
+        .snapshot(&commit)
+        .map_err(|error| repository_error("the repository's target", &error))?;
+    let tree = materialise_base(&snapshot, &snapshot.commit, &snapshot.tree)
+        .map_err(|why| AppError::invalid("the base", why))?;
+    Ok(Base {
+        repository,
+        commit,
+        tree,
+    })
+}
+
+/// The patterns no proposal may touch (the authored ones, then the trusted material's) and
+/// what the Slice closes around its trusted material.
+fn protected(
+    dir: &Path,
+    slice: &Authored,
+    acceptance: &Acceptance,
+    overlay: &[SnapshotFile],
+    base: &MaterialisedTree,
+) -> Result<(Vec<String>, Closing), AppError> {
+    let tree = PathSet::new(
+        base.files
+            .iter()
+            .chain(overlay)
+            .map(|file| file.path.as_str()),
+    );
+    let closing = Closing::derive(acceptance, overlay, &slice.scope, &tree)
+        .map_err(|error| AppError::invalid(format!("the Slice in {}", dir.display()), error))?;
+    let mut protected: Vec<String> = slice.protected.clone();
+    let trusted = overlay.iter().map(|file| file.path.as_str());
+    for pattern in protection_of(trusted.chain(closing.named_files.iter().map(String::as_str))) {
+        if !protected.contains(&pattern) {
+            protected.push(pattern);
+        }
+    }
+    Ok((protected, closing))
+}
+
+/// The frozen Slice checked whole, against the base it is frozen on; its digest.
+fn check(dir: &Path, frozen: &FrozenSlice, base: &MaterialisedTree) -> Result<Digest, AppError> {
+    let digest = frozen
+        .validate()
+        .map_err(|error| AppError::invalid(format!("the Slice in {}", dir.display()), error))?;
+    lay_over(base, &frozen.overlay, "base").map_err(|why| AppError::invalid("overlay/", why))?;
+    frozen
+        .check_entries_in(&base.files)
+        .map_err(|error| AppError::invalid("acceptance.json", error))?;
+    Ok(digest)
+}
+
+/// Whether `digest` names files to store (the empty snapshot is never stored).
+fn holds_files(digest: &Digest) -> bool {
+    *digest != empty_snapshot()
+}
+
+/// An acceptance value (with its inputs and environments pinned) parsed as the acceptance.
+fn parse_acceptance(value: &canonical::Value) -> Result<Acceptance, AppError> {
+    let invalid = |error: &dyn std::fmt::Display| AppError::invalid("acceptance.json", error);
+    let bytes = canonical::encode(value).map_err(|error| invalid(&error))?;
+    Acceptance::from_json(&bytes).map_err(|error| invalid(&error))
+}

@@ -1,0 +1,101 @@
+//! The exit statuses of `sf`, and which one each outcome a command reports gets: what CI
+//! scripts branch on; and what a command ends with ([`Outcome`]).
+
+use sf_app::LandOutcome;
+use sf_app::land::Landed;
+use sf_host::assurance::Outcome as VerdictOutcome;
+use sf_host::repository::DeliveryInvocation;
+
+use crate::common::{CliError, Output};
+
+/// Exit status of a command that failed.
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit status of a usage error (unknown flag, missing argument), and of `sf land` refusing
+/// invalid input.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit status of `sf land` (and `sf judge --exit-code`) for a Failed Candidate.
+pub const EXIT_FAILED: u8 = 3;
+/// … for an Inconclusive one, or an attempt no Verdict may be issued for.
+pub const EXIT_INCONCLUSIVE: u8 = 4;
+/// … of `sf land` when the gate withheld.
+pub const EXIT_WITHHELD: u8 = 5;
+/// … of `sf land` when the move's outcome is unknown.
+pub const EXIT_UNKNOWN: u8 = 6;
+/// … of `sf land` when nothing was dispatched (the target left the Candidate's base).
+pub const EXIT_NOT_DISPATCHED: u8 = 7;
+/// … of `sf deliver invoke` (and `sf land --deliver`) when the remote refused the push.
+pub const EXIT_REFUSED: u8 = 8;
+
+/// What a command ended with: its result and its exit status.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The result, printed as the envelope or as text.
+    pub result: Result<Output, CliError>,
+    /// The exit status (one of the `EXIT_*` constants).
+    pub exit: u8,
+}
+
+impl From<Result<Output, CliError>> for Outcome {
+    fn from(result: Result<Output, CliError>) -> Self {
+        let exit = match &result {
+            Ok(_) => 0,
+            // A combination of flags clap cannot express is refused by the command itself,
+            // with the same status as clap's own usage errors.
+            Err(error) if error.code == "usage" => EXIT_USAGE,
+            Err(_) => EXIT_FAILURE,
+        };
+        Self { result, exit }
+    }
+}
+
+/// The exit status `sf judge --exit-code` gives an outcome.
+pub fn verdict_status(outcome: VerdictOutcome) -> u8 {
+    match outcome {
+        VerdictOutcome::Verified => 0,
+        VerdictOutcome::Failed => EXIT_FAILED,
+        VerdictOutcome::Inconclusive => EXIT_INCONCLUSIVE,
+    }
+}
+
+/// The exit status of a landing's outcome.
+pub fn landing_status(outcome: LandOutcome) -> u8 {
+    match outcome {
+        LandOutcome::Integrated => 0,
+        LandOutcome::Failed => EXIT_FAILED,
+        LandOutcome::Inconclusive => EXIT_INCONCLUSIVE,
+        LandOutcome::Withheld => EXIT_WITHHELD,
+        LandOutcome::Unknown => EXIT_UNKNOWN,
+        LandOutcome::NotDispatched => EXIT_NOT_DISPATCHED,
+    }
+}
+
+/// The exit status of a landing: its delivery's when it went on to deliver, else its own.
+pub fn landed_status(landed: &Landed) -> u8 {
+    match &landed.delivery {
+        Some(delivered) => delivery_status(delivered.observation.invocation),
+        None => landing_status(landed.landing.outcome),
+    }
+}
+
+/// The exit status of a landing that ended in an error.
+pub fn landing_error_status(error: &CliError) -> u8 {
+    match error.code.as_str() {
+        "usage" | "invalid-input" | "unreadable-input" | "invalid-identity" | "missing" => {
+            EXIT_USAGE
+        }
+        "withheld" => EXIT_WITHHELD,
+        "not-verified" => EXIT_INCONCLUSIVE,
+        _ => EXIT_FAILURE,
+    }
+}
+
+/// The exit status of a delivery's invoke: 0 only for confirmed.
+pub fn delivery_status(invocation: DeliveryInvocation) -> u8 {
+    match invocation {
+        DeliveryInvocation::Confirmed => 0,
+        DeliveryInvocation::Withheld => EXIT_WITHHELD,
+        DeliveryInvocation::Unknown => EXIT_UNKNOWN,
+        DeliveryInvocation::NotDispatched => EXIT_NOT_DISPATCHED,
+        DeliveryInvocation::Refused => EXIT_REFUSED,
+    }
+}
