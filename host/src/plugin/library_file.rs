@@ -109,12 +109,7 @@ impl SealedLibrary {
                 after.len()
             )));
         }
-        use rustix::fs::SealFlags;
-        rustix::fs::fcntl_add_seals(
-            &copy,
-            SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL,
-        )
-        .map_err(|error| unreadable("sealing its in-memory copy", &error))?;
+        seal_copy(&copy).map_err(|error| unreadable("sealing its in-memory copy", &error))?;
         let sealed = Self {
             copy,
             bytes: copied,
@@ -228,6 +223,30 @@ fn check_whole(file: &File, bytes: u64) -> Result<(), Result<Truncated, String>>
     }
     Ok(())
 }
+
+/// Seals the copy against shrinking, growing and writing. The kernel refuses the write seal
+/// (`EBUSY`) while a page of the copy holds a reference besides the file's own; a page just
+/// written can hold one for a moment (another CPU's batch of new pages, a transfer still in
+/// flight), longer than the kernel's own short wait on a loaded machine. The seal is asked
+/// again, a bounded number of times, before that is an error: seen as a plugin that failed
+/// to load once in a few thousand loads under the full test run.
+fn seal_copy(copy: &File) -> std::io::Result<()> {
+    use rustix::fs::SealFlags;
+    let seals = SealFlags::SHRINK | SealFlags::GROW | SealFlags::WRITE | SealFlags::SEAL;
+    let mut tries = 0;
+    loop {
+        match rustix::fs::fcntl_add_seals(copy, seals) {
+            Err(rustix::io::Errno::BUSY) if tries < SEAL_TRIES => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(10 * tries));
+            }
+            other => return other.map_err(std::io::Error::from),
+        }
+    }
+}
+
+/// How many times a refused write seal is asked for again (about half a second in all).
+const SEAL_TRIES: u64 = 10;
 
 #[cfg(test)]
 mod tests {
