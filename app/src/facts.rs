@@ -28,7 +28,7 @@ use crate::slice_dir::SliceDir;
 
 /// Everything known of one Candidate.
 pub struct Facts {
-    /// The Candidate, re-exported.
+    /// The Candidate, read by reference.
     pub sealed: SealedCandidate,
     /// Its edited entries, before and after.
     pub edits: Vec<EditedEntry>,
@@ -179,7 +179,7 @@ fn facts(
     slice: Option<&SliceDir>,
 ) -> Result<Facts, AppError> {
     let sealed = repository
-        .export_candidate(digest)
+        .read_by_reference(digest)
         .map_err(|error| repository_error(&format!("Candidate {digest}"), &error))?;
     let edits = repository
         .edited_entries(&sealed)
@@ -333,7 +333,7 @@ fn find(repository: &Repository, what: &str) -> Result<Digest, AppError> {
     })?;
     for (digest, _) in candidates(repository)? {
         let sealed = repository
-            .export_candidate(&digest)
+            .read_by_reference(&digest)
             .map_err(|error| repository_error(&format!("Candidate {digest}"), &error))?;
         if sealed.manifest.commit == commit {
             return Ok(digest);

@@ -5,7 +5,7 @@
 //! 1. **Preflight** ([`crate::preflight`]), before an attempt is claimed: the executor
 //!    provides the Slice's environment, the deadline is ahead, and the gate answers proceed.
 //!    Each failure is an error with nothing written.
-//! 2. Re-export the Candidate, collect under the fence (one record per check), re-export
+//! 2. Read the Candidate by reference, collect under the fence (one record per check), read it
 //!    again: a Candidate that changed, a collection that could not store a record, or an
 //!    environment that changed during it gets no Verdict.
 //! 3. Judge; only a Verified Verdict goes on. Its digest is the integration's proof.
@@ -233,7 +233,7 @@ pub(crate) fn land(
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Landing, LandError> {
     let repository = request.repository;
-    let sealed = repository.export_candidate(&request.candidate)?;
+    let sealed = repository.read_by_reference(&request.candidate)?;
     let trees = collect_trees(repository, &sealed, &request.slice, request.tree_store).map_err(
         |error| {
             LandError::invalid(
@@ -259,7 +259,7 @@ pub(crate) fn land(
         Some(verdict) => (None, verdict),
         None => {
             let collected = collect(&request, &sealed, trees, progress)?;
-            let after = repository.export_candidate(&request.candidate)?;
+            let after = repository.read_by_reference(&request.candidate)?;
             if let Some(reason) = no_verdict(&collected, &sealed, &after) {
                 return Ok(Landing {
                     outcome: LandOutcome::Inconclusive,
@@ -341,8 +341,8 @@ fn collect(
 }
 
 /// Why the collection may not be judged, or `None`: a record could not be stored, the
-/// environment changed or could not be described, or the Candidate exported after the
-/// collection is not the one exported before it.
+/// environment changed or could not be described, or the Candidate read after the
+/// collection is not the one read before it.
 fn no_verdict(
     collected: &CollectResult,
     before: &SealedCandidate,
@@ -360,7 +360,7 @@ fn no_verdict(
     }
     if before != after {
         return Some(
-            "the Candidate exported after the collection is not the one exported before it".into(),
+            "the Candidate read after the collection is not the one read before it".into(),
         );
     }
     None

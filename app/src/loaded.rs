@@ -1,6 +1,6 @@
 //! Which Candidate, in which repository, under which frozen Slice ([`Target`]), and that
-//! Candidate read and verified against the Slice before anything else happens: exported with
-//! its trees ([`Exported`]), and found sealed for exactly this Slice, its programs derived
+//! Candidate read and verified against the Slice before anything else happens: read by
+//! reference with its trees ([`Exported`]), and found sealed for exactly this Slice, its programs derived
 //! ([`Loaded`]). Every use case that acts on a Candidate starts here.
 
 use std::path::PathBuf;
@@ -29,14 +29,15 @@ pub struct Target {
 }
 
 /// A Candidate and the frozen Slice it is checked against, read and verified: the Slice
-/// whole, the Candidate re-exported and its base read (what [`Loaded`] holds but the programs
+/// whole, the Candidate read by reference (`Repository::read_by_reference`: its seal verified
+/// as an export verifies it, its edited paths proved up to the base's digest) and its base read (what [`Loaded`] holds but the programs
 /// derived from them).
 pub struct Exported {
     /// The frozen Slice.
     pub slice: SliceDir,
     /// The repository the Candidate is sealed in.
     pub repository: Repository,
-    /// The Candidate, re-exported.
+    /// The Candidate, read by reference.
     pub sealed: SealedCandidate,
     /// The trees its programs run.
     pub trees: CollectTrees,
@@ -45,7 +46,7 @@ pub struct Exported {
 }
 
 impl Exported {
-    /// Reads `target`: the digest checked, the Slice opened, the Candidate exported.
+    /// Reads `target`: the digest checked, the Slice opened, the Candidate read by reference.
     pub fn read(backends: &Backends, target: &Target) -> Result<Self, AppError> {
         let digest = parse_digest(&target.candidate, "--candidate")?;
         let slice = SliceDir::open(&target.slice)?;
@@ -65,7 +66,7 @@ impl Exported {
     ) -> Result<Self, AppError> {
         let repository = backends.open_repository(&target.identity)?;
         let sealed = repository
-            .export_candidate(&digest)
+            .read_by_reference(&digest)
             .map_err(|error| repository_error(&format!("--candidate {digest}"), &error))?;
         let store = match materialise {
             true => trees_store_for(backends, &sealed)?,
@@ -122,14 +123,14 @@ pub(crate) fn protected_paths(
 }
 
 /// A Candidate and the frozen Slice it is checked against, everything verified: the Slice
-/// whole, the Candidate re-exported, its base read, and the Candidate sealed for exactly this
+/// whole, the Candidate read by reference, its base read, and the Candidate sealed for exactly this
 /// Slice in this repository ([`derive`]).
 pub struct Loaded {
     /// The frozen Slice.
     pub slice: SliceDir,
     /// The repository the Candidate is sealed in.
     pub repository: Repository,
-    /// The Candidate, re-exported.
+    /// The Candidate, read by reference.
     pub sealed: SealedCandidate,
     /// What its checks run, and the pins its records are filed under.
     pub programs: Programs,

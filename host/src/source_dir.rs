@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use crate::contracts::tree_path::{self, EntryMode as Mode};
 use crate::dir_fd::{DirFd, DirFdError, EntryKind};
-use crate::repository::{REPOSITORY_LIMITS, SourceFile};
+use crate::repository::{RepositoryLimits, SourceFile};
 use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile};
 
 /// Why a directory cannot be read as a source.
@@ -69,12 +69,15 @@ pub enum SourceDirError {
         path: PathBuf,
     },
     /// More files or bytes than a repository's source may hold.
-    #[error("{}: {limit}", path.display())]
+    #[error("{}: {limit} ({rule})", path.display())]
     TooLarge {
         /// The file over the per-file limit, or the root for a limit of the whole.
         path: PathBuf,
         /// The limit passed, as a sentence.
         limit: String,
+        /// Which limit: `too-many-files`, `file-too-large` or `source-too-large` (the codes
+        /// a repository's tree rules give the same limits).
+        rule: &'static str,
     },
     /// An entry was replaced while the directory was read (a link or another directory put in
     /// place of a listed one): nothing read from it is used.
@@ -109,12 +112,24 @@ impl SourceDirError {
 /// its directory, without following a link, and must be the entry listed; so a directory
 /// swapped for a link while the walk runs is refused, never followed. No file is read past
 /// the per-file limit, so a huge or hostile tree fails fast.
-pub fn read_source_dir(root: &Path) -> Result<Vec<SourceFile>, SourceDirError> {
+///
+/// `limits` are the repository's (its settings: `sf repo create --max-files`,
+/// `--max-file-bytes`, `--max-tree-bytes`), and an error over one names the flag that raises
+/// it.
+pub fn read_source_dir(
+    root: &Path,
+    limits: &RepositoryLimits,
+) -> Result<Vec<SourceFile>, SourceDirError> {
     let limits = Limits {
-        max_files: REPOSITORY_LIMITS.max_files,
-        max_file_bytes: REPOSITORY_LIMITS.max_file_bytes,
-        max_total_bytes: REPOSITORY_LIMITS.max_source_bytes,
-        holder: "a repository's source",
+        max_files: limits.max_files,
+        max_file_bytes: limits.max_file_bytes,
+        max_total_bytes: limits.max_source_bytes,
+        holder: "this repository's tree",
+        raise: [
+            " (raise it with --max-files)",
+            " (raise it with --max-file-bytes)",
+            " (raise it with --max-tree-bytes)",
+        ],
     };
     let files = read_dir_files(root, &limits)?;
     Ok(files
@@ -133,6 +148,7 @@ pub fn read_snapshot_dir(root: &Path) -> Result<Vec<SnapshotFile>, SourceDirErro
         max_file_bytes: MAX_SNAPSHOT_BYTES as usize,
         max_total_bytes: MAX_SNAPSHOT_BYTES as usize,
         holder: "a snapshot",
+        raise: [""; 3],
     };
     let files = read_dir_files(root, &limits)?;
     Ok(files
@@ -147,6 +163,8 @@ struct Limits {
     max_file_bytes: usize,
     max_total_bytes: usize,
     holder: &'static str,
+    /// How each limit (files, bytes of a file, bytes in all) is raised, said after it.
+    raise: [&'static str; 3],
 }
 
 impl From<DirFdError> for SourceDirError {
@@ -157,7 +175,11 @@ impl From<DirFdError> for SourceDirError {
             DirFdError::NotRegular { .. } => Self::NotRegular { path },
             DirFdError::NotADirectory { detail, .. } => Self::NotADirectory { path, detail },
             DirFdError::Changed { detail, .. } => Self::Changed { path, detail },
-            DirFdError::TooLarge { limit, .. } => Self::TooLarge { path, limit },
+            DirFdError::TooLarge { limit, .. } => Self::TooLarge {
+                path,
+                limit,
+                rule: "too-many-files",
+            },
             DirFdError::BadName { .. } => Self::BadPath {
                 path,
                 code: "bad-path",
@@ -237,9 +259,10 @@ impl Walk<'_> {
                     return Err(SourceDirError::TooLarge {
                         path: self.root.to_owned(),
                         limit: format!(
-                            "holds more than {} files, the most {} may hold",
-                            limits.max_files, limits.holder
+                            "holds more than {} files, the most {} may hold{}",
+                            limits.max_files, limits.holder, limits.raise[0]
                         ),
+                        rule: "too-many-files",
                     });
                 }
                 Ok(())
@@ -263,9 +286,10 @@ impl Walk<'_> {
                             DirFdError::TooLarge { path, .. } => SourceDirError::TooLarge {
                                 path,
                                 limit: format!(
-                                    "is larger than {} bytes, the most one file may hold",
-                                    limits.max_file_bytes
+                                    "is larger than {} bytes, the most one file may hold{}",
+                                    limits.max_file_bytes, limits.raise[1]
                                 ),
+                                rule: "file-too-large",
                             },
                             other => other.into(),
                         })?;
@@ -274,9 +298,10 @@ impl Walk<'_> {
                         return Err(SourceDirError::TooLarge {
                             path: self.root.to_owned(),
                             limit: format!(
-                                "holds more than {} bytes, the most {} may hold",
-                                limits.max_total_bytes, limits.holder
+                                "holds more than {} bytes, the most {} may hold{}",
+                                limits.max_total_bytes, limits.holder, limits.raise[2]
                             ),
+                            rule: "source-too-large",
                         });
                     }
                     // Git records the owner's execute bit and nothing else of the mode.
@@ -296,6 +321,7 @@ impl Walk<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::repository::REPOSITORY_LIMITS;
     use std::fs;
 
     #[test]
@@ -305,7 +331,7 @@ mod tests {
         fs::write(dir.path().join("src/deep/b.txt"), "b\n").unwrap();
         fs::write(dir.path().join("README.md"), "r\n").unwrap();
         fs::write(dir.path().join("src/a.txt"), "").unwrap();
-        let files = read_source_dir(dir.path()).unwrap();
+        let files = read_source_dir(dir.path(), &REPOSITORY_LIMITS).unwrap();
         let paths: Vec<&str> = files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["README.md", "src/a.txt", "src/deep/b.txt"]);
         assert_eq!(files[2].content, b"b\n");
@@ -328,7 +354,7 @@ mod tests {
         )
         .unwrap();
         std::os::unix::fs::symlink("run.sh", dir.path().join("link")).unwrap();
-        let files = read_source_dir(dir.path()).unwrap();
+        let files = read_source_dir(dir.path(), &REPOSITORY_LIMITS).unwrap();
         let seen: Vec<(&str, Mode)> = files.iter().map(|f| (f.path.as_str(), f.mode)).collect();
         assert_eq!(
             seen,
@@ -381,10 +407,11 @@ mod tests {
             let dir = tempfile::tempdir().unwrap();
             fs::write(dir.path().join("ok.txt"), "fine").unwrap();
             make(dir.path());
-            let error = read_source_dir(dir.path()).unwrap_err();
+            let error = read_source_dir(dir.path(), &REPOSITORY_LIMITS).unwrap_err();
             assert_eq!(error.code(), code, "{error}");
         }
-        let missing = read_source_dir(Path::new("/nonexistent/sf-source")).unwrap_err();
+        let missing =
+            read_source_dir(Path::new("/nonexistent/sf-source"), &REPOSITORY_LIMITS).unwrap_err();
         assert_eq!(missing.code(), "not-a-directory");
     }
 

@@ -237,7 +237,9 @@ fn snapshot_walks_never_follow_a_swapped_link() {
 #[test]
 fn source_walks_never_follow_a_swapped_link() {
     // `sf repo create --from` reads through read_source_dir.
-    race_in_process(&Work::new(), read_source_dir);
+    race_in_process(&Work::new(), |root| {
+        read_source_dir(root, &sf_host::repository::REPOSITORY_LIMITS)
+    });
 }
 
 #[test]

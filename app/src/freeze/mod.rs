@@ -10,15 +10,15 @@ mod write;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use sf_host::assurance::trusted::{Closing, PathSet};
+use sf_host::assurance::trusted::{Closing, Overlaid, TreeLookup, check_overlay};
 use sf_host::assurance::{
     Acceptance, EnvironmentRecord, FrozenSlice, Recipe, SliceRecord, current_environment,
     protection_of,
 };
 use sf_host::canonical::{self, Digest};
-use sf_host::collector::{MaterialisedTree, current_recipe, lay_over, materialise_base};
+use sf_host::collector::current_recipe;
 use sf_host::git_object::ObjectId;
-use sf_host::repository::{ProposalBounds, Repository};
+use sf_host::repository::{ProposalBounds, Repository, RepositoryError, TreeAt};
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 
 use crate::backends::Backends;
@@ -80,11 +80,10 @@ struct Executed {
     environment: EnvironmentRecord,
 }
 
-/// The base a Slice is frozen on: the repository's target, whole.
+/// The base a Slice is frozen on: the repository's target.
 struct Base {
     repository: Repository,
     commit: ObjectId,
-    tree: MaterialisedTree,
 }
 
 /// Reads and checks everything; writes nothing.
@@ -104,7 +103,11 @@ fn prepare(backends: &Backends, dir: &Path, identity: &Path) -> Result<Checked, 
     inputs.store(&overlay_digest, &overlay, "overlay");
     let executed = executed(backends, authored.record("recipe.json")?)?;
     let base = base(backends, identity)?;
-    let protected = protected(dir, &slice, &acceptance, &overlay, &base.tree)?;
+    let tree = base
+        .repository
+        .tree_at(&base.commit)
+        .map_err(|error| repository_error("the repository's target", &error))?;
+    let protected = tree_read(&tree, protected(dir, &slice, &acceptance, &overlay, &tree))?;
     let record = SliceRecord {
         id: slice.id,
         revision: slice.revision,
@@ -135,7 +138,7 @@ fn prepare(backends: &Backends, dir: &Path, identity: &Path) -> Result<Checked, 
         overlay,
         inputs: inputs.files.clone(),
     };
-    let digest = check(dir, &frozen, &base.tree)?;
+    let digest = tree_read(&tree, check(dir, &frozen, &tree))?;
     Ok(Checked {
         slice: frozen,
         digest,
@@ -171,22 +174,21 @@ fn executed(backends: &Backends, authored: AuthoredRecipe) -> Result<Executed, A
     })
 }
 
-/// The repository's target now, materialised whole.
+/// The repository's target now.
 fn base(backends: &Backends, identity: &Path) -> Result<Base, AppError> {
     let repository = backends.open_repository(identity)?;
     let commit = repository
         .target()
         .map_err(|error| repository_error("the repository's target", &error))?;
-    let snapshot = repository
-        .snapshot(&commit)
-        .map_err(|error| repository_error("the repository's target", &error))?;
-    let tree = materialise_base(&snapshot, &snapshot.commit, &snapshot.tree)
-        .map_err(|why| AppError::invalid("the base", why))?;
-    Ok(Base {
-        repository,
-        commit,
-        tree,
-    })
+    Ok(Base { repository, commit })
+}
+
+/// `answer`, derived by looking paths up in `tree`, unless a read of the tree failed on the
+/// way: then what was derived from "nothing there" is refused with the read's error.
+fn tree_read<T>(tree: &TreeAt<'_>, answer: Result<T, AppError>) -> Result<T, AppError> {
+    tree.fault()
+        .map_err(|error: RepositoryError| repository_error("the repository's target", &error))?;
+    answer
 }
 
 /// The patterns no proposal may touch (the authored ones, then the trusted material's) and
@@ -196,14 +198,9 @@ fn protected(
     slice: &Authored,
     acceptance: &Acceptance,
     overlay: &[SnapshotFile],
-    base: &MaterialisedTree,
+    base: &dyn TreeLookup,
 ) -> Result<(Vec<String>, Closing), AppError> {
-    let tree = PathSet::new(
-        base.files
-            .iter()
-            .chain(overlay)
-            .map(|file| file.path.as_str()),
-    );
+    let tree = Overlaid::new(base, overlay);
     let closing = Closing::derive(acceptance, overlay, &slice.scope, &tree)
         .map_err(|error| AppError::invalid(format!("the Slice in {}", dir.display()), error))?;
     let mut protected: Vec<String> = slice.protected.clone();
@@ -216,14 +213,16 @@ fn protected(
     Ok((protected, closing))
 }
 
-/// The frozen Slice checked whole, against the base it is frozen on; its digest.
-fn check(dir: &Path, frozen: &FrozenSlice, base: &MaterialisedTree) -> Result<Digest, AppError> {
+/// The frozen Slice checked whole, against the base it is frozen on (looked up by path:
+/// only the overlay's paths and the checks' entries are read); its digest.
+fn check(dir: &Path, frozen: &FrozenSlice, base: &dyn TreeLookup) -> Result<Digest, AppError> {
     let digest = frozen
         .validate()
         .map_err(|error| AppError::invalid(format!("the Slice in {}", dir.display()), error))?;
-    lay_over(base, &frozen.overlay, "base").map_err(|why| AppError::invalid("overlay/", why))?;
+    check_overlay(base, &frozen.overlay, "base")
+        .map_err(|why| AppError::invalid("overlay/", why))?;
     frozen
-        .check_entries_in(&base.files)
+        .check_entries_in(&Overlaid::new(base, &frozen.overlay))
         .map_err(|error| AppError::invalid("acceptance.json", error))?;
     Ok(digest)
 }

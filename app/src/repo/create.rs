@@ -11,7 +11,7 @@ use sf_host::repository::{
     CreateRepository, InitialBase, RepositoryIdentity, RepositoryOptions, RepositorySettings,
     Upstream, UpstreamRecord, create_repository, open_repository,
 };
-use sf_host::source_dir::read_source_dir;
+use sf_host::source_dir::{SourceDirError, read_source_dir};
 
 use super::{UpstreamRequest, from_git_message, record_upstream, upstream_of};
 use crate::backends::Backends;
@@ -148,14 +148,17 @@ fn record_first_upstream(
 /// The first base `source` names, read whole.
 fn initial_base(source: &Source, settings: &RepositorySettings) -> Result<InitialBase, AppError> {
     match source {
-        Source::Files(dir) => Ok(InitialBase::Files(read_source_dir(dir).map_err(
-            |error| {
-                AppError::new(
-                    error.code(),
-                    format!("--from: {error} (nothing was created)"),
-                )
-            },
-        )?)),
+        Source::Files(dir) => read_source_dir(dir, &settings.limits())
+            .map(InitialBase::Files)
+            .map_err(|error| {
+                // A limit of the repository's tree is the same refusal whether the walk or
+                // the tree's own check meets it first.
+                let code = match error {
+                    SourceDirError::TooLarge { .. } => "invalid-input",
+                    _ => error.code(),
+                };
+                AppError::new(code, format!("--from: {error} (nothing was created)"))
+            }),
         Source::Git { repo, rev } => {
             let read = read_git_commit(repo, rev, &settings.limits(), settings.policy());
             Ok(InitialBase::Imported(read.map_err(|error| {

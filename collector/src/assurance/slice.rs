@@ -27,7 +27,7 @@ use crate::snapshot::{SnapshotFile, snapshot_digest};
 use super::acceptance::{Acceptance, CheckCommand, CwdFrom, Stage};
 use super::environment::EnvironmentRecord;
 use super::recipe::Recipe;
-use super::trusted::{Closing, check_reachable};
+use super::trusted::{Closing, TreeEntry, TreeLookup, check_reachable};
 use super::{AssuranceError, read_record, record_bytes, record_bytes_digest};
 
 /// The protocol string of the Slice record.
@@ -418,9 +418,9 @@ impl FrozenSlice {
     }
 
     /// Checks what needs the base's files: every tree entry of a check the Candidate cannot
-    /// rewrite (of stage base, or outside the scope) is a file of the base with the overlay
-    /// laid over it.
-    pub fn check_entries_in(&self, base: &[SnapshotFile]) -> Result<(), AssuranceError> {
+    /// rewrite (of stage base, or outside the scope) is a file of `tree`, the base with the
+    /// overlay laid over it ([`Overlaid`]).
+    pub fn check_entries_in(&self, tree: &dyn TreeLookup) -> Result<(), AssuranceError> {
         for check in self.acceptance.process_checks() {
             let Some((entry, false, _)) = check.entry() else {
                 continue;
@@ -429,11 +429,7 @@ impl FrozenSlice {
                 continue;
             }
             let path = &entry.path;
-            if !base
-                .iter()
-                .chain(self.overlay.iter())
-                .any(|file| &file.path == path)
-            {
+            if tree.entry(path) != Some(TreeEntry::File) {
                 return Err(AssuranceError::invalid(
                     format!("check {} entry {path}", check.id),
                     "is not a file of the base (or of the overlay), and the Candidate cannot \

@@ -105,6 +105,56 @@ impl TreeLookup for PathSet {
     }
 }
 
+/// A tree with files laid over it (a Slice's overlay over its base): a file laid over is a
+/// file, the directories above it directories, and every other path what `under` holds.
+/// Whether the files fit (none beneath a file of `under`, none where it has a directory) is
+/// [`check_overlay`]'s question, asked before this view is used.
+pub struct Overlaid<'a> {
+    under: &'a dyn TreeLookup,
+    over: PathSet,
+}
+
+impl<'a> Overlaid<'a> {
+    /// `under` with `overlay` laid over it.
+    pub fn new(under: &'a dyn TreeLookup, overlay: &[SnapshotFile]) -> Self {
+        Self {
+            under,
+            over: PathSet::new(overlay.iter().map(|file| file.path.as_str())),
+        }
+    }
+}
+
+impl TreeLookup for Overlaid<'_> {
+    fn entry(&self, path: &str) -> Option<TreeEntry> {
+        self.over.entry(path).or_else(|| self.under.entry(path))
+    }
+}
+
+/// Refuses an overlay file that cannot be laid over `tree` (the `what` tree): one beneath a
+/// file of the tree, or where the tree has a directory (the rule a whole snapshot of the two
+/// would break), judged by looking up only the overlay's paths and the directories above
+/// them.
+pub fn check_overlay(
+    tree: &dyn TreeLookup,
+    overlay: &[SnapshotFile],
+    what: &str,
+) -> Result<(), String> {
+    for file in overlay {
+        let beneath_file = file
+            .path
+            .match_indices('/')
+            .any(|(at, _)| tree.entry(&file.path[..at]) == Some(TreeEntry::File));
+        if beneath_file || tree.entry(&file.path) == Some(TreeEntry::Directory) {
+            return Err(format!(
+                "the overlay cannot be laid over the {what} tree: {} clashes with it \
+                 (file-directory-clash)",
+                file.path
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// What a Slice closes around its trusted material, as it is derived.
 #[derive(Debug, Default)]
 pub struct Closing {

@@ -14,6 +14,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::assurance::trusted::{TreeEntry, TreeLookup, check_overlay};
 use crate::assurance::{
     BasePins, CandidatePins, FrozenSlice, RepositoryPins, SlicePins, Stage, authenticate,
 };
@@ -126,6 +127,19 @@ impl StageProgram {
         match self {
             Self::Files(tree) => holds_directory(&tree.files, dir),
             Self::Tree { checked, .. } => checked.holds_directory(dir),
+        }
+    }
+}
+
+/// A checked program tree looked up by path, for [`check_overlay`].
+impl TreeLookup for CheckedTree {
+    fn entry(&self, path: &str) -> Option<TreeEntry> {
+        if self.holds_file(path) {
+            Some(TreeEntry::File)
+        } else if self.holds_directory(path) {
+            Some(TreeEntry::Directory)
+        } else {
+            None
         }
     }
 }
@@ -401,26 +415,6 @@ fn by_reference(
         candidate_program,
         (base_digest.clone(), tree_digest.clone()),
     ))
-}
-
-/// Refuses an overlay file that cannot be laid over `tree`: one beneath a file of the tree,
-/// or where the tree has a directory (the by-value [`lay_over`]'s snapshot rules, judged on
-/// the directories the tree's reference holds).
-fn check_overlay(tree: &CheckedTree, overlay: &[SnapshotFile], what: &str) -> Result<(), String> {
-    for file in overlay {
-        let beneath_file = file
-            .path
-            .match_indices('/')
-            .any(|(at, _)| tree.holds_file(&file.path[..at]));
-        if beneath_file || tree.holds_directory(&file.path) {
-            return Err(format!(
-                "the overlay cannot be laid over the {what} tree: {} clashes with it \
-                 (file-directory-clash)",
-                file.path
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// An entry's bytes; none for an absent entry.

@@ -23,9 +23,10 @@ use crate::contracts::tree_digest;
 use crate::git_object::{ObjectId, TreeEntry};
 
 use super::export::{check_edits, corrupt_manifest};
+use super::proposal::Resolved;
 use super::seal::apply_to;
 use super::tree_record;
-use super::{Repository, RepositoryError, SealedCandidate, TreeContents};
+use super::{CandidateManifest, Repository, RepositoryError, SealedCandidate, TreeContents};
 
 impl Repository {
     /// Reads Candidate `digest` for a collection by reference (module documentation). A
@@ -107,11 +108,42 @@ impl Repository {
             .collect();
         let totals = applied.records[""].directory.totals();
         self.check_resulting(&base, &resolved, &directories, totals, &what)?;
+        self.check_stored_edits(digest, &manifest, &touched, &resolved)?;
         Ok(SealedCandidate {
             digest: digest.clone(),
             manifest,
             manifest_bytes,
             proposal: Some(proposal),
         })
+    }
+
+    /// M's own entries at the edited paths, read from its Git trees and re-hashed, must be
+    /// the edits' results: the edits were recomputed from the proposal, so without this a
+    /// stored blob replaced or lost after the seal would go unseen until something read it
+    /// (a replayed seal would adopt it).
+    fn check_stored_edits(
+        &self,
+        digest: &Digest,
+        manifest: &CandidateManifest,
+        touched: &BTreeSet<String>,
+        resolved: &[Resolved],
+    ) -> Result<(), RepositoryError> {
+        let what = format!("Candidate {digest}");
+        let candidate = self.git_sparse(manifest.tree, touched, &what)?;
+        let stored = self.leaves_at(
+            &candidate,
+            resolved.iter().map(|edit| edit.path.as_str()),
+            &what,
+        )?;
+        for edit in resolved {
+            let found = stored.get(&edit.path).map(|file| (file.mode, file.blob));
+            if found != edit.next.as_ref().map(|file| (file.mode, file.blob)) {
+                return Err(corrupt_manifest(
+                    digest,
+                    format!("M's entry at {} is not the one its edit makes", edit.path),
+                ));
+            }
+        }
+        Ok(())
     }
 }

@@ -18,6 +18,7 @@ mod import;
 mod imported;
 mod integration;
 mod listing;
+mod lookup;
 mod record_commit;
 mod resulting;
 mod seal;
@@ -79,6 +80,7 @@ pub use integration::{
     IntegrationReceipt, Invocation, MAX_PAYLOAD_BYTES, PreparedIntegration, TargetView,
     dispatch_message, integration_refs, intent_message, receipt_message,
 };
+pub use lookup::TreeAt;
 pub use manifest::{
     CandidateManifest, CandidateProtocol, FrozenInputs, MAX_PROTECTED_PATTERNS, MAX_SCOPE_ENTRIES,
     ManifestEdit, ManifestEntry, ManifestFile, SealedCandidate, Slice, SliceBinding, TreeContents,

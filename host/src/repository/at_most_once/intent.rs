@@ -24,7 +24,7 @@ impl Repository {
         never: &str,
     ) -> Result<SealedCandidate, RepositoryError> {
         let sealed = self
-            .export_candidate(candidate)
+            .read_by_reference(candidate)
             .map_err(|error| match error {
                 RepositoryError::Missing { what } => {
                     RepositoryError::invalid(field, format!("no such Candidate: {what}"))
