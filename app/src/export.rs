@@ -1,4 +1,6 @@
 //! `export`: a Candidate's files, re-verified, written byte for byte into a new directory.
+//! They are streamed from the repository (every object re-hashed again as it is written), so
+//! an export holds one file at a time, whatever the size of the tree.
 //!
 //! The files are written into a fresh hidden directory beside the destination and renamed into
 //! place only when all of them are written, so a failed export leaves nothing behind and a
@@ -19,13 +21,14 @@
 //! where a directory was.
 
 use std::ffi::{OsStr, OsString};
+use std::ops::ControlFlow;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 use sf_host::canonical::Digest;
 use sf_host::contracts::tree_path::EntryMode;
 use sf_host::dir_fd::{DirFd, DirFdError, EntryKind};
-use sf_host::repository::SealedCandidate;
+use sf_host::repository::{ListedFile, SealedCandidate};
 use sf_host::snapshot::{SnapshotFile, check_snapshot};
 
 use crate::backends::Backends;
@@ -48,8 +51,8 @@ pub struct ExportRequest {
 pub struct ExportedFiles {
     /// The Candidate, re-exported.
     pub sealed: SealedCandidate,
-    /// Its files, as written.
-    pub files: Vec<SnapshotFile>,
+    /// Its files, as written (without their bytes).
+    pub files: Vec<ListedFile>,
     /// Where they were written, absolute.
     pub out: PathBuf,
 }
@@ -77,11 +80,34 @@ pub fn export(backends: &Backends, request: &ExportRequest) -> Result<ExportedFi
             &error,
         )
     })?;
-    // The export verified every object; the files are read again to be written.
-    let files = repository
-        .candidate_files(&sealed)
-        .map_err(|error| repository_error(&format!("reading the files of {digest}"), &error))?;
-    destination.write(&files)?;
+    // The export verified every object; the files are read again to be written, one at a
+    // time, and the tree's rules were checked as it was read.
+    let staging = destination.stage()?;
+    let mut files = Vec::new();
+    let streamed = repository.stream_files(&sealed.manifest.commit, |path, mode, sha256, bytes| {
+        if let Err(error) = staging.write(path, mode, bytes) {
+            return ControlFlow::Break(error);
+        }
+        files.push(ListedFile {
+            path: path.to_owned(),
+            mode,
+            sha256: sha256.clone(),
+            bytes: bytes.len() as u64,
+        });
+        ControlFlow::Continue(())
+    });
+    match streamed {
+        Ok(ControlFlow::Continue(_)) => staging.finish()?,
+        Ok(ControlFlow::Break(error)) => {
+            staging.abort();
+            return Err(error);
+        }
+        Err(error) => {
+            staging.abort();
+            let what = format!("reading the files of {digest}");
+            return Err(repository_error(&what, &error));
+        }
+    }
     Ok(ExportedFiles {
         sealed,
         files,
@@ -122,7 +148,7 @@ impl Destination {
         })
     }
 
-    /// Writes `files` there (see [`write_all`]), after checking them against the snapshot
+    /// Writes `files` there (see [`Staging`]), after checking them against the snapshot
     /// rules.
     fn write(&self, files: &[SnapshotFile]) -> Result<(), AppError> {
         check_snapshot(files).map_err(|error| {
@@ -134,7 +160,35 @@ impl Destination {
                 ),
             )
         })?;
-        write_all(&self.parent, &self.name, &self.out, self.replace, files)
+        let staging = self.stage()?;
+        for file in files {
+            if let Err(error) = staging.write(&file.path, file.mode, &file.content) {
+                staging.abort();
+                return Err(error);
+            }
+        }
+        staging.finish()
+    }
+
+    /// A fresh staging directory beside the destination, to write into.
+    fn stage(&self) -> Result<Staging<'_>, AppError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |elapsed| elapsed.subsec_nanos());
+        let name = OsString::from(format!(
+            ".{}.sf-export-{}-{nanos}",
+            self.name.to_string_lossy(),
+            std::process::id()
+        ));
+        let dir = self
+            .parent
+            .create_dir(&name, 0o755)
+            .map_err(|error| out_error(&self.out, &error))?;
+        Ok(Staging {
+            destination: self,
+            name,
+            dir,
+        })
     }
 }
 
@@ -197,55 +251,61 @@ fn check_destination(parent: &DirFd, name: &OsStr, out: &Path) -> Result<bool, A
     }
 }
 
-/// Writes `files` under a fresh staging directory in `parent`, then renames it to `name`
-/// (replacing the empty directory there when `replace` is set). Every directory and file
-/// is created relative to a directory descriptor without following links, so a link planted
-/// anywhere is refused, naming it, and nothing is written outside. On failure the staging
-/// directory is removed.
-fn write_all(
-    parent: &DirFd,
-    name: &OsStr,
-    out: &Path,
-    replace: bool,
-    files: &[SnapshotFile],
-) -> Result<(), AppError> {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.subsec_nanos());
-    let staging_name = OsString::from(format!(
-        ".{}.sf-export-{}-{nanos}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let staging = parent
-        .create_dir(&staging_name, 0o755)
-        .map_err(|error| out_error(out, &error))?;
-    let written = (|| {
-        for file in files {
-            // Paths keep the tree rules (checked before): relative, no `.`, `..` or empty
-            // segment, so each component is one name.
-            let (directory, file_name) = match file.path.rsplit_once('/') {
-                Some((directory, file_name)) => {
-                    (Some(staging.ensure_dirs(directory, 0o755)?), file_name)
-                }
-                None => (None, file.path.as_str()),
-            };
-            let directory = directory.as_ref().unwrap_or(&staging);
-            let file_name = OsStr::new(file_name);
-            match file.mode {
-                EntryMode::Regular => directory.create_file(file_name, &file.content, 0o644)?,
-                EntryMode::Executable => directory.create_file(file_name, &file.content, 0o755)?,
-                EntryMode::Symlink => {
-                    directory.create_symlink(file_name, OsStr::from_bytes(&file.content))?
-                }
-            }
-        }
-        staging.sync()?;
-        parent.rename(&staging_name, parent, name, replace)
-    })();
-    if let Err(error) = written {
-        let _ = parent.remove_tree(&staging_name);
-        return Err(out_error(out, &error));
+/// The files of an export being written: a fresh staging directory in the destination's
+/// parent, renamed to the destination (replacing the empty directory there when asked) only
+/// when every file is written. Every directory and file is created relative to a directory
+/// descriptor without following links, so a link planted anywhere is refused, naming it, and
+/// nothing is written outside. A staging that is not finished is aborted: removed.
+struct Staging<'d> {
+    destination: &'d Destination,
+    name: OsString,
+    dir: DirFd,
+}
+
+impl Staging<'_> {
+    /// Writes one entry, as its mode says.
+    fn write(&self, path: &str, mode: EntryMode, content: &[u8]) -> Result<(), AppError> {
+        self.write_entry(path, mode, content)
+            .map_err(|error| out_error(&self.destination.out, &error))
     }
-    Ok(())
+
+    fn write_entry(&self, path: &str, mode: EntryMode, content: &[u8]) -> Result<(), DirFdError> {
+        // Paths keep the tree rules (checked before): relative, no `.`, `..` or empty
+        // segment, so each component is one name.
+        let (directory, file_name) = match path.rsplit_once('/') {
+            Some((directory, file_name)) => {
+                (Some(self.dir.ensure_dirs(directory, 0o755)?), file_name)
+            }
+            None => (None, path),
+        };
+        let directory = directory.as_ref().unwrap_or(&self.dir);
+        let file_name = OsStr::new(file_name);
+        match mode {
+            EntryMode::Regular => directory.create_file(file_name, content, 0o644),
+            EntryMode::Executable => directory.create_file(file_name, content, 0o755),
+            EntryMode::Symlink => directory.create_symlink(file_name, OsStr::from_bytes(content)),
+        }
+    }
+
+    /// Syncs the staging directory and renames it into place.
+    fn finish(self) -> Result<(), AppError> {
+        let destination = self.destination;
+        let renamed = self.dir.sync().and_then(|()| {
+            destination.parent.rename(
+                &self.name,
+                &destination.parent,
+                &destination.name,
+                destination.replace,
+            )
+        });
+        renamed.map_err(|error| {
+            let _ = destination.parent.remove_tree(&self.name);
+            out_error(&destination.out, &error)
+        })
+    }
+
+    /// Removes the staging directory and everything written into it.
+    fn abort(self) {
+        let _ = self.destination.parent.remove_tree(&self.name);
+    }
 }

@@ -2,14 +2,14 @@
 //! program that prints each command's median time and peak resident memory on a small and a
 //! large generated repository side by side, and their ratio; never a timed test.
 //!
-//! Each repository is the demo's project (`sum.sh`) and `--small` / `--large` generated files
-//! of `--file-bytes` each under `src/`, committed on `main` of a bare Git repository (made
+//! Each repository is the demo's project (`sum.sh`) and generated files of `--file-bytes` each
+//! under `src/`, `--small` / `--large` files in all, committed on `main` of a bare Git repository (made
 //! with `git fast-import`). On each, in order: `repo create --from-git` (with the bare
 //! repository as upstream) and `repo create --from` a work tree of the same files, `slice
 //! freeze` of the demo's Slice, `seal` of a one-file fix, `collect` of the first Candidate
 //! (the base materialised into an empty tree store) beside `git archive | tar -x` of the same
 //! commit, `collect` of another one-file Candidate (the store holds the base), `judge`,
-//! `show`, `list`, `report`, `export`, `land --deliver` to the bare repository, and `repo
+//! `show`, `list`, `snapshot`, `report`, `export`, `land --deliver` to the bare repository, and `repo
 //! import --from-upstream` of the team's next commit. Repeatable commands run `--runs` times
 //! (a new Candidate or a new repository each time); the landing and the import once.
 //!
@@ -172,6 +172,7 @@ fn run_all(
         row("show"),
         row("list"),
     );
+    let snapshot = row("snapshot (the files' listing)");
     let (report, export, land, import) = (
         row("report"),
         row("export"),
@@ -312,6 +313,9 @@ fn run_all(
         rows[list]
             .1
             .add(sf.run(&["list", "--identity", "identity.json", "--slice", "slice"])?);
+        rows[snapshot]
+            .1
+            .add(sf.run(&["snapshot", "--identity", "identity.json"])?);
         let out = dir.join(format!("report-{}.html", &candidate[7..19]));
         rows[report].1.add(sf.run(&[
             "report",
@@ -404,7 +408,6 @@ impl Sf {
             .arg("--json")
             .args(args)
             .current_dir(&self.dir)
-            .stderr(Stdio::inherit())
             .output()?;
         let text = String::from_utf8(output.stdout)?;
         let (line, answer) = text.split_once('\n').ok_or("no measurement")?;
@@ -412,7 +415,8 @@ impl Sf {
         let answer: serde_json::Value = serde_json::from_str(answer)
             .map_err(|error| format!("sf {args:?} answered no JSON ({error}): {answer}"))?;
         if answer["ok"] != true {
-            return Err(format!("sf {args:?} failed: {answer}").into());
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            return Err(format!("sf {args:?} failed: {answer}\n{stderr}").into());
         }
         Ok((
             (Duration::from_micros(micros.parse()?), peak.parse()?),
@@ -455,7 +459,8 @@ fn generate(dir: &Path, files: usize, file_bytes: usize) -> Result<PathBuf, Box<
     )?;
     let mut stream = Vec::new();
     let mut entries = vec![("sum.sh".to_owned(), SUM_BUGGY.as_bytes().to_vec())];
-    entries.extend((0..files).map(|i| (path_of(i), content_of(i, file_bytes))));
+    // `files` in all, the project's one among them: a tree of exactly the default limit.
+    entries.extend((0..files - 1).map(|i| (path_of(i), content_of(i, file_bytes))));
     stream.extend_from_slice(
         b"commit refs/heads/main\ncommitter Team <team@example.org> 1700000000 +0000\ndata 6\nlarge\n",
     );
@@ -563,8 +568,8 @@ fn parse_options() -> Result<Options, Box<dyn Error>> {
             other => return Err(format!("unknown flag {other}").into()),
         }
     }
-    if options.runs == 0 {
-        return Err("--runs is at least 1".into());
+    if options.runs == 0 || options.small < 2 || options.large < 2 {
+        return Err("--runs is at least 1, --small and --large at least 2".into());
     }
     Ok(options)
 }

@@ -1,7 +1,7 @@
 //! A repository of more than ten thousand files through every command of the path, by the
 //! `sf` binary: created from a Git repository served by `git daemon` on loopback, a Slice
 //! frozen on it (before, any base over 4,096 files was refused at freeze), a fix sealed,
-//! landed and delivered to the daemon, then shown, listed and reported; and `--from` reading
+//! landed and delivered to the daemon, then shown, listed, exported and reported; and `--from` reading
 //! a directory under the repository's own `--max-files`, not a fixed limit. The same
 //! commands on 100,000 files are a benchmark program (`large_commands`), not a test.
 
@@ -131,6 +131,30 @@ fn a_ten_thousand_file_repository_is_frozen_sealed_landed_delivered_and_reported
         .result()
         .clone();
     assert_eq!(reported["outcome"], "verified", "{reported}");
+    // sf export re-verifies the whole tree and writes it, streamed, past the 4,096 files a
+    // snapshot holds.
+    let out = work.dir.join("exported");
+    let exported = work
+        .sf(&[
+            "export",
+            "--identity",
+            "identity.json",
+            "--candidate",
+            &candidate,
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .result()
+        .clone();
+    assert_eq!(exported["files"].as_array().unwrap().len(), FILES + 2);
+    assert_eq!(
+        std::fs::read_to_string(out.join("sum.sh")).unwrap(),
+        SUM_FIXED
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("src/d042/f04200.txt")).unwrap(),
+        "generated file 4200\n"
+    );
     // The report shows the edited entry only, never the ten thousand others.
     let page = std::fs::read_to_string(&report).unwrap();
     assert!(page.contains("sum.sh"), "the report names the edited file");
@@ -181,4 +205,30 @@ fn create_from_a_directory_reads_it_under_the_repositorys_own_max_files() {
         &["ls-tree", "-r", "--name-only", "refs/heads/main"],
     );
     assert_eq!(listed.lines().count(), FILES);
+}
+
+#[test]
+fn a_freeze_whose_base_cannot_be_read_is_refused_and_writes_nothing() {
+    let work = Work::unfrozen();
+    let owned = work.dir.join("repo.git");
+    let root = git(&owned, &["rev-parse", "refs/heads/main^{tree}"]);
+    sf_tests::loosen_objects(&owned);
+    std::fs::remove_file(owned.join("objects").join(&root[..2]).join(&root[2..])).unwrap();
+    work.author_slice("slice", &[]);
+    let refused = work.freeze("slice");
+    assert_eq!(
+        refused.error_code(),
+        "corrupt",
+        "{}",
+        refused.error_message()
+    );
+    assert!(
+        refused.error_message().contains("the repository's target"),
+        "{}",
+        refused.error_message()
+    );
+    assert!(
+        !work.dir.join("slice/frozen").exists(),
+        "a refused freeze wrote"
+    );
 }

@@ -9,7 +9,7 @@ mod import;
 use std::path::{Path, PathBuf};
 
 use sf_host::git_object::ObjectId;
-use sf_host::repository::{Repository, SourceSnapshot, Upstream, UpstreamRecord};
+use sf_host::repository::{FileListing, Repository, Upstream, UpstreamRecord};
 
 use crate::backends::Backends;
 use crate::error::{AppError, repository_error};
@@ -61,12 +61,13 @@ pub fn upstream(backends: &Backends, request: &RecordUpstream) -> Result<Upstrea
     record_upstream(&repository, &base, &upstream)
 }
 
-/// The files of a commit of the repository (default: the one the target names).
+/// The files of a commit of the repository (default: the one the target names), listed
+/// without their bytes.
 pub fn snapshot(
     backends: &Backends,
     identity: &Path,
     commit: Option<&str>,
-) -> Result<SourceSnapshot, AppError> {
+) -> Result<FileListing, AppError> {
     let commit = commit
         .map(|text| {
             ObjectId::parse_hex(text).ok_or_else(|| {
@@ -86,7 +87,7 @@ pub fn snapshot(
             .map_err(|error| repository_error(&what, &error))?,
     };
     repository
-        .snapshot(&commit)
+        .list_files(&commit)
         .map_err(|error| repository_error(&format!("{what}, --commit {commit}"), &error))
 }
 

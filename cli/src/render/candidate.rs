@@ -1,24 +1,17 @@
 //! A sealed Candidate as `seal` and `export` show it: its identities and its edits (never
 //! every file: a tree may hold 100,000), and a tree's files as JSON.
 
-use sf_host::canonical::Digest;
-use sf_host::repository::{ManifestEntry, SealedCandidate, TreeContents, candidate_ref};
-use sf_host::snapshot::SnapshotFile;
+use sf_host::repository::{
+    ListedFile, ManifestEntry, SealedCandidate, TreeContents, candidate_ref,
+};
 
 use crate::common::{Output, file_entry};
 
 /// The entries of a tree, as the JSON output shows them.
-pub fn listed_files(files: &[SnapshotFile]) -> Vec<serde_json::Value> {
+pub fn listed_files(files: &[ListedFile]) -> Vec<serde_json::Value> {
     files
         .iter()
-        .map(|file| {
-            file_entry(
-                &file.path,
-                file.mode,
-                &Digest::of(&file.content),
-                file.content.len() as u64,
-            )
-        })
+        .map(|file| file_entry(&file.path, file.mode, &file.sha256, file.bytes))
         .collect()
 }
 

@@ -98,6 +98,7 @@ pub use sf_candidate::closed_paths::{
 };
 pub use source::{SourceFault, SourceFile, SourceSnapshot, SourceText, describe_faults};
 pub use tree_record::{TREE_RECORD_REF_PREFIX, tree_digest_of, tree_record_ref};
+pub use trees::{FileListing, ListedFile};
 
 /// The prefix of every Candidate ref.
 pub const CANDIDATE_REF_PREFIX: &str = "refs/sf/candidates/";

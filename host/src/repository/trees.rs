@@ -16,6 +16,30 @@ use super::source::{self, SourceFile};
 use super::tree_record;
 use super::{EditedEntry, ManifestEntry, Repository, RepositoryError, SealedCandidate};
 
+/// The entries of a commit's tree, without their bytes ([`Repository::list_files`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileListing {
+    /// The commit.
+    pub commit: ObjectId,
+    /// Its tree.
+    pub tree: ObjectId,
+    /// Every leaf of the tree, sorted by path.
+    pub files: Vec<ListedFile>,
+}
+
+/// One leaf of a [`FileListing`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedFile {
+    /// The path in the tree.
+    pub path: String,
+    /// Regular, executable or symbolic link.
+    pub mode: EntryMode,
+    /// The SHA-256 of the content.
+    pub sha256: Digest,
+    /// The content's length in bytes.
+    pub bytes: u64,
+}
+
 impl Repository {
     /// Streams every file and link of the factory commit `commit` (path order, each object
     /// re-hashed and every rule checked, as a whole read does) through `each` (its path, mode,
@@ -48,6 +72,29 @@ impl Repository {
         }))
         .map_err(|error| RepositoryError::corrupt(format!("commit {commit}: {error}")))?;
         Ok(ControlFlow::Continue(digested.root.hash))
+    }
+
+    /// Every file and link of the factory commit `commit`, listed as [`Self::stream_files`]
+    /// reads them (every object re-hashed, every rule checked): each entry's bytes are hashed
+    /// and dropped, so the listing costs its entries, not the tree's bytes.
+    pub fn list_files(&self, commit: &ObjectId) -> Result<FileListing, RepositoryError> {
+        let tree = self.factory_tree(commit)?;
+        let mut files = Vec::new();
+        let streamed = self.stream_files(commit, |path, mode, sha256, bytes| {
+            files.push(ListedFile {
+                path: path.to_owned(),
+                mode,
+                sha256: sha256.clone(),
+                bytes: bytes.len() as u64,
+            });
+            ControlFlow::<std::convert::Infallible>::Continue(())
+        })?;
+        let ControlFlow::Continue(_) = streamed;
+        Ok(FileListing {
+            commit: *commit,
+            tree,
+            files,
+        })
     }
 
     /// The `sf-tree/1` directories of the factory commit `commit`'s tree that hold `paths`
