@@ -4,7 +4,7 @@
 
 use std::convert::Infallible;
 use std::ops::ControlFlow;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::canonical::Digest;
 use crate::contracts::tree_path::{EntryMode as Mode, TreePolicy};
@@ -72,10 +72,26 @@ pub trait ObjectSource {
 
 /// The owned store as an [`ObjectSource`]: a missing object is `corrupt`, because a ref
 /// named it.
+///
+/// Each read gets the span the walk was given (from its start to its deadline), not what is
+/// left of it: the bound is there for a Git process that hangs, and a tree of 100,000 files
+/// takes many reads, each far within it, that together may take longer. The walk as a whole
+/// is bounded by the repository's limits (files and bytes), so by as many spans as it has
+/// reads.
 struct OwnedObjects<'a> {
     store: &'a dyn ObjectStore,
     what: &'a str,
-    deadline: Instant,
+    per_read: Duration,
+}
+
+impl<'a> OwnedObjects<'a> {
+    fn new(store: &'a dyn ObjectStore, what: &'a str, deadline: Instant) -> Self {
+        Self {
+            store,
+            what,
+            per_read: deadline.saturating_duration_since(Instant::now()),
+        }
+    }
 }
 
 impl ObjectSource for OwnedObjects<'_> {
@@ -87,7 +103,8 @@ impl ObjectSource for OwnedObjects<'_> {
         kind: ObjectKind,
         budget: u64,
     ) -> Result<Vec<Vec<u8>>, RepositoryError> {
-        read_verified(self.store, ids, kind, budget, self.what, self.deadline)
+        let deadline = Instant::now() + self.per_read;
+        read_verified(self.store, ids, kind, budget, self.what, deadline)
     }
 }
 
@@ -527,11 +544,7 @@ pub(crate) fn stream_tree<B>(
     deadline: Instant,
     each: impl FnMut(&WalkedLeaf, &[u8]) -> ControlFlow<B>,
 ) -> Result<ControlFlow<B, Walked>, RepositoryError> {
-    let mut source = OwnedObjects {
-        store,
-        what,
-        deadline,
-    };
+    let mut source = OwnedObjects::new(store, what, deadline);
     walk_streaming(
         &mut source,
         tree,
@@ -559,11 +572,7 @@ pub(crate) fn read_tree_indexed(
     what: &str,
     deadline: Instant,
 ) -> Result<(Vec<SourceFile>, TreeIndex), RepositoryError> {
-    let mut source = OwnedObjects {
-        store,
-        what,
-        deadline,
-    };
+    let mut source = OwnedObjects::new(store, what, deadline);
     walk_indexed(&mut source, tree, &settings.limits(), settings.policy())
         .map_err(|error| owned_walk_error(error, what))
 }
