@@ -50,6 +50,20 @@ fn large_team_project(dir: &Path) -> std::path::PathBuf {
     work
 }
 
+/// The objects the remote holds, loose and packed.
+fn object_count(remote: &BareRemote) -> usize {
+    remote
+        .git(&["count-objects", "-v"])
+        .lines()
+        .filter_map(|line| {
+            let (key, value) = line.split_once(": ")?;
+            ["count", "in-pack"]
+                .contains(&key)
+                .then(|| value.parse::<usize>().unwrap())
+        })
+        .sum()
+}
+
 #[test]
 fn a_ten_thousand_file_repository_is_frozen_sealed_landed_delivered_and_reported() {
     let (_tmp, dir) = sf_tests::private_dir();
@@ -78,6 +92,7 @@ fn a_ten_thousand_file_repository_is_frozen_sealed_landed_delivered_and_reported
     let sealed = work.seal_file("slice", &proposal).result().clone();
     let candidate = sealed["digest"].as_str().unwrap().to_owned();
 
+    let objects_before = object_count(&remote);
     let landed = work.land(&candidate, "slice", &["--deliver"]);
     let result = landed.result();
     assert_eq!(result["outcome"], "integrated", "{result}");
@@ -87,10 +102,14 @@ fn a_ten_thousand_file_repository_is_frozen_sealed_landed_delivered_and_reported
     assert_eq!(work.target(), commit);
     assert_eq!(remote.read_ref("refs/heads/main").unwrap(), commit);
     assert_eq!(remote.push_count(), 1);
-    // The delivered commit is the base with the one edit: every generated file is there.
-    let owned = work.dir.join("repo.git");
-    let listed = git(&owned, &["ls-tree", "-r", "--name-only", commit]);
+    // The delivered commit is the base with the one edit: every generated file is there, and
+    // the remote holds every object it names (the push sent only what changed).
+    let listed = remote.git(&["ls-tree", "-r", "--name-only", commit]);
     assert_eq!(listed.lines().count(), FILES + 2);
+    remote.git(&["fsck", "--connectivity-only", "--no-dangling"]);
+    // M, its root tree, the new sum.sh and the marker tag: not ten thousand objects.
+    let received = object_count(&remote) - objects_before;
+    assert!(received <= 8, "the push sent {received} objects");
     assert_eq!(
         remote
             .git(&["show", &format!("{commit}:sum.sh")])

@@ -522,20 +522,8 @@ fn walk_trees<S: ObjectSource + ?Sized>(
     Ok((index, blobs, faults))
 }
 
-/// Reads the owned tree `tree` back ([`walk_tree`] on the store); any fault is `corrupt`,
-/// because sf wrote it. Files come back sorted by path.
-pub(crate) fn read_tree(
-    store: &dyn ObjectStore,
-    tree: ObjectId,
-    settings: &RepositorySettings,
-    what: &str,
-    deadline: Instant,
-) -> Result<Vec<SourceFile>, RepositoryError> {
-    read_tree_indexed(store, tree, settings, what, deadline).map(|(files, _)| files)
-}
-
-/// [`read_tree`] streaming ([`walk_streaming`]): every object re-hashed and every rule
-/// checked, the blobs handed to `each` in path order and dropped; `each` may stop it.
+/// The owned tree `tree` read back streaming ([`walk_streaming`]): every object re-hashed and
+/// every rule checked (any fault is `corrupt`, because sf wrote it), the blobs handed to `each` in path order and dropped; `each` may stop it.
 pub(crate) fn stream_tree<B>(
     store: &dyn ObjectStore,
     tree: ObjectId,
@@ -564,7 +552,8 @@ fn owned_walk_error(error: WalkError<RepositoryError>, what: &str) -> Repository
     }
 }
 
-/// [`read_tree`], also giving the trees it read.
+/// The owned tree `tree` read back whole ([`walk_tree`] on the store; any fault is `corrupt`,
+/// because sf wrote it), files sorted by path, with the trees it read.
 pub(crate) fn read_tree_indexed(
     store: &dyn ObjectStore,
     tree: ObjectId,
