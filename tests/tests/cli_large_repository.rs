@@ -9,9 +9,8 @@ mod deliver_support;
 mod land_support;
 
 use std::path::Path;
-use std::process::Command;
 
-use land_support::{SUM_BUGGY, SUM_FIXED, Work, git, write};
+use land_support::{SUM_BUGGY, SUM_FIXED, Work, git, team_git, write};
 use sf_host::canonical::Digest;
 use sf_test_support::git_servers::{BareRemote, GitDaemon};
 
@@ -35,18 +34,9 @@ fn large_team_project(dir: &Path) -> std::path::PathBuf {
     write(&work.join("README"), "the team's large project\n");
     write(&work.join("sum.sh"), SUM_BUGGY);
     generate(&work, FILES);
-    let run = |args: &[&str]| {
-        let output = Command::new("git")
-            .current_dir(&work)
-            .args(["-c", "user.name=Team", "-c", "user.email=team@example.org"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "git {args:?}: {output:?}");
-    };
-    run(&["init", "-q", "-b", "main"]);
-    run(&["add", "."]);
-    run(&["commit", "-q", "-m", "a large project"]);
+    team_git(&work, &["init", "-q", "-b", "main"]);
+    team_git(&work, &["add", "."]);
+    team_git(&work, &["commit", "-q", "-m", "a large project"]);
     work
 }
 

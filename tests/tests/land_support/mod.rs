@@ -552,15 +552,7 @@ impl Work {
 pub fn team_project(dir: &Path) -> PathBuf {
     let work = dir.join("team-work");
     std::fs::create_dir_all(&work).unwrap();
-    let run = |args: &[&str]| {
-        let output = Command::new("git")
-            .current_dir(&work)
-            .args(["-c", "user.name=Team", "-c", "user.email=team@example.org"])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "git {args:?}: {output:?}");
-    };
+    let run = |args: &[&str]| team_git(&work, args);
     run(&["init", "-q", "-b", "main"]);
     write(&work.join("README"), "the team's project\n");
     run(&["add", "."]);
@@ -569,6 +561,18 @@ pub fn team_project(dir: &Path) -> PathBuf {
     run(&["add", "."]);
     run(&["commit", "-q", "-m", "sum"]);
     work
+}
+
+/// Runs the real git in the work tree `work` as the team (its name and address set), and
+/// asserts it succeeded.
+pub fn team_git(work: &Path, args: &[&str]) {
+    let output = Command::new("git")
+        .current_dir(work)
+        .args(["-c", "user.name=Team", "-c", "user.email=team@example.org"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git {args:?}: {output:?}");
 }
 
 /// Reads `repo` with the real git (a test's view, not sf's).
