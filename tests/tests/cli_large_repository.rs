@@ -10,7 +10,7 @@ mod land_support;
 
 use std::path::Path;
 
-use land_support::{SUM_BUGGY, SUM_FIXED, Work, git, team_git, write};
+use land_support::{SUM_BUGGY, SUM_FIXED, Work, git, team_git, team_project, write};
 use sf_host::canonical::Digest;
 use sf_test_support::git_servers::{BareRemote, GitDaemon};
 
@@ -236,6 +236,22 @@ fn a_freeze_whose_base_cannot_be_read_is_refused_and_writes_nothing() {
         "{}",
         refused.error_message()
     );
+    assert!(
+        !work.dir.join("slice/frozen").exists(),
+        "a refused freeze wrote"
+    );
+}
+
+#[test]
+fn an_overlay_file_that_cannot_lie_over_the_base_is_refused_at_freeze() {
+    let work = Work::from_git(|dir| team_project(dir).to_str().unwrap().to_owned(), "main");
+    // The base holds the file README, outside the scope: nothing can lie beneath it.
+    work.author_slice("slice", &[("overlay/README/notes.sh", "echo notes\n")]);
+    let refused = work.freeze("slice");
+    assert_eq!(refused.error_code(), "invalid-input");
+    let message = refused.error_message();
+    assert!(message.contains("README/notes.sh"), "{message}");
+    assert!(message.contains("file-directory-clash"), "{message}");
     assert!(
         !work.dir.join("slice/frozen").exists(),
         "a refused freeze wrote"

@@ -18,7 +18,7 @@ use sf_host::assurance::{
 use sf_host::canonical::{self, Digest};
 use sf_host::collector::current_recipe;
 use sf_host::git_object::ObjectId;
-use sf_host::repository::{ProposalBounds, Repository, RepositoryError, TreeAt};
+use sf_host::repository::{ProposalBounds, Repository, TreeAt};
 use sf_host::snapshot::{SnapshotFile, snapshot_digest};
 
 use crate::backends::Backends;
@@ -187,7 +187,7 @@ fn base(backends: &Backends, identity: &Path) -> Result<Base, AppError> {
 /// way: then what was derived from "nothing there" is refused with the read's error.
 fn tree_read<T>(tree: &TreeAt<'_>, answer: Result<T, AppError>) -> Result<T, AppError> {
     tree.fault()
-        .map_err(|error: RepositoryError| repository_error("the repository's target", &error))?;
+        .map_err(|error| repository_error("the repository's target", &error))?;
     answer
 }
 
