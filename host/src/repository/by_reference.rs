@@ -4,8 +4,9 @@
 //! whole tree, a Merkle path proof: the base's `sf-tree/1` directories along the edited paths
 //! (from its tree record, each bound to its Git tree) must hash up to the base digest the
 //! manifest names, and with the edits applied (their blobs read and re-hashed) to the
-//! Candidate's, as a seal computes them. The cost is that of the change, whatever the size of
-//! the tree.
+//! Candidate's, as a seal computes them; and M's own entries at the edited paths, read from
+//! its Git trees and re-hashed, must be what the edits make. The cost is that of the change,
+//! whatever the size of the tree.
 //!
 //! What this proves, and why it is enough for a collection: the base digest is the name of
 //! the tree the collection runs (the tree store publishes a tree under a digest only when
