@@ -12,6 +12,8 @@
 //! refused with every path at fault listed. Nothing is skipped and nothing is written.
 
 use std::collections::BTreeSet;
+use std::convert::Infallible;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -19,10 +21,13 @@ use sf_git::objects::{ForeignReadError, ForeignReader};
 
 use crate::contracts::tree_path::TreePolicy;
 use crate::git_object::{ObjectId, ObjectKind};
-use crate::repository::source::{ObjectSource, SourceFault, WalkError, describe_faults, walk_tree};
+use crate::repository::source::{
+    ObjectSource, SourceFault, WalkError, describe_faults, walk_streaming, walk_tree,
+};
 use crate::repository::{
-    ImportBase, ImportError, ImportSource, ImportedBase, ImportedCommit, MAX_IMPORTED_COMMIT_BYTES,
-    REPOSITORY_LIMITS, Repository, RepositoryLimits, SourceError, commit_heads,
+    EachLeaf, ImportBase, ImportError, ImportSource, ImportedBase, ImportedCommit, ImportedHead,
+    LeafBytes, MAX_IMPORTED_COMMIT_BYTES, REPOSITORY_LIMITS, Repository, RepositoryError,
+    RepositoryLimits, SourceError, WalkedLeaf, commit_heads,
 };
 
 /// How long the whole read may take.
@@ -111,25 +116,61 @@ impl GitSource {
         limits: &RepositoryLimits,
         policy: TreePolicy,
     ) -> Result<ImportedCommit, GitSourceError> {
+        let head = self.read_head(rev)?;
+        let files = walk_tree(&mut self.reader, head.tree, limits, policy).map_err(walk_error)?;
+        Ok(ImportedCommit {
+            commit: head.commit,
+            body: head.body,
+            tree: head.tree,
+            parents: head.parents,
+            files,
+        })
+    }
+
+    /// [`GitSource::read_commit`] that keeps no file's bytes: the commit, and its tree's
+    /// leaves by their identities (sorted by path), with every check `read_commit` makes;
+    /// each blob is read, re-hashed and let go. With [`GitSource::into_bytes`] it is the two
+    /// reads of a base too large to hold.
+    pub fn read_leaves(
+        &mut self,
+        rev: &str,
+        limits: &RepositoryLimits,
+        policy: TreePolicy,
+    ) -> Result<(ImportedHead, Vec<WalkedLeaf>), GitSourceError> {
+        let head = self.read_head(rev)?;
+        let leaves = walk_leaves_only(&mut self.reader, head.tree, limits, policy)?;
+        Ok((head, leaves))
+    }
+
+    /// The second read of the tree `tree` [`GitSource::read_leaves`] listed, with the
+    /// same `limits` and `policy`: every blob read again (re-hashed by the reader).
+    pub fn into_bytes(
+        self,
+        tree: ObjectId,
+        limits: &RepositoryLimits,
+        policy: TreePolicy,
+    ) -> GitTreeBytes {
+        GitTreeBytes {
+            reader: self.reader,
+            tree,
+            limits: *limits,
+            policy,
+        }
+    }
+
+    /// The commit `rev` names, its bytes re-hashed and its headers read.
+    fn read_head(&mut self, rev: &str) -> Result<ImportedHead, GitSourceError> {
         let commit = self.reader.resolve_commit(rev)?;
         let body = self.read_commit_body(commit)?;
         let heads = commit_heads(&body).map_err(|rule| GitSourceError::Commit {
             commit,
             rule: rule.to_owned(),
         })?;
-        let files =
-            walk_tree(&mut self.reader, heads.tree, limits, policy).map_err(
-                |error| match error {
-                    WalkError::Read(error) => GitSourceError::Read(error),
-                    WalkError::Faults(faults) => GitSourceError::Unsupported(faults),
-                },
-            )?;
-        Ok(ImportedCommit {
+        Ok(ImportedHead {
             commit,
             body,
             tree: heads.tree,
             parents: heads.parents,
-            files,
         })
     }
 
@@ -192,6 +233,65 @@ impl GitSource {
     }
 }
 
+fn walk_error(error: WalkError<ForeignReadError>) -> GitSourceError {
+    match error {
+        WalkError::Read(error) => GitSourceError::Read(error),
+        WalkError::Faults(faults) => GitSourceError::Unsupported(faults),
+    }
+}
+
+/// The leaves of the tree `tree` by their identities, every blob read and let go.
+fn walk_leaves_only(
+    reader: &mut ForeignReader,
+    tree: ObjectId,
+    limits: &RepositoryLimits,
+    policy: TreePolicy,
+) -> Result<Vec<WalkedLeaf>, GitSourceError> {
+    let walked = walk_streaming(reader, tree, limits, policy, |_, _| {
+        ControlFlow::<Infallible>::Continue(())
+    })
+    .map_err(walk_error)?;
+    let ControlFlow::Continue(walked) = walked;
+    Ok(walked.leaves)
+}
+
+/// The second read of a tree of a foreign repository: [`GitSource::into_bytes`].
+pub struct GitTreeBytes {
+    reader: ForeignReader,
+    tree: ObjectId,
+    limits: RepositoryLimits,
+    policy: TreePolicy,
+}
+
+impl LeafBytes for GitTreeBytes {
+    fn read_again(&mut self, each: &mut EachLeaf<'_>) -> Result<(), RepositoryError> {
+        read_tree_again(&mut self.reader, self.tree, &self.limits, self.policy, each)
+    }
+}
+
+/// Every blob of the tree `tree` read again, each leaf handed to `each`.
+fn read_tree_again(
+    reader: &mut ForeignReader,
+    tree: ObjectId,
+    limits: &RepositoryLimits,
+    policy: TreePolicy,
+    each: &mut EachLeaf<'_>,
+) -> Result<(), RepositoryError> {
+    let walked = walk_streaming(reader, tree, limits, policy, |leaf, body| {
+        match each(&leaf.path, leaf.mode, body) {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(error) => ControlFlow::Break(error),
+        }
+    });
+    match walked {
+        Ok(ControlFlow::Continue(_)) => Ok(()),
+        Ok(ControlFlow::Break(error)) => Err(error),
+        Err(error) => Err(RepositoryError::Unavailable {
+            reason: format!("reading tree {tree} a second time: {}", walk_error(error)),
+        }),
+    }
+}
+
 impl SourceError for GitSourceError {
     fn code(&self) -> &'static str {
         GitSourceError::code(self)
@@ -201,13 +301,23 @@ impl SourceError for GitSourceError {
 impl ImportSource for GitSource {
     type Error = GitSourceError;
 
-    fn read_commit(
+    fn read_leaves(
         &mut self,
         rev: &str,
         limits: &RepositoryLimits,
         policy: TreePolicy,
-    ) -> Result<ImportedCommit, GitSourceError> {
-        GitSource::read_commit(self, rev, limits, policy)
+    ) -> Result<(ImportedHead, Vec<WalkedLeaf>), GitSourceError> {
+        GitSource::read_leaves(self, rev, limits, policy)
+    }
+
+    fn read_again(
+        &mut self,
+        tree: ObjectId,
+        limits: &RepositoryLimits,
+        policy: TreePolicy,
+        each: &mut EachLeaf<'_>,
+    ) -> Result<(), RepositoryError> {
+        read_tree_again(&mut self.reader, tree, limits, policy, each)
     }
 
     fn descends_from(

@@ -16,7 +16,9 @@ use std::path::{Path, PathBuf};
 
 use crate::contracts::tree_path::{self, EntryMode as Mode};
 use crate::dir_fd::{DirFd, DirFdError, EntryKind};
-use crate::repository::{RepositoryLimits, SourceFile};
+use crate::repository::{
+    EachLeaf, LeafBytes, RepositoryError, RepositoryLimits, SourceFile, WalkedLeaf,
+};
 use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile};
 
 /// Why a directory cannot be read as a source.
@@ -120,22 +122,97 @@ pub fn read_source_dir(
     root: &Path,
     limits: &RepositoryLimits,
 ) -> Result<Vec<SourceFile>, SourceDirError> {
-    let limits = Limits {
-        max_files: limits.max_files,
-        max_file_bytes: limits.max_file_bytes,
-        max_total_bytes: limits.max_source_bytes,
-        holder: "this repository's tree",
-        raise: [
-            " (raise it with --max-files)",
-            " (raise it with --max-file-bytes)",
-            " (raise it with --max-tree-bytes)",
-        ],
-    };
-    let files = read_dir_files(root, &limits)?;
+    let files = read_dir_files(root, &Limits::repository(limits))?;
     Ok(files
         .into_iter()
         .map(|(path, mode, content)| SourceFile::new(path, mode, content))
         .collect())
+}
+
+/// [`read_source_dir`] that keeps no file's bytes: every leaf's identities (its blob id,
+/// SHA-256 and size; a link's target), sorted by path, each file read once and let go. With
+/// [`SourceDirBytes`] it is the two reads of a base too large to hold.
+pub fn list_source_dir(
+    root: &Path,
+    limits: &RepositoryLimits,
+) -> Result<Vec<WalkedLeaf>, SourceDirError> {
+    let mut leaves = Vec::new();
+    walk_dir(root, &Limits::repository(limits), &mut |(
+        path,
+        mode,
+        content,
+    )| {
+        leaves.push(WalkedLeaf::of(path, mode, &content));
+        Ok(())
+    })?;
+    leaves.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(leaves)
+}
+
+/// The second read of a directory [`list_source_dir`] listed: the same walk, each file
+/// handed over as it is read. Whatever differs from the first read (a file changed, added
+/// or gone, a directory swapped) is found by the caller against the listing, or by the walk
+/// itself.
+#[derive(Debug)]
+pub struct SourceDirBytes {
+    root: PathBuf,
+    limits: RepositoryLimits,
+}
+
+impl SourceDirBytes {
+    /// The directory `root`, read again under `limits` (those it was listed with).
+    pub fn new(root: &Path, limits: &RepositoryLimits) -> Self {
+        Self {
+            root: root.to_owned(),
+            limits: *limits,
+        }
+    }
+}
+
+impl LeafBytes for SourceDirBytes {
+    fn read_again(&mut self, each: &mut EachLeaf<'_>) -> Result<(), RepositoryError> {
+        let mut refused = None;
+        let walked = walk_dir(
+            &self.root,
+            &Limits::repository(&self.limits),
+            &mut |(path, mode, content)| {
+                each(&path, mode, &content).map_err(|error| {
+                    refused = Some(error);
+                    SourceDirError::Changed {
+                        path: self.root.join(&path),
+                        detail: "refused".to_owned(),
+                    }
+                })
+            },
+        );
+        match (walked, refused) {
+            (_, Some(error)) => Err(error),
+            (Ok(()), None) => Ok(()),
+            (Err(error), None) => Err(RepositoryError::Conflict {
+                what: format!(
+                    "{}: read a second time: {error} (it changed while sf read it)",
+                    self.root.display()
+                ),
+            }),
+        }
+    }
+}
+
+impl Limits {
+    /// A repository's limits, each error naming the flag that raises it.
+    fn repository(limits: &RepositoryLimits) -> Self {
+        Self {
+            max_files: limits.max_files,
+            max_file_bytes: limits.max_file_bytes,
+            max_total_bytes: limits.max_source_bytes,
+            holder: "this repository's tree",
+            raise: [
+                " (raise it with --max-files)",
+                " (raise it with --max-file-bytes)",
+                " (raise it with --max-tree-bytes)",
+            ],
+        }
+    }
 }
 
 /// Reads every file and link under `root` (which must be a directory) as a snapshot, sorted
@@ -198,31 +275,47 @@ type ReadEntry = (String, Mode, Vec<u8>);
 
 /// Reads every entry under `root` as `(relative path, mode, bytes)`, sorted by path.
 fn read_dir_files(root: &Path, limits: &Limits) -> Result<Vec<ReadEntry>, SourceDirError> {
-    let dir = DirFd::open(root)?;
     let mut files = Vec::new();
-    let mut total = 0usize;
-    let walk = Walk { root, limits };
-    walk.directory(&dir, "", &mut files, &mut total)?;
+    walk_dir(root, limits, &mut |entry| {
+        files.push(entry);
+        Ok(())
+    })?;
     files.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(files)
 }
 
-/// One walk: the root (for messages) and the limits.
+/// Walks every entry under `root` (which must be a directory), handing each to `each` as it
+/// is read, in the walk's order (not sorted), and stops at the first error.
+fn walk_dir(
+    root: &Path,
+    limits: &Limits,
+    each: &mut dyn FnMut(ReadEntry) -> Result<(), SourceDirError>,
+) -> Result<(), SourceDirError> {
+    let dir = DirFd::open(root)?;
+    let mut walk = Walk {
+        root,
+        limits,
+        each,
+        count: 0,
+        total: 0,
+    };
+    walk.directory(&dir, "")
+}
+
+/// One walk: the root (for messages), the limits, where each entry goes, and the entries
+/// and bytes read so far.
 struct Walk<'a> {
     root: &'a Path,
     limits: &'a Limits,
+    each: &'a mut dyn FnMut(ReadEntry) -> Result<(), SourceDirError>,
+    count: usize,
+    total: usize,
 }
 
 impl Walk<'_> {
     /// Reads the directory `dir`, whose path relative to the root is `prefix` (empty for the
     /// root), and everything below it, each entry opened relative to its directory.
-    fn directory(
-        &self,
-        dir: &DirFd,
-        prefix: &str,
-        files: &mut Vec<ReadEntry>,
-        total: &mut usize,
-    ) -> Result<(), SourceDirError> {
+    fn directory(&mut self, dir: &DirFd, prefix: &str) -> Result<(), SourceDirError> {
         let limits = self.limits;
         // No directory can list more entries than a source may hold files (an empty directory
         // is refused), so the listing stops there.
@@ -254,10 +347,11 @@ impl Walk<'_> {
             let leaf = (entry.kind == EntryKind::Symlink).then_some(Mode::Symlink);
             tree_path::check_path(&relative, leaf)
                 .map_err(|rule| bad(rule.code(), rule.describe()))?;
-            let counted = |files: &Vec<ReadEntry>| {
-                if files.len() >= limits.max_files {
+            let root = self.root;
+            let counted = |count: &mut usize| {
+                if *count >= limits.max_files {
                     return Err(SourceDirError::TooLarge {
-                        path: self.root.to_owned(),
+                        path: root.to_owned(),
                         limit: format!(
                             "holds more than {} files, the most {} may hold{}",
                             limits.max_files, limits.holder, limits.raise[0]
@@ -265,21 +359,22 @@ impl Walk<'_> {
                         rule: "too-many-files",
                     });
                 }
+                *count += 1;
                 Ok(())
             };
             match entry.kind {
                 EntryKind::Symlink => {
-                    counted(files)?;
+                    counted(&mut self.count)?;
                     let target = dir.read_link(&entry)?;
-                    files.push((relative, Mode::Symlink, target.into_encoded_bytes()));
+                    (self.each)((relative, Mode::Symlink, target.into_encoded_bytes()))?;
                 }
                 EntryKind::Other => return Err(SourceDirError::NotRegular { path }),
                 EntryKind::Directory => {
                     let below = dir.open_dir(&entry)?;
-                    self.directory(&below, &relative, files, total)?;
+                    self.directory(&below, &relative)?;
                 }
                 EntryKind::File => {
-                    counted(files)?;
+                    counted(&mut self.count)?;
                     let read = dir
                         .read_file(&entry, limits.max_file_bytes as u64)
                         .map_err(|error| match error {
@@ -293,8 +388,8 @@ impl Walk<'_> {
                             },
                             other => other.into(),
                         })?;
-                    *total += read.bytes.len();
-                    if *total > limits.max_total_bytes {
+                    self.total += read.bytes.len();
+                    if self.total > limits.max_total_bytes {
                         return Err(SourceDirError::TooLarge {
                             path: self.root.to_owned(),
                             limit: format!(
@@ -310,7 +405,7 @@ impl Walk<'_> {
                     } else {
                         Mode::Regular
                     };
-                    files.push((relative, mode, read.bytes));
+                    (self.each)((relative, mode, read.bytes))?;
                 }
             }
         }

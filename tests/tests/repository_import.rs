@@ -766,8 +766,9 @@ mod unknown {
     use sf_host::contracts::{ObjectStore, RefUpdate, StoreRoot};
     use sf_host::git_object::{EntryMode, ObjectId, ObjectKind, TreeEntry, encode_tree, object_id};
     use sf_host::repository::{
-        CreateRepository, ImportBase, ImportSource, ImportedCommit, InitialBase, RepositoryLimits,
-        RepositoryOptions, SourceError, SourceFile, TargetMove, create_repository, open_repository,
+        CreateRepository, EachLeaf, ImportBase, ImportSource, ImportedCommit, ImportedHead,
+        InitialBase, RepositoryError, RepositoryLimits, RepositoryOptions, SourceError, SourceFile,
+        TargetMove, WalkedLeaf, create_repository, open_repository,
     };
     use sf_sdk::mocks::MockObjectStore;
     use sf_sdk::testing::InMemoryObjectStoreFactory;
@@ -799,13 +800,26 @@ mod unknown {
     impl ImportSource for OneCommit {
         type Error = Never;
 
-        fn read_commit(
+        fn read_leaves(
             &mut self,
             _: &str,
             _: &RepositoryLimits,
             _: TreePolicy,
-        ) -> Result<ImportedCommit, Never> {
-            Ok(self.commit.clone())
+        ) -> Result<(ImportedHead, Vec<WalkedLeaf>), Never> {
+            Ok(self.commit.split())
+        }
+
+        fn read_again(
+            &mut self,
+            _: ObjectId,
+            _: &RepositoryLimits,
+            _: TreePolicy,
+            each: &mut EachLeaf<'_>,
+        ) -> Result<(), RepositoryError> {
+            self.commit
+                .files
+                .iter()
+                .try_for_each(|file| each(&file.path, file.mode, &file.content))
         }
 
         fn descends_from(&mut self, commit: ObjectId, ancestor: ObjectId) -> Result<bool, Never> {

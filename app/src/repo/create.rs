@@ -4,14 +4,15 @@
 //! file when asked for.
 
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
 
 use sf_host::contracts::ObjectStoreFactory;
-use sf_host::git_source::read_git_commit;
+use sf_host::git_source::{GitSource, GitSourceError};
 use sf_host::repository::{
-    CreateRepository, InitialBase, RepositoryIdentity, RepositoryOptions, RepositorySettings,
-    Upstream, UpstreamRecord, create_repository, open_repository,
+    CreateRepository, InitialBase, RepositoryError, RepositoryIdentity, RepositoryOptions,
+    RepositorySettings, StreamedBase, Upstream, UpstreamRecord, create_repository, open_repository,
 };
-use sf_host::source_dir::{SourceDirError, read_source_dir};
+use sf_host::source_dir::{SourceDirBytes, SourceDirError, list_source_dir};
 
 use super::{UpstreamRequest, from_git_message, record_upstream, upstream_of};
 use crate::backends::Backends;
@@ -108,7 +109,15 @@ pub fn create(backends: &Backends, request: &CreateRequest) -> Result<Created, A
         },
         &RepositoryOptions::default(),
     )
-    .map_err(|error| repository_error(&format!("creating repository {path_text}"), &error))?;
+    .map_err(|error| {
+        let mut app = repository_error(&format!("creating repository {path_text}"), &error);
+        // A new repository has no record to conflict with: a conflict is its source,
+        // changed between the read that checked it and the read that stored it.
+        if matches!(error, RepositoryError::Conflict { .. }) {
+            app.code = "changed-while-read".into();
+        }
+        app
+    })?;
     let bytes = identity.to_canonical_bytes();
     let upstream = upstream
         .map(|upstream| record_first_upstream(factory.as_ref(), &identity, &bytes, &upstream))
@@ -145,12 +154,13 @@ fn record_first_upstream(
         })
 }
 
-/// The first base `source` names, read whole.
+/// The first base `source` names, read once for its leaves' identities (every check of the
+/// source made, no file's bytes kept) and read again as the repository is written.
 fn initial_base(source: &Source, settings: &RepositorySettings) -> Result<InitialBase, AppError> {
+    let limits = settings.limits();
     match source {
-        Source::Files(dir) => read_source_dir(dir, &settings.limits())
-            .map(InitialBase::Files)
-            .map_err(|error| {
+        Source::Files(dir) => {
+            let leaves = list_source_dir(dir, &limits).map_err(|error| {
                 // A limit of the repository's tree is the same refusal whether the walk or
                 // the tree's own check meets it first.
                 let code = match error {
@@ -158,15 +168,30 @@ fn initial_base(source: &Source, settings: &RepositorySettings) -> Result<Initia
                     _ => error.code(),
                 };
                 AppError::new(code, format!("--from: {error} (nothing was created)"))
-            }),
+            })?;
+            Ok(InitialBase::Streamed(StreamedBase {
+                leaves,
+                commit: None,
+                bytes: Arc::new(Mutex::new(SourceDirBytes::new(dir, &limits))),
+            }))
+        }
         Source::Git { repo, rev } => {
-            let read = read_git_commit(repo, rev, &settings.limits(), settings.policy());
-            Ok(InitialBase::Imported(read.map_err(|error| {
+            let refused = |error: GitSourceError| {
                 AppError::new(
                     error.code(),
                     format!("{}\n(nothing was created)", from_git_message(repo, &error)),
                 )
-            })?))
+            };
+            let mut git = GitSource::open(repo).map_err(refused)?;
+            let (head, leaves) = git
+                .read_leaves(rev, &limits, settings.policy())
+                .map_err(refused)?;
+            let bytes = git.into_bytes(head.tree, &limits, settings.policy());
+            Ok(InitialBase::Streamed(StreamedBase {
+                leaves,
+                commit: Some(head),
+                bytes: Arc::new(Mutex::new(bytes)),
+            }))
         }
         Source::Unclear => Err(AppError::new(
             "usage",

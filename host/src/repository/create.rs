@@ -1,8 +1,10 @@
-//! Creating an owned repository: every input checked and every object built in memory before
-//! the root is created, exclusively; the ownership marker written last.
+//! Creating an owned repository: every input checked, and every object but the blobs built,
+//! before the root is created, exclusively; the blobs then read a second time and written a
+//! batch at a time; the ownership marker written last.
 
 use std::io::Read as _;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crate::canonical;
@@ -12,15 +14,21 @@ use crate::git_object::{self, Commit, ObjectId, ObjectKind};
 
 use super::identity;
 use super::source;
-use super::tree_record::{self, tree_record_ref};
+use super::source::WalkedLeaf;
+use super::streamed::{self, ImportedHead, LeafBytes};
+use super::tree_record::tree_record_ref;
 use super::{
     CreateRepository, ID_RULE, IDENT, InitialBase, RepositoryError, RepositoryIdentity,
     RepositoryOptions, check_target_ref, is_valid_id,
 };
 
-/// The objects of the first base and its commit id, every input checked.
+/// The first base, every input checked: its commit id, its leaves and where their bytes are
+/// read again, and the objects that are not blobs.
 struct FirstBase {
     commit: ObjectId,
+    leaves: Vec<WalkedLeaf>,
+    bytes: Arc<Mutex<dyn LeafBytes + Send>>,
+    /// The trees, the tree record's objects and the commit.
     objects: Vec<EncodedObject>,
     /// The base's tree and its tree record's commit (the record's objects are among
     /// `objects`).
@@ -28,6 +36,47 @@ struct FirstBase {
     /// Whether the commit's parents stay outside the repository (an imported commit with
     /// history): the store records it as a history boundary before writing it.
     boundary: bool,
+}
+
+/// What the first base is made of: its leaves, the second read of their bytes, the commit
+/// it is imported as, and the name of the input for messages.
+type Parts = (
+    Vec<WalkedLeaf>,
+    Arc<Mutex<dyn LeafBytes + Send>>,
+    Option<ImportedHead>,
+    &'static str,
+);
+
+fn parts(base: &InitialBase) -> Parts {
+    match base {
+        InitialBase::Files(files) => {
+            let (leaves, bytes) = streamed::in_hand(files);
+            (leaves, Arc::new(Mutex::new(bytes)), None, "files")
+        }
+        InitialBase::Imported(imported) => {
+            let (head, _) = imported.split();
+            let (leaves, bytes) = streamed::in_hand(&imported.files);
+            (
+                leaves,
+                Arc::new(Mutex::new(bytes)),
+                Some(head),
+                "imported tree",
+            )
+        }
+        InitialBase::Streamed(base) => {
+            let input = if base.commit.is_some() {
+                "imported tree"
+            } else {
+                "files"
+            };
+            (
+                base.leaves.clone(),
+                base.bytes.clone(),
+                base.commit.clone(),
+                input,
+            )
+        }
+    }
 }
 
 fn validate_create(request: &CreateRepository, nonce: &str) -> Result<FirstBase, RepositoryError> {
@@ -38,14 +87,9 @@ fn validate_create(request: &CreateRepository, nonce: &str) -> Result<FirstBase,
     }
     check_target_ref(&request.target_ref)
         .map_err(|rule| RepositoryError::invalid("targetRef", rule))?;
-    let (files, input) = match &request.base {
-        InitialBase::Files(files) => (files.clone(), "files"),
-        InitialBase::Imported(imported) => (imported.files.clone(), "imported tree"),
-    };
-    let mut files = files;
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    let faults = source::check_source(
-        &files,
+    let (leaves, bytes, head, input) = parts(&request.base);
+    let faults = source::check_leaves(
+        &leaves,
         &request.settings.limits(),
         request.settings.policy(),
     );
@@ -55,17 +99,13 @@ fn validate_create(request: &CreateRepository, nonce: &str) -> Result<FirstBase,
             source::describe_faults(&faults),
         ));
     }
-    let built = source::build_tree(&files);
+    // The base's trees and tree record, from the leaves' identities: every later seal on it
+    // reads the directories on its edited paths from the record instead of the whole tree.
+    let built = streamed::build_base(&leaves)
+        .map_err(|why| RepositoryError::invalid(input, format!("its tree record: {why}")))?;
     let mut objects = built.objects;
-    // The base's tree record, from the bytes in hand: every later seal on it reads the
-    // directories on its edited paths from the record instead of the whole tree.
-    let records = tree_record::whole(&files)
-        .map_err(|why| RepositoryError::invalid(input, format!("its tree record: {why}")))?;
-    let record = tree_record::record_objects(&records, &Default::default())
-        .map_err(|why| RepositoryError::invalid(input, format!("its tree record: {why}")))?;
-    objects.extend(record.objects);
-    let commit = match &request.base {
-        InitialBase::Files(_) => EncodedObject::new(
+    let commit = match &head {
+        None => EncodedObject::new(
             ObjectKind::Commit,
             git_object::encode_commit(&Commit {
                 tree: built.tree,
@@ -75,7 +115,7 @@ fn validate_create(request: &CreateRepository, nonce: &str) -> Result<FirstBase,
                 message: identity::initial_message(&request.product_id, nonce),
             }),
         ),
-        InitialBase::Imported(imported) => {
+        Some(imported) => {
             imported
                 .check()
                 .map_err(|rule| RepositoryError::invalid("imported commit", rule))?;
@@ -95,12 +135,13 @@ fn validate_create(request: &CreateRepository, nonce: &str) -> Result<FirstBase,
     };
     let id = commit.id;
     objects.push(commit);
-    let boundary =
-        matches!(&request.base, InitialBase::Imported(imported) if !imported.parents.is_empty());
+    let boundary = head.is_some_and(|imported| !imported.parents.is_empty());
     Ok(FirstBase {
         commit: id,
+        leaves,
+        bytes,
         objects,
-        record: (built.tree, record.commit),
+        record: (built.tree, built.record),
         boundary,
     })
 }
@@ -117,7 +158,9 @@ pub(super) fn random_nonce() -> Result<String, RepositoryError> {
 
 /// Creates an owned repository at `request.path` holding `request.files` as its initial
 /// commit on `request.target_ref`, and returns its identity (persist it). Every input is
-/// checked and every object built in memory before the directory is created; the directory
+/// checked, and every object but the blobs built, before the directory is created (the
+/// blobs are read a second time as they are written, so a base of any size the settings
+/// admit is never held whole); the directory
 /// is created exclusively (an existing path is `exists`, never adopted), and the ownership
 /// marker is written last. Not idempotent.
 pub fn create_repository(
@@ -158,6 +201,30 @@ pub fn create_repository(
     if first.boundary {
         store.record_boundaries(&[first.commit], deadline())?;
     }
+    // The blobs first, read a second time and a batch at a time; then the trees, the tree
+    // record and the commit, which name them.
+    let mut bytes = first
+        .bytes
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    streamed::write_blobs(
+        store.as_ref(),
+        &first.leaves,
+        &mut *bytes,
+        "the first base",
+        &deadline,
+    )
+    .map_err(|error| match error {
+        RepositoryError::Conflict { what } => RepositoryError::Conflict {
+            what: format!(
+                "{what} ({} was created but has no ownership marker, so it is no repository \
+                 and never opens: remove it, then create again)",
+                request.path
+            ),
+        },
+        other => other,
+    })?;
+    drop(bytes);
     store.write_objects(&first.objects, deadline())?;
     options.faults.reached(FaultPoint::InitialObjectsWritten);
     let (tree, record) = first.record;

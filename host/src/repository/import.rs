@@ -9,6 +9,8 @@
 //! asked (`advance`), and then only forward along the source's history, by one
 //! compare-and-swap after the record is published.
 
+use std::convert::Infallible;
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -22,9 +24,9 @@ use crate::fault::FaultPoint;
 use crate::git_object::{self, Commit, EntryMode, ObjectId, ObjectKind, TreeEntry};
 
 use super::identity::RepositoryLimits;
-use super::imported::{ImportedCommit, MAX_IMPORTED_COMMIT_BYTES, commit_heads};
-use super::source;
-use super::tree_record;
+use super::imported::{MAX_IMPORTED_COMMIT_BYTES, commit_heads};
+use super::source::{self, WalkedLeaf};
+use super::streamed::{self, EachLeaf, ImportedHead, LeafBytes};
 use super::{IDENT, MAX_COMMIT_BYTES, Repository, RepositoryError};
 use crate::contracts::grammar::{ID_RULE, is_valid_id};
 
@@ -269,14 +271,26 @@ pub trait ImportSource {
     /// Why a read failed.
     type Error: SourceError;
 
-    /// The commit `rev` names, with its exact bytes and every file of its tree, checked
-    /// against the tree model with `limits` and `policy`; every fault of the tree listed.
-    fn read_commit(
+    /// The commit `rev` names, with its exact bytes, and every leaf of its tree by its
+    /// identities (sorted by path; no file's bytes kept), checked against the tree model
+    /// with `limits` and `policy`; every fault of the tree listed.
+    fn read_leaves(
         &mut self,
         rev: &str,
         limits: &RepositoryLimits,
         policy: TreePolicy,
-    ) -> Result<ImportedCommit, Self::Error>;
+    ) -> Result<(ImportedHead, Vec<WalkedLeaf>), Self::Error>;
+
+    /// Reads the blobs of the tree `tree` again (listed by [`ImportSource::read_leaves`] with
+    /// the same `limits` and `policy`), handing each leaf's path, mode and bytes to `each`;
+    /// stops at the first error, `each`'s or its own (a read that failed is `unavailable`).
+    fn read_again(
+        &mut self,
+        tree: ObjectId,
+        limits: &RepositoryLimits,
+        policy: TreePolicy,
+        each: &mut EachLeaf<'_>,
+    ) -> Result<(), RepositoryError>;
 
     /// Whether `commit` descends from `ancestor` in the source's history as read; a commit
     /// does not descend from itself.
@@ -313,6 +327,21 @@ impl<E: SourceError> ImportError<E> {
     }
 }
 
+/// An import's source, reading the tree it listed a second time.
+struct SecondRead<'a, S> {
+    source: &'a mut S,
+    tree: ObjectId,
+    limits: RepositoryLimits,
+    policy: TreePolicy,
+}
+
+impl<S: ImportSource> LeafBytes for SecondRead<'_, S> {
+    fn read_again(&mut self, each: &mut EachLeaf<'_>) -> Result<(), RepositoryError> {
+        self.source
+            .read_again(self.tree, &self.limits, self.policy, each)
+    }
+}
+
 impl Repository {
     /// Imports the commit `request.rev` names in `git`, the repository at `request.source`,
     /// as a further base and returns its published record.
@@ -336,8 +365,9 @@ impl Repository {
     ) -> Result<ImportedBase, ImportError<S::Error>> {
         request.check_source()?;
         let settings = self.identity.settings();
-        let imported = git
-            .read_commit(&request.rev, &settings.limits(), settings.policy())
+        let (limits, policy) = (settings.limits(), settings.policy());
+        let (imported, leaves) = git
+            .read_leaves(&request.rev, &limits, policy)
             .map_err(ImportError::Source)?;
         // The source checked the revision its own way first (a Git reader names a bad one
         // `bad-revision`); what a record holds has a rule of its own.
@@ -347,7 +377,11 @@ impl Repository {
         imported
             .check()
             .map_err(|rule| RepositoryError::invalid("imported commit", rule))?;
-        let built = source::build_tree(&imported.files);
+        // The trees and the tree record from the leaves' identities (the tree may be an
+        // earlier base's, whose record is kept); the blobs are read again as they are written.
+        let built = streamed::build_base(&leaves).map_err(|why| {
+            RepositoryError::invalid("imported commit", format!("its tree record: {why}"))
+        })?;
         if built.tree != imported.tree {
             return Err(RepositoryError::invalid(
                 "imported commit",
@@ -372,9 +406,17 @@ impl Repository {
             None => false,
             Some((_, stored)) if stored == record_commit => {
                 // A replay: what the record publishes is read back whole (through one
-                // reader), and nothing is written.
+                // reader, streaming), and nothing is written.
                 let _reads = self.store.read_scope();
-                self.indexed_snapshot(&imported.commit)?;
+                let tree = self.factory_tree(&imported.commit)?;
+                let ControlFlow::Continue(_) = source::stream_tree(
+                    self.store.as_ref(),
+                    tree,
+                    &settings,
+                    &format!("commit {}", imported.commit),
+                    self.deadline(),
+                    |_, _| ControlFlow::<Infallible>::Continue(()),
+                )?;
                 true
             }
             Some((stored, _)) => return Err(conflicting_record(&name, &stored, &record).into()),
@@ -407,19 +449,17 @@ impl Repository {
                 imported.body.clone(),
             ));
             objects.extend(record_objects);
-            // The base's tree record, from the bytes in hand (the tree may be an earlier
-            // base's, whose record is kept).
-            let tree_record = tree_record::whole(&imported.files)
-                .and_then(|records| tree_record::record_objects(&records, &Default::default()))
-                .map_err(|why| {
-                    RepositoryError::invalid("imported commit", format!("its tree record: {why}"))
-                })?;
-            objects.extend(tree_record.objects);
+            let mut bytes = SecondRead {
+                source: git,
+                tree: imported.tree,
+                limits,
+                policy,
+            };
             self.publish_import(
                 &imported.parents,
-                &objects,
+                (&leaves, &mut bytes, &objects),
                 (&name, &record, record_commit),
-                tree_record.commit,
+                built.record,
             )?;
         }
         let target = match from {
@@ -435,13 +475,14 @@ impl Repository {
         })
     }
 
-    /// Records the boundary if a parent is not stored, writes `objects`, publishes the tree
-    /// record `tree_record` of the commit's tree, and creates the import record ref `name`
-    /// naming `record_commit`.
+    /// Records the boundary if a parent is not stored, writes the blobs of `leaves` as
+    /// `bytes` reads them again and then `objects`, publishes the tree record `tree_record`
+    /// of the commit's tree, and creates the import record ref `name` naming
+    /// `record_commit`.
     fn publish_import(
         &self,
         parents: &[ObjectId],
-        objects: &[EncodedObject],
+        (leaves, bytes, objects): (&[WalkedLeaf], &mut dyn LeafBytes, &[EncodedObject]),
         (name, record, record_commit): (&RefName, &ImportRecord, ObjectId),
         tree_record: ObjectId,
     ) -> Result<(), RepositoryError> {
@@ -466,6 +507,13 @@ impl Repository {
                     other => other.into(),
                 })?;
         }
+        streamed::write_blobs(
+            self.store.as_ref(),
+            leaves,
+            bytes,
+            &format!("commit {}", record.commit),
+            &|| self.deadline(),
+        )?;
         self.store.write_objects(objects, self.deadline())?;
         self.options.faults.reached(FaultPoint::ObjectsWritten);
         self.publish_tree_record(&record.tree, tree_record)?;

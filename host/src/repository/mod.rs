@@ -23,6 +23,7 @@ mod record_commit;
 mod resulting;
 mod seal;
 mod sparse;
+mod streamed;
 mod trees;
 
 mod tree_surgery;
@@ -97,8 +98,10 @@ pub use sf_candidate::closed_paths::{
     Because, ClosedPath, ClosedPaths, MAX_CLOSED, MAX_OPEN, ParsedClosedPaths,
 };
 pub use source::{SourceFault, SourceFile, SourceSnapshot, SourceText, describe_faults};
+pub use streamed::{EachLeaf, ImportedHead, LeafBytes, StreamedBase};
 pub use tree_record::{TREE_RECORD_REF_PREFIX, tree_digest_of, tree_record_ref};
 pub use trees::{FileListing, ListedFile};
+pub use walk::WalkedLeaf;
 
 /// The prefix of every Candidate ref.
 pub const CANDIDATE_REF_PREFIX: &str = "refs/sf/candidates/";
@@ -169,6 +172,10 @@ pub enum InitialBase {
     /// A commit of the team's repository, held byte for byte: the owned repository's first
     /// base has the source's commit id and tree id.
     Imported(ImportedCommit),
+    /// A base too large to hold, read twice: a directory's files or a commit of the team's
+    /// repository, its leaves' identities given and their bytes read again as they are
+    /// written.
+    Streamed(StreamedBase),
 }
 
 pub use create::create_repository;

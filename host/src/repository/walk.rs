@@ -160,19 +160,41 @@ pub(crate) fn walk_indexed<S: ObjectSource + ?Sized>(
     Ok((files, walked.index))
 }
 
-/// One leaf of a walked tree: a [`SourceFile`] without its bytes (a link keeps its target).
+/// One leaf of a tree by its identities: a [`SourceFile`] without its bytes (a link keeps its
+/// target). What a walk gives, and what a base too large to hold is checked and built from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct WalkedLeaf {
+pub struct WalkedLeaf {
+    /// The path in the tree.
     pub path: String,
+    /// Regular, executable or symbolic link.
     pub mode: Mode,
+    /// The Git blob id of the content.
     pub blob: ObjectId,
+    /// The SHA-256 of the content.
     pub sha256: Digest,
+    /// The content's length in bytes.
     pub bytes: u64,
     /// A link's target; empty for a file.
     pub target: Vec<u8>,
 }
 
 impl WalkedLeaf {
+    /// The identities of `content` at `path` with `mode`.
+    pub fn of(path: String, mode: Mode, content: &[u8]) -> Self {
+        Self {
+            blob: git_object::object_id(ObjectKind::Blob, content),
+            sha256: Digest::of(content),
+            bytes: content.len() as u64,
+            target: if mode == Mode::Symlink {
+                content.to_vec()
+            } else {
+                Vec::new()
+            },
+            path,
+            mode,
+        }
+    }
+
     /// The leaf as a source file without its bytes (a link keeps its target).
     pub fn source_file(&self) -> SourceFile {
         SourceFile {
@@ -320,7 +342,6 @@ fn walk_leaves<S: ObjectSource + ?Sized, B>(
     blobs.sort_by(|a, b| a.0.cmp(&b.0));
     let ids: Vec<ObjectId> = blobs.iter().map(|(_, _, id)| *id).collect();
     let mut leaves = Vec::with_capacity(blobs.len());
-    let mut total = 0u64;
     let mut failed = None;
     let mut stopped = None;
     read_blobs(source, &ids, limits, &mut |read| {
@@ -332,7 +353,6 @@ fn walk_leaves<S: ObjectSource + ?Sized, B>(
             }
         };
         for ((path, mode, id), body) in blobs[asked].iter().zip(bodies) {
-            total += body.len() as u64;
             let leaf = WalkedLeaf {
                 path: path.clone(),
                 mode: *mode,
@@ -367,17 +387,7 @@ fn walk_leaves<S: ObjectSource + ?Sized, B>(
         faults.sort_by(|a, b| a.path.cmp(&b.path));
         return Err(WalkError::Faults(faults));
     }
-    faults.extend(check_listing(
-        leaves.iter().map(|leaf| Listed {
-            path: &leaf.path,
-            mode: leaf.mode,
-            bytes: leaf.bytes,
-            content: &leaf.target,
-        }),
-        (leaves.len() as u64, total),
-        limits,
-        policy,
-    ));
+    faults.extend(check_leaves(&leaves, limits, policy));
     if !faults.is_empty() {
         faults.sort_by(|a, b| a.path.cmp(&b.path));
         return Err(WalkError::Faults(faults));
@@ -396,6 +406,26 @@ fn walk_leaves<S: ObjectSource + ?Sized, B>(
         )]));
     }
     Ok(ControlFlow::Continue(Walked { leaves, index }))
+}
+
+/// Every fault of the tree `leaves` make (sorted by path), against `limits` and `policy`.
+pub(crate) fn check_leaves(
+    leaves: &[WalkedLeaf],
+    limits: &RepositoryLimits,
+    policy: TreePolicy,
+) -> Vec<SourceFault> {
+    let total = leaves.iter().map(|leaf| leaf.bytes).sum();
+    check_listing(
+        leaves.iter().map(|leaf| Listed {
+            path: &leaf.path,
+            mode: leaf.mode,
+            bytes: leaf.bytes,
+            content: &leaf.target,
+        }),
+        (leaves.len() as u64, total),
+        limits,
+        policy,
+    )
 }
 
 /// The trees of a walk, level by level: the index of every sound tree, every leaf (path,
