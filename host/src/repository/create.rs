@@ -54,8 +54,8 @@ fn parts(base: &InitialBase) -> Parts {
             (leaves, Arc::new(Mutex::new(bytes)), None, "files")
         }
         InitialBase::Imported(imported) => {
-            let (head, _) = imported.split();
             let (leaves, bytes) = streamed::in_hand(&imported.files);
+            let head = imported.head();
             (
                 leaves,
                 Arc::new(Mutex::new(bytes)),

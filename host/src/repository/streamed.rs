@@ -17,10 +17,13 @@ use super::imported::ImportedCommit;
 use super::source::{SourceFile, WalkedLeaf, build_level};
 use super::tree_record;
 
-/// The most bytes of blobs one write of a streamed base hands the store.
+/// The most bytes of blobs one write of a streamed base hands the store. Each write is a pack
+/// of the store's: few and large keeps the packs of a base from being merged again soon (a
+/// store rolls its small packs up once they are many, which would rewrite the base inside a
+/// later, unrelated command), within the memory a batch may take.
 const BATCH_BYTES: usize = 32 * 1024 * 1024;
 /// The most blobs one write of a streamed base hands the store.
-const BATCH_BLOBS: usize = 4096;
+const BATCH_BLOBS: usize = 65_536;
 
 /// What a second read hands each leaf to: its path, its mode and its bytes.
 pub type EachLeaf<'a> = dyn FnMut(&str, Mode, &[u8]) -> Result<(), RepositoryError> + 'a;
@@ -97,40 +100,45 @@ impl ImportedHead {
 /// The leaves of files held in memory (sorted by path), and those files as their own second
 /// read.
 pub(super) fn in_hand(files: &[SourceFile]) -> (Vec<WalkedLeaf>, InHand) {
-    let mut leaves: Vec<WalkedLeaf> = files.iter().map(leaf_of).collect();
-    leaves.sort_by(|a, b| a.path.cmp(&b.path));
-    (leaves, InHand(files.to_vec()))
+    (leaves_of(files), InHand(files.to_vec()))
 }
 
-/// A file's identities without its bytes (a link keeps its target).
-fn leaf_of(file: &SourceFile) -> WalkedLeaf {
-    WalkedLeaf {
-        path: file.path.clone(),
-        mode: file.mode,
-        blob: file.blob,
-        sha256: file.sha256.clone(),
-        bytes: file.bytes,
-        target: if file.mode == Mode::Symlink {
-            file.content.clone()
-        } else {
-            Vec::new()
-        },
-    }
+/// The identities of `files`, sorted by path, without their bytes (a link keeps its target).
+fn leaves_of(files: &[SourceFile]) -> Vec<WalkedLeaf> {
+    let mut leaves: Vec<WalkedLeaf> = files
+        .iter()
+        .map(|file| WalkedLeaf {
+            path: file.path.clone(),
+            mode: file.mode,
+            blob: file.blob,
+            sha256: file.sha256.clone(),
+            bytes: file.bytes,
+            target: if file.mode == Mode::Symlink {
+                file.content.clone()
+            } else {
+                Vec::new()
+            },
+        })
+        .collect();
+    leaves.sort_by(|a, b| a.path.cmp(&b.path));
+    leaves
 }
 
 impl ImportedCommit {
-    /// The commit without its files, and its files' identities (sorted by path): what an
-    /// [`ImportSource`](super::ImportSource) whose commit is in memory answers.
-    pub fn split(&self) -> (ImportedHead, Vec<WalkedLeaf>) {
-        let mut leaves: Vec<WalkedLeaf> = self.files.iter().map(leaf_of).collect();
-        leaves.sort_by(|a, b| a.path.cmp(&b.path));
-        let head = ImportedHead {
+    /// The commit without its files.
+    pub fn head(&self) -> ImportedHead {
+        ImportedHead {
             commit: self.commit,
             body: self.body.clone(),
             tree: self.tree,
             parents: self.parents.clone(),
-        };
-        (head, leaves)
+        }
+    }
+
+    /// The commit without its files, and its files' identities (sorted by path): what an
+    /// [`ImportSource`](super::ImportSource) whose commit is in memory answers.
+    pub fn split(&self) -> (ImportedHead, Vec<WalkedLeaf>) {
+        (self.head(), leaves_of(&self.files))
     }
 }
 
