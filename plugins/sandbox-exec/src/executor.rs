@@ -109,24 +109,40 @@ fn invalid(input: String, rule: &'static str) -> ExecutorError {
 }
 
 impl SandboxExecutor {
-    /// Resolves the runtime, compiles the profile, finds and checks the launcher and, in the
-    /// shared network mode, makes the empty network namespace; then starts the launcher the
-    /// first run will use (it waits, holding nothing, until that run or the Executor's drop,
-    /// which ends it). Runs no program.
+    /// Finds and checks the launcher and starts the one the first run will use (it waits,
+    /// holding nothing, until that run or the Executor's drop, which ends it), in the shared
+    /// network mode starts making the empty network namespace, then resolves the runtime and
+    /// compiles the profile. Runs no program.
     pub fn new(config: SandboxConfig) -> Result<Self, ExecutorError> {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
+        let network = match config.network {
+            Some(mode) => mode,
+            None if root => NetworkMode::SharedEmpty,
+            None => NetworkMode::New,
+        };
+        // The first run's launcher starts before anything else is checked, so that its exec
+        // and start-up overlap the whole set-up and whatever comes before the run; the kernel
+        // makes the network namespace meanwhile too (on a thread of its own, the namespace's
+        // only member), waited for at the end. Both hold nothing of a run: should a check
+        // below refuse the configuration, dropping them ends the launcher and closes the
+        // namespace. A launcher that cannot be found is reported after the other checks, as
+        // it always was.
+        let found = find_launcher(config.launcher.as_deref());
+        let first = found
+            .as_ref()
+            .ok()
+            .and_then(|launcher| FirstLauncher::start(launcher.clone()));
+        let making_network = match network {
+            NetworkMode::SharedEmpty => Some(make_empty_network_namespace()),
+            NetworkMode::New => None,
+        };
         if root {
             config.ids_when_root.check()?;
             config.ids_when_root.check_unused()?;
         }
         let runtime = Runtime::new(config.runtime.clone(), root)?;
         check_runtime_paths(&runtime)?;
-        let network = match config.network {
-            Some(mode) => mode,
-            None if root => NetworkMode::SharedEmpty,
-            None => NetworkMode::New,
-        };
         let profile = Profile::new(
             config.limits,
             network,
@@ -134,16 +150,7 @@ impl SandboxExecutor {
             config.require_cgroup,
         )?;
         profile::check_ceilings(&profile.limits)?;
-        let launcher = find_launcher(config.launcher.as_deref())?;
-        // The configuration is good. The first run's launcher starts now, so that its exec and
-        // start-up overlap the rest of the set-up and whatever comes before the run; the kernel
-        // makes the network namespace meanwhile too (on a thread of its own, the namespace's
-        // only member), waited for at the end.
-        let first = FirstLauncher::start(launcher.clone());
-        let making_network = match network {
-            NetworkMode::SharedEmpty => Some(make_empty_network_namespace()),
-            NetworkMode::New => None,
-        };
+        let launcher = found?;
         let devices = device_sources()?;
         let plan = Self::plan(&runtime, &profile, &devices, making_network.is_some())?;
         let bounds = profile::group_bounds(&profile.limits);

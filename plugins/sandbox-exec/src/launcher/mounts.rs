@@ -10,7 +10,9 @@
 //!    pid namespace, `subset=pid`); a root environment takes the runtime's place, its
 //!    top-level directories and files cloned and attached at `/<name>` and its top-level
 //!    links recreated ([`root_environment`]);
-//! 4. the root is made read-only, `pivot_root` enters it and the old root is detached;
+//! 4. the root is made read-only, the writable clone of the fresh /proc is attached over the
+//!    old root's /proc, `pivot_root` enters the new root and the old root is detached (with
+//!    that clone: reachable only through the init's descriptor from then on);
 //! 5. once the run plan came ([`mount_run`]), the program, the input and the harness get
 //!    tmpfs mounts of their own over their directories, sized to them, filled, then made
 //!    read-only (nosuid, nodev, noexec throughout). They are filled through directory
@@ -46,8 +48,8 @@ struct Tree {
 }
 
 /// Builds the root described by `plan` and pivots into it: everything but the run's own
-/// files, which [`mount_run`] adds. Returns a detached, writable clone of the sandbox's
-/// `/proc` (attached nowhere, so no program can reach it), through which the program's
+/// files, which [`mount_run`] adds. Returns a writable clone of the sandbox's `/proc`,
+/// detached with the old root (so no program can reach it), through which the program's
 /// process raises its own OOM score.
 pub fn build_root(plan: &Plan) -> Step<RawFd> {
     make_mounts_private()?;
@@ -68,8 +70,32 @@ pub fn build_root(plan: &Plan) -> Step<RawFd> {
     let writable_proc = mount_fresh_proc(plan, &stage)?;
     sys::mount_setattr(libc::AT_FDCWD, &stage_name, 0, sys::MOUNT_ATTR_RDONLY)
         .map_err(|error| Failure::new("mount", format!("making the root read-only: {error}")))?;
+    attach_beneath_old_root(writable_proc)?;
     pivot_into(&stage)?;
     Ok(writable_proc)
+}
+
+/// Where the writable clone of the sandbox's /proc is attached in the old root: over the old
+/// root's own /proc, which every host has (this launcher reads it).
+const OLD_ROOT_PROC: &std::ffi::CStr = c"/proc";
+
+/// Attaches the writable clone of the sandbox's /proc (`fd`) over the old root's /proc, so
+/// that detaching the old root detaches it too. A clone attached nowhere is dissolved when
+/// its last descriptor closes, and that waits for a grace period of its own (`namespace_unlock`:
+/// about a millisecond, more on a busy machine) in the init, between the program's start and
+/// the init's wait for it. Attached beneath the old root, it leaves the namespace with the old
+/// root, in the one grace period the old root's detaching waits for anyway; it stays usable
+/// through `fd` (a lazily detached mount lives while a descriptor holds it), and closing
+/// `fd` then frees it without waiting. Nothing else runs in this mount namespace until the
+/// old root is detached, and no mount propagates out of it, so it is reachable through `fd`
+/// only, as before.
+fn attach_beneath_old_root(fd: RawFd) -> Step {
+    sys::move_mount(fd, OLD_ROOT_PROC).map_err(|error| {
+        Failure::new(
+            "proc",
+            format!("attaching the writable /proc beneath the old root: {error}"),
+        )
+    })
 }
 
 /// The flags of a runtime path's clone: read-only, nosuid, nodev.
