@@ -21,7 +21,7 @@ use super::tree_record;
 /// of the store's: few and large keeps the packs of a base from being merged again soon (a
 /// store rolls its small packs up once they are many, which would rewrite the base inside a
 /// later, unrelated command), within the memory a batch may take.
-const BATCH_BYTES: usize = 32 * 1024 * 1024;
+const BATCH_BYTES: usize = 16 * 1024 * 1024;
 /// The most blobs one write of a streamed base hands the store.
 const BATCH_BLOBS: usize = 65_536;
 
