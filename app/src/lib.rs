@@ -47,6 +47,7 @@ mod landing;
 pub mod loaded;
 pub mod preflight;
 pub mod progress;
+pub mod propose;
 pub mod repo;
 pub mod review;
 pub mod seal;

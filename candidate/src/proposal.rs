@@ -327,7 +327,8 @@ impl Author {
         )
     }
 
-    fn check(&self) -> Result<(), &'static str> {
+    /// Checks the author against its rules; the error is the rule broken.
+    pub fn check(&self) -> Result<(), &'static str> {
         let name_ok = !self.name.is_empty()
             && self.name.len() <= 256
             && self.name.trim() == self.name
@@ -373,7 +374,8 @@ impl Author {
 }
 
 impl ProposalMessage {
-    fn check(&self) -> Result<(), &'static str> {
+    /// Checks the message against its rules; the error is the rule broken.
+    pub fn check(&self) -> Result<(), &'static str> {
         let title_ok = !self.title.is_empty()
             && self.title.len() <= 200
             && self.title.trim() == self.title

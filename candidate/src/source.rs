@@ -124,6 +124,12 @@ pub(crate) fn check_text(text: &str) -> Result<(), (Rejection, &'static str)> {
     Ok(())
 }
 
+/// Whether `text` may be an edit's `text` (not too large, no NUL, not a Git LFS pointer):
+/// other content is an edit's `bytes`.
+pub fn is_edit_text(text: &str) -> bool {
+    check_text(text).is_ok()
+}
+
 /// One thing a source tree holds that it may not, with the rule in words.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SourceFault {

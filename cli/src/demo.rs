@@ -25,7 +25,7 @@ use sf_app::files::absolute_new_path;
 use sf_app::freeze::{FreezeRequest, freeze};
 use sf_app::land::{DEFAULT_OWNER, LandRequest, land};
 use sf_app::repo::{CreateRequest, Source, UpstreamRequest, create};
-use sf_app::seal::{SealRequest, seal};
+use sf_app::seal::{ProposalInput, SealRequest, seal};
 use sf_app::{Backends, Target};
 use sf_host::canonical::Digest;
 use sf_host::contracts::RefName;
@@ -385,7 +385,7 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
         &SealRequest {
             identity: identity.clone(),
             slice: slice.clone(),
-            proposal: tamper,
+            proposal: ProposalInput::File(tamper),
         },
     );
     let refusal = refused.as_ref().err().map(|error| error.message.clone());
@@ -556,7 +556,7 @@ fn seal_sum(
         &SealRequest {
             identity: root.join("identity.json"),
             slice: root.join("slice"),
-            proposal,
+            proposal: ProposalInput::File(proposal),
         },
     )?;
     let ids = Sealed {

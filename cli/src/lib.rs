@@ -49,6 +49,7 @@ mod land;
 mod manuals;
 mod oats;
 mod plugins;
+mod propose;
 mod repo;
 mod report;
 mod review;
@@ -105,6 +106,9 @@ enum Command {
     /// Owned repositories
     #[command(subcommand)]
     Repo(repo::RepoCommand),
+    /// Make a proposal for a frozen Slice from a Git commit or a directory (priors from the
+    /// Slice's base); prints it, or writes it with --out
+    Propose(propose::ProposeArgs),
     /// Seal a proposal as a Candidate
     Seal(seal::SealArgs),
     /// Export a Candidate's files into a new directory
@@ -169,6 +173,7 @@ enum Command {
 fn dispatch(context: &Context, command: Command) -> Outcome {
     match command {
         Command::Repo(command) => repo::run(context, command),
+        Command::Propose(args) => propose::run(context, args).into(),
         Command::Seal(args) => seal::run(context, args).into(),
         Command::Export(args) => export::run(context, args).into(),
         Command::Snapshot(args) => snapshot::run(context, args).into(),

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use sf_app::seal::{SealRequest, seal};
+use sf_app::propose::ProposalSource;
+use sf_app::seal::{ProposalInput, SealRequest, seal};
 
 use super::common::{CliError, Context, Output};
 use super::render;
@@ -20,15 +21,42 @@ pub struct SealArgs {
     #[arg(long, value_name = "SLICE")]
     slice: PathBuf,
     /// The proposal: {edits: [{path, prior, text | bytes | link | mode}], message?, author?}
-    #[arg(long, value_name = "FILE")]
-    proposal: PathBuf,
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["commit", "tree"], conflicts_with_all = ["commit", "tree"])]
+    proposal: Option<PathBuf>,
+    /// Seal the changes of this commit of --repo against its first parent (as `sf propose
+    /// --commit` makes the proposal)
+    #[arg(long, value_name = "REV", requires = "repo", conflicts_with = "tree")]
+    commit: Option<String>,
+    /// Seal the directory's differences from the Slice's base (as `sf propose --tree`)
+    #[arg(long, value_name = "DIR")]
+    tree: Option<PathBuf>,
+    /// The Git repository of --commit
+    #[arg(long, value_name = "DIR")]
+    repo: Option<PathBuf>,
+    /// With --commit or --tree: keep only the changes at or under PATH (repeatable)
+    #[arg(long, value_name = "PATH")]
+    only: Vec<String>,
 }
 
 pub fn run(context: &Context, args: SealArgs) -> Result<Output, CliError> {
+    let proposal = match (args.proposal, args.commit, args.tree) {
+        (Some(file), _, _) => ProposalInput::File(file),
+        (None, Some(rev), _) => ProposalInput::Made {
+            source: ProposalSource::Commit {
+                repo: args.repo.unwrap_or_default(),
+                rev,
+            },
+            only: args.only,
+        },
+        (None, None, tree) => ProposalInput::Made {
+            source: ProposalSource::Tree(tree.unwrap_or_default()),
+            only: args.only,
+        },
+    };
     let request = SealRequest {
         identity: args.identity,
         slice: args.slice,
-        proposal: args.proposal,
+        proposal,
     };
     seal(&context.backends, &request).map(|sealed| render::sealed(&sealed))
 }

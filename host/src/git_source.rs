@@ -158,8 +158,13 @@ impl GitSource {
         }
     }
 
+    /// The verifying reader, for the other reads of this module's siblings.
+    pub(crate) fn reader(&mut self) -> &mut ForeignReader {
+        &mut self.reader
+    }
+
     /// The commit `rev` names, its bytes re-hashed and its headers read.
-    fn read_head(&mut self, rev: &str) -> Result<ImportedHead, GitSourceError> {
+    pub(crate) fn read_head(&mut self, rev: &str) -> Result<ImportedHead, GitSourceError> {
         let commit = self.reader.resolve_commit(rev)?;
         let body = self.read_commit_body(commit)?;
         let heads = commit_heads(&body).map_err(|rule| GitSourceError::Commit {

@@ -24,6 +24,7 @@ pub use sf_contracts::{canonical, framing, git_object, path_glob, snapshot};
 pub use sf_git::process::{PinnedGit, pin_git};
 pub use sf_io::{dir_fd, private_dir, text_escape};
 
+pub mod commit_changes;
 pub mod evidence;
 pub mod fault;
 pub mod gate;

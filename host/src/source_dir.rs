@@ -136,12 +136,26 @@ pub fn list_source_dir(
     root: &Path,
     limits: &RepositoryLimits,
 ) -> Result<Vec<WalkedLeaf>, SourceDirError> {
+    list_dir(root, limits, false)
+}
+
+/// [`list_source_dir`] of a checkout: the root's own `.git` directory (its repository) is
+/// not part of the tree; a `.git` anywhere below it is refused as ever.
+pub fn list_work_tree(
+    root: &Path,
+    limits: &RepositoryLimits,
+) -> Result<Vec<WalkedLeaf>, SourceDirError> {
+    list_dir(root, limits, true)
+}
+
+fn list_dir(
+    root: &Path,
+    limits: &RepositoryLimits,
+    work_tree: bool,
+) -> Result<Vec<WalkedLeaf>, SourceDirError> {
     let mut leaves = Vec::new();
-    walk_dir(root, &Limits::repository(limits), &mut |(
-        path,
-        mode,
-        content,
-    )| {
+    let limits = Limits::repository(limits);
+    walk_dir(root, &limits, work_tree, &mut |(path, mode, content)| {
         leaves.push(WalkedLeaf::of(path, mode, &content));
         Ok(())
     })?;
@@ -149,14 +163,15 @@ pub fn list_source_dir(
     Ok(leaves)
 }
 
-/// The second read of a directory [`list_source_dir`] listed: the same walk, each file
-/// handed over as it is read. Whatever differs from the first read (a file changed, added
-/// or gone, a directory swapped) is found by the caller against the listing, or by the walk
-/// itself.
+/// The second read of a directory [`list_source_dir`] or [`list_work_tree`] listed: the
+/// same walk, each file handed over as it is read. Whatever differs from the first read (a
+/// file changed, added or gone, a directory swapped) is found by the caller against the
+/// listing, or by the walk itself.
 #[derive(Debug)]
 pub struct SourceDirBytes {
     root: PathBuf,
     limits: RepositoryLimits,
+    work_tree: bool,
 }
 
 impl SourceDirBytes {
@@ -165,6 +180,15 @@ impl SourceDirBytes {
         Self {
             root: root.to_owned(),
             limits: *limits,
+            work_tree: false,
+        }
+    }
+
+    /// The checkout `root` [`list_work_tree`] listed, read again under `limits`.
+    pub fn work_tree(root: &Path, limits: &RepositoryLimits) -> Self {
+        Self {
+            work_tree: true,
+            ..Self::new(root, limits)
         }
     }
 }
@@ -175,6 +199,7 @@ impl LeafBytes for SourceDirBytes {
         let walked = walk_dir(
             &self.root,
             &Limits::repository(&self.limits),
+            self.work_tree,
             &mut |(path, mode, content)| {
                 each(&path, mode, &content).map_err(|error| {
                     refused = Some(error);
@@ -276,7 +301,7 @@ type ReadEntry = (String, Mode, Vec<u8>);
 /// Reads every entry under `root` as `(relative path, mode, bytes)`, sorted by path.
 fn read_dir_files(root: &Path, limits: &Limits) -> Result<Vec<ReadEntry>, SourceDirError> {
     let mut files = Vec::new();
-    walk_dir(root, limits, &mut |entry| {
+    walk_dir(root, limits, false, &mut |entry| {
         files.push(entry);
         Ok(())
     })?;
@@ -285,16 +310,19 @@ fn read_dir_files(root: &Path, limits: &Limits) -> Result<Vec<ReadEntry>, Source
 }
 
 /// Walks every entry under `root` (which must be a directory), handing each to `each` as it
-/// is read, in the walk's order (not sorted), and stops at the first error.
+/// is read, in the walk's order (not sorted), and stops at the first error. With
+/// `work_tree`, the root's own `.git` (a checkout's repository) is not part of the tree.
 fn walk_dir(
     root: &Path,
     limits: &Limits,
+    work_tree: bool,
     each: &mut dyn FnMut(ReadEntry) -> Result<(), SourceDirError>,
 ) -> Result<(), SourceDirError> {
     let dir = DirFd::open(root)?;
     let mut walk = Walk {
         root,
         limits,
+        work_tree,
         each,
         count: 0,
         total: 0,
@@ -307,6 +335,7 @@ fn walk_dir(
 struct Walk<'a> {
     root: &'a Path,
     limits: &'a Limits,
+    work_tree: bool,
     each: &'a mut dyn FnMut(ReadEntry) -> Result<(), SourceDirError>,
     count: usize,
     total: usize,
@@ -326,6 +355,9 @@ impl Walk<'_> {
             });
         }
         for entry in entries {
+            if self.work_tree && prefix.is_empty() && entry.name == ".git" {
+                continue;
+            }
             let path = dir.shown(&entry.name);
             // Directories are checked as prefixes of their files; checking each entry here names
             // the first offending component (a `.git` directory, say) before anything below it

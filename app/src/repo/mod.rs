@@ -106,7 +106,7 @@ fn absolute_text(path: &Path, flag: &str) -> Result<String, AppError> {
 
 /// The message of an error reading the `--from-git` repository `repo`, naming the flag once:
 /// most such errors name it (or `--rev`) themselves; the others get it as a prefix.
-fn from_git_message(repo: &Path, error: &impl std::fmt::Display) -> String {
+pub(crate) fn from_git_message(repo: &Path, error: &impl std::fmt::Display) -> String {
     let text = error.to_string();
     if text.starts_with("--from-git") || text.starts_with("--rev") {
         text

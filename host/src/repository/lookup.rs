@@ -1,12 +1,14 @@
 //! A stored commit's tree looked up by path, one Git tree read (re-hashed and decoded) per
 //! directory a lookup passes through, each read once: what a freeze asks of its base (is this
-//! path a file, a directory, nothing) costs the paths asked, whatever the size of the tree.
+//! path a file, a directory, nothing) and what a proposal's priors need (the bytes at a path)
+//! cost the paths asked, whatever the size of the tree.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
 use crate::assurance::trusted::{TreeEntry as EntryKind, TreeLookup};
+use crate::contracts::tree_path::EntryMode as Mode;
 use crate::contracts::{ObjectStore, ObjectStoreExt as _, ReadScope};
 use crate::git_object::{self, EntryMode, ObjectId, ObjectKind, TreeEntry};
 
@@ -52,6 +54,41 @@ impl TreeAt<'_> {
         if path.is_empty() {
             return Ok(Some(EntryKind::Directory));
         }
+        Ok(self.locate(path)?.map(|entry| match entry.mode {
+            EntryMode::Tree => EntryKind::Directory,
+            _ => EntryKind::File,
+        }))
+    }
+
+    /// The file or link at `path`: its mode and its bytes (a link's target), re-hashed
+    /// against its id and within the repository's per-file limit; `None` when there is no
+    /// entry there or it is a directory.
+    pub fn read(&self, path: &str) -> Result<Option<(Mode, Vec<u8>)>, RepositoryError> {
+        let Some(entry) = self.locate(path)? else {
+            return Ok(None);
+        };
+        let mode = match entry.mode {
+            EntryMode::File => Mode::Regular,
+            EntryMode::Executable => Mode::Executable,
+            EntryMode::Symlink => Mode::Symlink,
+            _ => return Ok(None),
+        };
+        let repository = self.repository;
+        let limit = repository.identity.settings().limits().max_file_bytes as u64;
+        let body = source::read_verified(
+            repository.store.as_ref(),
+            &[entry.id],
+            ObjectKind::Blob,
+            limit,
+            &format!("{}: {path}", self.what),
+            repository.deadline(),
+        )?
+        .remove(0);
+        Ok(Some((mode, body)))
+    }
+
+    /// The entry at `path` (not empty), or `None` when there is none.
+    fn locate(&self, path: &str) -> Result<Option<TreeEntry>, RepositoryError> {
         let mut directory = String::new();
         let mut id = self.root;
         let mut names = path.split('/').peekable();
@@ -60,14 +97,10 @@ impl TreeAt<'_> {
             let Some(entry) = entries.iter().find(|entry| entry.name == name) else {
                 return Ok(None);
             };
-            let is_tree = entry.mode == EntryMode::Tree;
             if names.peek().is_none() {
-                return Ok(Some(match is_tree {
-                    true => EntryKind::Directory,
-                    false => EntryKind::File,
-                }));
+                return Ok(Some(entry.clone()));
             }
-            if !is_tree {
+            if entry.mode != EntryMode::Tree {
                 return Ok(None);
             }
             id = entry.id;

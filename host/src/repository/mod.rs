@@ -97,7 +97,9 @@ pub use sf_candidate::EditedEntry;
 pub use sf_candidate::closed_paths::{
     Because, ClosedPath, ClosedPaths, MAX_CLOSED, MAX_OPEN, ParsedClosedPaths,
 };
-pub use source::{SourceFault, SourceFile, SourceSnapshot, SourceText, describe_faults};
+pub use source::{
+    SourceFault, SourceFile, SourceSnapshot, SourceText, describe_faults, is_edit_text,
+};
 pub use streamed::{EachLeaf, ImportedHead, LeafBytes, StreamedBase};
 pub use tree_record::{TREE_RECORD_REF_PREFIX, tree_digest_of, tree_record_ref};
 pub use trees::{FileListing, ListedFile};
