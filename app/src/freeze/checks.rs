@@ -15,6 +15,7 @@ use super::{holds_files, parse_acceptance};
 use crate::backends::Backends;
 use crate::env::resolve;
 use crate::error::AppError;
+use crate::slice_dir::empty_snapshot;
 
 /// The inputs read so far, and every snapshot the freeze stores.
 #[derive(Default)]
@@ -74,10 +75,21 @@ impl Inputs {
                 ]),
             );
         }
-        let Some(Value::String(input)) = check.get("input").cloned() else {
-            return Ok(());
+        let runs = matches!(
+            check.get("kind"),
+            Some(Value::String(kind)) if kind == "process" || kind == "command"
+        );
+        let digest = match check.get("input").cloned() {
+            Some(Value::String(input)) => self.input(dir, &input)?,
+            // A check that reads no input need not name an empty directory: it runs with
+            // the empty snapshot at /sf/input.
+            None if runs => {
+                let empty = empty_snapshot();
+                self.files.insert(empty.clone(), Vec::new());
+                empty
+            }
+            _ => return Ok(()),
         };
-        let digest = self.input(dir, &input)?;
         check.insert("input".into(), Value::String(digest.to_string()));
         Ok(())
     }

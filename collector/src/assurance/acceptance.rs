@@ -75,8 +75,9 @@ crate::contracts::word_enum! {
 pub struct Expectation {
     /// The exit code the program must end with (0 to 255).
     pub exit_code: i32,
-    /// The `sha256:` the stdout bytes must have, or `None` when stdout is not compared.
-    #[serde(deserialize_with = "canonical::nullable")]
+    /// The `sha256:` the stdout bytes must have, or `None` (null, or absent as authored) when
+    /// stdout is not compared.
+    #[serde(default, deserialize_with = "canonical::nullable")]
     pub stdout_digest: Option<Digest>,
     /// Tests that fail or error on the base and pass on the Candidate.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
