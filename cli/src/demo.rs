@@ -272,6 +272,7 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
         &FreezeRequest {
             dir: slice.clone(),
             identity: identity.clone(),
+            base: None,
         },
     )?;
     let record = &frozen.slice.record;

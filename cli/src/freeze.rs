@@ -29,6 +29,10 @@ pub struct FreezeArgs {
     /// The repository identity file; the Candidate's base is its target now
     #[arg(long, value_name = "FILE")]
     identity: PathBuf,
+    /// Freeze on this factory commit instead of the target (the first base or one `sf repo
+    /// import` added)
+    #[arg(long, value_name = "COMMIT")]
+    base: Option<String>,
 }
 
 /// `sf slice freeze`.
@@ -37,6 +41,7 @@ pub fn run(context: &Context, command: SliceCommand) -> Result<Output, CliError>
     let request = FreezeRequest {
         dir: args.dir,
         identity: args.identity,
+        base: args.base,
     };
     freeze(&context.backends, &request).map(|frozen| describe(&frozen))
 }

@@ -45,3 +45,70 @@ fn a_check_without_input_or_stdout_digest_freezes_and_grades_on_its_exit_code() 
         assert_eq!(verdict["outcome"], outcome, "{name}: {verdict}");
     }
 }
+
+/// The sample project committed twice in `dir/team` (the second commit adds a README); its
+/// path.
+fn team_with_history(dir: &std::path::Path) -> String {
+    let team = dir.join("team");
+    land_support::write(&team.join("sum.sh"), land_support::SUM_BUGGY);
+    land_support::team_git(&team, &["init", "-q", "-b", "main"]);
+    land_support::team_git(&team, &["add", "."]);
+    land_support::team_git(&team, &["commit", "-q", "-m", "first"]);
+    land_support::write(&team.join("README"), "later\n");
+    land_support::team_git(&team, &["add", "."]);
+    land_support::team_git(&team, &["commit", "-q", "-m", "second"]);
+    "team".to_owned()
+}
+
+#[test]
+fn a_slice_freezes_on_an_older_factory_commit_with_base() {
+    let work = Work::from_git(team_with_history, "main~1");
+    let first = work.target();
+    work.sf(&[
+        "repo",
+        "import",
+        "--identity",
+        "identity.json",
+        "--from-git",
+        "team",
+        "--rev",
+        "main",
+        "--advance",
+    ])
+    .result();
+    let second = work.target();
+    assert_ne!(first, second);
+    work.author_slice("at-target", &[]);
+    assert_eq!(work.freeze("at-target").result()["base"], second.as_str());
+    work.author_slice("older", &[]);
+    let freeze = |slice: &str, base: &str| {
+        work.sf(&[
+            "slice",
+            "freeze",
+            "--dir",
+            slice,
+            "--identity",
+            "identity.json",
+            "--base",
+            base,
+        ])
+    };
+    assert_eq!(freeze("older", &first).result()["base"], first.as_str());
+    // A Candidate sealed there is a child of the older base.
+    let candidate = work.seal("older", SUM_FIXED);
+    let shown = work.sf(&["show", "--identity", "identity.json", &candidate]);
+    assert_eq!(shown.result()["base"], first.as_str(), "{}", shown.json);
+
+    // A commit the repository does not hold, and not a commit id: refused, nothing frozen.
+    work.author_slice("wrong", &[]);
+    let refused = freeze("wrong", "1111111111111111111111111111111111111111");
+    assert_eq!(refused.error_code(), "missing", "{}", refused.json);
+    assert!(
+        refused.error_message().contains("--base"),
+        "{}",
+        refused.json
+    );
+    let garbage = freeze("wrong", "HEAD~1");
+    assert_eq!(garbage.error_code(), "invalid-input", "{}", garbage.json);
+    assert!(!work.dir.join("wrong/frozen").exists());
+}

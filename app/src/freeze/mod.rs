@@ -27,7 +27,7 @@ use crate::slice_dir::{canonical_dir, empty_snapshot};
 use authored::{Authored, AuthoredDir, AuthoredRecipe, optional_dir};
 use checks::Inputs;
 
-/// A Slice directory to freeze, for the repository whose target is its base.
+/// A Slice directory to freeze, for a repository: its base is the target, or `base`.
 #[derive(Clone, Debug)]
 pub struct FreezeRequest {
     /// The Slice directory (`slice.json`, `acceptance.json`, `recipe.json`, `inputs/<name>/`,
@@ -35,6 +35,9 @@ pub struct FreezeRequest {
     pub dir: PathBuf,
     /// The repository identity file; the Candidate's base is its target now.
     pub identity: PathBuf,
+    /// Another base than the target: a factory commit of the repository (its first base
+    /// or an imported one), by its id.
+    pub base: Option<String>,
 }
 
 /// A Slice frozen (or found frozen with the same records).
@@ -54,7 +57,7 @@ pub struct Frozen {
 /// overlay and writes its frozen records (`SLICE/frozen/`), the Slice record last.
 pub fn freeze(backends: &Backends, request: &FreezeRequest) -> Result<Frozen, AppError> {
     let dir = canonical_dir(&request.dir, "--dir")?;
-    let checked = prepare(backends, &dir, &request.identity)?;
+    let checked = prepare(backends, &dir, &request.identity, request.base.as_deref())?;
     write::write(&dir, &checked)?;
     Ok(Frozen {
         dir,
@@ -80,14 +83,21 @@ struct Executed {
     environment: EnvironmentRecord,
 }
 
-/// The base a Slice is frozen on: the repository's target.
+/// The base a Slice is frozen on: the repository's target, or the commit `--base` names.
 struct Base {
     repository: Repository,
     commit: ObjectId,
+    /// What the base is, in messages.
+    named: String,
 }
 
 /// Reads and checks everything; writes nothing.
-fn prepare(backends: &Backends, dir: &Path, identity: &Path) -> Result<Checked, AppError> {
+fn prepare(
+    backends: &Backends,
+    dir: &Path,
+    identity: &Path,
+    base_commit: Option<&str>,
+) -> Result<Checked, AppError> {
     let authored = AuthoredDir::open(dir)?;
     let slice: Authored = authored.record("slice.json")?;
     // Inputs, read (not yet stored); the acceptance names them by digest.
@@ -102,12 +112,22 @@ fn prepare(backends: &Backends, dir: &Path, identity: &Path) -> Result<Checked, 
     inputs.store(&harness_digest, &harness, "harness");
     inputs.store(&overlay_digest, &overlay, "overlay");
     let executed = executed(backends, authored.record("recipe.json")?)?;
-    let base = base(backends, identity)?;
-    let tree = base
-        .repository
-        .tree_at(&base.commit)
-        .map_err(|error| repository_error("the repository's target", &error))?;
-    let protected = tree_read(&tree, protected(dir, &slice, &acceptance, &overlay, &tree))?;
+    let base = base(backends, identity, base_commit)?;
+    let tree = base.repository.tree_at(&base.commit).map_err(|error| {
+        let mut app = repository_error(&base.named, &error);
+        if base_commit.is_some() {
+            app.message.push_str(
+                "; --base names a commit of the repository's own history: its first base, one \
+                 `sf repo import` added, or a sealed Candidate's commit",
+            );
+        }
+        app
+    })?;
+    let protected = tree_read(
+        &tree,
+        &base.named,
+        protected(dir, &slice, &acceptance, &overlay, &tree),
+    )?;
     let record = SliceRecord {
         id: slice.id,
         revision: slice.revision,
@@ -138,7 +158,7 @@ fn prepare(backends: &Backends, dir: &Path, identity: &Path) -> Result<Checked, 
         overlay,
         inputs: inputs.files.clone(),
     };
-    let digest = tree_read(&tree, check(dir, &frozen, &tree))?;
+    let digest = tree_read(&tree, &base.named, check(dir, &frozen, &tree))?;
     Ok(Checked {
         slice: frozen,
         digest,
@@ -174,20 +194,43 @@ fn executed(backends: &Backends, authored: AuthoredRecipe) -> Result<Executed, A
     })
 }
 
-/// The repository's target now.
-fn base(backends: &Backends, identity: &Path) -> Result<Base, AppError> {
+/// The repository's target now, or the commit `commit` names.
+fn base(backends: &Backends, identity: &Path, commit: Option<&str>) -> Result<Base, AppError> {
     let repository = backends.open_repository(identity)?;
-    let commit = repository
-        .target()
-        .map_err(|error| repository_error("the repository's target", &error))?;
-    Ok(Base { repository, commit })
+    let (commit, named) = match commit {
+        None => (
+            repository
+                .target()
+                .map_err(|error| repository_error("the repository's target", &error))?,
+            "the repository's target".to_owned(),
+        ),
+        Some(text) => (
+            ObjectId::parse_hex(text).ok_or_else(|| {
+                AppError::coded(
+                    "invalid-input",
+                    format!("--base {text:?}"),
+                    "is a commit id: 40 lowercase hex digits",
+                )
+            })?,
+            format!("--base {text}"),
+        ),
+    };
+    Ok(Base {
+        repository,
+        commit,
+        named,
+    })
 }
 
 /// `answer`, derived by looking paths up in `tree`, unless a read of the tree failed on the
 /// way: then what was derived from "nothing there" is refused with the read's error.
-fn tree_read<T>(tree: &TreeAt<'_>, answer: Result<T, AppError>) -> Result<T, AppError> {
+fn tree_read<T>(
+    tree: &TreeAt<'_>,
+    named: &str,
+    answer: Result<T, AppError>,
+) -> Result<T, AppError> {
     tree.fault()
-        .map_err(|error| repository_error("the repository's target", &error))?;
+        .map_err(|error| repository_error(named, &error))?;
     answer
 }
 
