@@ -34,6 +34,7 @@ pub fn add(backends: &Backends, request: &AddRequest) -> Result<EnvironmentEntry
     check_name(&request.name).map_err(store_error)?;
     check_bind_path(&request.dir).map_err(store_error)?;
     let root = backends.environment_store_dir()?;
+    check_reachable(&root)?;
     let store = EnvironmentStore::open(&root).map_err(store_error)?;
     if request.root {
         store.add_root(&request.name, &request.dir, request.limits)
@@ -93,8 +94,43 @@ pub fn list(backends: &Backends) -> Result<Listed, AppError> {
 pub(crate) fn resolve(backends: &Backends, name: &str) -> Result<EnvironmentEntry, AppError> {
     check_name(name).map_err(store_error)?;
     let root = backends.environment_store_dir()?;
+    check_reachable(&root)?;
     let store = EnvironmentStore::open_existing(&root).map_err(store_error)?;
     store.resolve(name).map_err(store_error)
+}
+
+/// Refuses a store a check's run could not read. As root, each run reads its environments as
+/// a reserved user of its own, not as root, so every directory from `/` down to the store
+/// must let others pass (search, `o+x`); one that does not (a store below root's 0700 home,
+/// say) would leave every run that binds an environment with nothing to run, found only when
+/// an attempt is spent. Not yet existing directories are made by the store, searchable.
+fn check_reachable(store: &Path) -> Result<(), AppError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(());
+    }
+    for dir in store.ancestors() {
+        let Ok(metadata) = std::fs::metadata(dir) else {
+            continue;
+        };
+        let mode = metadata.permissions().mode() & 0o7777;
+        if metadata.is_dir() && mode & 0o001 == 0 {
+            return Err(AppError::new(
+                "unreachable-store",
+                format!(
+                    "the environment store {} is below {} (mode {mode:04o}), which only its \
+                     owner may pass: each run reads its environments as a reserved user of its \
+                     own, not as root, and could not reach them. Let others pass (`chmod o+x \
+                     {}`), or set `[environments] store` in sf.toml to a directory they can \
+                     reach (such as /var/lib/sf/environments); nothing was written",
+                    store.display(),
+                    dir.display(),
+                    dir.display()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Each of `digests` in the configured store, verified now, by the directory holding its

@@ -29,6 +29,7 @@
 // rendering of shared records, the progress bar, the exit statuses, external programs.
 mod args;
 mod common;
+mod config_search;
 mod exit;
 mod external;
 mod progress;
@@ -266,7 +267,18 @@ pub fn main_with_faults(
     let paint = !cli.global.json
         && matches!(cli.command, Command::Show(_) | Command::List(_))
         && show::colour_wanted();
-    let mut context = Context::new(cli.global.config, cli.global.json);
+    // The demo always runs on the embedded defaults, and manuals need no configuration.
+    let config = match cli.command {
+        Command::Demo(_) | Command::Completions(_) | Command::Man(_) => cli.global.config,
+        _ => {
+            let (config, found) = config_search::resolve(cli.global.config, &args);
+            if let Some(line) = found {
+                eprintln!("{}", text_escape::lines(&line));
+            }
+            config
+        }
+    };
+    let mut context = Context::new(config, cli.global.json);
     context.backends.faults = faults;
     let Outcome {
         result: outcome,

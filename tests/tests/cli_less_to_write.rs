@@ -112,3 +112,130 @@ fn a_slice_freezes_on_an_older_factory_commit_with_base() {
     assert_eq!(garbage.error_code(), "invalid-input", "{}", garbage.json);
     assert!(!work.dir.join("wrong/frozen").exists());
 }
+
+/// `sf --json env list` from `cwd` with `args` and the environment `vars`.
+fn env_list(
+    cwd: &std::path::Path,
+    args: &[&str],
+    vars: &[(&str, &str)],
+) -> sf_tests::plugins::Envelope {
+    let mut command = sf_tests::plugins::sf();
+    command.current_dir(cwd).env_remove("SF_CONFIG");
+    for (name, value) in vars {
+        command.env(name, value);
+    }
+    sf_tests::plugins::run_json(command.args(["--json", "env", "list"]).args(args))
+}
+
+#[test]
+fn the_configuration_is_found_by_convention_and_said() {
+    let work = Work::unfrozen();
+    let broken = |dir: &std::path::Path, name: &str| {
+        let file = dir.join(name);
+        land_support::write(&file, "[executor\n");
+        file
+    };
+    // Beside the repository identity, from another directory.
+    let elsewhere = work.dir.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let beside = broken(&work.dir, "sf.toml");
+    let identity = work.dir.join("identity.json");
+    let identity = format!("--identity={}", identity.display());
+    let listed = env_list(&elsewhere, &[], &[]);
+    listed.result();
+    let found = sf_tests::plugins::run_json(
+        sf_tests::plugins::sf()
+            .current_dir(&elsewhere)
+            .env_remove("SF_CONFIG")
+            .args(["--json", "list", &identity]),
+    );
+    assert!(
+        found
+            .error_message()
+            .contains(&beside.display().to_string()),
+        "{}",
+        found.json
+    );
+    assert!(
+        found
+            .stderr
+            .contains("found beside the repository identity"),
+        "{}",
+        found.stderr
+    );
+    // In the working directory, before the one beside the identity.
+    let here = broken(&elsewhere, "sf.toml");
+    let found = env_list(&elsewhere, &[], &[]);
+    assert!(found.error_message().contains("sf.toml"), "{}", found.json);
+    assert!(
+        found
+            .stderr
+            .contains("./sf.toml (found in the working directory"),
+        "{}",
+        found.stderr
+    );
+    // SF_CONFIG first of all; --config before it, and then nothing is said.
+    let named = broken(&work.dir, "named.toml");
+    let found = env_list(&elsewhere, &[], &[("SF_CONFIG", named.to_str().unwrap())]);
+    assert!(
+        found.error_message().contains("named.toml"),
+        "{}",
+        found.json
+    );
+    assert!(found.stderr.contains("from SF_CONFIG"), "{}", found.stderr);
+    std::fs::remove_file(&here).unwrap();
+    let good = work.dir.join("good.toml");
+    land_support::write(&good, "");
+    let explicit = env_list(
+        &elsewhere,
+        &["--config", good.to_str().unwrap()],
+        &[("SF_CONFIG", named.to_str().unwrap())],
+    );
+    explicit.result();
+    assert!(
+        !explicit.stderr.contains("sf: configuration"),
+        "{}",
+        explicit.stderr
+    );
+}
+
+#[test]
+fn an_environment_store_the_sandbox_cannot_reach_is_refused_before_anything_is_stored() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (_keep, dir) = sf_tests::private_dir();
+    // A HOME only its owner may pass, as root's is.
+    let home = dir.join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let venv = dir.join("venv");
+    land_support::write(&venv.join("bin/tool"), "#!/bin/sh\n");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let add = || {
+        sf_tests::plugins::run_json(
+            sf_tests::plugins::sf()
+                .current_dir(&dir)
+                .env("HOME", &home)
+                .env_remove("SF_CONFIG")
+                .args(["--json", "env", "add", "tools"])
+                .arg(&venv),
+        )
+    };
+    if nix::unistd::geteuid().is_root() {
+        let refused = add();
+        assert_eq!(
+            refused.error_code(),
+            "unreachable-store",
+            "{}",
+            refused.json
+        );
+        assert!(
+            refused.error_message().contains("chmod o+x"),
+            "{}",
+            refused.json
+        );
+        assert!(!home.join(".local").exists(), "nothing was stored");
+        std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o711)).unwrap();
+    }
+    // Run as another user, the runs read as sf's own user: nothing to refuse.
+    add().result();
+}
