@@ -76,8 +76,10 @@ pub(crate) fn validate(raw: &[u8], line: usize) -> Result<String, PatchError> {
     if raw.contains(&0) {
         return Err(refuse("the path holds a NUL byte"));
     }
-    if raw.iter().any(|&c| c < 0x20 || c == 0x7f) {
-        return Err(refuse("the path holds a control character"));
+    // A tab is allowed (Git quotes it as `\t`); other control bytes would reach terminals
+    // and line-based tools.
+    if raw.iter().any(|&c| (c < 0x20 && c != b'\t') || c == 0x7f) {
+        return Err(refuse("the path holds a control character other than tab"));
     }
     if raw[0] == b'/' {
         return Err(refuse("the path is absolute"));
@@ -156,6 +158,7 @@ mod tests {
         }
         assert_eq!(validate(b"a/.gitignore", 1).unwrap(), "a/.gitignore");
         assert_eq!(validate("é x".as_bytes(), 1).unwrap(), "é x");
+        assert_eq!(validate(b"a\tb", 1).unwrap(), "a\tb");
     }
 
     #[test]
