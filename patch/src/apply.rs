@@ -25,6 +25,12 @@ pub fn apply_patches(
             limit: limits.max_files,
         });
     }
+    // Said first, whatever else is wrong: the diff must be made again with its binary data.
+    if let Some(patch) = patches.iter().find(|p| p.body == Body::BinaryWithoutData) {
+        return Err(PatchError::BinaryWithoutData {
+            path: patch.path().into(),
+        });
+    }
     let plan = Plan::new(patches)?;
     let mut base = Base::new(base);
     plan.check_prefixes(patches, &mut base)?;

@@ -197,3 +197,74 @@ pub fn check_changes(
         }
     }
 }
+
+/// A base held in memory: path → entry.
+#[derive(Default, Clone)]
+pub struct MapBase(pub BTreeMap<String, BaseEntry>);
+
+impl MapBase {
+    pub fn with(mut self, path: &str, content: &[u8], mode: Mode) -> MapBase {
+        let entry = BaseEntry {
+            content: content.to_vec(),
+            mode,
+        };
+        self.0.insert(path.to_string(), entry);
+        self
+    }
+
+    pub fn file(self, path: &str, content: &str) -> MapBase {
+        self.with(path, content.as_bytes(), Mode::Regular)
+    }
+}
+
+impl BaseFiles for MapBase {
+    fn read(&mut self, path: &str) -> Result<Option<BaseEntry>, String> {
+        Ok(self.0.get(path).cloned())
+    }
+}
+
+/// `git hash-object` of `content`, abbreviated to `len` digits (as an `index` line has it).
+pub fn blob_id(content: &[u8], len: usize) -> String {
+    use sha1::Digest;
+    let mut hash = sha1::Sha1::new();
+    hash.update(format!("blob {}\0", content.len()).as_bytes());
+    hash.update(content);
+    let full: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    full[..len].to_string()
+}
+
+/// Git's base85 lines for `data` deflated, as a binary hunk carries them.
+pub fn base85_lines(data: &[u8]) -> String {
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(data).expect("deflate");
+    let deflated = z.finish().expect("deflate");
+    base85_raw(&deflated)
+}
+
+/// Git's base85 lines for `bytes` as they are.
+pub fn base85_raw(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8] =
+        b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz!#$%&()*+-;<=>?@^_`{|}~";
+    let mut out = String::new();
+    for chunk in bytes.chunks(52) {
+        let len = chunk.len();
+        out.push(if len <= 26 {
+            (b'A' + len as u8 - 1) as char
+        } else {
+            (b'a' + len as u8 - 27) as char
+        });
+        for group in chunk.chunks(4) {
+            let mut word = [0u8; 4];
+            word[..group.len()].copy_from_slice(group);
+            let mut v = u32::from_be_bytes(word);
+            let mut digits = [0u8; 5];
+            for d in digits.iter_mut().rev() {
+                *d = ALPHABET[(v % 85) as usize];
+                v /= 85;
+            }
+            out.push_str(std::str::from_utf8(&digits).expect("ASCII"));
+        }
+        out.push('\n');
+    }
+    out
+}
