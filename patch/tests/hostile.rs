@@ -369,7 +369,8 @@ fn overlapping_patches_are_refused() {
 #[test]
 fn unsupported_and_malformed_input_is_refused() {
     let mut base = MapBase::default().file("x", "a\n");
-    let cases: [(&str, fn(&PatchError) -> bool); 9] = [
+    type Case = (&'static str, fn(&PatchError) -> bool);
+    let cases: [Case; 9] = [
         ("", |e| *e == PatchError::NoPatches),
         ("just some text\n", |e| *e == PatchError::NoPatches),
         ("--- x\n+++ x\n@@ -1 +1 @@\n-a\n+b\n", |e| {
