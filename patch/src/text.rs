@@ -62,7 +62,8 @@ fn side(hunk: &Hunk, skip: LineKind) -> Vec<&[u8]> {
 }
 
 /// Where `old` matches in `image`: at the start or end when it must, else the nearest match
-/// to `wanted`, looking at `wanted`, then one line above, one below, two above, and so on.
+/// to `wanted`, looking at `wanted`, then one line below, one above, two below, and so on
+/// (Git's order, which decides between equally near matches).
 fn find(
     image: &[&[u8]],
     old: &[&[u8]],
@@ -84,7 +85,7 @@ fn find(
         if below.is_none() && above.is_none() {
             return None;
         }
-        for pos in [above, below].into_iter().flatten() {
+        for pos in [below, above].into_iter().flatten() {
             let same = old
                 .iter()
                 .zip(&image[pos..])
