@@ -3,7 +3,7 @@
 //! agree with each other, as `git apply` checks them.
 
 use crate::lines::{Lines, trim_end};
-use crate::path::{name_field, shown, strip_prefix, unquote, validate};
+use crate::path::{MAX_PATH, name_field, shown, strip_prefix, unquote, validate};
 use crate::{Mode, Operation, PatchError};
 
 /// The header lines of one file's patch, as read.
@@ -165,32 +165,54 @@ fn set<T>(
 /// quoted names always can; unquoted ones with spaces only when both are the same (Git's own
 /// rule), else the `rename`/`copy`/`---`/`+++` lines must name the file.
 fn git_names(rest: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    // No longer than two paths can be (quoted, a byte may take four characters).
+    if rest.len() > 8 * MAX_PATH + 16 {
+        return None;
+    }
     let both = |a: &[u8], b: &[u8]| Some((strip_prefix(a)?.to_vec(), strip_prefix(b)?.to_vec()));
     if rest.first() == Some(&b'"') {
         let (a, used) = unquote(rest)?;
         let b = name_field(rest[used..].strip_prefix(b" ")?)?;
         return both(&a, &b);
     }
-    if rest.ends_with(b"\"") {
-        for i in 0..rest.len() {
-            if rest[i..].starts_with(b" \"")
-                && let Some(b) = name_field(&rest[i + 1..])
-            {
-                return both(&rest[..i], &b);
-            }
-        }
-        return None;
+    // An unquoted first name is followed by a quoted second one at the first `"`, as Git reads it.
+    if let Some(quote) = rest.iter().position(|&c| c == b'"') {
+        let first = rest[..quote].strip_suffix(b" ")?;
+        return both(first, &name_field(&rest[quote..])?);
     }
+    unquoted_names(rest)
+}
+
+/// Two unquoted names: split at the space where both names (prefixes stripped) are the same,
+/// or at the only space.
+fn unquoted_names(rest: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     let spaces: Vec<usize> = (0..rest.len()).filter(|&i| rest[i] == b' ').collect();
+    let first_slash = rest.iter().position(|&c| c == b'/')?;
+    // next_slash[i]: the first `/` at or after i, so that each split is checked in O(1) unless
+    // the two names have the same length.
+    let mut next_slash = vec![usize::MAX; rest.len() + 1];
+    for i in (0..rest.len()).rev() {
+        next_slash[i] = if rest[i] == b'/' {
+            i
+        } else {
+            next_slash[i + 1]
+        };
+    }
     for &i in &spaces {
-        if let Some((a, b)) = both(&rest[..i], &rest[i + 1..])
-            && a == b
-        {
-            return Some((a, b));
+        let b_slash = next_slash[i + 1];
+        if first_slash >= i || b_slash == usize::MAX {
+            continue;
+        }
+        let (a, b) = (&rest[first_slash + 1..i], &rest[b_slash + 1..]);
+        if a == b {
+            return Some((a.to_vec(), b.to_vec()));
         }
     }
     match spaces[..] {
-        [i] => both(&rest[..i], &rest[i + 1..]),
+        [i] => Some((
+            strip_prefix(&rest[..i])?.to_vec(),
+            strip_prefix(&rest[i + 1..])?.to_vec(),
+        )),
         _ => None,
     }
 }

@@ -63,6 +63,9 @@ pub(crate) fn strip_prefix(name: &[u8]) -> Option<&[u8]> {
     Some(&name[slash + 1..])
 }
 
+/// The longest path accepted, in bytes (Linux's PATH_MAX).
+pub(crate) const MAX_PATH: usize = 4096;
+
 /// Checks a path (prefix already stripped) against the rules and returns it as a String.
 pub(crate) fn validate(raw: &[u8], line: usize) -> Result<String, PatchError> {
     let refuse = |reason| PatchError::UnsafePath {
@@ -72,6 +75,9 @@ pub(crate) fn validate(raw: &[u8], line: usize) -> Result<String, PatchError> {
     };
     if raw.is_empty() {
         return Err(refuse("the path is empty"));
+    }
+    if raw.len() > MAX_PATH {
+        return Err(refuse("the path is longer than 4096 bytes"));
     }
     if raw.contains(&0) {
         return Err(refuse("the path holds a NUL byte"));
