@@ -10,28 +10,39 @@
 //!   id must be the result's: a diff made against another base is refused;
 //! - `---`/`+++` names and `/dev/null`; names quoted C-style (`"a/sp ace\t\303\251"`);
 //! - unified hunks with context, `-`, `+` lines and `\ No newline at end of file` on either
-//!   side; context must match exactly (no fuzz); a hunk is found at another line when the file
-//!   moved (Git's offsets), except one that starts at line 1 (must match at the start) or has
-//!   no trailing context (must match at the end);
+//!   side; context must match exactly, byte for byte (no fuzz, no whitespace leniency); a hunk
+//!   is found at another line when the file moved (Git's offsets, nearest first, below before
+//!   above), but only after the previous hunk, as `git diff` orders them; one that starts at
+//!   line 1 (or 0) must match at the start, and one without trailing context at the end;
 //! - regular files, executables and symbolic links (mode 120000, the content being the target);
 //!   a type change is a deletion and a creation of the same path, as Git writes it;
 //! - `GIT binary patch` with `literal` and `delta` hunks (base85, zlib, Git's pack delta); the
 //!   reverse hunk after it is checked to give the pre-image back.
 //!
-//! Refused, with a typed error: `Binary files ... differ` (no data: make the diff with
-//! `--binary`); submodules and other modes; a path patched twice; a creation where the base
-//! has the path, a change or deletion where it has none, a hunk that does not match, a deletion
-//! that leaves content; paths that are absolute or have empty, `.`, `..` or `.git` (any case)
-//! components, NUL or control bytes, or are not UTF-8; names that disagree between the
-//! `diff --git`, `---`/`+++` and `rename`/`copy` lines; a path beneath a symbolic link (in the
-//! base or the result) or beneath a file (a path that would be both a file and a directory);
-//! hunk headers whose counts overflow or do not match their lines; binary hunks whose declared
-//! size passes the limits (checked before inflating, and inflation is bounded), that do not
-//! inflate to their declared size, or whose delta copies past its source or overflows a size;
-//! patches in other formats than Git's; more files or a larger diff than the [`Limits`].
+//! Refused, with a typed error and nothing applied:
+//! - `Binary files ... differ` (no data: make the diff with `--binary`); submodules (160000)
+//!   and other modes; a type change inside one patch; patches in other formats than Git's;
+//! - a path patched twice (only a deletion and a creation of one path may go together); a
+//!   creation where the base has the path, a change or deletion where it has none; a pre-image
+//!   or result whose blob id is not the `index` line's; a mode that is not the base's; a hunk
+//!   that does not match; a deletion that leaves content; an empty or NUL-holding link target;
+//! - paths that are absolute, have empty, `.`, `..` or `.git` (any case) components, hold NUL
+//!   or control bytes other than tab, are not UTF-8, or are longer than 4096 bytes; names that
+//!   disagree between the `diff --git`, `---`/`+++` and `rename`/`copy` lines;
+//! - a path beneath a symbolic link, in the base (even one the diff deletes: replacing a link by
+//!   a directory takes two diffs) or in the result, and a path beneath a file (one that would be
+//!   both a file and a directory) — checked before any content is read from the base;
+//! - hunk headers whose numbers overflow or whose counts do not match the lines that follow;
+//!   binary hunks whose declared size passes the limit (checked before inflating; inflation
+//!   stops one byte past the declared size), that are truncated or not base85, do not inflate
+//!   to their declared size, or whose delta copies past its source, writes past its declared
+//!   size or has an overflowing size; more files, a larger diff or a larger file than the
+//!   [`Limits`]; failed hunk searches past a per-file budget.
 //!
 //! Not known to this crate: what a directory of the base holds ([`BaseFiles`] is read by path),
-//! so a file created where the base has a directory is not refused here.
+//! so a file created where the base has a directory is not refused here; and where a link
+//! points (a target such as `/etc` is content like any other: only writing beneath a link is
+//! refused).
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
