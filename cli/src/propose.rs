@@ -1,4 +1,5 @@
-//! `sf propose`: a proposal made from what an agent produces (a Git commit or a directory)
+//! `sf propose`: a proposal made from what an agent produces (a Git commit, a directory or a
+//! diff)
 //! for a frozen Slice: the changed paths with their new entries and the priors from the
 //! Slice's base, checked against its scope and bounds. Without `--out` the proposal JSON is
 //! what is printed; nothing is written on error.
@@ -21,10 +22,14 @@ pub struct SourceArgs {
     /// with its message and author
     #[arg(long, value_name = "REV", requires = "repo")]
     commit: Option<String>,
-    /// A directory compared with the Slice's base (a tree without `.git`: a path it does not
-    /// hold is removed)
+    /// A directory compared with the Slice's base (a checkout: its root's .git is not part
+    /// of it; a path it does not hold is removed)
     #[arg(long, value_name = "DIR")]
     tree: Option<PathBuf>,
+    /// A Git diff of the Slice's base (`git diff --binary`, `git format-patch`; - for
+    /// standard input), applied as `git apply` would
+    #[arg(long, value_name = "FILE")]
+    diff: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -48,23 +53,16 @@ pub struct ProposeArgs {
     out: Option<PathBuf>,
 }
 
-/// The source the arguments name (clap makes sure there is exactly one).
-pub fn source(args: SourceArgs, repo: Option<PathBuf>) -> ProposalSource {
-    match (args.commit, args.tree) {
-        (Some(rev), _) => ProposalSource::Commit {
-            repo: repo.unwrap_or_default(),
-            rev,
-        },
-        (None, Some(dir)) => ProposalSource::Tree(dir),
-        (None, None) => ProposalSource::Tree(PathBuf::new()),
-    }
-}
-
 pub fn run(context: &Context, args: ProposeArgs) -> Result<Output, CliError> {
     let request = ProposeRequest {
         identity: args.identity,
         slice: args.slice,
-        source: source(args.source, args.repo),
+        source: ProposalSource::of_flags(
+            args.source.commit,
+            args.source.tree,
+            args.source.diff,
+            args.repo,
+        ),
         only: args.only,
     };
     let proposed = propose(&context.backends, &request)?;

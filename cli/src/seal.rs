@@ -21,35 +21,32 @@ pub struct SealArgs {
     #[arg(long, value_name = "SLICE")]
     slice: PathBuf,
     /// The proposal: {edits: [{path, prior, text | bytes | link | mode}], message?, author?}
-    #[arg(long, value_name = "FILE", required_unless_present_any = ["commit", "tree"], conflicts_with_all = ["commit", "tree"])]
+    #[arg(long, value_name = "FILE", required_unless_present_any = ["commit", "tree", "diff"], conflicts_with_all = ["commit", "tree", "diff"])]
     proposal: Option<PathBuf>,
     /// Seal the changes of this commit of --repo against its first parent (as `sf propose
     /// --commit` makes the proposal)
-    #[arg(long, value_name = "REV", requires = "repo", conflicts_with = "tree")]
+    #[arg(long, value_name = "REV", requires = "repo", conflicts_with_all = ["tree", "diff"])]
     commit: Option<String>,
     /// Seal the directory's differences from the Slice's base (as `sf propose --tree`)
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "diff")]
     tree: Option<PathBuf>,
+    /// Seal a Git diff of the Slice's base (as `sf propose --diff`; - for standard input)
+    #[arg(long, value_name = "FILE")]
+    diff: Option<PathBuf>,
     /// The Git repository of --commit
     #[arg(long, value_name = "DIR")]
     repo: Option<PathBuf>,
-    /// With --commit or --tree: keep only the changes at or under PATH (repeatable)
+    /// With --commit, --tree or --diff: keep only the changes at or under PATH (repeatable)
     #[arg(long, value_name = "PATH")]
     only: Vec<String>,
 }
 
 pub fn run(context: &Context, args: SealArgs) -> Result<Output, CliError> {
-    let proposal = match (args.proposal, args.commit, args.tree) {
-        (Some(file), _, _) => ProposalInput::File(file),
-        (None, Some(rev), _) => ProposalInput::Made {
-            source: ProposalSource::Commit {
-                repo: args.repo.unwrap_or_default(),
-                rev,
-            },
-            only: args.only,
-        },
-        (None, None, tree) => ProposalInput::Made {
-            source: ProposalSource::Tree(tree.unwrap_or_default()),
+    let source = ProposalSource::of_flags(args.commit, args.tree, args.diff, args.repo);
+    let proposal = match args.proposal {
+        Some(file) => ProposalInput::File(file),
+        None => ProposalInput::Made {
+            source,
             only: args.only,
         },
     };

@@ -24,6 +24,8 @@ struct Work {
 impl Work {
     fn new() -> Self {
         let (dir, root) = private_dir();
+        // Others may pass (not read): as root, runs read the store as a reserved user.
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711)).unwrap();
         let store = root.join("envs");
         let config = root.join("sf.toml");
         std::fs::write(

@@ -285,7 +285,7 @@ fn the_configuration_shapes_the_executor() {
         .map(|path| format!("{:?}", path.to_str().unwrap()))
         .collect();
     readable.push(format!("{:?}", shared.to_str().unwrap()));
-    let config = work.root.join("sf.toml");
+    let config = work.root.join("configured.toml");
     std::fs::write(
         &config,
         format!(

@@ -1,4 +1,4 @@
-//! `sf propose` and `sf seal --commit/--tree` through the built binary: proposals made from
+//! `sf propose` and `sf seal --commit/--tree/--diff` through the built binary: proposals made from
 //! real commits of the requests fixture and from scratch repositories holding what Git's
 //! tree model holds (modes, links, binary files, deletions), each sealed Candidate compared
 //! with the commit's own tree; and what is refused, with nothing written.
@@ -19,6 +19,18 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .unwrap();
     assert!(output.status.success(), "git {args:?}: {output:?}");
     String::from_utf8(output.stdout).unwrap().trim().to_owned()
+}
+
+/// Git's stdout exactly (a diff's last line may be a blank context line).
+fn git_raw(dir: &Path, args: &[&str]) -> Vec<u8> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "git {args:?}: {output:?}");
+    output.stdout
 }
 
 /// An owned repository created from commit `rev` of `source`, and a Slice of `scope` frozen
@@ -138,6 +150,27 @@ fn real_commits_of_requests_seal_to_their_own_trees() {
                 named["email"].as_str().unwrap()
             ),
             author,
+            "{commit}"
+        );
+        // The commit's diff, as an agent hands it over, proposes the same edits.
+        let diff = work.join("change.diff");
+        std::fs::write(
+            &diff,
+            git_raw(
+                &team,
+                &["diff", "--binary", "--full-index", &parent, commit],
+            ),
+        )
+        .unwrap();
+        let diff = diff.to_str().unwrap();
+        let from_diff = propose(
+            &identity,
+            &slice,
+            &["--diff", diff, "--only", "src/requests"],
+        );
+        assert_eq!(
+            from_diff.result()["proposal"]["edits"],
+            proposal["edits"],
             "{commit}"
         );
         let sealed = seal(&identity, &slice, &source);
@@ -274,6 +307,86 @@ fn every_kind_of_change_of_a_commit_or_a_directory_is_proposed_and_sealed_exactl
     // So does the checkout itself: its root's .git is not part of the tree.
     let checkout = propose(&identity, &slice, &["--tree", repo]);
     assert_eq!(checkout.result()["proposal"]["edits"], proposal["edits"]);
+    // And its diff, from a file or from standard input.
+    let diff = String::from_utf8(git_raw(&team, &["diff", "--binary", "main^", "main"])).unwrap();
+    let file = dir.join("change.diff");
+    std::fs::write(&file, &diff).unwrap();
+    let from_diff = propose(&identity, &slice, &["--diff", file.to_str().unwrap()]);
+    assert_eq!(from_diff.result()["proposal"]["edits"], proposal["edits"]);
+    let mut piped = sf()
+        .args(["--json", "propose", "--identity"])
+        .arg(&identity)
+        .arg("--slice")
+        .arg(&slice)
+        .args(["--diff", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    piped
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(diff.as_bytes())
+        .unwrap();
+    let piped = Envelope::parse(piped.wait_with_output().unwrap());
+    assert_eq!(piped.result()["proposal"]["edits"], proposal["edits"]);
+    let sealed = seal(&identity, &slice, &["--diff", file.to_str().unwrap()]);
+    assert_eq!(sealed_tree(&dir, &sealed), main_tree);
+}
+
+#[test]
+fn a_diff_that_does_not_apply_or_reaches_outside_is_refused_and_nothing_is_sealed() {
+    let (_keep, dir) = private_dir();
+    let team = scratch(&dir);
+    let (identity, slice) = repository_at(&dir, &team, "main^", &["src"]);
+    let write = |name: &str, text: &str| {
+        let file = dir.join(name);
+        std::fs::write(&file, text).unwrap();
+        file.to_str().unwrap().to_owned()
+    };
+    // Made against another base: the hunk's context is not the base's.
+    let stale = write(
+        "stale.diff",
+        "diff --git a/src/a.txt b/src/a.txt\n--- a/src/a.txt\n+++ b/src/a.txt\n@@ -1,2 +1,2 @@\n one\n-three\n+3\n",
+    );
+    let refused = propose(&identity, &slice, &["--diff", &stale]);
+    assert_eq!(refused.error_code(), "diff-refused", "{}", refused.json);
+    let message = refused.error_message();
+    assert!(
+        message.contains("src/a.txt") && message.contains("hunk #1"),
+        "{message}"
+    );
+    // A path climbing out of the tree, and one into .git.
+    for (name, path) in [
+        ("climb.diff", "../outside"),
+        ("git.diff", ".git/hooks/post-commit"),
+    ] {
+        let hostile = write(
+            name,
+            &format!(
+                "diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n@@ -0,0 +1 @@\n+x\n"
+            ),
+        );
+        let refused = seal(&identity, &slice, &["--diff", &hostile]);
+        assert_eq!(
+            refused.error_code(),
+            "diff-refused",
+            "{path}: {}",
+            refused.json
+        );
+    }
+    // A link made and then written through.
+    let through = write(
+        "through.diff",
+        "diff --git a/src/d b/src/d\nnew file mode 120000\n--- /dev/null\n+++ b/src/d\n@@ -0,0 +1 @@\n+/etc\n\\ No newline at end of file\ndiff --git a/src/d/passwd b/src/d/passwd\nnew file mode 100644\n--- /dev/null\n+++ b/src/d/passwd\n@@ -0,0 +1 @@\n+root::0:0::/:/bin/sh\n",
+    );
+    let refused = seal(&identity, &slice, &["--diff", &through]);
+    assert_eq!(refused.error_code(), "diff-refused", "{}", refused.json);
+    let listed = run_json(sf().args(["--json", "list", "--identity"]).arg(&identity));
+    assert_eq!(listed.result()["candidates"].as_array().unwrap().len(), 0);
 }
 
 #[test]

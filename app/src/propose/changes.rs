@@ -2,6 +2,7 @@
 //! entry compared with the base's, its prior the base entry's digest, the form of the edit
 //! (text, bytes, link, mode, deletion) chosen from the bytes.
 
+use sf_host::assurance::trusted::TreeEntry as Kind;
 use sf_host::canonical::Digest;
 use sf_host::contracts::tree_path::EntryMode as Mode;
 use sf_host::git_object::ObjectId;
@@ -46,21 +47,24 @@ pub(super) fn check_only(only: &[String]) -> Result<Vec<String>, AppError> {
         .collect()
 }
 
+/// Whether `path` is one of `only` or below one.
+pub(super) fn under(path: &str, only: &[String]) -> bool {
+    only.iter().any(|keep| {
+        path == keep
+            || path
+                .strip_prefix(keep.as_str())
+                .is_some_and(|rest| rest.starts_with('/'))
+    })
+}
+
 /// The changes at or under `only` (all when it is empty), and the paths of the others.
 pub(super) fn keep_only(changes: Vec<Change>, only: &[String]) -> (Vec<Change>, Vec<String>) {
     if only.is_empty() {
         return (changes, Vec::new());
     }
-    let under = |path: &str| {
-        only.iter().any(|keep| {
-            path == keep
-                || path
-                    .strip_prefix(keep.as_str())
-                    .is_some_and(|rest| rest.starts_with('/'))
-        })
-    };
-    let (kept, left): (Vec<Change>, Vec<Change>) =
-        changes.into_iter().partition(|change| under(&change.path));
+    let (kept, left): (Vec<Change>, Vec<Change>) = changes
+        .into_iter()
+        .partition(|change| under(&change.path, only));
     (kept, left.into_iter().map(|change| change.path).collect())
 }
 
@@ -76,9 +80,17 @@ pub(super) fn edits(
         .map_err(|error| repository_error(&format!("the Slice's base {base}"), &error))?;
     let mut edits = Vec::new();
     for change in changes {
-        let before = tree.read(&change.path).map_err(|error| {
-            repository_error(&format!("the Slice's base {base}: {}", change.path), &error)
-        })?;
+        let failed =
+            |error| repository_error(&format!("the Slice's base {base}: {}", change.path), &error);
+        if tree.find(&change.path).map_err(failed)? == Some(Kind::Directory) {
+            return Err(AppError::coded(
+                "invalid-input",
+                &change.path,
+                "is a directory in the Slice's base, which the change would make a file or \
+                 remove: make the change against the Slice's base",
+            ));
+        }
+        let before = tree.read(&change.path).map_err(failed)?;
         if let Some(edit) = edit(change, before)? {
             edits.push(edit);
         }

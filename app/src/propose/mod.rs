@@ -5,6 +5,7 @@
 
 mod changes;
 mod commit;
+mod diff;
 mod tree;
 
 use std::path::PathBuf;
@@ -31,6 +32,28 @@ pub enum ProposalSource {
     /// A directory compared with the Slice's base (`--tree DIR`): every path whose entry
     /// differs, a path missing from it removed.
     Tree(PathBuf),
+    /// A Git diff applied to the Slice's base (`--diff FILE`, `-` for standard input).
+    Diff(PathBuf),
+}
+
+impl ProposalSource {
+    /// The source `--commit` (with `--repo`), `--tree` or `--diff` names, the first given (a
+    /// command line lets exactly one through).
+    pub fn of_flags(
+        commit: Option<String>,
+        tree: Option<PathBuf>,
+        diff: Option<PathBuf>,
+        repo: Option<PathBuf>,
+    ) -> Self {
+        match (commit, tree, diff) {
+            (Some(rev), _, _) => Self::Commit {
+                repo: repo.unwrap_or_default(),
+                rev,
+            },
+            (None, Some(dir), _) => Self::Tree(dir),
+            (None, None, diff) => Self::Diff(diff.unwrap_or_default()),
+        }
+    }
 }
 
 /// A proposal to make, for a frozen Slice of a repository.
@@ -76,6 +99,7 @@ pub fn propose_in(
     let only = changes::check_only(only)?;
     let base = frozen.base;
     let mut notes = Vec::new();
+    let mut skipped = Vec::new();
     let (changes, message, author) = match source {
         ProposalSource::Commit { repo, rev } => {
             let made = commit::changes(repository, repo, rev)?;
@@ -84,8 +108,15 @@ pub fn propose_in(
             (made.changes, message, author)
         }
         ProposalSource::Tree(dir) => (tree::changes(repository, &base, dir)?, None, None),
+        ProposalSource::Diff(file) => {
+            let (changes, left) = diff::changes(repository, &base, file, &only)?;
+            skipped = left;
+            (changes, None, None)
+        }
     };
-    let (kept, left_out) = changes::keep_only(changes, &only);
+    let (kept, mut left_out) = changes::keep_only(changes, &only);
+    left_out.extend(skipped);
+    left_out.sort();
     let edits = changes::edits(repository, &base, kept)?;
     if edits.is_empty() {
         return Err(AppError::new(
