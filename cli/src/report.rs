@@ -18,7 +18,7 @@ use clap::Args;
 use sf_app::facts::{self, Facts, ReportRequest};
 use sf_app::files::write_new_file;
 use sf_app::slice_dir::SliceDir;
-use sf_host::assurance::{Check, Observation, ReviewVerdict, Reviews};
+use sf_host::assurance::{Check, Observation, ProcessCheck, ReviewVerdict, Reviews, Stage};
 use sf_host::canonical::Digest;
 use sf_host::repository::EditedEntry;
 
@@ -35,6 +35,8 @@ const TEMPLATE: &str = include_str!("report/report.html");
 /// How much of a run's stdout and stderr the page shows: the end of it.
 const OUTPUT_LINES: usize = 200;
 const OUTPUT_BYTES: usize = 64 * 1024;
+/// How many of those lines are shown before the rest is folded.
+const SHOWN_LINES: usize = 8;
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -101,11 +103,14 @@ fn page(facts: &Facts, slice: &SliceDir) -> serde_json::Value {
         }
     };
     let reviews = facts.verdict().and_then(|verdict| verdict.reviews.as_ref());
+    let checks = checks(slice, facts);
+    let mut verdict = verdict;
+    verdict["misses"] = serde_json::json!(misses(&checks));
     serde_json::json!({
         "report_digest": REPORT_DIGEST_PLACEHOLDER,
         "candidate": candidate,
         "verdict": verdict,
-        "checks": checks(slice, facts),
+        "checks": checks,
         "review": review_section(slice, reviews, &shown["review"]["records"]),
         "diff": diff(&facts.edits),
         "landing": {
@@ -206,6 +211,7 @@ fn checks(slice: &SliceDir, facts: &Facts) -> Vec<serde_json::Value> {
             let run = record
                 .and_then(|id| facts.observation(id))
                 .and_then(|observation| run_of(&observation));
+            let expectation = expectation(check, run.as_ref());
             serde_json::json!({
                 "id": check.id,
                 "stage": check.stage.as_str(),
@@ -214,10 +220,80 @@ fn checks(slice: &SliceDir, facts: &Facts) -> Vec<serde_json::Value> {
                 "met": met,
                 "record": record.map_or("-".to_owned(), ToString::to_string),
                 "problems": judged_check.map_or(Vec::new(), |judged| judged.problems.clone()),
+                "expectation": expectation,
                 "run": run,
             })
         })
         .collect()
+}
+
+/// Why each check that was judged is not met, a line each, for the top of the page: what a
+/// reviewer reads first on a page that is not Verified.
+fn misses(checks: &[serde_json::Value]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for check in checks {
+        let met = check["met"].as_str().unwrap_or_default();
+        if met == "met" || met == "not judged" {
+            continue;
+        }
+        let id = check["id"].as_str().unwrap_or_default();
+        let problems = check["problems"].as_array().cloned().unwrap_or_default();
+        if problems.is_empty() {
+            lines.push(format!("{id} {met}"));
+        }
+        for problem in problems {
+            lines.push(format!(
+                "{id} {met}: {}",
+                problem.as_str().unwrap_or_default()
+            ));
+        }
+    }
+    lines
+}
+
+/// What `check` expects, each listed test beside its outcome in `run` and whether that is
+/// what the list asks for: a failToPass test fails or errors on the base and passes on the
+/// Candidate, a passToPass test passes.
+fn expectation(check: &ProcessCheck, run: Option<&serde_json::Value>) -> serde_json::Value {
+    let tests = run
+        .and_then(|run| run["results"]["tests"].as_array())
+        .cloned()
+        .unwrap_or_default();
+    let outcome = |id: &str| {
+        tests
+            .iter()
+            .find(|test| test["id"] == id)
+            .and_then(|test| test["outcome"].as_str())
+            .map(str::to_owned)
+    };
+    let listed = |ids: &[String], wanted: &[&str]| -> Vec<serde_json::Value> {
+        ids.iter()
+            .map(|id| {
+                let found = outcome(id);
+                let shown = match (&found, run) {
+                    (Some(outcome), _) => outcome.clone(),
+                    (None, Some(_)) => "not in the results".to_owned(),
+                    (None, None) => "not run".to_owned(),
+                };
+                let as_expected = found
+                    .as_deref()
+                    .is_some_and(|found| wanted.contains(&found));
+                serde_json::json!({"id": id, "outcome": shown, "as_expected": as_expected})
+            })
+            .collect()
+    };
+    let fail_to_pass: &[&str] = match check.stage {
+        Stage::Base => &["failed", "error"],
+        Stage::Candidate => &["passed"],
+    };
+    let expected = &check.expectation;
+    serde_json::json!({
+        "exit_code": expected.exit_code,
+        "stdout_digest": expected.stdout_digest.as_ref().map(ToString::to_string),
+        "fail_to_pass": listed(&expected.fail_to_pass, fail_to_pass),
+        "fail_to_pass_wants": fail_to_pass.join(" or "),
+        "pass_to_pass": listed(&expected.pass_to_pass, &["passed"]),
+    })
 }
 
 /// What a record's observation shows of its run, or `None` when it holds no process facts.
@@ -225,10 +301,26 @@ fn run_of(observation: &Observation) -> Option<serde_json::Value> {
     let process = observation.facts.process.as_ref()?;
     let (stdout, stdout_cut) = tail(&observation.stdout, OUTPUT_LINES, OUTPUT_BYTES);
     let (stderr, stderr_cut) = tail(&observation.stderr, OUTPUT_LINES, OUTPUT_BYTES);
-    let results = observation
-        .results
-        .as_ref()
-        .map(|results| results_lines(results).1);
+    let results = observation.results.as_ref().map(|results| {
+        let mut shown = results_lines(results).1;
+        if let Some(tests) = shown["tests"].as_array() {
+            let count = |outcome: &str| {
+                tests
+                    .iter()
+                    .filter(|test| test["outcome"] == outcome)
+                    .count()
+            };
+            shown["summary"] = serde_json::json!(format!(
+                "{} tests: {} passed, {} failed, {} errored, {} skipped",
+                tests.len(),
+                count("passed"),
+                count("failed"),
+                count("error"),
+                count("skipped")
+            ));
+        }
+        shown
+    });
     Some(serde_json::json!({
         "status": process.status.code(),
         "exit_code": process.exit_code,
@@ -240,12 +332,23 @@ fn run_of(observation: &Observation) -> Option<serde_json::Value> {
         "memory_peak_bytes": process.memory_peak_bytes,
         "timeout_ms": process.timeout_ms,
         "output_limit": process.output_limit,
-        "stdout": String::from_utf8_lossy(stdout),
+        "stdout": folded(stdout),
         "stdout_cut": stdout_cut,
-        "stderr": String::from_utf8_lossy(stderr),
+        "stderr": folded(stderr),
         "stderr_cut": stderr_cut,
         "results": results,
     }))
+}
+
+/// Output shown as its first [`SHOWN_LINES`] lines and the rest, which the page folds.
+fn folded(output: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(output);
+    let cut = text
+        .match_indices('\n')
+        .nth(SHOWN_LINES - 1)
+        .map_or(text.len(), |(at, _)| at + 1);
+    let lines = text.lines().count();
+    serde_json::json!({"head": &text[..cut], "rest": &text[cut..], "lines": lines})
 }
 
 /// A unified diff of every edit against the base, a line per entry with its kind (`add`,

@@ -19,6 +19,11 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 /// Headless Chromium on `page` with a fresh profile: `--dump-dom` (the DOM after load) or
 /// `--screenshot=FILE`.
 fn chromium(page: &Path, action: &str) -> String {
+    chromium_with(page, &[action])
+}
+
+/// [`chromium`] with `flags`.
+fn chromium_with(page: &Path, flags: &[&str]) -> String {
     assert!(
         Path::new(CHROMIUM).exists(),
         "{CHROMIUM} is missing: install Debian's chromium (`apt-get install chromium`; .ci/run \
@@ -32,8 +37,8 @@ fn chromium(page: &Path, action: &str) -> String {
             "--disable-gpu",
             "--disable-background-networking",
             "--no-first-run",
-            action,
         ])
+        .args(flags)
         .arg(format!("--user-data-dir={}", profile.path().display()))
         .arg(format!("file://{}", page.display()))
         .output()
@@ -185,4 +190,68 @@ fn everything_a_candidate_produced_is_shown_as_text_never_run() {
         dom.contains("&lt;/pre&gt;&lt;img src=x onerror=\"document.title='body'\"&gt;"),
         "{dom}"
     );
+}
+
+/// The top of the first element `selector` matches, in CSS pixels from the top of the page,
+/// as headless Chromium lays `page` out in a 1280×1000 window: measured by a copy of the page
+/// with a script of the test's appended (the page itself forbids scripts; the copy drops that
+/// policy only).
+fn top_of(page: &Path, selector: &str) -> f64 {
+    let html = std::fs::read_to_string(page).unwrap();
+    let policy = html
+        .lines()
+        .find(|line| line.contains("Content-Security-Policy"))
+        .unwrap();
+    let measured = html.replacen(policy, "", 1).replacen(
+        "</body>",
+        &format!(
+            "<script>document.title = 'top=' + (document.querySelector('{selector}')\
+             .getBoundingClientRect().top + window.scrollY);</script></body>"
+        ),
+        1,
+    );
+    let copy = page.with_extension("measured.html");
+    std::fs::write(&copy, measured).unwrap();
+    let dom = chromium_with(&copy, &["--dump-dom", "--window-size=1280,1000"]);
+    let title = dom.split("<title>top=").nth(1).expect("the script ran");
+    title[..title.find('<').unwrap()].parse().unwrap()
+}
+
+#[test]
+fn a_failed_page_shows_its_reasons_first_and_folds_long_output() {
+    let work = Work::new();
+    // A Candidate that leaves the bug in and talks a lot first.
+    let noisy = format!("seq 1 400 >&2\n{}", land_support::SUM_NOT_FIXED);
+    let digest = work.seal("slice", &noisy);
+    let verdict = work.collect_and_judge(&digest, "slice");
+    assert_eq!(verdict["outcome"], "failed", "{verdict}");
+    let out = work.dir.join("failed.html");
+    report(
+        &work.dir,
+        &work.dir.join("identity.json"),
+        &work.dir.join("slice"),
+        &digest,
+        &out,
+    );
+    let dom = chromium(&out, "--dump-dom");
+    // The Verdict comes first, then the diff, then the checks with what each expects.
+    let at = |needle: &str| {
+        dom.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {dom}"))
+    };
+    assert!(at("id=\"verdict\"") < at("id=\"diff\""));
+    assert!(at("id=\"diff\"") < at("id=\"checks\""));
+    assert!(at("id=\"checks\"") < at("id=\"candidate\""));
+    assert!(
+        dom.contains("<th>expects</th><td>exit code 0, stdout <span class=\"mono\">sha256:"),
+        "{dom}"
+    );
+    // 400 lines of stderr: the first shown, the rest folded.
+    assert!(dom.contains("<details class=\"stderr-rest\">"), "{dom}");
+    assert!(
+        dom.contains("<p class=\"reason\">bug-fixed missed: stdout hashes to sha256:"),
+        "{dom}"
+    );
+    let top = top_of(&out, ".reason");
+    assert!(top < 1000.0, "the first reason is {top} px down");
 }
