@@ -95,6 +95,22 @@ fn a_fix_that_breaks_another_test_is_failed_on_pass_to_pass() {
             || html.contains("test_all_names_in___all__</td><td>error</td>"),
         "{html}"
     );
+    // The broken passToPass test is marked among the check's expectations, and leads the
+    // reasons at the top of the page.
+    let broken = "test_typing_extensions.AllTests::test_all_names_in___all__";
+    assert!(
+        html.contains(&format!(
+            "<tr class=\"unexpected\"><td class=\"mono\">{broken}</td><td>failed ✗</td>"
+        )) || html.contains(&format!(
+            "<tr class=\"unexpected\"><td class=\"mono\">{broken}</td><td>error ✗</td>"
+        )),
+        "{html}"
+    );
+    assert!(html.contains("</td><td>passed ✓</td>"), "{html}");
+    let reasons = html
+        .find("<p class=\"reason\">tests-pass-on-candidate missed")
+        .unwrap();
+    assert!(reasons < html.find("<section id=\"checks\">").unwrap());
 }
 
 #[test]
