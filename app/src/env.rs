@@ -26,22 +26,52 @@ pub struct AddRequest {
     pub root: bool,
     /// The bounds of what is copied.
     pub limits: EnvironmentLimits,
+    /// Point the name at this tree whatever it named before (a new version).
+    pub replace: bool,
+}
+
+/// An environment added: its entry, and with `replace`, the digest the name held before.
+#[derive(Clone, Debug)]
+pub struct Added {
+    /// The entry stored.
+    pub entry: EnvironmentEntry,
+    /// What the name named before a replacing add, if anything.
+    pub replaced: Option<Digest>,
 }
 
 /// Copies `request.dir` into the store under its name.
-pub fn add(backends: &Backends, request: &AddRequest) -> Result<EnvironmentEntry, AppError> {
+pub fn add(backends: &Backends, request: &AddRequest) -> Result<Added, AppError> {
     // Refused before the store is opened, so that a bad argument creates nothing.
     check_name(&request.name).map_err(store_error)?;
     check_bind_path(&request.dir).map_err(store_error)?;
     let root = backends.environment_store_dir()?;
     check_reachable(&root)?;
     let store = EnvironmentStore::open(&root).map_err(store_error)?;
-    if request.root {
-        store.add_root(&request.name, &request.dir, request.limits)
+    let (entry, replaced) = if request.replace {
+        store.add_version(&request.name, &request.dir, request.root, request.limits)
+    } else if request.root {
+        store
+            .add_root(&request.name, &request.dir, request.limits)
+            .map(|entry| (entry, None))
     } else {
-        store.add(&request.name, &request.dir, request.limits)
+        store
+            .add(&request.name, &request.dir, request.limits)
+            .map(|entry| (entry, None))
     }
-    .map_err(store_error)
+    .map_err(store_error)?;
+    Ok(Added {
+        replaced: replaced.filter(|before| *before != entry.digest),
+        entry,
+    })
+}
+
+/// Removes the name `name` from the store; the environment it named stays stored, for the
+/// Slices frozen with it. Answers the digest it named.
+pub fn remove(backends: &Backends, name: &str) -> Result<Digest, AppError> {
+    check_name(name).map_err(store_error)?;
+    let root = backends.environment_store_dir()?;
+    let store = EnvironmentStore::open_existing(&root).map_err(store_error)?;
+    store.remove_name(name).map_err(store_error)
 }
 
 /// The stored environment `environment` names (a name, or a digest), verified.

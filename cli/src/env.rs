@@ -1,4 +1,4 @@
-//! `sf env add`, `sf env show` and `sf env list`: the dependency environments (a venv, a
+//! `sf env add`, `sf env remove`, `sf env show` and `sf env list`: the dependency environments (a venv, a
 //! `node_modules`, a toolchain) that checks run in, kept read-only by digest in the store that
 //! `[environments] store` names ([`sf_app::env`]).
 
@@ -16,6 +16,8 @@ pub enum EnvCommand {
     /// Copy DIR into the store under NAME; a check binds it, read-only, at DIR's absolute path
     /// (or, with --root, as its run's whole root)
     Add(AddArgs),
+    /// Remove a name; the environment it named stays stored for the Slices frozen with it
+    Remove(RemoveArgs),
     /// Verify a stored environment, by name or digest, and print it
     Show(ShowArgs),
     /// List every environment name in the store with its digest
@@ -25,7 +27,7 @@ pub enum EnvCommand {
 #[derive(Debug, Args)]
 pub struct AddArgs {
     /// The new name: 1 to 64 of a-z, 0-9, '.', '_' and '-', starting with a letter or digit;
-    /// a name is never re-pointed
+    /// a name is re-pointed only with --replace
     #[arg(value_name = "NAME")]
     name: String,
     /// The directory, by the absolute path it was built at (where the sandbox binds it), with
@@ -37,12 +39,23 @@ pub struct AddArgs {
     /// setuid, setgid and sticky bits are dropped
     #[arg(long)]
     root: bool,
+    /// Point NAME at this tree whatever it named before: a new version. Slices frozen with the
+    /// old one keep it (they pin its digest, and it stays stored)
+    #[arg(long)]
+    replace: bool,
     /// At most this many entries (files, links and directories together)
     #[arg(long, value_name = "N", default_value_t = EnvironmentLimits::default().files)]
     max_files: u64,
     /// At most this many bytes of file contents in all
     #[arg(long, value_name = "BYTES", default_value_t = EnvironmentLimits::default().bytes)]
     max_bytes: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct RemoveArgs {
+    /// The name to remove
+    #[arg(value_name = "NAME")]
+    name: String,
 }
 
 #[derive(Debug, Args)]
@@ -64,8 +77,28 @@ pub fn run(context: &Context, command: EnvCommand) -> Result<Output, CliError> {
                     files: args.max_files,
                     bytes: args.max_bytes,
                 },
+                replace: args.replace,
             };
-            env::add(backends, &request).map(|entry| describe(&entry))
+            let added = env::add(backends, &request)?;
+            let mut output = describe(&added.entry);
+            if let Some(before) = &added.replaced {
+                output.text.push_str(&format!(
+                    "replaced {before} (kept: Slices frozen with it still use it)\n"
+                ));
+            }
+            output.json["replaced"] = serde_json::json!(added.replaced.map(|d| d.to_string()));
+            Ok(output)
+        }
+        EnvCommand::Remove(args) => {
+            let digest = env::remove(backends, &args.name)?;
+            Ok(Output {
+                json: serde_json::json!({"name": args.name, "removed": digest.to_string()}),
+                text: format!(
+                    "removed the name {} (it named {digest}, which stays stored for the Slices \
+                     frozen with it)\n",
+                    args.name
+                ),
+            })
         }
         EnvCommand::Show(args) => {
             env::show(backends, &args.environment).map(|entry| describe(&entry))

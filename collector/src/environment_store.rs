@@ -39,8 +39,10 @@
 //!   the rename that publishes it needs it writable, so it is built 0755 (inside `tmp/`, where
 //!   no one else can look) and an add interrupted between the two leaves it 0755, which is
 //!   still usable and writable by no one else.
-//! - `names/<name>`: a write-once file (0444) holding `sha256:<hex>\n`. A name is never
-//!   re-pointed: a Slice freezes the digest anyway, and a new environment takes a new name.
+//! - `names/<name>`: a file (0444) holding `sha256:<hex>\n`, written once by an add; only
+//!   [`EnvironmentStore::add_version`] points it elsewhere (a file renamed over it from
+//!   `tmp/`) and [`EnvironmentStore::remove_name`] removes it. Objects are never removed: a
+//!   Slice freezes the digest, so it keeps its environment whatever its name names later.
 //!   A file there whose name starts with `.` is what an interrupted write left, never a name.
 //! - `tmp/` (0700): where an add builds its copy, in a fresh directory of its own.
 //!
@@ -189,8 +191,9 @@ pub enum EnvironmentStoreError {
     },
     /// The name points to another environment already.
     #[error(
-        "environment name {name:?} names {existing} already, not {given}; a name is never \
-         re-pointed: add the new environment under a new name"
+        "environment name {name:?} names {existing} already, not {given}: add the new \
+         environment as a new version of the name (`--replace`; Slices frozen with the old one \
+         keep it) or under a new name"
     )]
     Conflict {
         /// The name.
@@ -551,7 +554,46 @@ impl EnvironmentStore {
         source: &Path,
         limits: EnvironmentLimits,
     ) -> Result<EnvironmentEntry> {
-        self.add_bound(name, source, Bound::AtSource, limits)
+        self.add_bound(name, source, Bound::AtSource, Naming::Once, limits)
+    }
+
+    /// [`EnvironmentStore::add`] (or, with `root`, [`EnvironmentStore::add_root`]) that points
+    /// `name` at the new tree whatever it named before: a new version under the same name.
+    /// The environment it named stays stored (objects are never removed), so a Slice frozen
+    /// with it, which pins its digest, keeps it; only a freeze from now on takes the new one.
+    /// Answers the new entry and the digest the name held before, if any.
+    pub fn add_version(
+        &self,
+        name: &str,
+        source: &Path,
+        root: bool,
+        limits: EnvironmentLimits,
+    ) -> Result<(EnvironmentEntry, Option<Digest>)> {
+        check_name(name)?;
+        let before = read_name(&self.check()?.names, name)?;
+        let bound = if root { Bound::Root } else { Bound::AtSource };
+        let entry = self.add_bound(name, source, bound, Naming::Replace, limits)?;
+        Ok((entry, before))
+    }
+
+    /// Removes the name `name` and answers the digest it named. The environment stays stored
+    /// (a Slice frozen with it pins its digest and keeps it); a freeze naming `name` from now
+    /// on is refused as `missing`.
+    pub fn remove_name(&self, name: &str) -> Result<Digest> {
+        check_name(name)?;
+        let store = self.check()?;
+        let Some(digest) = read_name(&store.names, name)? else {
+            return Err(EnvironmentStoreError::Missing {
+                what: format!("environment name {name:?}"),
+                store: self.root.clone(),
+            });
+        };
+        store
+            .names
+            .remove_tree(OsStr::new(name))
+            .map_err(|error| name_error(&store.names, OsStr::new(name), error))?;
+        store.names.sync().map_err(store_failed)?;
+        Ok(digest)
     }
 
     /// Copies the tree at `source` into the store under `name` as a root environment (`at`
@@ -565,7 +607,7 @@ impl EnvironmentStore {
         source: &Path,
         limits: EnvironmentLimits,
     ) -> Result<EnvironmentEntry> {
-        self.add_bound(name, source, Bound::Root, limits)
+        self.add_bound(name, source, Bound::Root, Naming::Once, limits)
     }
 
     fn add_bound(
@@ -573,6 +615,7 @@ impl EnvironmentStore {
         name: &str,
         source: &Path,
         bound: Bound,
+        naming: Naming,
         limits: EnvironmentLimits,
     ) -> Result<EnvironmentEntry> {
         check_name(name)?;
@@ -620,6 +663,7 @@ impl EnvironmentStore {
         let digest = Digest::of(&document);
         if let Some(existing) = read_name(&store.names, name)?
             && existing != digest
+            && naming == Naming::Once
         {
             return Err(EnvironmentStoreError::Conflict {
                 name: name.to_owned(),
@@ -640,7 +684,10 @@ impl EnvironmentStore {
                 entry
             }
         };
-        self.write_name(&store.names, name, &digest)?;
+        match naming {
+            Naming::Once => self.write_name(&store.names, name, &digest)?,
+            Naming::Replace => repoint_name(&store, name, &digest)?,
+        }
         Ok(entry)
     }
 
@@ -976,6 +1023,33 @@ pub(crate) fn make_dir(
         Err(DirFdError::Exists { .. }) => dir.open_dir_named(name),
         Err(error) => Err(error),
     }
+}
+
+/// How an add names what it stored.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Naming {
+    /// A new name, or the same digest again (a name is otherwise never re-pointed).
+    Once,
+    /// The name points at the new digest, whatever it named before.
+    Replace,
+}
+
+/// Points `names/<name>` at `digest` in one rename: the new file is written (0444) in a
+/// fresh directory of `tmp/` and renamed over the name, so a reader sees the old digest or
+/// the new one, never neither.
+fn repoint_name(store: &Opened, name: &str, digest: &Digest) -> Result<()> {
+    let staging = Staging::create(&store.tmp)?;
+    let bytes = format!("{digest}\n");
+    staging
+        .dir
+        .create_file(OsStr::new(name), bytes.as_bytes(), 0o444)
+        .map_err(store_failed)?;
+    // `rename(2)` without NOREPLACE: a file there is replaced (the flag's name says
+    // directories; a name is always a file).
+    staging
+        .dir
+        .rename(OsStr::new(name), &store.names, OsStr::new(name), true)
+        .map_err(|error| name_error(&store.names, OsStr::new(name), error))
 }
 
 /// The digest `names/<name>` holds, or `None` when there is no such name.

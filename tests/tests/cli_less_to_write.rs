@@ -239,3 +239,48 @@ fn an_environment_store_the_sandbox_cannot_reach_is_refused_before_anything_is_s
     // Run as another user, the runs read as sf's own user: nothing to refuse.
     add().result();
 }
+
+#[test]
+fn an_environment_name_takes_a_new_version_or_goes_and_the_old_tree_stays() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (_keep, dir) = sf_tests::private_dir();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let store = dir.join("envs");
+    let config = dir.join("envs.toml");
+    land_support::write(
+        &config,
+        &format!("[environments]\nstore = \"{}\"\n", store.display()),
+    );
+    let env = |args: &[&str]| {
+        sf_tests::plugins::run_json(
+            sf_tests::plugins::sf()
+                .env_remove("SF_CONFIG")
+                .arg("--config")
+                .arg(&config)
+                .args(["--json", "env"])
+                .args(args),
+        )
+    };
+    let tree = |version: &str| {
+        let tree = dir.join(format!("tools-{version}"));
+        land_support::write(&tree.join("VERSION"), version);
+        tree.to_str().unwrap().to_owned()
+    };
+    let first = env(&["add", "tools", &tree("1")]).result()["digest"].clone();
+    // Without --replace a name is never re-pointed.
+    let refused = env(&["add", "tools", &tree("2")]);
+    assert_eq!(refused.error_code(), "conflict", "{}", refused.json);
+    let second = env(&["add", "tools", &tree("2"), "--replace"]);
+    assert_eq!(second.result()["replaced"], first, "{}", second.json);
+    let second = second.result()["digest"].clone();
+    assert_ne!(first, second);
+    let listed = env(&["list"]);
+    assert_eq!(listed.result()["environments"][0]["digest"], second);
+    // The old version is still stored and verifies: a Slice frozen with it pins its digest.
+    env(&["show", first.as_str().unwrap()]).result();
+    let removed = env(&["remove", "tools"]);
+    assert_eq!(removed.result()["removed"], second);
+    assert_eq!(env(&["show", "tools"]).error_code(), "missing");
+    env(&["show", second.as_str().unwrap()]).result();
+    assert_eq!(env(&["remove", "tools"]).error_code(), "missing");
+}
