@@ -85,8 +85,8 @@ pub fn run(context: &Context, command: EnvCommand) -> Result<Output, CliError> {
                 output.text.push_str(&format!(
                     "replaced {before} (kept: Slices frozen with it still use it)\n"
                 ));
+                output.json["replaced"] = serde_json::json!(before.to_string());
             }
-            output.json["replaced"] = serde_json::json!(added.replaced.map(|d| d.to_string()));
             Ok(output)
         }
         EnvCommand::Remove(args) => {

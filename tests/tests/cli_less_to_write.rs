@@ -272,6 +272,12 @@ fn an_environment_name_takes_a_new_version_or_goes_and_the_old_tree_stays() {
     assert_eq!(refused.error_code(), "conflict", "{}", refused.json);
     let second = env(&["add", "tools", &tree("2"), "--replace"]);
     assert_eq!(second.result()["replaced"], first, "{}", second.json);
+    assert!(
+        env(&["add", "tools", &tree("2"), "--replace"])
+            .result()
+            .get("replaced")
+            .is_none()
+    );
     let second = second.result()["digest"].clone();
     assert_ne!(first, second);
     let listed = env(&["list"]);
