@@ -10,7 +10,9 @@ mod tree;
 
 use std::path::PathBuf;
 
-use sf_host::repository::{FrozenInputs, Proposal, Repository, validate_proposal};
+use sf_host::repository::{
+    FrozenInputs, Proposal, Rejection, Repository, RepositoryError, validate_proposal,
+};
 
 pub use changes::{After, Change};
 
@@ -69,7 +71,7 @@ pub struct ProposeRequest {
     pub only: Vec<String>,
 }
 
-/// A proposal made: the proposal and what each change was.
+/// A proposal made, and what of its source it left out.
 #[derive(Clone, Debug)]
 pub struct Proposed {
     /// The proposal, checked against the Slice's scope and bounds.
@@ -132,10 +134,16 @@ pub fn propose_in(
     };
     validate_proposal(&proposal, &frozen.scope, &frozen.bounds).map_err(|error| {
         let mut app = repository_error("the proposal made", &error);
-        app.message.push_str(
-            "; keep only the changes the Slice's scope holds with --only PATH (the Slice's \
-             scope is in its slice.json)",
-        );
+        if let RepositoryError::Rejected {
+            reason: Rejection::OutsideScope | Rejection::ProtectedPath,
+            ..
+        } = error
+        {
+            app.message.push_str(
+                "; keep only the changes the Slice's scope holds with --only PATH (the \
+                 Slice's scope is in its slice.json)",
+            );
+        }
         app
     })?;
     Ok(Proposed {
