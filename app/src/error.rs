@@ -73,3 +73,14 @@ pub(crate) fn effect_error(what: &str, error: &RepositoryError, started: &str) -
     }
     app
 }
+
+/// A directory that cannot be read as a tree (`what` names it): a limit of the repository's
+/// tree is `invalid-input`, the same refusal whether the walk or the tree's own check meets
+/// it first; anything else keeps the walk's code.
+pub(crate) fn source_dir_error(what: &str, error: sf_host::source_dir::SourceDirError) -> AppError {
+    let code = match error {
+        sf_host::source_dir::SourceDirError::TooLarge { .. } => "invalid-input",
+        _ => error.code(),
+    };
+    AppError::new(code, format!("{what}: {error}"))
+}

@@ -582,12 +582,7 @@ impl EnvironmentStore {
     pub fn remove_name(&self, name: &str) -> Result<Digest> {
         check_name(name)?;
         let store = self.check()?;
-        let Some(digest) = read_name(&store.names, name)? else {
-            return Err(EnvironmentStoreError::Missing {
-                what: format!("environment name {name:?}"),
-                store: self.root.clone(),
-            });
-        };
+        let digest = self.named(&store, name)?;
         store
             .names
             .remove_tree(OsStr::new(name))
@@ -691,16 +686,19 @@ impl EnvironmentStore {
         Ok(entry)
     }
 
+    /// The digest `name` names in the opened store; `missing` when there is no such name.
+    fn named(&self, store: &Opened, name: &str) -> Result<Digest> {
+        read_name(&store.names, name)?.ok_or_else(|| EnvironmentStoreError::Missing {
+            what: format!("environment name {name:?}"),
+            store: self.root.clone(),
+        })
+    }
+
     /// The entry a name points to, verified (as [`EnvironmentStore::verify`]).
     pub fn resolve(&self, name: &str) -> Result<EnvironmentEntry> {
         check_name(name)?;
         let store = self.check()?;
-        let Some(digest) = read_name(&store.names, name)? else {
-            return Err(EnvironmentStoreError::Missing {
-                what: format!("environment name {name:?}"),
-                store: self.root.clone(),
-            });
-        };
+        let digest = self.named(&store, name)?;
         let mut entry = self.verify_in(&store, &digest, Rehashing::Whole)?;
         entry.name = Some(name.to_owned());
         Ok(entry)

@@ -3,9 +3,12 @@
 //! entry differs, then the changed files' blobs in one read. Every object is re-hashed by the
 //! reader; an entry the tree model does not hold (a submodule) is refused, naming it.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use crate::contracts::tree_path::EntryMode as Mode;
 use crate::git_object::{self, EntryMode, ObjectId, ObjectKind, TreeEntry};
 use crate::git_source::{GitSource, GitSourceError};
+use crate::repository::tree_record::join;
 use crate::repository::{ImportedHead, MAX_TREE_LEVEL_BYTES, RepositoryLimits, commit_heads};
 use crate::repository::{MAX_IMPORTED_COMMIT_BYTES, SourceFault};
 
@@ -100,15 +103,18 @@ impl GitSource {
         if old == new {
             return Ok(());
         }
-        let old = self.entries(&prefix, old)?;
-        let new = self.entries(&prefix, new)?;
-        let mut names: Vec<&str> = old.iter().chain(&new).map(|e| e.name.as_str()).collect();
-        names.sort_unstable();
-        names.dedup();
+        let by_name = |entries: Vec<TreeEntry>| -> BTreeMap<String, TreeEntry> {
+            entries
+                .into_iter()
+                .map(|entry| (entry.name.clone(), entry))
+                .collect()
+        };
+        let old = by_name(self.entries(&prefix, old)?);
+        let new = by_name(self.entries(&prefix, new)?);
+        let names: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
         for name in names {
             let path = join(&prefix, name);
-            let before = old.iter().find(|entry| entry.name == name);
-            let after = new.iter().find(|entry| entry.name == name);
+            let (before, after) = (old.get(name), new.get(name));
             if before == after {
                 continue;
             }
@@ -182,12 +188,4 @@ fn unsupported(path: &str, rule: String) -> GitSourceError {
         path,
         rule,
     )])
-}
-
-fn join(prefix: &str, name: &str) -> String {
-    if prefix.is_empty() {
-        name.to_owned()
-    } else {
-        format!("{prefix}/{name}")
-    }
 }

@@ -19,29 +19,13 @@ impl<'a> Lines<'a> {
 
     /// The next line, not consumed.
     pub(crate) fn peek(&self) -> Option<&'a [u8]> {
-        let rest = &self.data[self.pos..];
-        if rest.is_empty() {
-            return None;
-        }
-        let end = rest
-            .iter()
-            .position(|&c| c == b'\n')
-            .map_or(rest.len(), |i| i + 1);
-        Some(&rest[..end])
+        line_at(&self.data[self.pos..])
     }
 
     /// The line after the next one, not consumed.
     pub(crate) fn peek_second(&self) -> Option<&'a [u8]> {
         let first = self.peek()?;
-        let rest = &self.data[self.pos + first.len()..];
-        if rest.is_empty() {
-            return None;
-        }
-        let end = rest
-            .iter()
-            .position(|&c| c == b'\n')
-            .map_or(rest.len(), |i| i + 1);
-        Some(&rest[..end])
+        line_at(&self.data[self.pos + first.len()..])
     }
 
     /// Consumes and returns the next line.
@@ -62,4 +46,17 @@ impl<'a> Lines<'a> {
 pub(crate) fn trim_end(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     line.strip_suffix(b"\r").unwrap_or(line)
+}
+
+/// The first line of `rest` with its newline (the last one may have none), or `None` when
+/// nothing is left.
+fn line_at(rest: &[u8]) -> Option<&[u8]> {
+    if rest.is_empty() {
+        return None;
+    }
+    let end = rest
+        .iter()
+        .position(|&c| c == b'\n')
+        .map_or(rest.len(), |i| i + 1);
+    Some(&rest[..end])
 }

@@ -8,11 +8,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use sf_host::git_object::ObjectId;
-use sf_host::repository::{LeafBytes, Repository};
-use sf_host::source_dir::{SourceDirBytes, SourceDirError, list_work_tree};
+use sf_host::repository::{LeafBytes, Repository, WalkedLeaf};
+use sf_host::source_dir::{SourceDirBytes, list_work_tree};
 
 use super::changes::{After, Change};
-use crate::error::{AppError, repository_error};
+use crate::error::{AppError, repository_error, source_dir_error};
 
 /// The changes that make the base `base` hold the directory `dir`.
 pub(super) fn changes(
@@ -21,25 +21,18 @@ pub(super) fn changes(
     dir: &Path,
 ) -> Result<Vec<Change>, AppError> {
     let limits = repository.identity().settings().limits();
-    let refused = |error: SourceDirError| {
-        let code = match error {
-            SourceDirError::TooLarge { .. } => "invalid-input",
-            _ => error.code(),
-        };
-        AppError::new(code, format!("--tree: {error}"))
-    };
-    let leaves = list_work_tree(dir, &limits).map_err(refused)?;
+    let leaves = list_work_tree(dir, &limits).map_err(|error| source_dir_error("--tree", error))?;
+    // The base's blob ids come from its trees: no file of the base is read.
     let listing = repository
-        .list_files(base)
+        .list_blob_ids(base)
         .map_err(|error| repository_error(&format!("the Slice's base {base}"), &error))?;
     let based: BTreeMap<&str, _> = listing
-        .files
         .iter()
-        .map(|file| (file.path.as_str(), (file.mode, &file.sha256)))
+        .map(|(path, mode, blob)| (path.as_str(), (*mode, *blob)))
         .collect();
     let changed: BTreeMap<&str, _> = leaves
         .iter()
-        .filter(|leaf| based.get(leaf.path.as_str()) != Some(&(leaf.mode, &leaf.sha256)))
+        .filter(|leaf| based.get(leaf.path.as_str()) != Some(&(leaf.mode, leaf.blob)))
         .map(|leaf| (leaf.path.as_str(), leaf))
         .collect();
     let held: BTreeSet<&str> = leaves.iter().map(|leaf| leaf.path.as_str()).collect();
@@ -54,7 +47,7 @@ pub(super) fn changes(
     SourceDirBytes::work_tree(dir, &limits)
         .read_again(&mut |path, mode, bytes| {
             if let Some(leaf) = changed.get(path) {
-                if leaf.mode != mode || sf_host::canonical::Digest::of(bytes) != leaf.sha256 {
+                if WalkedLeaf::of(path.to_owned(), mode, bytes) != **leaf {
                     return Err(sf_host::repository::RepositoryError::Conflict {
                         what: format!("--tree: {path} changed while sf read it; propose again"),
                     });

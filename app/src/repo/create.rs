@@ -12,11 +12,11 @@ use sf_host::repository::{
     CreateRepository, InitialBase, RepositoryError, RepositoryIdentity, RepositoryOptions,
     RepositorySettings, StreamedBase, Upstream, UpstreamRecord, create_repository, open_repository,
 };
-use sf_host::source_dir::{SourceDirBytes, SourceDirError, list_source_dir};
+use sf_host::source_dir::{SourceDirBytes, list_source_dir};
 
 use super::{UpstreamRequest, from_git_message, record_upstream, upstream_of};
 use crate::backends::Backends;
-use crate::error::{AppError, repository_error};
+use crate::error::{AppError, repository_error, source_dir_error};
 use crate::files::{absolute_new_path, new_record_file, write_new_file};
 
 /// Where a new repository's first base comes from.
@@ -161,13 +161,9 @@ fn initial_base(source: &Source, settings: &RepositorySettings) -> Result<Initia
     match source {
         Source::Files(dir) => {
             let leaves = list_source_dir(dir, &limits).map_err(|error| {
-                // A limit of the repository's tree is the same refusal whether the walk or
-                // the tree's own check meets it first.
-                let code = match error {
-                    SourceDirError::TooLarge { .. } => "invalid-input",
-                    _ => error.code(),
-                };
-                AppError::new(code, format!("--from: {error} (nothing was created)"))
+                let mut app = source_dir_error("--from", error);
+                app.message.push_str(" (nothing was created)");
+                app
             })?;
             Ok(InitialBase::Streamed(StreamedBase {
                 leaves,

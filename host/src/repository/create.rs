@@ -2,9 +2,10 @@
 //! before the root is created, exclusively; the blobs then read a second time and written a
 //! batch at a time; the ownership marker written last.
 
+use std::borrow::Cow;
 use std::io::Read as _;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::PoisonError;
 use std::time::Instant;
 
 use crate::canonical;
@@ -15,19 +16,18 @@ use crate::git_object::{self, Commit, ObjectId, ObjectKind};
 use super::identity;
 use super::source;
 use super::source::WalkedLeaf;
-use super::streamed::{self, ImportedHead, LeafBytes};
+use super::streamed::{self, ImportedHead, InHand, LeafBytes};
 use super::tree_record::tree_record_ref;
 use super::{
     CreateRepository, ID_RULE, IDENT, InitialBase, RepositoryError, RepositoryIdentity,
     RepositoryOptions, check_target_ref, is_valid_id,
 };
 
-/// The first base, every input checked: its commit id, its leaves and where their bytes are
-/// read again, and the objects that are not blobs.
-struct FirstBase {
+/// The first base, every input checked: its commit id, its leaves, and the objects that are
+/// not blobs.
+struct FirstBase<'a> {
     commit: ObjectId,
-    leaves: Vec<WalkedLeaf>,
-    bytes: Arc<Mutex<dyn LeafBytes + Send>>,
+    leaves: Cow<'a, [WalkedLeaf]>,
     /// The trees, the tree record's objects and the commit.
     objects: Vec<EncodedObject>,
     /// The base's tree and its tree record's commit (the record's objects are among
@@ -38,48 +38,41 @@ struct FirstBase {
     boundary: bool,
 }
 
-/// What the first base is made of: its leaves, the second read of their bytes, the commit
-/// it is imported as, and the name of the input for messages.
-type Parts = (
-    Vec<WalkedLeaf>,
-    Arc<Mutex<dyn LeafBytes + Send>>,
-    Option<ImportedHead>,
-    &'static str,
-);
-
-fn parts(base: &InitialBase) -> Parts {
+/// What the first base is made of: its leaves, the commit it is imported as, and the name
+/// of the input for messages.
+fn parts(base: &InitialBase) -> (Cow<'_, [WalkedLeaf]>, Option<ImportedHead>, &'static str) {
     match base {
-        InitialBase::Files(files) => {
-            let (leaves, bytes) = streamed::in_hand(files);
-            (leaves, Arc::new(Mutex::new(bytes)), None, "files")
-        }
+        InitialBase::Files(files) => (Cow::Owned(streamed::leaves_of(files)), None, "files"),
         InitialBase::Imported(imported) => {
-            let (leaves, bytes) = streamed::in_hand(&imported.files);
-            let head = imported.head();
-            (
-                leaves,
-                Arc::new(Mutex::new(bytes)),
-                Some(head),
-                "imported tree",
-            )
+            let (head, leaves) = imported.split();
+            (Cow::Owned(leaves), Some(head), "imported tree")
         }
         InitialBase::Streamed(base) => {
-            let input = if base.commit.is_some() {
-                "imported tree"
-            } else {
-                "files"
+            let input = match base.commit {
+                Some(_) => "imported tree",
+                None => "files",
             };
-            (
-                base.leaves.clone(),
-                base.bytes.clone(),
-                base.commit.clone(),
-                input,
-            )
+            (Cow::Borrowed(&base.leaves), base.commit.clone(), input)
         }
     }
 }
 
-fn validate_create(request: &CreateRepository, nonce: &str) -> Result<FirstBase, RepositoryError> {
+/// Reads the bytes of `base` a second time through `read`: files in memory from there, a
+/// streamed base from its own second read.
+fn second_read<R>(base: &InitialBase, read: impl FnOnce(&mut dyn LeafBytes) -> R) -> R {
+    match base {
+        InitialBase::Files(files) => read(&mut InHand(files)),
+        InitialBase::Imported(imported) => read(&mut InHand(&imported.files)),
+        InitialBase::Streamed(base) => {
+            read(&mut *base.bytes.lock().unwrap_or_else(PoisonError::into_inner))
+        }
+    }
+}
+
+fn validate_create<'a>(
+    request: &'a CreateRepository,
+    nonce: &str,
+) -> Result<FirstBase<'a>, RepositoryError> {
     identity::check_root_path(&request.path)
         .map_err(|rule| RepositoryError::invalid("path", rule))?;
     if !is_valid_id(&request.product_id) {
@@ -87,7 +80,7 @@ fn validate_create(request: &CreateRepository, nonce: &str) -> Result<FirstBase,
     }
     check_target_ref(&request.target_ref)
         .map_err(|rule| RepositoryError::invalid("targetRef", rule))?;
-    let (leaves, bytes, head, input) = parts(&request.base);
+    let (leaves, head, input) = parts(&request.base);
     let faults = source::check_leaves(
         &leaves,
         &request.settings.limits(),
@@ -139,7 +132,6 @@ fn validate_create(request: &CreateRepository, nonce: &str) -> Result<FirstBase,
     Ok(FirstBase {
         commit: id,
         leaves,
-        bytes,
         objects,
         record: (built.tree, built.record),
         boundary,
@@ -203,17 +195,15 @@ pub fn create_repository(
     }
     // The blobs first, read a second time and a batch at a time; then the trees, the tree
     // record and the commit, which name them.
-    let mut bytes = first
-        .bytes
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    streamed::write_blobs(
-        store.as_ref(),
-        &first.leaves,
-        &mut *bytes,
-        "the first base",
-        &deadline,
-    )
+    second_read(&request.base, |bytes| {
+        streamed::write_blobs(
+            store.as_ref(),
+            &first.leaves,
+            bytes,
+            "the first base",
+            &deadline,
+        )
+    })
     .map_err(|error| match error {
         RepositoryError::Conflict { what } => RepositoryError::Conflict {
             what: format!(
@@ -224,7 +214,6 @@ pub fn create_repository(
         },
         other => other,
     })?;
-    drop(bytes);
     store.write_objects(&first.objects, deadline())?;
     options.faults.reached(FaultPoint::InitialObjectsWritten);
     let (tree, record) = first.record;

@@ -81,21 +81,27 @@ impl ImportedCommit {
     /// Checks that the parts agree: the body hashes to the id and names the tree and
     /// parents recorded. (The files were checked against the tree when they were read.)
     pub fn check(&self) -> Result<(), String> {
-        if object_id(ObjectKind::Commit, &self.body) != self.commit {
-            return Err(format!(
-                "the bytes of commit {} do not hash to it",
-                self.commit
-            ));
-        }
-        let heads = commit_heads(&self.body).map_err(str::to_owned)?;
-        if heads.tree != self.tree || heads.parents != self.parents {
-            return Err(format!(
-                "commit {} does not name the recorded tree and parents",
-                self.commit
-            ));
-        }
-        Ok(())
+        check_commit(self.commit, &self.body, self.tree, &self.parents)
     }
+}
+
+/// Checks that `body` hashes to `commit` and names `tree` and `parents`.
+pub(super) fn check_commit(
+    commit: ObjectId,
+    body: &[u8],
+    tree: ObjectId,
+    parents: &[ObjectId],
+) -> Result<(), String> {
+    if object_id(ObjectKind::Commit, body) != commit {
+        return Err(format!("the bytes of commit {commit} do not hash to it"));
+    }
+    let heads = commit_heads(body).map_err(str::to_owned)?;
+    if heads.tree != tree || heads.parents != parents {
+        return Err(format!(
+            "commit {commit} does not name the recorded tree and parents"
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::contracts::{EncodedObject, ObjectStore};
 use crate::git_object::{EntryMode, ObjectId, ObjectKind};
 
 use super::error::RepositoryError;
-use super::imported::ImportedCommit;
+use super::imported::{ImportedCommit, check_commit};
 use super::source::{SourceFile, WalkedLeaf, build_level};
 use super::tree_record;
 
@@ -86,40 +86,13 @@ pub struct ImportedHead {
 impl ImportedHead {
     /// Checks that the parts agree, as [`ImportedCommit::check`] does.
     pub fn check(&self) -> Result<(), String> {
-        ImportedCommit {
-            commit: self.commit,
-            body: self.body.clone(),
-            tree: self.tree,
-            parents: self.parents.clone(),
-            files: Vec::new(),
-        }
-        .check()
+        check_commit(self.commit, &self.body, self.tree, &self.parents)
     }
 }
 
-/// The leaves of files held in memory (sorted by path), and those files as their own second
-/// read.
-pub(super) fn in_hand(files: &[SourceFile]) -> (Vec<WalkedLeaf>, InHand) {
-    (leaves_of(files), InHand(files.to_vec()))
-}
-
 /// The identities of `files`, sorted by path, without their bytes (a link keeps its target).
-fn leaves_of(files: &[SourceFile]) -> Vec<WalkedLeaf> {
-    let mut leaves: Vec<WalkedLeaf> = files
-        .iter()
-        .map(|file| WalkedLeaf {
-            path: file.path.clone(),
-            mode: file.mode,
-            blob: file.blob,
-            sha256: file.sha256.clone(),
-            bytes: file.bytes,
-            target: if file.mode == Mode::Symlink {
-                file.content.clone()
-            } else {
-                Vec::new()
-            },
-        })
-        .collect();
+pub(super) fn leaves_of(files: &[SourceFile]) -> Vec<WalkedLeaf> {
+    let mut leaves: Vec<WalkedLeaf> = files.iter().map(WalkedLeaf::of_file).collect();
     leaves.sort_by(|a, b| a.path.cmp(&b.path));
     leaves
 }
@@ -143,9 +116,9 @@ impl ImportedCommit {
 }
 
 /// Files already in memory, read again from there.
-pub(super) struct InHand(Vec<SourceFile>);
+pub(super) struct InHand<'a>(pub(super) &'a [SourceFile]);
 
-impl LeafBytes for InHand {
+impl LeafBytes for InHand<'_> {
     fn read_again(&mut self, each: &mut EachLeaf<'_>) -> Result<(), RepositoryError> {
         self.0
             .iter()

@@ -74,6 +74,24 @@ impl Repository {
         Ok(ControlFlow::Continue(digested.root.hash))
     }
 
+    /// Every file and link of the factory commit `commit` by its path, mode and Git blob id,
+    /// read from the commit's trees alone (each re-hashed; no file's bytes are read): what
+    /// a comparison with another tree's blob ids needs.
+    pub fn list_blob_ids(
+        &self,
+        commit: &ObjectId,
+    ) -> Result<Vec<(String, EntryMode, ObjectId)>, RepositoryError> {
+        let _reads = self.store.read_scope();
+        let tree = self.factory_tree(commit)?;
+        source::tree_leaves(
+            self.store.as_ref(),
+            tree,
+            &self.identity.settings(),
+            &format!("commit {commit}"),
+            self.deadline(),
+        )
+    }
+
     /// Every file and link of the factory commit `commit`, listed as [`Self::stream_files`]
     /// reads them (every object re-hashed, every rule checked): each entry's bytes are hashed
     /// and dropped, so the listing costs its entries, not the tree's bytes.

@@ -185,13 +185,21 @@ impl WalkedLeaf {
             blob: git_object::object_id(ObjectKind::Blob, content),
             sha256: Digest::of(content),
             bytes: content.len() as u64,
-            target: if mode == Mode::Symlink {
-                content.to_vec()
-            } else {
-                Vec::new()
-            },
+            target: link_target(mode, content),
             path,
             mode,
+        }
+    }
+
+    /// The identities of a source file, which it holds already.
+    pub fn of_file(file: &SourceFile) -> Self {
+        Self {
+            path: file.path.clone(),
+            mode: file.mode,
+            blob: file.blob,
+            sha256: file.sha256.clone(),
+            bytes: file.bytes,
+            target: link_target(file.mode, &file.content),
         }
     }
 
@@ -205,6 +213,15 @@ impl WalkedLeaf {
             bytes: self.bytes,
             content: self.target.clone(),
         }
+    }
+}
+
+/// A link's target: its bytes; a file keeps none (its bytes are not part of its identities).
+fn link_target(mode: Mode, content: &[u8]) -> Vec<u8> {
+    if mode == Mode::Symlink {
+        content.to_vec()
+    } else {
+        Vec::new()
     }
 }
 
@@ -359,11 +376,7 @@ fn walk_leaves<S: ObjectSource + ?Sized, B>(
                 blob: *id,
                 sha256: Digest::of(&body),
                 bytes: body.len() as u64,
-                target: if *mode == Mode::Symlink {
-                    body.clone()
-                } else {
-                    Vec::new()
-                },
+                target: link_target(*mode, &body),
             };
             let flow = each(&leaf, &body);
             leaves.push(leaf);
@@ -571,6 +584,25 @@ pub(crate) fn stream_tree<B>(
         each,
     )
     .map_err(|error| owned_walk_error(error, what))
+}
+
+/// The leaves of the owned tree `tree` by path, mode and blob id, read from its trees alone
+/// (no blob is read), every tree re-hashed and its entries checked (a fault is `corrupt`).
+pub(crate) fn tree_leaves(
+    store: &dyn ObjectStore,
+    tree: ObjectId,
+    settings: &RepositorySettings,
+    what: &str,
+    deadline: Instant,
+) -> Result<Vec<(String, Mode, ObjectId)>, RepositoryError> {
+    let mut source = OwnedObjects::new(store, what, deadline);
+    let (_, mut leaves, faults) = walk_trees(&mut source, tree, &settings.limits())
+        .map_err(|error| owned_walk_error(error, what))?;
+    if !faults.is_empty() {
+        return Err(owned_walk_error(WalkError::Faults(faults), what));
+    }
+    leaves.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(leaves)
 }
 
 fn owned_walk_error(error: WalkError<RepositoryError>, what: &str) -> RepositoryError {
