@@ -52,6 +52,7 @@ pub mod repo;
 pub mod review;
 pub mod seal;
 pub mod slice_dir;
+pub mod suggest;
 
 pub use backends::Backends;
 pub use error::AppError;

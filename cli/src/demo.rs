@@ -273,6 +273,7 @@ pub fn run(context: &Context, args: DemoArgs) -> Result<Output, CliError> {
             dir: slice.clone(),
             identity: identity.clone(),
             base: None,
+            dry_run: true,
         },
     )?;
     let record = &frozen.slice.record;

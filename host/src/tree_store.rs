@@ -9,10 +9,10 @@ pub use sf_collector::tree_store::*;
 
 use crate::assurance::FrozenSlice;
 use crate::canonical::Digest;
-use crate::collector::{CollectTrees, StoredTrees, tree_paths};
+use crate::collector::{CollectTrees, StoredTrees, slice_paths, tree_paths};
 use crate::environment_store::{EnvironmentStore, EnvironmentStoreError};
 use crate::git_object::ObjectId;
-use crate::repository::{Repository, RepositoryError, SealedCandidate, TreeContents};
+use crate::repository::{EditedEntry, Repository, RepositoryError, SealedCandidate, TreeContents};
 
 impl TreeSource for Repository {
     fn stream_files(
@@ -74,4 +74,32 @@ pub fn collect_trees(
             .tree_directories(&manifest.base_commit, paths.iter().map(String::as_str))?,
         edits: repository.edited_entries(sealed)?,
     }))
+}
+
+/// The trees a trial of `slice` on the factory commit `commit` runs
+/// ([`crate::collector::TrialRequest::trees`]): the base materialised in `store` (its
+/// `sf-tree/1` digest from its tree record), its directories on the Slice's paths and on
+/// `edits`', and `edits` (the changed tree's entries; none for the base alone).
+pub fn trial_trees(
+    repository: &Repository,
+    commit: &ObjectId,
+    slice: &FrozenSlice,
+    edits: Vec<EditedEntry>,
+    store: &EnvironmentStore,
+) -> Result<StoredTrees, TreesError> {
+    let mut paths = slice_paths(slice);
+    paths.extend(edits.iter().map(|edit| edit.path.clone()));
+    let directories = repository.tree_directories(commit, paths.iter().map(String::as_str))?;
+    let digest = directories
+        .get("")
+        .map(|root| root.digest().hash)
+        .ok_or_else(|| {
+            RepositoryError::corrupt(format!("commit {commit}: its tree record has no root"))
+        })?;
+    let base = store.materialise_tree(repository, commit, &digest)?;
+    Ok(StoredTrees {
+        base: Some(base),
+        directories,
+        edits,
+    })
 }

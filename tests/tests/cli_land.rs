@@ -81,7 +81,18 @@ fn a_candidate_sealed_for_another_slice_is_refused_before_anything_starts() {
             ("overlay/tests/numbers.sh", ""),
         ],
     );
-    work.freeze("wide").result();
+    // The test is a tree file the base does not hold: the base cannot run the Slice, which
+    // is not what this test is about.
+    work.sf(&[
+        "slice",
+        "freeze",
+        "--dir",
+        "wide",
+        "--identity",
+        "identity.json",
+        "--no-dry-run",
+    ])
+    .result();
     let rewrite = work.proposal(
         "rewrite",
         serde_json::json!({"edits": [{"path": "tests/numbers.sh", "prior": null,
@@ -578,6 +589,9 @@ fn a_changed_runtime_is_refused_before_an_attempt() {
         "slice",
         "--identity",
         "identity.json",
+        // The copied shell finds none of its libraries in the sandbox: the runtime is
+        // what this test changes, not what it runs.
+        "--no-dry-run",
     ]);
     frozen.result();
     let fix = work.seal("slice", SUM_FIXED);

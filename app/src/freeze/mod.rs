@@ -5,6 +5,7 @@
 
 mod authored;
 mod checks;
+mod dry_run;
 mod write;
 
 use std::collections::BTreeMap;
@@ -26,6 +27,8 @@ use crate::error::{AppError, repository_error};
 use crate::slice_dir::{canonical_dir, empty_snapshot};
 use authored::{Authored, AuthoredDir, AuthoredRecipe, optional_dir};
 use checks::Inputs;
+pub(crate) use dry_run::trial_request;
+pub use dry_run::{DryRun, DryRunCheck};
 
 /// A Slice directory to freeze, for a repository: its base is the target, or `base`.
 #[derive(Clone, Debug)]
@@ -38,6 +41,9 @@ pub struct FreezeRequest {
     /// Another base than the target: a factory commit of the repository (its first base
     /// or an imported one), by its id.
     pub base: Option<String>,
+    /// Run the Slice's checks once on the base before anything is written, and refuse the
+    /// Slice if a listed test id is not reported or a base-stage expectation does not hold.
+    pub dry_run: bool,
 }
 
 /// A Slice frozen (or found frozen with the same records).
@@ -51,6 +57,8 @@ pub struct Frozen {
     pub digest: Digest,
     /// Input names and the digests they froze to.
     pub inputs: BTreeMap<String, Digest>,
+    /// What the dry run found, when one ran.
+    pub dry_run: Option<DryRun>,
 }
 
 /// Freezes `request.dir`: checks everything it holds, then stores its inputs, harness and
@@ -58,13 +66,35 @@ pub struct Frozen {
 pub fn freeze(backends: &Backends, request: &FreezeRequest) -> Result<Frozen, AppError> {
     let dir = canonical_dir(&request.dir, "--dir")?;
     let checked = prepare(backends, &dir, &request.identity, request.base.as_deref())?;
+    let dry_run = match request.dry_run {
+        true => Some(dry_run::dry_run(
+            backends,
+            &dir,
+            &checked.slice,
+            &checked.base,
+        )?),
+        false => None,
+    };
     write::write(&dir, &checked)?;
     Ok(Frozen {
         dir,
         slice: checked.slice,
         digest: checked.digest,
         inputs: checked.inputs.names,
+        dry_run,
     })
+}
+
+/// The Slice authored in `dir`, checked as a freeze checks it and not written, with the base
+/// it would be frozen on: what a trial of a Slice still being written runs.
+pub(crate) fn checked_unwritten(
+    backends: &Backends,
+    dir: &Path,
+    identity: &Path,
+    base_commit: Option<&str>,
+) -> Result<(FrozenSlice, Base), AppError> {
+    let checked = prepare(backends, dir, identity, base_commit)?;
+    Ok((checked.slice, checked.base))
 }
 
 /// Everything a freeze would write, checked.
@@ -73,6 +103,8 @@ struct Checked {
     digest: Digest,
     /// The inputs, and every snapshot to store: inputs, harness, overlay.
     inputs: Inputs,
+    /// The base it is frozen on.
+    base: Base,
 }
 
 /// What the configured executor runs a check with: its section, the recipe (the authored
@@ -84,11 +116,11 @@ struct Executed {
 }
 
 /// The base a Slice is frozen on: the repository's target, or the commit `--base` names.
-struct Base {
-    repository: Repository,
-    commit: ObjectId,
+pub(crate) struct Base {
+    pub(crate) repository: Repository,
+    pub(crate) commit: ObjectId,
     /// What the base is, in messages.
-    named: String,
+    pub(crate) named: String,
 }
 
 /// Reads and checks everything; writes nothing.
@@ -112,7 +144,7 @@ fn prepare(
     inputs.store(&harness_digest, &harness, "harness");
     inputs.store(&overlay_digest, &overlay, "overlay");
     let executed = executed(backends, authored.record("recipe.json")?)?;
-    let base = base(backends, identity, base_commit)?;
+    let base = base_of(backends, identity, base_commit)?;
     let tree = base.repository.tree_at(&base.commit).map_err(|error| {
         let mut app = repository_error(&base.named, &error);
         if base_commit.is_some() {
@@ -159,10 +191,12 @@ fn prepare(
         inputs: inputs.files.clone(),
     };
     let digest = tree_read(&tree, &base.named, check(dir, &frozen, &tree))?;
+    drop(tree);
     Ok(Checked {
         slice: frozen,
         digest,
         inputs,
+        base,
     })
 }
 
@@ -195,7 +229,11 @@ fn executed(backends: &Backends, authored: AuthoredRecipe) -> Result<Executed, A
 }
 
 /// The repository's target now, or the commit `commit` names.
-fn base(backends: &Backends, identity: &Path, commit: Option<&str>) -> Result<Base, AppError> {
+pub(crate) fn base_of(
+    backends: &Backends,
+    identity: &Path,
+    commit: Option<&str>,
+) -> Result<Base, AppError> {
     let repository = backends.open_repository(identity)?;
     let (commit, named) = match commit {
         None => (

@@ -153,6 +153,24 @@ pub fn propose_in(
     })
 }
 
+/// The changes of commit `rev` of the Git repository at `repo` against its first parent.
+pub(crate) fn commit_changes(
+    repository: &Repository,
+    repo: &std::path::Path,
+    rev: &str,
+) -> Result<Vec<Change>, AppError> {
+    Ok(commit::changes(repository, repo, rev)?.changes)
+}
+
+/// The changes of the directory `dir` against the factory commit `base`.
+pub(crate) fn tree_changes(
+    repository: &Repository,
+    base: &sf_host::git_object::ObjectId,
+    dir: &std::path::Path,
+) -> Result<Vec<Change>, AppError> {
+    tree::changes(repository, base, dir)
+}
+
 /// A part of a commit the proposal keeps, or a note saying why it was left out.
 fn kept<T>(part: &str, kept: commit::Kept<T>, notes: &mut Vec<String>) -> Option<T> {
     kept.map_err(|rule| notes.push(format!("the commit's {part} was left out: {rule}")))

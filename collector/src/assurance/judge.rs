@@ -490,14 +490,8 @@ fn judge_one(
         .and_then(|process| process.limits_hit.clone())
         .unwrap_or_default();
     // The sandbox's limits first: they are why the rest of the record says nothing of the
-    // program. A bound the check itself declares is not the sandbox's: hitting it is a miss.
-    let declared = check
-        .command()
-        .map(|command| command.resources)
-        .unwrap_or_default();
-    let (own, sandboxes): (Vec<&LimitHit>, Vec<&LimitHit>) = limits_hit
-        .iter()
-        .partition(|hit| declared.declares(hit.limit()));
+    // program.
+    let (own, sandboxes) = split_limits(check, &limits_hit);
     let verdict = |problems: Vec<String>, met: Option<bool>| CheckVerdict {
         check: check.id.clone(),
         record: Some(id.clone()),
@@ -530,7 +524,13 @@ fn judge_one(
         return verdict(problems, None);
     }
     let process = facts.process.as_ref().expect("checked above");
-    match misses(check, process, observation, &own) {
+    match misses(
+        check,
+        process,
+        &observation.stdout,
+        observation.results.as_ref(),
+        &own,
+    ) {
         Ok(missed) => {
             let met = missed.is_empty();
             verdict(missed, Some(met))
@@ -542,6 +542,44 @@ fn judge_one(
             None,
         ),
     }
+}
+
+/// `limits_hit` split into the bounds `check` itself declares (hitting one is a miss) and the
+/// sandbox's own limits (never the program's failure).
+fn split_limits<'l>(
+    check: &ProcessCheck,
+    limits_hit: &'l [LimitHit],
+) -> (Vec<&'l LimitHit>, Vec<&'l LimitHit>) {
+    let declared = check
+        .command()
+        .map(|command| command.resources)
+        .unwrap_or_default();
+    limits_hit
+        .iter()
+        .partition(|hit| declared.declares(hit.limit()))
+}
+
+/// How a run made outside any collection (a trial: a freeze's dry run of the base stage)
+/// met `check`'s expectation, graded exactly as an attributable record of it is: the misses
+/// (none: met), or `Err` with why the run cannot decide (it hit one of the sandbox's own
+/// limits, or its results cannot decide).
+pub fn grade_trial(
+    check: &ProcessCheck,
+    process: &ProcessFacts,
+    stdout: &[u8],
+    results: Option<&CapturedResults>,
+) -> Result<Vec<String>, String> {
+    let limits_hit = process.limits_hit.clone().unwrap_or_default();
+    let (own, sandboxes) = split_limits(check, &limits_hit);
+    if !sandboxes.is_empty() {
+        let named: Vec<String> = sandboxes.iter().map(ToString::to_string).collect();
+        return Err(format!(
+            "the run hit the sandbox's own limits: {}",
+            named.join("; ")
+        ));
+    }
+    misses(check, process, stdout, results, &own)
+        .map_err(|reason| format!("the test results cannot decide: {reason}"))
 }
 
 /// Adds to `problems` what keeps the record from being this check's under these pins: the
@@ -696,7 +734,8 @@ fn identity_problems(
 fn misses(
     check: &ProcessCheck,
     process: &ProcessFacts,
-    observation: &Observation,
+    stdout: &[u8],
+    results: Option<&CapturedResults>,
     own: &[&LimitHit],
 ) -> Result<Vec<String>, String> {
     let expectation = &check.expectation;
@@ -731,7 +770,7 @@ fn misses(
         ));
     }
     if let Some(expected) = &expectation.stdout_digest {
-        let actual = Digest::of(&observation.stdout);
+        let actual = Digest::of(stdout);
         if actual != *expected {
             missed.push(format!("stdout hashes to {actual}, expected {expected}"));
         }
@@ -743,7 +782,7 @@ fn misses(
             .command()
             .is_some_and(|command| command.results.is_some())
     {
-        match grade_tests(check, process, observation) {
+        match grade_tests(check, process, results) {
             TestGrade::Met => {}
             TestGrade::Missed {
                 misses,
@@ -762,10 +801,10 @@ fn misses(
 fn grade_tests(
     check: &ProcessCheck,
     process: &ProcessFacts,
-    observation: &Observation,
+    results: Option<&CapturedResults>,
 ) -> TestGrade {
     let parsed;
-    let results = match &observation.results {
+    let results = match results {
         Some(CapturedResults::Written(bytes)) => {
             parsed = TestResults::parse_junit(bytes);
             Some(&parsed)

@@ -33,7 +33,7 @@ pub use acceptance::{
 pub use environment::{ENVIRONMENT_PROTOCOL, EnvironmentRecord, current_environment, platform};
 pub use judge::{
     CheckVerdict, JudgeRequest, Outcome, Reviews, VERDICT_PROTOCOL, VERDICT_PROTOCOL_V2, Verdict,
-    judge,
+    grade_trial, judge,
 };
 pub use observation::{
     OBSERVATION_FORMAT, OBSERVATION_FORMAT_V1, OBSERVATION_FORMAT_V2, OBSERVATION_FORMAT_V3,

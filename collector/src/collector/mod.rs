@@ -57,6 +57,7 @@ mod placement;
 pub mod programs;
 mod recipe;
 mod run;
+mod trial;
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
@@ -83,9 +84,11 @@ pub use base::{MaterialisedTree, materialise_base, materialise_candidate};
 pub use closure::{COLLECTOR_NAME, collector_closure, collector_sources};
 pub use placement::{MAX_PROTECTED_PATHS, placement_problem};
 pub use programs::{
-    CollectTrees, Programs, StageProgram, StoredTrees, derive, lay_over, tree_paths,
+    CollectTrees, Programs, StageProgram, StoredTrees, derive, lay_over, slice_paths, tree_paths,
 };
 pub use recipe::current_recipe;
+use run::Runner;
+pub use trial::{Trial, TrialOutcome, TrialRequest, TrialRun, TrialTree};
 
 /// How long one `put` may take.
 pub const STORE_TIMEOUT: Duration = Duration::from_secs(30);
@@ -256,16 +259,14 @@ impl CollectError {
 /// The repository collector (see the module documentation).
 pub struct RepositoryCollector {
     store: Arc<dyn EvidenceStore>,
-    executor: Arc<dyn Executor>,
-    protected: Vec<PathBuf>,
-    clock: Arc<dyn Clock>,
+    runner: Runner,
     jobs: NonZeroUsize,
 }
 
 impl std::fmt::Debug for RepositoryCollector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RepositoryCollector")
-            .field("protected", &self.protected)
+            .field("protected", &self.runner.protected)
             .finish_non_exhaustive()
     }
 }
@@ -364,20 +365,9 @@ impl RepositoryCollector {
         executor: Arc<dyn Executor>,
         protected_paths: Vec<PathBuf>,
     ) -> Result<Self, CollectError> {
-        let runtime = executor.describe_runtime().map_err(|error| {
-            CollectError::invalid(
-                "executor",
-                format!("its runtime must be describable to place the protected paths: {error}"),
-            )
-        })?;
-        if let Some(problem) = placement_problem(&protected_paths, &runtime) {
-            return Err(CollectError::invalid("protected paths", problem));
-        }
         Ok(Self {
             store,
-            executor,
-            protected: protected_paths,
-            clock: Arc::new(SystemClock),
+            runner: Runner::new(executor, protected_paths)?,
             jobs: NonZeroUsize::MIN,
         })
     }
@@ -392,13 +382,13 @@ impl RepositoryCollector {
 
     /// The same collector with another clock (tests).
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.runner.clock = clock;
         self
     }
 
     /// The environment the executor provides now (`None` when it cannot be described).
     pub fn current_environment(&self) -> Option<EnvironmentRecord> {
-        crate::assurance::current_environment(self.executor.as_ref()).ok()
+        crate::assurance::current_environment(self.runner.executor.as_ref()).ok()
     }
 
     /// Runs every process check of `request` once (see the module documentation).
@@ -791,7 +781,7 @@ impl RepositoryCollector {
         deadline: u64,
         cancel: &CancelToken,
     ) -> Result<(), String> {
-        let now = time::to_millis(self.clock.now()).unwrap_or(u64::MAX);
+        let now = time::to_millis(self.runner.clock.now()).unwrap_or(u64::MAX);
         if now >= deadline {
             return Err("the deadline passed before the gate was read".into());
         }

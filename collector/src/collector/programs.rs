@@ -60,18 +60,24 @@ pub struct StoredTrees {
 }
 
 /// The paths of the base's tree whose directories a by-reference collection of `sealed`
-/// under `slice` needs: the edited paths, the overlay's, and each process check's entry
-/// and working directory in the tree.
+/// under `slice` needs: the edited paths, and [`slice_paths`].
 pub fn tree_paths(slice: &FrozenSlice, sealed: &SealedCandidate) -> Vec<String> {
-    use crate::assurance::acceptance::{CheckRun, CwdFrom};
-    use crate::contracts::EntryPlace;
     let mut paths: Vec<String> = sealed
         .manifest
         .edits
         .iter()
         .map(|edit| edit.path.clone())
-        .chain(slice.overlay.iter().map(|file| file.path.clone()))
         .collect();
+    paths.extend(slice_paths(slice));
+    paths
+}
+
+/// The paths of a base's tree whose directories any program of `slice` needs, whatever its
+/// edits: the overlay's, and each process check's entry and working directory in the tree.
+pub fn slice_paths(slice: &FrozenSlice) -> Vec<String> {
+    use crate::assurance::acceptance::{CheckRun, CwdFrom};
+    use crate::contracts::EntryPlace;
+    let mut paths: Vec<String> = slice.overlay.iter().map(|file| file.path.clone()).collect();
     for check in slice.acceptance.process_checks() {
         match &check.run {
             CheckRun::Entry { entry, .. } if entry.place == EntryPlace::Program => {
@@ -349,6 +355,25 @@ fn by_reference(
         &slice.record.forbidden,
     )
     .map_err(|error| format!("Candidate {}: {error}", sealed.digest))?;
+    let (base_program, candidate_program) =
+        layered(&slice.overlay, base_digest, stored, Some(tree_digest))?;
+    Ok((
+        base_program,
+        candidate_program,
+        (base_digest.clone(), tree_digest.clone()),
+    ))
+}
+
+/// The base (`base_digest`, materialised in `stored.base` or only named) and the base with
+/// `stored.edits` applied, each with `overlay` laid over it, as programs by reference. The
+/// edited tree must have the digest `expected` when one is given; the overlay must lay over
+/// both trees.
+pub(super) fn layered(
+    overlay: &[SnapshotFile],
+    base_digest: &Digest,
+    stored: &StoredTrees,
+    expected: Option<&Digest>,
+) -> Result<(StageProgram, StageProgram), String> {
     // Without a materialised base the programs are only named: the directory is a
     // placeholder no run is given (`runnable` is false).
     let (dir, dev, ino) = stored.base.as_ref().map_or_else(
@@ -370,7 +395,7 @@ fn by_reference(
             .map_err(|error| format!("the {what} program: {error}"))?;
         Ok::<_, String>((tree, checked))
     };
-    // M itself, the Candidate's edits over the base: its digest must be the manifest's.
+    // M itself, the edits over the base: its digest must be the one expected.
     let changes: Vec<SnapshotFile> = stored.edits.iter().filter_map(|e| e.next.clone()).collect();
     let deletions: Vec<String> = stored
         .edits
@@ -379,14 +404,15 @@ fn by_reference(
         .map(|entry| entry.path.clone())
         .collect();
     let (_, m) = program(changes.clone(), deletions.clone(), "Candidate's tree")?;
-    if m.digest != *tree_digest {
+    if let Some(expected) = expected
+        && m.digest != *expected
+    {
         return Err(format!(
-            "the base with the Candidate's edits gives tree {}, not the {tree_digest} its \
+            "the base with the Candidate's edits gives tree {}, not the {expected} its \
              manifest records",
             m.digest
         ));
     }
-    let overlay = &slice.overlay;
     check_overlay(&m, overlay, "Candidate")?;
     let (_, base_tree) = program(Vec::new(), Vec::new(), "base's tree")?;
     check_overlay(&base_tree, overlay, "base")?;
@@ -410,11 +436,7 @@ fn by_reference(
     };
     let base_program = stage(program(laid(Vec::new()), Vec::new(), "base")?);
     let candidate_program = stage(program(laid(changes), kept, "Candidate")?);
-    Ok((
-        base_program,
-        candidate_program,
-        (base_digest.clone(), tree_digest.clone()),
-    ))
+    Ok((base_program, candidate_program))
 }
 
 /// An entry's bytes; none for an absent entry.

@@ -5,24 +5,29 @@
 //! leaves the check not started, with the reason as the observation's one problem; nothing
 //! after the launch is ever a reason not to record the run.
 
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::PathBuf;
 use std::sync::{Arc, PoisonError};
+use std::time::SystemTime;
 
 use crate::assurance::acceptance::{CheckRun, CwdFrom};
 use crate::assurance::{
-    EnvironmentRecord, Observation, ObservationFacts, ObservationStatus, ProcessCheck,
+    EnvironmentRecord, FrozenSlice, Observation, ObservationFacts, ObservationStatus, ProcessCheck,
     ProcessFacts, Recipe, time,
 };
+use crate::canonical::Digest;
 use crate::contracts::{
-    CancelToken, EntryPlace, Gate, NamespaceDisposition, ProgramTree, RunAnswer, RunBounds,
-    RunCommand, RunEntry, RunRequest, RuntimeDescription, check_limits_hit,
+    CancelToken, EntryPlace, Executor, ExecutorError, Gate, LimitHit, NamespaceDisposition,
+    ProgramTree, RunAnswer, RunBounds, RunCommand, RunEntry, RunRequest, RuntimeDescription,
+    check_limits_hit,
 };
 use crate::fence::Hold;
 use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile, holds_directory};
 
 use super::{
-    CollectRequest, Prepared, Ran, RepositoryCollector, RunState, Shared, StageProgram,
-    answer_problems, environment_problem, panic_text, placement_problem,
+    Clock, CollectError, CollectRequest, Prepared, Ran, RepositoryCollector, RunState, Shared,
+    StageProgram, SystemClock, answer_problems, environment_problem, panic_text, placement_problem,
 };
 
 /// Why a check was not started, as its observation's one problem.
@@ -31,8 +36,24 @@ type Refusal = String;
 /// What a run executes besides its program: the entry and its arguments, or the command.
 type WhatRuns = (RunEntry, Vec<String>, Option<RunCommand>);
 
+/// What runs a check, in a collection or a trial: the executor, the paths no run may read,
+/// and the clock its start, end and time left come from.
+pub(super) struct Runner {
+    pub(super) executor: Arc<dyn Executor>,
+    pub(super) protected: Vec<PathBuf>,
+    pub(super) clock: Arc<dyn Clock>,
+}
+
+/// One launch, as it ended: its answer (or the executor's panic) and when it started and
+/// ended.
+pub(super) struct Launched {
+    pub(super) answer: std::thread::Result<Result<RunAnswer, ExecutorError>>,
+    pub(super) started: SystemTime,
+    pub(super) ended: SystemTime,
+}
+
 /// What a run executes, laid out; its bounds are set last, from the time left.
-struct LaidOut {
+pub(super) struct LaidOut {
     what: WhatRuns,
     program: Vec<SnapshotFile>,
     program_tree: Option<ProgramTree>,
@@ -59,21 +80,24 @@ impl RepositoryCollector {
             return Ok(not_started(facts, reason));
         }
         hold.assert_active()?;
-        let (runtime, environment) = match self.describe_environment() {
+        let runner = &self.runner;
+        let (runtime, environment) = match runner.describe_environment() {
             Ok(described) => described,
             Err(reason) => return Ok(not_started(facts, reason)),
         };
         facts.environment = environment.digest().ok();
-        let laid_out = self
-            .environment_refusal(&runtime, &environment, request)
+        let program = prepared.programs.of(check.stage);
+        let laid_out = runner
+            .environment_refusal(&runtime, &environment, &request.slice)
             .map_or(Ok(()), Err)
-            .and_then(|()| lay_out(request, prepared, check));
-        let (run, timeout_ms) =
-            match laid_out.and_then(|run| self.bound(run, request, prepared, check)) {
-                Ok(bounded) => bounded,
-                Err(reason) => return Ok(not_started(facts, reason)),
-            };
-        let answer = match self.launch(&run, cancel, &mut facts) {
+            .and_then(|()| lay_out(&request.slice, &request.environments, program, check));
+        let bounded = laid_out
+            .and_then(|run| runner.bound(run, &request.slice.recipe, prepared.deadline, check));
+        let (run, timeout_ms) = match bounded {
+            Ok(bounded) => bounded,
+            Err(reason) => return Ok(not_started(facts, reason)),
+        };
+        let answer = match answered(runner.launch(&run, cancel), &mut facts) {
             Ok(answer) => answer,
             Err(ran) => return Ok(*ran),
         };
@@ -113,9 +137,36 @@ impl RepositoryCollector {
         }
         None
     }
+}
+
+impl Runner {
+    /// A runner on `executor` whose runs must never read `protected` (1 to 256 absolute
+    /// paths, kept as given). Refused when the runtime cannot be described or a protected
+    /// path is readable under it.
+    pub(super) fn new(
+        executor: Arc<dyn Executor>,
+        protected: Vec<PathBuf>,
+    ) -> Result<Self, CollectError> {
+        let runtime = executor.describe_runtime().map_err(|error| {
+            CollectError::invalid(
+                "executor",
+                format!("its runtime must be describable to place the protected paths: {error}"),
+            )
+        })?;
+        if let Some(problem) = placement_problem(&protected, &runtime) {
+            return Err(CollectError::invalid("protected paths", problem));
+        }
+        Ok(Self {
+            executor,
+            protected,
+            clock: Arc::new(SystemClock),
+        })
+    }
 
     /// The Executor's runtime and the environment record a run would have.
-    fn describe_environment(&self) -> Result<(RuntimeDescription, EnvironmentRecord), Refusal> {
+    pub(super) fn describe_environment(
+        &self,
+    ) -> Result<(RuntimeDescription, EnvironmentRecord), Refusal> {
         let runtime = self
             .executor
             .describe_runtime()
@@ -135,13 +186,13 @@ impl RepositoryCollector {
 
     /// Why the run may not happen in this environment: it is not the one the Slice was frozen
     /// for, or a protected path is readable under its runtime.
-    fn environment_refusal(
+    pub(super) fn environment_refusal(
         &self,
         runtime: &RuntimeDescription,
         environment: &EnvironmentRecord,
-        request: &CollectRequest,
+        slice: &FrozenSlice,
     ) -> Option<Refusal> {
-        if let Some(problem) = environment_problem(runtime, environment, &request.slice) {
+        if let Some(problem) = environment_problem(runtime, environment, slice) {
             return Some(problem);
         }
         placement_problem(&self.protected, runtime)
@@ -149,20 +200,19 @@ impl RepositoryCollector {
     }
 
     /// The run bounded by the recipe, the check's own timeout and the time left before the
-    /// deadline, with the timeout it was given.
-    fn bound(
+    /// deadline (milliseconds since the epoch), with the timeout it was given.
+    pub(super) fn bound(
         &self,
         laid: LaidOut,
-        request: &CollectRequest,
-        prepared: &Prepared,
+        recipe: &Recipe,
+        deadline: u64,
         check: &ProcessCheck,
     ) -> Result<(RunRequest, u64), Refusal> {
         let now = time::to_millis(self.clock.now()).unwrap_or(u64::MAX);
-        let left = prepared.deadline.saturating_sub(now);
+        let left = deadline.saturating_sub(now);
         if left < 1 {
             return Err("the deadline passed before the run".into());
         }
-        let recipe = &request.slice.recipe;
         let own = check.command().and_then(|command| command.timeout_ms);
         let timeout_ms = recipe.timeout_ms.min(own.unwrap_or(u64::MAX)).min(left);
         let (entry, args, command) = laid.what;
@@ -179,38 +229,42 @@ impl RepositoryCollector {
         Ok((run, timeout_ms))
     }
 
-    /// Runs `run` once, noting its start and end in `facts`: the Executor's answer, or (in
-    /// `Err`) what to record when it panicked (unresolved) or refused (not started).
-    fn launch(
-        &self,
-        run: &RunRequest,
-        cancel: &CancelToken,
-        facts: &mut ObservationFacts,
-    ) -> Result<RunAnswer, Box<Ran>> {
+    /// Runs `run` once: the Executor's answer (or its panic), and when it started and ended.
+    pub(super) fn launch(&self, run: &RunRequest, cancel: &CancelToken) -> Launched {
         let started = self.clock.now();
         let answer = catch_unwind(AssertUnwindSafe(|| self.executor.run(run, cancel)));
         let ended = self.clock.now();
-        facts.started_at = time::to_millis(started);
-        facts.ended_at = time::to_millis(ended);
-        match answer {
-            Err(panic) => {
-                let mut facts = facts.clone();
-                facts.status = ObservationStatus::Unresolved;
-                facts.problems = vec![format!(
-                    "the executor panicked; the run's outcome is unknown: {}",
-                    panic_text(panic.as_ref())
-                )];
-                Err(Box::new(Ran {
-                    observation: empty_observation(facts),
-                    state: RunState::Unresolved,
-                }))
-            }
-            Ok(Err(error)) => Err(Box::new(not_started(
-                facts.clone(),
-                format!("the executor refused ({}): {error}", error.code()),
-            ))),
-            Ok(Ok(answer)) => Ok(answer),
+        Launched {
+            answer,
+            started,
+            ended,
         }
+    }
+}
+
+/// `launched`'s answer, its start and end noted in `facts`; or (in `Err`) what to record
+/// when the executor panicked (unresolved) or refused (not started).
+fn answered(launched: Launched, facts: &mut ObservationFacts) -> Result<RunAnswer, Box<Ran>> {
+    facts.started_at = time::to_millis(launched.started);
+    facts.ended_at = time::to_millis(launched.ended);
+    match launched.answer {
+        Err(panic) => {
+            let mut facts = facts.clone();
+            facts.status = ObservationStatus::Unresolved;
+            facts.problems = vec![format!(
+                "the executor panicked; the run's outcome is unknown: {}",
+                panic_text(panic.as_ref())
+            )];
+            Err(Box::new(Ran {
+                observation: empty_observation(facts),
+                state: RunState::Unresolved,
+            }))
+        }
+        Ok(Err(error)) => Err(Box::new(not_started(
+            facts.clone(),
+            format!("the executor refused ({}): {error}", error.code()),
+        ))),
+        Ok(Ok(answer)) => Ok(answer),
     }
 }
 
@@ -253,21 +307,21 @@ fn empty_observation(facts: ObservationFacts) -> Observation {
     }
 }
 
-/// What `check` runs, laid out (its bounds not yet set): the entry or the command, the
-/// stage's program, its input and the harness, each checked to be there and within what
-/// the Executor takes.
-fn lay_out(
-    request: &CollectRequest,
-    prepared: &Prepared,
+/// What `check` of `slice` runs on `program`, laid out (its bounds not yet set): the entry
+/// or the command (with its dependency environment from `environments`), the program, its
+/// input and the harness, each checked to be there and within what the Executor takes.
+pub(super) fn lay_out(
+    slice: &FrozenSlice,
+    environments: &BTreeMap<Digest, PathBuf>,
+    program: &StageProgram,
     check: &ProcessCheck,
 ) -> Result<LaidOut, Refusal> {
-    let program = prepared.programs.of(check.stage);
-    let harness = &request.slice.harness;
-    let input = &request.slice.inputs[&check.input];
+    let harness = &slice.harness;
+    let input = &slice.inputs[&check.input];
     let what = match &check.run {
         CheckRun::Entry { entry, args, .. } => entry_run(check, program, harness, entry, args)?,
         CheckRun::Command(command) => {
-            command_run(request, check, program, harness, input, command)?
+            command_run(environments, check, program, harness, input, command)?
         }
     };
     let (program_files, program_tree) = match program {
@@ -328,7 +382,7 @@ fn entry_run(
 /// What a command check runs: the command, with its dependency environment's files on this
 /// host and a working directory that is a directory of its place.
 fn command_run(
-    request: &CollectRequest,
+    environments: &BTreeMap<Digest, PathBuf>,
     check: &ProcessCheck,
     program: &StageProgram,
     harness: &[SnapshotFile],
@@ -337,18 +391,14 @@ fn command_run(
 ) -> Result<WhatRuns, Refusal> {
     let tree = match &command.environment {
         None => None,
-        Some(environment) => Some(
-            request
-                .environments
-                .get(&environment.digest)
-                .cloned()
-                .ok_or_else(|| {
-                    format!(
-                        "the dependency environment {} ({}) is not available on this host",
-                        environment.name, environment.digest
-                    )
-                })?,
-        ),
+        Some(environment) => Some(environments.get(&environment.digest).cloned().ok_or_else(
+            || {
+                format!(
+                    "the dependency environment {} ({}) is not available on this host",
+                    environment.name, environment.digest
+                )
+            },
+        )?),
     };
     let cwd = &command.cwd.path;
     let place = match command.cwd.from {
@@ -422,20 +472,12 @@ fn observed(
     };
     facts.attributable = facts.problems.is_empty();
     facts.identities = Some(answer.identities.clone());
-    facts.process = Some(ProcessFacts {
-        status: answer.status,
-        exit_code: answer.exit_code,
-        signal: answer.signal,
+    facts.process = Some(process_facts(
+        &answer,
         timeout_ms,
-        output_limit: recipe.output_limit,
-        wall_ms: answer.times.wall.as_millis() as u64,
-        user_ms: answer.times.user.as_millis() as u64,
-        system_ms: answer.times.system.as_millis() as u64,
-        max_rss_kib: answer.times.max_rss_kib,
-        memory_peak_bytes: answer.times.memory_peak_bytes,
-        limits_hit: Some(limits_hit),
-        reaped: answer.namespace == NamespaceDisposition::Reaped,
-    });
+        recipe.output_limit,
+        limits_hit,
+    ));
     Ran {
         observation: Observation {
             facts,
@@ -444,5 +486,29 @@ fn observed(
             results: answer.results,
         },
         state: RunState::Observed,
+    }
+}
+
+/// The process facts of `answer`, a run given `timeout_ms` and `output_limit` that hit
+/// `limits_hit`.
+pub(super) fn process_facts(
+    answer: &RunAnswer,
+    timeout_ms: u64,
+    output_limit: u64,
+    limits_hit: Vec<LimitHit>,
+) -> ProcessFacts {
+    ProcessFacts {
+        status: answer.status,
+        exit_code: answer.exit_code,
+        signal: answer.signal,
+        timeout_ms,
+        output_limit,
+        wall_ms: answer.times.wall.as_millis() as u64,
+        user_ms: answer.times.user.as_millis() as u64,
+        system_ms: answer.times.system.as_millis() as u64,
+        max_rss_kib: answer.times.max_rss_kib,
+        memory_peak_bytes: answer.times.memory_peak_bytes,
+        limits_hit: Some(limits_hit),
+        reaped: answer.namespace == NamespaceDisposition::Reaped,
     }
 }
