@@ -49,8 +49,8 @@ impl Backends {
             .map_err(|error| AppError::new(error.code(), error.to_string()))
     }
 
-    /// The directory of the dependency environment store: `[environments] store`, or
-    /// `$HOME/.local/share/sf/environments` when the configuration does not set it.
+    /// The directory of the dependency environment store: `[environments] store`, or its
+    /// default (`/var/lib/sf/environments` as root, else `$HOME/.local/share/sf/environments`).
     pub fn environment_store_dir(&self) -> Result<PathBuf, AppError> {
         self.config()?.environment_store_dir().map_err(config_error)
     }

@@ -228,7 +228,10 @@ struct Bench {
     /// Removed when the benchmark ends.
     _root: tempfile::TempDir,
     /// Every user can search it (the sandbox's user reads the environment store below when sf
-    /// runs as root): `HOME` of every sf command and the venv.
+    /// runs as root): `HOME` of every sf command, the benchmark's own environment store and
+    /// the `sf.toml` naming it (unset, the store as root is the machine's
+    /// /var/lib/sf/environments, where a second run's venv could not take the name), and the
+    /// venv.
     public: PathBuf,
     /// Private (0700): the repository, the Slice, its evidence and the checkout.
     work: PathBuf,
@@ -244,6 +247,13 @@ impl Bench {
         let public = root.path().canonicalize()?;
         std::fs::set_permissions(&public, std::fs::Permissions::from_mode(0o755))?;
         std::fs::create_dir(public.join("home"))?;
+        std::fs::write(
+            public.join("sf.toml"),
+            format!(
+                "[environments]\nstore = \"{}\"\n",
+                public.join("environments").display()
+            ),
+        )?;
         let work = public.join("work");
         std::fs::create_dir(&work)?;
         std::fs::set_permissions(&work, std::fs::Permissions::from_mode(0o700))?;
@@ -275,13 +285,15 @@ impl Bench {
         self.work.join("checkout")
     }
 
-    /// `sf --json ARGS` in the work directory with the public `HOME`; its result.
+    /// `sf --json ARGS` in the work directory with the public `HOME` and `sf.toml`; its
+    /// result.
     fn sf_json(&self, args: &[&str]) -> Result<serde_json::Value, Box<dyn Error>> {
         let output = Command::new(&self.sf)
             .arg("--json")
             .args(args)
             .current_dir(&self.work)
             .env("HOME", self.public.join("home"))
+            .env("SF_CONFIG", self.public.join("sf.toml"))
             .output()?;
         let envelope: serde_json::Value =
             serde_json::from_slice(&output.stdout).map_err(|error| {

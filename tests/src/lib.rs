@@ -21,6 +21,21 @@ use sf_host::repository::{
 
 pub use sf_test_support::private_dir;
 
+/// Where sf keeps the environment store as root when `[environments] store` is not set.
+pub const DEFAULT_ENVIRONMENT_STORE_AS_ROOT: &str = "/var/lib/sf/environments";
+
+/// The lock, held until the file is dropped, of the tests that run `sf env` with no store
+/// configured, which as root reaches the machine's [`DEFAULT_ENVIRONMENT_STORE_AS_ROOT`]:
+/// one of them creates it and removes it again, and a list meanwhile in another test binary
+/// could find it half made (its root without `objects/`), which is not an environment store.
+pub fn default_environment_store_lock() -> std::fs::File {
+    let lock =
+        std::fs::File::create(std::env::temp_dir().join("sf-tests-default-environment-store.lock"))
+            .expect("the default environment store's lock file");
+    lock.lock().expect("locking the default environment store");
+    lock
+}
+
 /// The git-cli store factory with its default (pinned, root-owned) git binary.
 pub fn git_factory() -> Arc<dyn ObjectStoreFactory> {
     Arc::new(

@@ -2,7 +2,9 @@
 //! `[environments] store` names: text and `--json` output, replays, a name never re-pointed,
 //! a stored file changed from outside, and the refusals (a bad name, an unknown name or
 //! digest, a relative directory, a relative or unknown store setting, no `HOME` to default
-//! from), each creating nothing.
+//! from), each creating nothing. As root, with no store set, the store is
+//! `/var/lib/sf/environments` (not below root's home, which a run's reserved user cannot
+//! pass), and an add there is not refused as unreachable.
 
 use std::os::unix::fs::{PermissionsExt as _, symlink};
 use std::path::{Path, PathBuf};
@@ -10,7 +12,7 @@ use std::process::Command;
 
 use serde_json::json;
 use sf_tests::plugins::{run_json, sf};
-use sf_tests::private_dir;
+use sf_tests::{DEFAULT_ENVIRONMENT_STORE_AS_ROOT, default_environment_store_lock, private_dir};
 
 /// A private directory with an `sf.toml` naming `envs/` as the store, and a small tree to add.
 struct Work {
@@ -252,7 +254,11 @@ fn bad_arguments_and_configuration_are_refused_creating_nothing() {
             refused.error_message()
         );
     }
-    // Unset: below $HOME, or an error saying to set it.
+    // Unset: below $HOME, or an error saying to set it. As root the default is not below
+    // HOME (the next test).
+    if nix::unistd::geteuid().is_root() {
+        return;
+    }
     let home = work.root.join("home");
     std::fs::create_dir(&home).unwrap();
     let listed = run_json(sf().args(["env", "list", "--json"]).env("HOME", &home));
@@ -267,4 +273,107 @@ fn bad_arguments_and_configuration_are_refused_creating_nothing() {
         "{}",
         refused.error_message()
     );
+}
+
+/// What an add to the store as root with no store set put there, removed when dropped: the
+/// whole store if the test created it, else the name and the object (a tree of this test's
+/// own, so no one else's).
+struct AddedToTheDefault {
+    existed: bool,
+    name: String,
+    hex: Option<String>,
+}
+
+impl Drop for AddedToTheDefault {
+    fn drop(&mut self) {
+        let store = Path::new(DEFAULT_ENVIRONMENT_STORE_AS_ROOT);
+        if !self.existed {
+            let _ = std::fs::remove_dir_all(store);
+            return;
+        }
+        let _ = std::fs::remove_file(store.join("names").join(&self.name));
+        if let Some(hex) = &self.hex {
+            let _ = std::fs::remove_dir_all(store.join("objects").join(hex));
+            let _ = std::fs::remove_file(store.join("stamps").join(hex));
+        }
+    }
+}
+
+#[test]
+fn as_root_the_unset_store_is_one_every_run_can_reach() {
+    if !nix::unistd::geteuid().is_root() {
+        // Below $HOME, as the test above shows.
+        return;
+    }
+    let _lock = default_environment_store_lock();
+    let work = Work::new();
+    // A HOME only its owner may pass, as root's is; nothing of it is used.
+    let home = work.root.join("home");
+    std::fs::create_dir(&home).unwrap();
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    // A tree and a name of this run's own.
+    let unique = format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    );
+    std::fs::write(work.tree.join("unique"), &unique).unwrap();
+    let name = format!("sf-test-{unique}");
+    let store = Path::new(DEFAULT_ENVIRONMENT_STORE_AS_ROOT);
+    let mut added = AddedToTheDefault {
+        existed: store.exists(),
+        name: name.clone(),
+        hex: None,
+    };
+    // No --config, no SF_CONFIG and no sf.toml in the working directory: nothing sets it.
+    let unconfigured = |home: Option<&Path>| {
+        let mut command = sf();
+        command.current_dir(&work.tree).env_remove("SF_CONFIG");
+        match home {
+            Some(home) => command.env("HOME", home),
+            None => command.env_remove("HOME"),
+        };
+        command
+    };
+    for home in [Some(home.as_path()), None] {
+        let listed = run_json(unconfigured(home).args(["env", "list", "--json"]));
+        assert_eq!(
+            listed.result()["store"],
+            DEFAULT_ENVIRONMENT_STORE_AS_ROOT,
+            "{home:?}"
+        );
+    }
+
+    let result = run_json(
+        unconfigured(Some(&home))
+            .args(["env", "add", &name])
+            .arg(&work.tree)
+            .arg("--json"),
+    )
+    .result()
+    .clone();
+    assert_eq!(result["name"], name.as_str());
+    let digest = result["digest"].as_str().unwrap().to_owned();
+    let hex = digest.strip_prefix("sha256:").unwrap().to_owned();
+    added.hex = Some(hex.clone());
+    let listed = run_json(unconfigured(Some(&home)).args(["env", "list", "--json"]));
+    assert_eq!(listed.result()["store"], DEFAULT_ENVIRONMENT_STORE_AS_ROOT);
+    assert!(
+        listed.result()["environments"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": name, "digest": digest})),
+        "{}",
+        listed.json
+    );
+    assert!(store.join("objects").join(&hex).join("tree").is_dir());
+    assert!(!home.join(".local").exists(), "nothing below HOME");
+    // Every directory from / down to the store lets others pass (what the run's user needs).
+    for dir in store.ancestors() {
+        let mode = std::fs::metadata(dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o001, 0o001, "{} is {mode:o}", dir.display());
+    }
 }

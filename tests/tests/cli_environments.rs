@@ -22,8 +22,8 @@ use sf_tests::plugins::Envelope;
 fn pytest_environment(public: &Public) -> (String, PathBuf) {
     let venv = land_support::pytest_venv();
     let added = Envelope::parse(
-        sf_tests::plugins::sf()
-            .env("HOME", public.home())
+        public
+            .sf()
             .args(["--json", "env", "add", "pytest"])
             .arg(&venv)
             .output()
@@ -76,7 +76,7 @@ fn slice_for(
         },
         &format!("{}^", fix.commit),
     )
-    .with_env("HOME", &public.home());
+    .with_public(public);
     let clone = clone.unwrap();
     let slice = work.dir.join("slice");
     write(
@@ -196,7 +196,7 @@ fn tiny_environment(public: &Public) -> PathBuf {
 fn an_environment_that_changed_in_the_store_is_never_used() {
     let public = Public::new();
     let tiny = tiny_environment(&public);
-    let work = Work::new().with_env("HOME", &public.home());
+    let work = Work::new().with_public(&public);
     let added = work.sf(&["env", "add", "tiny", tiny.to_str().unwrap()]);
     let digest = added.result()["digest"].as_str().unwrap().to_owned();
     let slice = work.author_slice("tiny-slice", &[]);

@@ -129,6 +129,9 @@ fn env_list(
 
 #[test]
 fn the_configuration_is_found_by_convention_and_said() {
+    // Some of the lists below find no configuration: as root, they read the machine's
+    // default store, which another test adds to and removes.
+    let _lock = sf_tests::default_environment_store_lock();
     let work = Work::unfrozen();
     let broken = |dir: &std::path::Path, name: &str| {
         let file = dir.join(name);
@@ -203,10 +206,19 @@ fn the_configuration_is_found_by_convention_and_said() {
 fn an_environment_store_the_sandbox_cannot_reach_is_refused_before_anything_is_stored() {
     use std::os::unix::fs::PermissionsExt as _;
     let (_keep, dir) = sf_tests::private_dir();
-    // A HOME only its owner may pass, as root's is.
+    // A HOME only its owner may pass, as root's is, and a store set below it (as root, the
+    // default store is /var/lib/sf/environments, which the sandbox's user can reach).
     let home = dir.join("home");
     std::fs::create_dir(&home).unwrap();
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let config = dir.join("sf.toml");
+    land_support::write(
+        &config,
+        &format!(
+            "[environments]\nstore = \"{}\"\n",
+            home.join(".local/share/sf/environments").display()
+        ),
+    );
     let venv = dir.join("venv");
     land_support::write(&venv.join("bin/tool"), "#!/bin/sh\n");
     std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -216,6 +228,8 @@ fn an_environment_store_the_sandbox_cannot_reach_is_refused_before_anything_is_s
                 .current_dir(&dir)
                 .env("HOME", &home)
                 .env_remove("SF_CONFIG")
+                .arg("--config")
+                .arg(&config)
                 .args(["--json", "env", "add", "tools"])
                 .arg(&venv),
         )

@@ -156,7 +156,7 @@ const SEEN: &str = "ID=sf-test-root\nno host runtime\nno setuid\nown dev\nown sf
 fn a_whole_root_environment_is_the_runs_root() {
     let public = Public::new();
     let root = small_root(&public);
-    let work = Work::new().with_env("HOME", &public.home());
+    let work = Work::new().with_public(&public);
 
     // Without --root, the setuid program and the sticky directory are refused, as always.
     let refused = work.sf(&["env", "add", "plain", root.to_str().unwrap()]);
@@ -272,7 +272,7 @@ fn a_debian_root_made_by_debootstrap_is_a_checks_root() {
         "debootstrap from {mirror}: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let work = Work::new().with_env("HOME", &public.home());
+    let work = Work::new().with_public(&public);
     let added = work.sf(&["env", "add", "--root", "debian", root.to_str().unwrap()]);
     assert_eq!(added.result()["at"], "/");
 

@@ -90,8 +90,10 @@ const EXAMPLE: &str = "fn main() {
 ";
 
 /// A directory every user can search (the sandbox's user reads the store when the tests run
-/// as root), holding `home/` (the `HOME` of every sf command, so the store is
-/// `home/.local/share/sf/environments`) and the environment's source; removed when dropped.
+/// as root), holding the test's own environment store `environments/` and the `sf.toml` that
+/// names it (unset, the store as root is the machine's /var/lib/sf/environments, which every
+/// test would share), `home/` (the `HOME` of every sf command) and the environment's source;
+/// removed when dropped.
 struct Public(tempfile::TempDir);
 
 impl Public {
@@ -102,7 +104,15 @@ impl Public {
             .unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::create_dir(dir.path().join("home")).unwrap();
-        Self(dir)
+        let public = Self(dir);
+        write(
+            &public.config(),
+            &format!(
+                "[environments]\nstore = \"{}\"\n",
+                public.path().join("environments").display()
+            ),
+        );
+        public
     }
 
     fn path(&self) -> &Path {
@@ -111,6 +121,11 @@ impl Public {
 
     fn home(&self) -> PathBuf {
         self.path().join("home")
+    }
+
+    /// The `sf.toml` naming the test's environment store.
+    fn config(&self) -> PathBuf {
+        self.path().join("sf.toml")
     }
 
     fn toolchain(&self) -> PathBuf {
@@ -208,6 +223,7 @@ fn rust_environment(public: &Public) -> (u64, String) {
     let added = Envelope::parse(
         sf_tests::plugins::sf()
             .env("HOME", public.home())
+            .env("SF_CONFIG", public.config())
             .args(["--json", "env", "add", "rust"])
             .arg(&toolchain)
             .output()
@@ -328,7 +344,9 @@ fn a_rust_crate_is_checked_by_cargo_test_in_a_toolchain_environment() {
     // Most of it is rustc's driver and LLVM; the whole toolchain with its documentation is
     // several times larger.
     assert!(size < 1 << 30, "the environment holds {size} bytes");
-    let work = Work::from_git(|dir| product(dir, &public), "HEAD").with_env("HOME", &public.home());
+    let work = Work::from_git(|dir| product(dir, &public), "HEAD")
+        .with_env("HOME", &public.home())
+        .with_env("SF_CONFIG", &public.config());
     let slice = work.dir.join("slice");
     write(
         &slice.join("slice.json"),

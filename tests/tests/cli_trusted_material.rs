@@ -47,12 +47,12 @@ const TESTS: &str = "tests/test_utils.py";
 /// would prove nothing about protection.
 const SCOPE: &[&str] = &["src", "tests", "conftest.py"];
 
-/// A store of this test's own (its `HOME`) holding the shared pytest venv as `pytest`.
+/// A store of this test's own (its `sf.toml`'s) holding the shared pytest venv as `pytest`.
 fn pytest() -> Public {
     let public = Public::new();
     Envelope::parse(
-        sf_tests::plugins::sf()
-            .env("HOME", public.home())
+        public
+            .sf()
             .args(["--json", "env", "add", "pytest"])
             .arg(land_support::pytest_venv())
             .output()
@@ -145,7 +145,7 @@ fn requests_slice_with(open: &[&str], overlay: bool) -> Requests {
         },
         &format!("{FIX}^"),
     )
-    .with_env("HOME", &public.home());
+    .with_public(&public);
     let clone = clone.unwrap();
     let tests = show(&clone, FIX, TESTS);
     let slice = work.dir.join("slice");

@@ -17,7 +17,8 @@
 //! path = "/etc/sf/gate.json"
 //!
 //! [environments]
-//! store = "/var/lib/sf/environments"   # default: $HOME/.local/share/sf/environments
+//! store = "/var/lib/sf/environments"   # default: this as root (the sandbox's user can
+//!                                      # reach it), else $HOME/.local/share/sf/environments
 //!
 //! [delivery]
 //! credential_helper = "store --file=/etc/sf/credentials"   # default: none
@@ -121,7 +122,13 @@ pub const DEFAULT_TREE_STORE_AS_ROOT: &str = "/var/lib/sf/trees";
 /// and sf does not run as root (the sandbox then reads as sf's own user).
 pub const DEFAULT_TREE_STORE: &str = ".local/share/sf/trees";
 
-/// Where the environment store is, below `$HOME`, when `[environments] store` is not set.
+/// Where the environment store is when `[environments] store` is not set and sf runs as
+/// root: as root, each run reads its environments as a reserved unprivileged user, so the
+/// store cannot be below root's private (0700) home.
+pub const DEFAULT_ENVIRONMENT_STORE_AS_ROOT: &str = "/var/lib/sf/environments";
+
+/// Where the environment store is, below `$HOME`, when `[environments] store` is not set
+/// and sf does not run as root (the sandbox then reads as sf's own user).
 pub const DEFAULT_ENVIRONMENT_STORE: &str = ".local/share/sf/environments";
 
 /// The largest configuration file read.
@@ -499,16 +506,28 @@ impl Config {
         &self.delivery
     }
 
-    /// The directory of the dependency environment store: `[environments] store`, or
-    /// `$HOME/.local/share/sf/environments` when it is not set. Without it set, a `HOME` that
-    /// is unset or not absolute is `config-invalid`, saying to set it.
+    /// The directory of the dependency environment store: `[environments] store`, or by
+    /// default [`DEFAULT_ENVIRONMENT_STORE_AS_ROOT`] as root and
+    /// `$HOME/.local/share/sf/environments` otherwise. Without it set, not as root, a `HOME`
+    /// that is unset or not absolute is `config-invalid`, saying to set it.
     pub fn environment_store_dir(&self) -> Result<PathBuf, ConfigError> {
         let home = std::env::var_os("HOME");
-        self.environment_store_dir_with(home.as_deref().map(Path::new))
+        self.environment_store_dir_with(
+            home.as_deref().map(Path::new),
+            nix::unistd::geteuid().is_root(),
+        )
     }
 
-    /// [`Config::environment_store_dir`] with `home` for `$HOME`.
-    fn environment_store_dir_with(&self, home: Option<&Path>) -> Result<PathBuf, ConfigError> {
+    /// [`Config::environment_store_dir`] with `home` for `$HOME`, and `is_root` for whether
+    /// sf runs as root.
+    fn environment_store_dir_with(
+        &self,
+        home: Option<&Path>,
+        is_root: bool,
+    ) -> Result<PathBuf, ConfigError> {
+        if self.environment_store.is_none() && is_root {
+            return Ok(PathBuf::from(DEFAULT_ENVIRONMENT_STORE_AS_ROOT));
+        }
         self.store_dir(
             self.environment_store.as_ref(),
             "store",
@@ -1196,18 +1215,18 @@ mod tests {
         let origin = || ConfigOrigin::File("/x".into());
         let config = Config::parse("[environments]\nstore = \"/srv/envs\"\n", origin()).unwrap();
         assert_eq!(
-            config.environment_store_dir_with(None).unwrap(),
+            config.environment_store_dir_with(None, false).unwrap(),
             Path::new("/srv/envs")
         );
         let config = Config::parse("", origin()).unwrap();
         assert_eq!(
             config
-                .environment_store_dir_with(Some(Path::new("/home/me")))
+                .environment_store_dir_with(Some(Path::new("/home/me")), false)
                 .unwrap(),
             Path::new("/home/me/.local/share/sf/environments")
         );
         for home in [None, Some(Path::new("relative"))] {
-            let error = config.environment_store_dir_with(home).unwrap_err();
+            let error = config.environment_store_dir_with(home, false).unwrap_err();
             assert_eq!(error.code(), "config-invalid");
             assert!(
                 error.to_string().contains("[environments] store"),
@@ -1215,7 +1234,7 @@ mod tests {
             );
         }
         let config = Config::parse("[environments]\n", origin()).unwrap();
-        assert!(config.environment_store_dir_with(None).is_err());
+        assert!(config.environment_store_dir_with(None, false).is_err());
         for (text, needle) in [
             (
                 "[environments]\nstore = \"envs\"\n",
@@ -1229,6 +1248,33 @@ mod tests {
             assert_eq!(error.code(), "config-invalid", "{text}");
             assert!(error.to_string().contains(needle), "{text}: {error}");
         }
+    }
+
+    #[test]
+    fn as_root_the_environment_store_is_one_the_sandbox_can_reach_unless_configured() {
+        let origin = || ConfigOrigin::File("/x".into());
+        let config = Config::parse("", origin()).unwrap();
+        // Never below root's home (0700, which the sandbox's user cannot pass), with or
+        // without a HOME.
+        for home in [Some(Path::new("/root")), Some(Path::new("relative")), None] {
+            assert_eq!(
+                config.environment_store_dir_with(home, true).unwrap(),
+                Path::new(DEFAULT_ENVIRONMENT_STORE_AS_ROOT),
+                "{home:?}"
+            );
+        }
+        assert_eq!(
+            DEFAULT_ENVIRONMENT_STORE_AS_ROOT,
+            "/var/lib/sf/environments"
+        );
+        // A store that is set wins, as root too.
+        let config = Config::parse("[environments]\nstore = \"/srv/envs\"\n", origin()).unwrap();
+        assert_eq!(
+            config
+                .environment_store_dir_with(Some(Path::new("/root")), true)
+                .unwrap(),
+            Path::new("/srv/envs")
+        );
     }
 
     #[test]

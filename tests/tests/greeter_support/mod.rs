@@ -52,7 +52,7 @@ pub fn node_modules(public: &Public) -> PathBuf {
 /// loudly` (FAIL_TO_PASS) and `keeps the name` (PASS_TO_PASS).
 pub fn greeter_slice(public: &Public, slice_json: &serde_json::Value) -> Work {
     let env = node_modules(public);
-    let work = Work::from_git(node_project, "HEAD").with_env("HOME", &public.home());
+    let work = Work::from_git(node_project, "HEAD").with_public(public);
     work.sf(&["env", "add", "node-deps", env.to_str().unwrap()])
         .result();
     let slice = work.dir.join("node-slice");

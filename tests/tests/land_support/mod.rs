@@ -66,8 +66,8 @@ pub fn on(candidate: &str) -> [&str; 6] {
 pub struct Work {
     _tmp: tempfile::TempDir,
     pub dir: PathBuf,
-    /// Variables every `sf` command of this work gets (a `HOME` whose environment store
-    /// the sandbox's user can read, say).
+    /// Variables every `sf` command of this work gets (an `SF_CONFIG` naming an environment
+    /// store the sandbox's user can read, say).
     env: Vec<(String, PathBuf)>,
 }
 
@@ -85,9 +85,11 @@ pub fn show(repo: &Path, rev: &str, path: &str) -> String {
 }
 
 /// A directory every user can search (the sandbox's user reads the environment store when the
-/// tests run as root), holding `home/`, the `HOME` of every sf command of a test that uses
-/// environments (so the store is `home/.local/share/sf/environments`), and what the test
-/// builds its environments from; removed when dropped.
+/// tests run as root), holding the test's own environment store `environments/` and the
+/// `sf.toml` that names it (unset, the store as root is the machine's
+/// /var/lib/sf/environments, which every test would share), `home/`, the `HOME` of every sf
+/// command of a test that uses environments, and what the test builds its environments from;
+/// removed when dropped.
 pub struct Public(tempfile::TempDir);
 
 impl Public {
@@ -99,7 +101,12 @@ impl Public {
             .unwrap();
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::create_dir(dir.path().join("home")).unwrap();
-        Self(dir)
+        let public = Self(dir);
+        write(
+            &public.config(),
+            &format!("[environments]\nstore = \"{}\"\n", public.store().display()),
+        );
+        public
     }
 
     pub fn path(&self) -> &Path {
@@ -110,10 +117,30 @@ impl Public {
         self.path().join("home")
     }
 
+    /// The test's environment store.
+    pub fn store(&self) -> PathBuf {
+        self.path().join("environments")
+    }
+
+    /// The `sf.toml` naming [`Public::store`] as `[environments] store`.
+    pub fn config(&self) -> PathBuf {
+        self.path().join("sf.toml")
+    }
+
+    /// The `sf` command, not yet run, with this directory's `HOME` and `sf.toml`
+    /// (`SF_CONFIG`).
+    pub fn sf(&self) -> Command {
+        let mut command = sf();
+        command
+            .env("HOME", self.home())
+            .env("SF_CONFIG", self.config());
+        command
+    }
+
     /// The stored tree of the environment `digest`.
     pub fn stored_tree(&self, digest: &str) -> PathBuf {
-        self.home()
-            .join(".local/share/sf/environments/objects")
+        self.store()
+            .join("objects")
             .join(digest.trim_start_matches("sha256:"))
             .join("tree")
     }
@@ -314,6 +341,13 @@ impl Work {
     /// `sf --json ARGS` of a command that decides (land, judge --exit-code).
     pub fn sf_decided(&self, args: &[&str]) -> Envelope {
         Envelope::parse_decided(self.command(args).output().unwrap())
+    }
+
+    /// This work, with `public`'s `HOME` and `sf.toml` (`SF_CONFIG`, so its environment
+    /// store) for every `sf` command.
+    pub fn with_public(self, public: &Public) -> Self {
+        self.with_env("HOME", &public.home())
+            .with_env("SF_CONFIG", &public.config())
     }
 
     /// This work, with `name=value` in the environment of every `sf` command.
