@@ -10,7 +10,7 @@ mod land_support;
 
 use std::path::{Path, PathBuf};
 
-use land_support::{Public, Work, team_git, write};
+use land_support::{Public, Work, team_git};
 use sf_test_support::git_servers::{BareRemote, GitDaemon};
 
 /// The fix: a commit of psf/requests changing `src/requests/utils.py` and its test.
@@ -52,17 +52,6 @@ fn team_repository(dir: &Path) -> PathBuf {
     work
 }
 
-/// `sf.toml` in the work directory (found by convention): the environment store in `public`.
-fn configure(work: &Work, public: &Public) {
-    write(
-        &work.dir.join("sf.toml"),
-        &format!(
-            "[environments]\nstore = \"{}\"\n",
-            public.path().join("store").display()
-        ),
-    );
-}
-
 #[test]
 fn a_fix_is_suggested_frozen_proposed_landed_and_delivered() {
     let (_tmp, dir) = sf_tests::private_dir();
@@ -71,9 +60,8 @@ fn a_fix_is_suggested_frozen_proposed_landed_and_delivered() {
     let daemon = GitDaemon::start(remote.root());
     let url = daemon.url(remote.name());
     let source = remote.path().to_str().unwrap().to_owned();
-    let work = Work::from_git_upstream_at(move |_| source, "main", Some(&url));
     let public = Public::new();
-    configure(&work, &public);
+    let work = Work::from_git_upstream_at(move |_| source, "main", Some(&url)).with_public(&public);
     let venv = land_support::pytest_venv();
     work.sf(&["env", "add", "pytest", venv.to_str().unwrap()])
         .result();
