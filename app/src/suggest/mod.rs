@@ -453,7 +453,11 @@ fn no_fail_to_pass(lists: &Lists, fixed: bool) -> AppError {
 /// check with no lists (what the trials run).
 fn write_draft(request: &SuggestRequest, split: &Split, argv: &[String]) -> Result<(), AppError> {
     let dir = &request.dir;
-    let slice = serde_json::json!({"id": request.id, "revision": 1, "scope": split.scope});
+    let mut slice = serde_json::json!({"id": request.id, "revision": 1, "scope": split.scope});
+    let open = beside_tests(&split.scope, &split.overlay);
+    if !open.is_empty() {
+        slice["open"] = serde_json::json!(open);
+    }
     write(&dir.join("slice.json"), slice.to_string().as_bytes())?;
     write(&dir.join("recipe.json"), RECIPE.as_bytes())?;
     for file in &split.overlay {
@@ -467,6 +471,22 @@ fn write_draft(request: &SuggestRequest, split: &Split, argv: &[String]) -> Resu
     }
     let draft = command_check(request, ("tests", "before", "base"), argv, 0, (&[], &[]));
     write_checks(dir, vec![draft])
+}
+
+/// The scope's paths in a directory that holds a test file of the overlay (or below one):
+/// the freeze closes such a directory to proposals, since a file beside a trusted test could
+/// stand in for what it loads, so the Slice opens the scope's own paths there again.
+fn beside_tests(scope: &[String], overlay: &[SnapshotFile]) -> Vec<String> {
+    scope
+        .iter()
+        .filter(|path| {
+            overlay.iter().any(|test| match test.path.rsplit_once('/') {
+                None => true,
+                Some((dir, _)) => path.starts_with(&format!("{dir}/")),
+            })
+        })
+        .cloned()
+        .collect()
 }
 
 /// The acceptance written: before (both lists), after (FAIL_TO_PASS), guardrail
