@@ -504,7 +504,10 @@ impl Cluster {
 }
 
 /// The cluster of this test process, started by `start` on first use and stopped when the
-/// process exits (a static is never dropped, so [`crate::at_exit`] drops it).
+/// process exits (a static is never dropped, so [`crate::at_exit`] drops it). A process killed
+/// runs no exit handler: its database server is stopped by the [`PgCluster`]'s reaper, and
+/// the BuildGrid server and the workers, which stay in the test's process group, die with it
+/// when a harness kills the group.
 pub fn shared(start: impl FnOnce() -> Cluster) -> std::sync::Arc<Cluster> {
     use std::sync::{Arc, Mutex};
     static SHARED: Mutex<Option<Arc<Cluster>>> = Mutex::new(None);

@@ -4,12 +4,18 @@
 //! whose password only the test knows, and `pg_ctl stop -m immediate` when the guard drops.
 //! It never skips: when the binaries are missing or the server does not start, it panics
 //! with what failed.
+//!
+//! A cluster is also stopped and its files removed when the process that started it ends
+//! without dropping it: a cluster a test binary shares lives in a static, which is never
+//! dropped, and a test the harness kills on a timeout runs no destructor at all. The server
+//! (started by `pg_ctl`, which puts it in a session of its own) would otherwise outlive the
+//! test with its few hundred megabytes of files. `Reaper` below says how.
 
 use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
 
 /// Where Debian installs the server binaries, one directory per major version.
 const POSTGRESQL_LIB: &str = "/usr/lib/postgresql";
@@ -19,7 +25,9 @@ const NOBODY: u32 = 65534;
 /// check and the server's bind).
 const PORT_ATTEMPTS: usize = 5;
 
-/// A running cluster. Dropping it stops the server (immediate shutdown) and removes its files.
+/// A running cluster. Dropping it stops the server (immediate shutdown) and removes its files;
+/// so does the end of the process, however it ends, when it is never dropped (held in a
+/// static, or the process killed).
 pub struct PgCluster {
     dir: tempfile::TempDir,
     bin: PathBuf,
@@ -27,6 +35,9 @@ pub struct PgCluster {
     port: u16,
     uid: Option<u32>,
     superuser_password: String,
+    // Declared last: fields drop in order, so on a drop the directory is already removed
+    // (synchronously, by the TempDir) when the reaper is woken and finds nothing to do.
+    _reaper: Reaper,
 }
 
 /// The superuser's name.
@@ -59,6 +70,8 @@ impl PgCluster {
                 .expect("chown the password file");
         }
         let data = dir.path().join("data");
+        // Before initdb: a process killed while the cluster starts leaves nothing either.
+        let reaper = Reaper::start(&bin, &data, dir.path(), uid);
         let mut cluster = Self {
             dir,
             bin,
@@ -66,6 +79,7 @@ impl PgCluster {
             port: 0,
             uid,
             superuser_password,
+            _reaper: reaper,
         };
         let initdb = cluster
             .server_command("initdb")
@@ -328,6 +342,109 @@ impl Drop for PgCluster {
     }
 }
 
+/// What stops a cluster and removes its directory once the process that started it has ended
+/// (or its [`PgCluster`] is dropped): two detached shell processes, chained by pipes.
+///
+/// - The stopper, run as the cluster's user (as [`PgCluster::server_command`] runs the
+///   server's programs: `pg_ctl` refuses root), reads its standard input until end of file,
+///   then runs `pg_ctl stop -m immediate -w` on the data directory and exits. The write end
+///   of its standard input is held by this process alone (close-on-exec, so no child of the
+///   test inherits it): the kernel closes it when the process ends, however it ends, and
+///   when the [`PgCluster`] drops. No polling of a pid, so no pid that could be reused.
+/// - The remover, run as the test's user (who can remove whatever the TempDir could, root's
+///   files included), reads the stopper's standard output until end of file, which comes
+///   when the stopper exits, and then removes the directory.
+///
+/// Both start sessions of their own (`setsid`): a harness that kills the test's process
+/// group on a timeout (nextest does) does not kill them. Their standard output and error
+/// are /dev/null or their own pipe, never the test's: a harness waits for every holder of
+/// the test's output pipes to close them.
+///
+/// A child made by `fork` without `exec` would hold the write end too, and the cluster
+/// would be stopped only when that child also ended; the tests do not fork so.
+struct Reaper {
+    alarm: Option<std::io::PipeWriter>,
+    processes: Vec<Child>,
+}
+
+/// The stopper's script: `$1` is `pg_ctl`, `$2` the data directory. Nothing is ever written
+/// to its standard input: the loop ends at end of file. pg_ctl fails, harmlessly, when the
+/// server is stopped already or its directory gone. The shell exits only after pg_ctl has,
+/// and with it the last holder of the remover's pipe.
+const STOPPER: &str = r#"while read -r line; do :; done
+"$1" stop -D "$2" -m immediate -w -t 60 >/dev/null 2>&1
+exit 0"#;
+
+/// The remover's script: `$1` is the cluster's directory.
+const REMOVER: &str = r#"while read -r line; do :; done
+exec rm -rf -- "$1""#;
+
+impl Reaper {
+    fn start(bin: &Path, data: &Path, dir: &Path, uid: Option<u32>) -> Self {
+        let (alarm_read, alarm) = std::io::pipe().expect("a pipe for the cluster's stopper");
+        let (stopped_read, stopped) = std::io::pipe().expect("a pipe for the cluster's remover");
+        let remover = detached_shell(REMOVER)
+            .arg(dir)
+            .stdin(stopped_read)
+            .spawn()
+            .expect("starting the cluster's remover");
+        let mut command = detached_shell(STOPPER);
+        command
+            .arg(bin.join("pg_ctl"))
+            .arg(data)
+            .env("LC_ALL", "C")
+            .stdin(alarm_read)
+            .stdout(stopped);
+        if let Some(uid) = uid {
+            command.uid(uid).gid(uid);
+        }
+        let stopper = command.spawn().expect("starting the cluster's stopper");
+        // The Command holds this process's copy of the remover's pipe: once it is gone, the
+        // stopper holds the write end alone and its exit is the remover's end of file.
+        drop(command);
+        Self {
+            alarm: Some(alarm),
+            processes: vec![stopper, remover],
+        }
+    }
+}
+
+impl Drop for Reaper {
+    /// Wakes the processes and reaps them (they find the cluster stopped and its directory
+    /// removed, and end at once), so that no exited child lingers in the test process.
+    fn drop(&mut self) {
+        drop(self.alarm.take());
+        for process in &mut self.processes {
+            let _ = process.wait();
+        }
+    }
+}
+
+/// `sh -c script` in a session of its own, with a clean environment, `/` as its directory
+/// and /dev/null as its input and output (the caller gives it its pipes).
+fn detached_shell(script: &str) -> Command {
+    let mut command = Command::new("/bin/sh");
+    command
+        .args(["-c", script, "sf-pg-reaper"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: the closure runs in the child between fork and exec, where only
+    // async-signal-safe calls are allowed: setsid(2) is one, and turning its error into an
+    // io::Error (an OS error code) does not allocate.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
+    command
+}
+
 /// The newest installed server's binaries (`/usr/lib/postgresql/<major>/bin`).
 fn server_binaries() -> PathBuf {
     let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir(POSTGRESQL_LIB)
@@ -393,5 +510,140 @@ mod tests {
         let data = cluster.dir().join("data");
         drop(cluster);
         assert!(!data.exists(), "the cluster's files are removed");
+    }
+
+    /// Set in the environment of a run of this test binary as [`CHILD`].
+    const CHILD_ENV: &str = "SF_TEST_PG_STATIC_CHILD";
+    /// The child test's name.
+    const CHILD: &str = "postgres::tests::a_static_cluster_in_a_child";
+
+    /// The child: does nothing unless [`CHILD_ENV`] is set; then starts a cluster held in a
+    /// static, as a test binary shares one, prints its postmaster's pid and its directory,
+    /// waits for the end of its standard input (the parent has seen the server run) and
+    /// returns: the process exits without dropping the static. Or it is killed waiting.
+    #[test]
+    fn a_static_cluster_in_a_child() {
+        static CLUSTER: std::sync::OnceLock<PgCluster> = std::sync::OnceLock::new();
+        if std::env::var_os(CHILD_ENV).is_none() {
+            return;
+        }
+        let cluster = CLUSTER.get_or_init(PgCluster::start);
+        let pid_file = std::fs::read_to_string(cluster.dir().join("data/postmaster.pid"))
+            .expect("the running server's postmaster.pid");
+        let pid = pid_file.lines().next().expect("the postmaster's pid");
+        println!("CLUSTER {pid} {}", cluster.dir().display());
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+    }
+
+    /// A run of [`CHILD`] in a process group of its own, killed (the whole group) and reaped
+    /// when dropped unless it was reaped already: a failing test leaves no child waiting.
+    struct ChildRun(Option<std::process::Child>);
+
+    impl ChildRun {
+        /// Kills the child's group with SIGKILL unless `only_wait`, and reaps the child.
+        fn end(&mut self, only_wait: bool) -> std::process::ExitStatus {
+            let mut child = self.0.take().expect("a child not reaped yet");
+            if !only_wait {
+                // Before the reap, so the group's id cannot have been reused.
+                let group = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
+                let _ = nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL);
+            }
+            child.wait().expect("reaping the child")
+        }
+    }
+
+    impl Drop for ChildRun {
+        fn drop(&mut self) {
+            if self.0.is_some() {
+                self.end(false);
+            }
+        }
+    }
+
+    /// Runs [`CHILD`]; returns it and the postmaster's pid and the cluster's directory it
+    /// printed. Dropping the child's standard input lets it exit.
+    fn start_child() -> (ChildRun, std::process::ChildStdin, i32, PathBuf) {
+        use std::io::BufRead as _;
+        let mut run = ChildRun(Some(
+            Command::new(std::env::current_exe().expect("the test binary"))
+                .args(["--exact", CHILD, "--nocapture", "--test-threads", "1"])
+                .env(CHILD_ENV, "1")
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .process_group(0)
+                .spawn()
+                .expect("running the child"),
+        ));
+        let stdin = run.0.as_mut().and_then(|child| child.stdin.take());
+        let stdin = stdin.expect("piped");
+        let stdout = run.0.as_mut().and_then(|child| child.stdout.take());
+        let mut stdout = std::io::BufReader::new(stdout.expect("piped"));
+        let mut line = String::new();
+        loop {
+            line.clear();
+            let read = stdout.read_line(&mut line).expect("the child's output");
+            if read == 0 {
+                panic!("the child printed no cluster: {}", run.end(true));
+            }
+            // libtest prints "test NAME ... " on the same line first.
+            if let Some(at) = line.find("CLUSTER ") {
+                let (pid, dir) = line[at + 8..]
+                    .trim()
+                    .split_once(' ')
+                    .expect("CLUSTER <pid> <dir>");
+                let pid = pid.parse().expect("a pid");
+                // The rest of the output is drained so that the child never blocks on it.
+                std::thread::spawn(move || std::io::copy(&mut stdout, &mut std::io::sink()));
+                return (run, stdin, pid, PathBuf::from(dir));
+            }
+        }
+    }
+
+    /// The start time (in clock ticks since boot) of process `pid` while it runs: None when
+    /// it is gone or a zombie (a zombie may never be reaped in a container whose init does
+    /// not reap).
+    fn running_since(pid: i32) -> Option<u64> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // After the command's name, in parentheses that it may itself contain: the state is
+        // field 3 and the start time field 22.
+        let fields: Vec<&str> = stat[stat.rfind(')')? + 1..].split_whitespace().collect();
+        if matches!(fields.first(), Some(&("Z" | "X"))) {
+            return None;
+        }
+        fields.get(19)?.parse().ok()
+    }
+
+    /// Waits (bounded) until the postmaster `pid`, which started at `since`, no longer runs
+    /// and `dir` is gone; asserts both.
+    fn assert_stopped_and_removed(pid: i32, since: u64, dir: &Path) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        // A pid is compared with its start time: another process may take it after the
+        // postmaster's end.
+        let running = || running_since(pid) == Some(since);
+        while (running() || dir.exists()) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        assert!(!running(), "the postmaster {pid} still runs");
+        assert!(!dir.exists(), "{} is still there", dir.display());
+    }
+
+    #[test]
+    fn a_static_cluster_is_stopped_and_removed_when_its_process_exits() {
+        let (mut child, stdin, pid, dir) = start_child();
+        let since = running_since(pid).expect("the postmaster runs while its process does");
+        drop(stdin);
+        let status = child.end(true);
+        assert!(status.success(), "the child failed: {status}");
+        assert_stopped_and_removed(pid, since, &dir);
+    }
+
+    /// As a harness ends a test on a timeout: SIGKILL to its whole process group, so no
+    /// destructor and no exit handler runs.
+    #[test]
+    fn a_static_cluster_is_stopped_and_removed_when_its_process_group_is_killed() {
+        let (mut child, _stdin, pid, dir) = start_child();
+        let since = running_since(pid).expect("the postmaster runs while its process does");
+        child.end(false);
+        assert_stopped_and_removed(pid, since, &dir);
     }
 }

@@ -13,7 +13,9 @@ use sf_sdk::contracts::EvidenceStore;
 use sf_test_support::build::plugin_library;
 use sf_test_support::postgres::{PgCluster, PgDatabase};
 
-/// The cluster of this test process, started on first use.
+/// The cluster of this test process, started on first use. A static is never dropped: the
+/// cluster's reaper stops it and removes its files when the process ends (see
+/// `sf_test_support::postgres`), however it ends.
 pub fn cluster() -> &'static PgCluster {
     static CLUSTER: OnceLock<PgCluster> = OnceLock::new();
     CLUSTER.get_or_init(PgCluster::start)
