@@ -3,13 +3,15 @@
 //! fix commit and from a directory of tests alone, frozen and the fix Verified; a freeze
 //! whose base-stage check misses on the base is refused and writes nothing (and
 //! `--no-dry-run` freezes it); arguments suggest cannot use are refused and leave no
-//! directory behind.
+//! directory behind; a Node project's `node --test` suite with an npm dependency.
 
+mod greeter_support;
 mod land_support;
 
 use std::path::{Path, PathBuf};
 
-use land_support::{Work, team_git};
+use greeter_support::{GREET_FIXED, GREET_TEST, node_modules, node_project};
+use land_support::{Public, Work, team_git, write};
 
 /// A fix of python/typing_extensions and the test it makes pass, as the runner names it when
 /// given the test file by its path from the tree's top.
@@ -296,4 +298,82 @@ fn a_freeze_whose_base_stage_misses_on_the_base_is_refused_and_writes_nothing() 
 
 fn frozen_dir(slice: &Path) -> PathBuf {
     slice.join("frozen")
+}
+
+#[test]
+fn a_node_test_suite_is_suggested_from_a_fix_and_the_fix_lands() {
+    let public = Public::new();
+    let env = node_modules(&public);
+    let work = Work::from_git(node_project, "HEAD").with_public(&public);
+    work.sf(&["env", "add", "node-deps", env.to_str().unwrap()])
+        .result();
+    // The fix, committed after the base was taken: the code and the test that shows it.
+    let project = work.dir.join("node");
+    write(&project.join("lib/greet.js"), GREET_FIXED);
+    write(&project.join("test/greet.test.js"), GREET_TEST);
+    team_git(&project, &["add", "-A"]);
+    team_git(&project, &["commit", "-q", "-m", "shout the greeting"]);
+
+    let node_path = format!("NODE_PATH={}/node_modules", env.display());
+    let found = work.sf(&[
+        "slice",
+        "suggest",
+        "--identity",
+        "identity.json",
+        "--dir",
+        "slice",
+        "--id",
+        "shout",
+        "--runner",
+        "node",
+        "--environment",
+        "node-deps",
+        "--env",
+        &node_path,
+        "--fix",
+        "HEAD",
+        "--repo",
+        "node",
+        "--runs",
+        "2",
+    ]);
+    let found = found.result().clone();
+    assert_eq!(
+        found["overlay"],
+        serde_json::json!(["test/greet.test.js"]),
+        "{found}"
+    );
+    assert_eq!(
+        found["scope"],
+        serde_json::json!(["lib/greet.js"]),
+        "{found}"
+    );
+    assert_eq!(
+        found["failToPass"],
+        serde_json::json!(["test::greets loudly"]),
+        "{found}"
+    );
+    assert_eq!(
+        found["passToPass"],
+        serde_json::json!(["test::keeps the name"]),
+        "{found}"
+    );
+    work.freeze("slice").result();
+
+    let sealed = work.sf(&[
+        "seal",
+        "--identity",
+        "identity.json",
+        "--slice",
+        "slice",
+        "--commit",
+        "HEAD",
+        "--repo",
+        "node",
+        "--only",
+        "lib/",
+    ]);
+    let candidate = sealed.result()["digest"].as_str().unwrap().to_owned();
+    let landed = work.land(&candidate, "slice", &[]);
+    assert_eq!(landed.result()["outcome"], "integrated", "{landed:?}");
 }
