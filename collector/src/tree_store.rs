@@ -512,7 +512,7 @@ impl<'a> FileStore<'a> {
 fn verify_held(shard: &DirFd, key: &OsStr, held: &Entry, sha256: &Digest, bits: u32) -> Result<()> {
     let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
     shard
-        .read_file_chunks(held, u64::MAX, &mut |chunk| {
+        .read_linked_file_chunks(held, u64::MAX, &mut |chunk| {
             sha2::Digest::update(&mut hasher, chunk);
             Ok(())
         })

@@ -87,6 +87,33 @@ pub struct ResultsRequest {
     pub max_bytes: u64,
 }
 
+/// The port, on the run's own loopback, where a run granted [`RunNetwork`] finds the host's
+/// proxy: tools inside are given `http://127.0.0.1:3128` as their HTTPS proxy.
+pub const PROXY_PORT: u16 = 3128;
+
+/// Network for a run that builds a dependency environment: its network namespace has its
+/// loopback up and a listener at `127.0.0.1:`[`PROXY_PORT`], and every connection made to it
+/// is relayed to the host's Unix socket `proxy`, where the caller's proxy decides what the run
+/// may reach (and records it). Nothing else is reachable: the run has no other interface and
+/// no route. An Executor that cannot do exactly this refuses the request, starting nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RunNetwork {
+    /// The host's Unix socket the listener's connections are relayed to: an absolute path.
+    pub proxy: PathBuf,
+}
+
+/// A writable directory a run leaves its output in (a dependency environment being built):
+/// the host directory `dir`, empty, is bound read-write (and executable) at `at`, and what the
+/// run leaves there stays when it ends. The Executor makes `dir` writable by the run's user;
+/// what is in it afterwards is the run's output, as untrusted as its stdout.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RunOutput {
+    /// The absolute path inside the run, outside `/sf`, `/proc` and `/dev`.
+    pub at: String,
+    /// The host directory, an absolute path; it must exist and be empty.
+    pub dir: PathBuf,
+}
+
 /// What became of the results file a run was asked to leave.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum CapturedResults {
@@ -209,6 +236,10 @@ pub struct RunCommand {
     /// and they can be nowhere else. It is part of the command's digest (when asked), so a
     /// judge pins it with the rest.
     pub scratch_executable: bool,
+    /// The network the run gets to its caller's proxy, if any (none: no network at all).
+    pub network: Option<RunNetwork>,
+    /// The writable directory the run leaves its output in, if any.
+    pub output: Option<RunOutput>,
 }
 
 fn refuse<T>(input: String, rule: &'static str) -> Result<T, ExecutorError> {
@@ -236,6 +267,14 @@ pub fn is_env_name(name: &str) -> bool {
         && bytes
             .iter()
             .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+}
+
+/// Whether `at` is, or is below, a directory the sandbox makes its own (`/sf`, `/proc`,
+/// `/dev`), where nothing of the caller's may be bound.
+fn is_reserved(at: &str) -> bool {
+    ["/sf", "/proc", "/dev"]
+        .iter()
+        .any(|prefix| at == *prefix || at.strip_prefix(prefix).is_some_and(|r| r.starts_with('/')))
 }
 
 /// The run directories a command's working directory may be in, and the reserved prefix no
@@ -330,10 +369,7 @@ impl RunCommand {
         }
         if let Some(environment) = &self.environment {
             let at = &environment.at;
-            let reserved = ["/sf", "/proc", "/dev"].iter().any(|prefix| {
-                at == prefix || at.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'))
-            });
-            if !environment.is_root() && (!is_normal_absolute(at) || reserved) {
+            if !environment.is_root() && (!is_normal_absolute(at) || is_reserved(at)) {
                 return refuse(
                     format!("environment path {at:?}"),
                     "an environment is bound at / (as the whole root) or at a normal \
@@ -363,6 +399,7 @@ impl RunCommand {
                 );
             }
         }
+        self.check_build_access()?;
         if let Some(results) = &self.results {
             if crate::tree_path::check_path(
                 &results.path,
@@ -380,6 +417,55 @@ impl RunCommand {
                 return refuse(
                     format!("results limit {}", results.max_bytes),
                     "a results file is kept up to 1 byte to 8 MiB",
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the network and the output directory of a command that builds an environment:
+    /// host paths absolute, the output bound at a normal absolute path outside `/sf`, `/proc`
+    /// and `/dev`, neither over nor inside the dependency environment.
+    fn check_build_access(&self) -> Result<(), ExecutorError> {
+        if let Some(network) = &self.network
+            && !network.proxy.is_absolute()
+        {
+            return refuse(
+                format!("network proxy {}", network.proxy.display()),
+                "a run's proxy socket is an absolute host path",
+            );
+        }
+        let Some(output) = &self.output else {
+            return Ok(());
+        };
+        if !is_normal_absolute(&output.at) || is_reserved(&output.at) {
+            return refuse(
+                format!("output path {:?}", output.at),
+                "an output directory is bound at a normal absolute path outside /sf, /proc \
+                 and /dev",
+            );
+        }
+        if !output.dir.is_absolute() {
+            return refuse(
+                format!("output directory {}", output.dir.display()),
+                "an output directory is an absolute host path",
+            );
+        }
+        if let Some(environment) = &self.environment {
+            let nested = |outer: &str, inner: &str| {
+                outer == inner
+                    || inner
+                        .strip_prefix(outer)
+                        .is_some_and(|rest| rest.starts_with('/'))
+            };
+            if environment.is_root()
+                || nested(&environment.at, &output.at)
+                || nested(&output.at, &environment.at)
+            {
+                return refuse(
+                    format!("output path {:?}", output.at),
+                    "an output directory is bound neither over nor inside the dependency \
+                     environment, and not beside a root environment",
                 );
             }
         }
@@ -427,7 +513,7 @@ impl RunCommand {
     }
 
     /// The canonical document [`RunCommand::digest`] hashes:
-    /// `{"argv":[…],"cwd":…,"env":{…},"environment":{"at","digest"}|null,"protocol":"sf-run-command/1","resources":{"cpuSeconds"?,"memoryBytes"?,"processes"?,"scratchBytes"?,"scratchFiles"?},"results":{"maxBytes","path"}|null,"scratchExecutable"?:true}`.
+    /// `{"argv":[…],"cwd":…,"env":{…},"environment":{"at","digest"}|null,"protocol":"sf-run-command/1","resources":{"cpuSeconds"?,"memoryBytes"?,"processes"?,"scratchBytes"?,"scratchFiles"?},"results":{"maxBytes","path"}|null,"scratchExecutable"?:true,"network"?:{"proxyPort"},"output"?:{"at"}}`.
     pub fn document(&self) -> Value {
         let environment = match &self.environment {
             Some(environment) => canonical::object([
@@ -464,9 +550,23 @@ impl RunCommand {
             ("results".to_owned(), results),
             ("resources".to_owned(), self.resources.document()),
         ]);
-        // Only when asked: every command without it keeps the digest it always had.
+        // Only when asked: every command without them keeps the digest it always had. The
+        // host paths (the proxy's socket, the output's directory) say only where this host
+        // keeps them, as an environment's tree does.
         if self.scratch_executable {
             document.insert("scratchExecutable".to_owned(), Value::Bool(true));
+        }
+        if self.network.is_some() {
+            document.insert(
+                "network".to_owned(),
+                canonical::object([("proxyPort", Value::Integer(i64::from(PROXY_PORT)))]),
+            );
+        }
+        if let Some(output) = &self.output {
+            document.insert(
+                "output".to_owned(),
+                canonical::object([("at", Value::from(output.at.as_str()))]),
+            );
         }
         Value::Object(document)
     }
@@ -494,6 +594,8 @@ mod tests {
             results: None,
             resources: RunResources::default(),
             scratch_executable: false,
+            network: None,
+            output: None,
         }
     }
 
@@ -540,6 +642,42 @@ mod tests {
         assert!(!refused(&|c| c.cwd = "/sf/harness/tests".into()));
         assert!(refused(&|c| c.resources.memory_bytes = Some(0)));
         assert!(!refused(&|c| c.resources.processes = Some(64)));
+        let output = |at: &str, dir: &str| RunOutput {
+            at: at.into(),
+            dir: dir.into(),
+        };
+        assert!(!refused(
+            &|c| c.output = Some(output("/opt/env", "/var/tmp/o"))
+        ));
+        assert!(refused(
+            &|c| c.output = Some(output("/sf/out", "/var/tmp/o"))
+        ));
+        assert!(refused(&|c| c.output = Some(output("/dev", "/var/tmp/o"))));
+        assert!(refused(
+            &|c| c.output = Some(output("opt/env", "/var/tmp/o"))
+        ));
+        assert!(refused(&|c| c.output = Some(output("/opt/env", "o"))));
+        let beside = |at: &'static str| {
+            move |c: &mut RunCommand| {
+                c.environment = Some(environment(at));
+                c.output = Some(output("/opt/env", "/var/tmp/o"));
+            }
+        };
+        assert!(refused(&beside("/opt/env")));
+        assert!(refused(&beside("/opt")));
+        assert!(refused(&beside("/opt/env/inner")));
+        assert!(refused(&beside("/")));
+        assert!(!refused(&beside("/opt/envs")));
+        assert!(refused(&|c| {
+            c.network = Some(RunNetwork {
+                proxy: "proxy.sock".into(),
+            })
+        }));
+        assert!(!refused(&|c| {
+            c.network = Some(RunNetwork {
+                proxy: "/run/sf/proxy.sock".into(),
+            })
+        }));
     }
 
     #[test]
@@ -598,6 +736,25 @@ mod tests {
         assert!(seen.insert(changed.digest()));
         let mut moved = changed.clone();
         moved.environment.as_mut().unwrap().tree = "/b".into();
+        assert_eq!(moved.digest(), changed.digest());
+        let mut changed = base.clone();
+        changed.network = Some(RunNetwork {
+            proxy: "/run/a.sock".into(),
+        });
+        assert!(seen.insert(changed.digest()));
+        let mut moved = changed.clone();
+        moved.network = Some(RunNetwork {
+            proxy: "/run/b.sock".into(),
+        });
+        assert_eq!(moved.digest(), changed.digest());
+        let mut changed = base.clone();
+        changed.output = Some(RunOutput {
+            at: "/opt/e".into(),
+            dir: "/var/tmp/a".into(),
+        });
+        assert!(seen.insert(changed.digest()));
+        let mut moved = changed.clone();
+        moved.output.as_mut().unwrap().dir = "/var/tmp/b".into();
         assert_eq!(moved.digest(), changed.digest());
     }
 }

@@ -31,8 +31,8 @@ pub mod gate;
 pub mod object_store;
 
 pub use command::{
-    CapturedResults, MAX_RESULTS_BYTES, ResultsRequest, RunCommand, RunEnvironment, RunResources,
-    SCRATCH_DIR,
+    CapturedResults, MAX_RESULTS_BYTES, PROXY_PORT, ResultsRequest, RunCommand, RunEnvironment,
+    RunNetwork, RunOutput, RunResources, SCRATCH_DIR,
 };
 pub use evidence_store::{
     AttemptId, EVIDENCE_PROTOCOL, EvidenceRecord, EvidenceStore, EvidenceStoreError,

@@ -236,6 +236,15 @@ struct Version {
     changed: (i64, u64),
 }
 
+/// How a read tells that the file changed under it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Versioned {
+    /// Its size, modification time or change time moved.
+    Strictly,
+    /// Its size or modification time moved: the caller checks the bytes by their digest.
+    ByContent,
+}
+
 fn version_of(stat: &Stat) -> Version {
     Version {
         size: stat.st_size,
@@ -315,12 +324,22 @@ fn too_large(path: PathBuf, limit: u64) -> DirFdError {
 /// Checks that the file read through `file` (`read` bytes) did not change since it was
 /// opened with status `before`: a file written to while it was read gives bytes that were
 /// never its contents.
-fn check_unchanged(file: &std::fs::File, before: &Stat, read: u64, path: PathBuf) -> Result<()> {
+fn check_unchanged(
+    file: &std::fs::File,
+    before: &Stat,
+    read: u64,
+    path: PathBuf,
+    versioned: Versioned,
+) -> Result<()> {
     let after = rustix::fs::fstat(file).map_err(|errno| DirFdError::Unreadable {
         path: path.clone(),
         detail: errno.to_string(),
     })?;
-    if version_of(&after) != version_of(before) || read != after.st_size as u64 {
+    let (mut now, mut then) = (version_of(&after), version_of(before));
+    if versioned == Versioned::ByContent {
+        (now.changed, then.changed) = ((0, 0), (0, 0));
+    }
+    if now != then || read != after.st_size as u64 {
         return Err(DirFdError::Changed {
             path,
             detail: "it was written to while it was read".into(),
@@ -600,6 +619,30 @@ impl DirFd {
         limit: u64,
         sink: &mut dyn FnMut(&[u8]) -> Result<()>,
     ) -> Result<FileRead> {
+        self.read_chunks(entry, limit, sink, Versioned::Strictly)
+    }
+
+    /// Reads a content-addressed file as [`DirFd::read_file_chunks`] does, for a caller that
+    /// checks the bytes against the digest the file is named by, while other writers may
+    /// hard-link the same file: a link made or removed changes the file's change time, so a
+    /// change time that moved alone is not a change here (a size or a modification time that
+    /// moved still is, and any other write shows in the digest).
+    pub fn read_linked_file_chunks(
+        &self,
+        entry: &Entry,
+        limit: u64,
+        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<FileRead> {
+        self.read_chunks(entry, limit, sink, Versioned::ByContent)
+    }
+
+    fn read_chunks(
+        &self,
+        entry: &Entry,
+        limit: u64,
+        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+        versioned: Versioned,
+    ) -> Result<FileRead> {
         let name = check_name(&self.path, &entry.name)?;
         let (mut file, before, path) = self.open_file(name, Some((entry.dev, entry.ino)))?;
         // No larger than the file (and a byte to see its end), so small files cost little.
@@ -624,7 +667,7 @@ impl DirFd {
             }
             sink(&buffer[..read])?;
         }
-        check_unchanged(&file, &before, size, path)?;
+        check_unchanged(&file, &before, size, path, versioned)?;
         Ok(FileRead {
             size,
             mode: before.st_mode & 0o7777,
@@ -645,7 +688,13 @@ impl DirFd {
         if bytes.len() as u64 > limit {
             return Err(too_large(path, limit));
         }
-        check_unchanged(&file, &before, bytes.len() as u64, path)?;
+        check_unchanged(
+            &file,
+            &before,
+            bytes.len() as u64,
+            path,
+            Versioned::Strictly,
+        )?;
         Ok(FileBytes {
             bytes,
             mode: before.st_mode & 0o7777,
@@ -1303,6 +1352,50 @@ mod tests {
         fs::rename(root.join("small.new"), root.join("small")).unwrap();
         let error = top
             .read_file_chunks(&entries[1], 10, &mut |_| Ok(()))
+            .unwrap_err();
+        assert_eq!(error.code(), "changed-while-read", "{error}");
+    }
+
+    /// Another writer hard-linking a content-addressed file while it is read moves only its
+    /// change time: a strict read takes that for a change, a read by content does not; a
+    /// write is a change to both.
+    #[test]
+    fn a_link_made_while_a_stored_file_is_read_is_a_change_only_to_a_strict_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        fs::write(root.join("stored"), "bytes of a stored file").unwrap();
+        let top = DirFd::open(&root).unwrap();
+        let entries = top.entries(10).unwrap();
+        let mut links = 0;
+        let mut link_while_read = |_: &[u8]| {
+            links += 1;
+            // The change time has a clock tick's resolution: wait for it to move.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            fs::hard_link(root.join("stored"), root.join(format!("link{links}"))).unwrap();
+            Ok(())
+        };
+        let error = top
+            .read_file_chunks(&entries[0], u64::MAX, &mut link_while_read)
+            .unwrap_err();
+        assert_eq!(error.code(), "changed-while-read", "{error}");
+        let read = top
+            .read_linked_file_chunks(&entries[0], u64::MAX, &mut link_while_read)
+            .unwrap();
+        assert_eq!(read.size, 22);
+        let mut appended = false;
+        let error = top
+            .read_linked_file_chunks(&entries[0], u64::MAX, &mut |_| {
+                if !appended {
+                    appended = true;
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    let mut file = fs::OpenOptions::new()
+                        .append(true)
+                        .open(root.join("stored"))
+                        .unwrap();
+                    file.write_all(b"!").unwrap();
+                }
+                Ok(())
+            })
             .unwrap_err();
         assert_eq!(error.code(), "changed-while-read", "{error}");
     }

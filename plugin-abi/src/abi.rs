@@ -37,8 +37,10 @@ pub const ABI_MAJOR: u32 = 1;
 /// object store's read scopes (`begin_reads`, `end_reads`, sent only to a plugin of minor 10
 /// or later); minor 11 the executor's program by reference (`run_v6`'s `programTree`, sent
 /// only to a plugin of minor 11 or later:
-/// [`executor_protocol::PROGRAM_TREE_SINCE_MINOR`](crate::executor_protocol::PROGRAM_TREE_SINCE_MINOR)).
-pub const ABI_MINOR: u32 = 11;
+/// [`executor_protocol::PROGRAM_TREE_SINCE_MINOR`](crate::executor_protocol::PROGRAM_TREE_SINCE_MINOR));
+/// minor 12 a command's network to its caller's proxy and its output directory (`run_v6`'s
+/// `network` and `output`, sent only to a plugin of minor 12 or later: environment builds).
+pub const ABI_MINOR: u32 = 12;
 
 /// The call succeeded; the reply is the answer message.
 pub const STATUS_OK: i32 = 0;

@@ -82,6 +82,11 @@
 //! bound over every runtime path, so the host never sends such a request to one
 //! ([`RunFeature::RootEnvironment`]).
 //!
+//! From ABI 1.12 the command may hold `network: {proxy}` (`proxy` a section: the host path of
+//! the caller's proxy socket) and `output: {at, dir}` (`dir` a section: the host directory's
+//! bytes), absent otherwise: an environment build. A plugin of an older minor does not know
+//! the fields, so the host never sends such a request to one ([`RunFeature::BuildAccess`]).
+//!
 //! From ABI 1.11 the `run_v6` request may hold `programTree` instead of program files: the
 //! program by reference, `{base, dir, dev, ino, directories: [{path, entries: [{name, kind, digest?,
 //! size?, target?}]}], layer: [{path, mode, content}], deleted: [path]}` (`dir` a section: the
@@ -113,7 +118,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::contracts::canonical::Digest;
 use crate::contracts::command::{
-    CapturedResults, ResultsRequest, RunCommand, RunEnvironment, RunResources,
+    CapturedResults, ResultsRequest, RunCommand, RunEnvironment, RunNetwork, RunOutput,
+    RunResources,
 };
 use crate::contracts::executor::ProgramTree;
 use crate::contracts::legacy_enforcement::LegacyEnforcement;
@@ -136,6 +142,10 @@ protocol::wire_contract! {
 /// The ABI minor from which a run's program may be given by reference (`run_v6`'s
 /// `programTree`): a host never sends one to an older plugin.
 pub const PROGRAM_TREE_SINCE_MINOR: u32 = 11;
+
+/// The ABI minor that added a command's network to its caller's proxy and its output
+/// directory (`run_v6`'s `network` and `output`).
+pub const BUILD_ACCESS_SINCE_MINOR: u32 = 12;
 
 /// The method names, as sent in `call`.
 pub mod method {
@@ -194,6 +204,9 @@ pub enum RunFeature {
     RootEnvironment,
     /// A program given by reference (ABI 1.11, `run_v6`'s `programTree`).
     ProgramTree,
+    /// A command with network to its caller's proxy or an output directory: an environment
+    /// build (ABI 1.12, `run_v6`'s `network` and `output`).
+    BuildAccess,
 }
 
 impl RunFeature {
@@ -207,6 +220,7 @@ impl RunFeature {
             Self::ExecutableScratch => "executable-scratch",
             Self::RootEnvironment => "root-environment",
             Self::ProgramTree => "program-tree",
+            Self::BuildAccess => "build-access",
         }
     }
 
@@ -219,6 +233,7 @@ impl RunFeature {
             Self::ExecutableScratch => 7,
             Self::RootEnvironment => 8,
             Self::ProgramTree => PROGRAM_TREE_SINCE_MINOR,
+            Self::BuildAccess => BUILD_ACCESS_SINCE_MINOR,
         }
     }
 
@@ -231,6 +246,7 @@ impl RunFeature {
             Self::ExecutableScratch => "whose run's scratch space is never executable",
             Self::RootEnvironment => "whose run's environment is never its whole root",
             Self::ProgramTree => "whose run takes its program's files by value",
+            Self::BuildAccess => "whose run has no network and no output directory",
         }
     }
 
@@ -246,9 +262,11 @@ impl RunFeature {
                 .environment
                 .as_ref()
                 .is_some_and(|environment| environment.is_root());
+            let build = command.network.is_some() || command.output.is_some();
             [
                 (command.scratch_executable, Self::ExecutableScratch),
                 (root, Self::RootEnvironment),
+                (build, Self::BuildAccess),
             ]
             .into_iter()
             .find(|(asked, feature)| *asked && minor < feature.since_minor())
@@ -1054,6 +1072,29 @@ struct CommandHeader {
     /// ABI 1.7; absent when false, so that a request without it is what minor 6 reads.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     scratch_executable: bool,
+    /// ABI 1.12; absent when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    network: Option<NetworkHeader>,
+    /// ABI 1.12; absent when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    output: Option<OutputHeader>,
+}
+
+/// A command's network (`run_v6`, ABI 1.12).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NetworkHeader {
+    /// A section: the proxy socket's host path.
+    proxy: usize,
+}
+
+/// A command's output directory (`run_v6`, ABI 1.12).
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutputHeader {
+    at: String,
+    /// A section: the host directory's bytes.
+    dir: usize,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -1095,6 +1136,13 @@ impl CommandHeader {
                 }),
             resources: command.resources,
             scratch_executable: command.scratch_executable,
+            network: command.network.as_ref().map(|network| NetworkHeader {
+                proxy: builder.section(network.proxy.as_os_str().as_bytes()),
+            }),
+            output: command.output.as_ref().map(|output| OutputHeader {
+                at: output.at.clone(),
+                dir: builder.section(output.dir.as_os_str().as_bytes()),
+            }),
         }
     }
 
@@ -1118,6 +1166,19 @@ impl CommandHeader {
             }),
             resources: self.resources,
             scratch_executable: self.scratch_executable,
+            network: match self.network {
+                Some(network) => Some(RunNetwork {
+                    proxy: path(sections.take(network.proxy)?),
+                }),
+                None => None,
+            },
+            output: match self.output {
+                Some(output) => Some(RunOutput {
+                    at: output.at,
+                    dir: path(sections.take(output.dir)?),
+                }),
+                None => None,
+            },
         })
     }
 }
@@ -1779,6 +1840,8 @@ mod tests {
                 scratch_files: None,
             },
             scratch_executable: true,
+            network: None,
+            output: None,
         });
         let bytes = encode_run(7, &with, RunWire::V6).unwrap();
         match Request::decode(method::RUN_V6, &bytes).unwrap() {
@@ -1851,6 +1914,64 @@ mod tests {
         assert_eq!(
             decode_answer(&encode_answer(&answer(), RunWire::V6), RunWire::V6).unwrap(),
             answer()
+        );
+    }
+
+    /// A build's network and output directory travel in `run_v6` (their host paths as
+    /// sections), only to a plugin of minor 12 or later; a command without them carries
+    /// neither field.
+    #[test]
+    fn build_access_travels_only_to_a_plugin_that_reads_it() {
+        use crate::contracts::command::{RunCommand, RunNetwork, RunOutput};
+        let mut with = request();
+        let command = RunCommand {
+            argv: vec!["pip".into(), "install".into()],
+            cwd: "/sf/program".into(),
+            env: BTreeMap::new(),
+            environment: None,
+            results: None,
+            resources: Default::default(),
+            scratch_executable: false,
+            network: Some(RunNetwork {
+                proxy: "/run/sf/pr\u{f6}xy.sock".into(),
+            }),
+            output: Some(RunOutput {
+                at: "/opt/sf/env".into(),
+                dir: "/var/lib/sf/builds/1/out".into(),
+            }),
+        };
+        with.command = Some(command.clone());
+        let bytes = encode_run(12, &with, RunWire::V6).unwrap();
+        match Request::decode(method::RUN_V6, &bytes).unwrap() {
+            Some(Request::Run { request, .. }) => assert_eq!(request, with),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            RunFeature::lacking_for(BUILD_ACCESS_SINCE_MINOR - 1, RunWire::V6, &with),
+            Some(RunFeature::BuildAccess)
+        );
+        assert_eq!(
+            RunFeature::lacking_for(BUILD_ACCESS_SINCE_MINOR, RunWire::V6, &with),
+            None
+        );
+        let mut output_only = with.clone();
+        output_only.command.as_mut().unwrap().network = None;
+        assert_eq!(
+            RunFeature::lacking_for(11, RunWire::V6, &output_only),
+            Some(RunFeature::BuildAccess)
+        );
+        let mut plain = with.clone();
+        plain.command = Some(RunCommand {
+            network: None,
+            output: None,
+            ..command
+        });
+        assert_eq!(RunFeature::lacking_for(11, RunWire::V6, &plain), None);
+        let text =
+            String::from_utf8_lossy(&encode_run(11, &plain, RunWire::V6).unwrap()).into_owned();
+        assert!(
+            !text.contains("network") && !text.contains("output"),
+            "{text}"
         );
     }
 

@@ -1339,6 +1339,8 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
             scratch_files: None,
         },
         scratch_executable: false,
+        network: None,
+        output: None,
     };
     v.insert(
         "run-command",

@@ -34,6 +34,8 @@ fn command(argv: &[&str]) -> RunCommand {
         results: None,
         resources: Default::default(),
         scratch_executable: false,
+        network: None,
+        output: None,
     }
 }
 

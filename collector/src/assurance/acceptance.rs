@@ -262,6 +262,8 @@ impl CheckCommand {
             }),
             resources: self.resources,
             scratch_executable: self.scratch_executable,
+            network: None,
+            output: None,
         }
     }
 }

@@ -418,6 +418,8 @@ mod tests {
             }),
             resources: Default::default(),
             scratch_executable: true,
+            network: None,
+            output: None,
         });
         request.args.clear();
         request

@@ -258,6 +258,7 @@ impl SandboxExecutor {
                 handled_net: profile::handled_net().bits(),
                 scopes: profile::scopes().bits(),
                 rules,
+                ports: Vec::new(),
             },
             seccomp: profile.filters.iter().map(NamedFilter::hex).collect(),
             rlimits: profile::rlimits(limits),
@@ -269,6 +270,8 @@ impl SandboxExecutor {
             executable,
             dependencies: None,
             program_tree: None,
+            output: None,
+            proxy_port: None,
         })
     }
 
@@ -383,11 +386,7 @@ impl SandboxExecutor {
 
     /// Refuses an environment bound at `at` over a path of the runtime, or inside one: it
     /// would hide the runtime's files, or be hidden by them.
-    fn check_apart_from_runtime(
-        &self,
-        environment: &RunEnvironment,
-        at: &Path,
-    ) -> Result<(), ExecutorError> {
+    fn check_apart_from_runtime(&self, what: &str, at: &Path) -> Result<(), ExecutorError> {
         let layout = self.runtime.layout();
         let mounted = layout.binds.keys().chain(layout.symlinks.keys());
         if let Some(path) = mounted
@@ -400,11 +399,12 @@ impl SandboxExecutor {
         {
             return Err(invalid(
                 format!(
-                    "environment path {} and runtime path {}",
-                    environment.at,
+                    "{what} path {} and runtime path {}",
+                    at.display(),
                     path.display()
                 ),
-                "an environment is bound neither over nor inside a path of the runtime",
+                "an environment or an output directory is bound neither over nor inside a \
+                 path of the runtime",
             ));
         }
         Ok(())
@@ -448,7 +448,7 @@ impl SandboxExecutor {
                 ino: metadata.ino(),
             });
         }
-        self.check_apart_from_runtime(environment, &at)?;
+        self.check_apart_from_runtime("environment", &at)?;
         Ok(EnvironmentBind {
             at,
             host: tree.clone(),
@@ -748,6 +748,7 @@ impl Executor for SandboxExecutor {
                 cancel,
                 limits: &limits,
                 lower,
+                proxy: binds.proxy.as_deref(),
             })
         };
         // However this run ends, the next sandbox is built after it: building it while the
@@ -770,12 +771,26 @@ impl SandboxExecutor {
             Some(environment) => Some(self.dependencies(environment)?),
             None => None,
         };
+        let command = request.command.as_ref();
+        let output = match command.and_then(|command| command.output.as_ref()) {
+            Some(output) => {
+                self.check_apart_from_runtime("output", Path::new(&output.at))?;
+                Some(crate::build::output_bind(output)?)
+            }
+            None => None,
+        };
+        let proxy = match command.and_then(|command| command.network.as_ref()) {
+            Some(network) => Some(crate::build::proxy_socket(network)?),
+            None => None,
+        };
         Ok(Binds {
             dependencies,
             program_tree: match &request.program_tree {
                 Some(tree) => Some(program_tree_bind(tree)?),
                 None => None,
             },
+            output,
+            proxy,
         })
     }
 

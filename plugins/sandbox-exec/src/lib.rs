@@ -18,11 +18,13 @@
 //! - `runtime`: resolving and digesting a runtime;
 //! - `identity`: the reserved host ids sandboxes run as when sf is root;
 //! - `cgroup`: the control group that bounds each run as a whole;
+//! - `build`: an environment build's output directory and proxy socket, checked;
 //! - `limits`: the limits a run hit, from the group's counters and the init's reports;
 //! - `profile`: the confinement recipe and its digest;
 //! - `seccomp`: the seccomp filters;
 //! - `plan`: what the supervisor hands the launcher and what comes back;
 //! - `supervisor`: starting a run's launcher and bounding the run;
+//! - `relay`: an environment build's connections, relayed to the caller's proxy;
 //! - `prepare`: keeping the next run's sandbox built ahead of it;
 //! - `zygote`: the host's side of the fork server;
 //! - `executor`: configuration and the trait implementation;
@@ -36,6 +38,7 @@
 #[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
 compile_error!("sf-sandbox-exec supports x86_64 Linux only");
 
+mod build;
 mod cgroup;
 mod enforcement;
 mod executor;
@@ -47,6 +50,7 @@ mod plan;
 pub mod plugin;
 mod prepare;
 mod profile;
+mod relay;
 mod runtime;
 mod seccomp;
 mod supervisor;

@@ -14,7 +14,8 @@
 //! The launcher and its two children write reports back on the same socket, one line each,
 //! in an order the process tree makes certain: `fail`, or `confined` (then perhaps
 //! `exec-failed`), then any `hit` (a limit the init saw hit), then `exit`/`signal`, then
-//! `done`.
+//! `done`. A launcher whose plan has a proxy port first writes `listening`, with the
+//! descriptor of its listener on that port attached (SCM_RIGHTS).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -29,8 +30,10 @@ use crate::runtime::{BindSource, Layout};
 /// ([`Plan::environment`]) and the command ([`RunPlan::command`]); version 6 the executable
 /// scratch ([`RunPlan::scratch_executable`]); version 7 the root environment
 /// ([`EnvironmentBind::root_entries`]); version 8 the program by reference
-/// ([`Plan::program_tree`], [`PlanEntryKind::Whiteout`]).
-pub const PLAN_PROTOCOL: u32 = 8;
+/// ([`Plan::program_tree`], [`PlanEntryKind::Whiteout`]); version 9 an environment build's
+/// output directory and proxy ([`Plan::output`], [`Plan::proxy_port`],
+/// [`LandlockPlan::ports`]).
+pub const PLAN_PROTOCOL: u32 = 9;
 
 /// Where a program tree's base is attached inside the sandbox while the program's overlay is
 /// made; detached again before the program starts, so that only the overlay holds it.
@@ -155,6 +158,16 @@ pub struct LandlockPlan {
     pub handled_net: u64,
     pub scopes: u64,
     pub rules: Vec<LandlockRule>,
+    /// TCP ports the program may connect to (kernel bits of the network rights), for an
+    /// environment build's proxy; empty for every other run.
+    pub ports: Vec<LandlockPort>,
+}
+
+/// One Landlock network rule: a TCP port and the rights on it (kernel bits).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LandlockPort {
+    pub port: u16,
+    pub access: u64,
 }
 
 /// Everything the launcher does, decided by the supervisor.
@@ -191,6 +204,23 @@ pub struct Plan {
     /// host directory is cloned before the pivot (checked by identity) and attached at
     /// [`PROGRAM_TREE_MOUNT`], and each run lays its layer over it.
     pub program_tree: Option<TreeBind>,
+    /// An environment build's output directory, bound read-write.
+    pub output: Option<OutputBind>,
+    /// An environment build's proxy port: the launcher makes a network namespace of its own
+    /// (whatever `join_network` says), brings its loopback up, listens on
+    /// `127.0.0.1:port` and hands the listener to the supervisor, which relays each
+    /// connection to the caller's proxy.
+    pub proxy_port: Option<u16>,
+}
+
+/// An environment build's output directory: a host directory, cloned read-write (executable,
+/// never setuid or a device) and checked by identity, attached at `at`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct OutputBind {
+    pub at: PathBuf,
+    pub host: PathBuf,
+    pub dev: u64,
+    pub ino: u64,
 }
 
 /// A program tree's base: a host directory (a store's verified tree), cloned read-only and
@@ -210,6 +240,19 @@ pub struct Binds {
     pub dependencies: Option<EnvironmentBind>,
     /// A program tree's base.
     pub program_tree: Option<TreeBind>,
+    /// An environment build's output directory.
+    pub output: Option<OutputBind>,
+    /// An environment build's proxy: the host's Unix socket the supervisor relays the run's
+    /// connections to.
+    pub proxy: Option<PathBuf>,
+}
+
+impl Binds {
+    /// Whether these binds are an environment build's, which no sandbox is prepared ahead
+    /// for: its output directory and proxy are its own.
+    pub fn is_build(&self) -> bool {
+        self.output.is_some() || self.proxy.is_some()
+    }
 }
 
 /// A dependency environment: a host directory bound read-only (and executable) at another
@@ -270,6 +313,7 @@ impl Plan {
         use crate::profile::{runtime_directory_access, runtime_file_access};
         let mut plan = self.clone();
         plan.program_tree = binds.program_tree.clone();
+        plan.with_build(binds);
         let Some(environment) = &binds.dependencies else {
             return plan;
         };
@@ -303,6 +347,28 @@ impl Plan {
         }
         plan.dependencies = Some(environment.clone());
         plan
+    }
+}
+
+impl Plan {
+    /// An environment build's part of the binds: the output directory, writable under
+    /// Landlock as the scratch is; the proxy's port, the only one the program may connect to.
+    fn with_build(&mut self, binds: &Binds) {
+        if let Some(output) = &binds.output {
+            self.landlock.rules.push(LandlockRule {
+                path: output.at.to_string_lossy().into_owned(),
+                access: (crate::profile::scratch_access() | landlock::AccessFs::Execute).bits(),
+            });
+            self.output = Some(output.clone());
+        }
+        if binds.proxy.is_some() {
+            let port = sf_contracts::PROXY_PORT;
+            self.landlock.ports.push(LandlockPort {
+                port,
+                access: landlock::BitFlags::from(landlock::AccessNet::ConnectTcp).bits(),
+            });
+            self.proxy_port = Some(port);
+        }
     }
 }
 
@@ -382,6 +448,9 @@ pub enum Report {
     Exit { code: i32 },
     /// The program's first process was killed by this signal.
     Signal { signal: i32 },
+    /// The launcher listens on the proxy's port in the run's network namespace; the
+    /// listener's descriptor came with the line.
+    Listening { port: u16 },
     /// The namespace's init was reaped (the whole pid namespace is gone), with the resource
     /// use of every reaped process of the run.
     Done {
@@ -405,6 +474,7 @@ impl Report {
                 landlock,
             } => format!("confined {landlock_abi} {landlock}"),
             Self::ExecFailed { errno } => format!("exec-failed {errno}"),
+            Self::Listening { port } => format!("listening {port}"),
             Self::Results(ResultsSeen::Absent) => "results absent".to_owned(),
             Self::Results(ResultsSeen::Written(bytes)) => {
                 format!("results written {}", hex::encode(bytes))
@@ -449,6 +519,9 @@ impl Report {
             }
             "exec-failed" => Self::ExecFailed {
                 errno: rest.parse().ok()?,
+            },
+            "listening" => Self::Listening {
+                port: rest.parse().ok()?,
             },
             "hit" => {
                 let (limit, detail) = rest.split_once(' ')?;

@@ -120,7 +120,11 @@ impl Preparer {
     pub fn next_after(&self, binds: &Binds) -> NextAfter<'_> {
         let mut slot = self.shared.slot();
         slot.runs += 1;
-        slot.next = binds.clone();
+        // A build's output directory and proxy are its own: the next sandbox binds what the
+        // runs before it bound.
+        if !binds.is_build() {
+            slot.next = binds.clone();
+        }
         NextAfter {
             preparer: self,
             first: slot.runs == 1,

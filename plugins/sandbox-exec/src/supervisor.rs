@@ -13,8 +13,9 @@
 
 use std::fs::File;
 use std::io::{ErrorKind, Read};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,7 @@ use crate::cgroup::{self, Cleaner, CleanerHandle, Hierarchy, RunGroup};
 use crate::identity::Ids;
 use crate::plan::{Binds, Plan, Report, ResultsSeen};
 use crate::profile::Limits;
+use crate::relay::Relay;
 use crate::zygote::ForkServer;
 
 /// How often cancellation is checked while nothing else happens.
@@ -172,6 +174,9 @@ pub(crate) fn start(source: &Source, binds: &Binds, how: Start) -> Result<Starte
         None => Vec::new(),
     };
     let id = source.ids.as_ref().map(Ids::take);
+    if let (Some(output), Some(id)) = (&binds.output, id) {
+        give_output_to(&output.host, id)?;
+    }
     let (socket, theirs) = UnixStream::pair()
         .map_err(|error| unavailable_launcher(format!("a socket pair: {error}")))?;
     let (stdout, stdout_end) = pipe()?;
@@ -214,6 +219,21 @@ pub(crate) fn start(source: &Source, binds: &Binds, how: Start) -> Result<Starte
     Ok(started)
 }
 
+/// Makes an environment build's output directory its sandbox's: owned by the host id the
+/// sandbox runs as (which is its user inside), writable by it alone.
+fn give_output_to(dir: &Path, id: u32) -> Result<(), ExecutorError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    std::os::unix::fs::chown(dir, Some(id), Some(id))
+        .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)))
+        .map_err(|error| ExecutorError::Unavailable {
+            mechanism: "output".to_owned(),
+            reason: format!(
+                "giving the output directory {} to the sandbox's user: {error}",
+                dir.display()
+            ),
+        })
+}
+
 /// How long handing a launcher its plan may block.
 const PLAN_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -232,6 +252,8 @@ pub(crate) struct Launch<'a> {
     /// run asks for less memory or fewer processes than the profile; a run that asks and
     /// has no group starts nothing.
     pub lower: Option<cgroup::Bounds>,
+    /// An environment build's proxy socket, which the run's connections are relayed to.
+    pub proxy: Option<&'a Path>,
 }
 
 /// What happened to a run that started.
@@ -304,6 +326,7 @@ pub(crate) fn supervise(launch: Launch<'_>) -> Result<Ran, ExecutorError> {
     let mut started = launch.started;
     lower_group_bounds(&started, launch.lower.as_ref())?;
     let mut watch = Watch::new(&mut started, &launch.bounds, deadline, launch.cancel);
+    watch.proxy = launch.proxy;
     watch.hand_over_run(&launch.header, &launch.files);
     watch.read_until_streams_end();
     let wall = start.elapsed();
@@ -345,6 +368,10 @@ struct Watch<'a> {
     err: Capped,
     stopping: Stopping,
     problems: Vec<String>,
+    /// An environment build's proxy socket, and the relay to it once the launcher has
+    /// handed its listener over.
+    proxy: Option<&'a Path>,
+    relay: Option<Relay>,
 }
 
 /// The launcher's reports, read line by line as they arrive.
@@ -402,6 +429,8 @@ impl<'a> Watch<'a> {
             err: Capped::new(bounds.stderr_limit),
             stopping: Stopping::default(),
             problems: Vec::new(),
+            proxy: None,
+            relay: None,
         }
     }
 
@@ -544,9 +573,22 @@ impl<'a> Watch<'a> {
             .collect()
     }
 
-    /// Reads what the launcher reported.
+    /// Reads what the launcher reported, and takes the listener an environment build's
+    /// launcher hands over with its `listening` line.
     fn read_reports(&mut self, buffer: &mut [u8]) {
-        match read_some(&mut self.started.socket, buffer) {
+        let (result, descriptors) = receive_some(&self.started.socket, buffer);
+        for descriptor in descriptors {
+            match (self.proxy, &self.relay) {
+                (Some(proxy), None) => {
+                    self.relay = Some(Relay::start(descriptor, proxy.to_path_buf()));
+                }
+                // Nothing else is ever handed over: closed unused.
+                _ => self
+                    .problems
+                    .push("the launcher handed over a descriptor it was not asked for".into()),
+            }
+        }
+        match result {
             ReadResult::Nothing => {}
             ReadResult::End => self.reports.open = false,
             ReadResult::Data(read) => self.reports.take(&buffer[..read], &mut self.problems),
@@ -576,7 +618,10 @@ impl<'a> Watch<'a> {
 
     /// What the answer is made from, once the streams have ended; a launcher that somehow
     /// still runs is killed.
-    fn end(self) -> Ended {
+    fn end(mut self) -> Ended {
+        if let Some(relay) = self.relay.take() {
+            self.problems.extend(relay.stop());
+        }
         let launcher_status = if self.reports.done {
             "the launcher reported the namespace's end".to_owned()
         } else {
@@ -656,6 +701,7 @@ impl Seen {
                     landlock,
                 } => seen.confined = Some((landlock_abi, landlock)),
                 Report::ExecFailed { errno } => seen.exec_failed = Some(errno),
+                Report::Listening { .. } => {}
                 Report::Hit { limit, detail } => seen.hits.push((limit, detail)),
                 Report::Results(results) => {
                     seen.results = Some(match results {
@@ -831,6 +877,41 @@ fn read_some(pipe: &mut dyn Read, buffer: &mut [u8]) -> ReadResult {
             Err(error) if error.kind() == ErrorKind::WouldBlock => return ReadResult::Nothing,
             Err(_) => return ReadResult::End,
         }
+    }
+}
+
+/// Reads what the socket has (as [`read_some`]), with any descriptors that came with it.
+fn receive_some(socket: &UnixStream, buffer: &mut [u8]) -> (ReadResult, Vec<OwnedFd>) {
+    use nix::sys::socket::{ControlMessageOwned, recvmsg};
+    let mut space = nix::cmsg_space!([std::os::fd::RawFd; 4]);
+    loop {
+        let mut iov = [std::io::IoSliceMut::new(buffer)];
+        let message = match recvmsg::<()>(
+            socket.as_raw_fd(),
+            &mut iov,
+            Some(&mut space),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(message) => message,
+            Err(nix::Error::EINTR) => continue,
+            Err(nix::Error::EAGAIN) => return (ReadResult::Nothing, Vec::new()),
+            Err(_) => return (ReadResult::End, Vec::new()),
+        };
+        let mut descriptors = Vec::new();
+        for control in message.cmsgs().into_iter().flatten() {
+            if let ControlMessageOwned::ScmRights(fds) = control {
+                // SAFETY: descriptors just received, owned by no one else.
+                descriptors.extend(
+                    fds.into_iter()
+                        .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+                );
+            }
+        }
+        let result = match message.bytes {
+            0 => ReadResult::End,
+            read => ReadResult::Data(read),
+        };
+        return (result, descriptors);
     }
 }
 

@@ -15,7 +15,7 @@ use std::ffi::CString;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use landlock::{
-    AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
+    AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
 
@@ -519,6 +519,13 @@ fn landlock_ruleset(plan: &Plan, include: impl Fn(&str) -> bool) -> Step<(Rulese
         .filter(|rule| include(&rule.path))
     {
         ruleset = add_rule(ruleset, &rule.path, rule.access)?;
+    }
+    for port in &plan.landlock.ports {
+        let access =
+            BitFlags::<AccessNet>::from_bits(port.access).map_err(|_| invalid("port rules"))?;
+        ruleset = ruleset
+            .add_rule(NetPort::new(port.port, access))
+            .map_err(error)?;
     }
     Ok((ruleset, kernel_abi))
 }

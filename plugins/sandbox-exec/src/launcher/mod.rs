@@ -25,6 +25,7 @@
 
 mod confine;
 mod mounts;
+mod proxy_listener;
 mod results;
 mod seen;
 pub(crate) mod sys;
@@ -103,6 +104,29 @@ pub(crate) fn report(fd: RawFd, report: &Report) {
     let mut line = report.encode().into_bytes();
     line.push(b'\n');
     sys::write_all(fd, &line);
+}
+
+/// Writes one report line with `fd` attached (SCM_RIGHTS): the supervisor takes the
+/// descriptor with the line.
+pub(crate) fn report_with_descriptor(
+    socket: RawFd,
+    report: &Report,
+    fd: RawFd,
+) -> Result<(), nix::Error> {
+    use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
+    let mut line = report.encode().into_bytes();
+    line.push(b'\n');
+    let fds = [fd];
+    let control = [ControlMessage::ScmRights(&fds)];
+    let iov = [std::io::IoSlice::new(&line)];
+    let sent = sendmsg::<()>(socket, &iov, &control, MsgFlags::empty(), None)?;
+    // A line is a few bytes and the socket's buffer empty this early: a short write would
+    // cut the line, so it is an error.
+    if sent == line.len() {
+        Ok(())
+    } else {
+        Err(nix::Error::EMSGSIZE)
+    }
 }
 
 /// The plan, and the shared network namespace's descriptor when one came with it.
@@ -228,8 +252,11 @@ fn read_plan() -> Step<Received> {
 fn launch(prepared: Option<Prepared>) -> Step<i32> {
     let received = read_plan()?;
     let plan = &received.plan;
+    // A build's sandbox makes a network namespace of its own wherever the fork server is.
+    let own_network = plan.proxy_port.is_some();
     if let Some(prepared) = prepared
         && prepared.network_joined != plan.join_network
+        && !own_network
     {
         return Err(Failure::new(
             "network-namespace",
@@ -237,7 +264,15 @@ fn launch(prepared: Option<Prepared>) -> Step<i32> {
         ));
     }
     let network_joined = prepared.is_some_and(|prepared| prepared.network_joined);
-    let new_network = join_shared_network(&received, network_joined)?;
+    let new_network = if own_network {
+        if let Some(fd) = received.network {
+            // SAFETY: a received descriptor this launcher does not use.
+            unsafe { libc::close(fd) };
+        }
+        true
+    } else {
+        join_shared_network(&received, network_joined)?
+    };
     let outside = become_outside_id(plan)?;
     // If the supervisor's thread goes away, so does the launcher (and with it, the init).
     // SAFETY: prctl with integer arguments. Set after the credential change, which clears it.
@@ -245,6 +280,9 @@ fn launch(prepared: Option<Prepared>) -> Step<i32> {
     check(status.into(), "launcher", "PR_SET_PDEATHSIG")?;
     unshare_namespaces(new_network)?;
     map_user_and_group(plan, outside)?;
+    if let Some(port) = plan.proxy_port {
+        proxy_listener::open(port)?;
+    }
     let hostname = plan.hostname.as_bytes();
     // SAFETY: a valid buffer of the given length.
     let status = unsafe { libc::sethostname(hostname.as_ptr().cast(), hostname.len()) };

@@ -101,6 +101,9 @@ fn attach_beneath_old_root(fd: RawFd) -> Step {
 /// The flags of a runtime path's clone: read-only, nosuid, nodev.
 const RUNTIME_FLAGS: u64 = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
 /// The flags of a device's clone: read-only, nosuid, noexec.
+/// The mount attributes of an environment build's output directory: writable and executable
+/// (a venv's tools run from it while it is built), never setuid or a device.
+const OUTPUT_FLAGS: u64 = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
 const DEVICE_FLAGS: u64 = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NOEXEC;
 
 /// Makes every mount private, recursively, so that nothing done in this mount namespace
@@ -152,6 +155,17 @@ fn bind_sources<'a>(plan: &'a Plan) -> (Option<&'a EnvironmentBind>, Vec<BindSou
         },
         flags: RUNTIME_FLAGS | sys::MOUNT_ATTR_NOEXEC,
     });
+    // An environment build's output: the one writable bind, never setuid or a device.
+    let output = plan.output.as_ref().map(|output| BindSourceAt {
+        path: &output.host,
+        at: output.at.clone(),
+        source: BindSource {
+            directory: true,
+            dev: output.dev,
+            ino: output.ino,
+        },
+        flags: OUTPUT_FLAGS,
+    });
     let same_place = |flags| {
         move |(path, source): (&'a PathBuf, &'a BindSource)| BindSourceAt {
             path,
@@ -168,6 +182,7 @@ fn bind_sources<'a>(plan: &'a Plan) -> (Option<&'a EnvironmentBind>, Vec<BindSou
         .chain(plan.devices.iter().map(same_place(DEVICE_FLAGS)))
         .chain(dependencies)
         .chain(program_tree)
+        .chain(output)
         .collect();
     (root, sources)
 }
@@ -346,7 +361,7 @@ fn restrict(fd: RawFd, flags: u64, path: &Path) -> Step {
     .map_err(|error| {
         Failure::new(
             "mount",
-            format!("making {} read-only: {error}", path.display()),
+            format!("setting the mount flags of {}: {error}", path.display()),
         )
     })
 }
