@@ -27,6 +27,8 @@
 //! - `zygote`: the host's side of the fork server;
 //! - `executor`: configuration and the trait implementation;
 //! - [`plugin`]: the `[executor]` configuration and the plugin export;
+//! - [`registry_proxy`]: the allow-listing CONNECT proxy that is a dependency environment
+//!   build's only way out of its sandbox;
 //! - `launcher`: the helper program's code (namespaces, mounts, confinement).
 //!
 //! Only x86_64 Linux is supported; the crate refuses to build elsewhere.
@@ -47,6 +49,7 @@ mod plan;
 pub mod plugin;
 mod prepare;
 mod profile;
+pub mod registry_proxy;
 mod runtime;
 mod seccomp;
 mod supervisor;
