@@ -40,7 +40,10 @@ pub enum ProxyError {
     )]
     Listener(io::Error),
     /// The accept thread could not be started.
-    #[error("registry proxy: the accept thread could not be started ({0}); free threads or memory")]
+    #[error(
+        "registry proxy: the accept thread could not be started ({0}); the system is out of \
+         threads or memory, start the proxy again once fewer processes run"
+    )]
     Thread(io::Error),
 }
 

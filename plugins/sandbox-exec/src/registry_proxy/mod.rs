@@ -134,8 +134,8 @@ impl RegistryProxy {
 
     /// Stops accepting, ends every tunnel and connection (both sockets shut down), waits for
     /// every thread of the proxy to end and returns the log. A connection that is resolving a
-    /// name or connecting is waited for (at most the resolver's time and `connect_timeout`
-    /// per address).
+    /// name or connecting is waited for: at most the resolver's time (the system's resolver
+    /// may take seconds) and one `connect_timeout`, since no further address is tried.
     pub fn stop(mut self) -> ProxyLog {
         self.halt();
         self.shared.log().clone()

@@ -11,14 +11,14 @@ use std::time::{Duration, Instant};
 use super::super::{Reached, Resolve};
 use super::support::{
     MapResolver, Via, WAIT, assert_eof, config, connect_request, dial, echo_server, limits,
-    open_tunnel, read_to_close, start,
+    open_tunnel, read_exact, read_to_close, start,
 };
 
 #[test]
 fn stop_ends_a_live_tunnel() {
     let (proxy, client, port, _dir) = open_tunnel(Via::Unix, limits());
     client.send(b"ping").unwrap();
-    assert_eq!(super::support::read_exact(&client, 4), b"ping");
+    assert_eq!(read_exact(&client, 4), b"ping");
     assert_eq!(proxy.log_so_far().reached.len(), 1);
     let started = Instant::now();
     let log = proxy.stop();
