@@ -6,7 +6,8 @@
 //! target at most once per approved intent, behind a gate and only with the judge's proof
 //! ([`judging::Verified`], [`repository`]). The core never names a backend: it works over the traits of sf-contracts (re-exported as [`contracts`]).
 //! The plugin host ([`plugin`]) loads backends from libraries and from `sf.toml`, and the
-//! built-in backends (the SQLite evidence store, the file and open gates) live here too.
+//! built-in backends (the SQLite evidence store, the file and open gates) live here too, and
+//! so does the [`registry_proxy`], an environment build's only way out of its sandbox.
 //!
 //! The layers below are separate crates, re-exported under the names the core uses:
 //! sf-contracts (the traits and encodings), sf-io (descriptor-relative file access), sf-git
@@ -31,6 +32,7 @@ pub mod gate;
 pub mod git_remote;
 pub mod git_source;
 pub mod plugin;
+pub mod registry_proxy;
 pub mod repository;
 pub mod snapshot_store;
 pub mod source_dir;
