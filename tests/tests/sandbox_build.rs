@@ -242,3 +242,96 @@ fn a_build_whose_output_or_proxy_is_wrong_starts_nothing() {
     let error = refused(&|_| {});
     assert!(error.contains("writable by neither"), "{error}");
 }
+
+/// Through sf's own registry proxy, a build's `pip` downloads a pinned package from the real
+/// PyPI (the proxy allows its two hosts and records them); an index on the host's loopback,
+/// named by address, is refused by the proxy and its listener sees no connection.
+#[test]
+fn pip_reaches_pypi_through_the_registry_proxy_and_nothing_else() {
+    use sf_host::registry_proxy::{ProxyConfig, ProxyListener, RegistryProxy};
+    let private = tempfile::tempdir().unwrap();
+    let socket = private.path().join("proxy.sock");
+    let proxy = RegistryProxy::start(
+        ProxyListener::Unix(UnixListener::bind(&socket).unwrap()),
+        ProxyConfig::allowing(["pypi.org", "files.pythonhosted.org"]),
+    )
+    .unwrap();
+    let local_index = TcpListener::bind("127.0.0.1:0").unwrap();
+    local_index.set_nonblocking(true).unwrap();
+    let local_port = local_index.local_addr().unwrap().port();
+    let public = public_dir();
+    // Each build its own output directory: the first run gives its directory to the
+    // sandbox's user, and an output directory must be the caller's.
+    let output_dir = |name: &str| {
+        let out = public.path().join(name);
+        std::fs::create_dir(&out).unwrap();
+        std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o755)).unwrap();
+        out
+    };
+    let pip = |index: &str, out: &Path| {
+        let mut command = build_command(0);
+        command.argv = [
+            "python3",
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            "--retries",
+            "0",
+            "--index-url",
+            index,
+            "--dest",
+            OUTPUT_AT,
+            "packaging==24.0",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        command
+            .env
+            .insert("HTTPS_PROXY".into(), "http://127.0.0.1:3128".into());
+        command.network = Some(RunNetwork {
+            proxy: socket.clone(),
+        });
+        command.output = Some(RunOutput {
+            at: OUTPUT_AT.into(),
+            dir: out.to_path_buf(),
+        });
+        request(command)
+    };
+    // A build's tools check the registries' certificates against the host's bundle.
+    let executor = executor_with(
+        RuntimeConfig::with_libraries("/bin/sh", &["/usr/bin", "/bin", "/etc/ssl/certs"]),
+        Limits::default(),
+    );
+    let refused = run(
+        &executor,
+        &pip(
+            &format!("https://127.0.0.1:{local_port}/simple"),
+            &output_dir("refused"),
+        ),
+    );
+    assert_ne!(refused.exit_code, Some(0), "{refused:?}");
+    assert!(
+        local_index.accept().is_err(),
+        "the index on the host's loopback saw a connection"
+    );
+    let out = output_dir("fetched");
+    let fetched = run(&executor, &pip("https://pypi.org/simple", &out));
+    assert_eq!(fetched.exit_code, Some(0), "{fetched:?}");
+    assert!(
+        out.join("packaging-24.0-py3-none-any.whl").is_file(),
+        "{fetched:?}"
+    );
+    let log = proxy.stop();
+    let reached: Vec<&str> = log.reached.iter().map(|r| r.host.as_str()).collect();
+    assert_eq!(reached, ["pypi.org", "files.pythonhosted.org"], "{log:?}");
+    assert!(log.reached.iter().all(|r| r.bytes_down > 0), "{log:?}");
+    assert!(
+        log.refused
+            .iter()
+            .any(|refusal| refusal.target == format!("127.0.0.1:{local_port}")),
+        "{log:?}"
+    );
+}
