@@ -107,17 +107,39 @@ pub struct Listed {
     pub store: PathBuf,
     /// The names and their digests.
     pub names: Vec<(String, Digest)>,
+    /// For each environment sf built (`sf env build`), by digest: its recipe, its lockfile's
+    /// path and the lockfile's digest.
+    pub built: BTreeMap<Digest, (String, String, String)>,
 }
 
 /// Lists the store; a store never created lists nothing, and is not created.
 pub fn list(backends: &Backends) -> Result<Listed, AppError> {
     let root = backends.environment_store_dir()?;
-    let names = match EnvironmentStore::open_existing(&root) {
-        Ok(store) => store.names().map_err(store_error)?,
-        Err(EnvironmentStoreError::NoStore { .. }) => Vec::new(),
+    let store = match EnvironmentStore::open_existing(&root) {
+        Ok(store) => store,
+        Err(EnvironmentStoreError::NoStore { .. }) => {
+            return Ok(Listed {
+                store: root,
+                names: Vec::new(),
+                built: BTreeMap::new(),
+            });
+        }
         Err(error) => return Err(store_error(error)),
     };
-    Ok(Listed { store: root, names })
+    let names = store.names().map_err(store_error)?;
+    let mut built = BTreeMap::new();
+    for (_, digest) in &names {
+        if let Some(record) = store.build_record(digest).map_err(store_error)?
+            && let Some(summary) = crate::env_build::BuildRecord::summary(&record)
+        {
+            built.insert(digest.clone(), summary);
+        }
+    }
+    Ok(Listed {
+        store: root,
+        names,
+        built,
+    })
 }
 
 /// The entry `name` points to in the configured store, verified (what a freeze pins).
@@ -134,7 +156,7 @@ pub(crate) fn resolve(backends: &Backends, name: &str) -> Result<EnvironmentEntr
 /// must let others pass (search, `o+x`); one that does not (a store below root's 0700 home,
 /// say) would leave every run that binds an environment with nothing to run, found only when
 /// an attempt is spent. Not yet existing directories are made by the store, searchable.
-fn check_reachable(store: &Path) -> Result<(), AppError> {
+pub(crate) fn check_reachable(store: &Path) -> Result<(), AppError> {
     use std::os::unix::fs::PermissionsExt as _;
     if !nix::unistd::geteuid().is_root() {
         return Ok(());

@@ -33,6 +33,7 @@ pub mod collect;
 pub mod deliver;
 pub mod effect;
 pub mod env;
+pub mod env_build;
 pub mod error;
 pub mod evidence;
 pub mod export;

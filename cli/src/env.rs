@@ -1,12 +1,14 @@
-//! `sf env add`, `sf env remove`, `sf env show` and `sf env list`: the dependency environments (a venv, a
-//! `node_modules`, a toolchain) that checks run in, kept read-only by digest in the store that
-//! `[environments] store` names ([`sf_app::env`]).
+//! `sf env add`, `sf env build`, `sf env remove`, `sf env show` and `sf env list`: the
+//! dependency environments (a venv, a `node_modules`, a toolchain) that checks run in, kept
+//! read-only by digest in the store that `[environments] store` names ([`sf_app::env`]),
+//! added from a directory or built from a lockfile in the sandbox ([`sf_app::env_build`]).
 
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
 use sf_app::env::{self, AddRequest};
+use sf_app::env_build::{self, BuildRequest, Recipe};
 use sf_host::environment_store::{EnvironmentEntry, EnvironmentLimits};
 
 use super::common::{CliError, Context, Output};
@@ -16,6 +18,10 @@ pub enum EnvCommand {
     /// Copy DIR into the store under NAME; a check binds it, read-only, at DIR's absolute path
     /// (or, with --root, as its run's whole root)
     Add(AddArgs),
+    /// Build an environment from the lockfile in a commit's tree (the target by default),
+    /// inside the sandbox, its network limited to the package registries, and store it under
+    /// NAME
+    Build(BuildArgs),
     /// Remove a name; the environment it named stays stored for the Slices frozen with it
     Remove(RemoveArgs),
     /// Verify a stored environment, by name or digest, and print it
@@ -49,6 +55,38 @@ pub struct AddArgs {
     /// At most this many bytes of file contents in all
     #[arg(long, value_name = "BYTES", default_value_t = EnvironmentLimits::default().bytes)]
     max_bytes: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// The new name (a name is re-pointed only with --replace)
+    #[arg(value_name = "NAME")]
+    name: String,
+    /// The repository identity file
+    #[arg(long, value_name = "FILE")]
+    identity: PathBuf,
+    /// The factory commit whose lockfile is read (40 hex digits); default: the target
+    #[arg(long, value_name = "REV")]
+    commit: Option<String>,
+    /// The package tool: pip (a requirements file) or npm (package-lock.json)
+    #[arg(long, value_name = "RECIPE")]
+    recipe: String,
+    /// The lockfile's path in the tree; default: the recipe's usual file (requirements.txt,
+    /// package-lock.json)
+    #[arg(long, value_name = "PATH")]
+    lockfile: Option<String>,
+    /// A dependency group to install (a uv.lock's)
+    #[arg(long = "group", value_name = "NAME")]
+    groups: Vec<String>,
+    /// An extra to install (a uv.lock's)
+    #[arg(long = "extra", value_name = "NAME")]
+    extras: Vec<String>,
+    /// Point NAME at the new environment whatever it named before: a new version
+    #[arg(long)]
+    replace: bool,
+    /// How long the build may take
+    #[arg(long, value_name = "SECONDS", default_value_t = 1800)]
+    timeout_seconds: u64,
 }
 
 #[derive(Debug, Args)]
@@ -89,6 +127,7 @@ pub fn run(context: &Context, command: EnvCommand) -> Result<Output, CliError> {
             }
             Ok(output)
         }
+        EnvCommand::Build(args) => build(context, args),
         EnvCommand::Remove(args) => {
             let digest = env::remove(backends, &args.name)?;
             Ok(Output {
@@ -107,19 +146,93 @@ pub fn run(context: &Context, command: EnvCommand) -> Result<Output, CliError> {
     }
 }
 
+fn build(context: &Context, args: BuildArgs) -> Result<Output, CliError> {
+    if args.timeout_seconds == 0 || args.timeout_seconds > 3600 {
+        return Err(sf_app::error::AppError::invalid(
+            format!("--timeout-seconds {}", args.timeout_seconds),
+            "a build takes 1 to 3600 seconds",
+        ));
+    }
+    let request = BuildRequest {
+        name: args.name,
+        identity: args.identity,
+        commit: args.commit,
+        recipe: Recipe::parse(&args.recipe)?,
+        lockfile: args.lockfile,
+        groups: args.groups,
+        extras: args.extras,
+        replace: args.replace,
+        limits: EnvironmentLimits::default(),
+        timeout: std::time::Duration::from_secs(args.timeout_seconds),
+    };
+    let built = env_build::build(&context.backends, &request)?;
+    let mut output = describe(&built.entry);
+    let record = &built.record;
+    output.text.push_str(&format!(
+        "recipe  {}\nfrom    {} at {} ({})\n",
+        record.recipe, record.lockfile, record.commit, record.inputs[&record.lockfile]
+    ));
+    for (tool, version) in &record.tools {
+        output.text.push_str(&format!("tool    {tool} {version}\n"));
+    }
+    for registry in &record.registries {
+        output.text.push_str(&format!("reached {registry}\n"));
+    }
+    if built.rebuilt {
+        output
+            .text
+            .push_str("the same environment was built before: its record is kept\n");
+    }
+    if let Some(before) = &built.replaced {
+        output.text.push_str(&format!(
+            "replaced {before} (kept: Slices frozen with it still use it)\n"
+        ));
+        output.json["replaced"] = serde_json::json!(before.to_string());
+    }
+    output.json["build"] = serde_json::json!({
+        "recipe": record.recipe,
+        "lockfile": record.lockfile,
+        "commit": record.commit,
+        "inputs": record.inputs.iter().map(|(path, digest)| (path.clone(), digest.to_string())).collect::<std::collections::BTreeMap<_, _>>(),
+        "tools": record.tools,
+        "registries": record.registries,
+        "rebuilt": built.rebuilt,
+    });
+    Ok(output)
+}
+
 fn list(context: &Context) -> Result<Output, CliError> {
-    let env::Listed { store: root, names } = env::list(&context.backends)?;
+    let env::Listed {
+        store: root,
+        names,
+        built,
+    } = env::list(&context.backends)?;
     let width = names.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
     let mut text = String::new();
     if names.is_empty() {
         text.push_str(&format!("no environments in {}\n", root.display()));
     }
     for (name, digest) in &names {
-        text.push_str(&format!("{name:<width$}  {digest}\n"));
+        match built.get(digest) {
+            Some((recipe, lockfile, lockfile_digest)) => text.push_str(&format!(
+                "{name:<width$}  {digest}  built by {recipe} from {lockfile} ({lockfile_digest})\n"
+            )),
+            None => text.push_str(&format!("{name:<width$}  {digest}\n")),
+        }
     }
     let environments: Vec<serde_json::Value> = names
         .iter()
-        .map(|(name, digest)| serde_json::json!({"name": name, "digest": digest.to_string()}))
+        .map(|(name, digest)| {
+            let mut listed = serde_json::json!({"name": name, "digest": digest.to_string()});
+            if let Some((recipe, lockfile, lockfile_digest)) = built.get(digest) {
+                listed["built"] = serde_json::json!({
+                    "recipe": recipe,
+                    "lockfile": lockfile,
+                    "lockfileDigest": lockfile_digest,
+                });
+            }
+            listed
+        })
         .collect();
     Ok(Output {
         json: serde_json::json!({

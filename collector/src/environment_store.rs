@@ -98,11 +98,13 @@ pub use crate::contracts::command::{ROOT_AT, ROOT_PROVIDED};
 
 /// Where an added tree is bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Bound {
+enum Bound<'a> {
     /// At the absolute path it was added from.
     AtSource,
     /// As the run's whole root.
     Root,
+    /// At another path, the one it was built for (a build's output, left elsewhere).
+    At(&'a Path),
 }
 
 /// Whether `name`, listed below `prefix`, is one of a root environment's [`ROOT_PROVIDED`].
@@ -576,6 +578,30 @@ impl EnvironmentStore {
         Ok((entry, before))
     }
 
+    /// Copies a tree that was built for the path `at` and left at `source` (an environment
+    /// build's output, made inside a sandbox where it was at `at`) into the store under
+    /// `name`, bound at `at`; with `replace`, as a new version of the name
+    /// ([`EnvironmentStore::add_version`]). `at` is named as a source is for
+    /// [`EnvironmentStore::add`]. Answers the new entry and the digest the name held before.
+    pub fn add_built(
+        &self,
+        name: &str,
+        source: &Path,
+        at: &Path,
+        replace: bool,
+        limits: EnvironmentLimits,
+    ) -> Result<(EnvironmentEntry, Option<Digest>)> {
+        check_name(name)?;
+        let before = read_name(&self.check()?.names, name)?;
+        let naming = if replace {
+            Naming::Replace
+        } else {
+            Naming::Once
+        };
+        let entry = self.add_bound(name, source, Bound::At(at), naming, limits)?;
+        Ok((entry, before))
+    }
+
     /// Removes the name `name` and answers the digest it named. The environment stays stored
     /// (a Slice frozen with it pins its digest and keeps it); a freeze naming `name` from now
     /// on is refused as `missing`.
@@ -609,7 +635,7 @@ impl EnvironmentStore {
         &self,
         name: &str,
         source: &Path,
-        bound: Bound,
+        bound: Bound<'_>,
         naming: Naming,
         limits: EnvironmentLimits,
     ) -> Result<EnvironmentEntry> {
@@ -618,6 +644,7 @@ impl EnvironmentStore {
         let at = match bound {
             Bound::AtSource => source_path.clone(),
             Bound::Root => ROOT_AT.to_owned(),
+            Bound::At(at) => bind_path(at)?,
         };
         let store = self.check()?;
         let source_dir =

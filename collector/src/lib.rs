@@ -20,6 +20,7 @@ pub(crate) use sf_io::{dir_fd, private_dir, text_escape};
 
 pub mod assurance;
 pub mod collector;
+pub mod environment_builds;
 mod environment_stamps;
 pub mod environment_store;
 pub mod fence;

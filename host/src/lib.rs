@@ -18,7 +18,8 @@
 #![deny(missing_docs)]
 
 pub use sf_collector::{
-    SF_VERSION, assurance, collector, environment_store, fence, file_fence, judging,
+    SF_VERSION, assurance, collector, environment_builds, environment_store, fence, file_fence,
+    judging,
 };
 pub use sf_contracts as contracts;
 pub use sf_contracts::{canonical, framing, git_object, path_glob, snapshot};

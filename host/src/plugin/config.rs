@@ -20,6 +20,13 @@
 //! store = "/var/lib/sf/environments"   # default: this as root (the sandbox's user can
 //!                                      # reach it), else $HOME/.local/share/sf/environments
 //!
+//! [env.network]
+//! allow = ["pypi.example.org"]   # registries an environment build may reach, beyond each
+//!                                # recipe's own (`sf env build`)
+//!
+//! [env.build]
+//! executor = { type = "sandbox-exec", runtime = { executable = "/bin/sh", readable = ["/usr"] } }
+//!
 //! [delivery]
 //! credential_helper = "store --file=/etc/sf/credentials"   # default: none
 //! ssh_command = "ssh -i /etc/sf/deploy-key -o UserKnownHostsFile=/etc/sf/known_hosts"
@@ -38,6 +45,9 @@
 //! `[environments]` is not a backend: it has no `type`, only `store`, the absolute path of the
 //! dependency environment store (`crate::environment_store`). Neither is `[delivery]`: the
 //! credential helper Git asks for the delivery's URL only, and how long one push may take.
+//! Nor `[env]`: the registry hosts an environment build may reach beyond its recipe's, and
+//! the executor its runs use ([`DEFAULT_BUILD_EXECUTOR`] when not set), a table of the
+//! `[executor]` section's shape.
 //!
 //! A backend section belongs to a contract that implements [`Configured`] (its section name,
 //! default tag and compiled-in registry), listed in [`super::registry::CONTRACTS`]; one
@@ -86,7 +96,25 @@ pub use super::gate_adapter::GateBackend;
 pub use super::object_store_adapter::ObjectStoreBackend;
 
 /// The sections a configuration may hold besides one per backend.
-const OTHER_SECTIONS: &[&str] = &["environments", "delivery"];
+const OTHER_SECTIONS: &[&str] = &["environments", "delivery", "env"];
+
+/// The executor of an environment build when `[env.build] executor` is not set: the sandbox,
+/// with a shell runtime that reads the host's `/usr` (the package tools: Python and pip,
+/// Node.js and npm) and its certificate bundle (the tools check the registries' TLS
+/// certificates), and a build's longer CPU time.
+pub const DEFAULT_BUILD_EXECUTOR: &str = r#"type = "sandbox-exec"
+runtime = { executable = "/bin/sh", readable = ["/usr", "/bin", "/lib", "/lib64", "/etc/ssl/certs"] }
+limits = { cpu_seconds = 1800 }
+"#;
+
+/// `[env]`: environment builds' settings.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EnvSettings {
+    /// `[env.network] allow`: registry hosts every build may reach beyond its recipe's.
+    pub allow: Vec<String>,
+    /// `[env.build] executor`, when set.
+    pub build_executor: Option<toml::Table>,
+}
 
 /// The keys `[delivery]` may hold.
 pub const DELIVERY_KEYS: &[&str] = &[
@@ -377,6 +405,8 @@ pub struct Config {
     tree_store: Option<PathBuf>,
     /// `[delivery]`.
     delivery: DeliverySettings,
+    /// `[env]`.
+    env: EnvSettings,
 }
 
 /// How a section's tag resolved.
@@ -464,6 +494,10 @@ impl Config {
             Some(value) => delivery(value).map_err(invalid)?,
             None => DeliverySettings::default(),
         };
+        let env = match table.remove("env") {
+            Some(value) => env_settings(value).map_err(invalid)?,
+            None => EnvSettings::default(),
+        };
         let mut sections = BTreeMap::new();
         for backend in registry::backend_sections() {
             let taken = match table.remove(backend.name) {
@@ -481,6 +515,7 @@ impl Config {
             environment_store,
             tree_store,
             delivery,
+            env,
             origin,
         })
     }
@@ -504,6 +539,24 @@ impl Config {
     /// `[delivery]`.
     pub fn delivery(&self) -> &DeliverySettings {
         &self.delivery
+    }
+
+    /// `[env]`.
+    pub fn env(&self) -> &EnvSettings {
+        &self.env
+    }
+
+    /// The executor an environment build's runs use, as a record for
+    /// [`Config::with_executor_record`]: `[env.build] executor`, or
+    /// [`DEFAULT_BUILD_EXECUTOR`].
+    pub fn build_executor_record(&self) -> Result<crate::canonical::Value, String> {
+        let table = match &self.env.build_executor {
+            Some(table) => table.clone(),
+            None => DEFAULT_BUILD_EXECUTOR
+                .parse::<toml::Table>()
+                .map_err(|error| format!("the default build executor: {error}"))?,
+        };
+        toml_to_canonical(&toml::Value::Table(table), "env.build.executor")
     }
 
     /// The directory of the dependency environment store: `[environments] store`, or by
@@ -959,6 +1012,65 @@ fn environments(value: toml::Value) -> Result<(Option<PathBuf>, Option<PathBuf>)
         )),
     };
     Ok((path("store")?, path("trees")?))
+}
+
+/// `[env]`: `network.allow`, a list of host names, and `build.executor`, a table with a
+/// `type`; nothing else.
+fn env_settings(value: toml::Value) -> Result<EnvSettings, String> {
+    let toml::Value::Table(mut fields) = value else {
+        return Err("[env] must be a table".into());
+    };
+    let mut settings = EnvSettings::default();
+    if let Some(network) = fields.remove("network") {
+        let toml::Value::Table(mut network) = network else {
+            return Err("[env.network] must be a table".into());
+        };
+        if let Some(allow) = network.remove("allow") {
+            let hosts = allow.as_array().and_then(|hosts| {
+                hosts
+                    .iter()
+                    .map(|host| host.as_str().map(str::to_owned))
+                    .collect::<Option<Vec<_>>>()
+            });
+            settings.allow = hosts.ok_or(
+                "[env.network] allow must be a list of host names, such as \
+                 [\"pypi.example.org\"]",
+            )?;
+        }
+        if let Some(unknown) = network.keys().next() {
+            return Err(format!(
+                "[env.network] {unknown} is not a known key; the only key is allow"
+            ));
+        }
+    }
+    if let Some(build) = fields.remove("build") {
+        let toml::Value::Table(mut build) = build else {
+            return Err("[env.build] must be a table".into());
+        };
+        match build.remove("executor") {
+            Some(toml::Value::Table(executor)) if executor.contains_key("type") => {
+                settings.build_executor = Some(executor);
+            }
+            Some(_) => {
+                return Err(
+                    "[env.build] executor must be a table with a type, shaped as [executor] is"
+                        .into(),
+                );
+            }
+            None => {}
+        }
+        if let Some(unknown) = build.keys().next() {
+            return Err(format!(
+                "[env.build] {unknown} is not a known key; the only key is executor"
+            ));
+        }
+    }
+    if let Some(unknown) = fields.keys().next() {
+        return Err(format!(
+            "[env] {unknown} is not a known key; the known tables are network and build"
+        ));
+    }
+    Ok(settings)
 }
 
 fn delivery(value: toml::Value) -> Result<DeliverySettings, String> {

@@ -104,7 +104,11 @@ impl Public {
         let public = Self(dir);
         write(
             &public.config(),
-            &format!("[environments]\nstore = \"{}\"\n", public.store().display()),
+            &format!(
+                "[environments]\nstore = \"{}\"\ntrees = \"{}\"\n",
+                public.store().display(),
+                public.path().join("trees").display()
+            ),
         );
         public
     }

@@ -1,0 +1,376 @@
+//! `sf env build`: a dependency environment built from the lockfile in a factory commit's
+//! tree, inside the sandbox, with the network limited to the package registries.
+//!
+//! The lockfile (and the files the tool reads beside it) is read from the commit's tree (the
+//! base's, never a Candidate's: the lockfile is trusted material) and given to the build's run
+//! as its program, read-only. The run executes the recipe's script in the executor of
+//! `[env.build]` (a sandbox like the checks', with a build's limits), writing the
+//! environment into an output directory bound at the path it will be bound at in checks. Its
+//! network reaches one place, the registry proxy this use case runs, which allows the
+//! recipe's registries and `[env.network] allow` and refuses and records everything else: a
+//! build that tried another host fails, the host named. The output is then added to the
+//! environment store like `sf env add` (content-addressed, read-only), and the build's
+//! record names the recipe, the lockfile's path and digest, the commit, the tools and their
+//! versions, and the registries reached.
+//!
+//! The path an environment is built for is derived from what was built (the recipe, the
+//! lockfile's path and the digests of the files read), so that the same lockfile gives the
+//! same path and, when the tool is deterministic, the same environment digest.
+
+mod recipe;
+mod record;
+
+pub use recipe::{RECIPES, Recipe};
+pub use record::BuildRecord;
+
+use std::collections::BTreeMap;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sf_host::canonical::Digest;
+use sf_host::contracts::{
+    CancelToken, ExecutorError, PROXY_PORT, RunBounds, RunCommand, RunNetwork, RunOutput,
+    RunRequest, RunStatus,
+};
+use sf_host::environment_builds::RecordWritten;
+use sf_host::environment_store::{
+    EnvironmentEntry, EnvironmentLimits, EnvironmentStore, EnvironmentStoreError, check_name,
+};
+use sf_host::registry_proxy::{ProxyConfig, ProxyListener, ProxyLog, RegistryProxy};
+use sf_host::snapshot::SnapshotFile;
+
+use crate::backends::Backends;
+use crate::error::AppError;
+use crate::freeze::base_of;
+
+/// Where built environments are bound, each in a directory named by what it was built from.
+pub const BUILT_AT: &str = "/opt/sf-env";
+
+/// The most bytes of a build's output kept (its stdout and stderr each).
+const OUTPUT_LIMIT: u64 = 4 * 1024 * 1024;
+
+/// The most bytes of a lockfile or a file beside it.
+const MAX_LOCKFILE_BYTES: u64 = 16 * 1024 * 1024;
+
+/// An environment to build.
+#[derive(Clone, Debug)]
+pub struct BuildRequest {
+    /// The name to store it under.
+    pub name: String,
+    /// The repository identity file.
+    pub identity: PathBuf,
+    /// The factory commit whose lockfile is read (a commit id); the target when `None`.
+    pub commit: Option<String>,
+    /// The package tool.
+    pub recipe: Recipe,
+    /// The lockfile's path in the commit's tree; the recipe's usual file when `None`.
+    pub lockfile: Option<String>,
+    /// Dependency groups (a `uv.lock`'s); no recipe built here takes them.
+    pub groups: Vec<String>,
+    /// Extras (a `uv.lock`'s); no recipe built here takes them.
+    pub extras: Vec<String>,
+    /// Point the name at this environment whatever it named before.
+    pub replace: bool,
+    /// The bounds of what is stored.
+    pub limits: EnvironmentLimits,
+    /// How long the build's run may take.
+    pub timeout: Duration,
+}
+
+/// An environment built.
+#[derive(Clone, Debug)]
+pub struct Built {
+    /// The entry stored.
+    pub entry: EnvironmentEntry,
+    /// What the name named before a replacing build, when it was another environment.
+    pub replaced: Option<Digest>,
+    /// This build's record.
+    pub record: BuildRecord,
+    /// Whether an earlier build had made the same environment (its record is kept).
+    pub rebuilt: bool,
+    /// The build's own output (stderr), for a user who wants to see what the tool said.
+    pub log: String,
+}
+
+/// Builds the environment `request` asks for and stores it.
+pub fn build(backends: &Backends, request: &BuildRequest) -> Result<Built, AppError> {
+    check_name(&request.name).map_err(store_error)?;
+    let recipe = request.recipe;
+    recipe.check_options(&request.groups, &request.extras)?;
+    let lockfile = request
+        .lockfile
+        .clone()
+        .unwrap_or_else(|| recipe.default_lockfile().to_owned());
+    let base = base_of(backends, &request.identity, request.commit.as_deref())?;
+    let inputs = read_inputs(&base, recipe, &lockfile)?;
+    let at = built_at(recipe, &lockfile, &inputs);
+    let config = backends.config()?;
+    let mut allow: Vec<String> = recipe
+        .registries()
+        .iter()
+        .map(|h| (*h).to_owned())
+        .collect();
+    allow.extend(config.env().allow.iter().cloned());
+    let root = backends.environment_store_dir()?;
+    crate::env::check_reachable(&root)?;
+    let store = EnvironmentStore::open(&root).map_err(store_error)?;
+    let space = store.build_space().map_err(store_error)?;
+    let run = BuildRun {
+        recipe,
+        lockfile: file_name(&lockfile).to_owned(),
+        at: at.clone(),
+        out: space.out().to_path_buf(),
+        inputs: inputs.iter().map(|(file, _)| file.clone()).collect(),
+        timeout: request.timeout,
+    };
+    let executor_config = config
+        .build_executor_record()
+        .and_then(|record| config.clone().with_executor_record(&record))
+        .map_err(|detail| AppError::new("config-invalid", format!("[env.build]: {detail}")))?;
+    let executor = backends.executor_of(&executor_config)?;
+    let (answer, log) = run_behind_proxy(&run, &allow, |request| {
+        executor.run(request, &CancelToken::new())
+    })?;
+    let stderr = String::from_utf8_lossy(&answer.stderr).into_owned();
+    check_succeeded(recipe, &lockfile, &answer, &log, &stderr)?;
+    let tools = record::tools(&String::from_utf8_lossy(&answer.stdout));
+    let (entry, before) = store
+        .add_built(
+            &request.name,
+            space.out(),
+            &at,
+            request.replace,
+            request.limits,
+        )
+        .map_err(store_error)?;
+    let record = BuildRecord {
+        commit: base.commit.to_hex(),
+        environment: entry.digest.clone(),
+        inputs: inputs
+            .iter()
+            .map(|(file, path)| (path.clone(), Digest::of(&file.content)))
+            .collect(),
+        lockfile,
+        recipe: recipe.name().to_owned(),
+        registries: log
+            .reached
+            .iter()
+            .map(|reached| format!("{}:{}", reached.host, reached.port))
+            .collect(),
+        tools,
+    };
+    let written = store
+        .write_build_record(&entry.digest, &record.encode())
+        .map_err(store_error)?;
+    drop(space);
+    Ok(Built {
+        replaced: before.filter(|before| *before != entry.digest),
+        rebuilt: !matches!(written, RecordWritten::Created),
+        entry,
+        record,
+        log: stderr,
+    })
+}
+
+/// What a build's run is made of.
+struct BuildRun {
+    recipe: Recipe,
+    /// The lockfile's name in the run's program directory.
+    lockfile: String,
+    at: PathBuf,
+    out: PathBuf,
+    inputs: Vec<SnapshotFile>,
+    timeout: Duration,
+}
+
+impl BuildRun {
+    /// The run's request, its network reaching the proxy at `proxy`.
+    fn request(&self, proxy: &Path) -> RunRequest {
+        let proxy_url = format!("http://127.0.0.1:{PROXY_PORT}");
+        let env = BTreeMap::from([
+            ("SF_ENV".to_owned(), self.at.display().to_string()),
+            ("SF_LOCKFILE".to_owned(), self.lockfile.clone()),
+            ("HTTPS_PROXY".to_owned(), proxy_url.clone()),
+            ("https_proxy".to_owned(), proxy_url),
+            ("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned()),
+        ]);
+        RunRequest {
+            program_tree: None,
+            command: Some(RunCommand {
+                argv: vec!["sh".into(), "-c".into(), self.recipe.script().into()],
+                cwd: sf_host::contracts::executor::PROGRAM_DIR.into(),
+                env,
+                environment: None,
+                results: None,
+                resources: Default::default(),
+                scratch_executable: false,
+                network: Some(RunNetwork {
+                    proxy: proxy.to_path_buf(),
+                }),
+                output: Some(RunOutput {
+                    at: self.at.display().to_string(),
+                    dir: self.out.clone(),
+                }),
+            }),
+            program: self.inputs.clone(),
+            entry: self.lockfile.as_str().into(),
+            args: Vec::new(),
+            input: Vec::new(),
+            harness: Vec::new(),
+            bounds: RunBounds::new(self.timeout, OUTPUT_LIMIT),
+        }
+    }
+}
+
+/// Runs `run` with its network reaching a registry proxy that allows `allow`, started for
+/// the run and stopped after it: the run's answer and what the proxy saw.
+fn run_behind_proxy(
+    run: &BuildRun,
+    allow: &[String],
+    execute: impl FnOnce(&RunRequest) -> Result<sf_host::contracts::RunAnswer, ExecutorError>,
+) -> Result<(sf_host::contracts::RunAnswer, ProxyLog), AppError> {
+    let private = tempfile::Builder::new()
+        .prefix("sf-env-build-")
+        .tempdir()
+        .map_err(|error| AppError::new("unavailable", format!("a private directory: {error}")))?;
+    let socket = private.path().join("proxy.sock");
+    let listener = UnixListener::bind(&socket)
+        .map_err(|error| AppError::new("unavailable", format!("{}: {error}", socket.display())))?;
+    let proxy = RegistryProxy::start(
+        ProxyListener::Unix(listener),
+        ProxyConfig::allowing(allow.iter().cloned()),
+    )
+    .map_err(|error| AppError::invalid("[env.network] allow", error))?;
+    let answer = execute(&run.request(&socket));
+    let log = proxy.stop();
+    let answer = answer.map_err(|error| {
+        AppError::new(
+            error.code(),
+            format!("the build's run did not start: {error}"),
+        )
+    })?;
+    Ok((answer, log))
+}
+
+/// Refuses a build whose run did not exit 0, or that tried to reach a host the proxy
+/// refused (even if the tool carried on without it): the message names the hosts.
+fn check_succeeded(
+    recipe: Recipe,
+    lockfile: &str,
+    answer: &sf_host::contracts::RunAnswer,
+    log: &ProxyLog,
+    stderr: &str,
+) -> Result<(), AppError> {
+    let refused: Vec<String> = log
+        .refused
+        .iter()
+        .map(|refusal| format!("{} ({})", refusal.target, refusal.why))
+        .collect();
+    let exited = answer.status == RunStatus::Exited && answer.exit_code == Some(0);
+    if exited && refused.is_empty() {
+        return Ok(());
+    }
+    let how = match (answer.status, answer.exit_code) {
+        (RunStatus::Exited, Some(code)) => format!("exited {code}"),
+        (status, _) => format!("ended {}", status.code()),
+    };
+    let mut message = format!("the {} build of {lockfile} {how}", recipe.name());
+    if !refused.is_empty() {
+        message.push_str(&format!(
+            "; it tried to reach hosts the registry proxy refused: {} (add a registry to \
+             [env.network] allow only if the build must reach it)",
+            refused.join(", ")
+        ));
+    }
+    let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
+    if !tail.is_empty() {
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        let tail = format!("{}\n", tail.join("\n"));
+        message.push_str(&format!(
+            "; the last lines it wrote:\n{}",
+            sf_host::text_escape::block("stderr, its end", tail.as_bytes())
+        ));
+    }
+    Err(AppError::new("build-failed", message))
+}
+
+/// The lockfile and the files beside it the recipe reads, from the base's tree: each as a
+/// file of the run's program (by name) and its path in the tree.
+fn read_inputs(
+    base: &crate::freeze::Base,
+    recipe: Recipe,
+    lockfile: &str,
+) -> Result<Vec<(SnapshotFile, String)>, AppError> {
+    if sf_host::contracts::tree_path::check_path(lockfile, None).is_err() {
+        return Err(AppError::invalid(
+            format!("--lockfile {lockfile:?}"),
+            "is a path in the repository's tree, relative and '/'-separated",
+        ));
+    }
+    let tree = base
+        .repository
+        .tree_at(&base.commit)
+        .map_err(|error| AppError::new(error.code(), format!("{}: {error}", base.named)))?;
+    let dir = lockfile.rsplit_once('/').map(|(dir, _)| dir);
+    let beside = recipe
+        .companions()
+        .iter()
+        .map(|name| dir.map_or_else(|| (*name).to_owned(), |dir| format!("{dir}/{name}")));
+    std::iter::once(lockfile.to_owned())
+        .chain(beside)
+        .map(|path| {
+            let bytes = match tree.read(&path) {
+                Ok(Some((_, bytes))) => bytes,
+                Ok(None) => {
+                    return Err(AppError::invalid(
+                        format!("{path} at {}", base.named),
+                        format!(
+                            "is not a file of the tree; the {} recipe reads {} (name another \
+                             with --lockfile)",
+                            recipe.name(),
+                            recipe.default_lockfile()
+                        ),
+                    ));
+                }
+                Err(error) => {
+                    return Err(AppError::new(
+                        error.code(),
+                        format!("{path} at {}: {error}", base.named),
+                    ));
+                }
+            };
+            if bytes.len() as u64 > MAX_LOCKFILE_BYTES {
+                return Err(AppError::invalid(
+                    &path,
+                    "is larger than 16 MiB, more than a lockfile holds",
+                ));
+            }
+            Ok((SnapshotFile::regular(file_name(&path), bytes), path))
+        })
+        .collect()
+}
+
+/// The path an environment is built for: `/opt/sf-env/<recipe>-<16 hex digits>`, the digits
+/// those of the digest of the recipe's script, the lockfile's path and the files read.
+fn built_at(recipe: Recipe, lockfile: &str, inputs: &[(SnapshotFile, String)]) -> PathBuf {
+    let mut key = format!(
+        "{}\n{}\n{}\n",
+        recipe.name(),
+        lockfile,
+        Digest::of(recipe.script().as_bytes())
+    );
+    for (file, path) in inputs {
+        key.push_str(&format!("{path} {}\n", Digest::of(&file.content)));
+    }
+    let hex = Digest::of(key.as_bytes()).hex();
+    PathBuf::from(format!("{BUILT_AT}/{}-{}", recipe.name(), &hex[..16]))
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit_once('/').map_or(path, |(_, name)| name)
+}
+
+fn store_error(error: EnvironmentStoreError) -> AppError {
+    AppError::new(error.code(), error.to_string())
+}

@@ -1,0 +1,120 @@
+//! The recipes an environment is built by: for each package tool, the lockfile it reads by
+//! default and the files beside it, the registry hosts it reaches, and the script its
+//! sandboxed run executes. A recipe's script only ever reads the lockfile's files (copied
+//! into the run as its program, read-only) and writes the environment's directory.
+
+use crate::error::AppError;
+
+/// A package tool an environment is built with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recipe {
+    /// A pip requirements file: pinned versions (and hashes, where given) installed into a
+    /// venv with no pip of its own.
+    Pip,
+    /// An npm `package-lock.json`: `npm ci` with install scripts off, the `node_modules`
+    /// beside the manifest and the lockfile.
+    Npm,
+}
+
+/// The recipes by name, in the order messages list them.
+pub const RECIPES: [(&str, Recipe); 2] = [("pip", Recipe::Pip), ("npm", Recipe::Npm)];
+
+impl Recipe {
+    /// The recipe named `name`; `uv` and `cargo` are named as not built yet.
+    pub fn parse(name: &str) -> Result<Self, AppError> {
+        if let Some((_, recipe)) = RECIPES.iter().find(|(known, _)| *known == name) {
+            return Ok(*recipe);
+        }
+        let known = RECIPES.map(|(known, _)| known).join(", ");
+        let detail = match name {
+            "uv" | "cargo" => format!(
+                "is not built yet (the recipes are {known}); build the environment by hand \
+                 and add it with `sf env add`"
+            ),
+            _ => format!("is not a recipe; the recipes are {known}"),
+        };
+        Err(AppError::invalid(format!("--recipe {name:?}"), detail))
+    }
+
+    /// The recipe's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Pip => "pip",
+            Self::Npm => "npm",
+        }
+    }
+
+    /// The lockfile read when none is named.
+    pub fn default_lockfile(self) -> &'static str {
+        match self {
+            Self::Pip => "requirements.txt",
+            Self::Npm => "package-lock.json",
+        }
+    }
+
+    /// The files beside the lockfile the tool reads too (paths in its directory), each
+    /// required.
+    pub fn companions(self) -> &'static [&'static str] {
+        match self {
+            Self::Pip => &[],
+            Self::Npm => &["package.json"],
+        }
+    }
+
+    /// The registry hosts the tool reaches by default.
+    pub fn registries(self) -> &'static [&'static str] {
+        match self {
+            Self::Pip => &["pypi.org", "files.pythonhosted.org"],
+            Self::Npm => &["registry.npmjs.org"],
+        }
+    }
+
+    /// The script the build's run executes with `sh -c`, in the directory of the lockfile's
+    /// copy (the run's program), with `SF_ENV` the environment's directory and
+    /// `SF_LOCKFILE` the lockfile's name. It first prints a `sf-tool NAME VERSION` line for
+    /// each tool it uses, which the build's record keeps.
+    pub fn script(self) -> &'static str {
+        match self {
+            // `--without-pip` and `--no-compile`: no pip and no bytecode of the build's time
+            // in the environment, so that the same lockfile gives the same files.
+            Self::Pip => {
+                r#"set -eu
+echo "sf-tool python3 $(python3 -c 'import sys; print(sys.version.split()[0])')"
+echo "sf-tool pip $(python3 -m pip --version | cut -d ' ' -f 2)"
+python3 -m venv --without-pip "$SF_ENV"
+python3 -m pip --python "$SF_ENV/bin/python" install --no-compile --no-cache-dir \
+  --disable-pip-version-check --no-input --progress-bar off -r "$SF_LOCKFILE"
+find "$SF_ENV" -name __pycache__ -prune -exec rm -rf {} +
+"#
+            }
+            Self::Npm => {
+                r#"set -eu
+echo "sf-tool node $(node --version)"
+echo "sf-tool npm $(npm --version)"
+cp package.json "$SF_ENV/package.json"
+cp "$SF_LOCKFILE" "$SF_ENV/package-lock.json"
+cd "$SF_ENV"
+npm ci --ignore-scripts --no-audit --no-fund --no-update-notifier \
+  --cache /sf/scratch/npm-cache --loglevel warn
+"#
+            }
+        }
+    }
+
+    /// Refuses options the recipe has no use for: groups and extras belong to a `uv.lock`.
+    pub fn check_options(self, groups: &[String], extras: &[String]) -> Result<(), AppError> {
+        let (option, given) = match (groups.first(), extras.first()) {
+            (Some(group), _) => ("--group", group),
+            (None, Some(extra)) => ("--extra", extra),
+            (None, None) => return Ok(()),
+        };
+        Err(AppError::invalid(
+            format!("{option} {given}"),
+            format!(
+                "the {} recipe installs what its lockfile lists and has no groups or extras; \
+                 name a lockfile that lists what the checks need",
+                self.name()
+            ),
+        ))
+    }
+}

@@ -1,0 +1,161 @@
+//! An environment build's record: what was built from what, by which tools, reaching which
+//! registries. Canonical JSON (sorted keys, no spaces), kept once per environment in the
+//! store (`records/<hex>.json`):
+//!
+//! ```text
+//! {"commit":…,"environment":"sha256:…","inputs":{"requirements.txt":"sha256:…"},
+//!  "lockfile":"requirements.txt","protocol":"sf-environment-build/1","recipe":"pip",
+//!  "registries":["files.pythonhosted.org:443","pypi.org:443"],"tools":{"pip":"23.0.1",…}}
+//! ```
+
+use std::collections::BTreeMap;
+
+use sf_host::canonical::{self, Digest, Value};
+
+/// The protocol string of a build record.
+pub const BUILD_RECORD_PROTOCOL: &str = "sf-environment-build/1";
+
+/// The most tools a record names, and the longest name and version kept.
+const MAX_TOOLS: usize = 16;
+const MAX_TOOL_TEXT: usize = 64;
+
+/// A build's record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuildRecord {
+    /// The factory commit whose lockfile was read (hex).
+    pub commit: String,
+    /// The environment built.
+    pub environment: Digest,
+    /// Each file read from the commit's tree, by its path, with the digest of its bytes.
+    pub inputs: BTreeMap<String, Digest>,
+    /// The lockfile's path in the tree.
+    pub lockfile: String,
+    /// The recipe's name.
+    pub recipe: String,
+    /// Each registry reached, `host:port`, in the order first reached.
+    pub registries: Vec<String>,
+    /// Each tool the recipe used, with the version it reported.
+    pub tools: BTreeMap<String, String>,
+}
+
+impl BuildRecord {
+    /// The canonical document.
+    pub fn document(&self) -> Value {
+        let strings = |map: &BTreeMap<String, String>| {
+            Value::Object(
+                map.iter()
+                    .map(|(key, value)| (key.clone(), Value::from(value.as_str())))
+                    .collect(),
+            )
+        };
+        let inputs: BTreeMap<String, String> = self
+            .inputs
+            .iter()
+            .map(|(path, digest)| (path.clone(), digest.to_string()))
+            .collect();
+        canonical::object([
+            ("commit", Value::from(self.commit.as_str())),
+            ("environment", Value::from(self.environment.to_string())),
+            ("inputs", strings(&inputs)),
+            ("lockfile", Value::from(self.lockfile.as_str())),
+            ("protocol", Value::from(BUILD_RECORD_PROTOCOL)),
+            ("recipe", Value::from(self.recipe.as_str())),
+            (
+                "registries",
+                Value::Array(
+                    self.registries
+                        .iter()
+                        .map(|registry| Value::from(registry.as_str()))
+                        .collect(),
+                ),
+            ),
+            ("tools", strings(&self.tools)),
+        ])
+    }
+
+    /// The record's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        // Strings and objects only: it always encodes; should it not, the error is kept.
+        canonical::encode(&self.document())
+            .unwrap_or_else(|error| format!("{{\"error\":{:?}}}", error.to_string()).into_bytes())
+    }
+
+    /// A stored record's fields shown by `sf env list` and `sf env show`: the recipe and the
+    /// lockfile with its digest, or `None` when the bytes are not a record.
+    pub fn summary(bytes: &[u8]) -> Option<(String, String, String)> {
+        let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+        let text = |key: &str| value.get(key)?.as_str().map(str::to_owned);
+        if text("protocol")? != BUILD_RECORD_PROTOCOL {
+            return None;
+        }
+        let lockfile = text("lockfile")?;
+        let digest = value.get("inputs")?.get(&lockfile)?.as_str()?.to_owned();
+        Some((text("recipe")?, lockfile, digest))
+    }
+}
+
+/// The tools a build's stdout names, one `sf-tool NAME VERSION` line each (the first of a
+/// name counts; at most [`MAX_TOOLS`], each text cut to [`MAX_TOOL_TEXT`] characters of
+/// printable ASCII): what the run says, kept as said, never trusted beyond that.
+pub fn tools(stdout: &str) -> BTreeMap<String, String> {
+    let mut tools = BTreeMap::new();
+    for line in stdout.lines() {
+        let Some(rest) = line.strip_prefix("sf-tool ") else {
+            continue;
+        };
+        let (name, version) = rest.split_once(' ').unwrap_or((rest, ""));
+        let clean = |text: &str| -> String {
+            text.chars()
+                .filter(|c| c.is_ascii_graphic())
+                .take(MAX_TOOL_TEXT)
+                .collect()
+        };
+        if tools.len() < MAX_TOOLS && !name.is_empty() {
+            tools.entry(clean(name)).or_insert_with(|| clean(version));
+        }
+    }
+    tools
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_are_read_from_their_lines_only_and_bounded() {
+        let stdout = "noise\nsf-tool python3 3.11.2\nsf-tool pip 23.0.1\nsf-tool pip 99\n\
+                      sf-tool evil \u{1b}[31mred\n";
+        let tools = tools(stdout);
+        assert_eq!(tools["python3"], "3.11.2");
+        assert_eq!(tools["pip"], "23.0.1");
+        assert_eq!(tools["evil"], "[31mred");
+        assert_eq!(tools.len(), 3);
+    }
+
+    #[test]
+    fn a_record_is_canonical_and_summarised() {
+        let record = BuildRecord {
+            commit: "ab".repeat(20),
+            environment: Digest::of(b"env"),
+            inputs: BTreeMap::from([("requirements.txt".to_owned(), Digest::of(b"lock"))]),
+            lockfile: "requirements.txt".into(),
+            recipe: "pip".into(),
+            registries: vec!["pypi.org:443".into()],
+            tools: BTreeMap::from([("pip".to_owned(), "23.0.1".to_owned())]),
+        };
+        let bytes = record.encode();
+        assert_eq!(
+            canonical::parse_canonical(&bytes).map(|_| ()).ok(),
+            Some(())
+        );
+        assert_eq!(
+            BuildRecord::summary(&bytes),
+            Some((
+                "pip".into(),
+                "requirements.txt".into(),
+                Digest::of(b"lock").to_string()
+            ))
+        );
+        assert_eq!(BuildRecord::summary(b"{}"), None);
+    }
+}
