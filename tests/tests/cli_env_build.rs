@@ -234,3 +234,160 @@ fn an_index_on_the_hosts_loopback_is_refused_and_nothing_is_stored() {
         "{listed:?}"
     );
 }
+
+/// A small Node project whose one npm dependency is pinned in its `package-lock.json`.
+const PACKAGE_JSON: &str = r#"{
+  "name": "sf-node-sample",
+  "version": "1.0.0",
+  "private": true,
+  "dependencies": {
+    "ms": "2.1.3"
+  }
+}
+"#;
+
+const PACKAGE_LOCK: &str = r#"{
+  "name": "sf-node-sample",
+  "version": "1.0.0",
+  "lockfileVersion": 3,
+  "requires": true,
+  "packages": {
+    "": {
+      "name": "sf-node-sample",
+      "version": "1.0.0",
+      "dependencies": {
+        "ms": "2.1.3"
+      }
+    },
+    "node_modules/ms": {
+      "version": "2.1.3",
+      "resolved": "https://registry.npmjs.org/ms/-/ms-2.1.3.tgz",
+      "integrity": "sha512-6FlzubTLZG3J2a/NVCAleEhjzq5oxgHyaCU9yYXvcLsvoVaHJq/s5xXI6/XXP6tz7R9xAOtHnSO/tXtF3WRTlA==",
+      "license": "MIT"
+    }
+  }
+}
+"#;
+
+const DURATION_BUGGY: &str = "module.exports = (text) => Number(text);\n";
+const DURATION_STILL_BUGGY: &str = "module.exports = (text) => Number(text) || 0;\n";
+const DURATION_FIXED: &str = "const ms = require('ms');\nmodule.exports = (text) => ms(text);\n";
+const DURATION_TEST: &str = "const test = require('node:test');\n\
+const assert = require('node:assert');\n\
+const duration = require('../lib/duration');\n\
+test('reads days', () => { assert.strictEqual(duration('2 days'), 172800000); });\n\
+test('reads plain numbers', () => { assert.strictEqual(duration('5'), 5); });\n";
+
+/// The project with its lockfile, in a Git repository `node` in `dir`.
+fn node_project(dir: &Path) -> String {
+    let source = dir.join("node");
+    std::fs::create_dir_all(source.join("lib")).unwrap();
+    std::fs::write(source.join("package.json"), PACKAGE_JSON).unwrap();
+    std::fs::write(source.join("package-lock.json"), PACKAGE_LOCK).unwrap();
+    std::fs::write(source.join("lib/duration.js"), DURATION_BUGGY).unwrap();
+    team_git(&source, &["init", "-q", "-b", "main"]);
+    team_git(&source, &["add", "-A"]);
+    team_git(&source, &["commit", "-q", "-m", "durations"]);
+    "node".into()
+}
+
+#[test]
+fn a_node_projects_npm_dependency_is_built_and_its_node_test_suite_lands_the_fix() {
+    let public = Public::new();
+    let work = Work::from_git(node_project, "HEAD").with_public(&public);
+    let built = work.sf(&[
+        "env",
+        "build",
+        "node-deps",
+        "--identity",
+        "identity.json",
+        "--recipe",
+        "npm",
+    ]);
+    let built = built.result().clone();
+    assert_eq!(
+        built["build"]["registries"],
+        serde_json::json!(["registry.npmjs.org:443"]),
+        "{built}"
+    );
+    let at = built["at"].as_str().unwrap().to_owned();
+    let stored = public
+        .store()
+        .join("objects")
+        .join(
+            built["digest"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("sha256:"),
+        )
+        .join("tree/node_modules/ms/index.js");
+    assert!(stored.is_file(), "{built}");
+
+    // The fix, committed after the base was taken; and a Candidate that leaves the bug in.
+    let project = work.dir.join("node");
+    std::fs::write(project.join("lib/duration.js"), DURATION_STILL_BUGGY).unwrap();
+    team_git(&project, &["commit", "-q", "-a", "-m", "still a number"]);
+    std::fs::write(project.join("lib/duration.js"), DURATION_FIXED).unwrap();
+    std::fs::create_dir_all(project.join("test")).unwrap();
+    std::fs::write(project.join("test/duration.test.js"), DURATION_TEST).unwrap();
+    team_git(&project, &["add", "-A"]);
+    team_git(&project, &["commit", "-q", "-m", "read durations with ms"]);
+
+    let node_path = format!("NODE_PATH={at}/node_modules");
+    let found = work.sf(&[
+        "slice",
+        "suggest",
+        "--identity",
+        "identity.json",
+        "--dir",
+        "slice",
+        "--id",
+        "durations",
+        "--runner",
+        "node",
+        "--environment",
+        "node-deps",
+        "--env",
+        &node_path,
+        "--fix",
+        "HEAD",
+        "--repo",
+        "node",
+    ]);
+    let found = found.result().clone();
+    assert_eq!(
+        found["failToPass"],
+        serde_json::json!(["test::reads days"]),
+        "{found}"
+    );
+    work.freeze("slice").result();
+    let seal = |rev: &str| {
+        let sealed = work.sf(&[
+            "seal",
+            "--identity",
+            "identity.json",
+            "--slice",
+            "slice",
+            "--commit",
+            rev,
+            "--repo",
+            "node",
+            "--only",
+            "lib/",
+        ]);
+        sealed.result()["digest"].as_str().unwrap().to_owned()
+    };
+    let left = seal("HEAD~1");
+    let failed = work.sf_decided(&[
+        "land",
+        "--identity",
+        "identity.json",
+        "--candidate",
+        &left,
+        "--slice",
+        "slice",
+    ]);
+    assert_eq!(failed.code, Some(3), "{failed:?}");
+    let landed = work.land(&seal("HEAD"), "slice", &[]);
+    assert_eq!(landed.result()["outcome"], "integrated", "{landed:?}");
+}
