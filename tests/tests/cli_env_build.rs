@@ -391,3 +391,130 @@ fn a_node_projects_npm_dependency_is_built_and_its_node_test_suite_lands_the_fix
     let landed = work.land(&seal("HEAD"), "slice", &[]);
     assert_eq!(landed.result()["outcome"], "integrated", "{landed:?}");
 }
+
+/// The pinned requirements of the small Python project, before and after it moves to the
+/// next release of its one dependency.
+const REQUIREMENTS_2_0: &str = "iniconfig==2.0.0 \\\n    \
+--hash=sha256:b6a85871a79d2e3b22d2d1b94ac2824226a63c6b741c88f7ae975f18b6778374\n";
+const REQUIREMENTS_2_1: &str = "iniconfig==2.1.0 \\\n    \
+--hash=sha256:9deba5723312380e77435581c6bf4935c94cbfab9b1ed33ef8d238ea168eb760\n";
+
+/// A Slice whose one check prints the installed iniconfig's version, its environment named
+/// by recipe: built from the base's `requirements.txt`.
+fn versioned_slice(work: &Work, name: &str, revision: u32, version: &str) {
+    let slice = work.dir.join(name);
+    std::fs::create_dir_all(&slice).unwrap();
+    let check = |id: &str, phase: &str, stage: &str| {
+        serde_json::json!({
+            "kind": "command", "id": id, "phase": phase, "stage": stage,
+            "argv": ["python3", "-c",
+                     "import importlib.metadata as m; print(m.version('iniconfig'))"],
+            "cwd": {"from": "scratch", "path": ""},
+            "env": {},
+            "environment": {"build": {"recipe": "pip"}},
+            "results": null,
+            "expectation": {"exitCode": 0,
+                            "stdoutDigest": sf_host::canonical::Digest::of(
+                                format!("{version}\n").as_bytes()).to_string()},
+        })
+    };
+    std::fs::write(
+        slice.join("slice.json"),
+        serde_json::json!({"id": "deps", "revision": revision,
+                           "scope": ["requirements.txt"]})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        slice.join("acceptance.json"),
+        serde_json::json!({
+            "protocol": "sf-repository-acceptance/3",
+            "checks": [check("before", "before", "base"), check("after", "after", "candidate")],
+        })
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        slice.join("recipe.json"),
+        r#"{"timeoutMs":60000,"outputLimit":65536}"#,
+    )
+    .unwrap();
+}
+
+/// The environments in the work's store named by recipe (`pip-…`), with their digests.
+fn built_environments(work: &Work) -> Vec<(String, String)> {
+    let listed = work.sf(&["env", "list"]);
+    listed.result()["environments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|environment| environment["name"].as_str().unwrap().starts_with("pip-"))
+        .map(|environment| {
+            assert_eq!(environment["built"]["lockfile"], "requirements.txt");
+            (
+                environment["name"].as_str().unwrap().to_owned(),
+                environment["digest"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_slice_names_its_environment_by_recipe_and_it_follows_the_base() {
+    let (_tmp, dir) = sf_tests::private_dir();
+    let source = dir.join("project");
+    std::fs::create_dir(&source).unwrap();
+    team_git(&source, &["init", "-q", "-b", "main"]);
+    std::fs::write(source.join("requirements.txt"), REQUIREMENTS_2_0).unwrap();
+    team_git(&source, &["add", "."]);
+    team_git(&source, &["commit", "-q", "-m", "pin iniconfig"]);
+    let public = Public::new();
+    let path = source.to_str().unwrap().to_owned();
+    let work = Work::from_git(move |_| path, "main").with_public(&public);
+
+    // The freeze builds the environment from the base's lockfile; a second freeze finds it.
+    versioned_slice(&work, "slice", 1, "2.0.0");
+    work.freeze("slice").result();
+    let first = built_environments(&work);
+    assert_eq!(first.len(), 1, "{first:?}");
+    versioned_slice(&work, "slice-again", 1, "2.0.0");
+    work.freeze("slice-again").result();
+    assert_eq!(built_environments(&work), first);
+
+    // A Candidate that moves the lockfile on: its own lockfile is never built (the check runs
+    // in the base's environment), and it lands.
+    std::fs::write(source.join("requirements.txt"), REQUIREMENTS_2_1).unwrap();
+    let diff = std::process::Command::new("git")
+        .current_dir(&source)
+        .args(["diff", "--binary"])
+        .output()
+        .unwrap();
+    std::fs::write(work.dir.join("move.diff"), &diff.stdout).unwrap();
+    let sealed = work.sf(&[
+        "seal",
+        "--identity",
+        "identity.json",
+        "--slice",
+        "slice",
+        "--diff",
+        "move.diff",
+    ]);
+    let candidate = sealed.result()["digest"].as_str().unwrap().to_owned();
+    let landed = work.land(&candidate, "slice", &[]);
+    assert_eq!(landed.result()["outcome"], "integrated", "{landed:?}");
+    assert_eq!(
+        built_environments(&work),
+        first,
+        "a Candidate's lockfile is not built"
+    );
+
+    // Frozen again on the new base, the Slice gets a new environment, never the stale one;
+    // the first stays stored for the Slice frozen with it.
+    versioned_slice(&work, "slice-next", 2, "2.1.0");
+    work.freeze("slice-next").result();
+    let now = built_environments(&work);
+    assert_eq!(now.len(), 2, "{now:?}");
+    assert!(now.contains(&first[0]), "{now:?}");
+    let fresh: Vec<_> = now.iter().filter(|built| **built != first[0]).collect();
+    assert_ne!(fresh[0].1, first[0].1, "{now:?}");
+}

@@ -96,15 +96,71 @@ pub struct Built {
 /// Builds the environment `request` asks for and stores it.
 pub fn build(backends: &Backends, request: &BuildRequest) -> Result<Built, AppError> {
     check_name(&request.name).map_err(store_error)?;
-    let recipe = request.recipe;
-    recipe.check_options(&request.groups, &request.extras)?;
+    request
+        .recipe
+        .check_options(&request.groups, &request.extras)?;
+    let base = base_of(backends, &request.identity, request.commit.as_deref())?;
     let lockfile = request
         .lockfile
         .clone()
-        .unwrap_or_else(|| recipe.default_lockfile().to_owned());
-    let base = base_of(backends, &request.identity, request.commit.as_deref())?;
-    let inputs = read_inputs(&base, recipe, &lockfile)?;
-    let at = built_at(recipe, &lockfile, &inputs);
+        .unwrap_or_else(|| request.recipe.default_lockfile().to_owned());
+    let inputs = read_inputs(&base, request.recipe, &lockfile)?;
+    build_on(backends, &base, request, &lockfile, &inputs)
+}
+
+/// The environment a Slice's check names by its recipe (`"environment": {"build": …}`), for
+/// a freeze on `base`: the one built from the base's lockfile, found in the store by the name
+/// derived from what it is built from (`<recipe>-<16 hex digits>`, the last component of the
+/// path it is built for), or built now under that name. A base whose lockfile changed has
+/// another name, so it gets a new environment, never the one of an older lockfile.
+pub(crate) fn for_base(
+    backends: &Backends,
+    base: &crate::freeze::Base,
+    recipe: Recipe,
+    lockfile: Option<&str>,
+) -> Result<EnvironmentEntry, AppError> {
+    let lockfile = lockfile.unwrap_or(recipe.default_lockfile());
+    let inputs = read_inputs(base, recipe, lockfile)?;
+    let at = built_at(recipe, lockfile, &inputs);
+    let name = at
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    match crate::env::resolve(backends, &name) {
+        Ok(entry) if entry.at == at => return Ok(entry),
+        Ok(_) => {}
+        Err(error) if error.code == "missing" => {}
+        Err(error) => return Err(error),
+    }
+    let request = BuildRequest {
+        name,
+        identity: PathBuf::new(),
+        commit: None,
+        recipe,
+        lockfile: Some(lockfile.to_owned()),
+        groups: Vec::new(),
+        extras: Vec::new(),
+        replace: true,
+        limits: EnvironmentLimits::default(),
+        timeout: DEFAULT_TIMEOUT,
+    };
+    build_on(backends, base, &request, lockfile, &inputs).map(|built| built.entry)
+}
+
+/// How long a build a freeze starts may take.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Builds `request`'s environment from `inputs`, the lockfile's files at `base`.
+fn build_on(
+    backends: &Backends,
+    base: &crate::freeze::Base,
+    request: &BuildRequest,
+    lockfile: &str,
+    inputs: &[(SnapshotFile, String)],
+) -> Result<Built, AppError> {
+    let recipe = request.recipe;
+    let lockfile = lockfile.to_owned();
+    let at = built_at(recipe, &lockfile, inputs);
     let config = backends.config()?;
     let mut allow: Vec<String> = recipe
         .registries()

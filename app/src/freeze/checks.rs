@@ -14,8 +14,11 @@ use sf_host::source_dir::read_snapshot_dir;
 use super::{holds_files, parse_acceptance};
 use crate::backends::Backends;
 use crate::env::resolve;
+use crate::env_build::Recipe;
 use crate::error::AppError;
 use crate::slice_dir::empty_snapshot;
+
+use super::Base;
 
 /// The inputs read so far, and every snapshot the freeze stores.
 #[derive(Default)]
@@ -34,6 +37,7 @@ impl Inputs {
         &mut self,
         backends: &Backends,
         dir: &Path,
+        base: &Base,
         mut acceptance: Value,
     ) -> Result<Acceptance, AppError> {
         if let Value::Object(map) = &mut acceptance
@@ -41,7 +45,7 @@ impl Inputs {
         {
             for check in checks {
                 if let Value::Object(check) = check {
-                    self.pin_check(backends, dir, check)?;
+                    self.pin_check(backends, dir, base, check)?;
                 }
             }
         }
@@ -60,16 +64,24 @@ impl Inputs {
         &mut self,
         backends: &Backends,
         dir: &Path,
+        base: &Base,
         check: &mut BTreeMap<String, Value>,
     ) -> Result<(), AppError> {
-        // A command's dependency environment is named; the freeze pins what the name points
-        // to now: its digest and where it is bound, verified.
-        if let Some(Value::String(name)) = check.get("environment").cloned() {
-            let entry = resolve(backends, &name)?;
+        // A command's dependency environment is named, or named by the recipe that builds it
+        // from the base's lockfile; the freeze pins what it is now: its name, its digest and
+        // where it is bound, verified.
+        let entry = match check.get("environment") {
+            Some(Value::String(name)) => Some(resolve(backends, name)?),
+            Some(Value::Object(named)) if named.contains_key("build") => {
+                Some(built_for_base(backends, base, named)?)
+            }
+            _ => None,
+        };
+        if let Some(entry) = entry {
             check.insert(
                 "environment".into(),
                 canonical::object([
-                    ("name", Value::String(name)),
+                    ("name", Value::String(entry.name.unwrap_or_default())),
                     ("digest", Value::String(entry.digest.to_string())),
                     ("at", Value::String(entry.at.display().to_string())),
                 ]),
@@ -122,4 +134,46 @@ impl Inputs {
         self.names.insert(input.to_owned(), digest.clone());
         Ok(digest)
     }
+}
+
+/// The environment `{"build": {"recipe": R, "lockfile"?: PATH}}` names: built from the base's
+/// lockfile, or found (see [`crate::env_build::for_base`]).
+fn built_for_base(
+    backends: &Backends,
+    base: &Base,
+    named: &BTreeMap<String, Value>,
+) -> Result<sf_host::environment_store::EnvironmentEntry, AppError> {
+    let invalid = |detail: &str| {
+        AppError::invalid(
+            "acceptance.json environment",
+            format!(
+                "{detail}; an environment built from the base's lockfile is \
+                 {{\"build\": {{\"recipe\": \"pip\" or \"npm\", \"lockfile\": PATH}}}} (lockfile \
+                 optional)"
+            ),
+        )
+    };
+    if named.len() != 1 {
+        return Err(invalid("holds keys beside build"));
+    }
+    let Some(Value::Object(build)) = named.get("build") else {
+        return Err(invalid("build is not an object"));
+    };
+    if let Some(key) = build
+        .keys()
+        .find(|key| !["recipe", "lockfile"].contains(&key.as_str()))
+    {
+        return Err(invalid(&format!(
+            "build holds {key:?}, which no recipe built here takes"
+        )));
+    }
+    let Some(Value::String(recipe)) = build.get("recipe") else {
+        return Err(invalid("build names no recipe"));
+    };
+    let lockfile = match build.get("lockfile") {
+        None => None,
+        Some(Value::String(lockfile)) => Some(lockfile.as_str()),
+        Some(_) => return Err(invalid("build's lockfile is not a string")),
+    };
+    crate::env_build::for_base(backends, base, Recipe::parse(recipe)?, lockfile)
 }

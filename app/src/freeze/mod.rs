@@ -132,9 +132,11 @@ fn prepare(
 ) -> Result<Checked, AppError> {
     let authored = AuthoredDir::open(dir)?;
     let slice: Authored = authored.record("slice.json")?;
-    // Inputs, read (not yet stored); the acceptance names them by digest.
+    let base = base_of(backends, identity, base_commit)?;
+    // Inputs, read (not yet stored); the acceptance names them by digest, and environments
+    // named by recipe are built from the base's lockfile (or found).
     let mut inputs = Inputs::default();
-    let acceptance = inputs.pin(backends, dir, authored.value("acceptance.json")?)?;
+    let acceptance = inputs.pin(backends, dir, &base, authored.value("acceptance.json")?)?;
     let harness = optional_dir(&dir.join("harness"), "harness")?;
     let overlay = optional_dir(&dir.join("overlay"), "overlay")?;
     let harness_digest =
@@ -144,7 +146,6 @@ fn prepare(
     inputs.store(&harness_digest, &harness, "harness");
     inputs.store(&overlay_digest, &overlay, "overlay");
     let executed = executed(backends, authored.record("recipe.json")?)?;
-    let base = base_of(backends, identity, base_commit)?;
     let tree = base.repository.tree_at(&base.commit).map_err(|error| {
         let mut app = repository_error(&base.named, &error);
         if base_commit.is_some() {
