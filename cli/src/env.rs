@@ -68,11 +68,12 @@ pub struct BuildArgs {
     /// The factory commit whose lockfile is read (40 hex digits); default: the target
     #[arg(long, value_name = "REV")]
     commit: Option<String>,
-    /// The package tool: pip (a requirements file) or npm (package-lock.json)
+    /// The package tool: pip (a requirements file), uv (uv.lock with pyproject.toml) or npm
+    /// (package-lock.json with package.json)
     #[arg(long, value_name = "RECIPE")]
     recipe: String,
     /// The lockfile's path in the tree; default: the recipe's usual file (requirements.txt,
-    /// package-lock.json)
+    /// uv.lock, package-lock.json)
     #[arg(long, value_name = "PATH")]
     lockfile: Option<String>,
     /// A dependency group to install (a uv.lock's)
@@ -192,6 +193,8 @@ fn build(context: &Context, args: BuildArgs) -> Result<Output, CliError> {
     output.json["build"] = serde_json::json!({
         "recipe": record.recipe,
         "lockfile": record.lockfile,
+        "groups": record.groups,
+        "extras": record.extras,
         "commit": record.commit,
         "inputs": record.inputs.iter().map(|(path, digest)| (path.clone(), digest.to_string())).collect::<std::collections::BTreeMap<_, _>>(),
         "tools": record.tools,

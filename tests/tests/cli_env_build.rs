@@ -518,3 +518,85 @@ fn a_slice_names_its_environment_by_recipe_and_it_follows_the_base() {
     let fresh: Vec<_> = now.iter().filter(|built| **built != first[0]).collect();
     assert_ne!(fresh[0].1, first[0].1, "{now:?}");
 }
+
+/// A project locked with uv (tests/fixtures/uv-sample): `packaging` a dependency, `iniconfig`
+/// in its `tests` group. The `uv` recipe installs the locked dependencies and the groups
+/// asked for, never the project itself, and gives the same environment twice.
+#[test]
+fn a_uv_lock_is_built_with_its_groups_and_without_the_project() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/uv-sample");
+    let prepare = move |dir: &Path| {
+        let source = dir.join("uv-project");
+        std::fs::create_dir(&source).unwrap();
+        for file in ["pyproject.toml", "uv.lock"] {
+            std::fs::copy(fixture.join(file), source.join(file)).unwrap();
+        }
+        team_git(&source, &["init", "-q", "-b", "main"]);
+        team_git(&source, &["add", "."]);
+        team_git(&source, &["commit", "-q", "-m", "locked with uv"]);
+        "uv-project".to_owned()
+    };
+    let public = Public::new();
+    let work = Work::from_git(prepare, "main").with_public(&public);
+    let uv = |name: &str, extra: &[&str]| {
+        let mut args = vec![
+            "env",
+            "build",
+            name,
+            "--identity",
+            "identity.json",
+            "--recipe",
+            "uv",
+        ];
+        args.extend(extra);
+        work.sf(&args)
+    };
+    let site_packages = |built: &serde_json::Value| {
+        let digest = built["digest"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("sha256:");
+        let dir = public
+            .store()
+            .join("objects")
+            .join(digest)
+            .join("tree/lib/python3.11/site-packages");
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| !name.starts_with('_') && !name.ends_with(".pth"))
+            .collect();
+        names.sort();
+        names
+    };
+    let with_tests = uv("with-tests", &["--group", "tests"]);
+    let with_tests = with_tests.result().clone();
+    assert_eq!(
+        site_packages(&with_tests),
+        [
+            "iniconfig",
+            "iniconfig-2.0.0.dist-info",
+            "packaging",
+            "packaging-24.0.dist-info"
+        ],
+        "{with_tests}"
+    );
+    assert_eq!(with_tests["build"]["groups"], serde_json::json!(["tests"]));
+    assert_eq!(with_tests["build"]["tools"]["uv"], "0.13.9", "{with_tests}");
+    let again = uv("with-tests-again", &["--group", "tests"]);
+    assert_eq!(again.result()["digest"], with_tests["digest"]);
+    let plain = uv("plain", &[]);
+    let plain = plain.result().clone();
+    assert_eq!(
+        site_packages(&plain),
+        ["packaging", "packaging-24.0.dist-info"],
+        "{plain}"
+    );
+    assert_ne!(plain["at"], with_tests["at"]);
+    // A group's name is checked before anything runs.
+    let refused = uv("bad", &["--group", "tests; rm -rf /"]);
+    assert_eq!(
+        refused.json["error"]["code"], "invalid-input",
+        "{refused:?}"
+    );
+}

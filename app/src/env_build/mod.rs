@@ -96,16 +96,14 @@ pub struct Built {
 /// Builds the environment `request` asks for and stores it.
 pub fn build(backends: &Backends, request: &BuildRequest) -> Result<Built, AppError> {
     check_name(&request.name).map_err(store_error)?;
-    request
-        .recipe
-        .check_options(&request.groups, &request.extras)?;
+    let options = Options::new(request.recipe, &request.groups, &request.extras)?;
     let base = base_of(backends, &request.identity, request.commit.as_deref())?;
     let lockfile = request
         .lockfile
         .clone()
         .unwrap_or_else(|| request.recipe.default_lockfile().to_owned());
     let inputs = read_inputs(&base, request.recipe, &lockfile)?;
-    build_on(backends, &base, request, &lockfile, &inputs)
+    build_on(backends, &base, request, &options, &lockfile, &inputs)
 }
 
 /// The environment a Slice's check names by its recipe (`"environment": {"build": …}`), for
@@ -118,10 +116,11 @@ pub(crate) fn for_base(
     base: &crate::freeze::Base,
     recipe: Recipe,
     lockfile: Option<&str>,
+    options: &Options,
 ) -> Result<EnvironmentEntry, AppError> {
     let lockfile = lockfile.unwrap_or(recipe.default_lockfile());
     let inputs = read_inputs(base, recipe, lockfile)?;
-    let at = built_at(recipe, lockfile, &inputs);
+    let at = built_at(recipe, lockfile, options, &inputs);
     let name = at
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
@@ -138,13 +137,13 @@ pub(crate) fn for_base(
         commit: None,
         recipe,
         lockfile: Some(lockfile.to_owned()),
-        groups: Vec::new(),
-        extras: Vec::new(),
+        groups: options.groups.clone(),
+        extras: options.extras.clone(),
         replace: true,
         limits: EnvironmentLimits::default(),
         timeout: DEFAULT_TIMEOUT,
     };
-    build_on(backends, base, &request, lockfile, &inputs).map(|built| built.entry)
+    build_on(backends, base, &request, options, lockfile, &inputs).map(|built| built.entry)
 }
 
 /// How long a build a freeze starts may take.
@@ -155,12 +154,13 @@ fn build_on(
     backends: &Backends,
     base: &crate::freeze::Base,
     request: &BuildRequest,
+    options: &Options,
     lockfile: &str,
     inputs: &[(SnapshotFile, String)],
 ) -> Result<Built, AppError> {
     let recipe = request.recipe;
     let lockfile = lockfile.to_owned();
-    let at = built_at(recipe, &lockfile, inputs);
+    let at = built_at(recipe, &lockfile, options, inputs);
     let config = backends.config()?;
     let mut allow: Vec<String> = recipe
         .registries()
@@ -178,6 +178,8 @@ fn build_on(
         at: at.clone(),
         out: space.out().to_path_buf(),
         inputs: inputs.iter().map(|(file, _)| file.clone()).collect(),
+        groups: options.groups.clone(),
+        extras: options.extras.clone(),
         timeout: request.timeout,
     };
     let executor_config = config
@@ -203,6 +205,8 @@ fn build_on(
     let record = BuildRecord {
         commit: base.commit.to_hex(),
         environment: entry.digest.clone(),
+        extras: options.extras.clone(),
+        groups: options.groups.clone(),
         inputs: inputs
             .iter()
             .map(|(file, path)| (path.clone(), Digest::of(&file.content)))
@@ -237,6 +241,9 @@ struct BuildRun {
     at: PathBuf,
     out: PathBuf,
     inputs: Vec<SnapshotFile>,
+    /// The groups and extras to install (checked names).
+    groups: Vec<String>,
+    extras: Vec<String>,
     timeout: Duration,
 }
 
@@ -247,6 +254,9 @@ impl BuildRun {
         let env = BTreeMap::from([
             ("SF_ENV".to_owned(), self.at.display().to_string()),
             ("SF_LOCKFILE".to_owned(), self.lockfile.clone()),
+            ("SF_GROUPS".to_owned(), self.groups.join(" ")),
+            ("SF_EXTRAS".to_owned(), self.extras.join(" ")),
+            ("SF_UV_VERSION".to_owned(), recipe::UV_VERSION.to_owned()),
             ("HTTPS_PROXY".to_owned(), proxy_url.clone()),
             ("https_proxy".to_owned(), proxy_url),
             ("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned()),
@@ -260,7 +270,7 @@ impl BuildRun {
                 environment: None,
                 results: None,
                 resources: Default::default(),
-                scratch_executable: false,
+                scratch_executable: self.recipe.executes_scratch(),
                 network: Some(RunNetwork {
                     proxy: proxy.to_path_buf(),
                 }),
@@ -407,14 +417,49 @@ fn read_inputs(
         .collect()
 }
 
+/// The groups and extras a build installs, sorted and without repeats.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Dependency groups.
+    pub groups: Vec<String>,
+    /// Extras.
+    pub extras: Vec<String>,
+}
+
+impl Options {
+    /// `groups` and `extras`, sorted and without repeats, checked for `recipe`.
+    pub fn new(recipe: Recipe, groups: &[String], extras: &[String]) -> Result<Self, AppError> {
+        recipe.check_options(groups, extras)?;
+        let sorted = |names: &[String]| {
+            let mut names = names.to_vec();
+            names.sort();
+            names.dedup();
+            names
+        };
+        Ok(Self {
+            groups: sorted(groups),
+            extras: sorted(extras),
+        })
+    }
+}
+
 /// The path an environment is built for: `/opt/sf-env/<recipe>-<16 hex digits>`, the digits
-/// those of the digest of the recipe's script, the lockfile's path and the files read.
-fn built_at(recipe: Recipe, lockfile: &str, inputs: &[(SnapshotFile, String)]) -> PathBuf {
+/// those of the digest of the recipe's script and tool, the lockfile's path, the groups and
+/// extras, and the files read.
+fn built_at(
+    recipe: Recipe,
+    lockfile: &str,
+    options: &Options,
+    inputs: &[(SnapshotFile, String)],
+) -> PathBuf {
     let mut key = format!(
-        "{}\n{}\n{}\n",
+        "{}\n{}\n{}\n{}\ngroups {}\nextras {}\n",
         recipe.name(),
         lockfile,
-        Digest::of(recipe.script().as_bytes())
+        Digest::of(recipe.script().as_bytes()),
+        recipe::UV_VERSION,
+        options.groups.join(" "),
+        options.extras.join(" "),
     );
     for (file, path) in inputs {
         key.push_str(&format!("{path} {}\n", Digest::of(&file.content)));

@@ -11,13 +11,24 @@ pub enum Recipe {
     /// A pip requirements file: pinned versions (and hashes, where given) installed into a
     /// venv with no pip of its own.
     Pip,
+    /// A `uv.lock` with its `pyproject.toml`: `uv sync --frozen` of the locked dependencies
+    /// (the groups and extras asked for), the project itself not installed (it comes from the
+    /// tree). uv itself, at [`UV_VERSION`], comes from PyPI into the run's scratch.
+    Uv,
     /// An npm `package-lock.json`: `npm ci` with install scripts off, the `node_modules`
     /// beside the manifest and the lockfile.
     Npm,
 }
 
 /// The recipes by name, in the order messages list them.
-pub const RECIPES: [(&str, Recipe); 2] = [("pip", Recipe::Pip), ("npm", Recipe::Npm)];
+pub const RECIPES: [(&str, Recipe); 3] = [
+    ("pip", Recipe::Pip),
+    ("uv", Recipe::Uv),
+    ("npm", Recipe::Npm),
+];
+
+/// The uv the `uv` recipe installs (from PyPI, into the build's scratch) and runs.
+pub const UV_VERSION: &str = "0.13.9";
 
 impl Recipe {
     /// The recipe named `name`; `uv` and `cargo` are named as not built yet.
@@ -27,7 +38,7 @@ impl Recipe {
         }
         let known = RECIPES.map(|(known, _)| known).join(", ");
         let detail = match name {
-            "uv" | "cargo" => format!(
+            "cargo" => format!(
                 "is not built yet (the recipes are {known}); build the environment by hand \
                  and add it with `sf env add`"
             ),
@@ -40,6 +51,7 @@ impl Recipe {
     pub fn name(self) -> &'static str {
         match self {
             Self::Pip => "pip",
+            Self::Uv => "uv",
             Self::Npm => "npm",
         }
     }
@@ -48,6 +60,7 @@ impl Recipe {
     pub fn default_lockfile(self) -> &'static str {
         match self {
             Self::Pip => "requirements.txt",
+            Self::Uv => "uv.lock",
             Self::Npm => "package-lock.json",
         }
     }
@@ -57,6 +70,7 @@ impl Recipe {
     pub fn companions(self) -> &'static [&'static str] {
         match self {
             Self::Pip => &[],
+            Self::Uv => &["pyproject.toml"],
             Self::Npm => &["package.json"],
         }
     }
@@ -64,7 +78,7 @@ impl Recipe {
     /// The registry hosts the tool reaches by default.
     pub fn registries(self) -> &'static [&'static str] {
         match self {
-            Self::Pip => &["pypi.org", "files.pythonhosted.org"],
+            Self::Pip | Self::Uv => &["pypi.org", "files.pythonhosted.org"],
             Self::Npm => &["registry.npmjs.org"],
         }
     }
@@ -87,6 +101,31 @@ python3 -m pip --python "$SF_ENV/bin/python" install --no-compile --no-cache-dir
 find "$SF_ENV" -name __pycache__ -prune -exec rm -rf {} +
 "#
             }
+            // uv is installed into the scratch (which the run may execute) and syncs a copy
+            // of the project there; `SF_GROUPS` and `SF_EXTRAS` hold checked names only.
+            Self::Uv => {
+                r#"set -eu
+echo "sf-tool python3 $(python3 -c 'import sys; print(sys.version.split()[0])')"
+python3 -m pip install --no-compile --no-cache-dir --disable-pip-version-check --no-input \
+  --progress-bar off --quiet --target /sf/scratch/uv-tool "uv==$SF_UV_VERSION"
+uv=/sf/scratch/uv-tool/bin/uv
+echo "sf-tool uv $("$uv" --version | cut -d ' ' -f 2)"
+mkdir /sf/scratch/project
+cp pyproject.toml "$SF_LOCKFILE" /sf/scratch/project/
+cd /sf/scratch/project
+[ "$SF_LOCKFILE" = uv.lock ] || mv "$SF_LOCKFILE" uv.lock
+set --
+if [ -n "$SF_GROUPS" ]; then
+  set -- --no-default-groups
+  for group in $SF_GROUPS; do set -- "$@" --group "$group"; done
+fi
+for extra in $SF_EXTRAS; do set -- "$@" --extra "$extra"; done
+UV_PROJECT_ENVIRONMENT="$SF_ENV" UV_PYTHON_DOWNLOADS=never UV_LINK_MODE=copy \
+  UV_CACHE_DIR=/sf/scratch/uv-cache UV_NO_PROGRESS=1 \
+  "$uv" sync --frozen --no-install-workspace --system-certs --python /usr/bin/python3 "$@"
+find "$SF_ENV" -name __pycache__ -prune -exec rm -rf {} +
+"#
+            }
             Self::Npm => {
                 r#"set -eu
 echo "sf-tool node $(node --version)"
@@ -101,8 +140,38 @@ npm ci --ignore-scripts --no-audit --no-fund --no-update-notifier \
         }
     }
 
-    /// Refuses options the recipe has no use for: groups and extras belong to a `uv.lock`.
+    /// Whether the build's run executes what it writes to its scratch (uv, installed there).
+    pub fn executes_scratch(self) -> bool {
+        self == Self::Uv
+    }
+
+    /// Refuses options the recipe has no use for (groups and extras belong to a `uv.lock`)
+    /// and names that are not a package index's group or extra names.
     pub fn check_options(self, groups: &[String], extras: &[String]) -> Result<(), AppError> {
+        if self == Self::Uv {
+            let named = |option: &str, name: &String| -> Result<(), AppError> {
+                let fits = !name.is_empty()
+                    && name.len() <= 64
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+                if fits {
+                    Ok(())
+                } else {
+                    Err(AppError::invalid(
+                        format!("{option} {name:?}"),
+                        "a group or an extra is 1 to 64 letters, digits, '.', '_' and '-'",
+                    ))
+                }
+            };
+            groups
+                .iter()
+                .try_for_each(|group| named("--group", group))?;
+            extras
+                .iter()
+                .try_for_each(|extra| named("--extra", extra))?;
+            return Ok(());
+        }
         let (option, given) = match (groups.first(), extras.first()) {
             (Some(group), _) => ("--group", group),
             (None, Some(extra)) => ("--extra", extra),

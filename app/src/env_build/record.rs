@@ -3,7 +3,8 @@
 //! store (`records/<hex>.json`):
 //!
 //! ```text
-//! {"commit":…,"environment":"sha256:…","inputs":{"requirements.txt":"sha256:…"},
+//! {"commit":…,"environment":"sha256:…","extras":[],"groups":[],
+//!  "inputs":{"requirements.txt":"sha256:…"},
 //!  "lockfile":"requirements.txt","protocol":"sf-environment-build/1","recipe":"pip",
 //!  "registries":["files.pythonhosted.org:443","pypi.org:443"],"tools":{"pip":"23.0.1",…}}
 //! ```
@@ -26,6 +27,10 @@ pub struct BuildRecord {
     pub commit: String,
     /// The environment built.
     pub environment: Digest,
+    /// The extras installed (sorted).
+    pub extras: Vec<String>,
+    /// The dependency groups installed (sorted).
+    pub groups: Vec<String>,
     /// Each file read from the commit's tree, by its path, with the digest of its bytes.
     pub inputs: BTreeMap<String, Digest>,
     /// The lockfile's path in the tree.
@@ -53,9 +58,19 @@ impl BuildRecord {
             .iter()
             .map(|(path, digest)| (path.clone(), digest.to_string()))
             .collect();
+        let list = |names: &[String]| {
+            Value::Array(
+                names
+                    .iter()
+                    .map(|name| Value::from(name.as_str()))
+                    .collect(),
+            )
+        };
         canonical::object([
             ("commit", Value::from(self.commit.as_str())),
             ("environment", Value::from(self.environment.to_string())),
+            ("extras", list(&self.extras)),
+            ("groups", list(&self.groups)),
             ("inputs", strings(&inputs)),
             ("lockfile", Value::from(self.lockfile.as_str())),
             ("protocol", Value::from(BUILD_RECORD_PROTOCOL)),
@@ -137,6 +152,8 @@ mod tests {
         let record = BuildRecord {
             commit: "ab".repeat(20),
             environment: Digest::of(b"env"),
+            extras: Vec::new(),
+            groups: vec!["tests".into()],
             inputs: BTreeMap::from([("requirements.txt".to_owned(), Digest::of(b"lock"))]),
             lockfile: "requirements.txt".into(),
             recipe: "pip".into(),

@@ -148,8 +148,8 @@ fn built_for_base(
             "acceptance.json environment",
             format!(
                 "{detail}; an environment built from the base's lockfile is \
-                 {{\"build\": {{\"recipe\": \"pip\" or \"npm\", \"lockfile\": PATH}}}} (lockfile \
-                 optional)"
+                 {{\"build\": {{\"recipe\": \"pip\", \"uv\" or \"npm\", \"lockfile\": \
+                 PATH, \"group\": [NAME], \"extra\": [NAME]}}}} (all but the recipe optional)"
             ),
         )
     };
@@ -159,10 +159,8 @@ fn built_for_base(
     let Some(Value::Object(build)) = named.get("build") else {
         return Err(invalid("build is not an object"));
     };
-    if let Some(key) = build
-        .keys()
-        .find(|key| !["recipe", "lockfile"].contains(&key.as_str()))
-    {
+    let known = ["recipe", "lockfile", "group", "extra"];
+    if let Some(key) = build.keys().find(|key| !known.contains(&key.as_str())) {
         return Err(invalid(&format!(
             "build holds {key:?}, which no recipe built here takes"
         )));
@@ -175,5 +173,20 @@ fn built_for_base(
         Some(Value::String(lockfile)) => Some(lockfile.as_str()),
         Some(_) => return Err(invalid("build's lockfile is not a string")),
     };
-    crate::env_build::for_base(backends, base, Recipe::parse(recipe)?, lockfile)
+    let names = |key: &str| -> Result<Vec<String>, AppError> {
+        match build.get(key) {
+            None => Ok(Vec::new()),
+            Some(Value::Array(names)) => names
+                .iter()
+                .map(|name| match name {
+                    Value::String(name) => Ok(name.clone()),
+                    _ => Err(invalid(&format!("build's {key} holds a non-string"))),
+                })
+                .collect(),
+            Some(_) => Err(invalid(&format!("build's {key} is not a list of names"))),
+        }
+    };
+    let recipe = Recipe::parse(recipe)?;
+    let options = crate::env_build::Options::new(recipe, &names("group")?, &names("extra")?)?;
+    crate::env_build::for_base(backends, base, recipe, lockfile, &options)
 }
