@@ -428,6 +428,17 @@ impl Executor for ReapiExecutor {
 
     fn run(&self, request: &RunRequest, cancel: &CancelToken) -> Result<RunAnswer, ExecutorError> {
         let digests = request.check()?;
+        // An environment build's network and output directory are the caller's host's: a
+        // worker elsewhere can reach neither.
+        if let Some(command) = &request.command
+            && (command.network.is_some() || command.output.is_some())
+        {
+            return Err(ExecutorError::InvalidInput {
+                input: "a command with network or an output directory".to_owned(),
+                rule: "a remote executor runs no environment build; build it with the local \
+                       sandbox ([env.build] executor)",
+            });
+        }
         if cancel.is_cancelled() {
             return Err(ExecutorError::Aborted);
         }
