@@ -11,7 +11,10 @@
 //! from the Slice's overlay. The fix is Verified; a cosmetic edit (the bug left in) is Failed on
 //! the tests; a Candidate that makes its library exit 0 before any test runs passes `cargo
 //! test`'s exit code, which is the Candidate's to choose, and is Failed by the black-box check,
-//! whose expected output is a digest the Candidate never sees.
+//! whose expected output is a digest the Candidate never sees. The same tests are also graded
+//! test by test on libtest's own JUnit output (`--format junit` under `RUSTC_BOOTSTRAP=1`):
+//! the fix meets FAIL_TO_PASS and PASS_TO_PASS, the cosmetic edit misses the FAIL_TO_PASS
+//! test by name, and the early exit leaves no results, so that check cannot decide.
 
 mod land_support;
 
@@ -337,6 +340,36 @@ fn cargo_check(
     })
 }
 
+/// A check running the Slice's test binary (`tests/sum.rs`) with libtest's own JUnit output
+/// (`--format junit`, unstable: `RUSTC_BOOTSTRAP=1` lets a stable toolchain's libtest write
+/// it) into scratch, graded on `failToPass` and `passToPass` with the exit code the authority.
+fn junit_check(
+    public: &Public,
+    id: &str,
+    phase: &str,
+    stage: &str,
+    exit: i32,
+) -> serde_json::Value {
+    let script = format!(
+        "cargo test --offline --locked --config {} --test sum -- -Z unstable-options \
+         --format junit > /sf/scratch/results.xml",
+        public.cargo_config().display()
+    );
+    serde_json::json!({
+        "kind": "command", "id": id, "phase": phase, "stage": stage,
+        "argv": ["sh", "-c", script],
+        "cwd": {"from": "tree", "path": ""},
+        "env": {"CARGO_HOME": "/sf/scratch/cargo-home", "CARGO_TARGET_DIR": "/sf/scratch/target",
+                "CARGO_INCREMENTAL": "0", "RUSTC_BOOTSTRAP": "1"},
+        "environment": "rust", "results": {"junit": "results.xml", "maxBytes": 1048576},
+        "input": "none", "resources": resources(), "timeoutMs": 240000,
+        "scratchExecutable": true,
+        "expectation": {"exitCode": exit, "stdoutDigest": null,
+                        "failToPass": ["integration::sums_every_number"],
+                        "passToPass": ["integration::an_empty_list_sums_to_zero"]},
+    })
+}
+
 #[test]
 fn a_rust_crate_is_checked_by_cargo_test_in_a_toolchain_environment() {
     let public = Public::new();
@@ -371,7 +404,10 @@ fn a_rust_crate_is_checked_by_cargo_test_in_a_toolchain_environment() {
             "protocol": "sf-repository-acceptance/3",
             "checks": [
                 cargo_check(&public, "tests-fail-on-base", "before", "base", &["test"], exit(101)),
+                // The same tests, graded test by test on libtest's JUnit.
+                junit_check(&public, "graded-on-base", "before", "base", 101),
                 cargo_check(&public, "tests-pass", "after", "candidate", &["test"], exit(0)),
+                junit_check(&public, "graded", "after", "candidate", 0),
                 // Black-box: the expected output is a digest the Candidate never sees.
                 cargo_check(&public, "sums", "guardrail", "candidate",
                             &["run", "--quiet", "--example", "sum", "--", "4", "5", "6"],
@@ -399,7 +435,7 @@ fn a_rust_crate_is_checked_by_cargo_test_in_a_toolchain_environment() {
     assert_eq!(unfixed["outcome"], "failed", "{unfixed}");
     assert_eq!(unfixed["checks"][0]["met"], true, "{unfixed}");
     assert!(
-        unfixed["checks"][1]["problems"]
+        unfixed["checks"][2]["problems"]
             .to_string()
             .contains("exit code 101, expected 0"),
         "{unfixed}"
@@ -407,13 +443,31 @@ fn a_rust_crate_is_checked_by_cargo_test_in_a_toolchain_environment() {
 
     // The test binary ends with exit 0 before a test runs: cargo test's exit code is met, the
     // black-box check is not.
+    // Graded on its results, the early exit is no pass either: the tests never reported,
+    // the results file is empty, and that check cannot decide, so the Candidate is
+    // Inconclusive (never Verified) though its black-box check is Failed.
     let forged = judged("exits-early", LIB_EXITS_EARLY);
-    assert_eq!(forged["outcome"], "failed", "{forged}");
-    assert_eq!(forged["checks"][1]["met"], true, "{forged}");
-    assert_eq!(forged["checks"][2]["met"], false, "{forged}");
+    assert_eq!(forged["outcome"], "inconclusive", "{forged}");
+    assert_eq!(forged["checks"][2]["met"], true, "{forged}");
+    assert_eq!(forged["checks"][4]["met"], false, "{forged}");
+    assert_eq!(
+        forged["checks"][3]["met"],
+        serde_json::Value::Null,
+        "{forged}"
+    );
+    assert_eq!(forged["checks"][3]["attributable"], false, "{forged}");
+    assert_eq!(fixed["checks"][1]["met"], true, "{fixed}");
+    assert_eq!(fixed["checks"][3]["met"], true, "{fixed}");
+    assert_eq!(unfixed["checks"][3]["met"], false, "{unfixed}");
+    assert!(
+        unfixed["checks"][3]["problems"]
+            .to_string()
+            .contains("integration::sums_every_number"),
+        "{unfixed}"
+    );
 
     // The record says what ran: the command, its environment and the executable scratch.
-    let record = fixed["checks"][1]["record"].as_str().unwrap();
+    let record = fixed["checks"][2]["record"].as_str().unwrap();
     let shown = work
         .text_command(&["evidence", "get", record, "--slice", "slice"])
         .env("HOME", public.home())
