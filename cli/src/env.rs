@@ -68,12 +68,13 @@ pub struct BuildArgs {
     /// The factory commit whose lockfile is read (40 hex digits); default: the target
     #[arg(long, value_name = "REV")]
     commit: Option<String>,
-    /// The package tool: pip (a requirements file), uv (uv.lock with pyproject.toml) or npm
-    /// (package-lock.json with package.json)
+    /// The package tool: pip (a requirements file), uv (uv.lock with pyproject.toml), npm
+    /// (package-lock.json with package.json) or cargo (Cargo.lock with Cargo.toml, on a
+    /// --toolchain)
     #[arg(long, value_name = "RECIPE")]
     recipe: String,
     /// The lockfile's path in the tree; default: the recipe's usual file (requirements.txt,
-    /// uv.lock, package-lock.json)
+    /// uv.lock, package-lock.json, Cargo.lock)
     #[arg(long, value_name = "PATH")]
     lockfile: Option<String>,
     /// A dependency group to install (a uv.lock's)
@@ -82,6 +83,10 @@ pub struct BuildArgs {
     /// An extra to install (a uv.lock's)
     #[arg(long = "extra", value_name = "NAME")]
     extras: Vec<String>,
+    /// The toolchain environment (cargo, rustc and their libraries) a cargo build copies and
+    /// vendors the locked crates beside
+    #[arg(long, value_name = "NAME")]
+    toolchain: Option<String>,
     /// Point NAME at the new environment whatever it named before: a new version
     #[arg(long)]
     replace: bool,
@@ -162,6 +167,7 @@ fn build(context: &Context, args: BuildArgs) -> Result<Output, CliError> {
         lockfile: args.lockfile,
         groups: args.groups,
         extras: args.extras,
+        toolchain: args.toolchain,
         replace: args.replace,
         limits: EnvironmentLimits::default(),
         timeout: std::time::Duration::from_secs(args.timeout_seconds),
@@ -199,6 +205,7 @@ fn build(context: &Context, args: BuildArgs) -> Result<Output, CliError> {
         "inputs": record.inputs.iter().map(|(path, digest)| (path.clone(), digest.to_string())).collect::<std::collections::BTreeMap<_, _>>(),
         "tools": record.tools,
         "registries": record.registries,
+        "toolchain": record.toolchain.as_ref().map(|digest| digest.to_string()),
         "rebuilt": built.rebuilt,
     });
     Ok(output)

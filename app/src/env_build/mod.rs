@@ -30,8 +30,8 @@ use std::time::Duration;
 
 use sf_host::canonical::Digest;
 use sf_host::contracts::{
-    CancelToken, ExecutorError, PROXY_PORT, RunBounds, RunCommand, RunNetwork, RunOutput,
-    RunRequest, RunStatus,
+    CancelToken, ExecutorError, PROXY_PORT, RunBounds, RunCommand, RunEnvironment, RunNetwork,
+    RunOutput, RunRequest, RunStatus,
 };
 use sf_host::environment_builds::RecordWritten;
 use sf_host::environment_store::{
@@ -66,10 +66,12 @@ pub struct BuildRequest {
     pub recipe: Recipe,
     /// The lockfile's path in the commit's tree; the recipe's usual file when `None`.
     pub lockfile: Option<String>,
-    /// Dependency groups (a `uv.lock`'s); no recipe built here takes them.
+    /// Dependency groups (a `uv.lock`'s).
     pub groups: Vec<String>,
-    /// Extras (a `uv.lock`'s); no recipe built here takes them.
+    /// Extras (a `uv.lock`'s).
     pub extras: Vec<String>,
+    /// The toolchain environment a cargo build copies and vendors beside (a name).
+    pub toolchain: Option<String>,
     /// Point the name at this environment whatever it named before.
     pub replace: bool,
     /// The bounds of what is stored.
@@ -96,7 +98,13 @@ pub struct Built {
 /// Builds the environment `request` asks for and stores it.
 pub fn build(backends: &Backends, request: &BuildRequest) -> Result<Built, AppError> {
     check_name(&request.name).map_err(store_error)?;
-    let options = Options::new(request.recipe, &request.groups, &request.extras)?;
+    let options = Options::new(
+        backends,
+        request.recipe,
+        &request.groups,
+        &request.extras,
+        request.toolchain.as_deref(),
+    )?;
     let base = base_of(backends, &request.identity, request.commit.as_deref())?;
     let lockfile = request
         .lockfile
@@ -139,6 +147,10 @@ pub(crate) fn for_base(
         lockfile: Some(lockfile.to_owned()),
         groups: options.groups.clone(),
         extras: options.extras.clone(),
+        toolchain: options
+            .toolchain
+            .as_ref()
+            .and_then(|entry| entry.name.clone()),
         replace: true,
         limits: EnvironmentLimits::default(),
         timeout: DEFAULT_TIMEOUT,
@@ -180,6 +192,7 @@ fn build_on(
         inputs: inputs.iter().map(|(file, _)| file.clone()).collect(),
         groups: options.groups.clone(),
         extras: options.extras.clone(),
+        toolchain: options.toolchain.clone(),
         timeout: request.timeout,
     };
     let executor_config = config
@@ -207,6 +220,10 @@ fn build_on(
         environment: entry.digest.clone(),
         extras: options.extras.clone(),
         groups: options.groups.clone(),
+        toolchain: options
+            .toolchain
+            .as_ref()
+            .map(|toolchain| toolchain.digest.clone()),
         inputs: inputs
             .iter()
             .map(|(file, path)| (path.clone(), Digest::of(&file.content)))
@@ -244,6 +261,8 @@ struct BuildRun {
     /// The groups and extras to install (checked names).
     groups: Vec<String>,
     extras: Vec<String>,
+    /// The toolchain environment bound for the run (cargo's).
+    toolchain: Option<EnvironmentEntry>,
     timeout: Duration,
 }
 
@@ -251,7 +270,12 @@ impl BuildRun {
     /// The run's request, its network reaching the proxy at `proxy`.
     fn request(&self, proxy: &Path) -> RunRequest {
         let proxy_url = format!("http://127.0.0.1:{PROXY_PORT}");
+        let toolchain_at = self
+            .toolchain
+            .as_ref()
+            .map(|toolchain| toolchain.at.display().to_string());
         let env = BTreeMap::from([
+            ("SF_TOOLCHAIN".to_owned(), toolchain_at.unwrap_or_default()),
             ("SF_ENV".to_owned(), self.at.display().to_string()),
             ("SF_LOCKFILE".to_owned(), self.lockfile.clone()),
             ("SF_GROUPS".to_owned(), self.groups.join(" ")),
@@ -267,7 +291,11 @@ impl BuildRun {
                 argv: vec!["sh".into(), "-c".into(), self.recipe.script().into()],
                 cwd: sf_host::contracts::executor::PROGRAM_DIR.into(),
                 env,
-                environment: None,
+                environment: self.toolchain.as_ref().map(|toolchain| RunEnvironment {
+                    digest: toolchain.digest.clone(),
+                    tree: toolchain.tree.clone(),
+                    at: toolchain.at.display().to_string(),
+                }),
                 results: None,
                 resources: Default::default(),
                 scratch_executable: self.recipe.executes_scratch(),
@@ -417,19 +445,46 @@ fn read_inputs(
         .collect()
 }
 
-/// The groups and extras a build installs, sorted and without repeats.
+/// The groups and extras a build installs, sorted and without repeats, and the toolchain it
+/// builds on.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Options {
     /// Dependency groups.
     pub groups: Vec<String>,
     /// Extras.
     pub extras: Vec<String>,
+    /// The toolchain environment (cargo's), verified.
+    pub toolchain: Option<EnvironmentEntry>,
 }
 
 impl Options {
-    /// `groups` and `extras`, sorted and without repeats, checked for `recipe`.
-    pub fn new(recipe: Recipe, groups: &[String], extras: &[String]) -> Result<Self, AppError> {
+    /// `groups` and `extras`, sorted and without repeats, checked for `recipe`, and the
+    /// stored environment `toolchain` names, which the cargo recipe needs and no other takes.
+    pub fn new(
+        backends: &Backends,
+        recipe: Recipe,
+        groups: &[String],
+        extras: &[String],
+        toolchain: Option<&str>,
+    ) -> Result<Self, AppError> {
         recipe.check_options(groups, extras)?;
+        let toolchain = match (recipe.needs_toolchain(), toolchain) {
+            (true, Some(name)) => Some(crate::env::resolve(backends, name)?),
+            (false, None) => None,
+            (true, None) => {
+                return Err(AppError::invalid(
+                    "--recipe cargo",
+                    "builds on a toolchain environment holding cargo and rustc: name it with \
+                     --toolchain NAME (see checks.md, Rust)",
+                ));
+            }
+            (false, Some(name)) => {
+                return Err(AppError::invalid(
+                    format!("--toolchain {name}"),
+                    format!("the {} recipe builds on no toolchain", recipe.name()),
+                ));
+            }
+        };
         let sorted = |names: &[String]| {
             let mut names = names.to_vec();
             names.sort();
@@ -439,6 +494,7 @@ impl Options {
         Ok(Self {
             groups: sorted(groups),
             extras: sorted(extras),
+            toolchain,
         })
     }
 }
@@ -453,13 +509,18 @@ fn built_at(
     inputs: &[(SnapshotFile, String)],
 ) -> PathBuf {
     let mut key = format!(
-        "{}\n{}\n{}\n{}\ngroups {}\nextras {}\n",
+        "{}\n{}\n{}\n{}\ngroups {}\nextras {}\ntoolchain {}\n",
         recipe.name(),
         lockfile,
         Digest::of(recipe.script().as_bytes()),
         recipe::UV_VERSION,
         options.groups.join(" "),
         options.extras.join(" "),
+        options
+            .toolchain
+            .as_ref()
+            .map(|toolchain| toolchain.digest.to_string())
+            .unwrap_or_default(),
     );
     for (file, path) in inputs {
         key.push_str(&format!("{path} {}\n", Digest::of(&file.content)));

@@ -18,13 +18,19 @@ pub enum Recipe {
     /// An npm `package-lock.json`: `npm ci` with install scripts off, the `node_modules`
     /// beside the manifest and the lockfile.
     Npm,
+    /// A crate's `Cargo.lock` with its `Cargo.toml`: a copy of a toolchain environment
+    /// (`--toolchain`) with the locked crates vendored beside it (`cargo vendor --locked`)
+    /// and the configuration that replaces crates.io with them, so that checks run `cargo
+    /// test --offline --locked --config AT/cargo-config.toml`.
+    Cargo,
 }
 
 /// The recipes by name, in the order messages list them.
-pub const RECIPES: [(&str, Recipe); 3] = [
+pub const RECIPES: [(&str, Recipe); 4] = [
     ("pip", Recipe::Pip),
     ("uv", Recipe::Uv),
     ("npm", Recipe::Npm),
+    ("cargo", Recipe::Cargo),
 ];
 
 /// The uv the `uv` recipe installs (from PyPI, into the build's scratch) and runs.
@@ -37,14 +43,10 @@ impl Recipe {
             return Ok(*recipe);
         }
         let known = RECIPES.map(|(known, _)| known).join(", ");
-        let detail = match name {
-            "cargo" => format!(
-                "is not built yet (the recipes are {known}); build the environment by hand \
-                 and add it with `sf env add`"
-            ),
-            _ => format!("is not a recipe; the recipes are {known}"),
-        };
-        Err(AppError::invalid(format!("--recipe {name:?}"), detail))
+        Err(AppError::invalid(
+            format!("--recipe {name:?}"),
+            format!("is not a recipe; the recipes are {known}"),
+        ))
     }
 
     /// The recipe's name.
@@ -53,6 +55,7 @@ impl Recipe {
             Self::Pip => "pip",
             Self::Uv => "uv",
             Self::Npm => "npm",
+            Self::Cargo => "cargo",
         }
     }
 
@@ -62,6 +65,7 @@ impl Recipe {
             Self::Pip => "requirements.txt",
             Self::Uv => "uv.lock",
             Self::Npm => "package-lock.json",
+            Self::Cargo => "Cargo.lock",
         }
     }
 
@@ -72,6 +76,7 @@ impl Recipe {
             Self::Pip => &[],
             Self::Uv => &["pyproject.toml"],
             Self::Npm => &["package.json"],
+            Self::Cargo => &["Cargo.toml"],
         }
     }
 
@@ -80,6 +85,7 @@ impl Recipe {
         match self {
             Self::Pip | Self::Uv => &["pypi.org", "files.pythonhosted.org"],
             Self::Npm => &["registry.npmjs.org"],
+            Self::Cargo => &["index.crates.io", "static.crates.io"],
         }
     }
 
@@ -126,6 +132,25 @@ UV_PROJECT_ENVIRONMENT="$SF_ENV" UV_PYTHON_DOWNLOADS=never UV_LINK_MODE=copy \
 find "$SF_ENV" -name __pycache__ -prune -exec rm -rf {} +
 "#
             }
+            // The toolchain is copied in first (links kept as links: its `bin/cc`), so that a
+            // check binds one environment holding both. A crate's targets are not needed to
+            // vendor its dependencies: an empty `src/lib.rs` stands in for them.
+            Self::Cargo => {
+                r#"set -eu
+echo "sf-tool cargo $(cargo --version | cut -d ' ' -f 2)"
+echo "sf-tool rustc $(rustc --version | cut -d ' ' -f 2)"
+cp -RP "$SF_TOOLCHAIN/." "$SF_ENV/"
+mkdir -p /sf/scratch/project/src
+cp Cargo.toml /sf/scratch/project/Cargo.toml
+cp "$SF_LOCKFILE" /sf/scratch/project/Cargo.lock
+: > /sf/scratch/project/src/lib.rs
+cd /sf/scratch/project
+CARGO_HOME=/sf/scratch/cargo-home CARGO_HTTP_CAINFO=/etc/ssl/certs/ca-certificates.crt \
+  cargo vendor --locked --versioned-dirs "$SF_ENV/vendor" > /sf/scratch/vendored.toml
+printf '[source.crates-io]\nreplace-with = "vendored"\n\n[source.vendored]\ndirectory = "%s/vendor"\n' \
+  "$SF_ENV" > "$SF_ENV/cargo-config.toml"
+"#
+            }
             Self::Npm => {
                 r#"set -eu
 echo "sf-tool node $(node --version)"
@@ -143,6 +168,11 @@ npm ci --ignore-scripts --no-audit --no-fund --no-update-notifier \
     /// Whether the build's run executes what it writes to its scratch (uv, installed there).
     pub fn executes_scratch(self) -> bool {
         self == Self::Uv
+    }
+
+    /// Whether the recipe builds on a toolchain environment (`--toolchain`): cargo's.
+    pub fn needs_toolchain(self) -> bool {
+        self == Self::Cargo
     }
 
     /// Refuses options the recipe has no use for (groups and extras belong to a `uv.lock`)

@@ -6,7 +6,8 @@
 //! {"commit":…,"environment":"sha256:…","extras":[],"groups":[],
 //!  "inputs":{"requirements.txt":"sha256:…"},
 //!  "lockfile":"requirements.txt","protocol":"sf-environment-build/1","recipe":"pip",
-//!  "registries":["files.pythonhosted.org:443","pypi.org:443"],"tools":{"pip":"23.0.1",…}}
+//!  "registries":["files.pythonhosted.org:443","pypi.org:443"],"toolchain":null,
+//!  "tools":{"pip":"23.0.1",…}}
 //! ```
 
 use std::collections::BTreeMap;
@@ -41,6 +42,8 @@ pub struct BuildRecord {
     pub registries: Vec<String>,
     /// Each tool the recipe used, with the version it reported.
     pub tools: BTreeMap<String, String>,
+    /// The toolchain environment the build copied (cargo's).
+    pub toolchain: Option<Digest>,
 }
 
 impl BuildRecord {
@@ -85,6 +88,12 @@ impl BuildRecord {
                 ),
             ),
             ("tools", strings(&self.tools)),
+            (
+                "toolchain",
+                self.toolchain
+                    .as_ref()
+                    .map_or(Value::Null, |digest| Value::from(digest.to_string())),
+            ),
         ])
     }
 
@@ -159,6 +168,7 @@ mod tests {
             recipe: "pip".into(),
             registries: vec!["pypi.org:443".into()],
             tools: BTreeMap::from([("pip".to_owned(), "23.0.1".to_owned())]),
+            toolchain: None,
         };
         let bytes = record.encode();
         assert_eq!(

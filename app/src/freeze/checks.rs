@@ -148,8 +148,9 @@ fn built_for_base(
             "acceptance.json environment",
             format!(
                 "{detail}; an environment built from the base's lockfile is \
-                 {{\"build\": {{\"recipe\": \"pip\", \"uv\" or \"npm\", \"lockfile\": \
-                 PATH, \"group\": [NAME], \"extra\": [NAME]}}}} (all but the recipe optional)"
+                 {{\"build\": {{\"recipe\": \"pip\", \"uv\", \"npm\" or \"cargo\", \
+                 \"lockfile\": PATH, \"group\": [NAME], \"extra\": [NAME], \"toolchain\": \
+                 NAME}}}} (all but the recipe optional; cargo needs its toolchain)"
             ),
         )
     };
@@ -159,7 +160,7 @@ fn built_for_base(
     let Some(Value::Object(build)) = named.get("build") else {
         return Err(invalid("build is not an object"));
     };
-    let known = ["recipe", "lockfile", "group", "extra"];
+    let known = ["recipe", "lockfile", "group", "extra", "toolchain"];
     if let Some(key) = build.keys().find(|key| !known.contains(&key.as_str())) {
         return Err(invalid(&format!(
             "build holds {key:?}, which no recipe built here takes"
@@ -186,7 +187,18 @@ fn built_for_base(
             Some(_) => Err(invalid(&format!("build's {key} is not a list of names"))),
         }
     };
+    let toolchain = match build.get("toolchain") {
+        None => None,
+        Some(Value::String(name)) => Some(name.as_str()),
+        Some(_) => return Err(invalid("build's toolchain is not a name")),
+    };
     let recipe = Recipe::parse(recipe)?;
-    let options = crate::env_build::Options::new(recipe, &names("group")?, &names("extra")?)?;
+    let options = crate::env_build::Options::new(
+        backends,
+        recipe,
+        &names("group")?,
+        &names("extra")?,
+        toolchain,
+    )?;
     crate::env_build::for_base(backends, base, recipe, lockfile, &options)
 }
