@@ -19,25 +19,21 @@
 
 mod recipe;
 mod record;
+mod run;
 
 pub use recipe::{RECIPES, Recipe};
 pub use record::BuildRecord;
 
-use std::collections::BTreeMap;
-use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
+use run::BuildRun;
+
+use std::path::PathBuf;
 use std::time::Duration;
 
 use sf_host::canonical::Digest;
-use sf_host::contracts::{
-    CancelToken, ExecutorError, PROXY_PORT, RunBounds, RunCommand, RunEnvironment, RunNetwork,
-    RunOutput, RunRequest, RunStatus,
-};
 use sf_host::environment_builds::RecordWritten;
 use sf_host::environment_store::{
     EnvironmentEntry, EnvironmentLimits, EnvironmentStore, EnvironmentStoreError, check_name,
 };
-use sf_host::registry_proxy::{ProxyConfig, ProxyListener, ProxyLog, RegistryProxy};
 use sf_host::snapshot::SnapshotFile;
 
 use crate::backends::Backends;
@@ -46,9 +42,6 @@ use crate::freeze::base_of;
 
 /// Where built environments are bound, each in a directory named by what it was built from.
 pub const BUILT_AT: &str = "/opt/sf-env";
-
-/// The most bytes of a build's output kept (its stdout and stderr each).
-const OUTPUT_LIMIT: u64 = 4 * 1024 * 1024;
 
 /// The most bytes of a lockfile or a file beside it.
 const MAX_LOCKFILE_BYTES: u64 = 16 * 1024 * 1024;
@@ -173,13 +166,6 @@ fn build_on(
     let recipe = request.recipe;
     let lockfile = lockfile.to_owned();
     let at = built_at(recipe, &lockfile, options, inputs);
-    let config = backends.config()?;
-    let mut allow: Vec<String> = recipe
-        .registries()
-        .iter()
-        .map(|h| (*h).to_owned())
-        .collect();
-    allow.extend(config.env().allow.iter().cloned());
     let root = backends.environment_store_dir()?;
     crate::env::check_reachable(&root)?;
     let store = EnvironmentStore::open(&root).map_err(store_error)?;
@@ -190,22 +176,12 @@ fn build_on(
         at: at.clone(),
         out: space.out().to_path_buf(),
         inputs: inputs.iter().map(|(file, _)| file.clone()).collect(),
-        groups: options.groups.clone(),
-        extras: options.extras.clone(),
-        toolchain: options.toolchain.clone(),
+        options: options.clone(),
         timeout: request.timeout,
     };
-    let executor_config = config
-        .build_executor_record()
-        .and_then(|record| config.clone().with_executor_record(&record))
-        .map_err(|detail| AppError::new("config-invalid", format!("[env.build]: {detail}")))?;
-    let executor = backends.executor_of(&executor_config)?;
-    let (answer, log) = run_behind_proxy(&run, &allow, |request| {
-        executor.run(request, &CancelToken::new())
-    })?;
+    let (answer, log) = run::execute(backends, &run)?;
     let stderr = String::from_utf8_lossy(&answer.stderr).into_owned();
-    check_succeeded(recipe, &lockfile, &answer, &log, &stderr)?;
-    let tools = record::tools(&String::from_utf8_lossy(&answer.stdout));
+    run::check_succeeded(recipe, &lockfile, &answer, &log, &stderr)?;
     let (entry, before) = store
         .add_built(
             &request.name,
@@ -218,12 +194,6 @@ fn build_on(
     let record = BuildRecord {
         commit: base.commit.to_hex(),
         environment: entry.digest.clone(),
-        extras: options.extras.clone(),
-        groups: options.groups.clone(),
-        toolchain: options
-            .toolchain
-            .as_ref()
-            .map(|toolchain| toolchain.digest.clone()),
         inputs: inputs
             .iter()
             .map(|(file, path)| (path.clone(), Digest::of(&file.content)))
@@ -235,7 +205,8 @@ fn build_on(
             .iter()
             .map(|reached| format!("{}:{}", reached.host, reached.port))
             .collect(),
-        tools,
+        tools: record::tools(&String::from_utf8_lossy(&answer.stdout)),
+        ..BuildRecord::of_options(options)
     };
     let written = store
         .write_build_record(&entry.digest, &record.encode())
@@ -248,145 +219,6 @@ fn build_on(
         record,
         log: stderr,
     })
-}
-
-/// What a build's run is made of.
-struct BuildRun {
-    recipe: Recipe,
-    /// The lockfile's name in the run's program directory.
-    lockfile: String,
-    at: PathBuf,
-    out: PathBuf,
-    inputs: Vec<SnapshotFile>,
-    /// The groups and extras to install (checked names).
-    groups: Vec<String>,
-    extras: Vec<String>,
-    /// The toolchain environment bound for the run (cargo's).
-    toolchain: Option<EnvironmentEntry>,
-    timeout: Duration,
-}
-
-impl BuildRun {
-    /// The run's request, its network reaching the proxy at `proxy`.
-    fn request(&self, proxy: &Path) -> RunRequest {
-        let proxy_url = format!("http://127.0.0.1:{PROXY_PORT}");
-        let toolchain_at = self
-            .toolchain
-            .as_ref()
-            .map(|toolchain| toolchain.at.display().to_string());
-        let env = BTreeMap::from([
-            ("SF_TOOLCHAIN".to_owned(), toolchain_at.unwrap_or_default()),
-            ("SF_ENV".to_owned(), self.at.display().to_string()),
-            ("SF_LOCKFILE".to_owned(), self.lockfile.clone()),
-            ("SF_GROUPS".to_owned(), self.groups.join(" ")),
-            ("SF_EXTRAS".to_owned(), self.extras.join(" ")),
-            ("SF_UV_VERSION".to_owned(), recipe::UV_VERSION.to_owned()),
-            ("HTTPS_PROXY".to_owned(), proxy_url.clone()),
-            ("https_proxy".to_owned(), proxy_url),
-            ("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned()),
-        ]);
-        RunRequest {
-            program_tree: None,
-            command: Some(RunCommand {
-                argv: vec!["sh".into(), "-c".into(), self.recipe.script().into()],
-                cwd: sf_host::contracts::executor::PROGRAM_DIR.into(),
-                env,
-                environment: self.toolchain.as_ref().map(|toolchain| RunEnvironment {
-                    digest: toolchain.digest.clone(),
-                    tree: toolchain.tree.clone(),
-                    at: toolchain.at.display().to_string(),
-                }),
-                results: None,
-                resources: Default::default(),
-                scratch_executable: self.recipe.executes_scratch(),
-                network: Some(RunNetwork {
-                    proxy: proxy.to_path_buf(),
-                }),
-                output: Some(RunOutput {
-                    at: self.at.display().to_string(),
-                    dir: self.out.clone(),
-                }),
-            }),
-            program: self.inputs.clone(),
-            entry: self.lockfile.as_str().into(),
-            args: Vec::new(),
-            input: Vec::new(),
-            harness: Vec::new(),
-            bounds: RunBounds::new(self.timeout, OUTPUT_LIMIT),
-        }
-    }
-}
-
-/// Runs `run` with its network reaching a registry proxy that allows `allow`, started for
-/// the run and stopped after it: the run's answer and what the proxy saw.
-fn run_behind_proxy(
-    run: &BuildRun,
-    allow: &[String],
-    execute: impl FnOnce(&RunRequest) -> Result<sf_host::contracts::RunAnswer, ExecutorError>,
-) -> Result<(sf_host::contracts::RunAnswer, ProxyLog), AppError> {
-    let private = tempfile::Builder::new()
-        .prefix("sf-env-build-")
-        .tempdir()
-        .map_err(|error| AppError::new("unavailable", format!("a private directory: {error}")))?;
-    let socket = private.path().join("proxy.sock");
-    let listener = UnixListener::bind(&socket)
-        .map_err(|error| AppError::new("unavailable", format!("{}: {error}", socket.display())))?;
-    let proxy = RegistryProxy::start(
-        ProxyListener::Unix(listener),
-        ProxyConfig::allowing(allow.iter().cloned()),
-    )
-    .map_err(|error| AppError::invalid("[env.network] allow", error))?;
-    let answer = execute(&run.request(&socket));
-    let log = proxy.stop();
-    let answer = answer.map_err(|error| {
-        AppError::new(
-            error.code(),
-            format!("the build's run did not start: {error}"),
-        )
-    })?;
-    Ok((answer, log))
-}
-
-/// Refuses a build whose run did not exit 0, or that tried to reach a host the proxy
-/// refused (even if the tool carried on without it): the message names the hosts.
-fn check_succeeded(
-    recipe: Recipe,
-    lockfile: &str,
-    answer: &sf_host::contracts::RunAnswer,
-    log: &ProxyLog,
-    stderr: &str,
-) -> Result<(), AppError> {
-    let refused: Vec<String> = log
-        .refused
-        .iter()
-        .map(|refusal| format!("{} ({})", refusal.target, refusal.why))
-        .collect();
-    let exited = answer.status == RunStatus::Exited && answer.exit_code == Some(0);
-    if exited && refused.is_empty() {
-        return Ok(());
-    }
-    let how = match (answer.status, answer.exit_code) {
-        (RunStatus::Exited, Some(code)) => format!("exited {code}"),
-        (status, _) => format!("ended {}", status.code()),
-    };
-    let mut message = format!("the {} build of {lockfile} {how}", recipe.name());
-    if !refused.is_empty() {
-        message.push_str(&format!(
-            "; it tried to reach hosts the registry proxy refused: {} (add a registry to \
-             [env.network] allow only if the build must reach it)",
-            refused.join(", ")
-        ));
-    }
-    let tail: Vec<&str> = stderr.lines().rev().take(20).collect();
-    if !tail.is_empty() {
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
-        let tail = format!("{}\n", tail.join("\n"));
-        message.push_str(&format!(
-            "; the last lines it wrote:\n{}",
-            sf_host::text_escape::block("stderr, its end", tail.as_bytes())
-        ));
-    }
-    Err(AppError::new("build-failed", message))
 }
 
 /// The lockfile and the files beside it the recipe reads, from the base's tree: each as a

@@ -47,6 +47,25 @@ pub struct BuildRecord {
 }
 
 impl BuildRecord {
+    /// A record with `options`' groups, extras and toolchain, and nothing else yet.
+    pub(super) fn of_options(options: &super::Options) -> Self {
+        Self {
+            commit: String::new(),
+            environment: Digest::of(b""),
+            extras: options.extras.clone(),
+            groups: options.groups.clone(),
+            inputs: BTreeMap::new(),
+            lockfile: String::new(),
+            recipe: String::new(),
+            registries: Vec::new(),
+            tools: BTreeMap::new(),
+            toolchain: options
+                .toolchain
+                .as_ref()
+                .map(|toolchain| toolchain.digest.clone()),
+        }
+    }
+
     /// The canonical document.
     pub fn document(&self) -> Value {
         let strings = |map: &BTreeMap<String, String>| {
