@@ -185,6 +185,11 @@ fn build(context: &Context, args: BuildArgs) -> Result<Output, CliError> {
     for registry in &record.registries {
         output.text.push_str(&format!("reached {registry}\n"));
     }
+    if let Some((earlier, path)) = &built.differs_from {
+        output.text.push_str(&format!(
+            "not reproducible: {path} differs from {earlier}, built from the same inputs\n"
+        ));
+    }
     if built.rebuilt {
         output
             .text
@@ -206,6 +211,9 @@ fn build(context: &Context, args: BuildArgs) -> Result<Output, CliError> {
         "tools": record.tools,
         "registries": record.registries,
         "toolchain": record.toolchain.as_ref().map(|digest| digest.to_string()),
+        "differsFrom": built.differs_from.as_ref().map(|(environment, path)| {
+            serde_json::json!({"environment": environment.to_string(), "path": path})
+        }),
         "rebuilt": built.rebuilt,
     });
     Ok(output)

@@ -116,6 +116,46 @@ impl EnvironmentStore {
     }
 }
 
+impl EnvironmentStore {
+    /// Every build record in the store, by the digest of the environment it records: a
+    /// file whose name is not `<hex>.json` is not a record and is skipped.
+    pub fn build_records(&self) -> Result<Vec<(Digest, Vec<u8>)>> {
+        let store = self.check()?;
+        if store
+            .root
+            .entry(OsStr::new("records"))
+            .map_err(store_failed)?
+            .is_none()
+        {
+            return Ok(Vec::new());
+        }
+        let records = store
+            .root
+            .open_dir_named(OsStr::new("records"))
+            .map_err(store_failed)?;
+        let mut found = Vec::new();
+        for entry in records.entries(MAX_RECORDS).map_err(store_failed)? {
+            let digest = entry
+                .name
+                .to_str()
+                .and_then(|name| name.strip_suffix(".json"))
+                .and_then(|hex| Digest::parse(&format!("sha256:{hex}")));
+            let Some(digest) = digest else { continue };
+            let read = records
+                .read_file(&entry, MAX_RECORD_BYTES)
+                .map_err(|error| EnvironmentStoreError::Corrupt {
+                    what: format!("the build record of {digest}"),
+                    detail: error.to_string(),
+                })?;
+            found.push((digest, read.bytes));
+        }
+        Ok(found)
+    }
+}
+
+/// The most build records read.
+const MAX_RECORDS: usize = 100_000;
+
 fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt as _;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))

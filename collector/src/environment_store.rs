@@ -602,6 +602,66 @@ impl EnvironmentStore {
         Ok((entry, before))
     }
 
+    /// The first path (in path order) at which the stored environments `a` and `b` differ:
+    /// an entry one has and the other lacks, or holds with another kind, mode, content or
+    /// target; `""` when only where they are bound differs; `None` when they are the same.
+    /// Each listing is read from the store and must hash to its digest.
+    pub fn first_difference(&self, a: &Digest, b: &Digest) -> Result<Option<String>> {
+        let store = self.check()?;
+        let (a, b) = (self.listing(&store, a)?, self.listing(&store, b)?);
+        let mut left = a.entries.iter().peekable();
+        let mut right = b.entries.iter().peekable();
+        loop {
+            match (left.peek(), right.peek()) {
+                (None, None) => return Ok((a.at != b.at).then(String::new)),
+                (Some(entry), None) | (None, Some(entry)) => return Ok(Some(entry.path.clone())),
+                (Some(l), Some(r)) if l.path != r.path => {
+                    let first = l.path.as_bytes().min(r.path.as_bytes());
+                    return Ok(Some(String::from_utf8_lossy(first).into_owned()));
+                }
+                (Some(l), Some(r)) if l != r => return Ok(Some(l.path.clone())),
+                _ => {
+                    left.next();
+                    right.next();
+                }
+            }
+        }
+    }
+
+    /// The listing document of the stored environment `digest`, checked against its digest.
+    fn listing(&self, store: &Opened, digest: &Digest) -> Result<Listing> {
+        let stored = |error: DirFdError| stored_error(digest, error);
+        let hex = digest.hex();
+        if store
+            .objects
+            .entry(OsStr::new(&hex))
+            .map_err(stored)?
+            .is_none()
+        {
+            return Err(EnvironmentStoreError::Missing {
+                what: format!("environment {digest}"),
+                store: self.root.clone(),
+            });
+        }
+        let object = store
+            .objects
+            .open_dir_named(OsStr::new(&hex))
+            .map_err(stored)?;
+        let document = object
+            .read_file_named(OsStr::new("listing.json"), MAX_LISTING_BYTES as u64)
+            .map_err(stored)?
+            .bytes;
+        let corrupt = |detail: String| EnvironmentStoreError::Corrupt {
+            what: format!("environment {digest}"),
+            detail,
+        };
+        if Digest::of(&document) != *digest {
+            return Err(corrupt("listing.json does not hash to the digest".into()));
+        }
+        canonical::from_slice_within(&document, "listing", MAX_LISTING_BYTES)
+            .map_err(|error| corrupt(format!("listing.json: {error}")))
+    }
+
     /// Removes the name `name` and answers the digest it named. The environment stays stored
     /// (a Slice frozen with it pins its digest and keeps it); a freeze naming `name` from now
     /// on is refused as `missing`.

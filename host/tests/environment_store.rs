@@ -788,3 +788,68 @@ fn a_real_venv_keeps_its_links_and_its_configuration() {
         modified(&venv.join("pyvenv.cfg"))
     );
 }
+
+/// Two trees built for one path, and a tree built for another: the first path at which two
+/// stored environments differ is named (a changed file, an added one, a mode), `""` when only
+/// the path they are bound at differs, and nothing for the same environment. Builds are
+/// added this way (`add_built`), bound at a path other than their source's.
+#[test]
+fn the_first_difference_between_two_environments_is_named() {
+    let (_dir, root) = private_dir();
+    let store = open_store(&root, "store");
+    let built = |name: &str, files: &[(&str, &[u8], u32)], at: &str| {
+        let source = root.join(name);
+        for (path, bytes, mode) in files {
+            write(&source.join(path), bytes, *mode);
+        }
+        let (entry, _) = store
+            .add_built(name, &source, Path::new(at), false, limits())
+            .unwrap();
+        assert_eq!(entry.at, Path::new(at));
+        entry.digest
+    };
+    let base: &[(&str, &[u8], u32)] = &[
+        ("bin/tool", b"#!/bin/sh\n", 0o755),
+        ("lib/a.py", b"a = 1\n", 0o644),
+        ("lib/z.py", b"z = 1\n", 0o644),
+    ];
+    let first = built("first", base, "/opt/sf-env/pip-1");
+    let same = built("same", base, "/opt/sf-env/pip-1");
+    assert_eq!(first, same);
+    assert_eq!(store.first_difference(&first, &same).unwrap(), None);
+    let changed = built(
+        "changed",
+        &[base[0], ("lib/a.py", b"a = 2\n", 0o644), base[2]],
+        "/opt/sf-env/pip-1",
+    );
+    assert_eq!(
+        store.first_difference(&first, &changed).unwrap().as_deref(),
+        Some("lib/a.py")
+    );
+    let added = built(
+        "added",
+        &[base[0], base[1], ("lib/m.py", b"m\n", 0o644), base[2]],
+        "/opt/sf-env/pip-1",
+    );
+    assert_eq!(
+        store.first_difference(&first, &added).unwrap().as_deref(),
+        Some("lib/m.py")
+    );
+    let moded = built(
+        "moded",
+        &[("bin/tool", b"#!/bin/sh\n", 0o644), base[1], base[2]],
+        "/opt/sf-env/pip-1",
+    );
+    assert_eq!(
+        store.first_difference(&first, &moded).unwrap().as_deref(),
+        Some("bin/tool")
+    );
+    let elsewhere = built("elsewhere", base, "/opt/sf-env/pip-2");
+    assert_eq!(
+        store
+            .first_difference(&first, &elsewhere)
+            .unwrap()
+            .as_deref(),
+        Some("")
+    );
+}

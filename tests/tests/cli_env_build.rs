@@ -600,3 +600,43 @@ fn a_uv_lock_is_built_with_its_groups_and_without_the_project() {
         "{refused:?}"
     );
 }
+
+/// An npm lockfile whose package is resolved from a server on the host's loopback: the proxy
+/// refuses it (an address, never a registry), the build fails naming it, and the server sees
+/// no connection. Install scripts never run in the npm recipe (`npm ci --ignore-scripts`).
+#[test]
+fn an_npm_package_resolved_from_the_hosts_loopback_is_refused() {
+    let server = TcpListener::bind("127.0.0.1:0").unwrap();
+    server.set_nonblocking(true).unwrap();
+    let port = server.local_addr().unwrap().port();
+    let lock = PACKAGE_LOCK.replace(
+        "https://registry.npmjs.org/ms/-/ms-2.1.3.tgz",
+        &format!("https://127.0.0.1:{port}/ms-2.1.3.tgz"),
+    );
+    assert_ne!(lock, PACKAGE_LOCK);
+    let prepare = move |dir: &Path| {
+        node_project(dir);
+        let source = dir.join("node");
+        std::fs::write(source.join("package-lock.json"), &lock).unwrap();
+        team_git(&source, &["commit", "-q", "-a", "-m", "resolved elsewhere"]);
+        "node".to_owned()
+    };
+    let public = Public::new();
+    let work = Work::from_git(prepare, "HEAD").with_public(&public);
+    let refused = work.sf(&[
+        "env",
+        "build",
+        "node-deps",
+        "--identity",
+        "identity.json",
+        "--recipe",
+        "npm",
+    ]);
+    assert_eq!(refused.json["error"]["code"], "build-failed", "{refused:?}");
+    let message = refused.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains(&format!("127.0.0.1:{port}")), "{message}");
+    assert!(
+        server.accept().is_err(),
+        "the loopback server saw a connection"
+    );
+}

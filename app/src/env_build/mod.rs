@@ -86,6 +86,9 @@ pub struct Built {
     pub rebuilt: bool,
     /// The build's own output (stderr), for a user who wants to see what the tool said.
     pub log: String,
+    /// When an earlier build of the same inputs gave another environment: it, and the first
+    /// path at which the two differ.
+    pub differs_from: Option<(Digest, String)>,
 }
 
 /// Builds the environment `request` asks for and stores it.
@@ -191,7 +194,10 @@ fn build_on(
             request.limits,
         )
         .map_err(store_error)?;
+    let differs_from = earlier_build(&store, &at, &entry.digest)?;
     let record = BuildRecord {
+        at: at.display().to_string(),
+        differs_from: differs_from.clone(),
         commit: base.commit.to_hex(),
         environment: entry.digest.clone(),
         inputs: inputs
@@ -218,7 +224,28 @@ fn build_on(
         entry,
         record,
         log: stderr,
+        differs_from,
     })
+}
+
+/// An environment built before for the same path (so from the same inputs) that is not
+/// `digest`, and the first path at which it differs: a build that did not reproduce.
+fn earlier_build(
+    store: &EnvironmentStore,
+    at: &std::path::Path,
+    digest: &Digest,
+) -> Result<Option<(Digest, String)>, AppError> {
+    let at = at.display().to_string();
+    for (earlier, bytes) in store.build_records().map_err(store_error)? {
+        if earlier != *digest && BuildRecord::at_of(&bytes).as_deref() == Some(at.as_str()) {
+            let path = store
+                .first_difference(&earlier, digest)
+                .map_err(store_error)?
+                .unwrap_or_default();
+            return Ok(Some((earlier, path)));
+        }
+    }
+    Ok(None)
 }
 
 /// The lockfile and the files beside it the recipe reads, from the base's tree: each as a

@@ -3,7 +3,8 @@
 //! store (`records/<hex>.json`):
 //!
 //! ```text
-//! {"commit":…,"environment":"sha256:…","extras":[],"groups":[],
+//! {"at":"/opt/sf-env/pip-…","commit":…,"differsFrom":null,"environment":"sha256:…",
+//!  "extras":[],"groups":[],
 //!  "inputs":{"requirements.txt":"sha256:…"},
 //!  "lockfile":"requirements.txt","protocol":"sf-environment-build/1","recipe":"pip",
 //!  "registries":["files.pythonhosted.org:443","pypi.org:443"],"toolchain":null,
@@ -24,8 +25,13 @@ const MAX_TOOL_TEXT: usize = 64;
 /// A build's record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BuildRecord {
+    /// The path the environment was built for.
+    pub at: String,
     /// The factory commit whose lockfile was read (hex).
     pub commit: String,
+    /// When an earlier build of the same inputs gave another environment: that environment
+    /// and the first path at which the two differ (the build was not reproducible).
+    pub differs_from: Option<(Digest, String)>,
     /// The environment built.
     pub environment: Digest,
     /// The extras installed (sorted).
@@ -50,7 +56,9 @@ impl BuildRecord {
     /// A record with `options`' groups, extras and toolchain, and nothing else yet.
     pub(super) fn of_options(options: &super::Options) -> Self {
         Self {
+            at: String::new(),
             commit: String::new(),
+            differs_from: None,
             environment: Digest::of(b""),
             extras: options.extras.clone(),
             groups: options.groups.clone(),
@@ -88,8 +96,17 @@ impl BuildRecord {
                     .collect(),
             )
         };
+        let differs_from = match &self.differs_from {
+            Some((environment, path)) => canonical::object([
+                ("environment", Value::from(environment.to_string())),
+                ("path", Value::from(path.as_str())),
+            ]),
+            None => Value::Null,
+        };
         canonical::object([
+            ("at", Value::from(self.at.as_str())),
             ("commit", Value::from(self.commit.as_str())),
+            ("differsFrom", differs_from),
             ("environment", Value::from(self.environment.to_string())),
             ("extras", list(&self.extras)),
             ("groups", list(&self.groups)),
@@ -121,6 +138,15 @@ impl BuildRecord {
         // Strings and objects only: it always encodes; should it not, the error is kept.
         canonical::encode(&self.document())
             .unwrap_or_else(|error| format!("{{\"error\":{:?}}}", error.to_string()).into_bytes())
+    }
+
+    /// The path a stored record's environment was built for, if the bytes are a record.
+    pub fn at_of(bytes: &[u8]) -> Option<String> {
+        let value: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+        if value.get("protocol")?.as_str()? != BUILD_RECORD_PROTOCOL {
+            return None;
+        }
+        value.get("at")?.as_str().map(str::to_owned)
     }
 
     /// A stored record's fields shown by `sf env list` and `sf env show`: the recipe and the
@@ -178,6 +204,8 @@ mod tests {
     #[test]
     fn a_record_is_canonical_and_summarised() {
         let record = BuildRecord {
+            at: "/opt/sf-env/pip-0".into(),
+            differs_from: None,
             commit: "ab".repeat(20),
             environment: Digest::of(b"env"),
             extras: Vec::new(),
@@ -203,5 +231,9 @@ mod tests {
             ))
         );
         assert_eq!(BuildRecord::summary(b"{}"), None);
+        assert_eq!(
+            BuildRecord::at_of(&bytes).as_deref(),
+            Some("/opt/sf-env/pip-0")
+        );
     }
 }
