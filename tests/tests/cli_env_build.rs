@@ -322,6 +322,20 @@ fn a_node_projects_npm_dependency_is_built_and_its_node_test_suite_lands_the_fix
         )
         .join("tree/node_modules/ms/index.js");
     assert!(stored.is_file(), "{built}");
+    let again = work.sf(&[
+        "env",
+        "build",
+        "node-deps-again",
+        "--identity",
+        "identity.json",
+        "--recipe",
+        "npm",
+    ]);
+    assert_eq!(
+        again.result()["digest"],
+        built["digest"],
+        "npm ci reproduces"
+    );
 
     // The fix, committed after the base was taken; and a Candidate that leaves the bug in.
     let project = work.dir.join("node");

@@ -604,6 +604,27 @@ fn a_crates_io_dependency_is_vendored_by_the_cargo_recipe_and_the_fix_lands() {
     assert!(stored.join("bin/cargo").is_file(), "{built}");
     let config = std::fs::read_to_string(stored.join("cargo-config.toml")).unwrap();
     assert!(config.contains(&format!("{at}/vendor")), "{config}");
+    let again = work.sf(&[
+        "env",
+        "build",
+        "rust-deps-again",
+        "--identity",
+        "identity.json",
+        "--recipe",
+        "cargo",
+        "--toolchain",
+        "rust-toolchain",
+    ]);
+    let again = again.result();
+    assert_eq!(
+        again["digest"], built["digest"],
+        "cargo vendor reproduces: {again}"
+    );
+    assert_eq!(
+        again["build"]["differsFrom"],
+        serde_json::Value::Null,
+        "{again}"
+    );
 
     let slice = work.dir.join("slice");
     write(
