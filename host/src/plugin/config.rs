@@ -1036,6 +1036,11 @@ fn env_settings(value: toml::Value) -> Result<EnvSettings, String> {
                 "[env.network] allow must be a list of host names, such as \
                  [\"pypi.example.org\"]",
             )?;
+            // Each entry is held to the proxy's rule here, so that a bad one is refused when
+            // the configuration is read, before a build starts anything.
+            crate::registry_proxy::ProxyConfig::allowing(settings.allow.iter().cloned())
+                .check()
+                .map_err(|error| format!("[env.network] allow: {error}"))?;
         }
         if let Some(unknown) = network.keys().next() {
             return Err(format!(
@@ -1387,6 +1392,55 @@ mod tests {
                 .unwrap(),
             Path::new("/srv/envs")
         );
+    }
+
+    /// `[env]`: registries beside each recipe's, held to the proxy's rule when read; the
+    /// build's executor, the sandbox by default; anything else refused, naming the key.
+    #[test]
+    fn env_settings_are_checked_when_read() {
+        let file = || ConfigOrigin::File("sf.toml".into());
+        let config = Config::parse(
+            "[env.network]\nallow = [\"pypi.example.org\", \"*.mirror.example\"]\n\
+             [env.build]\nexecutor = { type = \"sandbox-exec\", runtime = \"sh\" }\n",
+            file(),
+        )
+        .unwrap();
+        assert_eq!(config.env().allow, ["pypi.example.org", "*.mirror.example"]);
+        let record = config.build_executor_record().unwrap();
+        assert_eq!(
+            crate::canonical::encode(&record).unwrap(),
+            br#"{"runtime":"sh","type":"sandbox-exec"}"#
+        );
+        let default = Config::parse("", file())
+            .unwrap()
+            .build_executor_record()
+            .unwrap();
+        let default = String::from_utf8(crate::canonical::encode(&default).unwrap()).unwrap();
+        assert!(
+            default.contains("/etc/ssl/certs") && default.contains("sandbox-exec"),
+            "{default}"
+        );
+        for (bad, named) in [
+            ("[env.network]\nallow = [\"127.0.0.1\"]\n", "127.0.0.1"),
+            (
+                "[env.network]\nallow = [\"https://pypi.org\"]\n",
+                "https://pypi.org",
+            ),
+            (
+                "[env.network]\nallow = \"pypi.org\"\n",
+                "list of host names",
+            ),
+            ("[env.network]\nports = [443]\n", "ports"),
+            (
+                "[env.build]\nexecutor = { runtime = \"sh\" }\n",
+                "with a type",
+            ),
+            ("[env.cache]\n", "cache"),
+        ] {
+            let error = Config::parse(bad, file()).unwrap_err();
+            assert_eq!(error.code(), "config-invalid", "{bad}: {error}");
+            assert!(error.to_string().contains(named), "{bad}: {error}");
+        }
     }
 
     #[test]
