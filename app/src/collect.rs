@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use sf_host::canonical::Digest;
 use sf_host::collector::{
@@ -13,6 +13,7 @@ use sf_host::collector::{
     RepositoryCollector,
 };
 use sf_host::contracts::CancelToken;
+use sf_host::fence::{Fence, Hold};
 
 use crate::backends::Backends;
 use crate::env::verified_trees_in;
@@ -37,6 +38,60 @@ pub struct CollectRequest {
     pub deadline: Option<String>,
     /// How many checks run at a time.
     pub jobs: NonZeroUsize,
+    /// How long to wait for the repository's fence when another attempt holds it: `None`
+    /// refuses at once (`busy`); the wait never outlasts the collection's deadline.
+    pub wait: Option<Duration>,
+}
+
+/// The longest pause between two tries for a busy fence.
+const WAIT_STEP_MAX: Duration = Duration::from_secs(1);
+
+/// The fence's hold, taken in turn: tried at once, then (with `wait`) again after a pause
+/// that grows from 50 ms to [`WAIT_STEP_MAX`] while it is `busy`, until `wait` has passed or
+/// the deadline comes. Answers the hold and how long was waited.
+fn acquire_in_turn(
+    fence: &Fence,
+    wait: Option<Duration>,
+    deadline: SystemTime,
+) -> Result<(Hold, Duration), AppError> {
+    let started = Instant::now();
+    let until = wait.map(|wait| {
+        let left = deadline
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO);
+        started + wait.min(left)
+    });
+    let mut pause = Duration::from_millis(50);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match fence.acquire() {
+            // Taken at the first try: nothing was waited for.
+            Ok(hold) if tries == 1 => return Ok((hold, Duration::ZERO)),
+            Ok(hold) => return Ok((hold, started.elapsed())),
+            Err(error)
+                if error.code() == "busy"
+                    && until.is_some_and(|until| Instant::now() + pause < until) =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(WAIT_STEP_MAX);
+            }
+            Err(error) => {
+                let fix = match wait {
+                    None => "; wait for the other attempt to end (--wait waits for it)".to_owned(),
+                    Some(_) => format!(
+                        "; waited {} ms for the other attempt to end",
+                        started.elapsed().as_millis()
+                    ),
+                };
+                return Err(AppError::coded(
+                    error.code(),
+                    "the fence",
+                    format!("{error}{fix}"),
+                ));
+            }
+        }
+    }
 }
 
 /// The verification of the dependency environments, answered when it is taken.
@@ -114,16 +169,11 @@ fn collect_exported(
     let collector = RepositoryCollector::new(store, executor, protected)
         .map_err(|error| AppError::coded(error.code(), "the collector", error))?
         .with_jobs(request.jobs);
-    let hold = fence.acquire().map_err(|error| {
-        AppError::coded(
-            error.code(),
-            "the fence",
-            format!("{error}; wait for the other attempt to end"),
-        )
-    })?;
+    let (hold, waited) = acquire_in_turn(&fence, request.wait, deadline)?;
     progress(Progress::Collecting {
         attempt: hold.attempt(),
         checks: slice.frozen.acceptance.process_checks().count(),
+        waited,
     });
     collector
         .collect_prepared(&prepared, gate, &hold, &CancelToken::new(), &mut |event| {

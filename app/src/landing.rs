@@ -320,6 +320,7 @@ fn collect(
     progress(Progress::Collecting {
         attempt: hold.attempt(),
         checks: request.slice.acceptance.process_checks().count(),
+        waited: std::time::Duration::ZERO,
     });
     let collected = collector.collect_with_progress(
         &CollectRequest {

@@ -14,6 +14,8 @@ pub enum Progress<'a> {
         attempt: &'a AttemptId,
         /// How many process checks the collection runs.
         checks: usize,
+        /// How long the collection waited for the fence before it claimed the attempt.
+        waited: std::time::Duration,
     },
     /// A check's run started or settled.
     Run(CollectEvent<'a>),

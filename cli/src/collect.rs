@@ -4,6 +4,7 @@
 
 use std::num::NonZeroUsize;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
 
@@ -31,6 +32,34 @@ pub struct CollectArgs {
     /// How many checks run at a time (each still one sandboxed run and one record)
     #[arg(long, value_name = "N", default_value = "1")]
     jobs: NonZeroUsize,
+    /// Wait for another attempt of the repository to end instead of refusing (`busy`): at
+    /// most DURATION (`90s`, `5m`, `1h`, or seconds), or, bare, until the deadline
+    #[arg(long, value_name = "DURATION", num_args = 0..=1, default_missing_value = "deadline")]
+    wait: Option<String>,
+}
+
+/// `--wait`'s value: `deadline` (bare) is as long as the deadline allows.
+fn wait_of(text: Option<&str>) -> Result<Option<Duration>, CliError> {
+    let Some(text) = text else { return Ok(None) };
+    if text == "deadline" {
+        return Ok(Some(Duration::MAX));
+    }
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((text, ""), |at| text.split_at(at));
+    let scale = match unit {
+        "" | "s" => Some(1),
+        "m" => Some(60),
+        "h" => Some(3600),
+        _ => None,
+    };
+    match (number.parse::<u64>(), scale) {
+        (Ok(number), Some(scale)) => Ok(Some(Duration::from_secs(number.saturating_mul(scale)))),
+        _ => Err(sf_app::error::AppError::invalid(
+            format!("--wait {text:?}"),
+            "is a duration: a number of seconds, or one with s, m or h (90s, 5m, 1h)",
+        )),
+    }
 }
 
 /// `sf collect`.
@@ -40,16 +69,33 @@ pub fn run(context: &Context, args: CollectArgs) -> Result<Output, CliError> {
         gate: args.gate,
         deadline: args.deadline,
         jobs: args.jobs,
+        wait: wait_of(args.wait.as_deref())?,
     };
     let mut progress = Progress::default();
+    let mut waited = Duration::ZERO;
     let result = collect(&context.backends, &request, &mut |event| {
-        if let sf_app::Progress::Collecting { attempt, .. } = event {
+        if let sf_app::Progress::Collecting {
+            attempt,
+            waited: for_the_fence,
+            ..
+        } = event
+        {
+            waited = for_the_fence;
+            if !waited.is_zero() {
+                eprintln!(
+                    "sf collect: waited {} ms for another attempt to end",
+                    waited.as_millis()
+                );
+            }
             eprintln!("sf collect: attempt {attempt}");
         }
         progress.report(event)
     })?;
     drop(progress);
-    Ok(describe(&result))
+    let mut output = describe(&result);
+    output.json["waitedMs"] =
+        serde_json::json!(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX));
+    Ok(output)
 }
 
 fn describe(result: &CollectResult) -> Output {
