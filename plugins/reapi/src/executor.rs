@@ -275,13 +275,7 @@ impl ReapiExecutor {
             let message = tokio::select! {
                 message = stream.message() => message,
                 _ = tokio::time::sleep_until(deadline.into()) => {
-                    return (Followed::Lost(
-                        format!(
-                            "the cluster had not finished the run {} s after its timeout",
-                            self.settings.wait.as_secs()
-                        ),
-                        "sf gave up on the run at its deadline and asked the cluster to cancel it".to_owned(),
-                    ), name);
+                    return (self.past_deadline(), name);
                 }
                 _ = wait_cancelled(&mut tick, cancel) => {
                     return (Followed::Lost(
@@ -322,6 +316,17 @@ impl ReapiExecutor {
         }
     }
 
+    /// A run given up at its deadline (its timeout and `wait_seconds`).
+    fn past_deadline(&self) -> Followed {
+        Followed::Lost(
+            format!(
+                "the cluster had not finished the run {} s after its timeout",
+                self.settings.wait.as_secs()
+            ),
+            "sf gave up on the run at its deadline and asked the cluster to cancel it".to_owned(),
+        )
+    }
+
     /// A new stream of the operation `name` (WaitExecution), retried until the cluster
     /// answers or `reconnect_seconds` have passed since the stream `broke`.
     async fn reconnect(
@@ -360,6 +365,11 @@ impl ReapiExecutor {
             }
             tokio::time::sleep(pause).await;
             pause = (pause * 2).min(Duration::from_secs(1));
+        }
+        // The run's deadline, not the reconnect window, may be what ended the tries: then the
+        // run is lost for that reason, and said so.
+        if Instant::now() >= deadline {
+            return Err(self.past_deadline());
         }
         Err(Followed::Lost(
             format!(
