@@ -144,6 +144,35 @@ fn hold_released_before_a_run() {
     inconclusive(&scenario, &request, &hold);
 }
 
+/// The hold ends after the second run: the first run's record stands, and the error lists
+/// it; the second run's is never stored.
+#[test]
+fn a_released_error_lists_the_records_stored_before_it() {
+    let scenario = Scenario::real();
+    let hold = Arc::new(scenario.fence.acquire().unwrap());
+    let executor = Faulty::new(
+        scenario.executor.clone(),
+        Fault::ReleaseHoldOnRun(hold.clone(), 2),
+    );
+    let request = scenario.request(SUM_FIXED);
+    let error = scenario
+        .collector_over(executor.clone())
+        .collect(&request, proceed(), &hold, &cancel())
+        .unwrap_err();
+    assert_eq!(error.code(), "released", "{error}");
+    let CollectError::Released { stored, .. } = &error else {
+        unreachable!()
+    };
+    assert_eq!(stored.len(), 1, "{error}");
+    assert_eq!(scenario.records(), 1);
+    let shown = error.to_string();
+    assert!(
+        shown.contains("1 record(s) stored before it") && shown.contains(&stored[0].to_string()),
+        "{shown}"
+    );
+    assert_eq!(executor.runs(), 2, "nothing started after the hold ended");
+}
+
 #[test]
 fn hold_released_before_a_put() {
     let scenario = Scenario::real();

@@ -228,7 +228,10 @@ pub enum CollectError {
     },
     /// The hold ended (or could not be confirmed) before a run or a put: nothing further was
     /// started or stored. Records stored earlier (`stored`) stand and are inert.
-    #[error("the hold of attempt {attempt} ended: {reason}")]
+    #[error(
+        "the hold of attempt {attempt} ended: {reason}; {}",
+        stored_before(stored)
+    )]
     Released {
         /// The attempt whose hold ended.
         attempt: AttemptId,
@@ -237,6 +240,19 @@ pub enum CollectError {
         /// The ids of the records stored before the hold ended, in run order.
         stored: Vec<Digest>,
     },
+}
+
+/// What a `released` error says of the records stored before the hold ended.
+fn stored_before(stored: &[Digest]) -> String {
+    if stored.is_empty() {
+        return "no record of the attempt was stored".to_owned();
+    }
+    let ids: Vec<String> = stored.iter().map(ToString::to_string).collect();
+    format!(
+        "the {} record(s) stored before it stand, inert (no Verdict may use the attempt): {}",
+        stored.len(),
+        ids.join(", ")
+    )
 }
 
 impl CollectError {

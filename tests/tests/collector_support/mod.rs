@@ -463,6 +463,8 @@ pub enum Fault {
     Relabel,
     /// `run` runs for real, then ends the hold (before the collector's put).
     ReleaseHold(Arc<sf_host::fence::Hold>),
+    /// `run` runs for real, and the run numbered here (from 1) then ends the hold.
+    ReleaseHoldOnRun(Arc<sf_host::fence::Hold>, usize),
 }
 
 /// The real executor wrapped with a fault, counting the runs it was asked for.
@@ -504,7 +506,7 @@ impl Executor for Faulty {
         request: &sf_host::contracts::RunRequest,
         cancel: &CancelToken,
     ) -> Result<sf_host::contracts::RunAnswer, sf_host::contracts::ExecutorError> {
-        self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let run = self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
         match &self.fault {
             Fault::None => self.inner.run(request, cancel),
             Fault::Refuse => Err(sf_host::contracts::ExecutorError::Unavailable {
@@ -520,6 +522,13 @@ impl Executor for Faulty {
             Fault::ReleaseHold(hold) => {
                 let answer = self.inner.run(request, cancel);
                 hold.release();
+                answer
+            }
+            Fault::ReleaseHoldOnRun(hold, on) => {
+                let answer = self.inner.run(request, cancel);
+                if run == *on {
+                    hold.release();
+                }
                 answer
             }
         }
