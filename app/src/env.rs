@@ -218,7 +218,7 @@ pub(crate) fn verified_trees_in<'a>(
         .collect()
 }
 
-fn store_error(error: EnvironmentStoreError) -> AppError {
+pub(crate) fn store_error(error: EnvironmentStoreError) -> AppError {
     let fix = match &error {
         EnvironmentStoreError::Missing { .. } => "; `sf env list` lists the names",
         EnvironmentStoreError::NoStore { .. } => "; `sf env add NAME DIR` creates it",

@@ -14,7 +14,7 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use crate::canonical::Digest;
-use crate::dir_fd::{DirFdError, WriteOnce};
+use crate::dir_fd::{DirFd, DirFdError, WriteOnce};
 use crate::environment_store::{
     EnvironmentStore, EnvironmentStoreError, Result, make_dir, store_failed, unavailable,
 };
@@ -89,19 +89,9 @@ impl EnvironmentStore {
 
     /// The build record of the environment `digest`, if it was built by sf.
     pub fn build_record(&self, digest: &Digest) -> Result<Option<Vec<u8>>> {
-        let store = self.check()?;
-        if store
-            .root
-            .entry(OsStr::new("records"))
-            .map_err(store_failed)?
-            .is_none()
-        {
+        let Some(records) = self.records()? else {
             return Ok(None);
-        }
-        let records = store
-            .root
-            .open_dir_named(OsStr::new("records"))
-            .map_err(store_failed)?;
+        };
         let name = format!("{}.json", digest.hex());
         let Some(entry) = records.entry(OsStr::new(&name)).map_err(store_failed)? else {
             return Ok(None);
@@ -120,19 +110,9 @@ impl EnvironmentStore {
     /// Every build record in the store, by the digest of the environment it records: a
     /// file whose name is not `<hex>.json` is not a record and is skipped.
     pub fn build_records(&self) -> Result<Vec<(Digest, Vec<u8>)>> {
-        let store = self.check()?;
-        if store
-            .root
-            .entry(OsStr::new("records"))
-            .map_err(store_failed)?
-            .is_none()
-        {
+        let Some(records) = self.records()? else {
             return Ok(Vec::new());
-        }
-        let records = store
-            .root
-            .open_dir_named(OsStr::new("records"))
-            .map_err(store_failed)?;
+        };
         let mut found = Vec::new();
         for entry in records.entries(MAX_RECORDS).map_err(store_failed)? {
             let digest = entry
@@ -150,6 +130,20 @@ impl EnvironmentStore {
             found.push((digest, read.bytes));
         }
         Ok(found)
+    }
+
+    /// `records/`, opened, if any build has written it.
+    fn records(&self) -> Result<Option<DirFd>> {
+        let store = self.check()?;
+        let name = OsStr::new("records");
+        if store.root.entry(name).map_err(store_failed)?.is_none() {
+            return Ok(None);
+        }
+        store
+            .root
+            .open_dir_named(name)
+            .map(Some)
+            .map_err(store_failed)
     }
 }
 

@@ -32,11 +32,12 @@ use std::time::Duration;
 use sf_host::canonical::Digest;
 use sf_host::environment_builds::RecordWritten;
 use sf_host::environment_store::{
-    EnvironmentEntry, EnvironmentLimits, EnvironmentStore, EnvironmentStoreError, check_name,
+    EnvironmentEntry, EnvironmentLimits, EnvironmentStore, check_name,
 };
 use sf_host::snapshot::SnapshotFile;
 
 use crate::backends::Backends;
+use crate::env::store_error;
 use crate::error::AppError;
 use crate::freeze::base_of;
 
@@ -84,8 +85,6 @@ pub struct Built {
     pub record: BuildRecord,
     /// Whether an earlier build had made the same environment (its record is kept).
     pub rebuilt: bool,
-    /// The build's own output (stderr), for a user who wants to see what the tool said.
-    pub log: String,
     /// When an earlier build of the same inputs gave another environment: it, and the first
     /// path at which the two differ.
     pub differs_from: Option<(Digest, String)>,
@@ -223,7 +222,6 @@ fn build_on(
         rebuilt: !matches!(written, RecordWritten::Created),
         entry,
         record,
-        log: stderr,
         differs_from,
     })
 }
@@ -390,8 +388,4 @@ fn built_at(
 
 fn file_name(path: &str) -> &str {
     path.rsplit_once('/').map_or(path, |(_, name)| name)
-}
-
-fn store_error(error: EnvironmentStoreError) -> AppError {
-    AppError::new(error.code(), error.to_string())
 }
