@@ -19,7 +19,7 @@ use crate::backends::Backends;
 use crate::env::verified_trees_in;
 use crate::error::AppError;
 use crate::input::{deadline, parse_digest};
-use crate::landing::land_error;
+use crate::landing::{land_error, stopped};
 use crate::loaded::{Exported, Target, not_for_the_slice, protected_paths};
 use crate::preflight::{check_gate_file, preflight};
 use crate::progress::Progress;
@@ -179,7 +179,7 @@ fn collect_exported(
         .collect_prepared(&prepared, gate, &hold, &CancelToken::new(), &mut |event| {
             progress(Progress::Run(event))
         })
-        .map_err(|error| AppError::coded(error.code(), "the collection", error))
+        .map_err(|error| land_error("the collection", stopped(&fence, error)))
 }
 
 /// The collection checked and derived before anything is claimed: a Candidate not sealed for

@@ -31,6 +31,9 @@ pub struct Judged {
     pub digest: Digest,
     /// What each check that was not met wrote.
     pub unmet: Vec<CheckOutput>,
+    /// The records filed under the Candidate's pins that cannot be read (of any attempt),
+    /// with why: never evidence, left as they are.
+    pub unreadable: Vec<(Digest, String)>,
 }
 
 /// What the run of one check that was not met (missed, or not attributable) wrote, read from
@@ -57,10 +60,14 @@ pub fn judge(backends: &Backends, request: &JudgeRequest) -> Result<Judged, AppE
         .digest()
         .map_err(|error| AppError::invalid("the Verdict", error))?;
     let unmet = unmet_outputs(judging.store.as_ref(), &verdict);
+    let unreadable = judging
+        .unreadable()
+        .map_err(|error| land_error("judging", error))?;
     Ok(Judged {
         verdict,
         digest,
         unmet,
+        unreadable,
     })
 }
 

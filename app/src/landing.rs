@@ -118,6 +118,24 @@ impl From<AssuranceError> for LandError {
     }
 }
 
+/// A collection that stopped, as a landing error. A hold that ended because the fence cannot
+/// be reached now (its server went down, and the hold's session with it) is the fence's
+/// `unavailable`, retry later, with the collection's own words; any other stop is itself.
+pub(crate) fn stopped(fence: &Fence, error: CollectError) -> LandError {
+    if !matches!(error, CollectError::Released { .. }) {
+        return error.into();
+    }
+    match fence.last_epoch() {
+        Err(probe) if probe.code() == "unavailable" => FenceError::Unavailable {
+            reason: format!(
+                "{error}; the fence cannot be reached now ({probe}): collect again once it is back"
+            ),
+        }
+        .into(),
+        _ => error.into(),
+    }
+}
+
 /// A landing error as a use case reports it, `what` naming the step.
 pub(crate) fn land_error(what: &str, error: impl Into<LandError>) -> AppError {
     let error = error.into();
@@ -336,7 +354,7 @@ fn collect(
         &mut |event| progress(Progress::Run(event)),
     );
     hold.release();
-    let collected = collected?;
+    let collected = collected.map_err(|error| stopped(request.fence, error))?;
     request.faults.reached(FaultPoint::LandCollected);
     Ok(collected)
 }

@@ -25,6 +25,32 @@ pub const EXIT_UNKNOWN: u8 = 6;
 pub const EXIT_NOT_DISPATCHED: u8 = 7;
 /// … of `sf deliver invoke` (and `sf land --deliver`) when the remote refused the push.
 pub const EXIT_REFUSED: u8 = 8;
+/// Exit status of any command that failed `unavailable`: a server, cluster, store or fence
+/// that cannot be reached or used now. Nothing was decided: retry later.
+pub const EXIT_UNAVAILABLE: u8 = 9;
+/// Exit status of any command that failed `corrupt`: stored data (a record, a schema, a
+/// repository) failed verification. It is reported, never repaired: stop and investigate.
+pub const EXIT_CORRUPT: u8 = 10;
+
+/// The exit status of an error whose class a script acts on alike in every command (retry
+/// later, or stop), or `None`.
+fn class_status(code: &str) -> Option<u8> {
+    match code {
+        "unavailable" => Some(EXIT_UNAVAILABLE),
+        "corrupt" => Some(EXIT_CORRUPT),
+        _ => None,
+    }
+}
+
+/// The exit status of a command that failed with `error`.
+pub fn error_status(error: &CliError) -> u8 {
+    match error.code.as_str() {
+        // A combination of flags clap cannot express is refused by the command itself,
+        // with the same status as clap's own usage errors.
+        "usage" => EXIT_USAGE,
+        code => class_status(code).unwrap_or(EXIT_FAILURE),
+    }
+}
 
 /// What a command ended with: its result and its exit status.
 #[derive(Debug)]
@@ -39,10 +65,7 @@ impl From<Result<Output, CliError>> for Outcome {
     fn from(result: Result<Output, CliError>) -> Self {
         let exit = match &result {
             Ok(_) => 0,
-            // A combination of flags clap cannot express is refused by the command itself,
-            // with the same status as clap's own usage errors.
-            Err(error) if error.code == "usage" => EXIT_USAGE,
-            Err(_) => EXIT_FAILURE,
+            Err(error) => error_status(error),
         };
         Self { result, exit }
     }
@@ -85,7 +108,7 @@ pub fn landing_error_status(error: &CliError) -> u8 {
         }
         "withheld" => EXIT_WITHHELD,
         "not-verified" => EXIT_INCONCLUSIVE,
-        _ => EXIT_FAILURE,
+        code => class_status(code).unwrap_or(EXIT_FAILURE),
     }
 }
 

@@ -35,11 +35,33 @@ pub fn run(context: &Context, args: JudgeArgs) -> Result<(Output, u8), CliError>
         false => 0,
     };
     let (verdict, digest) = (&judged.verdict, &judged.digest);
+    let mut json = verdict_json(verdict, digest);
+    json["unreadable"] = judged
+        .unreadable
+        .iter()
+        .map(|(id, error)| serde_json::json!({"id": id.to_string(), "error": error}))
+        .collect();
     Ok((
         Output {
-            json: verdict_json(verdict, digest),
-            text: verdict_text(verdict, digest) + &output_tails(&judged.unmet),
+            json,
+            text: verdict_text(verdict, digest)
+                + &output_tails(&judged.unmet)
+                + &unreadable_text(&judged.unreadable),
         },
         exit,
     ))
+}
+
+/// One line per record that cannot be read: what a person must know is in the store, and
+/// that it was not read as evidence.
+fn unreadable_text(unreadable: &[(sf_host::canonical::Digest, String)]) -> String {
+    unreadable
+        .iter()
+        .map(|(id, error)| {
+            format!(
+                "unreadable record {id} (never evidence, left as it is): {}\n",
+                sf_host::text_escape::line(error)
+            )
+        })
+        .collect()
 }

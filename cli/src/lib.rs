@@ -70,8 +70,8 @@ use sf_host::text_escape;
 
 pub use common::{CliError, Context, Output};
 pub use exit::{
-    EXIT_FAILED, EXIT_FAILURE, EXIT_INCONCLUSIVE, EXIT_NOT_DISPATCHED, EXIT_REFUSED, EXIT_UNKNOWN,
-    EXIT_USAGE, EXIT_WITHHELD, Outcome,
+    EXIT_CORRUPT, EXIT_FAILED, EXIT_FAILURE, EXIT_INCONCLUSIVE, EXIT_NOT_DISPATCHED, EXIT_REFUSED,
+    EXIT_UNAVAILABLE, EXIT_UNKNOWN, EXIT_USAGE, EXIT_WITHHELD, Outcome,
 };
 pub use sf_app::export::write_export;
 

@@ -110,6 +110,16 @@ impl Judging {
         )
     }
 
+    /// The records filed under these pins that cannot be read, with why: never evidence,
+    /// never repaired, reported beside each Verdict.
+    pub fn unreadable(&self) -> Result<Vec<(Digest, String)>, AssuranceError> {
+        Ok(crate::assurance::judge::unreadable_records(
+            &self.pins.digest()?,
+            self.store.as_ref(),
+            Instant::now() + JUDGE_TIMEOUT,
+        ))
+    }
+
     /// The Verdict of the attempt with epoch `epoch`, or of the newest attempt when `None`.
     /// An attempt that stored nothing under these pins is an error, never a Verdict.
     pub fn verdict(&self, epoch: Option<u64>) -> Result<Verdict, JudgeError> {

@@ -39,8 +39,12 @@ pub const ABI_MAJOR: u32 = 1;
 /// only to a plugin of minor 11 or later:
 /// [`executor_protocol::PROGRAM_TREE_SINCE_MINOR`](crate::executor_protocol::PROGRAM_TREE_SINCE_MINOR));
 /// minor 12 a command's network to its caller's proxy and its output directory (`run_v6`'s
-/// `network` and `output`, sent only to a plugin of minor 12 or later: environment builds).
-pub const ABI_MINOR: u32 = 12;
+/// `network` and `output`, sent only to a plugin of minor 12 or later: environment builds);
+/// minor 14 `instantiate` answering the contract's own error (`STATUS_CONTRACT_ERROR`: a
+/// backend that could not be made because its server is `unavailable` or its data `corrupt`),
+/// read as that error only from a plugin of minor 14 or later:
+/// [`protocol::INSTANTIATE_ERROR_SINCE_MINOR`](crate::protocol::INSTANTIATE_ERROR_SINCE_MINOR).
+pub const ABI_MINOR: u32 = 14;
 
 /// The call succeeded; the reply is the answer message.
 pub const STATUS_OK: i32 = 0;
@@ -130,7 +134,9 @@ impl SfBuffer {
 ///
 /// `contract` is the contract's name (`object-store`); `config` is the configuration section as
 /// JSON (with its `type` tag). On [`STATUS_OK`] the plugin writes the new instance handle to
-/// `*instance` (never null); on every status it may write a reply to `*reply`.
+/// `*instance` (never null); on every status it may write a reply to `*reply`. Since minor 14
+/// a backend that could not be made answers [`STATUS_CONTRACT_ERROR`] with the contract's own
+/// error (its code kept: `unavailable`, `corrupt`, …); before, only [`STATUS_PLUGIN_ERROR`].
 pub type InstantiateFn = unsafe extern "C" fn(
     contract: SfBytes,
     config: SfBytes,

@@ -22,8 +22,15 @@ pub const UNKNOWN_CONTRACT: &str = "unknown-contract";
 pub const UNKNOWN_TAG: &str = "unknown-tag";
 /// The configuration is not valid for the tag.
 pub const INVALID_CONFIG: &str = "invalid-config";
-/// The backend could not be made from a valid configuration.
+/// The backend could not be made from a valid configuration, for a reason the contract's
+/// errors do not name (a reason they name is that error: [`INSTANTIATE_ERROR_SINCE_MINOR`]).
 pub const INSTANTIATE_FAILED: &str = "instantiate-failed";
+/// The ABI minor from which `instantiate` may answer `STATUS_CONTRACT_ERROR` with the
+/// contract's own error, so that a backend whose server is down (`unavailable`) or whose data
+/// failed verification (`corrupt`) keeps that class up to the command line. The host reads
+/// such a reply as the contract's error only from a plugin of this minor or later; from an
+/// older one it stays a malformed reply, as it always was.
+pub const INSTANTIATE_ERROR_SINCE_MINOR: u32 = 14;
 /// The plugin's manifest does not list exactly the contracts and tags it exports.
 pub const EXPORTS_MISMATCH: &str = "exports-mismatch";
 

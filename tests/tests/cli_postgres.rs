@@ -3,7 +3,8 @@
 //! copies nothing), and the Verdict judged from PostgreSQL is the one judged from SQLite;
 //! collecting straight into PostgreSQL stores each record once (counted in the database); a
 //! collector killed mid-collection leaves only whole records; a server lost mid-collection
-//! stops it (its fence hold lost with the server) without a Verdict and loses nothing stored.
+//! stops it (its fence hold lost with the server: `unavailable`) without a Verdict and loses
+//! nothing stored.
 
 mod land_support;
 mod pg_support;
@@ -159,17 +160,24 @@ fn a_server_lost_mid_collection_stops_it_without_a_verdict_and_loses_nothing_sto
     let envelope: serde_json::Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|_| panic!("not an envelope: {output:?}"));
     // The fence is on the same server: the hold's session is lost with it, so the
-    // collection stops `released` before the slow check's record is put (nothing runs or
-    // is stored under a hold that cannot be confirmed), and no Verdict is issued.
+    // collection stops before the slow check's record is put (nothing runs or is stored
+    // under a hold that cannot be confirmed), and no Verdict is issued. The fence cannot be
+    // reached either, so the stop is `unavailable` (exit 9: retry later), not `released`.
     assert_eq!(envelope["ok"], false, "{envelope}");
-    assert_eq!(envelope["error"]["code"], "released", "{envelope}");
-    assert!(
-        envelope["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("the session holding the fence was lost"),
+    assert_eq!(envelope["error"]["code"], "unavailable", "{envelope}");
+    assert_eq!(
+        output.status.code(),
+        Some(i32::from(sf_cli::EXIT_UNAVAILABLE)),
         "{envelope}"
     );
+    let message = envelope["error"]["message"].as_str().unwrap();
+    for needle in [
+        "the session holding the fence was lost",
+        "the fence cannot be reached now",
+        "the 1 record(s) stored before it stand",
+    ] {
+        assert!(message.contains(needle), "{needle:?}: {envelope}");
+    }
 
     // Back up (on another port): the record stored before is there, exactly once, and the
     // attempt judges Inconclusive, never Verified.

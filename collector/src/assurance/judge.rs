@@ -7,9 +7,18 @@
 //!   outcome does not meet its expectation.
 //! - **Inconclusive** otherwise, with the reasons: a check without a record or with more than
 //!   one, a record that is not attributable (a collector error, an identity that differs from
-//!   the pins, a stopped run, a run past the deadline), a record that cannot be read or
-//!   parsed, a record for a check the acceptance does not have, or a store that cannot be
+//!   the pins, a stopped run, a run past the deadline), a record that parses but not as what
+//!   it claims, a record for a check the acceptance does not have, or a store that cannot be
 //!   searched.
+//!
+//! A record that cannot be read (`corrupt`: its bytes no longer give its id) is never
+//! evidence, and which attempt wrote it cannot be trusted. It is a reason only for an attempt
+//! that lacks a record for some check (it may be that record); an attempt with one readable
+//! record for every check is judged on those alone, so a new collection (a new attempt) is
+//! the way forward past a damaged record, which stays where it is, reported by
+//! [`unreadable_records`], never repaired. Ignoring it then hides nothing: a damaged record
+//! could only have changed such a Verdict as a second record of one check, and a store whose
+//! rows can be rewritten can be given any record anyway.
 //!
 //! A record is attributable when the judge itself finds that its collector closure is the
 //! recipe's, it names the pinned Candidate and the check's phase and stage, it was observed
@@ -228,8 +237,27 @@ impl Verdict {
     }
 }
 
+/// The records filed under `pins` in `store` that cannot be read, in the order first stored,
+/// each with why: never evidence, never repaired, and reported beside every Verdict of those
+/// pins (a search that fails is reported by the judge itself).
+pub fn unreadable_records(
+    pins: &Digest,
+    store: &dyn EvidenceStore,
+    deadline: Instant,
+) -> Vec<(Digest, String)> {
+    let Ok(ids) = store.find(pins, deadline) else {
+        return Vec::new();
+    };
+    ids.into_iter()
+        .filter_map(|id| match store.get_verified(&id, deadline) {
+            Ok(_) => None,
+            Err(error) => Some((id, error.to_string())),
+        })
+        .collect()
+}
+
 /// The attempts that stored records under `pins` in `store`, oldest first (records that
-/// cannot be read are left out: the judge reports them for the attempt they belong to).
+/// cannot be read are left out: which attempt wrote them cannot be trusted).
 pub fn attempts(
     pins: &Digest,
     store: &dyn EvidenceStore,
@@ -314,6 +342,7 @@ pub fn judge(
     let mut reasons = Vec::new();
     let mut by_check: BTreeMap<String, Vec<(Digest, Observation)>> = BTreeMap::new();
     let mut reviews: Vec<(Digest, Review)> = Vec::new();
+    let mut unreadable = Vec::new();
     match store.find(&pins_digest, deadline) {
         Err(error) => reasons.push(format!("the evidence store could not be searched: {error}")),
         Ok(ids) => {
@@ -321,7 +350,9 @@ pub fn judge(
                 let record = match store.get_verified(&id, deadline) {
                     Ok(record) => record,
                     Err(error) => {
-                        reasons.push(format!("record {id} cannot be read: {error}"));
+                        unreadable.push(format!(
+                            "record {id} cannot be read, and may be this attempt's: {error}"
+                        ));
                         continue;
                     }
                 };
@@ -400,6 +431,10 @@ pub fn judge(
             "{} record(s) for check {check:?}, which the acceptance does not have",
             records.len()
         ));
+    }
+    // A record that cannot be read counts only where this attempt lacks one.
+    if !complete {
+        reasons.extend(unreadable);
     }
     let outcome = if !reasons.is_empty() || !complete {
         Outcome::Inconclusive

@@ -126,6 +126,30 @@ pub fn contract_error<C: HostContract>(
     }
 }
 
+/// How the host reads the contract error an `instantiate` of contract `C` answered (from a
+/// plugin of ABI minor [`protocol::INSTANTIATE_ERROR_SINCE_MINOR`] or later): a code this
+/// host knows keeps its class ([`PluginError::Backend`]: `unavailable`, `corrupt`, …), a code
+/// it does not know is the plugin's refusal (`plugin-refused`), and a reply that does not
+/// decode is malformed.
+pub fn instantiate_error<C: WireContract>(plugin: &str, during: &str, bytes: &[u8]) -> PluginError {
+    use crate::contracts::error_fields::ContractError as _;
+    match protocol::decode_error::<C::Error>(bytes) {
+        Ok(DecodedError::Known(error)) => PluginError::Backend {
+            plugin: plugin.to_owned(),
+            during: during.to_owned(),
+            code: error.code(),
+            message: error.to_string(),
+        },
+        Ok(DecodedError::Unknown { code, message }) => PluginError::Refused {
+            plugin: plugin.to_owned(),
+            during: during.to_owned(),
+            code,
+            message,
+        },
+        Err(error) => malformed_message(plugin, during, error.to_string()),
+    }
+}
+
 /// `plugin` answered `method` with something that is not its reply, as `detail` says.
 pub fn malformed_message(plugin: &str, method: &str, detail: impl Into<String>) -> PluginError {
     PluginError::MalformedMessage {

@@ -269,6 +269,20 @@ pub enum PluginError {
         /// The plugin's message.
         message: String,
     },
+    /// The plugin could not make the backend and said why with the contract's own error (ABI
+    /// 1.14): its code is kept (`unavailable`: a server that cannot be reached, retry later;
+    /// `corrupt`: stored data or schema failed verification, stop).
+    #[error("plugin {plugin} refused {during} ({code}): {message}")]
+    Backend {
+        /// The plugin's name, from its manifest.
+        plugin: String,
+        /// The call that failed: `instantiate(contract, tag)`.
+        during: String,
+        /// The contract error's code.
+        code: &'static str,
+        /// The contract error's display text.
+        message: String,
+    },
     /// A plugin directory cannot be used.
     #[error("plugin path: {}: {detail}", path.display())]
     PluginPath {
@@ -309,6 +323,7 @@ impl PluginError {
             Self::MalformedMessage { .. } => "malformed-message",
             Self::UnsupportedMethod { .. } => "unsupported-method",
             Self::Refused { .. } => "plugin-refused",
+            Self::Backend { code, .. } => code,
             Self::PluginPath { .. } => "plugin-path",
         }
     }

@@ -510,9 +510,26 @@ impl LoadedPlugin {
                     .map_err(|error| self.malformed(&during, &error.to_string()))?;
                 Ok(instance)
             }
+            // The contract's own error (a server down, a schema tampered with): its class is
+            // kept, from a plugin whose sdk answers so.
+            abi::STATUS_CONTRACT_ERROR
+                if self.abi_minor >= protocol::INSTANTIATE_ERROR_SINCE_MINOR =>
+            {
+                Err(super::registry::instantiate_error(
+                    contract,
+                    self.name(),
+                    &during,
+                    reply.bytes(),
+                ))
+            }
             abi::STATUS_CONTRACT_ERROR => Err(self.malformed(
                 &during,
-                "instantiate answered with a contract error, which it never may",
+                &format!(
+                    "instantiate answered with a contract error, which a plugin of ABI \
+                     {ABI_MAJOR}.{} never may (only from {ABI_MAJOR}.{} on)",
+                    self.abi_minor,
+                    protocol::INSTANTIATE_ERROR_SINCE_MINOR
+                ),
             )),
             other => Err(self.failure(other, reply.bytes(), &during)),
         }

@@ -3,7 +3,8 @@
 //! read from [`CONTRACTS`].
 
 use super::config::Configured;
-use super::contract::HostContract;
+use super::contract::{self, HostContract};
+use super::error::PluginError;
 
 /// Every contract this host knows, in the order messages list them. A new contract is one
 /// line here.
@@ -19,12 +20,14 @@ pub const CONTRACTS: &[Registered] = &[
 pub const KNOWN_CONTRACTS: &[&str] = &names::<{ CONTRACTS.len() }>(CONTRACTS);
 
 /// A contract as the host registers it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct Registered {
     /// Its name in manifests and in `instantiate`.
     pub name: &'static str,
     /// The section of `sf.toml` that configures it, if it has one of its own.
     pub section: Option<BackendSection>,
+    /// How a contract error answered by `instantiate` reads ([`contract::instantiate_error`]).
+    pub instantiate_error: fn(&str, &str, &[u8]) -> PluginError,
 }
 
 /// A backend section of `sf.toml`.
@@ -45,6 +48,7 @@ impl Registered {
                 name: C::SECTION,
                 default_tag: C::DEFAULT_TAG,
             }),
+            instantiate_error: contract::instantiate_error::<C>,
         }
     }
 
@@ -54,7 +58,24 @@ impl Registered {
         Self {
             name: C::NAME,
             section: None,
+            instantiate_error: contract::instantiate_error::<C>,
         }
+    }
+}
+
+/// The contract error `plugin` answered to `during`, an `instantiate` of `contract`, as the
+/// host reports it ([`contract::instantiate_error`] of that contract).
+pub fn instantiate_error(contract: &str, plugin: &str, during: &str, bytes: &[u8]) -> PluginError {
+    match CONTRACTS
+        .iter()
+        .find(|registered| registered.name == contract)
+    {
+        Some(registered) => (registered.instantiate_error)(plugin, during, bytes),
+        None => contract::malformed_message(
+            plugin,
+            during,
+            "a contract error of a contract this sf does not know",
+        ),
     }
 }
 

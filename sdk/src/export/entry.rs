@@ -11,6 +11,7 @@ use sf_plugin_abi::abi::{
 };
 use sf_plugin_abi::protocol::{self, Empty, PanicReply};
 
+use super::not_made::NotMade;
 use super::served::{self, Handle, Outcome, Place, plugin_error};
 use super::{PluginConfig, PluginDefinition, SDK_VERSION};
 
@@ -134,10 +135,14 @@ fn make(
             format!("no {contract} type {:?} here", config.tag()),
         )),
         Some(Ok(made)) => Ok(made),
-        Some(Err(message)) if config.was_refused() => {
+        // The contract's own error, read by the host as that error (ABI minor 14).
+        Some(Err(NotMade::Contract(error))) => Err(Outcome::ContractError(error)),
+        Some(Err(NotMade::Failed(message))) if config.was_refused() => {
             Err(plugin_error(protocol::INVALID_CONFIG, message))
         }
-        Some(Err(message)) => Err(plugin_error(protocol::INSTANTIATE_FAILED, message)),
+        Some(Err(NotMade::Failed(message))) => {
+            Err(plugin_error(protocol::INSTANTIATE_FAILED, message))
+        }
     }
 }
 

@@ -6,7 +6,7 @@ use sf_plugin_abi::evidence_store_protocol::{self as wire, EvidenceStoreContract
 
 use super::served::{self, Outcome, Place, Served, exported};
 
-exported!(EvidenceStoreContract: EvidenceStore);
+exported!(EvidenceStoreContract: EvidenceStore, sf_contracts::EvidenceStoreError);
 
 impl Served for Box<dyn EvidenceStore> {
     fn serve(&self, method: &str, request: &[u8], _: Place) -> Outcome {

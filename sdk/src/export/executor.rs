@@ -11,7 +11,7 @@ use sf_plugin_abi::protocol;
 
 use super::served::{self, Outcome, Place, Served, exported, plugin_error};
 
-exported!(ExecutorContract: Executor, |made| Box::new(ExecutorInstance::new(made)));
+exported!(ExecutorContract: Executor, sf_contracts::ExecutorError, |made| Box::new(ExecutorInstance::new(made)));
 
 /// The most cancellations remembered for runs that are not in flight (cancelled before they
 /// registered, or after they ended). Run ids only grow, so the oldest are dropped first.

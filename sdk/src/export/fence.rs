@@ -8,7 +8,7 @@ use sf_plugin_abi::protocol::{self, Empty};
 
 use super::served::{self, Outcome, Place, Served, exported, plugin_error};
 
-exported!(FenceContract: AttemptFence);
+exported!(FenceContract: AttemptFence, sf_contracts::FenceError);
 
 impl Served for Box<dyn AttemptFence> {
     fn serve(&self, method: &str, request: &[u8], place: Place) -> Outcome {

@@ -5,7 +5,7 @@ use sf_plugin_abi::gate_protocol::{self as wire, GateContract, Request};
 
 use super::served::{self, Outcome, Place, Served, exported};
 
-exported!(GateContract: Gate);
+exported!(GateContract: Gate, sf_contracts::GateError);
 
 impl Served for Box<dyn Gate> {
     fn serve(&self, method: &str, request: &[u8], _: Place) -> Outcome {

@@ -27,10 +27,21 @@
 //!
 //! fn make_store(config: &sf_sdk::export::PluginConfig) -> Result<MyFactory, String> { … }
 //! fn make_executor(config: &sf_sdk::export::PluginConfig) -> Result<MyExecutor, String> { … }
-//! fn make_evidence_store(config: &sf_sdk::export::PluginConfig) -> Result<MyStore, String> { … }
+//! fn make_evidence_store(
+//!     config: &sf_sdk::export::PluginConfig,
+//! ) -> Result<MyStore, ConstructorError<EvidenceStoreError>> {
+//!     let config: MyConfig = config.parse()?;      // words: invalid-config
+//!     Ok(MyStore::connect(&config)?)                // EvidenceStoreError: its own code
+//! }
 //! fn make_gate(config: &sf_sdk::export::PluginConfig) -> Result<MyGate, String> { … }
 //! fn make_fence(config: &sf_sdk::export::PluginConfig) -> Result<MyFence, String> { … }
 //! ```
+//!
+//! A constructor's error is words (`String`, `&str`: the host reports `plugin-refused`) or,
+//! through [`ConstructorError`], the contract's own error: a store whose server is down
+//! answers `EvidenceStoreError::Unavailable`, one whose schema was tampered with
+//! `EvidenceStoreError::Corrupt`, and the host reads it as that error (ABI minor 14), so a
+//! script can tell "retry later" from "stop" by `sf`'s exit status.
 //!
 //! A fence's `acquire` hands the host a new instance, the hold (as an object store factory's
 //! `open` hands it a store); the host's `drop_instance` of a hold drops it, which releases it.
@@ -40,7 +51,8 @@
 //! carried; the runtime here keeps one `CancelToken` per run in flight and cancels it.
 //!
 //! Modules, one job each: `entry` (the table's C functions), `served` (what every contract's
-//! instances share: answering a call, making an instance, a constructor's product), and one
+//! instances share: answering a call, making an instance, a constructor's product),
+//! `not_made` (a constructor's refusal as `instantiate` answers it), and one
 //! module per contract serving its trait (`object_store`, `executor`, `evidence_store`,
 //! `gate`, `fence`). [`PluginDefinition`]'s `exports` is the list of contracts the sdk
 //! exports.
@@ -72,11 +84,13 @@ mod evidence_store;
 mod executor;
 mod fence;
 mod gate;
+mod not_made;
 mod object_store;
 mod served;
 
 pub use entry::{call, drop_instance, entry_table, free_buf, instantiate};
-pub use served::{Boxed, constructed};
+pub use not_made::ConstructorError;
+pub use served::{Boxed, Made, constructed};
 pub use sf_plugin_abi::abi::{
     ABI_MAJOR, ABI_MINOR, MAGIC, PluginEntryV1, SfBuffer, SfBytes, SfStr, StaticEntry,
 };
@@ -86,8 +100,9 @@ use served::{Constructors, Exports, Outcome, plugin_error};
 /// The version of this sdk, recorded in every plugin's table.
 pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
 
-/// Makes a backend of a contract, whose trait object is `T`, from a configuration.
-pub type Constructor<T> = fn(&PluginConfig) -> Result<Box<T>, String>;
+/// Makes a backend of a contract, whose trait object is `T`, from a configuration; refuses
+/// with the contract's own error or with words ([`ConstructorError`]).
+pub type Constructor<T> = fn(&PluginConfig) -> Result<Box<T>, ConstructorError<<T as Made>::Error>>;
 
 /// Makes an ObjectStore factory from a configuration.
 pub type ObjectStoreConstructor = Constructor<dyn ObjectStoreFactory>;
@@ -169,8 +184,8 @@ impl PluginDefinition {
 pub struct PluginConfig {
     tag: String,
     fields: serde_json::Map<String, serde_json::Value>,
-    /// Set when [`PluginConfig::parse`] refused the fields: a constructor failing after that
-    /// is answered `invalid-config` (the user's sf.toml is at fault), not
+    /// Set when [`PluginConfig::parse`] refused the fields: a constructor failing in words
+    /// after that is answered `invalid-config` (the user's sf.toml is at fault), not
     /// `instantiate-failed`.
     refused: std::cell::Cell<bool>,
 }

@@ -7,7 +7,7 @@ use sf_plugin_abi::protocol::{self, Empty};
 
 use super::served::{self, Outcome, Place, Served, exported, plugin_error};
 
-exported!(ObjectStoreContract: ObjectStoreFactory);
+exported!(ObjectStoreContract: ObjectStoreFactory, sf_contracts::ObjectStoreError);
 
 impl Served for Box<dyn ObjectStoreFactory> {
     fn serve(&self, method: &str, request: &[u8], place: Place) -> Outcome {

@@ -4,11 +4,11 @@
 //! refusal. Each contract's module implements these for its trait objects and nothing else.
 
 use std::ffi::c_void;
-use std::fmt::Display;
 
 use sf_plugin_abi::message::MessageError;
 use sf_plugin_abi::protocol::{self, PluginErrorReply, WireContract};
 
+use super::not_made::{ConstructorError, NotMade};
 use super::{Constructor, PluginConfig};
 
 /// How a call ended, before it is written to the reply.
@@ -94,12 +94,19 @@ impl Place {
 
 /// A contract the sdk exports: the trait object its constructors make, and the instance that
 /// serves it. Declared with `exported!`.
-pub(crate) trait Exported: WireContract {
+pub(crate) trait Exported: WireContract<Error: 'static> {
     /// The contract's trait object (`dyn Gate`).
-    type Object: ?Sized + 'static;
+    type Object: ?Sized + Made<Error = Self::Error> + 'static;
 
     /// The instance serving what a constructor made.
     fn instance(made: Box<Self::Object>) -> Handle;
+}
+
+/// A contract's trait object, made by its constructors: names the contract's error, which a
+/// constructor may answer with ([`ConstructorError::Contract`]).
+pub trait Made {
+    /// The contract's error (`EvidenceStoreError` for `dyn EvidenceStore`).
+    type Error;
 }
 
 /// A value boxed as the trait object `T` of a contract: what lets one generic
@@ -111,12 +118,22 @@ pub trait Boxed<T: ?Sized> {
 
 /// Declares what the constructors of contract `$contract` make: `dyn $trait`, [`Boxed`] from
 /// every implementation of it, and served as it is (or by the instance `$instance` makes of
-/// it).
+/// it); and that they may refuse with its error `$error` ([`Made`]).
 macro_rules! exported {
-    ($contract:ty: $trait:path) => {
-        exported!($contract: $trait, |made| Box::new(made));
+    ($contract:ty: $trait:path, $error:ty) => {
+        exported!($contract: $trait, $error, |made| Box::new(made));
     };
-    ($contract:ty: $trait:path, $instance:expr) => {
+    ($contract:ty: $trait:path, $error:ty, $instance:expr) => {
+        impl $crate::export::served::Made for dyn $trait {
+            type Error = $error;
+        }
+
+        impl From<$error> for $crate::export::ConstructorError<$error> {
+            fn from(error: $error) -> Self {
+                Self::Contract(error)
+            }
+        }
+
         impl $crate::export::served::Exported for $contract {
             type Object = dyn $trait;
 
@@ -134,12 +151,12 @@ macro_rules! exported {
 }
 pub(crate) use exported;
 
-/// A constructor's result as the contract's trait object, its error as text: what
-/// `export_plugin!` wraps every constructor in.
-pub fn constructed<T: ?Sized, X: Boxed<T>, E: Display>(
+/// A constructor's result as the contract's trait object, its error as the contract's own
+/// or as words: what `export_plugin!` wraps every constructor in.
+pub fn constructed<T: ?Sized + Made, X: Boxed<T>, E: Into<ConstructorError<T::Error>>>(
     made: Result<X, E>,
-) -> Result<Box<T>, String> {
-    made.map(X::boxed).map_err(|error| error.to_string())
+) -> Result<Box<T>, ConstructorError<T::Error>> {
+    made.map(X::boxed).map_err(Into::into)
 }
 
 /// One contract's constructors, by tag, as `instantiate` finds them and the manifest check
@@ -150,7 +167,7 @@ pub(crate) trait Exports {
     /// The tags that have a constructor.
     fn tags(&self) -> Vec<&'static str>;
     /// The instance the constructor of `tag` makes from `config`; `None` without one.
-    fn make(&self, tag: &str, config: &PluginConfig) -> Option<Result<Handle, String>>;
+    fn make(&self, tag: &str, config: &PluginConfig) -> Option<Result<Handle, NotMade>>;
 }
 
 /// The constructors of contract `C`, one `PluginDefinition` field.
@@ -165,8 +182,12 @@ impl<C: Exported> Exports for Constructors<C> {
         self.0.iter().map(|(tag, _)| *tag).collect()
     }
 
-    fn make(&self, tag: &str, config: &PluginConfig) -> Option<Result<Handle, String>> {
+    fn make(&self, tag: &str, config: &PluginConfig) -> Option<Result<Handle, NotMade>> {
         let (_, make) = self.0.iter().find(|(registered, _)| *registered == tag)?;
-        Some(make(config).map(C::instance))
+        Some(
+            make(config)
+                .map(C::instance)
+                .map_err(ConstructorError::encoded),
+        )
     }
 }

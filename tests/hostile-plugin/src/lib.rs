@@ -20,6 +20,9 @@
 //!   `"factory"` in `create` and `open`, `"store"` (the default) in every store method and in
 //!   the store's destructor.
 //! - The `panicking` Gate, EvidenceStore and fence tags panic in every method.
+//! - The `refusing` EvidenceStore tag is never made: its constructor answers
+//!   `refuse = "unavailable"` or `"corrupt"` as the contract's own error and anything else in
+//!   words, so that a test sees which class the host reads from which ABI minor.
 //! - The `memory-root` ObjectStore tag is not hostile: the sdk's in-memory store, except that
 //!   `create` also makes the root as a directory on disk, exclusively, as a real store would,
 //!   so that a test of the `sf` binary sees whether a root was created. It lives as long as the
@@ -37,8 +40,9 @@ use sf_sdk::contracts::{
     RefName, RefUpdate, RefValue, StoreRoot, StoredObject,
 };
 use sf_sdk::export::{
-    EvidenceStoreConstructor, FenceConstructor, GateConstructor, ObjectStoreConstructor,
-    PluginConfig, PluginDefinition, PluginEntryV1, SfBuffer, SfBytes, StaticEntry,
+    ConstructorError, EvidenceStoreConstructor, FenceConstructor, GateConstructor,
+    ObjectStoreConstructor, PluginConfig, PluginDefinition, PluginEntryV1, SfBuffer, SfBytes,
+    StaticEntry,
 };
 use sf_sdk::git_object::ObjectId;
 use sf_sdk::testing::InMemoryObjectStoreFactory;
@@ -52,7 +56,10 @@ static DEFINITION: PluginDefinition = PluginDefinition {
         ("panicking", panicking as ObjectStoreConstructor),
     ],
     executors: &[],
-    evidence_stores: &[("panicking", panicking_evidence as EvidenceStoreConstructor)],
+    evidence_stores: &[
+        ("panicking", panicking_evidence as EvidenceStoreConstructor),
+        ("refusing", refusing_evidence as EvidenceStoreConstructor),
+    ],
     gates: &[("panicking", panicking_gate as GateConstructor)],
     fences: &[("panicking", panicking_fence as FenceConstructor)],
 };
@@ -93,12 +100,40 @@ impl EvidenceStore for Panicking {
     }
 }
 
-fn panicking_gate(_: &PluginConfig) -> Result<Box<dyn Gate>, String> {
+fn panicking_gate(_: &PluginConfig) -> Result<Box<dyn Gate>, ConstructorError<GateError>> {
     Ok(Box::new(Panicking))
 }
 
-fn panicking_evidence(_: &PluginConfig) -> Result<Box<dyn EvidenceStore>, String> {
+fn panicking_evidence(
+    _: &PluginConfig,
+) -> Result<Box<dyn EvidenceStore>, ConstructorError<EvidenceStoreError>> {
     Ok(Box::new(Panicking))
+}
+
+#[derive(sf_sdk::serde::Deserialize)]
+#[serde(crate = "sf_sdk::serde", deny_unknown_fields)]
+struct RefusingConfig {
+    refuse: String,
+}
+
+/// An EvidenceStore that is never made: `refuse = "unavailable"` or `"corrupt"` answers the
+/// contract's own error, anything else answers in words.
+fn refusing_evidence(
+    config: &PluginConfig,
+) -> Result<Box<dyn EvidenceStore>, ConstructorError<EvidenceStoreError>> {
+    let config: RefusingConfig = config.parse()?;
+    Err(match config.refuse.as_str() {
+        "unavailable" => EvidenceStoreError::Unavailable {
+            reason: "hostile: the server cannot be reached".into(),
+        }
+        .into(),
+        "corrupt" => EvidenceStoreError::Corrupt {
+            id: "database".into(),
+            what: "hostile: a trigger is missing".into(),
+        }
+        .into(),
+        other => format!("hostile: refused in words ({other})").into(),
+    })
 }
 
 impl AttemptFence for Panicking {
@@ -111,7 +146,9 @@ impl AttemptFence for Panicking {
     }
 }
 
-fn panicking_fence(_: &PluginConfig) -> Result<Box<dyn AttemptFence>, String> {
+fn panicking_fence(
+    _: &PluginConfig,
+) -> Result<Box<dyn AttemptFence>, ConstructorError<FenceError>> {
     Ok(Box::new(Panicking))
 }
 
@@ -122,7 +159,9 @@ struct PanickingConfig {
     panic_in: Option<String>,
 }
 
-fn panicking(config: &PluginConfig) -> Result<Box<dyn ObjectStoreFactory>, String> {
+fn panicking(
+    config: &PluginConfig,
+) -> Result<Box<dyn ObjectStoreFactory>, ConstructorError<ObjectStoreError>> {
     let config: PanickingConfig = config.parse()?;
     match config.panic_in.as_deref().unwrap_or("store") {
         "instantiate" => panic!("hostile: panic in instantiate"),
@@ -130,9 +169,7 @@ fn panicking(config: &PluginConfig) -> Result<Box<dyn ObjectStoreFactory>, Strin
         "store" => Ok(Box::new(PanickingFactory {
             inner: Some(InMemoryObjectStoreFactory::new()),
         })),
-        other => Err(format!(
-            "panic_in {other:?} is not instantiate, factory or store"
-        )),
+        other => Err(format!("panic_in {other:?} is not instantiate, factory or store").into()),
     }
 }
 
@@ -229,7 +266,9 @@ impl ObjectStore for PanickingStore {
     }
 }
 
-fn memory_root(config: &PluginConfig) -> Result<Box<dyn ObjectStoreFactory>, String> {
+fn memory_root(
+    config: &PluginConfig,
+) -> Result<Box<dyn ObjectStoreFactory>, ConstructorError<ObjectStoreError>> {
     #[derive(sf_sdk::serde::Deserialize)]
     #[serde(crate = "sf_sdk::serde", deny_unknown_fields)]
     struct Empty {}
