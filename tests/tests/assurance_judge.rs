@@ -66,6 +66,12 @@ fn attempt() -> AttemptId {
 /// An in-memory store holding `observations` as records of `attempt` under the pins.
 fn store_of(observations: &[Observation], attempt: &AttemptId) -> InMemoryEvidenceStore {
     let store = InMemoryEvidenceStore::new();
+    put_all(&store, observations, attempt);
+    store
+}
+
+/// Puts `observations` into `store` as records of `attempt` under the pins.
+fn put_all(store: &InMemoryEvidenceStore, observations: &[Observation], attempt: &AttemptId) {
     for observation in observations {
         let record = EvidenceRecord::new(
             collected().result.pins.clone(),
@@ -76,7 +82,6 @@ fn store_of(observations: &[Observation], attempt: &AttemptId) -> InMemoryEviden
         .unwrap();
         store.put(&record, deadline()).unwrap();
     }
-    store
 }
 
 fn verdict_of(store: &dyn EvidenceStore, attempt: &AttemptId) -> Verdict {
@@ -263,6 +268,33 @@ fn a_corrupt_record_is_inconclusive() {
         "{}",
         reasons(&verdict)
     );
+}
+
+#[test]
+fn a_corrupt_record_of_another_attempt_leaves_a_complete_attempt_judged_on_its_own() {
+    let store = store_of(&collected().observations, &attempt());
+    let damaged = store.ids()[1].clone();
+    assert!(store.flip_last_byte(&damaged));
+    let later = AttemptId {
+        product: attempt().product,
+        epoch: attempt().epoch + 1,
+    };
+    put_all(&store, &collected().observations, &later);
+    // The later attempt has a readable record for every check: judged on those alone.
+    let verdict = verdict_of(&store, &later);
+    assert_eq!(verdict.outcome, Outcome::Verified, "{}", reasons(&verdict));
+    // The damaged attempt lacks one: Inconclusive, the record named.
+    let verdict = verdict_of(&store, &attempt());
+    assert_eq!(verdict.outcome, Outcome::Inconclusive);
+    assert!(
+        reasons(&verdict).contains(&format!("record {damaged} cannot be read")),
+        "{}",
+        reasons(&verdict)
+    );
+    let unreadable =
+        sf_host::assurance::judge::unreadable_records(&collected().result.pins, &store, deadline());
+    assert_eq!(unreadable.len(), 1);
+    assert_eq!(unreadable[0].0, damaged);
 }
 
 #[test]
