@@ -212,6 +212,16 @@ impl PgCluster {
         &self.superuser_password
     }
 
+    /// The directory of the server's programs (`psql`, `pg_ctl`, …).
+    pub fn bin(&self) -> &Path {
+        &self.bin
+    }
+
+    /// The cluster's data directory (its `pg_hba.conf` among it).
+    pub fn data(&self) -> &Path {
+        &self.data
+    }
+
     /// The directory the cluster's files are in (its data directory and its log).
     pub fn dir(&self) -> &Path {
         self.dir.path()
