@@ -29,7 +29,7 @@ use sf_host::canonical::Digest;
 use sf_host::collector::{
     CollectError, CollectRequest, CollectResult, CollectTrees, RepositoryCollector, derive,
 };
-use sf_host::contracts::{CancelToken, EvidenceStore, Executor, Gate};
+use sf_host::contracts::{CancelToken, EvidenceStore, EvidenceStoreError, Executor, Gate};
 use sf_host::environment_store::EnvironmentStore;
 use sf_host::fault::{FaultPoint, FaultPoints};
 use sf_host::fence::{Fence, FenceError};
@@ -76,6 +76,14 @@ pub(crate) enum LandError {
     /// The fence could not be taken (another attempt holds it, say).
     #[error("the fence: {0}")]
     Fence(#[from] FenceError),
+    /// The evidence store failed while the evidence was read; nothing was judged.
+    #[error("{what}: {error}")]
+    Store {
+        /// What was being done.
+        what: String,
+        /// The store's error, whose class is kept.
+        error: EvidenceStoreError,
+    },
 }
 
 impl LandError {
@@ -88,6 +96,7 @@ impl LandError {
             Self::Repository(error) => error.code(),
             Self::Collect(error) => error.code(),
             Self::Fence(error) => error.code(),
+            Self::Store { error, .. } => error.code(),
         }
     }
 
@@ -104,6 +113,7 @@ impl From<JudgeError> for LandError {
         match error {
             JudgeError::InvalidInput { input, rule } => Self::InvalidInput { input, rule },
             JudgeError::NotVerified { reason } => Self::NotVerified { reason },
+            JudgeError::Store { what, error } => Self::Store { what, error },
             other => Self::invalid("the evidence", other.to_string()),
         }
     }
@@ -113,6 +123,7 @@ impl From<AssuranceError> for LandError {
     fn from(error: AssuranceError) -> Self {
         match error {
             AssuranceError::InvalidInput { input, rule } => Self::InvalidInput { input, rule },
+            AssuranceError::Store { what, error } => Self::Store { what, error },
             other => Self::invalid("assurance", other.to_string()),
         }
     }

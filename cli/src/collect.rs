@@ -14,6 +14,7 @@ use sf_host::text_escape;
 
 use super::args::CandidateInSlice;
 use super::common::{CliError, Context, Output, json_value};
+use super::exit::collection_status;
 use super::progress::Progress;
 use super::render::{run_json_of, run_word};
 
@@ -62,8 +63,8 @@ fn wait_of(text: Option<&str>) -> Result<Option<Duration>, CliError> {
     }
 }
 
-/// `sf collect`.
-pub fn run(context: &Context, args: CollectArgs) -> Result<Output, CliError> {
+/// `sf collect`: the result, and the exit status ([`collection_status`]).
+pub fn run(context: &Context, args: CollectArgs) -> Result<(Output, u8), CliError> {
     let request = CollectRequest {
         target: args.target.target(),
         gate: args.gate,
@@ -95,7 +96,7 @@ pub fn run(context: &Context, args: CollectArgs) -> Result<Output, CliError> {
     let mut output = describe(&result);
     output.json["waitedMs"] =
         serde_json::json!(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX));
-    Ok(output)
+    Ok((output, collection_status(&result)))
 }
 
 fn describe(result: &CollectResult) -> Output {

@@ -4,6 +4,7 @@
 use sf_app::LandOutcome;
 use sf_app::land::Landed;
 use sf_host::assurance::Outcome as VerdictOutcome;
+use sf_host::collector::CollectResult;
 use sf_host::repository::DeliveryInvocation;
 
 use crate::common::{CliError, Output};
@@ -80,6 +81,20 @@ pub fn verdict_status(outcome: VerdictOutcome) -> u8 {
     }
 }
 
+/// The exit status of a collection that ran to its end: 0 when a Verdict may be issued for
+/// its attempt; else the class of the store error that stopped it (9 `unavailable`, 10
+/// `corrupt`), or 4 (no Verdict may be issued: a record not stored, an environment that
+/// changed).
+pub fn collection_status(result: &CollectResult) -> u8 {
+    if result.may_judge() {
+        return 0;
+    }
+    result
+        .storage_error()
+        .and_then(class_status)
+        .unwrap_or(EXIT_INCONCLUSIVE)
+}
+
 /// The exit status of a landing's outcome.
 pub fn landing_status(outcome: LandOutcome) -> u8 {
     match outcome {
@@ -92,11 +107,20 @@ pub fn landing_status(outcome: LandOutcome) -> u8 {
     }
 }
 
-/// The exit status of a landing: its delivery's when it went on to deliver, else its own.
+/// The exit status of a landing: its delivery's when it went on to deliver, else its own,
+/// where a collection stopped by a store error keeps that error's class.
 pub fn landed_status(landed: &Landed) -> u8 {
-    match &landed.delivery {
-        Some(delivered) => delivery_status(delivered.observation.invocation),
-        None => landing_status(landed.landing.outcome),
+    let stopped = landed
+        .landing
+        .collected
+        .as_ref()
+        .filter(|collected| !collected.may_judge())
+        .and_then(CollectResult::storage_error)
+        .and_then(class_status);
+    match (&landed.delivery, stopped) {
+        (Some(delivered), _) => delivery_status(delivered.observation.invocation),
+        (None, Some(status)) => status,
+        (None, None) => landing_status(landed.landing.outcome),
     }
 }
 

@@ -186,14 +186,8 @@ fn dispatch(context: &Context, command: Command) -> Outcome {
         Command::Oats(args) => oats::run(context, args).into(),
         Command::Worker(args) => worker::run(context, args).into(),
         Command::Slice(command) => freeze::run(context, command).into(),
-        Command::Collect(args) => collect::run(context, args).into(),
-        Command::Judge(args) => match judge::run(context, args) {
-            Ok((output, exit)) => Outcome {
-                result: Ok(output),
-                exit,
-            },
-            Err(error) => Err(error).into(),
-        },
+        Command::Collect(args) => decided(collect::run(context, args)),
+        Command::Judge(args) => decided(judge::run(context, args)),
         Command::Evidence(command) => evidence::run(context, command).into(),
         Command::Land(args) => land::run(context, args),
         Command::Demo(args) => demo::run(context, args).into(),
@@ -203,6 +197,17 @@ fn dispatch(context: &Context, command: Command) -> Outcome {
         Command::Review(command) => review::run(context, command).into(),
         Command::Completions(args) => manuals::completions(context, args).into(),
         Command::Man(args) => manuals::man(context, args).into(),
+    }
+}
+
+/// The outcome of a command that gives its decision as its exit status too.
+fn decided(result: Result<(Output, u8), CliError>) -> Outcome {
+    match result {
+        Ok((output, exit)) => Outcome {
+            result: Ok(output),
+            exit,
+        },
+        Err(error) => Err(error).into(),
     }
 }
 

@@ -38,14 +38,24 @@ pub enum JudgeError {
         /// What the evidence judges instead, or why a proof matches no Verified attempt.
         reason: String,
     },
+    /// The evidence store failed; nothing was judged. Its class is kept (`unavailable`:
+    /// retry later).
+    #[error("{what}: {error}")]
+    Store {
+        /// What was being done.
+        what: String,
+        /// The store's error.
+        error: crate::contracts::EvidenceStoreError,
+    },
 }
 
 impl JudgeError {
-    /// The stable kebab-case code of the error.
+    /// The stable kebab-case code of the error: a store's error keeps its own.
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidInput { .. } => "invalid-input",
             Self::NotVerified { .. } => "not-verified",
+            Self::Store { error, .. } => error.code(),
         }
     }
 
@@ -61,6 +71,7 @@ impl From<AssuranceError> for JudgeError {
     fn from(error: AssuranceError) -> Self {
         match error {
             AssuranceError::InvalidInput { input, rule } => Self::InvalidInput { input, rule },
+            AssuranceError::Store { what, error } => Self::Store { what, error },
         }
     }
 }

@@ -107,21 +107,33 @@ fn a_tampered_schema_is_corrupt_to_collect_and_judge() {
     assert_failed(&collected, "corrupt", EXIT_CORRUPT, "sf_fence_no_truncate");
 }
 
-/// `sf judge` under an `[evidence_store]` of the hostile plugin's `refusing` tag, whose
-/// constructor refuses as `refuse` says, the plugin's table saying ABI minor `entry`.
-fn refused_judge(work: &Work, candidate: &str, refuse: &str, entry: Option<&str>) -> Envelope {
+/// `sf COMMAND` of `candidate` under an `[evidence_store]` of the hostile plugin's
+/// `refusing` tag, whose constructor refuses as `refuse` says, the plugin's table saying ABI
+/// minor `entry`.
+fn refusing(
+    work: &Work,
+    command: &str,
+    candidate: &str,
+    refuse: &str,
+    entry: Option<&str>,
+) -> std::process::Output {
     write(
         &work.dir.join("hostile.toml"),
         &format!("[evidence_store]\ntype = \"refusing\"\nrefuse = \"{refuse}\"\n"),
     );
-    let mut args = vec!["--config", "hostile.toml", "judge"];
+    let mut args = vec!["--config", "hostile.toml", command];
     args.extend(on(candidate));
     let mut command = work.command(&args);
     command.env("SF_PLUGIN_PATH", &built().test_plugins);
     if let Some(entry) = entry {
         command.env("SF_HOSTILE_ENTRY", entry);
     }
-    Envelope::parse(command.output().unwrap())
+    command.output().unwrap()
+}
+
+/// `sf judge` of `candidate` under the `refusing` store ([`refusing`]).
+fn refused_judge(work: &Work, candidate: &str, refuse: &str, entry: Option<&str>) -> Envelope {
+    Envelope::parse(refusing(work, "judge", candidate, refuse, entry))
 }
 
 #[test]
@@ -142,6 +154,27 @@ fn a_constructor_error_keeps_its_class_only_from_a_plugin_that_may_send_it() {
         let words = refused_judge(&work, &candidate, "words", entry);
         assert_failed(&words, "plugin-refused", EXIT_FAILURE, "refused in words");
     }
+    // Made, and then unreachable: the search for the attempts keeps the class too.
+    let later = refused_judge(&work, &candidate, "later", None);
+    assert_failed(
+        &later,
+        "unavailable",
+        EXIT_UNAVAILABLE,
+        "the server went away",
+    );
+    // A put that fails so stops the collection, which says why with the class as its exit
+    // status (its result, what was stored, is still the envelope's).
+    let collected = refusing(&work, "collect", &candidate, "later", None);
+    assert_eq!(collected.status.code(), Some(i32::from(EXIT_UNAVAILABLE)));
+    let envelope: serde_json::Value = serde_json::from_slice(&collected.stdout).unwrap();
+    let result = &envelope["result"];
+    assert_eq!(result["mayJudge"], false, "{envelope}");
+    assert_eq!(result["runs"][0]["state"], "storage-failed", "{envelope}");
+    assert_eq!(
+        result["runs"][0]["storageError"], "unavailable",
+        "{envelope}"
+    );
+    assert_eq!(result["evidence"], serde_json::json!([]), "{envelope}");
     // A plugin of ABI 1.2 never answered a contract error to instantiate: one that does is
     // malformed, never read as a class it could not have meant.
     let old = refused_judge(&work, &candidate, "unavailable", Some("abi-minor-2"));

@@ -19,6 +19,7 @@ pub fn run_json_of(run: &CollectedRun) -> serde_json::Value {
         "evidence": run.evidence.as_ref().map(ToString::to_string),
         "problems": run.problems,
         "limitsHit": limits_hit_json(&run.limits_hit),
+        "storageError": run.storage_error,
     })
 }
 

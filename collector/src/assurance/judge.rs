@@ -263,9 +263,12 @@ pub fn attempts(
     store: &dyn EvidenceStore,
     deadline: Instant,
 ) -> Result<Vec<AttemptId>, AssuranceError> {
-    let ids = store.find(pins, deadline).map_err(|error| {
-        AssuranceError::invalid("the evidence store", format!("cannot be searched: {error}"))
-    })?;
+    let ids = store
+        .find(pins, deadline)
+        .map_err(|error| AssuranceError::Store {
+            what: "searching the evidence store for the attempts".into(),
+            error,
+        })?;
     let mut attempts: Vec<AttemptId> = Vec::new();
     for id in ids {
         // A review names the attempt it reviewed; only runs make attempts.

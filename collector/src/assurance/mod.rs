@@ -62,13 +62,23 @@ pub enum AssuranceError {
         /// The rule it breaks, as a sentence.
         rule: String,
     },
+    /// The evidence store failed (`unavailable`, `timeout`, …): its class is kept, so that a
+    /// store that cannot be reached reads as `unavailable`, never as bad input.
+    #[error("{what}: {error}")]
+    Store {
+        /// What was being done (`searching the evidence store`).
+        what: String,
+        /// The store's error.
+        error: crate::contracts::EvidenceStoreError,
+    },
 }
 
 impl AssuranceError {
-    /// The stable kebab-case code of the error.
+    /// The stable kebab-case code of the error: a store's error keeps its own.
     pub fn code(&self) -> &'static str {
         match self {
             Self::InvalidInput { .. } => "invalid-input",
+            Self::Store { error, .. } => error.code(),
         }
     }
 

@@ -175,6 +175,9 @@ pub struct CollectedRun {
     /// How the run ended and what it used, as recorded, for a run the executor answered:
     /// what a person reads first (`timed-out`, `exited 1`), before the record's problems.
     pub process: Option<ProcessFacts>,
+    /// For a run whose own put failed, the store's error code (`unavailable`, `corrupt`,
+    /// …): the class of the failure that stopped the collection.
+    pub storage_error: Option<&'static str>,
 }
 
 /// The outcome of a collection that ran to its end.
@@ -203,6 +206,12 @@ impl CollectResult {
         self.runs
             .iter()
             .any(|run| run.state == RunState::StorageFailed)
+    }
+
+    /// The code of the store error that stopped the collection (`unavailable`, `corrupt`,
+    /// …), when a run's own put failed.
+    pub fn storage_error(&self) -> Option<&'static str> {
+        self.runs.iter().find_map(|run| run.storage_error)
     }
 
     /// Whether a Verdict may be issued for this attempt: every record was stored and the
@@ -626,6 +635,7 @@ impl RepositoryCollector {
                         ],
                         limits_hit: Vec::new(),
                         process: None,
+                        storage_error: None,
                     },
                     Duration::ZERO,
                 );
@@ -674,8 +684,11 @@ impl RepositoryCollector {
                 problems,
                 limits_hit,
                 process,
+                storage_error: None,
             };
         }
+        // The store's error code, when the put itself failed: the class the caller reports.
+        let mut class = None;
         let put = ran
             .observation
             .encode()
@@ -692,7 +705,10 @@ impl RepositoryCollector {
             .and_then(|record| {
                 self.store
                     .put(&record, Instant::now() + STORE_TIMEOUT)
-                    .map_err(|error| error.to_string())
+                    .map_err(|error| {
+                        class = Some(error.code());
+                        error.to_string()
+                    })
                     .and_then(|id| {
                         // The store's id is checked, never trusted.
                         if id == record.id() {
@@ -714,6 +730,7 @@ impl RepositoryCollector {
                 problems,
                 limits_hit,
                 process,
+                storage_error: None,
             },
             Err(error) => {
                 shared.storage_failed.store(true, Ordering::SeqCst);
@@ -726,6 +743,7 @@ impl RepositoryCollector {
                     problems,
                     limits_hit,
                     process,
+                    storage_error: class,
                 }
             }
         }
@@ -743,6 +761,7 @@ impl RepositoryCollector {
                 crate::assurance::AssuranceError::InvalidInput { input, rule } => {
                     CollectError::InvalidInput { input, rule }
                 }
+                other => invalid("pins", other.to_string()),
             })?;
         let closure = collector_closure();
         if slice.recipe.collector_closure != closure {
@@ -836,6 +855,7 @@ fn every_run_settled(
                 problems: vec!["the collection ended before this check was settled".into()],
                 limits_hit: Vec::new(),
                 process: None,
+                storage_error: None,
             })
         })
         .collect()

@@ -22,7 +22,8 @@
 //! - The `panicking` Gate, EvidenceStore and fence tags panic in every method.
 //! - The `refusing` EvidenceStore tag is never made: its constructor answers
 //!   `refuse = "unavailable"` or `"corrupt"` as the contract's own error and anything else in
-//!   words, so that a test sees which class the host reads from which ABI minor.
+//!   words, so that a test sees which class the host reads from which ABI minor; with
+//!   `refuse = "later"` it is made, and every method answers `unavailable`.
 //! - The `memory-root` ObjectStore tag is not hostile: the sdk's in-memory store, except that
 //!   `create` also makes the root as a directory on disk, exclusively, as a real store would,
 //!   so that a test of the `sf` binary sees whether a root was created. It lives as long as the
@@ -117,7 +118,8 @@ struct RefusingConfig {
 }
 
 /// An EvidenceStore that is never made: `refuse = "unavailable"` or `"corrupt"` answers the
-/// contract's own error, anything else answers in words.
+/// contract's own error, `"later"` makes one whose every method is `unavailable`, anything
+/// else answers in words.
 fn refusing_evidence(
     config: &PluginConfig,
 ) -> Result<Box<dyn EvidenceStore>, ConstructorError<EvidenceStoreError>> {
@@ -132,8 +134,48 @@ fn refusing_evidence(
             what: "hostile: a trigger is missing".into(),
         }
         .into(),
+        "later" => return Ok(Box::new(Unreachable)),
         other => format!("hostile: refused in words ({other})").into(),
     })
+}
+
+/// An EvidenceStore made while its server could be reached, which no longer can be: every
+/// method answers `unavailable`.
+#[derive(Debug)]
+struct Unreachable;
+
+impl Unreachable {
+    fn error() -> EvidenceStoreError {
+        EvidenceStoreError::Unavailable {
+            reason: "hostile: the server went away".into(),
+        }
+    }
+}
+
+impl EvidenceStore for Unreachable {
+    fn put(
+        &self,
+        _: &EvidenceRecord,
+        _: Instant,
+    ) -> Result<sf_sdk::canonical::Digest, EvidenceStoreError> {
+        Err(Self::error())
+    }
+
+    fn get(
+        &self,
+        _: &sf_sdk::canonical::Digest,
+        _: Instant,
+    ) -> Result<EvidenceRecord, EvidenceStoreError> {
+        Err(Self::error())
+    }
+
+    fn find(
+        &self,
+        _: &sf_sdk::canonical::Digest,
+        _: Instant,
+    ) -> Result<Vec<sf_sdk::canonical::Digest>, EvidenceStoreError> {
+        Err(Self::error())
+    }
 }
 
 impl AttemptFence for Panicking {
