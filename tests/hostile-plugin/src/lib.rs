@@ -102,7 +102,11 @@ fn panicking_evidence(_: &PluginConfig) -> Result<Box<dyn EvidenceStore>, String
 }
 
 impl AttemptFence for Panicking {
-    fn acquire(&self, _: &str) -> Result<Box<dyn FenceHold>, FenceError> {
+    fn acquire(
+        &self,
+        _: &str,
+        _: &sf_sdk::contracts::canonical::Digest,
+    ) -> Result<Box<dyn FenceHold>, FenceError> {
         panic!("hostile: panic in acquire")
     }
 
