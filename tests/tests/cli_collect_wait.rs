@@ -10,7 +10,7 @@ mod land_support;
 
 use std::time::{Duration, Instant};
 
-use land_support::{SUM_NOT_FIXED, SUM_FIXED, Work};
+use land_support::{SUM_FIXED, SUM_NOT_FIXED, Work};
 use sf_host::fence::Fence;
 use sf_tests::plugins::Envelope;
 

@@ -54,7 +54,7 @@ fn comparable(verdict: &serde_json::Value) -> serde_json::Value {
 
 #[test]
 fn eight_collectors_of_one_product_hold_their_candidates_fences_at_once_and_store_every_record_once()
-{
+ {
     let cluster = PgCluster::start();
     let database = cluster.database_with(SCHEMA);
     let work = Work::new();
