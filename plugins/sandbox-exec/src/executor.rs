@@ -69,6 +69,10 @@ pub struct SandboxConfig {
     /// memory, and never less than one run's bound.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_memory_bytes: Option<u64>,
+    /// Whether runs may overlap where no control group can bound them together (their memory
+    /// then has no total): off by default, so that such an Executor runs one at a time.
+    #[serde(default)]
+    pub parallel_runs_without_cgroup: bool,
 }
 
 fn default_prepare_ahead() -> bool {
@@ -87,6 +91,7 @@ impl SandboxConfig {
             prepare_ahead: true,
             require_cgroup: false,
             total_memory_bytes: None,
+            parallel_runs_without_cgroup: false,
         }
     }
 
@@ -134,6 +139,8 @@ pub struct SandboxExecutor {
     /// The fork server (the long-lived launcher that forks one launcher per run, started by
     /// the first run) and the sandbox prepared ahead of the next run.
     preparer: Preparer,
+    /// Whether runs may overlap (without a control group, only when the operator says so).
+    overlap: crate::overlap::Overlap,
 }
 
 fn invalid(input: String, rule: &'static str) -> ExecutorError {
@@ -188,6 +195,8 @@ impl SandboxExecutor {
         let bounds = profile::group_bounds(&profile.limits);
         let total = config.total_memory()?;
         let (hierarchy, spare) = find_hierarchy(&bounds, total, config.require_cgroup)?;
+        let overlap =
+            crate::overlap::Overlap::new(hierarchy.is_ok(), config.parallel_runs_without_cgroup);
         let shared = making_network.map(empty_network_namespace).transpose()?;
         let source = Source {
             server: ForkServer::new(launcher.clone(), shared, first),
@@ -206,6 +215,7 @@ impl SandboxExecutor {
             profile,
             preparer: Preparer::new(source, config.prepare_ahead),
             launcher,
+            overlap,
         })
     }
 
@@ -773,6 +783,7 @@ impl Executor for SandboxExecutor {
             reason: format!("the run plan did not encode: {error}"),
         })?;
         let files = run_files(request, &run);
+        let _running = self.overlap.enter()?;
         let launch = |started| {
             supervise(Launch {
                 started,

@@ -13,6 +13,7 @@
 //! # prepare_ahead = false        # build each run's sandbox when it starts (default: ahead)
 //! # require_cgroup = true        # fail closed when no control group can bound a run
 //! # total_memory_bytes = 8589934592  # all runs' memory together (default: 3/4 of the machine's)
+//! # parallel_runs_without_cgroup = true  # let runs overlap with no control group (no total)
 //!
 //! [executor.limits]              # any subset; the rest keep their defaults
 //! cpu_seconds = 300
@@ -69,6 +70,10 @@ pub struct SandboxExecBackend {
     /// machine's memory, never below one run's bound).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_memory_bytes: Option<u64>,
+    /// Whether runs may overlap where no control group bounds them together (default: false,
+    /// one at a time there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_runs_without_cgroup: Option<bool>,
 }
 
 /// A runtime: a default by name, or an executable with (optionally) its readable paths.
@@ -212,6 +217,9 @@ impl SandboxExecBackend {
             config.require_cgroup = required;
         }
         config.total_memory_bytes = self.total_memory_bytes;
+        if let Some(allowed) = self.parallel_runs_without_cgroup {
+            config.parallel_runs_without_cgroup = allowed;
+        }
         Ok(config)
     }
 
