@@ -51,6 +51,7 @@ const WAIT_STEP_MAX: Duration = Duration::from_secs(1);
 /// the deadline comes. Answers the hold and how long was waited.
 fn acquire_in_turn(
     fence: &Fence,
+    candidate: &Digest,
     wait: Option<Duration>,
     deadline: SystemTime,
 ) -> Result<(Hold, Duration), AppError> {
@@ -65,7 +66,7 @@ fn acquire_in_turn(
     let mut tries = 0;
     loop {
         tries += 1;
-        match fence.acquire() {
+        match fence.acquire(candidate) {
             // Taken at the first try: nothing was waited for.
             Ok(hold) if tries == 1 => return Ok((hold, Duration::ZERO)),
             Ok(hold) => return Ok((hold, started.elapsed())),
@@ -169,7 +170,7 @@ fn collect_exported(
     let collector = RepositoryCollector::new(store, executor, protected)
         .map_err(|error| AppError::coded(error.code(), "the collector", error))?
         .with_jobs(request.jobs);
-    let (hold, waited) = acquire_in_turn(&fence, request.wait, deadline)?;
+    let (hold, waited) = acquire_in_turn(&fence, &digest, request.wait, deadline)?;
     progress(Progress::Collecting {
         attempt: hold.attempt(),
         checks: slice.frozen.acceptance.process_checks().count(),

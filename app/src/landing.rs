@@ -345,7 +345,7 @@ fn collect(
         request.protected.clone(),
     )?
     .with_jobs(request.jobs);
-    let hold = request.fence.acquire()?;
+    let hold = request.fence.acquire(&sealed.digest)?;
     progress(Progress::Collecting {
         attempt: hold.attempt(),
         checks: request.slice.acceptance.process_checks().count(),

@@ -1,5 +1,5 @@
 //! The attempt fence as callers use it: one Product's fence over any [`AttemptFence`]
-//! backend (the file fence, [`crate::file_fence`], by default; a plugin's, such as
+//! backend, taken for one Candidate at a time (the file fence, [`crate::file_fence`], by default; a plugin's, such as
 //! PostgreSQL's, when the evidence store comes with one), and the [`Hold`] a collection or a
 //! landing runs under.
 //!
@@ -13,8 +13,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::canonical::Digest;
 use crate::contracts::AttemptId;
-pub use crate::contracts::fence::{AttemptFence, FenceError, FenceHold, check_product};
+pub use crate::contracts::fence::{
+    AttemptFence, FenceError, FenceHold, candidate_key, check_product,
+};
 pub use crate::file_fence::{FileFence, LOCK_GRACE};
 
 /// The fence of one Product, over a backend.
@@ -60,10 +63,12 @@ impl Fence {
         self.backend.last_epoch(&self.product)
     }
 
-    /// Takes the fence: `busy` if another hold is active. The new hold's epoch is one more
-    /// than any handed out before, and is durable before this returns.
-    pub fn acquire(&self) -> Result<Hold, FenceError> {
-        let inner = self.backend.acquire(&self.product)?;
+    /// Takes the fence for Candidate `candidate`: `busy` if another hold on that Candidate is
+    /// active (holds on other Candidates of the Product are not in the way). The new hold's
+    /// epoch is one more than any handed out before for the Product, and is durable before
+    /// this returns.
+    pub fn acquire(&self, candidate: &Digest) -> Result<Hold, FenceError> {
+        let inner = self.backend.acquire(&self.product, candidate)?;
         let attempt = inner.attempt().clone();
         let wrong = |what: String| {
             inner.release();
@@ -84,21 +89,32 @@ impl Fence {
                 attempt.epoch
             ));
         }
-        Ok(Hold { inner, attempt })
+        Ok(Hold {
+            inner,
+            attempt,
+            candidate: candidate.clone(),
+        })
     }
 }
 
-/// One attempt's hold on a Product's fence. Ends on [`Hold::release`] or drop.
+/// One attempt's hold on the fence of one Candidate of a Product. Ends on [`Hold::release`] or
+/// drop.
 #[derive(Debug)]
 pub struct Hold {
     inner: Box<dyn FenceHold>,
     attempt: AttemptId,
+    candidate: Digest,
 }
 
 impl Hold {
     /// The attempt this hold is: its Product and epoch.
     pub fn attempt(&self) -> &AttemptId {
         &self.attempt
+    }
+
+    /// The Candidate this hold is for: the only one it may collect.
+    pub fn candidate(&self) -> &Digest {
+        &self.candidate
     }
 
     /// `Ok` while the hold is active; `released` once it has ended or can no longer be

@@ -189,7 +189,8 @@ impl RunResources {
             Limit::CpuTime => self.cpu_seconds.is_some(),
             Limit::Scratch => self.scratch_bytes.is_some(),
             Limit::ScratchFiles => self.scratch_files.is_some(),
-            Limit::FileSize | Limit::OpenFiles => false,
+            // The total of a collection's runs is the host's, whatever the check declares.
+            Limit::FileSize | Limit::OpenFiles | Limit::CollectionMemory => false,
         }
     }
 

@@ -1,12 +1,16 @@
-//! The AttemptFence contract: at most one holder at a time per Product, across processes and
-//! machines, with an epoch per hold that is larger than every epoch handed out before.
+//! The AttemptFence contract: at most one holder at a time per Candidate of a Product, across
+//! processes and machines, with an epoch per hold that is larger than every epoch handed out
+//! before for that Product.
 //!
 //! A fence backend serves every Product of one evidence store (the epochs name the attempts
 //! whose records that store holds, so the two must have the same reach). It:
 //!
-//! - `acquire`s a Product's fence: `busy` while another hold on it is active anywhere; else a
-//!   [`FenceHold`] whose epoch is one more than the last handed out, durable before it returns
-//!   (an epoch is never handed out twice, even after its holder was killed);
+//! - `acquire`s the fence of one Candidate of a Product: `busy` while another hold on the same
+//!   Candidate of the same Product is active anywhere; else a [`FenceHold`] whose epoch is one
+//!   more than the last handed out for the Product (for any of its Candidates), durable before
+//!   it returns (an epoch is never handed out twice, even after its holder was killed). Holds
+//!   on different Candidates of one Product are active at once: each Candidate's records are
+//!   filed under pins of their own, so the attempts of one never stand for another's;
 //! - answers a Product's `last_epoch` (0 before the first hold);
 //! - refuses a Product id outside the id grammar with `invalid-input`, before anything.
 //!
@@ -20,6 +24,7 @@
 
 use std::fmt::Debug;
 
+use crate::canonical::Digest;
 use crate::error_fields::contract_error;
 use crate::evidence_store::AttemptId;
 
@@ -39,10 +44,11 @@ contract_error! {
             /// The rule it breaks, as a sentence.
             rule: String,
         },
-        /// Another hold on this Product is active (in this process or another).
+        /// Another hold on this Candidate of this Product is active (in this process or
+        /// another).
         #[error("the fence of {product} is held by another attempt")]
         "busy" Busy {
-            /// The Product whose fence is held.
+            /// The Product whose fence is held (with the Candidate, as the backend names it).
             product: String,
         },
         /// The hold has ended, or can no longer be confirmed; nothing more may run or be
@@ -71,9 +77,10 @@ contract_error! {
 
 /// A fence backend: the fences of every Product it serves.
 pub trait AttemptFence: Debug + Send + Sync {
-    /// Takes the fence of `product`: `busy` if another hold on it is active. The hold's epoch
-    /// is one more than any handed out before for `product`, and durable before this returns.
-    fn acquire(&self, product: &str) -> Result<Box<dyn FenceHold>, FenceError>;
+    /// Takes the fence of Candidate `candidate` of `product`: `busy` if another hold on the
+    /// same Candidate of `product` is active. The hold's epoch is one more than any handed out
+    /// before for `product`, and durable before this returns.
+    fn acquire(&self, product: &str, candidate: &Digest) -> Result<Box<dyn FenceHold>, FenceError>;
 
     /// The last epoch handed out for `product` (0 before the first hold).
     fn last_epoch(&self, product: &str) -> Result<u64, FenceError>;
@@ -91,6 +98,12 @@ pub trait FenceHold: Debug + Send + Sync {
     /// Ends the hold: every later [`FenceHold::assert_active`] fails `released`, and the next
     /// attempt can take the fence. Idempotent.
     fn release(&self);
+}
+
+/// The name of the fence of Candidate `candidate` of `product`, `PRODUCT@sha256:HEX`: what a
+/// backend keys a hold's own state by. No Product id holds an `@`, so it names no Product.
+pub fn candidate_key(product: &str, candidate: &Digest) -> String {
+    format!("{product}@{candidate}")
 }
 
 /// `invalid-input` for a Product id outside the id grammar; what every backend checks first.

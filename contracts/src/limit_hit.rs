@@ -32,6 +32,9 @@ crate::word_enum! {
         "scratch" Scratch,
         /// The files and directories the scratch space holds (it was full).
         "scratch-files" ScratchFiles,
+        /// The memory of all the runs of one collection together (the Executor's total,
+        /// reached while this run was within its own bound): never a bound a check declares.
+        "collection-memory" CollectionMemory,
     }
 }
 
@@ -46,6 +49,7 @@ impl Limit {
             Self::OpenFiles => "open-files limit",
             Self::Scratch => "scratch space",
             Self::ScratchFiles => "scratch file count",
+            Self::CollectionMemory => "collection's total memory",
         }
     }
 
@@ -54,7 +58,7 @@ impl Limit {
         const MIB: u64 = 1 << 20;
         match self {
             Self::Processes => format!("{value}"),
-            Self::Memory | Self::FileSize | Self::Scratch => {
+            Self::Memory | Self::FileSize | Self::Scratch | Self::CollectionMemory => {
                 if value >= MIB && value.is_multiple_of(MIB) {
                     format!("{} MiB", value / MIB)
                 } else {

@@ -17,8 +17,9 @@
 
 use std::error::Error;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
+
+use sf_examples::work_slice::{self, harness_check, sf_json};
 
 fn main() -> Result<(), Box<dyn Error>> {
     let mut args = std::env::args().skip(1);
@@ -57,123 +58,20 @@ fn main() -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-fn write(path: &Path, text: &str) -> Result<(), Box<dyn Error>> {
-    std::fs::create_dir_all(path.parent().ok_or("no parent")?)?;
-    std::fs::write(path, text)?;
-    Ok(())
-}
-
-fn sf_json(sf: &Path, dir: &Path, args: &[&str]) -> Result<serde_json::Value, Box<dyn Error>> {
-    let output = Command::new(sf)
-        .arg("--json")
-        .args(args)
-        .current_dir(dir)
-        .output()?;
-    let envelope: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|error| {
-        format!(
-            "sf {args:?}: {error}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )
-    })?;
-    if envelope["ok"] != true {
-        return Err(format!("sf {args:?}: {envelope}").into());
-    }
-    Ok(envelope["result"].clone())
-}
-
 /// A repository of one script and a Slice of four busy checks, frozen.
 fn set_up(sf: &Path, dir: &Path, iterations: u64) -> Result<(), Box<dyn Error>> {
-    write(&dir.join("project/work.sh"), "echo work\n")?;
-    sf_json(
-        sf,
-        dir,
-        &[
-            "repo",
-            "create",
-            "--path",
-            "repo.git",
-            "--product",
-            "bench",
-            "--target",
-            "refs/heads/main",
-            "--from",
-            "project",
-            "--identity-out",
-            "identity.json",
-        ],
-    )?;
-    let slice = dir.join("slice");
-    write(
-        &slice.join("slice.json"),
-        r#"{"id":"bench","revision":1,"scope":["work.sh"]}"#,
-    )?;
-    write(
-        &slice.join("recipe.json"),
-        r#"{"timeoutMs":120000,"outputLimit":65536}"#,
-    )?;
-    write(&slice.join("inputs/none/empty.txt"), "")?;
-    write(
-        &slice.join("harness/busy.sh"),
-        &format!("i=0\nwhile [ $i -lt {iterations} ]; do i=$((i+1)); done\necho $i\n"),
-    )?;
-    let checks: Vec<serde_json::Value> = (0..4)
+    let busy = format!("i=0\nwhile [ $i -lt {iterations} ]; do i=$((i+1)); done\necho $i\n");
+    let checks = (0..4)
         .map(|at| {
-            serde_json::json!({
-                "kind": "process", "id": format!("busy-{at}"), "phase": "guardrail",
-                "stage": if at % 2 == 0 { "base" } else { "candidate" },
-                "entry": {"from": "harness", "path": "busy.sh"}, "entryInScope": false,
-                "args": [], "input": "none",
-                "expectation": {"exitCode": 0, "stdoutDigest": null},
-            })
+            let stage = if at % 2 == 0 { "base" } else { "candidate" };
+            harness_check(&format!("busy-{at}"), stage, "busy.sh")
         })
         .collect();
-    write(
-        &slice.join("acceptance.json"),
-        &serde_json::json!({"protocol": "sf-repository-acceptance/2", "checks": checks})
-            .to_string(),
-    )?;
-    sf_json(
-        sf,
-        dir,
-        &[
-            "slice",
-            "freeze",
-            "--dir",
-            "slice",
-            "--identity",
-            "identity.json",
-        ],
-    )?;
-    Ok(())
+    work_slice::set_up(sf, dir, &[("busy.sh", busy)], checks)
 }
 
 fn seal(sf: &Path, dir: &Path) -> Result<String, Box<dyn Error>> {
-    let prior = {
-        use sha2::Digest as _;
-        format!(
-            "sha256:{}",
-            hex::encode(sha2::Sha256::digest(b"echo work\n"))
-        )
-    };
-    write(
-        &dir.join("proposal.json"),
-        &serde_json::json!({"edits": [{"path": "work.sh", "prior": prior, "text": "echo more work\n"}]})
-            .to_string(),
-    )?;
-    let sealed = sf_json(
-        sf,
-        dir,
-        &[
-            "seal",
-            "--identity",
-            "identity.json",
-            "--slice",
-            "slice",
-            "--proposal",
-            "proposal.json",
-        ],
-    )?;
-    Ok(sealed["digest"].as_str().ok_or("no digest")?.to_owned())
+    work_slice::seal(sf, dir, "more", "echo more work\n")
 }
 
 fn collect(

@@ -12,6 +12,7 @@ use sf_host::plugin::{LoadedPlugin, PluginObjectStoreFactory, load};
 
 pub mod scale;
 pub mod sum;
+pub mod work_slice;
 
 /// The arguments of the benchmarks that time the `sf` binary: how many rounds, which `sf`
 /// (default: the one in `target/<profile>`), and another build's `sf` to compare with.

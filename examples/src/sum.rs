@@ -166,7 +166,7 @@ impl SumWorld {
             deadline: SystemTime::now() + Duration::from_secs(300),
             environments: Default::default(),
         };
-        let hold = self.fence.acquire()?;
+        let hold = self.fence.acquire(&request.sealed.digest)?;
         let attempt = hold.attempt().clone();
         let result = self.collector.collect_with_progress(
             &request,

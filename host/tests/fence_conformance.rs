@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use sf_host::fence::{AttemptFence, FenceHold, FileFence};
 use sf_host::plugin::{PluginFence, load};
-use sf_sdk::conformance::fence::Harness;
+use sf_sdk::conformance::fence::{CANDIDATE, Harness, candidate};
 use sf_test_support::fence::{HOLDER_ENV, PRODUCT_ENV, announce_and_wait, kill_a_holder};
 
 /// The file fence of one case, in a fresh private directory kept until the harness (which
@@ -71,7 +71,10 @@ impl Harness for FileHarness {
     fn lose(&self, fence: &Arc<dyn AttemptFence>, hold: &dyn FenceHold) -> bool {
         // The lock file replaced behind the holder's back: its flock excludes no one now.
         let handle = FileFence::open(&self.root_of(fence)).unwrap();
-        let lock = handle.lock_path(&hold.attempt().product).unwrap();
+        // The suite's cases lose holds of its own Candidate.
+        let lock = handle
+            .lock_path(&hold.attempt().product, &candidate(CANDIDATE))
+            .unwrap();
         std::fs::remove_file(&lock).unwrap();
         std::fs::write(&lock, b"").unwrap();
         true
@@ -93,7 +96,7 @@ fn file_fence_holder() {
         return;
     };
     let fence = FileFence::open(Path::new(&root)).unwrap();
-    let hold = fence.acquire(&product).unwrap();
+    let hold = fence.acquire(&product, &candidate(CANDIDATE)).unwrap();
     announce_and_wait(hold.attempt().epoch);
 }
 

@@ -40,6 +40,8 @@ pub const ABI_MAJOR: u32 = 1;
 /// [`executor_protocol::PROGRAM_TREE_SINCE_MINOR`](crate::executor_protocol::PROGRAM_TREE_SINCE_MINOR));
 /// minor 12 a command's network to its caller's proxy and its output directory (`run_v6`'s
 /// `network` and `output`, sent only to a plugin of minor 12 or later: environment builds);
+/// minor 13 the fence per Candidate (`acquire`'s `candidate`, sent only to a plugin of minor
+/// 13 or later: [`fence_protocol::CANDIDATE_SINCE_MINOR`](crate::fence_protocol::CANDIDATE_SINCE_MINOR));
 /// minor 14 `instantiate` answering the contract's own error (`STATUS_CONTRACT_ERROR`: a
 /// backend that could not be made because its server is `unavailable` or its data `corrupt`),
 /// read as that error only from a plugin of minor 14 or later:

@@ -54,7 +54,8 @@
 //! `run_v5` (ABI 1.5) takes the request of `run_v4`; its answer adds `limitsHit`, the
 //! Executor's own limits the run hit: `[{limit, value, detail}, …]`, each `limit` one word of
 //! sf-contracts' `Limit` (`processes`, `memory`, `file-size`, `cpu-time`, `open-files`,
-//! `scratch`, `scratch-files`), at most once and in that order, `value` the limit in force (at
+//! `scratch`, `scratch-files`, `collection-memory`: a word an older host does not know makes
+//! the answer malformed, so the run is lost, never judged), at most once and in that order, `value` the limit in force (at
 //! most 2^53 − 1) and `detail` how the Executor knows (1 to 256 characters, no control
 //! character). The older answers have no such field (it is refused in them): a run answered
 //! in one reads as having stated no limit hit, and a plugin answering an older host writes

@@ -4,18 +4,22 @@
 //!
 //! | instance | method | request header | answer header |
 //! |---|---|---|---|
-//! | fence | `acquire` | `{product}` | `{attempt:{epoch,product}}`, and a new instance: the hold |
+//! | fence | `acquire` | `{candidate, product}` | `{attempt:{epoch,product}}`, and a new instance: the hold |
 //! | fence | `last-epoch` | `{product}` | `{epoch}` |
 //! | hold | `assert-active` | `{}` | `{}` |
 //! | hold | `release` | `{}` | `{}` |
 //!
 //! A hold is an instance of its own, made by `acquire` (as an object store factory's `open`
-//! makes a store); dropping it releases the hold. The host side checks what a plugin answers
+//! makes a store); dropping it releases the hold. `acquire`'s `candidate` (the Candidate
+//! digest, since ABI minor [`CANDIDATE_SINCE_MINOR`]) is sent only to a plugin of that minor
+//! or later; an older plugin is sent `{product}` and takes the whole Product's fence, which
+//! excludes every other attempt on the Product (stricter, never looser). The host side checks what a plugin answers
 //! as it checks any fence (`sf_host::fence`): the hold must be for the Product asked for,
 //! with a valid epoch, and a hold that cannot be confirmed is lost.
 
 use serde::{Deserialize, Serialize};
 
+use crate::contracts::canonical::Digest;
 use crate::contracts::{AttemptId, FenceError};
 use crate::message::{self, MessageError};
 use crate::protocol;
@@ -28,6 +32,9 @@ protocol::wire_contract! {
 /// The ABI minor that added the contract: the host refuses to instantiate it from a plugin
 /// built with an older one.
 pub const SINCE_MINOR: u32 = 9;
+
+/// The ABI minor that keyed holds by Candidate: `acquire`'s `candidate`.
+pub const CANDIDATE_SINCE_MINOR: u32 = 13;
 
 /// The method names, as sent in `call`.
 pub mod method {
@@ -48,6 +55,9 @@ pub enum FenceRequest {
     Acquire {
         /// The Product whose fence to take.
         product: String,
+        /// The Candidate the hold is for; `None` from a host older than
+        /// [`CANDIDATE_SINCE_MINOR`].
+        candidate: Option<Digest>,
     },
     /// `last-epoch`.
     LastEpoch {
@@ -63,9 +73,13 @@ impl FenceRequest {
             message::decode_header(bytes).map(|header: ProductHeader| header.product)
         };
         Ok(Some(match method {
-            method::ACQUIRE => Self::Acquire {
-                product: product()?,
-            },
+            method::ACQUIRE => {
+                let header: AcquireHeader = message::decode_header(bytes)?;
+                Self::Acquire {
+                    product: header.product,
+                    candidate: header.candidate,
+                }
+            }
             method::LAST_EPOCH => Self::LastEpoch {
                 product: product()?,
             },
@@ -96,7 +110,16 @@ impl HoldRequest {
     }
 }
 
-/// The request of `acquire` or `last-epoch`.
+/// The request of `acquire` for Candidate `candidate` of `product`; `None` for a plugin older
+/// than [`CANDIDATE_SINCE_MINOR`] (the whole Product's fence).
+pub fn encode_acquire(product: &str, candidate: Option<&Digest>) -> Vec<u8> {
+    message::encode_header(&AcquireHeader {
+        product: product.to_owned(),
+        candidate: candidate.cloned(),
+    })
+}
+
+/// The request of `last-epoch` (and of `acquire` before [`CANDIDATE_SINCE_MINOR`]).
 pub fn encode_product(product: &str) -> Vec<u8> {
     message::encode_header(&ProductHeader {
         product: product.to_owned(),
@@ -133,6 +156,14 @@ struct ProductHeader {
 
 #[derive(Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct AcquireHeader {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    candidate: Option<Digest>,
+    product: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct AttemptAnswer {
     attempt: AttemptId,
 }
@@ -149,10 +180,20 @@ mod tests {
 
     #[test]
     fn requests_and_answers_round_trip() {
+        let candidate = Digest::of(b"c");
+        assert_eq!(
+            FenceRequest::decode(method::ACQUIRE, &encode_acquire("p", Some(&candidate))).unwrap(),
+            Some(FenceRequest::Acquire {
+                product: "p".into(),
+                candidate: Some(candidate),
+            })
+        );
+        // What an older host sends.
         assert_eq!(
             FenceRequest::decode(method::ACQUIRE, &encode_product("p")).unwrap(),
             Some(FenceRequest::Acquire {
-                product: "p".into()
+                product: "p".into(),
+                candidate: None,
             })
         );
         assert_eq!(

@@ -21,9 +21,11 @@ CREATE TRIGGER sf_evidence_no_truncate BEFORE TRUNCATE ON sf_evidence
     FOR EACH STATEMENT EXECUTE FUNCTION sf_evidence_write_once();
 REVOKE ALL ON sf_evidence FROM PUBLIC;
 GRANT SELECT, INSERT ON sf_evidence TO :"sf_role";
--- The attempt fence (sf-postgres-fence/1): the last epoch handed out per Product, and the
--- lease of its hold. One holder at a time is a session-level advisory lock held by the
--- holder's own connection; epochs only grow (the trigger refuses anything else).
+-- The attempt fence (sf-postgres-fence/1): a row per Product (named by its id: the last epoch
+-- handed out for it) and a row per Candidate of it (named PRODUCT@sha256:…: the epoch and
+-- lease of its newest hold). One holder at a time per Candidate is a session-level advisory
+-- lock held by the holder's own connection; epochs only grow (the trigger refuses anything
+-- else).
 CREATE TABLE sf_fence (
     product text PRIMARY KEY,
     epoch bigint NOT NULL CHECK (epoch > 0),

@@ -37,7 +37,7 @@ fn collected() -> &'static Collected {
     COLLECTED.get_or_init(|| {
         let scenario = Scenario::real();
         let request = scenario.request(SUM_FIXED);
-        let hold = scenario.fence.acquire().unwrap();
+        let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
         let result = scenario
             .collector()
             .collect(&request, proceed(), &hold, &cancel())

@@ -322,8 +322,8 @@ fn protected_paths_the_profile_can_read_are_refused() {
 fn inputs_that_are_missing_mismatched_or_over_the_limits_are_refused() {
     let scenario = Scenario::real();
     let collector = scenario.collector();
-    let hold = scenario.fence.acquire().unwrap();
     let good = scenario.request(SUM_FIXED);
+    let hold = scenario.fence.acquire(&good.sealed.digest).unwrap();
 
     let mut request = good.clone();
     request.slice.inputs.clear();

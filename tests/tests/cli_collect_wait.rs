@@ -1,7 +1,8 @@
-//! `sf collect --wait`: a collection that finds the repository's fence held waits its turn
+//! `sf collect --wait`: a collection that finds its Candidate's fence held waits its turn
 //! instead of failing `busy`. The test holds the Slice's file fence itself (the real fence,
-//! as another collector of the repository would), so the order is certain: without `--wait`
-//! the collection is refused at once, naming `--wait`; with a wait shorter than the hold it
+//! as another collector of the Candidate would), so the order is certain: another Candidate
+//! of the repository collects at once beside the hold; without `--wait` the collection is
+//! refused at once, naming `--wait`; with a wait shorter than the hold it
 //! is refused after it, saying how long it waited; with a longer one it runs once the hold is
 //! released, on the next epoch, and says how long it waited.
 
@@ -9,7 +10,7 @@ mod land_support;
 
 use std::time::{Duration, Instant};
 
-use land_support::{SUM_FIXED, Work};
+use land_support::{SUM_FIXED, SUM_NOT_FIXED, Work};
 use sf_host::fence::Fence;
 use sf_tests::plugins::Envelope;
 
@@ -21,14 +22,28 @@ fn collect(work: &Work, candidate: &str, wait: Option<&str>) -> std::process::Co
 }
 
 #[test]
-fn a_collection_waits_its_turn_at_the_fence_only_when_asked() {
+fn a_collection_waits_its_turn_at_its_candidates_fence_only_when_asked() {
     let work = Work::new();
     let candidate = work.seal("slice", SUM_FIXED);
     let identity: serde_json::Value =
         serde_json::from_slice(&std::fs::read(work.dir.join("identity.json")).unwrap()).unwrap();
     let product = identity["productId"].as_str().unwrap().to_owned();
     let fence = Fence::open(&work.dir.join("slice/state/fence"), &product).unwrap();
-    let hold = fence.acquire().unwrap();
+    let hold = fence
+        .acquire(&sf_host::canonical::Digest::parse(&candidate).unwrap())
+        .unwrap();
+
+    // Another Candidate of the repository is not in the way: it collects at once, with the
+    // Product's next epoch.
+    let other = work.seal("slice", SUM_NOT_FIXED);
+    let beside = Envelope::parse(collect(&work, &other, None).output().unwrap());
+    assert_eq!(beside.result()["waitedMs"], 0, "{:?}", beside.json);
+    assert_eq!(
+        beside.result()["attempt"]["epoch"],
+        hold.attempt().epoch + 1,
+        "{:?}",
+        beside.json
+    );
 
     let refused = Envelope::parse(collect(&work, &candidate, None).output().unwrap());
     assert_eq!(refused.json["error"]["code"], "busy", "{:?}", refused.json);
@@ -63,7 +78,7 @@ fn a_collection_waits_its_turn_at_the_fence_only_when_asked() {
     let collected = Envelope::parse(waiting.wait_with_output().unwrap());
     let result = collected.result();
     assert!(result["waitedMs"].as_u64().unwrap() >= 1000, "{result}");
-    assert_eq!(result["attempt"]["epoch"], held_epoch + 1, "{result}");
+    assert_eq!(result["attempt"]["epoch"], held_epoch + 2, "{result}");
     assert_eq!(result["mayJudge"], true, "{result}");
     // Nothing held it since: a collection that waits for nothing does not wait.
     let again = Envelope::parse(collect(&work, &candidate, Some("--wait")).output().unwrap());

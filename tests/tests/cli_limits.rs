@@ -138,3 +138,96 @@ fn collect_and_judge_name_the_limit_a_run_hit() {
     );
     assert_eq!(judged["result"]["limitsHit"], serde_json::json!({}));
 }
+
+/// Each check holds 1.5 GiB of memory for a few seconds (a pipe `tail` must buffer whole).
+const HOG: &str = "(head -c 1610612736 /dev/zero; sleep 4) | tail -n 1 >/dev/null\necho held\n";
+
+/// Four checks that each hold 1.5 GiB, collected with `--jobs 4` under an Executor whose runs
+/// may use 3 GiB together: the collection's total stops the runs that do not fit (each below
+/// its own 2 GiB bound), their records name the collection's limit (never the run's own), and
+/// the Verdict is Inconclusive, never Failed: the total is the host's, not the Candidate's.
+#[test]
+fn a_collections_runs_are_bounded_together_and_the_total_is_never_the_candidates() {
+    let work = Work::new();
+    let checks: Vec<serde_json::Value> = (0..4)
+        .map(|at| {
+            serde_json::json!({
+                "kind": "process", "id": format!("hog-{at}"), "phase": "guardrail",
+                "stage": "candidate", "entry": {"from": "harness", "path": "hog.sh"},
+                "entryInScope": false, "args": [], "input": "empty",
+                "expectation": {"exitCode": 0, "stdoutDigest": null},
+            })
+        })
+        .collect();
+    let acceptance =
+        serde_json::json!({"protocol": "sf-repository-acceptance/2", "checks": checks}).to_string();
+    work.author_slice(
+        "hogs",
+        &[
+            ("acceptance.json", &acceptance),
+            ("harness/hog.sh", HOG),
+            ("recipe.json", r#"{"timeoutMs":120000,"outputLimit":65536}"#),
+        ],
+    );
+    write(
+        &work.dir.join("total.toml"),
+        "[executor]\ntype = \"sandbox-exec\"\ntotal_memory_bytes = 3221225472\n",
+    );
+    work.freeze_configured("hogs", "total.toml").result();
+    let candidate = work.seal("hogs", SUM_FIXED);
+    let on = [
+        "--identity",
+        "identity.json",
+        "--candidate",
+        &candidate,
+        "--slice",
+        "hogs",
+    ];
+    let mut args = vec!["--config", "total.toml", "collect", "--jobs", "4"];
+    args.extend(on);
+    let collected = work.sf(&args).result().clone();
+    let runs = collected["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "{collected}");
+    let stopped: Vec<&serde_json::Value> = runs
+        .iter()
+        .filter(|run| run["limitsHit"] != serde_json::json!([]))
+        .collect();
+    assert!(!stopped.is_empty(), "4 × 1.5 GiB fit in 3 GiB: {collected}");
+    assert!(stopped.len() < 4, "one run at least fits: {collected}");
+    for run in &stopped {
+        let hits = run["limitsHit"].as_array().unwrap();
+        assert_eq!(hits.len(), 1, "{run}");
+        assert_eq!(hits[0]["limit"], "collection-memory", "{run}");
+        assert_eq!(hits[0]["value"], 3_221_225_472_u64, "{run}");
+        assert!(
+            hits[0]["detail"]
+                .as_str()
+                .unwrap()
+                .contains("total memory bound (3072 MiB)"),
+            "{run}"
+        );
+        assert!(run["evidence"].is_string(), "the run is recorded: {run}");
+    }
+    // The record says it too, and the judge never counts it against the Candidate.
+    let record = work
+        .sf(&[
+            "--config",
+            "total.toml",
+            "evidence",
+            "get",
+            stopped[0]["evidence"].as_str().unwrap(),
+            "--slice",
+            "hogs",
+        ])
+        .result()
+        .to_string();
+    assert!(record.contains("collection-memory"), "{record}");
+    let mut judge = vec!["--config", "total.toml", "judge"];
+    judge.extend(on);
+    let verdict = work.sf(&judge).result()["verdict"].clone();
+    assert_eq!(verdict["outcome"], "inconclusive", "{verdict}");
+    assert!(
+        verdict.to_string().contains("collection's total memory"),
+        "{verdict}"
+    );
+}

@@ -54,7 +54,7 @@ fn gate_refuses() {
     }));
     let executor = Faulty::new(scenario.executor.clone(), Fault::None);
     let request = scenario.request(SUM_FIXED);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let result = scenario
         .collector_over(executor.clone())
         .collect(&request, gate, &hold, &cancel())
@@ -78,7 +78,7 @@ fn gate_unreadable() {
         scenario.root.join("absent.json"),
     ));
     let request = scenario.request(SUM_FIXED);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let result = scenario
         .collector()
         .collect(&request, gate, &hold, &cancel())
@@ -90,10 +90,10 @@ fn gate_unreadable() {
 #[test]
 fn gate_answer_malformed_or_late() {
     let scenario = Scenario::real();
-    let hold = scenario.fence.acquire().unwrap();
+    let request = scenario.request(SUM_FIXED);
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     // A gate that says its deadline passed.
     let late: Arc<dyn Gate> = Arc::new(FnGate(|_| Err(GateError::Timeout)));
-    let request = scenario.request(SUM_FIXED);
     let result = scenario
         .collector()
         .collect(&request, late, &hold, &cancel())
@@ -103,7 +103,7 @@ fn gate_answer_malformed_or_late() {
     drop(hold);
 
     // A gate still unanswered when the collection's deadline passes is abandoned.
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let stuck: Arc<dyn Gate> = Arc::new(FnGate(|deadline: std::time::Instant| {
         std::thread::sleep(
             deadline.saturating_duration_since(std::time::Instant::now())
@@ -124,7 +124,8 @@ fn gate_answer_malformed_or_late() {
 #[test]
 fn hold_released_before_a_run() {
     let scenario = Scenario::real();
-    let hold = Arc::new(scenario.fence.acquire().unwrap());
+    let request = scenario.request(SUM_FIXED);
+    let hold = Arc::new(scenario.fence.acquire(&request.sealed.digest).unwrap());
     let inside = hold.clone();
     // The hold ends while the gate is read: the assertion after the gate read stops it.
     let gate: Arc<dyn Gate> = Arc::new(FnGate(move |_| {
@@ -132,7 +133,6 @@ fn hold_released_before_a_run() {
         Ok(GateAnswer::Proceed)
     }));
     let executor = Faulty::new(scenario.executor.clone(), Fault::None);
-    let request = scenario.request(SUM_FIXED);
     let error = scenario
         .collector_over(executor.clone())
         .collect(&request, gate, &hold, &cancel())
@@ -149,12 +149,12 @@ fn hold_released_before_a_run() {
 #[test]
 fn a_released_error_lists_the_records_stored_before_it() {
     let scenario = Scenario::real();
-    let hold = Arc::new(scenario.fence.acquire().unwrap());
+    let request = scenario.request(SUM_FIXED);
+    let hold = Arc::new(scenario.fence.acquire(&request.sealed.digest).unwrap());
     let executor = Faulty::new(
         scenario.executor.clone(),
         Fault::ReleaseHoldOnRun(hold.clone(), 2),
     );
-    let request = scenario.request(SUM_FIXED);
     let error = scenario
         .collector_over(executor.clone())
         .collect(&request, proceed(), &hold, &cancel())
@@ -176,9 +176,9 @@ fn a_released_error_lists_the_records_stored_before_it() {
 #[test]
 fn hold_released_before_a_put() {
     let scenario = Scenario::real();
-    let hold = Arc::new(scenario.fence.acquire().unwrap());
-    let executor = Faulty::new(scenario.executor.clone(), Fault::ReleaseHold(hold.clone()));
     let request = scenario.request(SUM_FIXED);
+    let hold = Arc::new(scenario.fence.acquire(&request.sealed.digest).unwrap());
+    let executor = Faulty::new(scenario.executor.clone(), Fault::ReleaseHold(hold.clone()));
     let error = scenario
         .collector_over(executor.clone())
         .collect(&request, proceed(), &hold, &cancel())
@@ -192,14 +192,22 @@ fn hold_released_before_a_put() {
     assert_eq!(scenario.records(), 0, "its record was not stored");
     inconclusive(&scenario, &request, &hold);
     // The next attempt takes the fence with a higher epoch.
-    assert_eq!(scenario.fence.acquire().unwrap().attempt().epoch, 2);
+    assert_eq!(
+        scenario
+            .fence
+            .acquire(&request.sealed.digest)
+            .unwrap()
+            .attempt()
+            .epoch,
+        2
+    );
 }
 
 #[test]
 fn deadline_passed() {
     let scenario = Scenario::real();
-    let hold = scenario.fence.acquire().unwrap();
     let mut request = scenario.request(SUM_FIXED);
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     request.deadline = SystemTime::now() - Duration::from_secs(1);
     let executor = Faulty::new(scenario.executor.clone(), Fault::None);
     let result = scenario
@@ -227,8 +235,8 @@ fn placement_problem_found_before_a_launch() {
     .unwrap();
     // …becomes readable before the collection: its parent is now a name of /usr/lib.
     std::os::unix::fs::symlink("/usr/lib", &later).unwrap();
-    let hold = scenario.fence.acquire().unwrap();
     let request = scenario.request(SUM_FIXED);
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let result = collector
         .collect(&request, proceed(), &hold, &cancel())
         .unwrap();
@@ -254,7 +262,7 @@ fn runtime_changed() {
     let executor = Arc::new(SandboxExecutor::new(config).unwrap());
     let scenario = Scenario::new(executor, Options::default());
     let request = scenario.request(SUM_FIXED);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     // The runtime is upgraded after the environment was frozen.
     let mut bytes = std::fs::read(&shell).unwrap();
     bytes.push(0);
@@ -278,7 +286,7 @@ fn executor_refuses_or_panics() {
     let scenario = Scenario::real();
     let request = scenario.request(SUM_FIXED);
 
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let refusing = Faulty::new(scenario.executor.clone(), Fault::Refuse);
     let result = scenario
         .collector_over(refusing.clone())
@@ -293,7 +301,7 @@ fn executor_refuses_or_panics() {
     inconclusive(&scenario, &request, &hold);
     drop(hold);
 
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let panicking = Faulty::new(scenario.executor.clone(), Fault::Panic);
     let result = scenario
         .collector_over(panicking.clone())
@@ -321,7 +329,7 @@ fn run_timed_out() {
         },
     );
     let request = scenario.request("while :; do :; done\n");
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let result = scenario
         .collector()
         .collect(&request, proceed(), &hold, &cancel())
@@ -355,7 +363,7 @@ fn output_limit() {
     // 256 KiB on stdout against a 64 KiB limit.
     let flood = "s=xxxxxxxxxxxxxxxx\ni=0\nwhile [ $i -lt 14 ]; do s=\"$s$s\"; i=$((i + 1)); done\necho \"$s\"\n";
     let request = scenario.request(flood);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let result = scenario
         .collector()
         .collect(&request, proceed(), &hold, &cancel())
@@ -380,7 +388,7 @@ fn output_limit() {
 fn identities_differ_from_the_pins() {
     let scenario = Scenario::real();
     let request = scenario.request(SUM_FIXED);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let relabelling = Faulty::new(scenario.executor.clone(), Fault::Relabel);
     let result = scenario
         .collector_over(relabelling)
@@ -429,7 +437,7 @@ fn evidence_put_fails() {
         sf_host::collector::RepositoryCollector::new(store, executor.clone(), scenario.protected())
             .unwrap();
     let request = scenario.request(SUM_FIXED);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let result = collector
         .collect(&request, proceed(), &hold, &cancel())
         .unwrap();
@@ -472,8 +480,8 @@ fn a_candidate_not_sealed_for_the_slice_given() {
     let scenario = Scenario::real();
     let executor = Faulty::new(scenario.executor.clone(), Fault::None);
     let collector = scenario.collector_over(executor.clone());
-    let hold = scenario.fence.acquire().unwrap();
     let good = scenario.request(SUM_FIXED);
+    let hold = scenario.fence.acquire(&good.sealed.digest).unwrap();
     let refused = |request: &sf_host::collector::CollectRequest, needle: &str| {
         let error = collector
             .collect(request, proceed(), &hold, &cancel())
@@ -564,7 +572,7 @@ fn a_candidate_not_sealed_for_the_slice_given() {
     );
     // A hold on another Product's fence.
     let other_fence = sf_host::fence::Fence::open(&scenario.fence_dir, "another-product").unwrap();
-    let other_hold = other_fence.acquire().unwrap();
+    let other_hold = other_fence.acquire(&good.sealed.digest).unwrap();
     assert!(
         collector
             .collect(&good, proceed(), &other_hold, &cancel())
@@ -572,6 +580,17 @@ fn a_candidate_not_sealed_for_the_slice_given() {
             .to_string()
             .contains("hold")
     );
+    // A hold on another Candidate of this Product: it excludes nothing this collection needs
+    // excluded, so it is refused before anything runs.
+    let beside = scenario
+        .fence
+        .acquire(&sf_host::canonical::Digest::of(b"another Candidate"))
+        .unwrap();
+    let refused = collector
+        .collect(&good, proceed(), &beside, &cancel())
+        .unwrap_err();
+    assert_eq!(refused.code(), "invalid-input", "{refused}");
+    assert!(refused.to_string().contains("not the pinned"), "{refused}");
 
     assert_eq!(executor.runs(), 0, "nothing started");
     assert_eq!(scenario.records(), 0, "nothing stored");

@@ -1,11 +1,18 @@
-//! The attempt fence across processes: one holder at a time per Product (an flock the kernel
-//! drops when the holder dies), epochs that only grow and survive every process, and a hold
-//! that, once ended, stops every further run and put.
+//! The attempt fence across processes: one holder at a time per Candidate of a Product (an
+//! flock the kernel drops when the holder dies), holds on other Candidates beside it, epochs
+//! that only grow and survive every process, and a hold that, once ended, stops every further
+//! run and put.
 
 use std::io::{BufRead as _, BufReader};
 use std::process::{Command, Stdio};
 
+use sf_host::canonical::Digest;
 use sf_host::fence::Fence;
+
+/// The Candidate the children hold.
+fn candidate_a() -> Digest {
+    Digest::of(b"candidate a")
+}
 
 const CHILD_ENV: &str = "SF_FENCE_TEST_CHILD_ROOT";
 
@@ -17,7 +24,7 @@ fn fence_child() {
         return;
     };
     let fence = Fence::open(std::path::Path::new(&root), "product-1").unwrap();
-    match fence.acquire() {
+    match fence.acquire(&candidate_a()) {
         Ok(hold) => {
             println!("HELD {}", hold.attempt().epoch);
             let mut line = String::new();
@@ -70,19 +77,23 @@ fn one_holder_across_processes_and_epochs_only_grow() {
     let root = parent.join("fence");
     let fence = Fence::open(&root, "product-1").unwrap();
 
-    // A child holds the fence: this process is refused, and so is a second child.
+    // A child holds Candidate a: this process is refused it, and so is a second child; this
+    // process holds Candidate b beside it, with the Product's next epoch.
     let (mut holder, said) = spawn_child(&root);
     assert_eq!(said, "HELD 1");
-    assert_eq!(fence.acquire().unwrap_err().code(), "busy");
+    assert_eq!(fence.acquire(&candidate_a()).unwrap_err().code(), "busy");
     let (mut second, said) = spawn_child(&root);
     assert_eq!(said, "REFUSED busy");
     second.wait().unwrap();
+    let beside = fence.acquire(&Digest::of(b"candidate b")).unwrap();
+    assert_eq!(beside.attempt().epoch, 2);
+    beside.release();
 
     // The holder is killed: the kernel drops its lock; its epoch is never handed out again.
     holder.kill().unwrap();
     holder.wait().unwrap();
-    let hold = fence.acquire().unwrap();
-    assert_eq!(hold.attempt().epoch, 2);
+    let hold = fence.acquire(&candidate_a()).unwrap();
+    assert_eq!(hold.attempt().epoch, 3);
     let (mut refused, said) = spawn_child(&root);
     assert_eq!(said, "REFUSED busy");
     refused.wait().unwrap();
@@ -91,8 +102,8 @@ fn one_holder_across_processes_and_epochs_only_grow() {
     hold.release();
     assert_eq!(hold.assert_active().unwrap_err().code(), "released");
     let (mut next, said) = spawn_child(&root);
-    assert_eq!(said, "HELD 3");
+    assert_eq!(said, "HELD 4");
     drop(next.stdin.take());
     assert!(next.wait().unwrap().success());
-    assert_eq!(fence.last_epoch().unwrap(), 3);
+    assert_eq!(fence.last_epoch().unwrap(), 4);
 }

@@ -79,7 +79,11 @@ fn a_hostile_candidate_reaches_nothing() {
     ] {
         std::fs::write(dir.join("canary.txt"), format!("{canary}\n")).unwrap();
     }
-    let hold_for_fence_files = scenario.fence.acquire().unwrap();
+    // The Product's counter and a Candidate's hold: two files each.
+    let hold_for_fence_files = scenario
+        .fence
+        .acquire(&sf_host::canonical::Digest::of(b"a Candidate"))
+        .unwrap();
     drop(hold_for_fence_files);
     let fence_files: Vec<PathBuf> = std::fs::read_dir(&scenario.fence_dir)
         .unwrap()
@@ -89,7 +93,7 @@ fn a_hostile_candidate_reaches_nothing() {
                 .is_some_and(|ext| ext == "epoch" || ext == "lock")
         })
         .collect();
-    assert_eq!(fence_files.len(), 2);
+    assert_eq!(fence_files.len(), 4);
     let launcher_dir = launcher().parent().unwrap().to_path_buf();
     let home = PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()));
 
@@ -182,7 +186,7 @@ fn a_hostile_candidate_reaches_nothing() {
     // Sealing writes to the repository and taking the hold to the fence: both before the
     // trees are hashed.
     let request = scenario.request(&script);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let watched: Vec<&Path> = vec![
         &scenario.slice_dir,
         &scenario.fence_dir,

@@ -87,7 +87,7 @@ fn two_jobs_run_checks_together_and_record_what_one_job_records() {
     let meeting = Meeting::new(sandbox(), MEET_WAIT);
     let collector = scenario.collector_over(meeting.clone()).with_jobs(jobs(2));
     let request = scenario.request(SUM_FIXED);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let mut events = Vec::new();
     let result = collector
         .collect_with_progress(&request, proceed(), &hold, &cancel(), &mut |event| {
@@ -139,7 +139,7 @@ fn two_jobs_run_checks_together_and_record_what_one_job_records() {
     // second one that never comes), the same Verdict.
     let single = Meeting::new(sandbox(), Duration::from_secs(1));
     let collector = scenario.collector_over(single.clone());
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     collector
         .collect(&request, proceed(), &hold, &cancel())
         .unwrap();
@@ -179,7 +179,7 @@ fn a_gate_that_closes_stops_every_later_launch_of_every_job() {
         .collector_over(Meeting::new(sandbox(), MEET_WAIT))
         .with_jobs(jobs(2));
     let request = scenario.request(SUM_FIXED);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let result = collector.collect(&request, gate, &hold, &cancel()).unwrap();
     let states: Vec<RunState> = result.runs.iter().map(|run| run.state).collect();
     assert_eq!(
@@ -208,10 +208,10 @@ fn a_gate_that_closes_stops_every_later_launch_of_every_job() {
 #[test]
 fn a_hold_that_ends_stops_every_job() {
     let scenario = Scenario::real();
-    let hold = Arc::new(scenario.fence.acquire().unwrap());
+    let request = scenario.request(SUM_FIXED);
+    let hold = Arc::new(scenario.fence.acquire(&request.sealed.digest).unwrap());
     let faulty = Faulty::new(sandbox(), Fault::ReleaseHold(Arc::clone(&hold)));
     let collector = scenario.collector_over(faulty.clone()).with_jobs(jobs(3));
-    let request = scenario.request(SUM_FIXED);
     let error = collector
         .collect(&request, proceed(), &hold, &cancel())
         .unwrap_err();
@@ -240,7 +240,7 @@ fn a_put_that_fails_stops_every_later_launch_and_put() {
             .unwrap()
             .with_jobs(jobs(2));
     let request = scenario.request(SUM_FIXED);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let result = collector
         .collect(&request, proceed(), &hold, &cancel())
         .unwrap();

@@ -123,7 +123,7 @@ fn a_slice_frozen_under_other_limits_is_never_run_under_these() {
     };
     let scenario = Scenario::new(sandbox_with(earlier), Options::default());
     let request = scenario.request(SUM_FIXED);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let result = scenario
         .collector_over(sandbox())
         .collect(&request, proceed(), &hold, &cancel())
@@ -141,7 +141,7 @@ fn a_slice_frozen_under_other_limits_is_never_run_under_these() {
 
 /// Collects `request` under a new attempt and judges it.
 fn collect_and_judge(scenario: &Scenario, request: &CollectRequest) -> (CollectResult, Verdict) {
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let result = scenario
         .collector()
         .collect(request, proceed(), &hold, &cancel())

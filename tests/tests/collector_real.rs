@@ -29,7 +29,7 @@ fn a_fix_is_verified_and_a_non_fix_is_failed() {
     let collector = scenario.collector();
 
     let fixed = scenario.request(SUM_FIXED);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&fixed.sealed.digest).unwrap();
     let result = collector
         .collect(&fixed, gate.clone(), &hold, &cancel())
         .unwrap();
@@ -84,7 +84,7 @@ fn a_fix_is_verified_and_a_non_fix_is_failed() {
 
     // A Candidate that does not fix it: Failed, under a new attempt.
     let unfixed = scenario.request(SUM_STILL_BUGGY);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&unfixed.sealed.digest).unwrap();
     assert_eq!(hold.attempt().epoch, 2);
     let result = collector.collect(&unfixed, gate, &hold, &cancel()).unwrap();
     assert!(result.may_judge());

@@ -72,7 +72,7 @@ fn files_below(dir: &Path) -> usize {
 /// Each process check is not-started, with a problem naming `reason`, and the verdict is
 /// Inconclusive.
 fn never_ran(scenario: &Scenario, request: &CollectRequest, reason: &str) {
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let result = scenario
         .collector()
         .collect(request, proceed(), &hold, &cancel())
@@ -112,7 +112,7 @@ fn a_ten_thousand_file_repository_is_created_sealed_collected_and_judged() {
     assert_eq!(stored(&fixed).edits[0].path, "sum.sh");
 
     let collector = scenario.collector();
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&fixed.sealed.digest).unwrap();
     let result = collector
         .collect(&fixed, proceed(), &hold, &cancel())
         .unwrap();
@@ -140,7 +140,7 @@ fn a_ten_thousand_file_repository_is_created_sealed_collected_and_judged() {
         Some(tree.clone()),
         "the second Candidate binds the same materialised base"
     );
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&unfixed.sealed.digest).unwrap();
     collector
         .collect(&unfixed, proceed(), &hold, &cancel())
         .unwrap();
@@ -375,7 +375,7 @@ fn a_swapped_layer_or_base_is_refused_before_anything_runs() {
     let collector = scenario.collector_over(executor.clone());
     let good = scenario.request(SUM_FIXED);
     let other = scenario.request(SUM_STILL_BUGGY);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&good.sealed.digest).unwrap();
     let refused = |request: &CollectRequest, needle: &str| {
         let error = collector
             .collect(request, proceed(), &hold, &cancel())
@@ -558,7 +558,7 @@ fn a_candidate_run_by_reference_is_proved_along_its_edited_paths() {
     );
     let read = repository.read_by_reference(&digest).unwrap();
     let request = scenario.request_for(read);
-    let hold = scenario.fence.acquire().unwrap();
+    let hold = scenario.fence.acquire(&request.sealed.digest).unwrap();
     let result = scenario
         .collector()
         .collect(&request, proceed(), &hold, &cancel())

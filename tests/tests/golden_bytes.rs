@@ -1254,7 +1254,10 @@ fn vectors() -> BTreeMap<&'static str, Vec<u8>> {
         std::fs::read(root.join("snapshots").join(snapshot.hex())).unwrap(),
     );
     let fence = sf_host::fence::Fence::open(&root.join("fence"), "golden").unwrap();
-    fence.acquire().unwrap().release();
+    fence
+        .acquire(&sf_host::canonical::Digest::of(b"golden"))
+        .unwrap()
+        .release();
     v.insert(
         "fence-epoch",
         std::fs::read(

@@ -284,10 +284,15 @@ fn fence(library: &Path) -> BTreeMap<String, Value> {
             report.insert("instantiate".into(), error_entry::<()>(Err(error)));
         }
         Ok(fence) => {
+            let candidate = sf_host::canonical::Digest::of(b"candidate");
             report.insert("instantiate".into(), json!({"ok": "made"}));
             report.insert(
                 "acquire".into(),
-                error_entry(fence.acquire("product").map(|hold| hold.attempt().clone())),
+                error_entry(
+                    fence
+                        .acquire("product", &candidate)
+                        .map(|hold| hold.attempt().clone()),
+                ),
             );
             report.insert(
                 "last_epoch".into(),
@@ -295,7 +300,7 @@ fn fence(library: &Path) -> BTreeMap<String, Value> {
             );
             report.insert(
                 "bad id".into(),
-                error_entry(fence.acquire("bad id").map(|_| ())),
+                error_entry(fence.acquire("bad id", &candidate).map(|_| ())),
             );
         }
     }

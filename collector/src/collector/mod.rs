@@ -12,7 +12,7 @@
 //! Candidate was not sealed for) and touches no protected path; the Candidate's files build
 //! its recorded tree; the base gives its recorded tree; the overlay lays over both
 //! ([`programs::derive`], which also gives the pins); the hold is on the pinned Product's
-//! fence and active; the recipe pins this code's [`collector_closure`]; the deadline is a
+//! fence, for the pinned Candidate, and active; the recipe pins this code's [`collector_closure`]; the deadline is a
 //! timestamp records can hold. All bytes are copied then, so later changes to the caller's
 //! values change nothing that runs.
 //!
@@ -517,15 +517,28 @@ impl RepositoryCollector {
         })
     }
 
-    /// The hold is on the pinned Product's fence and still active.
+    /// The hold is on the pinned Product's fence, for the pinned Candidate, and still active.
     fn check_hold(prepared: &Prepared, hold: &Hold) -> Result<(), CollectError> {
-        if hold.attempt().product != prepared.programs.pins.product() {
+        let pins = &prepared.programs.pins;
+        if hold.attempt().product != pins.product() {
             return Err(CollectError::invalid(
                 "hold",
                 format!(
                     "is on the fence of {}, not of the pinned Product {}",
                     hold.attempt().product,
-                    prepared.programs.pins.product()
+                    pins.product()
+                ),
+            ));
+        }
+        // A hold excludes other attempts on its own Candidate only: under another Candidate's
+        // hold, two attempts on this one could run at once.
+        if *hold.candidate() != pins.candidate.digest {
+            return Err(CollectError::invalid(
+                "hold",
+                format!(
+                    "is for Candidate {}, not the pinned {}",
+                    hold.candidate(),
+                    pins.candidate.digest
                 ),
             ));
         }

@@ -1477,7 +1477,9 @@ mod tests {
         let root = dir.path().canonicalize().unwrap().join("fence");
         // The built-in SQLite store: the file fence in the directory given.
         let fence = Config::defaults().fence(&plugins, &root).unwrap();
-        let hold = fence.acquire("product").unwrap();
+        let hold = fence
+            .acquire("product", &crate::canonical::Digest::of(b"candidate"))
+            .unwrap();
         assert_eq!(hold.attempt().epoch, 1);
         assert!(
             root.join(format!(

@@ -5,7 +5,8 @@
 //! (`Config::fence`).
 //!
 //! A plugin built with an ABI minor older than [`wire::SINCE_MINOR`] knows no
-//! fence: it is refused before it is asked to make one. Every failure of a call is an `Err`:
+//! fence: it is refused before it is asked to make one; one older than
+//! [`wire::CANDIDATE_SINCE_MINOR`] is asked for the whole Product's fence. Every failure of a call is an `Err`:
 //! a contract error is the same [`FenceError`]; anything else (a code this sf does not know,
 //! a panic, a malformed reply) is `unavailable` for the fence and, for a hold, `released`
 //! (a hold that cannot be confirmed is lost). What the answers mean is checked on top by
@@ -19,6 +20,7 @@ use super::fence_protocol::{self as wire, FenceContract, method};
 use super::loader::Instance;
 use super::message::MessageError;
 use super::protocol;
+use crate::canonical::Digest;
 use crate::contracts::{AttemptFence, AttemptId, FenceError, FenceHold};
 
 impl HostContract for FenceContract {
@@ -34,12 +36,16 @@ impl HostContract for FenceContract {
 pub type PluginFence = PluginBackend<FenceContract>;
 
 impl AttemptFence for PluginFence {
-    fn acquire(&self, product: &str) -> Result<Box<dyn FenceHold>, FenceError> {
+    fn acquire(&self, product: &str, candidate: &Digest) -> Result<Box<dyn FenceHold>, FenceError> {
         crate::contracts::fence::check_product(product)?;
+        // A plugin from before holds were per Candidate takes the whole Product's fence:
+        // stricter (every attempt on the Product waits), never looser.
+        let candidate =
+            (self.plugin().abi_minor() >= wire::CANDIDATE_SINCE_MINOR).then_some(candidate);
         let (attempt, instance) = contract::call::<FenceContract, _>(
             self.instance(),
             method::ACQUIRE,
-            &wire::encode_product(product),
+            &wire::encode_acquire(product, candidate),
             |bytes, new_instance| {
                 // Decoded first, so that a malformed answer still drops (releases) the hold.
                 let attempt = wire::decode_attempt(bytes);

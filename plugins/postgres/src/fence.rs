@@ -1,30 +1,33 @@
 //! [`PostgresFence`]: the AttemptFence contract on PostgreSQL, for collectors of one Product
 //! on several machines writing into one database.
 //!
-//! - One holder at a time: a hold is a session-level advisory lock
+//! - One holder at a time per Candidate: a hold is a session-level advisory lock
 //!   (`pg_try_advisory_lock`) taken on a connection of its own, which only that hold uses.
 //!   The server drops the lock when the session ends (released, lost, or its holder killed),
-//!   so a dead holder never blocks the Product. The lock's key is the first 8 bytes of the
-//!   SHA-256 of `sf-postgres-fence/1` and the Product id: two Products whose keys collided
-//!   would only wait for each other, never share a hold.
-//! - Monotonic epochs: the row of `sf_fence` for the Product holds the last epoch handed out;
-//!   the holder increments it in one committed statement (`synchronous_commit = on`) before
-//!   the hold is returned, and a trigger refuses any change that would lower it. An epoch is
-//!   never handed out twice, whatever happens to the process that took it.
-//! - The lease: the row records who holds it (`holder`, `session`: the server process id),
-//!   when it was taken (`acquired_at`) and when it ended (`released_at`, written on release;
-//!   left empty by a holder that died or lost its session).
+//!   so a dead holder never blocks the Candidate. The lock's key is the first 8 bytes of the
+//!   SHA-256 of `sf-postgres-fence/1` and the Candidate's [`candidate_key`]
+//!   (`PRODUCT@sha256:…`): two Candidates whose keys collided would only wait for each other,
+//!   never share a hold. Holds on different Candidates of one Product are active at once.
+//! - Monotonic epochs: the row of `sf_fence` named by the Product id holds the last epoch
+//!   handed out for it, for all its Candidates; the holder increments it and copies it to the
+//!   row named by the Candidate's key in one committed transaction (`synchronous_commit =
+//!   on`) before the hold is returned, and a trigger refuses any change that would lower
+//!   either. An epoch is never handed out twice, whatever happens to the process that took it.
+//! - The lease: the Candidate's row records who holds it (`holder`, `session`: the server
+//!   process id), when it was taken (`acquired_at`) and when it ended (`released_at`, written
+//!   on release; left empty by a holder that died or lost its session). The Product's row
+//!   records the last acquirer.
 //! - [`FenceHold::assert_active`] asks the hold's own session whether it still holds the lock
-//!   and the row still names its epoch. A lost connection (the server restarted, the session
-//!   terminated, the network gone) is a lost hold: `released`, and the hold never connects
-//!   again, so it is never silently taken back.
+//!   and the Candidate's row still names its epoch. A lost connection (the server restarted,
+//!   the session terminated, the network gone) is a lost hold: `released`, and the hold never
+//!   connects again, so it is never silently taken back.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use postgres::Client;
 use sf_contracts::canonical::{self, Digest};
-use sf_contracts::fence::{AttemptFence, FenceError, FenceHold, check_product};
+use sf_contracts::fence::{AttemptFence, FenceError, FenceHold, candidate_key, check_product};
 use sf_contracts::{AttemptId, EvidenceStoreError};
 
 use crate::config::{Connector, PostgresConfig};
@@ -64,9 +67,9 @@ fn from_store_error(error: EvidenceStoreError) -> FenceError {
     }
 }
 
-/// The advisory lock key of `product`.
-fn lock_key(product: &str) -> i64 {
-    let digest = Digest::of(format!("{KEY_DOMAIN}\0{product}").as_bytes());
+/// The advisory lock key of `name` (a Candidate's [`candidate_key`]).
+fn lock_key(name: &str) -> i64 {
+    let digest = Digest::of(format!("{KEY_DOMAIN}\0{name}").as_bytes());
     let hex = digest.hex();
     u64::from_str_radix(&hex[..16], 16).expect("a sha256 is hex") as i64
 }
@@ -145,9 +148,10 @@ impl AttemptFence for PostgresFence {
         }
     }
 
-    fn acquire(&self, product: &str) -> Result<Box<dyn FenceHold>, FenceError> {
+    fn acquire(&self, product: &str, candidate: &Digest) -> Result<Box<dyn FenceHold>, FenceError> {
         check_product(product)?;
-        let key = lock_key(product);
+        let name = candidate_key(product, candidate);
+        let key = lock_key(&name);
         // The hold's own session: the advisory lock lives exactly as long as it does.
         let mut client = self.open()?;
         let locked: bool = client
@@ -156,28 +160,15 @@ impl AttemptFence for PostgresFence {
             .get(0);
         if !locked {
             // Dropping the session ends it; it holds nothing.
-            return Err(FenceError::Busy {
-                product: product.to_owned(),
-            });
+            return Err(FenceError::Busy { product: name });
         }
-        // Committed on its own, with synchronous_commit on: durable when it returns.
-        let row = client
-            .query_one(
-                "INSERT INTO sf_fence (product, epoch, holder, session, acquired_at) \
-                 VALUES ($1, 1, $2, pg_backend_pid(), now()) \
-                 ON CONFLICT (product) DO UPDATE SET epoch = sf_fence.epoch + 1, \
-                   holder = EXCLUDED.holder, session = EXCLUDED.session, \
-                   acquired_at = EXCLUDED.acquired_at, released_at = NULL \
-                 RETURNING epoch",
-                &[&product, &holder()],
-            )
-            .map_err(|error| unavailable("recording the new epoch", &error))?;
-        let epoch = epoch_of(row.get(0), product)?;
+        let epoch = next_epoch(&mut client, product, &name)?;
         Ok(Box::new(PostgresHold {
             attempt: AttemptId {
                 product: product.to_owned(),
                 epoch,
             },
+            name,
             key,
             session: Mutex::new(Some(client)),
             released: AtomicBool::new(false),
@@ -185,9 +176,45 @@ impl AttemptFence for PostgresFence {
     }
 }
 
+/// Takes the next epoch of `product` and records it as the hold of `name`, in one transaction
+/// committed with synchronous_commit on: durable when it returns. The Product's row is locked
+/// by its update until the commit, so concurrent acquirers take epochs one after another.
+fn next_epoch(client: &mut Client, product: &str, name: &str) -> Result<u64, FenceError> {
+    const UPSERT: &str = "INSERT INTO sf_fence (product, epoch, holder, session, acquired_at) \
+         VALUES ($1, $2, $3, pg_backend_pid(), now()) \
+         ON CONFLICT (product) DO UPDATE SET epoch = GREATEST(sf_fence.epoch + 1, $2), \
+           holder = EXCLUDED.holder, session = EXCLUDED.session, \
+           acquired_at = EXCLUDED.acquired_at, released_at = NULL \
+         RETURNING epoch";
+    let failed = |error: postgres::Error| unavailable("recording the new epoch", &error);
+    let holder = holder();
+    let mut transaction = client.transaction().map_err(failed)?;
+    let row = transaction
+        .query_one(UPSERT, &[&product, &1_i64, &holder])
+        .map_err(failed)?;
+    let epoch = epoch_of(row.get(0), product)?;
+    let held = transaction
+        .query_one(UPSERT, &[&name, &(epoch as i64), &holder])
+        .map_err(failed)?;
+    // The Candidate's row only follows the Product's: an epoch above it was written by
+    // someone else.
+    if held.get::<_, i64>(0) != epoch as i64 {
+        return Err(FenceError::Corrupt {
+            what: format!(
+                "sf_fence holds epoch {} for {name}, above {product}'s {epoch}",
+                held.get::<_, i64>(0)
+            ),
+        });
+    }
+    transaction.commit().map_err(failed)?;
+    Ok(epoch)
+}
+
 /// One attempt's hold: the session holding the advisory lock.
 pub struct PostgresHold {
     attempt: AttemptId,
+    /// The Candidate's [`candidate_key`]: its row in `sf_fence`, and its lock.
+    name: String,
     key: i64,
     /// The holder's session; `None` once the hold ended (released or lost).
     session: Mutex<Option<Client>>,
@@ -234,7 +261,7 @@ impl FenceHold for PostgresHold {
                     EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' \
                             AND pid = pg_backend_pid() AND granted AND objsubid = 1 \
                             AND classid::bigint = $2 AND objid::bigint = $3)",
-            &[&self.attempt.product, &high, &low],
+            &[&self.name, &high, &low],
         );
         let lost = match answer {
             Ok(row) => {
@@ -277,7 +304,7 @@ impl FenceHold for PostgresHold {
         let epoch = self.attempt.epoch as i64;
         let _ = client.execute(
             "UPDATE sf_fence SET released_at = now() WHERE product = $1 AND epoch = $2",
-            &[&self.attempt.product, &epoch],
+            &[&self.name, &epoch],
         );
         let _ = client.query_one("SELECT pg_advisory_unlock($1)", &[&self.key]);
     }

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use sf_host::fence::{AttemptFence, FenceHold};
 use sf_host::plugin::{PluginFence, load};
 use sf_postgres::{PostgresConfig, PostgresFence};
-use sf_sdk::conformance::fence::Harness;
+use sf_sdk::conformance::fence::{CANDIDATE, Harness, candidate};
 use sf_test_support::fence::{HOLDER_ENV, PRODUCT_ENV, announce_and_wait, kill_a_holder};
 use support::{Database, cluster, library};
 
@@ -96,7 +96,7 @@ fn postgres_fence_holder() {
     };
     let config: PostgresConfig = serde_json::from_str(&config).unwrap();
     let fence = PostgresFence::connect(&config).unwrap();
-    let hold = fence.acquire(&product).unwrap();
+    let hold = fence.acquire(&product, &candidate(CANDIDATE)).unwrap();
     announce_and_wait(hold.attempt().epoch);
 }
 

@@ -69,7 +69,9 @@ fn verify_full_with_the_servers_root_connects_over_tls_and_everything_else_is_re
     assert_eq!(store.get(&id, deadline()).unwrap(), record);
     assert_eq!(tls_sessions(&cluster, &database), "1");
     let fence = PostgresFence::connect(&tls).unwrap_or_else(|error| panic!("{error}"));
-    let hold = fence.acquire("p").unwrap();
+    let hold = fence
+        .acquire("p", &sf_sdk::contracts::canonical::Digest::of(b"c"))
+        .unwrap();
     hold.assert_active().unwrap();
     // The store's session, the fence's reader and the hold's own: all TLS.
     assert_eq!(tls_sessions(&cluster, &database), "3");

@@ -21,6 +21,13 @@
 //! them: it counts every charge that met the bound, including page cache the kernel then
 //! reclaimed without the program noticing.
 //!
+//! The runs' memory groups are made inside one **collection group** per Executor
+//! ([`CollectionGroup`], `sf-collection-<pid>-…`), whose memory bound is the total of all its
+//! runs together: with several runs at once, each within its own bound, the machine's memory
+//! is still bounded by one number. A run killed for want of memory while it was below its own
+//! bound was stopped by the total ([`Events::within_own_bound`]), which the run's answer names
+//! as the collection's limit, never the run's.
+//!
 //! v2 is preferred when both would do. The host opens each group's `tasks` (v1) or
 //! `cgroup.procs` (v2) and hands the descriptors to the launcher's process, which writes itself
 //! into them before it gives up root (the kernel checks a write against the opener's
@@ -66,6 +73,11 @@ pub struct Events {
     pub oom: u64,
     /// Whether the group was out of memory when read (v1 `under_oom`).
     pub under_oom: bool,
+    /// Whether the run's memory stayed below its own bound (its peak under it), so that a
+    /// process killed for want of memory was killed at the collection's total.
+    pub within_own_bound: bool,
+    /// The collection's total memory bound, when the run's group is inside one.
+    pub collection_total: Option<u64>,
 }
 
 /// The CFS period the CPU bound is expressed over (100 ms, the kernel's default).
@@ -75,8 +87,19 @@ const CPU_PERIOD_US: u64 = 100_000;
 #[derive(Debug)]
 pub struct Hierarchy {
     pub version: Version,
-    /// v2: the one parent; v1: the memory, pids and cpu parents.
+    /// v2: the one parent; v1: the memory, pids and cpu parents. The memory parent (the first)
+    /// is the collection group's directory once it is made.
     parents: Vec<PathBuf>,
+    /// The group every run's memory group is inside; removed after them (declared last).
+    collection: Option<CollectionGroup>,
+}
+
+/// The group all of one Executor's runs share, bounding their memory together; removed when
+/// dropped (once the runs' groups inside it are gone).
+#[derive(Debug)]
+pub struct CollectionGroup {
+    directory: PathBuf,
+    total: u64,
 }
 
 /// One run's group (one directory per hierarchy for v1), removed when dropped.
@@ -84,6 +107,10 @@ pub struct Hierarchy {
 pub struct RunGroup {
     version: Version,
     directories: Vec<PathBuf>,
+    /// The memory bound last written (the run's own).
+    memory_bytes: AtomicU64,
+    /// The collection's total, when the group is inside one.
+    collection_total: Option<u64>,
 }
 
 /// Names runs' groups uniquely within this copy of the crate.
@@ -109,17 +136,19 @@ fn copy_token() -> u64 {
 }
 
 impl Hierarchy {
-    /// The hierarchy this process can make bounded groups in, checked by making one (which
-    /// it returns, for a first run: removed when dropped); `Err` says why there is none.
-    pub fn find(bounds: &Bounds) -> Result<(Self, RunGroup), String> {
+    /// The hierarchy this process can make bounded groups in, with the collection group
+    /// bounding all runs' memory at `total` bytes, checked by making one run's group (which it
+    /// returns, for a first run: removed when dropped); `Err` says why there is none.
+    pub fn find(bounds: &Bounds, total: u64) -> Result<(Self, RunGroup), String> {
         let mounts = fs::read_to_string("/proc/self/mountinfo")
             .map_err(|error| format!("/proc/self/mountinfo: {error}"))?;
         let own = fs::read_to_string("/proc/self/cgroup")
             .map_err(|error| format!("/proc/self/cgroup: {error}"))?;
         let mut reasons = Vec::new();
         for candidate in [v2(&mounts, &own), v1(&mounts, &own)] {
-            match candidate.and_then(|hierarchy| {
+            match candidate.and_then(|mut hierarchy| {
                 hierarchy.clear_stale();
+                hierarchy.enclose(total)?;
                 hierarchy.create(bounds).map(|group| (hierarchy, group))
             }) {
                 Ok(hierarchy) => return Ok(hierarchy),
@@ -140,6 +169,8 @@ impl Hierarchy {
         let mut group = RunGroup {
             version: self.version,
             directories: Vec::new(),
+            memory_bytes: AtomicU64::new(bounds.memory_bytes),
+            collection_total: self.collection.as_ref().map(|collection| collection.total),
         };
         for parent in &self.parents {
             let directory = parent.join(&name);
@@ -151,26 +182,115 @@ impl Hierarchy {
         Ok(group)
     }
 
+    /// Makes the collection group bounding every run's memory at `total` bytes, and makes
+    /// runs' memory groups inside it from then on.
+    fn enclose(&mut self, total: u64) -> Result<(), String> {
+        let collection = CollectionGroup::create(self.version, &self.parents[0], total)?;
+        self.parents[0] = collection.directory.clone();
+        self.collection = Some(collection);
+        Ok(())
+    }
+
     /// Removes empty groups left by sf processes that are gone (killed before they removed
-    /// them); a group still in use cannot be removed, and one of a live process is kept.
+    /// them), and their collection groups with the runs' groups inside; a group still in use
+    /// cannot be removed, and one of a live process is kept.
     fn clear_stale(&self) {
         for parent in &self.parents {
-            let Ok(entries) = fs::read_dir(parent) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let Some(pid) = name
-                    .strip_prefix("sf-run-")
-                    .and_then(|rest| rest.split('-').next())
-                    .and_then(|pid| pid.parse::<u32>().ok())
-                else {
-                    continue;
-                };
-                if !Path::new(&format!("/proc/{pid}")).exists() {
-                    let _ = fs::remove_dir(entry.path());
+            for (path, prefix) in stale_groups(parent) {
+                if prefix == COLLECTION_PREFIX {
+                    for (run, _) in stale_groups(&path) {
+                        let _ = fs::remove_dir(run);
+                    }
+                }
+                let _ = fs::remove_dir(path);
+            }
+        }
+    }
+}
+
+const RUN_PREFIX: &str = "sf-run-";
+const COLLECTION_PREFIX: &str = "sf-collection-";
+
+/// The groups in `parent` named by an sf process that is gone (`sf-run-<pid>-…` or
+/// `sf-collection-<pid>-…`), with the prefix each has.
+fn stale_groups(parent: &Path) -> Vec<(PathBuf, &'static str)> {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let (prefix, rest) = [RUN_PREFIX, COLLECTION_PREFIX]
+                .into_iter()
+                .find_map(|prefix| Some((prefix, name.strip_prefix(prefix)?)))?;
+            let pid = rest.split('-').next()?.parse::<u32>().ok()?;
+            let gone = !Path::new(&format!("/proc/{pid}")).exists();
+            gone.then(|| (entry.path(), prefix))
+        })
+        .collect()
+}
+
+impl CollectionGroup {
+    /// Makes the collection group in the memory hierarchy's `parent` with the memory bound
+    /// `total` (and, on v2, the controllers its runs' groups need offered to them).
+    fn create(version: Version, parent: &Path, total: u64) -> Result<Self, String> {
+        let directory = parent.join(format!(
+            "{COLLECTION_PREFIX}{}-{:016x}-{}",
+            std::process::id(),
+            copy_token(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::create_dir(&directory)
+            .map_err(|error| format!("making {}: {error}", directory.display()))?;
+        let collection = Self { directory, total };
+        collection.bound(version)?;
+        Ok(collection)
+    }
+
+    fn bound(&self, version: Version) -> Result<(), String> {
+        let dir = &self.directory;
+        match version {
+            Version::V2 => {
+                write(dir, "memory.max", self.total)?;
+                if dir.join("memory.swap.max").exists() {
+                    write(dir, "memory.swap.max", 0)?;
+                }
+                let offered = read(dir, "cgroup.controllers")?;
+                let enable: Vec<String> = ["memory", "pids", "cpu"]
+                    .into_iter()
+                    .filter(|name| offered.split_whitespace().any(|offered| offered == *name))
+                    .map(|name| format!("+{name}"))
+                    .collect();
+                write(dir, "cgroup.subtree_control", enable.join(" "))?;
+            }
+            Version::V1 => {
+                write(dir, "memory.limit_in_bytes", self.total)?;
+                if dir.join("memory.memsw.limit_in_bytes").exists() {
+                    write(dir, "memory.memsw.limit_in_bytes", self.total)?;
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for CollectionGroup {
+    fn drop(&mut self) {
+        remove_when_empty(&self.directory);
+    }
+}
+
+/// Removes the group `dir` once the kernel has taken its last process (or group) off it.
+fn remove_when_empty(dir: &Path) {
+    for attempt in 0..50 {
+        match fs::remove_dir(dir) {
+            Ok(()) => break,
+            Err(error) if error.raw_os_error() == Some(libc::ENOENT) => break,
+            Err(_) if attempt < 49 => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Err(_) => {}
         }
     }
 }
@@ -187,6 +307,8 @@ impl RunGroup {
         match self.version {
             Version::V2 => {
                 let dir = &self.directories[0];
+                self.memory_bytes
+                    .store(bounds.memory_bytes, Ordering::Relaxed);
                 write(dir, "memory.max", bounds.memory_bytes)?;
                 if dir.join("memory.swap.max").exists() {
                     write(dir, "memory.swap.max", 0)?;
@@ -198,9 +320,16 @@ impl RunGroup {
                 let [memory, pids, cpu] = &self.directories[..] else {
                     return Err("a v1 group is three directories".to_owned());
                 };
+                self.memory_bytes
+                    .store(bounds.memory_bytes, Ordering::Relaxed);
                 write(memory, "memory.limit_in_bytes", bounds.memory_bytes)?;
                 if memory.join("memory.memsw.limit_in_bytes").exists() {
                     write(memory, "memory.memsw.limit_in_bytes", bounds.memory_bytes)?;
+                } else {
+                    // Swap is not accounted: the group's reclaim at its bound must not swap
+                    // (swappiness 0 makes limit reclaim leave anonymous pages in memory), so
+                    // that the bound is on memory and swap together.
+                    write(memory, "memory.swappiness", 0)?;
                 }
                 write(pids, "pids.max", bounds.processes)?;
                 write(cpu, "cpu.cfs_period_us", CPU_PERIOD_US)?;
@@ -259,6 +388,10 @@ impl RunGroup {
                 Version::V1 => counter(&memory_events, memory_file, "under_oom")? != 0,
                 Version::V2 => false,
             },
+            within_own_bound: self
+                .peak()
+                .is_some_and(|peak| peak < self.memory_bytes.load(Ordering::Relaxed)),
+            collection_total: self.collection_total,
         })
     }
 
@@ -274,19 +407,10 @@ impl RunGroup {
 
 impl Drop for RunGroup {
     fn drop(&mut self) {
+        // Its processes have exited (the caller waits for them); the kernel may take a moment
+        // to take the last one off the group.
         for dir in &self.directories {
-            // Its processes have exited (the caller waits for them); the kernel may take a
-            // moment to take the last one off the group.
-            for attempt in 0..50 {
-                match fs::remove_dir(dir) {
-                    Ok(()) => break,
-                    Err(error) if error.raw_os_error() == Some(libc::ENOENT) => break,
-                    Err(_) if attempt < 49 => {
-                        std::thread::sleep(std::time::Duration::from_millis(2));
-                    }
-                    Err(_) => {}
-                }
-            }
+            remove_when_empty(dir);
         }
     }
 }
@@ -465,6 +589,7 @@ fn v2(mounts_text: &str, own: &str) -> Result<Hierarchy, String> {
             return Ok(Hierarchy {
                 version: Version::V2,
                 parents: vec![parent],
+                collection: None,
             });
         }
     }
@@ -502,6 +627,7 @@ fn v1(mounts_text: &str, own: &str) -> Result<Hierarchy, String> {
     Ok(Hierarchy {
         version: Version::V1,
         parents,
+        collection: None,
     })
 }
 

@@ -64,6 +64,15 @@ pub struct SandboxConfig {
     /// per-process limits only.
     #[serde(default)]
     pub require_cgroup: bool,
+    /// The most memory all of this Executor's runs may use together (bytes), bounded by the
+    /// collection group its runs' groups are made in; `None`: three quarters of the machine's
+    /// memory, and never less than one run's bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_memory_bytes: Option<u64>,
+    /// Whether runs may overlap where no control group can bound them together (their memory
+    /// then has no total): off by default, so that such an Executor runs one at a time.
+    #[serde(default)]
+    pub parallel_runs_without_cgroup: bool,
 }
 
 fn default_prepare_ahead() -> bool {
@@ -81,8 +90,36 @@ impl SandboxConfig {
             network: None,
             prepare_ahead: true,
             require_cgroup: false,
+            total_memory_bytes: None,
+            parallel_runs_without_cgroup: false,
         }
     }
+
+    /// The total memory bound of all runs together: the configured one, which may not be
+    /// below one run's bound, or the default.
+    fn total_memory(&self) -> Result<u64, ExecutorError> {
+        let one_run = self.limits.memory_bytes;
+        match self.total_memory_bytes {
+            Some(total) if total < one_run => Err(ExecutorError::Unavailable {
+                mechanism: "cgroup".to_owned(),
+                reason: format!(
+                    "total_memory_bytes = {total} is below one run's memory bound ({one_run}): \
+                     every run could be stopped by the total before its own bound; raise it \
+                     or lower [executor.limits] memory_bytes"
+                ),
+            }),
+            Some(total) => Ok(total),
+            None => Ok(machine_memory().map_or(one_run, |memory| (memory / 4 * 3).max(one_run))),
+        }
+    }
+}
+
+/// The machine's memory (`MemTotal` of /proc/meminfo) in bytes, if it can be read.
+fn machine_memory() -> Option<u64> {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = meminfo.lines().find(|line| line.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
 }
 
 /// Where a run's sandbox came from.
@@ -102,6 +139,8 @@ pub struct SandboxExecutor {
     /// The fork server (the long-lived launcher that forks one launcher per run, started by
     /// the first run) and the sandbox prepared ahead of the next run.
     preparer: Preparer,
+    /// Whether runs may overlap (without a control group, only when the operator says so).
+    overlap: crate::overlap::Overlap,
 }
 
 fn invalid(input: String, rule: &'static str) -> ExecutorError {
@@ -154,18 +193,21 @@ impl SandboxExecutor {
         let devices = device_sources()?;
         let plan = Self::plan(&runtime, &profile, &devices, making_network.is_some())?;
         let bounds = profile::group_bounds(&profile.limits);
-        let (hierarchy, spare) = find_hierarchy(&bounds, config.require_cgroup)?;
+        let total = config.total_memory()?;
+        let (hierarchy, spare) = find_hierarchy(&bounds, total, config.require_cgroup)?;
+        let overlap =
+            crate::overlap::Overlap::new(hierarchy.is_ok(), config.parallel_runs_without_cgroup);
         let shared = making_network.map(empty_network_namespace).transpose()?;
         let source = Source {
             server: ForkServer::new(launcher.clone(), shared, first),
             plan,
             ids: root.then(|| Ids::new(config.ids_when_root)),
             resources: Resources {
-                hierarchy,
                 spare: std::sync::Mutex::new(spare),
                 bounds,
                 required: config.require_cgroup,
                 cleaner: Cleaner::new(),
+                hierarchy,
             },
         };
         Ok(Self {
@@ -173,6 +215,7 @@ impl SandboxExecutor {
             profile,
             preparer: Preparer::new(source, config.prepare_ahead),
             launcher,
+            overlap,
         })
     }
 
@@ -483,9 +526,10 @@ fn check_runtime_paths(runtime: &Runtime) -> Result<(), ExecutorError> {
 /// profile `required` a group: then the Executor is refused.
 fn find_hierarchy(
     bounds: &crate::cgroup::Bounds,
+    total: u64,
     required: bool,
 ) -> Result<(Result<Hierarchy, String>, Option<RunGroup>), ExecutorError> {
-    let (hierarchy, spare) = match Hierarchy::find(bounds) {
+    let (hierarchy, spare) = match Hierarchy::find(bounds, total) {
         Ok((hierarchy, group)) => (Ok(hierarchy), Some(group)),
         Err(reason) => (Err(reason), None),
     };
@@ -739,6 +783,7 @@ impl Executor for SandboxExecutor {
             reason: format!("the run plan did not encode: {error}"),
         })?;
         let files = run_files(request, &run);
+        let _running = self.overlap.enter()?;
         let launch = |started| {
             supervise(Launch {
                 started,

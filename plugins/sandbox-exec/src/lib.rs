@@ -46,6 +46,7 @@ mod identity;
 #[doc(hidden)]
 pub mod launcher;
 mod limits;
+mod overlap;
 mod plan;
 pub mod plugin;
 mod prepare;

@@ -12,9 +12,11 @@ use sf_contracts::{Limit, LimitHit};
 use crate::cgroup::{Events, Version};
 use crate::profile::Limits;
 
-/// The limit's value in force under `limits`, in the contract's unit.
-fn value(limits: &Limits, limit: Limit) -> u64 {
+/// The limit's value in force under `limits` (and the collection's `total`), in the
+/// contract's unit.
+fn value(limits: &Limits, total: Option<u64>, limit: Limit) -> u64 {
     match limit {
+        Limit::CollectionMemory => total.unwrap_or(0),
         Limit::Processes => limits.processes,
         Limit::Memory => limits.memory_bytes,
         Limit::FileSize => limits.file_size_bytes,
@@ -50,7 +52,18 @@ fn group_hits(version: Version, events: &Events) -> Vec<(Limit, String)> {
         )),
         _ => None,
     };
-    hits.extend(memory.map(|detail| (Limit::Memory, detail)));
+    hits.extend(memory.map(|detail| match events.collection_total {
+        // Killed below its own bound: the collection's runs together reached their total.
+        Some(total) if events.within_own_bound => (
+            Limit::CollectionMemory,
+            format!(
+                "the collection's runs together reached their total memory bound ({}) while \
+                 this run was below its own; {detail}",
+                Limit::CollectionMemory.amount(total)
+            ),
+        ),
+        _ => (Limit::Memory, detail),
+    }));
     hits
 }
 
@@ -65,6 +78,10 @@ pub(crate) fn limits_hit(
     problems: &mut Vec<String>,
 ) -> Vec<LimitHit> {
     let mut seen: BTreeMap<Limit, String> = BTreeMap::new();
+    let total = match &group {
+        Some((_, Ok(events))) => events.collection_total,
+        _ => None,
+    };
     for (word, detail) in reported {
         match Limit::parse(word) {
             Some(limit) => {
@@ -87,7 +104,7 @@ pub(crate) fn limits_hit(
     }
     let mut hits = Vec::new();
     for (limit, detail) in seen {
-        match LimitHit::new(limit, value(limits, limit), detail) {
+        match LimitHit::new(limit, value(limits, total, limit), detail) {
             Ok(hit) => hits.push(hit),
             Err(rule) => problems.push(format!(
                 "the run hit the sandbox's {}, which cannot be stated: {rule}",
@@ -108,7 +125,34 @@ mod tests {
             oom_kills,
             oom,
             under_oom,
+            within_own_bound: false,
+            collection_total: Some(8 << 30),
         }
+    }
+
+    #[test]
+    fn a_kill_below_the_runs_own_bound_is_the_collections() {
+        let limits = Limits::default();
+        let mut problems = Vec::new();
+        let below = Events {
+            within_own_bound: true,
+            ..events(0, 1, 0, false)
+        };
+        let hits = limits_hit(&limits, &[], Some((Version::V1, Ok(below))), &mut problems);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(hits.len(), 1, "{hits:?}");
+        assert_eq!(hits[0].limit(), Limit::CollectionMemory);
+        assert_eq!(hits[0].value(), 8 << 30);
+        assert!(hits[0].detail().contains("8192 MiB"), "{hits:?}");
+        // At its own bound, the run's own memory limit.
+        let hits = limits_hit(
+            &limits,
+            &[],
+            Some((Version::V1, Ok(events(0, 1, 0, false)))),
+            &mut problems,
+        );
+        assert_eq!(hits[0].limit(), Limit::Memory);
+        assert_eq!(hits[0].value(), limits.memory_bytes);
     }
 
     #[test]

@@ -12,6 +12,8 @@
 //! # network = "new"              # or "shared-empty" (root only; the default as root)
 //! # prepare_ahead = false        # build each run's sandbox when it starts (default: ahead)
 //! # require_cgroup = true        # fail closed when no control group can bound a run
+//! # total_memory_bytes = 8589934592  # all runs' memory together (default: 3/4 of the machine's)
+//! # parallel_runs_without_cgroup = true  # let runs overlap with no control group (no total)
 //!
 //! [executor.limits]              # any subset; the rest keep their defaults
 //! cpu_seconds = 300
@@ -64,6 +66,14 @@ pub struct SandboxExecBackend {
     /// Whether a run fails closed when no control group can bound it (default: false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_cgroup: Option<bool>,
+    /// The most memory all runs may use together, in bytes (default: three quarters of the
+    /// machine's memory, never below one run's bound).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_memory_bytes: Option<u64>,
+    /// Whether runs may overlap where no control group bounds them together (default: false,
+    /// one at a time there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallel_runs_without_cgroup: Option<bool>,
 }
 
 /// A runtime: a default by name, or an executable with (optionally) its readable paths.
@@ -205,6 +215,10 @@ impl SandboxExecBackend {
         }
         if let Some(required) = self.require_cgroup {
             config.require_cgroup = required;
+        }
+        config.total_memory_bytes = self.total_memory_bytes;
+        if let Some(allowed) = self.parallel_runs_without_cgroup {
+            config.parallel_runs_without_cgroup = allowed;
         }
         Ok(config)
     }

@@ -57,14 +57,15 @@ pub(crate) struct Source {
 #[derive(Debug)]
 pub(crate) struct Resources {
     /// Where runs' groups are made (`None`: nowhere; the reason is kept).
-    pub hierarchy: Result<Hierarchy, String>,
     /// A group made already (to find the hierarchy), for the first sandbox.
     pub spare: std::sync::Mutex<Option<RunGroup>>,
     pub bounds: cgroup::Bounds,
     /// Whether a run without a group fails (`unavailable`, mechanism `cgroup`).
     pub required: bool,
-    /// Declared last: dropped after the fork server, once every launcher has exited.
+    /// Dropped after the fork server, once every launcher has exited.
     pub cleaner: Cleaner,
+    /// Declared last: its collection group is removed once every run's group inside it is.
+    pub hierarchy: Result<Hierarchy, String>,
 }
 
 impl Resources {

@@ -1,6 +1,7 @@
 //! The AttemptFence conformance suite.
 //!
-//! Every case gets a fresh fence (no epoch handed out for any Product) from
+//! Holds are per Candidate of a Product; the cases take [`candidate`]`("conformance")` unless
+//! they say otherwise. Every case gets a fresh fence (no epoch handed out for any Product) from
 //! [`Harness::fresh_fence`]. A second collector is a second handle on the same fence
 //! ([`Harness::another_handle`]: another open of the directory, another database
 //! connection). Two cases need the backend's own faults: [`Harness::lose`] makes an active
@@ -17,6 +18,7 @@
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
+use sf_contracts::canonical::Digest;
 use sf_contracts::fence::{AttemptFence, FenceError, FenceHold};
 
 /// What a backend's test supplies to run the suite against it.
@@ -32,8 +34,9 @@ pub trait Harness {
     /// the fence's API. Returns false when the backend offers no way; the case then fails.
     fn lose(&self, fence: &Arc<dyn AttemptFence>, hold: &dyn FenceHold) -> bool;
 
-    /// Takes the fence of `product` in `fence` from another process, kills that process with
-    /// SIGKILL while it holds, waits for it to be gone, and returns the epoch it held.
+    /// Takes the fence of `product` (for the Candidate [`candidate`]`(`[`CANDIDATE`]`)`) in
+    /// `fence` from another process, kills that process with SIGKILL while it holds, waits for
+    /// it to be gone, and returns the epoch it held.
     fn kill_a_holder(&self, fence: &Arc<dyn AttemptFence>, product: &str) -> u64;
 
     /// How long a backend may take to notice that a holder is gone (its session closed);
@@ -60,7 +63,9 @@ super::suite! {
         epochs_grow_by_one_per_hold,
         products_are_independent,
         a_second_holder_is_busy,
+        candidates_of_a_product_hold_at_once,
         racing_acquires_have_one_winner,
+        racing_candidates_take_one_epoch_each,
         a_released_hold_is_not_active,
         a_dropped_hold_frees_the_fence,
         a_lost_hold_is_not_active_and_stays_so,
@@ -85,10 +90,23 @@ pub fn run_case(harness: &dyn Harness, name: &str) {
 
 const PRODUCT: &str = "conformance";
 
+/// The name of the Candidate the cases hold unless they say otherwise (and a killed holder
+/// holds).
+pub const CANDIDATE: &str = "conformance";
+
+/// The Candidate digest the cases use for `name`.
+pub fn candidate(name: &str) -> Digest {
+    Digest::of(name.as_bytes())
+}
+
 fn acquire(fence: &dyn AttemptFence, product: &str) -> Box<dyn FenceHold> {
+    acquire_for(fence, product, CANDIDATE)
+}
+
+fn acquire_for(fence: &dyn AttemptFence, product: &str, name: &str) -> Box<dyn FenceHold> {
     fence
-        .acquire(product)
-        .unwrap_or_else(|error| panic!("acquire {product}: {error}"))
+        .acquire(product, &candidate(name))
+        .unwrap_or_else(|error| panic!("acquire {product} for {name}: {error}"))
 }
 
 /// `acquire`, retried while `busy` for the harness's settle time (a backend may notice a
@@ -100,7 +118,7 @@ fn acquire_once_settled(
 ) -> Box<dyn FenceHold> {
     let until = Instant::now() + harness.settle_time();
     loop {
-        match fence.acquire(product) {
+        match fence.acquire(product, &candidate(CANDIDATE)) {
             Ok(hold) => return hold,
             Err(FenceError::Busy { .. }) if Instant::now() < until => {
                 std::thread::sleep(Duration::from_millis(50));
@@ -156,14 +174,79 @@ pub fn a_second_holder_is_busy(harness: &dyn Harness) {
     let other = harness.another_handle(&fence);
     let hold = acquire(fence.as_ref(), PRODUCT);
     for handle in [&fence, &other] {
-        let error = handle.acquire(PRODUCT).expect_err("the fence is held");
+        let error = handle
+            .acquire(PRODUCT, &candidate(CANDIDATE))
+            .expect_err("the fence is held");
         assert_eq!(error.code(), "busy", "{error}");
     }
     hold.assert_active().expect("the holder is still active");
     assert_eq!(fence.last_epoch(PRODUCT).expect("last_epoch"), 1);
 }
 
-/// Eight handles racing for one fence: exactly one wins, the rest are `busy`.
+/// Holds on two Candidates of one Product are active at once, with the Product's next epochs;
+/// each still excludes a second hold on its own Candidate, and ending one leaves the other.
+pub fn candidates_of_a_product_hold_at_once(harness: &dyn Harness) {
+    let fence = harness.fresh_fence();
+    let other = harness.another_handle(&fence);
+    let first = acquire_for(fence.as_ref(), PRODUCT, "a");
+    let second = acquire_for(other.as_ref(), PRODUCT, "b");
+    assert_eq!(first.attempt().epoch, 1);
+    assert_eq!(second.attempt().epoch, 2);
+    assert_eq!(second.attempt().product, PRODUCT);
+    first
+        .assert_active()
+        .expect("the first hold is active beside the second");
+    second
+        .assert_active()
+        .expect("the second hold is active beside the first");
+    for (handle, name) in [(&fence, "b"), (&other, "a")] {
+        let error = handle
+            .acquire(PRODUCT, &candidate(name))
+            .expect_err("the Candidate is held");
+        assert_eq!(error.code(), "busy", "{error}");
+    }
+    first.release();
+    second
+        .assert_active()
+        .expect("ending another Candidate's hold leaves this one");
+    let third = acquire_for(other.as_ref(), PRODUCT, "a");
+    assert_eq!(third.attempt().epoch, 3);
+    second.assert_active().expect("still active");
+    assert_eq!(fence.last_epoch(PRODUCT).expect("last_epoch"), 3);
+}
+
+/// Eight handles racing for eight Candidates of one Product: every one wins, and the epochs
+/// are one each, 1 to 8.
+pub fn racing_candidates_take_one_epoch_each(harness: &dyn Harness) {
+    let fence = harness.fresh_fence();
+    let handles: Vec<_> = (0..8).map(|_| harness.another_handle(&fence)).collect();
+    let barrier = Barrier::new(handles.len());
+    let holds: Vec<Box<dyn FenceHold>> = std::thread::scope(|scope| {
+        let racers: Vec<_> = handles
+            .iter()
+            .enumerate()
+            .map(|(index, handle)| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    barrier.wait();
+                    acquire_for(handle.as_ref(), PRODUCT, &format!("racer-{index}"))
+                })
+            })
+            .collect();
+        racers
+            .into_iter()
+            .map(|racer| racer.join().expect("every racer holds its own Candidate"))
+            .collect()
+    });
+    let mut epochs: Vec<u64> = holds.iter().map(|hold| hold.attempt().epoch).collect();
+    epochs.sort_unstable();
+    assert_eq!(epochs, (1..=8).collect::<Vec<u64>>());
+    for hold in &holds {
+        hold.assert_active().expect("every racer's hold is active");
+    }
+}
+
+/// Eight handles racing for one Candidate's fence: exactly one wins, the rest are `busy`.
 pub fn racing_acquires_have_one_winner(harness: &dyn Harness) {
     let fence = harness.fresh_fence();
     let handles: Vec<_> = (0..8).map(|_| harness.another_handle(&fence)).collect();
@@ -175,7 +258,7 @@ pub fn racing_acquires_have_one_winner(harness: &dyn Harness) {
                 let barrier = &barrier;
                 scope.spawn(move || {
                     barrier.wait();
-                    handle.acquire(PRODUCT)
+                    handle.acquire(PRODUCT, &candidate(CANDIDATE))
                 })
             })
             .collect();
@@ -240,7 +323,7 @@ pub fn a_lost_hold_is_not_active_and_stays_so(harness: &dyn Harness) {
     assert_released(hold.as_ref(), "while another attempt holds");
 }
 
-/// A holder killed while it holds never blocks the Product, and its epoch is never handed
+/// A holder killed while it holds never blocks its Candidate, and its epoch is never handed
 /// out again.
 pub fn a_killed_holders_epoch_is_never_handed_out_again(harness: &dyn Harness) {
     let fence = harness.fresh_fence();
@@ -256,7 +339,9 @@ pub fn bad_product_ids_are_invalid_input(harness: &dyn Harness) {
     let fence = harness.fresh_fence();
     let long = "p".repeat(129);
     for bad in ["", "bad id", "-leading", "../up", "a\nb", long.as_str()] {
-        let error = fence.acquire(bad).expect_err("a bad id is refused");
+        let error = fence
+            .acquire(bad, &candidate(CANDIDATE))
+            .expect_err("a bad id is refused");
         assert_eq!(error.code(), "invalid-input", "{bad:?}: {error}");
         let error = fence.last_epoch(bad).expect_err("a bad id is refused");
         assert_eq!(error.code(), "invalid-input", "{bad:?}: {error}");

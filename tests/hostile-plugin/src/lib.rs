@@ -179,7 +179,11 @@ impl EvidenceStore for Unreachable {
 }
 
 impl AttemptFence for Panicking {
-    fn acquire(&self, _: &str) -> Result<Box<dyn FenceHold>, FenceError> {
+    fn acquire(
+        &self,
+        _: &str,
+        _: &sf_sdk::contracts::canonical::Digest,
+    ) -> Result<Box<dyn FenceHold>, FenceError> {
         panic!("hostile: panic in acquire")
     }
 
