@@ -39,8 +39,11 @@ pub const ABI_MAJOR: u32 = 1;
 /// only to a plugin of minor 11 or later:
 /// [`executor_protocol::PROGRAM_TREE_SINCE_MINOR`](crate::executor_protocol::PROGRAM_TREE_SINCE_MINOR));
 /// minor 12 a command's network to its caller's proxy and its output directory (`run_v6`'s
-/// `network` and `output`, sent only to a plugin of minor 12 or later: environment builds).
-pub const ABI_MINOR: u32 = 12;
+/// `network` and `output`, sent only to a plugin of minor 12 or later: environment builds);
+/// minor 15 the executor's `run_v7`, whose answer may name where a remote run was executed
+/// (the Action and the worker: called only on a plugin of minor 15 or later,
+/// [`executor_protocol::REMOTE_RUN_SINCE_MINOR`](crate::executor_protocol::REMOTE_RUN_SINCE_MINOR)).
+pub const ABI_MINOR: u32 = 15;
 
 /// The call succeeded; the reply is the answer message.
 pub const STATUS_OK: i32 = 0;

@@ -218,13 +218,15 @@ impl ReapiExecutor {
             deadline.saturating_duration_since(Instant::now()),
         );
         let lost = |problem: String, unconfirmed: String| {
-            Ok(RunAnswer::lost(
+            let mut answer = RunAnswer::lost(
                 request,
                 digests.clone(),
                 started.elapsed(),
                 unconfirmed,
                 vec![problem],
-            ))
+            );
+            answer.remote = Some(answer::lost_remote(sent.action));
+            Ok(answer)
         };
         let stream = match cas::bounded(self.settings.call, execution.execute(call)).await {
             Ok(stream) => stream.into_inner(),

@@ -219,6 +219,12 @@ fn a_run_retried_after_its_worker_was_killed_is_lost_and_executed_once() {
     assert_lost(&answer, "start marker");
     assert_lost(&answer, "ABORTED");
     assert_started_once_and_refused(&cluster, first);
+    let remote = answer
+        .remote
+        .as_ref()
+        .expect("a remote run names its Action");
+    assert_eq!(remote.action, events(&cluster, "started")[0]["action"]);
+    assert_eq!(remote.worker, None, "no worker vouches for a lost run");
     assert_eq!(tries(&cluster), "2", "BuildGrid retried the job once");
     assert!(cluster.runs().is_empty(), "no run ended");
 }
@@ -330,4 +336,14 @@ fn a_cut_connection_is_followed_again_with_wait_execution() {
     assert_eq!(answer.stdout, b"done\n");
     assert!(answer.problems.is_empty(), "{:?}", answer.problems);
     assert_eq!(cluster.runs().len(), 1, "the Action ran once");
+    let ran: serde_json::Value = serde_json::from_str(&cluster.runs()[0]).unwrap();
+    let remote = answer
+        .remote
+        .as_ref()
+        .expect("a remote run names its Action");
+    assert_eq!(
+        remote.action, ran["action"],
+        "the answer names the Action that ran"
+    );
+    assert_eq!(remote.worker.as_deref(), Some("worker-0"));
 }
