@@ -828,6 +828,9 @@ pub struct RunAnswer {
     pub limits_hit: Vec<LimitHit>,
     /// The results file, for a run whose command asked for one (`None` otherwise).
     pub results: Option<CapturedResults>,
+    /// Where a remote Executor's run was executed (the Action and the worker); `None` for a
+    /// local run.
+    pub remote: Option<crate::RemoteRun>,
 }
 
 impl fmt::Debug for RunAnswer {
@@ -844,6 +847,7 @@ impl fmt::Debug for RunAnswer {
             .field("namespace", &self.namespace)
             .field("problems", &self.problems)
             .field("limits_hit", &self.limits_hit)
+            .field("remote", &self.remote)
             .finish()
     }
 }
@@ -895,6 +899,7 @@ impl RunAnswer {
             },
             problems,
             limits_hit: Vec::new(),
+            remote: None,
         }
     }
 }

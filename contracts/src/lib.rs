@@ -19,6 +19,7 @@ pub mod grammar;
 pub mod legacy_enforcement;
 pub mod limit_hit;
 pub mod path_glob;
+pub mod remote_run;
 pub mod snapshot;
 pub mod tree_digest;
 pub mod tree_path;
@@ -52,3 +53,4 @@ pub use object_store::{
     EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreExt, ObjectStoreFactory,
     READ_FRAMING_BYTES, ReadScope, RefName, RefUpdate, RefValue, StoreRoot, StoredObject,
 };
+pub use remote_run::RemoteRun;

@@ -45,8 +45,11 @@ pub const ABI_MAJOR: u32 = 1;
 /// minor 14 `instantiate` answering the contract's own error (`STATUS_CONTRACT_ERROR`: a
 /// backend that could not be made because its server is `unavailable` or its data `corrupt`),
 /// read as that error only from a plugin of minor 14 or later:
-/// [`protocol::INSTANTIATE_ERROR_SINCE_MINOR`](crate::protocol::INSTANTIATE_ERROR_SINCE_MINOR).
-pub const ABI_MINOR: u32 = 14;
+/// [`protocol::INSTANTIATE_ERROR_SINCE_MINOR`](crate::protocol::INSTANTIATE_ERROR_SINCE_MINOR));
+/// minor 15 the executor's `run_v7`, whose answer may name where a remote run was executed
+/// (the Action and the worker: called only on a plugin of minor 15 or later,
+/// [`executor_protocol::REMOTE_RUN_SINCE_MINOR`](crate::executor_protocol::REMOTE_RUN_SINCE_MINOR)).
+pub const ABI_MINOR: u32 = 15;
 
 /// The call succeeded; the reply is the answer message.
 pub const STATUS_OK: i32 = 0;

@@ -17,6 +17,7 @@
 //! | `run_v4` | as `run_v2`, each file `{path, mode, content}` | the answer of `run_v3` |
 //! | `run_v5` | as `run_v4` | the answer of `run_v4`, with `limitsHit` |
 //! | `run_v6` | as `run_v4`, with an optional `command` | the answer of `run_v5`, with `identities.command` and `results` for a command |
+//! | `run_v7` | as `run_v6` | the answer of `run_v6`, with `remote` for a remote run |
 //! | `cancel` | `{runId}` | `{}` |
 //!
 //! `executable`, `readable[].path`, `recipe` and every `content` are section indexes; `kind`
@@ -96,7 +97,14 @@
 //! of an older minor does not know the field, so the host never sends such a request to one
 //! ([`RunFeature::ProgramTree`]): it refuses the request before anything is sent.
 //!
-//! A host calls `run_v6` on a plugin of minor 6 or later, `run_v5` on minor 5, `run_v4` on minor 4, `run_v3` on
+//! `run_v7` (ABI 1.15) takes the request of `run_v6`; its answer may hold `remote: {action,
+//! worker}`, where a remote Executor's run was executed: `action` the REAPI digest of the
+//! Action it travelled as (`HASH/SIZE`), `worker` the name of the worker that ran it, or null
+//! for a run the cluster lost (sf-contracts' `RemoteRun`, checked as it is read). A local run
+//! leaves it out. The older answers have no such field (it is refused in them), and a plugin
+//! answering an older host leaves it out.
+//!
+//! A host calls `run_v7` on a plugin of minor 15 or later, `run_v6` on minor 6 to 14, `run_v5` on minor 5, `run_v4` on minor 4, `run_v3` on
 //! minor 3, `run_v2` on minor 2, and `run` on an older one, each for the requests its shape
 //! carries.
 //!
@@ -124,6 +132,7 @@ use crate::contracts::command::{
 };
 use crate::contracts::executor::ProgramTree;
 use crate::contracts::legacy_enforcement::LegacyEnforcement;
+use crate::contracts::remote_run::RemoteRun;
 use crate::contracts::snapshot::{SnapshotFile, is_regular_only};
 use crate::contracts::tree_digest::{Directory, DirectoryDigest, Node, Totals};
 use crate::contracts::tree_path::EntryMode;
@@ -148,6 +157,10 @@ pub const PROGRAM_TREE_SINCE_MINOR: u32 = 11;
 /// directory (`run_v6`'s `network` and `output`).
 pub const BUILD_ACCESS_SINCE_MINOR: u32 = 12;
 
+/// The ABI minor that added `run_v7`, whose answer may name where a remote run was executed
+/// (`remote`): a host calls it only on a plugin of this minor or later.
+pub const REMOTE_RUN_SINCE_MINOR: u32 = 15;
+
 /// The method names, as sent in `call`.
 pub mod method {
     /// [`Executor::describe_runtime`](crate::contracts::Executor::describe_runtime).
@@ -166,6 +179,8 @@ pub mod method {
     pub const RUN_V5: &str = "run_v5";
     /// `run_v5` whose request may carry a command and whose answer its results (ABI 1.6).
     pub const RUN_V6: &str = "run_v6";
+    /// `run_v6` whose answer may name where a remote run was executed (ABI 1.15).
+    pub const RUN_V7: &str = "run_v7";
     /// Cancels a run in flight by its id.
     pub const CANCEL: &str = "cancel";
 }
@@ -186,6 +201,9 @@ pub enum RunWire {
     /// `run_v6`: the request of `run_v4` with a command; the answer of `run_v5` with the
     /// command's identity and results.
     V6,
+    /// `run_v7`: the request of `run_v6`; the answer of `run_v6` with where a remote run was
+    /// executed.
+    V7,
 }
 
 /// What a request holds that an older message shape cannot carry.
@@ -286,6 +304,7 @@ impl RunWire {
             Self::V4 => method::RUN_V4,
             Self::V5 => method::RUN_V5,
             Self::V6 => method::RUN_V6,
+            Self::V7 => method::RUN_V7,
         }
     }
 
@@ -302,10 +321,10 @@ impl RunWire {
         if !self.carries_modes() && moded {
             return Some(RunFeature::Modes);
         }
-        if self != Self::V6 && request.command.is_some() {
+        if !self.carries_commands() && request.command.is_some() {
             return Some(RunFeature::Command);
         }
-        if self != Self::V6 && request.program_tree.is_some() {
+        if !self.carries_commands() && request.program_tree.is_some() {
             return Some(RunFeature::ProgramTree);
         }
         None
@@ -318,18 +337,23 @@ impl RunWire {
 
     /// Whether the request of this shape carries each entry's mode.
     fn carries_modes(self) -> bool {
-        matches!(self, Self::V4 | Self::V5 | Self::V6)
+        matches!(self, Self::V4 | Self::V5 | Self::V6 | Self::V7)
     }
 
     /// Whether the answer of this shape states the limits the run hit.
     pub fn states_limits(self) -> bool {
-        matches!(self, Self::V5 | Self::V6)
+        matches!(self, Self::V5 | Self::V6 | Self::V7)
     }
 
     /// Whether the request of this shape may carry a command (and its answer the command's
     /// identity and results).
     pub fn carries_commands(self) -> bool {
-        self == Self::V6
+        matches!(self, Self::V6 | Self::V7)
+    }
+
+    /// Whether the answer of this shape may name where a remote run was executed.
+    pub fn states_remote(self) -> bool {
+        self == Self::V7
     }
 }
 
@@ -400,12 +424,13 @@ impl Request {
                 };
                 Self::decode_run(header, sections, wire)?
             }
-            method::RUN_V4 | method::RUN_V5 | method::RUN_V6 => {
+            method::RUN_V4 | method::RUN_V5 | method::RUN_V6 | method::RUN_V7 => {
                 let (header, sections) = message::decode::<RunHeaderV2<ModedFileHeader>>(bytes)?;
                 let wire = match method {
                     method::RUN_V4 => RunWire::V4,
                     method::RUN_V5 => RunWire::V5,
-                    _ => RunWire::V6,
+                    method::RUN_V6 => RunWire::V6,
+                    _ => RunWire::V7,
                 };
                 Self::decode_run(header, sections, wire)?
             }
@@ -504,7 +529,7 @@ pub fn encode_run(run_id: u64, request: &RunRequest, wire: RunWire) -> Option<Ve
             let header = run_header_v2::<FileHeader>(run_id, request, &mut builder);
             builder.encode(&header)
         }
-        RunWire::V4 | RunWire::V5 | RunWire::V6 => {
+        RunWire::V4 | RunWire::V5 | RunWire::V6 | RunWire::V7 => {
             let header = run_header_v2::<ModedFileHeader>(run_id, request, &mut builder);
             builder.encode(&header)
         }
@@ -643,7 +668,7 @@ pub fn encode_answer(answer: &RunAnswer, wire: RunWire) -> Vec<u8> {
             let identities = identities_header(ids, harness, EnforcementHeader::from(legacy));
             encode_answer_with(answer, wire, (stdout, stderr), identities, builder, peak)
         }
-        RunWire::V3 | RunWire::V4 | RunWire::V5 | RunWire::V6 => {
+        RunWire::V3 | RunWire::V4 | RunWire::V5 | RunWire::V6 | RunWire::V7 => {
             let facts: BTreeMap<String, String> = ids
                 .enforcement
                 .facts()
@@ -726,6 +751,8 @@ fn encode_answer_with<'a, I: Serialize>(
         problems,
         limits_hit,
         results,
+        // An older host reads no such field: where the run was executed stays unsaid there.
+        remote: answer.remote.clone().filter(|_| wire.states_remote()),
     })
 }
 
@@ -754,7 +781,7 @@ pub fn decode_answer(bytes: &[u8], wire: RunWire) -> Result<RunAnswer, MessageEr
             let enforcement = legacy_facts(answer.identities.enforcement.clone())?;
             decode_answer_with(answer, sections, (wire, harness), enforcement)
         }
-        RunWire::V3 | RunWire::V4 | RunWire::V5 | RunWire::V6 => {
+        RunWire::V3 | RunWire::V4 | RunWire::V5 | RunWire::V6 | RunWire::V7 => {
             let (answer, sections) =
                 message::decode::<AnswerHeader<IdentitiesHeader<BTreeMap<String, String>>>>(bytes)?;
             let harness = required_harness(&answer.identities.harness)?;
@@ -817,6 +844,21 @@ fn decode_answer_with<E>(
         None => None,
     };
     sections.finish()?;
+    let remote = match (answer.remote, wire.states_remote()) {
+        (None, _) => None,
+        (Some(remote), true) => {
+            remote
+                .check()
+                .map_err(|rule| MessageError::field("remote", rule))?;
+            Some(remote)
+        }
+        (Some(_), false) => {
+            return Err(MessageError::field(
+                "remote",
+                format!("is not a field of a {} answer", wire.method()),
+            ));
+        }
+    };
     let identities = answer.identities;
     let command = match &identities.command {
         Some(command) => Some(parse_digest(command, "identities.command")?),
@@ -853,6 +895,7 @@ fn decode_answer_with<E>(
         },
         problems: answer.problems,
         limits_hit,
+        remote,
     })
 }
 
@@ -1473,6 +1516,9 @@ struct AnswerHeader<I> {
     /// Present in `run_v6` answers only, for a run whose command asked for a results file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     results: Option<ResultsHeader>,
+    /// Present in `run_v7` answers only, for a remote run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    remote: Option<RemoteRun>,
 }
 
 /// A stated list of limits hit, checked ([`crate::contracts::check_limits_hit`]).
@@ -1539,6 +1585,7 @@ mod tests {
 
     fn answer() -> RunAnswer {
         RunAnswer {
+            remote: None,
             results: None,
             status: RunStatus::Signalled,
             exit_code: None,
@@ -2294,6 +2341,45 @@ mod tests {
             let _ = decode_runtime(&bytes);
             let _ = decode_profile(&bytes);
             let _ = decode_error(&bytes);
+        }
+    }
+
+    /// `run_v7`'s answer names where a remote run was executed; the older answers neither
+    /// carry nor accept it, and a malformed one is refused.
+    #[test]
+    fn a_remote_run_travels_in_run_v7_only() {
+        let mut remote = answer();
+        remote.remote = Some(RemoteRun {
+            action: format!("{}/140", "a".repeat(64)),
+            worker: Some("worker-0".into()),
+        });
+        let bytes = encode_answer(&remote, RunWire::V7);
+        assert_eq!(decode_answer(&bytes, RunWire::V7).unwrap(), remote);
+        assert!(
+            decode_answer(&bytes, RunWire::V6).is_err(),
+            "not a run_v6 field"
+        );
+        let older = decode_answer(&encode_answer(&remote, RunWire::V6), RunWire::V6).unwrap();
+        assert_eq!(older.remote, None, "an older host is told nothing of it");
+        assert_eq!(
+            decode_answer(&encode_answer(&answer(), RunWire::V7), RunWire::V7).unwrap(),
+            answer(),
+            "a local run names none"
+        );
+        let mut malformed = remote.clone();
+        malformed.remote = Some(RemoteRun {
+            action: "not a digest".into(),
+            worker: None,
+        });
+        let error =
+            decode_answer(&encode_answer(&malformed, RunWire::V7), RunWire::V7).unwrap_err();
+        assert!(error.to_string().contains("remote"), "{error}");
+        match Request::decode(
+            method::RUN_V7,
+            &encode_run(3, &request(), RunWire::V7).unwrap(),
+        ) {
+            Ok(Some(Request::Run { wire, .. })) => assert_eq!(wire, RunWire::V7),
+            other => panic!("{other:?}"),
         }
     }
 }

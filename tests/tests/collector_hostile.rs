@@ -158,6 +158,7 @@ fn a_hostile_candidate_reaches_nothing() {
     let request_for_digest = scenario.request(SUM_FIXED);
     let forged = Observation {
         facts: ObservationFacts {
+            remote: None,
             collector: scenario.recipe.collector_closure.clone(),
             candidate: request_for_digest.sealed.digest.clone(),
             check: "bug-fixed".into(),

@@ -707,6 +707,7 @@ fn identities() -> RunIdentities {
 
 fn answer() -> RunAnswer {
     RunAnswer {
+        remote: None,
         results: None,
         status: RunStatus::Exited,
         exit_code: Some(3),
@@ -903,6 +904,7 @@ fn formats_no_longer_written_read_as_they_did() {
 fn observation() -> Observation {
     Observation {
         facts: ObservationFacts {
+            remote: None,
             collector: digest("collector"),
             candidate: digest("candidate"),
             check: "bug-fixed".into(),

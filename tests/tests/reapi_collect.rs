@@ -29,14 +29,15 @@ fn cluster() -> Arc<Cluster> {
 static COUNTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The Verdict's outcome of `candidate` under `slice` after `sf collect --jobs 4` (with
-/// `config` when given), and how many runs the workers logged meanwhile.
+/// `config` when given), how many runs the workers logged meanwhile, and the observation of
+/// the collection's first record.
 fn collected(
     work: &Work,
     cluster: &Cluster,
     slice: &str,
     candidate: &str,
     config: Option<&str>,
-) -> (serde_json::Value, usize) {
+) -> (serde_json::Value, usize, serde_json::Value) {
     let before = cluster.runs().len();
     let on = [
         "--identity",
@@ -49,11 +50,16 @@ fn collected(
     let mut collect: Vec<&str> = config.map_or_else(Vec::new, |config| vec!["--config", config]);
     collect.extend(["collect", "--jobs", "4"]);
     collect.extend(on);
-    work.sf(&collect).result();
+    let runs = work.sf(&collect).result()["runs"].clone();
+    let record = runs[0]["evidence"].as_str().unwrap();
+    let observation = work
+        .sf(&["evidence", "get", record, "--slice", slice])
+        .result()["observation"]
+        .clone();
     let mut judge = vec!["judge"];
     judge.extend(on);
     let verdict = work.sf(&judge).result()["verdict"].clone();
-    (verdict, cluster.runs().len() - before)
+    (verdict, cluster.runs().len() - before, observation)
 }
 
 /// Every file under `dir`, as text, concatenated.
@@ -105,10 +111,24 @@ fn the_demo_through_the_cluster_gets_the_local_verdicts_each_check_run_once() {
     );
     for (sum, expected) in [(SUM_FIXED, "verified"), (SUM_NOT_FIXED, "failed")] {
         let local = work.seal("local", sum);
-        let (local, ran) = collected(&work, &cluster, "local", &local, None);
+        let (local, ran, local_record) = collected(&work, &cluster, "local", &local, None);
         assert_eq!(ran, 0, "a local collection runs nothing on the cluster");
         let remote = work.seal("remote", sum);
-        let (remote, ran) = collected(&work, &cluster, "remote", &remote, Some("reapi.toml"));
+        let (remote, ran, remote_record) =
+            collected(&work, &cluster, "remote", &remote, Some("reapi.toml"));
+        assert_eq!(
+            local_record.get("remote"),
+            None,
+            "a local run names no Action"
+        );
+        let ran_as = &remote_record["remote"];
+        assert!(
+            cluster.runs().iter().any(|run| {
+                let run: serde_json::Value = serde_json::from_str(run).unwrap();
+                run["action"] == ran_as["action"] && run["worker"] == ran_as["worker"]
+            }),
+            "the record names the Action and the worker that ran it: {ran_as}"
+        );
         assert_eq!(local["outcome"], expected, "{local}");
         assert_eq!(remote["outcome"], expected, "{remote}");
         assert_eq!(outcomes(&remote), outcomes(&local));
@@ -137,7 +157,7 @@ fn a_real_suite_through_the_cluster_gets_the_local_verdicts_each_check_run_once(
         let cosmetic = format!("{parent}\n# a cosmetic edit\n");
         for (text, expected) in [(&fixed, "verified"), (&cosmetic, "failed")] {
             let candidate = work.seal_text("slice", suite_support::SOURCE, &parent, expected, text);
-            let (verdict, ran) = collected(
+            let (verdict, ran, _) = collected(
                 &work,
                 &cluster,
                 "slice",

@@ -20,7 +20,9 @@
 //! version 5 adds a command's identity (`identities.command`, written for a command check's
 //! run) and the results file the run left (`results`: `null`, or `{"state": "absent"}`,
 //! `{"state": "refused", "reason"}` or `{"state": "written", "bytes", "sha256"}` with the
-//! bytes after stderr). Version 4 records are read as holding neither.
+//! bytes after stderr), and, left out for a local run, where a remote run was executed
+//! (`remote`: `{"action": "HASH/SIZE", "worker": <name or null>}`); a version 5 record
+//! without `remote` stays valid. Version 4 records are read as holding none of these.
 //! Records of versions 1 to 3 ([`OBSERVATION_FORMAT_V1`], [`OBSERVATION_FORMAT_V2`],
 //! [`OBSERVATION_FORMAT_V3`]) are still read (a version 1 run had no harness, so its harness
 //! identity is the empty snapshot's; their fixed fields read as the facts of four mechanisms,
@@ -32,7 +34,9 @@ use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::canonical::{self, Digest, FieldError, Value};
 use crate::contracts::legacy_enforcement::{LegacyEnforcement, NOT_STATED};
-use crate::contracts::{CapturedResults, Enforcement, LimitHit, RunIdentities, RunStatus};
+use crate::contracts::{
+    CapturedResults, Enforcement, LimitHit, RemoteRun, RunIdentities, RunStatus,
+};
 
 use super::AssuranceError;
 use super::acceptance::{Phase, Stage};
@@ -135,6 +139,9 @@ pub struct ObservationFacts {
     /// The collection's deadline, in milliseconds since the epoch; a run that ended later is
     /// not attributable.
     pub deadline: u64,
+    /// Where a remote Executor's run was executed (the Action, and the worker that vouched
+    /// for it); `None` for a local run and a run that did not start.
+    pub remote: Option<RemoteRun>,
 }
 
 /// One observation: the facts and the output bytes.
@@ -229,6 +236,13 @@ struct FactsWire<I> {
         skip_serializing_if = "ResultsField::is_absent"
     )]
     results: ResultsField,
+    /// Version 5 only, and only for a remote run.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    remote: Option<RemoteRun>,
 }
 
 /// The `results` field: absent (versions before 5), `null`, or a state.
@@ -576,6 +590,7 @@ impl Observation {
                 Some(results) => ResultsField::Stated(ResultsWire::of(results)),
                 None => ResultsField::Null,
             },
+            remote: facts.remote.clone(),
         }
     }
 
@@ -766,6 +781,21 @@ fn into_facts<I>(
             ));
         }
     };
+    let remote = match (format == OBSERVATION_FORMAT, wire.remote) {
+        (_, None) => None,
+        (true, Some(remote)) => {
+            remote
+                .check()
+                .map_err(|rule| FieldError::wrong("facts.remote", rule))?;
+            Some(remote)
+        }
+        (false, Some(_)) => {
+            return Err(FieldError::wrong(
+                "facts.remote",
+                format!("is not a field of a {format} observation"),
+            ));
+        }
+    };
     let limits_recorded = format == OBSERVATION_FORMAT || format == OBSERVATION_FORMAT_V4;
     if let Some(process) = &wire.process {
         match (limits_recorded, &process.limits_hit) {
@@ -796,6 +826,7 @@ fn into_facts<I>(
         started_at: wire.started_at,
         ended_at: wire.ended_at,
         deadline: wire.deadline,
+        remote,
     };
     Ok((facts, wire.stdout, wire.stderr, results))
 }
@@ -855,6 +886,7 @@ mod tests {
     fn observation(stdout: &[u8]) -> Observation {
         Observation {
             facts: ObservationFacts {
+                remote: None,
                 collector: Digest::of(b"c"),
                 candidate: Digest::of(b"m"),
                 check: "after".into(),
@@ -957,6 +989,41 @@ mod tests {
         framed.extend_from_slice(&encoded);
         let error = Observation::decode_format(OBSERVATION_FORMAT_V4, &framed).unwrap_err();
         assert!(error.contains("identities.command"), "{error}");
+    }
+
+    /// A remote run's record names its Action and worker; a local one's leaves `remote` out
+    /// and stays valid; a malformed name, or `remote` in a version 4 record, is refused.
+    #[test]
+    fn a_remote_run_names_its_action_and_worker() {
+        let action = format!("{}/140", "a".repeat(64));
+        let mut remote = observation(b"ok\n");
+        remote.facts.remote = Some(RemoteRun {
+            action: action.clone(),
+            worker: Some("worker-0".into()),
+        });
+        let bytes = remote.encode().unwrap();
+        assert_eq!(Observation::decode(&bytes).unwrap(), remote);
+        let shown = format!(r#""remote":{{"action":"{action}","worker":"worker-0"}}"#);
+        assert!(String::from_utf8_lossy(&bytes).contains(&shown));
+        let local = observation(b"ok\n").encode().unwrap();
+        assert!(!String::from_utf8_lossy(&local).contains("remote"));
+        let mut facts = remote.facts_value();
+        let canonical::Value::Object(map) = &mut facts else {
+            unreachable!()
+        };
+        let mut bad = map.clone();
+        bad.insert(
+            "remote".into(),
+            canonical::object([("action", "nope".into()), ("worker", Value::Null)]),
+        );
+        let error = Observation::decode(&framed(OBSERVATION_FORMAT, &Value::Object(bad), &remote))
+            .unwrap_err();
+        assert!(error.contains("facts.remote"), "{error}");
+        map.insert("protocol".into(), OBSERVATION_FORMAT_V4.into());
+        map.remove("results");
+        let v4 = framed(OBSERVATION_FORMAT_V4, &facts, &remote);
+        let error = Observation::decode_format(OBSERVATION_FORMAT_V4, &v4).unwrap_err();
+        assert!(error.contains("facts.remote"), "{error}");
     }
 
     /// The enforcement facts are the executor's, in its words: those it does not state are

@@ -271,6 +271,7 @@ fn answered(launched: Launched, facts: &mut ObservationFacts) -> Result<RunAnswe
 /// The facts of `check`'s run before anything is known of it: not started.
 fn unstarted_facts(prepared: &Prepared, check: &ProcessCheck) -> ObservationFacts {
     ObservationFacts {
+        remote: None,
         collector: prepared.closure.clone(),
         candidate: prepared.programs.pins.candidate.digest.clone(),
         check: check.id.clone(),
@@ -468,6 +469,20 @@ fn observed(
                 "the executor stated its limits hit malformed: {rule}"
             ));
             Vec::new()
+        }
+    };
+    facts.remote = match answer
+        .remote
+        .clone()
+        .map(|remote| remote.check().map(|()| remote))
+    {
+        None => None,
+        Some(Ok(remote)) => Some(remote),
+        Some(Err(rule)) => {
+            facts.problems.push(format!(
+                "the executor named where its run was executed malformed: {rule}"
+            ));
+            None
         }
     };
     facts.attributable = facts.problems.is_empty();

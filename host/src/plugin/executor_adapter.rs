@@ -179,7 +179,8 @@ impl Executor for PluginExecutor {
 }
 
 /// The run message shape for a plugin of ABI minor `minor`: `run` before minor 2, then the
-/// method of each minor up to `run_v6` from minor 6 on.
+/// method of each minor up to `run_v6` from minor 6 on, and `run_v7` from
+/// [`wire::REMOTE_RUN_SINCE_MINOR`].
 pub fn run_wire(minor: u32) -> wire::RunWire {
     match minor {
         0 | 1 => wire::RunWire::V1,
@@ -187,7 +188,8 @@ pub fn run_wire(minor: u32) -> wire::RunWire {
         3 => wire::RunWire::V3,
         4 => wire::RunWire::V4,
         5 => wire::RunWire::V5,
-        _ => wire::RunWire::V6,
+        m if m < wire::REMOTE_RUN_SINCE_MINOR => wire::RunWire::V6,
+        _ => wire::RunWire::V7,
     }
 }
 
@@ -479,6 +481,7 @@ mod tests {
             harness,
         } = request.check().unwrap();
         let answer = RunAnswer {
+            remote: None,
             results: None,
             status: RunStatus::Exited,
             exit_code: Some(3),
@@ -521,6 +524,8 @@ mod tests {
         assert_eq!(run_wire(5), wire::RunWire::V5);
         assert_eq!(run_wire(6), wire::RunWire::V6);
         assert_eq!(run_wire(7), wire::RunWire::V6);
+        assert_eq!(run_wire(14), wire::RunWire::V6);
+        assert_eq!(run_wire(15), wire::RunWire::V7);
     }
 
     /// A plugin older than what a request holds is refused before anything is sent, naming

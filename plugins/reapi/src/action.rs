@@ -64,6 +64,10 @@ pub const PROFILE_PROPERTY: &str = "sf-profile";
 /// The platform property every REAPI scheduler knows, and its value for sf's workers.
 pub const OS_FAMILY: (&str, &str) = ("OSFamily", "linux");
 
+/// The bytes of an Action's salt: the run's nonce, fresh for every run, so that no two runs
+/// share an Action digest (or a start marker, [`crate::start_marker`]).
+pub const SALT_BYTES: usize = 16;
+
 /// The most bytes the request without its snapshots may hold: its argv and variables (64 KiB
 /// each at most), and for a program by reference its layer (a snapshot's bytes at most) and
 /// the base's directories on the layer's paths.
@@ -285,6 +289,12 @@ pub fn check_action(action: &Action, target: &Target) -> Result<Parts, String> {
     if !action.do_not_cache {
         return Err("the Action may be cached; sf's runs never are".to_owned());
     }
+    if action.salt.len() != SALT_BYTES {
+        return Err(format!(
+            "the Action's salt holds {} bytes, not the {SALT_BYTES} of a run's nonce",
+            action.salt.len()
+        ));
+    }
     if action.platform.as_ref() != Some(&platform(target)) {
         return Err(format!(
             "the Action requires another platform than this worker's (runtime {}, profile {}): {:?}",
@@ -452,7 +462,8 @@ mod tests {
     #[test]
     fn a_request_travels_whole() {
         for request in [request(), command_request()] {
-            let encoded = encode(&request, &request.program, &target(), vec![7; 16]).unwrap();
+            let encoded =
+                encode(&request, &request.program, &target(), vec![7; SALT_BYTES]).unwrap();
             assert_eq!(receive(&encoded, &target()).unwrap(), request);
             assert!(encoded.action.do_not_cache);
             assert_eq!(encoded.digest, digest::of(&encoded.action.encode_to_vec()));
@@ -483,7 +494,7 @@ mod tests {
             layer: vec![SnapshotFile::regular("main.sh", b"echo layer".to_vec())],
             deleted: vec!["bin/link".into()],
         });
-        let encoded = encode(&request, &base, &target(), vec![3; 16]).unwrap();
+        let encoded = encode(&request, &base, &target(), vec![3; SALT_BYTES]).unwrap();
         let parts = check_action(&encoded.action, &target()).unwrap();
         let root = Directory::decode(encoded.blobs.get(&parts.root).unwrap()).unwrap();
         let (run, [program, _, _]) = root_entries(&root).unwrap();
@@ -546,8 +557,16 @@ mod tests {
 
     #[test]
     fn salts_make_every_run_another_action() {
-        let first = encode(&request(), &request().program, &target(), vec![1; 16]).unwrap();
-        let second = encode(&request(), &request().program, &target(), vec![2; 16]).unwrap();
+        let salted = |salt: u8| {
+            encode(
+                &request(),
+                &request().program,
+                &target(),
+                vec![salt; SALT_BYTES],
+            )
+            .unwrap()
+        };
+        let (first, second) = (salted(1), salted(2));
         assert_ne!(first.digest, second.digest);
         assert_eq!(
             first.action.input_root_digest, second.action.input_root_digest,
@@ -557,7 +576,13 @@ mod tests {
 
     #[test]
     fn a_worker_refuses_what_is_not_its_own() {
-        let encoded = encode(&request(), &request().program, &target(), vec![1; 16]).unwrap();
+        let encoded = encode(
+            &request(),
+            &request().program,
+            &target(),
+            vec![1; SALT_BYTES],
+        )
+        .unwrap();
         let mut other = target();
         other.profile = SfDigest::of(b"another profile");
         assert!(
@@ -568,6 +593,9 @@ mod tests {
         let mut cached = encoded.clone();
         cached.action.do_not_cache = false;
         assert!(receive(&cached, &target()).is_err());
+        let mut unsalted = encoded.clone();
+        unsalted.action.salt.clear();
+        assert!(receive(&unsalted, &target()).unwrap_err().contains("salt"));
         let mut lying = encoded.clone();
         let mut command = command_for(&request(), "/bin/sh");
         command.arguments.push("extra".into());

@@ -15,12 +15,13 @@
 //! as a problem, and the attested digest is kept, so a judge pinning identities sees it too.
 //! The worker's profile digest becomes this Executor's own (whose recipe names it), and the
 //! enforcement facts gain `confinement: remote`: the confinement was a worker's, not this
-//! host's.
+//! host's. The answer names where it ran ([`RunAnswer::remote`]): the Action sent and the
+//! worker that attests it; a lost run names the Action only ([`lost_remote`]).
 
 use prost::Message as _;
 use sf_contracts::canonical::Digest as SfDigest;
 use sf_contracts::command::CapturedResults;
-use sf_contracts::{RequestDigests, RunAnswer, RunRequest, RunStatus};
+use sf_contracts::{RemoteRun, RequestDigests, RunAnswer, RunRequest, RunStatus};
 
 use crate::action::Target;
 use crate::attestation::Attestation;
@@ -54,6 +55,7 @@ pub struct Sent<'a> {
 #[derive(Debug)]
 pub struct Attested {
     answer: RunAnswer,
+    worker: String,
     problems: Vec<String>,
     stdout: Option<Digest>,
     stderr: Option<Digest>,
@@ -109,7 +111,7 @@ pub fn attested(sent: &Sent, operation: &Operation) -> Result<Attested, String> 
             digest::text(sent.action)
         ));
     }
-    let answer = attestation.answer;
+    let (answer, worker) = (attestation.answer, attestation.worker);
     let mut problems = Vec::new();
     if answer.status == RunStatus::Exited && answer.exit_code != Some(result.exit_code) {
         problems.push(format!(
@@ -150,6 +152,7 @@ pub fn attested(sent: &Sent, operation: &Operation) -> Result<Attested, String> 
     }
     Ok(Attested {
         answer,
+        worker,
         problems,
         stdout,
         stderr,
@@ -197,6 +200,7 @@ impl Attested {
     pub fn answer(self, sent: &Sent, blobs: &Blobs) -> RunAnswer {
         let Self {
             mut answer,
+            worker,
             mut problems,
             stdout,
             stderr,
@@ -251,8 +255,27 @@ impl Attested {
         if answer.bounds != request.bounds {
             problems.push("the worker enforced other bounds than requested".to_owned());
         }
+        let remote = RemoteRun {
+            action: digest::text(sent.action),
+            worker: Some(worker),
+        };
+        answer.remote = match remote.check() {
+            Ok(()) => Some(remote),
+            Err(rule) => {
+                problems.push(format!("the worker's name breaks the rule: {rule}"));
+                Some(lost_remote(sent.action))
+            }
+        };
         answer.problems.extend(problems);
         answer
+    }
+}
+
+/// Where a lost run was sent: the Action, and no worker vouching for it.
+pub fn lost_remote(action: &Digest) -> RemoteRun {
+    RemoteRun {
+        action: digest::text(action),
+        worker: None,
     }
 }
 

@@ -1,7 +1,8 @@
 //! The Executor: each run an Action on the cluster.
 //!
 //! `describe_runtime` is the worker's runtime, from the worker description the configuration
-//! names (read from the CAS once and checked against its digest); `profile` is this
+//! names (read from the CAS once, looked for again for up to `reconnect_seconds` while the
+//! CAS lacks it, and checked against its digest); `profile` is this
 //! Executor's own recipe, which names the worker's profile and states the worker's
 //! enforcement facts and `confinement: remote`.
 //!
@@ -42,6 +43,9 @@ pub const PROFILE_PROTOCOL: &str = "sf-reapi-profile/1";
 
 /// How often a run looks at its cancel token.
 const CANCEL_TICK: Duration = Duration::from_millis(20);
+
+/// How long a run waits before it looks for a missing worker description again.
+const DESCRIPTION_RETRY: Duration = Duration::from_secs(1);
 
 /// The most bytes a worker description may hold.
 const MAX_DESCRIPTION_BYTES: u64 = 4 * 1024 * 1024;
@@ -130,19 +134,30 @@ impl ReapiExecutor {
                 "the worker description {text} is larger than {MAX_DESCRIPTION_BYTES} bytes"
             )));
         }
-        let blobs = self
-            .runtime
-            .block_on(
+        // A restarted cluster with an in-memory CAS lacks the description until a worker puts
+        // it back: it is looked for again for up to `reconnect_seconds`.
+        let looking = Instant::now();
+        let blobs = loop {
+            let read = self.runtime.block_on(
                 self.cas()
                     .read(std::slice::from_ref(named), digest::size(named)),
-            )
-            .map_err(|error| {
-                unavailable(format!(
-                    "the worker description {text} could not be read from {}: {error} (is a \
-                     worker running? it puts its description in the CAS when it starts)",
-                    self.settings.endpoint
-                ))
-            })?;
+            );
+            match read {
+                Ok(blobs) => break blobs,
+                Err(_) if looking.elapsed() < self.settings.reconnect => {
+                    std::thread::sleep(DESCRIPTION_RETRY);
+                }
+                Err(error) => {
+                    return Err(unavailable(format!(
+                        "the worker description {text} could not be read from {} for {} s: \
+                         {error} (is a worker running? it puts its description in the CAS when \
+                         it starts)",
+                        self.settings.endpoint,
+                        self.settings.reconnect.as_secs()
+                    )));
+                }
+            }
+        };
         let bytes = blobs
             .get(named)
             .ok_or_else(|| unavailable(format!("the cluster did not return {text}")))?;
@@ -203,13 +218,15 @@ impl ReapiExecutor {
             deadline.saturating_duration_since(Instant::now()),
         );
         let lost = |problem: String, unconfirmed: String| {
-            Ok(RunAnswer::lost(
+            let mut answer = RunAnswer::lost(
                 request,
                 digests.clone(),
                 started.elapsed(),
                 unconfirmed,
                 vec![problem],
-            ))
+            );
+            answer.remote = Some(answer::lost_remote(sent.action));
+            Ok(answer)
         };
         let stream = match cas::bounded(self.settings.call, execution.execute(call)).await {
             Ok(stream) => stream.into_inner(),
@@ -464,12 +481,10 @@ impl Executor for ReapiExecutor {
             }
             None => &request.program,
         };
-        let encoded =
-            action::encode(request, program, &target, cas::fresh(16)).map_err(|reason| {
-                ExecutorError::Unavailable {
-                    mechanism: "reapi".to_owned(),
-                    reason,
-                }
+        let encoded = action::encode(request, program, &target, cas::fresh(action::SALT_BYTES))
+            .map_err(|reason| ExecutorError::Unavailable {
+                mechanism: "reapi".to_owned(),
+                reason,
             })?;
         let sent = Sent {
             request,

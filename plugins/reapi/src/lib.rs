@@ -23,6 +23,7 @@
 //! - [`attestation`]: what a worker states about a run;
 //! - [`description`]: what a worker offers;
 //! - [`cas`]: reading and writing blobs;
+//! - [`start_marker`]: the CAS blob that says a run's Action was started, so it runs once;
 //! - [`answer`]: a finished operation as the run's answer;
 //! - [`config`]: the `[executor]` section;
 //! - [`executor`]: the Executor.
@@ -40,6 +41,7 @@ pub mod description;
 pub mod digest;
 pub mod executor;
 pub mod proto;
+pub mod start_marker;
 pub mod tree;
 
 pub use config::ReapiBackend;

@@ -1,10 +1,17 @@
-//! Faults of a real cluster (BuildGrid on loopback, its scheduler in a throwaway PostgreSQL
-//! cluster, one `sf worker`), each on a cluster of its own:
+//! Faults of a real cluster (BuildGrid on loopback from the configuration sf ships, with its
+//! default of five attempts per job, its scheduler in a throwaway PostgreSQL cluster, one or
+//! two `sf worker`s), each on a cluster of its own:
 //!
-//! - a worker killed (SIGKILL) mid-lease: the scheduler gives up the lease once the bot's
-//!   keepalive lapses and, assigning a job at most once, ends it with a non-OK status (or sf's
-//!   deadline passes first); the run is answered lost (aborted, identities nobody vouches
-//!   for), never as a run that passed;
+//! - a worker killed (SIGKILL) mid-lease, alone: the scheduler gives up the lease once the
+//!   bot's keepalive lapses and queues the job again, which no worker takes; sf's deadline
+//!   passes and the run is answered lost (aborted, identities nobody vouches for), never as a
+//!   run that passed;
+//! - a worker killed mid-lease beside another: the scheduler gives the job to the other
+//!   worker, which finds the run's start marker and refuses it; the run is answered lost, and
+//!   the program was executed once;
+//! - the server restarted mid-run for longer than the bot keepalive: the scheduler retries
+//!   the job, the retry is refused for its start marker (the CAS on disk kept it), and the run
+//!   is answered lost, executed once;
 //! - the server killed mid-run: the Executor retries for `reconnect_seconds`, then answers the
 //!   run lost;
 //! - every connection to the server cut mid-run (a proxy between the Executor and the
@@ -61,6 +68,77 @@ fn spawn_run(
             .run(&request, &CancelToken::new())
             .unwrap_or_else(|error| panic!("the run starts: {error}"))
     })
+}
+
+/// A cluster with two `sh` workers and the short bot keepalive.
+fn two_workers() -> Cluster {
+    Cluster::start(
+        &[support::worker_program().to_owned()],
+        &["sh", "sh"],
+        Options {
+            bot_keepalive: Duration::from_secs(4),
+        },
+    )
+}
+
+/// The lines of every worker's log for `event` (`started`, `ended`, `refused`).
+fn events(cluster: &Cluster, event: &str) -> Vec<serde_json::Value> {
+    cluster
+        .events()
+        .iter()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .filter(|line| line["event"] == event)
+        .collect()
+}
+
+/// Waits until a worker has started a run; returns the worker's index.
+fn wait_for_start(cluster: &Cluster) -> usize {
+    let start = Instant::now();
+    loop {
+        if let Some(index) = cluster
+            .workers
+            .iter()
+            .position(|worker| worker.events().iter().any(|line| line.contains("started")))
+        {
+            return index;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no run started: {:?}",
+            cluster.events()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Asserts that the Action of the one run was started once (by worker `by`) and refused by
+/// the worker the cluster retried it on, for its start marker.
+#[track_caller]
+fn assert_started_once_and_refused(cluster: &Cluster, by: usize) {
+    let started = events(cluster, "started");
+    assert_eq!(
+        started.len(),
+        1,
+        "the program was executed once: {started:?}"
+    );
+    assert_eq!(started[0]["worker"], format!("worker-{by}"));
+    let action = &started[0]["action"];
+    let refused = events(cluster, "refused");
+    assert!(
+        refused.iter().any(|line| {
+            line["action"] == *action
+                && line["code"] == 10
+                && line["reason"].as_str().unwrap().contains("start marker")
+        }),
+        "the cluster's retry of {action} was refused for its start marker: {refused:?}"
+    );
+}
+
+/// How many times the cluster assigned the one job it had.
+fn tries(cluster: &Cluster) -> String {
+    cluster
+        .pg
+        .psql(cluster.grid.database(), "SELECT n_tries FROM jobs")
 }
 
 /// Waits until the cluster's first worker has taken a lease.
@@ -125,6 +203,52 @@ fn a_worker_killed_mid_lease_is_a_lost_run_never_a_passed_one() {
     assert!(
         cluster.runs().is_empty(),
         "the killed worker finished no run"
+    );
+}
+
+#[test]
+fn a_run_retried_after_its_worker_was_killed_is_lost_and_executed_once() {
+    let mut cluster = two_workers();
+    let executor = Arc::new(
+        ReapiExecutor::new(&support::backend(&cluster, 60)).unwrap_or_else(|e| panic!("{e}")),
+    );
+    let run = spawn_run(Arc::clone(&executor), request("sleep 30; exit 0"));
+    let first = wait_for_start(&cluster);
+    cluster.workers[first].kill();
+    let answer = run.join().unwrap();
+    assert_lost(&answer, "start marker");
+    assert_lost(&answer, "ABORTED");
+    assert_started_once_and_refused(&cluster, first);
+    let remote = answer
+        .remote
+        .as_ref()
+        .expect("a remote run names its Action");
+    assert_eq!(remote.action, events(&cluster, "started")[0]["action"]);
+    assert_eq!(remote.worker, None, "no worker vouches for a lost run");
+    assert_eq!(tries(&cluster), "2", "BuildGrid retried the job once");
+    assert!(cluster.runs().is_empty(), "no run ended");
+}
+
+#[test]
+fn a_server_restarted_mid_run_never_runs_it_twice() {
+    let mut cluster = two_workers();
+    let mut backend = support::backend(&cluster, 120);
+    backend.reconnect_seconds = Some(120);
+    let executor = Arc::new(ReapiExecutor::new(&backend).unwrap_or_else(|e| panic!("{e}")));
+    let run = spawn_run(Arc::clone(&executor), request("sleep 1; echo done"));
+    let first = wait_for_start(&cluster);
+    cluster.grid.stop();
+    // Down for longer than the bot keepalive: the worker gives up its session with the run's
+    // result unreported, and the restarted scheduler retries the job.
+    std::thread::sleep(Duration::from_secs(8));
+    cluster.grid.restart();
+    let answer = run.join().unwrap();
+    assert_lost(&answer, "start marker");
+    assert_started_once_and_refused(&cluster, first);
+    assert_eq!(
+        cluster.runs().len(),
+        1,
+        "the one execution ended, unreported"
     );
 }
 
@@ -212,4 +336,14 @@ fn a_cut_connection_is_followed_again_with_wait_execution() {
     assert_eq!(answer.stdout, b"done\n");
     assert!(answer.problems.is_empty(), "{:?}", answer.problems);
     assert_eq!(cluster.runs().len(), 1, "the Action ran once");
+    let ran: serde_json::Value = serde_json::from_str(&cluster.runs()[0]).unwrap();
+    let remote = answer
+        .remote
+        .as_ref()
+        .expect("a remote run names its Action");
+    assert_eq!(
+        remote.action, ran["action"],
+        "the answer names the Action that ran"
+    );
+    assert_eq!(remote.worker.as_deref(), Some("worker-0"));
 }

@@ -887,6 +887,7 @@ impl SandboxExecutor {
             ran.group,
         );
         RunAnswer {
+            remote: None,
             results: ran.results.clone(),
             status: ran.status,
             exit_code: ran.exit_code,

@@ -275,6 +275,7 @@ impl Executor for ScriptedExecutor {
         run.limits_hit.sort_by_key(LimitHit::limit);
         run.limits_hit.dedup_by_key(|hit| hit.limit());
         Ok(RunAnswer {
+            remote: None,
             results: None,
             status: run.status,
             exit_code: run.exit_code,

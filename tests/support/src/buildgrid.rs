@@ -1,8 +1,8 @@
 //! A throwaway BuildGrid server for tests: BuildGrid 0.4.4 (a Bazel Remote Execution API
 //! server: CAS, ByteStream, Execution, Operations and the Remote Workers API's Bots) from a
 //! Python venv under the target directory, with its scheduler in a database of a
-//! [`PgCluster`] (BuildGrid refuses SQLite for it) and an in-memory CAS, listening on
-//! 127.0.0.1 on a port the kernel chose. Dropping the guard stops the server.
+//! [`PgCluster`] (BuildGrid refuses SQLite for it) and its CAS in a directory of its own,
+//! listening on 127.0.0.1 on a port the kernel chose. Dropping the guard stops the server.
 //!
 //! The venv is made from PyPI by `.ci/buildgrid-venv` (pinned requirements in
 //! `tests/support/buildgrid/requirements.txt`) when it is missing: the README's test command
@@ -13,10 +13,11 @@
 //! the server with its debug log, and `SF_BUILDGRID_KEEP_LOGS=DIR` copies the server's and the
 //! workers' logs into DIR when they stop.
 //!
-//! The scheduler is configured the way docs/remote-execution.md asks of an operator: a job is
-//! assigned at most once (`max-job-attempts: 1`, so a run whose worker was lost ends with a
-//! non-OK status instead of running again elsewhere), and the platform properties sf names
-//! (`sf-runtime`, `sf-profile`) must match a worker's.
+//! The server runs the configuration sf ships to operators,
+//! `docs/examples/buildgrid/buildgrid.yml`, with only the lines a test must change replaced
+//! (the port, the database, the CAS directory, and the bot keepalive a test may shorten): what
+//! the tests run is what the docs give. It keeps BuildGrid's default of five attempts per job:
+//! that a retried run is never executed twice is the workers' rule, not the server's.
 
 use std::io::Read as _;
 use std::net::TcpStream;
@@ -78,6 +79,7 @@ pub fn venv() -> &'static Path {
 /// A running BuildGrid server.
 pub struct BuildGrid {
     dir: tempfile::TempDir,
+    database: String,
     config: PathBuf,
     port: u16,
     child: Option<Child>,
@@ -116,6 +118,7 @@ impl BuildGrid {
         let config = dir.path().join("config.yml");
         let mut server = Self {
             config,
+            database: database.clone(),
             dir,
             port: 0,
             child: None,
@@ -128,54 +131,9 @@ impl BuildGrid {
     }
 
     fn write_config(&self, connection: &str, options: Options) {
-        let text = format!(
-            r#"# Every Execute stream and every idle bot's long poll holds one of the server's threads.
-thread-pool-size: 64
-server:
-  - !channel
-    address: "127.0.0.1:PORT"
-    insecure-mode: true
-authorization:
-  method: none
-connections:
-  - !sql-connection &sql
-    connection-string: {connection}
-storages:
-  - !lru-storage &storage
-    size: 1024MB
-schedulers:
-  - !sql-scheduler &scheduler
-    sql: *sql
-    storage: *storage
-    max-job-attempts: 1
-    bot-session-keepalive-timeout: {keepalive}
-    session-expiry-timer-interval: 1
-    poll-interval: 0.1
-    bot-poll-interval: 0.1
-    # Without an assigner no job is ever given to a bot.
-    assigners:
-      - !priority-age-assigner
-        count: 1
-        interval: 0.05
-        jitter-factor: 0.05
-        failure-backoff: 0.5
-    property-set: !dynamic-property-set
-      unique-property-keys: [sf-runtime, sf-profile]
-      match-property-keys: [sf-runtime, sf-profile]
-instances:
-  - name: {INSTANCE}
-    services:
-      - !execution
-        scheduler: *scheduler
-        # An Execute stream whose client went away ends at its next keepalive.
-        operation-stream-keepalive-timeout: 5
-      - !cas
-        storage: *storage
-      - !bytestream
-        storage: *storage
-"#,
-            keepalive = options.bot_keepalive.as_secs().max(1),
-        );
+        let cas = self.dir.path().join("cas");
+        std::fs::create_dir(&cas).expect("a directory for BuildGrid's CAS");
+        let text = configuration(connection, &cas, options);
         std::fs::write(self.dir.path().join("config.yml.in"), text)
             .expect("writing BuildGrid's configuration");
     }
@@ -235,6 +193,11 @@ instances:
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// The name of the scheduler's database in the cluster's PostgreSQL server.
+    pub fn database(&self) -> &str {
+        &self.database
+    }
+
     /// The port the server listens on.
     pub fn port(&self) -> u16 {
         self.port
@@ -253,13 +216,20 @@ instances:
         text
     }
 
-    /// Stops the server at once (SIGKILL), as a crash would; the scheduler's database keeps
-    /// its state, the in-memory CAS is lost.
+    /// Stops the server at once (SIGKILL), as a crash would; the scheduler's database and the
+    /// CAS on disk keep their state.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Starts the server again after [`Self::stop`], on the same port, with the same
+    /// database and CAS directory.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.launch();
     }
 
     /// Whether the server process is running.
@@ -280,6 +250,47 @@ impl Drop for BuildGrid {
             );
         }
     }
+}
+
+/// The configuration sf ships (`docs/examples/buildgrid/buildgrid.yml`) for a test's server:
+/// its database `connection`, its CAS directory `cas`, `options`, and `PORT` for the port.
+/// Panics when a line it replaces is not in the shipped file exactly once.
+pub fn configuration(connection: &str, cas: &Path, options: Options) -> String {
+    let shipped = crate::build::workspace_root().join("docs/examples/buildgrid/buildgrid.yml");
+    let mut text = std::fs::read_to_string(&shipped)
+        .unwrap_or_else(|error| panic!("reading {}: {error}", shipped.display()));
+    let replaced = [
+        (
+            "address: \"127.0.0.1:50051\"",
+            "address: \"127.0.0.1:PORT\"".to_owned(),
+        ),
+        (
+            "connection-string: postgresql+psycopg2://bgd:change-me@127.0.0.1:5432/bgd",
+            format!("connection-string: {connection}"),
+        ),
+        (
+            "path: /var/lib/buildgrid/cas",
+            format!("path: {}", cas.display()),
+        ),
+        (
+            "bot-session-keepalive-timeout: 30",
+            format!(
+                "bot-session-keepalive-timeout: {}",
+                options.bot_keepalive.as_secs().max(1)
+            ),
+        ),
+        ("- name: main", format!("- name: {INSTANCE}")),
+    ];
+    for (line, by) in replaced {
+        assert_eq!(
+            text.matches(line).count(),
+            1,
+            "{} holds `{line}` once: the tests replace it",
+            shipped.display()
+        );
+        text = text.replace(line, &by);
+    }
+    text
 }
 
 fn database_name() -> String {
@@ -366,8 +377,17 @@ impl WorkerProcess {
         &self.description
     }
 
-    /// The runs the worker logged so far, one JSON object each.
+    /// The runs the worker logged as ended so far, one JSON object each.
     pub fn runs(&self) -> Vec<String> {
+        self.events()
+            .into_iter()
+            .filter(|line| line.contains(r#""event":"ended""#))
+            .collect()
+    }
+
+    /// Every line of the worker's log so far (`started`, `ended`, `refused`), one JSON object
+    /// each.
+    pub fn events(&self) -> Vec<String> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
@@ -497,9 +517,17 @@ impl Cluster {
         )
     }
 
-    /// Every run the workers logged, one JSON object each.
+    /// Every run the workers logged as ended, one JSON object each.
     pub fn runs(&self) -> Vec<String> {
         self.workers.iter().flat_map(WorkerProcess::runs).collect()
+    }
+
+    /// Every line the workers logged (`started`, `ended`, `refused`), one JSON object each.
+    pub fn events(&self) -> Vec<String> {
+        self.workers
+            .iter()
+            .flat_map(WorkerProcess::events)
+            .collect()
     }
 }
 

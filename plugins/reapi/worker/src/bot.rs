@@ -6,7 +6,9 @@
 //! requiring exactly this runtime and profile. While idle the bot long-polls
 //! `UpdateBotSession`; a lease it is given is marked active and run ([`crate::lease`]); while
 //! it runs, the bot reports every second (the session's keepalive), and a lease the cluster
-//! takes back (cancelled, or gone from the session) has its run cancelled. A finished lease is
+//! takes back (cancelled, or gone from the session) has its run cancelled. When the lease's
+//! task asks whether the cluster still gives it the lease ([`crate::claim`]), the bot reports
+//! at once and answers from the cluster's answer to that report. A finished lease is
 //! reported completed with its result at once. A session the cluster no longer knows, or one
 //! the bot could not reach the cluster for until it expired, ends: the run in flight is
 //! cancelled (its lease is the cluster's to settle) and a new session is made.
@@ -24,6 +26,7 @@ use sf_reapi::proto::remoteworkers::{
 };
 use tonic::transport::Channel;
 
+use crate::claim::{self, Questions};
 use crate::lease::{self, Outcome, Worker};
 
 /// How long an idle bot's `UpdateBotSession` may wait for a lease.
@@ -44,6 +47,10 @@ struct Running {
     outcome: Option<Outcome>,
     /// Whether the cluster took the lease back: its end is not reported.
     taken_back: bool,
+    /// The lease task's questions whether the cluster still gives it the lease.
+    questions: Questions,
+    /// A question asked before the report in flight was sent, answered by its answer.
+    asked: Option<tokio::sync::oneshot::Sender<bool>>,
 }
 
 /// Serves the cluster until the process ends.
@@ -139,6 +146,7 @@ async fn run_session(worker: &Arc<Worker>, mut bots: BotsClient<Channel>, mut se
                         },
                     }));
                 }
+                asked = run.questions.recv(), if run.asked.is_none() => run.asked = asked,
                 _ = tokio::time::sleep(BUSY_POLL) => {}
             }
         }
@@ -173,7 +181,13 @@ async fn run_session(worker: &Arc<Worker>, mut bots: BotsClient<Channel>, mut se
             Ok(answer) => {
                 contact = Instant::now();
                 session = answer.into_inner();
-                answered = Some(std::mem::take(&mut session.leases));
+                let leases = std::mem::take(&mut session.leases);
+                if let Some(run) = running.as_mut()
+                    && let Some(asked) = run.asked.take()
+                {
+                    let _ = asked.send(!run.taken_back && holds(&leases, &run.lease.id));
+                }
+                answered = Some(leases);
                 completed = None;
             }
             Err(status) if lost_session(status.code()) => {
@@ -215,11 +229,7 @@ fn intake(
     running: &mut Option<Running>,
     queued: &mut Option<Lease>,
 ) -> bool {
-    let held = |id: &str| {
-        leases
-            .iter()
-            .any(|lease| lease.id == id && lease.state != LeaseState::Cancelled as i32)
-    };
+    let held = |id: &str| holds(leases, id);
     if let Some(run) = running.as_mut().filter(|run| !run.taken_back)
         && !held(&run.lease.id)
     {
@@ -254,6 +264,13 @@ fn intake(
     false
 }
 
+/// Whether the cluster's `leases` still give this worker the lease `id`.
+fn holds(leases: &[Lease], id: &str) -> bool {
+    leases
+        .iter()
+        .any(|lease| lease.id == id && lease.state != LeaseState::Cancelled as i32)
+}
+
 /// Moves a finished run's lease into `completed`, with its result, unless the cluster took
 /// it back (then its end is not reported).
 fn finish(running: &mut Option<Running>, completed: &mut Option<Lease>) {
@@ -272,10 +289,13 @@ fn finish(running: &mut Option<Running>, completed: &mut Option<Lease>) {
 /// Starts running `lease`.
 fn start(worker: &Arc<Worker>, lease: Lease) -> Running {
     let cancel = CancelToken::new();
+    let (holder, questions) = claim::holder();
     let task = {
         let worker = Arc::clone(worker);
         let (id, payload, token) = (lease.id.clone(), lease.payload.clone(), cancel.clone());
-        tokio::spawn(async move { lease::execute(&worker, &id, payload.as_ref(), token).await })
+        tokio::spawn(
+            async move { lease::execute(&worker, &id, payload.as_ref(), token, holder).await },
+        )
     };
     Running {
         lease,
@@ -283,6 +303,8 @@ fn start(worker: &Arc<Worker>, lease: Lease) -> Running {
         task,
         outcome: None,
         taken_back: false,
+        questions,
+        asked: None,
     }
 }
 

@@ -4,10 +4,16 @@
 //! worker's attestation.
 //!
 //! An Action this worker would not have made of the request it holds (another platform, a
-//! cacheable Action, a root holding anything else, a Command that is not the request's) is
-//! refused before anything runs, with `FAILED_PRECONDITION`; so is a request the sandbox
-//! refuses before starting anything. A run that started always ends with an ActionResult,
-//! whatever its status: the attestation says how it ended.
+//! cacheable or unsalted Action, a root holding anything else, a Command that is not the
+//! request's) is refused before anything runs, with `FAILED_PRECONDITION`; so is a request the
+//! sandbox refuses before starting anything. An Action a worker started before (its start
+//! marker is in the CAS: the cluster retried it) is refused with `ABORTED`, which no engine
+//! retries; one whose claim could not be made sure of ([`crate::claim`]) with `UNAVAILABLE`,
+//! which an engine may give to another worker. A run that started always ends with an
+//! ActionResult, whatever its status: the attestation says how it ended.
+//!
+//! The log (`--log`) has a line when a run starts, when it ends, and when a lease is refused,
+//! each naming the worker, the lease and the Action.
 
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
@@ -27,6 +33,7 @@ use sf_reapi::proto::protobuf::{Any, Timestamp};
 use sf_reapi::proto::rpc::Status;
 use sf_reapi::tree::{self, Blobs};
 
+use crate::claim::{self, Holder, Unclaimed};
 use crate::program;
 use crate::store::{self, Store};
 
@@ -41,6 +48,10 @@ const MAX_MESSAGE_BYTES: u64 = 1024 * 1024;
 
 /// `google.rpc.Code.FAILED_PRECONDITION`.
 const FAILED_PRECONDITION: i32 = 9;
+/// `google.rpc.Code.ABORTED`: not retried by an engine.
+const ABORTED: i32 = 10;
+/// `google.rpc.Code.UNAVAILABLE`: an engine may give the lease to another worker.
+const UNAVAILABLE: i32 = 14;
 /// `google.rpc.Code.INTERNAL`.
 const INTERNAL: i32 = 13;
 
@@ -80,57 +91,65 @@ fn refused(code: i32, message: String) -> Outcome {
 }
 
 /// Runs the lease whose payload is `payload`; `cancel` is cancelled when the cluster takes
-/// the lease back.
+/// the lease back, and `holder` asks the bot whether the cluster still gives it the lease.
 pub async fn execute(
     worker: &Arc<Worker>,
     lease: &str,
     payload: Option<&Any>,
     cancel: CancelToken,
+    holder: Holder,
 ) -> Outcome {
     let (action, action_digest) = match action_of(worker, payload).await {
         Ok(action) => action,
-        Err(message) => return refused(FAILED_PRECONDITION, message),
+        Err(message) => return refused_lease(worker, lease, None, FAILED_PRECONDITION, message),
+    };
+    let refuse = |code, message: String| {
+        let message = format!(
+            "worker {} refuses Action {}: {message}",
+            worker.id,
+            digest::text(&action_digest)
+        );
+        refused_lease(worker, lease, Some(&action_digest), code, message)
     };
     // The program's base, for a program by reference, lives as long as the run.
     let (request, command, _base) = match receive(worker, &action).await {
         Ok(received) => received,
-        Err(message) => {
-            return refused(
-                FAILED_PRECONDITION,
-                format!(
-                    "worker {} refuses Action {}: {message}",
-                    worker.id,
-                    digest::text(&action_digest)
-                ),
-            );
-        }
+        Err(message) => return refuse(FAILED_PRECONDITION, message),
     };
+    match claim::claim(worker, &action_digest, &holder).await {
+        Ok(()) => {}
+        Err(Unclaimed::Started(message)) => return refuse(ABORTED, message),
+        Err(Unclaimed::Unsure(message)) => return refuse(UNAVAILABLE, message),
+    }
+    log_event(
+        worker,
+        lease,
+        &action_digest,
+        "started",
+        serde_json::json!({}),
+    );
     let started = std::time::SystemTime::now();
-    let sandbox = Arc::clone(&worker.sandbox);
-    let run = {
-        let request = request.clone();
-        tokio::task::spawn_blocking(move || sandbox.run(&request, &cancel)).await
-    };
-    let answer = match run {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(error)) => {
-            return refused(
-                FAILED_PRECONDITION,
-                format!(
-                    "the sandbox of worker {} started nothing ({}): {error}",
-                    worker.id,
-                    error.code()
-                ),
+    let answer = match run(worker, &request, cancel).await {
+        Ok(answer) => answer,
+        Err(outcome) => {
+            let reason = outcome.status.message.clone();
+            log_event(
+                worker,
+                lease,
+                &action_digest,
+                "ended",
+                serde_json::json!({ "reason": reason }),
             );
-        }
-        Err(panic) => {
-            return refused(
-                INTERNAL,
-                format!("the sandbox of worker {} failed: {panic}", worker.id),
-            );
+            return outcome;
         }
     };
-    log_run(worker, lease, &action_digest, &answer);
+    log_event(
+        worker,
+        lease,
+        &action_digest,
+        "ended",
+        serde_json::json!({ "status": answer.status.code(), "exitCode": answer.exit_code }),
+    );
     match report(worker, &command, &action_digest, &answer, started).await {
         Ok(result) => Outcome {
             result: Some(Any {
@@ -141,6 +160,53 @@ pub async fn execute(
         },
         Err(message) => refused(INTERNAL, message),
     }
+}
+
+/// Runs `request` in the worker's sandbox; `Err` with the lease's outcome when the sandbox
+/// started nothing or failed.
+async fn run(
+    worker: &Worker,
+    request: &RunRequest,
+    cancel: CancelToken,
+) -> Result<RunAnswer, Outcome> {
+    let sandbox = Arc::clone(&worker.sandbox);
+    let request = request.clone();
+    match tokio::task::spawn_blocking(move || sandbox.run(&request, &cancel)).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(error)) => Err(refused(
+            FAILED_PRECONDITION,
+            format!(
+                "the sandbox of worker {} started nothing ({}): {error}",
+                worker.id,
+                error.code()
+            ),
+        )),
+        Err(panic) => Err(refused(
+            INTERNAL,
+            format!("the sandbox of worker {} failed: {panic}", worker.id),
+        )),
+    }
+}
+
+/// The outcome of a lease refused with `code` and `message`, logged.
+fn refused_lease(
+    worker: &Worker,
+    lease: &str,
+    action: Option<&Digest>,
+    code: i32,
+    message: String,
+) -> Outcome {
+    let line = serde_json::json!({
+        "event": "refused",
+        "worker": worker.id,
+        "lease": lease,
+        "action": action.map(digest::text),
+        "code": code,
+        "reason": message,
+    });
+    eprintln!("sf-worker {}: {line}", worker.id);
+    write_line(worker, &line);
+    refused(code, message)
 }
 
 /// The Action a lease carries (inline or by digest) and its digest.
@@ -317,18 +383,27 @@ fn timestamp(time: std::time::SystemTime) -> Timestamp {
     }
 }
 
-/// Appends one line for a run that started: `{"worker","lease","action","status","exitCode"}`.
-fn log_run(worker: &Worker, lease: &str, action: &Digest, answer: &RunAnswer) {
-    let Some(log) = &worker.log else {
-        return;
-    };
-    let line = serde_json::json!({
+/// Appends the line of a run's `event` (`started`, `ended`) with the `extra` fields, and says
+/// it on stderr.
+fn log_event(worker: &Worker, lease: &str, action: &Digest, event: &str, extra: serde_json::Value) {
+    let mut line = serde_json::json!({
+        "event": event,
         "worker": worker.id,
         "lease": lease,
         "action": digest::text(action),
-        "status": answer.status.code(),
-        "exitCode": answer.exit_code,
     });
+    if let (Some(line), Some(extra)) = (line.as_object_mut(), extra.as_object()) {
+        line.extend(extra.clone());
+    }
+    eprintln!("sf-worker {}: {line}", worker.id);
+    write_line(worker, &line);
+}
+
+/// Appends `line` to the worker's log, if it keeps one.
+fn write_line(worker: &Worker, line: &serde_json::Value) {
+    let Some(log) = &worker.log else {
+        return;
+    };
     let mut file = log.lock().unwrap_or_else(|e| e.into_inner());
     let _ = writeln!(file, "{line}");
 }

@@ -5,13 +5,15 @@
 //!
 //! At start it describes its runtime and profile, puts the description in the cluster's CAS
 //! and prints its digest with the `[executor]` section that sends runs to it, then serves
-//! leases until it is stopped. Modules: `bot` (the session), `lease` (one lease), `program`
+//! leases until it is stopped. Modules: `bot` (the session), `claim` (a lease's claim to run
+//! its Action once), `lease` (one lease), `program`
 //! (a program by reference's base, placed for the sandbox), `store` (the local content
 //! store).
 
 #![forbid(unsafe_code)]
 
 mod bot;
+mod claim;
 mod lease;
 mod program;
 mod store;
@@ -46,7 +48,7 @@ struct Args {
     /// This worker's name in the cluster (default: host name and process id)
     #[arg(long)]
     id: Option<String>,
-    /// Append one JSON line per run to FILE
+    /// Append one JSON line per event of a run (started, ended, refused) to FILE
     #[arg(long, value_name = "FILE")]
     log: Option<PathBuf>,
     /// The most bytes of recent blobs kept in memory
