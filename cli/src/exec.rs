@@ -103,6 +103,7 @@ pub fn run(context: &Context, args: ExecArgs) -> Result<Output, CliError> {
         .executor(&plugins)
         .map_err(|error| CliError::new(error.code(), error.to_string()))?;
     let request = RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program,

@@ -441,7 +441,14 @@ pub struct RunRequest {
     /// The command to run instead of the runtime with `entry` and `args`: with one, `args`
     /// is empty and `entry` is not run (see [`crate::command`]).
     pub command: Option<RunCommand>,
+    /// What the run is for, in the caller's words (a collection names the check), for the
+    /// Executor's logs only: it enters no identity and no digest, and the program never sees
+    /// it. At most [`MAX_LABEL_CHARS`] characters, none a control character.
+    pub label: Option<String>,
 }
+
+/// The most characters of a [`RunRequest::label`].
+pub const MAX_LABEL_CHARS: usize = 256;
 
 /// The snapshot digests of a request's program, input and harness.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -458,6 +465,14 @@ impl RunRequest {
     /// Checks every rule an Executor checks before it starts anything, and returns the
     /// program's, the input's and the harness's digests.
     pub fn check(&self) -> Result<RequestDigests, ExecutorError> {
+        if let Some(label) = &self.label
+            && (label.chars().count() > MAX_LABEL_CHARS || label.chars().any(char::is_control))
+        {
+            return Err(ExecutorError::InvalidInput {
+                input: "label".into(),
+                rule: "a run's label is at most 256 characters, none a control character",
+            });
+        }
         let digest = |files: &[SnapshotFile], what: &str, rule: &'static str| {
             crate::snapshot::snapshot_digest(files).map_err(|error| ExecutorError::InvalidInput {
                 input: format!("{what}: {error}"),
@@ -1035,6 +1050,7 @@ mod tests {
 
     fn request() -> RunRequest {
         RunRequest {
+            label: None,
             program_tree: None,
             command: None,
             program: vec![file("main.sh", "echo hi")],
@@ -1064,6 +1080,15 @@ mod tests {
     #[test]
     fn request_rules() {
         assert!(request().check().is_ok());
+        // A label is the caller's words for logs: bounded, no control character, and it
+        // changes no digest.
+        let mut labelled = request();
+        labelled.label = Some("check bug-fixed".into());
+        assert_eq!(labelled.check().unwrap(), request().check().unwrap());
+        for bad in ["a\nb".to_owned(), "x".repeat(MAX_LABEL_CHARS + 1)] {
+            labelled.label = Some(bad);
+            assert_eq!(labelled.check().unwrap_err().code(), "invalid-input");
+        }
         let mut bad = request();
         bad.entry = "other.sh".into();
         assert_eq!(bad.check().unwrap_err().code(), "invalid-input");

@@ -45,6 +45,7 @@ fn checks() -> Vec<RunRequest> {
     )];
     let bounds = RunBounds::new(Duration::from_secs(20), 65536);
     let check = |entry: RunEntry, args: &[&str], input: &str| RunRequest {
+        label: None,
         command: None,
         program: program.clone(),
         entry,

@@ -43,6 +43,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
 
     let request = RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program: vec![SnapshotFile::regular(

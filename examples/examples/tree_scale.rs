@@ -342,6 +342,7 @@ fn by_value(base: &Base) -> RunRequest {
 
 fn by_value_of(program: Vec<SnapshotFile>) -> RunRequest {
     RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program,

@@ -403,6 +403,7 @@ impl Request {
                 Self::Run {
                     run_id: header.run_id,
                     request: RunRequest {
+                        label: None,
                         program_tree: None,
                         command: None,
                         program,
@@ -474,12 +475,19 @@ impl Request {
                 ));
             }
         };
+        if header.label.is_some() && !wire.states_remote() {
+            return Err(MessageError::field(
+                "label",
+                format!("is not a field of a {} request", wire.method()),
+            ));
+        }
         sections.finish()?;
         let place = EntryPlace::from_code(&header.entry.place)
             .ok_or_else(|| MessageError::field("entry.place", "must be program or harness"))?;
         Ok(Self::Run {
             run_id: header.run_id,
             request: RunRequest {
+                label: header.label,
                 program_tree,
                 command,
                 program,
@@ -530,7 +538,12 @@ pub fn encode_run(run_id: u64, request: &RunRequest, wire: RunWire) -> Option<Ve
             builder.encode(&header)
         }
         RunWire::V4 | RunWire::V5 | RunWire::V6 | RunWire::V7 => {
-            let header = run_header_v2::<ModedFileHeader>(run_id, request, &mut builder);
+            let mut header = run_header_v2::<ModedFileHeader>(run_id, request, &mut builder);
+            // Only run_v7 knows the label; older shapes leave it out (it changes nothing that
+            // runs).
+            if wire.states_remote() {
+                header.label = request.label.clone();
+            }
             builder.encode(&header)
         }
     })
@@ -560,6 +573,7 @@ fn run_header_v2<'a, F: WireFile>(
             .program_tree
             .as_ref()
             .map(|tree| ProgramTreeHeader::encode(tree, builder)),
+        label: None,
     }
 }
 
@@ -941,6 +955,9 @@ struct RunHeaderV2<F> {
     /// Present in `run_v6` requests only (ABI 1.11), for a program given by reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     program_tree: Option<ProgramTreeHeader>,
+    /// Present in `run_v7` requests only (ABI 1.15): what the run is for, for logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    label: Option<String>,
 }
 
 /// A program given by reference (`run_v6`, ABI 1.11).
@@ -1568,6 +1585,7 @@ mod tests {
 
     fn request() -> RunRequest {
         RunRequest {
+            label: None,
             program_tree: None,
             command: None,
             program: vec![file("main.sh", b"echo \xff\x00"), file("lib/a.sh", b"")],
@@ -2346,6 +2364,30 @@ mod tests {
 
     /// `run_v7`'s answer names where a remote run was executed; the older answers neither
     /// carry nor accept it, and a malformed one is refused.
+    #[test]
+    fn a_runs_label_travels_in_run_v7_only() {
+        let labelled = RunRequest {
+            label: Some("check bug-fixed".into()),
+            ..request()
+        };
+        let bytes = encode_run(3, &labelled, RunWire::V7).unwrap();
+        match Request::decode(method::RUN_V7, &bytes) {
+            Ok(Some(Request::Run { request, .. })) => {
+                assert_eq!(request.label.as_deref(), Some("check bug-fixed"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // An older shape leaves it out, and refuses one that holds it.
+        let bytes = encode_run(3, &labelled, RunWire::V6).unwrap();
+        match Request::decode(method::RUN_V6, &bytes) {
+            Ok(Some(Request::Run { request, .. })) => assert_eq!(request.label, None),
+            other => panic!("{other:?}"),
+        }
+        let v7 = encode_run(3, &labelled, RunWire::V7).unwrap();
+        let error = Request::decode(method::RUN_V6, &v7).unwrap_err();
+        assert!(error.to_string().contains("label"), "{error}");
+    }
+
     #[test]
     fn a_remote_run_travels_in_run_v7_only() {
         let mut remote = answer();

@@ -743,6 +743,7 @@ fn answer_with_hits() -> RunAnswer {
 
 fn request() -> RunRequest {
     RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program: vec![file("main.sh", b"echo hi\n"), file("lib/x", b"\x00\x01")],

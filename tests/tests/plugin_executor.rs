@@ -43,6 +43,7 @@ fn static_shell() -> SandboxExecutor {
 
 fn shell_request(script: &str, timeout: Duration) -> RunRequest {
     RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program: vec![SnapshotFile::regular("main.sh", script.as_bytes().to_vec())],

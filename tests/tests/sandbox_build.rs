@@ -83,6 +83,7 @@ fn build_command(host_port: u16) -> RunCommand {
 
 fn request(command: RunCommand) -> RunRequest {
     RunRequest {
+        label: None,
         program_tree: None,
         command: Some(command),
         program: vec![SnapshotFile::regular(

@@ -41,6 +41,7 @@ fn command(argv: &[&str]) -> RunCommand {
 
 fn request(command: RunCommand) -> RunRequest {
     RunRequest {
+        label: None,
         program_tree: None,
         command: Some(command),
         program: vec![

@@ -45,6 +45,7 @@ fn threads_program(count: usize) -> String {
 
 fn python_request(source: &str) -> RunRequest {
     RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program: vec![SnapshotFile::regular("main.py", source.as_bytes().to_vec())],

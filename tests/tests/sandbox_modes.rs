@@ -31,6 +31,7 @@ fn moded_request(probes: &[&str]) -> RunRequest {
         b"#!/bin/sh\n".to_vec(),
     ));
     RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program,

@@ -77,6 +77,7 @@ impl BuildRun {
             ("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned()),
         ]);
         RunRequest {
+            label: None,
             program_tree: None,
             command: Some(RunCommand {
                 argv: vec!["sh".into(), "-c".into(), self.recipe.script().into()],

@@ -217,6 +217,8 @@ impl Runner {
         let timeout_ms = recipe.timeout_ms.min(own.unwrap_or(u64::MAX)).min(left);
         let (entry, args, command) = laid.what;
         let run = RunRequest {
+            // The check's id, for the Executor's logs (a remote worker names it).
+            label: Some(format!("check {}", check.id)),
             program_tree: laid.program_tree,
             command,
             program: laid.program,

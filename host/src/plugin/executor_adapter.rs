@@ -340,6 +340,7 @@ mod tests {
 
     fn request() -> RunRequest {
         RunRequest {
+            label: None,
             program_tree: None,
             command: None,
             program: vec![SnapshotFile::regular("main.sh", b"echo hi".to_vec())],

@@ -214,6 +214,7 @@ pub fn run(
         )
     })?;
     let run_request = RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program: program.to_vec(),

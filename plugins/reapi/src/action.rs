@@ -9,7 +9,8 @@
 //! input/     the input snapshot        (/sf/input)
 //! harness/   the harness snapshot      (/sf/harness; empty when the run has none)
 //! scratch/   empty                     (/sf/scratch: where the run may write)
-//! sf-run     the request without its files, as the plugin ABI's run_v6 message
+//! sf-run     the request without its files, as the plugin ABI's run_v7 message (with the
+//!            run's label, which the worker's log lines name)
 //! ```
 //!
 //! The Command states what the worker's sandbox runs: `arguments` the argv (a command's, or
@@ -97,6 +98,7 @@ pub struct Encoded {
 /// reference keeps its reference (base digest, directories, layer and deletions).
 fn run_message(request: &RunRequest) -> Result<Vec<u8>, String> {
     let bare = RunRequest {
+        label: request.label.clone(),
         command: request.command.clone(),
         program: Vec::new(),
         entry: request.entry.clone(),
@@ -106,8 +108,8 @@ fn run_message(request: &RunRequest) -> Result<Vec<u8>, String> {
         bounds: request.bounds,
         program_tree: request.program_tree.clone(),
     };
-    let message = wire::encode_run(0, &bare, RunWire::V6)
-        .ok_or_else(|| "the request does not fit the run_v6 message".to_owned())?;
+    let message = wire::encode_run(0, &bare, RunWire::V7)
+        .ok_or_else(|| "the request does not fit the run_v7 message".to_owned())?;
     if message.len() as u64 > MAX_RUN_FILE_BYTES {
         return Err(format!(
             "the request without its snapshots is larger than {MAX_RUN_FILE_BYTES} bytes"
@@ -354,7 +356,7 @@ pub fn root_entries(root: &Directory) -> Result<(Digest, [Digest; 3]), String> {
 
 /// The request of the `sf-run` message `bytes`, without its files yet.
 pub fn decode_run(bytes: &[u8]) -> Result<RunRequest, String> {
-    match wire::Request::decode(wire::method::RUN_V6, bytes) {
+    match wire::Request::decode(wire::method::RUN_V7, bytes) {
         Ok(Some(wire::Request::Run { request, .. })) => Ok(request),
         Ok(_) => Err(format!("{RUN_FILE} is not a run")),
         Err(error) => Err(format!("{RUN_FILE}: {error}")),
@@ -404,6 +406,7 @@ mod tests {
 
     fn request() -> RunRequest {
         RunRequest {
+            label: None,
             command: None,
             program: vec![SnapshotFile::regular("main.sh", b"echo hi".to_vec())],
             entry: RunEntry::program("main.sh"),

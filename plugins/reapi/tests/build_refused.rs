@@ -41,6 +41,7 @@ fn a_build_is_refused_before_the_cluster_is_reached() {
         }),
     };
     let request = RunRequest {
+        label: None,
         program_tree: None,
         command: Some(command),
         program: vec![SnapshotFile::regular(

@@ -47,6 +47,7 @@ fn cluster() -> Cluster {
 /// A run of `script` with a 60 s timeout.
 fn request(script: &str) -> RunRequest {
     RunRequest {
+        label: None,
         command: None,
         program: vec![SnapshotFile::regular("main.sh", script.as_bytes().to_vec())],
         entry: "main.sh".into(),

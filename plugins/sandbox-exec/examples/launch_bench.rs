@@ -48,6 +48,7 @@ fn sandbox(network: Option<NetworkMode>, prepare_ahead: bool) -> Result<SandboxE
 
 fn true_request() -> RunRequest {
     RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program: vec![SnapshotFile::regular("entry", b"unused".to_vec())],

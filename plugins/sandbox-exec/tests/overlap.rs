@@ -22,6 +22,7 @@ fn executor(parallel_runs_without_cgroup: bool) -> SandboxExecutor {
 
 fn request(script: &str) -> RunRequest {
     RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program: vec![SnapshotFile::regular("main.sh", script.as_bytes().to_vec())],

@@ -15,6 +15,7 @@ fn executor(runtime: RuntimeConfig) -> SandboxExecutor {
 
 fn request(script: &str) -> RunRequest {
     RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program: vec![SnapshotFile::regular("main.sh", script.as_bytes().to_vec())],
@@ -49,6 +50,7 @@ fn shell_runs_confined() {
 
 fn single(path: &str, content: &str) -> RunRequest {
     RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program: vec![SnapshotFile::regular(path, content.as_bytes().to_vec())],

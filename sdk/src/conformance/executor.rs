@@ -159,6 +159,7 @@ fn request(harness: &dyn Harness, behaviour: &Behaviour, bounds: RunBounds) -> R
     let mut args = program.args;
     args.push("argument-zero".into());
     RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program: program.files,

@@ -119,6 +119,7 @@ pub fn probe_harness() -> Vec<SnapshotFile> {
 /// A request running `probes` with `timeout` and a 1 MiB output limit.
 pub fn probe_request(probes: &[String], timeout: Duration) -> RunRequest {
     RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program: probe_program(),
@@ -133,6 +134,7 @@ pub fn probe_request(probes: &[String], timeout: Duration) -> RunRequest {
 /// A request running `script` (the program's `main.sh`) with `timeout` and `output_limit`.
 pub fn shell_request(script: &str, timeout: Duration, output_limit: u64) -> RunRequest {
     RunRequest {
+        label: None,
         program_tree: None,
         command: None,
         program: vec![SnapshotFile::regular("main.sh", script.as_bytes().to_vec())],

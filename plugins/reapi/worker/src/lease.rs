@@ -13,7 +13,8 @@
 //! ActionResult, whatever its status: the attestation says how it ended.
 //!
 //! The log (`--log`) has a line when a run starts, when it ends, and when a lease is refused,
-//! each naming the worker, the lease and the Action.
+//! each naming the worker, the lease and the Action; the start and end lines also name the
+//! run (`run`: its label, `check <id>` for a collection's check).
 
 use std::io::Write as _;
 use std::sync::{Arc, Mutex};
@@ -124,7 +125,7 @@ pub async fn execute(
     log_event(
         worker,
         lease,
-        &action_digest,
+        (&action_digest, request.label.as_deref()),
         "started",
         serde_json::json!({}),
     );
@@ -136,7 +137,7 @@ pub async fn execute(
             log_event(
                 worker,
                 lease,
-                &action_digest,
+                (&action_digest, request.label.as_deref()),
                 "ended",
                 serde_json::json!({ "reason": reason }),
             );
@@ -146,7 +147,7 @@ pub async fn execute(
     log_event(
         worker,
         lease,
-        &action_digest,
+        (&action_digest, request.label.as_deref()),
         "ended",
         serde_json::json!({ "status": answer.status.code(), "exitCode": answer.exit_code }),
     );
@@ -383,14 +384,21 @@ fn timestamp(time: std::time::SystemTime) -> Timestamp {
     }
 }
 
-/// Appends the line of a run's `event` (`started`, `ended`) with the `extra` fields, and says
-/// it on stderr.
-fn log_event(worker: &Worker, lease: &str, action: &Digest, event: &str, extra: serde_json::Value) {
+/// Appends the line of a run's `event` (`started`, `ended`) with the run's label (the check a
+/// collection runs) and the `extra` fields, and says it on stderr.
+fn log_event(
+    worker: &Worker,
+    lease: &str,
+    (action, label): (&Digest, Option<&str>),
+    event: &str,
+    extra: serde_json::Value,
+) {
     let mut line = serde_json::json!({
         "event": event,
         "worker": worker.id,
         "lease": lease,
         "action": digest::text(action),
+        "run": label,
     });
     if let (Some(line), Some(extra)) = (line.as_object_mut(), extra.as_object()) {
         line.extend(extra.clone());
