@@ -6,6 +6,11 @@
 //! check each way, their difference (the cluster path's overhead per check) and their ratio.
 //! A benchmark program that prints numbers, never a timed test.
 //!
+//! The cluster runs the configuration sf ships (`docs/examples/buildgrid/buildgrid.yml`, whose
+//! assigner looks for work every 50 ms without jitter); a second cluster with BuildGrid's own
+//! assigner timing (every 1 s, jitter factor 1) is timed in the same rounds, as the baseline
+//! of those settings.
+//!
 //! ```text
 //! cargo build --release -p sf-reapi-worker -p sf-sandbox-exec -p sf-examples
 //! cargo run --release -p sf-examples --example remote_overhead -- [RUNS]
@@ -99,29 +104,43 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut local = SandboxConfig::new(RuntimeConfig::shell());
     local.launcher = Some(dir.join("sf-sandbox-launcher"));
     let local = SandboxExecutor::new(local)?;
-    let cluster = Cluster::start(&[dir.join("sf-worker")], &["sh"], Options::default());
-    let remote = ReapiExecutor::new(&ReapiBackend {
-        endpoint: cluster.grid.endpoint(),
-        instance: INSTANCE.to_owned(),
-        worker: cluster.description("sh").to_owned(),
-        wait_seconds: Some(60),
-        reconnect_seconds: None,
-        call_seconds: None,
-    })?;
+    let worker = [dir.join("sf-worker")];
+    let shipped = Cluster::start(&worker, &["sh"], Options::default());
+    let defaults = Cluster::start(
+        &worker,
+        &["sh"],
+        Options {
+            default_assigner: true,
+            ..Options::default()
+        },
+    );
+    let executor = |cluster: &Cluster| {
+        ReapiExecutor::new(&ReapiBackend {
+            endpoint: cluster.grid.endpoint(),
+            instance: INSTANCE.to_owned(),
+            worker: cluster.description("sh").to_owned(),
+            wait_seconds: Some(60),
+            reconnect_seconds: None,
+            call_seconds: None,
+        })
+    };
+    let (remote, baseline) = (executor(&shipped)?, executor(&defaults)?);
     let checks = checks();
     // One of each first: the worker's sandbox and the CAS warm up, as in any collection.
     for check in &checks {
         timed(&local, check)?;
         timed(&remote, check)?;
+        timed(&baseline, check)?;
     }
-    let (mut near, mut far) = (Vec::new(), Vec::new());
+    let (mut near, mut far, mut slow) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..runs {
         for check in &checks {
             near.push(timed(&local, check)?);
             far.push(timed(&remote, check)?);
+            slow.push(timed(&baseline, check)?);
         }
     }
-    let (near, far) = (median(near), median(far));
+    let (near, far, slow) = (median(near), median(far), median(slow));
     println!(
         "the demo's {} checks, {runs} runs each, each way, alternating",
         checks.len()
@@ -135,9 +154,15 @@ fn main() -> Result<(), Box<dyn Error>> {
         far.as_secs_f64() * 1e3
     );
     println!(
-        "  overhead of the cluster path: {:.1} ms per check (ratio {:.1})",
+        "  cluster, BuildGrid's own assigner timing (baseline) median {:>8.1} ms per check",
+        slow.as_secs_f64() * 1e3
+    );
+    println!(
+        "  overhead of the cluster path: {:.1} ms per check (ratio {:.1}); the shipped \
+         assigner settings / BuildGrid's own: {:.2}",
         (far.as_secs_f64() - near.as_secs_f64()) * 1e3,
-        far.as_secs_f64() / near.as_secs_f64()
+        far.as_secs_f64() / near.as_secs_f64(),
+        far.as_secs_f64() / slow.as_secs_f64()
     );
     Ok(())
 }

@@ -40,6 +40,7 @@ fn cluster() -> Cluster {
         &["sh"],
         Options {
             bot_keepalive: Duration::from_secs(4),
+            ..Options::default()
         },
     )
 }
@@ -78,6 +79,7 @@ fn two_workers() -> Cluster {
         &["sh", "sh"],
         Options {
             bot_keepalive: Duration::from_secs(4),
+            ..Options::default()
         },
     )
 }

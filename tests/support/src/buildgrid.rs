@@ -41,12 +41,16 @@ pub struct Options {
     /// How long the scheduler waits for a bot's next `UpdateBotSession` before it takes the
     /// bot for dead and ends its leases (`bot-session-keepalive-timeout`).
     pub bot_keepalive: Duration,
+    /// The assigner with BuildGrid's own timing (interval 1 s, jitter factor 1) instead of
+    /// the shipped one: the baseline the shipped latency settings are measured against.
+    pub default_assigner: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Self {
             bot_keepalive: Duration::from_secs(30),
+            default_assigner: false,
         }
     }
 }
@@ -281,6 +285,13 @@ pub fn configuration(connection: &str, cas: &Path, options: Options) -> String {
         ),
         ("- name: main", format!("- name: {INSTANCE}")),
     ];
+    let assigner = [
+        ("interval: 0.05", "interval: 1.0".to_owned()),
+        ("jitter-factor: 0", "jitter-factor: 1.0".to_owned()),
+    ];
+    let replaced = replaced
+        .into_iter()
+        .chain(assigner.into_iter().filter(|_| options.default_assigner));
     for (line, by) in replaced {
         assert_eq!(
             text.matches(line).count(),
