@@ -21,7 +21,7 @@ use crate::error::AppError;
 use crate::input::{deadline, parse_digest};
 use crate::landing::{land_error, stopped};
 use crate::loaded::{Exported, Target, not_for_the_slice, protected_paths};
-use crate::preflight::{check_gate_file, preflight};
+use crate::preflight::{check_gate_file, check_jobs, preflight};
 use crate::progress::Progress;
 use crate::slice_dir::SliceDir;
 
@@ -158,6 +158,7 @@ fn collect_exported(
     } = exported;
     let prepared = prepare(&slice, &digest, sealed, trees, deadline)?;
     let executor = slice.executor(backends)?;
+    check_jobs(executor.as_ref(), request.jobs)?;
     let gate = backends.gate(request.gate.as_deref())?;
     preflight(executor.as_ref(), &slice.frozen, &gate, deadline)
         .map_err(|error| land_error("before the collection", error))?;

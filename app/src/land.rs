@@ -24,7 +24,7 @@ use crate::input::deadline;
 use crate::judge::{CheckOutput, unmet_outputs};
 use crate::landing::{self, Composition, LandOutcome, Landing, land_error};
 use crate::loaded::{Loaded, Target, trees_store_for};
-use crate::preflight::{check_gate_file, preflight};
+use crate::preflight::{check_gate_file, check_jobs, preflight};
 use crate::progress::Progress;
 use crate::slice_dir::SliceDir;
 
@@ -158,6 +158,7 @@ impl Ready {
         let loaded = Loaded::read(backends, &request.target)?;
         let (action, owner) = occurrence(request, &loaded.sealed.digest);
         let executor = loaded.slice.executor(backends)?;
+        check_jobs(executor.as_ref(), request.jobs)?;
         let gate = backends.gate(request.gate.as_deref())?;
         let replay = loaded
             .repository

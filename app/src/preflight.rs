@@ -1,14 +1,16 @@
 //! The checks made before an attempt is claimed, so that a typo or a closed gate starts
-//! nothing and consumes nothing: the gate file is one, the executor is the Slice's, the
-//! deadline is ahead, and the gate answers proceed.
+//! nothing and consumes nothing: the gate file is one, the executor is the Slice's and may run
+//! as many checks at once as `--jobs` asks, the deadline is ahead, and the gate answers
+//! proceed.
 
+use std::num::NonZeroUsize;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use sf_host::assurance::{FrozenSlice, current_environment};
 use sf_host::collector::environment_problem;
-use sf_host::contracts::{Executor, Gate};
+use sf_host::contracts::{Executor, Gate, Overlap};
 use sf_host::repository::consult_gate;
 
 use crate::error::AppError;
@@ -41,6 +43,21 @@ pub fn check_gate_file(file: Option<&Path>) -> Result<(), AppError> {
                  \"reason\": …}}); nothing was started",
                 file.display()
             ),
+        )),
+    }
+}
+
+/// `--jobs` above 1 only for an Executor whose runs may overlap: one that cannot bound
+/// overlapping runs together (sandbox-exec without control groups) refuses, naming why.
+pub(crate) fn check_jobs(executor: &dyn Executor, jobs: NonZeroUsize) -> Result<(), AppError> {
+    if jobs.get() == 1 {
+        return Ok(());
+    }
+    match executor.overlap() {
+        Overlap::Allowed => Ok(()),
+        Overlap::OneAtATime { reason } => Err(AppError::invalid(
+            format!("--jobs {jobs}"),
+            format!("the executor runs one check at a time here: {reason}; nothing was started"),
         )),
     }
 }

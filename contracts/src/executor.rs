@@ -997,6 +997,19 @@ impl ProfileDescription {
     }
 }
 
+/// Whether an Executor's runs may overlap (a collection's `--jobs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Overlap {
+    /// Runs may overlap: the Executor bounds them together, or its operator allowed it.
+    Allowed,
+    /// Runs must not overlap: nothing would bound them together. `reason` says why, and how
+    /// an operator allows it.
+    OneAtATime {
+        /// Why, and what to do.
+        reason: String,
+    },
+}
+
 /// Runs one program at a time under a fixed runtime and confinement profile.
 pub trait Executor: Send + Sync {
     /// Describes the runtime as it is now (re-reading the executable, so a changed runtime
@@ -1005,6 +1018,12 @@ pub trait Executor: Send + Sync {
 
     /// Describes the confinement profile.
     fn profile(&self) -> Result<ProfileDescription, ExecutorError>;
+
+    /// Whether runs may overlap, asked before a collection runs several at once. By default
+    /// they may: an Executor that cannot bound overlapping runs together says so.
+    fn overlap(&self) -> Overlap {
+        Overlap::Allowed
+    }
 
     /// Runs `request`. `Err` only when nothing started: invalid input, `cancel` already
     /// cancelled, or a confinement mechanism unavailable. Once the program may have started,

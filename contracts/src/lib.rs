@@ -41,7 +41,7 @@ pub use evidence_store::{
 };
 pub use executor::{
     BOUNDS_PROTOCOL, CancelToken, ENFORCEMENT_WORD_RULE, Enforcement, EntryPlace, Executor,
-    ExecutorError, HARNESS_DIR, INPUT_DIR, MAX_ENFORCEMENT_FACTS, NamespaceDisposition,
+    ExecutorError, HARNESS_DIR, INPUT_DIR, MAX_ENFORCEMENT_FACTS, NamespaceDisposition, Overlap,
     PROGRAM_DIR, ProfileDescription, ProgramTree, ReadableKind, ReadablePath, RequestDigests,
     RunAnswer, RunBounds, RunEntry, RunIdentities, RunRequest, RunStatus, RunTimes,
     RuntimeDescription,

@@ -11,6 +11,7 @@
 //! |---|---|---|
 //! | `describe_runtime` | `{}` | `{executable, readable: [{path, kind}], digest}` |
 //! | `profile` | `{}` | `{recipe, digest}` |
+//! | `overlap` (ABI 1.15) | `{}` | `{oneAtATime: null \| reason}` |
 //! | `run` | `{runId, program: [{path, content}], entry, args, input: [{path, content}], bounds}` | the answer (below) |
 //! | `run_v2` | `{runId, program, entry: {place, path}, args, input, harness, bounds}` | the answer, with `identities.harness` |
 //! | `run_v3` | as `run_v2` | the answer of `run_v2`, with `identities.enforcement` an object of facts |
@@ -167,6 +168,8 @@ pub mod method {
     pub const DESCRIBE_RUNTIME: &str = "describe_runtime";
     /// [`Executor::profile`](crate::contracts::Executor::profile).
     pub const PROFILE: &str = "profile";
+    /// [`Executor::overlap`](crate::contracts::Executor::overlap) (ABI 1.15).
+    pub const OVERLAP: &str = "overlap";
     /// [`Executor::run`](crate::contracts::Executor::run) without a harness (ABI 1.0).
     pub const RUN: &str = "run";
     /// `run` with the harness (ABI 1.2).
@@ -367,6 +370,8 @@ pub enum Request {
     DescribeRuntime,
     /// `profile`.
     Profile,
+    /// `overlap`.
+    Overlap,
     /// `run`, `run_v2`, `run_v3`, `run_v4`, `run_v5` or `run_v6`.
     Run {
         /// The host's name for the run, for `cancel`.
@@ -394,6 +399,10 @@ impl Request {
             method::PROFILE => {
                 Empty::decode(bytes)?;
                 Self::Profile
+            }
+            method::OVERLAP => {
+                Empty::decode(bytes)?;
+                Self::Overlap
             }
             method::RUN => {
                 let (header, mut sections) = message::decode::<RunHeader>(bytes)?;
@@ -921,6 +930,33 @@ pub fn encode_cancelled() -> Vec<u8> {
 /// Decodes the answer of `cancel`.
 pub fn decode_cancelled(bytes: &[u8]) -> Result<(), MessageError> {
     Empty::decode(bytes)
+}
+
+/// The answer of `overlap`.
+pub fn encode_overlap(overlap: &crate::contracts::Overlap) -> Vec<u8> {
+    use crate::contracts::Overlap;
+    message::encode_header(&OverlapAnswer {
+        one_at_a_time: match overlap {
+            Overlap::Allowed => None,
+            Overlap::OneAtATime { reason } => Some(reason.clone()),
+        },
+    })
+}
+
+/// Decodes the answer of `overlap`.
+pub fn decode_overlap(bytes: &[u8]) -> Result<crate::contracts::Overlap, MessageError> {
+    use crate::contracts::Overlap;
+    let answer: OverlapAnswer = message::decode_header(bytes)?;
+    Ok(match answer.one_at_a_time {
+        None => Overlap::Allowed,
+        Some(reason) => Overlap::OneAtATime { reason },
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct OverlapAnswer {
+    one_at_a_time: Option<String>,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2364,6 +2400,24 @@ mod tests {
 
     /// `run_v7`'s answer names where a remote run was executed; the older answers neither
     /// carry nor accept it, and a malformed one is refused.
+    #[test]
+    fn overlap_round_trips() {
+        use crate::contracts::Overlap;
+        assert_eq!(
+            Request::decode(method::OVERLAP, &encode_no_arguments()).unwrap(),
+            Some(Request::Overlap)
+        );
+        for overlap in [
+            Overlap::Allowed,
+            Overlap::OneAtATime {
+                reason: "no group".into(),
+            },
+        ] {
+            assert_eq!(decode_overlap(&encode_overlap(&overlap)).unwrap(), overlap);
+        }
+        assert!(decode_overlap(br#"{"oneAtATime":1}"#).is_err());
+    }
+
     #[test]
     fn a_runs_label_travels_in_run_v7_only() {
         let labelled = RunRequest {

@@ -39,7 +39,7 @@ use super::error::PluginError;
 use super::executor_protocol::{self as wire, ExecutorContract, method};
 use super::loader::CallReply;
 use crate::contracts::{
-    CancelToken, Executor, ExecutorError, ProfileDescription, RequestDigests, RunAnswer,
+    CancelToken, Executor, ExecutorError, Overlap, ProfileDescription, RequestDigests, RunAnswer,
     RunRequest, RuntimeDescription,
 };
 
@@ -133,6 +133,23 @@ impl Executor for PluginExecutor {
             &wire::encode_no_arguments(),
             wire::decode_profile,
         )
+    }
+
+    /// A plugin before ABI 1.15 does not say (its runs overlap, as they always did); one that
+    /// cannot answer is taken at its word that runs may not overlap, so that a broken answer
+    /// never lets runs overlap unbounded.
+    fn overlap(&self) -> Overlap {
+        if self.plugin().abi_minor() < wire::REMOTE_RUN_SINCE_MINOR {
+            return Overlap::Allowed;
+        }
+        self.call(
+            method::OVERLAP,
+            &wire::encode_no_arguments(),
+            wire::decode_overlap,
+        )
+        .unwrap_or_else(|error| Overlap::OneAtATime {
+            reason: format!("the executor plugin did not say whether runs may overlap: {error}"),
+        })
     }
 
     fn run(&self, request: &RunRequest, cancel: &CancelToken) -> Result<RunAnswer, ExecutorError> {

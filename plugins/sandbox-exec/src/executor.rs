@@ -756,6 +756,10 @@ impl Executor for SandboxExecutor {
         Ok(self.profile.description.clone())
     }
 
+    fn overlap(&self) -> sf_contracts::Overlap {
+        self.overlap.contract()
+    }
+
     fn run(&self, request: &RunRequest, cancel: &CancelToken) -> Result<RunAnswer, ExecutorError> {
         if cancel.is_cancelled() {
             return Err(ExecutorError::Aborted);

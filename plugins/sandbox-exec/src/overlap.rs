@@ -9,6 +9,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use sf_contracts::ExecutorError;
 
+/// Why runs may not overlap here, and what to do.
+const WHY: &str = "no control group can bound this executor's runs together (each is \
+     bounded per process only): run one at a time (sf collect --jobs 1), run sf where it can \
+     make control groups (as root, or with a delegated cgroup v2 subtree), or accept the risk \
+     with [executor] parallel_runs_without_cgroup = true";
+
 /// Whether runs may overlap, and how many are running.
 #[derive(Debug)]
 pub(crate) struct Overlap {
@@ -30,6 +36,17 @@ impl Overlap {
         }
     }
 
+    /// Whether runs may overlap, as the Executor contract says it.
+    pub(crate) fn contract(&self) -> sf_contracts::Overlap {
+        if self.allowed {
+            sf_contracts::Overlap::Allowed
+        } else {
+            sf_contracts::Overlap::OneAtATime {
+                reason: WHY.to_owned(),
+            }
+        }
+    }
+
     /// Counts a run in; refused when another is running and runs may not overlap.
     pub(crate) fn enter(&self) -> Result<Running<'_>, ExecutorError> {
         let before = self.running.fetch_add(1, Ordering::SeqCst);
@@ -37,13 +54,7 @@ impl Overlap {
         if before > 0 && !self.allowed {
             return Err(ExecutorError::Unavailable {
                 mechanism: "cgroup".to_owned(),
-                reason: format!(
-                    "{before} run(s) of this executor are running and no control group can \
-                     bound their memory together (each is bounded per process only): run one \
-                     at a time (sf collect --jobs 1), run sf where it can make control groups \
-                     (as root, or with a delegated cgroup v2 subtree), or accept the risk with \
-                     [executor] parallel_runs_without_cgroup = true"
-                ),
+                reason: format!("{before} run(s) of this executor are running and {WHY}"),
             });
         }
         Ok(running)

@@ -100,6 +100,7 @@ impl ExecutorInstance {
             Request::Profile => executor
                 .profile()
                 .map(|profile| wire::encode_profile(&profile)),
+            Request::Overlap => Ok(wire::encode_overlap(&executor.overlap())),
             Request::Run {
                 run_id,
                 request,
