@@ -1,6 +1,8 @@
 //! `land`: the whole guarded path as one use case. The Candidate is read and checked against
 //! its Slice, the preflight runs (unless the occurrence already holds an intent), and the
-//! landing ([`crate::landing`]) collects, judges and integrates only on Verified. With a
+//! landing ([`crate::landing`]) collects, judges and integrates only on Verified. A gate that
+//! withholds is a decided outcome wherever it does (at the preflight or immediately before the
+//! move): the landing answers `withheld` with the gate's reason, never an error. With a
 //! delivery asked for, a landing that integrated goes on to deliver the same commit to the
 //! base's upstream: the same Verified Verdict, a delivery intent for the same action
 //! occurrence.
@@ -22,7 +24,7 @@ use crate::env::verified_trees;
 use crate::error::{AppError, repository_error};
 use crate::input::deadline;
 use crate::judge::{CheckOutput, unmet_outputs};
-use crate::landing::{self, Composition, LandOutcome, Landing, land_error};
+use crate::landing::{self, Composition, LandError, LandOutcome, Landing, land_error};
 use crate::loaded::{Loaded, Target, trees_store_for};
 use crate::preflight::{check_gate_file, check_jobs, preflight};
 use crate::progress::Progress;
@@ -86,7 +88,18 @@ pub fn land(
     request: &LandRequest,
     progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<Landed, AppError> {
-    let ready = Ready::check(backends, request)?;
+    let ready = match Ready::check(backends, request)? {
+        Checked::Ready(ready) => *ready,
+        Checked::Withheld { loaded, reason } => {
+            return Ok(Landed {
+                candidate: loaded.sealed.digest.clone(),
+                slice: loaded.slice,
+                landing: Landing::withheld_before(reason),
+                unmet: Vec::new(),
+                delivery: None,
+            });
+        }
+    };
     let Ready {
         loaded,
         action,
@@ -151,8 +164,18 @@ struct Ready {
     gate: Arc<dyn Gate>,
 }
 
+/// A landing checked before anything starts: ready, or withheld by the gate at the preflight.
+enum Checked {
+    Ready(Box<Ready>),
+    /// The gate withheld: nothing was written, and the occurrence is not consumed.
+    Withheld {
+        loaded: Box<Loaded>,
+        reason: String,
+    },
+}
+
 impl Ready {
-    fn check(backends: &Backends, request: &LandRequest) -> Result<Self, AppError> {
+    fn check(backends: &Backends, request: &LandRequest) -> Result<Checked, AppError> {
         let deadline = deadline(request.deadline.as_deref())?;
         check_gate_file(request.gate.as_deref())?;
         let loaded = Loaded::read(backends, &request.target)?;
@@ -165,17 +188,25 @@ impl Ready {
             .retained_intent(&action)
             .map_err(|error| repository_error("the action's intent", &error))?;
         if replay.is_none() {
-            preflight(executor.as_ref(), &loaded.slice.frozen, &gate, deadline)
-                .map_err(|error| land_error("before anything started", error))?;
+            match preflight(executor.as_ref(), &loaded.slice.frozen, &gate, deadline) {
+                Ok(()) => {}
+                Err(LandError::Withheld { reason }) => {
+                    return Ok(Checked::Withheld {
+                        loaded: Box::new(loaded),
+                        reason,
+                    });
+                }
+                Err(error) => return Err(land_error("before anything started", error)),
+            }
         }
-        Ok(Self {
+        Ok(Checked::Ready(Box::new(Self {
             deadline,
             loaded,
             action,
             owner,
             executor,
             gate,
-        })
+        })))
     }
 }
 

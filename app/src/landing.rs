@@ -55,7 +55,7 @@ pub(crate) enum LandError {
         rule: String,
     },
     /// The gate did not answer proceed before anything started; nothing was written.
-    #[error("withheld before anything started: {reason}")]
+    #[error("the gate withheld it: {reason}")]
     Withheld {
         /// The gate's refusal, or why it gave no answer.
         reason: String,
@@ -243,6 +243,45 @@ pub struct Landing {
     pub prepared: Option<PreparedIntegration>,
     /// What the invocation, or for a claimed intent the inspection, reported.
     pub observation: Option<IntegrationObservation>,
+    /// The gate's reason when it withheld the landing before anything started (nothing was
+    /// written and the occurrence is not consumed); a withholding after the claim is the
+    /// observation's.
+    pub withheld_before: Option<String>,
+}
+
+impl Landing {
+    /// The landing the gate withheld at the preflight, for `reason`: nothing was collected,
+    /// claimed or written.
+    pub fn withheld_before(reason: String) -> Self {
+        Self {
+            outcome: LandOutcome::Withheld,
+            replayed: false,
+            collected: None,
+            no_verdict: None,
+            verdict: None,
+            prepared: None,
+            observation: None,
+            withheld_before: Some(reason),
+        }
+    }
+
+    /// When the gate withheld the landing: whether the occurrence was consumed (withheld
+    /// after the claim) and the reason; `None` for any other outcome.
+    pub fn withheld(&self) -> Option<(bool, &str)> {
+        if self.outcome != LandOutcome::Withheld {
+            return None;
+        }
+        Some(match (&self.withheld_before, &self.observation) {
+            (Some(reason), _) => (false, reason.as_str()),
+            (None, observation) => (
+                true,
+                observation
+                    .as_ref()
+                    .and_then(|observation| observation.problem.as_deref())
+                    .unwrap_or("the gate did not answer proceed immediately before the move"),
+            ),
+        })
+    }
 }
 
 fn outcome_of(observation: &IntegrationObservation) -> LandOutcome {
@@ -298,6 +337,7 @@ pub(crate) fn land(
                     verdict: None,
                     prepared: None,
                     observation: None,
+                    withheld_before: None,
                 });
             }
             let verdict = judging.judge(&collected.attempt)?;
@@ -317,6 +357,7 @@ pub(crate) fn land(
         verdict: Some(verdict.clone()),
         prepared: None,
         observation: None,
+        withheld_before: None,
     };
     if verdict.outcome != Outcome::Verified {
         return Ok(landed);
@@ -430,5 +471,6 @@ fn resume(
         verdict: None,
         prepared: Some(prepared),
         observation: Some(observation),
+        withheld_before: None,
     })
 }

@@ -1085,3 +1085,77 @@ fn on_a_terminal_collect_draws_a_live_bar() {
     assert!(stderr.contains("] bug-fixed started"), "{stderr}");
     assert!(!stderr.contains("checks settled"), "{stderr}");
 }
+
+/// The gate's withholding is one decided shape wherever it happens: at the preflight (nothing
+/// written, the occurrence not consumed) and after the claim (a retained intent invoked behind
+/// the closed gate: the occurrence consumed), both `ok: true`, `outcome: withheld`, exit 5,
+/// with the gate's reason in `withheld`.
+#[test]
+fn withheld_is_one_decided_shape_at_the_preflight_and_after_the_claim() {
+    let work = Work::new();
+    let fix = work.seal("slice", SUM_FIXED);
+    write(
+        &work.dir.join("closed.json"),
+        r#"{"proceed": false, "reason": "release freeze"}"#,
+    );
+    let land = |action: &str| {
+        work.sf_decided(&[
+            "land",
+            "--identity",
+            "identity.json",
+            "--candidate",
+            &fix,
+            "--slice",
+            "slice",
+            "--action",
+            action,
+            "--gate",
+            "closed.json",
+        ])
+    };
+    let shape = |landed: &sf_tests::plugins::Envelope, consumed: bool| {
+        assert_eq!(landed.code, Some(5), "{:?}", landed.json);
+        assert_eq!(landed.json["ok"], true, "{:?}", landed.json);
+        let result = &landed.json["result"];
+        assert_eq!(result["outcome"], "withheld", "{result}");
+        assert_eq!(
+            result["withheld"]["occurrenceConsumed"], consumed,
+            "{result}"
+        );
+        let reason = result["withheld"]["reason"].as_str().unwrap();
+        assert!(reason.contains("release freeze"), "{reason}");
+    };
+
+    let before = work.hash("slice");
+    shape(&land("release"), false);
+    assert_eq!(work.hash("slice"), before, "nothing was written or claimed");
+
+    // An intent retained for the occurrence: the landing invokes it behind the gate, which
+    // withholds after the claim.
+    let mut collect = vec!["collect"];
+    collect.extend(on(&fix));
+    work.sf(&collect).result();
+    let prepared = work.dir.join("prepared.json");
+    work.sf(&[
+        "integrate",
+        "prepare",
+        "--identity",
+        "identity.json",
+        "--candidate",
+        &fix,
+        "--slice",
+        "slice",
+        "--action",
+        "retained",
+        "--occurrence",
+        "1",
+        "--owner",
+        "sf-land",
+        "--generation",
+        "1",
+        "--prepared-out",
+        prepared.to_str().unwrap(),
+    ])
+    .result();
+    shape(&land("retained"), true);
+}

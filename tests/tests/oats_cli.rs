@@ -32,7 +32,12 @@ fn envelope(state: &Path, args: &[&str]) -> (u8, Value) {
         .unwrap_or_else(|e| panic!("{e}: {stdout:?} for {args:?}"));
     assert_eq!(stdout.matches('\n').count(), 1, "one envelope: {stdout}");
     assert_eq!(value["schemaVersion"], 1);
-    assert_eq!(status == 0, value["ok"] == true, "{value}");
+    if args.first() == Some(&"run") {
+        // A command run exits with the script's status, also when the run itself worked.
+        assert!(value["ok"] == true || status != 0, "{value}");
+    } else {
+        assert_eq!(status == 0, value["ok"] == true, "{value}");
+    }
     (status, value)
 }
 
@@ -93,9 +98,13 @@ fn the_command_line_registers_trusts_and_runs() {
     let (status, stdout, _) = sf_oats(&state, &["run", "acme.tool", "provider-fails"]);
     assert_eq!(status, 1);
     assert!(stdout.contains("E_ACME_BROKEN"));
+    // With --json the status is the script's too (the envelope says the run itself worked).
     let (status, value) = envelope(&state, &["run", "acme.tool", "kernel"]);
-    assert_eq!(status, 0, "the run itself succeeded");
+    assert_eq!(status, 1, "--json exits as text mode does: {value}");
+    assert_eq!(value["ok"], true, "{value}");
     assert_eq!(value["result"]["exitCode"], 1);
+    let (status, _, _) = sf_oats(&state, &["run", "acme.tool", "kernel"]);
+    assert_eq!(status, 1, "text mode: the script's status");
 
     // Operations: the receipt, and oats's codes.
     let (_, value) = envelope(
@@ -118,6 +127,11 @@ fn the_command_line_registers_trusts_and_runs() {
     assert_eq!(
         (status, value["error"]["code"].as_str()),
         (1, Some("E_OPERATION_RESULT"))
+    );
+    // The error carries oats's details, as docs/oats.md promises.
+    assert_eq!(
+        value["error"]["details"]["unconfirmed"], true,
+        "details of E_OPERATION_RESULT: {value}"
     );
     let (_, value) = envelope(&state, &["operation", "acme.tool", "report"]);
     assert_eq!(value["error"]["code"], "E_BAD_ARGS");
@@ -280,4 +294,85 @@ fn list_and_show_create_no_state() {
     let tool = bench.fixture("tool", "tool");
     assert_eq!(sf_oats(&state, &["register", tool.to_str().unwrap()]).0, 0);
     assert!(state.exists());
+}
+
+/// Registrations managed over time: untrust revokes (the next run is refused), upgrade
+/// replaces the registration with a new version from another directory (new integrity,
+/// untrusted until reviewed again; another capability's directory is refused, and so is an
+/// unknown id), unregister removes it and leaves its directory alone. Each leaves the
+/// registry whole.
+#[test]
+fn registrations_are_untrusted_upgraded_and_unregistered() {
+    let bench = Bench::new();
+    let state = bench.root.join("sf-state");
+    let tool = bench.fixture("tool", "tool");
+    sf_oats(&state, &["register", tool.to_str().unwrap()]);
+    let (status, _) = envelope(&state, &["trust", "acme.tool"]);
+    assert_eq!(status, 0);
+    assert_eq!(sf_oats(&state, &["run", "acme.tool", "echo"]).0, 0);
+
+    let (status, untrusted) = envelope(&state, &["untrust", "acme.tool"]);
+    assert_eq!(
+        (status, &untrusted["result"]["trusted"]),
+        (0, &json!(false))
+    );
+    let (status, refused) = envelope(&state, &["run", "acme.tool", "echo"]);
+    assert_eq!(status, 1, "an untrusted capability runs nothing: {refused}");
+    assert_eq!(refused["ok"], false, "{refused}");
+
+    // Version 2.0.0, in another directory.
+    let newer = bench.fixture("tool", "tool-2");
+    let manifest = newer.join("oats.json");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace("\"1.0.0\"", "\"2.0.0\"")).unwrap();
+    let (_, before) = envelope(&state, &["show", "acme.tool"]);
+    let (status, upgraded) = envelope(&state, &["upgrade", "acme.tool", newer.to_str().unwrap()]);
+    assert_eq!(status, 0, "{upgraded}");
+    let upgraded = &upgraded["result"];
+    assert_eq!(upgraded["version"], "2.0.0");
+    assert_eq!(upgraded["trusted"], false, "trust is never carried over");
+    assert_ne!(upgraded["integrity"], before["result"]["integrity"]);
+    assert_eq!(
+        upgraded["path"],
+        json!(newer.canonicalize().unwrap().display().to_string())
+    );
+    assert_eq!(sf_oats(&state, &["run", "acme.tool", "echo"]).0, 1);
+    envelope(&state, &["trust", "acme.tool"]);
+    assert_eq!(sf_oats(&state, &["run", "acme.tool", "echo"]).0, 0);
+
+    // Another capability's directory, or an unknown id: refused, the registry unchanged.
+    let other = bench.fixture("okf", "okf");
+    let (status, refused) = envelope(&state, &["upgrade", "acme.tool", other.to_str().unwrap()]);
+    assert_eq!(status, 1);
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not acme.tool"),
+        "{refused}"
+    );
+    let (_, unknown) = envelope(
+        &state,
+        &["upgrade", "acme.nothing", newer.to_str().unwrap()],
+    );
+    assert_eq!(unknown["error"]["code"], "unknown-capability", "{unknown}");
+    let (_, listed) = envelope(&state, &["list"]);
+    assert_eq!(
+        listed["result"]["capabilities"].as_array().unwrap().len(),
+        1
+    );
+    assert_eq!(listed["result"]["capabilities"][0]["version"], "2.0.0");
+
+    let (status, gone) = envelope(&state, &["unregister", "acme.tool"]);
+    assert_eq!((status, &gone["result"]["id"]), (0, &json!("acme.tool")));
+    let (_, listed) = envelope(&state, &["list"]);
+    assert_eq!(listed["result"]["capabilities"], json!([]));
+    assert!(
+        newer.join("oats.json").is_file(),
+        "the directory is left alone"
+    );
+    let (_, again) = envelope(&state, &["unregister", "acme.tool"]);
+    assert_eq!(again["error"]["code"], "unknown-capability", "{again}");
+    // And the directory can be registered again.
+    assert_eq!(sf_oats(&state, &["register", tool.to_str().unwrap()]).0, 0);
 }

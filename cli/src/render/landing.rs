@@ -33,12 +33,35 @@ pub fn landed(landed: &Landed) -> Output {
         record.revision
     );
     let mut output = Output { json, text };
+    withheld(landed, &mut output);
     judged(landed, &mut output);
     moved(landed, &mut output);
     if let Some(delivered) = &landed.delivery {
         delivered_into(delivered, &mut output);
     }
     output
+}
+
+/// Why the gate withheld the landing, in one shape wherever it did: `withheld: {reason,
+/// occurrenceConsumed}` (consumed only when it withheld after the claim).
+fn withheld(landed: &Landed, output: &mut Output) {
+    let Some((consumed, reason)) = landed.landing.withheld() else {
+        return;
+    };
+    output.json["withheld"] = serde_json::json!({
+        "reason": reason,
+        "occurrenceConsumed": consumed,
+    });
+    let when = if consumed {
+        "immediately before the move; the occurrence is consumed: land again with a new \
+         --occurrence"
+    } else {
+        "before anything started; nothing was written: land again once the gate proceeds"
+    };
+    output.text.push_str(&format!(
+        "  the gate withheld it {when}: {}\n",
+        text_escape::line(reason)
+    ));
 }
 
 /// What the landing collected and judged.

@@ -341,6 +341,32 @@ impl Oats {
     /// integrity. Nothing is registered when any check fails. Re-registering the same
     /// directory records its current bytes; trust survives only when they are identical.
     pub fn register(&self, dir: &Path) -> Result<Registration> {
+        self.admit(dir, None)
+    }
+
+    /// Replaces the registration of `id` with the capability in `dir` (a new version, or the
+    /// same one moved): every check of [`Oats::register`], the directory's capability id must
+    /// be `id`, and trust is never carried over (the new bytes are reviewed anew). Atomic on
+    /// the registry: the old registration stands until the new one replaces it.
+    pub fn upgrade(&self, id: &str, dir: &Path) -> Result<Registration> {
+        self.admit(dir, Some(id))
+    }
+
+    /// Revokes the trust of `id`: from now on its executable surface is refused until it is
+    /// trusted again. Answers the entry as it now is (idempotent).
+    pub fn untrust(&self, id: &str) -> Result<RegistryEntry> {
+        self.registry.update(|entries| {
+            let entry = entries
+                .get_mut(id)
+                .ok_or_else(|| crate::registry::unknown(id))?;
+            entry.trusted = false;
+            Ok(entry.clone())
+        })
+    }
+
+    /// The checks of a registration of `dir`, then its entry: a new one (`upgrading` `None`),
+    /// or the replacement of `upgrading`'s.
+    fn admit(&self, dir: &Path, upgrading: Option<&str>) -> Result<Registration> {
         let root = fs::canonicalize(dir).map_err(|error| {
             OatsError::new(
                 ErrorCode::Io,
@@ -398,6 +424,9 @@ impl Oats {
             ));
         }
         let entry = self.registry.update(|entries| {
+            if let Some(id) = upgrading {
+                return upgraded(entries, id, &manifest, &root, &artifact.integrity);
+            }
             if let Some(existing) = entries.get(&manifest.capability)
                 && existing.path != root
             {
@@ -411,19 +440,7 @@ impl Oats {
                     ),
                 ));
             }
-            if let Some(other) = entries
-                .values()
-                .find(|other| other.path == root && other.id != manifest.capability)
-            {
-                return Err(OatsError::new(
-                    ErrorCode::DuplicateCapabilityId,
-                    root.display().to_string(),
-                    format!(
-                        "this directory is registered as {}; unregister that id first",
-                        other.id
-                    ),
-                ));
-            }
+            registered_as_another(entries, &root, &manifest.capability)?;
             let trusted = entries.get(&manifest.capability).is_some_and(|existing| {
                 existing.trusted && existing.integrity == artifact.integrity
             });
@@ -799,4 +816,62 @@ pub(crate) fn read_manifest(root: &Path) -> Result<Vec<u8>> {
         Err(error @ DirFdError::Symlink { .. }) => Err(invalid(error.to_string())),
         Err(error) => Err(artifact::dir_fd_error(error)),
     }
+}
+
+/// `duplicate-capability-id` when `root` is registered under an id other than `id`.
+fn registered_as_another(
+    entries: &BTreeMap<String, RegistryEntry>,
+    root: &Path,
+    id: &str,
+) -> Result<()> {
+    match entries
+        .values()
+        .find(|other| other.path == root && other.id != id)
+    {
+        Some(other) => Err(OatsError::new(
+            ErrorCode::DuplicateCapabilityId,
+            root.display().to_string(),
+            format!(
+                "this directory is registered as {}; unregister that id first",
+                other.id
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The registry's entries with `id`'s registration replaced by the capability `manifest`
+/// found at `root` with `integrity`, untrusted: refused when `id` is not registered, when the
+/// directory holds another capability, or when another id is registered from it.
+fn upgraded(
+    entries: &mut BTreeMap<String, RegistryEntry>,
+    id: &str,
+    manifest: &Manifest,
+    root: &Path,
+    integrity: &str,
+) -> Result<RegistryEntry> {
+    if !entries.contains_key(id) {
+        return Err(crate::registry::unknown(id));
+    }
+    if manifest.capability != id {
+        return Err(OatsError::new(
+            ErrorCode::DuplicateCapabilityId,
+            root.display().to_string(),
+            format!(
+                "holds the capability {}, not {id}; upgrade a capability with a directory of \
+                 the same id",
+                manifest.capability
+            ),
+        ));
+    }
+    registered_as_another(entries, root, id)?;
+    let entry = RegistryEntry {
+        id: id.to_owned(),
+        version: manifest.version.clone(),
+        path: root.to_path_buf(),
+        integrity: integrity.to_owned(),
+        trusted: false,
+    };
+    entries.insert(entry.id.clone(), entry.clone());
+    Ok(entry)
 }

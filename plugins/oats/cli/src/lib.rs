@@ -1,13 +1,16 @@
-//! sf-oats-cli: the `sf oats` command line (the `sf-oats` program): register, list, show, trust, run,
-//! operation, gate and hook, with sf's output conventions.
+//! sf-oats-cli: the `sf oats` command line (the `sf-oats` program): register, list, show,
+//! trust, untrust, upgrade, unregister, run, operation, gate and hook, with sf's output
+//! conventions.
 //!
 //! - Human-readable text on stdout by default; with `--json`, stdout is exactly one envelope,
 //!   `{"schemaVersion":1,"ok":true,"result":…}` or
 //!   `{"schemaVersion":1,"ok":false,"error":{"code":…,"message":…}}`.
 //! - Exit status 0 only on success; 1 when the command failed; 2 for a usage error. A
-//!   command run without `--json` passes the script's stdout, stderr and exit status through,
-//!   with control characters other than newline and tab shown escaped (as all text output
-//!   is: [`sf_io::text_escape::lines`]); `--json` carries the exact text.
+//!   command run (`run`) exits with the script's status, with `--json` or without, so that a
+//!   step that checks the status never takes a failed script for success; without `--json`
+//!   it passes the script's stdout and stderr through, with control characters other than
+//!   newline and tab shown escaped (as all text output is: [`sf_io::text_escape::lines`]);
+//!   `--json` carries the exact text in its envelope (`ok: true`: the run itself worked).
 //! - The registry lives in `<state>/oats`, where `<state>` is `--state`, else `$SF_STATE_DIR`,
 //!   else `$XDG_STATE_HOME/sf`, else `$HOME/.local/state/sf`.
 //! - Capabilities run confined by sandbox-exec with the Node runtime; its launcher is found
@@ -66,6 +69,13 @@ enum Command {
     Show { id: String },
     /// Review the executable surface and approve exactly the registered bytes
     Trust(TrustArgs),
+    /// Revoke a capability's trust: its executable surface is refused until trusted again
+    Untrust { id: String },
+    /// Replace a capability's registration with the one in DIR (a new version); it starts
+    /// untrusted
+    Upgrade { id: String, dir: PathBuf },
+    /// Remove a capability's registration (its directory is left alone)
+    Unregister { id: String },
     /// Run a command of a capability: node <script> <tokens…> <ARGS…>
     Run(RunArgs),
     /// Run an operation of a capability and read its one envelope
@@ -144,7 +154,7 @@ struct HookArgs {
 struct Done {
     json: Value,
     text: String,
-    /// The exit status for a passed-through run (text mode only).
+    /// The exit status of a command run: the script's (in both modes).
     status: Option<u8>,
     /// Bytes passed through on stdout and stderr (text mode only).
     passthrough: Option<(Vec<u8>, Vec<u8>)>,
@@ -153,6 +163,8 @@ struct Done {
 struct Failure {
     code: String,
     message: String,
+    /// What the failure carries besides its words (an operation's `details`); `null` for none.
+    details: Value,
 }
 
 impl From<crate::OatsError> for Failure {
@@ -160,6 +172,7 @@ impl From<crate::OatsError> for Failure {
         Self {
             code: error.code().to_owned(),
             message: format!("{}: {}", error.subject, error.message),
+            details: Value::Null,
         }
     }
 }
@@ -178,6 +191,7 @@ fn open(state: Option<&Path>) -> Result<Oats, Failure> {
         return Err(Failure {
             code: "state-directory".into(),
             message: "no state directory: pass --state DIR or set SF_STATE_DIR".into(),
+            details: Value::Null,
         });
     };
     {
@@ -189,11 +203,13 @@ fn open(state: Option<&Path>) -> Result<Oats, Failure> {
             .map_err(|error| Failure {
                 code: "state-directory".into(),
                 message: format!("{}: {error}", state.display()),
+                details: Value::Null,
             })?;
     }
     let state = state.canonicalize().map_err(|error| Failure {
         code: "state-directory".into(),
         message: format!("{}: {error}", state.display()),
+        details: Value::Null,
     })?;
     let executor = node_sandbox(None)?;
     Ok(Oats::new(
@@ -232,6 +248,7 @@ fn pairs(items: &[String], what: &str) -> Result<Vec<(String, String)>, Failure>
                 .ok_or_else(|| Failure {
                     code: "E_BAD_ARGS".into(),
                     message: format!("{what} {item:?} is not NAME=VALUE"),
+                    details: Value::Null,
                 })
         })
         .collect()
@@ -295,6 +312,40 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
             let mut json = entry_json(entry);
             json["executable"] = json!(registration.executable);
             done(json, text)
+        }
+        Command::Untrust { id } => {
+            let entry = oats.untrust(&id)?;
+            let text = format!(
+                "untrusted {}: its executable surface is refused until `sf oats trust {}`\n",
+                entry.id, entry.id
+            );
+            done(entry_json(&entry), text)
+        }
+        Command::Upgrade { id, dir } => {
+            let registration = oats.upgrade(&id, &dir)?;
+            let entry = &registration.entry;
+            let text = format!(
+                "upgraded {} to {} from {}\nintegrity {}\nuntrusted: review with `sf oats show \
+                 {}`, then `sf oats trust {}`\n",
+                entry.id,
+                entry.version,
+                entry.path.display(),
+                entry.integrity,
+                entry.id,
+                entry.id
+            );
+            let mut json = entry_json(entry);
+            json["executable"] = json!(registration.executable);
+            done(json, text)
+        }
+        Command::Unregister { id } => {
+            let entry = oats.unregister(&id)?;
+            let text = format!(
+                "unregistered {} (its directory {} is left alone)\n",
+                entry.id,
+                entry.path.display()
+            );
+            done(entry_json(&entry), text)
         }
         Command::List => {
             let entries = oats.list()?;
@@ -425,7 +476,15 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
                     );
                     done(receipt, text)
                 }
-                OperationOutcome::Failed { code, message, .. } => Err(Failure { code, message }),
+                OperationOutcome::Failed {
+                    code,
+                    message,
+                    details,
+                } => Err(Failure {
+                    code,
+                    message,
+                    details,
+                }),
             }
         }
         Command::Gate(args) => {
@@ -448,10 +507,12 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
                 Ok(GateAnswer::Refuse { reason }) => Err(Failure {
                     code: "gate-refused".into(),
                     message: reason,
+                    details: Value::Null,
                 }),
                 Err(error) => Err(Failure {
                     code: format!("gate-{}", error.code()),
                     message: error.to_string(),
+                    details: Value::Null,
                 }),
             }
         }
@@ -467,6 +528,7 @@ fn hook(oats: &Oats, args: HookArgs) -> Result<Done, Failure> {
                 "{:?} is not a hook event sf runs (spawn, retire, soul-scaffold)",
                 args.event
             ),
+            details: Value::Null,
         });
     };
     let home = if args.home.is_absolute() {
@@ -492,6 +554,7 @@ fn hook(oats: &Oats, args: HookArgs) -> Result<Done, Failure> {
             return Err(Failure {
                 code: "E_BAD_ARGS".into(),
                 message: format!("--setting {item:?} is not ID:NAME=VALUE"),
+                details: Value::Null,
             });
         };
         let (name, value) = pairs(&[rest.to_owned()], "--setting")?.remove(0);
@@ -522,6 +585,7 @@ fn hook(oats: &Oats, args: HookArgs) -> Result<Done, Failure> {
                 | SpawnOutcome::Quarantined { code, failure, .. } => Err(Failure {
                     code: (*code).to_owned(),
                     message: failure.clone(),
+                    details: Value::Null,
                 }),
             }
         }
@@ -549,6 +613,7 @@ fn hook(oats: &Oats, args: HookArgs) -> Result<Done, Failure> {
                 RetireOutcome::Blocked { problems, .. } => Err(Failure {
                     code: "retire-blocked".into(),
                     message: format!("the home is kept: {}", problems.join("; ")),
+                    details: Value::Null,
                 }),
                 RetireOutcome::StillQuarantined { outstanding, .. } => Err(Failure {
                     code: "rollback-incomplete".into(),
@@ -560,6 +625,7 @@ fn hook(oats: &Oats, args: HookArgs) -> Result<Done, Failure> {
                             .collect::<Vec<_>>()
                             .join("; ")
                     ),
+                    details: Value::Null,
                 }),
             }
         }
@@ -574,6 +640,7 @@ fn hook(oats: &Oats, args: HookArgs) -> Result<Done, Failure> {
                 return Err(Failure {
                     code: "hook-failed".into(),
                     message: failed.join("; "),
+                    details: Value::Null,
                 });
             }
             let ran: BTreeMap<&str, &str> = results
@@ -595,9 +662,18 @@ fn envelope(outcome: &Result<Done, Failure>) -> Value {
         Err(failure) => json!({
             "schemaVersion": SCHEMA_VERSION,
             "ok": false,
-            "error": {"code": failure.code, "message": failure.message},
+            "error": error_json(failure),
         }),
     }
+}
+
+/// The envelope's `error`: `{code, message}`, with `details` when the failure has some.
+fn error_json(failure: &Failure) -> Value {
+    let mut error = json!({"code": failure.code, "message": failure.message});
+    if !failure.details.is_null() {
+        error["details"] = failure.details.clone();
+    }
+    error
 }
 
 /// Runs the command line `args` (the first is the program name), writing to `stdout` and
@@ -625,6 +701,7 @@ pub fn run(
                 let outcome = Err(Failure {
                     code: "usage".into(),
                     message: message.trim_end().trim_start_matches("error: ").to_owned(),
+                    details: Value::Null,
                 });
                 let _ = writeln!(stdout, "{}", envelope(&outcome));
             } else {
@@ -637,7 +714,10 @@ pub fn run(
     let outcome = execute(cli, json_mode, stderr);
     if json_mode {
         let _ = writeln!(stdout, "{}", envelope(&outcome));
-        return if outcome.is_ok() { 0 } else { 1 };
+        return match &outcome {
+            Ok(done) => done.status.unwrap_or(0),
+            Err(_) => 1,
+        };
     }
     match outcome {
         Ok(done) => {
@@ -658,6 +738,13 @@ pub fn run(
                 failure.code,
                 text_escape::lines(&failure.message)
             );
+            if !failure.details.is_null() {
+                let _ = writeln!(
+                    stderr,
+                    "sf oats: details: {}",
+                    text_escape::lines(&failure.details.to_string())
+                );
+            }
             1
         }
     }
