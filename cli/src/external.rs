@@ -15,7 +15,7 @@ use sf_host::plugin::loader::{check_directories_above, check_owner};
 use sf_host::plugin::{PluginError, PluginPath};
 
 /// `program` on the plugin path, checked; `build` says how to build it when it is missing.
-fn find(program: &str, build: &str) -> Result<PathBuf, CliError> {
+pub(crate) fn find(program: &str, build: &str) -> Result<PathBuf, CliError> {
     let path =
         PluginPath::from_env().map_err(|error| CliError::new(error.code(), error.to_string()))?;
     let found = path

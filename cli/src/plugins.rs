@@ -1,6 +1,9 @@
-//! `sf plugins list` and `sf plugins check`.
+//! `sf plugins list` and `sf plugins check`: the dynamic plugins on the plugin path and the
+//! oats capabilities registered (asked of the `sf-oats` program beside sf, which links the
+//! oats plugin sf never links), and one plugin library or capability directory checked.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use clap::{Args, Subcommand};
 
@@ -16,14 +19,16 @@ pub enum PluginsCommand {
     /// List the plugin path and the plugins whose manifests are on it (no library is opened)
     List,
     /// Load one plugin library and check it: manifest file, magic, ABI, embedded manifest;
-    /// print its SHA-256 (what `sha256 = …` in a section pins)
+    /// print its SHA-256 (what `sha256 = …` in a section pins). Given an oats capability
+    /// directory, check it as `sf oats register` would, writing nothing
     Check(CheckArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// The plugin library (its manifest file must be beside it)
-    #[arg(value_name = "LIBRARY")]
+    /// The plugin library (its manifest file must be beside it), or an oats capability
+    /// directory (holding oats.json)
+    #[arg(value_name = "LIBRARY|DIR")]
     library: PathBuf,
 }
 
@@ -108,6 +113,21 @@ fn list(context: &Context) -> Result<Output, CliError> {
             }
         }
     }
+    let capabilities = match sf_oats(&["list"]) {
+        Ok(listed) => listed["capabilities"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+        Err(error) => {
+            problems
+                .push(serde_json::json!({"capabilities": error.code, "message": error.message}));
+            Vec::new()
+        }
+    };
+    text.push_str("oats capabilities:\n");
+    for capability in &capabilities {
+        text.push_str(&capability_line(capability));
+    }
     let section = config.object_store_section();
     let executor = config.executor_section();
     text.push_str(&format!(
@@ -121,6 +141,7 @@ fn list(context: &Context) -> Result<Output, CliError> {
             "pluginPath": path.dirs().iter().map(|dir| dir.display().to_string()).collect::<Vec<_>>(),
             "compiled": {"object-store": compiled, "executor": compiled_executors},
             "plugins": plugins,
+            "capabilities": capabilities,
             "problems": problems,
             "configured": {"object_store": section.tag(), "executor": executor.tag()},
         }),
@@ -128,7 +149,82 @@ fn list(context: &Context) -> Result<Output, CliError> {
     })
 }
 
+/// One registered capability, as `sf plugins list` prints it.
+fn capability_line(capability: &serde_json::Value) -> String {
+    let field = |name: &str| capability[name].as_str().unwrap_or("?").to_owned();
+    let roles: Vec<&str> = capability["roles"]
+        .as_array()
+        .map(|roles| roles.iter().filter_map(serde_json::Value::as_str).collect())
+        .unwrap_or_default();
+    let trusted = if capability["trusted"] == true {
+        "trusted"
+    } else {
+        "untrusted"
+    };
+    sf_host::text_escape::lines(&format!(
+        "  {} {} {trusted} (roles: {})\n    integrity: {}\n    path: {}\n",
+        field("id"),
+        field("version"),
+        if roles.is_empty() {
+            "none".to_owned()
+        } else {
+            roles.join(", ")
+        },
+        field("integrity"),
+        field("path"),
+    ))
+    .into_owned()
+}
+
+/// `sf-oats --json ARGS`, run beside sf (checked as `sf oats` checks it): its result, or its
+/// error as sf's.
+fn sf_oats(args: &[&str]) -> Result<serde_json::Value, CliError> {
+    let program = super::external::find(super::oats::PROGRAM, "cargo build -p sf-oats-cli")?;
+    let output = Command::new(&program)
+        .arg("--json")
+        .args(args)
+        .output()
+        .map_err(|error| {
+            CliError::new(
+                "unavailable",
+                format!("{} could not be run: {error}", program.display()),
+            )
+        })?;
+    let envelope: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|error| {
+        CliError::new(
+            "unavailable",
+            format!("{} answered no envelope: {error}", program.display()),
+        )
+    })?;
+    if envelope["ok"] == true {
+        return Ok(envelope["result"].clone());
+    }
+    let error = &envelope["error"];
+    Err(CliError::new(
+        error["code"].as_str().unwrap_or("unavailable"),
+        error["message"]
+            .as_str()
+            .unwrap_or("sf-oats failed")
+            .to_owned(),
+    ))
+}
+
+/// An oats capability directory checked by `sf-oats check`.
+fn check_capability(dir: &Path) -> Result<Output, CliError> {
+    let checked = sf_oats(&["check", &dir.to_string_lossy()])?;
+    let mut text = capability_line(&checked);
+    text.insert_str(0, "capability ok:\n");
+    Ok(Output {
+        json: checked,
+        text,
+    })
+}
+
 fn check(args: CheckArgs) -> Result<Output, CliError> {
+    // A directory holding an oats manifest is a capability, not a library.
+    if args.library.join("oats.json").is_file() {
+        return check_capability(&args.library);
+    }
     let plugin = sf_host::plugin::load(&args.library)
         .map_err(|error| CliError::new(error.code(), error.to_string()))?;
     describe(&plugin)

@@ -376,3 +376,71 @@ fn registrations_are_untrusted_upgraded_and_unregistered() {
     // And the directory can be registered again.
     assert_eq!(sf_oats(&state, &["register", tool.to_str().unwrap()]).0, 0);
 }
+
+/// Capabilities are plugins in sf's sense: `sf plugins list` shows each registered one with its
+/// version, integrity, trust state and the roles it can fill, and `sf plugins check DIR`
+/// checks a capability directory as registration would, writing nothing.
+#[test]
+fn sf_plugins_lists_and_checks_capabilities() {
+    let built = sf_tests::plugins::built();
+    let bench = Bench::new();
+    let state = bench.root.join("sf-state");
+    let tool = bench.fixture("tool", "tool");
+    let sf = |args: &[&str]| {
+        let output = std::process::Command::new(&built.sf)
+            .env_remove("SF_PLUGIN_PATH")
+            .env_remove("SF_CONFIG")
+            .env("SF_STATE_DIR", &state)
+            .arg("--json")
+            .args(args)
+            .output()
+            .unwrap();
+        let value: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|error| panic!("{error}: {}", String::from_utf8_lossy(&output.stdout)));
+        assert_eq!(output.status.success(), value["ok"] == true, "{value}");
+        value
+    };
+    let listed = sf(&["plugins", "list"]);
+    assert_eq!(listed["result"]["capabilities"], json!([]), "{listed}");
+
+    sf_oats(&state, &["register", tool.to_str().unwrap()]);
+    let listed = sf(&["plugins", "list"]);
+    let capability = &listed["result"]["capabilities"][0];
+    assert_eq!(capability["id"], "acme.tool", "{listed}");
+    assert_eq!(capability["version"], "1.0.0");
+    assert_eq!(capability["trusted"], false);
+    assert!(
+        capability["integrity"]
+            .as_str()
+            .unwrap()
+            .contains(":sha256-"),
+        "{capability}"
+    );
+    let roles = capability["roles"].as_array().unwrap();
+    for role in ["gate", "operations", "commands"] {
+        assert!(roles.contains(&json!(role)), "{role}: {capability}");
+    }
+    sf_oats(&state, &["trust", "acme.tool"]);
+    assert_eq!(
+        sf(&["plugins", "list"])["result"]["capabilities"][0]["trusted"],
+        true
+    );
+
+    let checked = sf(&["plugins", "check", tool.to_str().unwrap()]);
+    assert_eq!(checked["result"]["id"], "acme.tool", "{checked}");
+    assert_eq!(checked["result"]["integrity"], capability["integrity"]);
+    assert_eq!(checked["result"]["executable"], true);
+    // A directory whose manifest is broken is refused with oats's code, nothing registered.
+    let broken = bench.fixture("tool", "broken");
+    std::fs::write(broken.join("oats.json"), b"{\"capability\": 7}").unwrap();
+    let refused = sf(&["plugins", "check", broken.to_str().unwrap()]);
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert_eq!(refused["error"]["code"], "invalid-manifest", "{refused}");
+    assert_eq!(
+        sf(&["plugins", "list"])["result"]["capabilities"]
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+}

@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -367,40 +367,12 @@ impl Oats {
     /// The checks of a registration of `dir`, then its entry: a new one (`upgrading` `None`),
     /// or the replacement of `upgrading`'s.
     fn admit(&self, dir: &Path, upgrading: Option<&str>) -> Result<Registration> {
-        let root = fs::canonicalize(dir).map_err(|error| {
-            OatsError::new(
-                ErrorCode::Io,
-                dir.display().to_string(),
-                format!("the capability directory cannot be resolved: {error}"),
-            )
-        })?;
-        if !root.is_dir() {
-            return Err(OatsError::new(
-                ErrorCode::Io,
-                dir.display().to_string(),
-                "is not a directory; register the directory that holds oats.json",
-            ));
-        }
-        let bytes = read_manifest(&root)?;
-        let manifest = manifest::parse(&bytes)?;
-        containment::check(&root, &manifest)?;
-        let artifact = artifact::walk(&root)?;
-        if artifact.entries.get(MANIFEST_FILE)
-            != Some(&artifact::Entry::File {
-                executable: is_owner_exec(&root.join(MANIFEST_FILE)),
-                content: bytes.clone(),
-            })
-        {
-            return Err(OatsError::new(
-                ErrorCode::IntegrityDrift,
-                root.join(MANIFEST_FILE).display().to_string(),
-                "oats.json changed while the capability was being registered; retry",
-            ));
-        }
-        let executable = manifest.is_executable();
-        if executable {
-            artifact.program_files()?;
-        }
+        let Examined {
+            root,
+            manifest,
+            artifact,
+            executable,
+        } = examine(dir)?;
         let others = self.registry.read()?;
         let namespace_owner = manifest.command.as_ref().and_then(|command| {
             others.values().find(|other| {
@@ -816,6 +788,76 @@ pub(crate) fn read_manifest(root: &Path) -> Result<Vec<u8>> {
         Err(error @ DirFdError::Symlink { .. }) => Err(invalid(error.to_string())),
         Err(error) => Err(artifact::dir_fd_error(error)),
     }
+}
+
+/// A capability directory as registration would record it, every check of its own made
+/// (strict manifest, compatibility, containment, integrity, program files); nothing is read
+/// of the registry and nothing is written.
+pub struct Examined {
+    /// The directory, resolved.
+    pub root: PathBuf,
+    /// Its manifest, read from the hashed bytes.
+    pub manifest: Manifest,
+    /// Its walked and hashed artifact.
+    pub artifact: Artifact,
+    /// Whether it has an executable surface (what needs trust).
+    pub executable: bool,
+}
+
+/// The sf roles the registered capability `entry` can fill, read from its manifest as it is
+/// now (what `list` shows; every use checks the registered integrity first); none when the
+/// manifest cannot be read.
+pub fn roles_of(entry: &RegistryEntry) -> Vec<&'static str> {
+    read_manifest(&entry.path)
+        .ok()
+        .and_then(|bytes| manifest::parse(&bytes).ok())
+        .map(|manifest| manifest.roles())
+        .unwrap_or_default()
+}
+
+/// Examines the capability directory `dir` (what `sf oats check` and `sf plugins check`
+/// print); `Err` for the first check it fails.
+pub fn examine(dir: &Path) -> Result<Examined> {
+    let root = fs::canonicalize(dir).map_err(|error| {
+        OatsError::new(
+            ErrorCode::Io,
+            dir.display().to_string(),
+            format!("the capability directory cannot be resolved: {error}"),
+        )
+    })?;
+    if !root.is_dir() {
+        return Err(OatsError::new(
+            ErrorCode::Io,
+            dir.display().to_string(),
+            "is not a directory; register the directory that holds oats.json",
+        ));
+    }
+    let bytes = read_manifest(&root)?;
+    let manifest = manifest::parse(&bytes)?;
+    containment::check(&root, &manifest)?;
+    let artifact = artifact::walk(&root)?;
+    if artifact.entries.get(MANIFEST_FILE)
+        != Some(&artifact::Entry::File {
+            executable: is_owner_exec(&root.join(MANIFEST_FILE)),
+            content: bytes.clone(),
+        })
+    {
+        return Err(OatsError::new(
+            ErrorCode::IntegrityDrift,
+            root.join(MANIFEST_FILE).display().to_string(),
+            "oats.json changed while the capability was being registered; retry",
+        ));
+    }
+    let executable = manifest.is_executable();
+    if executable {
+        artifact.program_files()?;
+    }
+    Ok(Examined {
+        root,
+        manifest,
+        artifact,
+        executable,
+    })
 }
 
 /// `duplicate-capability-id` when `root` is registered under an id other than `id`.

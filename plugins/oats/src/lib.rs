@@ -56,7 +56,7 @@ pub use compat::OATS_CONTRACT_VERSION;
 pub use error::{ErrorCode, OatsError};
 pub use gate::{OatsBindingGate, OatsBindingGateConfig};
 pub use host::{
-    CommandOutcome, Oats, OatsOptions, Prepared, Registration, RunContext, Shown, Surface,
-    TrustOutcome, blocked, check_environment_value,
+    CommandOutcome, Examined, Oats, OatsOptions, Prepared, Registration, RunContext, Shown,
+    Surface, TrustOutcome, blocked, check_environment_value, examine, roles_of,
 };
 pub use manifest::{HookEvent, Manifest, Phase};

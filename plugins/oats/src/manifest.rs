@@ -319,6 +319,26 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// The sf roles this capability can fill: `gate` (its `binding.check` as sf's Gate),
+    /// `hooks` (lifecycle hooks sf runs), `operations` and `commands` (run confined through
+    /// `sf oats`).
+    pub fn roles(&self) -> Vec<&'static str> {
+        let mut roles = Vec::new();
+        if self.binding.is_some() {
+            roles.push("gate");
+        }
+        if !self.hooks.is_empty() {
+            roles.push("hooks");
+        }
+        if !self.operations.is_empty() {
+            roles.push("operations");
+        }
+        if !self.commands.is_empty() {
+            roles.push("commands");
+        }
+        roles
+    }
+
     /// Whether the capability has an executable surface (commands, hooks or environment),
     /// which only runs once trusted.
     pub fn is_executable(&self) -> bool {

@@ -76,6 +76,8 @@ enum Command {
     Upgrade { id: String, dir: PathBuf },
     /// Remove a capability's registration (its directory is left alone)
     Unregister { id: String },
+    /// Check the capability in DIR as register would, writing nothing
+    Check { dir: PathBuf },
     /// Run a command of a capability: node <script> <tokens…> <ARGS…>
     Run(RunArgs),
     /// Run an operation of a capability and read its one envelope
@@ -270,10 +272,44 @@ fn entry_json(entry: &sf_oats::registry::RegistryEntry) -> Value {
         "path": entry.path.display().to_string(),
         "integrity": entry.integrity,
         "trusted": entry.trusted,
+        "roles": sf_oats::roles_of(entry),
     })
 }
 
+/// `check DIR`: the capability examined as `register` would, reading and writing no state.
+fn check(dir: &Path) -> Result<Done, Failure> {
+    let examined = sf_oats::examine(dir)?;
+    let manifest = &examined.manifest;
+    let text = format!(
+        "capability {} {}: ok\n  path       {}\n  integrity  {}\n  roles      {}\n  {}\n",
+        manifest.capability,
+        manifest.version,
+        examined.root.display(),
+        examined.artifact.integrity,
+        manifest.roles().join(", "),
+        if examined.executable {
+            "executable: trusted only once reviewed (sf oats show, sf oats trust)"
+        } else {
+            "instructions only: nothing to trust"
+        }
+    );
+    done(
+        json!({
+            "id": manifest.capability,
+            "version": manifest.version,
+            "path": examined.root.display().to_string(),
+            "integrity": examined.artifact.integrity,
+            "executable": examined.executable,
+            "roles": manifest.roles(),
+        }),
+        text,
+    )
+}
+
 fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Failure> {
+    if let Command::Check { dir } = &cli.command {
+        return check(dir);
+    }
     // The commands that only read create nothing: with no registry yet, nothing is registered.
     if matches!(cli.command, Command::List | Command::Show { .. }) {
         let registry = state_dir(cli.state.as_deref()).map(|dir| dir.join("oats"));
@@ -313,6 +349,7 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
             json["executable"] = json!(registration.executable);
             done(json, text)
         }
+        Command::Check { dir } => check(&dir),
         Command::Untrust { id } => {
             let entry = oats.untrust(&id)?;
             let text = format!(
