@@ -444,3 +444,68 @@ fn sf_plugins_lists_and_checks_capabilities() {
         1
     );
 }
+
+/// A capability's declared environment comes from the operator's file, never from sf-oats's
+/// own environment: an exported ACME_TOKEN does not reach a run; `--environment FILE` (private)
+/// gives the declared names only; a file others can read is refused, naming the fix.
+#[test]
+fn declared_environment_comes_from_the_operators_file_only() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let built = sf_tests::plugins::built();
+    let bench = Bench::new();
+    let state = bench.root.join("sf-state");
+    let tool = bench.fixture("tool", "tool");
+    sf_oats(&state, &["register", tool.to_str().unwrap()]);
+    sf_oats(&state, &["trust", "acme.tool"]);
+    let echo = |extra: &[&str]| {
+        let output = std::process::Command::new(&built.sf_oats)
+            .env("ACME_TOKEN", "exported-for-something-else")
+            .env("ACME_REGION", "exported-too")
+            .arg("--json")
+            .arg("--state")
+            .arg(&state)
+            .args(extra)
+            .args(["run", "acme.tool", "echo"])
+            .output()
+            .unwrap();
+        let envelope: Value = serde_json::from_slice(&output.stdout).unwrap();
+        (output.status.code(), envelope)
+    };
+    let (status, ran) = echo(&[]);
+    assert_eq!(status, Some(0), "{ran}");
+    let seen: Value = serde_json::from_str(ran["result"]["stdout"].as_str().unwrap()).unwrap();
+    assert!(seen["env"].get("ACME_TOKEN").is_none(), "{seen}");
+    assert!(seen["env"].get("ACME_REGION").is_none(), "{seen}");
+
+    let file = bench.root.join("acme.env.json");
+    std::fs::write(
+        &file,
+        r#"{"ACME_TOKEN": "from-the-operator", "OTHER_TOKEN": "not declared"}"#,
+    )
+    .unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let (status, ran) = echo(&["--environment", file.to_str().unwrap()]);
+    assert_eq!(status, Some(0), "{ran}");
+    let seen: Value = serde_json::from_str(ran["result"]["stdout"].as_str().unwrap()).unwrap();
+    assert_eq!(seen["env"]["ACME_TOKEN"], "from-the-operator", "{seen}");
+    assert!(
+        seen["env"].get("OTHER_TOKEN").is_none(),
+        "undeclared: {seen}"
+    );
+    assert!(
+        seen["env"].get("ACME_REGION").is_none(),
+        "not supplied: {seen}"
+    );
+
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (status, refused) = echo(&["--environment", file.to_str().unwrap()]);
+    assert_eq!(status, Some(1), "{refused}");
+    assert_eq!(refused["error"]["code"], "invalid-environment", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("chmod 600"),
+        "{refused}"
+    );
+}

@@ -172,6 +172,7 @@ fn linked_oats_gate() -> OatsHarness {
                 binding_file: Some(binding.clone()),
                 action: None,
                 state: None,
+                environment_file: None,
             },
         )),
         binding,
@@ -271,6 +272,7 @@ fn a_capability_check_drives_integration() {
             binding_file: Some(binding.clone()),
             action: None,
             state: None,
+            environment_file: None,
         },
     ));
 

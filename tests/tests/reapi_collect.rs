@@ -129,7 +129,8 @@ fn the_demo_through_the_cluster_gets_the_local_verdicts_each_check_run_once() {
             }),
             "the record names the Action and the worker that ran it: {ran_as}"
         );
-        // The worker's start and end lines name the check each Action ran.
+        // The worker's start and end lines name the check each Action ran (the cluster is
+        // shared with the other test of this binary, whose checks appear too).
         let checks: std::collections::BTreeSet<String> = cluster
             .workers
             .iter()
@@ -138,17 +139,17 @@ fn the_demo_through_the_cluster_gets_the_local_verdicts_each_check_run_once() {
             .filter(|line| line["event"] == "started" || line["event"] == "ended")
             .map(|line| line["run"].as_str().unwrap_or("").to_owned())
             .collect();
-        assert_eq!(
-            checks,
-            [
-                "check bug-fixed",
-                "check bug-shown",
-                "check empty-sums-to-zero"
-            ]
-            .map(str::to_owned)
-            .into(),
-            "every worker line names its check"
+        assert!(
+            checks.iter().all(|run| run.starts_with("check ")),
+            "every worker line names its check: {checks:?}"
         );
+        for check in [
+            "check bug-fixed",
+            "check bug-shown",
+            "check empty-sums-to-zero",
+        ] {
+            assert!(checks.contains(check), "{check}: {checks:?}");
+        }
         assert_eq!(local["outcome"], expected, "{local}");
         assert_eq!(remote["outcome"], expected, "{remote}");
         assert_eq!(outcomes(&remote), outcomes(&local));

@@ -65,6 +65,11 @@ pub struct OatsBindingGateConfig {
     /// reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<PathBuf>,
+    /// The operator's values for the capability's declared environment
+    /// ([`crate::environment_file`]: a private JSON object of NAME: value). Absent: none; sf's
+    /// own environment never reaches the check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment_file: Option<PathBuf>,
 }
 
 /// A [`Gate`] answered by a capability's `binding.check`.
@@ -111,7 +116,8 @@ impl OatsBindingGate {
             )
         })?;
         let oats = Oats::new(&state.join("oats"), executor, OatsOptions::default())?;
-        let context = oats.declared_environment(&config.capability);
+        let context =
+            oats.declared_environment(&config.capability, config.environment_file.as_deref())?;
         Ok(Self::new(Arc::new(oats), config).with_context(context))
     }
 

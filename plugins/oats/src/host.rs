@@ -587,19 +587,25 @@ impl Oats {
         })
     }
 
-    /// A run context holding, of the environment names capability `id` declares, those this
-    /// process has (as UTF-8); nothing when the capability cannot be read. Every run checks
-    /// the context against the approved environment again.
-    pub fn declared_environment(&self, id: &str) -> RunContext {
+    /// A run context holding, of the values the operator supplies in `file`
+    /// ([`crate::environment_file`]), those of the names capability `id` declares; empty
+    /// without a file, or when the capability cannot be read. Never from this process's own
+    /// environment: a variable an operator exports for something else never reaches a
+    /// capability. Every run checks the context against the approved environment again.
+    pub fn declared_environment(&self, id: &str, file: Option<&Path>) -> Result<RunContext> {
         let mut context = RunContext::default();
+        let Some(file) = file else {
+            return Ok(context);
+        };
+        let mut supplied = crate::environment_file::read(file)?;
         if let Ok(prepared) = self.prepare(id, false) {
             for name in &prepared.manifest.environment {
-                if let Some(value) = std::env::var_os(name).and_then(|v| v.into_string().ok()) {
+                if let Some(value) = supplied.remove(name) {
                     context.environment.insert(name.clone(), value);
                 }
             }
         }
-        context
+        Ok(context)
     }
 
     /// Everything a run needs, checked now: see the module documentation. With

@@ -40,6 +40,7 @@ pub mod artifact;
 pub mod binding;
 pub mod compat;
 pub mod containment;
+pub mod environment_file;
 pub mod error;
 pub mod gate;
 pub mod grammar;

@@ -55,6 +55,10 @@ pub struct Cli {
     /// sf's state directory (default: $SF_STATE_DIR, $XDG_STATE_HOME/sf, ~/.local/state/sf)
     #[arg(long, global = true, value_name = "DIR")]
     state: Option<PathBuf>,
+    /// The operator's values for capabilities' declared environment variables: a private
+    /// (0600) JSON object of NAME: "value"; sf-oats's own environment never reaches a run
+    #[arg(long, global = true, value_name = "FILE")]
+    environment: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -257,12 +261,19 @@ fn pairs(items: &[String], what: &str) -> Result<Vec<(String, String)>, Failure>
 }
 
 /// The caller's values for the names `id` declares.
-fn context_for(oats: &Oats, id: &str, settings: &[(String, String)]) -> RunContext {
-    let mut context = oats.declared_environment(id);
+/// The run context of capability `id`: of the operator's environment file's values (never
+/// sf-oats's own environment), those of the names it declares, and the settings given.
+fn context_for(
+    oats: &Oats,
+    id: &str,
+    environment: Option<&Path>,
+    settings: &[(String, String)],
+) -> Result<RunContext, Failure> {
+    let mut context = oats.declared_environment(id, environment)?;
     for (name, value) in settings {
         context.settings.insert(name.clone(), parse_value(value));
     }
-    context
+    Ok(context)
 }
 
 fn entry_json(entry: &sf_oats::registry::RegistryEntry) -> Value {
@@ -324,6 +335,7 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
         }
     }
     let oats = open(cli.state.as_deref())?;
+    let environment = cli.environment;
     match cli.command {
         Command::Register { dir } => {
             let registration = oats.register(&dir)?;
@@ -467,7 +479,7 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
         }
         Command::Run(args) => {
             let settings = pairs(&args.settings, "--setting")?;
-            let context = context_for(&oats, &args.id, &settings);
+            let context = context_for(&oats, &args.id, environment.as_deref(), &settings)?;
             let outcome = oats.run_command(&args.id, &args.command, &args.args, &context)?;
             let code = match outcome.status {
                 RunStatus::Exited => outcome.exit_code.unwrap_or(1).clamp(0, 255) as u8,
@@ -495,7 +507,7 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
         Command::Operation(args) => {
             let settings = pairs(&args.settings, "--setting")?;
             let operation_args = pairs(&args.args, "--arg")?;
-            let context = context_for(&oats, &args.id, &settings);
+            let context = context_for(&oats, &args.id, environment.as_deref(), &settings)?;
             let run = oats.run_operation(
                 &args.id,
                 &args.name,
@@ -525,7 +537,7 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
             }
         }
         Command::Gate(args) => {
-            let context = context_for(&oats, &args.id, &[]);
+            let context = context_for(&oats, &args.id, environment.as_deref(), &[])?;
             let gate = OatsBindingGate::new(
                 std::sync::Arc::new(oats),
                 OatsBindingGateConfig {
@@ -533,6 +545,7 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
                     binding_file: args.binding,
                     action: args.action,
                     state: None,
+                    environment_file: environment.clone(),
                 },
             )
             .with_context(context);
@@ -553,11 +566,11 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
                 }),
             }
         }
-        Command::Hook(args) => hook(&oats, args),
+        Command::Hook(args) => hook(&oats, args, environment.as_deref()),
     }
 }
 
-fn hook(oats: &Oats, args: HookArgs) -> Result<Done, Failure> {
+fn hook(oats: &Oats, args: HookArgs, environment: Option<&Path>) -> Result<Done, Failure> {
     let Some(event) = HookEvent::parse(&args.event) else {
         return Err(Failure {
             code: "unsupported-hook".into(),
@@ -584,7 +597,7 @@ fn hook(oats: &Oats, args: HookArgs) -> Result<Done, Failure> {
     for id in &ids {
         context
             .capabilities
-            .insert(id.clone(), context_for(oats, id, &[]));
+            .insert(id.clone(), context_for(oats, id, environment, &[])?);
     }
     for item in &args.settings {
         let Some((id, rest)) = item.split_once(':') else {
