@@ -14,6 +14,11 @@ use super::common::CliError;
 use sf_host::plugin::loader::{check_directories_above, check_owner};
 use sf_host::plugin::{PluginError, PluginPath};
 
+/// The program `sf oats` runs, which `sf plugins` also asks for the registered capabilities.
+pub const SF_OATS: &str = "sf-oats";
+/// How to build [`SF_OATS`] when it is missing.
+pub const SF_OATS_BUILD: &str = "cargo build -p sf-oats-cli";
+
 /// `program` on the plugin path, checked; `build` says how to build it when it is missing.
 pub(crate) fn find(program: &str, build: &str) -> Result<PathBuf, CliError> {
     let path =

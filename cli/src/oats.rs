@@ -10,7 +10,7 @@ use clap::Args;
 use super::common::{CliError, Context, Output};
 
 /// The program `sf oats` runs.
-pub const PROGRAM: &str = "sf-oats";
+pub const PROGRAM: &str = super::external::SF_OATS;
 
 #[derive(Debug, Args)]
 pub struct OatsArgs {
@@ -39,7 +39,7 @@ pub fn run(context: &Context, args: OatsArgs) -> Result<Output, CliError> {
     let leading: &[&str] = if context.json { &["--json"] } else { &[] };
     Err(super::external::exec(
         PROGRAM,
-        "cargo build -p sf-oats-cli",
+        super::external::SF_OATS_BUILD,
         leading,
         &args.args,
     ))

@@ -179,7 +179,7 @@ fn capability_line(capability: &serde_json::Value) -> String {
 /// `sf-oats --json ARGS`, run beside sf (checked as `sf oats` checks it): its result, or its
 /// error as sf's.
 fn sf_oats(args: &[&str]) -> Result<serde_json::Value, CliError> {
-    let program = super::external::find(super::oats::PROGRAM, "cargo build -p sf-oats-cli")?;
+    let program = super::external::find(super::external::SF_OATS, super::external::SF_OATS_BUILD)?;
     let output = Command::new(&program)
         .arg("--json")
         .args(args)
