@@ -156,11 +156,13 @@ fn capability_line(capability: &serde_json::Value) -> String {
         .as_array()
         .map(|roles| roles.iter().filter_map(serde_json::Value::as_str).collect())
         .unwrap_or_default();
-    let trusted = if capability["trusted"] == true {
-        "trusted"
-    } else {
-        "untrusted"
-    };
+    let trusted = capability["trust"]
+        .as_str()
+        .unwrap_or(if capability["trusted"] == true {
+            "trusted"
+        } else {
+            "untrusted"
+        });
     sf_host::text_escape::lines(&format!(
         "  {} {} {trusted} (roles: {})\n    integrity: {}\n    path: {}\n",
         field("id"),

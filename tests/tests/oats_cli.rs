@@ -420,10 +420,28 @@ fn sf_plugins_lists_and_checks_capabilities() {
     for role in ["gate", "operations", "commands"] {
         assert!(roles.contains(&json!(role)), "{role}: {capability}");
     }
+    assert_eq!(capability["trust"], "untrusted", "{capability}");
     sf_oats(&state, &["trust", "acme.tool"]);
     assert_eq!(
         sf(&["plugins", "list"])["result"]["capabilities"][0]["trusted"],
         true
+    );
+    // Instructions only: nothing to approve, and the listing says so rather than untrusted.
+    let notes = bench.fixture("instructions", "notes");
+    sf_oats(&state, &["register", notes.to_str().unwrap()]);
+    let listed = sf(&["plugins", "list"]);
+    let notes = listed["result"]["capabilities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|capability| capability["id"] == "acme.notes")
+        .unwrap_or_else(|| panic!("acme.notes is listed: {listed}"))
+        .clone();
+    assert_eq!(notes["trust"], "needs no approval", "{notes}");
+    let (_, stdout, _) = sf_oats(&state, &["list"]);
+    assert!(
+        stdout.contains("acme.notes 0.1.0 needs no approval"),
+        "{stdout}"
     );
 
     let checked = sf(&["plugins", "check", tool.to_str().unwrap()]);
@@ -441,7 +459,7 @@ fn sf_plugins_lists_and_checks_capabilities() {
             .as_array()
             .unwrap()
             .len(),
-        1
+        2
     );
 }
 

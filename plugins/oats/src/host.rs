@@ -814,11 +814,29 @@ pub struct Examined {
 /// now (what `list` shows; every use checks the registered integrity first); none when the
 /// manifest cannot be read.
 pub fn roles_of(entry: &RegistryEntry) -> Vec<&'static str> {
+    current_manifest(entry)
+        .map(|manifest| manifest.roles())
+        .unwrap_or_default()
+}
+
+/// The trust state of `entry` in words: `trusted`, `untrusted`, or `needs no approval` for a
+/// capability without an executable surface (instructions only), as its manifest is now.
+pub fn trust_state_of(entry: &RegistryEntry) -> &'static str {
+    if entry.trusted {
+        "trusted"
+    } else if current_manifest(entry).is_some_and(|manifest| !manifest.is_executable()) {
+        "needs no approval"
+    } else {
+        "untrusted"
+    }
+}
+
+/// The manifest of `entry`'s directory as it is now, unchecked against its integrity (for
+/// what `list` shows only).
+fn current_manifest(entry: &RegistryEntry) -> Option<Manifest> {
     read_manifest(&entry.path)
         .ok()
         .and_then(|bytes| manifest::parse(&bytes).ok())
-        .map(|manifest| manifest.roles())
-        .unwrap_or_default()
 }
 
 /// Examines the capability directory `dir` (what `sf oats check` and `sf plugins check`

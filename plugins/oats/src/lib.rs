@@ -58,6 +58,6 @@ pub use error::{ErrorCode, OatsError};
 pub use gate::{OatsBindingGate, OatsBindingGateConfig};
 pub use host::{
     CommandOutcome, Examined, Oats, OatsOptions, Prepared, Registration, RunContext, Shown,
-    Surface, TrustOutcome, blocked, check_environment_value, examine, roles_of,
+    Surface, TrustOutcome, blocked, check_environment_value, examine, roles_of, trust_state_of,
 };
 pub use manifest::{HookEvent, Manifest, Phase};

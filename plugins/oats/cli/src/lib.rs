@@ -283,6 +283,7 @@ fn entry_json(entry: &sf_oats::registry::RegistryEntry) -> Value {
         "path": entry.path.display().to_string(),
         "integrity": entry.integrity,
         "trusted": entry.trusted,
+        "trust": sf_oats::trust_state_of(entry),
         "roles": sf_oats::roles_of(entry),
     })
 }
@@ -404,11 +405,7 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
                     "{} {} {} {}\n",
                     entry.id,
                     entry.version,
-                    if entry.trusted {
-                        "trusted"
-                    } else {
-                        "untrusted"
-                    },
+                    sf_oats::trust_state_of(entry),
                     entry.path.display()
                 ));
             }
@@ -427,11 +424,7 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
                 "{} {} ({})\npath {}\n",
                 shown.entry.id,
                 shown.entry.version,
-                if shown.entry.trusted {
-                    "trusted"
-                } else {
-                    "untrusted"
-                },
+                sf_oats::trust_state_of(&shown.entry),
                 shown.entry.path.display()
             );
             match &shown.state {
