@@ -31,11 +31,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         .unwrap_or(300_000);
     let sf = match args.next() {
         Some(path) => PathBuf::from(path),
-        None => std::env::current_exe()?
-            .parent()
-            .and_then(Path::parent)
-            .ok_or("no directory above the example")?
-            .join("sf"),
+        None => sf_examples::default_plugin_dir()?.join("sf"),
     };
     let work = tempfile::tempdir()?;
     let dir = work.path();

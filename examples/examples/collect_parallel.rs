@@ -43,11 +43,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let seconds: u64 = args.next().map(|n| n.parse()).transpose()?.unwrap_or(2);
     let sf = match args.next() {
         Some(path) => PathBuf::from(path),
-        None => std::env::current_exe()?
-            .parent()
-            .and_then(Path::parent)
-            .ok_or("no directory above the example")?
-            .join("sf"),
+        None => sf_examples::default_plugin_dir()?.join("sf"),
     };
     let work = tempfile::Builder::new().prefix("sf-bench-").tempdir()?;
     let dir = work.path().canonicalize()?;

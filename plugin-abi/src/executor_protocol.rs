@@ -162,6 +162,10 @@ pub const BUILD_ACCESS_SINCE_MINOR: u32 = 12;
 /// (`remote`): a host calls it only on a plugin of this minor or later.
 pub const REMOTE_RUN_SINCE_MINOR: u32 = 15;
 
+/// The ABI minor that added `overlap`: a host asks it only of a plugin of this minor or
+/// later (an older plugin's runs overlap, as they always did).
+pub const OVERLAP_SINCE_MINOR: u32 = 15;
+
 /// The method names, as sent in `call`.
 pub mod method {
     /// [`Executor::describe_runtime`](crate::contracts::Executor::describe_runtime).

@@ -139,7 +139,7 @@ impl Executor for PluginExecutor {
     /// cannot answer is taken at its word that runs may not overlap, so that a broken answer
     /// never lets runs overlap unbounded.
     fn overlap(&self) -> Overlap {
-        if self.plugin().abi_minor() < wire::REMOTE_RUN_SINCE_MINOR {
+        if self.plugin().abi_minor() < wire::OVERLAP_SINCE_MINOR {
             return Overlap::Allowed;
         }
         self.call(
