@@ -387,7 +387,7 @@ fn the_registry_holds_one_entry_per_id_and_path() {
     other["capability"] = json!("acme.third");
     write_manifest(&two, &other);
     refused(&oats, &two, ErrorCode::DuplicateCapabilityId);
-    oats.unregister("acme.other").unwrap();
+    oats.unregister("acme.other", false).unwrap();
     oats.register(&two).unwrap();
 
     // The file is canonical JSON with exactly the five fields.

@@ -46,6 +46,8 @@ pub enum ErrorCode {
     DuplicateNamespace,
     /// No capability is registered under the id.
     UnknownCapability,
+    /// A frozen Slice pins the capability, so the change asked for would void its checks.
+    Pinned,
     /// The artifact's bytes differ from the registered integrity.
     IntegrityDrift,
     /// The registry file is not what sf wrote.
@@ -106,6 +108,7 @@ impl ErrorCode {
             Self::DuplicateCapabilityId => "duplicate-capability-id",
             Self::DuplicateNamespace => "duplicate-namespace",
             Self::UnknownCapability => "unknown-capability",
+            Self::Pinned => "pinned",
             Self::IntegrityDrift => "integrity-drift",
             Self::RegistryCorrupt => "registry-corrupt",
             Self::StateDirectory => "state-directory",

@@ -348,17 +348,20 @@ impl Oats {
     /// same one moved): every check of [`Oats::register`], the directory's capability id must
     /// be `id`, and trust is never carried over (the new bytes are reviewed anew). Atomic on
     /// the registry: the old registration stands until the new one replaces it.
-    pub fn upgrade(&self, id: &str, dir: &Path) -> Result<Registration> {
-        self.admit(dir, Some(id))
+    /// Refused while a frozen Slice pins `id`, unless `force` ([`crate::check`]).
+    pub fn upgrade(&self, id: &str, dir: &Path, force: bool) -> Result<Registration> {
+        self.admit(dir, Some((id, force)))
     }
 
     /// Revokes the trust of `id`: from now on its executable surface is refused until it is
     /// trusted again. Answers the entry as it now is (idempotent).
-    pub fn untrust(&self, id: &str) -> Result<RegistryEntry> {
+    /// Refused while a frozen Slice pins `id`, unless `force` ([`crate::check`]).
+    pub fn untrust(&self, id: &str, force: bool) -> Result<RegistryEntry> {
         self.registry.update(|entries| {
             let entry = entries
                 .get_mut(id)
                 .ok_or_else(|| crate::registry::unknown(id))?;
+            crate::check::refuse_if_pinned(entry, "untrust it", force)?;
             entry.trusted = false;
             Ok(entry.clone())
         })
@@ -366,7 +369,7 @@ impl Oats {
 
     /// The checks of a registration of `dir`, then its entry: a new one (`upgrading` `None`),
     /// or the replacement of `upgrading`'s.
-    fn admit(&self, dir: &Path, upgrading: Option<&str>) -> Result<Registration> {
+    fn admit(&self, dir: &Path, upgrading: Option<(&str, bool)>) -> Result<Registration> {
         let Examined {
             root,
             manifest,
@@ -396,8 +399,8 @@ impl Oats {
             ));
         }
         let entry = self.registry.update(|entries| {
-            if let Some(id) = upgrading {
-                return upgraded(entries, id, &manifest, &root, &artifact.integrity);
+            if let Some((id, force)) = upgrading {
+                return upgraded(entries, (id, force), &manifest, &root, &artifact.integrity);
             }
             if let Some(existing) = entries.get(&manifest.capability)
                 && existing.path != root
@@ -422,6 +425,10 @@ impl Oats {
                 path: root.clone(),
                 integrity: artifact.integrity.clone(),
                 trusted,
+                pins: entries
+                    .get(&manifest.capability)
+                    .map(|existing| existing.pins.clone())
+                    .unwrap_or_default(),
             };
             entries.insert(entry.id.clone(), entry.clone());
             Ok(entry)
@@ -434,9 +441,12 @@ impl Oats {
         })
     }
 
-    /// Removes a registration (the directory is left alone).
-    pub fn unregister(&self, id: &str) -> Result<RegistryEntry> {
+    /// Removes a registration (the directory is left alone). Refused while a frozen Slice
+    /// pins `id`, unless `force` ([`crate::check`]).
+    pub fn unregister(&self, id: &str, force: bool) -> Result<RegistryEntry> {
         self.registry.update(|entries| {
+            let entry = entries.get(id).ok_or_else(|| crate::registry::unknown(id))?;
+            crate::check::refuse_if_pinned(entry, "unregister it", force)?;
             entries
                 .remove(id)
                 .ok_or_else(|| crate::registry::unknown(id))
@@ -911,14 +921,16 @@ fn registered_as_another(
 /// directory holds another capability, or when another id is registered from it.
 fn upgraded(
     entries: &mut BTreeMap<String, RegistryEntry>,
-    id: &str,
+    (id, force): (&str, bool),
     manifest: &Manifest,
     root: &Path,
     integrity: &str,
 ) -> Result<RegistryEntry> {
-    if !entries.contains_key(id) {
+    let Some(old) = entries.get(id) else {
         return Err(crate::registry::unknown(id));
-    }
+    };
+    crate::check::refuse_if_pinned(old, "upgrade it", force)?;
+    let pins = old.pins.clone();
     if manifest.capability != id {
         return Err(OatsError::new(
             ErrorCode::DuplicateCapabilityId,
@@ -937,6 +949,7 @@ fn upgraded(
         path: root.to_path_buf(),
         integrity: integrity.to_owned(),
         trusted: false,
+        pins,
     };
     entries.insert(entry.id.clone(), entry.clone());
     Ok(entry)

@@ -69,7 +69,7 @@ const places = { home, root, kernel: join(program, 'sf-kernel-unavailable.mjs') 
 const env = { ...request.env, HOME: home, TMPDIR: tmp, PATH: '/usr/bin:/bin', LANG: 'C.UTF-8' };
 for (const [name, place] of Object.entries(request.places)) env[name] = places[place];
 const result = spawnSync(process.execPath, [join(root, request.script), ...request.args], {
-  cwd: request.cwd === 'root' ? root : home,
+  cwd: request.cwd === 'root' ? root : request.cwd === 'home' ? home : request.cwd,
   env,
   input: request.stdin,
   stdio: ['pipe', 'inherit', 'inherit'],
@@ -108,12 +108,25 @@ impl Place {
 }
 
 /// The working directory of a run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cwd {
     /// The private home (commands, operations, hooks).
     Home,
     /// The capability root, read-only (binding phases).
     Root,
+    /// An absolute directory inside the run: the tree a Slice's check reads, read-only.
+    Path(String),
+}
+
+impl Cwd {
+    /// How the request writes it: `"home"`, `"root"`, or the absolute path.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::Home => "home",
+            Self::Root => "root",
+            Self::Path(path) => path,
+        }
+    }
 }
 
 /// One script to run.
@@ -154,16 +167,8 @@ pub fn launcher_files() -> Vec<SnapshotFile> {
     ]
 }
 
-/// Runs `launch` with `program` (the artifact's files under `artifact/` and the
-/// [`launcher_files`]). `input_dir` is where the Executor places the input snapshot.
-/// `Err` only when nothing started.
-pub fn run(
-    executor: &dyn Executor,
-    program: &[SnapshotFile],
-    input_dir: &str,
-    launch: &Launch,
-    cancel: &CancelToken,
-) -> Result<RunAnswer> {
+/// The launch request (`request.json`, `sf-oats-launch/1`) the launcher reads for `launch`.
+pub fn request_file(launch: &Launch) -> Result<SnapshotFile> {
     let request = canonical::object([
         ("protocol", Value::from(LAUNCH_PROTOCOL)),
         ("script", Value::from(launch.script.as_str())),
@@ -197,13 +202,7 @@ pub fn run(
                     .collect(),
             ),
         ),
-        (
-            "cwd",
-            Value::from(match launch.cwd {
-                Cwd::Home => "home",
-                Cwd::Root => "root",
-            }),
-        ),
+        ("cwd", Value::from(launch.cwd.as_str())),
         ("stdin", Value::from(launch.stdin.as_str())),
     ]);
     let bytes = canonical::encode(&request).map_err(|error| {
@@ -213,6 +212,20 @@ pub fn run(
             format!("the request does not encode: {error}"),
         )
     })?;
+    Ok(SnapshotFile::regular(REQUEST_PATH, bytes))
+}
+
+/// Runs `launch` with `program` (the artifact's files under `artifact/` and the
+/// [`launcher_files`]). `input_dir` is where the Executor places the input snapshot.
+/// `Err` only when nothing started.
+pub fn run(
+    executor: &dyn Executor,
+    program: &[SnapshotFile],
+    input_dir: &str,
+    launch: &Launch,
+    cancel: &CancelToken,
+) -> Result<RunAnswer> {
+    let request = request_file(launch)?;
     let run_request = RunRequest {
         label: None,
         program_tree: None,
@@ -223,7 +236,7 @@ pub fn run(
             "{}/{REQUEST_PATH}",
             input_dir.trim_end_matches('/')
         )],
-        input: vec![SnapshotFile::regular(REQUEST_PATH, bytes)],
+        input: vec![request],
         harness: Vec::new(),
         bounds: RunBounds::new(launch.timeout, launch.output_limit),
     };

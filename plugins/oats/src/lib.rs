@@ -28,6 +28,7 @@
 //! - `launch`: one script through the Executor (the launcher and the kernel stub);
 //! - `host`: [`Oats`]: register, show, trust, prepare, commands;
 //! - `operation`, `binding`, `gate`, `hooks`: the other executable surfaces;
+//! - `check`: an operation staged as a Slice's check, and the Slices that pin a capability;
 //! - `state`: where sf's state directory is.
 //!
 //! The `sf oats` command line (the `sf-oats` program) is the sf-oats-cli package; which
@@ -38,6 +39,7 @@
 
 pub mod artifact;
 pub mod binding;
+pub mod check;
 pub mod compat;
 pub mod containment;
 pub mod environment_file;

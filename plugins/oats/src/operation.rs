@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 use sf_contracts::{RunAnswer, RunIdentities, RunStatus};
 
 use crate::error::{ErrorCode, OatsError, Result};
-use crate::host::{Oats, RunContext};
+use crate::host::{Oats, Prepared, RunContext};
 use crate::json::{self, Limits, type_name};
 use crate::launch::{Cwd, Launch, Place};
 use crate::manifest::{OperationContext, OperationKind};
@@ -357,6 +357,39 @@ impl Oats {
         context: &RunContext,
     ) -> Result<OperationRun> {
         let prepared = self.prepare(id, true)?;
+        let (launch, kind, home) = self.operation_launch(&prepared, name, args, target, context)?;
+        let answer = self.launch(&prepared, &launch, &context.cancel)?;
+        let receipt = json!({
+            "operation": name,
+            "capability": prepared.entry.id,
+            "version": prepared.entry.version,
+            "integrity": prepared.entry.integrity,
+            "argv": launch.argv(),
+            "cwd": "home",
+            "target": home.map(|h| json!({
+                "home": h.display().to_string(),
+                "instance": h.file_name().map(|n| n.to_string_lossy().into_owned()),
+            })),
+        });
+        Ok(OperationRun {
+            outcome: judge(&answer, kind, receipt),
+            identities: answer.identities,
+            stdout: answer.stdout,
+            stderr: answer.stderr,
+        })
+    }
+
+    /// The launch of operation `name` of a prepared capability, with its kind and the home
+    /// it runs for: every refusal of [`Oats::run_operation`] before anything starts.
+    pub(crate) fn operation_launch<'t>(
+        &self,
+        prepared: &Prepared,
+        name: &str,
+        args: &[(String, String)],
+        target: &OperationTarget<'t>,
+        context: &RunContext,
+    ) -> Result<(Launch, OperationKind, Option<&'t Path>)> {
+        let id = prepared.entry.id.as_str();
         let manifest = &prepared.manifest;
         let Some(operation) = manifest.operations.get(name) else {
             return Err(OatsError::new(
@@ -459,25 +492,7 @@ impl Oats {
             timeout: self.options.operation_timeout,
             output_limit: self.options.output_limit,
         };
-        let answer = self.launch(&prepared, &launch, &context.cancel)?;
-        let receipt = json!({
-            "operation": name,
-            "capability": prepared.entry.id,
-            "version": prepared.entry.version,
-            "integrity": prepared.entry.integrity,
-            "argv": launch.argv(),
-            "cwd": "home",
-            "target": home.map(|h| json!({
-                "home": h.display().to_string(),
-                "instance": h.file_name().map(|n| n.to_string_lossy().into_owned()),
-            })),
-        });
-        Ok(OperationRun {
-            outcome: judge(&answer, operation.kind, receipt),
-            identities: answer.identities,
-            stdout: answer.stdout,
-            stderr: answer.stderr,
-        })
+        Ok((launch, operation.kind, home))
     }
 }
 

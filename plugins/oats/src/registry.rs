@@ -1,5 +1,6 @@
 //! The registry: one canonical JSON file in sf's state directory that holds, per registered
-//! capability, `{id, version, path, integrity, trusted}`.
+//! capability, `{id, version, path, integrity, trusted}` and, once a frozen Slice pins it,
+//! `pins` (the Slice directories).
 //!
 //! ```text
 //! <state>/oats/registry.json
@@ -51,6 +52,37 @@ pub struct RegistryEntry {
     pub integrity: String,
     /// Whether an operator approved the executable surface of exactly these bytes.
     pub trusted: bool,
+    /// The Slice directories a freeze recorded as pinning the capability (written only when
+    /// there are some, so earlier registries keep their bytes); see [`crate::check`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "path_list")]
+    pub pins: Vec<PathBuf>,
+}
+
+/// How `pins` is written: absolute paths as text.
+mod path_list {
+    use std::path::PathBuf;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
+
+    pub(super) fn serialize<S: Serializer>(
+        paths: &[PathBuf],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(paths.iter().map(|path| path.to_string_lossy()))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<PathBuf>, D::Error> {
+        let paths = Vec::<PathBuf>::deserialize(deserializer)?;
+        match paths.iter().find(|path| !path.is_absolute()) {
+            Some(path) => Err(D::Error::custom(format!(
+                "pins holds {}, which is not absolute",
+                path.display()
+            ))),
+            None => Ok(paths),
+        }
+    }
 }
 
 /// The registry file: every entry under its capability id.

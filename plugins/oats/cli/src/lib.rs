@@ -74,12 +74,28 @@ enum Command {
     /// Review the executable surface and approve exactly the registered bytes
     Trust(TrustArgs),
     /// Revoke a capability's trust: its executable surface is refused until trusted again
-    Untrust { id: String },
+    Untrust {
+        id: String,
+        /// Even while a frozen Slice pins the capability (its checks become Inconclusive)
+        #[arg(long)]
+        force: bool,
+    },
     /// Replace a capability's registration with the one in DIR (a new version); it starts
     /// untrusted
-    Upgrade { id: String, dir: PathBuf },
+    Upgrade {
+        id: String,
+        dir: PathBuf,
+        /// Even while a frozen Slice pins the capability (its checks become Inconclusive)
+        #[arg(long)]
+        force: bool,
+    },
     /// Remove a capability's registration (its directory is left alone)
-    Unregister { id: String },
+    Unregister {
+        id: String,
+        /// Even while a frozen Slice pins the capability (its checks become Inconclusive)
+        #[arg(long)]
+        force: bool,
+    },
     /// Check the capability in DIR as register would, writing nothing
     Check { dir: PathBuf },
     /// Run a command of a capability: node <script> <tokens…> <ARGS…>
@@ -90,6 +106,30 @@ enum Command {
     Gate(GateArgs),
     /// Run lifecycle hooks for a home directory (spawn, retire, soul-scaffold)
     Hook(HookArgs),
+    /// Stage an operation as a Slice's check: write the files of its run's harness into OUT
+    /// (what `sf freeze` and `sf collect` ask for; see docs/oats.md)
+    Stage(StageArgs),
+}
+
+#[derive(Debug, Args)]
+struct StageArgs {
+    id: String,
+    operation: String,
+    /// A declared argument, NAME=VALUE; repeatable
+    #[arg(long = "arg", value_name = "NAME=VALUE")]
+    args: Vec<String>,
+    /// The integrity the Slice pinned: refused unless it is the registered one
+    #[arg(long)]
+    integrity: Option<String>,
+    /// The directory inside the run the check reads (its working directory)
+    #[arg(long, value_name = "DIR")]
+    tree: String,
+    /// Record that the frozen Slice in this directory pins the capability
+    #[arg(long, value_name = "SLICE")]
+    pin: Option<PathBuf>,
+    /// Where the harness is written: a directory that does not exist yet
+    #[arg(long, value_name = "OUT")]
+    out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -363,16 +403,16 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
             done(json, text)
         }
         Command::Check { dir } => check(&dir),
-        Command::Untrust { id } => {
-            let entry = oats.untrust(&id)?;
+        Command::Untrust { id, force } => {
+            let entry = oats.untrust(&id, force)?;
             let text = format!(
                 "untrusted {}: its executable surface is refused until `sf oats trust {}`\n",
                 entry.id, entry.id
             );
             done(entry_json(&entry), text)
         }
-        Command::Upgrade { id, dir } => {
-            let registration = oats.upgrade(&id, &dir)?;
+        Command::Upgrade { id, dir, force } => {
+            let registration = oats.upgrade(&id, &dir, force)?;
             let entry = &registration.entry;
             let text = format!(
                 "upgraded {} to {} from {}\nintegrity {}\nuntrusted: review with `sf oats show \
@@ -388,8 +428,8 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
             json["executable"] = json!(registration.executable);
             done(json, text)
         }
-        Command::Unregister { id } => {
-            let entry = oats.unregister(&id)?;
+        Command::Unregister { id, force } => {
+            let entry = oats.unregister(&id, force)?;
             let text = format!(
                 "unregistered {} (its directory {} is left alone)\n",
                 entry.id,
@@ -560,7 +600,42 @@ fn execute(cli: Cli, json_mode: bool, stderr: &mut dyn Write) -> Result<Done, Fa
             }
         }
         Command::Hook(args) => hook(&oats, args, environment.as_deref()),
+        Command::Stage(args) => stage(&oats, args),
     }
+}
+
+/// `stage`: the operation staged as a check, its harness written into a new directory.
+fn stage(oats: &Oats, args: StageArgs) -> Result<Done, Failure> {
+    let operation_args = pairs(&args.args, "--arg")?;
+    let staged = oats.stage_check(
+        &args.id,
+        &args.operation,
+        &operation_args,
+        args.integrity.as_deref(),
+        &args.tree,
+        args.pin.as_deref(),
+    )?;
+    sf_oats::check::write_files(&args.out, &staged.files)?;
+    let text = format!(
+        "staged {} {} operation {} ({} files) in {}\nintegrity {}\n",
+        staged.capability,
+        staged.version,
+        args.operation,
+        staged.files.len(),
+        args.out.display(),
+        staged.integrity
+    );
+    done(
+        json!({
+            "capability": staged.capability,
+            "version": staged.version,
+            "integrity": staged.integrity,
+            "operation": args.operation,
+            "out": args.out.display().to_string(),
+            "files": staged.files.len(),
+        }),
+        text,
+    )
 }
 
 fn hook(oats: &Oats, args: HookArgs, environment: Option<&Path>) -> Result<Done, Failure> {
