@@ -13,6 +13,7 @@ use sf_host::git_remote::{DEFAULT_PUSH_TIMEOUT, DEFAULT_READ_TIMEOUT, GitRemote}
 use sf_host::plugin::{Config, ConfigError, PluginPath};
 use sf_host::repository::{Repository, RepositoryOptions, open_repository};
 
+use crate::capabilities::{CapabilityStager, NoCapabilities};
 use crate::error::{AppError, repository_error};
 use crate::input::read_identity;
 
@@ -24,6 +25,9 @@ pub struct Backends {
     /// The fault hook the repository and landing steps call (tests only; production never
     /// sets one).
     pub faults: Arc<dyn FaultPoints>,
+    /// What stages the oats checks of a Slice (the command line's `sf-oats`); by default
+    /// nothing, and every oats check is refused.
+    pub capabilities: Arc<dyn CapabilityStager>,
 }
 
 impl std::fmt::Debug for Backends {
@@ -40,7 +44,14 @@ impl Backends {
         Self {
             config,
             faults: Arc::new(NoFaults),
+            capabilities: Arc::new(NoCapabilities),
         }
+    }
+
+    /// The same backends with `capabilities` staging the oats checks.
+    pub fn with_capabilities(mut self, capabilities: Arc<dyn CapabilityStager>) -> Self {
+        self.capabilities = capabilities;
+        self
     }
 
     /// The configuration: the file, or the embedded defaults.

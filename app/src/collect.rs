@@ -16,6 +16,7 @@ use sf_host::contracts::CancelToken;
 use sf_host::fence::{Fence, Hold};
 
 use crate::backends::Backends;
+use crate::capabilities::staged_for_run;
 use crate::env::verified_trees_in;
 use crate::error::AppError;
 use crate::input::{deadline, parse_digest};
@@ -163,7 +164,11 @@ fn collect_exported(
     preflight(executor.as_ref(), &slice.frozen, &gate, deadline)
         .map_err(|error| land_error("before the collection", error))?;
     // Verified before the attempt is claimed: an environment that changed starts nothing.
-    let prepared = prepared.with_environments(verified()?);
+    // The oats checks are staged at their pinned integrity; one that cannot be is left
+    // not started (undecided), as a missing environment would be if it were not refused.
+    let prepared = prepared
+        .with_environments(verified()?)
+        .with_capabilities(staged_for_run(backends, &slice.frozen.acceptance));
     let protected = protected_paths(&slice, &repository)?;
     let store = slice.evidence_store(backends)?;
     let product = repository.identity().product_id.clone();
@@ -199,6 +204,7 @@ fn prepare(
         trees,
         deadline,
         environments: BTreeMap::new(),
+        capabilities: BTreeMap::new(),
     })
     .map_err(|error| match error {
         CollectError::InvalidInput { input, rule } if input == DERIVE_INPUT => {

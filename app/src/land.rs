@@ -128,6 +128,10 @@ pub fn land(
         deadline: ready.deadline,
         jobs: request.jobs,
         environments: verified_trees(backends, loaded.slice.frozen.acceptance.environments())?,
+        capabilities: crate::capabilities::staged_for_run(
+            backends,
+            &loaded.slice.frozen.acceptance,
+        ),
         tree_store: trees_store.as_ref(),
         faults: Arc::clone(&backends.faults),
     };

@@ -186,6 +186,8 @@ pub(crate) struct Composition<'a> {
     /// The verified trees of the dependency environments the checks name
     /// ([`CollectRequest::environments`]).
     pub environments: BTreeMap<Digest, PathBuf>,
+    /// The staged harness of each oats check ([`CollectRequest::capabilities`]).
+    pub capabilities: sf_host::collector::StagedCapabilities,
     /// Where an `sf-candidate/4` Candidate's base is materialised for its programs to run by
     /// reference (the environment store); without one such a Candidate's checks start
     /// nothing.
@@ -399,6 +401,7 @@ fn collect(
             trees,
             deadline: request.deadline,
             environments: request.environments.clone(),
+            capabilities: request.capabilities.clone(),
         },
         Arc::clone(&request.gate),
         &hold,

@@ -21,6 +21,7 @@
 //! | review it | [`review`] |
 //! | what is known of a Candidate (show, list, report) | [`facts`] |
 //! | dependency environments | [`env`] |
+//! | oats capabilities as checks (staged at freeze and before each collection) | [`capabilities`] |
 //!
 //! Each use case takes the configured [`Backends`] and answers an [`AppError`] (a stable code
 //! and a message naming the input at fault) when it refuses or fails.
@@ -29,6 +30,7 @@
 #![deny(missing_docs)]
 
 pub mod backends;
+pub mod capabilities;
 pub mod collect;
 pub mod deliver;
 pub mod effect;

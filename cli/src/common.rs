@@ -24,7 +24,9 @@ impl Context {
     /// The context of a command line: `--config` and `--json`, no fault hook.
     pub fn new(config: Option<PathBuf>, json: bool) -> Self {
         Self {
-            backends: Backends::new(config),
+            // The oats checks of a Slice are staged by the sf-oats program beside sf.
+            backends: Backends::new(config)
+                .with_capabilities(std::sync::Arc::new(super::external::SfOatsStager)),
             json,
         }
     }

@@ -9,6 +9,10 @@
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use sf_app::AppError;
+use sf_app::capabilities::{CapabilityStager, StageRequest, Staged};
 
 use super::common::CliError;
 use sf_host::plugin::loader::{check_directories_above, check_owner};
@@ -82,4 +86,81 @@ pub fn exec(program: &str, build: &str, leading: &[&str], args: &[OsString]) -> 
         "unavailable",
         format!("{} could not be started: {error}", found.display()),
     )
+}
+
+/// `sf-oats --json ARGS`, run beside sf (checked as `sf oats` checks it): its result, or its
+/// error as sf's.
+pub(crate) fn sf_oats_json(args: &[&str]) -> Result<serde_json::Value, CliError> {
+    let program = find(SF_OATS, SF_OATS_BUILD)?;
+    let output = Command::new(&program)
+        .arg("--json")
+        .args(args)
+        .output()
+        .map_err(|error| {
+            CliError::new(
+                "unavailable",
+                format!("{} could not be run: {error}", program.display()),
+            )
+        })?;
+    let envelope: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|error| {
+        CliError::new(
+            "unavailable",
+            format!("{} answered no envelope: {error}", program.display()),
+        )
+    })?;
+    if envelope["ok"] == true {
+        return Ok(envelope["result"].clone());
+    }
+    let error = &envelope["error"];
+    Err(CliError::new(
+        error["code"].as_str().unwrap_or("unavailable"),
+        error["message"]
+            .as_str()
+            .unwrap_or("sf-oats failed")
+            .to_owned(),
+    ))
+}
+
+/// Stages oats checks with `sf-oats stage` (its registry where `sf oats` keeps it: the
+/// same state directory rule), reading the harness it writes into a private temporary
+/// directory.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SfOatsStager;
+
+impl CapabilityStager for SfOatsStager {
+    fn stage(&self, request: &StageRequest<'_>) -> Result<Staged, AppError> {
+        let scratch = tempfile::Builder::new()
+            .prefix("sf-oats-stage.")
+            .tempdir()
+            .map_err(|error| AppError::new("io", format!("a staging directory: {error}")))?;
+        let out = scratch.path().join("harness");
+        let out_text = out.to_string_lossy().into_owned();
+        let mut args = vec!["stage", request.capability, request.operation];
+        let pairs: Vec<String> = request
+            .args
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        for pair in &pairs {
+            args.extend(["--arg", pair]);
+        }
+        if let Some(integrity) = request.integrity {
+            args.extend(["--integrity", integrity]);
+        }
+        let pin = request.pin.map(|pin| pin.to_string_lossy().into_owned());
+        if let Some(pin) = &pin {
+            args.extend(["--pin", pin]);
+        }
+        args.extend(["--tree", request.tree, "--out", &out_text]);
+        // sf-oats's messages name the capability first.
+        let answer = sf_oats_json(&args)?;
+        let files = sf_host::source_dir::read_snapshot_dir(&out)
+            .map_err(|error| AppError::coded(error.code(), out.display(), error))?;
+        let field = |name: &str| answer[name].as_str().unwrap_or_default().to_owned();
+        Ok(Staged {
+            integrity: field("integrity"),
+            version: field("version"),
+            files,
+        })
+    }
 }

@@ -272,9 +272,12 @@ pub fn main_with_faults(
     let paint = !cli.global.json
         && matches!(cli.command, Command::Show(_) | Command::List(_))
         && show::colour_wanted();
-    // The demo always runs on the embedded defaults, and manuals need no configuration.
+    // The demo always runs on the embedded defaults, manuals need no configuration, and the
+    // oats commands read none (an explicit --config is refused there, a found one ignored).
     let config = match cli.command {
-        Command::Demo(_) | Command::Completions(_) | Command::Man(_) => cli.global.config,
+        Command::Demo(_) | Command::Completions(_) | Command::Man(_) | Command::Oats(_) => {
+            cli.global.config
+        }
         _ => {
             let (config, found) = config_search::resolve(cli.global.config, &args);
             if let Some(line) = found {

@@ -3,7 +3,6 @@
 //! oats plugin sf never links), and one plugin library or capability directory checked.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use clap::{Args, Subcommand};
 
@@ -113,7 +112,7 @@ fn list(context: &Context) -> Result<Output, CliError> {
             }
         }
     }
-    let capabilities = match sf_oats(&["list"]) {
+    let capabilities = match super::external::sf_oats_json(&["list"]) {
         Ok(listed) => listed["capabilities"]
             .as_array()
             .cloned()
@@ -178,42 +177,9 @@ fn capability_line(capability: &serde_json::Value) -> String {
     .into_owned()
 }
 
-/// `sf-oats --json ARGS`, run beside sf (checked as `sf oats` checks it): its result, or its
-/// error as sf's.
-fn sf_oats(args: &[&str]) -> Result<serde_json::Value, CliError> {
-    let program = super::external::find(super::external::SF_OATS, super::external::SF_OATS_BUILD)?;
-    let output = Command::new(&program)
-        .arg("--json")
-        .args(args)
-        .output()
-        .map_err(|error| {
-            CliError::new(
-                "unavailable",
-                format!("{} could not be run: {error}", program.display()),
-            )
-        })?;
-    let envelope: serde_json::Value = serde_json::from_slice(&output.stdout).map_err(|error| {
-        CliError::new(
-            "unavailable",
-            format!("{} answered no envelope: {error}", program.display()),
-        )
-    })?;
-    if envelope["ok"] == true {
-        return Ok(envelope["result"].clone());
-    }
-    let error = &envelope["error"];
-    Err(CliError::new(
-        error["code"].as_str().unwrap_or("unavailable"),
-        error["message"]
-            .as_str()
-            .unwrap_or("sf-oats failed")
-            .to_owned(),
-    ))
-}
-
 /// An oats capability directory checked by `sf-oats check`.
 fn check_capability(dir: &Path) -> Result<Output, CliError> {
-    let checked = sf_oats(&["check", &dir.to_string_lossy()])?;
+    let checked = super::external::sf_oats_json(&["check", &dir.to_string_lossy()])?;
     let mut text = capability_line(&checked);
     text.insert_str(0, "capability ok:\n");
     Ok(Output {

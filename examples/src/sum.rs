@@ -165,6 +165,7 @@ impl SumWorld {
             trees,
             deadline: SystemTime::now() + Duration::from_secs(300),
             environments: Default::default(),
+            capabilities: Default::default(),
         };
         let hold = self.fence.acquire(&request.sealed.digest)?;
         let attempt = hold.attempt().clone();

@@ -67,6 +67,11 @@ impl Inputs {
         base: &Base,
         check: &mut BTreeMap<String, Value>,
     ) -> Result<(), AppError> {
+        // An oats check is staged once to pin its capability's bytes and its run (never
+        // stored: every run stages it again at the pinned integrity).
+        if matches!(check.get("kind"), Some(Value::String(kind)) if kind == "oats") {
+            crate::capabilities::pin_check(backends, dir, check)?;
+        }
         // A command's dependency environment is named, or named by the recipe that builds it
         // from the base's lockfile; the freeze pins what it is now: its name, its digest and
         // where it is bound, verified.
@@ -89,7 +94,7 @@ impl Inputs {
         }
         let runs = matches!(
             check.get("kind"),
-            Some(Value::String(kind)) if kind == "process" || kind == "command"
+            Some(Value::String(kind)) if ["process", "command", "oats"].contains(&kind.as_str())
         );
         let digest = match check.get("input").cloned() {
             Some(Value::String(input)) => self.input(dir, &input)?,

@@ -113,6 +113,7 @@ pub(crate) fn trial_request(
         trees,
         deadline: SystemTime::now() + DRY_RUN_TIME,
         environments,
+        capabilities: crate::capabilities::staged_for_run(backends, &frozen.acceptance),
     })
 }
 

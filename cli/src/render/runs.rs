@@ -68,6 +68,16 @@ pub fn command_line(slice: &SliceDir, check: &ProcessCheck) -> String {
             .chain(args.iter().cloned())
             .collect(),
         CheckRun::Command(command) => command.argv.clone(),
+        // As `sf oats operation` is typed; the capability runs at its pinned integrity.
+        CheckRun::Oats(oats) => ["sf", "oats", "operation", &oats.capability, &oats.operation]
+            .map(str::to_owned)
+            .into_iter()
+            .chain(
+                oats.args
+                    .iter()
+                    .flat_map(|(name, value)| ["--arg".to_owned(), format!("{name}={value}")]),
+            )
+            .collect(),
     };
     let line = words
         .iter()
@@ -90,7 +100,10 @@ pub fn command_line(slice: &SliceDir, check: &ProcessCheck) -> String {
             line.push(')');
             line
         }
-        None => line,
+        None => match check.oats() {
+            Some(oats) => format!("{line}  (at {})", text_escape::line(&oats.integrity)),
+            None => line,
+        },
     }
 }
 

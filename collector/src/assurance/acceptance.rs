@@ -3,14 +3,16 @@
 //! of one stage's tree or of the Slice's harness (`"kind": "process"`), or a command
 //! (`"kind": "command"`: an argv, a working directory, variables, a dependency environment,
 //! a JUnit results file and per-test expectations); review checks are never run: a person
-//! answers them (`sf review`), and the judge counts the answers.
+//! answers them (`sf review`), and the judge counts the answers; oats checks run an oats
+//! capability's operation (`"kind": "oats"`, [`CheckOats`]) and are graded on its envelope.
 //!
 //! Version 2 added where the entry is (`{"from": "tree" | "harness", "path"}`) and
 //! `entryInScope`, which says whether the Candidate may rewrite the entry (a check of stage
 //! candidate whose entry is a tree file inside the Slice's scope): the freeze refuses a Slice
 //! where it does not say so truthfully. Version 3 added command checks; version 4 counted
 //! review checks (reviewers and the approvals needed; in versions 2 and 3 a review check is
-//! reserved and never counted). An acceptance is written in the lowest version that holds it
+//! reserved and never counted); version 5 added oats checks. An acceptance is written in the
+//! lowest version that holds it
 //! (so its digest is what it was before the later versions existed), and all three are read.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,6 +31,8 @@ use crate::repository::{ID_RULE, is_valid_id};
 
 use super::{AssuranceError, invalid_field, read_record, record_bytes, record_bytes_digest};
 
+/// The protocol string of an acceptance record holding an oats check.
+pub const ACCEPTANCE_PROTOCOL_V5: &str = "sf-repository-acceptance/5";
 /// The protocol string of an acceptance record holding a counted review check.
 pub const ACCEPTANCE_PROTOCOL_V4: &str = "sf-repository-acceptance/4";
 /// The protocol string of an acceptance record holding a command check and no counted review
@@ -142,6 +146,63 @@ pub enum CheckRun {
     },
     /// A command (boxed: it is most of a check's size, and most checks are read, not moved).
     Command(Box<CheckCommand>),
+    /// An oats capability's operation.
+    Oats(Box<CheckOats>),
+}
+
+/// The launcher an oats check's staged harness holds at its top: the run's entry.
+pub const OATS_LAUNCHER: &str = "sf-oats-launch.mjs";
+/// The launch request an oats check's staged harness holds at its top: the launcher's one
+/// argument.
+pub const OATS_REQUEST: &str = "request.json";
+/// The longest capability id, operation name, argument name or error code of an oats check.
+pub const MAX_OATS_NAME: usize = 128;
+
+/// An oats capability's operation run as a check. The capability is registered with sf's
+/// oats host, which stages the run: its harness is the capability's bytes (at the pinned
+/// `integrity`), the launcher and the launch request (the operation, its arguments, and the
+/// stage's tree as its working directory), whose snapshot digest the freeze pins
+/// (`harness`). The run is the launcher, run by the Node runtime, with the stage's tree as
+/// its program; it passes when the operation's one envelope is what `expect` says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckOats {
+    /// The capability id.
+    pub capability: String,
+    /// The capability's integrity when frozen (`oats.tree-exec.v1:sha256-…`).
+    pub integrity: String,
+    /// The operation.
+    pub operation: String,
+    /// Its declared arguments, by name.
+    pub args: BTreeMap<String, String>,
+    /// The snapshot digest of the staged harness.
+    pub harness: Digest,
+    /// What the operation must answer.
+    pub expect: OatsExpectation,
+}
+
+/// What an oats check's operation must answer: an `ok: true` envelope (and exit 0), or an
+/// `ok: false` one, with this `code` when one is named.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OatsExpectation {
+    /// Whether the envelope says `ok`.
+    pub ok: bool,
+    /// The error code an `ok: false` envelope must carry (`E_…`); `None` for any.
+    #[serde(
+        default,
+        deserialize_with = "canonical::optional",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub code: Option<String>,
+}
+
+impl OatsExpectation {
+    /// The process expectation an oats check stands on: exit 0 for `ok: true`; for `ok:
+    /// false` the exit code is not what decides (failed envelopes come with any non-zero
+    /// code), so it is 1 and the judge grades the envelope instead ([`CheckRun::Oats`]).
+    fn as_process(&self) -> Expectation {
+        Expectation::exit(if self.ok { 0 } else { 1 }, None)
+    }
 }
 
 crate::contracts::word_enum! {
@@ -315,6 +376,23 @@ struct CommandCheckRecord {
 }
 canonical::literal_fields!(CommandCheckRecord { "kind": "command" });
 
+/// An oats check as its record holds it (`"kind": "oats"`).
+#[derive(Serialize, Deserialize)]
+#[serde(remote = "Self", deny_unknown_fields, rename_all = "camelCase")]
+struct OatsCheckRecord {
+    id: String,
+    phase: Phase,
+    stage: Stage,
+    capability: String,
+    integrity: String,
+    operation: String,
+    args: BTreeMap<String, String>,
+    harness: Digest,
+    input: Digest,
+    expectation: OatsExpectation,
+}
+canonical::literal_fields!(OatsCheckRecord { "kind": "oats" });
+
 impl Serialize for ProcessCheck {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let (id, phase, stage, input, expectation) = (
@@ -356,6 +434,39 @@ impl Serialize for ProcessCheck {
                 expectation,
             }
             .serialize(serializer),
+            CheckRun::Oats(oats) => OatsCheckRecord {
+                id,
+                phase,
+                stage,
+                capability: oats.capability.clone(),
+                integrity: oats.integrity.clone(),
+                operation: oats.operation.clone(),
+                args: oats.args.clone(),
+                harness: oats.harness.clone(),
+                input,
+                expectation: oats.expect.clone(),
+            }
+            .serialize(serializer),
+        }
+    }
+}
+
+impl From<OatsCheckRecord> for ProcessCheck {
+    fn from(record: OatsCheckRecord) -> Self {
+        Self {
+            id: record.id,
+            phase: record.phase,
+            stage: record.stage,
+            expectation: record.expectation.as_process(),
+            run: CheckRun::Oats(Box::new(CheckOats {
+                capability: record.capability,
+                integrity: record.integrity,
+                operation: record.operation,
+                args: record.args,
+                harness: record.harness,
+                expect: record.expectation,
+            })),
+            input: record.input,
         }
     }
 }
@@ -409,7 +520,7 @@ impl ProcessCheck {
                 entry_in_scope,
                 args,
             } => Some((entry, *entry_in_scope, args)),
-            CheckRun::Command(_) => None,
+            CheckRun::Command(_) | CheckRun::Oats(_) => None,
         }
     }
 
@@ -417,7 +528,21 @@ impl ProcessCheck {
     pub fn command(&self) -> Option<&CheckCommand> {
         match &self.run {
             CheckRun::Command(command) => Some(command.as_ref()),
-            CheckRun::Entry { .. } => None,
+            CheckRun::Entry { .. } | CheckRun::Oats(_) => None,
+        }
+    }
+
+    /// The harness digest this check's run must report: the staged capability's for an oats
+    /// check, else the Slice's (`slice`).
+    pub fn harness_pin<'a>(&'a self, slice: &'a Digest) -> &'a Digest {
+        self.oats().map_or(slice, |oats| &oats.harness)
+    }
+
+    /// The capability's operation, for an oats check.
+    pub fn oats(&self) -> Option<&CheckOats> {
+        match &self.run {
+            CheckRun::Oats(oats) => Some(oats.as_ref()),
+            CheckRun::Entry { .. } | CheckRun::Command(_) => None,
         }
     }
 }
@@ -571,11 +696,13 @@ struct AcceptanceRecord {
 }
 
 impl Acceptance {
-    /// The record's protocol: version 4 when a review check is counted, else version 3 when a
-    /// check is a command, else version 2 (so that a record keeps the bytes and digest it
-    /// had before the later versions existed).
+    /// The record's protocol: version 5 when a check is an oats check, else version 4 when a
+    /// review check is counted, else version 3 when a check is a command, else version 2 (so
+    /// that a record keeps the bytes and digest it had before the later versions existed).
     pub fn protocol(&self) -> &'static str {
-        if self.counted_reviews().next().is_some() {
+        if self.process_checks().any(|check| check.oats().is_some()) {
+            ACCEPTANCE_PROTOCOL_V5
+        } else if self.counted_reviews().next().is_some() {
             ACCEPTANCE_PROTOCOL_V4
         } else if self.process_checks().any(|check| check.command().is_some()) {
             ACCEPTANCE_PROTOCOL
@@ -667,6 +794,7 @@ impl Acceptance {
                             args,
                         } => validate_entry(&field, process.stage, entry, *entry_in_scope, args)?,
                         CheckRun::Command(command) => validate_command(&field, command)?,
+                        CheckRun::Oats(oats) => validate_oats(&field, oats)?,
                     }
                     let tests = process.expectation.tests();
                     if !tests.is_empty() {
@@ -720,19 +848,24 @@ impl Acceptance {
     pub fn from_json(bytes: &[u8]) -> Result<Self, AssuranceError> {
         let record: AcceptanceRecord = read_record(bytes, "acceptance")?;
         let kinds: &[&str] = match record.protocol.as_str() {
+            ACCEPTANCE_PROTOCOL_V5 => &["process", "command", "review", "oats"],
             ACCEPTANCE_PROTOCOL_V4 | ACCEPTANCE_PROTOCOL => &["process", "command", "review"],
             ACCEPTANCE_PROTOCOL_V2 => &["process", "review"],
             _ => {
                 return Err(AssuranceError::invalid(
                     "acceptance.protocol",
                     format!(
-                        "must be {ACCEPTANCE_PROTOCOL_V4:?}, {ACCEPTANCE_PROTOCOL:?} or \
-                         {ACCEPTANCE_PROTOCOL_V2:?}"
+                        "must be {ACCEPTANCE_PROTOCOL_V5:?}, {ACCEPTANCE_PROTOCOL_V4:?}, \
+                         {ACCEPTANCE_PROTOCOL:?} or {ACCEPTANCE_PROTOCOL_V2:?}"
                     ),
                 ));
             }
         };
-        let counted = record.protocol == ACCEPTANCE_PROTOCOL_V4;
+        // Version 5 holds counted review checks as version 4 does.
+        let counted = matches!(
+            record.protocol.as_str(),
+            ACCEPTANCE_PROTOCOL_V4 | ACCEPTANCE_PROTOCOL_V5
+        );
         let mut checks = Vec::with_capacity(record.checks.len());
         for (at, check) in record.checks.iter().enumerate() {
             let path = format!("acceptance.checks[{at}]");
@@ -746,6 +879,11 @@ impl Acceptance {
                 ),
                 "command" => Check::Process(
                     canonical::from_value::<CommandCheckRecord>(check, &path)
+                        .map_err(invalid_field)?
+                        .into(),
+                ),
+                "oats" => Check::Process(
+                    canonical::from_value::<OatsCheckRecord>(check, &path)
                         .map_err(invalid_field)?
                         .into(),
                 ),
@@ -774,7 +912,9 @@ impl Acceptance {
         }
         let acceptance = Self { checks };
         if record.protocol != acceptance.protocol() {
-            let why = if counted {
+            let why = if record.protocol == ACCEPTANCE_PROTOCOL_V5 {
+                "no check is an oats check"
+            } else if counted {
                 "no review check is counted (lists reviewers)"
             } else {
                 "no check is a command"
@@ -884,4 +1024,74 @@ fn validate_command(field: &str, command: &CheckCommand) -> Result<(), Assurance
         .to_run(Some(PathBuf::from("/")))
         .check()
         .map_err(|error| invalid(format!("{field} command"), &error.to_string()))
+}
+
+/// The rules of an oats check the types do not carry: names within their grammar and
+/// bounds, an integrity of the oats tree digest, and an expected code only for a failure.
+fn validate_oats(field: &str, oats: &CheckOats) -> Result<(), AssuranceError> {
+    let invalid = |input: String, rule: &str| AssuranceError::invalid(input, rule);
+    let name = |text: &str| {
+        !text.is_empty()
+            && text.len() <= MAX_OATS_NAME
+            && text
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    };
+    if !name(&oats.capability) {
+        return Err(invalid(
+            format!("{field}.capability"),
+            "is a capability id: 1 to 128 letters, digits, '.', '_' or '-'",
+        ));
+    }
+    if !name(&oats.operation) {
+        return Err(invalid(
+            format!("{field}.operation"),
+            "is an operation name: 1 to 128 letters, digits, '.', '_' or '-'",
+        ));
+    }
+    let hex = oats.integrity.strip_prefix("oats.tree-exec.v1:sha256-");
+    if !hex.is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    }) {
+        return Err(invalid(
+            format!("{field}.integrity"),
+            "is the capability's oats.tree-exec.v1:sha256-<64 hex> integrity, as the freeze \
+             writes it",
+        ));
+    }
+    let values: usize = oats.args.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if oats.args.len() > MAX_ARGS
+        || values > MAX_ARG_BYTES
+        || oats.args.keys().any(|key| !name(key))
+        || oats.args.values().any(|value| value.contains('\0'))
+    {
+        return Err(invalid(
+            format!("{field}.args"),
+            "at most 256 declared arguments of at most 64 KiB together, named as operations \
+             are, no value holding NUL",
+        ));
+    }
+    match (&oats.expect.code, oats.expect.ok) {
+        (Some(_), true) => Err(invalid(
+            format!("{field}.expectation.code"),
+            "only an expected failure (\"ok\": false) names a code",
+        )),
+        (Some(code), false)
+            if code.len() > MAX_OATS_NAME
+                || !code.starts_with("E_")
+                || code.len() < 3
+                || !code[2..]
+                    .bytes()
+                    .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_') =>
+        {
+            Err(invalid(
+                format!("{field}.expectation.code"),
+                "is an oats error code: E_ then capital letters, digits and '_'",
+            ))
+        }
+        _ => Ok(()),
+    }
 }

@@ -745,10 +745,11 @@ fn identity_problems(
             ids.input, check.input
         ));
     }
-    if ids.harness != pins.harness {
+    let harness = check.harness_pin(&pins.harness);
+    if ids.harness != *harness {
         problems.push(format!(
-            "harness {} is not the pinned {}",
-            ids.harness, pins.harness
+            "harness {} is not the pinned {harness}",
+            ids.harness
         ));
     }
     if ids.runtime != request.environment.runtime {
@@ -776,6 +777,9 @@ fn misses(
     results: Option<&CapturedResults>,
     own: &[&LimitHit],
 ) -> Result<Vec<String>, String> {
+    if let Some(oats) = check.oats() {
+        return super::oats_grade::misses(&oats.expect, process, stdout);
+    }
     let expectation = &check.expectation;
     let mut missed: Vec<String> = own
         .iter()

@@ -10,6 +10,7 @@
 pub mod acceptance;
 pub mod environment;
 pub mod judge;
+pub mod oats_grade;
 pub mod observation;
 pub mod pins;
 pub mod recipe;

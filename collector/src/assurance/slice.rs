@@ -307,6 +307,20 @@ impl FrozenSlice {
                     "the Slice does not hold this input",
                 ));
             }
+            if check.oats().is_some() {
+                if !runs_node(&self.recipe.runtime) {
+                    return Err(AssuranceError::invalid(
+                        field,
+                        format!(
+                            "is an oats check, whose capability runs on Node, but the Slice's \
+                             runtime is {}: freeze it with the executor's runtime = \"node\" \
+                             (or a runtime table whose executable is node)",
+                            self.recipe.runtime
+                        ),
+                    ));
+                }
+                continue;
+            }
             if let Some(command) = check.command() {
                 self.check_command(&field, command)?;
                 if command
@@ -581,6 +595,17 @@ pub fn authenticate(
         .map_err(|error| {
             AssuranceError::invalid(format!("Candidate {}", sealed.digest), error.to_string())
         })
+}
+
+/// Whether the runtime executable at `path` is Node (`node` or `nodejs`), the runtime an
+/// oats capability's scripts need.
+fn runs_node(path: &str) -> bool {
+    matches!(
+        std::path::Path::new(path)
+            .file_name()
+            .and_then(|name| name.to_str()),
+        Some("node" | "nodejs")
+    )
 }
 
 #[cfg(test)]

@@ -128,7 +128,16 @@ pub struct CollectRequest {
     /// store) before the collection; a check whose environment is missing here is not
     /// started.
     pub environments: BTreeMap<Digest, PathBuf>,
+    /// The staged harness of each oats check, by check id (see [`StagedCapabilities`]); a
+    /// check missing here is not started.
+    pub capabilities: StagedCapabilities,
 }
+
+/// The staged harness of each oats check, by check id, as the host's oats capabilities
+/// answered it: the files, or why they could not be staged (unknown, untrusted, drifted,
+/// upgraded since the freeze). A run starts only when the files give the digest the check
+/// pins.
+pub type StagedCapabilities = BTreeMap<String, Result<Vec<crate::snapshot::SnapshotFile>, String>>;
 
 /// How far one check's run got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -322,6 +331,13 @@ impl PreparedCollection {
     /// collection starts (nothing derived depends on them).
     pub fn with_environments(mut self, environments: BTreeMap<Digest, PathBuf>) -> Self {
         self.request.environments = environments;
+        self
+    }
+
+    /// The same collection with `capabilities` as the request's: each oats check's harness,
+    /// staged just before the collection starts (checked against its pin at each run).
+    pub fn with_capabilities(mut self, capabilities: StagedCapabilities) -> Self {
+        self.request.capabilities = capabilities;
         self
     }
 }
@@ -944,7 +960,7 @@ fn answer_problems(
     for (what, actual, expected) in [
         ("program", &ids.program, expected_program),
         ("input", &ids.input, &check.input),
-        ("harness", &ids.harness, &pins.harness),
+        ("harness", &ids.harness, check.harness_pin(&pins.harness)),
         ("runtime", &ids.runtime, &environment.runtime),
         ("profile", &ids.profile, &environment.profile),
         ("bounds", &ids.bounds, &bounds.digest()),

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, PoisonError};
 use std::time::SystemTime;
 
-use crate::assurance::acceptance::{CheckRun, CwdFrom};
+use crate::assurance::acceptance::{CheckOats, CheckRun, CwdFrom, OATS_LAUNCHER, OATS_REQUEST};
 use crate::assurance::{
     EnvironmentRecord, FrozenSlice, Observation, ObservationFacts, ObservationStatus, ProcessCheck,
     ProcessFacts, Recipe, time,
@@ -27,7 +27,8 @@ use crate::snapshot::{MAX_SNAPSHOT_BYTES, MAX_SNAPSHOT_FILES, SnapshotFile, hold
 
 use super::{
     Clock, CollectError, CollectRequest, Prepared, Ran, RepositoryCollector, RunState, Shared,
-    StageProgram, SystemClock, answer_problems, environment_problem, panic_text, placement_problem,
+    StageProgram, StagedCapabilities, SystemClock, answer_problems, environment_problem,
+    panic_text, placement_problem,
 };
 
 /// Why a check was not started, as its observation's one problem.
@@ -90,7 +91,10 @@ impl RepositoryCollector {
         let laid_out = runner
             .environment_refusal(&runtime, &environment, &request.slice)
             .map_or(Ok(()), Err)
-            .and_then(|()| lay_out(&request.slice, &request.environments, program, check));
+            .and_then(|()| {
+                let supplied = (&request.environments, &request.capabilities);
+                lay_out(&request.slice, supplied, program, check)
+            });
         let bounded = laid_out
             .and_then(|run| runner.bound(run, &request.slice.recipe, prepared.deadline, check));
         let (run, timeout_ms) = match bounded {
@@ -315,16 +319,22 @@ fn empty_observation(facts: ObservationFacts) -> Observation {
 /// input and the harness, each checked to be there and within what the Executor takes.
 pub(super) fn lay_out(
     slice: &FrozenSlice,
-    environments: &BTreeMap<Digest, PathBuf>,
+    (environments, capabilities): (&BTreeMap<Digest, PathBuf>, &StagedCapabilities),
     program: &StageProgram,
     check: &ProcessCheck,
 ) -> Result<LaidOut, Refusal> {
-    let harness = &slice.harness;
+    let mut harness = &slice.harness;
     let input = &slice.inputs[&check.input];
     let what = match &check.run {
         CheckRun::Entry { entry, args, .. } => entry_run(check, program, harness, entry, args)?,
         CheckRun::Command(command) => {
             command_run(environments, check, program, harness, input, command)?
+        }
+        CheckRun::Oats(oats) => {
+            harness = staged_harness(capabilities, check, oats)?;
+            let entry = RunEntry::harness(OATS_LAUNCHER);
+            let request = format!("{}/{OATS_REQUEST}", crate::contracts::HARNESS_DIR);
+            entry_run(check, program, harness, &entry, &[request])?
         }
     };
     let (program_files, program_tree) = match program {
@@ -352,6 +362,37 @@ pub(super) fn lay_out(
         input: input.clone(),
         harness: harness.clone(),
     })
+}
+
+/// The staged harness of oats check `check`, when it gives the digest the check pins: else
+/// why not (it could not be staged, or its bytes are not the frozen ones).
+fn staged_harness<'a>(
+    capabilities: &'a StagedCapabilities,
+    check: &ProcessCheck,
+    oats: &CheckOats,
+) -> Result<&'a Vec<SnapshotFile>, Refusal> {
+    let drifted = |why: String| {
+        format!(
+            "the capability {} is not the one frozen ({}): {why}; nothing of it ran, so the \
+             check is undecided",
+            oats.capability, oats.integrity
+        )
+    };
+    let files = match capabilities.get(&check.id) {
+        None => return Err(drifted("it was not staged for this run".into())),
+        Some(Err(why)) => return Err(drifted(why.clone())),
+        Some(Ok(files)) => files,
+    };
+    match crate::snapshot::snapshot_digest(files) {
+        Ok(digest) if digest == oats.harness => Ok(files),
+        Ok(digest) => Err(drifted(format!(
+            "its staged run is {digest}, not the pinned {}",
+            oats.harness
+        ))),
+        Err(error) => Err(drifted(format!(
+            "its staged run is not a snapshot: {error}"
+        ))),
+    }
 }
 
 /// What an entry check runs: its entry, which must be a file of the stage's tree or of the

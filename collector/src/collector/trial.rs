@@ -46,6 +46,8 @@ pub struct TrialRequest {
     /// Where this host keeps the files of each dependency environment the checks name, by
     /// digest, verified by the caller.
     pub environments: BTreeMap<Digest, PathBuf>,
+    /// The staged harness of each oats check, by check id.
+    pub capabilities: super::StagedCapabilities,
 }
 
 /// One trial run: which check ran on which tree, and how it went.
@@ -166,7 +168,10 @@ impl Trial {
                     .map_or(Ok(()), Err)
             });
         let bounded = laid_out
-            .and_then(|()| lay_out(slice, &request.environments, program, check))
+            .and_then(|()| {
+                let supplied = (&request.environments, &request.capabilities);
+                lay_out(slice, supplied, program, check)
+            })
             .and_then(|laid| runner.bound(laid, &slice.recipe, deadline, check));
         let (run, timeout_ms) = match bounded {
             Ok(bounded) => bounded,

@@ -13,7 +13,7 @@
 //! declared settings' defaults.
 //!
 //! **Pins.** A freeze that stages a check names its Slice directory; the registry keeps it
-//! (`pins`). A Slice pins a capability while its frozen acceptance
+//! under the capability id (`pins`), also once the registration is removed. A Slice pins a capability while its frozen acceptance
 //! (`<slice>/frozen/acceptance.json`) holds an oats check of that capability at the
 //! registered integrity: those are the checks an untrust, upgrade or unregister would make
 //! Inconclusive, so each is refused while any Slice pins the capability, naming the Slices,
@@ -29,7 +29,7 @@ use crate::error::{ErrorCode, OatsError, Result};
 use crate::host::{Oats, RunContext};
 use crate::launch::{self, Cwd};
 use crate::operation::OperationTarget;
-use crate::registry::RegistryEntry;
+use crate::registry::{Pins, RegistryEntry};
 
 /// Where a Slice keeps its frozen acceptance, relative to the Slice directory.
 pub const FROZEN_ACCEPTANCE: &str = "frozen/acceptance.json";
@@ -125,27 +125,27 @@ impl Oats {
         let slice = slice
             .canonicalize()
             .map_err(|error| OatsError::io(slice.display(), &error))?;
-        self.registry().update(|entries| {
+        self.registry().update_all(|entries, pins| {
             let entry = entries
-                .get_mut(id)
+                .get(id)
                 .ok_or_else(|| crate::registry::unknown(id))?;
-            let integrity = entry.integrity.clone();
-            entry
-                .pins
-                .retain(|kept| *kept == slice || !checks_pinning(kept, id, &integrity).is_empty());
-            if !entry.pins.contains(&slice) {
-                entry.pins.push(slice);
-                entry.pins.sort();
+            let recorded = pins.entry(id.to_owned()).or_default();
+            recorded.retain(|kept| {
+                *kept == slice || !checks_pinning(kept, id, &entry.integrity).is_empty()
+            });
+            if !recorded.contains(&slice) {
+                recorded.push(slice);
+                recorded.sort();
             }
             Ok(())
         })
     }
 
-    /// The frozen Slices that pin `entry` now (see the module documentation).
-    pub fn pinning_slices(entry: &RegistryEntry) -> Vec<Pin> {
-        entry
-            .pins
-            .iter()
+    /// The frozen Slices of `pins` that pin `entry` now (see the module documentation).
+    pub fn pinning_slices(entry: &RegistryEntry, pins: &Pins) -> Vec<Pin> {
+        pins.get(&entry.id)
+            .into_iter()
+            .flatten()
             .filter_map(|slice| {
                 let checks = checks_pinning(slice, &entry.id, &entry.integrity);
                 (!checks.is_empty()).then(|| Pin {
@@ -157,10 +157,10 @@ impl Oats {
     }
 }
 
-/// Refuses a change to `entry` that `what` names (untrust, upgrade, unregister) while a
+/// Refuses a change to `entry` that `what` names (untrusting it, …) while a
 /// frozen Slice pins it, unless `force`.
-pub fn refuse_if_pinned(entry: &RegistryEntry, what: &str, force: bool) -> Result<()> {
-    let pins = Oats::pinning_slices(entry);
+pub fn refuse_if_pinned(entry: &RegistryEntry, pins: &Pins, what: &str, force: bool) -> Result<()> {
+    let pins = Oats::pinning_slices(entry, pins);
     if force || pins.is_empty() {
         return Ok(());
     }
@@ -172,8 +172,9 @@ pub fn refuse_if_pinned(entry: &RegistryEntry, what: &str, force: bool) -> Resul
         ErrorCode::Pinned,
         entry.id.clone(),
         format!(
-            "is pinned at {} by the frozen Slice(s) {}: to {what} it would make their checks \
-             Inconclusive; freeze a new revision without it first, or pass --force",
+            "is pinned at {} by the frozen Slice(s) {}: {what} would make their checks \
+             Inconclusive; retire those Slices first (freeze a new revision without the check \
+             and remove the old directory), or pass --force",
             entry.integrity,
             named.join("; ")
         ),
@@ -215,9 +216,9 @@ fn checks_pinning(slice: &Path, id: &str, integrity: &str) -> Vec<String> {
 /// must not): regular files 0644, executables 0755. A link is never written (a staged
 /// program holds none: the walk resolves them).
 pub fn write_files(out: &Path, files: &[SnapshotFile]) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
-    use std::io::Write as _;
     use sf_contracts::tree_path::EntryMode;
+    use std::io::Write as _;
+    use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 
     let io = |path: &Path, error: std::io::Error| OatsError::io(path.display(), &error);
     std::fs::DirBuilder::new()

@@ -21,7 +21,7 @@ use crate::containment;
 use crate::error::{ErrorCode, OatsError, Result};
 use crate::launch::{self, Cwd, Launch, Place};
 use crate::manifest::{self, MANIFEST_FILE, MANIFEST_LIMITS, Manifest};
-use crate::registry::{Registry, RegistryEntry};
+use crate::registry::{Pins, Registry, RegistryEntry};
 
 /// The largest value of one environment variable (bytes of UTF-8).
 pub const MAX_ENVIRONMENT_VALUE: usize = 8192;
@@ -357,11 +357,11 @@ impl Oats {
     /// trusted again. Answers the entry as it now is (idempotent).
     /// Refused while a frozen Slice pins `id`, unless `force` ([`crate::check`]).
     pub fn untrust(&self, id: &str, force: bool) -> Result<RegistryEntry> {
-        self.registry.update(|entries| {
+        self.registry.update_all(|entries, pins| {
             let entry = entries
                 .get_mut(id)
                 .ok_or_else(|| crate::registry::unknown(id))?;
-            crate::check::refuse_if_pinned(entry, "untrust it", force)?;
+            crate::check::refuse_if_pinned(entry, pins, "untrusting it", force)?;
             entry.trusted = false;
             Ok(entry.clone())
         })
@@ -398,9 +398,10 @@ impl Oats {
                 ),
             ));
         }
-        let entry = self.registry.update(|entries| {
+        let entry = self.registry.update_all(|entries, pins| {
             if let Some((id, force)) = upgrading {
-                return upgraded(entries, (id, force), &manifest, &root, &artifact.integrity);
+                let integrity = &artifact.integrity;
+                return upgraded(entries, (id, force), pins, &manifest, &root, integrity);
             }
             if let Some(existing) = entries.get(&manifest.capability)
                 && existing.path != root
@@ -425,10 +426,6 @@ impl Oats {
                 path: root.clone(),
                 integrity: artifact.integrity.clone(),
                 trusted,
-                pins: entries
-                    .get(&manifest.capability)
-                    .map(|existing| existing.pins.clone())
-                    .unwrap_or_default(),
             };
             entries.insert(entry.id.clone(), entry.clone());
             Ok(entry)
@@ -444,9 +441,11 @@ impl Oats {
     /// Removes a registration (the directory is left alone). Refused while a frozen Slice
     /// pins `id`, unless `force` ([`crate::check`]).
     pub fn unregister(&self, id: &str, force: bool) -> Result<RegistryEntry> {
-        self.registry.update(|entries| {
-            let entry = entries.get(id).ok_or_else(|| crate::registry::unknown(id))?;
-            crate::check::refuse_if_pinned(entry, "unregister it", force)?;
+        self.registry.update_all(|entries, pins| {
+            let entry = entries
+                .get(id)
+                .ok_or_else(|| crate::registry::unknown(id))?;
+            crate::check::refuse_if_pinned(entry, pins, "unregistering it", force)?;
             entries
                 .remove(id)
                 .ok_or_else(|| crate::registry::unknown(id))
@@ -922,6 +921,7 @@ fn registered_as_another(
 fn upgraded(
     entries: &mut BTreeMap<String, RegistryEntry>,
     (id, force): (&str, bool),
+    pins: &Pins,
     manifest: &Manifest,
     root: &Path,
     integrity: &str,
@@ -929,8 +929,7 @@ fn upgraded(
     let Some(old) = entries.get(id) else {
         return Err(crate::registry::unknown(id));
     };
-    crate::check::refuse_if_pinned(old, "upgrade it", force)?;
-    let pins = old.pins.clone();
+    crate::check::refuse_if_pinned(old, pins, "upgrading it", force)?;
     if manifest.capability != id {
         return Err(OatsError::new(
             ErrorCode::DuplicateCapabilityId,
@@ -949,7 +948,6 @@ fn upgraded(
         path: root.to_path_buf(),
         integrity: integrity.to_owned(),
         trusted: false,
-        pins,
     };
     entries.insert(entry.id.clone(), entry.clone());
     Ok(entry)

@@ -1,6 +1,8 @@
 //! The registry: one canonical JSON file in sf's state directory that holds, per registered
-//! capability, `{id, version, path, integrity, trusted}` and, once a frozen Slice pins it,
-//! `pins` (the Slice directories).
+//! capability, `{id, version, path, integrity, trusted}`, and, by capability id, the Slice
+//! directories a freeze recorded as pinning it (`pins`, written only when there are some, so
+//! that earlier registries keep their bytes; kept when a registration is removed, since the
+//! Slices still pin the bytes; see [`crate::check`]).
 //!
 //! ```text
 //! <state>/oats/registry.json
@@ -52,44 +54,56 @@ pub struct RegistryEntry {
     pub integrity: String,
     /// Whether an operator approved the executable surface of exactly these bytes.
     pub trusted: bool,
-    /// The Slice directories a freeze recorded as pinning the capability (written only when
-    /// there are some, so earlier registries keep their bytes); see [`crate::check`].
-    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "path_list")]
-    pub pins: Vec<PathBuf>,
 }
 
-/// How `pins` is written: absolute paths as text.
-mod path_list {
-    use std::path::PathBuf;
+/// The Slice directories recorded as pinning each capability, by capability id.
+pub type Pins = BTreeMap<String, Vec<PathBuf>>;
 
-    use serde::{Deserialize, Deserializer, Serializer, de::Error as _};
-
-    pub(super) fn serialize<S: Serializer>(
-        paths: &[PathBuf],
-        serializer: S,
-    ) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(paths.iter().map(|path| path.to_string_lossy()))
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
-        deserializer: D,
-    ) -> Result<Vec<PathBuf>, D::Error> {
-        let paths = Vec::<PathBuf>::deserialize(deserializer)?;
-        match paths.iter().find(|path| !path.is_absolute()) {
-            Some(path) => Err(D::Error::custom(format!(
-                "pins holds {}, which is not absolute",
-                path.display()
-            ))),
-            None => Ok(paths),
-        }
-    }
-}
-
-/// The registry file: every entry under its capability id.
+/// The registry file: every entry under its capability id, and the pins.
 #[derive(Serialize, Deserialize)]
 #[serde(remote = "Self", deny_unknown_fields)]
 struct RegistryFile {
     capabilities: BTreeMap<String, RegistryEntry>,
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        with = "pin_paths"
+    )]
+    pins: Pins,
+}
+
+/// How `pins` is written: absolute paths as text.
+mod pin_paths {
+    use std::path::PathBuf;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error as _, ser::SerializeMap as _};
+
+    use super::Pins;
+
+    pub(super) fn serialize<S: Serializer>(pins: &Pins, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(pins.len()))?;
+        for (id, paths) in pins {
+            let texts: Vec<String> = paths
+                .iter()
+                .map(|path| path.to_string_lossy().into_owned())
+                .collect();
+            map.serialize_entry(id, &texts)?;
+        }
+        map.end()
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Pins, D::Error> {
+        let pins = std::collections::BTreeMap::<String, Vec<PathBuf>>::deserialize(deserializer)?;
+        if let Some(path) = pins.values().flatten().find(|path| !path.is_absolute()) {
+            return Err(D::Error::custom(format!(
+                "pins holds {}, which is not absolute",
+                path.display()
+            )));
+        }
+        Ok(pins)
+    }
 }
 canonical::literal_fields!(RegistryFile { "protocol": REGISTRY_PROTOCOL });
 
@@ -189,11 +203,16 @@ impl Registry {
 
     /// Every entry, by id.
     pub fn read(&self) -> Result<BTreeMap<String, RegistryEntry>> {
+        Ok(self.read_all()?.0)
+    }
+
+    /// Every entry, by id, and the pins.
+    pub fn read_all(&self) -> Result<(BTreeMap<String, RegistryEntry>, Pins)> {
         let path = self.file();
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(BTreeMap::new());
+                return Ok((BTreeMap::new(), Pins::new()));
             }
             Err(error) => return Err(OatsError::io(path.display(), &error)),
         };
@@ -218,7 +237,7 @@ impl Registry {
                 entry.id
             )));
         }
-        Ok(file.capabilities)
+        Ok((file.capabilities, file.pins))
     }
 
     /// One entry, or `unknown-capability`.
@@ -232,20 +251,26 @@ impl Registry {
         &self,
         change: impl FnOnce(&mut BTreeMap<String, RegistryEntry>) -> Result<T>,
     ) -> Result<T> {
+        self.update_all(|entries, _| change(entries))
+    }
+
+    /// [`Registry::update`] of the entries and the pins together.
+    pub fn update_all<T>(
+        &self,
+        change: impl FnOnce(&mut BTreeMap<String, RegistryEntry>, &mut Pins) -> Result<T>,
+    ) -> Result<T> {
         let _locked = self.lock()?;
-        let mut entries = self.read()?;
-        let before = entries.clone();
-        let answer = change(&mut entries)?;
-        if entries != before {
-            self.write(&entries)?;
+        let (mut entries, mut pins) = self.read_all()?;
+        let before = (entries.clone(), pins.clone());
+        let answer = change(&mut entries, &mut pins)?;
+        if (&entries, &pins) != (&before.0, &before.1) {
+            self.write(entries, pins)?;
         }
         Ok(answer)
     }
 
-    fn write(&self, entries: &BTreeMap<String, RegistryEntry>) -> Result<()> {
-        let document = RegistryFile {
-            capabilities: entries.clone(),
-        };
+    fn write(&self, capabilities: BTreeMap<String, RegistryEntry>, pins: Pins) -> Result<()> {
+        let document = RegistryFile { capabilities, pins };
         let bytes = canonical::to_canonical_bytes(&document).map_err(|error| {
             OatsError::new(ErrorCode::Io, REGISTRY_FILE, format!("encoding: {error}"))
         })?;

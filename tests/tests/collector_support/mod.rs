@@ -376,6 +376,7 @@ impl Scenario {
             trees,
             deadline: SystemTime::now() + Duration::from_secs(600),
             environments: Default::default(),
+            capabilities: Default::default(),
         }
     }
 
