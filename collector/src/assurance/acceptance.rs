@@ -1095,3 +1095,82 @@ fn validate_oats(field: &str, oats: &CheckOats) -> Result<(), AssuranceError> {
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INTEGRITY: &str =
+        "oats.tree-exec.v1:sha256-6de86d1a787c851d72d9358cc5c3c4d7433b70cdeaa1bff8460de586da61ecce";
+
+    fn record(protocol: &str, check: &str) -> Vec<u8> {
+        format!(r#"{{"protocol":"{protocol}","checks":[{check}]}}"#).into_bytes()
+    }
+
+    fn oats_check(integrity: &str, expectation: &str) -> String {
+        let digest = Digest::of(b"staged");
+        let input = crate::snapshot::snapshot_digest(&[]).unwrap();
+        format!(
+            r#"{{"kind":"oats","id":"sizes","phase":"guardrail","stage":"candidate",
+                "capability":"acme.size-policy","integrity":"{integrity}","operation":"limits",
+                "args":{{"max-files":"3"}},"harness":"{digest}","input":"{input}",
+                "expectation":{expectation}}}"#
+        )
+    }
+
+    #[test]
+    fn an_oats_check_is_read_in_version_5_and_keeps_its_bytes() {
+        let bytes = record(
+            ACCEPTANCE_PROTOCOL_V5,
+            &oats_check(INTEGRITY, r#"{"ok":false,"code":"E_TOO_MANY_FILES"}"#),
+        );
+        let acceptance = Acceptance::from_json(&bytes).unwrap();
+        let check = acceptance.process_checks().next().unwrap();
+        let oats = check.oats().expect("an oats check");
+        assert_eq!(oats.capability, "acme.size-policy");
+        assert_eq!(oats.expect.code.as_deref(), Some("E_TOO_MANY_FILES"));
+        assert_eq!(check.harness_pin(&Digest::of(b"slice")), &oats.harness);
+        assert_eq!(acceptance.protocol(), ACCEPTANCE_PROTOCOL_V5);
+        let again = Acceptance::from_json(&acceptance.to_bytes().unwrap()).unwrap();
+        assert_eq!(again, acceptance);
+    }
+
+    #[test]
+    fn an_oats_check_breaking_its_rules_is_refused() {
+        let refused = |protocol: &str, check: String, field: &str| {
+            let error = Acceptance::from_json(&record(protocol, &check)).unwrap_err();
+            assert!(error.to_string().contains(field), "{field}: {error}");
+        };
+        let ok = r#"{"ok":true}"#;
+        refused(ACCEPTANCE_PROTOCOL_V4, oats_check(INTEGRITY, ok), "kind");
+        refused(
+            ACCEPTANCE_PROTOCOL_V5,
+            oats_check("sha256-00", ok),
+            "integrity",
+        );
+        refused(
+            ACCEPTANCE_PROTOCOL_V5,
+            oats_check(INTEGRITY, r#"{"ok":true,"code":"E_X"}"#),
+            "expectation.code",
+        );
+        refused(
+            ACCEPTANCE_PROTOCOL_V5,
+            oats_check(INTEGRITY, r#"{"ok":false,"code":"lower"}"#),
+            "expectation.code",
+        );
+        refused(
+            ACCEPTANCE_PROTOCOL_V5,
+            oats_check(INTEGRITY, r#"{"ok":true,"exitCode":0}"#),
+            "exitCode",
+        );
+        let process = r#"{"kind":"process","id":"p","phase":"guardrail","stage":"candidate",
+            "entry":{"from":"tree","path":"a.sh"},"entryInScope":false,"args":[],
+            "input":"sha256:5f666fe3a706ab41371251b330fcbe9cd0ba1abfa53d8c5cc78a4943342316ef",
+            "expectation":{"exitCode":0,"stdoutDigest":null}}"#;
+        refused(
+            ACCEPTANCE_PROTOCOL_V5,
+            process.to_owned(),
+            "no check is an oats check",
+        );
+    }
+}

@@ -124,3 +124,87 @@ fn kept(text: &str) -> String {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exited(code: i32) -> ProcessFacts {
+        ProcessFacts {
+            status: RunStatus::Exited,
+            exit_code: Some(code),
+            signal: None,
+            timeout_ms: 1000,
+            output_limit: 65536,
+            wall_ms: 1,
+            user_ms: 0,
+            system_ms: 0,
+            max_rss_kib: 0,
+            memory_peak_bytes: None,
+            limits_hit: Some(Vec::new()),
+            reaped: true,
+        }
+    }
+
+    fn expect(ok: bool, code: Option<&str>) -> OatsExpectation {
+        OatsExpectation {
+            ok,
+            code: code.map(str::to_owned),
+        }
+    }
+
+    const OK: &[u8] = b" {\"schemaVersion\":1,\"ok\":true,\"result\":{\"files\":1}}\n";
+    const FAILED: &[u8] =
+        b"{\"schemaVersion\":1,\"ok\":false,\"error\":{\"code\":\"E_BIG\",\"message\":\"a\\u0007b\"}}";
+
+    #[test]
+    fn an_envelope_meets_or_misses_what_the_check_expects() {
+        assert_eq!(misses(&expect(true, None), &exited(0), OK), Ok(vec![]));
+        assert_eq!(misses(&expect(false, None), &exited(1), FAILED), Ok(vec![]));
+        assert_eq!(
+            misses(&expect(false, Some("E_BIG")), &exited(1), FAILED),
+            Ok(vec![])
+        );
+        let missed = misses(&expect(true, None), &exited(1), FAILED).unwrap();
+        // The capability's control character reaches no reason raw.
+        assert_eq!(missed, ["the operation failed with E_BIG: a\\x07b"]);
+        let missed = misses(&expect(false, Some("E_OTHER")), &exited(1), FAILED).unwrap();
+        assert!(missed[0].contains("not the expected E_OTHER"), "{missed:?}");
+        let missed = misses(&expect(false, Some("E_BIG")), &exited(0), OK).unwrap();
+        assert!(missed[0].contains("expects it to fail with E_BIG"), "{missed:?}");
+    }
+
+    #[test]
+    fn an_answer_that_breaks_the_envelope_contract_decides_nothing() {
+        let mut signalled = exited(0);
+        signalled.status = RunStatus::Signalled;
+        for (process, stdout) in [
+            (exited(1), OK),
+            (exited(0), &b""[..]),
+            (exited(0), b"progress\n{\"schemaVersion\":1,\"ok\":true,\"result\":1}"),
+            (exited(0), b"{\"schemaVersion\":1,\"ok\":true,\"result\":1}{\"schemaVersion\":1,\"ok\":true,\"result\":2}"),
+            (exited(0), b"{\"schemaVersion\":2,\"ok\":true,\"result\":1}"),
+            (exited(0), b"{\"schemaVersion\":1,\"ok\":true}"),
+            (exited(0), b"{\"schemaVersion\":1,\"ok\":true,\"result\":1,\"extra\":1}"),
+            (exited(1), b"{\"schemaVersion\":1,\"ok\":false,\"error\":{\"message\":\"m\"}}"),
+            (exited(0), b"\xff"),
+            (signalled, OK),
+        ] {
+            let answer = misses(&expect(true, None), &process, stdout);
+            assert!(
+                answer.as_ref().is_err_and(|why| why.starts_with("the capability's answer cannot decide")),
+                "{}: {answer:?}",
+                String::from_utf8_lossy(stdout)
+            );
+        }
+    }
+
+    #[test]
+    fn a_long_message_is_cut_at_a_character_and_says_so() {
+        let text = "é".repeat(MAX_MESSAGE_CHARS + 10);
+        let kept = kept(&text);
+        assert!(kept.starts_with(&"é".repeat(MAX_MESSAGE_CHARS)));
+        assert!(kept.ends_with(&format!("… (cut at {MAX_MESSAGE_CHARS} characters)")));
+        assert_eq!(super::kept("short"), "short");
+    }
+}
