@@ -15,8 +15,8 @@ use crate::executor::CancelToken;
 pub enum GateAnswer {
     /// Proceed now.
     Proceed,
-    /// Do not proceed. Callers accept a reason of 1 to 256 printable ASCII characters and
-    /// replace any other with a fixed one.
+    /// Do not proceed. Callers accept a reason of 1 to [`MAX_REASON_CHARS`] printable ASCII
+    /// characters and replace any other with a fixed one.
     Refuse {
         /// Why not, in the gate's words.
         reason: String,
@@ -53,9 +53,34 @@ pub trait Gate: Send + Sync {
     fn current(&self, deadline: Instant) -> Result<GateAnswer, GateError>;
 }
 
-/// Whether `reason` is an acceptable refusal reason: 1 to 256 printable ASCII characters.
+/// The longest refusal reason callers accept, in characters (printable ASCII, so bytes).
+/// Long enough for a reason that names digests, paths and the fix whole. It was 256 in
+/// earlier sf versions, which take a longer reason from a plugin as malformed: still a
+/// refusal, so no ABI version is needed for it.
+pub const MAX_REASON_CHARS: usize = 4096;
+
+/// Whether `reason` is an acceptable refusal reason: 1 to [`MAX_REASON_CHARS`] printable
+/// ASCII characters.
 pub fn is_valid_reason(reason: &str) -> bool {
-    (1..=256).contains(&reason.len()) && reason.bytes().all(|b| (0x20..0x7f).contains(&b))
+    (1..=MAX_REASON_CHARS).contains(&reason.len())
+        && reason.bytes().all(|b| (0x20..0x7f).contains(&b))
+}
+
+/// `text` made an acceptable reason: each character outside printable ASCII shown as `?`,
+/// and a text over [`MAX_REASON_CHARS`] cut at a character with the cut said; `None` for an
+/// empty text.
+pub fn reason_of(text: &str) -> Option<String> {
+    const CUT: &str = "... (cut at 4096 characters)";
+    let clean: String = text
+        .chars()
+        .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
+        .collect();
+    let kept = match clean.len() > MAX_REASON_CHARS {
+        // Printable ASCII: every byte is a character, so any index is a boundary.
+        true => format!("{}{CUT}", &clean[..MAX_REASON_CHARS - CUT.len()]),
+        false => clean,
+    };
+    is_valid_reason(&kept).then_some(kept)
 }
 
 /// How often a consultation looks at its cancel token while the gate has not answered.
@@ -66,10 +91,11 @@ const CANCEL_POLL: Duration = Duration::from_millis(5);
 pub enum Withheld {
     /// The gate refused, with a valid reason.
     Refused {
-        /// The gate's reason, 1 to 256 printable ASCII characters.
+        /// The gate's reason, 1 to [`MAX_REASON_CHARS`] printable ASCII characters.
         reason: String,
     },
-    /// The gate refused with a reason that is not 1 to 256 printable ASCII characters.
+    /// The gate refused with a reason that is not 1 to [`MAX_REASON_CHARS`] printable ASCII
+    /// characters.
     MalformedRefusal,
     /// The gate gave no answer: it failed.
     Failed(GateError),
@@ -151,6 +177,21 @@ fn panic_message(payload: &(dyn Any + Send)) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reason_is_kept_whole_to_its_limit_and_cut_with_the_cut_said() {
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let long = format!("refused: pinned {digest}; fix: run `sf oats trust x`. ").repeat(10);
+        assert!(long.len() > 256 && long.len() < MAX_REASON_CHARS);
+        assert_eq!(reason_of(&long).as_deref(), Some(long.as_str()));
+        let over = "é".repeat(MAX_REASON_CHARS + 1);
+        let cut = reason_of(&over).unwrap();
+        assert_eq!(cut.len(), MAX_REASON_CHARS);
+        assert!(is_valid_reason(&cut));
+        assert!(cut.starts_with("???") && cut.ends_with("... (cut at 4096 characters)"));
+        assert_eq!(reason_of(""), None);
+        assert!(!is_valid_reason(&"a".repeat(MAX_REASON_CHARS + 1)));
+    }
 
     struct Slow(Duration, Result<GateAnswer, GateError>);
     impl Gate for Slow {

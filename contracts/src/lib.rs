@@ -47,7 +47,9 @@ pub use executor::{
     RuntimeDescription,
 };
 pub use fence::{AttemptFence, FenceError, FenceHold};
-pub use gate::{Gate, GateAnswer, GateError, GateExt, Withheld, is_valid_reason};
+pub use gate::{
+    Gate, GateAnswer, GateError, GateExt, MAX_REASON_CHARS, Withheld, is_valid_reason, reason_of,
+};
 pub use limit_hit::{Limit, LimitHit, MAX_LIMIT_DETAIL_CHARS, check_limits_hit};
 pub use object_store::{
     EncodedObject, ObjectStore, ObjectStoreError, ObjectStoreExt, ObjectStoreFactory,

@@ -96,7 +96,7 @@ pub fn parse_answer(bytes: &[u8]) -> Result<GateAnswer, String> {
         (Some(Value::Bool(false)), Some(Value::String(reason)), 2) if is_valid_reason(reason) => {
             Ok(GateAnswer::Refuse { reason: reason.clone() })
         }
-        _ => Err(r#"a gate answer is exactly {"proceed": true} or {"proceed": false, "reason": "<1-256 printable ASCII>"}"#.into()),
+        _ => Err(r#"a gate answer is exactly {"proceed": true} or {"proceed": false, "reason": "<1-4096 printable ASCII>"}"#.into()),
     }
 }
 
@@ -137,7 +137,10 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
-        let long = format!(r#"{{"proceed":false,"reason":"{}"}}"#, "a".repeat(257));
+        // A reason is kept whole up to the contract's limit, and refused past it.
+        let whole = format!(r#"{{"proceed":false,"reason":"{}"}}"#, "a".repeat(257));
+        assert!(parse_answer(whole.as_bytes()).is_ok());
+        let long = format!(r#"{{"proceed":false,"reason":"{}"}}"#, "a".repeat(4097));
         assert!(parse_answer(long.as_bytes()).is_err());
     }
 

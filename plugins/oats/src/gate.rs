@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use sf_contracts::{Executor, Gate, GateAnswer, GateError, is_valid_reason};
+use sf_contracts::{Executor, Gate, GateAnswer, GateError, reason_of};
 
 use crate::binding::{self, CheckStatus, PhaseOutcome, WIRE_LIMITS};
 use crate::error::{ErrorCode, OatsError};
@@ -156,17 +156,10 @@ impl OatsBindingGate {
     }
 }
 
+/// The capability's reason as the Gate contract takes it: kept whole up to its limit, cut
+/// at a character with the cut said beyond it.
 fn reason(text: String) -> String {
-    let clean: String = text
-        .chars()
-        .map(|c| if (' '..='~').contains(&c) { c } else { '?' })
-        .take(256)
-        .collect();
-    if is_valid_reason(&clean) {
-        clean
-    } else {
-        "the oats binding check refused".to_owned()
-    }
+    reason_of(&text).unwrap_or_else(|| "the oats binding check refused".to_owned())
 }
 
 impl Gate for OatsBindingGate {

@@ -126,7 +126,7 @@ pub fn open_proceeds(harness: &dyn Harness) {
     assert_eq!(ask(harness), Ok(GateAnswer::Proceed));
 }
 
-/// A closed gate refuses with a reason callers accept (1 to 256 printable ASCII).
+/// A closed gate refuses with a reason callers accept (1 to 4096 printable ASCII).
 pub fn closed_refuses_with_a_valid_reason(harness: &dyn Harness) {
     harness.set(Setting::Closed);
     match ask(harness) {
