@@ -10,7 +10,10 @@
 //! - untrust, upgrade and unregister are refused while the frozen Slice pins the capability
 //!   (naming the Slice), and allowed with --force;
 //! - the freeze refuses an oats check on another runtime than Node, an untrusted capability,
-//!   and an integrity the operator wrote.
+//!   and an integrity the operator wrote;
+//! - docs/oats.md's worked example: the same capability as the Gate (`[gate] type =
+//!   "oats-binding"`) withholds the landing during a change freeze, and the landing goes
+//!   through, checked by it, once the freeze is lifted.
 
 mod land_support;
 
@@ -26,7 +29,7 @@ const CAPABILITY: &str = "acme.size-policy";
 /// The example capability, copied so that a test may change it.
 fn copy_capability(to: &Path) {
     let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/examples/oats/size-policy");
-    for file in ["oats.json", "bin/policy.mjs"] {
+    for file in ["oats.json", "bin/policy.mjs", "bin/binding.mjs"] {
         write(
             &to.join(file),
             &std::fs::read_to_string(from.join(file)).unwrap(),
@@ -261,4 +264,58 @@ fn the_freeze_refuses_what_an_oats_check_cannot_run() {
         refused.error_message()
     );
     assert!(!untrusted.dir.join("slice/frozen").exists());
+}
+
+#[test]
+fn the_worked_example_lands_a_change_gated_and_checked_by_the_capability() {
+    let work = registered(true);
+    freeze(&work).result();
+    let state = work.dir.join("state");
+    let binding = work.dir.join("binding.json");
+    // The operator's sf.toml of the worked example: the Node runtime, and the capability's
+    // binding check as the Gate.
+    write(
+        &work.dir.join("sf.toml"),
+        &format!(
+            "[executor]\ntype = \"sandbox-exec\"\nruntime = \"node\"\n\n[gate]\ntype = \
+             \"oats-binding\"\ncapability = \"{CAPABILITY}\"\nbinding_file = \"{}\"\n\
+             state = \"{}\"\n",
+            binding.display(),
+            state.display()
+        ),
+    );
+    let good = seal(&work, "good", json!([]));
+    let land = || {
+        work.sf_decided(&[
+            "land",
+            "--identity",
+            "identity.json",
+            "--candidate",
+            &good,
+            "--slice",
+            "slice",
+        ])
+    };
+    write(&binding, r#"{"freeze": true}"#);
+    let withheld = land();
+    let result = withheld.result();
+    assert_eq!(result["outcome"], "withheld", "{result}");
+    assert!(
+        result
+            .to_string()
+            .contains("acme.size-policy binding check: unavailable (change-freeze)"),
+        "{result}"
+    );
+    assert_eq!(withheld.code, Some(5));
+    assert_eq!(work.target(), work.initial());
+
+    write(&binding, r#"{"freeze": false}"#);
+    let landed = land();
+    let result = landed.result();
+    assert_eq!(result["outcome"], "integrated", "{result}");
+    assert_eq!(
+        result["verdict"]["verdict"]["checks"][0]["met"], true,
+        "{result}"
+    );
+    assert_ne!(work.target(), work.initial());
 }

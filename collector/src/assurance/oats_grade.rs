@@ -171,7 +171,10 @@ mod tests {
         let missed = misses(&expect(false, Some("E_OTHER")), &exited(1), FAILED).unwrap();
         assert!(missed[0].contains("not the expected E_OTHER"), "{missed:?}");
         let missed = misses(&expect(false, Some("E_BIG")), &exited(0), OK).unwrap();
-        assert!(missed[0].contains("expects it to fail with E_BIG"), "{missed:?}");
+        assert!(
+            missed[0].contains("expects it to fail with E_BIG"),
+            "{missed:?}"
+        );
     }
 
     #[test]
