@@ -229,6 +229,26 @@ fn the_command_line_runs_hooks() {
     assert!(!Path::new(home).exists());
     let (_, value) = envelope(&state, &["hook", "launch", "--home", home]);
     assert_eq!(value["error"]["code"], "unsupported-hook");
+
+    // A home that is not one: the refusal says what is wrong with it, not only the rule.
+    let file = bench.root.join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let link = bench.root.join("a-link");
+    std::os::unix::fs::symlink(&bench.root, &link).unwrap();
+    for (given, says) in [
+        (home.to_owned(), "does not exist"),
+        (file.display().to_string(), "is not a directory"),
+        (link.display().to_string(), "is a symbolic link"),
+    ] {
+        let (status, value) = envelope(&state, &["hook", "retire", "--home", &given]);
+        assert_eq!(status, 1);
+        assert_eq!(value["error"]["code"], "home-unavailable", "{value}");
+        let message = value["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(&given) && message.contains(says),
+            "{message}"
+        );
+    }
 }
 
 /// `sf oats` runs the `sf-oats` program beside `sf` in place of itself, after the loader's

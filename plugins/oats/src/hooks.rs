@@ -337,6 +337,25 @@ impl LifecycleContext {
     }
 }
 
+/// What is wrong with `home` as an existing home directory, or `None`: it is relative, it
+/// does not exist, or it is not a directory (a link to one is not followed).
+pub(crate) fn existing_home_problem(home: &Path) -> Option<String> {
+    if !home.is_absolute() {
+        return Some("is a relative path; name the home by an absolute path".into());
+    }
+    match home.symlink_metadata() {
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+            Some("does not exist; give the home `sf oats hook spawn --home` created".into())
+        }
+        Err(error) => Some(format!("cannot be read: {error}")),
+        Ok(meta) if meta.file_type().is_symlink() => {
+            Some("is a symbolic link; give the home directory itself".into())
+        }
+        Ok(meta) if !meta.is_dir() => Some("is not a directory; give the home directory".into()),
+        Ok(_) => None,
+    }
+}
+
 fn home_error(home: &Path, message: impl Into<String>) -> OatsError {
     OatsError::new(
         ErrorCode::HomeUnavailable,
@@ -617,7 +636,10 @@ impl Oats {
         context: &LifecycleContext,
     ) -> Result<SpawnOutcome> {
         if !home.is_absolute() {
-            return Err(home_error(home, "a home is named by an absolute path"));
+            return Err(home_error(
+                home,
+                "is a relative path; name the home by an absolute path",
+            ));
         }
         if !home.parent().is_some_and(Path::is_dir) {
             return Err(home_error(
@@ -824,11 +846,8 @@ impl Oats {
         capabilities: &[&str],
         context: &LifecycleContext,
     ) -> Result<Vec<HookResult>> {
-        if !home.is_absolute() || !home.is_dir() {
-            return Err(home_error(
-                home,
-                "the home is an existing directory named by an absolute path",
-            ));
+        if let Some(problem) = existing_home_problem(home) {
+            return Err(home_error(home, problem));
         }
         let prepared = self.prepare_all(capabilities, false)?;
         let mut results = Vec::new();
@@ -860,11 +879,8 @@ impl Oats {
         force: bool,
         context: &LifecycleContext,
     ) -> Result<RetireOutcome> {
-        if !home.is_absolute() || !home.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-            return Err(home_error(
-                home,
-                "the home is an existing directory named by an absolute path",
-            ));
+        if let Some(problem) = existing_home_problem(home) {
+            return Err(home_error(home, problem));
         }
         let marker_path = home.join(QUARANTINE_FILE);
         let record_path = home.join(INSTANCE_FILE);

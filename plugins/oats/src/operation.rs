@@ -419,11 +419,11 @@ impl Oats {
                 ));
             }
             (_, Some(home)) => {
-                if !home.is_absolute() || !home.is_dir() {
+                if let Some(problem) = crate::hooks::existing_home_problem(home) {
                     return Err(OatsError::new(
                         ErrorCode::OperationUnavailable,
                         home.display().to_string(),
-                        "the home is an existing directory named by an absolute path",
+                        problem,
                     ));
                 }
                 Some(home)
