@@ -400,7 +400,7 @@ fn a_gate_that_refuses_fails_or_answers_late_withholds() {
             "malformed",
             gate(1, || {
                 Ok(GateAnswer::Refuse {
-                    reason: "x".repeat(300),
+                    reason: "x".repeat(sf_host::contracts::MAX_REASON_CHARS + 1),
                 })
             }),
             "withheld before submission: the guard answered neither",

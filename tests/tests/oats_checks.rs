@@ -169,7 +169,7 @@ fn a_capability_changed_after_the_freeze_leaves_its_check_inconclusive() {
     assert_eq!(result["outcome"], "inconclusive", "{result}");
     let reasons = result.to_string();
     assert!(
-        reasons.contains("is not the one frozen") && reasons.contains("integrity-drift"),
+        reasons.contains("cannot run as frozen") && reasons.contains("integrity-drift"),
         "{result}"
     );
     assert_eq!(work.target(), work.initial());

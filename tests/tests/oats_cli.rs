@@ -437,7 +437,7 @@ fn sf_plugins_lists_and_checks_capabilities() {
         "{capability}"
     );
     let roles = capability["roles"].as_array().unwrap();
-    for role in ["gate", "operations", "commands"] {
+    for role in ["gate", "check", "operations", "commands"] {
         assert!(roles.contains(&json!(role)), "{role}: {capability}");
     }
     assert_eq!(capability["trust"], "untrusted", "{capability}");

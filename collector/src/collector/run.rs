@@ -373,7 +373,7 @@ fn staged_harness<'a>(
 ) -> Result<&'a Vec<SnapshotFile>, Refusal> {
     let drifted = |why: String| {
         format!(
-            "the capability {} is not the one frozen ({}): {why}; nothing of it ran, so the \
+            "the capability {} cannot run as frozen (at {}): {why}; nothing of it ran, so the \
              check is undecided",
             oats.capability, oats.integrity
         )

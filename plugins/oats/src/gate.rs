@@ -222,10 +222,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reasons_are_printable_ascii_of_at_most_256() {
+    fn reasons_are_printable_ascii_kept_whole_to_the_contracts_limit() {
         assert_eq!(reason("closed".into()), "closed");
         assert_eq!(reason("tab\there é".into()), "tab?here ?");
-        assert_eq!(reason("x".repeat(300)).len(), 256);
+        // Longer than the old 256 and kept whole; cut, with the cut said, past the limit.
+        assert_eq!(reason("x".repeat(300)), "x".repeat(300));
+        let cut = reason("x".repeat(5000));
+        assert_eq!(cut.len(), sf_contracts::MAX_REASON_CHARS);
+        assert!(cut.ends_with("(cut at 4096 characters)"), "{cut}");
         assert_eq!(reason(String::new()), "the oats binding check refused");
         let config: OatsBindingGateConfig =
             serde_json::from_value(json!({"capability": "acme.tool", "binding_file": "/b.json"}))

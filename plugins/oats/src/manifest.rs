@@ -320,12 +320,21 @@ pub struct Manifest {
 
 impl Manifest {
     /// The sf roles this capability can fill: `gate` (its `binding.check` as sf's Gate),
-    /// `hooks` (lifecycle hooks sf runs), `operations` and `commands` (run confined through
-    /// `sf oats`).
+    /// `check` (a scope operation as a Slice's check), `hooks` (lifecycle hooks sf runs),
+    /// `operations` and `commands` (run confined through `sf oats`).
     pub fn roles(&self) -> Vec<&'static str> {
         let mut roles = Vec::new();
         if self.binding.is_some() {
             roles.push("gate");
+        }
+        // A scope operation can be a Slice's check (a home operation needs an instance home,
+        // which a check has not).
+        if self
+            .operations
+            .values()
+            .any(|operation| operation.context == OperationContext::Scope)
+        {
+            roles.push("check");
         }
         if !self.hooks.is_empty() {
             roles.push("hooks");

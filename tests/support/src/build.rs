@@ -208,13 +208,20 @@ fn publish(path: &Path, bytes: &[u8], mode: u32) {
         let dir = path.parent().expect("a file in a directory");
         let mut staged = tempfile::NamedTempFile::new_in(dir).expect("a temporary file");
         staged.write_all(bytes).expect("writing a test plugin file");
+        // The mode is set before the rename: a chmod of the published file would move its
+        // change time while another test process copies it, and the loader refuses that.
+        staged
+            .as_file()
+            .set_permissions(std::fs::Permissions::from_mode(mode))
+            .expect("chmod on a staged test plugin file");
         staged
             .persist(path)
             .unwrap_or_else(|error| panic!("installing {}: {error}", path.display()));
     }
-    // Only when it differs: a chmod moves the file's change time even to the same mode, and
-    // the loader refuses a library whose change time moved while it was copied (another test
-    // process installing the same bytes would make this one's load fail).
+    // Only when it differs (a file of the same bytes left by an older install): a chmod moves
+    // the file's change time even to the same mode, and the loader refuses a library whose
+    // change time moved while it was copied (another test process installing the same bytes
+    // would make this one's load fail).
     let current = std::fs::metadata(path).expect("a published test plugin file");
     if current.permissions().mode() & 0o7777 != mode {
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
