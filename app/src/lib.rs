@@ -21,6 +21,7 @@
 //! | review it | [`review`] |
 //! | what is known of a Candidate (show, list, report) | [`facts`] |
 //! | dependency environments | [`env`] |
+//! | attest a landing; check a commit's attestation anywhere | [`attest`], [`verify`] |
 //!
 //! Each use case takes the configured [`Backends`] and answers an [`AppError`] (a stable code
 //! and a message naming the input at fault) when it refuses or fails.
@@ -28,6 +29,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod attest;
 pub mod backends;
 pub mod collect;
 pub mod deliver;
@@ -54,6 +56,7 @@ pub mod review;
 pub mod seal;
 pub mod slice_dir;
 pub mod suggest;
+pub mod verify;
 
 pub use backends::Backends;
 pub use error::AppError;
