@@ -206,7 +206,8 @@ impl TrustedKeys {
         Ok(Self { keys })
     }
 
-    /// The trusted key whose signature of `envelope` verifies: `bad-signature` when a
+    /// The trusted key whose signature of `envelope` verifies (the signature's key id naming
+    /// it): `bad-signature` when a
     /// signature names a trusted key (its key id) and does not verify with it, so the bytes
     /// were changed; `untrusted-key` when no signature is by a trusted key.
     pub fn signer(&self, envelope: &Envelope) -> Result<&TrustedKey, AttestError> {
@@ -215,7 +216,9 @@ impl TrustedKeys {
             let Ok(sig) = ed25519_dalek::Signature::from_slice(&signature.sig) else {
                 continue;
             };
-            for key in &self.keys {
+            // A signature counts only under the key its key id names, as DSSE verifiers
+            // match them: the key id is not signed, so one changed there is refused too.
+            for key in self.keys.iter().filter(|key| key.keyid == signature.keyid) {
                 if key.key.verify(&pae, &sig).is_ok() {
                     return Ok(key);
                 }

@@ -99,3 +99,6 @@ pub fn check(
     }
     Ok(Checked { statement, signer })
 }
+
+#[cfg(test)]
+mod tests;
