@@ -531,3 +531,45 @@ fn a_signing_key_sf_cannot_use_refuses_the_landing_before_anything_starts() {
         refused.json
     );
 }
+
+#[test]
+fn sf_deliver_invoke_attests_and_pushes_the_attestation_and_a_forged_failed_one_is_refused() {
+    let attesting = Attesting::new();
+    let candidate = attesting.delivery.collected("fix", SUM_FIXED);
+    let (prepared, intent) = attesting.delivery.prepare(&candidate, 1, &[]);
+    let commit = intent["payload"]["commit"].as_str().unwrap().to_owned();
+    let (observed, exit) = attesting.delivery.invoke(&prepared);
+    assert_eq!(observed["invocation"], "confirmed", "{observed}");
+    assert_eq!(exit, 0);
+    let name = format!("refs/sf/attestations/{commit}");
+    let owned = attesting.delivery.work.dir.join("repo.git");
+    let kept = git(&owned, &["rev-parse", &name]);
+    assert_eq!(attesting.remote.read_ref(&name).unwrap(), kept);
+    let (_away, away) = sf_tests::private_dir();
+    let verified = verify(&away, &attesting.url(), "main", &attesting.trusted);
+    assert_eq!(verified.result()["commit"], commit.as_str());
+
+    // The same statement with a Failed outcome, signed with the very key by another DSSE
+    // implementation: signature and subject check, and sf verify still refuses it (16).
+    let envelope = attesting.remote.git(&["cat-file", "blob", &name]);
+    let mut parsed: serde_json::Value = serde_json::from_str(&envelope).unwrap();
+    let payload = STANDARD
+        .decode(parsed["payload"].as_str().unwrap())
+        .unwrap();
+    let mut statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    statement["predicate"]["verdict"]["outcome"] = "failed".into();
+    let forged = sf_test_support::attest::sign_with_cryptography(
+        &serde_json::to_vec(&statement).unwrap(),
+        &attesting.delivery.work.dir.join("attest_ed25519"),
+    );
+    parsed["payload"] = STANDARD
+        .encode(serde_json::to_vec(&statement).unwrap())
+        .into();
+    parsed["signatures"][0]["sig"] = STANDARD.encode(forged).into();
+    let clone = clone_with_attestations(&attesting.url(), &away);
+    let git_dir = clone.join(".git");
+    let id = hash_object(&git_dir, parsed.to_string().as_bytes());
+    git(&git_dir, &["update-ref", &name, &id]);
+    let refused = verify(&away, clone.to_str().unwrap(), &commit, &attesting.trusted);
+    assert_eq!(refusal(&refused), ("not-verified".into(), 16));
+}

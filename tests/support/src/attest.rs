@@ -100,3 +100,41 @@ pub fn verify_with_securesystemslib(envelope: &[u8], public: &str) -> Verdict {
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
+
+/// The program that signs: reads a payload on stdin and an OpenSSH private key's path in
+/// argv[1]; prints the raw Ed25519 signature of the payload's DSSE pre-authentication
+/// encoding (pyca/cryptography reading the key, securesystemslib's PAE).
+const SIGNER: &str = r#"
+import sys
+from cryptography.hazmat.primitives.serialization import load_ssh_private_key
+from securesystemslib.dsse import Envelope
+
+payload = sys.stdin.buffer.read()
+key = load_ssh_private_key(open(sys.argv[1], "rb").read(), password=None)
+pae = Envelope(payload, "application/vnd.in-toto+json", {}).pae()
+sys.stdout.buffer.write(key.sign(pae))
+"#;
+
+/// The raw Ed25519 signature, by the OpenSSH private key at `key`, of the DSSE encoding of
+/// an in-toto `payload`, made by pyca/cryptography: how a test forges what sf never signs.
+pub fn sign_with_cryptography(payload: &[u8], key: &Path) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut child = Command::new(venv().join("bin/python"))
+        .args(["-c", SIGNER])
+        .arg(key)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting the venv's python");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(payload)
+        .expect("writing the payload");
+    let output = child.wait_with_output().expect("the signer's output");
+    assert!(output.status.success(), "{output:?}");
+    assert_eq!(output.stdout.len(), 64, "{output:?}");
+    output.stdout
+}
