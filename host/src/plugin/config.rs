@@ -1283,6 +1283,27 @@ mod tests {
     }
 
     #[test]
+    fn the_attest_section_names_one_absolute_key_path() {
+        let file = || ConfigOrigin::File("sf.toml".into());
+        let config = Config::parse("[attest]\nkey = \"/etc/sf/attest_ed25519\"\n", file()).unwrap();
+        assert_eq!(
+            config.attest_key(),
+            Some(Path::new("/etc/sf/attest_ed25519"))
+        );
+        assert_eq!(Config::parse("", file()).unwrap().attest_key(), None);
+        for bad in [
+            "[attest]\nkey = \"relative/key\"\n",
+            "[attest]\nkey = 1\n",
+            "[attest]\nkey = \"/k\"\ncommand = \"ssh-agent\"\n",
+            "attest = 1\n",
+        ] {
+            let error = Config::parse(bad, file()).unwrap_err();
+            assert_eq!(error.code(), "config-invalid", "{bad}");
+            assert!(error.to_string().contains("[attest]"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
     fn the_executor_section_round_trips_through_its_record() {
         let config = Config::parse(
             "[executor]\ntype = \"sandbox-exec\"\nruntime = { executable = \"/bin/sh\", readable = [\"/usr/lib\"] }\nprepare_ahead = false\n",
