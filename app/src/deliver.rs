@@ -13,6 +13,7 @@ use sf_host::repository::{
     PreparedDelivery,
 };
 
+use crate::attest::attest;
 use crate::backends::Backends;
 use crate::effect::{
     InspectRequest, InvokeRequest, Invoked, PrepareRequest, PreparedEffect, invoked, prepare_with,
@@ -97,6 +98,9 @@ pub(crate) fn invoke_for(
         .judging(backends)?
         .verified_by(&payload.candidate, &payload.verdict)
         .map_err(|error| land_error("the delivery's Verdict", error))?;
+    // The commit's attestation, when landings are attested, is kept before the push so that
+    // the push carries it (the one kept already, if the landing made it).
+    attest(backends, loaded, &proof)?;
     loaded
         .repository
         .invoke_delivery(prepared, &proof, &remote, Some(gate))

@@ -18,6 +18,7 @@ use sf_host::repository::{
     Action, DeliveryMode, DeliveryObservation, Owner, PreparedDelivery, PreparedIntegration,
 };
 
+use crate::attest::{Attested, attest_verdict, signing_key};
 use crate::backends::Backends;
 use crate::deliver::{invoke_for, prepare_for};
 use crate::env::verified_trees;
@@ -70,6 +71,9 @@ pub struct Landed {
     pub unmet: Vec<CheckOutput>,
     /// The delivery, when one was asked for and the landing integrated.
     pub delivery: Option<Delivered>,
+    /// The attestation of the landed commit, when `[attest]` is configured and the landing
+    /// integrated.
+    pub attestation: Option<Attested>,
 }
 
 /// A delivery made after a landing.
@@ -97,6 +101,7 @@ pub fn land(
                 landing: Landing::withheld_before(reason),
                 unmet: Vec::new(),
                 delivery: None,
+                attestation: None,
             });
         }
     };
@@ -141,6 +146,13 @@ pub fn land(
         .verdict
         .as_ref()
         .map_or_else(Vec::new, |verdict| unmet_outputs(store.as_ref(), verdict));
+    // Attested before it is delivered, so that the delivery's push carries the attestation.
+    let attestation = match &landing.prepared {
+        Some(prepared) if landing.outcome == LandOutcome::Integrated => {
+            attest_verdict(backends, loaded, &prepared.payload.proof)?
+        }
+        _ => None,
+    };
     let delivery = match (request.deliver, &landing.prepared) {
         (Some(mode), Some(prepared)) if landing.outcome == LandOutcome::Integrated => {
             Some(deliver(backends, &ready, prepared, mode)?)
@@ -153,6 +165,7 @@ pub fn land(
         landing,
         unmet,
         delivery,
+        attestation,
     })
 }
 
@@ -183,6 +196,8 @@ impl Ready {
         let deadline = deadline(request.deadline.as_deref())?;
         check_gate_file(request.gate.as_deref())?;
         let loaded = Loaded::read(backends, &request.target)?;
+        // A signing key sf cannot use refuses the landing before anything starts.
+        signing_key(backends)?;
         let (action, owner) = occurrence(request, &loaded.sealed.digest);
         let executor = loaded.slice.executor(backends)?;
         check_jobs(executor.as_ref(), request.jobs)?;

@@ -22,6 +22,7 @@
 //! | what is known of a Candidate (show, list, report) | [`facts`] |
 //! | dependency environments | [`env`] |
 //! | oats capabilities as checks (staged at freeze and before each collection) | [`capabilities`] |
+//! | attest a landing; check a commit's attestation anywhere | [`attest`], [`verify`] |
 //!
 //! Each use case takes the configured [`Backends`] and answers an [`AppError`] (a stable code
 //! and a message naming the input at fault) when it refuses or fails.
@@ -29,6 +30,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod attest;
 pub mod backends;
 pub mod capabilities;
 pub mod collect;
@@ -56,6 +58,7 @@ pub mod review;
 pub mod seal;
 pub mod slice_dir;
 pub mod suggest;
+pub mod verify;
 
 pub use backends::Backends;
 pub use error::AppError;

@@ -57,6 +57,7 @@ mod review;
 mod seal;
 mod show;
 mod snapshot;
+mod verify;
 mod worker;
 
 use std::ffi::OsString;
@@ -165,6 +166,9 @@ enum Command {
     /// review is stored once in the evidence store, and the judge counts it
     #[command(subcommand)]
     Review(review::ReviewCommand),
+    /// Check a commit's attestation with only the signer's public key: exit 0 only when it
+    /// is a Verified attestation of exactly that commit signed by a trusted key
+    Verify(verify::VerifyArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions(manuals::CompletionsArgs),
     /// Print sf's man page, or write one per command into a new directory (--out)
@@ -195,6 +199,7 @@ fn dispatch(context: &Context, command: Command) -> Outcome {
         Command::List(args) => show::list(context, args).into(),
         Command::Report(args) => report::run(context, args).into(),
         Command::Review(command) => review::run(context, command).into(),
+        Command::Verify(args) => verify::run(context, args),
         Command::Completions(args) => manuals::completions(context, args).into(),
         Command::Man(args) => manuals::man(context, args).into(),
     }

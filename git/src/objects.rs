@@ -123,6 +123,31 @@ impl ForeignReader {
         self.runner.resolve_commit(rev)
     }
 
+    /// The object the ref `name` names, of any kind, or `None` when there is no such ref
+    /// (`rev-parse --verify --quiet --end-of-options <name>`): what reads a record kept
+    /// under a ref of its own, such as a commit's attestation.
+    pub fn resolve_ref(&self, name: &str) -> Result<Option<ObjectId>, ForeignReadError> {
+        check_rev(name)?;
+        let run = self.runner.run(
+            &["rev-parse", "--verify", "--quiet", "--end-of-options", name],
+            Vec::new(),
+            4096,
+            Overflow::Failure,
+        )?;
+        if !run.succeeded() {
+            return Ok(None);
+        }
+        let text = std::str::from_utf8(&run.stdout).unwrap_or_default();
+        text.strip_suffix('\n')
+            .and_then(ObjectId::parse_hex)
+            .map(Some)
+            .ok_or_else(|| {
+                ForeignReadError::Git(format!(
+                    "git rev-parse answered {text:?} for {name}, not one 40-hex object id"
+                ))
+            })
+    }
+
     /// `cat-file --batch` for `wanted`, each answer checked against its id (re-hashed) and
     /// `kind`; the bodies in `wanted`'s order. `budget` bounds the bodies read, in bytes.
     pub fn read(

@@ -245,6 +245,56 @@ impl GitRemote {
     }
 }
 
+/// Refs fetched from a remote into a scratch repository that lives as long as this value:
+/// read it with [`crate::git_source`] like any local repository.
+#[derive(Debug)]
+pub struct FetchedRefs {
+    scratch: Scratch,
+}
+
+impl FetchedRefs {
+    /// The scratch repository holding what was fetched.
+    pub fn path(&self) -> &Path {
+        &self.scratch.repo
+    }
+}
+
+impl GitRemote {
+    /// Fetches `refspecs` of the remote at `url` (each `+SRC:DST`, globs allowed; every
+    /// object checked by Git's fsck, no tags followed) into a scratch repository, bounded by
+    /// the push timeout. A glob that matches nothing fetches nothing, and is no error.
+    pub fn fetch_refs(&self, url: &str, refspecs: &[String]) -> Result<FetchedRefs, RemoteError> {
+        let failed = |reason: String| RemoteError {
+            reason: printable(&reason),
+        };
+        let deadline = Instant::now() + self.push_timeout;
+        let scratch = Scratch::new(self, url, deadline).map_err(failed)?;
+        let mut args = self.settings(url).map_err(failed)?;
+        args.extend(
+            [
+                "-c",
+                "fetch.fsckObjects=true",
+                "fetch",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--no-recurse-submodules",
+                "--quiet",
+                "--",
+                url,
+            ]
+            .map(str::to_owned),
+        );
+        args.extend(refspecs.iter().cloned());
+        let run = self
+            .run(&scratch, args, Vec::new(), 1024, TRANSFER_ADDRESS_SPACE)
+            .map_err(failed)?;
+        if !run.succeeded() {
+            return Err(failed(format!("git fetch {}", run.describe_ending())));
+        }
+        Ok(FetchedRefs { scratch })
+    }
+}
+
 impl Remote for GitRemote {
     fn read_refs(
         &self,

@@ -372,3 +372,60 @@ pub fn read_git_commit(
 pub fn read_git_source(repo: &Path, rev: &str) -> Result<ImportedCommit, GitSourceError> {
     read_git_commit(repo, rev, &REPOSITORY_LIMITS, TreePolicy::default())
 }
+
+/// A commit of a foreign repository as an attestation is checked against (`sf verify`): its
+/// id, its tree's id and `sf-tree/1` digest (every blob read and hashed), and what the
+/// repository keeps under its attestation ref.
+#[derive(Debug)]
+pub struct AttestedCommit {
+    /// The commit the revision names.
+    pub commit: ObjectId,
+    /// Its tree.
+    pub tree: ObjectId,
+    /// Its tree's `sf-tree/1` digest.
+    pub sf_tree: crate::canonical::Digest,
+    /// The blob `refs/sf/attestations/<commit>` names: `None` without the ref, `Err` (why)
+    /// when it names something that is not a blob of at most
+    /// [`crate::repository::MAX_ATTESTATION_BYTES`].
+    pub attestation: Option<Result<Vec<u8>, String>>,
+}
+
+/// Reads the commit `rev` names in the repository at `repo`, its tree digested with the
+/// default limits (case collisions allowed: the digest is computed, nothing checked out), and
+/// the attestation it keeps for that commit.
+pub fn read_attested(repo: &Path, rev: &str) -> Result<AttestedCommit, GitSourceError> {
+    let mut source = GitSource::open(repo)?;
+    let policy = TreePolicy {
+        allow_case_collisions: true,
+    };
+    let (head, leaves) = source.read_leaves(rev, &REPOSITORY_LIMITS, policy)?;
+    let files: Vec<_> = leaves.iter().map(WalkedLeaf::source_file).collect();
+    let sf_tree =
+        crate::repository::tree_digest_of(&files).map_err(|rule| GitSourceError::Commit {
+            commit: head.commit,
+            rule,
+        })?;
+    let name = crate::repository::attestation_ref(&head.commit);
+    let attestation = match source.reader.resolve_ref(name.as_str())? {
+        None => None,
+        Some(id) => Some(
+            source
+                .reader
+                .read(
+                    &[id],
+                    ObjectKind::Blob,
+                    crate::repository::MAX_ATTESTATION_BYTES,
+                )
+                .map(|mut bodies| bodies.remove(0))
+                .map_err(|error| {
+                    format!("{name} names {id}, which cannot be read as an attestation: {error}")
+                }),
+        ),
+    };
+    Ok(AttestedCommit {
+        commit: head.commit,
+        tree: head.tree,
+        sf_tree,
+        attestation,
+    })
+}

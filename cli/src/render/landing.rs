@@ -36,6 +36,24 @@ pub fn landed(landed: &Landed) -> Output {
     withheld(landed, &mut output);
     judged(landed, &mut output);
     moved(landed, &mut output);
+    if let Some(attested) = &landed.attestation {
+        output.json["attestation"] = serde_json::json!({
+            "commit": attested.commit.to_string(),
+            "ref": attested.name,
+            "blob": attested.id.to_string(),
+            "created": attested.created,
+        });
+        output.text.push_str(&format!(
+            "  attested: {} (blob {}{})\n",
+            attested.name,
+            attested.id,
+            if attested.created {
+                ""
+            } else {
+                ", kept from an earlier landing"
+            }
+        ));
+    }
     if let Some(delivered) = &landed.delivery {
         delivered_into(delivered, &mut output);
     }

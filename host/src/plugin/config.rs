@@ -32,6 +32,9 @@
 //! ssh_command = "ssh -i /etc/sf/deploy-key -o UserKnownHostsFile=/etc/sf/known_hosts"
 //! push_timeout_seconds = 300
 //! read_timeout_seconds = 60
+//!
+//! [attest]
+//! key = "/etc/sf/attest_ed25519"   # an OpenSSH Ed25519 private key: each landing is attested
 //! ```
 //!
 //! Any backend section may pin the plugin library that serves it: `sha256 = "sha256:…"` (what
@@ -96,7 +99,7 @@ pub use super::gate_adapter::GateBackend;
 pub use super::object_store_adapter::ObjectStoreBackend;
 
 /// The sections a configuration may hold besides one per backend.
-const OTHER_SECTIONS: &[&str] = &["environments", "delivery", "env"];
+const OTHER_SECTIONS: &[&str] = &["environments", "delivery", "env", "attest"];
 
 /// The executor of an environment build when `[env.build] executor` is not set: the sandbox,
 /// with a shell runtime that reads the host's `/usr` (the package tools: Python and pip,
@@ -407,6 +410,8 @@ pub struct Config {
     delivery: DeliverySettings,
     /// `[env]`.
     env: EnvSettings,
+    /// `[attest] key`, when set: the private key landings are attested with.
+    attest_key: Option<PathBuf>,
 }
 
 /// How a section's tag resolved.
@@ -498,6 +503,10 @@ impl Config {
             Some(value) => env_settings(value).map_err(invalid)?,
             None => EnvSettings::default(),
         };
+        let attest_key = match table.remove("attest") {
+            Some(value) => attest_key(value).map_err(invalid)?,
+            None => None,
+        };
         let mut sections = BTreeMap::new();
         for backend in registry::backend_sections() {
             let taken = match table.remove(backend.name) {
@@ -516,6 +525,7 @@ impl Config {
             tree_store,
             delivery,
             env,
+            attest_key,
             origin,
         })
     }
@@ -534,6 +544,12 @@ impl Config {
             DEFAULT_TREE_STORE,
             home.as_deref().map(Path::new),
         )
+    }
+
+    /// `[attest] key`: the OpenSSH private key each landing's attestation is signed with;
+    /// `None` when landings are not attested.
+    pub fn attest_key(&self) -> Option<&Path> {
+        self.attest_key.as_deref()
     }
 
     /// `[delivery]`.
@@ -1014,6 +1030,31 @@ fn environments(value: toml::Value) -> Result<(Option<PathBuf>, Option<PathBuf>)
     Ok((path("store")?, path("trees")?))
 }
 
+/// `[attest]`: `key`, the absolute path of an OpenSSH private key; nothing else. The key is
+/// read (and held to its rules) when a landing is attested, not here.
+fn attest_key(value: toml::Value) -> Result<Option<PathBuf>, String> {
+    let toml::Value::Table(mut fields) = value else {
+        return Err("[attest] must be a table".into());
+    };
+    let key = match fields.remove("key") {
+        Some(toml::Value::String(key)) if Path::new(&key).is_absolute() => Some(PathBuf::from(key)),
+        Some(_) => {
+            return Err(
+                "[attest] key must be the absolute path of an OpenSSH Ed25519 private \
+                        key (`ssh-keygen -t ed25519 -N '' -f PATH`)"
+                    .into(),
+            );
+        }
+        None => None,
+    };
+    if let Some(unknown) = fields.keys().next() {
+        return Err(format!(
+            "[attest] {unknown} is not a known key; the only key is key"
+        ));
+    }
+    Ok(key)
+}
+
 /// `[env]`: `network.allow`, a list of host names, and `build.executor`, a table with a
 /// `type`; nothing else.
 fn env_settings(value: toml::Value) -> Result<EnvSettings, String> {
@@ -1238,6 +1279,27 @@ mod tests {
             let error = Config::parse(bad, file()).unwrap_err();
             assert_eq!(error.code(), "config-invalid", "{bad}");
             assert!(error.to_string().contains("[delivery]"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_attest_section_names_one_absolute_key_path() {
+        let file = || ConfigOrigin::File("sf.toml".into());
+        let config = Config::parse("[attest]\nkey = \"/etc/sf/attest_ed25519\"\n", file()).unwrap();
+        assert_eq!(
+            config.attest_key(),
+            Some(Path::new("/etc/sf/attest_ed25519"))
+        );
+        assert_eq!(Config::parse("", file()).unwrap().attest_key(), None);
+        for bad in [
+            "[attest]\nkey = \"relative/key\"\n",
+            "[attest]\nkey = 1\n",
+            "[attest]\nkey = \"/k\"\ncommand = \"ssh-agent\"\n",
+            "attest = 1\n",
+        ] {
+            let error = Config::parse(bad, file()).unwrap_err();
+            assert_eq!(error.code(), "config-invalid", "{bad}");
+            assert!(error.to_string().contains("[attest]"), "{bad}: {error}");
         }
     }
 

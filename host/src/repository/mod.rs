@@ -54,6 +54,9 @@ pub use at_most_once::{
     Owner, Postcondition, Prepared, View, Wording, consult as consult_gate,
 };
 pub use delivery::{
+    ATTESTATION_REF_PREFIX, MAX_ATTESTATION_BYTES, StoredAttestation, attestation_ref,
+};
+pub use delivery::{
     DELIVERY_PROTOCOL, DELIVERY_REF_PREFIX, DeliveryInvocation, DeliveryMode, DeliveryObservation,
     DeliveryPayload, DeliveryRequest, LeasedUpdate, MARKER_REF_PREFIX, PreparedDelivery, Push,
     PushOutcome, ReceiptOutcome, Remote, RemoteError, RemoteReading, RemoteView, Transport,

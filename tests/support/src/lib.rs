@@ -20,6 +20,7 @@
 //!
 //! It depends on no backend and not on sf-host, so any backend crate can dev-depend on it.
 
+pub mod attest;
 pub mod bench;
 pub mod build;
 pub mod buildgrid;

@@ -10,6 +10,7 @@ use crate::git_object::ObjectId;
 use super::super::Repository;
 use super::super::at_most_once::{Acknowledges, Applied, Before, Effect, Faults, Postcondition};
 use super::super::error::RepositoryError;
+use super::attestation::{StoredAttestation, attestation_ref};
 use super::observation::{DeliveryInvocation, RemoteReading, RemoteView};
 use super::push::Outgoing;
 use super::records::{
@@ -84,10 +85,16 @@ impl Effect for Delivery<'_> {
             )),
             RemoteReading::Read { .. } => None,
         };
-        Ok(match refusal {
-            Some(problem) => Before::Refused(reading, problem),
-            None => Before::Ready(reading, Outgoing::of(repo, payload)?),
-        })
+        if let Some(problem) = refusal {
+            return Ok(Before::Refused(reading, problem));
+        }
+        match self.attestation(repo)? {
+            Ok(attestation) => Ok(Before::Ready(
+                reading,
+                Outgoing::of(repo, payload, attestation)?,
+            )),
+            Err(problem) => Ok(Before::Refused(reading, problem)),
+        }
     }
 
     /// The one push; only the remote read back, showing this intent's marker, confirms it.
@@ -166,6 +173,40 @@ impl Effect for Delivery<'_> {
 }
 
 impl Delivery<'_> {
+    /// M's attestation to create on the remote with the push: the one the owned repository
+    /// keeps, unless the remote holds that very one already (`None`: nothing to create). A
+    /// remote holding another attestation for M, or one that cannot be read, is a refusal
+    /// (`Err`, before any claim): a commit never gets a second, different attestation.
+    fn attestation(
+        &self,
+        repo: &Repository,
+    ) -> Result<Result<Option<StoredAttestation>, String>, RepositoryError> {
+        let payload = &self.prepared.payload;
+        let Some(kept) = repo.attestation(&payload.commit)? else {
+            return Ok(Ok(None));
+        };
+        let name = attestation_ref(&payload.commit);
+        let remote = match self.remote.read_refs(&payload.remote, &[&name]) {
+            Ok(values) => values.get(name.as_str()).copied(),
+            Err(error) => {
+                return Ok(Err(format!(
+                    "the remote's {name} could not be read: {}; no claim was made",
+                    error.reason
+                )));
+            }
+        };
+        Ok(match remote {
+            None => Ok(Some(kept)),
+            Some(id) if id == kept.id => Ok(None),
+            Some(id) => Err(format!(
+                "the remote already holds another attestation for {} ({name} names {id}, this \
+                 repository keeps {}): a commit's attestation is never replaced; no claim was \
+                 made",
+                payload.commit, kept.id
+            )),
+        })
+    }
+
     /// Whether `reading` shows the remote's marker naming this intent's tag: the marker is
     /// created in the same atomic push as the ref, so it does only if that push landed.
     fn marked(&self, reading: &RemoteReading) -> bool {

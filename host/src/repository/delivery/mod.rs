@@ -10,8 +10,11 @@
 //! Stored layout: `refs/sf/upstreams/<base>` → the base's upstream record (`upstream`);
 //! `refs/sf/deliveries/<key>/{intent,dispatch,receipt}`, where `<key>` is the SHA-256 of the
 //! canonical `{protocol, repository nonce, action}`; on the remote, `refs/sf/delivered/<key>`
-//! → the marker tag of M.
+//! → the marker tag of M; and, when the owned repository keeps an attestation of M,
+//! `refs/sf/attestations/<M>` → its blob, here and on the remote (`attestation`), created in
+//! the same atomic push.
 
+mod attestation;
 mod effect;
 mod observation;
 mod push;
@@ -29,6 +32,9 @@ use super::Repository;
 use super::at_most_once::{Action, Owner};
 use super::error::RepositoryError;
 
+pub use attestation::{
+    ATTESTATION_REF_PREFIX, MAX_ATTESTATION_BYTES, StoredAttestation, attestation_ref,
+};
 use effect::Delivery;
 pub use observation::{DeliveryInvocation, DeliveryObservation, RemoteReading, RemoteView};
 pub use records::{

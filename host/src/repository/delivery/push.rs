@@ -1,6 +1,7 @@
 //! What one delivery push sends: M and its base U, and of their trees what differs, read back
-//! from the owned store and re-hashed, the marker tag, and the two leased updates (the marker, created; the
-//! delivered ref, from what the intent expects to M).
+//! from the owned store and re-hashed, the marker tag, and the leased updates (the marker,
+//! created; the delivered ref, from what the intent expects to M; and M's attestation, when
+//! one is kept and the remote lacks it, created).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -12,6 +13,7 @@ use super::super::error::RepositoryError;
 use super::super::identity::{MAX_CANDIDATE_COMMIT_BYTES, MAX_TREE_LEVEL_BYTES};
 use super::super::imported::{MAX_IMPORTED_COMMIT_BYTES, commit_heads};
 use super::super::source;
+use super::attestation::{StoredAttestation, attestation_ref};
 use super::records::{DeliveryPayload, marker_tag, marker_tag_id};
 use super::remote::{LeasedUpdate, Push};
 
@@ -20,19 +22,21 @@ pub(super) struct Outgoing {
     objects: Vec<EncodedObject>,
     tag: Vec<u8>,
     tag_id: ObjectId,
-    updates: [LeasedUpdate; 2],
+    updates: Vec<LeasedUpdate>,
 }
 
 impl Outgoing {
-    /// What `payload` pushes, read from `repo`'s store.
+    /// What `payload` pushes, read from `repo`'s store, with `attestation` (M's, which the
+    /// remote lacks) created beside it.
     pub(super) fn of(
         repo: &Repository,
         payload: &DeliveryPayload,
+        attestation: Option<StoredAttestation>,
     ) -> Result<Self, RepositoryError> {
-        let objects = repo.delivered_objects(payload)?;
+        let mut objects = repo.delivered_objects(payload)?;
         let tag = marker_tag(payload);
         let tag_id = marker_tag_id(&tag);
-        let updates = [
+        let mut updates = vec![
             LeasedUpdate {
                 name: RefName::parse(&payload.marker)?,
                 expected: None,
@@ -44,6 +48,14 @@ impl Outgoing {
                 new: payload.commit,
             },
         ];
+        if let Some(attestation) = attestation {
+            updates.push(LeasedUpdate {
+                name: attestation_ref(&payload.commit),
+                expected: None,
+                new: attestation.id,
+            });
+            objects.push(EncodedObject::new(ObjectKind::Blob, attestation.bytes));
+        }
         Ok(Self {
             objects,
             tag,
