@@ -4,6 +4,12 @@
 //! trusted public keys: the signature first, then the Statement's shape, its subject against
 //! the commit and its tree (both digests computed here from the commit's own objects), and a
 //! Verified outcome. Each refusal has its own code.
+//!
+//! Where the evidence store is at hand (`rejudge`: the repository identity and the frozen
+//! Slice), the judge also judges the attested attempt again from the stored records, and the
+//! Verdict it makes must be the attested one, digest for digest (`rejudged-differently`
+//! otherwise): the signature proves who said Verified, the re-judgement that the records say
+//! it still.
 
 use std::path::{Path, PathBuf};
 
@@ -27,6 +33,19 @@ pub struct VerifyRequest {
     /// The trusted keys file (`--trusted-keys`): OpenSSH `authorized_keys` or
     /// `allowed_signers` lines.
     pub trusted_keys: PathBuf,
+    /// Where the evidence is at hand: judge the attested attempt again (`--identity`,
+    /// `--slice`).
+    pub rejudge: Option<Rejudge>,
+}
+
+/// The repository identity and the frozen Slice whose evidence store holds the attested
+/// records.
+#[derive(Clone, Debug)]
+pub struct Rejudge {
+    /// The repository identity file.
+    pub identity: PathBuf,
+    /// The frozen Slice directory.
+    pub slice: PathBuf,
 }
 
 /// A commit whose attestation checked: Verified, about exactly this commit, signed by a
@@ -39,6 +58,9 @@ pub struct Verification {
     pub name: String,
     /// What it says and who signed it.
     pub checked: Checked,
+    /// The digest of the Verdict judged again from the stored records (the attested one),
+    /// when asked for.
+    pub rejudged: Option<sf_host::canonical::Digest>,
 }
 
 /// Checks `request.commit`'s attestation. `Err` for every case but a Verified attestation of
@@ -87,11 +109,53 @@ pub fn verify(backends: &Backends, request: &VerifyRequest) -> Result<Verificati
     let checked = sf_attest::check(&bytes, &trusted, &expected).map_err(|error| {
         AppError::new(error.code(), format!("{name} in {}: {error}", request.repo))
     })?;
+    let rejudged = match &request.rejudge {
+        None => None,
+        Some(rejudge) => Some(judged_again(backends, &checked, rejudge)?),
+    };
     Ok(Verification {
         commit: read.commit,
         name,
         checked,
+        rejudged,
     })
+}
+
+/// The attested attempt judged again from the store `rejudge` names: its Verdict's digest,
+/// which must be the attested one.
+fn judged_again(
+    backends: &Backends,
+    checked: &Checked,
+    rejudge: &Rejudge,
+) -> Result<sf_host::canonical::Digest, AppError> {
+    let landing = &checked.statement.predicate;
+    let judged = crate::judge::judge(
+        backends,
+        &crate::judge::JudgeRequest {
+            target: crate::loaded::Target {
+                identity: rejudge.identity.clone(),
+                candidate: landing.candidate.to_string(),
+                slice: rejudge.slice.clone(),
+            },
+            attempt: Some(landing.verdict.attempt),
+        },
+    )?;
+    if judged.digest != landing.verdict.digest {
+        return Err(AppError::new(
+            "rejudged-differently",
+            format!(
+                "the records of attempt {} of Candidate {} under {} give Verdict {} ({}), not                  the attested {} ({}): the attestation does not say what the evidence says",
+                landing.verdict.attempt,
+                landing.candidate,
+                rejudge.slice.display(),
+                judged.digest,
+                judged.verdict.outcome.as_str(),
+                landing.verdict.digest,
+                landing.verdict.outcome
+            ),
+        ));
+    }
+    Ok(judged.digest)
 }
 
 /// Fetches from the remote at `url` what checking `rev` needs: its branches and tags, and

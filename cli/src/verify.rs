@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::Args;
 use serde_json::json;
 
-use sf_app::verify::{Verification, VerifyRequest, verify};
+use sf_app::verify::{Rejudge, Verification, VerifyRequest, verify};
 
 use super::common::{Context, Output};
 use super::exit::{Outcome, error_status};
@@ -24,6 +24,8 @@ pub const EXIT_ANOTHER_COMMIT: u8 = 14;
 pub const EXIT_MALFORMED_ENVELOPE: u8 = 15;
 /// … when the attestation does not say Verified.
 pub const EXIT_NOT_VERIFIED: u8 = 16;
+/// … when the stored records, judged again (`--identity`, `--slice`), give another Verdict.
+pub const EXIT_REJUDGED_DIFFERENTLY: u8 = 17;
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
@@ -38,6 +40,13 @@ pub struct VerifyArgs {
     /// allowed_signers file holds them (Ed25519 keys count)
     #[arg(long, value_name = "FILE")]
     trusted_keys: PathBuf,
+    /// Where the evidence is at hand: the repository identity; with --slice, the attested
+    /// attempt is judged again from the stored records and must give the attested Verdict
+    #[arg(long, value_name = "FILE", requires = "slice")]
+    identity: Option<PathBuf>,
+    /// The frozen Slice whose evidence store holds the attested records (with --identity)
+    #[arg(long, value_name = "DIR", requires = "identity")]
+    slice: Option<PathBuf>,
 }
 
 /// `sf verify`.
@@ -46,6 +55,10 @@ pub fn run(context: &Context, args: VerifyArgs) -> Outcome {
         repo: args.repo,
         commit: args.commit,
         trusted_keys: args.trusted_keys,
+        rejudge: args
+            .identity
+            .zip(args.slice)
+            .map(|(identity, slice)| Rejudge { identity, slice }),
     };
     match verify(&context.backends, &request) {
         Ok(verified) => Ok(output(&verified)).into(),
@@ -57,6 +70,7 @@ pub fn run(context: &Context, args: VerifyArgs) -> Outcome {
                 "another-commit" => EXIT_ANOTHER_COMMIT,
                 "malformed-envelope" => EXIT_MALFORMED_ENVELOPE,
                 "not-verified" => EXIT_NOT_VERIFIED,
+                "rejudged-differently" => EXIT_REJUDGED_DIFFERENTLY,
                 _ => error_status(&error),
             };
             Outcome {
@@ -112,6 +126,7 @@ fn output(verified: &Verification) -> Output {
         },
         "checks": checks,
         "runs": landing.runs.len(),
+        "rejudged": verified.rejudged.as_ref().map(ToString::to_string),
     });
     let mut text = format!(
         "Verified: commit {} (tree {}) was landed by sf\n  Slice {} revision {} ({})\n  Verdict \
@@ -128,6 +143,11 @@ fn output(verified: &Verification) -> Output {
         signer.name,
         signer.keyid,
     );
+    if let Some(rejudged) = &verified.rejudged {
+        text.push_str(&format!(
+            "  judged again from the stored records: the same Verdict ({rejudged})\n"
+        ));
+    }
     for check in &checks {
         text.push_str(&format!(
             "  check {} ({}, {}): {}\n",

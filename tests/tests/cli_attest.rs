@@ -113,6 +113,11 @@ fn public_of(key: &Path) -> String {
 /// `sf --json verify` run from `cwd` with no configuration and an empty HOME: only the
 /// repository and the trusted keys.
 fn verify(cwd: &Path, repo: &str, commit: &str, trusted: &Path) -> Envelope {
+    verify_with(cwd, repo, commit, trusted, &[])
+}
+
+/// [`verify`] with `extra` arguments.
+fn verify_with(cwd: &Path, repo: &str, commit: &str, trusted: &Path, extra: &[&str]) -> Envelope {
     let home = cwd.join("home");
     std::fs::create_dir_all(&home).unwrap();
     let output = sf()
@@ -122,6 +127,7 @@ fn verify(cwd: &Path, repo: &str, commit: &str, trusted: &Path) -> Envelope {
         .args(["--json", "verify", "--repo", repo, "--commit", commit])
         .arg("--trusted-keys")
         .arg(trusted)
+        .args(extra)
         .output()
         .unwrap();
     Envelope::parse(output)
@@ -572,4 +578,46 @@ fn sf_deliver_invoke_attests_and_pushes_the_attestation_and_a_forged_failed_one_
     git(&git_dir, &["update-ref", &name, &id]);
     let refused = verify(&away, clone.to_str().unwrap(), &commit, &attesting.trusted);
     assert_eq!(refusal(&refused), ("not-verified".into(), 16));
+
+    // Where the evidence is at hand, the attested attempt judged again from the stored
+    // records gives the attested Verdict.
+    let work = &attesting.delivery.work.dir;
+    let at_hand = ["--identity", "identity.json", "--slice", "slice"];
+    let rejudged = verify_with(
+        work,
+        &attesting.url(),
+        &commit,
+        &attesting.trusted,
+        &at_hand,
+    );
+    let attested = rejudged.result()["verdict"]["digest"].clone();
+    assert_eq!(rejudged.result()["rejudged"], attested, "{}", rejudged.json);
+
+    // A Verified statement naming another Verdict, signed with the very key: the signature
+    // alone passes it, and the records judged again refuse it (17).
+    let mut statement: serde_json::Value = serde_json::from_slice(&payload).unwrap();
+    let other = format!("sha256:{}", "0".repeat(64));
+    statement["predicate"]["verdict"]["digest"] = other.clone().into();
+    let bytes = serde_json::to_vec(&statement).unwrap();
+    let forged = sf_test_support::attest::sign_with_cryptography(
+        &bytes,
+        &attesting.delivery.work.dir.join("attest_ed25519"),
+    );
+    parsed["payload"] = STANDARD.encode(&bytes).into();
+    parsed["signatures"][0]["sig"] = STANDARD.encode(forged).into();
+    let id = hash_object(&git_dir, parsed.to_string().as_bytes());
+    git(&git_dir, &["update-ref", &name, &id]);
+    let clone_path = clone.to_str().unwrap();
+    let signed = verify(&away, clone_path, &commit, &attesting.trusted);
+    assert_eq!(signed.result()["verdict"]["digest"], other.as_str());
+    let refused = verify_with(work, clone_path, &commit, &attesting.trusted, &at_hand);
+    assert_eq!(refusal(&refused), ("rejudged-differently".into(), 17));
+    assert!(
+        refused.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains(attested.as_str().unwrap()),
+        "{}",
+        refused.json
+    );
 }
