@@ -32,6 +32,8 @@ pub struct StageRequest<'a> {
     pub tree: &'a str,
     /// The Slice directory to record as pinning the capability (when freezing).
     pub pin: Option<&'a Path>,
+    /// The state directory of the registry (`[oats] state`); `None` for the default.
+    pub state: Option<&'a Path>,
 }
 
 /// A check staged: the capability's integrity and version, and the run's harness.
@@ -112,6 +114,7 @@ pub(crate) fn pin_check(
     };
     let (capability, operation) = (text("capability")?, text("operation")?);
     let args = authored_args(&field, check.get("args"))?;
+    let config = backends.config()?;
     let staged = backends.capabilities.stage(&StageRequest {
         capability: &capability,
         operation: &operation,
@@ -119,6 +122,7 @@ pub(crate) fn pin_check(
         integrity: None,
         tree: PROGRAM_DIR,
         pin: Some(slice_dir),
+        state: config.oats_state(),
     })?;
     let digest = snapshot_digest(&staged.files).map_err(|error| {
         AppError::invalid(format!("{field}: the staged run of {capability}"), error)
@@ -161,24 +165,24 @@ fn authored_args(field: &str, args: Option<&Value>) -> Result<BTreeMap<String, S
 /// Each oats check of `acceptance` staged again at its pinned integrity, for a collection or
 /// a trial: its files, or why they could not be staged.
 pub(crate) fn staged_for_run(backends: &Backends, acceptance: &Acceptance) -> StagedCapabilities {
+    let config = backends.config();
     acceptance
         .process_checks()
         .filter_map(|check| Some((check.id.clone(), check.oats()?)))
         .map(|(id, oats)| {
-            let staged = backends.capabilities.stage(&StageRequest {
-                capability: &oats.capability,
-                operation: &oats.operation,
-                args: &oats.args,
-                integrity: Some(&oats.integrity),
-                tree: PROGRAM_DIR,
-                pin: None,
+            let staged = config.as_ref().map_err(Clone::clone).and_then(|config| {
+                backends.capabilities.stage(&StageRequest {
+                    capability: &oats.capability,
+                    operation: &oats.operation,
+                    args: &oats.args,
+                    integrity: Some(&oats.integrity),
+                    tree: PROGRAM_DIR,
+                    pin: None,
+                    state: config.oats_state(),
+                })
             });
-            (
-                id,
-                staged
-                    .map(|staged| staged.files)
-                    .map_err(|error| error.to_string()),
-            )
+            let files = staged.map(|staged| staged.files);
+            (id, files.map_err(|error| error.to_string()))
         })
         .collect()
 }

@@ -121,8 +121,8 @@ pub(crate) fn sf_oats_json(args: &[&str]) -> Result<serde_json::Value, CliError>
     ))
 }
 
-/// Stages oats checks with `sf-oats stage` (its registry where `sf oats` keeps it: the
-/// same state directory rule), reading the harness it writes into a private temporary
+/// Stages oats checks with `sf-oats stage` (its registry in `[oats] state`, else where `sf
+/// oats` keeps it by default), reading the harness it writes into a private temporary
 /// directory.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct SfOatsStager;
@@ -135,7 +135,14 @@ impl CapabilityStager for SfOatsStager {
             .map_err(|error| AppError::new("io", format!("a staging directory: {error}")))?;
         let out = scratch.path().join("harness");
         let out_text = out.to_string_lossy().into_owned();
-        let mut args = vec!["stage", request.capability, request.operation];
+        let state = request
+            .state
+            .map(|state| state.to_string_lossy().into_owned());
+        let mut args = vec![];
+        if let Some(state) = &state {
+            args.extend(["--state", state.as_str()]);
+        }
+        args.extend(["stage", request.capability, request.operation]);
         let pairs: Vec<String> = request
             .args
             .iter()

@@ -319,3 +319,41 @@ fn the_worked_example_lands_a_change_gated_and_checked_by_the_capability() {
     );
     assert_ne!(work.target(), work.initial());
 }
+
+/// `[oats] state` in sf.toml names the registry the oats checks are staged from, before
+/// `$SF_STATE_DIR` (here an empty one): without it the capability is unknown to the freeze.
+#[test]
+fn the_registry_is_the_one_sf_toml_names() {
+    let work = Work::unfrozen();
+    let private = |name: &str| {
+        let dir = work.dir.join(name);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        dir
+    };
+    let (registry, empty) = (private("registry"), private("empty"));
+    let work = work.with_env("SF_STATE_DIR", &empty);
+    copy_capability(&work.dir.join("capability"));
+    let state = registry.to_str().unwrap();
+    work.sf(&["oats", "--state", state, "register", "capability"])
+        .result();
+    work.sf(&["oats", "--state", state, "trust", CAPABILITY])
+        .result();
+    author_slice(&work, "node", "");
+    let refused = freeze(&work);
+    assert_eq!(
+        refused.error_code(),
+        "unknown-capability",
+        "{}",
+        refused.json
+    );
+
+    let config = work.dir.join("sf.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    text.push_str(&format!("\n[oats]\nstate = \"{state}\"\n"));
+    std::fs::write(&config, text).unwrap();
+    freeze(&work).result();
+    let good = seal(&work, "good", json!([]));
+    let verdict = work.collect_and_judge(&good, "slice");
+    assert_eq!(verdict["outcome"], "verified", "{verdict}");
+}

@@ -35,6 +35,10 @@
 //!
 //! [attest]
 //! key = "/etc/sf/attest_ed25519"   # an OpenSSH Ed25519 private key: each landing is attested
+//!
+//! [oats]
+//! state = "/var/lib/sf"   # where `sf oats --state` keeps the registry the Slices' oats
+//!                         # checks are staged from (default: as `sf oats` chooses it)
 //! ```
 //!
 //! Any backend section may pin the plugin library that serves it: `sha256 = "sha256:…"` (what
@@ -99,7 +103,7 @@ pub use super::gate_adapter::GateBackend;
 pub use super::object_store_adapter::ObjectStoreBackend;
 
 /// The sections a configuration may hold besides one per backend.
-const OTHER_SECTIONS: &[&str] = &["environments", "delivery", "env", "attest"];
+const OTHER_SECTIONS: &[&str] = &["environments", "delivery", "env", "attest", "oats"];
 
 /// The executor of an environment build when `[env.build] executor` is not set: the sandbox,
 /// with a shell runtime that reads the host's `/usr` (the package tools: Python and pip,
@@ -412,6 +416,8 @@ pub struct Config {
     env: EnvSettings,
     /// `[attest] key`, when set: the private key landings are attested with.
     attest_key: Option<PathBuf>,
+    /// `[oats] state`, when set: the state directory of the oats registry.
+    oats_state: Option<PathBuf>,
 }
 
 /// How a section's tag resolved.
@@ -507,6 +513,10 @@ impl Config {
             Some(value) => attest_key(value).map_err(invalid)?,
             None => None,
         };
+        let oats_state = match table.remove("oats") {
+            Some(value) => oats_state(value).map_err(invalid)?,
+            None => None,
+        };
         let mut sections = BTreeMap::new();
         for backend in registry::backend_sections() {
             let taken = match table.remove(backend.name) {
@@ -526,6 +536,7 @@ impl Config {
             delivery,
             env,
             attest_key,
+            oats_state,
             origin,
         })
     }
@@ -550,6 +561,12 @@ impl Config {
     /// `None` when landings are not attested.
     pub fn attest_key(&self) -> Option<&Path> {
         self.attest_key.as_deref()
+    }
+
+    /// `[oats] state`: the state directory whose `oats/` registry the Slices' oats checks
+    /// are staged from; `None` for the one `sf oats` chooses by default.
+    pub fn oats_state(&self) -> Option<&Path> {
+        self.oats_state.as_deref()
     }
 
     /// `[delivery]`.
@@ -1055,6 +1072,33 @@ fn attest_key(value: toml::Value) -> Result<Option<PathBuf>, String> {
     Ok(key)
 }
 
+/// `[oats]`: `state`, the absolute path of the state directory `sf oats --state` names;
+/// nothing else.
+fn oats_state(value: toml::Value) -> Result<Option<PathBuf>, String> {
+    let toml::Value::Table(mut fields) = value else {
+        return Err("[oats] must be a table".into());
+    };
+    let state = match fields.remove("state") {
+        Some(toml::Value::String(state)) if Path::new(&state).is_absolute() => {
+            Some(PathBuf::from(state))
+        }
+        Some(_) => {
+            return Err(
+                "[oats] state must be the absolute path of the state directory `sf oats \
+                 --state` names (the registry is its oats/ directory)"
+                    .into(),
+            );
+        }
+        None => None,
+    };
+    if let Some(unknown) = fields.keys().next() {
+        return Err(format!(
+            "[oats] {unknown} is not a known key; the only key is state"
+        ));
+    }
+    Ok(state)
+}
+
 /// `[env]`: `network.allow`, a list of host names, and `build.executor`, a table with a
 /// `type`; nothing else.
 fn env_settings(value: toml::Value) -> Result<EnvSettings, String> {
@@ -1300,6 +1344,24 @@ mod tests {
             let error = Config::parse(bad, file()).unwrap_err();
             assert_eq!(error.code(), "config-invalid", "{bad}");
             assert!(error.to_string().contains("[attest]"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn the_oats_section_names_one_absolute_state_directory() {
+        let file = || ConfigOrigin::File("sf.toml".into());
+        let config = Config::parse("[oats]\nstate = \"/var/lib/sf\"\n", file()).unwrap();
+        assert_eq!(config.oats_state(), Some(Path::new("/var/lib/sf")));
+        assert_eq!(Config::parse("", file()).unwrap().oats_state(), None);
+        for bad in [
+            "[oats]\nstate = \"relative\"\n",
+            "[oats]\nstate = 1\n",
+            "[oats]\nstate = \"/s\"\nregistry = \"/r\"\n",
+            "oats = 1\n",
+        ] {
+            let error = Config::parse(bad, file()).unwrap_err();
+            assert_eq!(error.code(), "config-invalid", "{bad}");
+            assert!(error.to_string().contains("[oats]"), "{bad}: {error}");
         }
     }
 
