@@ -43,6 +43,9 @@ pub struct Facts {
     pub integrations: Vec<(PreparedIntegration, IntegrationObservation)>,
     /// Every delivery intent retained for it, as inspected now.
     pub deliveries: Vec<(PreparedDelivery, DeliveryObservation)>,
+    /// The signed attestation kept for its commit (`refs/sf/attestations/<commit>`): the
+    /// ref's name and the blob it names; `None` when its commit was never attested.
+    pub attestation: Option<(String, ObjectId)>,
 }
 
 /// A review record of the judged attempt, and whether the judge counts it.
@@ -198,6 +201,14 @@ fn facts(
     );
     let integrations = integrations(repository, digest)?;
     let deliveries = deliveries(backends, repository, digest)?;
+    let commit = sealed.manifest.commit;
+    let attestation = repository
+        .attestation(&commit)
+        .map_err(|error| repository_error("reading the commit's attestation", &error))?
+        .map(|kept| {
+            let name = sf_host::repository::attestation_ref(&commit);
+            (name.as_str().to_owned(), kept.id)
+        });
     Ok(Facts {
         sealed,
         edits,
@@ -206,6 +217,7 @@ fn facts(
         reviews,
         integrations,
         deliveries,
+        attestation,
     })
 }
 

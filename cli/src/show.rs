@@ -161,6 +161,11 @@ fn landing_text(facts: &Facts) -> String {
             observed.postcondition()
         ));
     }
+    if let Some((name, blob)) = &facts.attestation {
+        text.push_str(&format!(
+            "  attestation {name} (blob {blob}): check it with `sf verify`\n"
+        ));
+    }
     text
 }
 

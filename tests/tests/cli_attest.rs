@@ -190,6 +190,18 @@ fn a_delivered_attestation_verifies_anywhere_with_only_the_public_key_and_nothin
     assert_eq!(attesting.remote.read_ref(&name).unwrap(), blob);
     let owned = attesting.delivery.work.dir.join("repo.git");
     assert_eq!(git(&owned, &["rev-parse", &name]), blob);
+    // `sf show` names the attestation kept for the Candidate's commit.
+    let candidate = result["candidate"].as_str().unwrap();
+    let shown = attesting
+        .delivery
+        .work
+        .sf(&["show", "--identity", "identity.json", candidate]);
+    assert_eq!(
+        shown.result()["attestation"],
+        serde_json::json!({"ref": name, "blob": blob}),
+        "{}",
+        shown.json
+    );
 
     // From a fresh clone and only the public key, somewhere else: Verified.
     let (_away, away) = sf_tests::private_dir();

@@ -58,6 +58,9 @@ pub fn facts_json(facts: &Facts) -> serde_json::Value {
         },
         "review": review_json(facts),
         "landing": facts.landing(),
+        "attestation": facts.attestation.as_ref().map(|(name, blob)| serde_json::json!({
+            "ref": name, "blob": blob.to_hex(),
+        })),
         "integrations": integrations_json(facts),
         "deliveries": deliveries_json(facts),
     })
