@@ -35,6 +35,16 @@
 //!
 //! [attest]
 //! key = "/etc/sf/attest_ed25519"   # an OpenSSH Ed25519 private key: each landing is attested
+//!
+//! [serve]                            # `sf serve` (see super::serve_config)
+//! listen = "127.0.0.1:8080"
+//! state = "/var/lib/sf/serve"
+//! tokens = "/etc/sf/tokens"
+//! [[serve.repository]]
+//! name = "te"
+//! identity = "/srv/sf/te/identity.json"
+//! slices = ["/srv/sf/te/slice"]
+//! deliver = true
 //! ```
 //!
 //! Any backend section may pin the plugin library that serves it: `sha256 = "sha256:…"` (what
@@ -99,7 +109,7 @@ pub use super::gate_adapter::GateBackend;
 pub use super::object_store_adapter::ObjectStoreBackend;
 
 /// The sections a configuration may hold besides one per backend.
-const OTHER_SECTIONS: &[&str] = &["environments", "delivery", "env", "attest"];
+const OTHER_SECTIONS: &[&str] = &["environments", "delivery", "env", "attest", "serve"];
 
 /// The executor of an environment build when `[env.build] executor` is not set: the sandbox,
 /// with a shell runtime that reads the host's `/usr` (the package tools: Python and pip,
@@ -412,6 +422,8 @@ pub struct Config {
     env: EnvSettings,
     /// `[attest] key`, when set: the private key landings are attested with.
     attest_key: Option<PathBuf>,
+    /// `[serve]`, when set.
+    serve: Option<super::serve_config::ServeSettings>,
 }
 
 /// How a section's tag resolved.
@@ -507,6 +519,10 @@ impl Config {
             Some(value) => attest_key(value).map_err(invalid)?,
             None => None,
         };
+        let serve = match table.remove("serve") {
+            Some(value) => Some(super::serve_config::serve_settings(value).map_err(invalid)?),
+            None => None,
+        };
         let mut sections = BTreeMap::new();
         for backend in registry::backend_sections() {
             let taken = match table.remove(backend.name) {
@@ -526,6 +542,7 @@ impl Config {
             delivery,
             env,
             attest_key,
+            serve,
             origin,
         })
     }
@@ -544,6 +561,11 @@ impl Config {
             DEFAULT_TREE_STORE,
             home.as_deref().map(Path::new),
         )
+    }
+
+    /// `[serve]`: what `sf serve` listens on and lands into; `None` when not configured.
+    pub fn serve(&self) -> Option<&super::serve_config::ServeSettings> {
+        self.serve.as_ref()
     }
 
     /// `[attest] key`: the OpenSSH private key each landing's attestation is signed with;
