@@ -33,7 +33,15 @@ use sf_host::plugin::serve_config::ServeSettings;
 /// (of the configuration, the tokens, a Slice, the state directory, the address) is printed
 /// before anything listens.
 pub fn main(config: Option<PathBuf>) -> ExitCode {
-    match start(config) {
+    main_with_faults(config, Arc::new(sf_host::fault::NoFaults))
+}
+
+/// [`main`] with a fault hook: how tests kill the server at a named point of a landing.
+pub fn main_with_faults(
+    config: Option<PathBuf>,
+    faults: Arc<dyn sf_host::fault::FaultPoints>,
+) -> ExitCode {
+    match start(config, faults) {
         Ok(never) => match never {},
         Err(error) => {
             eprintln!("sf serve: error: {error}");
@@ -46,7 +54,10 @@ pub fn main(config: Option<PathBuf>) -> ExitCode {
 enum Never {}
 
 /// Checks everything, then serves.
-fn start(config: Option<PathBuf>) -> Result<Never, String> {
+fn start(
+    config: Option<PathBuf>,
+    faults: Arc<dyn sf_host::fault::FaultPoints>,
+) -> Result<Never, String> {
     let Some(path) = config else {
         return Err(
             "--config FILE is required: sf serve is configured by the [serve] section \
@@ -66,7 +77,9 @@ fn start(config: Option<PathBuf>) -> Result<Never, String> {
     let slices = slices_of(&settings)?;
     state_dir(&settings.state)?;
     let queue = queue::Queue::open(&settings.state)?;
-    let backends = Arc::new(Backends::new(Some(path.clone())));
+    let mut backends = Backends::new(Some(path.clone()));
+    backends.faults = faults;
+    let backends = Arc::new(backends);
     let activity = Arc::new(worker::Activity::default());
     for repository in &settings.repositories {
         let (backends, repository, state, activity) = (

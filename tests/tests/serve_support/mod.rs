@@ -131,11 +131,27 @@ impl Server {
     /// Starts `sf --config CONFIG serve` and waits for its "listening on" line; panics with
     /// what it printed if it does not start.
     pub fn start(work: &Work, config: &Path) -> Self {
-        let mut child = sf_tests::plugins::sf()
-            .current_dir(&work.dir)
+        let mut command = sf_tests::plugins::sf();
+        command.arg("--config").arg(config).arg("serve");
+        Self::started(work, command)
+    }
+
+    /// Starts the test build of `sf-serve` that kills itself at the fault point `point`.
+    pub fn start_faulty(work: &Work, config: &Path, point: &str) -> Self {
+        let sf = &sf_tests::plugins::built().sf;
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_sf-serve-faulty"));
+        command
+            .env("SF_PLUGIN_PATH", sf.parent().unwrap())
+            .env("SF_TEST_KILL_AT", point)
             .arg("--config")
-            .arg(config)
-            .arg("serve")
+            .arg(config);
+        Self::started(work, command)
+    }
+
+    /// Runs `command` in the work's directory and waits for its "listening on" line.
+    fn started(work: &Work, mut command: std::process::Command) -> Self {
+        let mut child = command
+            .current_dir(&work.dir)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -170,6 +186,23 @@ impl Server {
             }
         });
         Self { child, address }
+    }
+
+    /// Waits (at most `limit`) for it to kill itself at its fault point.
+    pub fn wait_killed(mut self, limit: Duration) {
+        use std::os::unix::process::ExitStatusExt as _;
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert_eq!(status.signal(), Some(9), "{status:?}");
+                return;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "it never reached its fault point"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// SIGKILLs it and reaps it.
