@@ -83,7 +83,11 @@ pub fn client(server: &Server, headers: &HeaderMap) -> Result<String, ApiError> 
         .get(header::AUTHORIZATION)
         .ok_or_else(unauthorized)?
         .as_bytes();
-    let token = value.strip_prefix(b"Bearer ").ok_or_else(unauthorized)?;
+    // The scheme is case-insensitive (RFC 9110); the token is not.
+    if value.len() < 7 || !value[..7].eq_ignore_ascii_case(b"bearer ") {
+        return Err(unauthorized());
+    }
+    let token = &value[7..];
     server
         .tokens
         .client(token)
