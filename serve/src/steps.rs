@@ -153,7 +153,17 @@ pub fn seal_on_target(
             proposal,
         },
     )
-    .map_err(refused)?;
+    .map_err(|mut error| {
+        // The use case names the file as a command line would; the client sent a field.
+        for flag in ["--proposal", "--diff"] {
+            let named = format!("{flag} {}", file.display());
+            let field = flag.trim_start_matches('-');
+            error.message = error
+                .message
+                .replace(&named, &format!("the request's {field}"));
+        }
+        refused(error)
+    })?;
     Ok(Sealed {
         slice,
         candidate: sealed.digest.to_string(),

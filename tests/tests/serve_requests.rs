@@ -198,3 +198,86 @@ fn a_listen_beyond_loopback_or_a_readable_tokens_file_stops_the_server_before_it
     }
     assert!(!team.work.dir.join("state").exists(), "no state was made");
 }
+
+#[test]
+fn proposals_the_seal_refuses_end_refused_and_without_delivery_they_land_one_on_another() {
+    let team = Team::new();
+    let upstream = team.main();
+    let config = team.config_delivering(0o600, "127.0.0.1:0", false);
+    let server = Server::start(&team.work, &config);
+    let token = Some(TOKENS[0].1);
+    let path = "/v1/repositories/te/proposals";
+    let outside = serde_json::json!({
+        "slice": "notes",
+        "proposal": {"edits": [{"path": "README", "prior": null, "text": "mine\n"}]},
+    });
+    let stale = serde_json::json!({
+        "slice": "notes",
+        "diff": "diff --git a/notes/x.txt b/notes/x.txt\n--- a/notes/x.txt\n+++ b/notes/x.txt\n\
+                 @@ -1 +1 @@\n-old\n+new\n",
+    });
+    let mut ids = Vec::new();
+    for body in [
+        note_proposal("one.txt", "one\n"),
+        outside,
+        stale,
+        serve_support::note_diff("two.txt", "two"),
+    ] {
+        let (status, answer) = server.json("POST", path, token, &body);
+        assert_eq!(status, 202, "{answer}");
+        ids.push(answer["id"].as_str().unwrap().to_owned());
+    }
+    let entries = wait_final(&server, &ids, Duration::from_secs(300));
+    assert_eq!(entries[0]["state"], "landed", "{}", entries[0]);
+    for (refused, code, field) in [
+        (&entries[1], "rejected", "the request's proposal: "),
+        (&entries[2], "diff-refused", "the request's diff: "),
+    ] {
+        assert_eq!(refused["state"], "refused", "{refused}");
+        assert!(refused["candidate"].is_null(), "{refused}");
+        assert_eq!(refused["error"]["code"], code, "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with(field)),
+            "{refused}"
+        );
+    }
+    assert_eq!(entries[3]["state"], "landed", "{}", entries[3]);
+    // Without delivery: the owned target moved, one Candidate on the other; the remote did
+    // not.
+    let first = entries[0]["commit"].as_str().unwrap();
+    let second = entries[3]["commit"].as_str().unwrap();
+    assert_eq!(team.work.target(), second);
+    let owned = team.work.dir.join("repo.git");
+    assert_eq!(
+        land_support::git(&owned, &["rev-parse", &format!("{second}^")]),
+        first
+    );
+    assert_eq!(team.main(), upstream);
+    assert_eq!(team.remote.push_count(), 0);
+    let metrics = server.metrics();
+    assert!(
+        metrics
+            .lines()
+            .any(|line| line == "sf_serve_deliveries_total 0"),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn sf_serve_is_a_usage_error_without_a_config_or_with_json() {
+    for args in [
+        &["serve"][..],
+        &["--json", "--config", "x.toml", "serve"][..],
+    ] {
+        let output = sf_tests::plugins::sf().args(args).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {output:?}");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(text.contains("usage"), "{args:?}: {text}");
+    }
+}

@@ -89,6 +89,11 @@ impl Team {
     /// Writes the tokens file (mode `mode`) and `serve.toml` naming it, the state directory
     /// and the repository (delivered); returns the configuration's path.
     pub fn config(&self, mode: u32, listen: &str) -> PathBuf {
+        self.config_delivering(mode, listen, true)
+    }
+
+    /// [`Team::config`] with `deliver` as given.
+    pub fn config_delivering(&self, mode: u32, listen: &str, deliver: bool) -> PathBuf {
         let dir = &self.work.dir;
         let tokens = dir.join("tokens");
         let lines: String = TOKENS
@@ -103,7 +108,7 @@ impl Team {
             format!(
                 "[serve]\nlisten = {listen:?}\nstate = {:?}\ntokens = {:?}\n\
                  [[serve.repository]]\nname = \"te\"\nidentity = {:?}\nslices = [{:?}]\n\
-                 deliver = true\n",
+                 deliver = {deliver}\n",
                 dir.join("state"),
                 tokens,
                 dir.join("identity.json"),
