@@ -25,6 +25,9 @@ use crate::worker::Activity;
 /// request's own fields.
 pub const MAX_BODY_BYTES: usize = MAX_PROPOSAL_DOCUMENT_BYTES + 64 * 1024;
 
+/// How long a request body may take to arrive.
+pub const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// What every handler reads.
 pub struct Server {
     /// `[serve]`.
@@ -113,13 +116,28 @@ async fn submit(
             ),
         ));
     };
-    let bytes = to_bytes(body, MAX_BODY_BYTES).await.map_err(|_| {
-        ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too-large",
-            format!("the request body is larger than {MAX_BODY_BYTES} bytes, or was cut off"),
-        )
-    })?;
+    // A client that sends its body slowly holds a connection no longer than this.
+    let read = tokio::time::timeout(BODY_TIMEOUT, to_bytes(body, MAX_BODY_BYTES)).await;
+    let bytes = match read {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(_)) => {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too-large",
+                format!("the request body is larger than {MAX_BODY_BYTES} bytes, or was cut off"),
+            ));
+        }
+        Err(_) => {
+            return Err(ApiError::new(
+                StatusCode::REQUEST_TIMEOUT,
+                "timed-out",
+                format!(
+                    "the request body did not arrive within {} seconds; send it at once",
+                    BODY_TIMEOUT.as_secs()
+                ),
+            ));
+        }
+    };
     let (slice, kind, payload) = read_request(&bytes, slices)?;
     let id = new_id()?;
     server

@@ -159,10 +159,11 @@ fn slices_of(
     Ok(all)
 }
 
-/// Creates the state directory (private) or checks that it is a directory.
+/// Creates the state directory (private), or checks that it is a directory no one else may
+/// change: whoever can write the queue can land what they like.
 fn state_dir(dir: &Path) -> Result<(), String> {
-    use std::os::unix::fs::DirBuilderExt as _;
-    if !dir.is_dir() {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _};
+    if !dir.exists() {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -173,6 +174,22 @@ fn state_dir(dir: &Path) -> Result<(), String> {
                     dir.display()
                 )
             })?;
+    }
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|error| format!("[serve] state {}: cannot be read ({error})", dir.display()))?;
+    if !meta.is_dir() {
+        return Err(format!(
+            "[serve] state {}: not a directory; name a directory (it is created if missing)",
+            dir.display()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "[serve] state {}: mode {:o} lets others change the queue; run `chmod 700 {}`",
+            dir.display(),
+            meta.mode() & 0o777,
+            dir.display()
+        ));
     }
     Ok(())
 }

@@ -64,14 +64,20 @@ pub async fn queue_page(Shared(server): Shared<Arc<Server>>) -> Result<Response,
             serde_json::json!({"state": state.as_str(), "n": n})
         })
         .collect();
-    let mut env = minijinja::Environment::new();
-    env.add_template("queue.html", QUEUE_TEMPLATE)
-        .map_err(|error| ApiError::unavailable(format!("the queue page's template: {error}")))?;
-    let page = env
-        .get_template("queue.html")
-        .and_then(|template| template.render(minijinja::context! {rows, counts}))
+    let page = render_queue(&rows, &counts)
         .map_err(|error| ApiError::unavailable(format!("the queue page: {error}")))?;
     Ok(html(page))
+}
+
+/// The queue page of `rows` (the API's view of each proposal) and `counts` (`{state, n}`).
+fn render_queue(
+    rows: &[serde_json::Value],
+    counts: &[serde_json::Value],
+) -> Result<String, minijinja::Error> {
+    let mut env = minijinja::Environment::new();
+    env.add_template("queue.html", QUEUE_TEMPLATE)?;
+    env.get_template("queue.html")?
+        .render(minijinja::context! {rows, counts})
 }
 
 /// `GET /metrics`: Prometheus' text exposition format.
@@ -219,5 +225,26 @@ fn render_report(
             "sf report failed: {}",
             String::from_utf8_lossy(&output.stderr).trim()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_of_the_queue_page_is_escaped() {
+        let row = serde_json::json!({
+            "id": "0a", "repository": "te", "slice": "notes", "client": "agent",
+            "state": "refused", "candidate": null, "verdict": null,
+            "reasons": ["<script>alert(1)</script>"],
+            "error": {"code": "diff-refused", "message": "notes/<img src=x onerror=alert(1)>"},
+        });
+        let page =
+            render_queue(&[row], &[serde_json::json!({"state": "refused", "n": 1})]).unwrap();
+        assert!(!page.contains("<script>"), "{page}");
+        assert!(!page.contains("<img"), "{page}");
+        assert!(page.contains("&lt;script&gt;"), "{page}");
+        assert!(page.contains("refused: 1"), "{page}");
     }
 }

@@ -7,6 +7,7 @@
 mod land_support;
 mod serve_support;
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::time::Duration;
 
 use serve_support::{Server, TOKENS, Team, note_proposal, wait_final};
@@ -177,7 +178,7 @@ fn no_valid_token_is_401_and_bad_requests_are_4xx_envelopes_and_nothing_is_queue
 }
 
 #[test]
-fn a_listen_beyond_loopback_or_a_readable_tokens_file_stops_the_server_before_it_listens() {
+fn a_public_listen_a_readable_tokens_file_or_a_shared_state_stop_it_before_it_listens() {
     let team = Team::new();
     for (mode, listen, named) in [
         (0o600, "0.0.0.0:0", "loopback"),
@@ -197,6 +198,28 @@ fn a_listen_beyond_loopback_or_a_readable_tokens_file_stops_the_server_before_it
         assert!(output.stdout.is_empty(), "it never listened: {output:?}");
     }
     assert!(!team.work.dir.join("state").exists(), "no state was made");
+
+    // A state directory others may write: whoever writes the queue lands what they like.
+    let config = team.config(0o600, "127.0.0.1:0");
+    let state = team.work.dir.join("state");
+    std::fs::create_dir(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let output = sf_tests::plugins::sf()
+        .arg("--config")
+        .arg(&config)
+        .arg("serve")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("chmod 700"),
+        "{output:?}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&state).unwrap().count(),
+        0,
+        "no queue was made"
+    );
 }
 
 #[test]
