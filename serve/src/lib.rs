@@ -13,6 +13,7 @@
 
 pub mod api;
 pub mod envelope;
+pub mod listen;
 pub mod pages;
 pub mod queue;
 pub mod state;
@@ -121,9 +122,7 @@ fn start(
             .map_err(|error| format!("the listening address: {error}"))?;
         // The one line a supervisor (or a test) reads to know where the API is.
         println!("sf serve: listening on http://{address}");
-        axum::serve(listener, api::router(server))
-            .await
-            .map_err(|error| format!("serving: {error}"))?;
+        listen::serve(listener, api::router(server)).await?;
         Err("the HTTP server stopped".into())
     })
 }

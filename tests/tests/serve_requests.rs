@@ -304,3 +304,36 @@ fn sf_serve_is_a_usage_error_without_a_config_or_with_json() {
         assert!(text.contains("usage"), "{args:?}: {text}");
     }
 }
+
+/// A client that starts a request and never finishes its head is dropped (within the
+/// server's 30 seconds and some slack), and others are served meanwhile.
+#[test]
+fn a_request_head_that_never_ends_is_dropped_and_others_are_served() {
+    use std::io::{Read as _, Write as _};
+    let team = Team::new();
+    let config = team.config(0o600, "127.0.0.1:0");
+    let server = Server::start(&team.work, &config);
+    let mut idle: Vec<std::net::TcpStream> = (0..20)
+        .map(|_| std::net::TcpStream::connect(server.address).unwrap())
+        .collect();
+    for stream in &mut idle {
+        stream.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").unwrap();
+    }
+    let (status, _) = server.request("GET", "/metrics", None, b"");
+    assert_eq!(status, 200, "served while 20 heads are unfinished");
+    let started = std::time::Instant::now();
+    let stream = &mut idle[0];
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut answer = Vec::new();
+    // Closed by the server: the read ends (with or without a 408 first) well before ours.
+    let _ = stream.read_to_end(&mut answer);
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(50), "held for {waited:?}");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 408"),
+        "{answer}"
+    );
+}
