@@ -252,3 +252,58 @@ fn a_server_killed_at_each_step_of_a_landing_resumes_it_and_delivers_it_once() {
     assert_eq!(git(remote, &["rev-parse", &format!("{first}^")]), upstream);
     assert_eq!(team.remote.push_count(), 2, "each delivered exactly once");
 }
+
+/// The team pushes its own commit on top of a delivered one while the queue is idle: the
+/// next proposal is sealed on the team's commit (the upstream's tip imported first) and
+/// delivered on top of it.
+#[test]
+fn a_proposal_after_a_team_push_lands_on_the_team_commit() {
+    let team = Team::new();
+    let config = team.config(0o600, "127.0.0.1:0");
+    let server = Server::start(&team.work, &config);
+    let post = |name: &str| {
+        let (status, answer) = server.json(
+            "POST",
+            "/v1/repositories/te/proposals",
+            Some(TOKENS[0].1),
+            &note_proposal(&format!("{name}.txt"), &format!("a note by {name}\n")),
+        );
+        assert_eq!(status, 202, "{answer}");
+        answer["id"].as_str().unwrap().to_owned()
+    };
+    let first = post("first");
+    let done = wait_final(
+        &server,
+        std::slice::from_ref(&first),
+        Duration::from_secs(300),
+    );
+    assert_eq!(done[0]["state"], "delivered", "{}", done[0]);
+    let delivered = done[0]["commit"].as_str().unwrap().to_owned();
+
+    let remote = team.remote.path();
+    let tree = git(remote, &["rev-parse", &format!("{delivered}^{{tree}}")]);
+    let ours = git(
+        remote,
+        &[
+            "commit-tree",
+            &tree,
+            "-p",
+            &delivered,
+            "-m",
+            "the team's own commit",
+        ],
+    );
+    git(remote, &["update-ref", "refs/heads/main", &ours]);
+
+    let second = post("second");
+    let done = wait_final(
+        &server,
+        std::slice::from_ref(&second),
+        Duration::from_secs(300),
+    );
+    assert_eq!(done[0]["state"], "delivered", "{}", done[0]);
+    let landed = done[0]["commit"].as_str().unwrap();
+    assert_eq!(git(remote, &["rev-parse", &format!("{landed}^")]), ours);
+    assert_eq!(team.main(), landed);
+    assert_eq!(team.work.target(), landed);
+}
