@@ -86,7 +86,7 @@ pub fn client(server: &Server, headers: &HeaderMap) -> Result<String, ApiError> 
         .get(header::AUTHORIZATION)
         .ok_or_else(unauthorized)?
         .as_bytes();
-    // The scheme is case-insensitive (RFC 9110); the token is not.
+    // The scheme is case-insensitive in HTTP; the token is not.
     if value.len() < 7 || !value[..7].eq_ignore_ascii_case(b"bearer ") {
         return Err(unauthorized());
     }
@@ -214,7 +214,7 @@ fn read_request(
 }
 
 /// A new proposal id: 128 random bits, hex.
-fn new_id() -> Result<String, ApiError> {
+pub fn new_id() -> Result<String, ApiError> {
     let mut bytes = [0u8; 16];
     std::io::Read::read_exact(
         &mut std::fs::File::open("/dev/urandom")

@@ -177,34 +177,35 @@ pub async fn report(
         )));
     };
     let config = server.config.clone();
+    let scratch = server
+        .settings
+        .state
+        .join("reports")
+        .join(crate::api::new_id()?);
     let page = tokio::task::spawn_blocking(move || {
-        render_report(&identity, &candidate, &slice, config.as_deref())
+        render_report(&identity, &candidate, &slice, config.as_deref(), &scratch)
     })
     .await
     .map_err(|error| ApiError::unavailable(format!("the report: {error}")))??;
     Ok(html(page))
 }
 
-/// Runs `sf report` (the program beside this one) into a private temporary file and reads
-/// it back.
+/// Runs `sf report` (the program beside this one) into `dir`, a new directory of the private
+/// state directory (never a shared temporary directory, where another user could place a
+/// file first), reads the page back and removes `dir`.
 fn render_report(
     identity: &std::path::Path,
     candidate: &str,
     slice: &str,
     config: Option<&std::path::Path>,
+    dir: &std::path::Path,
 ) -> Result<String, ApiError> {
     let sf = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(|dir| dir.join("sf")))
         .filter(|sf| sf.is_file())
         .ok_or_else(|| ApiError::unavailable("the sf program is not beside sf-serve"))?;
-    let dir = std::env::temp_dir().join(format!(
-        "sf-serve-report-{}-{}",
-        std::process::id(),
-        candidate.trim_start_matches("sha256:")
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir(&dir)
+    std::fs::create_dir_all(dir)
         .map_err(|error| ApiError::unavailable(format!("{}: {error}", dir.display())))?;
     let out = dir.join("report.html");
     let mut command = std::process::Command::new(sf);
@@ -218,7 +219,7 @@ fn render_report(
         .output()
         .map_err(|error| ApiError::unavailable(format!("sf report: {error}")))?;
     let page = std::fs::read_to_string(&out);
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(dir);
     match page {
         Ok(page) if output.status.success() => Ok(page),
         _ => Err(ApiError::unavailable(format!(
