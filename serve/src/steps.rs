@@ -55,18 +55,29 @@ pub fn slice_id(dir: &Path) -> Option<String> {
         .map(|slice| slice.frozen.record.id.to_string())
 }
 
-/// Seals `entry` on the target now: `Err` is how it ends (`refused`, with the error).
+/// Why a proposal was not sealed.
+pub enum NotSealed {
+    /// The proposal or its base was refused: how it ends.
+    Refused(End),
+    /// This server could not do its part (its state directory): nothing is decided, and the
+    /// step is taken again.
+    Fault(String),
+}
+
+/// Seals `entry` on the target now.
 pub fn seal_on_target(
     backends: &Backends,
     repository: &ServeRepository,
     state: &Path,
     entry: &Entry,
-) -> Result<Sealed, End> {
-    let refused = |error: AppError| End {
-        state: State::Refused,
-        verdict: None,
-        reasons: Vec::new(),
-        error: Some(serde_json::json!({"code": error.code, "message": error.message})),
+) -> Result<Sealed, NotSealed> {
+    let refused = |error: AppError| {
+        NotSealed::Refused(End {
+            state: State::Refused,
+            verdict: None,
+            reasons: Vec::new(),
+            error: Some(serde_json::json!({"code": error.code, "message": error.message})),
+        })
     };
     let Some(configured) = slice_dir(repository, &entry.slice) else {
         return Err(refused(AppError::invalid(
@@ -95,20 +106,14 @@ pub fn seal_on_target(
     // collected under it.
     if work.exists() {
         std::fs::remove_dir_all(&work).map_err(|error| {
-            refused(AppError::new(
-                "unavailable",
-                format!("{}: cannot be removed ({error})", work.display()),
-            ))
+            NotSealed::Fault(format!("{}: cannot be removed ({error})", work.display()))
         })?;
     }
     copy_slice(configured, &slice).map_err(|error| {
-        refused(AppError::new(
-            "unavailable",
-            format!(
-                "the Slice {} cannot be copied to {} ({error}); check the state directory",
-                configured.display(),
-                slice.display()
-            ),
+        NotSealed::Fault(format!(
+            "the Slice {} cannot be copied to {} ({error}); check the state directory",
+            configured.display(),
+            slice.display()
         ))
     })?;
     // The configured Slice was dry-run when it was frozen; this is the same Slice on a later
@@ -140,10 +145,7 @@ pub fn seal_on_target(
         }
     };
     std::fs::write(&file, &entry.body).map_err(|error| {
-        refused(AppError::new(
-            "unavailable",
-            format!("{}: cannot be written ({error})", file.display()),
-        ))
+        NotSealed::Fault(format!("{}: cannot be written ({error})", file.display()))
     })?;
     let sealed = seal(
         backends,

@@ -12,7 +12,7 @@ use sf_host::plugin::serve_config::ServeRepository;
 
 use crate::queue::Queue;
 use crate::state::State;
-use crate::steps::{land_sealed, seal_on_target};
+use crate::steps::{NotSealed, land_sealed, seal_on_target};
 
 /// How long an idle worker sleeps between looks at the queue.
 const IDLE: Duration = Duration::from_millis(200);
@@ -72,7 +72,9 @@ fn step(
                 &sealed.candidate,
                 &sealed.commit,
             )?,
-            Err(end) => queue.finish(&entry.id, &end)?,
+            Err(NotSealed::Refused(end)) => queue.finish(&entry.id, &end)?,
+            // Still `sealing`: taken again after the pause a failed step takes.
+            Err(NotSealed::Fault(fault)) => return Err(format!("proposal {}: {fault}", entry.id)),
         },
         State::Collecting | State::Landing => {
             activity.collecting.fetch_add(1, Ordering::SeqCst);
