@@ -307,3 +307,73 @@ fn a_proposal_after_a_team_push_lands_on_the_team_commit() {
     assert_eq!(team.main(), landed);
     assert_eq!(team.work.target(), landed);
 }
+
+/// Queues two proposals on a server that kills itself at `point`, starts it again, and
+/// answers both proposals once final.
+fn killed_at(team: &Team, point: &str) -> Vec<serde_json::Value> {
+    let config = team.config(0o600, "127.0.0.1:0");
+    let server = Server::start_faulty(&team.work, &config, point);
+    let ids: Vec<String> = ["first", "second"]
+        .iter()
+        .map(|name| {
+            let (status, answer) = server.json(
+                "POST",
+                "/v1/repositories/te/proposals",
+                Some(TOKENS[1].1),
+                &note_proposal(&format!("{name}.txt"), &format!("a note by {name}\n")),
+            );
+            assert_eq!(status, 202, "{answer}");
+            answer["id"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    server.wait_killed(Duration::from_secs(120));
+    let server = Server::start(&team.work, &config);
+    wait_final(&server, &ids, Duration::from_secs(300))
+}
+
+/// Killed after the integration's claim and before the target moved: the move is unknown,
+/// so the proposal ends inconclusive and is never moved again; the target did not move, so
+/// the next proposal lands and is delivered.
+#[test]
+fn a_kill_after_the_integration_claim_leaves_it_unknown_and_the_queue_goes_on() {
+    let team = Team::new();
+    let entries = killed_at(&team, "integration-claimed");
+    assert_eq!(entries[0]["state"], "inconclusive", "{}", entries[0]);
+    assert!(
+        entries[0]["reasons"].to_string().contains("unknown"),
+        "{}",
+        entries[0]
+    );
+    assert_eq!(entries[1]["state"], "delivered", "{}", entries[1]);
+    assert_eq!(team.main(), entries[1]["commit"].as_str().unwrap());
+    assert_eq!(team.remote.push_count(), 1);
+    let found = git(
+        team.remote.path(),
+        &["log", "--all", "--format=%H", "--", "notes/first.txt"],
+    );
+    assert_eq!(found, "", "the unknown one was never pushed");
+}
+
+/// Killed after the delivery's claim and before the push: the delivery is unknown and never
+/// retried (the proposal ends failed, nothing pushed); the owned target is the Candidate the
+/// upstream does not have, so the next proposal is refused at its import, as docs/serve.md
+/// says, until an operator decides.
+#[test]
+fn a_kill_after_the_delivery_claim_pushes_nothing_and_refuses_what_follows() {
+    let team = Team::new();
+    let upstream = team.main();
+    let entries = killed_at(&team, "delivery-claimed");
+    assert_eq!(entries[0]["state"], "failed", "{}", entries[0]);
+    assert!(
+        entries[0]["reasons"]
+            .to_string()
+            .contains("delivery unknown"),
+        "{}",
+        entries[0]
+    );
+    assert_eq!(team.work.target(), entries[0]["commit"].as_str().unwrap());
+    assert_eq!(entries[1]["state"], "refused", "{}", entries[1]);
+    assert_eq!(entries[1]["error"]["code"], "conflict", "{}", entries[1]);
+    assert_eq!(team.main(), upstream);
+    assert_eq!(team.remote.push_count(), 0);
+}
