@@ -55,6 +55,7 @@ mod repo;
 mod report;
 mod review;
 mod seal;
+mod serve;
 mod show;
 mod snapshot;
 mod verify;
@@ -139,6 +140,10 @@ enum Command {
     /// `sf worker --help`); --config names the sandbox's sf.toml
     #[command(disable_help_flag = true)]
     Worker(worker::WorkerArgs),
+    /// Serve many agents: an HTTP API taking proposals into a durable queue, landed one after
+    /// another and delivered (runs the sf-serve program); --config names the sf.toml whose
+    /// [serve] section configures it
+    Serve(serve::ServeArgs),
     /// Slices: freeze the acceptance, recipe, environment, inputs, harness and overlay a
     /// Candidate is sealed for
     #[command(subcommand)]
@@ -189,6 +194,7 @@ fn dispatch(context: &Context, command: Command) -> Outcome {
         Command::Plugins(command) => plugins::run(context, command).into(),
         Command::Oats(args) => oats::run(context, args).into(),
         Command::Worker(args) => worker::run(context, args).into(),
+        Command::Serve(args) => serve::run(context, args).into(),
         Command::Slice(command) => freeze::run(context, command).into(),
         Command::Collect(args) => decided(collect::run(context, args)),
         Command::Judge(args) => decided(judge::run(context, args)),

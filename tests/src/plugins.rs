@@ -26,6 +26,7 @@ const PACKAGES: &[&str] = &[
     "sf-postgres",
     "sf-reapi-plugin",
     "sf-reapi-worker",
+    "sf-serve",
 ];
 
 /// Where the built artifacts are.
@@ -63,6 +64,8 @@ pub struct Built {
     pub reapi: PathBuf,
     /// The `sf-worker` program `sf worker` runs.
     pub sf_worker: PathBuf,
+    /// The `sf-serve` program `sf serve` runs.
+    pub sf_serve: PathBuf,
 }
 
 /// Builds (once per process) and returns the plugin libraries and the `sf` binary.
@@ -83,6 +86,8 @@ pub fn built() -> &'static Built {
                 "sf-oats",
                 "--bin",
                 "sf-worker",
+                "--bin",
+                "sf-serve",
             ],
         );
         let built = Built {
@@ -100,6 +105,7 @@ pub fn built() -> &'static Built {
             postgres: library(&dir, "sf_postgres"),
             reapi: library(&dir, "sf_reapi_plugin"),
             sf_worker: dir.join("sf-worker"),
+            sf_serve: dir.join("sf-serve"),
             dir,
         };
         for path in [
@@ -115,6 +121,7 @@ pub fn built() -> &'static Built {
             &built.postgres,
             &built.reapi,
             &built.sf_worker,
+            &built.sf_serve,
         ] {
             strip_group_write(path);
         }

@@ -277,3 +277,28 @@ fn the_example_plugin_carries_no_sqlite_and_no_clap() {
         );
     }
 }
+
+/// The HTTP stack of `sf serve` stays in sf-serve: it builds on the use cases (sf-app), and
+/// neither the host, the use cases nor the `sf` binary link axum, hyper or tokio through it.
+#[test]
+fn the_serve_http_stack_stays_in_sf_serve() {
+    let workspace = Workspace::read();
+    let serve = sf_links(&workspace, "sf-serve");
+    assert!(serve.contains("sf-app"), "sf-serve links sf-app: {serve:?}");
+    assert!(
+        !serve.contains("sf-cli"),
+        "sf-serve links sf-cli: {serve:?}"
+    );
+    let linked = external_dependencies(&workspace, "sf-serve");
+    assert!(linked.contains("axum"), "{linked:?}");
+    for package in ["sf-host", "sf-app", "sf-cli"] {
+        assert!(
+            !workspace.links(package).contains("sf-serve"),
+            "{package} links sf-serve"
+        );
+        let linked = external_dependencies(&workspace, package);
+        for name in ["axum", "hyper", "tokio"] {
+            assert!(!linked.contains(name), "{package} links {name}");
+        }
+    }
+}

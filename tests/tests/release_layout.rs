@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use metadata_support::{Workspace, names};
 use sf_test_support::build::TEST_PLUGINS;
 
-/// What a user installs: `sf`, `sf-oats`, `sf-worker`, and the git-cli, sandbox-exec (with
+/// What a user installs: `sf`, `sf-oats`, `sf-worker`, `sf-serve`, and the git-cli, sandbox-exec (with
 /// its launcher), oats, PostgreSQL and reapi plugins.
 const INSTALLED: &[&str] = &[
     "sf-cli",
@@ -21,6 +21,7 @@ const INSTALLED: &[&str] = &[
     "sf-postgres",
     "sf-reapi-plugin",
     "sf-reapi-worker",
+    "sf-serve",
 ];
 
 /// Plugin libraries that exist for tests and examples only.

@@ -39,6 +39,16 @@
 //! [oats]
 //! state = "/var/lib/sf"   # where `sf oats --state` keeps the registry the Slices' oats
 //!                         # checks are staged from (default: as `sf oats` chooses it)
+//!
+//! [serve]                            # `sf serve` (see super::serve_config)
+//! listen = "127.0.0.1:8080"
+//! state = "/var/lib/sf/serve"
+//! tokens = "/etc/sf/tokens"
+//! [[serve.repository]]
+//! name = "te"
+//! identity = "/srv/sf/te/identity.json"
+//! slices = ["/srv/sf/te/slice"]
+//! deliver = true
 //! ```
 //!
 //! Any backend section may pin the plugin library that serves it: `sha256 = "sha256:…"` (what
@@ -103,7 +113,7 @@ pub use super::gate_adapter::GateBackend;
 pub use super::object_store_adapter::ObjectStoreBackend;
 
 /// The sections a configuration may hold besides one per backend.
-const OTHER_SECTIONS: &[&str] = &["environments", "delivery", "env", "attest", "oats"];
+const OTHER_SECTIONS: &[&str] = &["environments", "delivery", "env", "attest", "oats", "serve"];
 
 /// The executor of an environment build when `[env.build] executor` is not set: the sandbox,
 /// with a shell runtime that reads the host's `/usr` (the package tools: Python and pip,
@@ -418,6 +428,8 @@ pub struct Config {
     attest_key: Option<PathBuf>,
     /// `[oats] state`, when set: the state directory of the oats registry.
     oats_state: Option<PathBuf>,
+    /// `[serve]`, when set.
+    serve: Option<super::serve_config::ServeSettings>,
 }
 
 /// How a section's tag resolved.
@@ -517,6 +529,10 @@ impl Config {
             Some(value) => oats_state(value).map_err(invalid)?,
             None => None,
         };
+        let serve = match table.remove("serve") {
+            Some(value) => Some(super::serve_config::serve_settings(value).map_err(invalid)?),
+            None => None,
+        };
         let mut sections = BTreeMap::new();
         for backend in registry::backend_sections() {
             let taken = match table.remove(backend.name) {
@@ -537,6 +553,7 @@ impl Config {
             env,
             attest_key,
             oats_state,
+            serve,
             origin,
         })
     }
@@ -555,6 +572,11 @@ impl Config {
             DEFAULT_TREE_STORE,
             home.as_deref().map(Path::new),
         )
+    }
+
+    /// `[serve]`: what `sf serve` listens on and lands into; `None` when not configured.
+    pub fn serve(&self) -> Option<&super::serve_config::ServeSettings> {
+        self.serve.as_ref()
     }
 
     /// `[attest] key`: the OpenSSH private key each landing's attestation is signed with;

@@ -52,6 +52,7 @@ pub mod loader;
 pub mod object_store_adapter;
 pub mod registry;
 pub mod search;
+pub mod serve_config;
 
 pub use backend::PluginBackend;
 pub use config::{

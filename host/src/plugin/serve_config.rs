@@ -1,0 +1,297 @@
+//! `[serve]`: what `sf serve` listens on, where its queue keeps its state, whose bearer
+//! tokens it accepts, and the repositories it lands proposals into. Parsed with the rest of
+//! `sf.toml`, so that a bad section is refused before anything starts, naming the key, what
+//! is wrong with it and the fix.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+/// Where `sf serve` listens when `[serve] listen` is not set: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+
+/// The longest repository name, in bytes.
+pub const MAX_REPOSITORY_NAME: usize = 64;
+
+/// `[serve]`, parsed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServeSettings {
+    /// The loopback address and port the HTTP API listens on.
+    pub listen: SocketAddr,
+    /// The directory of the queue's own durable state.
+    pub state: PathBuf,
+    /// The file of "NAME TOKEN" lines whose tokens the API accepts.
+    pub tokens: PathBuf,
+    /// The repositories proposals are landed into, by name.
+    pub repositories: Vec<ServeRepository>,
+}
+
+/// One `[[serve.repository]]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServeRepository {
+    /// The name the API addresses it by (`/v1/repositories/{name}/proposals`).
+    pub name: String,
+    /// Its identity file (from `sf repo create --identity-out`).
+    pub identity: PathBuf,
+    /// The frozen Slices a proposal may name, addressed by their id.
+    pub slices: Vec<PathBuf>,
+    /// Whether each landed commit is delivered to the base's upstream.
+    pub deliver: bool,
+}
+
+impl ServeSettings {
+    /// The repository named `name`.
+    pub fn repository(&self, name: &str) -> Option<&ServeRepository> {
+        self.repositories.iter().find(|repo| repo.name == name)
+    }
+}
+
+/// `[serve]` from its TOML value; the error names the key, the violation and the fix.
+pub fn serve_settings(value: toml::Value) -> Result<ServeSettings, String> {
+    let toml::Value::Table(mut fields) = value else {
+        return Err("[serve] must be a table (listen, state, tokens, [[serve.repository]])".into());
+    };
+    let listen = match fields.remove("listen") {
+        None => DEFAULT_LISTEN.parse().expect("the default address parses"),
+        Some(toml::Value::String(text)) => listen(&text)?,
+        Some(_) => {
+            return Err(format!(
+                "[serve] listen must be a string, an address and port such as \
+                 \"{DEFAULT_LISTEN}\""
+            ));
+        }
+    };
+    let state = absolute(
+        &mut fields,
+        "state",
+        "the directory of the queue's state, such as \"/var/lib/sf/serve\"",
+    )?;
+    let tokens = absolute(
+        &mut fields,
+        "tokens",
+        "the file of \"NAME TOKEN\" lines, mode 0600, such as \"/etc/sf/tokens\"",
+    )?;
+    let repositories = match fields.remove("repository") {
+        Some(toml::Value::Array(items)) if !items.is_empty() => items
+            .into_iter()
+            .enumerate()
+            .map(|(at, item)| repository(at, item))
+            .collect::<Result<Vec<_>, _>>()?,
+        _ => {
+            return Err(
+                "[serve] needs at least one [[serve.repository]] table (name, \
+                        identity, slices, deliver)"
+                    .into(),
+            );
+        }
+    };
+    let mut names = BTreeSet::new();
+    for repo in &repositories {
+        if !names.insert(repo.name.as_str()) {
+            return Err(format!(
+                "[[serve.repository]] name {:?} is given twice; give each repository its own \
+                 name",
+                repo.name
+            ));
+        }
+    }
+    if let Some(unknown) = fields.keys().next() {
+        return Err(format!(
+            "[serve] {unknown} is not a known key; the keys are listen, state, tokens and \
+             [[serve.repository]]"
+        ));
+    }
+    Ok(ServeSettings {
+        listen,
+        state,
+        tokens,
+        repositories,
+    })
+}
+
+/// `listen`: an address and port on loopback. TLS is not built, so any other address would
+/// carry bearer tokens in clear text.
+fn listen(text: &str) -> Result<SocketAddr, String> {
+    let address: SocketAddr = text.parse().map_err(|_| {
+        format!(
+            "[serve] listen {text:?} is not an address and port; give one such as \
+             \"{DEFAULT_LISTEN}\" or \"[::1]:8080\""
+        )
+    })?;
+    if !address.ip().is_loopback() {
+        return Err(format!(
+            "[serve] listen {text:?} is not a loopback address, and sf serve has no TLS yet: \
+             bearer tokens would cross the network in clear text. Listen on 127.0.0.1 or ::1 \
+             and put a TLS-terminating proxy in front"
+        ));
+    }
+    Ok(address)
+}
+
+/// The absolute path under `key` of `[serve]`; `what` says what it names.
+fn absolute(fields: &mut toml::Table, key: &str, what: &str) -> Result<PathBuf, String> {
+    match fields.remove(key) {
+        Some(toml::Value::String(path)) if Path::new(&path).is_absolute() => Ok(path.into()),
+        Some(_) => Err(format!("[serve] {key} must be an absolute path: {what}")),
+        None => Err(format!("[serve] {key} is missing: give {what}")),
+    }
+}
+
+/// Whether `name` may name a repository in a URL path: 1 to [`MAX_REPOSITORY_NAME`] bytes of
+/// ASCII letters, digits, `.`, `_` and `-`, not starting with `.`.
+pub fn repository_name_is_valid(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= MAX_REPOSITORY_NAME
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'.' | b'_' | b'-'))
+}
+
+/// The `at`th `[[serve.repository]]`.
+fn repository(at: usize, value: toml::Value) -> Result<ServeRepository, String> {
+    let here = format!("[[serve.repository]] #{}", at + 1);
+    let toml::Value::Table(mut fields) = value else {
+        return Err(format!(
+            "{here} must be a table (name, identity, slices, deliver)"
+        ));
+    };
+    let name = match fields.remove("name") {
+        Some(toml::Value::String(name)) if repository_name_is_valid(&name) => name,
+        _ => {
+            return Err(format!(
+                "{here} name must be 1 to {MAX_REPOSITORY_NAME} letters, digits, '.', '_' or \
+                 '-' (not starting with '.'): the name in /v1/repositories/NAME/proposals"
+            ));
+        }
+    };
+    let here = format!("[[serve.repository]] {name:?}");
+    let identity = match fields.remove("identity") {
+        Some(toml::Value::String(path)) if Path::new(&path).is_absolute() => PathBuf::from(path),
+        _ => {
+            return Err(format!(
+                "{here} identity must be the absolute path of the repository's identity file \
+                 (from `sf repo create --identity-out`)"
+            ));
+        }
+    };
+    let slices = match fields.remove("slices") {
+        Some(toml::Value::Array(items)) if !items.is_empty() => items
+            .into_iter()
+            .map(|item| match item {
+                toml::Value::String(path) if Path::new(&path).is_absolute() => {
+                    Ok(PathBuf::from(path))
+                }
+                _ => Err(()),
+            })
+            .collect::<Result<Vec<_>, ()>>()
+            .ok(),
+        _ => None,
+    };
+    let Some(slices) = slices else {
+        return Err(format!(
+            "{here} slices must be a non-empty list of absolute paths of frozen Slice \
+             directories (from `sf slice freeze`)"
+        ));
+    };
+    let deliver = match fields.remove("deliver") {
+        None => false,
+        Some(toml::Value::Boolean(deliver)) => deliver,
+        Some(_) => {
+            return Err(format!(
+                "{here} deliver must be true (push each landed commit to the base's upstream) \
+                 or false"
+            ));
+        }
+    };
+    if let Some(unknown) = fields.keys().next() {
+        return Err(format!(
+            "{here} {unknown} is not a known key; the keys are name, identity, slices and \
+             deliver"
+        ));
+    }
+    Ok(ServeRepository {
+        name,
+        identity,
+        slices,
+        deliver,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ServeSettings, String> {
+        let mut table: toml::Table = text.parse().unwrap();
+        serve_settings(table.remove("serve").unwrap())
+    }
+
+    const GOOD: &str = r#"
+[serve]
+state = "/var/lib/sf/serve"
+tokens = "/etc/sf/tokens"
+[[serve.repository]]
+name = "te"
+identity = "/srv/sf/te/identity.json"
+slices = ["/srv/sf/te/slice"]
+deliver = true
+"#;
+
+    #[test]
+    fn a_whole_section_parses_and_listens_on_loopback_by_default() {
+        let settings = parse(GOOD).unwrap();
+        assert_eq!(settings.listen, DEFAULT_LISTEN.parse().unwrap());
+        assert_eq!(settings.state, Path::new("/var/lib/sf/serve"));
+        let repo = settings.repository("te").unwrap();
+        assert!(repo.deliver);
+        assert_eq!(repo.slices, vec![PathBuf::from("/srv/sf/te/slice")]);
+        assert!(settings.repository("other").is_none());
+    }
+
+    #[test]
+    fn each_bad_key_is_named() {
+        for (bad, named) in [
+            (
+                GOOD.replace("[serve]", "[serve]\nlisten = \"0.0.0.0:8080\""),
+                "loopback",
+            ),
+            (
+                GOOD.replace("[serve]", "[serve]\nlisten = \"nowhere\""),
+                "listen",
+            ),
+            (GOOD.replace("\"/etc/sf/tokens\"", "\"tokens\""), "tokens"),
+            (
+                GOOD.replace("state = \"/var/lib/sf/serve\"\n", ""),
+                "state is missing",
+            ),
+            (GOOD.replace("name = \"te\"", "name = \"../x\""), "name"),
+            (
+                GOOD.replace("slices = [\"/srv/sf/te/slice\"]", "slices = []"),
+                "slices",
+            ),
+            (
+                GOOD.replace("deliver = true", "deliver = \"yes\""),
+                "deliver",
+            ),
+            (
+                GOOD.replace("deliver = true", "deliver = true\nlanes = 2"),
+                "lanes",
+            ),
+            (
+                format!(
+                    "{GOOD}[[serve.repository]]\nname = \"te\"\nidentity = \"/i\"\nslices = [\"/s\"]\n"
+                ),
+                "twice",
+            ),
+            (
+                "[serve]\nstate = \"/s\"\ntokens = \"/t\"\n".to_owned(),
+                "at least one",
+            ),
+        ] {
+            let error = parse(&bad).unwrap_err();
+            assert!(error.contains(named), "{bad}: {error}");
+        }
+        assert!(parse(&GOOD.replace("[serve]", "[serve]\nlisten = \"[::1]:9\"")).is_ok());
+    }
+}
