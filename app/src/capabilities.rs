@@ -70,6 +70,57 @@ impl CapabilityStager for NoCapabilities {
     }
 }
 
+/// Stages oats checks with `sf-oats stage` (its registry in `[oats] state`, else where `sf
+/// oats` keeps it by default), reading the harness it writes into a private temporary
+/// directory.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SfOats;
+
+impl CapabilityStager for SfOats {
+    fn stage(&self, request: &StageRequest<'_>) -> Result<Staged, AppError> {
+        let scratch = tempfile::Builder::new()
+            .prefix("sf-oats-stage.")
+            .tempdir()
+            .map_err(|error| AppError::new("io", format!("a staging directory: {error}")))?;
+        let out = scratch.path().join("harness");
+        let out_text = out.to_string_lossy().into_owned();
+        let state = request
+            .state
+            .map(|state| state.to_string_lossy().into_owned());
+        let mut args = vec![];
+        if let Some(state) = &state {
+            args.extend(["--state", state.as_str()]);
+        }
+        args.extend(["stage", request.capability, request.operation]);
+        let pairs: Vec<String> = request
+            .args
+            .iter()
+            .map(|(name, value)| format!("{name}={value}"))
+            .collect();
+        for pair in &pairs {
+            args.extend(["--arg", pair]);
+        }
+        if let Some(integrity) = request.integrity {
+            args.extend(["--integrity", integrity]);
+        }
+        let pin = request.pin.map(|pin| pin.to_string_lossy().into_owned());
+        if let Some(pin) = &pin {
+            args.extend(["--pin", pin]);
+        }
+        args.extend(["--tree", request.tree, "--out", &out_text]);
+        // sf-oats's messages name the capability first.
+        let answer = crate::external::sf_oats_json(&args)?;
+        let files = sf_host::source_dir::read_snapshot_dir(&out)
+            .map_err(|error| AppError::coded(error.code(), out.display(), error))?;
+        let field = |name: &str| answer[name].as_str().unwrap_or_default().to_owned();
+        Ok(Staged {
+            integrity: field("integrity"),
+            version: field("version"),
+            files,
+        })
+    }
+}
+
 /// The fields an operator authors in an oats check; the freeze adds `integrity`, `harness`
 /// and `input`.
 const AUTHORED: [&str; 8] = [

@@ -41,6 +41,7 @@ pub mod env_build;
 pub mod error;
 pub mod evidence;
 pub mod export;
+pub mod external;
 pub mod facts;
 pub mod files;
 pub mod freeze;

@@ -26,7 +26,7 @@ impl Context {
         Self {
             // The oats checks of a Slice are staged by the sf-oats program beside sf.
             backends: Backends::new(config)
-                .with_capabilities(std::sync::Arc::new(super::external::SfOatsStager)),
+                .with_capabilities(std::sync::Arc::new(sf_app::capabilities::SfOats)),
             json,
         }
     }

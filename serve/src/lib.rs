@@ -78,7 +78,9 @@ fn start(
     let slices = slices_of(&settings)?;
     state_dir(&settings.state)?;
     let queue = queue::Queue::open(&settings.state)?;
-    let mut backends = Backends::new(Some(path.clone()));
+    // A Slice's oats checks are staged by the sf-oats program beside this one, as `sf` does.
+    let mut backends =
+        Backends::new(Some(path.clone())).with_capabilities(Arc::new(sf_app::capabilities::SfOats));
     backends.faults = faults;
     let backends = Arc::new(backends);
     let activity = Arc::new(worker::Activity::default());

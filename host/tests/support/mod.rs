@@ -19,7 +19,9 @@ pub fn backends_plugin() -> &'static Path {
     static LIBRARY: OnceLock<PathBuf> = OnceLock::new();
     LIBRARY.get_or_init(|| {
         let profile = cargo_build(&[BACKENDS_PLUGIN.package, "sf-host"], &["--lib"]);
-        BACKENDS_PLUGIN.install(&profile)
+        // Built with another set of packages than sf-tests builds it with, so other bytes
+        // through feature unification: installed apart from sf-tests' copy.
+        BACKENDS_PLUGIN.install_in(&profile, "sf-test-plugins-host")
     })
 }
 

@@ -170,8 +170,16 @@ impl TestPlugin {
     /// plugin path of the `sf` in `profile` never finds a test plugin. `profile` is made
     /// writable by no one else, as the loader requires of every directory above a plugin.
     pub fn install(&self, profile: &Path) -> PathBuf {
+        self.install_in(profile, TEST_PLUGIN_DIR)
+    }
+
+    /// [`TestPlugin::install`] into `<profile>/<dir>`: callers that build the plugin with
+    /// another set of packages (so, through cargo's feature unification, other bytes) install
+    /// it in a directory of their own, so that two test processes never replace each other's
+    /// library while the other loads it.
+    pub fn install_in(&self, profile: &Path, dir: &str) -> PathBuf {
         strip_group_write(profile);
-        let dir = test_plugin_dir(profile);
+        let dir = profile.join(dir);
         match std::fs::create_dir(&dir) {
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
