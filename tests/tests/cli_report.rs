@@ -7,14 +7,11 @@
 mod land_support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use land_support::Work;
 use sf_host::canonical::Digest;
 use sf_tests::plugins::{run_json, sf};
 use sf_tests::private_dir;
-
-const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// Headless Chromium on `page` with a fresh profile: `--dump-dom` (the DOM after load) or
 /// `--screenshot=FILE`.
@@ -24,27 +21,7 @@ fn chromium(page: &Path, action: &str) -> String {
 
 /// [`chromium`] with `flags`.
 fn chromium_with(page: &Path, flags: &[&str]) -> String {
-    assert!(
-        Path::new(CHROMIUM).exists(),
-        "{CHROMIUM} is missing: install Debian's chromium (`apt-get install chromium`; .ci/run \
-         does it)"
-    );
-    let profile = tempfile::tempdir().unwrap();
-    let output = Command::new(CHROMIUM)
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--no-first-run",
-        ])
-        .args(flags)
-        .arg(format!("--user-data-dir={}", profile.path().display()))
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "chromium: {output:?}");
-    String::from_utf8(output.stdout).unwrap()
+    sf_test_support::browser::chromium(&format!("file://{}", page.display()), flags)
 }
 
 /// `sf report --json` of `candidate` into `out`; its result.

@@ -10,7 +10,9 @@ mod serve_support;
 use std::os::unix::fs::PermissionsExt as _;
 use std::time::Duration;
 
+use serde_json::json;
 use serve_support::{Server, TOKENS, Team, note_proposal, wait_final};
+use sf_test_support::browser::chromium;
 
 /// The sum of every `sf_serve_proposals` sample of the metrics.
 fn proposals_queued(server: &Server) -> u64 {
@@ -175,6 +177,52 @@ fn no_valid_token_is_401_and_bad_requests_are_4xx_envelopes_and_nothing_is_queue
             "{line} in {metrics}"
         );
     }
+    // Prometheus's own parser reads the metrics: each family of its type, with its samples.
+    let families = sf_test_support::prometheus::parse(&metrics);
+    let sample = |family: &str, name: &str, labels: serde_json::Value| {
+        let found = &families[family];
+        found["samples"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no family {family}: {families}"))
+            .iter()
+            .find(|sample| sample[0] == name && sample[1] == labels)
+            .map(|sample| (found["type"].clone(), sample[2].as_f64()))
+            .unwrap_or_else(|| panic!("no {name} {labels} in {families}"))
+    };
+    let delivered = json!({"state": "delivered"});
+    assert_eq!(
+        sample("sf_serve_proposals", "sf_serve_proposals", delivered),
+        (json!("gauge"), Some(1.0))
+    );
+    assert_eq!(
+        sample("sf_serve_queue_depth", "sf_serve_queue_depth", json!({})),
+        (json!("gauge"), Some(0.0))
+    );
+    let verified = json!({"outcome": "verified"});
+    assert_eq!(
+        sample("sf_serve_verdicts", "sf_serve_verdicts_total", verified),
+        (json!("counter"), Some(1.0))
+    );
+    assert_eq!(
+        sample(
+            "sf_serve_deliveries",
+            "sf_serve_deliveries_total",
+            json!({})
+        ),
+        (json!("counter"), Some(1.0))
+    );
+
+    // A real browser renders the queue page (served over HTTP) and the report: the proposal,
+    // its state and its Candidate are in the rendered DOM, and no script element is.
+    let dom = chromium(&format!("http://{}/", server.address), &["--dump-dom"]);
+    assert!(dom.contains(&id) && dom.contains("delivered"), "{dom}");
+    assert!(!dom.contains("<script"), "{dom}");
+    let (_pages, pages) = sf_tests::private_dir();
+    let file = pages.join("report.html");
+    std::fs::write(&file, &report).unwrap();
+    let dom = chromium(&format!("file://{}", file.display()), &["--dump-dom"]);
+    assert!(dom.contains(entry["candidate"].as_str().unwrap()), "{dom}");
+    assert!(dom.contains("verified"), "{dom}");
 }
 
 #[test]

@@ -5,32 +5,12 @@
 //! run alone runs it too. It never skips: a venv that cannot be made fails the test.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 /// The venv (`<target>/attest-venv`), made once per test process.
 pub fn venv() -> &'static Path {
     static VENV: OnceLock<PathBuf> = OnceLock::new();
-    VENV.get_or_init(|| {
-        let profile = crate::build::profile_dir();
-        let venv = profile
-            .parent()
-            .expect("<target>/<profile>")
-            .join("attest-venv");
-        let script = crate::build::workspace_root().join(".ci/attest-venv");
-        let made = Command::new(&script)
-            .arg(&venv)
-            .output()
-            .unwrap_or_else(|error| panic!("running {}: {error}", script.display()));
-        assert!(
-            made.status.success(),
-            "{} could not make the attestation venv (it installs from PyPI): {}\n{}",
-            script.display(),
-            String::from_utf8_lossy(&made.stdout),
-            String::from_utf8_lossy(&made.stderr)
-        );
-        venv
-    })
+    VENV.get_or_init(|| crate::py_venv::made("attest-venv", "attest-venv"))
 }
 
 /// The verifier's program: reads a DSSE envelope (JSON) on stdin, and a public key as
@@ -79,21 +59,8 @@ pub struct Verdict {
 
 /// Verifies `envelope` with securesystemslib against the one key `public` (OpenSSH form).
 pub fn verify_with_securesystemslib(envelope: &[u8], public: &str) -> Verdict {
-    use std::io::Write as _;
-    let mut child = Command::new(venv().join("bin/python"))
-        .args(["-c", VERIFIER, public])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("starting the venv's python");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(envelope)
-        .expect("writing the envelope");
-    let output = child.wait_with_output().expect("the verifier's output");
+    let public = std::ffi::OsStr::new(public);
+    let output = crate::py_venv::run(venv(), VERIFIER, &[public], envelope);
     Verdict {
         verified: output.status.success(),
         stdout: output.stdout,
@@ -118,22 +85,7 @@ sys.stdout.buffer.write(key.sign(pae))
 /// The raw Ed25519 signature, by the OpenSSH private key at `key`, of the DSSE encoding of
 /// an in-toto `payload`, made by pyca/cryptography: how a test forges what sf never signs.
 pub fn sign_with_cryptography(payload: &[u8], key: &Path) -> Vec<u8> {
-    use std::io::Write as _;
-    let mut child = Command::new(venv().join("bin/python"))
-        .args(["-c", SIGNER])
-        .arg(key)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("starting the venv's python");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(payload)
-        .expect("writing the payload");
-    let output = child.wait_with_output().expect("the signer's output");
+    let output = crate::py_venv::run(venv(), SIGNER, &[key.as_os_str()], payload);
     assert!(output.status.success(), "{output:?}");
     assert_eq!(output.stdout.len(), 64, "{output:?}");
     output.stdout

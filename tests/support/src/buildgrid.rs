@@ -58,26 +58,7 @@ impl Default for Options {
 /// The venv BuildGrid runs from (`<target>/buildgrid-venv`), made once per test process.
 pub fn venv() -> &'static Path {
     static VENV: OnceLock<PathBuf> = OnceLock::new();
-    VENV.get_or_init(|| {
-        let profile = crate::build::profile_dir();
-        let venv = profile
-            .parent()
-            .expect("<target>/<profile>")
-            .join("buildgrid-venv");
-        let script = crate::build::workspace_root().join(".ci/buildgrid-venv");
-        let made = Command::new(&script)
-            .arg(&venv)
-            .output()
-            .unwrap_or_else(|error| panic!("running {}: {error}", script.display()));
-        assert!(
-            made.status.success(),
-            "{} could not make BuildGrid's venv (it installs from PyPI): {}\n{}",
-            script.display(),
-            String::from_utf8_lossy(&made.stdout),
-            String::from_utf8_lossy(&made.stderr)
-        );
-        venv
-    })
+    VENV.get_or_init(|| crate::py_venv::made("buildgrid-venv", "buildgrid-venv"))
 }
 
 /// A running BuildGrid server.

@@ -17,11 +17,15 @@
 //!   machine's load).
 //! - [`buildgrid`]: a throwaway BuildGrid (a remote-execution server) on 127.0.0.1, its
 //!   scheduler in a [`postgres`] cluster.
+//! - [`browser`]: headless Chromium, for sf's pages.
+//! - [`py_venv`]: Python venvs of pinned PyPI packages; [`attest`] (securesystemslib, an
+//!   independent DSSE verifier) and [`prometheus`] (Prometheus's text-format parser) use them.
 //!
 //! It depends on no backend and not on sf-host, so any backend crate can dev-depend on it.
 
 pub mod attest;
 pub mod bench;
+pub mod browser;
 pub mod build;
 pub mod buildgrid;
 pub mod executor;
@@ -29,6 +33,8 @@ pub mod fence;
 pub mod git_servers;
 pub mod object_store;
 pub mod postgres;
+pub mod prometheus;
+pub mod py_venv;
 
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
