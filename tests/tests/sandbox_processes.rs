@@ -59,6 +59,19 @@ fn no_children_left(after: &str) {
     }
 }
 
+/// Waits (bounded) until this process has a child: the control that the watch sees what an
+/// Executor starts (its first launcher is started by a thread of its own, so not at once).
+fn a_child_appears(what: &str) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while own_children().is_empty() {
+        assert!(
+            Instant::now() < until,
+            "{what} never appeared among the children"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn nothing_is_left_after_an_executor_sf_exec_or_sf_collect() {
     // SAFETY: prctl with integer arguments, on this process.
@@ -69,7 +82,7 @@ fn nothing_is_left_after_an_executor_sf_exec_or_sf_collect() {
 
     let unused = probe_executor();
     // Control: the launcher started ahead for its first run waits.
-    assert!(!own_children().is_empty());
+    a_child_appears("the launcher started ahead");
     drop(unused);
     no_children_left("an Executor that never ran was dropped");
 
@@ -84,7 +97,7 @@ fn nothing_is_left_after_an_executor_sf_exec_or_sf_collect() {
         std::thread::sleep(Duration::from_millis(10));
     }
     // Control: the fork server, and the launcher it keeps for the next run, are alive now.
-    assert!(!own_children().is_empty());
+    a_child_appears("the fork server");
     drop(executor);
     no_children_left("the Executor was dropped");
 
