@@ -199,32 +199,9 @@ impl GitRemote {
         let failed = |reason: String| RemoteError {
             reason: printable(&reason),
         };
-        let deadline = Instant::now() + self.push_timeout;
-        let scratch = Scratch::new(self, url, deadline).map_err(failed)?;
-        let mut args = self.settings(url).map_err(failed)?;
         // Fetched to the same name, so that the revision an import records is the branch.
         let fetched = branch.as_str();
-        args.extend(
-            [
-                "-c",
-                "fetch.fsckObjects=true",
-                "fetch",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--no-recurse-submodules",
-                "--quiet",
-                "--",
-                url,
-            ]
-            .map(str::to_owned),
-        );
-        args.push(format!("+{branch}:{fetched}"));
-        let run = self
-            .run(&scratch, args, Vec::new(), 1024, TRANSFER_ADDRESS_SPACE)
-            .map_err(failed)?;
-        if !run.succeeded() {
-            return Err(failed(format!("git fetch {}", run.describe_ending())));
-        }
+        let FetchedRefs { scratch } = self.fetch_refs(url, &[format!("+{branch}:{fetched}")])?;
         let resolved = self
             .run(
                 &scratch,

@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod faulty;
 pub mod linked;
 pub mod plugins;
 

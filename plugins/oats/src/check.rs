@@ -191,10 +191,9 @@ fn checks_pinning(slice: &Path, id: &str, integrity: &str) -> Vec<String> {
     if !metadata.is_file() || metadata.len() > MAX_ACCEPTANCE_BYTES {
         return Vec::new();
     }
-    let Ok(value) = std::fs::read(&path)
+    let Some(value) = std::fs::read(&path)
         .ok()
         .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-        .ok_or(())
     else {
         return Vec::new();
     };
