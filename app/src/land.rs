@@ -57,6 +57,10 @@ pub struct LandRequest {
     pub jobs: NonZeroUsize,
     /// After integrating, deliver the commit to the base's upstream, where the mode says.
     pub deliver: Option<DeliveryMode>,
+    /// Land this attempt, collected earlier (`collect`), judged again, instead of collecting
+    /// a new one: how a service collects Candidates in parallel and lands them in turn.
+    /// `None` collects.
+    pub attempt: Option<u64>,
 }
 
 /// What a landing did, with what its caller shows of it.
@@ -132,6 +136,7 @@ pub fn land(
         owner: owner.clone(),
         deadline: ready.deadline,
         jobs: request.jobs,
+        attempt: request.attempt,
         environments: verified_trees(backends, loaded.slice.frozen.acceptance.environments())?,
         capabilities: crate::capabilities::staged_for_run(
             backends,

@@ -183,6 +183,8 @@ pub(crate) struct Composition<'a> {
     pub deadline: SystemTime,
     /// How many checks run at a time ([`RepositoryCollector::with_jobs`]).
     pub jobs: NonZeroUsize,
+    /// An attempt collected earlier to judge instead of collecting one.
+    pub attempt: Option<u64>,
     /// The verified trees of the dependency environments the checks name
     /// ([`CollectRequest::environments`]).
     pub environments: BTreeMap<Digest, PathBuf>,
@@ -325,7 +327,11 @@ pub(crate) fn land(
     // A Slice with review checks lands the attempt its reviewers read: its newest attempt,
     // when its process checks are Verified, is judged again rather than collected anew (a new
     // attempt would be a new review subject, and every approval would count for nothing).
-    let (collected, verdict) = match judging.reviewed_verdict()? {
+    let earlier = match request.attempt {
+        Some(attempt) => Some(judging.verdict(Some(attempt))?),
+        None => judging.reviewed_verdict()?,
+    };
+    let (collected, verdict) = match earlier {
         Some(verdict) => (None, verdict),
         None => {
             let collected = collect(&request, &sealed, trees, progress)?;

@@ -617,6 +617,7 @@ fn land_candidate(backends: &Backends, root: &Path, candidate: &str) -> LandedSt
         deadline: None,
         jobs: std::num::NonZeroUsize::MIN,
         deliver: Some(DeliveryMode::Branch),
+        attempt: None,
     };
     let mut progress = Progress::default();
     let landed = land(backends, &request, &mut |event| progress.report(event));

@@ -52,6 +52,10 @@ pub struct LandArgs {
     /// How many checks run at a time (each still one sandboxed run and one record)
     #[arg(long, value_name = "N", default_value = "1")]
     jobs: std::num::NonZeroUsize,
+    /// Land this attempt (fence epoch), collected earlier by `sf collect`, judged again,
+    /// instead of collecting a new one; the Verified guard judges it once more before the move
+    #[arg(long, value_name = "N")]
+    attempt: Option<u64>,
     /// After integrating, deliver the commit to the base's upstream, at most once (see `sf
     /// deliver`)
     #[arg(long)]
@@ -74,6 +78,7 @@ impl LandArgs {
             deadline: self.deadline.clone(),
             jobs: self.jobs,
             deliver: self.deliver.then_some(delivery_mode(self.side_branch)),
+            attempt: self.attempt,
         }
     }
 }

@@ -140,10 +140,21 @@ async fn submit(
     };
     let (slice, kind, payload) = read_request(&bytes, slices)?;
     let id = new_id()?;
-    server
+    let limit = server.settings.in_flight;
+    let stored = server
         .queue()?
-        .insert(&id, &name, &slice, kind, &payload, &client)
+        .insert_within(&id, &name, &slice, kind, &payload, &client, limit)
         .map_err(ApiError::unavailable)?;
+    if !stored {
+        return Err(ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too-many",
+            format!(
+                "client {client:?} has {limit} proposals in the queue that have not ended \
+                 ([serve] in_flight); send this one when one of them has ended"
+            ),
+        ));
+    }
     Ok((
         StatusCode::ACCEPTED,
         json_body(&serde_json::json!({"id": id, "state": "queued"})),
@@ -266,5 +277,7 @@ pub fn entry_json(entry: &Entry) -> serde_json::Value {
         "error": entry.error,
         "queuedAt": entry.queued_at,
         "updatedAt": entry.updated_at,
+        "generation": entry.generation,
+        "base": entry.base,
     })
 }

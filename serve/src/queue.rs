@@ -1,6 +1,11 @@
 //! The durable queue: one SQLite database in `[serve] state`. A proposal is committed here
 //! before its `202` is answered, and every change of state is committed before the step it
 //! starts, so that a server killed at any moment finds each proposal where it was.
+//!
+//! A proposal is sealed once per *generation*: when what it was sealed on is no longer
+//! where it stands in the queue (the one ahead of it failed, the target moved), it is reset
+//! to a new generation and sealed again. Whatever a collection of an older generation
+//! reports is dropped (every write names the generation it is for).
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -60,6 +65,18 @@ pub struct Entry {
     pub queued_at: u64,
     /// When its state last changed, in seconds since the epoch.
     pub updated_at: u64,
+    /// How many times it was sealed (1 at first; each reset adds one): its landing's action
+    /// occurrence.
+    pub generation: u64,
+    /// The commit its Candidate was sealed on: the target's tip, or the commit of the
+    /// proposal ahead of it in the queue.
+    pub base: Option<String>,
+    /// The attempt its collection of this generation stored, once that ended.
+    pub attempt: Option<u64>,
+    /// What that collection showed, once it ended: `{"outcome", "digest"}` of its Verdict, or
+    /// `{"error": {"code", "message"}}` when it started nothing. Provisional: the landing
+    /// judges the attempt again.
+    pub trial: Option<serde_json::Value>,
 }
 
 /// A handle on the queue's database (one per thread: SQLite serialises the writers).
@@ -71,7 +88,20 @@ pub struct Queue {
 pub const DATABASE: &str = "queue.sqlite";
 
 const COLUMNS: &str = "id, repository, slice, kind, body, client, state, frozen_slice, \
-                       candidate, verdict, commit_id, reasons, error, queued_at, updated_at";
+                       candidate, verdict, commit_id, reasons, error, queued_at, updated_at, \
+                       generation, base, attempt, trial";
+
+/// The columns added after the first version of the table, with their definitions: added to
+/// a database made before them, so that nothing queued is lost by an upgrade.
+const ADDED: [(&str, &str); 4] = [
+    ("generation", "INTEGER NOT NULL DEFAULT 1"),
+    ("base", "TEXT"),
+    ("attempt", "INTEGER"),
+    ("trial", "TEXT"),
+];
+
+/// The states of a proposal still on its way.
+const OPEN: &str = "('queued', 'sealing', 'collecting', 'landing')";
 
 fn now() -> u64 {
     SystemTime::now()
@@ -117,40 +147,12 @@ impl Queue {
                      queued_at INTEGER NOT NULL,
                      updated_at INTEGER NOT NULL
                  );
-                 CREATE INDEX IF NOT EXISTS proposals_open ON proposals (repository, state, seq);",
+                 CREATE INDEX IF NOT EXISTS proposals_open ON proposals (repository, state, seq);
+                 CREATE INDEX IF NOT EXISTS proposals_client ON proposals (client, state);",
             )
             .map_err(|error| failed("cannot create its table", error))?;
+        add_columns(&connection)?;
         Ok(Self { connection })
-    }
-
-    /// Stores a new proposal as `queued`; committed when this returns.
-    pub fn insert(
-        &self,
-        id: &str,
-        repository: &str,
-        slice: &str,
-        kind: Kind,
-        body: &[u8],
-        client: &str,
-    ) -> Result<(), String> {
-        let at = now();
-        self.connection
-            .execute(
-                "INSERT INTO proposals (id, repository, slice, kind, body, client, state, \
-                 queued_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
-                params![
-                    id,
-                    repository,
-                    slice,
-                    kind.as_str(),
-                    body,
-                    client,
-                    State::Queued.as_str(),
-                    at as i64
-                ],
-            )
-            .map(|_| ())
-            .map_err(|error| failed("cannot store the proposal", error))
     }
 
     /// The proposal `id`.
@@ -165,20 +167,104 @@ impl Queue {
             .map_err(|error| failed("cannot read a proposal", error))
     }
 
-    /// The oldest proposal of `repository` that is not final: the one its worker goes on
-    /// with (one at a time, in the order they were queued).
-    pub fn next_open(&self, repository: &str) -> Result<Option<Entry>, String> {
-        self.connection
+    /// Stores a new proposal as `queued` unless `client` has `limit` proposals that are not
+    /// final already (`Ok(false)`, nothing stored); the count and the insert are one
+    /// transaction, so concurrent requests cannot pass the limit together.
+    #[allow(clippy::too_many_arguments)]
+    pub fn insert_within(
+        &mut self,
+        id: &str,
+        repository: &str,
+        slice: &str,
+        kind: Kind,
+        body: &[u8],
+        client: &str,
+        limit: usize,
+    ) -> Result<bool, String> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|error| failed("cannot store the proposal", error))?;
+        let open: i64 = transaction
             .query_row(
-                &format!(
-                    "SELECT {COLUMNS} FROM proposals WHERE repository = ?1 AND state IN \
-                     ('queued', 'sealing', 'collecting', 'landing') ORDER BY seq LIMIT 1"
-                ),
-                params![repository],
-                row,
+                &format!("SELECT COUNT(*) FROM proposals WHERE client = ?1 AND state IN {OPEN}"),
+                params![client],
+                |row| row.get(0),
             )
-            .optional()
+            .map_err(|error| failed("cannot count the client's proposals", error))?;
+        if open as u64 >= limit as u64 {
+            return Ok(false);
+        }
+        let at = now() as i64;
+        transaction
+            .execute(
+                "INSERT INTO proposals (id, repository, slice, kind, body, client, state, \
+                 queued_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?8)",
+                params![
+                    id,
+                    repository,
+                    slice,
+                    kind.as_str(),
+                    body,
+                    client,
+                    State::Queued.as_str(),
+                    at
+                ],
+            )
+            .map_err(|error| failed("cannot store the proposal", error))?;
+        transaction
+            .commit()
+            .map_err(|error| failed("cannot store the proposal", error))?;
+        Ok(true)
+    }
+
+    /// The proposals of `repository` that are not final, oldest first: its queue, in the
+    /// order they land.
+    pub fn open_of(&self, repository: &str) -> Result<Vec<Entry>, String> {
+        let mut statement = self
+            .connection
+            .prepare(&format!(
+                "SELECT {COLUMNS} FROM proposals WHERE repository = ?1 AND state IN {OPEN} \
+                 ORDER BY seq"
+            ))
+            .map_err(|error| failed("cannot read the queue", error))?;
+        statement
+            .query_map(params![repository], row)
+            .and_then(|rows| rows.collect())
             .map_err(|error| failed("cannot read the queue", error))
+    }
+
+    /// The oldest proposal of `repository` that is not final.
+    pub fn next_open(&self, repository: &str) -> Result<Option<Entry>, String> {
+        Ok(self.open_of(repository)?.into_iter().next())
+    }
+
+    /// How long each final proposal took from its request to its end, in seconds.
+    pub fn times_in_queue(&self) -> Result<Vec<u64>, String> {
+        let mut statement = self
+            .connection
+            .prepare(&format!(
+                "SELECT updated_at - queued_at FROM proposals WHERE state NOT IN {OPEN}"
+            ))
+            .map_err(|error| failed("cannot read the queue", error))?;
+        statement
+            .query_map([], |row| Ok(row.get::<_, i64>(0)?.max(0) as u64))
+            .and_then(|rows| rows.collect())
+            .map_err(|error| failed("cannot read the queue", error))
+    }
+
+    /// How many proposals of each repository are not final.
+    pub fn depths(&self) -> Result<Vec<(String, u64)>, String> {
+        let mut statement = self
+            .connection
+            .prepare(&format!(
+                "SELECT repository, COUNT(*) FROM proposals WHERE state IN {OPEN} GROUP BY 1"
+            ))
+            .map_err(|error| failed("cannot count the queue", error))?;
+        statement
+            .query_map([], |row| Ok((row.get(0)?, row.get::<_, i64>(1)? as u64)))
+            .and_then(|rows| rows.collect())
+            .map_err(|error| failed("cannot count the queue", error))
     }
 
     /// Every proposal, newest first, at most `limit`.
@@ -238,29 +324,67 @@ impl Queue {
             .map_err(|error| failed("cannot record a state", error))
     }
 
-    /// Records the sealed Candidate and moves `id` to `collecting`, in one transaction.
-    pub fn sealed(
-        &self,
-        id: &str,
-        frozen_slice: &str,
-        candidate: &str,
-        commit: &str,
-    ) -> Result<(), String> {
+    /// Records the Candidate generation `generation` of `id` was sealed as, on `base`, and
+    /// moves it to `collecting`, in one transaction.
+    pub fn sealed(&self, id: &str, generation: u64, sealed: &Sealing<'_>) -> Result<(), String> {
         self.connection
             .execute(
-                "UPDATE proposals SET state = ?2, frozen_slice = ?3, candidate = ?4, \
-                 commit_id = ?5, updated_at = ?6 WHERE id = ?1",
+                "UPDATE proposals SET state = ?3, frozen_slice = ?4, candidate = ?5, \
+                 commit_id = ?6, base = ?7, updated_at = ?8 WHERE id = ?1 AND generation = ?2",
                 params![
                     id,
+                    generation as i64,
                     State::Collecting.as_str(),
-                    frozen_slice,
-                    candidate,
-                    commit,
+                    sealed.frozen_slice,
+                    sealed.candidate,
+                    sealed.commit,
+                    sealed.base,
                     now() as i64
                 ],
             )
             .map(|_| ())
             .map_err(|error| failed("cannot record the Candidate", error))
+    }
+
+    /// Records what the collection of generation `generation` of `id` stored and showed;
+    /// `false` (nothing written) when the proposal was reset since.
+    pub fn collected(
+        &self,
+        id: &str,
+        generation: u64,
+        attempt: Option<u64>,
+        trial: &serde_json::Value,
+    ) -> Result<bool, String> {
+        self.connection
+            .execute(
+                "UPDATE proposals SET attempt = ?3, trial = ?4, updated_at = ?5 \
+                 WHERE id = ?1 AND generation = ?2 AND state = 'collecting'",
+                params![
+                    id,
+                    generation as i64,
+                    attempt.map(|attempt| attempt as i64),
+                    trial.to_string(),
+                    now() as i64
+                ],
+            )
+            .map(|changed| changed == 1)
+            .map_err(|error| failed("cannot record a collection", error))
+    }
+
+    /// Starts generation `generation + 1` of `id`: back to `sealing`, its Candidate, base
+    /// and collection forgotten (they stay in its Slice copy's evidence). Never for a
+    /// proposal whose landing started: that one is landed again as it is.
+    pub fn reset(&self, id: &str, generation: u64) -> Result<(), String> {
+        self.connection
+            .execute(
+                "UPDATE proposals SET state = 'sealing', generation = generation + 1, \
+                 frozen_slice = NULL, candidate = NULL, commit_id = NULL, base = NULL, \
+                 attempt = NULL, trial = NULL, updated_at = ?3 \
+                 WHERE id = ?1 AND generation = ?2 AND state IN ('sealing', 'collecting')",
+                params![id, generation as i64, now() as i64],
+            )
+            .map(|_| ())
+            .map_err(|error| failed("cannot reset a proposal", error))
     }
 
     /// Records how `id` ended, in one transaction.
@@ -282,6 +406,39 @@ impl Queue {
             .map(|_| ())
             .map_err(|error| failed("cannot record how a proposal ended", error))
     }
+}
+
+/// What a proposal was sealed as.
+pub struct Sealing<'a> {
+    /// Its private frozen Slice directory.
+    pub frozen_slice: &'a str,
+    /// The Candidate's digest.
+    pub candidate: &'a str,
+    /// The Candidate's commit M.
+    pub commit: &'a str,
+    /// The commit it was sealed on.
+    pub base: &'a str,
+}
+
+/// Adds the columns of [`ADDED`] a database made before them lacks.
+fn add_columns(connection: &Connection) -> Result<(), String> {
+    let mut statement = connection
+        .prepare("SELECT name FROM pragma_table_info('proposals')")
+        .map_err(|error| failed("cannot read its columns", error))?;
+    let present: Vec<String> = statement
+        .query_map([], |row| row.get(0))
+        .and_then(|rows| rows.collect())
+        .map_err(|error| failed("cannot read its columns", error))?;
+    for (column, definition) in ADDED {
+        if !present.iter().any(|name| name == column) {
+            connection
+                .execute_batch(&format!(
+                    "ALTER TABLE proposals ADD COLUMN {column} {definition}"
+                ))
+                .map_err(|error| failed(&format!("cannot add the column {column}"), error))?;
+        }
+    }
+    Ok(())
 }
 
 /// How a proposal ended.
@@ -325,6 +482,12 @@ fn row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
         error: json(row.get(12)?),
         queued_at: row.get::<_, i64>(13)? as u64,
         updated_at: row.get::<_, i64>(14)? as u64,
+        generation: row.get::<_, i64>(15)?.max(1) as u64,
+        base: row.get(16)?,
+        attempt: row
+            .get::<_, Option<i64>>(17)?
+            .map(|attempt| attempt.max(0) as u64),
+        trial: json(row.get(18)?),
     })
 }
 
@@ -332,24 +495,35 @@ fn row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
 mod tests {
     use super::*;
 
+    fn sealing<'a>(candidate: &'a str, base: &'a str) -> Sealing<'a> {
+        Sealing {
+            frozen_slice: "/s",
+            candidate,
+            commit: "m",
+            base,
+        }
+    }
+
     #[test]
     fn a_proposal_goes_through_its_states_and_survives_a_reopen() {
-        let dir = tempfile_dir();
-        let queue = Queue::open(&dir).unwrap();
-        queue
-            .insert("a", "te", "s", Kind::Diff, b"diff", "agent")
-            .unwrap();
-        queue
-            .insert("b", "te", "s", Kind::Proposal, b"{}", "agent")
-            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let mut queue = Queue::open(dir.path()).unwrap();
+        for id in ["a", "b"] {
+            assert!(
+                queue
+                    .insert_within(id, "te", "s", Kind::Diff, b"diff", "agent", 10)
+                    .unwrap()
+            );
+        }
         assert_eq!(queue.next_open("te").unwrap().unwrap().id, "a");
         queue.set_state("a", State::Sealing).unwrap();
-        queue.sealed("a", "/s", "sha256:c", "m").unwrap();
+        queue.sealed("a", 1, &sealing("sha256:c", "t")).unwrap();
         drop(queue);
-        let queue = Queue::open(&dir).unwrap();
+        let queue = Queue::open(dir.path()).unwrap();
         let a = queue.get("a").unwrap().unwrap();
         assert_eq!(a.state, State::Collecting);
         assert_eq!(a.candidate.as_deref(), Some("sha256:c"));
+        assert_eq!((a.generation, a.base.as_deref()), (1, Some("t")));
         queue
             .finish(
                 "a",
@@ -363,13 +537,84 @@ mod tests {
             .unwrap();
         assert_eq!(queue.next_open("te").unwrap().unwrap().id, "b");
         assert_eq!(queue.verdicts().unwrap(), vec![("failed".into(), 1)]);
+        assert_eq!(queue.depths().unwrap(), vec![("te".into(), 1)]);
+        assert_eq!(queue.times_in_queue().unwrap().len(), 1);
         assert!(queue.next_open("other").unwrap().is_none());
-        std::fs::remove_dir_all(dir).unwrap();
     }
 
-    fn tempfile_dir() -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("sf-serve-queue-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
+    #[test]
+    fn a_reset_starts_a_generation_and_drops_what_the_older_one_reports() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut queue = Queue::open(dir.path()).unwrap();
+        queue
+            .insert_within("a", "te", "s", Kind::Diff, b"d", "agent", 10)
+            .unwrap();
+        queue
+            .sealed("a", 1, &sealing("sha256:c1", "ahead"))
+            .unwrap();
+        queue.reset("a", 1).unwrap();
+        let a = queue.get("a").unwrap().unwrap();
+        assert_eq!((a.state, a.generation), (State::Sealing, 2));
+        assert_eq!((a.candidate, a.base), (None, None));
+        // The first generation's collection ends after the reset: dropped.
+        let trial = serde_json::json!({"outcome": "verified"});
+        assert!(!queue.collected("a", 1, Some(1), &trial).unwrap());
+        queue.sealed("a", 1, &sealing("sha256:old", "x")).unwrap();
+        assert_eq!(queue.get("a").unwrap().unwrap().candidate, None);
+        queue.sealed("a", 2, &sealing("sha256:c2", "t")).unwrap();
+        assert!(queue.collected("a", 2, Some(3), &trial).unwrap());
+        let a = queue.get("a").unwrap().unwrap();
+        assert_eq!((a.attempt, a.trial), (Some(3), Some(trial)));
+        // A landing that started is never reset.
+        queue.set_state("a", State::Landing).unwrap();
+        queue.reset("a", 2).unwrap();
+        assert_eq!(queue.get("a").unwrap().unwrap().state, State::Landing);
+    }
+
+    #[test]
+    fn a_client_at_its_limit_queues_nothing_more_until_one_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut queue = Queue::open(dir.path()).unwrap();
+        let put = |queue: &mut Queue, id: &str, client: &str| {
+            queue
+                .insert_within(id, "te", "s", Kind::Diff, b"d", client, 2)
+                .unwrap()
+        };
+        assert!(put(&mut queue, "a", "one"));
+        assert!(put(&mut queue, "b", "one"));
+        assert!(!put(&mut queue, "c", "one"));
+        assert!(queue.get("c").unwrap().is_none());
+        assert!(put(&mut queue, "d", "two"));
+        let end = End {
+            state: State::Refused,
+            verdict: None,
+            reasons: Vec::new(),
+            error: None,
+        };
+        queue.finish("a", &end).unwrap();
+        assert!(put(&mut queue, "c", "one"));
+    }
+
+    #[test]
+    fn a_database_made_before_the_generations_keeps_its_proposals() {
+        let dir = tempfile::tempdir().unwrap();
+        let old = Connection::open(dir.path().join(DATABASE)).unwrap();
+        old.execute_batch(
+            "CREATE TABLE proposals (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL \
+             UNIQUE, repository TEXT NOT NULL, slice TEXT NOT NULL, kind TEXT NOT NULL, body \
+             BLOB NOT NULL, client TEXT NOT NULL, state TEXT NOT NULL, frozen_slice TEXT, \
+             candidate TEXT, verdict TEXT, commit_id TEXT, reasons TEXT NOT NULL DEFAULT '[]', \
+             error TEXT, queued_at INTEGER NOT NULL, updated_at INTEGER NOT NULL);
+             INSERT INTO proposals (id, repository, slice, kind, body, client, state, \
+             candidate, queued_at, updated_at) VALUES ('a', 'te', 's', 'diff', x'00', 'c', \
+             'collecting', 'sha256:c', 1, 1);",
+        )
+        .unwrap();
+        drop(old);
+        let queue = Queue::open(dir.path()).unwrap();
+        let a = queue.get("a").unwrap().unwrap();
+        assert_eq!((a.state, a.generation), (State::Collecting, 1));
+        assert_eq!(a.candidate.as_deref(), Some("sha256:c"));
+        assert_eq!((a.base, a.attempt), (None, None));
     }
 }

@@ -1,25 +1,31 @@
 //! The steps one proposal takes, each through the application layer's use cases as `sf repo
-//! import`, `sf slice freeze`, `sf seal` and `sf land --deliver` take them: nothing here
-//! decides what a Candidate, a Verdict or an effect is.
+//! import`, `sf slice freeze`, `sf seal`, `sf collect` and `sf land --deliver --attempt`
+//! take them: nothing here decides what a Candidate, a Verdict or an effect is.
 //!
-//! A proposal is sealed on the target as it is when its turn comes, so that proposals of one
-//! repository land one after another, each on the one before: with delivery, the upstream's
-//! tip is imported first (the target follows it only forward), then a private copy of the
-//! configured Slice is frozen on the target and the proposal sealed under it. Every step is
-//! safe to repeat after a kill: an import or a freeze of what is there already writes
-//! nothing, a seal of the same proposal is the same Candidate, and the landing's action is
-//! the proposal's own (`serve/<id>`, occurrence 1), so its at-most-once intents integrate
-//! and deliver it at most once however often the worker lands it again.
+//! A proposal is sealed on the commit it will land on: the target (with delivery, the
+//! upstream's tip is imported first; the target follows it only forward), or the commit of
+//! the proposal ahead of it, which lands first. A private copy of the configured Slice is
+//! frozen on that commit and the proposal sealed under it; its checks are collected at once,
+//! and the attempt is landed (judged again, the target moved, the commit delivered) when its
+//! turn comes. Every step is safe to repeat after a kill: an import or a freeze of what is
+//! there already writes nothing, a seal of the same proposal on the same commit is the same
+//! Candidate, and the landing's action is the proposal's own (`serve/<id>`, its generation
+//! as the occurrence), so its at-most-once intents integrate and deliver it at most once
+//! however often the worker lands it again.
 
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use sf_app::collect::{CollectRequest, collect};
 use sf_app::freeze::{FreezeRequest, freeze};
+use sf_app::judge::{JudgeRequest, judge};
 use sf_app::land::{LandRequest, land};
 use sf_app::propose::ProposalSource;
 use sf_app::repo::{ImportFrom, ImportRequest, UpstreamRequest, import};
 use sf_app::seal::{ProposalInput, SealRequest, seal};
 use sf_app::{AppError, Backends, LandOutcome, Target};
+use sf_host::fault::FaultPoint;
 use sf_host::plugin::serve_config::ServeRepository;
 use sf_host::repository::DeliveryMode;
 
@@ -37,6 +43,8 @@ pub struct Sealed {
     pub candidate: String,
     /// Its commit M.
     pub commit: String,
+    /// The commit it was sealed on.
+    pub base: String,
 }
 
 /// The configured Slice of `repository` whose id is `id`.
@@ -64,41 +72,66 @@ pub enum NotSealed {
     Fault(String),
 }
 
-/// Seals `entry` on the target now.
-pub fn seal_on_target(
+/// How a proposal ends when a use case refused it (or its base) before anything was
+/// collected.
+pub fn refused(error: AppError) -> End {
+    End {
+        state: State::Refused,
+        verdict: None,
+        reasons: Vec::new(),
+        error: Some(serde_json::json!({"code": error.code, "message": error.message})),
+    }
+}
+
+/// With delivery, imports the upstream's tip and moves the target forward to it, as `sf repo
+/// import --from-upstream --advance` does: after a delivery the tip is the commit just
+/// delivered, and a commit the team pushed on top of it is taken in.
+pub fn import_upstream(backends: &Backends, repository: &ServeRepository) -> Result<(), AppError> {
+    if !repository.deliver {
+        return Ok(());
+    }
+    import(
+        backends,
+        &ImportRequest {
+            identity: repository.identity.clone(),
+            from: ImportFrom::Upstream,
+            advance: true,
+            upstream: UpstreamRequest {
+                url: None,
+                branch: None,
+            },
+        },
+    )
+    .map(|_| ())
+}
+
+/// The commit the repository's target names now.
+pub fn target_of(backends: &Backends, repository: &ServeRepository) -> Result<String, AppError> {
+    let owned = backends.open_repository(&repository.identity)?;
+    owned
+        .target()
+        .map(|commit| commit.to_hex())
+        .map_err(|error| sf_app::error::repository_error("the repository's target", &error))
+}
+
+/// Seals `entry` on `on`, the commit of the proposal ahead of it; or, when `on` is `None`,
+/// on the target now (with delivery, the upstream's tip imported first).
+pub fn seal_on(
     backends: &Backends,
     repository: &ServeRepository,
     state: &Path,
     entry: &Entry,
+    on: Option<&str>,
 ) -> Result<Sealed, NotSealed> {
-    let refused = |error: AppError| {
-        NotSealed::Refused(End {
-            state: State::Refused,
-            verdict: None,
-            reasons: Vec::new(),
-            error: Some(serde_json::json!({"code": error.code, "message": error.message})),
-        })
-    };
+    let refused = |error: AppError| NotSealed::Refused(refused(error));
     let Some(configured) = slice_dir(repository, &entry.slice) else {
         return Err(refused(AppError::invalid(
             format!("slice {:?}", entry.slice),
             "no configured Slice of this repository has that id any more",
         )));
     };
-    if repository.deliver {
-        import(
-            backends,
-            &ImportRequest {
-                identity: repository.identity.clone(),
-                from: ImportFrom::Upstream,
-                advance: true,
-                upstream: UpstreamRequest {
-                    url: None,
-                    branch: None,
-                },
-            },
-        )
-        .map_err(refused)?;
+    if on.is_none() {
+        import_upstream(backends, repository).map_err(refused)?;
     }
     let work = state.join("proposals").join(&entry.id);
     let slice = work.join("slice");
@@ -123,7 +156,7 @@ pub fn seal_on_target(
         &FreezeRequest {
             dir: slice.clone(),
             identity: repository.identity.clone(),
-            base: None,
+            base: on.map(str::to_owned),
             dry_run: false,
         },
     )
@@ -170,6 +203,7 @@ pub fn seal_on_target(
         slice,
         candidate: sealed.digest.to_string(),
         commit: sealed.manifest.commit.to_hex(),
+        base: sealed.manifest.base_commit.to_hex(),
     })
 }
 
@@ -212,49 +246,152 @@ fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Lands the sealed `entry` as `sf land [--deliver]` does, under the proposal's own action;
-/// `collected` is called once every check has settled. Answers how it ended.
-pub fn land_sealed(
+/// How long a collection waits for its Slice copy's fence (held only by an attempt a kill
+/// left behind).
+const FENCE_WAIT: Duration = Duration::from_secs(60);
+
+/// Collects the checks of the sealed `entry` once, as `sf collect` does, and judges the
+/// attempt, as `sf judge` does. When the evidence is undecided because the sandbox or the
+/// cluster did not answer for a run (it did not start one, or gave no answer), a record could
+/// not be stored, or the environment changed, it collects once more: a fault of the machine
+/// is not the Candidate's. A run the executor answered is never collected again, whatever it
+/// showed (a limit it hit is, as far as sf can tell, the Candidate's doing). Answers what the
+/// queue records of it (its `trial`) and the attempt to land.
+pub fn collect_sealed(
     backends: &Backends,
     repository: &ServeRepository,
     entry: &Entry,
-    collected: &mut dyn FnMut(),
-) -> End {
-    let (Some(slice), Some(candidate)) = (&entry.frozen_slice, &entry.candidate) else {
-        return End {
-            state: State::Refused,
-            verdict: None,
-            reasons: Vec::new(),
-            error: Some(serde_json::json!({"code": "corrupt",
-                "message": "the queue holds no Candidate for a proposal past sealing"})),
-        };
+) -> (Option<u64>, serde_json::Value) {
+    let first = collect_once(backends, repository, entry);
+    if !first.machine_fault {
+        return (first.attempt, first.shown);
+    }
+    let mut second = collect_once(backends, repository, entry);
+    if let serde_json::Value::Object(fields) = &mut second.shown {
+        fields.insert("retried".into(), serde_json::Value::Bool(true));
+        fields.insert("first".into(), first.shown);
+    }
+    (second.attempt, second.shown)
+}
+
+/// One collection and its judgement.
+struct Collected {
+    /// The attempt to land, when a Verdict may be issued for it.
+    attempt: Option<u64>,
+    /// `{"outcome", "digest"}`, `{"undecided": WHY}` or `{"error": {"code", "message"}}`.
+    shown: serde_json::Value,
+    /// Whether it is undecided through a fault of the machine, not of the Candidate.
+    machine_fault: bool,
+}
+
+fn collect_once(backends: &Backends, repository: &ServeRepository, entry: &Entry) -> Collected {
+    let error = |error: AppError| Collected {
+        attempt: None,
+        shown: serde_json::json!({"error": {"code": error.code, "message": error.message}}),
+        machine_fault: false,
     };
-    let request = LandRequest {
-        target: Target {
-            identity: repository.identity.clone(),
-            candidate: candidate.clone(),
-            slice: PathBuf::from(slice),
+    let Some(target) = target_of_entry(repository, entry) else {
+        return error(AppError::new(
+            "corrupt",
+            "the queue holds no Candidate past sealing",
+        ));
+    };
+    let request = CollectRequest {
+        target: target.clone(),
+        gate: None,
+        deadline: None,
+        jobs: NonZeroUsize::MIN,
+        wait: Some(FENCE_WAIT),
+    };
+    let result = match collect(backends, &request, &mut |_| {}) {
+        Ok(result) => result,
+        Err(refusal) => return error(refusal),
+    };
+    // The landing's collection ended (its records stored), before the queue knows it.
+    backends.faults.reached(FaultPoint::LandCollected);
+    let answered = result
+        .runs
+        .iter()
+        .all(|run| matches!(run.state, sf_host::collector::RunState::Observed));
+    if !result.may_judge() {
+        return Collected {
+            attempt: None,
+            shown: serde_json::json!({"undecided": "a record could not be stored, or the \
+                environment changed during the collection; no Verdict may be issued for it"}),
+            machine_fault: true,
+        };
+    }
+    let attempt = result.attempt.epoch;
+    match judge(
+        backends,
+        &JudgeRequest {
+            target,
+            attempt: Some(attempt),
         },
+    ) {
+        Ok(judged) => Collected {
+            attempt: Some(attempt),
+            machine_fault: judged.verdict.outcome == sf_host::assurance::Outcome::Inconclusive
+                && !answered,
+            shown: serde_json::json!({
+                "outcome": judged.verdict.outcome.as_str(),
+                "digest": judged.digest.to_string(),
+                "attempt": attempt,
+            }),
+        },
+        Err(refusal) => error(refusal),
+    }
+}
+
+/// The Candidate and Slice copy of a sealed entry, as the use cases take them.
+fn target_of_entry(repository: &ServeRepository, entry: &Entry) -> Option<Target> {
+    Some(Target {
+        identity: repository.identity.clone(),
+        candidate: entry.candidate.clone()?,
+        slice: PathBuf::from(entry.frozen_slice.as_ref()?),
+    })
+}
+
+/// Whether a collection's `trial` passed: the proposals behind it are sealed on it.
+pub fn passed(trial: &serde_json::Value) -> bool {
+    trial.get("outcome").and_then(serde_json::Value::as_str) == Some("verified")
+}
+
+/// Lands the sealed `entry` as `sf land [--deliver]` does, under the proposal's own action
+/// (its generation as the occurrence): the attempt its collection stored, judged again, or,
+/// when that collection started nothing, a new collection. Answers how it ended.
+pub fn land_sealed(backends: &Backends, repository: &ServeRepository, entry: &Entry) -> End {
+    let Some(target) = target_of_entry(repository, entry) else {
+        return refused(AppError::new(
+            "corrupt",
+            "the queue holds no Candidate for a proposal past sealing",
+        ));
+    };
+    if let Some(why) = entry
+        .trial
+        .as_ref()
+        .and_then(|trial| trial.get("undecided"))
+    {
+        return End {
+            state: State::Inconclusive,
+            verdict: None,
+            reasons: vec![why.as_str().unwrap_or_default().to_owned()],
+            error: None,
+        };
+    }
+    let request = LandRequest {
+        target,
         gate: None,
         action: Some(format!("serve/{}", entry.id)),
-        occurrence: 1,
+        occurrence: entry.generation,
         owner: OWNER.into(),
         generation: 1,
         deadline: None,
         jobs: NonZeroUsize::MIN,
         deliver: repository.deliver.then_some(DeliveryMode::Branch),
+        attempt: entry.attempt,
     };
-    let (mut checks, mut settled) = (None, 0usize);
-    let landed = land(backends, &request, &mut |event| match event {
-        sf_app::Progress::Collecting { checks: n, .. } => checks = Some(n),
-        sf_app::Progress::Run(sf_host::collector::CollectEvent::Settled { .. }) => {
-            settled += 1;
-            if checks == Some(settled) {
-                collected();
-            }
-        }
-        sf_app::Progress::Run(_) => {}
-    });
+    let landed = land(backends, &request, &mut |_| {});
     let landed = match landed {
         Ok(landed) => landed,
         Err(error) => {

@@ -13,6 +13,20 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// The longest repository name, in bytes.
 pub const MAX_REPOSITORY_NAME: usize = 64;
 
+/// How many proposals of one repository are collected at once when `jobs` is not set: the
+/// one being landed and one sealed on top of it.
+pub const DEFAULT_JOBS: usize = 2;
+
+/// The most proposals of one repository collected at once.
+pub const MAX_JOBS: usize = 64;
+
+/// How many proposals one client may have in the queue, not yet final, when `in_flight` is
+/// not set.
+pub const DEFAULT_IN_FLIGHT: usize = 64;
+
+/// The largest `in_flight`.
+pub const MAX_IN_FLIGHT: usize = 100_000;
+
 /// `[serve]`, parsed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServeSettings {
@@ -22,6 +36,9 @@ pub struct ServeSettings {
     pub state: PathBuf,
     /// The file of "NAME TOKEN" lines whose tokens the API accepts.
     pub tokens: PathBuf,
+    /// How many proposals one client (one token's name) may have queued and not yet final;
+    /// the next is answered 429.
+    pub in_flight: usize,
     /// The repositories proposals are landed into, by name.
     pub repositories: Vec<ServeRepository>,
 }
@@ -37,6 +54,9 @@ pub struct ServeRepository {
     pub slices: Vec<PathBuf>,
     /// Whether each landed commit is delivered to the base's upstream.
     pub deliver: bool,
+    /// How many of its proposals are collected at once: the one at the head of its queue and
+    /// those sealed speculatively on top of it.
+    pub jobs: std::num::NonZeroUsize,
 }
 
 impl ServeSettings {
@@ -71,6 +91,13 @@ pub fn serve_settings(value: toml::Value) -> Result<ServeSettings, String> {
         "tokens",
         "the file of \"NAME TOKEN\" lines, mode 0600, such as \"/etc/sf/tokens\"",
     )?;
+    let in_flight = count(
+        fields.remove("in_flight"),
+        "[serve] in_flight",
+        DEFAULT_IN_FLIGHT,
+        MAX_IN_FLIGHT,
+        "how many proposals one client may have in the queue, not yet final",
+    )?;
     let repositories = match fields.remove("repository") {
         Some(toml::Value::Array(items)) if !items.is_empty() => items
             .into_iter()
@@ -97,14 +124,15 @@ pub fn serve_settings(value: toml::Value) -> Result<ServeSettings, String> {
     }
     if let Some(unknown) = fields.keys().next() {
         return Err(format!(
-            "[serve] {unknown} is not a known key; the keys are listen, state, tokens and \
-             [[serve.repository]]"
+            "[serve] {unknown} is not a known key; the keys are listen, state, tokens, \
+             in_flight and [[serve.repository]]"
         ));
     }
     Ok(ServeSettings {
         listen,
         state,
         tokens,
+        in_flight,
         repositories,
     })
 }
@@ -204,10 +232,17 @@ fn repository(at: usize, value: toml::Value) -> Result<ServeRepository, String> 
             ));
         }
     };
+    let jobs = count(
+        fields.remove("jobs"),
+        &format!("{here} jobs"),
+        DEFAULT_JOBS,
+        MAX_JOBS,
+        "how many of its proposals are collected at once",
+    )?;
     if let Some(unknown) = fields.keys().next() {
         return Err(format!(
-            "{here} {unknown} is not a known key; the keys are name, identity, slices and \
-             deliver"
+            "{here} {unknown} is not a known key; the keys are name, identity, slices, \
+             deliver and jobs"
         ));
     }
     Ok(ServeRepository {
@@ -215,7 +250,27 @@ fn repository(at: usize, value: toml::Value) -> Result<ServeRepository, String> 
         identity,
         slices,
         deliver,
+        jobs: std::num::NonZeroUsize::new(jobs).unwrap_or(std::num::NonZeroUsize::MIN),
     })
+}
+
+/// A whole number from 1 to `max` under `key` (`default` when absent); `what` says what it
+/// counts.
+fn count(
+    value: Option<toml::Value>,
+    key: &str,
+    default: usize,
+    max: usize,
+    what: &str,
+) -> Result<usize, String> {
+    match value {
+        None => Ok(default),
+        Some(toml::Value::Integer(n)) if n >= 1 && (n as u64) <= max as u64 => Ok(n as usize),
+        Some(other) => Err(format!(
+            "{key} = {other} is not a whole number from 1 to {max}: it is {what} (default \
+             {default})"
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -246,7 +301,16 @@ deliver = true
         let repo = settings.repository("te").unwrap();
         assert!(repo.deliver);
         assert_eq!(repo.slices, vec![PathBuf::from("/srv/sf/te/slice")]);
+        assert_eq!(repo.jobs.get(), DEFAULT_JOBS);
+        assert_eq!(settings.in_flight, DEFAULT_IN_FLIGHT);
         assert!(settings.repository("other").is_none());
+        let set = parse(
+            &GOOD
+                .replace("[serve]", "[serve]\nin_flight = 3")
+                .replace("deliver = true", "deliver = true\njobs = 4"),
+        )
+        .unwrap();
+        assert_eq!((set.in_flight, set.repositories[0].jobs.get()), (3, 4));
     }
 
     #[test]
@@ -277,6 +341,18 @@ deliver = true
             (
                 GOOD.replace("deliver = true", "deliver = true\nlanes = 2"),
                 "lanes",
+            ),
+            (
+                GOOD.replace("deliver = true", "deliver = true\njobs = 0"),
+                "jobs = 0 is not a whole number from 1 to 64",
+            ),
+            (
+                GOOD.replace("deliver = true", "deliver = true\njobs = \"2\""),
+                "jobs",
+            ),
+            (
+                GOOD.replace("[serve]", "[serve]\nin_flight = -1"),
+                "[serve] in_flight = -1",
             ),
             (
                 format!(
