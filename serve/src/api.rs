@@ -279,5 +279,6 @@ pub fn entry_json(entry: &Entry) -> serde_json::Value {
         "updatedAt": entry.updated_at,
         "generation": entry.generation,
         "base": entry.base,
+        "collection": entry.trial,
     })
 }

@@ -82,11 +82,13 @@ fn render_queue(
 
 /// `GET /metrics`: Prometheus' text exposition format.
 pub async fn metrics(Shared(server): Shared<Arc<Server>>) -> Result<Response, ApiError> {
-    let (counts, verdicts) = {
+    let (counts, verdicts, depths, times) = {
         let queue = server.queue()?;
         (
             queue.counts().map_err(ApiError::unavailable)?,
             queue.verdicts().map_err(ApiError::unavailable)?,
+            queue.depths().map_err(ApiError::unavailable)?,
+            queue.times_in_queue().map_err(ApiError::unavailable)?,
         )
     };
     let count = |state: State| {
@@ -113,6 +115,8 @@ pub async fn metrics(Shared(server): Shared<Arc<Server>>) -> Result<Response, Ap
     text.push_str("# HELP sf_serve_queue_depth Proposals not yet in a final state.\n");
     text.push_str("# TYPE sf_serve_queue_depth gauge\n");
     text.push_str(&format!("sf_serve_queue_depth {depth}\n"));
+    lane_depths(&mut text, &server.settings, &depths);
+    time_in_queue(&mut text, &times);
     text.push_str("# HELP sf_serve_collections_running Landings collecting or moving now.\n");
     text.push_str("# TYPE sf_serve_collections_running gauge\n");
     text.push_str(&format!(
@@ -248,4 +252,55 @@ mod tests {
         assert!(page.contains("&lt;script&gt;"), "{page}");
         assert!(page.contains("refused: 1"), "{page}");
     }
+}
+
+/// `sf_serve_lane_depth`: the proposals not yet final of each lane (a repository: its queue
+/// lands in one order on one target), every configured one listed.
+fn lane_depths(
+    text: &mut String,
+    settings: &sf_host::plugin::serve_config::ServeSettings,
+    depths: &[(String, u64)],
+) {
+    text.push_str("# HELP sf_serve_lane_depth Proposals not yet final, by lane (repository).\n");
+    text.push_str("# TYPE sf_serve_lane_depth gauge\n");
+    for repository in &settings.repositories {
+        let n = depths
+            .iter()
+            .find(|(name, _)| *name == repository.name)
+            .map_or(0, |(_, n)| *n);
+        text.push_str(&format!(
+            "sf_serve_lane_depth{{lane=\"{}\"}} {n}\n",
+            repository.name
+        ));
+    }
+}
+
+/// The buckets of `sf_serve_time_in_queue_seconds`, in seconds.
+const TIME_BUCKETS: [u64; 10] = [1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
+
+/// `sf_serve_time_in_queue_seconds`: how long the proposals that ended took from their
+/// request to their end, as a histogram.
+fn time_in_queue(text: &mut String, times: &[u64]) {
+    text.push_str(
+        "# HELP sf_serve_time_in_queue_seconds Time from a proposal's request to its end.\n",
+    );
+    text.push_str("# TYPE sf_serve_time_in_queue_seconds histogram\n");
+    for bound in TIME_BUCKETS {
+        let n = times.iter().filter(|time| **time <= bound).count();
+        text.push_str(&format!(
+            "sf_serve_time_in_queue_seconds_bucket{{le=\"{bound}\"}} {n}\n"
+        ));
+    }
+    text.push_str(&format!(
+        "sf_serve_time_in_queue_seconds_bucket{{le=\"+Inf\"}} {}\n",
+        times.len()
+    ));
+    text.push_str(&format!(
+        "sf_serve_time_in_queue_seconds_sum {}\n",
+        times.iter().sum::<u64>()
+    ));
+    text.push_str(&format!(
+        "sf_serve_time_in_queue_seconds_count {}\n",
+        times.len()
+    ));
 }

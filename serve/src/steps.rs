@@ -25,6 +25,8 @@ use sf_app::propose::ProposalSource;
 use sf_app::repo::{ImportFrom, ImportRequest, UpstreamRequest, import};
 use sf_app::seal::{ProposalInput, SealRequest, seal};
 use sf_app::{AppError, Backends, LandOutcome, Target};
+use sf_host::assurance::Outcome;
+use sf_host::collector::RunState;
 use sf_host::fault::FaultPoint;
 use sf_host::plugin::serve_config::ServeRepository;
 use sf_host::repository::DeliveryMode;
@@ -309,10 +311,6 @@ fn collect_once(backends: &Backends, repository: &ServeRepository, entry: &Entry
     };
     // The landing's collection ended (its records stored), before the queue knows it.
     backends.faults.reached(FaultPoint::LandCollected);
-    let answered = result
-        .runs
-        .iter()
-        .all(|run| matches!(run.state, sf_host::collector::RunState::Observed));
     if !result.may_judge() {
         return Collected {
             attempt: None,
@@ -331,8 +329,10 @@ fn collect_once(backends: &Backends, repository: &ServeRepository, entry: &Entry
     ) {
         Ok(judged) => Collected {
             attempt: Some(attempt),
-            machine_fault: judged.verdict.outcome == sf_host::assurance::Outcome::Inconclusive
-                && !answered,
+            machine_fault: undecided_by_the_machine(
+                judged.verdict.outcome,
+                result.runs.iter().map(|run| run.state),
+            ),
             shown: serde_json::json!({
                 "outcome": judged.verdict.outcome.as_str(),
                 "digest": judged.digest.to_string(),
@@ -341,6 +341,12 @@ fn collect_once(backends: &Backends, repository: &ServeRepository, entry: &Entry
         },
         Err(refusal) => error(refusal),
     }
+}
+
+/// Whether a judged collection is undecided through the machine's fault: Inconclusive, with a
+/// run the executor did not answer for (not started, unresolved, or its record not stored).
+fn undecided_by_the_machine(outcome: Outcome, runs: impl IntoIterator<Item = RunState>) -> bool {
+    outcome == Outcome::Inconclusive && runs.into_iter().any(|state| state != RunState::Observed)
 }
 
 /// The Candidate and Slice copy of a sealed entry, as the use cases take them.
@@ -477,5 +483,28 @@ pub fn land_sealed(backends: &Backends, repository: &ServeRepository, entry: &En
         verdict,
         reasons,
         error: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_runs_the_machine_did_not_answer_make_an_inconclusive_collection_worth_another() {
+        use RunState::{NotStarted, Observed, StorageFailed, Unresolved};
+        let inconclusive = Outcome::Inconclusive;
+        for fault in [NotStarted, Unresolved, StorageFailed] {
+            assert!(undecided_by_the_machine(inconclusive, [Observed, fault]));
+        }
+        // Every run answered (a limit hit, an unreadable output): the Candidate's doing.
+        assert!(!undecided_by_the_machine(
+            inconclusive,
+            [Observed, Observed]
+        ));
+        // Decided outcomes are never collected again.
+        for decided in [Outcome::Failed, Outcome::Verified] {
+            assert!(!undecided_by_the_machine(decided, [NotStarted]));
+        }
     }
 }

@@ -211,6 +211,34 @@ fn no_valid_token_is_401_and_bad_requests_are_4xx_envelopes_and_nothing_is_queue
         ),
         (json!("counter"), Some(1.0))
     );
+    assert_eq!(
+        sample(
+            "sf_serve_lane_depth",
+            "sf_serve_lane_depth",
+            json!({"lane": "te"})
+        ),
+        (json!("gauge"), Some(0.0))
+    );
+    // One proposal ended: the histogram counts it once, in every bucket from its time up.
+    let ended = |name: &str, labels| sample("sf_serve_time_in_queue_seconds", name, labels);
+    assert_eq!(
+        ended("sf_serve_time_in_queue_seconds_count", json!({})),
+        (json!("histogram"), Some(1.0))
+    );
+    assert_eq!(
+        ended(
+            "sf_serve_time_in_queue_seconds_bucket",
+            json!({"le": "+Inf"})
+        ),
+        (json!("histogram"), Some(1.0))
+    );
+    assert_eq!(
+        ended(
+            "sf_serve_time_in_queue_seconds_bucket",
+            json!({"le": "3600"})
+        ),
+        (json!("histogram"), Some(1.0))
+    );
 
     // A real browser renders the queue page (served over HTTP) and the report: the proposal,
     // its state and its Candidate are in the rendered DOM, and no script element is.
@@ -268,6 +296,61 @@ fn a_public_listen_a_readable_tokens_file_or_a_shared_state_stop_it_before_it_li
         0,
         "no queue was made"
     );
+}
+
+/// A client with `[serve] in_flight` proposals not yet final is answered 429 (sf's envelope,
+/// nothing queued) until one of them ends; another client is served meanwhile.
+#[test]
+fn a_client_at_its_in_flight_limit_is_answered_429_until_one_ends() {
+    let team = Team::checking_for(2);
+    let config = team.config(0o600, "127.0.0.1:0");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replacen("[serve]\n", "[serve]\nin_flight = 1\n", 1),
+    )
+    .unwrap();
+    let server = Server::start(&team.work, &config);
+    let path = "/v1/repositories/te/proposals";
+    let (status, first) = server.json(
+        "POST",
+        path,
+        Some(TOKENS[0].1),
+        &note_proposal("a.txt", "a\n"),
+    );
+    assert_eq!(status, 202, "{first}");
+    let (status, body) = server.json(
+        "POST",
+        path,
+        Some(TOKENS[0].1),
+        &note_proposal("b.txt", "b\n"),
+    );
+    assert_eq!(status, 429, "{body}");
+    assert_envelope(&body, "too-many");
+    assert!(body.to_string().contains("in_flight"), "{body}");
+    assert_eq!(
+        proposals_queued(&server),
+        1,
+        "nothing queued for the refused one"
+    );
+    let (status, other) = server.json(
+        "POST",
+        path,
+        Some(TOKENS[1].1),
+        &note_proposal("c.txt", "c\n"),
+    );
+    assert_eq!(status, 202, "another client is served: {other}");
+
+    let id = first["id"].as_str().unwrap().to_owned();
+    let done = wait_final(&server, &[id], Duration::from_secs(300));
+    assert_eq!(done[0]["state"], "delivered", "{}", done[0]);
+    let (status, again) = server.json(
+        "POST",
+        path,
+        Some(TOKENS[0].1),
+        &note_proposal("b.txt", "b\n"),
+    );
+    assert_eq!(status, 202, "once the first ended: {again}");
 }
 
 #[test]

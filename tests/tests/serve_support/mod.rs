@@ -52,6 +52,12 @@ pub struct Team {
 impl Team {
     /// Sets everything up; pushes to the remote are counted from here on.
     pub fn new() -> Self {
+        Self::checking_for(0)
+    }
+
+    /// [`Team::new`] with a check that first sleeps `seconds`: long enough for a proposal
+    /// behind it to be sealed on top of it while it runs.
+    pub fn checking_for(seconds: u32) -> Self {
         let (team_dir, dir) = sf_tests::private_dir();
         let team = team_project(&dir);
         let remote = BareRemote::from_repository(&team);
@@ -75,7 +81,12 @@ impl Team {
             &slice.join("recipe.json"),
             r#"{"timeoutMs":20000,"outputLimit":65536}"#,
         );
-        write(&slice.join("harness/check.sh"), CHECK);
+        let pause = if seconds == 0 {
+            String::new()
+        } else {
+            format!("sleep {seconds}\n")
+        };
+        write(&slice.join("harness/check.sh"), &format!("{pause}{CHECK}"));
         work.freeze("slice").result();
         remote.count_pushes();
         Self {
@@ -94,6 +105,11 @@ impl Team {
 
     /// [`Team::config`] with `deliver` as given.
     pub fn config_delivering(&self, mode: u32, listen: &str, deliver: bool) -> PathBuf {
+        self.config_with(mode, listen, deliver, "")
+    }
+
+    /// [`Team::config_delivering`] with `more` added to `[[serve.repository]]` (`jobs = 3`).
+    pub fn config_with(&self, mode: u32, listen: &str, deliver: bool, more: &str) -> PathBuf {
         let dir = &self.work.dir;
         let tokens = dir.join("tokens");
         let lines: String = TOKENS
@@ -108,7 +124,7 @@ impl Team {
             format!(
                 "[serve]\nlisten = {listen:?}\nstate = {:?}\ntokens = {:?}\n\
                  [[serve.repository]]\nname = \"te\"\nidentity = {:?}\nslices = [{:?}]\n\
-                 deliver = {deliver}\n",
+                 deliver = {deliver}\n{more}\n",
                 dir.join("state"),
                 tokens,
                 dir.join("identity.json"),

@@ -1,0 +1,164 @@
+//! `sf serve` collects the proposals behind the head speculatively, through the binary against
+//! the team's remote on `git daemon`: each is sealed on the one ahead of it and collected at
+//! once; a failure resets those behind it (they are sealed again without it); a commit the
+//! team pushes while the queue collects is taken in before the head lands. Every landing is
+//! still `sf land`'s guarded path, and every commit is delivered once.
+
+mod land_support;
+mod serve_support;
+
+use std::time::{Duration, Instant};
+
+use land_support::git;
+use serve_support::{Server, TOKENS, Team, note_proposal, wait_final};
+
+/// How long each check sleeps before it reads the notes: long enough for the proposals
+/// behind to be sealed on top of the one collecting.
+const PAUSE: u32 = 2;
+
+/// Queues a note `name` (rejected by the check when `good` is false); answers its id.
+fn post(server: &Server, name: &str, good: bool) -> String {
+    let line = if good {
+        format!("a note by {name}\n")
+    } else {
+        format!("REJECT {name}\n")
+    };
+    let (status, answer) = server.json(
+        "POST",
+        "/v1/repositories/te/proposals",
+        Some(TOKENS[0].1),
+        &note_proposal(&format!("{name}.txt"), &line),
+    );
+    assert_eq!(status, 202, "{answer}");
+    answer["id"].as_str().unwrap().to_owned()
+}
+
+fn field<'a>(entry: &'a serde_json::Value, name: &str) -> &'a str {
+    entry[name]
+        .as_str()
+        .unwrap_or_else(|| panic!("no {name}: {entry}"))
+}
+
+/// A, B and C in one queue, B rejected by its check: B was sealed on A and collected while A
+/// was, C was sealed on B and then sealed again on A once B's collection failed (Zuul's rule);
+/// A and C are delivered, C's commit has A's as parent, B is failed and never pushed.
+#[test]
+fn a_failure_in_the_middle_resets_the_one_behind_it_onto_the_one_ahead() {
+    let team = Team::checking_for(PAUSE);
+    let upstream = team.main();
+    let config = team.config_with(0o600, "127.0.0.1:0", true, "jobs = 3");
+    let server = Server::start(&team.work, &config);
+    let ids = [
+        post(&server, "a", true),
+        post(&server, "b", false),
+        post(&server, "c", true),
+    ];
+    let done = wait_final(&server, &ids, Duration::from_secs(300));
+    let [a, b, c] = [&done[0], &done[1], &done[2]];
+    assert_eq!(a["state"], "delivered", "{a}");
+    assert_eq!(b["state"], "failed", "{b}");
+    assert_eq!(b["verdict"]["outcome"], "failed", "{b}");
+    assert!(b["reasons"].to_string().contains("no-reject"), "{b}");
+    assert_eq!(c["state"], "delivered", "{c}");
+
+    // B stood on A's Candidate before A landed; C first stood on B's, and was sealed again.
+    assert_eq!(field(b, "base"), field(a, "commit"), "{b}");
+    assert_eq!(
+        (a["generation"].as_u64(), b["generation"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(c["generation"], 2, "C sealed on B, then again on A: {c}");
+    assert_eq!(field(c, "base"), field(a, "commit"), "{c}");
+
+    let remote = team.remote.path();
+    assert_eq!(team.main(), field(c, "commit"));
+    assert_eq!(
+        git(remote, &["rev-parse", &format!("{}^", field(c, "commit"))]),
+        field(a, "commit")
+    );
+    assert_eq!(
+        git(remote, &["rev-parse", &format!("{}^", field(a, "commit"))]),
+        upstream
+    );
+    let pushed = git(remote, &["rev-list", "--all"]);
+    assert!(!pushed.contains(field(b, "commit")), "B was never pushed");
+    assert_eq!(team.remote.push_count(), 2, "A and C, once each");
+}
+
+/// The head fails: both behind it (sealed on it) are sealed again, the first on the target,
+/// and both are delivered in order on the team's branch.
+#[test]
+fn a_failed_head_resets_everything_behind_it_onto_the_target() {
+    let team = Team::checking_for(PAUSE);
+    let upstream = team.main();
+    let config = team.config_with(0o600, "127.0.0.1:0", true, "jobs = 3");
+    let server = Server::start(&team.work, &config);
+    let ids = [
+        post(&server, "a", false),
+        post(&server, "b", true),
+        post(&server, "c", true),
+    ];
+    let done = wait_final(&server, &ids, Duration::from_secs(300));
+    let [a, b, c] = [&done[0], &done[1], &done[2]];
+    assert_eq!(a["state"], "failed", "{a}");
+    assert_eq!(b["state"], "delivered", "{b}");
+    assert_eq!(c["state"], "delivered", "{c}");
+    assert_eq!(
+        b["generation"], 2,
+        "B sealed on A, then again on the target: {b}"
+    );
+    assert_eq!(field(b, "base"), upstream);
+    assert_eq!(field(c, "base"), field(b, "commit"));
+    let remote = team.remote.path();
+    assert_eq!(team.main(), field(c, "commit"));
+    assert_eq!(
+        git(remote, &["rev-parse", &format!("{}^", field(b, "commit"))]),
+        upstream
+    );
+    assert_eq!(team.remote.push_count(), 2);
+}
+
+/// The team pushes a commit of its own while the head is being collected: before the head
+/// lands, the upstream's tip is imported, the head is sealed again on the team's commit and
+/// collected again, and it is delivered on top of it (not refused, not left undelivered).
+#[test]
+fn a_team_push_during_a_collection_is_taken_in_before_the_head_lands() {
+    let team = Team::checking_for(PAUSE);
+    let config = team.config_with(0o600, "127.0.0.1:0", true, "jobs = 2");
+    let server = Server::start(&team.work, &config);
+    let id = post(&server, "a", true);
+    let started = Instant::now();
+    while server.proposal(&id)["state"] != "collecting" {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "never collecting"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let remote = team.remote.path();
+    let tip = team.main();
+    let tree = git(remote, &["rev-parse", &format!("{tip}^{{tree}}")]);
+    let ours = git(
+        remote,
+        &[
+            "commit-tree",
+            &tree,
+            "-p",
+            &tip,
+            "-m",
+            "the team's own commit",
+        ],
+    );
+    git(remote, &["update-ref", "refs/heads/main", &ours]);
+
+    let done = wait_final(&server, std::slice::from_ref(&id), Duration::from_secs(300));
+    let a = &done[0];
+    assert_eq!(a["state"], "delivered", "{a}");
+    assert_eq!(a["generation"], 2, "sealed again on the team's commit: {a}");
+    assert_eq!(field(a, "base"), ours);
+    assert_eq!(team.main(), field(a, "commit"));
+    assert_eq!(
+        git(remote, &["rev-parse", &format!("{}^", field(a, "commit"))]),
+        ours
+    );
+}
