@@ -233,27 +233,6 @@ fn render_report(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_value_of_the_queue_page_is_escaped() {
-        let row = serde_json::json!({
-            "id": "0a", "repository": "te", "slice": "notes", "client": "agent",
-            "state": "refused", "candidate": null, "verdict": null,
-            "reasons": ["<script>alert(1)</script>"],
-            "error": {"code": "diff-refused", "message": "notes/<img src=x onerror=alert(1)>"},
-        });
-        let page =
-            render_queue(&[row], &[serde_json::json!({"state": "refused", "n": 1})]).unwrap();
-        assert!(!page.contains("<script>"), "{page}");
-        assert!(!page.contains("<img"), "{page}");
-        assert!(page.contains("&lt;script&gt;"), "{page}");
-        assert!(page.contains("refused: 1"), "{page}");
-    }
-}
-
 /// `sf_serve_lane_depth`: the proposals not yet final of each lane (a repository: its queue
 /// lands in one order on one target), every configured one listed.
 fn lane_depths(
@@ -303,4 +282,25 @@ fn time_in_queue(text: &mut String, times: &[u64]) {
         "sf_serve_time_in_queue_seconds_count {}\n",
         times.len()
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_of_the_queue_page_is_escaped() {
+        let row = serde_json::json!({
+            "id": "0a", "repository": "te", "slice": "notes", "client": "agent",
+            "state": "refused", "candidate": null, "verdict": null,
+            "reasons": ["<script>alert(1)</script>"],
+            "error": {"code": "diff-refused", "message": "notes/<img src=x onerror=alert(1)>"},
+        });
+        let page =
+            render_queue(&[row], &[serde_json::json!({"state": "refused", "n": 1})]).unwrap();
+        assert!(!page.contains("<script>"), "{page}");
+        assert!(!page.contains("<img"), "{page}");
+        assert!(page.contains("&lt;script&gt;"), "{page}");
+        assert!(page.contains("refused: 1"), "{page}");
+    }
 }
