@@ -42,6 +42,17 @@ pub fn set_up(
     harness: &[(&str, String)],
     checks: Vec<serde_json::Value>,
 ) -> Result<(), Box<dyn Error>> {
+    set_up_scoped(sf, dir, &["work.sh"], harness, checks)
+}
+
+/// [`set_up`] with a Slice whose scope is `scope`.
+pub fn set_up_scoped(
+    sf: &Path,
+    dir: &Path,
+    scope: &[&str],
+    harness: &[(&str, String)],
+    checks: Vec<serde_json::Value>,
+) -> Result<(), Box<dyn Error>> {
     write(&dir.join("project/work.sh"), "echo work\n")?;
     sf_json(
         sf,
@@ -64,7 +75,7 @@ pub fn set_up(
     let slice = dir.join("slice");
     write(
         &slice.join("slice.json"),
-        r#"{"id":"bench","revision":1,"scope":["work.sh"]}"#,
+        &serde_json::json!({"id": "bench", "revision": 1, "scope": scope}).to_string(),
     )?;
     write(
         &slice.join("recipe.json"),
