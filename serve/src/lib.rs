@@ -15,9 +15,11 @@ pub mod api;
 pub mod envelope;
 pub mod listen;
 pub mod pages;
+pub mod private_file;
 pub mod queue;
 pub mod state;
 pub mod steps;
+pub mod tls;
 pub mod tokens;
 pub mod worker;
 
@@ -31,8 +33,8 @@ use sf_host::plugin::config::Config;
 use sf_host::plugin::serve_config::ServeSettings;
 
 /// Runs the server configured by the sf.toml at `config` until the process ends; an error
-/// (of the configuration, the tokens, a Slice, the state directory, the address) is printed
-/// before anything listens.
+/// (of the configuration, the tokens, the TLS files, a Slice, the state directory, the
+/// address) is printed before anything listens.
 pub fn main(config: Option<PathBuf>) -> ExitCode {
     main_with_faults(config, Arc::new(sf_host::fault::NoFaults))
 }
@@ -75,6 +77,7 @@ fn start(
         ));
     };
     let tokens = tokens::Tokens::load(&settings.tokens)?;
+    let tls = settings.tls.as_ref().map(tls::acceptor).transpose()?;
     let slices = slices_of(&settings)?;
     state_dir(&settings.state)?;
     let queue = queue::Queue::open(&settings.state)?;
@@ -123,8 +126,9 @@ fn start(
             .local_addr()
             .map_err(|error| format!("the listening address: {error}"))?;
         // The one line a supervisor (or a test) reads to know where the API is.
-        println!("sf serve: listening on http://{address}");
-        listen::serve(listener, api::router(server)).await?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        println!("sf serve: listening on {scheme}://{address}");
+        listen::serve(listener, api::router(server), tls).await?;
         Err("the HTTP server stopped".into())
     })
 }

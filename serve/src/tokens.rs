@@ -1,8 +1,8 @@
 //! The bearer tokens the API accepts: a file of "NAME TOKEN" lines, private to the user sf
 //! serve runs as (mode 0600: a token readable by others is a token anyone on the machine can
-//! use). Read once at start; a bad file stops the server before it listens.
+//! use). Read once at start, checked as [`crate::private_file`] checks a private file; a bad
+//! file stops the server before it listens.
 
-use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 
 /// The largest tokens file read, in bytes.
@@ -21,24 +21,13 @@ impl Tokens {
     /// Reads `path`; the error names the file, what is wrong and the fix.
     pub fn load(path: &Path) -> Result<Self, String> {
         let named = format!("[serve] tokens {}", path.display());
-        let meta = std::fs::symlink_metadata(path)
-            .map_err(|error| format!("{named}: cannot be read ({error}); create it with one \"NAME TOKEN\" a line, mode 0600"))?;
-        if !meta.is_file() {
-            return Err(format!(
-                "{named}: not a regular file; give the tokens file itself"
-            ));
-        }
-        if meta.mode() & 0o077 != 0 {
-            return Err(format!(
-                "{named}: mode {:o} lets others read or change it; run `chmod 600 {}`",
-                meta.mode() & 0o777,
-                path.display()
-            ));
-        }
-        if meta.len() > MAX_TOKENS_BYTES {
-            return Err(format!("{named}: larger than {MAX_TOKENS_BYTES} bytes"));
-        }
-        let text = std::fs::read_to_string(path)
+        let bytes = crate::private_file::read(
+            path,
+            &named,
+            "create it with one \"NAME TOKEN\" a line, mode 0600",
+            MAX_TOKENS_BYTES,
+        )?;
+        let text = String::from_utf8(bytes)
             .map_err(|error| format!("{named}: cannot be read as UTF-8 text ({error})"))?;
         Self::parse(&text).map_err(|error| format!("{named}: {error}"))
     }

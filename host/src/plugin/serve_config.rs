@@ -1,5 +1,6 @@
-//! `[serve]`: what `sf serve` listens on, where its queue keeps its state, whose bearer
-//! tokens it accepts, and the repositories it lands proposals into. Parsed with the rest of
+//! `[serve]`: what `sf serve` listens on (and with which TLS certificate), where its queue
+//! keeps its state, whose bearer tokens it accepts, and the repositories it lands proposals
+//! into. Parsed with the rest of
 //! `sf.toml`, so that a bad section is refused before anything starts, naming the key, what
 //! is wrong with it and the fix.
 
@@ -30,8 +31,10 @@ pub const MAX_IN_FLIGHT: usize = 100_000;
 /// `[serve]`, parsed.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServeSettings {
-    /// The loopback address and port the HTTP API listens on.
+    /// The address and port the HTTP API listens on: loopback unless `tls` is set.
     pub listen: SocketAddr,
+    /// The certificate and key it serves TLS with; `None` serves plain HTTP (on loopback).
+    pub tls: Option<TlsFiles>,
     /// The directory of the queue's own durable state.
     pub state: PathBuf,
     /// The file of "NAME TOKEN" lines whose tokens the API accepts.
@@ -41,6 +44,15 @@ pub struct ServeSettings {
     pub in_flight: usize,
     /// The repositories proposals are landed into, by name.
     pub repositories: Vec<ServeRepository>,
+}
+
+/// `[serve] tls_cert` and `tls_key`: the files `sf serve` serves TLS with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The PEM certificate chain, the server's own certificate first.
+    pub cert: PathBuf,
+    /// The PEM private key of that certificate (a file only this user may read).
+    pub key: PathBuf,
 }
 
 /// One `[[serve.repository]]`.
@@ -69,7 +81,11 @@ impl ServeSettings {
 /// `[serve]` from its TOML value; the error names the key, the violation and the fix.
 pub fn serve_settings(value: toml::Value) -> Result<ServeSettings, String> {
     let toml::Value::Table(mut fields) = value else {
-        return Err("[serve] must be a table (listen, state, tokens, [[serve.repository]])".into());
+        return Err(
+            "[serve] must be a table (listen, tls_cert, tls_key, state, tokens, \
+             [[serve.repository]])"
+                .into(),
+        );
     };
     let listen = match fields.remove("listen") {
         None => DEFAULT_LISTEN.parse().expect("the default address parses"),
@@ -81,6 +97,7 @@ pub fn serve_settings(value: toml::Value) -> Result<ServeSettings, String> {
             ));
         }
     };
+    let tls = tls(&mut fields)?;
     let state = absolute(
         &mut fields,
         "state",
@@ -124,12 +141,15 @@ pub fn serve_settings(value: toml::Value) -> Result<ServeSettings, String> {
     }
     if let Some(unknown) = fields.keys().next() {
         return Err(format!(
-            "[serve] {unknown} is not a known key; the keys are listen, state, tokens, \
-             in_flight and [[serve.repository]]"
+            "[serve] {unknown} is not a known key; the keys are listen, tls_cert, tls_key, \
+             state, tokens, in_flight and [[serve.repository]]"
         ));
     }
+    // After the unknown keys: a misspelt tls_cert is named as such, not as missing TLS.
+    refuse_clear_text_beyond_loopback(listen, tls.as_ref())?;
     Ok(ServeSettings {
         listen,
+        tls,
         state,
         tokens,
         in_flight,
@@ -137,31 +157,79 @@ pub fn serve_settings(value: toml::Value) -> Result<ServeSettings, String> {
     })
 }
 
-/// `listen`: an address and port on loopback. TLS is not built, so any other address would
-/// carry bearer tokens in clear text.
+/// `listen`: an address and port.
 fn listen(text: &str) -> Result<SocketAddr, String> {
-    let address: SocketAddr = text.parse().map_err(|_| {
+    text.parse().map_err(|_| {
         format!(
             "[serve] listen {text:?} is not an address and port; give one such as \
              \"{DEFAULT_LISTEN}\" or \"[::1]:8080\""
         )
-    })?;
-    if !address.ip().is_loopback() {
+    })
+}
+
+/// Refuses a `listen` beyond loopback without TLS: every `/v1` request carries a bearer
+/// token, which must never cross a network in clear text.
+fn refuse_clear_text_beyond_loopback(
+    listen: SocketAddr,
+    tls: Option<&TlsFiles>,
+) -> Result<(), String> {
+    if tls.is_none() && !listen.ip().is_loopback() {
         return Err(format!(
-            "[serve] listen {text:?} is not a loopback address, and sf serve has no TLS yet: \
-             bearer tokens would cross the network in clear text. Listen on 127.0.0.1 or ::1 \
-             and put a TLS-terminating proxy in front"
+            "[serve] listen \"{listen}\" is not a loopback address and TLS is not configured: \
+             bearer tokens would cross the network in clear text. Set tls_cert and tls_key \
+             (PEM files of the certificate chain and its key), or listen on 127.0.0.1 or ::1"
         ));
     }
-    Ok(address)
+    Ok(())
+}
+
+/// `tls_cert` and `tls_key`: both or neither.
+fn tls(fields: &mut toml::Table) -> Result<Option<TlsFiles>, String> {
+    let cert = optional_absolute(
+        fields,
+        "tls_cert",
+        "the PEM file of the certificate chain, such as \"/etc/sf/tls/cert.pem\"",
+    )?;
+    let key = optional_absolute(
+        fields,
+        "tls_key",
+        "the PEM file of the certificate's private key, mode 0600, such as \
+         \"/etc/sf/tls/key.pem\"",
+    )?;
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(TlsFiles { cert, key })),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(
+            "[serve] tls_key is missing while tls_cert is set: TLS needs \
+             both; give tls_key, the PEM file of the certificate's private key, or remove \
+             tls_cert"
+                .into(),
+        ),
+        (None, Some(_)) => Err(
+            "[serve] tls_cert is missing while tls_key is set: TLS needs \
+             both; give tls_cert, the PEM file of the key's certificate chain, or remove \
+             tls_key"
+                .into(),
+        ),
+    }
 }
 
 /// The absolute path under `key` of `[serve]`; `what` says what it names.
 fn absolute(fields: &mut toml::Table, key: &str, what: &str) -> Result<PathBuf, String> {
+    optional_absolute(fields, key, what)?
+        .ok_or_else(|| format!("[serve] {key} is missing: give {what}"))
+}
+
+/// [`absolute`], for a key that may be left out.
+fn optional_absolute(
+    fields: &mut toml::Table,
+    key: &str,
+    what: &str,
+) -> Result<Option<PathBuf>, String> {
     match fields.remove(key) {
-        Some(toml::Value::String(path)) if Path::new(&path).is_absolute() => Ok(path.into()),
+        Some(toml::Value::String(path)) if Path::new(&path).is_absolute() => Ok(Some(path.into())),
         Some(_) => Err(format!("[serve] {key} must be an absolute path: {what}")),
-        None => Err(format!("[serve] {key} is missing: give {what}")),
+        None => Ok(None),
     }
 }
 
@@ -318,7 +386,7 @@ deliver = true
         for (bad, named) in [
             (
                 GOOD.replace("[serve]", "[serve]\nlisten = \"0.0.0.0:8080\""),
-                "loopback",
+                "Set tls_cert and tls_key",
             ),
             (
                 GOOD.replace("[serve]", "[serve]\nlisten = \"nowhere\""),
@@ -369,5 +437,113 @@ deliver = true
             assert!(error.contains(named), "{bad}: {error}");
         }
         assert!(parse(&GOOD.replace("[serve]", "[serve]\nlisten = \"[::1]:9\"")).is_ok());
+    }
+
+    const TLS: &str = "[serve]\ntls_cert = \"/etc/sf/tls/cert.pem\"\n\
+                       tls_key = \"/etc/sf/tls/key.pem\"";
+
+    fn tls_files() -> Option<TlsFiles> {
+        Some(TlsFiles {
+            cert: "/etc/sf/tls/cert.pem".into(),
+            key: "/etc/sf/tls/key.pem".into(),
+        })
+    }
+
+    #[test]
+    fn without_tls_the_default_serves_plain_http_on_loopback() {
+        let settings = parse(GOOD).unwrap();
+        assert_eq!(settings.tls, None);
+        assert!(settings.listen.ip().is_loopback());
+    }
+
+    #[test]
+    fn an_address_beyond_loopback_needs_tls_and_the_error_names_the_fix() {
+        for address in ["0.0.0.0:8080", "192.0.2.1:443", "[::]:8080"] {
+            let bare = GOOD.replace("[serve]", &format!("[serve]\nlisten = {address:?}"));
+            let error = parse(&bare).unwrap_err();
+            for named in [
+                "[serve] listen",
+                "not a loopback address",
+                "tls_cert",
+                "tls_key",
+            ] {
+                assert!(error.contains(named), "{address}: {error}");
+            }
+            assert!(error.contains("127.0.0.1 or ::1"), "{error}");
+            let with_tls = GOOD.replace("[serve]", &format!("{TLS}\nlisten = {address:?}"));
+            let settings = parse(&with_tls).unwrap();
+            assert_eq!(settings.listen, address.parse().unwrap());
+            assert_eq!(settings.tls, tls_files());
+        }
+    }
+
+    #[test]
+    fn tls_on_loopback_is_allowed() {
+        let settings = parse(&GOOD.replace("[serve]", TLS)).unwrap();
+        assert_eq!(settings.listen, DEFAULT_LISTEN.parse().unwrap());
+        assert_eq!(settings.tls, tls_files());
+    }
+
+    #[test]
+    fn tls_needs_both_files() {
+        let only_cert = GOOD.replace("[serve]", "[serve]\ntls_cert = \"/c.pem\"");
+        let error = parse(&only_cert).unwrap_err();
+        assert!(error.contains("tls_key is missing"), "{error}");
+        assert!(error.contains("remove tls_cert"), "{error}");
+        let only_key = GOOD.replace("[serve]", "[serve]\ntls_key = \"/k.pem\"");
+        let error = parse(&only_key).unwrap_err();
+        assert!(error.contains("tls_cert is missing"), "{error}");
+        assert!(error.contains("remove tls_key"), "{error}");
+        // Without the other, an address beyond loopback is still refused for the missing key,
+        // not for the address.
+        let public = only_cert.replace("[serve]", "[serve]\nlisten = \"0.0.0.0:1\"");
+        assert!(parse(&public).unwrap_err().contains("tls_key is missing"));
+    }
+
+    #[test]
+    fn tls_files_are_absolute_paths() {
+        for (key, value) in [
+            ("tls_cert", "\"cert.pem\""),
+            ("tls_key", "\"tls/key.pem\""),
+            ("tls_cert", "1"),
+            ("tls_key", "[\"/k.pem\"]"),
+        ] {
+            let other = if key == "tls_cert" {
+                "tls_key"
+            } else {
+                "tls_cert"
+            };
+            let bad = GOOD.replace(
+                "[serve]",
+                &format!("[serve]\n{key} = {value}\n{other} = \"/etc/sf/tls/x.pem\""),
+            );
+            let error = parse(&bad).unwrap_err();
+            assert!(
+                error.contains(&format!("[serve] {key} must be an absolute path")),
+                "{bad}: {error}"
+            );
+            assert!(
+                error.contains(".pem\""),
+                "the fix gives an example: {error}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_key_is_still_refused_and_the_tls_keys_are_listed() {
+        let bad = GOOD.replace("[serve]", &format!("{TLS}\ntls_ca = \"/ca.pem\""));
+        let error = parse(&bad).unwrap_err();
+        assert!(error.contains("tls_ca is not a known key"), "{error}");
+        assert!(error.contains("tls_cert, tls_key"), "{error}");
+        // A misspelt key beside a public address is named for what it is.
+        let misspelt = GOOD.replace(
+            "[serve]",
+            "[serve]\nlisten = \"0.0.0.0:1\"\ntls_crt = \"/c.pem\"\ntls_key = \"/k.pem\"",
+        );
+        let error = parse(&misspelt).unwrap_err();
+        assert!(error.contains("tls_cert is missing"), "{error}");
+        let misspelt = GOOD.replace("[serve]", "[serve]\nlisten = \"0.0.0.0:1\"\ntls = true");
+        let error = parse(&misspelt).unwrap_err();
+        assert!(error.contains("tls is not a known key"), "{error}");
     }
 }

@@ -170,7 +170,12 @@ impl Server {
     }
 
     /// Runs `command` in the work's directory and waits for its "listening on" line.
-    fn started(work: &Work, mut command: std::process::Command) -> Self {
+    fn started(work: &Work, command: std::process::Command) -> Self {
+        Self::started_as(work, command, "http")
+    }
+
+    /// [`Server::started`], for a line "listening on SCHEME://ADDRESS".
+    fn started_as(work: &Work, mut command: std::process::Command, scheme: &str) -> Self {
         let mut child = command
             .current_dir(&work.dir)
             .stdout(Stdio::piped())
@@ -189,7 +194,9 @@ impl Server {
             .unwrap_or_default();
         let Some(address) = line
             .trim()
-            .strip_prefix("sf serve: listening on http://")
+            .strip_prefix("sf serve: listening on ")
+            .and_then(|url| url.strip_prefix(scheme))
+            .and_then(|url| url.strip_prefix("://"))
             .and_then(|address| address.parse().ok())
         else {
             let _ = child.kill();
@@ -411,4 +418,14 @@ pub fn is_final(state: &serde_json::Value) -> bool {
         state.as_str(),
         Some("queued" | "sealing" | "collecting" | "landing")
     )
+}
+
+impl Server {
+    /// Starts `sf --config CONFIG serve` configured with TLS and waits for its "listening on
+    /// https://" line; panics with what it printed if it does not start or says http://.
+    pub fn start_tls(work: &Work, config: &Path) -> Self {
+        let mut command = sf_tests::plugins::sf();
+        command.arg("--config").arg(config).arg("serve");
+        Self::started_as(work, command, "https")
+    }
 }
