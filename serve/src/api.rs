@@ -259,7 +259,25 @@ async fn status(
 ) -> Result<Response, ApiError> {
     client(&server, &headers)?;
     let entry = entry(&server, &id)?;
-    Ok(json_body(&entry_json(&entry)))
+    let sealings = server
+        .queue()?
+        .sealings_for(&id)
+        .map_err(ApiError::unavailable)?;
+    let mut body = entry_json(&entry);
+    body["sealings"] = sealings
+        .iter()
+        .map(|sealing| {
+            serde_json::json!({
+                "number": sealing.number,
+                "base": sealing.base,
+                "candidate": sealing.candidate,
+                "commit": sealing.commit,
+                "collection": sealing.trial,
+                "refusal": sealing.refusal,
+            })
+        })
+        .collect();
+    Ok(json_body(&body))
 }
 
 /// What the API shows of a proposal.

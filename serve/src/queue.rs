@@ -2,10 +2,12 @@
 //! before its `202` is answered, and every change of state is committed before the step it
 //! starts, so that a server killed at any moment finds each proposal where it was.
 //!
-//! A proposal is sealed once per *generation*: when what it was sealed on is no longer
-//! where it stands in the queue (the one ahead of it failed, the target moved), it is reset
-//! to a new generation and sealed again. Whatever a collection of an older generation
-//! reports is dropped (every write names the generation it is for).
+//! A proposal may be sealed on more than one base: on the one ahead of it, and, when that one
+//! may yet fail, on what that one stands on. Each sealing is a row of its own (`sealings`,
+//! numbered per proposal; the number is its landing's action occurrence), with its
+//! collection's attempt and what it showed. The proposal *stands on* one of them at a time,
+//! the one on the base its place in the queue gives it; its row mirrors that sealing, and a
+//! collection that ends writes its sealing and, while the proposal stands on it, the mirror.
 
 use std::path::Path;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -148,7 +150,20 @@ impl Queue {
                      updated_at INTEGER NOT NULL
                  );
                  CREATE INDEX IF NOT EXISTS proposals_open ON proposals (repository, state, seq);
-                 CREATE INDEX IF NOT EXISTS proposals_client ON proposals (client, state);",
+                 CREATE INDEX IF NOT EXISTS proposals_client ON proposals (client, state);
+                 CREATE TABLE IF NOT EXISTS sealings (
+                     proposal TEXT NOT NULL,
+                     number INTEGER NOT NULL,
+                     base TEXT NOT NULL,
+                     frozen_slice TEXT,
+                     candidate TEXT,
+                     commit_id TEXT,
+                     attempt INTEGER,
+                     trial TEXT,
+                     refusal TEXT,
+                     PRIMARY KEY (proposal, number),
+                     UNIQUE (proposal, base)
+                 );",
             )
             .map_err(|error| failed("cannot create its table", error))?;
         add_columns(&connection)?;
@@ -324,67 +339,156 @@ impl Queue {
             .map_err(|error| failed("cannot record a state", error))
     }
 
-    /// Records the Candidate generation `generation` of `id` was sealed as, on `base`, and
-    /// moves it to `collecting`, in one transaction.
-    pub fn sealed(&self, id: &str, generation: u64, sealed: &Sealing<'_>) -> Result<(), String> {
-        self.connection
-            .execute(
-                "UPDATE proposals SET state = ?3, frozen_slice = ?4, candidate = ?5, \
-                 commit_id = ?6, base = ?7, updated_at = ?8 WHERE id = ?1 AND generation = ?2",
-                params![
-                    id,
-                    generation as i64,
-                    State::Collecting.as_str(),
-                    sealed.frozen_slice,
-                    sealed.candidate,
-                    sealed.commit,
-                    sealed.base,
-                    now() as i64
-                ],
-            )
-            .map(|_| ())
-            .map_err(|error| failed("cannot record the Candidate", error))
+    /// The sealings of the open proposals of `repository`.
+    pub fn sealings_of(&self, repository: &str) -> Result<Vec<SealingRow>, String> {
+        let mut statement = self
+            .connection
+            .prepare(&format!(
+                "SELECT s.proposal, s.number, s.base, s.frozen_slice, s.candidate, s.commit_id, \
+                 s.attempt, s.trial, s.refusal FROM sealings s JOIN proposals p ON p.id = \
+                 s.proposal WHERE p.repository = ?1 AND p.state IN {OPEN} ORDER BY s.number"
+            ))
+            .map_err(|error| failed("cannot read the sealings", error))?;
+        statement
+            .query_map(params![repository], sealing_row)
+            .and_then(|rows| rows.collect())
+            .map_err(|error| failed("cannot read the sealings", error))
     }
 
-    /// Records what the collection of generation `generation` of `id` stored and showed;
-    /// `false` (nothing written) when the proposal was reset since.
-    pub fn collected(
-        &self,
+    /// The sealings of proposal `id`, by number.
+    pub fn sealings_for(&self, id: &str) -> Result<Vec<SealingRow>, String> {
+        let mut statement = self
+            .connection
+            .prepare(
+                "SELECT proposal, number, base, frozen_slice, candidate, commit_id, attempt, \
+                 trial, refusal FROM sealings WHERE proposal = ?1 ORDER BY number",
+            )
+            .map_err(|error| failed("cannot read the sealings", error))?;
+        statement
+            .query_map(params![id], sealing_row)
+            .and_then(|rows| rows.collect())
+            .map_err(|error| failed("cannot read the sealings", error))
+    }
+
+    /// Records that `id` was sealed on `base` as `sealed` (or refused there: `Err`), under
+    /// the next number of the proposal; answers the sealing. One transaction.
+    pub fn add_sealing(
+        &mut self,
         id: &str,
-        generation: u64,
+        base: &str,
+        sealed: Result<&Sealing<'_>, &serde_json::Value>,
+    ) -> Result<SealingRow, String> {
+        let transaction = self
+            .connection
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|error| failed("cannot record a sealing", error))?;
+        // After the numbers used so far, and after the generation a proposal queued before
+        // sealings were recorded stands on: a number is an action occurrence, never reused.
+        let number: i64 = transaction
+            .query_row(
+                "SELECT MAX(COALESCE((SELECT MAX(number) FROM sealings WHERE proposal = ?1), 0), \
+                 COALESCE((SELECT generation FROM proposals WHERE id = ?1 AND candidate IS NOT \
+                 NULL), 0)) + 1",
+                params![id],
+                |row| row.get(0),
+            )
+            .map_err(|error| failed("cannot number a sealing", error))?;
+        let (ok, refusal) = match sealed {
+            Ok(sealing) => (Some(sealing), None),
+            Err(refusal) => (None, Some(refusal.to_string())),
+        };
+        transaction
+            .execute(
+                "INSERT INTO sealings (proposal, number, base, frozen_slice, candidate, \
+                 commit_id, refusal) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                params![
+                    id,
+                    number,
+                    base,
+                    ok.map(|sealing| sealing.frozen_slice),
+                    ok.map(|sealing| sealing.candidate),
+                    ok.map(|sealing| sealing.commit),
+                    refusal
+                ],
+            )
+            .map_err(|error| failed("cannot record a sealing", error))?;
+        transaction
+            .commit()
+            .map_err(|error| failed("cannot record a sealing", error))?;
+        Ok(SealingRow {
+            proposal: id.to_owned(),
+            number: number as u64,
+            base: base.to_owned(),
+            frozen_slice: ok.map(|sealing| sealing.frozen_slice.to_owned()),
+            candidate: ok.map(|sealing| sealing.candidate.to_owned()),
+            commit: ok.map(|sealing| sealing.commit.to_owned()),
+            attempt: None,
+            trial: None,
+            refusal: sealed.err().cloned(),
+        })
+    }
+
+    /// Makes `id` stand on `sealing`: its row mirrors it, as the sealings table holds it now
+    /// (a collection that ended since it was read is taken along), and it is `collecting`.
+    /// Never for a proposal whose landing started (it is landed again as it is) or that ended.
+    pub fn stand_on(&self, id: &str, sealing: &SealingRow) -> Result<(), String> {
+        self.connection
+            .execute(
+                "UPDATE proposals SET state = 'collecting', generation = s.number, \
+                 base = s.base, frozen_slice = s.frozen_slice, candidate = s.candidate, \
+                 commit_id = s.commit_id, attempt = s.attempt, trial = s.trial, updated_at = ?3 \
+                 FROM sealings s WHERE s.proposal = proposals.id AND s.number = ?2 \
+                 AND proposals.id = ?1 AND proposals.state IN ('queued', 'sealing', 'collecting')",
+                params![id, sealing.number as i64, now() as i64],
+            )
+            .map(|_| ())
+            .map_err(|error| failed("cannot record where a proposal stands", error))
+    }
+
+    /// Makes `id` stand on nothing (`sealing`): the commit it stood on is no longer where its
+    /// place in the queue is. Never for a proposal whose landing started, or that ended.
+    pub fn leave(&self, id: &str) -> Result<(), String> {
+        self.connection
+            .execute(
+                "UPDATE proposals SET state = 'sealing', base = NULL, frozen_slice = NULL, \
+                 candidate = NULL, commit_id = NULL, attempt = NULL, trial = NULL, \
+                 updated_at = ?2 WHERE id = ?1 AND state IN ('queued', 'sealing', 'collecting')",
+                params![id, now() as i64],
+            )
+            .map(|_| ())
+            .map_err(|error| failed("cannot record where a proposal stands", error))
+    }
+
+    /// Records what the collection of sealing `number` of `id` stored and showed, and, while
+    /// the proposal stands on that sealing, in its row too. One transaction.
+    pub fn collected(
+        &mut self,
+        id: &str,
+        number: u64,
         attempt: Option<u64>,
         trial: &serde_json::Value,
-    ) -> Result<bool, String> {
-        self.connection
+    ) -> Result<(), String> {
+        let transaction = self
+            .connection
+            .transaction()
+            .map_err(|error| failed("cannot record a collection", error))?;
+        let (attempt, trial) = (attempt.map(|attempt| attempt as i64), trial.to_string());
+        transaction
             .execute(
-                "UPDATE proposals SET attempt = ?3, trial = ?4, updated_at = ?5 \
-                 WHERE id = ?1 AND generation = ?2 AND state = 'collecting'",
-                params![
-                    id,
-                    generation as i64,
-                    attempt.map(|attempt| attempt as i64),
-                    trial.to_string(),
-                    now() as i64
-                ],
+                "UPDATE sealings SET attempt = ?3, trial = ?4 WHERE proposal = ?1 AND number = ?2",
+                params![id, number as i64, attempt, trial],
             )
-            .map(|changed| changed == 1)
+            .map_err(|error| failed("cannot record a collection", error))?;
+        transaction
+            .execute(
+                "UPDATE proposals SET attempt = ?3, trial = ?4, updated_at = ?5 WHERE id = ?1 \
+                 AND generation = ?2 AND state = 'collecting'",
+                params![id, number as i64, attempt, trial, now() as i64],
+            )
+            .map_err(|error| failed("cannot record a collection", error))?;
+        transaction
+            .commit()
             .map_err(|error| failed("cannot record a collection", error))
-    }
-
-    /// Starts generation `generation + 1` of `id`: back to `sealing`, its Candidate, base
-    /// and collection forgotten (they stay in its Slice copy's evidence). Never for a
-    /// proposal whose landing started: that one is landed again as it is.
-    pub fn reset(&self, id: &str, generation: u64) -> Result<(), String> {
-        self.connection
-            .execute(
-                "UPDATE proposals SET state = 'sealing', generation = generation + 1, \
-                 frozen_slice = NULL, candidate = NULL, commit_id = NULL, base = NULL, \
-                 attempt = NULL, trial = NULL, updated_at = ?3 \
-                 WHERE id = ?1 AND generation = ?2 AND state IN ('sealing', 'collecting')",
-                params![id, generation as i64, now() as i64],
-            )
-            .map(|_| ())
-            .map_err(|error| failed("cannot reset a proposal", error))
     }
 
     /// Records how `id` ended, in one transaction.
@@ -416,8 +520,49 @@ pub struct Sealing<'a> {
     pub candidate: &'a str,
     /// The Candidate's commit M.
     pub commit: &'a str,
+}
+
+/// One sealing of a proposal on one base, as the queue holds it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SealingRow {
+    /// The proposal's id.
+    pub proposal: String,
+    /// Its number among the proposal's sealings: its landing's action occurrence.
+    pub number: u64,
     /// The commit it was sealed on.
-    pub base: &'a str,
+    pub base: String,
+    /// Its private frozen Slice directory (`None` when refused).
+    pub frozen_slice: Option<String>,
+    /// The Candidate's digest (`None` when refused).
+    pub candidate: Option<String>,
+    /// The Candidate's commit M (`None` when refused).
+    pub commit: Option<String>,
+    /// The attempt its collection stored, once that ended.
+    pub attempt: Option<u64>,
+    /// What that collection showed, once it ended.
+    pub trial: Option<serde_json::Value>,
+    /// Why the proposal could not be sealed on this base: the use case's `{"code",
+    /// "message"}`.
+    pub refusal: Option<serde_json::Value>,
+}
+
+/// A sealing from a row of `proposal, number, base, frozen_slice, candidate, commit_id,
+/// attempt, trial, refusal`.
+fn sealing_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SealingRow> {
+    let json = |text: Option<String>| text.and_then(|text| serde_json::from_str(&text).ok());
+    Ok(SealingRow {
+        proposal: row.get(0)?,
+        number: row.get::<_, i64>(1)?.max(1) as u64,
+        base: row.get(2)?,
+        frozen_slice: row.get(3)?,
+        candidate: row.get(4)?,
+        commit: row.get(5)?,
+        attempt: row
+            .get::<_, Option<i64>>(6)?
+            .map(|attempt| attempt.max(0) as u64),
+        trial: json(row.get(7)?),
+        refusal: json(row.get(8)?),
+    })
 }
 
 /// Adds the columns of [`ADDED`] a database made before them lacks.
@@ -495,12 +640,11 @@ fn row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
 mod tests {
     use super::*;
 
-    fn sealing<'a>(candidate: &'a str, base: &'a str) -> Sealing<'a> {
+    fn sealing(candidate: &str) -> Sealing<'_> {
         Sealing {
             frozen_slice: "/s",
             candidate,
             commit: "m",
-            base,
         }
     }
 
@@ -517,7 +661,10 @@ mod tests {
         }
         assert_eq!(queue.next_open("te").unwrap().unwrap().id, "a");
         queue.set_state("a", State::Sealing).unwrap();
-        queue.sealed("a", 1, &sealing("sha256:c", "t")).unwrap();
+        let sealed = queue
+            .add_sealing("a", "t", Ok(&sealing("sha256:c")))
+            .unwrap();
+        queue.stand_on("a", &sealed).unwrap();
         drop(queue);
         let queue = Queue::open(dir.path()).unwrap();
         let a = queue.get("a").unwrap().unwrap();
@@ -540,35 +687,76 @@ mod tests {
         assert_eq!(queue.depths().unwrap(), vec![("te".into(), 1)]);
         assert_eq!(queue.times_in_queue().unwrap().len(), 1);
         assert!(queue.next_open("other").unwrap().is_none());
+        assert!(
+            queue.sealings_of("te").unwrap().is_empty(),
+            "only open ones"
+        );
     }
 
     #[test]
-    fn a_reset_starts_a_generation_and_drops_what_the_older_one_reports() {
+    fn each_base_is_a_sealing_of_its_own_and_the_mirror_follows_the_one_stood_on() {
         let dir = tempfile::tempdir().unwrap();
         let mut queue = Queue::open(dir.path()).unwrap();
         queue
             .insert_within("a", "te", "s", Kind::Diff, b"d", "agent", 10)
             .unwrap();
-        queue
-            .sealed("a", 1, &sealing("sha256:c1", "ahead"))
+        let on_ahead = queue
+            .add_sealing("a", "ahead", Ok(&sealing("sha256:c1")))
             .unwrap();
-        queue.reset("a", 1).unwrap();
-        let a = queue.get("a").unwrap().unwrap();
-        assert_eq!((a.state, a.generation), (State::Sealing, 2));
-        assert_eq!((a.candidate, a.base), (None, None));
-        // The first generation's collection ends after the reset: dropped.
+        let refusal = serde_json::json!({"code": "conflict", "message": "does not apply"});
+        let refused = queue.add_sealing("a", "other", Err(&refusal)).unwrap();
+        let on_target = queue
+            .add_sealing("a", "t", Ok(&sealing("sha256:c2")))
+            .unwrap();
+        assert_eq!(
+            (on_ahead.number, refused.number, on_target.number),
+            (1, 2, 3)
+        );
+        assert_eq!(refused.refusal, Some(refusal));
+        assert_eq!(queue.sealings_for("a").unwrap()[1], refused);
+        assert!(
+            queue.add_sealing("a", "t", Ok(&sealing("x"))).is_err(),
+            "one per base"
+        );
+        queue.stand_on("a", &on_ahead).unwrap();
+        // The sealing on the target is collected while the proposal stands on the other.
         let trial = serde_json::json!({"outcome": "verified"});
-        assert!(!queue.collected("a", 1, Some(1), &trial).unwrap());
-        queue.sealed("a", 1, &sealing("sha256:old", "x")).unwrap();
-        assert_eq!(queue.get("a").unwrap().unwrap().candidate, None);
-        queue.sealed("a", 2, &sealing("sha256:c2", "t")).unwrap();
-        assert!(queue.collected("a", 2, Some(3), &trial).unwrap());
+        queue.collected("a", 3, Some(7), &trial).unwrap();
         let a = queue.get("a").unwrap().unwrap();
-        assert_eq!((a.attempt, a.trial), (Some(3), Some(trial)));
-        // A landing that started is never reset.
+        assert_eq!((a.generation, a.attempt, a.trial), (1, None, None));
+        let rows = queue.sealings_of("te").unwrap();
+        let row = rows.iter().find(|row| row.number == 3).unwrap().clone();
+        assert_eq!(
+            (row.attempt, row.trial.clone()),
+            (Some(7), Some(trial.clone()))
+        );
+        // Standing on it takes its collection along.
+        queue.stand_on("a", &row).unwrap();
+        let a = queue.get("a").unwrap().unwrap();
+        assert_eq!((a.generation, a.base.as_deref()), (3, Some("t")));
+        assert_eq!((a.attempt, a.trial), (Some(7), Some(trial)));
+        queue.leave("a").unwrap();
+        let a = queue.get("a").unwrap().unwrap();
+        assert_eq!(
+            (a.state, a.candidate, a.trial),
+            (State::Sealing, None, None)
+        );
+        // A collection that ended after the sealing was read is taken along all the same.
+        let failed = serde_json::json!({"outcome": "failed"});
+        queue.collected("a", 1, Some(5), &failed).unwrap();
+        queue.stand_on("a", &on_ahead).unwrap();
+        let a = queue.get("a").unwrap().unwrap();
+        assert_eq!(
+            (a.generation, a.attempt, a.trial),
+            (1, Some(5), Some(failed))
+        );
+        queue.stand_on("a", &row).unwrap();
+        // A landing that started never stands elsewhere.
         queue.set_state("a", State::Landing).unwrap();
-        queue.reset("a", 2).unwrap();
-        assert_eq!(queue.get("a").unwrap().unwrap().state, State::Landing);
+        queue.stand_on("a", &on_ahead).unwrap();
+        queue.leave("a").unwrap();
+        let a = queue.get("a").unwrap().unwrap();
+        assert_eq!((a.state, a.generation), (State::Landing, 3));
     }
 
     #[test]
@@ -611,10 +799,15 @@ mod tests {
         )
         .unwrap();
         drop(old);
-        let queue = Queue::open(dir.path()).unwrap();
+        let mut queue = Queue::open(dir.path()).unwrap();
         let a = queue.get("a").unwrap().unwrap();
         assert_eq!((a.state, a.generation), (State::Collecting, 1));
         assert_eq!(a.candidate.as_deref(), Some("sha256:c"));
         assert_eq!((a.base, a.attempt), (None, None));
+        // Its first sealing was occurrence 1: the next is 2.
+        let next = queue
+            .add_sealing("a", "t", Ok(&sealing("sha256:d")))
+            .unwrap();
+        assert_eq!(next.number, 2);
     }
 }

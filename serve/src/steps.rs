@@ -45,8 +45,6 @@ pub struct Sealed {
     pub candidate: String,
     /// Its commit M.
     pub commit: String,
-    /// The commit it was sealed on.
-    pub base: String,
 }
 
 /// The configured Slice of `repository` whose id is `id`.
@@ -67,21 +65,26 @@ pub fn slice_id(dir: &Path) -> Option<String> {
 
 /// Why a proposal was not sealed.
 pub enum NotSealed {
-    /// The proposal or its base was refused: how it ends.
-    Refused(End),
+    /// The proposal or its base was refused: the use case's `{"code", "message"}`.
+    Refused(serde_json::Value),
     /// This server could not do its part (its state directory): nothing is decided, and the
     /// step is taken again.
     Fault(String),
 }
 
-/// How a proposal ends when a use case refused it (or its base) before anything was
-/// collected.
-pub fn refused(error: AppError) -> End {
+/// A use case's refusal as the queue records it: `{"code", "message"}`.
+pub fn refusal(error: &AppError) -> serde_json::Value {
+    serde_json::json!({"code": error.code, "message": error.message})
+}
+
+/// How a proposal ends when it (or its base) was refused, `refusal` saying why, before
+/// anything was collected.
+pub fn refused(refusal: serde_json::Value) -> End {
     End {
         state: State::Refused,
         verdict: None,
         reasons: Vec::new(),
-        error: Some(serde_json::json!({"code": error.code, "message": error.message})),
+        error: Some(refusal),
     }
 }
 
@@ -116,28 +119,29 @@ pub fn target_of(backends: &Backends, repository: &ServeRepository) -> Result<St
         .map_err(|error| sf_app::error::repository_error("the repository's target", &error))
 }
 
-/// Seals `entry` on `on`, the commit of the proposal ahead of it; or, when `on` is `None`,
-/// on the target now (with delivery, the upstream's tip imported first).
+/// Seals `entry` on the commit `on` (the target, or the commit of a proposal ahead of it),
+/// under a private copy of its Slice frozen on that commit in `state/proposals/ID/ON/`.
 pub fn seal_on(
     backends: &Backends,
     repository: &ServeRepository,
     state: &Path,
     entry: &Entry,
-    on: Option<&str>,
+    on: &str,
 ) -> Result<Sealed, NotSealed> {
-    let refused = |error: AppError| NotSealed::Refused(refused(error));
+    let refused = |error: AppError| NotSealed::Refused(refusal(&error));
     let Some(configured) = slice_dir(repository, &entry.slice) else {
         return Err(refused(AppError::invalid(
             format!("slice {:?}", entry.slice),
             "no configured Slice of this repository has that id any more",
         )));
     };
-    if on.is_none() {
-        import_upstream(backends, repository).map_err(refused)?;
+    // A commit id names the directory: checked, since it becomes a path.
+    if on.len() != 40 || !on.bytes().all(|byte| byte.is_ascii_hexdigit()) {
+        return Err(NotSealed::Fault(format!("{on:?} is not a commit id")));
     }
-    let work = state.join("proposals").join(&entry.id);
+    let work = state.join("proposals").join(&entry.id).join(on);
     let slice = work.join("slice");
-    // A copy left by a kill before the Candidate was recorded is made again: nothing was
+    // A copy left by a kill before its sealing was recorded is made again: nothing was
     // collected under it.
     if work.exists() {
         std::fs::remove_dir_all(&work).map_err(|error| {
@@ -158,7 +162,7 @@ pub fn seal_on(
         &FreezeRequest {
             dir: slice.clone(),
             identity: repository.identity.clone(),
-            base: on.map(str::to_owned),
+            base: Some(on.to_owned()),
             dry_run: false,
         },
     )
@@ -205,7 +209,6 @@ pub fn seal_on(
         slice,
         candidate: sealed.digest.to_string(),
         commit: sealed.manifest.commit.to_hex(),
-        base: sealed.manifest.base_commit.to_hex(),
     })
 }
 
@@ -259,16 +262,12 @@ const FENCE_WAIT: Duration = Duration::from_secs(60);
 /// is not the Candidate's. A run the executor answered is never collected again, whatever it
 /// showed (a limit it hit is, as far as sf can tell, the Candidate's doing). Answers what the
 /// queue records of it (its `trial`) and the attempt to land.
-pub fn collect_sealed(
-    backends: &Backends,
-    repository: &ServeRepository,
-    entry: &Entry,
-) -> (Option<u64>, serde_json::Value) {
-    let first = collect_once(backends, repository, entry);
+pub fn collect_sealed(backends: &Backends, target: &Target) -> (Option<u64>, serde_json::Value) {
+    let first = collect_once(backends, target);
     if !first.machine_fault {
         return (first.attempt, first.shown);
     }
-    let mut second = collect_once(backends, repository, entry);
+    let mut second = collect_once(backends, target);
     if let serde_json::Value::Object(fields) = &mut second.shown {
         fields.insert("retried".into(), serde_json::Value::Bool(true));
         fields.insert("first".into(), first.shown);
@@ -286,17 +285,11 @@ struct Collected {
     machine_fault: bool,
 }
 
-fn collect_once(backends: &Backends, repository: &ServeRepository, entry: &Entry) -> Collected {
+fn collect_once(backends: &Backends, target: &Target) -> Collected {
     let error = |error: AppError| Collected {
         attempt: None,
         shown: serde_json::json!({"error": {"code": error.code, "message": error.message}}),
         machine_fault: false,
-    };
-    let Some(target) = target_of_entry(repository, entry) else {
-        return error(AppError::new(
-            "corrupt",
-            "the queue holds no Candidate past sealing",
-        ));
     };
     let request = CollectRequest {
         target: target.clone(),
@@ -323,7 +316,7 @@ fn collect_once(backends: &Backends, repository: &ServeRepository, entry: &Entry
     match judge(
         backends,
         &JudgeRequest {
-            target,
+            target: target.clone(),
             attempt: Some(attempt),
         },
     ) {
@@ -349,12 +342,16 @@ fn undecided_by_the_machine(outcome: Outcome, runs: impl IntoIterator<Item = Run
     outcome == Outcome::Inconclusive && runs.into_iter().any(|state| state != RunState::Observed)
 }
 
-/// The Candidate and Slice copy of a sealed entry, as the use cases take them.
-fn target_of_entry(repository: &ServeRepository, entry: &Entry) -> Option<Target> {
+/// The Candidate sealed in `frozen_slice`, as the use cases take it.
+pub fn sealed_target(
+    repository: &ServeRepository,
+    candidate: Option<&String>,
+    frozen_slice: Option<&String>,
+) -> Option<Target> {
     Some(Target {
         identity: repository.identity.clone(),
-        candidate: entry.candidate.clone()?,
-        slice: PathBuf::from(entry.frozen_slice.as_ref()?),
+        candidate: candidate?.clone(),
+        slice: PathBuf::from(frozen_slice?),
     })
 }
 
@@ -367,11 +364,15 @@ pub fn passed(trial: &serde_json::Value) -> bool {
 /// (its generation as the occurrence): the attempt its collection stored, judged again, or,
 /// when that collection started nothing, a new collection. Answers how it ended.
 pub fn land_sealed(backends: &Backends, repository: &ServeRepository, entry: &Entry) -> End {
-    let Some(target) = target_of_entry(repository, entry) else {
-        return refused(AppError::new(
+    let Some(target) = sealed_target(
+        repository,
+        entry.candidate.as_ref(),
+        entry.frozen_slice.as_ref(),
+    ) else {
+        return refused(refusal(&AppError::new(
             "corrupt",
             "the queue holds no Candidate for a proposal past sealing",
-        ));
+        )));
     };
     if let Some(why) = entry
         .trial
