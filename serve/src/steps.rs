@@ -25,8 +25,9 @@ use sf_app::propose::ProposalSource;
 use sf_app::repo::{ImportFrom, ImportRequest, UpstreamRequest, import};
 use sf_app::seal::{ProposalInput, SealRequest, seal};
 use sf_app::{AppError, Backends, LandOutcome, Target};
-use sf_host::assurance::Outcome;
+use sf_host::assurance::{Outcome, ProcessFacts};
 use sf_host::collector::RunState;
+use sf_host::contracts::RunStatus;
 use sf_host::fault::FaultPoint;
 use sf_host::plugin::serve_config::ServeRepository;
 use sf_host::repository::DeliveryMode;
@@ -322,10 +323,11 @@ fn collect_once(backends: &Backends, target: &Target) -> Collected {
     ) {
         Ok(judged) => Collected {
             attempt: Some(attempt),
-            machine_fault: undecided_by_the_machine(
-                judged.verdict.outcome,
-                result.runs.iter().map(|run| run.state),
-            ),
+            machine_fault: judged.verdict.outcome == Outcome::Inconclusive
+                && result
+                    .runs
+                    .iter()
+                    .any(|run| machine_fault(run.state, run.process.as_ref())),
             shown: serde_json::json!({
                 "outcome": judged.verdict.outcome.as_str(),
                 "digest": judged.digest.to_string(),
@@ -336,10 +338,17 @@ fn collect_once(backends: &Backends, target: &Target) -> Collected {
     }
 }
 
-/// Whether a judged collection is undecided through the machine's fault: Inconclusive, with a
-/// run the executor did not answer for (not started, unresolved, or its record not stored).
-fn undecided_by_the_machine(outcome: Outcome, runs: impl IntoIterator<Item = RunState>) -> bool {
-    outcome == Outcome::Inconclusive && runs.into_iter().any(|state| state != RunState::Observed)
+/// Whether a run went wrong through the machine's fault, not the Candidate's: the executor
+/// did not answer for it (not started, unresolved, its record not stored), or lost control of
+/// it (`aborted`: nothing here cancels a collection, so the sandbox or the cluster stopped
+/// it), or could not confirm that its processes ended. A run that exited, was signalled,
+/// timed out or hit its output limit is the Candidate's doing, as far as sf can tell.
+fn machine_fault(state: RunState, process: Option<&ProcessFacts>) -> bool {
+    match (state, process) {
+        (RunState::Observed, Some(facts)) => facts.status == RunStatus::Aborted || !facts.reaped,
+        (RunState::Observed, None) => false,
+        _ => true,
+    }
 }
 
 /// The Candidate sealed in `frozen_slice`, as the use cases take it.
@@ -492,20 +501,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_runs_the_machine_did_not_answer_make_an_inconclusive_collection_worth_another() {
-        use RunState::{NotStarted, Observed, StorageFailed, Unresolved};
-        let inconclusive = Outcome::Inconclusive;
-        for fault in [NotStarted, Unresolved, StorageFailed] {
-            assert!(undecided_by_the_machine(inconclusive, [Observed, fault]));
+    fn only_runs_the_machine_lost_or_never_answered_are_its_fault() {
+        for state in [
+            RunState::NotStarted,
+            RunState::Unresolved,
+            RunState::StorageFailed,
+        ] {
+            assert!(machine_fault(state, None));
         }
-        // Every run answered (a limit hit, an unreadable output): the Candidate's doing.
-        assert!(!undecided_by_the_machine(
-            inconclusive,
-            [Observed, Observed]
+        let ran = |status, reaped| ProcessFacts {
+            status,
+            exit_code: None,
+            signal: None,
+            timeout_ms: 1000,
+            output_limit: 1024,
+            wall_ms: 10,
+            user_ms: 0,
+            system_ms: 0,
+            max_rss_kib: 0,
+            memory_peak_bytes: None,
+            limits_hit: Some(Vec::new()),
+            reaped,
+        };
+        assert!(machine_fault(
+            RunState::Observed,
+            Some(&ran(RunStatus::Aborted, true))
         ));
-        // Decided outcomes are never collected again.
-        for decided in [Outcome::Failed, Outcome::Verified] {
-            assert!(!undecided_by_the_machine(decided, [NotStarted]));
+        assert!(machine_fault(
+            RunState::Observed,
+            Some(&ran(RunStatus::Exited, false))
+        ));
+        for own in [
+            RunStatus::Exited,
+            RunStatus::Signalled,
+            RunStatus::TimedOut,
+            RunStatus::OutputLimit,
+        ] {
+            assert!(!machine_fault(RunState::Observed, Some(&ran(own, true))));
         }
     }
 }

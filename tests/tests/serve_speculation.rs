@@ -191,3 +191,61 @@ fn a_team_push_during_a_collection_is_taken_in_before_the_head_lands() {
         ours
     );
 }
+
+/// The sandbox's launcher is killed under the first collection's run (a fault of the machine,
+/// not of the Candidate: the run is aborted and its processes not confirmed ended): the
+/// proposal is collected once more, and lands on the second collection.
+#[test]
+fn a_run_the_sandbox_lost_is_collected_once_more_and_lands() {
+    let team = Team::checking_for(3);
+    let config = team.config_with(0o600, "127.0.0.1:0", true, "jobs = 2");
+    let server = Server::start(&team.work, &config);
+    let id = post(&server, "a", true);
+    let started = Instant::now();
+    let launcher = loop {
+        let tree = serve_support::descendants(server.pid());
+        // The check is running once its `sleep` is: its launcher is the one to kill.
+        if tree.iter().any(|(_, name)| name == "sleep") {
+            let (pid, _) = tree
+                .iter()
+                .find(|(_, name)| name.starts_with("sf-sandbox-lau"))
+                .unwrap_or_else(|| panic!("no launcher in {tree:?}"));
+            break *pid;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "never ran");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(launcher as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+
+    let done = wait_final(&server, std::slice::from_ref(&id), Duration::from_secs(300));
+    let a = &done[0];
+    assert_eq!(a["state"], "delivered", "{a}");
+    let collection = &a["collection"];
+    assert_eq!(collection["retried"], true, "{a}");
+    assert_eq!(collection["first"]["outcome"], "inconclusive", "{a}");
+    assert_eq!(collection["outcome"], "verified", "{a}");
+    assert_eq!(collection["attempt"], 2, "{a}");
+    assert_eq!(team.main(), field(a, "commit"));
+    assert_eq!(team.remote.push_count(), 1);
+}
+
+/// A check that outlives its recipe's timeout is the Candidate's doing: Inconclusive at once,
+/// never collected again.
+#[test]
+fn a_run_that_timed_out_is_not_collected_again() {
+    let team = Team::checking_with_timeout(30, 1000);
+    let config = team.config_with(0o600, "127.0.0.1:0", true, "jobs = 2");
+    let server = Server::start(&team.work, &config);
+    let id = post(&server, "a", true);
+    let done = wait_final(&server, std::slice::from_ref(&id), Duration::from_secs(300));
+    let a = &done[0];
+    assert_eq!(a["state"], "inconclusive", "{a}");
+    assert_eq!(a["collection"]["outcome"], "inconclusive", "{a}");
+    assert!(a["collection"].get("retried").is_none(), "{a}");
+    assert_eq!(a["collection"]["attempt"], 1, "{a}");
+    assert_eq!(team.remote.push_count(), 0);
+}

@@ -58,6 +58,11 @@ impl Team {
     /// [`Team::new`] with a check that first sleeps `seconds`: long enough for a proposal
     /// behind it to be sealed on top of it while it runs.
     pub fn checking_for(seconds: u32) -> Self {
+        Self::checking_with_timeout(seconds, 20_000)
+    }
+
+    /// [`Team::checking_for`] with the recipe's timeout `timeout_ms`.
+    pub fn checking_with_timeout(seconds: u32, timeout_ms: u64) -> Self {
         let (team_dir, dir) = sf_tests::private_dir();
         let team = team_project(&dir);
         let remote = BareRemote::from_repository(&team);
@@ -79,7 +84,7 @@ impl Team {
         );
         write(
             &slice.join("recipe.json"),
-            r#"{"timeoutMs":20000,"outputLimit":65536}"#,
+            &format!(r#"{{"timeoutMs":{timeout_ms},"outputLimit":65536}}"#),
         );
         let pause = if seconds == 0 {
             String::new()
@@ -428,4 +433,50 @@ impl Server {
         command.arg("--config").arg(config).arg("serve");
         Self::started_as(work, command, "https")
     }
+}
+
+impl Server {
+    /// The process id of the server (`sf serve`, which runs `sf-serve` in its place).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+/// The processes descended from `pid` (not `pid` itself), each with its command name, read
+/// from /proc.
+pub fn descendants(pid: u32) -> Vec<(u32, String)> {
+    let mut children: Vec<(u32, u32, String)> = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().map_while(Result::ok) {
+        let Some(id) = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // "PID (COMM) STATE PPID …": the name may hold spaces and parentheses.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[open + 1..close].to_owned();
+        let parent = stat[close + 2..]
+            .split(' ')
+            .nth(1)
+            .and_then(|ppid| ppid.parse().ok());
+        if let Some(parent) = parent {
+            children.push((id, parent, name));
+        }
+    }
+    let mut found = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for (id, _, name) in children.iter().filter(|(_, ppid, _)| *ppid == parent) {
+            found.push((*id, name.clone()));
+            frontier.push(*id);
+        }
+    }
+    found
 }
