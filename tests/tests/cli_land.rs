@@ -51,6 +51,58 @@ fn land_integrates_a_verified_candidate_once_and_never_a_failed_one() {
     assert_eq!(other.dispatches(), 0);
 }
 
+/// `sf land --attempt N` lands an attempt `sf collect` made, judged again, collecting
+/// nothing; an epoch without records is refused before anything is written, and a Failed
+/// attempt is failed, never prepared.
+#[test]
+fn land_an_attempt_collected_earlier_without_collecting_again() {
+    let work = Work::new();
+    let fix = work.seal("slice", SUM_FIXED);
+    let collected = work
+        .sf(&[
+            "collect",
+            "--identity",
+            "identity.json",
+            "--candidate",
+            &fix,
+            "--slice",
+            "slice",
+        ])
+        .result()
+        .clone();
+    assert_eq!(collected["attempt"]["epoch"], 1);
+    let none = work.land(&fix, "slice", &["--attempt", "2"]);
+    assert_eq!(none.code, Some(2), "{none:?}");
+    assert_eq!(none.error_code(), "invalid-input");
+    assert_eq!(work.target(), work.initial());
+
+    let landed = work.land(&fix, "slice", &["--attempt", "1"]);
+    assert_eq!(landed.code, Some(0), "{landed:?}");
+    let result = landed.result();
+    assert_eq!(result["outcome"], "integrated");
+    // The attempt collected earlier: a new collection would have been epoch 2.
+    assert_eq!(result["attempt"]["epoch"], 1, "{result}");
+    assert_eq!(work.dispatches(), 1);
+
+    let other = Work::new();
+    let no_fix = other.seal("slice", SUM_NOT_FIXED);
+    other
+        .sf(&[
+            "collect",
+            "--identity",
+            "identity.json",
+            "--candidate",
+            &no_fix,
+            "--slice",
+            "slice",
+        ])
+        .result();
+    let failed = other.land(&no_fix, "slice", &["--attempt", "1"]);
+    assert_eq!(failed.code, Some(3), "{failed:?}");
+    assert!(failed.result()["prepared"].is_null());
+    assert_eq!(other.target(), other.initial());
+}
+
 /// Case 1: a Candidate sealed for a Slice of the contributor's own making (wider scope, no
 /// protection, its own test in the tree) is never collected, judged or landed under the
 /// operator's Slice; and the operator's Slice refuses the same rewrite at seal.
