@@ -58,19 +58,7 @@ fn land_integrates_a_verified_candidate_once_and_never_a_failed_one() {
 fn land_an_attempt_collected_earlier_without_collecting_again() {
     let work = Work::new();
     let fix = work.seal("slice", SUM_FIXED);
-    let collected = work
-        .sf(&[
-            "collect",
-            "--identity",
-            "identity.json",
-            "--candidate",
-            &fix,
-            "--slice",
-            "slice",
-        ])
-        .result()
-        .clone();
-    assert_eq!(collected["attempt"]["epoch"], 1);
+    assert_eq!(work.collect(&fix, "slice").result()["attempt"]["epoch"], 1);
     let none = work.land(&fix, "slice", &["--attempt", "2"]);
     assert_eq!(none.code, Some(2), "{none:?}");
     assert_eq!(none.error_code(), "invalid-input");
@@ -86,17 +74,7 @@ fn land_an_attempt_collected_earlier_without_collecting_again() {
 
     let other = Work::new();
     let no_fix = other.seal("slice", SUM_NOT_FIXED);
-    other
-        .sf(&[
-            "collect",
-            "--identity",
-            "identity.json",
-            "--candidate",
-            &no_fix,
-            "--slice",
-            "slice",
-        ])
-        .result();
+    other.collect(&no_fix, "slice").result();
     let failed = other.land(&no_fix, "slice", &["--attempt", "1"]);
     assert_eq!(failed.code, Some(3), "{failed:?}");
     assert!(failed.result()["prepared"].is_null());

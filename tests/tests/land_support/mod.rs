@@ -409,22 +409,28 @@ impl Work {
             .to_owned()
     }
 
-    /// `sf collect` and then `sf judge` of `candidate` under `slice`; the Verdict's JSON.
-    pub fn collect_and_judge(&self, candidate: &str, slice: &str) -> serde_json::Value {
-        let on = [
+    /// `sf COMMAND` of `candidate` under `slice`.
+    fn on_candidate(&self, command: &str, candidate: &str, slice: &str) -> Envelope {
+        self.sf(&[
+            command,
             "--identity",
             "identity.json",
             "--candidate",
             candidate,
             "--slice",
             slice,
-        ];
-        let mut collect = vec!["collect"];
-        collect.extend(on);
-        self.sf(&collect).result();
-        let mut judge = vec!["judge"];
-        judge.extend(on);
-        self.sf(&judge).result()["verdict"].clone()
+        ])
+    }
+
+    /// `sf collect` of `candidate` under `slice`.
+    pub fn collect(&self, candidate: &str, slice: &str) -> Envelope {
+        self.on_candidate("collect", candidate, slice)
+    }
+
+    /// `sf collect` and then `sf judge` of `candidate` under `slice`; the Verdict's JSON.
+    pub fn collect_and_judge(&self, candidate: &str, slice: &str) -> serde_json::Value {
+        self.collect(candidate, slice).result();
+        self.on_candidate("judge", candidate, slice).result()["verdict"].clone()
     }
 
     /// The `sf ARGS` command (its text output), not yet run.
