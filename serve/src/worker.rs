@@ -123,6 +123,16 @@ impl Worker {
             return Ok(true);
         }
         let sealings = self.queue.sealings_of(&self.repository.name)?;
+        match self.walk(&open, &sealings)? {
+            Some(wanted) => self.start(wanted),
+            None => Ok(true),
+        }
+    }
+
+    /// Walks the window in the queue's order: makes the first proposal that does not stand
+    /// where its place says stand there (or ends a head refused there), and answers `None`
+    /// when it did; else answers the jobs the window wants.
+    fn walk(&mut self, open: &[Entry], sealings: &[SealingRow]) -> Result<Option<Wanted>, String> {
         let window = &open[..open.len().min(self.repository.jobs.get())];
         let mut wanted = Wanted::default();
         // The commit the next proposal stands on (`None`: the target), and what it would stand
@@ -134,14 +144,14 @@ impl Worker {
                 None => self.target()?,
             };
             if let Some(alternative) = otherwise.take() {
-                let sealed = find(&sealings, &entry.id, &alternative).cloned();
+                let sealed = find(sealings, &entry.id, &alternative).cloned();
                 wanted.alternatives.push(job(entry, alternative, sealed));
             }
-            let Some(sealing) = find(&sealings, &entry.id, &base) else {
+            let Some(sealing) = find(sealings, &entry.id, &base) else {
                 // The head is sealed on the upstream's tip: a commit the team pushed is
                 // taken in first (the next look stands the head on it).
                 if at == 0 && !self.runs(&entry.id, &base) && self.imported_anew(&base)? {
-                    return Ok(true);
+                    return Ok(None);
                 }
                 wanted.main.push(job(entry, base, None));
                 break;
@@ -150,7 +160,7 @@ impl Worker {
                 if at == 0 {
                     self.queue
                         .finish(&entry.id, &steps::refused(refusal.clone()))?;
-                    return Ok(true);
+                    return Ok(None);
                 }
                 // Refused here: those behind stand where it would have.
                 continue;
@@ -161,7 +171,7 @@ impl Worker {
                 && entry.trial == sealing.trial;
             if !standing {
                 self.queue.stand_on(&entry.id, sealing)?;
-                return Ok(true);
+                return Ok(None);
             }
             match &sealing.trial {
                 None => {
@@ -176,7 +186,7 @@ impl Worker {
                 Some(_) => {}
             }
         }
-        self.start(wanted)
+        Ok(Some(wanted))
     }
 
     /// Starts the jobs there is room for, the queue's own path first; `Ok(true)` when one
