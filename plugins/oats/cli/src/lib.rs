@@ -107,7 +107,7 @@ enum Command {
     /// Run lifecycle hooks for a home directory (spawn, retire, soul-scaffold)
     Hook(HookArgs),
     /// Stage an operation as a Slice's check: write the files of its run's harness into OUT
-    /// (what `sf freeze` and `sf collect` ask for; see docs/oats.md)
+    /// (what `sf slice freeze` and `sf collect` ask for; see docs/oats.md)
     Stage(StageArgs),
 }
 
