@@ -268,7 +268,7 @@ pub enum Opener {
     /// `queue.sqlite` in this state directory.
     Sqlite(PathBuf),
     /// The database of `[evidence_store] type = "postgres"`.
-    Postgres(Arc<sf_postgres::config::Connector>),
+    Postgres(Arc<sf_postgres_config::Connector>),
 }
 
 impl Opener {
@@ -282,7 +282,7 @@ impl Opener {
         let fields = serde_json::to_value(section.fields()).map_err(|error| {
             format!("[evidence_store] type = \"postgres\": cannot be read ({error})")
         })?;
-        let settings: sf_postgres::PostgresConfig =
+        let settings: sf_postgres_config::PostgresConfig =
             serde_json::from_value(fields).map_err(|error| {
                 format!(
                     "[evidence_store] type = \"postgres\": {error}; sf serve's queue connects \

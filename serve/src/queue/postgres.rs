@@ -1,7 +1,7 @@
 //! The queue in PostgreSQL, with `[evidence_store] type = "postgres"`: the tables
 //! `sf_serve_proposals` and `sf_serve_sealings` that `serve/schema.sql` makes (an
 //! administrator runs it once; sf creates nothing), reached with the evidence store's own
-//! connection settings (sf-postgres's [`Connector`]).
+//! connection settings (sf-postgres-config's [`Connector`], as the evidence store's).
 //!
 //! It keeps SQLite's promises: every write is committed with `synchronous_commit = on` before
 //! it answers; a client's count and its insert are one transaction serialised per client by
@@ -12,8 +12,8 @@
 use std::sync::Arc;
 
 use postgres::{Client, GenericClient, Row};
-use sf_postgres::config::Connector;
-use sf_postgres::schema::describe;
+use sf_postgres_config::Connector;
+use sf_postgres_config::describe;
 
 use super::{End, Entry, Kind, OPEN, QueueStore, Sealing, SealingRow, UNLANDED, json, now};
 use crate::state::State;

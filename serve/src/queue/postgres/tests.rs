@@ -21,7 +21,7 @@ fn cluster() -> &'static PgCluster {
 
 /// The opener of `database` on the cluster, as its role.
 fn opener(database: &PgDatabase) -> Opener {
-    let settings = sf_postgres::PostgresConfig {
+    let settings = sf_postgres_config::PostgresConfig {
         host: "127.0.0.1".into(),
         port: cluster().port(),
         database: database.name.clone(),
