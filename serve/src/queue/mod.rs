@@ -11,7 +11,8 @@
 //!
 //! Where it is stored is a [`QueueStore`] (as an object store is behind its trait): SQLite in
 //! `[serve] state` ([`sqlite`]), or PostgreSQL with the postgres evidence store ([`postgres`]).
-//! Every handler and worker thread opens its own handle through one [`Opener`].
+//! Handles come from one [`Opener`]: the handlers share one (behind a mutex), and each worker
+//! and each job opens its own.
 
 pub mod postgres;
 pub mod sqlite;
@@ -175,7 +176,7 @@ pub struct End {
 
 /// Where the queue is stored. Every method commits before it returns (a write is durable when
 /// it answers `Ok`); an error is the message the caller logs or answers (`500 unavailable`),
-/// and leaves nothing half written. One handle per thread: a handle is not shared.
+/// and leaves nothing half written. A handle is used by one thread at a time.
 pub trait QueueStore: Send {
     /// The proposal `id`.
     fn get(&mut self, id: &str) -> Result<Option<Entry>, String>;
