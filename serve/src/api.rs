@@ -17,7 +17,7 @@ use sf_host::repository::{MAX_PROPOSAL_DOCUMENT_BYTES, parse_proposal};
 
 use crate::envelope::{ApiError, json_body};
 use crate::pages;
-use crate::queue::{Entry, Kind, Queue};
+use crate::queue::{Entry, Kind, QueueStore};
 use crate::tokens::Tokens;
 use crate::worker::Activity;
 
@@ -34,8 +34,8 @@ pub struct Server {
     pub settings: ServeSettings,
     /// The accepted tokens.
     pub tokens: Tokens,
-    /// The queue, for the handlers (the workers hold their own connections).
-    pub queue: Mutex<Queue>,
+    /// The queue, for the handlers (the workers hold their own handles).
+    pub queue: Mutex<Box<dyn QueueStore>>,
     /// Each repository's Slices: id → frozen Slice directory.
     pub slices: BTreeMap<String, BTreeMap<String, std::path::PathBuf>>,
     /// What the workers are doing.
@@ -45,11 +45,21 @@ pub struct Server {
 }
 
 impl Server {
-    /// The queue, for one short operation.
-    pub fn queue(&self) -> Result<std::sync::MutexGuard<'_, Queue>, ApiError> {
-        self.queue
-            .lock()
-            .map_err(|_| ApiError::unavailable("the queue's handle was poisoned by a panic"))
+    /// Runs `work`, a few short operations, on the handlers' queue handle; its error is
+    /// `500 unavailable`. A handle may block on the network (a PostgreSQL session also runs a
+    /// runtime of its own, which must not be entered from a thread of this one), so it runs
+    /// where the HTTP runtime allows blocking.
+    pub fn with_queue<T>(
+        &self,
+        work: impl FnOnce(&mut dyn QueueStore) -> Result<T, String>,
+    ) -> Result<T, ApiError> {
+        tokio::task::block_in_place(|| {
+            let mut queue = self
+                .queue
+                .lock()
+                .map_err(|_| ApiError::unavailable("the queue's handle was poisoned by a panic"))?;
+            work(queue.as_mut()).map_err(ApiError::unavailable)
+        })
     }
 }
 
@@ -141,10 +151,9 @@ async fn submit(
     let (slice, kind, payload) = read_request(&bytes, slices)?;
     let id = new_id()?;
     let limit = server.settings.in_flight;
-    let stored = server
-        .queue()?
-        .insert_within(&id, &name, &slice, kind, &payload, &client, limit)
-        .map_err(ApiError::unavailable)?;
+    let stored = server.with_queue(|queue| {
+        queue.insert_within(&id, &name, &slice, kind, &payload, &client, limit)
+    })?;
     if !stored {
         return Err(ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
@@ -238,17 +247,13 @@ pub fn new_id() -> Result<String, ApiError> {
 
 /// The proposal `id`, or 404.
 pub fn entry(server: &Server, id: &str) -> Result<Entry, ApiError> {
-    server
-        .queue()?
-        .get(id)
-        .map_err(ApiError::unavailable)?
-        .ok_or_else(|| {
-            ApiError::new(
-                StatusCode::NOT_FOUND,
-                "not-found",
-                format!("proposal {id:?} is not in the queue; use the id its POST answered"),
-            )
-        })
+    server.with_queue(|queue| queue.get(id))?.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not-found",
+            format!("proposal {id:?} is not in the queue; use the id its POST answered"),
+        )
+    })
 }
 
 /// `GET /v1/proposals/{id}`.
@@ -259,10 +264,7 @@ async fn status(
 ) -> Result<Response, ApiError> {
     client(&server, &headers)?;
     let entry = entry(&server, &id)?;
-    let sealings = server
-        .queue()?
-        .sealings_for(&id)
-        .map_err(ApiError::unavailable)?;
+    let sealings = server.with_queue(|queue| queue.sealings_for(&id))?;
     let mut body = entry_json(&entry);
     body["sealings"] = sealings
         .iter()

@@ -80,7 +80,11 @@ fn start(
     let tls = settings.tls.as_ref().map(tls::acceptor).transpose()?;
     let slices = slices_of(&settings)?;
     state_dir(&settings.state)?;
-    let queue = queue::Queue::open(&settings.state)?;
+    // SQLite in the state directory, or PostgreSQL with the postgres evidence store: opened
+    // here so that a database that cannot be reached, or lacks the tables, stops the server
+    // before it listens.
+    let opener = queue::Opener::new(&loaded, &settings.state)?;
+    let queue = opener.open()?;
     // A Slice's oats checks are staged by the sf-oats program beside this one, as `sf` does.
     let mut backends =
         Backends::new(Some(path.clone())).with_capabilities(Arc::new(sf_app::capabilities::SfOats));
@@ -88,15 +92,16 @@ fn start(
     let backends = Arc::new(backends);
     let activity = Arc::new(worker::Activity::default());
     for repository in &settings.repositories {
-        let (backends, repository, state, activity) = (
+        let (backends, repository, state, activity, opener) = (
             Arc::clone(&backends),
             repository.clone(),
             settings.state.clone(),
             Arc::clone(&activity),
+            opener.clone(),
         );
         std::thread::Builder::new()
             .name(format!("worker {}", repository.name))
-            .spawn(move || worker::run(backends, repository, state, activity))
+            .spawn(move || worker::run(backends, repository, state, opener, activity))
             .map_err(|error| format!("cannot start a worker: {error}"))?;
     }
     let server = Arc::new(api::Server {

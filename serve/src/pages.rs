@@ -47,12 +47,8 @@ fn html(body: String) -> Response {
 
 /// `GET /`.
 pub async fn queue_page(Shared(server): Shared<Arc<Server>>) -> Result<Response, ApiError> {
-    let (rows, counts) = {
-        let queue = server.queue()?;
-        let rows = queue.list(PAGE_ROWS).map_err(ApiError::unavailable)?;
-        let counts = queue.counts().map_err(ApiError::unavailable)?;
-        (rows, counts)
-    };
+    let (rows, counts) =
+        server.with_queue(|queue| Ok((queue.list(PAGE_ROWS)?, queue.counts()?)))?;
     let rows: Vec<_> = rows.iter().map(crate::api::entry_json).collect();
     let counts: Vec<_> = ALL
         .iter()
@@ -82,15 +78,14 @@ fn render_queue(
 
 /// `GET /metrics`: Prometheus' text exposition format.
 pub async fn metrics(Shared(server): Shared<Arc<Server>>) -> Result<Response, ApiError> {
-    let (counts, verdicts, depths, times) = {
-        let queue = server.queue()?;
-        (
-            queue.counts().map_err(ApiError::unavailable)?,
-            queue.verdicts().map_err(ApiError::unavailable)?,
-            queue.depths().map_err(ApiError::unavailable)?,
-            queue.times_in_queue().map_err(ApiError::unavailable)?,
-        )
-    };
+    let (counts, verdicts, depths, times) = server.with_queue(|queue| {
+        Ok((
+            queue.counts()?,
+            queue.verdicts()?,
+            queue.depths()?,
+            queue.times_in_queue()?,
+        ))
+    })?;
     let count = |state: State| {
         counts
             .iter()

@@ -23,7 +23,7 @@ use std::time::Duration;
 use sf_app::Backends;
 use sf_host::plugin::serve_config::ServeRepository;
 
-use crate::queue::{Entry, Queue, Sealing, SealingRow};
+use crate::queue::{Entry, Opener, QueueStore, Sealing, SealingRow};
 use crate::state::State;
 use crate::steps::{self, NotSealed};
 
@@ -51,8 +51,9 @@ struct Worker {
     backends: Arc<Backends>,
     repository: ServeRepository,
     state: PathBuf,
+    opener: Opener,
     activity: Arc<Activity>,
-    queue: Queue,
+    queue: Box<dyn QueueStore>,
     /// The jobs running now, by proposal and base (a job nobody waits for any more holds its
     /// place until it ends: it still uses the machine).
     running: Arc<Mutex<HashSet<(String, String)>>>,
@@ -60,15 +61,17 @@ struct Worker {
     ended: Sender<()>,
 }
 
-/// Runs the worker of `repository` until the process ends.
+/// Runs the worker of `repository` until the process ends: the Slice copies in `state`, the
+/// queue opened by `opener`.
 pub fn run(
     backends: Arc<Backends>,
     repository: ServeRepository,
     state: PathBuf,
+    opener: Opener,
     activity: Arc<Activity>,
 ) {
     let queue = loop {
-        match Queue::open(&state) {
+        match opener.open() {
             Ok(queue) => break queue,
             Err(error) => {
                 eprintln!("sf-serve: worker {}: {error}", repository.name);
@@ -81,6 +84,7 @@ pub fn run(
         backends,
         repository,
         state,
+        opener,
         activity,
         queue,
         running: Arc::default(),
@@ -274,6 +278,7 @@ impl Worker {
             backends: Arc::clone(&self.backends),
             repository: self.repository.clone(),
             state: self.state.clone(),
+            opener: self.opener.clone(),
             activity: Arc::clone(&self.activity),
         };
         let (running, ended, held) = (Arc::clone(&self.running), self.ended.clone(), key.clone());
@@ -319,6 +324,7 @@ struct JobContext {
     backends: Arc<Backends>,
     repository: ServeRepository,
     state: PathBuf,
+    opener: Opener,
     activity: Arc<Activity>,
 }
 
@@ -326,7 +332,7 @@ impl JobContext {
     /// Seals the job's proposal on its base (unless it was sealed), records the sealing, and
     /// collects it. A fault of the server's own records nothing: the job is started again.
     fn run(&self, job: Job) -> Result<(), String> {
-        let mut queue = Queue::open(&self.state)?;
+        let mut queue = self.opener.open()?;
         let sealing = match job.sealed {
             Some(sealing) => sealing,
             None => {

@@ -317,21 +317,5 @@ fn compare(
     }
 }
 
-/// A client error in words: the server's message when there is one (never a password: the
-/// server does not echo it).
-pub fn describe(error: &postgres::Error) -> String {
-    match error.as_db_error() {
-        Some(db) => format!("{}: {}", db.code().code(), db.message()),
-        None => {
-            // The client's own errors keep their cause apart (a TLS handshake's is the
-            // certificate that failed): said too, as the fix depends on it.
-            let mut text = error.to_string();
-            let mut cause = std::error::Error::source(error);
-            while let Some(inner) = cause {
-                text.push_str(&format!(": {inner}"));
-                cause = inner.source();
-            }
-            text
-        }
-    }
-}
+/// A client error in words (moved with the connection to sf-postgres-config).
+pub use sf_postgres_config::describe;

@@ -480,3 +480,25 @@ pub fn descendants(pid: u32) -> Vec<(u32, String)> {
     }
     found
 }
+
+impl Team {
+    /// [`Team::config`] with `[evidence_store] type = "postgres"`: `database` on the cluster
+    /// at `port`, as `role` with its password in `password_file`; sf serve keeps its queue
+    /// there too.
+    pub fn config_postgres(
+        &self,
+        port: u16,
+        database: &str,
+        role: &str,
+        password_file: &Path,
+    ) -> PathBuf {
+        let config = self.config(0o600, "127.0.0.1:0");
+        let mut text = std::fs::read_to_string(&config).unwrap();
+        text.push_str(&format!(
+            "[evidence_store]\ntype = \"postgres\"\nhost = \"127.0.0.1\"\nport = {port}\n\
+             database = {database:?}\nuser = {role:?}\npassword_file = {password_file:?}\n"
+        ));
+        std::fs::write(&config, text).unwrap();
+        config
+    }
+}

@@ -1,88 +1,15 @@
-//! The durable queue: one SQLite database in `[serve] state`. A proposal is committed here
-//! before its `202` is answered, and every change of state is committed before the step it
-//! starts, so that a server killed at any moment finds each proposal where it was.
-//!
-//! A proposal may be sealed on more than one base: on the one ahead of it, and, when that one
-//! may yet fail, on what that one stands on. Each sealing is a row of its own (`sealings`,
-//! numbered per proposal; the number is its landing's action occurrence), with its
-//! collection's attempt and what it showed. The proposal *stands on* one of them at a time,
-//! the one on the base its place in the queue gives it; its row mirrors that sealing, and a
-//! collection that ends writes its sealing and, while the proposal stands on it, the mirror.
+//! The queue in SQLite: `queue.sqlite` in `[serve] state` (WAL, `synchronous = FULL`), made
+//! when it is missing. One connection per handle; SQLite serialises the writers.
 
 use std::path::Path;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use rusqlite::{Connection, OptionalExtension as _, params};
 
+use super::{End, Entry, Kind, OPEN, QueueStore, Sealing, SealingRow, UNLANDED, json, now};
 use crate::state::State;
 
-/// What a proposal is made of: sf's proposal format or a Git diff.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// A proposal document (`{"edits": …}`).
-    Proposal,
-    /// A Git diff of the Slice's base.
-    Diff,
-}
-
-impl Kind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Proposal => "proposal",
-            Self::Diff => "diff",
-        }
-    }
-}
-
-/// One proposal as the queue holds it.
-#[derive(Clone, Debug)]
-pub struct Entry {
-    /// Its id in the API.
-    pub id: String,
-    /// The repository it lands into, by its `[[serve.repository]]` name.
-    pub repository: String,
-    /// The id of the Slice it is for.
-    pub slice: String,
-    /// What `body` is.
-    pub kind: Kind,
-    /// The proposal document or diff, as received.
-    pub body: Vec<u8>,
-    /// The client whose token queued it.
-    pub client: String,
-    /// Where it is.
-    pub state: State,
-    /// The frozen Slice directory it was sealed under.
-    pub frozen_slice: Option<String>,
-    /// The Candidate's digest, once sealed.
-    pub candidate: Option<String>,
-    /// The Verdict's outcome and digest, once judged.
-    pub verdict: Option<serde_json::Value>,
-    /// The Candidate's commit M, once sealed.
-    pub commit: Option<String>,
-    /// Why it ended as it did.
-    pub reasons: Vec<String>,
-    /// The error that ended it, when one did.
-    pub error: Option<serde_json::Value>,
-    /// When it was queued, in seconds since the epoch.
-    pub queued_at: u64,
-    /// When its state last changed, in seconds since the epoch.
-    pub updated_at: u64,
-    /// How many times it was sealed (1 at first; each reset adds one): its landing's action
-    /// occurrence.
-    pub generation: u64,
-    /// The commit its Candidate was sealed on: the target's tip, or the commit of the
-    /// proposal ahead of it in the queue.
-    pub base: Option<String>,
-    /// The attempt its collection of this generation stored, once that ended.
-    pub attempt: Option<u64>,
-    /// What that collection showed, once it ended: `{"outcome", "digest"}` of its Verdict, or
-    /// `{"error": {"code", "message"}}` when it started nothing. Provisional: the landing
-    /// judges the attempt again.
-    pub trial: Option<serde_json::Value>,
-}
-
-/// A handle on the queue's database (one per thread: SQLite serialises the writers).
-pub struct Queue {
+/// A handle on the queue's SQLite database (one per thread).
+pub struct SqliteQueue {
     connection: Connection,
 }
 
@@ -102,21 +29,12 @@ const ADDED: [(&str, &str); 4] = [
     ("trial", "TEXT"),
 ];
 
-/// The states of a proposal still on its way.
-const OPEN: &str = "('queued', 'sealing', 'collecting', 'landing')";
-
-fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.as_secs())
-}
-
 /// A database error, as the message the caller reports.
 fn failed(what: &str, error: rusqlite::Error) -> String {
     format!("the queue's database: {what}: {error}")
 }
 
-impl Queue {
+impl SqliteQueue {
     /// Opens (creating) the queue in `state`.
     pub fn open(state: &Path) -> Result<Self, String> {
         let path = state.join(DATABASE);
@@ -169,9 +87,11 @@ impl Queue {
         add_columns(&connection)?;
         Ok(Self { connection })
     }
+}
 
+impl QueueStore for SqliteQueue {
     /// The proposal `id`.
-    pub fn get(&self, id: &str) -> Result<Option<Entry>, String> {
+    fn get(&mut self, id: &str) -> Result<Option<Entry>, String> {
         self.connection
             .query_row(
                 &format!("SELECT {COLUMNS} FROM proposals WHERE id = ?1"),
@@ -186,7 +106,7 @@ impl Queue {
     /// final already (`Ok(false)`, nothing stored); the count and the insert are one
     /// transaction, so concurrent requests cannot pass the limit together.
     #[allow(clippy::too_many_arguments)]
-    pub fn insert_within(
+    fn insert_within(
         &mut self,
         id: &str,
         repository: &str,
@@ -235,7 +155,7 @@ impl Queue {
 
     /// The proposals of `repository` that are not final, oldest first: its queue, in the
     /// order they land.
-    pub fn open_of(&self, repository: &str) -> Result<Vec<Entry>, String> {
+    fn open_of(&mut self, repository: &str) -> Result<Vec<Entry>, String> {
         let mut statement = self
             .connection
             .prepare(&format!(
@@ -249,13 +169,8 @@ impl Queue {
             .map_err(|error| failed("cannot read the queue", error))
     }
 
-    /// The oldest proposal of `repository` that is not final.
-    pub fn next_open(&self, repository: &str) -> Result<Option<Entry>, String> {
-        Ok(self.open_of(repository)?.into_iter().next())
-    }
-
     /// How long each final proposal took from its request to its end, in seconds.
-    pub fn times_in_queue(&self) -> Result<Vec<u64>, String> {
+    fn times_in_queue(&mut self) -> Result<Vec<u64>, String> {
         let mut statement = self
             .connection
             .prepare(&format!(
@@ -269,7 +184,7 @@ impl Queue {
     }
 
     /// How many proposals of each repository are not final.
-    pub fn depths(&self) -> Result<Vec<(String, u64)>, String> {
+    fn depths(&mut self) -> Result<Vec<(String, u64)>, String> {
         let mut statement = self
             .connection
             .prepare(&format!(
@@ -283,7 +198,7 @@ impl Queue {
     }
 
     /// Every proposal, newest first, at most `limit`.
-    pub fn list(&self, limit: usize) -> Result<Vec<Entry>, String> {
+    fn list(&mut self, limit: usize) -> Result<Vec<Entry>, String> {
         let mut statement = self
             .connection
             .prepare(&format!(
@@ -297,7 +212,7 @@ impl Queue {
     }
 
     /// How many proposals are in each state.
-    pub fn counts(&self) -> Result<Vec<(String, u64)>, String> {
+    fn counts(&mut self) -> Result<Vec<(String, u64)>, String> {
         let mut statement = self
             .connection
             .prepare("SELECT state, COUNT(*) FROM proposals GROUP BY state")
@@ -309,7 +224,7 @@ impl Queue {
     }
 
     /// How many Verdicts of each outcome the finished landings had.
-    pub fn verdicts(&self) -> Result<Vec<(String, u64)>, String> {
+    fn verdicts(&mut self) -> Result<Vec<(String, u64)>, String> {
         let mut statement = self
             .connection
             .prepare(
@@ -329,7 +244,7 @@ impl Queue {
     }
 
     /// Moves `id` to `state`; committed when this returns.
-    pub fn set_state(&self, id: &str, state: State) -> Result<(), String> {
+    fn set_state(&mut self, id: &str, state: State) -> Result<(), String> {
         self.connection
             .execute(
                 "UPDATE proposals SET state = ?2, updated_at = ?3 WHERE id = ?1",
@@ -340,7 +255,7 @@ impl Queue {
     }
 
     /// The sealings of the open proposals of `repository`.
-    pub fn sealings_of(&self, repository: &str) -> Result<Vec<SealingRow>, String> {
+    fn sealings_of(&mut self, repository: &str) -> Result<Vec<SealingRow>, String> {
         let mut statement = self
             .connection
             .prepare(&format!(
@@ -356,7 +271,7 @@ impl Queue {
     }
 
     /// The sealings of proposal `id`, by number.
-    pub fn sealings_for(&self, id: &str) -> Result<Vec<SealingRow>, String> {
+    fn sealings_for(&mut self, id: &str) -> Result<Vec<SealingRow>, String> {
         let mut statement = self
             .connection
             .prepare(
@@ -372,7 +287,7 @@ impl Queue {
 
     /// Records that `id` was sealed on `base` as `sealed` (or refused there: `Err`), under
     /// the next number of the proposal; answers the sealing. One transaction.
-    pub fn add_sealing(
+    fn add_sealing(
         &mut self,
         id: &str,
         base: &str,
@@ -393,10 +308,7 @@ impl Queue {
                 |row| row.get(0),
             )
             .map_err(|error| failed("cannot number a sealing", error))?;
-        let (ok, refusal) = match sealed {
-            Ok(sealing) => (Some(sealing), None),
-            Err(refusal) => (None, Some(refusal.to_string())),
-        };
+        let (ok, refusal) = (sealed.ok(), sealed.err().map(ToString::to_string));
         transaction
             .execute(
                 "INSERT INTO sealings (proposal, number, base, frozen_slice, candidate, \
@@ -415,30 +327,22 @@ impl Queue {
         transaction
             .commit()
             .map_err(|error| failed("cannot record a sealing", error))?;
-        Ok(SealingRow {
-            proposal: id.to_owned(),
-            number: number as u64,
-            base: base.to_owned(),
-            frozen_slice: ok.map(|sealing| sealing.frozen_slice.to_owned()),
-            candidate: ok.map(|sealing| sealing.candidate.to_owned()),
-            commit: ok.map(|sealing| sealing.commit.to_owned()),
-            attempt: None,
-            trial: None,
-            refusal: sealed.err().cloned(),
-        })
+        Ok(SealingRow::new(id, number as u64, base, sealed))
     }
 
     /// Makes `id` stand on `sealing`: its row mirrors it, as the sealings table holds it now
     /// (a collection that ended since it was read is taken along), and it is `collecting`.
     /// Never for a proposal whose landing started (it is landed again as it is) or that ended.
-    pub fn stand_on(&self, id: &str, sealing: &SealingRow) -> Result<(), String> {
+    fn stand_on(&mut self, id: &str, sealing: &SealingRow) -> Result<(), String> {
         self.connection
             .execute(
-                "UPDATE proposals SET state = 'collecting', generation = s.number, \
-                 base = s.base, frozen_slice = s.frozen_slice, candidate = s.candidate, \
-                 commit_id = s.commit_id, attempt = s.attempt, trial = s.trial, updated_at = ?3 \
-                 FROM sealings s WHERE s.proposal = proposals.id AND s.number = ?2 \
-                 AND proposals.id = ?1 AND proposals.state IN ('queued', 'sealing', 'collecting')",
+                &format!(
+                    "UPDATE proposals SET state = 'collecting', generation = s.number, \
+                     base = s.base, frozen_slice = s.frozen_slice, candidate = s.candidate, \
+                     commit_id = s.commit_id, attempt = s.attempt, trial = s.trial, \
+                     updated_at = ?3 FROM sealings s WHERE s.proposal = proposals.id AND \
+                     s.number = ?2 AND proposals.id = ?1 AND proposals.state IN {UNLANDED}"
+                ),
                 params![id, sealing.number as i64, now() as i64],
             )
             .map(|_| ())
@@ -447,12 +351,14 @@ impl Queue {
 
     /// Makes `id` stand on nothing (`sealing`): the commit it stood on is no longer where its
     /// place in the queue is. Never for a proposal whose landing started, or that ended.
-    pub fn leave(&self, id: &str) -> Result<(), String> {
+    fn leave(&mut self, id: &str) -> Result<(), String> {
         self.connection
             .execute(
-                "UPDATE proposals SET state = 'sealing', base = NULL, frozen_slice = NULL, \
-                 candidate = NULL, commit_id = NULL, attempt = NULL, trial = NULL, \
-                 updated_at = ?2 WHERE id = ?1 AND state IN ('queued', 'sealing', 'collecting')",
+                &format!(
+                    "UPDATE proposals SET state = 'sealing', base = NULL, frozen_slice = NULL, \
+                     candidate = NULL, commit_id = NULL, attempt = NULL, trial = NULL, \
+                     updated_at = ?2 WHERE id = ?1 AND state IN {UNLANDED}"
+                ),
                 params![id, now() as i64],
             )
             .map(|_| ())
@@ -461,7 +367,7 @@ impl Queue {
 
     /// Records what the collection of sealing `number` of `id` stored and showed, and, while
     /// the proposal stands on that sealing, in its row too. One transaction.
-    pub fn collected(
+    fn collected(
         &mut self,
         id: &str,
         number: u64,
@@ -492,7 +398,7 @@ impl Queue {
     }
 
     /// Records how `id` ended, in one transaction.
-    pub fn finish(&self, id: &str, end: &End) -> Result<(), String> {
+    fn finish(&mut self, id: &str, end: &End) -> Result<(), String> {
         debug_assert!(end.state.is_final());
         self.connection
             .execute(
@@ -512,44 +418,9 @@ impl Queue {
     }
 }
 
-/// What a proposal was sealed as.
-pub struct Sealing<'a> {
-    /// Its private frozen Slice directory.
-    pub frozen_slice: &'a str,
-    /// The Candidate's digest.
-    pub candidate: &'a str,
-    /// The Candidate's commit M.
-    pub commit: &'a str,
-}
-
-/// One sealing of a proposal on one base, as the queue holds it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SealingRow {
-    /// The proposal's id.
-    pub proposal: String,
-    /// Its number among the proposal's sealings: its landing's action occurrence.
-    pub number: u64,
-    /// The commit it was sealed on.
-    pub base: String,
-    /// Its private frozen Slice directory (`None` when refused).
-    pub frozen_slice: Option<String>,
-    /// The Candidate's digest (`None` when refused).
-    pub candidate: Option<String>,
-    /// The Candidate's commit M (`None` when refused).
-    pub commit: Option<String>,
-    /// The attempt its collection stored, once that ended.
-    pub attempt: Option<u64>,
-    /// What that collection showed, once it ended.
-    pub trial: Option<serde_json::Value>,
-    /// Why the proposal could not be sealed on this base: the use case's `{"code",
-    /// "message"}`.
-    pub refusal: Option<serde_json::Value>,
-}
-
 /// A sealing from a row of `proposal, number, base, frozen_slice, candidate, commit_id,
 /// attempt, trial, refusal`.
 fn sealing_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SealingRow> {
-    let json = |text: Option<String>| text.and_then(|text| serde_json::from_str(&text).ok());
     Ok(SealingRow {
         proposal: row.get(0)?,
         number: row.get::<_, i64>(1)?.max(1) as u64,
@@ -586,22 +457,8 @@ fn add_columns(connection: &Connection) -> Result<(), String> {
     Ok(())
 }
 
-/// How a proposal ended.
-#[derive(Clone, Debug)]
-pub struct End {
-    /// Its final state.
-    pub state: State,
-    /// The Verdict, when one was issued: `{"outcome", "digest"}`.
-    pub verdict: Option<serde_json::Value>,
-    /// Why it ended so.
-    pub reasons: Vec<String>,
-    /// The error that ended it: `{"code", "message"}`.
-    pub error: Option<serde_json::Value>,
-}
-
 /// An entry from a row of [`COLUMNS`].
 fn row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
-    let json = |text: Option<String>| text.and_then(|text| serde_json::from_str(&text).ok());
     let kind: String = row.get(3)?;
     let state: String = row.get(6)?;
     let reasons: String = row.get(11)?;
@@ -609,11 +466,7 @@ fn row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
         id: row.get(0)?,
         repository: row.get(1)?,
         slice: row.get(2)?,
-        kind: if kind == "diff" {
-            Kind::Diff
-        } else {
-            Kind::Proposal
-        },
+        kind: Kind::parse(&kind),
         body: row.get(4)?,
         client: row.get(5)?,
         // A state this build does not know is read as the start, never as final: the
@@ -639,6 +492,14 @@ fn row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::queue::Opener;
+    use crate::queue::conformance::conformance_tests;
+
+    conformance_tests!({
+        let dir = tempfile::tempdir().unwrap();
+        let opener = Opener::Sqlite(dir.path().to_owned());
+        (dir, opener)
+    });
 
     fn sealing(candidate: &str) -> Sealing<'_> {
         Sealing {
@@ -646,141 +507,6 @@ mod tests {
             candidate,
             commit: "m",
         }
-    }
-
-    #[test]
-    fn a_proposal_goes_through_its_states_and_survives_a_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut queue = Queue::open(dir.path()).unwrap();
-        for id in ["a", "b"] {
-            assert!(
-                queue
-                    .insert_within(id, "te", "s", Kind::Diff, b"diff", "agent", 10)
-                    .unwrap()
-            );
-        }
-        assert_eq!(queue.next_open("te").unwrap().unwrap().id, "a");
-        queue.set_state("a", State::Sealing).unwrap();
-        let sealed = queue
-            .add_sealing("a", "t", Ok(&sealing("sha256:c")))
-            .unwrap();
-        queue.stand_on("a", &sealed).unwrap();
-        drop(queue);
-        let queue = Queue::open(dir.path()).unwrap();
-        let a = queue.get("a").unwrap().unwrap();
-        assert_eq!(a.state, State::Collecting);
-        assert_eq!(a.candidate.as_deref(), Some("sha256:c"));
-        assert_eq!((a.generation, a.base.as_deref()), (1, Some("t")));
-        queue
-            .finish(
-                "a",
-                &End {
-                    state: State::Failed,
-                    verdict: Some(serde_json::json!({"outcome": "failed"})),
-                    reasons: vec!["check x missed".into()],
-                    error: None,
-                },
-            )
-            .unwrap();
-        assert_eq!(queue.next_open("te").unwrap().unwrap().id, "b");
-        assert_eq!(queue.verdicts().unwrap(), vec![("failed".into(), 1)]);
-        assert_eq!(queue.depths().unwrap(), vec![("te".into(), 1)]);
-        assert_eq!(queue.times_in_queue().unwrap().len(), 1);
-        assert!(queue.next_open("other").unwrap().is_none());
-        assert!(
-            queue.sealings_of("te").unwrap().is_empty(),
-            "only open ones"
-        );
-    }
-
-    #[test]
-    fn each_base_is_a_sealing_of_its_own_and_the_mirror_follows_the_one_stood_on() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut queue = Queue::open(dir.path()).unwrap();
-        queue
-            .insert_within("a", "te", "s", Kind::Diff, b"d", "agent", 10)
-            .unwrap();
-        let on_ahead = queue
-            .add_sealing("a", "ahead", Ok(&sealing("sha256:c1")))
-            .unwrap();
-        let refusal = serde_json::json!({"code": "conflict", "message": "does not apply"});
-        let refused = queue.add_sealing("a", "other", Err(&refusal)).unwrap();
-        let on_target = queue
-            .add_sealing("a", "t", Ok(&sealing("sha256:c2")))
-            .unwrap();
-        assert_eq!(
-            (on_ahead.number, refused.number, on_target.number),
-            (1, 2, 3)
-        );
-        assert_eq!(refused.refusal, Some(refusal));
-        assert_eq!(queue.sealings_for("a").unwrap()[1], refused);
-        assert!(
-            queue.add_sealing("a", "t", Ok(&sealing("x"))).is_err(),
-            "one per base"
-        );
-        queue.stand_on("a", &on_ahead).unwrap();
-        // The sealing on the target is collected while the proposal stands on the other.
-        let trial = serde_json::json!({"outcome": "verified"});
-        queue.collected("a", 3, Some(7), &trial).unwrap();
-        let a = queue.get("a").unwrap().unwrap();
-        assert_eq!((a.generation, a.attempt, a.trial), (1, None, None));
-        let rows = queue.sealings_of("te").unwrap();
-        let row = rows.iter().find(|row| row.number == 3).unwrap().clone();
-        assert_eq!(
-            (row.attempt, row.trial.clone()),
-            (Some(7), Some(trial.clone()))
-        );
-        // Standing on it takes its collection along.
-        queue.stand_on("a", &row).unwrap();
-        let a = queue.get("a").unwrap().unwrap();
-        assert_eq!((a.generation, a.base.as_deref()), (3, Some("t")));
-        assert_eq!((a.attempt, a.trial), (Some(7), Some(trial)));
-        queue.leave("a").unwrap();
-        let a = queue.get("a").unwrap().unwrap();
-        assert_eq!(
-            (a.state, a.candidate, a.trial),
-            (State::Sealing, None, None)
-        );
-        // A collection that ended after the sealing was read is taken along all the same.
-        let failed = serde_json::json!({"outcome": "failed"});
-        queue.collected("a", 1, Some(5), &failed).unwrap();
-        queue.stand_on("a", &on_ahead).unwrap();
-        let a = queue.get("a").unwrap().unwrap();
-        assert_eq!(
-            (a.generation, a.attempt, a.trial),
-            (1, Some(5), Some(failed))
-        );
-        queue.stand_on("a", &row).unwrap();
-        // A landing that started never stands elsewhere.
-        queue.set_state("a", State::Landing).unwrap();
-        queue.stand_on("a", &on_ahead).unwrap();
-        queue.leave("a").unwrap();
-        let a = queue.get("a").unwrap().unwrap();
-        assert_eq!((a.state, a.generation), (State::Landing, 3));
-    }
-
-    #[test]
-    fn a_client_at_its_limit_queues_nothing_more_until_one_ends() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut queue = Queue::open(dir.path()).unwrap();
-        let put = |queue: &mut Queue, id: &str, client: &str| {
-            queue
-                .insert_within(id, "te", "s", Kind::Diff, b"d", client, 2)
-                .unwrap()
-        };
-        assert!(put(&mut queue, "a", "one"));
-        assert!(put(&mut queue, "b", "one"));
-        assert!(!put(&mut queue, "c", "one"));
-        assert!(queue.get("c").unwrap().is_none());
-        assert!(put(&mut queue, "d", "two"));
-        let end = End {
-            state: State::Refused,
-            verdict: None,
-            reasons: Vec::new(),
-            error: None,
-        };
-        queue.finish("a", &end).unwrap();
-        assert!(put(&mut queue, "c", "one"));
     }
 
     #[test]
@@ -799,7 +525,7 @@ mod tests {
         )
         .unwrap();
         drop(old);
-        let mut queue = Queue::open(dir.path()).unwrap();
+        let mut queue = SqliteQueue::open(dir.path()).unwrap();
         let a = queue.get("a").unwrap().unwrap();
         assert_eq!((a.state, a.generation), (State::Collecting, 1));
         assert_eq!(a.candidate.as_deref(), Some("sha256:c"));
