@@ -153,8 +153,13 @@ impl Worker {
             }
             let Some(sealing) = find(sealings, &entry.id, &base) else {
                 // The head is sealed on the upstream's tip: a commit the team pushed is
-                // taken in first (the next look stands the head on it).
-                if at == 0 && !self.runs(&entry.id, &base) && self.imported_anew(&base)? {
+                // taken in first (the next look stands the head on it); only when its job
+                // can start, so that a full house does not fetch at every look.
+                if at == 0
+                    && self.has_room()
+                    && !self.runs(&entry.id, &base)
+                    && self.imported_anew(&base)?
+                {
                     return Ok(None);
                 }
                 wanted.main.push(job(entry, base, None));
@@ -207,6 +212,13 @@ impl Worker {
             }
         }
         Ok(started)
+    }
+
+    /// Whether fewer than `jobs` jobs are running.
+    fn has_room(&self) -> bool {
+        self.running
+            .lock()
+            .is_ok_and(|running| running.len() < self.repository.jobs.get())
     }
 
     /// Whether a job of proposal `id` on `base` is running.
