@@ -323,5 +323,65 @@ fn json(text: Option<String>) -> Option<serde_json::Value> {
     text.and_then(|text| serde_json::from_str(&text).ok())
 }
 
+/// One row as a database hands it over, column by column: what lets both backends read an
+/// [`Entry`] and a [`SealingRow`] by the same rules.
+trait Columns {
+    /// The database's error.
+    type Error;
+    /// The text (or JSON kept as text) in column `at`.
+    fn text(&self, at: usize) -> Result<Option<String>, Self::Error>;
+    /// The integer in column `at`.
+    fn int(&self, at: usize) -> Result<Option<i64>, Self::Error>;
+    /// The bytes in column `at`.
+    fn bytes(&self, at: usize) -> Result<Vec<u8>, Self::Error>;
+}
+
+/// An [`Entry`] from a row of its columns, in the order `id, repository, slice, kind, body,
+/// client, state, frozen_slice, candidate, verdict, commit, reasons, error, queued_at,
+/// updated_at, generation, base, attempt, trial`.
+fn read_entry<C: Columns>(row: &C) -> Result<Entry, C::Error> {
+    let text = |at| row.text(at).map(Option::unwrap_or_default);
+    let count = |at, least: i64| row.int(at).map(|n| n.unwrap_or(least).max(least) as u64);
+    Ok(Entry {
+        id: text(0)?,
+        repository: text(1)?,
+        slice: text(2)?,
+        kind: Kind::parse(&text(3)?),
+        body: row.bytes(4)?,
+        client: text(5)?,
+        // A state this build does not know is read as the start, never as final: the
+        // worker takes it up again and the at-most-once intents keep that safe.
+        state: State::parse(&text(6)?).unwrap_or(State::Queued),
+        frozen_slice: row.text(7)?,
+        candidate: row.text(8)?,
+        verdict: json(row.text(9)?),
+        commit: row.text(10)?,
+        reasons: serde_json::from_str(&text(11)?).unwrap_or_default(),
+        error: json(row.text(12)?),
+        queued_at: count(13, 0)?,
+        updated_at: count(14, 0)?,
+        generation: count(15, 1)?,
+        base: row.text(16)?,
+        attempt: row.int(17)?.map(|attempt| attempt.max(0) as u64),
+        trial: json(row.text(18)?),
+    })
+}
+
+/// A [`SealingRow`] from a row of `proposal, number, base, frozen_slice, candidate, commit,
+/// attempt, trial, refusal`.
+fn read_sealing<C: Columns>(row: &C) -> Result<SealingRow, C::Error> {
+    Ok(SealingRow {
+        proposal: row.text(0)?.unwrap_or_default(),
+        number: row.int(1)?.unwrap_or(1).max(1) as u64,
+        base: row.text(2)?.unwrap_or_default(),
+        frozen_slice: row.text(3)?,
+        candidate: row.text(4)?,
+        commit: row.text(5)?,
+        attempt: row.int(6)?.map(|attempt| attempt.max(0) as u64),
+        trial: json(row.text(7)?),
+        refusal: json(row.text(8)?),
+    })
+}
+
 #[cfg(test)]
 pub(crate) mod conformance;

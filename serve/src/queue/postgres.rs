@@ -15,7 +15,10 @@ use postgres::{Client, GenericClient, Row};
 use sf_postgres_config::Connector;
 use sf_postgres_config::describe;
 
-use super::{End, Entry, Kind, OPEN, QueueStore, Sealing, SealingRow, UNLANDED, json, now};
+use super::{
+    Columns, End, Entry, Kind, OPEN, QueueStore, Sealing, SealingRow, UNLANDED, now, read_entry,
+    read_sealing,
+};
 use crate::state::State;
 
 /// The columns of an [`Entry`], in the order [`entry`] reads them.
@@ -200,53 +203,27 @@ fn check(client: &mut Client) -> Result<(), String> {
     ))
 }
 
+impl Columns for Row {
+    type Error = postgres::Error;
+    fn text(&self, at: usize) -> Result<Option<String>, postgres::Error> {
+        self.try_get(at)
+    }
+    fn int(&self, at: usize) -> Result<Option<i64>, postgres::Error> {
+        self.try_get(at)
+    }
+    fn bytes(&self, at: usize) -> Result<Vec<u8>, postgres::Error> {
+        self.try_get(at)
+    }
+}
+
 /// Reads an [`Entry`] from a row of [`COLUMNS`].
 fn entry(row: &Row) -> Result<Entry, postgres::Error> {
-    let kind: String = row.try_get(3)?;
-    let state: String = row.try_get(6)?;
-    let reasons: String = row.try_get(11)?;
-    Ok(Entry {
-        id: row.try_get(0)?,
-        repository: row.try_get(1)?,
-        slice: row.try_get(2)?,
-        kind: Kind::parse(&kind),
-        body: row.try_get(4)?,
-        client: row.try_get(5)?,
-        // A state this build does not know is read as the start, never as final: the
-        // worker takes it up again and the at-most-once intents keep that safe.
-        state: State::parse(&state).unwrap_or(State::Queued),
-        frozen_slice: row.try_get(7)?,
-        candidate: row.try_get(8)?,
-        verdict: json(row.try_get(9)?),
-        commit: row.try_get(10)?,
-        reasons: serde_json::from_str(&reasons).unwrap_or_default(),
-        error: json(row.try_get(12)?),
-        queued_at: row.try_get::<_, i64>(13)?.max(0) as u64,
-        updated_at: row.try_get::<_, i64>(14)?.max(0) as u64,
-        generation: row.try_get::<_, i64>(15)?.max(1) as u64,
-        base: row.try_get(16)?,
-        attempt: row
-            .try_get::<_, Option<i64>>(17)?
-            .map(|attempt| attempt.max(0) as u64),
-        trial: json(row.try_get(18)?),
-    })
+    read_entry(row)
 }
 
 /// Reads a [`SealingRow`] from a row of [`SEALING_COLUMNS`].
 fn sealing(row: &Row) -> Result<SealingRow, postgres::Error> {
-    Ok(SealingRow {
-        proposal: row.try_get(0)?,
-        number: row.try_get::<_, i64>(1)?.max(1) as u64,
-        base: row.try_get(2)?,
-        frozen_slice: row.try_get(3)?,
-        candidate: row.try_get(4)?,
-        commit: row.try_get(5)?,
-        attempt: row
-            .try_get::<_, Option<i64>>(6)?
-            .map(|attempt| attempt.max(0) as u64),
-        trial: json(row.try_get(7)?),
-        refusal: json(row.try_get(8)?),
-    })
+    read_sealing(row)
 }
 
 /// The rows of `query`, each read by `read`.

@@ -5,7 +5,10 @@ use std::path::Path;
 
 use rusqlite::{Connection, OptionalExtension as _, params};
 
-use super::{End, Entry, Kind, OPEN, QueueStore, Sealing, SealingRow, UNLANDED, json, now};
+use super::{
+    Columns, End, Entry, Kind, OPEN, QueueStore, Sealing, SealingRow, UNLANDED, now, read_entry,
+    read_sealing,
+};
 use crate::state::State;
 
 /// A handle on the queue's SQLite database (one per thread).
@@ -418,24 +421,6 @@ impl QueueStore for SqliteQueue {
     }
 }
 
-/// A sealing from a row of `proposal, number, base, frozen_slice, candidate, commit_id,
-/// attempt, trial, refusal`.
-fn sealing_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SealingRow> {
-    Ok(SealingRow {
-        proposal: row.get(0)?,
-        number: row.get::<_, i64>(1)?.max(1) as u64,
-        base: row.get(2)?,
-        frozen_slice: row.get(3)?,
-        candidate: row.get(4)?,
-        commit: row.get(5)?,
-        attempt: row
-            .get::<_, Option<i64>>(6)?
-            .map(|attempt| attempt.max(0) as u64),
-        trial: json(row.get(7)?),
-        refusal: json(row.get(8)?),
-    })
-}
-
 /// Adds the columns of [`ADDED`] a database made before them lacks.
 fn add_columns(connection: &Connection) -> Result<(), String> {
     let mut statement = connection
@@ -457,36 +442,28 @@ fn add_columns(connection: &Connection) -> Result<(), String> {
     Ok(())
 }
 
+impl Columns for rusqlite::Row<'_> {
+    type Error = rusqlite::Error;
+    fn text(&self, at: usize) -> rusqlite::Result<Option<String>> {
+        self.get(at)
+    }
+    fn int(&self, at: usize) -> rusqlite::Result<Option<i64>> {
+        self.get(at)
+    }
+    fn bytes(&self, at: usize) -> rusqlite::Result<Vec<u8>> {
+        self.get(at)
+    }
+}
+
 /// An entry from a row of [`COLUMNS`].
 fn row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Entry> {
-    let kind: String = row.get(3)?;
-    let state: String = row.get(6)?;
-    let reasons: String = row.get(11)?;
-    Ok(Entry {
-        id: row.get(0)?,
-        repository: row.get(1)?,
-        slice: row.get(2)?,
-        kind: Kind::parse(&kind),
-        body: row.get(4)?,
-        client: row.get(5)?,
-        // A state this build does not know is read as the start, never as final: the
-        // worker takes it up again and the at-most-once intents keep that safe.
-        state: State::parse(&state).unwrap_or(State::Queued),
-        frozen_slice: row.get(7)?,
-        candidate: row.get(8)?,
-        verdict: json(row.get(9)?),
-        commit: row.get(10)?,
-        reasons: serde_json::from_str(&reasons).unwrap_or_default(),
-        error: json(row.get(12)?),
-        queued_at: row.get::<_, i64>(13)? as u64,
-        updated_at: row.get::<_, i64>(14)? as u64,
-        generation: row.get::<_, i64>(15)?.max(1) as u64,
-        base: row.get(16)?,
-        attempt: row
-            .get::<_, Option<i64>>(17)?
-            .map(|attempt| attempt.max(0) as u64),
-        trial: json(row.get(18)?),
-    })
+    read_entry(row)
+}
+
+/// A sealing from a row of `proposal, number, base, frozen_slice, candidate, commit_id,
+/// attempt, trial, refusal`.
+fn sealing_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<SealingRow> {
+    read_sealing(row)
 }
 
 #[cfg(test)]
